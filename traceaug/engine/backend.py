@@ -1,0 +1,100 @@
+"""Plug the wasm trace processor into the official ``perfetto`` Python API.
+
+``WasmBackend`` reuses upstream's RPC client for queries and adds what it
+leaves out: loading (append + finalize, whose error upstream ignores) and SQL
+package registration. ``TraceProcessor`` is upstream's class with this backend,
+so ``tp.query(sql).as_pandas_dataframe()`` works unchanged.
+"""
+
+from __future__ import annotations
+
+from perfetto.trace_processor.api import TraceProcessor as _UpstreamTP
+from perfetto.trace_processor.api import TraceProcessorConfig
+from perfetto.trace_processor.protos import ProtoFactory
+from perfetto.trace_processor.rpc import TraceProcessorRpc
+
+from ..errors import EngineError
+from .wasm_instance import WasmInstance
+from .wasm_module import load_build
+
+APPEND_LIMIT = 32 << 20  # each TPM_APPEND_TRACE_DATA message stays well under 64 MiB
+
+
+class WasmBackend(TraceProcessorRpc):
+    """The RPC client over an in-process wasm instance."""
+
+    def __init__(self, protos: ProtoFactory, memory64: bool = False) -> None:
+        self.instance = WasmInstance(load_build(memory64))
+        super().__init__(self.instance, protos)
+
+    def _call(self, fill) -> object:
+        """Send one request and return the single reply message."""
+        stream = self.protos.TraceProcessorRpcStream()
+        fill(stream.msg.add())
+        self.transport.send(stream.SerializeToString())
+        reply = self.protos.TraceProcessorRpc()
+        reply.MergeFromString(self._read_payload())
+        self._check_envelope(reply)
+        return reply
+
+    def parse(self, chunk: bytes):
+        result = None
+        for off in range(0, len(chunk), APPEND_LIMIT):
+            piece = chunk[off : off + APPEND_LIMIT]
+
+            def fill(req, piece=piece):
+                req.request = self.protos.TraceProcessorRpc.TPM_APPEND_TRACE_DATA
+                req.append_trace_data = bytes(piece)
+
+            result = self._call(fill).append_result
+            if result.error:
+                return result
+        return result
+
+    def notify_eof(self) -> str:
+        """Finalize loading; returns Perfetto's error text ('' when fine)."""
+
+        def fill(req):
+            req.request = self.protos.TraceProcessorRpc.TPM_FINALIZE_TRACE_DATA
+
+        return self._call(fill).finalize_data_result.error
+
+    def register_sql_package(self, name: str, modules: dict[str, str]) -> None:
+        """Make ``INCLUDE PERFETTO MODULE name.x`` find our own PerfettoSQL."""
+
+        def fill(req):
+            req.request = self.protos.TraceProcessorRpc.TPM_REGISTER_SQL_PACKAGE
+            args = req.register_sql_package_args
+            args.package_name = name
+            args.allow_override = True
+            for path, sql in modules.items():
+                m = args.modules.add()
+                m.name = path
+                m.sql = sql
+
+        error = self._call(fill).register_sql_package_result.error
+        if error:
+            raise EngineError(f"registering SQL package {name}: {error}")
+
+    def close(self) -> None:
+        self.instance.close()
+
+
+class TraceProcessor(_UpstreamTP):
+    """Upstream ``TraceProcessor`` backed by the wasm build (or a native shell)."""
+
+    def __init__(self, memory64: bool = False, bin_path: str | None = None) -> None:
+        self._memory64 = memory64
+        self._bin_path = bin_path
+        config = TraceProcessorConfig(bin_path=bin_path) if bin_path else TraceProcessorConfig()
+        super().__init__(config=config)
+
+    def _create_backend(self, remote, addr):
+        if self._bin_path:
+            return super()._create_backend(remote, addr)
+        return WasmBackend(self.protos, memory64=self._memory64)
+
+    @property
+    def backend(self):
+        """The backend in use (wasm or native shell over HTTP)."""
+        return self._backend

@@ -1,0 +1,145 @@
+"""Load one trace file into a trace processor, exactly and with clear errors.
+
+Chrome JSON goes through the normalizer (exact timestamps, overlap lanes);
+anything else Perfetto reads (proto, systrace...) is streamed as it is. The
+engine parses in a worker thread (wasm runs without the GIL) while this
+thread prepares the next bytes. The finalize result is checked, and a trace
+too large for the 32-bit build is retried on the memory64 build.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import struct
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import EngineError, EngineOutOfMemory, TraceaugError
+from ..progress import Progress
+from ..read import chunks, normalize, source
+from .backend import TraceProcessor
+
+MEMORY64_ABOVE = 1_500_000_000  # raw JSON bytes beyond which the 32-bit heap is too small
+FEED = 16 << 20
+
+
+@dataclass
+class Loaded:
+    """A loaded engine plus what the normalizer learned about the file."""
+
+    tp: TraceProcessor
+    plan: normalize.Plan | None
+    memory64: bool
+
+
+def raw_size_estimate(path: Path) -> int:
+    """Uncompressed size: gzip's ISIZE trailer (mod 4 GiB) or the file size."""
+    size = source.stored_size(path)
+    if not source.is_gzip(path):
+        return size
+    with open(path, "rb") as f:
+        f.seek(-4, os.SEEK_END)
+        isize = struct.unpack("<I", f.read(4))[0]
+    return isize if isize >= size else size * 20
+
+
+def _coalesce(pieces: Iterator[bytes]) -> Iterator[bytes]:
+    buf: list[bytes] = []
+    n = 0
+    for p in pieces:
+        buf.append(p)
+        n += len(p)
+        if n >= FEED:
+            yield b"".join(buf)
+            buf, n = [], 0
+    if buf:
+        yield b"".join(buf)
+
+
+def _feed(tp: TraceProcessor, pieces: Iterator[bytes], path: Path) -> None:
+    """Parse pieces in a worker thread while the caller's generator makes the next."""
+    q: queue.Queue = queue.Queue(maxsize=2)
+    failure: list[BaseException] = []
+
+    def work() -> None:
+        while True:
+            piece = q.get()
+            if piece is None:
+                return
+            if failure:
+                continue
+            try:
+                result = tp.backend.parse(piece)
+                if result is not None and result.error:
+                    failure.append(TraceaugError(f"{path}: {result.error}"))
+            except BaseException as e:  # handed to the caller's thread
+                failure.append(e)
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    try:
+        for piece in _coalesce(pieces):
+            if failure:
+                break
+            q.put(piece)
+    finally:
+        q.put(None)
+        worker.join()
+    if failure:
+        raise failure[0]
+
+
+def _finalize(tp: TraceProcessor, path: Path) -> None:
+    error = tp.backend.notify_eof()
+    if isinstance(error, str) and error:
+        raise TraceaugError(f"{path}: {error.splitlines()[0]}")
+
+
+def _load_once(path: Path, plan: normalize.Plan | None, memory64: bool, bin_path: str | None,
+               progress: Progress, offset: int) -> TraceProcessor:
+    tp = TraceProcessor(memory64=memory64, bin_path=bin_path)
+    try:
+        def report(n: int) -> None:
+            progress.update(offset + n)
+
+        if plan is not None:
+            pieces = normalize.engine_stream(plan, report)
+        else:
+            pieces = source.iter_blocks(path, report)
+        _feed(tp, pieces, path)
+        _finalize(tp, path)
+        return tp
+    except BaseException:
+        tp.close()
+        raise
+
+
+def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
+         show_progress: bool | None = None) -> Loaded:
+    """Load ``path``; raise ``TraceaugError`` with a one-line reason on failure."""
+    path = Path(path)
+    source.check_readable(path)
+    stored = source.stored_size(path)
+    if memory64 is None:
+        memory64 = raw_size_estimate(path) > MEMORY64_ABOVE
+    progress = Progress(f"loading {path.name}", 2 * stored, show_progress)
+    try:
+        try:
+            plan = normalize.plan(path, progress.update)
+        except chunks.NotChromeJson:
+            plan = None  # not Chrome JSON we can split: let Perfetto read (or reject) it
+        try:
+            tp = _load_once(path, plan, memory64, bin_path, progress, stored)
+        except EngineOutOfMemory:
+            if memory64 or bin_path:
+                raise TraceaugError(f"{path}: the trace processor ran out of memory") from None
+            memory64 = True
+            tp = _load_once(path, plan, memory64, bin_path, progress, stored)
+        except EngineError as e:
+            raise TraceaugError(f"{path}: {e}") from None
+    finally:
+        progress.close()
+    return Loaded(tp=tp, plan=plan, memory64=memory64)

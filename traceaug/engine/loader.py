@@ -127,10 +127,11 @@ def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
         memory64 = raw_size_estimate(path) > MEMORY64_ABOVE
     progress = Progress(f"loading {path.name}", 2 * stored, show_progress)
     try:
+        not_chrome = None
         try:
             plan = normalize.plan(path, progress.update)
-        except chunks.NotChromeJson:
-            plan = None  # not Chrome JSON we can split: let Perfetto read (or reject) it
+        except chunks.NotChromeJson as e:
+            plan, not_chrome = None, e  # not Chrome JSON we can split: let Perfetto judge it
         try:
             tp = _load_once(path, plan, memory64, bin_path, progress, stored)
         except EngineOutOfMemory:
@@ -142,4 +143,13 @@ def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
             raise TraceaugError(f"{path}: {e}") from None
     finally:
         progress.close()
+    if not_chrome is not None and _is_empty(tp):
+        tp.close()
+        raise TraceaugError(f"{path}: not a trace ({not_chrome}; Perfetto imported no events)")
     return Loaded(tp=tp, plan=plan, memory64=memory64)
+
+
+def _is_empty(tp: TraceProcessor) -> bool:
+    n = tp.query("SELECT (SELECT COUNT(*) FROM slice) + (SELECT COUNT(*) FROM counter) "
+                 "+ (SELECT COUNT(*) FROM thread WHERE tid > 0) AS n")
+    return next(iter(n)).n == 0

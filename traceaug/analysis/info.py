@@ -1,0 +1,61 @@
+"""``traceaug info``: what a trace holds, and what Perfetto says it lost."""
+
+from __future__ import annotations
+
+from ..trace import Trace
+
+KIND_COUNTS = {
+    "cpu_ops": "cpu_op",
+    "runtime_calls": "runtime",
+    "kernels": "kernel",
+    "memcpys": "memcpy",
+    "memsets": "memset",
+}
+
+
+def warnings(trace: Trace) -> list[str]:
+    """Every non-zero error / data-loss row of Perfetto's ``stats`` table."""
+    df = trace.query(
+        "SELECT name, idx, severity, source, value FROM stats "
+        "WHERE value > 0 AND severity IN ('error', 'data_loss') ORDER BY name, idx"
+    )
+    return [
+        f"{r.severity}: {r.name}{'' if r.idx is None or r.idx != r.idx else f'[{int(r.idx)}]'}"
+        f" = {int(r.value)} ({r.source})"
+        for r in df.itertuples()
+    ]
+
+
+def info(trace: Trace) -> dict:
+    """Devices, rank, steps, span, event counts, streams and engine warnings."""
+    trace.include("traceaug.kineto")
+    kinds = trace.query("SELECT kind, COUNT(*) AS n FROM traceaug_event GROUP BY kind")
+    by_kind = dict(zip(kinds["kind"], kinds["n"]))
+    streams = trace.query(
+        "SELECT device, stream, COUNT(*) AS ops FROM traceaug_gpu_op "
+        "GROUP BY device, stream ORDER BY device, stream"
+    )
+    steps = trace.query(
+        "SELECT COUNT(DISTINCT name) AS n FROM traceaug_event "
+        "WHERE kind = 'annotation' AND name GLOB 'ProfilerStep#*'"
+    )["n"][0]
+    span = trace.query("SELECT MIN(ts) AS start, MAX(ts + dur) AS end FROM slice WHERE dur >= 0")
+    start, end = span["start"][0], span["end"][0]
+    names = {p.get("id"): p.get("name") for p in trace.device_properties}
+    devices = sorted({int(d) for d in streams["device"].dropna()})
+    out = {
+        "file": str(trace.path),
+        "rank": trace.rank,
+        "world_size": trace.world_size,
+        "devices": [f"{d}: {names.get(d, 'unknown')}" for d in devices],
+        "profiler_steps": int(steps),
+        "start_ns": None if start != start or start is None else int(trace.absolute(start)),
+        "end_ns": None if end != end or end is None else int(trace.absolute(end)),
+    }
+    out["duration_ms"] = (
+        None if out["start_ns"] is None else round((out["end_ns"] - out["start_ns"]) / 1e6, 3))
+    for key, kind in KIND_COUNTS.items():
+        out[key] = int(by_kind.get(kind, 0))
+    out["streams"] = [f"{int(r.device)}:{r.stream}" for r in streams.itertuples()]
+    out["warnings"] = warnings(trace)
+    return out

@@ -1,0 +1,86 @@
+"""The ``traceaug`` command line: one click group, one function per command."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .errors import TraceaugError
+from .output import FORMATS, render_frame, render_records
+
+TP_BIN_HELP = "Use this native trace_processor_shell instead of the embedded wasm engine."
+
+
+class _Group(click.Group):
+    """Turns every user-facing error into one line on stderr and exit code 1."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except TraceaugError as e:
+            click.echo(f"traceaug: error: {e}", err=True)
+            sys.exit(1)
+        except KeyboardInterrupt:
+            click.echo("traceaug: interrupted", err=True)
+            sys.exit(130)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="traceaug")
+@click.option("--tp-bin", envvar="TRACEAUG_TP_BIN", type=click.Path(dir_okay=False),
+              help=TP_BIN_HELP + " [env: TRACEAUG_TP_BIN]")
+@click.pass_context
+def main(ctx: click.Context, tp_bin: str | None) -> None:
+    """Read GPU profiler traces through Perfetto's trace_processor, offline."""
+    ctx.obj = {"tp_bin": tp_bin}
+
+
+def _options(ctx: click.Context) -> dict:
+    return {"tp_bin": ctx.obj.get("tp_bin")}
+
+
+@main.command()
+@click.argument("trace", type=click.Path(path_type=Path))
+@click.argument("sql", required=False)
+@click.option("-f", "--file", "sql_file", type=click.File("r"), help="Read the SQL from a file.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--rank", type=int, help="For a directory: the rank to query.")
+@click.pass_context
+def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
+          rank: int | None) -> None:
+    """Run PerfettoSQL on TRACE (timestamps are ns from `traceaug_meta.time_base_ns`)."""
+    from . import load_ranks
+
+    if sql_file is not None:
+        sql = sql_file.read()
+    if not sql:
+        raise click.UsageError("give the SQL as an argument or with -f FILE")
+    traces = load_ranks(trace, rank=rank, **_options(ctx))
+    if len(traces) > 1:
+        for t in traces.values():
+            t.close()
+        raise TraceaugError(f"{trace}: holds {len(traces)} ranks; choose one with --rank")
+    (t,) = traces.values()
+    with t:
+        if "traceaug_event" in sql or "traceaug_gpu_op" in sql:
+            t.include("traceaug.kineto")
+        click.echo(render_frame(t.query(sql), fmt), nl=False)
+
+
+@main.command()
+@click.argument("trace", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--rank", type=int, help="For a directory: only this rank.")
+@click.pass_context
+def info(ctx: click.Context, trace: Path, fmt: str, rank: int | None) -> None:
+    """Devices, ranks, steps, time span, event counts, streams and Perfetto's warnings."""
+    from . import info as trace_info
+
+    click.echo(render_records(trace_info(trace, rank=rank, **_options(ctx)), fmt), nl=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""Resolve a trace argument: one file, or a directory of per-rank traces.
+
+A rank comes from ``distributedInfo.rank`` (parsed as JSON, compact or not),
+else from the file name (``rank-3``, ``rank_3``, ``rank3``), else it is
+reported. Files traceaug wrote itself carry a ``"traceaug"`` top-level key
+and are never taken as inputs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from ..errors import TraceaugError
+from . import source
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+OUTPUT_MARK = b'"traceaug"'
+_DIST = re.compile(rb'"distributedInfo"\s*:\s*(\{[^{}]*\})')
+_NAME_RANK = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+_PEEK = 1 << 20
+
+
+@dataclass(frozen=True)
+class TraceFile:
+    """One input file and the rank it belongs to (None for a lone file)."""
+
+    path: Path
+    rank: int | None
+
+
+def _peek(path: Path) -> bytes:
+    out = b""
+    for block in source.iter_blocks(path, block=_PEEK):
+        out = block
+        break
+    return out
+
+
+def rank_of(path: Path, head: bytes | None = None) -> int | None:
+    """The rank recorded in the file, else the one in its name, else None."""
+    head = _peek(path) if head is None else head
+    m = _DIST.search(head)
+    if m:
+        try:
+            rank = orjson.loads(m.group(1)).get("rank")
+        except orjson.JSONDecodeError:
+            rank = None
+        if isinstance(rank, int):
+            return rank
+    m = _NAME_RANK.search(path.name)
+    return int(m.group(1)) if m else None
+
+
+def is_traceaug_output(head: bytes) -> bool:
+    """True for files traceaug wrote (their first bytes carry the marker key)."""
+    start = head.lstrip()[:4096]
+    return start.startswith(b"{") and OUTPUT_MARK in start
+
+
+def resolve(path: str | Path) -> list[TraceFile]:
+    """Files to read for ``path``; a directory must give one file per distinct rank."""
+    path = Path(path)
+    if not path.exists():
+        raise TraceaugError(f"{path}: no such file or directory")
+    if not path.is_dir():
+        return [TraceFile(path, None)]
+    found: dict[int, Path] = {}
+    unranked: list[Path] = []
+    for f in sorted(path.iterdir()):
+        if not f.is_file() or not f.name.endswith(TRACE_SUFFIXES) or f.stat().st_size == 0:
+            continue
+        head = _peek(f)
+        if is_traceaug_output(head):
+            continue
+        rank = rank_of(f, head)
+        if rank is None:
+            unranked.append(f)
+        elif rank in found:
+            raise TraceaugError(f"{path}: rank {rank} appears twice: {found[rank].name} and {f.name}")
+        else:
+            found[rank] = f
+    if not found and not unranked:
+        raise TraceaugError(f"{path}: no trace files (*.json, *.json.gz) in this directory")
+    if unranked:
+        if not found and len(unranked) == 1:
+            return [TraceFile(unranked[0], None)]
+        names = ", ".join(f.name for f in unranked)
+        raise TraceaugError(f"{path}: cannot tell the rank of {names} (no distributedInfo.rank, "
+                            "no rank in the file name)")
+    return [TraceFile(found[r], r) for r in sorted(found)]

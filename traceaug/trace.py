@@ -1,0 +1,108 @@
+"""A loaded trace: the engine, the file's metadata and its time base.
+
+``Trace.query`` returns pandas DataFrames. Timestamps in SQL are nanoseconds
+relative to ``Trace.base_ns`` (0 unless the file's epoch-µs timestamps had to
+be rebased for exactness); ``Trace.absolute`` maps them back.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import pandas as pd
+from perfetto.trace_processor.api import TraceProcessorException
+
+from .engine.backend import WasmBackend
+from .engine.loader import load
+from .errors import TraceaugError
+
+SQL_PACKAGE = "traceaug"
+
+
+def _sql_modules() -> dict[str, str]:
+    files = resources.files("traceaug") / "sql"
+    return {f"{SQL_PACKAGE}.{f.name[:-4]}": f.read_text() for f in files.iterdir()
+            if f.name.endswith(".sql")}
+
+
+class Trace:
+    """One trace file loaded into Perfetto's trace processor."""
+
+    def __init__(self, path: str | Path, tp_bin: str | None = None,
+                 memory64: bool | None = None, progress: bool | None = None) -> None:
+        self.path = Path(path)
+        loaded = load(self.path, bin_path=tp_bin, memory64=memory64, show_progress=progress)
+        self.tp = loaded.tp
+        self.plan = loaded.plan
+        self.memory64 = loaded.memory64
+        meta = {}
+        if self.plan is not None:
+            meta = {**self.plan.layout.header, **self.plan.layout.trailer}
+        self.metadata: dict = meta
+        self.base_ns: int = self.plan.base_ns if self.plan else 0
+        self._prepare_sql()
+
+    # ----- metadata --------------------------------------------------------
+    @property
+    def distributed_info(self) -> dict:
+        info = self.metadata.get("distributedInfo")
+        return info if isinstance(info, dict) else {}
+
+    @property
+    def rank(self) -> int | None:
+        rank = self.distributed_info.get("rank")
+        return rank if isinstance(rank, int) else None
+
+    @property
+    def world_size(self) -> int | None:
+        size = self.distributed_info.get("world_size")
+        return size if isinstance(size, int) else None
+
+    @property
+    def device_properties(self) -> list[dict]:
+        props = self.metadata.get("deviceProperties")
+        return [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+
+    def absolute(self, ts_ns):
+        """Map engine timestamps (ns) back to the file's own time base (epoch ns)."""
+        return ts_ns + self.base_ns
+
+    # ----- SQL --------------------------------------------------------------
+    def _prepare_sql(self) -> None:
+        backend = self.tp.backend
+        self._native = not isinstance(backend, WasmBackend)
+        if self._native:  # a native shell: define our tables inline instead
+            for sql in _sql_modules().values():
+                self.query(sql)
+        else:
+            backend.register_sql_package(SQL_PACKAGE, _sql_modules())
+        moved = (self.plan.moved_slices, self.plan.moved_flows) if self.plan else (0, 0)
+        self.query(
+            "CREATE PERFETTO TABLE traceaug_meta AS "
+            f"SELECT {self.base_ns} AS time_base_ns, {moved[0]} AS lane_slices, "
+            f"{moved[1]} AS lane_flows"
+        )
+
+    def query(self, sql: str) -> pd.DataFrame:
+        """Run PerfettoSQL; a bad query raises ``TraceaugError`` with Perfetto's message."""
+        try:
+            return self.tp.query(sql).as_pandas_dataframe()
+        except TraceProcessorException as e:
+            msg = " ".join(str(e).split())
+            raise TraceaugError(f"{self.path}: SQL error: {msg}") from None
+
+    def include(self, module: str) -> None:
+        """``INCLUDE PERFETTO MODULE`` (ours or the standard library's)."""
+        if self._native and module.startswith(SQL_PACKAGE + "."):
+            return  # already defined inline
+        self.query(f"INCLUDE PERFETTO MODULE {module}")
+
+    def close(self) -> None:
+        self.tp.close()
+
+    def __enter__(self) -> Trace:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

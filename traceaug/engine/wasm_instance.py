@@ -8,6 +8,7 @@ instance: later calls raise instead of touching a broken heap.
 
 from __future__ import annotations
 
+import os
 import struct
 import time
 
@@ -20,6 +21,10 @@ ENOSYS = 52  # emscripten / WASI errno numbers
 EBADF = 8
 REQUEST_BUFFER = 32 << 20
 _I32, _I64, _F64 = wasmtime.ValType.i32(), wasmtime.ValType.i64(), wasmtime.ValType.f64()
+
+
+_OOM_MARKS = ("out of memory", "cannot enlarge memory", "could not allocate", "failed to allocate",
+              "bad_alloc")
 
 
 class _Abort(Exception):
@@ -190,6 +195,9 @@ class WasmInstance:
         exports = instance.exports(self.store)
         self.memory = exports["memory"]
         self._max_bytes = (self.memory.type(self.store).limits.max or 65536) * 65536
+        cap = os.environ.get("TRACEAUG_WASM32_HEAP_MB")
+        if cap and not self.build.memory64:  # a real heap limit, to exercise the memory64 retry
+            self._max_bytes = min(self._max_bytes, int(cap) << 20)
         self._on_request = exports["trace_processor_on_rpc_request"]
         exports["emscripten_stack_init"](self.store)
         exports["__wasm_call_ctors"](self.store)
@@ -219,9 +227,8 @@ class WasmInstance:
     def _die(self, e: BaseException) -> None:
         detail = " ".join(s.strip() for s in self.stderr[-3:] if s.strip())
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        oom = "out of memory" in (msg + detail).lower() or "Could not allocate" in detail
-        if isinstance(e, _Abort) and not oom:
-            oom = any("alloc" in s.lower() for s in self.stderr[-3:])
+        text = (msg + " " + " ".join(self.stderr[-5:])).lower()
+        oom = any(m in text for m in _OOM_MARKS)
         self.dead = f"{msg}{': ' + detail if detail else ''}"
         self.memory = None
         self.store = None  # type: ignore[assignment]  # drop the heap now

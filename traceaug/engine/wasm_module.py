@@ -48,6 +48,7 @@ class WasmBuild:
     memory64: bool
     engine: wasmtime.Engine
     module: wasmtime.Module
+    from_cache: bool
 
 
 def web_dist_dir() -> Path:
@@ -157,6 +158,7 @@ def load_build(memory64: bool = False) -> WasmBuild:
     engine = _make_engine(memory64)
     cached = cache_path(memory64)
     module = _load_cached(engine, cached)
+    from_cache = module is not None
     if module is None:
         wasm_path = web_dist_dir() / name
         try:
@@ -167,4 +169,5 @@ def load_build(memory64: bool = False) -> WasmBuild:
         module = wasmtime.Module(engine, data)
         _check_exports(wasm_path, module)
         _store_cached(cached, module)
-    return WasmBuild(name=name, memory64=memory64, engine=engine, module=module)
+    return WasmBuild(name=name, memory64=memory64, engine=engine, module=module,
+                     from_cache=from_cache)

@@ -132,8 +132,8 @@ def scan(blocks: Iterable[bytes], rewrite=lambda t: t) -> Iterator[Chunk | Layou
         start = pos - b.base
         window = max(start, len(b.buf) - (2 << 20))
         last = None
-        for last in _BOUNDARY.finditer(b.buf, window):
-            pass
+        for match in _BOUNDARY.finditer(b.buf, window):
+            last = match
         events = None
         if last is not None:
             text = rewrite(bytes(b.buf[start : last.start() + 1]))

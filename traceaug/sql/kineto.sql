@@ -25,8 +25,11 @@ SELECT
   p.pid AS pid,
   COALESCE(extract_arg(s.arg_set_id, 'args.traceaug_tid'), t.tid) AS tid,
   COALESCE(extract_arg(s.arg_set_id, 'args.traceaug_lane'), 0) AS lane,
-  extract_arg(s.arg_set_id, 'args.device') AS device,
-  extract_arg(s.arg_set_id, 'args.stream') AS stream,
+  -- GPU identity only where Kineto means it (ROCm runtime calls carry "stream": "0x0").
+  IIF(s.category IN ('kernel', 'Kernel', 'gpu_memcpy', 'Memcpy', 'gpu_memset', 'Memset'),
+      CAST(extract_arg(s.arg_set_id, 'args.device') AS INT), NULL) AS device,
+  IIF(s.category IN ('kernel', 'Kernel', 'gpu_memcpy', 'Memcpy', 'gpu_memset', 'Memset'),
+      CAST(extract_arg(s.arg_set_id, 'args.stream') AS INT), NULL) AS stream,
   COALESCE(extract_arg(s.arg_set_id, 'args.correlation'),
            extract_arg(s.arg_set_id, 'args.correlation id')) AS correlation
 FROM slice s

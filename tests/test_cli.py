@@ -1,0 +1,54 @@
+"""The command line: help, version, query formats, info on files and directories."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import shared_trace
+
+import traceaug
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "traceaug", *args], capture_output=True, text=True)
+
+
+def test_help_and_version() -> None:
+    assert cli("--version").stdout.strip() == f"traceaug, version {traceaug.__version__}"
+    out = cli("--help").stdout
+    assert "query" in out and "info" in out
+
+
+def test_query_formats(tmp_path) -> None:
+    path = shared_trace("kineto/a100_triton.json.gz")
+    sql = "SELECT name, dur FROM traceaug_gpu_op"
+    as_json = json.loads(cli("query", str(path), sql, "--format", "json").stdout)
+    assert as_json == [{"name": "triton_poi_fused_add_cos_sin_0", "dur": 1760}]
+    assert cli("query", str(path), sql, "--format", "csv").stdout.splitlines() == [
+        "name,dur", "triton_poi_fused_add_cos_sin_0,1760"]
+    sql_file = tmp_path / "q.sql"
+    sql_file.write_text(sql)
+    table = cli("query", str(path), "-f", str(sql_file)).stdout
+    assert "triton_poi_fused_add_cos_sin_0" in table and "1760" in table
+
+
+def test_info_reports_counts_and_rank() -> None:
+    path = shared_trace("kineto/a100_rank0_of16_6streams.json.gz")
+    out = json.loads(cli("info", str(path), "--format", "json").stdout)
+    assert out["rank"] == 0 and out["world_size"] == 16
+    assert out["kernels"] == 6080
+    assert out["profiler_steps"] == 5
+    assert len(out["streams"]) == 6
+    assert out["warnings"] == []
+
+
+def test_query_on_directory_needs_rank() -> None:
+    folder = shared_trace("kineto/multi_rank_sampled")
+    result = cli("query", str(folder), "SELECT 1 AS x")
+    assert result.returncode == 1 and "choose one with --rank" in result.stderr
+    ok = cli("query", str(folder), "SELECT COUNT(*) AS n FROM traceaug_gpu_op WHERE kind='kernel'",
+             "--rank", "1", "--format", "csv")
+    assert ok.returncode == 0
+    assert ok.stdout.splitlines()[1].isdigit()

@@ -1,0 +1,70 @@
+"""The embedded engine: compiled-module cache, memory64 retry, the upstream API."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import shared_trace
+
+import traceaug
+from traceaug.engine.backend import TraceProcessor
+
+PROBE = (
+    "from traceaug.engine.wasm_module import load_build, cache_path;"
+    "b = load_build(False); print(b.from_cache, cache_path(False).exists())"
+)
+
+
+def probe(cache: Path) -> str:
+    env = {**os.environ, "TRACEAUG_CACHE_DIR": str(cache)}
+    return subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True,
+                          check=True).stdout.split()
+
+
+def test_second_start_reuses_the_compiled_module(tmp_path: Path) -> None:
+    assert probe(tmp_path) == ["False", "True"]  # compiled, then cached
+    assert probe(tmp_path) == ["True", "True"]  # reused
+
+
+def test_corrupt_cache_is_rebuilt(tmp_path: Path) -> None:
+    probe(tmp_path)
+    (cached,) = tmp_path.glob("*.cwasm")
+    cached.write_bytes(cached.read_bytes()[:1000])
+    assert probe(tmp_path) == ["False", "True"]  # rebuilt, not fatal
+    assert probe(tmp_path) == ["True", "True"]
+
+
+def test_upstream_api_works_on_the_wasm_engine(tmp_path: Path) -> None:
+    tp = TraceProcessor()
+    try:
+        tp.backend.parse(b'{"traceEvents":[{"ph":"X","name":"k","pid":1,"tid":2,"ts":5,"dur":3}]}')
+        assert tp.backend.notify_eof() == ""
+        df = tp.query("SELECT name, ts, dur FROM slice").as_pandas_dataframe()
+    finally:
+        tp.close()
+    assert df.to_dict("records") == [{"name": "k", "ts": 5000, "dur": 3000}]
+
+
+def test_out_of_memory_retries_on_memory64() -> None:
+    """A real out-of-memory (32-bit heap capped at 64 MB) is retried on the memory64 build."""
+    path = shared_trace("kineto/a100_rank0_of16_6streams.json.gz")
+    code = (
+        f"import traceaug; t = traceaug.load({str(path)!r}, progress=False);"
+        "print(t.memory64, t.query('SELECT COUNT(*) AS n FROM slice')['n'][0])"
+    )
+    env = {**os.environ, "TRACEAUG_WASM32_HEAP_MB": "64"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "67219"]
+
+
+def test_memory64_build_gives_the_same_answers() -> None:
+    path = shared_trace("kineto/a100_simple_add_cuda_sync.json.gz")
+    sql = "SELECT COUNT(*) AS n, SUM(dur) AS d, MIN(ts) AS t FROM slice"
+    with traceaug.load(path, progress=False) as small, \
+            traceaug.load(path, progress=False, memory64=True) as big:
+        assert big.memory64 and not small.memory64
+        assert small.query(sql).equals(big.query(sql))

@@ -1,0 +1,78 @@
+"""Bad input: one clear line naming the file and the reason, exit 1, no traceback."""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import shared_trace
+
+import traceaug
+
+TRIVIAL = b'{"traceEvents":[{"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":2}]}'
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "traceaug", *args], capture_output=True, text=True)
+
+
+def make_bad(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    """name -> (file, the reason its error must contain)."""
+    real = gzip.decompress(shared_trace("kineto/a100_triton.json.gz").read_bytes())
+    files = {
+        "empty": (b"", "empty file"),
+        "truncated": (real[: len(real) // 2], "JSON trace file is incomplete"),
+        "garbage": (bytes(range(256)) * 20, "Unknown trace type"),
+        "not_a_trace": (b'{"hello": [1, 2, 3]}', "not a trace"),
+    }
+    out = {}
+    for name, (data, reason) in files.items():
+        p = tmp_path / f"{name}.json"
+        p.write_bytes(data)
+        out[name] = (p, reason)
+    gz = tmp_path / "truncated.json.gz"
+    gz.write_bytes(gzip.compress(real)[:200])
+    out["truncated_gzip"] = (gz, "corrupt gzip data")
+    out["missing"] = (tmp_path / "missing.json", "no such file")
+    return out
+
+
+@pytest.mark.parametrize("name", ["empty", "truncated", "garbage", "not_a_trace", "truncated_gzip",
+                                  "missing"])
+def test_cli_bad_input_one_line(tmp_path: Path, name: str) -> None:
+    path, reason = make_bad(tmp_path)[name]
+    before = path.read_bytes() if path.exists() else None
+    result = run_cli("info", str(path))
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert str(path) in lines[0] and reason in lines[0], lines[0]
+    assert "Traceback" not in result.stderr
+    assert (path.read_bytes() if path.exists() else None) == before  # input untouched
+
+
+def test_sql_error_shows_perfettos_message(tmp_path: Path) -> None:
+    p = tmp_path / "t.json"
+    p.write_bytes(TRIVIAL)
+    result = run_cli("query", str(p), "SELECT nope FROM slice")
+    assert result.returncode == 1
+    assert "no such column: nope" in result.stderr
+    assert "Traceback (most recent call last):\n" not in result.stderr
+
+
+def test_api_raises_traceaug_error(tmp_path: Path) -> None:
+    p = tmp_path / "t.json"
+    p.write_bytes(b"{")
+    with pytest.raises(traceaug.TraceaugError, match="t.json"):
+        traceaug.load(p, progress=False)
+
+
+def test_directory_with_duplicate_ranks(tmp_path: Path) -> None:
+    for name in ("a.json", "b.json"):
+        (tmp_path / name).write_bytes(b'{"distributedInfo": {"rank": 3}, "traceEvents": []}')
+    result = run_cli("info", str(tmp_path))
+    assert result.returncode == 1
+    assert "rank 3 appears twice: a.json and b.json" in result.stderr

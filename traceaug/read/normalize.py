@@ -22,6 +22,7 @@ from .lanes import assign_lanes
 from .rebase import Rebase, fix_negative_tids
 
 FLOW_PHASES = ("s", "t", "f")
+_NUMBER = (int, float)
 
 
 @dataclass
@@ -61,27 +62,28 @@ class _Columns:
     def key(self, ev: dict) -> int:
         k = (ev.get("pid"), ev.get("tid"))
         try:
-            return self.keys[k]
-        except KeyError:
-            self.keys[k] = n = len(self.keys)
-            return n
+            n = self.keys.get(k)
         except TypeError:  # unhashable pid/tid: let Perfetto judge it as is
             return -1
+        if n is None:
+            self.keys[k] = n = len(self.keys)
+        return n
 
     def add(self, events: list, first_seq: int, names: dict) -> None:
-        x_append, f_append = self.x.append, self.flows.append
+        x_append, f_append, key = self.x.append, self.flows.append, self.key
         for seq, ev in enumerate(events, first_seq):
-            if not isinstance(ev, dict):
+            try:
+                ph = ev["ph"]
+            except (KeyError, TypeError):
                 continue
-            ph = ev.get("ph")
             if ph == "X":
                 ts, dur = ev.get("ts"), ev.get("dur")
-                if isinstance(ts, (int, float)) and isinstance(dur, (int, float)):
-                    x_append((self.key(ev), _ns(ts), _ns(dur), seq))
+                if ts.__class__ in _NUMBER and dur.__class__ in _NUMBER:
+                    x_append((key(ev), _ns(ts), _ns(dur), seq))
             elif ph in FLOW_PHASES:
                 ts = ev.get("ts")
-                if isinstance(ts, (int, float)):
-                    f_append((self.key(ev), _ns(ts), seq))
+                if ts.__class__ in _NUMBER:
+                    f_append((key(ev), _ns(ts), seq))
             elif ph == "M" and ev.get("name") == "thread_name":
                 args = ev.get("args")
                 if isinstance(args, dict) and isinstance(args.get("name"), str):

@@ -14,21 +14,30 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-KEEP = 11  # integer digits kept: 10^11 µs ≈ 27.8 hours of trace
-_LARGE = re.compile(rb'"ts"(\s*):(\s*)(\d{%d,})(\.\d+)?' % (KEEP + 1))
+KEEP = 11  # integer digits kept: 10^11 µs ≈ 27.8 hours of trace (values < 10^12 are exact)
+_LARGE = re.compile(rb'"ts"(\s*):(\s*)(\d{%d,})(\.\d+)?' % (KEEP + 2))
 
 
 class Rebase:
-    """Chooses the prefix from the first large timestamp and strips it everywhere."""
+    """Chooses the prefix from the first large timestamp and strips it everywhere.
+
+    The shared leading digits become a single ``1`` (so no leading zero appears):
+    ``"ts": 16612|03462674279.5`` -> ``"ts": 1|03462674279.5``, i.e. the exact
+    subtraction of ``(prefix - 1) * 10^11`` µs, done with ``bytes.replace``.
+    """
 
     def __init__(self) -> None:
         self.prefix: bytes | None = None
-        self._strip: re.Pattern | None = None
+        self._exact: re.Pattern | None = None
+
+    @property
+    def base_us(self) -> int:
+        return (int(self.prefix) - 1) * 10**KEEP if self.prefix else 0
 
     @property
     def base_ns(self) -> int:
         """What was subtracted, in ns (0 when nothing was)."""
-        return int(self.prefix) * 10**KEEP * 1000 if self.prefix else 0
+        return self.base_us * 1000
 
     def __call__(self, text: bytes) -> bytes:
         if self.prefix is None:
@@ -36,17 +45,22 @@ class Rebase:
             if m is None:
                 return text
             self.prefix = m.group(3)[:-KEEP]
-            self._strip = re.compile(
-                rb'("ts"\s*:\s*)' + self.prefix + rb"(?=\d{%d}(?!\d))0{0,%d}" % (KEEP, KEEP - 1))
-        assert self._strip is not None
-        out = self._strip.sub(rb"\1", text)
-        if _LARGE.search(out):  # a timestamp with another prefix: subtract exactly
+            self._exact = re.compile(rb'"ts": ?' + self.prefix + rb"\d{%d}(?!\d)" % KEEP)
+        assert self._exact is not None
+        out, replaced = text, 0
+        for sep in (b'"ts":', b'"ts": '):
+            old = sep + self.prefix
+            if old in out:
+                replaced += out.count(old)
+                out = out.replace(old, sep + b"1")
+        if replaced and replaced != len(self._exact.findall(text)):
+            out = text  # a prefix match with another digit count: do it the exact slow way
+        if _LARGE.search(out):  # timestamps with another prefix (or spacing): subtract exactly
             out = _LARGE.sub(self._subtract, out)
         return out
 
     def _subtract(self, m: re.Match) -> bytes:
-        assert self.prefix is not None
-        value = Decimal((m.group(3) + (m.group(4) or b"")).decode()) - int(self.prefix) * 10**KEEP
+        value = Decimal((m.group(3) + (m.group(4) or b"")).decode()) - self.base_us
         return b'"ts"' + m.group(1) + b":" + m.group(2) + format(value, "f").encode()
 
 

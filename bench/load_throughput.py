@@ -1,0 +1,399 @@
+"""Load-throughput benchmark for traceaug: MB/s, peak memory and first-query latency.
+
+Why: traceaug must stay usable on the large Kineto traces people actually produce (hundreds of MB of
+raw JSON per rank), and quick on small ones. This script checks three targets, each measured in a
+fresh Python subprocess so that nothing is shared between measurements:
+
+* load throughput >= 40 MB/s of raw JSON (``load(path)`` followed by ``SELECT COUNT(*) FROM slice``);
+* peak RSS <= 3x the raw JSON size during that load;
+* first query on a ~1 MB trace <= 1 s from process start, with the compiled wasm already cached.
+
+The large input is made by scaling a real trace: every non-metadata event is replicated N times, copy
+k shifted in time by k * (span + gap) whole microseconds, with fresh correlation / external ids and
+flow ids so that the copies stay separate, and ProfilerStep#n renumbered so step names stay unique.
+Metadata ("ph": "M") events and the top-level keys (schemaVersion, deviceProperties,
+distributedInfo, ...) are kept once. The scaled file is written uncompressed to --out-dir and reused
+on later runs when the source trace and target size are unchanged. MB here means 10**6 bytes.
+
+Usage::
+
+    python bench/load_throughput.py [--trace PATH] [--target-mb 250] [--out-dir bench/out] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED = REPO_ROOT.parent / "shared"
+DEFAULT_TRACE = SHARED / "traces" / "kineto" / "a100_rank0_of16_6streams.json.gz"
+DEFAULT_OUT = REPO_ROOT / "bench" / "out"
+
+MB = 1_000_000
+GAP_US = 1_000  # idle time between two copies of the trace
+SMALL_BYTES = 1 * MB  # size of the first-query trace
+ID_KEYS = ("correlation", "External id", "external id")
+FLOW_PHASES = ("s", "f", "t")
+STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+
+TARGET_MB_S = 40.0
+TARGET_RSS_RATIO = 3.0
+TARGET_FIRST_QUERY_S = 1.0
+
+# Run in the child. Times from just before ``import traceaug``; prints one JSON line. Peak RSS is read
+# from /proc/self/status (VmHWM) where there is one: on Linux the child's ru_maxrss starts at the
+# parent's high-water mark (it is carried over exec), which would blame the parent's memory on traceaug.
+CHILD = """
+import json, resource, sys, time
+t0 = time.perf_counter()
+import traceaug
+t_import = time.perf_counter()
+
+def peak_kb():
+    # VmHWM is this process's own peak; ru_maxrss also counts the parent's peak from before exec.
+    try:
+        with open("/proc/self/status") as f:
+            return int(next(line for line in f if line.startswith("VmHWM:")).split()[1])
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+rss_import = peak_kb()
+t = traceaug.load(sys.argv[1], progress=False)
+t_load = time.perf_counter()
+n = int(t.query("SELECT COUNT(*) AS n FROM slice")["n"].iloc[0])
+t_query = time.perf_counter()
+memory64 = bool(t.memory64)
+t.close()
+from traceaug.engine.wasm_module import cache_dir
+print(json.dumps({
+    "import_s": t_import - t0,
+    "load_s": t_load - t_import,
+    "query_s": t_query - t_load,
+    "total_s": t_query - t0,
+    "slices": n,
+    "memory64": memory64,
+    "rss_import_kb": rss_import,
+    "peak_rss_kb": peak_kb(),
+    "ru_maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+    "cache_dir": str(cache_dir()),
+}))
+"""
+
+
+# ----- building the inputs ----------------------------------------------------------------------
+def read_trace(path: Path) -> dict[str, Any]:
+    """Parse a Chrome/Kineto JSON trace (gzipped or not) with orjson."""
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    trace = orjson.loads(data)
+    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
+        sys.exit(f"error: {path} is not a Chrome JSON trace with a traceEvents list")
+    return trace
+
+
+def event_span(events: list[dict]) -> tuple[float, float]:
+    """Earliest ts and latest ts + dur over the events that have a timestamp."""
+    lo, hi = math.inf, -math.inf
+    for e in events:
+        ts = e.get("ts")
+        if isinstance(ts, (int, float)):
+            dur = e.get("dur")
+            lo = min(lo, ts)
+            hi = max(hi, ts + (dur if isinstance(dur, (int, float)) else 0))
+    if lo == math.inf:
+        sys.exit("error: the trace has no timestamped events")
+    return lo, hi
+
+
+def id_offset(events: list[dict]) -> int:
+    """A power of ten above every correlation / external / flow id, so shifted ids never collide."""
+    top = 0
+    for e in events:
+        args = e.get("args")
+        if isinstance(args, dict):
+            for key in ID_KEYS:
+                if isinstance(args.get(key), int):
+                    top = max(top, args[key])
+        if e.get("ph") in FLOW_PHASES and isinstance(e.get("id"), int):
+            top = max(top, e["id"])
+    return 10 ** len(str(top + 1))
+
+
+def step_count(events: list[dict]) -> int:
+    """How far to renumber ProfilerStep#n per copy: the range of step numbers in the trace."""
+    steps = [int(m.group(1)) for e in events if isinstance(e.get("name"), str)
+             and (m := STEP_RE.match(e["name"]))]
+    return max(steps) - min(steps) + 1 if steps else 0
+
+
+def shifted(e: dict, shift_us: int, id_shift: int, step_shift: int) -> dict:
+    """A copy of event ``e`` moved by ``shift_us`` with its ids and step number moved too."""
+    e = dict(e)
+    if isinstance(e.get("ts"), (int, float)):
+        e["ts"] = e["ts"] + shift_us
+    args = e.get("args")
+    if isinstance(args, dict) and any(isinstance(args.get(k), int) for k in ID_KEYS):
+        args = e["args"] = dict(args)
+        for key in ID_KEYS:
+            if isinstance(args.get(key), int):
+                args[key] += id_shift
+    if e.get("ph") in FLOW_PHASES and isinstance(e.get("id"), int):
+        e["id"] += id_shift
+    if step_shift and isinstance(e.get("name"), str) and (m := STEP_RE.match(e["name"])):
+        e["name"] = f"ProfilerStep#{int(m.group(1)) + step_shift}"
+    return e
+
+
+def count_phases(events: list[dict]) -> dict[str, int]:
+    """Events that become rows of Perfetto's slice table: complete (X) and instant (i/I) events."""
+    x = sum(1 for e in events if e.get("ph") == "X")
+    i = sum(1 for e in events if e.get("ph") in ("i", "I"))
+    return {"x_events": x, "instant_events": i}
+
+
+def write_wrapped(trace: dict[str, Any], out: Path, chunks: list[bytes]) -> int:
+    """Write the trace's top-level keys in their order, with traceEvents = the joined event chunks."""
+    tmp = out.with_suffix(".tmp")
+    with open(tmp, "wb") as f:
+        f.write(b"{")
+        for n, (key, value) in enumerate(trace.items()):
+            f.write((b"," if n else b"") + orjson.dumps(key) + b":")
+            if key != "traceEvents":
+                f.write(orjson.dumps(value))
+                continue
+            f.write(b"[")
+            first = True
+            for chunk in chunks:  # each chunk is a serialized list: strip its brackets
+                body = chunk[1:-1]
+                if body:
+                    f.write(body if first else b"," + body)
+                    first = False
+            f.write(b"]")
+        f.write(b"}")
+    tmp.replace(out)
+    return out.stat().st_size
+
+
+def cached(out: Path, meta_path: Path, key: dict[str, Any]) -> dict[str, Any] | None:
+    """The stored metadata of ``out`` if it was built from the same source and settings."""
+    if not (out.exists() and meta_path.exists()):
+        return None
+    meta = json.loads(meta_path.read_text())
+    if meta.get("key") != key or meta.get("bytes") != out.stat().st_size:
+        return None
+    return meta
+
+
+def build_scaled(src: Path, trace: dict[str, Any] | None, target_mb: float, out_dir: Path
+                 ) -> tuple[Path, dict[str, Any], dict[str, Any] | None]:
+    """Write (or reuse) the scaled trace; returns its path, metadata and the parsed source."""
+    stem = src.name.removesuffix(".gz").removesuffix(".json")
+    out = out_dir / f"{stem}_{target_mb:g}mb.json"
+    meta_path = out.with_name(out.name + ".meta.json")
+    stat = src.stat()
+    key = {"source": str(src), "source_bytes": stat.st_size, "source_mtime": stat.st_mtime,
+           "target_mb": target_mb, "gap_us": GAP_US}
+    if (meta := cached(out, meta_path, key)) is not None:
+        return out, meta, trace
+    trace = trace or read_trace(src)
+    events = trace["traceEvents"]
+    metadata = [e for e in events if e.get("ph") == "M"]
+    body = [e for e in events if e.get("ph") != "M"]
+    lo, hi = event_span(body)
+    period = math.ceil(hi - lo) + GAP_US
+    ids, steps = id_offset(body), step_count(body)
+    one_copy = len(orjson.dumps(body))
+    copies = max(1, round((target_mb * MB - len(orjson.dumps(metadata))) / one_copy))
+
+    def chunks():
+        yield orjson.dumps(metadata)
+        for k in range(copies):
+            yield orjson.dumps([shifted(e, k * period, k * ids, k * steps) for e in body] if k else body)
+
+    size = write_wrapped(trace, out, chunks())
+    per_copy = count_phases(body)
+    meta = {"key": key, "bytes": size, "copies": copies, "period_us": period, "id_offset": ids,
+            **{name: n * copies for name, n in per_copy.items()}}
+    meta_path.write_text(json.dumps(meta, indent=1))
+    return out, meta, trace
+
+
+def build_small(src: Path, trace: dict[str, Any] | None, out_dir: Path
+                ) -> tuple[Path, dict[str, Any], dict[str, Any] | None]:
+    """Write (or reuse) a ~1 MB trace: the metadata plus the first events, flows kept only in pairs."""
+    stem = src.name.removesuffix(".gz").removesuffix(".json")
+    out = out_dir / f"{stem}_1mb.json"
+    meta_path = out.with_name(out.name + ".meta.json")
+    stat = src.stat()
+    key = {"source": str(src), "source_bytes": stat.st_size, "source_mtime": stat.st_mtime,
+           "bytes_target": SMALL_BYTES}
+    if (meta := cached(out, meta_path, key)) is not None:
+        return out, meta, trace
+    trace = trace or read_trace(src)
+    events = trace["traceEvents"]
+    metadata = [e for e in events if e.get("ph") == "M"]
+    header = len(orjson.dumps({k: v for k, v in trace.items() if k != "traceEvents"}))
+    budget = SMALL_BYTES - header - len(orjson.dumps(metadata))
+    picked: list[dict] = []
+    for e in events:
+        if e.get("ph") == "M":
+            continue
+        budget -= len(orjson.dumps(e)) + 1
+        if budget < 0:
+            break
+        picked.append(e)
+    flows: dict[Any, set[str]] = {}
+    for e in picked:
+        if e.get("ph") in FLOW_PHASES:
+            flows.setdefault(e.get("id"), set()).add(e["ph"])
+    whole = {i for i, phases in flows.items() if {"s", "f"} <= phases}
+    picked = [e for e in picked if e.get("ph") not in FLOW_PHASES or e.get("id") in whole]
+    size = write_wrapped(trace, out, [orjson.dumps(metadata), orjson.dumps(picked)])
+    meta = {"key": key, "bytes": size, **count_phases(picked)}
+    meta_path.write_text(json.dumps(meta, indent=1))
+    return out, meta, trace
+
+
+# ----- measuring --------------------------------------------------------------------------------
+def run_child(path: Path) -> dict[str, Any]:
+    """Load ``path`` and count slices in a fresh interpreter; adds the parent-side wall time."""
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr)
+        sys.exit(f"error: the benchmark child failed on {path} (exit {proc.returncode})")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["process_s"] = wall
+    return result
+
+
+def measure(scaled: Path, scaled_meta: dict[str, Any], small: Path, small_meta: dict[str, Any],
+            repeats: int) -> dict[str, Any]:
+    """Warm the wasm cache, then time the small trace ``repeats`` times and the scaled one once."""
+    warm = run_child(small)  # compiles and caches the wasm if it is not cached yet
+    firsts = [run_child(small) for _ in range(repeats)]
+    big = run_child(scaled)
+    raw_mb = scaled_meta["bytes"] / MB
+    seconds = big["load_s"] + big["query_s"]
+    peak_mb = big["peak_rss_kb"] * 1024 / MB
+    first_process = statistics.median(r["process_s"] for r in firsts)
+    first_child = statistics.median(r["total_s"] for r in firsts)
+    return {
+        "scaled_trace": str(scaled),
+        "raw_mb": raw_mb,
+        "copies": scaled_meta["copies"],
+        "load_s": seconds,
+        "load_engine_s": big["load_s"],
+        "count_query_s": big["query_s"],
+        "import_s": big["import_s"],
+        "throughput_mb_s": raw_mb / seconds,
+        "memory64": big["memory64"],
+        "rss_after_import_mb": big["rss_import_kb"] * 1024 / MB,
+        "peak_rss_mb": peak_mb,
+        "ru_maxrss_mb": big["ru_maxrss_kb"] * 1024 / MB,
+        "rss_ratio": peak_mb / raw_mb,
+        "slices_loaded": big["slices"],
+        "x_events": scaled_meta["x_events"],
+        "instant_events": scaled_meta["instant_events"],
+        "small_trace": str(small),
+        "small_mb": small_meta["bytes"] / MB,
+        "small_slices_loaded": firsts[-1]["slices"],
+        "small_x_events": small_meta["x_events"],
+        "small_instant_events": small_meta["instant_events"],
+        "warmup_process_s": warm["process_s"],
+        "first_query_process_s": first_process,
+        "first_query_in_child_s": first_child,
+        "first_query_import_s": statistics.median(r["import_s"] for r in firsts),
+        "first_query_process_runs_s": [r["process_s"] for r in firsts],
+        "first_query_in_child_runs_s": [r["total_s"] for r in firsts],
+        "cache_dir": big["cache_dir"],
+        "pass": {
+            "throughput": raw_mb / seconds >= TARGET_MB_S,
+            "peak_rss": peak_mb / raw_mb <= TARGET_RSS_RATIO,
+            "first_query": first_process <= TARGET_FIRST_QUERY_S,
+            "slice_count": big["slices"] == scaled_meta["x_events"] + scaled_meta["instant_events"],
+        },
+    }
+
+
+def report(r: dict[str, Any]) -> str:
+    """The figures as a plain-text table."""
+    def mark(ok: bool) -> str:
+        return "PASS" if ok else "MISS"
+
+    p = r["pass"]
+    expected = r["x_events"] + r["instant_events"]
+    small_expected = r["small_x_events"] + r["small_instant_events"]
+    runs = ", ".join(f"{s:.3f}" for s in r["first_query_process_runs_s"])
+    rows = [
+        ("scaled trace", f"{r['raw_mb']:.1f} MB raw JSON ({r['copies']} copies)", "", ""),
+        ("load + COUNT(*) wall", f"{r['load_s']:.2f} s (load {r['load_engine_s']:.2f} s, "
+                                 f"query {r['count_query_s']:.3f} s)", "", ""),
+        ("load throughput", f"{r['throughput_mb_s']:.1f} MB/s", f">= {TARGET_MB_S:g} MB/s",
+         mark(p["throughput"])),
+        ("peak RSS", f"{r['peak_rss_mb']:.0f} MB (after import {r['rss_after_import_mb']:.0f} MB)",
+         "", ""),
+        ("peak RSS / raw size", f"{r['rss_ratio']:.2f}x", f"<= {TARGET_RSS_RATIO:g}x", mark(p["peak_rss"])),
+        ("slices loaded", f"{r['slices_loaded']:,}", f"{expected:,} = {r['x_events']:,} X "
+                                                     f"+ {r['instant_events']:,} instant",
+         mark(p["slice_count"])),
+        ("first query, 1 MB trace", f"{r['first_query_process_s']:.3f} s process (median of {runs})",
+         f"<= {TARGET_FIRST_QUERY_S:g} s", mark(p["first_query"])),
+        ("  in child", f"{r['first_query_in_child_s']:.3f} s import -> first result "
+                       f"(import {r['first_query_import_s']:.3f} s)", "", ""),
+        ("  1 MB trace", f"{r['small_mb']:.2f} MB, {r['small_slices_loaded']:,} slices "
+                         f"(expected {small_expected:,})", "", ""),
+        ("  warm-up run", f"{r['warmup_process_s']:.3f} s process (caches the wasm if needed)", "", ""),
+    ]
+    w0 = max(len(row[0]) for row in rows)
+    w1 = max(len(row[1]) for row in rows)
+    w2 = max(len(row[2]) for row in rows)
+    lines = [f"{'measure':<{w0}}  {'figure':<{w1}}  {'target':<{w2}}  result",
+             "-" * (w0 + w1 + w2 + 12)]
+    lines += [f"{a:<{w0}}  {b:<{w1}}  {c:<{w2}}  {d}".rstrip() for a, b, c, d in rows]
+    lines.append(f"wasm cache: {r['cache_dir']}   memory64 build: {r['memory64']}   "
+                 f"python: {sys.version.split()[0]}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE, help="trace to scale up")
+    parser.add_argument("--target-mb", type=float, default=250.0, help="raw JSON size of the scaled trace")
+    parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT, help="where the scaled traces go")
+    parser.add_argument("--repeats", type=int, default=3, help="timed first-query runs (median reported)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+    src = args.trace.resolve()
+    if not src.is_file():
+        sys.exit(f"error: input trace not found: {src}\n(pass --trace PATH, or put the shared traces at "
+                 f"{SHARED})")
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    progress = sys.stderr if args.json else sys.stdout
+    print(f"preparing inputs from {src} ...", file=progress, flush=True)
+    scaled, scaled_meta, trace = build_scaled(src, None, args.target_mb, args.out_dir)
+    small, small_meta, trace = build_small(src, trace, args.out_dir)
+    del trace
+    print(f"measuring (each in a fresh subprocess) on {scaled.name} and {small.name} ...",
+          file=progress, flush=True)
+    result = measure(scaled, scaled_meta, small, small_meta, max(1, args.repeats))
+    print(json.dumps(result, indent=1) if args.json else report(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

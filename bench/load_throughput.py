@@ -197,15 +197,21 @@ def cached(out: Path, meta_path: Path, key: dict[str, Any]) -> dict[str, Any] | 
     return meta
 
 
+def cache_slot(src: Path, out_dir: Path, tag: str, params: dict[str, Any]
+               ) -> tuple[Path, Path, dict[str, Any]]:
+    """Output path, its metadata path and the key that says when a cached file is still valid."""
+    stem = src.name.removesuffix(".gz").removesuffix(".json")
+    out = out_dir / f"{stem}_{tag}.json"
+    stat = src.stat()
+    key = {"source": str(src), "source_bytes": stat.st_size, "source_mtime": stat.st_mtime, **params}
+    return out, out.with_name(out.name + ".meta.json"), key
+
+
 def build_scaled(src: Path, trace: dict[str, Any] | None, target_mb: float, out_dir: Path
                  ) -> tuple[Path, dict[str, Any], dict[str, Any] | None]:
     """Write (or reuse) the scaled trace; returns its path, metadata and the parsed source."""
-    stem = src.name.removesuffix(".gz").removesuffix(".json")
-    out = out_dir / f"{stem}_{target_mb:g}mb.json"
-    meta_path = out.with_name(out.name + ".meta.json")
-    stat = src.stat()
-    key = {"source": str(src), "source_bytes": stat.st_size, "source_mtime": stat.st_mtime,
-           "target_mb": target_mb, "gap_us": GAP_US}
+    out, meta_path, key = cache_slot(src, out_dir, f"{target_mb:g}mb",
+                                     {"target_mb": target_mb, "gap_us": GAP_US})
     if (meta := cached(out, meta_path, key)) is not None:
         return out, meta, trace
     trace = trace or read_trace(src)
@@ -234,12 +240,7 @@ def build_scaled(src: Path, trace: dict[str, Any] | None, target_mb: float, out_
 def build_small(src: Path, trace: dict[str, Any] | None, out_dir: Path
                 ) -> tuple[Path, dict[str, Any], dict[str, Any] | None]:
     """Write (or reuse) a ~1 MB trace: the metadata plus the first events, flows kept only in pairs."""
-    stem = src.name.removesuffix(".gz").removesuffix(".json")
-    out = out_dir / f"{stem}_1mb.json"
-    meta_path = out.with_name(out.name + ".meta.json")
-    stat = src.stat()
-    key = {"source": str(src), "source_bytes": stat.st_size, "source_mtime": stat.st_mtime,
-           "bytes_target": SMALL_BYTES}
+    out, meta_path, key = cache_slot(src, out_dir, "1mb", {"bytes_target": SMALL_BYTES})
     if (meta := cached(out, meta_path, key)) is not None:
         return out, meta, trace
     trace = trace or read_trace(src)

@@ -82,5 +82,42 @@ def info(ctx: click.Context, trace: Path, fmt: str, rank: int | None) -> None:
     click.echo(render_records(trace_info(trace, rank=rank, **_options(ctx)), fmt), nl=False)
 
 
+def _series(value: str) -> tuple[str, ...]:
+    from .analysis.counters import SERIES
+
+    chosen = tuple(v.strip() for v in value.split(",") if v.strip())
+    bad = [v for v in chosen if v not in SERIES]
+    if bad or not chosen:
+        raise click.BadParameter(f"choose from {', '.join(SERIES)} (comma-separated)")
+    return chosen
+
+
+@main.command()
+@click.argument("src", metavar="IN", type=click.Path(path_type=Path))
+@click.argument("dst", metavar="OUT", required=False, type=click.Path(path_type=Path))
+@click.option("--series", default="bandwidth,queue", show_default=True,
+              help="Which counters: bandwidth, queue, or both.")
+@click.option("--style", type=click.Choice(["traceaug", "hta"]), default="traceaug", show_default=True,
+              help="hta: HTA's exact event shapes, for scripts built on HTA's output.")
+@click.option("--rank", type=int, help="For a directory: only this rank.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="Format of the summary printed on stdout.")
+@click.option("--summary-only", is_flag=True, help="Print the summary; write no trace.")
+@click.pass_context
+def counters(ctx: click.Context, src: Path, dst: Path | None, series: str, style: str,
+             rank: int | None, fmt: str, summary_only: bool) -> None:
+    """Write OUT: a copy of IN with memory-bandwidth and queue-length counter tracks.
+
+    IN and OUT may be directories of per-rank traces (one output per rank, same names).
+    """
+    from .commands.counters import run
+
+    if dst is None and not summary_only:
+        raise click.UsageError("give OUT, or --summary-only")
+    text = run(src, None if summary_only else dst, _series(series), style, rank, fmt,
+               **_options(ctx))
+    click.echo(text, nl=False)
+
+
 if __name__ == "__main__":
     main()

@@ -40,7 +40,7 @@ LEFT JOIN process p USING (upid);
 -- GPU work (kernels, copies, sets) keyed by (device, stream).
 CREATE PERFETTO VIEW traceaug_gpu_op AS
 SELECT
-  id, ts, dur, name, category, kind, correlation,
+  id, ts, dur, name, category, kind, correlation, arg_set_id, pid,
   COALESCE(device, pid) AS device,
   COALESCE(stream, tid) AS stream
 FROM traceaug_event

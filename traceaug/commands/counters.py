@@ -1,0 +1,87 @@
+"""Run ``traceaug counters`` over a file or a directory of ranks, and format its summary."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import orjson
+import pandas as pd
+
+from ..errors import TraceaugError
+from ..output import render_frame
+from ..read.inputs import TraceFile, resolve
+from ..rewrite.counters import add_counters
+from ..trace import Trace
+
+
+def _targets(src: Path, dst: Path | None, rank: int | None) -> list[tuple[TraceFile, Path | None]]:
+    files = resolve(src)
+    if rank is not None:
+        files = [f for f in files if f.rank == rank]
+        if not files:
+            raise TraceaugError(f"{src}: no trace for rank {rank}")
+    if dst is None:
+        return [(f, None) for f in files]
+    if src.is_dir():
+        if dst.exists() and not dst.is_dir():
+            raise TraceaugError(f"{dst}: IN is a directory, so OUT must be one too")
+        if dst.resolve() == src.resolve():
+            raise TraceaugError(f"{dst}: is the input directory; choose another output")
+        dst.mkdir(exist_ok=True)
+        return [(f, dst / f.path.name) for f in files]
+    if dst.is_dir():
+        raise TraceaugError(f"{dst}: is a directory; give an output file for one input file")
+    return [(f, dst) for f in files]
+
+
+def _one(target: tuple[TraceFile, Path | None], series, style, tp_bin, quiet) -> dict:
+    tf, out = target
+    with Trace(tf.path, tp_bin=tp_bin, progress=False if quiet else None) as trace:
+        result = add_counters(trace, out, series, style, show_progress=False if quiet else None)
+        rank = trace.rank if trace.rank is not None else tf.rank
+    for key in ("queue_summary", "bandwidth_summary"):
+        if key in result:
+            result[key].insert(0, "rank", rank)
+    result["file"], result["out"] = str(tf.path), None if out is None else str(out)
+    return result
+
+
+def run(src: Path, dst: Path | None, series: tuple[str, ...], style: str, rank: int | None,
+        fmt: str, tp_bin: str | None = None) -> str:
+    """Process every target (two ranks at a time) and return the formatted summary."""
+    targets = _targets(Path(src), None if dst is None else Path(dst), rank)
+    quiet = len(targets) > 1
+    if quiet:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            results = list(pool.map(lambda t: _one(t, series, style, tp_bin, True), targets))
+    else:
+        results = [_one(targets[0], series, style, tp_bin, False)]
+    return summary_text(results, fmt)
+
+
+def summary_text(results: list[dict], fmt: str) -> str:
+    """The per-stream and per-copy-kind summaries as a table, CSV (long form) or JSON."""
+    tables = {key: pd.concat([r[key] for r in results if key in r], ignore_index=True)
+              for key in ("queue_summary", "bandwidth_summary") if any(key in r for r in results)}
+    if fmt == "json":
+        data = {k.removesuffix("_summary"): orjson.loads(v.to_json(orient="records"))
+                for k, v in tables.items()}
+        data["outputs"] = [r["out"] for r in results if r["out"]]
+        return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n"
+    if fmt == "csv":
+        long = []
+        for key, df in tables.items():
+            ident = "stream" if key == "queue_summary" else "kind"
+            melted = df.melt(id_vars=["rank", "device", ident], var_name="metric")
+            melted.insert(0, "series", key.removesuffix("_summary"))
+            long.append(melted.rename(columns={ident: "key"}))
+        return pd.concat(long, ignore_index=True).to_csv(index=False) if long else ""
+    parts = []
+    titles = {"queue_summary": "Queue length per stream (time-weighted over the trace)",
+              "bandwidth_summary": "Memory bandwidth per copy kind"}
+    for key, df in tables.items():
+        parts.append(titles[key] + "\n" + render_frame(df.round(4), "table"))
+    parts += [f"wrote {r['out']} ({r.get('events', 0)} counter events)" + "\n"
+              for r in results if r["out"]]
+    return "\n".join(parts)

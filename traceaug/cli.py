@@ -103,9 +103,10 @@ def _series(value: str) -> tuple[str, ...]:
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="Format of the summary printed on stdout.")
 @click.option("--summary-only", is_flag=True, help="Print the summary; write no trace.")
+@click.option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done.")
 @click.pass_context
 def counters(ctx: click.Context, src: Path, dst: Path | None, series: str, style: str,
-             rank: int | None, fmt: str, summary_only: bool) -> None:
+             rank: int | None, fmt: str, summary_only: bool, open_ui: bool) -> None:
     """Write OUT: a copy of IN with memory-bandwidth and queue-length counter tracks.
 
     IN and OUT may be directories of per-rank traces (one output per rank, same names).
@@ -114,9 +115,28 @@ def counters(ctx: click.Context, src: Path, dst: Path | None, series: str, style
 
     if dst is None and not summary_only:
         raise click.UsageError("give OUT, or --summary-only")
+    if open_ui and (summary_only or src.is_dir()):
+        raise click.UsageError("--open needs one output file")
     text = run(src, None if summary_only else dst, _series(series), style, rank, fmt,
                **_options(ctx))
     click.echo(text, nl=False)
+    if open_ui:
+        _open(dst)
+
+
+def _open(trace: Path, port: int = 0, browser: bool = True) -> None:
+    from .view.server import serve
+
+    serve(trace, port=port, browser=browser, announce=lambda m: click.echo(m, err=True))
+
+
+@main.command("open")
+@click.argument("trace", type=click.Path(path_type=Path))
+@click.option("--port", type=int, default=0, help="Port on 127.0.0.1 (default: a free one).")
+@click.option("--no-browser", is_flag=True, help="Only print the URL.")
+def open_command(trace: Path, port: int, no_browser: bool) -> None:
+    """Open TRACE in the Perfetto UI bundled with traceaug (offline, 127.0.0.1 only)."""
+    _open(trace, port=port, browser=not no_browser)
 
 
 if __name__ == "__main__":

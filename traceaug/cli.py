@@ -124,6 +124,53 @@ def counters(ctx: click.Context, src: Path, dst: Path | None, series: str, style
         _open(dst)
 
 
+@main.command("diff")
+@click.argument("a", type=click.Path(path_type=Path))
+@click.argument("b", type=click.Path(path_type=Path))
+@click.option("--by", type=click.Choice(["name", "short-name", "category"]), default="name",
+              show_default=True, help="Group ops by full name, name without template/arguments, or type.")
+@click.option("--device", type=click.Choice(["cpu", "gpu", "all"]), default="all", show_default=True)
+@click.option("--step", type=int, help="Compare only ProfilerStep#N (default: all steps, per step).")
+@click.option("--rank", type=int, help="Only this rank.")
+@click.option("--threshold", type=float, default=5.0, show_default=True,
+              help="Per-step time change (percent) still called unchanged.")
+@click.option("--top", type=int, default=10, show_default=True, help="Rows of regressions/improvements.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--html", "html_out", type=click.Path(path_type=Path), help="Write a self-contained report.")
+@click.option("--trace", "trace_out", type=click.Path(path_type=Path),
+              help="Write both traces into one Perfetto file (B relabelled, aligned at the first step).")
+@click.option("--open", "open_ui", is_flag=True, help="Open the --trace file in the Perfetto UI.")
+@click.pass_context
+def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, step: int | None,
+                 rank: int | None, threshold: float, top: int, fmt: str, html_out: Path | None,
+                 trace_out: Path | None, open_ui: bool) -> None:
+    """Compare two traces (or two directories of per-rank traces): what changed from A to B."""
+    from .commands import diff as cmd
+
+    if open_ui and trace_out is None:
+        raise click.UsageError("--open needs --trace FILE")
+    result = cmd.run(a, b, by, device, step, threshold, rank, **_options(ctx))
+    try:
+        click.echo(cmd.render(result, fmt, top), nl=False)
+        if html_out is not None:
+            from .report.diff_html import write_report
+
+            write_report(result, html_out, top)
+            click.echo(f"wrote {html_out}", err=True)
+        if trace_out is not None:
+            from .rewrite.merge import write_merged
+
+            if len(result.ranks) != 1:
+                raise TraceaugError("--trace merges one pair of traces: choose a rank with --rank")
+            sa, sb = result.sides[0]
+            write_merged(sa, sb, trace_out)
+            click.echo(f"wrote {trace_out}", err=True)
+    finally:
+        cmd.close(result)
+    if open_ui:
+        _open(trace_out)
+
+
 def _open(trace: Path, port: int = 0, browser: bool = True) -> None:
     from .view.server import serve
 

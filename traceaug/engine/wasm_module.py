@@ -10,13 +10,13 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import os
-import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import wasmtime
 
+from ..atomic import atomic_output
 from ..errors import EngineError
 
 PERFETTO_VERSION = "v52.0-6b9586def"
@@ -134,15 +134,10 @@ def _store_cached(path: Path, module: wasmtime.Module) -> None:
     body = module.serialize()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
+        with atomic_output(path) as f:
             f.write(_CACHE_MAGIC + hashlib.sha256(body).hexdigest().encode() + body)
-        os.replace(tmp, path)
     except OSError:
-        try:
-            os.unlink(tmp)
-        except (OSError, UnboundLocalError):
-            pass
+        pass
 
 
 def cache_path(memory64: bool) -> Path:

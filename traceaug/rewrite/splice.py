@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import gzip
 import os
-import tempfile
 from pathlib import Path
 
 import orjson
 
 from .. import __version__
+from ..atomic import atomic_output
 from ..errors import TraceaugError
 from ..progress import Progress
 from ..read import source
@@ -50,19 +50,17 @@ def write(src: Path, dst: Path, layout: Layout, events: list[bytes], command: st
         added += b","
     inserts = [(layout.events_start, added)]
     mark = marker(command)
-    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
     progress = Progress(f"writing {dst.name}", source.stored_size(src), show_progress)
     written = 0
     try:
-        with os.fdopen(fd, "wb") as raw:
+        with atomic_output(dst) as raw:
             out = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0) \
                 if dst.name.endswith(".gz") else raw
             offset = 0
             first = True
             for block in source.iter_blocks(src, progress.update):
                 if first and not layout.array_form:  # the marker goes after the opening brace
-                    brace = block.index(b"{") + 1
-                    inserts.insert(0, (brace, mark))
+                    inserts.insert(0, (block.index(b"{") + 1, mark))
                     first = False
                 end = offset + len(block)
                 pos = 0
@@ -77,13 +75,6 @@ def write(src: Path, dst: Path, layout: Layout, events: list[bytes], command: st
                 offset = end
             if out is not raw:
                 out.close()
-        os.replace(tmp, dst)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
     finally:
         progress.close()
     return written

@@ -84,8 +84,7 @@ def queue_length(trace: Trace, style: str = "traceaug") -> pd.DataFrame:
 
 def _hta_filters_uncorrelated(trace: Trace) -> bool:
     """HTA drops GPU ops no CPU event correlates to, when the trace has >= 2 ProfilerSteps."""
-    steps = trace.query("SELECT COUNT(DISTINCT name) AS n FROM traceaug_event "
-                        "WHERE kind = 'annotation' AND name GLOB 'ProfilerStep#*'")
+    steps = trace.query("SELECT COUNT(DISTINCT name) AS n FROM traceaug_step")
     return int(steps["n"][0]) >= 2
 
 

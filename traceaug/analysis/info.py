@@ -35,10 +35,7 @@ def info(trace: Trace) -> dict:
         "SELECT device, stream, COUNT(*) AS ops FROM traceaug_gpu_op "
         "GROUP BY device, stream ORDER BY device, stream"
     )
-    steps = trace.query(
-        "SELECT COUNT(DISTINCT name) AS n FROM traceaug_event "
-        "WHERE kind = 'annotation' AND name GLOB 'ProfilerStep#*'"
-    )["n"][0]
+    steps = trace.query("SELECT COUNT(DISTINCT name) AS n FROM traceaug_step")["n"][0]
     span = trace.query("SELECT MIN(ts) AS start, MAX(ts + dur) AS end FROM slice WHERE dur >= 0")
     start, end = span["start"][0], span["end"][0]
     names = {p.get("id"): p.get("name") for p in trace.device_properties}

@@ -22,8 +22,7 @@ _COMM = re.compile(r"^nccl|ncclKernel|^hip.*nccl|^rccl|ncclDevKernel", re.IGNORE
 def steps(trace: Trace) -> pd.DataFrame:
     """ProfilerStep annotations: step number, ts, dur (engine ns), sorted by ts."""
     trace.include("traceaug.kineto")
-    df = trace.query("SELECT ts, dur, name FROM traceaug_event "
-                     "WHERE kind = 'annotation' AND name GLOB 'ProfilerStep#*' ORDER BY ts")
+    df = trace.query("SELECT ts, dur, name FROM traceaug_step ORDER BY ts")
     df["step"] = df["name"].str.extract(r"ProfilerStep\s*#\s*(\d+)", expand=False).astype("Int64")
     return df.dropna(subset=["step"]).drop_duplicates("step").reset_index(drop=True)
 

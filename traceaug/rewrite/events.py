@@ -7,10 +7,15 @@ import orjson
 import pandas as pd
 
 
+def us(ns: int) -> str:
+    """ns to the µs text Chrome JSON uses, exact (``123.456``, or ``123``)."""
+    q, r = divmod(ns, 1000)
+    return f"{q}" if r == 0 else f"{q}.{r:03d}"
+
+
 def us_text(abs_ns: np.ndarray) -> list[str]:
-    """Absolute ns to the µs text Chrome JSON uses, exact (``123.456``, or ``123``)."""
-    q, r = np.divmod(abs_ns.astype(np.int64), 1000)
-    return [f"{a}" if b == 0 else f"{a}.{b:03d}" for a, b in zip(q.tolist(), r.tolist())]
+    """``us`` over an array of ns."""
+    return [us(n) for n in abs_ns.astype(np.int64).tolist()]
 
 
 def counter_events(series: pd.DataFrame, base_ns: int, name: str, arg, hta: bool,

@@ -45,3 +45,9 @@ SELECT
   COALESCE(stream, tid) AS stream
 FROM traceaug_event
 WHERE kind IN ('kernel', 'memcpy', 'memset');
+
+-- ProfilerStep#N windows (a user annotation now, an Operator in the 2021 schema).
+CREATE PERFETTO VIEW traceaug_step AS
+SELECT id, ts, dur, name
+FROM traceaug_event
+WHERE kind IN ('annotation', 'cpu_op') AND name GLOB 'ProfilerStep#*';

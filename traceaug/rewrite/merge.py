@@ -1,0 +1,92 @@
+"""``traceaug diff --trace``: A and B side by side in one Perfetto file.
+
+A's bytes are kept as they are; B's events are spliced in with their
+processes relabelled (``B: <name>``, pids moved out of A's range), their flow
+ids moved out of A's, and their timestamps shifted exactly so that B's first
+ProfilerStep starts where A's does (the trace starts when there are none).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from ..analysis.diff import Side
+from ..errors import TraceaugError
+from ..read import chunks, source
+from ..read.rebase import Rebase
+from . import splice
+from .events import us
+
+PID_OFFSET = 1_000_000_000
+FLOW_ID_OFFSET = 1 << 40
+FLOW_PHASES = ("s", "t", "f")
+
+
+def _anchor(side: Side) -> int:
+    """Absolute ns where a side is aligned: its first ProfilerStep, else its first event."""
+    if not side.steps.empty:
+        return int(side.steps["ts"].iloc[0]) + side.trace.base_ns
+    first = side.trace.query("SELECT MIN(ts) AS t FROM slice")["t"][0]
+    return int(first) + side.trace.base_ns
+
+
+def _pid(pid):
+    if isinstance(pid, int):
+        return pid + PID_OFFSET
+    return f"B: {pid}"
+
+
+def _flow_id(value):
+    if isinstance(value, int):
+        return value + FLOW_ID_OFFSET
+    if isinstance(value, str):
+        try:  # Perfetto reads string flow ids as hex
+            return int(value, 16) + FLOW_ID_OFFSET
+        except ValueError:
+            return f"B:{value}"
+    return value
+
+
+def b_events(side: Side, shift_ns: int) -> list[bytes]:
+    """B's events, relabelled and shifted by ``shift_ns`` (exact)."""
+    rebase = Rebase()
+    named: set = set()
+    pids: set = set()
+    out: list[bytes] = []
+    for item in chunks.scan(source.iter_blocks(side.trace.path), rewrite=rebase):
+        if isinstance(item, chunks.Layout):
+            break
+        for ev in item.events:
+            if not isinstance(ev, dict):
+                continue
+            ts = ev.get("ts")
+            if isinstance(ts, (int, float)):
+                ns = (round(ts * 1000) if isinstance(ts, float) else ts * 1000) + rebase.base_ns
+                ev["ts"] = orjson.Fragment(us(ns - shift_ns))
+            if "pid" in ev:
+                pids.add(ev["pid"])
+                ev["pid"] = _pid(ev["pid"])
+            if ev.get("ph") in FLOW_PHASES and "id" in ev:
+                ev["id"] = _flow_id(ev["id"])
+            if ev.get("ph") == "M" and ev.get("name") == "process_name":
+                args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+                ev["args"] = {**args, "name": f"B: {args.get('name', '')}".rstrip()}
+                named.add(ev["pid"])
+            out.append(orjson.dumps(ev))
+    for pid in pids:
+        if _pid(pid) not in named:
+            out.append(orjson.dumps({"ph": "M", "name": "process_name", "pid": _pid(pid),
+                                     "args": {"name": f"B: {pid}"}}))
+    return out
+
+
+def write_merged(a: Side, b: Side, out: Path) -> None:
+    """Write A with B's events added, B aligned to A."""
+    if a.trace.plan is None or b.trace.plan is None:
+        raise TraceaugError(f"{out}: --trace needs Chrome JSON traces on both sides")
+    splice.check_output(a.trace.path, out)
+    splice.check_output(b.trace.path, out)
+    shift = _anchor(b) - _anchor(a)
+    splice.write(a.trace.path, out, a.trace.plan.layout, b_events(b, shift), "diff")

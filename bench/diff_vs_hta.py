@@ -1,0 +1,90 @@
+"""Benchmark ``traceaug diff`` against HTA's ``TraceDiff.compare_traces`` on the A100-vs-V100 pair.
+
+Why: issue 4 asks traceaug diff to be at least 5x faster than HTA's TraceDiff. Each tool runs
+alone in a fresh process; wall time is measured from here and peak RSS by the child itself
+(VmHWM). Run: ``python bench/diff_vs_hta.py [--json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from counters_vs_hta import MB, REPO_ROOT, child_script, run, tagged, warm_up  # noqa: E402
+
+PAIR = REPO_ROOT.parent / "shared" / "traces" / "kineto" / "diff" / "a100_vs_v100"
+TARGET_SPEED_RATIO = 5.0
+TIMEOUT_S = 3600
+
+TRACEAUG_CHILD = """
+import json, sys, time
+t0 = time.perf_counter()
+from traceaug.cli import main
+main(["diff", sys.argv[1], sys.argv[2], "--format", "csv"], standalone_mode=False)
+print(TAG + json.dumps({"total_s": time.perf_counter() - t0, "peak_rss_kb": peak_kb()}))
+"""
+
+# HTA reads every trace in a directory: give each side its own directory of symlinks.
+HTA_CHILD = """
+import json, logging, os, sys, time, warnings
+warnings.simplefilter("ignore")
+logging.disable(logging.WARNING)
+t0 = time.perf_counter()
+from hta.trace_diff import LabeledTrace, TraceDiff
+sides = []
+for label, src, work in (("c", sys.argv[1], sys.argv[3]), ("t", sys.argv[2], sys.argv[4])):
+    for name in os.listdir(src):
+        os.symlink(os.path.join(src, name), os.path.join(work, name))
+    sides.append(LabeledTrace(label, trace_dir=work))
+comp = TraceDiff.compare_traces(sides[0], sides[1])
+print(TAG + json.dumps({"total_s": time.perf_counter() - t0, "peak_rss_kb": peak_kb(), "rows": len(comp)}))
+"""
+
+
+def measure() -> dict[str, Any]:
+    """Wall time and peak RSS of both tools on the pair."""
+    a, b = PAIR / "control", PAIR / "test"
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        warm_up(work)
+        ta_wall, _ = run([sys.executable, "-m", "traceaug", "diff", str(a), str(b), "--format", "csv"],
+                         TIMEOUT_S, "traceaug diff")
+        _, out = run([sys.executable, "-c", child_script(TRACEAUG_CHILD), str(a), str(b)], TIMEOUT_S,
+                     "traceaug diff (in-process)")
+        ta = tagged(out, "the traceaug child")
+        (work / "c").mkdir()
+        (work / "t").mkdir()
+        hta_wall, out = run([sys.executable, "-c", child_script(HTA_CHILD), str(a), str(b),
+                             str(work / "c"), str(work / "t")], TIMEOUT_S, "HTA TraceDiff")
+        hta = tagged(out, "the HTA child")
+    raw = sum(len(__import__("gzip").open(p).read()) for p in (*a.iterdir(), *b.iterdir())) / MB
+    return {"raw_mb": raw, "traceaug_wall_s": ta_wall, "traceaug_peak_mb": ta["peak_rss_kb"] / 1024,
+            "hta_wall_s": hta_wall, "hta_peak_mb": hta["peak_rss_kb"] / 1024,
+            "speed_ratio": hta_wall / ta_wall}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    if not PAIR.exists():
+        sys.exit(f"error: {PAIR} not found (../shared/traces is needed)")
+    r = measure()
+    if args.json:
+        print(json.dumps(r, indent=1))
+        return 0
+    verdict = "PASS" if r["speed_ratio"] >= TARGET_SPEED_RATIO else "MISS"
+    print(f"A100-vs-V100 pair, {r['raw_mb']:.1f} MB raw JSON in all")
+    print(f"traceaug diff   {r['traceaug_wall_s']:6.2f} s   peak RSS {r['traceaug_peak_mb']:7.0f} MB")
+    print(f"HTA TraceDiff   {r['hta_wall_s']:6.2f} s   peak RSS {r['hta_peak_mb']:7.0f} MB")
+    print(f"speed ratio HTA/traceaug {r['speed_ratio']:.2f}x (target >= {TARGET_SPEED_RATIO:g}x): {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

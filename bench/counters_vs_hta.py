@@ -56,7 +56,15 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_throughput import DEFAULT_OUT, DEFAULT_TRACE, MB, REPO_ROOT, SHARED, build_scaled  # noqa: E402
+from load_throughput import (  # noqa: E402
+    DEFAULT_OUT,
+    DEFAULT_TRACE,
+    MB,
+    PEAK_KB,
+    REPO_ROOT,
+    SHARED,
+    build_scaled,
+)
 
 WARM_TRACE = REPO_ROOT / "testdata" / "small_training.json"
 TARGET_SPEED_RATIO = 10.0  # HTA wall / traceaug wall, at least
@@ -66,19 +74,6 @@ HTA_TIMEOUT_S = 4 * 3600
 COUNTER_PATTERNS = (b'"ph":"C"', b'"ph": "C"')
 RESULT_TAG = "BENCH-RESULT "
 WROTE_RE = re.compile(r"\((\d+) counter events\)")
-
-# Shared by both children: this process's own peak RSS in kB.
-PEAK_KB = """
-import resource
-
-def peak_kb():
-    # VmHWM is this process's own peak; ru_maxrss also counts the parent's peak from before exec.
-    try:
-        with open("/proc/self/status") as f:
-            return int(next(line for line in f if line.startswith("VmHWM:")).split()[1])
-    except (OSError, StopIteration):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-"""
 
 # argv: IN OUT. Runs the CLI in-process, then prints one tagged JSON line.
 TRACEAUG_CHILD = """

@@ -55,11 +55,8 @@ TARGET_FIRST_QUERY_S = 1.0
 # Run in the child. Times from just before ``import traceaug``; prints one JSON line. Peak RSS is read
 # from /proc/self/status (VmHWM) where there is one: on Linux the child's ru_maxrss starts at the
 # parent's high-water mark (it is carried over exec), which would blame the parent's memory on traceaug.
-CHILD = """
-import json, resource, sys, time
-t0 = time.perf_counter()
-import traceaug
-t_import = time.perf_counter()
+PEAK_KB = """
+import resource
 
 def peak_kb():
     # VmHWM is this process's own peak; ru_maxrss also counts the parent's peak from before exec.
@@ -68,6 +65,13 @@ def peak_kb():
             return int(next(line for line in f if line.startswith("VmHWM:")).split()[1])
     except (OSError, StopIteration):
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+"""
+
+CHILD = PEAK_KB + """
+import json, sys, time
+t0 = time.perf_counter()
+import traceaug
+t_import = time.perf_counter()
 
 rss_import = peak_kb()
 t = traceaug.load(sys.argv[1], progress=False)

@@ -19,7 +19,7 @@ import orjson
 
 from . import chunks, source
 from .lanes import assign_lanes
-from .rebase import Rebase, fix_negative_tids
+from .rebase import Rebase, fix_negative_tids, us_to_ns
 
 FLOW_PHASES = ("s", "t", "f")
 _NUMBER = (int, float)
@@ -44,11 +44,6 @@ class Plan:
     @property
     def base_ns(self) -> int:
         return self.rebase.base_ns
-
-
-def _ns(value) -> int:
-    """µs number (int or float, already rebased small) to exact integer ns."""
-    return round(value * 1000) if isinstance(value, float) else int(value) * 1000
 
 
 class _Columns:
@@ -79,11 +74,11 @@ class _Columns:
             if ph == "X":
                 ts, dur = ev.get("ts"), ev.get("dur")
                 if ts.__class__ in _NUMBER and dur.__class__ in _NUMBER:
-                    x_append((key(ev), _ns(ts), _ns(dur), seq))
+                    x_append((key(ev), us_to_ns(ts), us_to_ns(dur), seq))
             elif ph in FLOW_PHASES:
                 ts = ev.get("ts")
                 if ts.__class__ in _NUMBER:
-                    f_append((key(ev), _ns(ts), seq))
+                    f_append((key(ev), us_to_ns(ts), seq))
             elif ph == "M" and ev.get("name") == "thread_name":
                 args = ev.get("args")
                 if isinstance(args, dict) and isinstance(args.get("name"), str):

@@ -18,6 +18,11 @@ KEEP = 11  # integer digits kept: 10^11 µs ≈ 27.8 hours of trace (values < 10
 _LARGE = re.compile(rb'"ts"(\s*):(\s*)(\d{%d,})(\.\d+)?' % (KEEP + 2))
 
 
+def us_to_ns(value: int | float) -> int:
+    """A µs number as parsed from rebased text (below 10^12, so exact to the ns) in integer ns."""
+    return round(value * 1000) if isinstance(value, float) else int(value) * 1000
+
+
 class Rebase:
     """Chooses the prefix from the first large timestamp and strips it everywhere.
 

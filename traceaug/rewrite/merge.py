@@ -15,7 +15,7 @@ import orjson
 from ..analysis.diff import Side
 from ..errors import TraceaugError
 from ..read import chunks, source
-from ..read.rebase import Rebase
+from ..read.rebase import Rebase, us_to_ns
 from . import splice
 from .events import us
 
@@ -63,8 +63,7 @@ def b_events(side: Side, shift_ns: int) -> list[bytes]:
                 continue
             ts = ev.get("ts")
             if isinstance(ts, (int, float)):
-                ns = (round(ts * 1000) if isinstance(ts, float) else ts * 1000) + rebase.base_ns
-                ev["ts"] = orjson.Fragment(us(ns - shift_ns))
+                ev["ts"] = orjson.Fragment(us(us_to_ns(ts) + rebase.base_ns - shift_ns))
             if "pid" in ev:
                 pids.add(ev["pid"])
                 ev["pid"] = _pid(ev["pid"])

@@ -76,3 +76,17 @@ def test_directory_with_duplicate_ranks(tmp_path: Path) -> None:
     result = run_cli("info", str(tmp_path))
     assert result.returncode == 1
     assert "rank 3 appears twice: a.json and b.json" in result.stderr
+
+
+def test_bad_native_engine_is_a_clean_error(tmp_path: Path) -> None:
+    trace = tmp_path / "t.json"
+    trace.write_bytes(TRIVIAL)
+    result = run_cli("--tp-bin", str(tmp_path / "missing"), "info", str(trace))
+    assert result.returncode == 2 and "does not exist" in result.stderr
+    fake = tmp_path / "not_a_shell"
+    fake.write_text("#!/bin/sh\nexit 3\n")
+    fake.chmod(0o755)
+    result = run_cli("--tp-bin", str(fake), "info", str(trace))
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and str(fake) in result.stderr

@@ -30,7 +30,7 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="traceaug")
-@click.option("--tp-bin", envvar="TRACEAUG_TP_BIN", type=click.Path(dir_okay=False),
+@click.option("--tp-bin", envvar="TRACEAUG_TP_BIN", type=click.Path(exists=True, dir_okay=False),
               help=TP_BIN_HELP + " [env: TRACEAUG_TP_BIN]")
 @click.pass_context
 def main(ctx: click.Context, tp_bin: str | None) -> None:

@@ -87,7 +87,15 @@ class TraceProcessor(_UpstreamTP):
         self._memory64 = memory64
         self._bin_path = bin_path
         config = TraceProcessorConfig(bin_path=bin_path) if bin_path else TraceProcessorConfig()
-        super().__init__(config=config)
+        try:
+            super().__init__(config=config)
+        except EngineError:
+            raise
+        except Exception as e:  # upstream raises bare Exceptions when a native shell will not start
+            if not bin_path:
+                raise
+            detail = " ".join(str(e).split()) or type(e).__name__
+            raise EngineError(f"{bin_path}: cannot start trace_processor_shell ({detail})") from None
 
     def _create_backend(self, remote, addr):
         if self._bin_path:

@@ -145,7 +145,7 @@ def run_traceaug(args: list[str]) -> None:
 
 def traceaug_numbers(path: Path, case: Case) -> tuple[dict, dict]:
     """From traceaug's own engine: {added track: (rows, sum)} and {slices, flows}."""
-    t = traceaug.load(path, progress=False)
+    t = traceaug.load(path, progress=False, full=True)
     try:
         per_track = {r.name: (int(r.n), float(r.total))
                      for r in t.query(case.added_sql or COUNTERS_SQL).itertuples() if case.is_added(r.name)}

@@ -159,8 +159,9 @@ def test_html_report_and_merged_trace(tmp_path: Path) -> None:
     page = report.read_text()
     assert "<script src=" not in page and "Plotly.newPlot" in page  # self-contained
     assert page.count("Plotly.newPlot") == 3
-    with traceaug.load(a, progress=False) as ta, traceaug.load(b, progress=False) as tb, \
-            traceaug.load(merged, progress=False) as tm:
+    with traceaug.load(a, progress=False, full=True) as ta, \
+            traceaug.load(b, progress=False, full=True) as tb, \
+            traceaug.load(merged, progress=False, full=True) as tm:
         def counts(t):
             return t.query("SELECT (SELECT COUNT(*) FROM slice) AS s, (SELECT COUNT(*) FROM flow) AS f")
         ca, cb, cm = counts(ta), counts(tb), counts(tm)

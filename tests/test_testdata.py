@@ -202,7 +202,17 @@ def test_overlapping_pair_is_kept(trace, answers: dict) -> None:
     assert int(meta["lane_slices"][0]) == 1
 
 
-def test_every_gpu_op_has_its_flow(trace, answers: dict) -> None:
+@pytest.fixture(scope="module", params=[SMALL, SMALL_GZ], ids=["json", "json.gz"])
+def full_trace(request):
+    """A full load: every arg and the flow events (an analysis load keeps neither)."""
+    t = traceaug.load(request.param, progress=False, full=True)
+    t.include("traceaug.kineto")
+    yield t
+    t.close()
+
+
+def test_every_gpu_op_has_its_flow(full_trace, answers: dict) -> None:
+    trace = full_trace
     df = trace.query(
         "SELECT r.correlation AS out_corr, g.correlation AS in_corr, r.kind AS out_kind, "
         "g.kind AS in_kind FROM flow f "
@@ -231,7 +241,7 @@ QUERIES = [
 def test_json_and_gz_give_identical_results(sql: str) -> None:
     frames, bases = [], []
     for path in (SMALL, SMALL_GZ):
-        with traceaug.load(path, progress=False) as t:
+        with traceaug.load(path, progress=False, full=True) as t:
             t.include("traceaug.kineto")
             frames.append(t.query(sql))
             bases.append(t.base_ns)

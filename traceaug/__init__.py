@@ -13,25 +13,44 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from .errors import TraceaugError
-from .read.inputs import TraceFile, resolve
-from .trace import Trace
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .trace import Trace
 
 __version__ = "0.1.0"
 __all__ = ["Trace", "TraceaugError", "info", "load", "load_ranks", "query", "__version__"]
 
 
+def __getattr__(name: str):
+    # The engine and pandas load on first use, so pass-1 worker processes start light.
+    if name == "Trace":
+        from .trace import Trace
+
+        return Trace
+    raise AttributeError(f"module 'traceaug' has no attribute {name!r}")
+
+
 def load(path: str | Path, **options) -> Trace:
-    """Load one trace file (options: tp_bin, memory64, progress)."""
+    """Load one trace file (options: tp_bin, memory64, progress, full).
+
+    By default only the args traceaug's analyses use are kept, and no flow events (as
+    HTA's parser keeps a minimal arg set); ``full=True`` keeps everything for your SQL."""
+    from .trace import Trace
+
     return Trace(path, **options)
 
 
 def load_ranks(path: str | Path, rank: int | None = None, **options) -> dict[int | None, Trace]:
     """Load a file or every rank of a directory, two at a time; keyed by rank."""
-    files: list[TraceFile] = resolve(path)
+    from .read.inputs import resolve
+    from .trace import Trace
+
+    files = resolve(path)
     if rank is not None:
         files = [f for f in files if f.rank == rank or (f.rank is None and len(files) == 1)]
         if not files:
@@ -46,6 +65,8 @@ def load_ranks(path: str | Path, rank: int | None = None, **options) -> dict[int
 
 def query(path: str | Path, sql: str, **options) -> pd.DataFrame:
     """Run PerfettoSQL on one trace file and return a DataFrame."""
+    from .trace import Trace
+
     with Trace(path, **options) as trace:
         return trace.query(sql)
 

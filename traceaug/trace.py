@@ -30,9 +30,11 @@ class Trace:
     """One trace file loaded into Perfetto's trace processor."""
 
     def __init__(self, path: str | Path, tp_bin: str | None = None,
-                 memory64: bool | None = None, progress: bool | None = None) -> None:
+                 memory64: bool | None = None, progress: bool | None = None,
+                 full: bool = False) -> None:
         self.path = Path(path)
-        loaded = load(self.path, bin_path=tp_bin, memory64=memory64, show_progress=progress)
+        loaded = load(self.path, bin_path=tp_bin, memory64=memory64, show_progress=progress,
+                      full=full)
         self.tp = loaded.tp
         self.plan = loaded.plan
         self.memory64 = loaded.memory64
@@ -41,6 +43,8 @@ class Trace:
             meta = {**self.plan.layout.header, **self.plan.layout.trailer}
         self.metadata: dict = meta
         self.base_ns: int = self.plan.base_ns if self.plan else 0
+        # Every arg and flow event (True), or an analysis load's subset (pass1.KINETO_ARGS).
+        self.full: bool = self.plan.full if self.plan else True
         self._prepare_sql()
 
     # ----- metadata --------------------------------------------------------
@@ -81,7 +85,7 @@ class Trace:
         self.query(
             "CREATE PERFETTO TABLE traceaug_meta AS "
             f"SELECT {self.base_ns} AS time_base_ns, {moved[0]} AS lane_slices, "
-            f"{moved[1]} AS lane_flows"
+            f"{moved[1]} AS lane_flows, {int(self.full)} AS full_load"
         )
 
     def query(self, sql: str) -> pd.DataFrame:

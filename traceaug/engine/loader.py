@@ -9,9 +9,7 @@ too large for the 32-bit build is retried on the memory64 build.
 
 from __future__ import annotations
 
-import os
 import queue
-import struct
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,17 +31,6 @@ class Loaded:
     tp: TraceProcessor
     plan: normalize.Plan | None
     memory64: bool
-
-
-def raw_size_estimate(path: Path) -> int:
-    """Uncompressed size: gzip's ISIZE trailer (mod 4 GiB) or the file size."""
-    size = source.stored_size(path)
-    if not source.is_gzip(path):
-        return size
-    with open(path, "rb") as f:
-        f.seek(-4, os.SEEK_END)
-        isize = struct.unpack("<I", f.read(4))[0]
-    return isize if isize >= size else size * 20
 
 
 def _coalesce(pieces: Iterator[bytes]) -> Iterator[bytes]:
@@ -118,18 +105,21 @@ def _load_once(path: Path, plan: normalize.Plan | None, memory64: bool, bin_path
 
 
 def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
-         show_progress: bool | None = None) -> Loaded:
-    """Load ``path``; raise ``TraceaugError`` with a one-line reason on failure."""
+         show_progress: bool | None = None, full: bool = False) -> Loaded:
+    """Load ``path``; raise ``TraceaugError`` with a one-line reason on failure.
+
+    ``full=False`` keeps the args analyses use (``pass1.KINETO_ARGS``) and no flow
+    events; ``full=True`` keeps everything (slower, more memory)."""
     path = Path(path)
     source.check_readable(path)
     stored = source.stored_size(path)
     if memory64 is None:
-        memory64 = raw_size_estimate(path) > MEMORY64_ABOVE
+        memory64 = source.raw_size_estimate(path) > MEMORY64_ABOVE
     progress = Progress(f"loading {path.name}", 2 * stored, show_progress)
     try:
         not_chrome = None
         try:
-            plan = normalize.plan(path, progress.update)
+            plan = normalize.plan(path, progress.update, full=full)
         except chunks.NotChromeJson as e:
             plan, not_chrome = None, e  # not Chrome JSON we can split: let Perfetto judge it
         try:
@@ -138,6 +128,8 @@ def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
             if memory64 or bin_path:
                 raise TraceaugError(f"{path}: the trace processor ran out of memory") from None
             memory64 = True
+            if plan is not None and plan.held is not None:  # fed and freed: read it again
+                plan = normalize.plan(path, full=full)
             tp = _load_once(path, plan, memory64, bin_path, progress, stored)
         except EngineError as e:
             raise TraceaugError(f"{path}: {e}") from None

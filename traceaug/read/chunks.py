@@ -17,6 +17,8 @@ import orjson
 CHUNK = 8 << 20
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_ESCAPED_QUOTE = re.compile(rb'(\\+)"')
+_TRIES = 8  # boundary candidates outside strings tried (parsed) before reading on
 _HEADER_LIMIT = 64 << 20
 
 
@@ -44,6 +46,7 @@ class Chunk:
     text: bytes
     last: bool  # the tail piece: events, then ``]`` and the trailer
     events: list | None = None
+    array_form: bool = False
 
 
 class _Buffer:
@@ -107,10 +110,43 @@ def _parse_tail(text: bytes, layout: Layout) -> list:
     return events
 
 
-def scan(blocks: Iterable[bytes], rewrite=lambda t: t) -> Iterator[Chunk | Layout]:
+def _quotes(buf: bytearray, start: int, end: int) -> int:
+    """Unescaped ``"`` in ``buf[start:end]`` (a quote after an odd run of backslashes is escaped)."""
+    n = buf.count(b'"', start, end)
+    if buf.find(b'\\"', start, end) != -1:
+        n -= sum(len(m.group(1)) % 2 for m in _ESCAPED_QUOTE.finditer(buf, start, end))
+    return n
+
+
+def _cut_candidates(buf: bytearray, start: int, window: int) -> Iterator[re.Match]:
+    """``},{`` matches after ``window``, last first, that lie outside JSON strings.
+
+    ``start`` is an event's first byte, so outside any string: a position is outside
+    too when the unescaped quotes between them are even. Kineto names can hold ``},{``.
+    """
+    matches = list(_BOUNDARY.finditer(buf, window))
+    if not matches:
+        return
+    escapes = buf.find(b'\\"', start) != -1  # then count from ``start`` each time (rare)
+    parity, at = _quotes(buf, start, matches[-1].start()) % 2, matches[-1].start()
+    for match in reversed(matches):
+        if escapes:
+            parity = _quotes(buf, start, match.start()) % 2
+        else:
+            parity = (parity + buf.count(b'"', match.start(), at)) % 2
+        at = match.start()
+        if parity == 0:
+            yield match
+
+
+def scan(blocks: Iterable[bytes], rewrite=lambda t: t, confirm: bool = True
+         ) -> Iterator[Chunk | Layout]:
     """Pass 1: yield parsed chunks, then the ``Layout`` that pass 2 reuses.
 
-    ``rewrite`` maps a chunk's text before parsing (timestamp rebasing).
+    ``rewrite`` maps a chunk's text before parsing (timestamp rebasing). With
+    ``confirm=False`` chunks are cut at the last ``},{`` without parsing (events
+    None, trailer unset): the caller parses them elsewhere and must fall back to a
+    confirmed scan if one fails (a cut inside a string).
     """
     b = _Buffer(blocks)
     layout = Layout()
@@ -124,24 +160,28 @@ def scan(blocks: Iterable[bytes], rewrite=lambda t: t) -> Iterator[Chunk | Layou
             continue
         if b.eof:
             text = rewrite(bytes(b.buf[pos - b.base :]))
-            events = _parse_tail(text, layout)
+            events = _parse_tail(text, layout) if confirm else None
             layout.has_events = layout.has_events or bool(events)
-            yield Chunk(index, text, True, events)
+            yield Chunk(index, text, True, events, layout.array_form)
             yield layout
             return
         start = pos - b.base
         window = max(start, len(b.buf) - (2 << 20))
-        last = None
-        for match in _BOUNDARY.finditer(b.buf, window):
-            last = match
-        events = None
-        if last is not None:
-            text = rewrite(bytes(b.buf[start : last.start() + 1]))
+        last, text, events = None, b"", None
+        for n, match in enumerate(_cut_candidates(b.buf, start, window)):
+            text = rewrite(bytes(b.buf[start : match.start() + 1]))
+            if not confirm:
+                last, events = match, []
+                break
             try:
                 events = orjson.loads(b"[" + text + b"]")
             except orjson.JSONDecodeError:
-                events = None  # the cut fell inside a string or a nested array
-        if events is None:
+                if n + 1 < _TRIES:
+                    continue  # a `},{` inside an args object: try an earlier one
+                break
+            last = match
+            break
+        if last is None:
             if avail > 16 * CHUNK or not b.fill():
                 if b.eof:
                     continue
@@ -150,7 +190,7 @@ def scan(blocks: Iterable[bytes], rewrite=lambda t: t) -> Iterator[Chunk | Layou
         cut = b.base + last.start() + 1
         layout.cuts.append(cut)
         layout.has_events = True
-        yield Chunk(index, text, False, events)
+        yield Chunk(index, text, False, events if confirm else None, layout.array_form)
         index += 1
         pos = b.base + last.end() - 1
         b.drop_to(pos)

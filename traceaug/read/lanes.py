@@ -19,11 +19,16 @@ def _drops(key: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
     if n < 2:
         return out
     same = key[1:] == key[:-1]
-    clash = same & (ts[1:] < np.maximum.accumulate(np.where(same, end[:-1], 0)))
+    bounds = np.flatnonzero(np.r_[True, ~same, True])
+    # An event can be dropped only if it starts before an earlier one of its thread ends:
+    # a running max of ends per thread (each thread's times shifted above the previous
+    # thread's, so one accumulate serves all). Other threads need no stack walk.
+    lo_ts = ts[bounds[:-1]]
+    width = np.maximum.reduceat(end, bounds[:-1]) - lo_ts + 1
+    shift = np.repeat(np.cumsum(width) - width - lo_ts, np.diff(bounds))
+    clash = same & (ts[1:] + shift[1:] < np.maximum.accumulate(end + shift)[:-1])
     if not clash.any():
         return out
-    # Only threads with an overlap need the stack walk.
-    bounds = np.flatnonzero(np.r_[True, ~same, True])
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         if not clash[lo : hi - 1].any():
             continue

@@ -3,9 +3,15 @@
 Pass 1 (``plan``) reads the events once: header metadata, the columns of
 complete events and flow events, thread names, and which events Perfetto
 would drop for partial overlap (they get lanes). Pass 2 (``engine_stream``)
-re-reads the file and yields the bytes the engine loads: timestamps rebased
-on their text, chunks with moved events re-serialized, everything else
-passed through as it is.
+yields the bytes the engine loads: timestamps rebased on their text, chunks
+with moved events re-serialized.
+
+A full load (``full=True``) keeps every arg and flow event: pass 2 re-reads
+the file and passes every other byte through. An analysis load keeps only
+the args in ``pass1.KINETO_ARGS`` on complete events and no flow events (CPU
+and GPU events link by correlation id), and pass 1 holds the re-serialized
+chunks for pass 2: the engine's time and memory go mostly into args and
+flows (on the A100 trace, 80% of its finalize).
 """
 
 from __future__ import annotations
@@ -17,12 +23,12 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from . import chunks, source
+from . import chunks, pass1, source
 from .lanes import assign_lanes
-from .rebase import Rebase, fix_negative_tids, us_to_ns
+from .rebase import Rebase, fix_negative_tids
 
-FLOW_PHASES = ("s", "t", "f")
-_NUMBER = (int, float)
+PARALLEL_ABOVE = 48 << 20  # raw bytes from which pass 1 runs in worker processes
+WORKERS = 2
 
 
 @dataclass
@@ -32,6 +38,8 @@ class Plan:
     path: Path
     layout: chunks.Layout
     rebase: Rebase
+    full: bool = True  # every arg and flow event (else an analysis load: see pass1.KINETO_ARGS)
+    held: list[list[bytes] | None] | None = None  # an analysis load: each chunk's kept events
     events: int = 0
     moved: dict[int, int] = field(default_factory=dict)  # seq -> lane (slices and flows)
     chunk_first_seq: list[int] = field(default_factory=list)
@@ -47,65 +55,68 @@ class Plan:
 
 
 class _Columns:
-    """Columns of complete and flow events gathered while scanning."""
+    """The whole trace's columns, merged from chunk results (global keys and seqs)."""
 
     def __init__(self) -> None:
         self.keys: dict[tuple, int] = {}
-        self.x: list[tuple[int, int, int, int]] = []  # key, ts, dur, seq
-        self.flows: list[tuple[int, int, int]] = []  # key, ts, seq
+        self.x: list[np.ndarray] = []
+        self.flows: list[np.ndarray] = []
 
-    def key(self, ev: dict) -> int:
-        k = (ev.get("pid"), ev.get("tid"))
+    def merge(self, r: pass1.ChunkResult, first_seq: int) -> None:
+        to_global = np.array([self.keys.setdefault(k, len(self.keys)) for k in r.keys] + [-1],
+                             dtype=np.int64)  # local key -1 (unhashable) stays -1
+        for raw, width, out in ((r.x, 4, self.x), (r.flows, 3, self.flows)):
+            if raw:
+                rows = np.frombuffer(raw, dtype=np.int64).reshape(-1, width).copy()
+                rows[:, 0] = to_global[rows[:, 0]]
+                rows[:, -1] += first_seq
+                out.append(rows)
+
+    @staticmethod
+    def _stack(parts: list[np.ndarray], width: int) -> np.ndarray:
+        return np.concatenate(parts) if parts else np.empty((0, width), dtype=np.int64)
+
+
+def plan(path: Path, on_progress: Callable[[int], None] | None = None, full: bool = True,
+         workers: int | None = None) -> Plan:
+    """Pass 1: scan the trace; raises ``chunks.NotChromeJson`` for non-Chrome input.
+
+    Traces above ``PARALLEL_ABOVE`` raw bytes are parsed by ``WORKERS`` processes.
+    """
+    if workers is None:
+        workers = WORKERS if source.raw_size_estimate(path) > PARALLEL_ABOVE else 0
+    if workers:
         try:
-            n = self.keys.get(k)
-        except TypeError:  # unhashable pid/tid: let Perfetto judge it as is
-            return -1
-        if n is None:
-            self.keys[k] = n = len(self.keys)
-        return n
-
-    def add(self, events: list, first_seq: int, names: dict) -> None:
-        x_append, f_append, key = self.x.append, self.flows.append, self.key
-        for seq, ev in enumerate(events, first_seq):
-            try:
-                ph = ev["ph"]
-            except (KeyError, TypeError):
-                continue
-            if ph == "X":
-                ts, dur = ev.get("ts"), ev.get("dur")
-                if ts.__class__ in _NUMBER and dur.__class__ in _NUMBER:
-                    x_append((key(ev), us_to_ns(ts), us_to_ns(dur), seq))
-            elif ph in FLOW_PHASES:
-                ts = ev.get("ts")
-                if ts.__class__ in _NUMBER:
-                    f_append((key(ev), us_to_ns(ts), seq))
-            elif ph == "M" and ev.get("name") == "thread_name":
-                args = ev.get("args")
-                if isinstance(args, dict) and isinstance(args.get("name"), str):
-                    try:
-                        names[(ev.get("pid"), ev.get("tid"))] = args["name"]
-                    except TypeError:
-                        pass
+            return _plan(path, on_progress, full, workers)
+        except pass1.Unconfirmed:
+            pass  # a cut fell inside a string: confirm every cut, in this process
+    return _plan(path, on_progress, full, 0)
 
 
-def plan(path: Path, on_progress: Callable[[int], None] | None = None) -> Plan:
-    """Pass 1: scan the trace; raises ``chunks.NotChromeJson`` for non-Chrome input."""
+def _plan(path: Path, on_progress, full: bool, workers: int) -> Plan:
     rebase = Rebase()
+    blocks = source.iter_blocks(path, on_progress)
+    results = (pass1.parallel(blocks, rebase, full, workers) if workers
+               else pass1.sequential(blocks, rebase, full))
     cols = _Columns()
+    held: list[list[bytes] | None] | None = None if full else []
     first_seqs: list[int] = []
     names: dict[tuple, str] = {}
     seq = 0
     layout = None
-    for item in chunks.scan(source.iter_blocks(path, on_progress), rewrite=rebase):
-        if isinstance(item, chunks.Layout):
-            layout = item
+    for r in results:
+        if isinstance(r, chunks.Layout):
+            layout = r
             break
         first_seqs.append(seq)
-        cols.add(item.events, seq, names)
-        seq += len(item.events)
-        item.events = None
+        cols.merge(r, seq)
+        names.update(r.names)
+        if held is not None:
+            held.append(r.held)
+        seq += r.events
     assert layout is not None
-    p = Plan(path=path, layout=layout, rebase=rebase, events=seq,
+    layout.has_events = layout.has_events or seq > 0
+    p = Plan(path=path, layout=layout, rebase=rebase, full=full, held=held, events=seq,
              chunk_first_seq=first_seqs, thread_names=names)
     _place(p, cols)
     return p
@@ -115,7 +126,7 @@ def _place(p: Plan, cols: _Columns) -> None:
     """Assign lanes to the slices Perfetto would drop, and move their flow ends along."""
     if not cols.x:
         return
-    x = np.array(cols.x, dtype=np.int64)
+    x = cols._stack(cols.x, 4)
     lanes = assign_lanes(x[:, 0], x[:, 1], x[:, 2], x[:, 3])
     if not lanes:
         return
@@ -127,7 +138,8 @@ def _place(p: Plan, cols: _Columns) -> None:
     for k, ts, _dur, seq in moved_x:
         where.setdefault((k, ts), lanes[seq])
     flows = 0
-    for k, ts, seq in cols.flows:
+    f = cols._stack(cols.flows, 3)
+    for k, ts, seq in f[np.isin(f[:, 1], [ts for _k, ts in where])].tolist():
         lane = where.get((k, ts))
         if lane is not None:
             p.moved[seq] = lane
@@ -174,6 +186,9 @@ def _move(text: bytes, first_seq: int, p: Plan) -> bytes:
 
 def engine_stream(p: Plan, on_progress: Callable[[int], None] | None = None) -> Iterator[bytes]:
     """Pass 2: the bytes to load into the engine."""
+    if p.held is not None:
+        yield from _held_stream(p, on_progress)
+        return
     layout = p.layout
     yield b"[" if layout.array_form else b'{"traceEvents":['
     if p.lane_threads:
@@ -192,15 +207,60 @@ def engine_stream(p: Plan, on_progress: Callable[[int], None] | None = None) -> 
             yield b","
 
 
+def _held_stream(p: Plan, on_progress: Callable[[int], None] | None) -> Iterator[bytes]:
+    """Pass 2 from the pieces pass 1 held (each chunk freed once fed), then the trailer keys."""
+    assert p.held is not None
+    if any(pieces is None for pieces in p.held):
+        raise RuntimeError("the held chunks were already fed; plan again")
+    layout = p.layout
+    yield b"[" if layout.array_form else b'{"traceEvents":['
+    first = True
+    if p.lane_threads:
+        yield _lane_metadata(p)
+        first = False
+    moved = _pieces_with_moves(p)
+    stored = source.stored_size(p.path)
+    for i, pieces in enumerate(p.held):
+        p.held[i] = None
+        for j, text in enumerate(pieces):
+            if (i, j) in moved:
+                text = _move(text, p.chunk_first_seq[i] + j * pass1.SEGMENT, p)
+            if text:
+                if not first:
+                    yield b","
+                yield text
+                first = False
+        if on_progress is not None:
+            on_progress(stored * (i + 1) // len(p.held))
+    if layout.array_form:
+        yield b"]"
+    else:
+        trailer = orjson.dumps(layout.trailer)[1:-1]
+        yield b"]" + (b"," + trailer if trailer else b"") + b"}"
+
+
 def _move_tail(text: bytes, first_seq: int, p: Plan) -> bytes:
     """The tail piece holds the trailer too: re-emit its events, keep the rest out."""
     events_text = orjson.dumps(chunks._parse_tail(text, chunks.Layout(array_form=p.layout.array_form)))
     return _move(events_text[1:-1], first_seq, p) + (b"]" if p.layout.array_form else b"]}")
 
 
+def _chunk_of_moves(p: Plan) -> tuple[np.ndarray, np.ndarray]:
+    """For each moved seq: its chunk and its index within the chunk."""
+    starts = np.array(p.chunk_first_seq, dtype=np.int64)
+    seqs = np.fromiter(p.moved, dtype=np.int64, count=len(p.moved))
+    chunk = np.searchsorted(starts, seqs, side="right") - 1
+    return chunk, seqs - starts[chunk]
+
+
 def _chunks_with_moves(p: Plan) -> set[int]:
     if not p.moved:
         return set()
-    starts = np.array(p.chunk_first_seq, dtype=np.int64)
-    seqs = np.fromiter(p.moved, dtype=np.int64, count=len(p.moved))
-    return set((np.searchsorted(starts, seqs, side="right") - 1).tolist())
+    return set(_chunk_of_moves(p)[0].tolist())
+
+
+def _pieces_with_moves(p: Plan) -> set[tuple[int, int]]:
+    if not p.moved:
+        return set()
+    chunk, local = _chunk_of_moves(p)
+    return set(zip(chunk.tolist(), (local // pass1.SEGMENT).tolist()))

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
+import numpy as np
+
 KEEP = 11  # integer digits kept: 10^11 µs ≈ 27.8 hours of trace (values < 10^12 are exact)
 _LARGE = re.compile(rb'"ts"(\s*):(\s*)(\d{%d,})(\.\d+)?' % (KEEP + 2))
 
@@ -21,6 +23,12 @@ _LARGE = re.compile(rb'"ts"(\s*):(\s*)(\d{%d,})(\.\d+)?' % (KEEP + 2))
 def us_to_ns(value: int | float) -> int:
     """A µs number as parsed from rebased text (below 10^12, so exact to the ns) in integer ns."""
     return round(value * 1000) if isinstance(value, float) else int(value) * 1000
+
+
+def us_to_ns_array(values: np.ndarray) -> np.ndarray:
+    """``us_to_ns`` on a float64 column (NaN stays NaN): values below 10^12 µs are exact
+    in a double, and numpy rounds halves to even as ``round`` does."""
+    return np.round(values * 1000)
 
 
 class Rebase:
@@ -33,7 +41,7 @@ class Rebase:
 
     def __init__(self) -> None:
         self.prefix: bytes | None = None
-        self._exact: re.Pattern | None = None
+        self._odd: re.Pattern | None = None
 
     @property
     def base_us(self) -> int:
@@ -50,19 +58,18 @@ class Rebase:
             if m is None:
                 return text
             self.prefix = m.group(3)[:-KEEP]
-            self._exact = re.compile(rb'"ts": ?' + self.prefix + rb"\d{%d}(?!\d)" % KEEP)
-        assert self._exact is not None
-        out, replaced = text, 0
+            # A large timestamp not in the fast form (prefix + exactly KEEP digits after
+            # ``"ts":`` or ``"ts": ``), or the prefix with another digit count.
+            self._odd = re.compile(rb'"ts"(?!: ?' + self.prefix + rb"\d{%d}(?!\d))\s*:\s*(?:%s|\d{%d,})"
+                                   % (KEEP, self.prefix, KEEP + 2))
+        assert self._odd is not None
+        if self._odd.search(text):  # subtract exactly, one timestamp at a time
+            return _LARGE.sub(self._subtract, text)
         for sep in (b'"ts":', b'"ts": '):
             old = sep + self.prefix
-            if old in out:
-                replaced += out.count(old)
-                out = out.replace(old, sep + b"1")
-        if replaced and replaced != len(self._exact.findall(text)):
-            out = text  # a prefix match with another digit count: do it the exact slow way
-        if _LARGE.search(out):  # timestamps with another prefix (or spacing): subtract exactly
-            out = _LARGE.sub(self._subtract, out)
-        return out
+            if old in text:
+                text = text.replace(old, sep + b"1")
+        return text
 
     def _subtract(self, m: re.Match) -> bytes:
         value = Decimal((m.group(3) + (m.group(4) or b"")).decode()) - self.base_us
@@ -70,6 +77,8 @@ class Rebase:
 
 
 _NEGATIVE_TID = re.compile(rb'("tid"\s*:\s*)-(\d+)')
+# Every way ``:\s*-`` can start: "-" right after the colon or after one space, or more white space.
+_COLON_MINUS = (b":-", b": -", b":  ", b": \t", b": \n", b": \r", b":\t", b":\n", b":\r")
 
 
 def unsigned_tid(tid: int) -> int:
@@ -80,7 +89,9 @@ def unsigned_tid(tid: int) -> int:
 
 def fix_negative_tids(text: bytes) -> bytes:
     """Rewrite every negative integer ``tid`` to its unsigned 32-bit value."""
-    if b'"tid"' not in text or not _NEGATIVE_TID.search(text):
+    if not any(n in text for n in _COLON_MINUS):
+        return text  # no ``:`` then white space then ``-`` anywhere: a cheap check first
+    if not _NEGATIVE_TID.search(text):
         return text
     return _NEGATIVE_TID.sub(
         lambda m: m.group(1) + str(unsigned_tid(-int(m.group(2)))).encode(), text)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import struct
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -40,8 +41,9 @@ def check_readable(path: Path) -> None:
 
 
 def iter_blocks(path: Path, on_progress: Callable[[int], None] | None = None,
-                block: int = BLOCK) -> Iterator[bytes]:
-    """Yield the decompressed content in blocks; report compressed bytes consumed."""
+                block: int | None = None) -> Iterator[bytes]:
+    """Yield the decompressed content in blocks (``BLOCK`` bytes); report compressed bytes consumed."""
+    block = block or BLOCK
     gz = is_gzip(path)
     with open(path, "rb") as raw:
         stream = gzip.GzipFile(fileobj=raw) if gz else raw
@@ -68,3 +70,14 @@ def read_all(path: Path) -> bytes:
 def stored_size(path: Path) -> int:
     """Size on disk, used as the progress total."""
     return os.path.getsize(path)
+
+
+def raw_size_estimate(path: Path) -> int:
+    """Uncompressed size: gzip's ISIZE trailer (mod 4 GiB) or the file size."""
+    size = stored_size(path)
+    if not is_gzip(path):
+        return size
+    with open(path, "rb") as f:
+        f.seek(-4, os.SEEK_END)
+        isize = struct.unpack("<I", f.read(4))[0]
+    return isize if isize >= size else size * 20

@@ -1,0 +1,130 @@
+"""A small pool of pass-1 worker processes that exchange pickles over pipes.
+
+Not ``multiprocessing``: its spawn start method re-runs the caller's ``__main__``
+(breaking any user script without a main guard), and fork is unsafe in a process
+whose other threads run the wasm engine. Requests go round-robin and results come
+back in submission order; a writer thread per worker keeps a large request from
+blocking on a worker that is itself waiting to hand back a result.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+import struct
+import subprocess
+import sys
+import threading
+from typing import Any
+
+_LENGTH = struct.Struct("<Q")
+# Keep freed memory in the worker (glibc would unmap and re-fault every chunk's buffers:
+# a third of a worker's time went to the kernel zeroing pages).
+_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(256 << 20), "MALLOC_TRIM_THRESHOLD_": str(512 << 20)}
+
+
+class WorkerFailed(Exception):
+    """A worker process died or could not start."""
+
+
+def _send(stream, obj: Any) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_LENGTH.pack(len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def _recv(stream) -> Any:
+    head = stream.read(_LENGTH.size)
+    if len(head) < _LENGTH.size:
+        raise EOFError
+    (n,) = _LENGTH.unpack(head)
+    data = stream.read(n)
+    if len(data) < n:
+        raise EOFError
+    return pickle.loads(data)
+
+
+class Pool:
+    """``workers`` processes running ``traceaug.read.pass1.read_chunk``."""
+
+    def __init__(self, workers: int) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **_MALLOC}
+        try:
+            self.procs = [
+                subprocess.Popen([sys.executable, "-m", "traceaug.read.workers"], env=env,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL)
+                for _ in range(workers)
+            ]
+        except OSError as e:
+            raise WorkerFailed(str(e)) from None
+        self.queues: list[queue.Queue] = [queue.Queue() for _ in self.procs]
+        self.writers = [threading.Thread(target=self._write, args=(p, q), daemon=True)
+                        for p, q in zip(self.procs, self.queues)]
+        for w in self.writers:
+            w.start()
+        self.sent = self.received = 0
+
+    @staticmethod
+    def _write(proc: subprocess.Popen, q: queue.Queue) -> None:
+        try:
+            while (request := q.get()) is not None:
+                _send(proc.stdin, request)
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass  # the reader sees the worker's end of file
+
+    def submit(self, *args: Any) -> None:
+        self.queues[self.sent % len(self.procs)].put(args)
+        self.sent += 1
+
+    @property
+    def pending(self) -> int:
+        return self.sent - self.received
+
+    def result(self) -> Any:
+        """The next result in submission order."""
+        proc = self.procs[self.received % len(self.procs)]
+        self.received += 1
+        try:
+            return _recv(proc.stdout)
+        except (EOFError, OSError, pickle.UnpicklingError):
+            raise WorkerFailed(f"pass-1 worker exited with {proc.poll()}") from None
+
+    def close(self) -> None:
+        for q in self.queues:
+            q.put(None)
+        for p in self.procs:
+            if self.pending:
+                p.kill()
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            p.stdout.close()
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def main() -> None:
+    """Worker loop: one request in, one ``ChunkResult`` out, until end of input."""
+    from .pass1 import read_chunk
+
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        try:
+            args = _recv(stdin)
+        except EOFError:
+            return
+        _send(stdout, read_chunk(*args))
+
+
+if __name__ == "__main__":
+    main()

@@ -52,3 +52,20 @@ def test_query_on_directory_needs_rank() -> None:
              "--rank", "1", "--format", "csv")
     assert ok.returncode == 0
     assert ok.stdout.splitlines()[1].isdigit()
+
+
+def test_query_loads_args_and_flows_when_the_sql_reads_them() -> None:
+    """A kernel's registers are not kept by an analysis load; SQL that reads args gets all."""
+    path = shared_trace("kineto/a100_triton.json.gz")
+    regs = ("SELECT extract_arg(arg_set_id, 'args.registers per thread') AS regs FROM slice "
+            "WHERE category = 'kernel'")
+    assert json.loads(cli("query", str(path), regs, "--format", "json").stdout) == [{"regs": 16}]
+    lean = json.loads(cli("query", str(path), regs, "--lean", "--format", "json").stdout)
+    assert lean == [{"regs": None}]
+    flows = "SELECT COUNT(*) AS n FROM flow"
+    assert json.loads(cli("query", str(path), flows, "--format", "json").stdout)[0]["n"] > 0
+    assert json.loads(cli("query", str(path), flows, "--lean", "--format", "json").stdout) == [{"n": 0}]
+    meta = "SELECT full_load FROM traceaug_meta"
+    assert json.loads(cli("query", str(path), meta, "--format", "json").stdout) == [{"full_load": 0}]
+    assert json.loads(cli("query", str(path), meta, "--full", "--format", "json").stdout) == [
+        {"full_load": 1}]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -38,6 +39,16 @@ def main(ctx: click.Context, tp_bin: str | None) -> None:
     ctx.obj = {"tp_bin": tp_bin}
 
 
+_FULL_LOAD_SQL = re.compile(
+    r"\bargs?\b|arg_set_id|extract_arg|\bflow|INCLUDE\s+PERFETTO\s+MODULE\s+(?!traceaug\.)", re.IGNORECASE)
+
+
+def needs_full_load(sql: str) -> bool:
+    """An analysis load has only the args analyses read and no flow events: SQL that reads
+    args or flows (or a standard-library module, which may) gets a full load."""
+    return bool(_FULL_LOAD_SQL.search(sql))
+
+
 def _options(ctx: click.Context) -> dict:
     return {"tp_bin": ctx.obj.get("tp_bin")}
 
@@ -48,9 +59,12 @@ def _options(ctx: click.Context) -> dict:
 @click.option("-f", "--file", "sql_file", type=click.File("r"), help="Read the SQL from a file.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--rank", type=int, help="For a directory: the rank to query.")
+@click.option("--full/--lean", default=None,
+              help="Load every arg and flow event, or only what analyses read. "
+                   "[default: full when the SQL mentions args, flows or other modules]")
 @click.pass_context
 def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
-          rank: int | None) -> None:
+          rank: int | None, full: bool | None) -> None:
     """Run PerfettoSQL on TRACE (timestamps are ns from `traceaug_meta.time_base_ns`)."""
     from . import load_ranks
 
@@ -58,7 +72,9 @@ def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
         sql = sql_file.read()
     if not sql:
         raise click.UsageError("give the SQL as an argument or with -f FILE")
-    traces = load_ranks(trace, rank=rank, **_options(ctx))
+    if full is None:
+        full = needs_full_load(sql)
+    traces = load_ranks(trace, rank=rank, full=full, **_options(ctx))
     if len(traces) > 1:
         for t in traces.values():
             t.close()

@@ -11,6 +11,7 @@ from conftest import shared_trace
 
 import traceaug
 from traceaug.read import chunks, normalize, pass1, source
+from traceaug.read.rebase import Rebase
 
 # B200: fractional epoch-µs and 38 overlap lanes; A100: negative tids; V100: ns resolution.
 TRACES = ["kineto/b200_rank0_of8_allgather.json.gz", "kineto/a100_rank0_of16_6streams.json.gz",
@@ -91,7 +92,7 @@ def test_cuts_skip_strings_and_nested_objects(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(chunks, "CHUNK", 64 << 10)
     monkeypatch.setattr(source, "BLOCK", 64 << 10)
     with pytest.raises(pass1.Unconfirmed):
-        for _ in pass1.parallel(source.iter_blocks(path), lambda t: t, False, 2):
+        for _ in pass1.parallel(source.iter_blocks(path), Rebase(), False, 2):
             pass
     here = normalize.plan(path, full=False, workers=0)
     there = normalize.plan(path, full=False, workers=2)
@@ -100,3 +101,30 @@ def test_cuts_skip_strings_and_nested_objects(tmp_path, monkeypatch) -> None:
     assert len(here.chunk_first_seq) > 20
     with traceaug.load(path, progress=False) as t:
         assert t.query("SELECT COUNT(*) AS n FROM slice")["n"][0] == 6000
+
+
+@pytest.mark.parametrize("workers", [0, 2], ids=["here", "workers"])
+@pytest.mark.parametrize("full", [False, True], ids=["analysis", "full"])
+def test_timestamps_the_fast_rebase_cannot_take_are_exact(tmp_path, workers: int, full: bool,
+                                                          monkeypatch) -> None:
+    """A timestamp with another prefix, and a "ts" inside args (bytes.replace rewrites it, so
+    the count check fails): the chunk holding them is rebased one timestamp at a time, every
+    other chunk by bytes.replace."""
+    from decimal import Decimal
+
+    odd = ["1712298313370123.25", "1712198313370999.5"]
+    plain = [f"17121983133{i:05d}.125" for i in range(4000)]
+    rows = [f'{{"ph": "X", "name": "e{i}", "pid": 1, "tid": {i % 3}, "ts": {ts}, "dur": 1}}'
+            for i, ts in enumerate(plain + odd)]
+    rows[-1] = rows[-1][:-1] + ', "args": {"ts": 1712198313370999}}'
+    path = tmp_path / "mixed.json"
+    path.write_text('{"traceEvents": [' + ",\n".join(rows) + "]}")
+    monkeypatch.setattr(chunks, "CHUNK", 64 << 10)
+    monkeypatch.setattr(source, "BLOCK", 64 << 10)
+    plan = normalize.plan(path, full=full, workers=workers)
+    assert len(plan.chunk_first_seq) > 3
+    assert plan.exact_chunks == {len(plan.chunk_first_seq) - 1}  # only the last chunk
+    with traceaug.load(path, progress=False, full=full) as t:
+        got = t.query("SELECT name, ts FROM slice ORDER BY name")
+    have = {n: int(ts) + t.base_ns for n, ts in zip(got["name"], got["ts"])}
+    assert have == {f"e{i}": int(Decimal(ts) * 1000) for i, ts in enumerate(plain + odd)}

@@ -47,6 +47,7 @@ class Chunk:
     last: bool  # the tail piece: events, then ``]`` and the trailer
     events: list | None = None
     array_form: bool = False
+    exact: bool = False  # its timestamps needed the exact (slow) rebase
 
 
 class _Buffer:

@@ -40,6 +40,7 @@ class Plan:
     rebase: Rebase
     full: bool = True  # every arg and flow event (else an analysis load: see pass1.KINETO_ARGS)
     held: list[list[bytes] | None] | None = None  # an analysis load: each chunk's kept events
+    exact_chunks: set[int] = field(default_factory=set)  # rebased one timestamp at a time
     events: int = 0
     moved: dict[int, int] = field(default_factory=dict)  # seq -> lane (slices and flows)
     chunk_first_seq: list[int] = field(default_factory=list)
@@ -102,6 +103,7 @@ def _plan(path: Path, on_progress, full: bool, workers: int) -> Plan:
     held: list[list[bytes] | None] | None = None if full else []
     first_seqs: list[int] = []
     names: dict[tuple, str] = {}
+    exact_chunks: set[int] = set()
     seq = 0
     layout = None
     for r in results:
@@ -113,11 +115,13 @@ def _plan(path: Path, on_progress, full: bool, workers: int) -> Plan:
         names.update(r.names)
         if held is not None:
             held.append(r.held)
+        if r.exact:
+            exact_chunks.add(len(first_seqs) - 1)
         seq += r.events
     assert layout is not None
     layout.has_events = layout.has_events or seq > 0
     p = Plan(path=path, layout=layout, rebase=rebase, full=full, held=held, events=seq,
-             chunk_first_seq=first_seqs, thread_names=names)
+             chunk_first_seq=first_seqs, thread_names=names, exact_chunks=exact_chunks)
     _place(p, cols)
     return p
 
@@ -197,7 +201,8 @@ def engine_stream(p: Plan, on_progress: Callable[[int], None] | None = None) -> 
             yield b","
     moved_chunks = _chunks_with_moves(p)
     for chunk in chunks.recut(source.iter_blocks(p.path, on_progress), layout):
-        text = fix_negative_tids(p.rebase(chunk.text))
+        text = p.rebase.exact(chunk.text) if chunk.index in p.exact_chunks else p.rebase.fast(chunk.text)[0]
+        text = fix_negative_tids(text)
         if chunk.index in moved_chunks and not chunk.last:
             text = _move(text, p.chunk_first_seq[chunk.index], p)
         elif chunk.index in moved_chunks:

@@ -18,7 +18,7 @@ import numpy as np
 import orjson
 
 from . import chunks
-from .rebase import unsigned_tid, us_to_ns_array
+from .rebase import Rebase, numbers, unsigned_tid, us_to_ns_array
 
 FLOW_PHASES = ("s", "t", "f")
 _NUMBER = (int, float)
@@ -44,6 +44,7 @@ class ChunkResult:
     names: dict = field(default_factory=dict)  # (pid, tid) -> thread name
     held: list[bytes] | None = None  # an analysis load: kept events, re-serialized by SEGMENT
     trailer: dict | None = None  # the tail chunk: keys after the event array
+    exact: bool = False  # rebased by ``Rebase.exact`` (pass 2 of a full load does the same)
     error: str | None = None  # the chunk did not parse
 
 
@@ -64,14 +65,6 @@ def no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _numbers(values: list) -> np.ndarray:
-    """A float64 column of JSON numbers; anything else (missing, string, bool) is NaN."""
-    col = np.array(values)
-    if col.dtype.kind not in "if":
-        col = np.array([v if v.__class__ in _NUMBER else np.nan for v in values], dtype=np.float64)
-    return col.astype(np.float64, copy=False)
-
-
 def _column_rows(events: list, seqs: np.ndarray, keys: dict, extra: str | None) -> np.ndarray:
     """int64 rows (key, ts ns[, extra ns], seq) of events with numeric ts (and extra)."""
     pairs = [(e.get("pid"), e.get("tid")) for e in events]
@@ -79,10 +72,10 @@ def _column_rows(events: list, seqs: np.ndarray, keys: dict, extra: str | None) 
         key = [keys.setdefault(k, len(keys)) for k in pairs]
     except TypeError:  # an unhashable pid/tid: that event gets key -1 (Perfetto judges it)
         key = [_hashable_key(keys, k) for k in pairs]
-    cols = [np.array(key, dtype=np.int64), us_to_ns_array(_numbers([e.get("ts") for e in events]))]
+    cols = [np.array(key, dtype=np.int64), us_to_ns_array(numbers([e.get("ts") for e in events]))]
     valid = ~np.isnan(cols[1])
     if extra is not None:
-        cols.append(us_to_ns_array(_numbers([e.get(extra) for e in events])))
+        cols.append(us_to_ns_array(numbers([e.get(extra) for e in events])))
         valid &= ~np.isnan(cols[2])
     cols = [c.astype(np.int64) if c.dtype.kind == "f" else c for c in cols]
     rows = np.column_stack([*cols, seqs])
@@ -145,35 +138,60 @@ def gather(events: list, full: bool) -> ChunkResult:
                        names=names, held=held)
 
 
-def read_chunk(text: bytes, tail: bool, array_form: bool, full: bool) -> ChunkResult:
-    """Parse and gather one chunk cut without confirmation (runs in a worker process)."""
+def _parse(text: bytes, tail: bool, layout: chunks.Layout) -> list:
+    return chunks._parse_tail(text, layout) if tail else orjson.loads(b"[" + text + b"]")
+
+
+def read_chunk(text: bytes, tail: bool, array_form: bool, full: bool,
+               prefix: bytes | None, sep: bytes | None) -> ChunkResult:
+    """Rebase, parse and gather one chunk cut without confirmation (in a worker process)."""
     layout = chunks.Layout(array_form=array_form)
+    rebase = Rebase(prefix, sep)
+    rebased, replaced = rebase.fast(text)
+    exact = False
     try:
-        events = chunks._parse_tail(text, layout) if tail else orjson.loads(b"[" + text + b"]")
+        with no_gc():
+            events = _parse(rebased, tail, layout)
+            if not rebase.verified(events, replaced):
+                events, exact = _parse(rebase.exact(text), tail, layout), True
     except (orjson.JSONDecodeError, chunks.NotChromeJson) as e:
         return ChunkResult(error=str(e))
     with no_gc():
         result = gather(events, full)
         del events
+    result.exact = exact
     if tail:
         result.trailer = layout.trailer
     return result
 
 
-def sequential(blocks: Iterable[bytes], rewrite, full: bool) -> Iterator[ChunkResult | chunks.Layout]:
+def rebased_chunks(blocks: Iterable[bytes], rebase: Rebase) -> Iterator[chunks.Chunk | chunks.Layout]:
+    """Confirmed chunks (``chunks.scan``) whose events were parsed from exactly rebased text;
+    ``chunk.exact`` says the chunk needed ``Rebase.exact``. Then the layout."""
+    for item in chunks.scan(blocks, rewrite=rebase.rewrite):
+        if not isinstance(item, chunks.Layout) and not rebase.verified(item.events, rebase.replaced):
+            layout = chunks.Layout(array_form=item.array_form)
+            item.events = _parse(rebase.exact(rebase.last_text), item.last, layout)
+            item.exact = True
+        yield item
+
+
+def sequential(blocks: Iterable[bytes], rebase: Rebase, full: bool
+               ) -> Iterator[ChunkResult | chunks.Layout]:
     """Results chunk by chunk in this process, each cut confirmed; then the layout."""
     with no_gc():
-        for item in chunks.scan(blocks, rewrite=rewrite):
+        for item in rebased_chunks(blocks, rebase):
             if isinstance(item, chunks.Layout):
                 yield item
                 return
             events, item.events = item.events, None
             result = gather(events, full)
+            result.exact = item.exact
             del events
             yield result
 
 
-def parallel(blocks: Iterable[bytes], rewrite, full: bool, workers: int = 2
+def parallel(blocks: Iterable[bytes], rebase: Rebase, full: bool, workers: int = 2
              ) -> Iterator[ChunkResult | chunks.Layout]:
     """Results in chunk order from worker processes; then the layout (trailer set).
 
@@ -200,14 +218,15 @@ def parallel(blocks: Iterable[bytes], rewrite, full: bool, workers: int = 2
     except WorkerFailed as e:
         raise Unconfirmed(str(e)) from None
     with pool:
-        for item in chunks.scan(blocks, rewrite=rewrite, confirm=False):
+        for item in chunks.scan(blocks, confirm=False):
             if isinstance(item, chunks.Layout):
                 while pool.pending:
                     yield done()
                 item.trailer = trailer
                 yield item
                 return
-            pool.submit(item.text, item.last, item.array_form, full)
+            rebase.choose(item.text)
+            pool.submit(item.text, item.last, item.array_form, full, rebase.prefix, rebase.sep)
             item.text = b""
             while pool.pending > 2 * workers:
                 yield done()

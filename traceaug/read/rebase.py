@@ -31,17 +31,30 @@ def us_to_ns_array(values: np.ndarray) -> np.ndarray:
     return np.round(values * 1000)
 
 
+def numbers(values: list) -> np.ndarray:
+    """A float64 column of JSON numbers; anything else (missing, string, bool) is NaN."""
+    col = np.array(values)
+    if col.dtype.kind not in "if":
+        col = np.array([v if v.__class__ in (int, float) else np.nan for v in values], dtype=np.float64)
+    return col.astype(np.float64, copy=False)
+
+
 class Rebase:
     """Chooses the prefix from the first large timestamp and strips it everywhere.
 
     The shared leading digits become a single ``1`` (so no leading zero appears):
     ``"ts": 16612|03462674279.5`` -> ``"ts": 1|03462674279.5``, i.e. the exact
-    subtraction of ``(prefix - 1) * 10^11`` µs, done with ``bytes.replace``.
+    subtraction of ``(prefix - 1) * 10^11`` µs, done with ``bytes.replace`` (``fast``).
+    ``verified`` then checks the parsed events: every replaced value must have had
+    exactly KEEP more digits and no large timestamp may remain; else the chunk takes
+    ``exact``, one Decimal subtraction per timestamp.
     """
 
-    def __init__(self) -> None:
-        self.prefix: bytes | None = None
-        self._odd: re.Pattern | None = None
+    def __init__(self, prefix: bytes | None = None, sep: bytes | None = None) -> None:
+        self.prefix = prefix
+        self.sep = sep  # the spacing ``fast`` handles: ``"ts":`` or ``"ts": `` (None: none)
+        self.replaced = 0  # by the last ``rewrite``
+        self.last_text = b""  # the last text given to ``rewrite``, as it was
 
     @property
     def base_us(self) -> int:
@@ -52,24 +65,41 @@ class Rebase:
         """What was subtracted, in ns (0 when nothing was)."""
         return self.base_us * 1000
 
-    def __call__(self, text: bytes) -> bytes:
-        if self.prefix is None:
-            m = _LARGE.search(text)
-            if m is None:
-                return text
+    def choose(self, text: bytes) -> None:
+        """Take the prefix (and spacing) from the first large timestamp seen."""
+        if self.prefix is not None:
+            return
+        m = _LARGE.search(text)
+        if m is not None:
             self.prefix = m.group(3)[:-KEEP]
-            # A large timestamp not in the fast form (prefix + exactly KEEP digits after
-            # ``"ts":`` or ``"ts": ``), or the prefix with another digit count.
-            self._odd = re.compile(rb'"ts"(?!: ?' + self.prefix + rb"\d{%d}(?!\d))\s*:\s*(?:%s|\d{%d,})"
-                                   % (KEEP, self.prefix, KEEP + 2))
-        assert self._odd is not None
-        if self._odd.search(text):  # subtract exactly, one timestamp at a time
-            return _LARGE.sub(self._subtract, text)
-        for sep in (b'"ts":', b'"ts": '):
-            old = sep + self.prefix
-            if old in text:
-                text = text.replace(old, sep + b"1")
-        return text
+            self.sep = b'"ts":' + m.group(2) if not m.group(1) and m.group(2) in (b"", b" ") else None
+
+    def fast(self, text: bytes) -> tuple[bytes, int]:
+        """The text with the prefix replaced after ``sep``, and how many were."""
+        if self.prefix is None or self.sep is None:
+            return text, 0
+        old = self.sep + self.prefix
+        n = text.count(old)
+        return (text.replace(old, self.sep + b"1"), n) if n else (text, 0)
+
+    def rewrite(self, text: bytes) -> bytes:
+        """``choose`` then ``fast``, remembering the input and the count for ``verified``."""
+        self.choose(text)
+        self.last_text = text
+        out, self.replaced = self.fast(text)
+        return out
+
+    def exact(self, text: bytes) -> bytes:
+        """Every large timestamp minus the base, exactly (Decimal), whatever its form."""
+        return _LARGE.sub(self._subtract, text) if self.prefix is not None else text
+
+    def verified(self, events: list, replaced: int) -> bool:
+        """Whether ``fast`` was exact for these events parsed from its output."""
+        if self.prefix is None:
+            return True  # nothing large in the text (``choose`` looked)
+        ts = numbers([e.get("ts") if e.__class__ is dict else None for e in events])
+        fast_form = int(((ts >= 10**KEEP) & (ts < 2 * 10**KEEP)).sum())
+        return fast_form == replaced and not (ts >= 10 ** (KEEP + 1)).any()
 
     def _subtract(self, m: re.Match) -> bytes:
         value = Decimal((m.group(3) + (m.group(4) or b"")).decode()) - self.base_us

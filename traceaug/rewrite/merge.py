@@ -14,7 +14,7 @@ import orjson
 
 from ..analysis.diff import Side
 from ..errors import TraceaugError
-from ..read import chunks, source
+from ..read import chunks, pass1, source
 from ..read.rebase import Rebase, us_to_ns
 from . import splice
 from .events import us
@@ -55,7 +55,7 @@ def b_events(side: Side, shift_ns: int) -> list[bytes]:
     named: set = set()
     pids: set = set()
     out: list[bytes] = []
-    for item in chunks.scan(source.iter_blocks(side.trace.path), rewrite=rebase):
+    for item in pass1.rebased_chunks(source.iter_blocks(side.trace.path), rebase):
         if isinstance(item, chunks.Layout):
             break
         for ev in item.events:

@@ -14,8 +14,9 @@ compete for the cores or the page cache in odd ways):
 
 * traceaug wall time: ``python -m traceaug counters IN OUT.json.gz`` timed from this process (process
   start to exit, so interpreter start-up and imports count, as they do for a user);
-* traceaug peak RSS: a second child that runs ``traceaug.cli.main`` in-process on the same input and
-  then reads its own VmHWM;
+* traceaug peak RSS: a second child that runs ``traceaug.cli.main`` in-process on the same input;
+  the peak of its whole process tree (pass-1 workers included, sampled every 20 ms) or its own
+  VmHWM, whichever is larger (the same for HTA);
 * HTA: a child that symlinks the input into a fresh temporary directory (HTA reads every trace in
   ``trace_dir`` and writes its output next to its input), runs ``TraceAnalysis(trace_dir=...)
   .generate_trace_with_counters()``, then reads its own VmHWM. Its wall time is taken from this process,
@@ -64,6 +65,7 @@ from load_throughput import (  # noqa: E402
     REPO_ROOT,
     SHARED,
     build_scaled,
+    tree_rss_kb,
 )
 
 WARM_TRACE = REPO_ROOT / "testdata" / "small_training.json"
@@ -143,18 +145,33 @@ def counter_events(path: Path) -> int:
 
 
 # ----- measuring --------------------------------------------------------------------------------
-def run(cmd: list[str], timeout: float, what: str) -> tuple[float, str]:
-    """Run ``cmd`` from the repo root; returns its wall time and stdout, or exits on failure."""
-    start = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT)
-    except subprocess.TimeoutExpired:
-        sys.exit(f"error: {what} took more than {timeout:g} s")
-    wall = time.perf_counter() - start
+def run_tree(cmd: list[str], timeout: float, what: str) -> tuple[float, str, int]:
+    """Run ``cmd`` from the repo root; its wall time, stdout and the peak RSS of its whole
+    process tree in kB (sampled every 20 ms: worker processes count); exits on failure."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()  # output goes to files: a full pipe would block the child
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=REPO_ROOT)
+        tree_peak = 0
+        while proc.poll() is None:
+            if time.perf_counter() - start > timeout:
+                proc.kill()
+                sys.exit(f"error: {what} took more than {timeout:g} s")
+            tree_peak = max(tree_peak, tree_rss_kb(proc.pid))
+            time.sleep(0.02)
+        wall = time.perf_counter() - start
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
     if proc.returncode != 0:
-        sys.stderr.write(proc.stderr[-4000:])
+        sys.stderr.write(stderr[-4000:])
         sys.exit(f"error: {what} failed (exit {proc.returncode})")
-    return wall, proc.stdout
+    return wall, stdout, tree_peak
+
+
+def run(cmd: list[str], timeout: float, what: str) -> tuple[float, str]:
+    """``run_tree`` without the memory figure."""
+    wall, stdout, _ = run_tree(cmd, timeout, what)
+    return wall, stdout
 
 
 def tagged(stdout: str, what: str) -> dict[str, Any]:
@@ -185,10 +202,11 @@ def measure_traceaug(src: Path, work: Path) -> dict[str, Any]:
     counted = counter_events(out)
     out_bytes = out.stat().st_size
     rss_out = work / "traceaug_rss_out.json.gz"
-    rss_wall, stdout = run([sys.executable, "-c", child_script(TRACEAUG_CHILD), str(src), str(rss_out)],
-                           TRACEAUG_TIMEOUT_S, f"traceaug (in-process) on {src.name}")
+    rss_wall, stdout, tree_kb = run_tree(
+        [sys.executable, "-c", child_script(TRACEAUG_CHILD), str(src), str(rss_out)],
+        TRACEAUG_TIMEOUT_S, f"traceaug (in-process) on {src.name}")
     child = tagged(stdout, "the traceaug child")
-    return {"wall_s": wall, "peak_rss_mb": child["peak_rss_kb"] * 1024 / MB,
+    return {"wall_s": wall, "peak_rss_mb": max(child["peak_rss_kb"], tree_kb) * 1024 / MB,
             "rss_run_wall_s": rss_wall, "rss_run_in_child_s": child["total_s"],
             "rss_run_import_s": child["import_s"], "out_gz_mb": out_bytes / MB,
             "counter_events": counted, "cli_says_events": int(said.group(1)) if said else None}
@@ -197,13 +215,13 @@ def measure_traceaug(src: Path, work: Path) -> dict[str, Any]:
 def measure_hta(src: Path, work: Path, include_last: bool) -> dict[str, Any]:
     """HTA in a child working in an empty directory; wall time from this process; counts the output."""
     work.mkdir()
-    wall, stdout = run([sys.executable, "-c", child_script(HTA_CHILD), str(src), str(work),
-                        "1" if include_last else "0"], HTA_TIMEOUT_S, f"HTA on {src.name}")
+    wall, stdout, tree_kb = run_tree([sys.executable, "-c", child_script(HTA_CHILD), str(src), str(work),
+                                      "1" if include_last else "0"], HTA_TIMEOUT_S, f"HTA on {src.name}")
     child = tagged(stdout, "the HTA child")
     if len(child["outputs"]) != 1:
         sys.exit(f"error: expected one HTA output in {work}, found {child['outputs']}")
     out = work / child["outputs"][0]
-    return {"wall_s": wall, "peak_rss_mb": child["peak_rss_kb"] * 1024 / MB,
+    return {"wall_s": wall, "peak_rss_mb": max(child["peak_rss_kb"], tree_kb) * 1024 / MB,
             "import_s": child["import_s"], "parse_s": child["parse_s"], "generate_s": child["generate_s"],
             "in_child_s": child["total_s"], "out_gz_mb": out.stat().st_size / MB,
             "counter_events": counter_events(out)}

@@ -94,8 +94,8 @@ def memory_bandwidth(trace: Trace, style: str = "traceaug") -> pd.DataFrame:
     copies = trace.query("SELECT pid, device, ts, dur, copy_kind, hta_name, bytes, bw_arg, correlation "
                          "FROM traceaug_copy")
     if style == "hta" and _hta_filters_uncorrelated(trace):
-        cpu = trace.query("SELECT DISTINCT correlation FROM traceaug_event "
-                          "WHERE kind = 'runtime' AND correlation IS NOT NULL")
+        cpu = trace.query("SELECT DISTINCT correlation FROM traceaug_runtime "
+                          "WHERE correlation IS NOT NULL")
         copies = copies[copies["correlation"].isin(cpu["correlation"])].reset_index(drop=True)
     if copies.empty:
         return pd.DataFrame(columns=_COLUMNS)

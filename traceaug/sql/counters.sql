@@ -1,12 +1,11 @@
 -- traceaug.counters: what the queue-length and memory-bandwidth counters are made of.
-INCLUDE PERFETTO MODULE traceaug.kineto;
+INCLUDE PERFETTO MODULE traceaug.base;
 
 -- Runtime / driver calls that enqueue work on a stream (CUDA and ROCm).
 CREATE PERFETTO TABLE traceaug_launch AS
 SELECT id, ts, dur, name, correlation
-FROM traceaug_event
-WHERE kind = 'runtime'
-  AND correlation IS NOT NULL AND correlation > 0
+FROM traceaug_runtime
+WHERE correlation IS NOT NULL AND correlation > 0
   AND name IN (
     'cudaLaunchKernel', 'cudaLaunchKernelExC', 'cuLaunchKernel', 'cuLaunchKernelEx',
     'cudaLaunchCooperativeKernel', 'cudaMemcpyAsync', 'cudaMemsetAsync', 'cudaGraphLaunch',

@@ -81,8 +81,10 @@ def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
         raise TraceaugError(f"{trace}: holds {len(traces)} ranks; choose one with --rank")
     (t,) = traces.values()
     with t:
-        if "traceaug_event" in sql or "traceaug_gpu_op" in sql:
+        if "traceaug_event" in sql:
             t.include("traceaug.kineto")
+        elif any(table in sql for table in ("traceaug_gpu_op", "traceaug_runtime", "traceaug_step")):
+            t.include("traceaug.base")
         click.echo(render_frame(t.query(sql), fmt), nl=False)
 
 

@@ -9,7 +9,6 @@ input.
 
 from __future__ import annotations
 
-import gzip
 import os
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from ..errors import TraceaugError
 from ..progress import Progress
 from ..read import source
 from ..read.chunks import Layout
+from .pgzip import ParallelGzipWriter
 
 GZIP_LEVEL = 3
 
@@ -54,8 +54,7 @@ def write(src: Path, dst: Path, layout: Layout, events: list[bytes], command: st
     written = 0
     try:
         with atomic_output(dst) as raw:
-            out = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0) \
-                if dst.name.endswith(".gz") else raw
+            out = ParallelGzipWriter(raw, GZIP_LEVEL) if dst.name.endswith(".gz") else raw
             offset = 0
             first = True
             for block in source.iter_blocks(src, progress.update):

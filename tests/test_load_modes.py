@@ -128,3 +128,26 @@ def test_timestamps_the_fast_rebase_cannot_take_are_exact(tmp_path, workers: int
         got = t.query("SELECT name, ts FROM slice ORDER BY name")
     have = {n: int(ts) + t.base_ns for n, ts in zip(got["name"], got["ts"])}
     assert have == {f"e{i}": int(Decimal(ts) * 1000) for i, ts in enumerate(plain + odd)}
+
+
+@pytest.mark.parametrize("rel", ["kineto/a100_rank0_of16_6streams.json.gz", "kineto/mi250_rocm62.json.gz",
+                                 "kineto/vllm_decode_cudagraph.json.gz",
+                                 "kineto/diff/v100_resnet50_2021/a/worker0.1623143089861.pt.trace.json.gz"])
+@pytest.mark.parametrize("style", ["traceaug", "hta"])
+def test_gpu_only_load_gives_the_same_counters(rel: str, style: str) -> None:
+    """traceaug counters loads only GPU ops, their launches and ProfilerSteps (and takes the
+    trace's span from pass 1): every series and summary equals an analysis load's."""
+    from traceaug.analysis.counters import counters
+
+    path = shared_trace(rel)
+    with traceaug.load(path, progress=False) as whole, \
+            traceaug.load(path, progress=False, gpu_only=True) as gpu:
+        assert gpu.query("SELECT gpu_only_load FROM traceaug_meta")["gpu_only_load"][0] == 1
+        n_all = whole.query("SELECT COUNT(*) AS n FROM slice")["n"][0]
+        n_gpu = gpu.query("SELECT COUNT(*) AS n FROM slice")["n"][0]
+        a, b = counters(whole, style=style), counters(gpu, style=style)
+    assert n_gpu < n_all
+    assert (a["start"], a["end"]) == (b["start"], b["end"])
+    for key in ("queue", "bandwidth", "queue_summary", "bandwidth_summary"):
+        pd.testing.assert_frame_equal(a[key].reset_index(drop=True), b[key].reset_index(drop=True),
+                                      check_dtype=False)

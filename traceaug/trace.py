@@ -31,10 +31,10 @@ class Trace:
 
     def __init__(self, path: str | Path, tp_bin: str | None = None,
                  memory64: bool | None = None, progress: bool | None = None,
-                 full: bool = False) -> None:
+                 full: bool = False, gpu_only: bool = False) -> None:
         self.path = Path(path)
         loaded = load(self.path, bin_path=tp_bin, memory64=memory64, show_progress=progress,
-                      full=full)
+                      full=full, gpu_only=gpu_only)
         self.tp = loaded.tp
         self.plan = loaded.plan
         self.memory64 = loaded.memory64
@@ -45,6 +45,8 @@ class Trace:
         self.base_ns: int = self.plan.base_ns if self.plan else 0
         # Every arg and flow event (True), or an analysis load's subset (pass1.KINETO_ARGS).
         self.full: bool = self.plan.full if self.plan else True
+        # Only GPU ops, their launches and ProfilerSteps (what counters read).
+        self.gpu_only: bool = bool(self.plan and self.plan.gpu_only)
         self._prepare_sql()
 
     # ----- metadata --------------------------------------------------------
@@ -85,7 +87,8 @@ class Trace:
         self.query(
             "CREATE PERFETTO TABLE traceaug_meta AS "
             f"SELECT {self.base_ns} AS time_base_ns, {moved[0]} AS lane_slices, "
-            f"{moved[1]} AS lane_flows, {int(self.full)} AS full_load"
+            f"{moved[1]} AS lane_flows, {int(self.full)} AS full_load, "
+            f"{int(self.gpu_only)} AS gpu_only_load"
         )
 
     def query(self, sql: str) -> pd.DataFrame:

@@ -170,7 +170,9 @@ def bandwidth_summary(series: pd.DataFrame, copies: pd.DataFrame, end: int) -> p
 
 
 def span(trace: Trace) -> tuple[int, int]:
-    """Start and end of the trace (engine ns)."""
+    """Start and end of the trace (engine ns); of every event, even in a GPU-only load."""
+    if trace.gpu_only and trace.plan.span_ns is not None:
+        return trace.plan.span_ns
     df = trace.query("SELECT MIN(ts) AS s, MAX(ts + dur) AS e FROM slice WHERE dur >= 0")
     return int(df["s"][0]), int(df["e"][0])
 

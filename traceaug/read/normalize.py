@@ -39,6 +39,8 @@ class Plan:
     layout: chunks.Layout
     rebase: Rebase
     full: bool = True  # every arg and flow event (else an analysis load: see pass1.KINETO_ARGS)
+    gpu_only: bool = False  # only GPU ops, their launches, ProfilerSteps (pass1.GPU_ONLY_CATEGORIES)
+    span_ns: tuple[int, int] | None = None  # a GPU-only load: first start, last end of all events
     held: list[list[bytes] | None] | None = None  # an analysis load: each chunk's kept events
     exact_chunks: set[int] = field(default_factory=set)  # rebased one timestamp at a time
     events: int = 0
@@ -79,7 +81,7 @@ class _Columns:
 
 
 def plan(path: Path, on_progress: Callable[[int], None] | None = None, full: bool = True,
-         workers: int | None = None) -> Plan:
+         workers: int | None = None, gpu_only: bool = False) -> Plan:
     """Pass 1: scan the trace; raises ``chunks.NotChromeJson`` for non-Chrome input.
 
     Traces above ``PARALLEL_ABOVE`` raw bytes are parsed by ``WORKERS`` processes.
@@ -88,22 +90,25 @@ def plan(path: Path, on_progress: Callable[[int], None] | None = None, full: boo
         workers = WORKERS if source.raw_size_estimate(path) > PARALLEL_ABOVE else 0
     if workers:
         try:
-            return _plan(path, on_progress, full, workers)
+            return _plan(path, on_progress, full, workers, gpu_only)
         except pass1.Unconfirmed:
             pass  # a cut fell inside a string: confirm every cut, in this process
-    return _plan(path, on_progress, full, 0)
+    return _plan(path, on_progress, full, 0, gpu_only)
 
 
-def _plan(path: Path, on_progress, full: bool, workers: int) -> Plan:
+def _plan(path: Path, on_progress, full: bool, workers: int, gpu_only: bool) -> Plan:
+    if full and gpu_only:
+        raise ValueError("a GPU-only load keeps only some events; it cannot be full")
     rebase = Rebase()
     blocks = source.iter_blocks(path, on_progress)
-    results = (pass1.parallel(blocks, rebase, full, workers) if workers
-               else pass1.sequential(blocks, rebase, full))
+    results = (pass1.parallel(blocks, rebase, full, workers, gpu_only) if workers
+               else pass1.sequential(blocks, rebase, full, gpu_only))
     cols = _Columns()
     held: list[list[bytes] | None] | None = None if full else []
     first_seqs: list[int] = []
     names: dict[tuple, str] = {}
     exact_chunks: set[int] = set()
+    spans: list[tuple[int, int]] = []
     seq = 0
     layout = None
     for r in results:
@@ -117,11 +122,15 @@ def _plan(path: Path, on_progress, full: bool, workers: int) -> Plan:
             held.append(r.held)
         if r.exact:
             exact_chunks.add(len(first_seqs) - 1)
+        if r.span is not None:
+            spans.append(r.span)
         seq += r.events
     assert layout is not None
     layout.has_events = layout.has_events or seq > 0
     p = Plan(path=path, layout=layout, rebase=rebase, full=full, held=held, events=seq,
-             chunk_first_seq=first_seqs, thread_names=names, exact_chunks=exact_chunks)
+             chunk_first_seq=first_seqs, thread_names=names, exact_chunks=exact_chunks,
+             gpu_only=gpu_only,
+             span_ns=(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None)
     _place(p, cols)
     return p
 

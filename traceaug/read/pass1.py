@@ -33,6 +33,14 @@ KINETO_ARGS = frozenset({
 })
 
 
+# What a GPU-only load keeps (with metadata and ProfilerStep windows): GPU ops and the
+# runtime / driver calls that launch them, in both Kineto schemas.
+GPU_ONLY_CATEGORIES = frozenset({
+    "kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset",
+    "cuda_runtime", "Runtime", "cuda_driver",
+})
+
+
 @dataclass
 class ChunkResult:
     """What pass 1 learned from one chunk."""
@@ -45,6 +53,7 @@ class ChunkResult:
     held: list[bytes] | None = None  # an analysis load: kept events, re-serialized by SEGMENT
     trailer: dict | None = None  # the tail chunk: keys after the event array
     exact: bool = False  # rebased by ``Rebase.exact`` (pass 2 of a full load does the same)
+    span: tuple[int, int] | None = None  # a GPU-only load: the span of every timed event
     error: str | None = None  # the chunk did not parse
 
 
@@ -89,28 +98,48 @@ def _hashable_key(keys: dict, k: tuple) -> int:
         return -1
 
 
-def gather(events: list, full: bool) -> ChunkResult:
-    """Columns of one chunk's events; unless ``full``, drop flow events and project args.
+def _span(events: list, phases: list) -> tuple[int, int] | None:
+    """(first start, last end) in ns of the chunk's complete and instant events."""
+    timed = [e for e, p in zip(events, phases) if p == "X" or p == "i"]
+    ts = us_to_ns_array(numbers([e.get("ts") for e in timed]))
+    dur = us_to_ns_array(numbers([e.get("dur", 0) for e in timed]))
+    ok = ~np.isnan(ts) & ~np.isnan(dur) & (dur >= 0)
+    if not ok.any():
+        return None
+    return int(ts[ok].min()), int((ts[ok] + dur[ok]).max())
+
+
+def gather(events: list, full: bool, gpu_only: bool = False) -> ChunkResult:
+    """Columns of one chunk's events; unless ``full``, drop flow events and project args;
+    with ``gpu_only``, keep only ``GPU_ONLY_CATEGORIES``, ProfilerSteps and metadata.
 
     Column-wise list comprehensions and numpy instead of one Python loop per event: a
     third of the cost on a Kineto trace."""
     phases = [e.get("ph") if e.__class__ is dict else None for e in events]
-    is_flow = np.array([p in FLOW_PHASES for p in phases], dtype=bool)
-    if full or not is_flow.any():
+    drop = np.zeros(len(events), dtype=bool) if full else \
+        np.array([p in FLOW_PHASES for p in phases], dtype=bool)
+    if gpu_only:
+        drop |= ~np.array([p is not None and (
+            p == "M" or (e.get("cat").__class__ is str and e["cat"] in GPU_ONLY_CATEGORIES)
+            or str(e.get("name")).startswith("ProfilerStep#")) for e, p in zip(events, phases)],
+            dtype=bool)
+    if not drop.any():
         kept, seq_of = events, np.arange(len(events), dtype=np.int64)
     else:
-        kept = [e for e, f in zip(events, is_flow.tolist()) if not f]
-        seq_of = np.cumsum(~is_flow, dtype=np.int64) - 1
+        kept = [e for e, d in zip(events, drop.tolist()) if not d]
+        seq_of = np.cumsum(~drop, dtype=np.int64) - 1
     if not full:  # the engine reads these re-serialized: give negative tids their unsigned value
         for ev in [e for e in kept if e.__class__ is dict and e.get("tid").__class__ is int
                    and e["tid"] < 0]:
             ev["tid"] = unsigned_tid(ev["tid"])
     index = np.arange(len(events))
-    x_at = index[np.array([p == "X" for p in phases], dtype=bool)] if events else index
+    is_x = np.array([p == "X" for p in phases], dtype=bool)
+    x_at = index[is_x & ~drop]
     x_events = [events[i] for i in x_at.tolist()]
     keys: dict = {}
     x = _column_rows(x_events, seq_of[x_at], keys, "dur")
     flows = np.empty((0, 3), dtype=np.int64)
+    is_flow = np.array([p in FLOW_PHASES for p in phases], dtype=bool) if full else drop[:0]
     if full and is_flow.any():
         f_at = index[is_flow]
         flows = _column_rows([events[i] for i in f_at.tolist()], seq_of[f_at], keys, None)
@@ -135,14 +164,14 @@ def gather(events: list, full: bool) -> ChunkResult:
     held = None if full else [orjson.dumps(kept[i : i + SEGMENT])[1:-1]
                               for i in range(0, len(kept), SEGMENT)]
     return ChunkResult(events=len(kept), keys=list(keys), x=x.tobytes(), flows=flows.tobytes(),
-                       names=names, held=held)
+                       names=names, held=held, span=_span(events, phases) if gpu_only else None)
 
 
 def _parse(text: bytes, tail: bool, layout: chunks.Layout) -> list:
     return chunks._parse_tail(text, layout) if tail else orjson.loads(b"[" + text + b"]")
 
 
-def read_chunk(text: bytes, tail: bool, array_form: bool, full: bool,
+def read_chunk(text: bytes, tail: bool, array_form: bool, full: bool, gpu_only: bool,
                prefix: bytes | None, sep: bytes | None) -> ChunkResult:
     """Rebase, parse and gather one chunk cut without confirmation (in a worker process)."""
     layout = chunks.Layout(array_form=array_form)
@@ -157,7 +186,7 @@ def read_chunk(text: bytes, tail: bool, array_form: bool, full: bool,
     except (orjson.JSONDecodeError, chunks.NotChromeJson) as e:
         return ChunkResult(error=str(e))
     with no_gc():
-        result = gather(events, full)
+        result = gather(events, full, gpu_only)
         del events
     result.exact = exact
     if tail:
@@ -176,7 +205,7 @@ def rebased_chunks(blocks: Iterable[bytes], rebase: Rebase) -> Iterator[chunks.C
         yield item
 
 
-def sequential(blocks: Iterable[bytes], rebase: Rebase, full: bool
+def sequential(blocks: Iterable[bytes], rebase: Rebase, full: bool, gpu_only: bool = False
                ) -> Iterator[ChunkResult | chunks.Layout]:
     """Results chunk by chunk in this process, each cut confirmed; then the layout."""
     with no_gc():
@@ -185,14 +214,14 @@ def sequential(blocks: Iterable[bytes], rebase: Rebase, full: bool
                 yield item
                 return
             events, item.events = item.events, None
-            result = gather(events, full)
+            result = gather(events, full, gpu_only)
             result.exact = item.exact
             del events
             yield result
 
 
-def parallel(blocks: Iterable[bytes], rebase: Rebase, full: bool, workers: int = 2
-             ) -> Iterator[ChunkResult | chunks.Layout]:
+def parallel(blocks: Iterable[bytes], rebase: Rebase, full: bool, workers: int = 2,
+             gpu_only: bool = False) -> Iterator[ChunkResult | chunks.Layout]:
     """Results in chunk order from worker processes; then the layout (trailer set).
 
     Raises ``Unconfirmed`` when a chunk does not parse (or a worker fails): the
@@ -226,7 +255,7 @@ def parallel(blocks: Iterable[bytes], rebase: Rebase, full: bool, workers: int =
                 yield item
                 return
             rebase.choose(item.text)
-            pool.submit(item.text, item.last, item.array_form, full, rebase.prefix, rebase.sep)
+            pool.submit(item.text, item.last, item.array_form, full, gpu_only, rebase.prefix, rebase.sep)
             item.text = b""
             while pool.pending > 2 * workers:
                 yield done()

@@ -59,7 +59,7 @@ def launched_ops(trace: Trace) -> pd.DataFrame:
     launches = launches.drop_duplicates("correlation")
     ops = trace.query("SELECT id, pid, device, stream, kind, name, ts, dur, correlation "
                       "FROM traceaug_gpu_op WHERE correlation IS NOT NULL")
-    return ops.merge(launches, on="correlation", how="inner", validate="many_to_one")
+    return ops.merge(launches, on="correlation", how="inner")  # launches are unique by now
 
 
 def queue_length(trace: Trace, style: str = "traceaug") -> pd.DataFrame:

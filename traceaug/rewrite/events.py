@@ -18,28 +18,32 @@ def us_text(abs_ns: np.ndarray) -> list[str]:
     return [us(n) for n in abs_ns.astype(np.int64).tolist()]
 
 
+def _json(value) -> bytes:
+    return orjson.dumps(value.item() if hasattr(value, "item") else value)
+
+
 def counter_events(series: pd.DataFrame, base_ns: int, name: str, arg, hta: bool,
                    id_column: bool = False) -> list[bytes]:
     """One ``"ph":"C"`` event per row of a series (``pid, key, ts, value``).
 
-    ``name`` and ``arg`` may be callables of the row's key (the track's name parts).
+    ``name`` and ``arg`` may be callables of the row's key (the track's name parts). The
+    text around the time and value is built once per track, the values in one dumps.
     """
     if series.empty:
         return []
-    ts = us_text(series["ts"].to_numpy(np.int64) + base_ns)
-    out = []
-    for (pid, key, value), t in zip(series[["pid", "key", "value"]].itertuples(index=False, name=None),
-                                    ts, strict=True):
-        n = name(key) if callable(name) else name
-        a = arg(key) if callable(arg) else arg
-        v = orjson.dumps(value.item() if hasattr(value, "item") else value).decode()
-        p = orjson.dumps(pid.item() if hasattr(pid, "item") else pid).decode()
+    ts = [t.encode() for t in us_text(series["ts"].to_numpy(np.int64) + base_ns)]
+    values = orjson.dumps(series["value"].tolist())[1:-1].split(b",")
+    codes, tracks = pd.factorize(pd.MultiIndex.from_arrays([series["pid"], series["key"]]))
+    head, mid, tail = [], [], []
+    for pid, key in tracks:
+        n = _json(name(key) if callable(name) else name)
+        a = _json(arg(key) if callable(arg) else arg)
         if hta:  # HTA's key order: pid, ts, args, ph, name[, id]
-            ident = f',"id":{orjson.dumps(key.item() if hasattr(key, "item") else key).decode()}' \
-                if id_column else ""
-            out.append(f'{{"pid":{p},"ts":{t},"args":{{{orjson.dumps(a).decode()}:{v}}},"ph":"C",'
-                       f'"name":{orjson.dumps(n).decode()}{ident}}}'.encode())
+            ident = b',"id":' + _json(key) if id_column else b""
+            head.append(b'{"pid":' + _json(pid) + b',"ts":')
+            tail.append(b'},"ph":"C","name":' + n + ident + b"}")
         else:
-            out.append(f'{{"ph":"C","name":{orjson.dumps(n).decode()},"pid":{p},"ts":{t},'
-                       f'"args":{{{orjson.dumps(a).decode()}:{v}}}}}'.encode())
-    return out
+            head.append(b'{"ph":"C","name":' + n + b',"pid":' + _json(pid) + b',"ts":')
+            tail.append(b"}}")
+        mid.append(b',"args":{' + a + b":")
+    return [head[c] + t + mid[c] + v + tail[c] for c, t, v in zip(codes.tolist(), ts, values, strict=True)]

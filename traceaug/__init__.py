@@ -58,6 +58,7 @@ def load_ranks(path: str | Path, rank: int | None = None, **options) -> dict[int
     if len(files) == 1:
         return {files[0].rank: Trace(files[0].path, **options)}
     options.setdefault("progress", False)
+    options.setdefault("workers", 1)  # two loads at once: one pass-1 worker process each
     with ThreadPoolExecutor(max_workers=2) as pool:
         traces = list(pool.map(lambda f: Trace(f.path, **options), files))
     return {f.rank: t for f, t in zip(files, traces)}

@@ -31,10 +31,10 @@ class Trace:
 
     def __init__(self, path: str | Path, tp_bin: str | None = None,
                  memory64: bool | None = None, progress: bool | None = None,
-                 full: bool = False, gpu_only: bool = False) -> None:
+                 full: bool = False, gpu_only: bool = False, workers: int | None = None) -> None:
         self.path = Path(path)
         loaded = load(self.path, bin_path=tp_bin, memory64=memory64, show_progress=progress,
-                      full=full, gpu_only=gpu_only)
+                      full=full, gpu_only=gpu_only, workers=workers)
         self.tp = loaded.tp
         self.plan = loaded.plan
         self.memory64 = loaded.memory64

@@ -40,7 +40,8 @@ def _window(ts: np.ndarray, st: pd.DataFrame) -> np.ndarray:
 
 def category(kind: pd.Series, name: pd.Series) -> pd.Series:
     """HTA's kernel types for GPU ops (communication, memory, computation); the kind otherwise."""
-    comm = name.str.contains(_COMM)
+    names = pd.unique(name)  # a few hundred distinct names: match each once
+    comm = name.map(dict(zip(names, pd.Series(names).str.contains(_COMM).tolist())))
     gpu = kind.isin(GPU_KINDS)
     return pd.Series(np.select(
         [gpu & comm, gpu & kind.isin(("memcpy", "memset")), gpu],

@@ -36,8 +36,9 @@ def _targets(src: Path, dst: Path | None, rank: int | None) -> list[tuple[TraceF
 
 
 def _one(target: tuple[TraceFile, Path | None], series, style, tp_bin, quiet) -> dict:
-    tf, out = target
-    with Trace(tf.path, tp_bin=tp_bin, progress=False if quiet else None, gpu_only=True) as trace:
+    tf, out = target  # quiet: two ranks at once, one pass-1 worker process each
+    with Trace(tf.path, tp_bin=tp_bin, progress=False if quiet else None, gpu_only=True,
+               workers=1 if quiet else None) as trace:
         result = add_counters(trace, out, series, style, show_progress=False if quiet else None)
         rank = trace.rank if trace.rank is not None else tf.rank
     for key in ("queue_summary", "bandwidth_summary"):

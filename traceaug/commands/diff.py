@@ -65,8 +65,8 @@ def run(a: Path, b: Path, by: str, device: str, step: int | None, threshold: flo
     files = [f.path for pair in pairs for f in pair]
     quiet = len(files) > 2
 
-    def load(path: Path) -> Side:
-        return Side.of(Trace(path, tp_bin=tp_bin, progress=False if quiet else None))
+    def load(path: Path) -> Side:  # two loads at once: one pass-1 worker process each
+        return Side.of(Trace(path, tp_bin=tp_bin, progress=False if quiet else None, workers=1))
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         sides = list(pool.map(load, files))

@@ -105,12 +105,14 @@ def _load_once(path: Path, plan: normalize.Plan | None, memory64: bool, bin_path
 
 
 def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
-         show_progress: bool | None = None, full: bool = False, gpu_only: bool = False) -> Loaded:
+         show_progress: bool | None = None, full: bool = False, gpu_only: bool = False,
+         workers: int | None = None) -> Loaded:
     """Load ``path``; raise ``TraceaugError`` with a one-line reason on failure.
 
     ``full=False`` keeps the args analyses use (``pass1.KINETO_ARGS``) and no flow
     events; ``full=True`` keeps everything (slower, more memory); ``gpu_only=True`` keeps
-    only GPU ops, the calls that launch them and ProfilerSteps (what counters read)."""
+    only GPU ops, the calls that launch them and ProfilerSteps (what counters read).
+    ``workers``: pass-1 worker processes (default: two above ``normalize.PARALLEL_ABOVE``)."""
     path = Path(path)
     source.check_readable(path)
     stored = source.stored_size(path)
@@ -120,7 +122,7 @@ def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
     try:
         not_chrome = None
         try:
-            plan = normalize.plan(path, progress.update, full=full, gpu_only=gpu_only)
+            plan = normalize.plan(path, progress.update, full=full, gpu_only=gpu_only, workers=workers)
         except chunks.NotChromeJson as e:
             plan, not_chrome = None, e  # not Chrome JSON we can split: let Perfetto judge it
         try:
@@ -130,7 +132,7 @@ def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
                 raise TraceaugError(f"{path}: the trace processor ran out of memory") from None
             memory64 = True
             if plan is not None and plan.held is not None:  # fed and freed: read it again
-                plan = normalize.plan(path, full=full, gpu_only=gpu_only)
+                plan = normalize.plan(path, full=full, gpu_only=gpu_only, workers=workers)
             tp = _load_once(path, plan, memory64, bin_path, progress, stored)
         except EngineError as e:
             raise TraceaugError(f"{path}: {e}") from None

@@ -19,9 +19,9 @@ import threading
 from typing import Any
 
 _LENGTH = struct.Struct("<Q")
-# Keep freed memory in the worker (glibc would unmap and re-fault every chunk's buffers:
-# a third of a worker's time went to the kernel zeroing pages).
-_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(256 << 20), "MALLOC_TRIM_THRESHOLD_": str(512 << 20)}
+# Let a worker reuse freed memory (glibc would unmap and re-fault every chunk's large
+# buffers, and the kernel zero the pages again) while returning what exceeds 64 MB.
+_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(64 << 20)}
 
 
 class WorkerFailed(Exception):

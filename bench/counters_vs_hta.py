@@ -285,8 +285,8 @@ def report(results: list[dict[str, Any]], include_last: bool, warm_s: float) -> 
     lines += table(["trace", "traceaug in-proc run s", "of which import s", "HTA import s",
                     "HTA parse s", "HTA generate s"], detail_rows)
     lines.append("")
-    lines.append(f"wall = process start to exit, seen from the parent; RSS = child's VmHWM; "
-                 f"wasm warm-up run {warm_s:.2f} s; python {sys.version.split()[0]}")
+    lines.append("wall = process start to exit, seen from the parent; RSS = peak of the child's process "
+                 f"tree; wasm warm-up run {warm_s:.2f} s; python {sys.version.split()[0]}")
     lines.append("HTA include_last_profiler_step=" + str(include_last)
                  + ("" if include_last else " (HTA's default: it leaves the last ProfilerStep out, so it\n"
                     "emits fewer counter events than traceaug, which covers the whole trace)"))

@@ -90,3 +90,17 @@ def test_bad_native_engine_is_a_clean_error(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and str(fake) in result.stderr
+
+
+@pytest.mark.parametrize("name", ["truncated", "garbage", "not_a_trace", "truncated_gzip"])
+def test_pass1_workers_report_bad_input_as_this_process_does(tmp_path: Path, name: str) -> None:
+    """A chunk a worker cannot parse sends pass 1 back to this process, whose confirmed
+    scan gives the same one-line reason."""
+    path, reason = make_bad(tmp_path)[name]
+    messages = []
+    for workers in (0, 2):
+        with pytest.raises(traceaug.TraceaugError) as err:
+            traceaug.load(path, progress=False, workers=workers)
+        messages.append(str(err.value))
+    assert messages[0] == messages[1]
+    assert str(path) in messages[1] and reason in messages[1]

@@ -1,7 +1,8 @@
 """Pass 1 over one chunk of events: parse it, gather its columns, keep what the engine needs.
 
-A chunk's work needs nothing from other chunks, so a large trace runs it in worker
-processes (orjson holds the GIL) while this process reads, cuts and rebases the file.
+A chunk's work (rebase, parse, gather) needs nothing from other chunks, so a large
+trace runs it in worker processes (orjson holds the GIL) while this process reads and
+cuts the file and picks the rebase prefix.
 Thread keys and sequence numbers in a ``ChunkResult`` are local to the chunk; the
 caller maps them onto the whole trace. This module imports no pandas or engine, so a
 worker starts quickly.
@@ -21,7 +22,6 @@ from . import chunks
 from .rebase import Rebase, numbers, unsigned_tid, us_to_ns_array
 
 FLOW_PHASES = ("s", "t", "f")
-_NUMBER = (int, float)
 SEGMENT = 512  # events per held piece: moving one event re-serializes only its piece
 
 # Args of complete events an analysis load keeps: exactly what traceaug's SQL reads (GPU

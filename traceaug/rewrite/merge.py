@@ -21,7 +21,6 @@ from .events import us
 
 PID_OFFSET = 1_000_000_000
 FLOW_ID_OFFSET = 1 << 40
-FLOW_PHASES = ("s", "t", "f")
 
 
 def _anchor(side: Side) -> int:
@@ -67,7 +66,7 @@ def b_events(side: Side, shift_ns: int) -> list[bytes]:
             if "pid" in ev:
                 pids.add(ev["pid"])
                 ev["pid"] = _pid(ev["pid"])
-            if ev.get("ph") in FLOW_PHASES and "id" in ev:
+            if ev.get("ph") in pass1.FLOW_PHASES and "id" in ev:
                 ev["id"] = _flow_id(ev["id"])
             if ev.get("ph") == "M" and ev.get("name") == "process_name":
                 args = ev.get("args") if isinstance(ev.get("args"), dict) else {}

@@ -147,11 +147,10 @@ def gather(events: list, full: bool, gpu_only: bool = False) -> ChunkResult:
         for ev in x_events:
             args = ev.get("args")
             if args.__class__ is dict:
-                wanted = {k: v for k, v in args.items() if k in KINETO_ARGS}  # in their order
-                if wanted:
-                    ev["args"] = wanted
-                else:
+                if KINETO_ARGS.isdisjoint(args):  # a CPU op's args: none kept
                     del ev["args"]
+                else:
+                    ev["args"] = {k: v for k, v in args.items() if k in KINETO_ARGS}  # in order
     names: dict = {}
     for i in index[np.array([p == "M" for p in phases], dtype=bool)].tolist() if events else ():
         ev = events[i]

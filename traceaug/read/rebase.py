@@ -32,11 +32,12 @@ def us_to_ns_array(values: np.ndarray) -> np.ndarray:
 
 
 def numbers(values: list) -> np.ndarray:
-    """A float64 column of JSON numbers; anything else (missing, string, bool) is NaN."""
-    col = np.array(values)
-    if col.dtype.kind not in "if":
-        col = np.array([v if v.__class__ in (int, float) else np.nan for v in values], dtype=np.float64)
-    return col.astype(np.float64, copy=False)
+    """A float64 column of JSON numbers (and numeric strings, which Perfetto reads too);
+    missing values are NaN, and so is anything else once one value is not a number."""
+    try:
+        return np.array(values, dtype=np.float64)  # None becomes NaN
+    except (TypeError, ValueError, OverflowError):
+        return np.array([v if v.__class__ in (int, float) else np.nan for v in values], dtype=np.float64)
 
 
 class Rebase:

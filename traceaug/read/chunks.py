@@ -124,17 +124,16 @@ def _cut_candidates(buf: bytearray, start: int, window: int) -> Iterator[re.Matc
 
     ``start`` is an event's first byte, so outside any string: a position is outside
     too when the unescaped quotes between them are even. Kineto names can hold ``},{``.
+    Quotes are counted once over the chunk, then between consecutive candidates (each
+    begins with ``}``, so no backslash run crosses into the next segment).
     """
     matches = list(_BOUNDARY.finditer(buf, window))
     if not matches:
         return
-    escapes = buf.find(b'\\"', start) != -1  # then count from ``start`` each time (rare)
-    parity, at = _quotes(buf, start, matches[-1].start()) % 2, matches[-1].start()
+    at = matches[-1].start()
+    parity = _quotes(buf, start, at) % 2
     for match in reversed(matches):
-        if escapes:
-            parity = _quotes(buf, start, match.start()) % 2
-        else:
-            parity = (parity + buf.count(b'"', match.start(), at)) % 2
+        parity = (parity + _quotes(buf, match.start(), at)) % 2
         at = match.start()
         if parity == 0:
             yield match

@@ -181,20 +181,22 @@ def _lane_metadata(p: Plan) -> bytes:
 
 
 def _move(text: bytes, first_seq: int, p: Plan) -> bytes:
-    events = orjson.loads(b"[" + text + b"]")
-    for i, ev in enumerate(events):
-        lane = p.moved.get(first_seq + i)
-        if lane is None:
-            continue
-        tid = ev.get("tid")
-        ev["tid"] = lane_tid(tid, lane)
-        if ev.get("ph") == "X":
-            args = ev.get("args")
-            if not isinstance(args, dict):
-                args = ev["args"] = {}
-            args["traceaug_lane"] = lane
-            args["traceaug_tid"] = tid
-    return orjson.dumps(events)[1:-1]
+    """Re-serialize a piece of events with its moved ones on their lanes."""
+    with pass1.no_gc():
+        events = orjson.loads(b"[" + text + b"]")
+        for seq, lane in p.moved.items():
+            if not 0 <= seq - first_seq < len(events):
+                continue
+            ev = events[seq - first_seq]
+            tid = ev.get("tid")
+            ev["tid"] = lane_tid(tid, lane)
+            if ev.get("ph") == "X":
+                args = ev.get("args")
+                if not isinstance(args, dict):
+                    args = ev["args"] = {}
+                args["traceaug_lane"] = lane
+                args["traceaug_tid"] = tid
+        return orjson.dumps(events)[1:-1]
 
 
 def engine_stream(p: Plan, on_progress: Callable[[int], None] | None = None) -> Iterator[bytes]:

@@ -11,7 +11,8 @@ the file and passes every other byte through. An analysis load keeps only
 the args in ``pass1.KINETO_ARGS`` on complete events and no flow events (CPU
 and GPU events link by correlation id), and pass 1 holds the re-serialized
 chunks for pass 2: the engine's time and memory go mostly into args and
-flows (on the A100 trace, 80% of its finalize).
+flows (on the A100 trace, 80% of its finalize). A GPU-only load (counters)
+keeps, of those, only GPU ops, their launches and ProfilerSteps.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def plan(path: Path, on_progress: Callable[[int], None] | None = None, full: boo
         try:
             return _plan(path, on_progress, full, workers, gpu_only)
         except pass1.Unconfirmed:
-            pass  # a cut fell inside a string: confirm every cut, in this process
+            pass  # a cut a worker could not parse (or a worker failed): confirm every cut here
     return _plan(path, on_progress, full, 0, gpu_only)
 
 

@@ -37,7 +37,7 @@ REQUIRED_EXPORTS = (
 )
 # Reserve the whole 64-bit heap up front so growth never copies the heap.
 MEMORY64_RESERVATION = 16 << 30
-_CACHE_MAGIC = b"traceaug-cwasm-1\n"
+_CACHE_MAGIC = b"traceaug-cwasm-2\n"  # starts the checksum file beside each cached module
 
 
 @dataclass(frozen=True)
@@ -111,31 +111,46 @@ def _check_exports(path: Path, module: wasmtime.Module) -> None:
         raise EngineError(f"{path}: not a trace_processor build, missing exports {missing}")
 
 
+def _checksum_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
 def _load_cached(engine: wasmtime.Engine, path: Path) -> wasmtime.Module | None:
-    """Deserialize a cache file whose checksum matches; None when absent or corrupt."""
+    """Map a cached module whose checksum file matches; None when absent or corrupt.
+
+    The module file is mapped, not read: no copy of it on the Python heap."""
     try:
-        blob = path.read_bytes()
+        head = _checksum_path(path).read_bytes()
+        if not head.startswith(_CACHE_MAGIC):
+            return None
+        if _file_sha256(path) != head[len(_CACHE_MAGIC):].decode("ascii", "replace").strip():
+            return None
     except OSError:
         return None
-    head = len(_CACHE_MAGIC) + 64
-    if len(blob) < head or not blob.startswith(_CACHE_MAGIC):
-        return None
-    digest, body = blob[len(_CACHE_MAGIC) : head].decode("ascii", "replace"), blob[head:]
-    if hashlib.sha256(body).hexdigest() != digest:
-        return None
     try:
-        return wasmtime.Module.deserialize(engine, body)
+        return wasmtime.Module.deserialize_file(engine, str(path))
     except Exception:  # wasmtime refuses a module from another build: recompile
         return None
 
 
 def _store_cached(path: Path, module: wasmtime.Module) -> None:
-    """Write the serialized module atomically; a cache we cannot write is skipped."""
+    """Write the serialized module, then its checksum file, each atomically (files are
+    replaced by rename, never rewritten in place, so a mapped module stays valid)."""
     body = module.serialize()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_output(path) as f:
-            f.write(_CACHE_MAGIC + hashlib.sha256(body).hexdigest().encode() + body)
+            f.write(body)
+        with atomic_output(_checksum_path(path)) as f:
+            f.write(_CACHE_MAGIC + hashlib.sha256(body).hexdigest().encode())
     except OSError:
         pass
 

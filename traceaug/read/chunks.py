@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 import orjson
 
-CHUNK = 8 << 20
+CHUNK = 1 << 20  # small: pass 1 holds one chunk's parsed events at a time (per process)
+MAX_EVENT = 128 << 20  # no cut parses within this much text: malformed JSON
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _ESCAPED_QUOTE = re.compile(rb'(\\+)"')
@@ -182,7 +183,7 @@ def scan(blocks: Iterable[bytes], rewrite=lambda t: t, confirm: bool = True
             last = match
             break
         if last is None:
-            if avail > 16 * CHUNK or not b.fill():
+            if avail > MAX_EVENT or not b.fill():
                 if b.eof:
                     continue
                 raise NotChromeJson("malformed JSON in traceEvents")

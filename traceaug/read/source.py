@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import TraceaugError
 
-BLOCK = 8 << 20
+BLOCK = 1 << 20
 GZIP_MAGIC = b"\x1f\x8b"
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import EngineError, EngineOutOfMemory, TraceaugError
+from ..memory import release_free_memory
 from ..progress import Progress
 from ..read import chunks, normalize, source
 from .backend import TraceProcessor
@@ -123,6 +124,7 @@ def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
         not_chrome = None
         try:
             plan = normalize.plan(path, progress.update, full=full, gpu_only=gpu_only, workers=workers)
+            release_free_memory()  # pass 1's freed JSON, before the engine grows
         except chunks.NotChromeJson as e:
             plan, not_chrome = None, e  # not Chrome JSON we can split: let Perfetto judge it
         try:

@@ -170,18 +170,25 @@ def _parse(text: bytes, tail: bool, layout: chunks.Layout) -> list:
     return chunks._parse_tail(text, layout) if tail else orjson.loads(b"[" + text + b"]")
 
 
+def _exact_unless_verified(events: list, text: bytes, replaced: int, tail: bool,
+                           layout: chunks.Layout, rebase: Rebase) -> tuple[list, bool]:
+    """``events`` parsed from ``rebase.fast(text)`` if ``verified`` takes them, else the
+    events of ``rebase.exact(text)``; and whether the exact path was needed."""
+    if rebase.verified(events, replaced):
+        return events, False
+    return _parse(rebase.exact(text), tail, layout), True
+
+
 def read_chunk(text: bytes, tail: bool, array_form: bool, full: bool, gpu_only: bool,
                prefix: bytes | None, sep: bytes | None) -> ChunkResult:
     """Rebase, parse and gather one chunk cut without confirmation (in a worker process)."""
     layout = chunks.Layout(array_form=array_form)
     rebase = Rebase(prefix, sep)
     rebased, replaced = rebase.fast(text)
-    exact = False
     try:
         with no_gc():
-            events = _parse(rebased, tail, layout)
-            if not rebase.verified(events, replaced):
-                events, exact = _parse(rebase.exact(text), tail, layout), True
+            events, exact = _exact_unless_verified(
+                _parse(rebased, tail, layout), text, replaced, tail, layout, rebase)
     except (orjson.JSONDecodeError, chunks.NotChromeJson) as e:
         return ChunkResult(error=str(e))
     with no_gc():
@@ -197,10 +204,10 @@ def rebased_chunks(blocks: Iterable[bytes], rebase: Rebase) -> Iterator[chunks.C
     """Confirmed chunks (``chunks.scan``) whose events were parsed from exactly rebased text;
     ``chunk.exact`` says the chunk needed ``Rebase.exact``. Then the layout."""
     for item in chunks.scan(blocks, rewrite=rebase.rewrite):
-        if not isinstance(item, chunks.Layout) and not rebase.verified(item.events, rebase.replaced):
-            layout = chunks.Layout(array_form=item.array_form)
-            item.events = _parse(rebase.exact(rebase.last_text), item.last, layout)
-            item.exact = True
+        if not isinstance(item, chunks.Layout):
+            item.events, item.exact = _exact_unless_verified(
+                item.events, rebase.last_text, rebase.replaced, item.last,
+                chunks.Layout(array_form=item.array_form), rebase)
         yield item
 
 

@@ -49,10 +49,8 @@ import gzip
 import json
 import math
 import re
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +63,7 @@ from load_throughput import (  # noqa: E402
     REPO_ROOT,
     SHARED,
     build_scaled,
-    tree_rss_kb,
+    run_tree,
 )
 
 WARM_TRACE = REPO_ROOT / "testdata" / "small_training.json"
@@ -145,29 +143,6 @@ def counter_events(path: Path) -> int:
 
 
 # ----- measuring --------------------------------------------------------------------------------
-def run_tree(cmd: list[str], timeout: float, what: str) -> tuple[float, str, int]:
-    """Run ``cmd`` from the repo root; its wall time, stdout and the peak RSS of its whole
-    process tree in kB (sampled every 20 ms: worker processes count); exits on failure."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        start = time.perf_counter()  # output goes to files: a full pipe would block the child
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=REPO_ROOT)
-        tree_peak = 0
-        while proc.poll() is None:
-            if time.perf_counter() - start > timeout:
-                proc.kill()
-                sys.exit(f"error: {what} took more than {timeout:g} s")
-            tree_peak = max(tree_peak, tree_rss_kb(proc.pid))
-            time.sleep(0.02)
-        wall = time.perf_counter() - start
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read(), err.read()
-    if proc.returncode != 0:
-        sys.stderr.write(stderr[-4000:])
-        sys.exit(f"error: {what} failed (exit {proc.returncode})")
-    return wall, stdout, tree_peak
-
-
 def run(cmd: list[str], timeout: float, what: str) -> tuple[float, str]:
     """``run_tree`` without the memory figure."""
     wall, stdout, _ = run_tree(cmd, timeout, what)

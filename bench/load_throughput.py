@@ -93,7 +93,6 @@ print(json.dumps({
     "rss_import_kb": rss_import,
     "peak_rss_kb": peak_kb(),
     "ru_maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-    "worker_peak_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
     "cache_dir": str(cache_dir()),
 }))
 """
@@ -291,16 +290,17 @@ def tree_rss_kb(pid: int) -> int:
     return total
 
 
-def run_child(path: Path, mode: str = "analysis") -> dict[str, Any]:
-    """Load ``path`` (an analysis or a full load) and count slices in a fresh interpreter;
-    adds the parent-side wall time and the peak RSS of the child's whole process tree
-    (its pass-1 workers included), sampled every 20 ms."""
+def run_tree(cmd: list[str], timeout: float | None, what: str) -> tuple[float, str, int]:
+    """Run ``cmd`` from the repo root; its wall time, stdout and the peak RSS of its whole
+    process tree in kB (sampled every 20 ms: worker processes count); exits on failure."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         start = time.perf_counter()  # output goes to files: a full pipe would block the child
-        proc = subprocess.Popen([sys.executable, "-c", CHILD, str(path), mode], stdout=out, stderr=err,
-                                text=True)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=REPO_ROOT)
         tree_peak = 0
         while proc.poll() is None:
+            if timeout is not None and time.perf_counter() - start > timeout:
+                proc.kill()
+                sys.exit(f"error: {what} took more than {timeout:g} s")
             tree_peak = max(tree_peak, tree_rss_kb(proc.pid))
             time.sleep(0.02)
         wall = time.perf_counter() - start
@@ -308,8 +308,17 @@ def run_child(path: Path, mode: str = "analysis") -> dict[str, Any]:
         err.seek(0)
         stdout, stderr = out.read(), err.read()
     if proc.returncode != 0:
-        sys.stderr.write(stderr)
-        sys.exit(f"error: the benchmark child failed on {path} (exit {proc.returncode})")
+        sys.stderr.write(stderr[-4000:])
+        sys.exit(f"error: {what} failed (exit {proc.returncode})")
+    return wall, stdout, tree_peak
+
+
+def run_child(path: Path, mode: str = "analysis") -> dict[str, Any]:
+    """Load ``path`` (an analysis or a full load) and count slices in a fresh interpreter;
+    adds the parent-side wall time and the peak RSS of the child's whole process tree
+    (its pass-1 workers included), sampled every 20 ms."""
+    wall, stdout, tree_peak = run_tree([sys.executable, "-c", CHILD, str(path.resolve()), mode], None,
+                                       f"the benchmark child on {path}")
     result = json.loads(stdout.strip().splitlines()[-1])
     result["process_s"] = wall
     result["tree_peak_kb"] = max(tree_peak, result["peak_rss_kb"])
@@ -349,7 +358,6 @@ def measure(scaled: Path, scaled_meta: dict[str, Any], small: Path, small_meta: 
         seconds = big["load_s"] + big["query_s"]
         peak_mb = big["tree_peak_kb"] * 1024 / MB
         main_mb = big["peak_rss_kb"] * 1024 / MB
-        worker_mb = big["worker_peak_kb"] * 1024 / MB
         out["modes"][mode] = {
             "load_s": seconds,
             "load_engine_s": big["load_s"],
@@ -360,9 +368,6 @@ def measure(scaled: Path, scaled_meta: dict[str, Any], small: Path, small_meta: 
             "rss_after_import_mb": big["rss_import_kb"] * 1024 / MB,
             "peak_rss_mb": peak_mb,
             "main_peak_rss_mb": main_mb,
-            # ru_maxrss of the pass-1 workers: it starts at this process's RSS when they
-            # were spawned (Linux carries it over exec), so only an upper bound.
-            "worker_ru_maxrss_mb": worker_mb,
             "rss_ratio": peak_mb / raw_mb,
             "slices_loaded": big["slices"],
             "pass": {

@@ -179,6 +179,15 @@ class Trace:
                             "ts": us(shifted + gpu_start), "cat": "ac2g", "name": "ac2g", "bp": "e"})
         return op
 
+
+    def linear(self, start: int, gemm_dur: int) -> GpuOp:
+        """aten::linear -> t, addmm -> a gemm launched on the compute stream."""
+        self.cpu_op("aten::linear", start, 40_000)
+        self.cpu_op("aten::t", start + 1_000, 4_000)
+        self.cpu_op("aten::addmm", start + 6_000, 32_000)
+        return self.launch("cudaLaunchKernel", start + 10_000, 10_000, "kernel", GEMM, COMPUTE_STREAM,
+                           gemm_dur)
+
     def step(self, k: int) -> None:
         """ProfilerStep#k: H2D copy, linear -> relu -> linear, all-reduce, SGD step."""
         s = (k - 1) * STEP_PERIOD_NS + STEP_OFFSET_NS
@@ -194,11 +203,7 @@ class Trace:
             self.cpu_op("aten::fill_", s + 36_000, 13_000)
             self.launch("cudaMemsetAsync", s + 37_000, 5_000, "memset", "Memset (Device)",
                         COMPUTE_STREAM, 2_500, nbytes=1_048_576)
-        self.cpu_op("aten::linear", s + 60_000, 40_000)
-        self.cpu_op("aten::t", s + 61_000, 4_000)
-        self.cpu_op("aten::addmm", s + 66_000, 32_000)
-        gemm = self.launch("cudaLaunchKernel", s + 70_000, 10_000, "kernel", GEMM, COMPUTE_STREAM,
-                           100_037)
+        gemm = self.linear(s + 60_000, 100_037)
         self.cpu_op("aten::relu", s + 105_000, 20_000)
         self.cpu_op("aten::clamp_min", s + 107_000, 16_000)
         # Step 2: the relu kernel's recorded start precedes the gemm's end (clock skew in
@@ -206,11 +211,7 @@ class Trace:
         relu_start = gemm.start + gemm.dur - OVERLAP_NS if k == 2 else None
         self.launch("cudaLaunchKernel", s + 110_000, 8_000, "kernel", RELU, COMPUTE_STREAM, 20_011,
                     gpu_start=relu_start)
-        self.cpu_op("aten::linear", s + 130_000, 40_000)
-        self.cpu_op("aten::t", s + 131_000, 4_000)
-        self.cpu_op("aten::addmm", s + 136_000, 32_000)
-        gemm2 = self.launch("cudaLaunchKernel", s + 140_000, 10_000, "kernel", GEMM, COMPUTE_STREAM,
-                            99_989)
+        gemm2 = self.linear(s + 130_000, 99_989)
         self.cpu_op("c10d::allreduce_", s + 180_000, 40_000)
         self.cpu_op("record_param_comms", s + 185_000, 30_000)
         # NCCL waits for the gradients: it starts 2.345 µs after the second gemm ends.

@@ -179,7 +179,6 @@ class Trace:
                             "ts": us(shifted + gpu_start), "cat": "ac2g", "name": "ac2g", "bp": "e"})
         return op
 
-
     def linear(self, start: int, gemm_dur: int) -> GpuOp:
         """aten::linear -> t, addmm -> a gemm launched on the compute stream."""
         self.cpu_op("aten::linear", start, 40_000)

@@ -147,7 +147,7 @@ def scan(blocks: Iterable[bytes], rewrite=lambda t: t, confirm: bool = True
     ``rewrite`` maps a chunk's text before parsing (timestamp rebasing). With
     ``confirm=False`` chunks are cut at the last ``},{`` without parsing (events
     None, trailer unset): the caller parses them elsewhere and must fall back to a
-    confirmed scan if one fails (a cut inside a string).
+    confirmed scan if one fails (a cut between two nested objects).
     """
     b = _Buffer(blocks)
     layout = Layout()

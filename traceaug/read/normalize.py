@@ -76,9 +76,10 @@ class _Columns:
                 rows[:, -1] += first_seq
                 out.append(rows)
 
-    @staticmethod
-    def _stack(parts: list[np.ndarray], width: int) -> np.ndarray:
-        return np.concatenate(parts) if parts else np.empty((0, width), dtype=np.int64)
+    def stacked(self) -> tuple[np.ndarray, np.ndarray]:
+        """All complete-event rows and all flow rows, each as one array."""
+        return tuple(np.concatenate(parts) if parts else np.empty((0, width), dtype=np.int64)
+                     for parts, width in ((self.x, 4), (self.flows, 3)))
 
 
 def plan(path: Path, on_progress: Callable[[int], None] | None = None, full: bool = True,
@@ -87,6 +88,8 @@ def plan(path: Path, on_progress: Callable[[int], None] | None = None, full: boo
 
     Traces above ``PARALLEL_ABOVE`` raw bytes are parsed by ``WORKERS`` processes.
     """
+    if full and gpu_only:
+        raise ValueError("a GPU-only load keeps only some events; it cannot be full")
     if workers is None:
         workers = WORKERS if source.raw_size_estimate(path) > PARALLEL_ABOVE else 0
     if workers:
@@ -98,8 +101,6 @@ def plan(path: Path, on_progress: Callable[[int], None] | None = None, full: boo
 
 
 def _plan(path: Path, on_progress, full: bool, workers: int, gpu_only: bool) -> Plan:
-    if full and gpu_only:
-        raise ValueError("a GPU-only load keeps only some events; it cannot be full")
     rebase = Rebase()
     blocks = source.iter_blocks(path, on_progress)
     results = (pass1.parallel(blocks, rebase, full, workers, gpu_only) if workers
@@ -140,7 +141,7 @@ def _place(p: Plan, cols: _Columns) -> None:
     """Assign lanes to the slices Perfetto would drop, and move their flow ends along."""
     if not cols.x:
         return
-    x = cols._stack(cols.x, 4)
+    x, f = cols.stacked()
     lanes = assign_lanes(x[:, 0], x[:, 1], x[:, 2], x[:, 3])
     if not lanes:
         return
@@ -152,7 +153,6 @@ def _place(p: Plan, cols: _Columns) -> None:
     for k, ts, _dur, seq in moved_x:
         where.setdefault((k, ts), lanes[seq])
     flows = 0
-    f = cols._stack(cols.flows, 3)
     for k, ts, seq in f[np.isin(f[:, 1], [ts for _k, ts in where])].tolist():
         lane = where.get((k, ts))
         if lane is not None:

@@ -10,6 +10,7 @@ import click
 
 from . import __version__
 from .errors import TraceaugError
+from .memory import return_freed_promptly
 from .output import FORMATS, render_frame, render_records
 
 TP_BIN_HELP = "Use this native trace_processor_shell instead of the embedded wasm engine."
@@ -36,6 +37,7 @@ class _Group(click.Group):
 @click.pass_context
 def main(ctx: click.Context, tp_bin: str | None) -> None:
     """Read GPU profiler traces through Perfetto's trace_processor, offline."""
+    return_freed_promptly()
     ctx.obj = {"tp_bin": tp_bin}
 
 

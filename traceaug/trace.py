@@ -13,7 +13,6 @@ from pathlib import Path
 import pandas as pd
 from perfetto.trace_processor.api import TraceProcessorException
 
-from .engine.backend import WasmBackend
 from .engine.loader import load
 from .errors import TraceaugError
 
@@ -76,13 +75,7 @@ class Trace:
 
     # ----- SQL --------------------------------------------------------------
     def _prepare_sql(self) -> None:
-        backend = self.tp.backend
-        self._native = not isinstance(backend, WasmBackend)
-        if self._native:  # a native shell: define our tables inline instead
-            for sql in _sql_modules().values():
-                self.query(sql)
-        else:
-            backend.register_sql_package(SQL_PACKAGE, _sql_modules())
+        self.tp.backend.register_sql_package(SQL_PACKAGE, _sql_modules())
         moved = (self.plan.moved_slices, self.plan.moved_flows) if self.plan else (0, 0)
         self.query(
             "CREATE PERFETTO TABLE traceaug_meta AS "
@@ -101,8 +94,6 @@ class Trace:
 
     def include(self, module: str) -> None:
         """``INCLUDE PERFETTO MODULE`` (ours or the standard library's)."""
-        if self._native and module.startswith(SQL_PACKAGE + "."):
-            return  # already defined inline
         self.query(f"INCLUDE PERFETTO MODULE {module}")
 
     def close(self) -> None:

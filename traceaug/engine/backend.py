@@ -1,9 +1,11 @@
 """Plug the wasm trace processor into the official ``perfetto`` Python API.
 
-``WasmBackend`` reuses upstream's RPC client for queries and adds what it
-leaves out: loading (append + finalize, whose error upstream ignores) and SQL
-package registration. ``TraceProcessor`` is upstream's class with this backend,
-so ``tp.query(sql).as_pandas_dataframe()`` works unchanged.
+``WasmBackend`` reuses upstream's RPC client for queries; ``NativeBackend``
+upstream's ``trace_processor_shell`` subprocess. Both add, over the same RPC
+messages, what upstream leaves out: loading (append + finalize, whose error
+upstream ignores) and SQL package registration. ``TraceProcessor`` is
+upstream's class with either backend, so ``tp.query(sql).as_pandas_dataframe()``
+works unchanged.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from perfetto.trace_processor.api import TraceProcessor as _UpstreamTP
 from perfetto.trace_processor.api import TraceProcessorConfig
 from perfetto.trace_processor.protos import ProtoFactory
 from perfetto.trace_processor.rpc import TraceProcessorRpc
+from perfetto.trace_processor.shell import TraceProcessorHttpSubprocess
 
 from ..errors import EngineError
 from .wasm_instance import WasmInstance
@@ -20,21 +23,21 @@ from .wasm_module import load_build
 APPEND_LIMIT = 32 << 20  # each TPM_APPEND_TRACE_DATA message stays well under 64 MiB
 
 
-class WasmBackend(TraceProcessorRpc):
-    """The RPC client over an in-process wasm instance."""
+class _RpcLoading:
+    """Loading and SQL packages over Perfetto's RPC protocol, for either engine; upstream's
+    clients leave these out (its RPC client) or drop the finalize error (its HTTP client)."""
 
-    def __init__(self, protos: ProtoFactory, memory64: bool = False) -> None:
-        self.instance = WasmInstance(load_build(memory64))
-        super().__init__(self.instance, protos)
+    protos: ProtoFactory
 
-    def _call(self, fill) -> object:
-        """Send one request and return the single reply message."""
+    def _exchange(self, request: bytes):
+        """Send one serialized TraceProcessorRpcStream; return the TraceProcessorRpc reply."""
+        raise NotImplementedError
+
+    def _call(self, fill):
         stream = self.protos.TraceProcessorRpcStream()
         fill(stream.msg.add())
-        self.transport.send(stream.SerializeToString())
-        reply = self.protos.TraceProcessorRpc()
-        reply.MergeFromString(self._read_payload())
-        self._check_envelope(reply)
+        reply = self._exchange(stream.SerializeToString())
+        TraceProcessorRpc._check_envelope(self, reply)  # uses only self.protos
         return reply
 
     def parse(self, chunk: bytes):
@@ -76,8 +79,37 @@ class WasmBackend(TraceProcessorRpc):
         if error:
             raise EngineError(f"registering SQL package {name}: {error}")
 
+
+class WasmBackend(_RpcLoading, TraceProcessorRpc):
+    """The RPC client over an in-process wasm instance."""
+
+    def __init__(self, protos: ProtoFactory, memory64: bool = False) -> None:
+        self.instance = WasmInstance(load_build(memory64))
+        super().__init__(self.instance, protos)
+
+    def _exchange(self, request: bytes):
+        self.transport.send(request)
+        reply = self.protos.TraceProcessorRpc()
+        reply.MergeFromString(self._read_payload())
+        return reply
+
     def close(self) -> None:
         self.instance.close()
+
+
+class NativeBackend(_RpcLoading, TraceProcessorHttpSubprocess):
+    """A ``trace_processor_shell`` the user has, started by upstream; loading goes through its
+    ``/rpc`` endpoint (one request per POST, the reply stream in the body), queries as upstream."""
+
+    def _exchange(self, request: bytes):
+        self.conn.request("POST", "/rpc", body=request)
+        with self.conn.getresponse() as f:
+            body = f.read()
+        stream = self.protos.TraceProcessorRpcStream()
+        stream.MergeFromString(body)
+        if len(stream.msg) != 1:
+            raise EngineError(f"trace_processor_shell sent {len(stream.msg)} replies to one request")
+        return stream.msg[0]
 
 
 class TraceProcessor(_UpstreamTP):
@@ -99,7 +131,7 @@ class TraceProcessor(_UpstreamTP):
 
     def _create_backend(self, remote, addr):
         if self._bin_path:
-            return super()._create_backend(remote, addr)
+            return NativeBackend(self.config, self.platform_delegate, self.protos)
         return WasmBackend(self.protos, memory64=self._memory64)
 
     @property

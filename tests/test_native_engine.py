@@ -1,0 +1,67 @@
+"""The optional native engine (``--tp-bin``): the same answers as the embedded one.
+
+Runs with a real ``trace_processor_shell``: the one ``TRACEAUG_TEST_TP_BIN`` names, else one
+on PATH. None can be downloaded on an offline machine, so without one these tests skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import TESTDATA, shared_trace
+from rawjson import KINDS, events_by_kind
+from test_errors import make_bad
+from test_fidelity import engine_events
+
+import traceaug
+
+
+def native_shell() -> str:
+    path = os.environ.get("TRACEAUG_TEST_TP_BIN") or shutil.which("trace_processor_shell")
+    if not path:
+        pytest.skip("no trace_processor_shell (set TRACEAUG_TEST_TP_BIN or put one on PATH)")
+    return path
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "traceaug", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("rel", ["kineto/b200_rank0_of8_allgather.json.gz",
+                                 "kineto/v100_ns_resolution.json.gz"])
+def test_native_engine_every_event_exact(rel: str) -> None:
+    """Overlap lanes and exact rebasing work the same through a native shell."""
+    path = shared_trace(rel)
+    expected = events_by_kind(path)
+    with traceaug.load(path, tp_bin=native_shell(), progress=False) as trace:
+        got = engine_events(trace)
+    assert sum(len(v) for v in expected.values()) > 4000
+    for kind in KINDS:
+        assert got.get(kind, []) == expected.get(kind, []), kind
+
+
+def test_native_and_embedded_counters_write_the_same_bytes(tmp_path: Path) -> None:
+    shell = native_shell()
+    src = TESTDATA / "small_training.json.gz"
+    outs = []
+    for engine in ((), ("--tp-bin", shell)):
+        out = tmp_path / f"out{len(outs)}.json"
+        result = run_cli(*engine, "counters", str(src), str(out), "--format", "json")
+        assert result.returncode == 0, result.stderr
+        outs.append((out.read_bytes(), result.stdout.replace(str(out), "OUT")))
+    assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("name", ["truncated", "garbage", "not_a_trace"])
+def test_native_engine_bad_input_one_line(tmp_path: Path, name: str) -> None:
+    """Errors Perfetto reports while parsing or finalizing reach the user through the shell too."""
+    path, reason = make_bad(tmp_path)[name]
+    result = run_cli("--tp-bin", native_shell(), "info", str(path))
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(path) in lines[0] and reason in lines[0], result.stderr

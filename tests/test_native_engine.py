@@ -65,3 +65,34 @@ def test_native_engine_bad_input_one_line(tmp_path: Path, name: str) -> None:
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and str(path) in lines[0] and reason in lines[0], result.stderr
+
+
+DIES_MID_LOAD = """#!{python}
+import os, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):  # /status: upstream waits for it before it connects
+        self.send_response(200)
+        self.end_headers()
+
+    def do_POST(self):  # the first /rpc request (loading): the shell dies
+        os._exit(1)
+
+port = int(sys.argv[sys.argv.index("--http-port") + 1])
+HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+"""
+
+
+def test_shell_that_dies_while_loading_is_a_clean_error(tmp_path: Path) -> None:
+    """A crash is provoked with a stand-in shell that answers /status, then exits (no real
+    shell can be made to die on cue); the user gets one line, not a traceback."""
+    shell = tmp_path / "trace_processor_shell"
+    shell.write_text(DIES_MID_LOAD.format(python=sys.executable))
+    shell.chmod(0o755)
+    trace = TESTDATA / "small_training.json"
+    result = run_cli("--tp-bin", str(shell), "info", str(trace))
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert str(trace) in lines[0] and "trace_processor_shell stopped answering" in lines[0]

@@ -1,4 +1,4 @@
-"""Plug the wasm trace processor into the official ``perfetto`` Python API.
+"""Plug the engines (embedded wasm, or a native shell) into the official ``perfetto`` API.
 
 ``WasmBackend`` reuses upstream's RPC client for queries; ``NativeBackend``
 upstream's ``trace_processor_shell`` subprocess. Both add, over the same RPC
@@ -9,6 +9,8 @@ works unchanged.
 """
 
 from __future__ import annotations
+
+import http.client
 
 from perfetto.trace_processor.api import TraceProcessor as _UpstreamTP
 from perfetto.trace_processor.api import TraceProcessorConfig
@@ -102,9 +104,13 @@ class NativeBackend(_RpcLoading, TraceProcessorHttpSubprocess):
     ``/rpc`` endpoint (one request per POST, the reply stream in the body), queries as upstream."""
 
     def _exchange(self, request: bytes):
-        self.conn.request("POST", "/rpc", body=request)
-        with self.conn.getresponse() as f:
-            body = f.read()
+        try:
+            self.conn.request("POST", "/rpc", body=request)
+            with self.conn.getresponse() as f:
+                body = f.read()
+        except (OSError, http.client.HTTPException) as e:  # the shell died or hung up
+            detail = " ".join(str(e).split()) or type(e).__name__
+            raise EngineError(f"trace_processor_shell stopped answering ({detail})") from None
         stream = self.protos.TraceProcessorRpcStream()
         stream.MergeFromString(body)
         if len(stream.msg) != 1:

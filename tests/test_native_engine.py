@@ -96,3 +96,12 @@ def test_shell_that_dies_while_loading_is_a_clean_error(tmp_path: Path) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert str(trace) in lines[0] and "trace_processor_shell stopped answering" in lines[0]
+
+
+def test_shell_that_dies_after_loading_fails_queries_cleanly() -> None:
+    with traceaug.load(TESTDATA / "small_training.json", tp_bin=native_shell(), progress=False) as t:
+        assert t.query("SELECT COUNT(*) AS n FROM slice")["n"][0] > 0
+        t.tp.backend.subprocess.kill()
+        t.tp.backend.subprocess.wait()
+        with pytest.raises(traceaug.TraceaugError, match="trace_processor_shell stopped answering"):
+            t.query("SELECT COUNT(*) AS n FROM slice")

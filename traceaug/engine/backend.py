@@ -11,6 +11,8 @@ works unchanged.
 from __future__ import annotations
 
 import http.client
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from perfetto.trace_processor.api import TraceProcessor as _UpstreamTP
 from perfetto.trace_processor.api import TraceProcessorConfig
@@ -104,18 +106,29 @@ class NativeBackend(_RpcLoading, TraceProcessorHttpSubprocess):
     ``/rpc`` endpoint (one request per POST, the reply stream in the body), queries as upstream."""
 
     def _exchange(self, request: bytes):
-        try:
+        with _shell_errors():
             self.conn.request("POST", "/rpc", body=request)
             with self.conn.getresponse() as f:
                 body = f.read()
-        except (OSError, http.client.HTTPException) as e:  # the shell died or hung up
-            detail = " ".join(str(e).split()) or type(e).__name__
-            raise EngineError(f"trace_processor_shell stopped answering ({detail})") from None
         stream = self.protos.TraceProcessorRpcStream()
         stream.MergeFromString(body)
         if len(stream.msg) != 1:
             raise EngineError(f"trace_processor_shell sent {len(stream.msg)} replies to one request")
         return stream.msg[0]
+
+    def execute_query(self, query: str):
+        with _shell_errors():
+            return super().execute_query(query)
+
+
+@contextmanager
+def _shell_errors() -> Iterator[None]:
+    """The shell died or hung up: an ``EngineError``, which users see as one line."""
+    try:
+        yield
+    except (OSError, http.client.HTTPException) as e:
+        detail = " ".join(str(e).split()) or type(e).__name__
+        raise EngineError(f"trace_processor_shell stopped answering ({detail})") from None
 
 
 class TraceProcessor(_UpstreamTP):

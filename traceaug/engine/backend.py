@@ -127,8 +127,11 @@ def _shell_errors() -> Iterator[None]:
     try:
         yield
     except (OSError, http.client.HTTPException) as e:
-        detail = " ".join(str(e).split()) or type(e).__name__
-        raise EngineError(f"trace_processor_shell stopped answering ({detail})") from None
+        raise EngineError(f"trace_processor_shell stopped answering ({_one_line(e)})") from None
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
 
 
 class TraceProcessor(_UpstreamTP):
@@ -145,8 +148,7 @@ class TraceProcessor(_UpstreamTP):
         except Exception as e:  # upstream raises bare Exceptions when a native shell will not start
             if not bin_path:
                 raise
-            detail = " ".join(str(e).split()) or type(e).__name__
-            raise EngineError(f"{bin_path}: cannot start trace_processor_shell ({detail})") from None
+            raise EngineError(f"{bin_path}: cannot start trace_processor_shell ({_one_line(e)})") from None
 
     def _create_backend(self, remote, addr):
         if self._bin_path:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,3 +27,8 @@ def kineto_files() -> list[str]:
     if not KINETO.exists():
         return []
     return sorted(str(p.relative_to(SHARED)) for p in KINETO.rglob("*.json.gz"))
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    """``python -m traceaug ARGS`` in a fresh process, its output captured."""
+    return subprocess.run([sys.executable, "-m", "traceaug", *args], capture_output=True, text=True)

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import subprocess
-import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +31,7 @@ from pathlib import Path
 
 import perfetto_ui
 import pytest
+from conftest import run_cli
 
 import traceaug
 
@@ -139,7 +138,7 @@ def browser():
 
 
 def run_traceaug(args: list[str]) -> None:
-    result = subprocess.run([sys.executable, "-m", "traceaug", *args], capture_output=True, text=True)
+    result = run_cli(*args)
     assert result.returncode == 0, f"traceaug {' '.join(args)} failed:\n{result.stderr}"
 
 

@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
+from conftest import run_cli as cli
 from conftest import shared_trace
 
 import traceaug
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "traceaug", *args], capture_output=True, text=True)
 
 
 def test_help_and_version() -> None:

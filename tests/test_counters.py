@@ -6,12 +6,12 @@ import gzip
 import json
 import re
 import subprocess
-import sys
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from conftest import TESTDATA, shared_trace
+from conftest import run_cli as cli
 from counters_raw import bandwidth_series, queue_series
 from rawjson import ns
 
@@ -19,10 +19,6 @@ import traceaug
 from traceaug.read.source import read_all
 
 A100 = "kineto/a100_rank0_of16_6streams.json.gz"
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "traceaug", *args], capture_output=True, text=True)
 
 
 def counters(src: Path, dst: Path, *extra: str) -> subprocess.CompletedProcess:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from conftest import run_cli as cli
 from conftest import shared_trace
 from rawjson import load_raw, ns
 
@@ -18,10 +17,6 @@ from traceaug.analysis.diff import Side, op_table
 
 GPU_CATS = {"kernel": "gpu", "gpu_memcpy": "gpu", "gpu_memset": "gpu", "Kernel": "gpu", "Memcpy": "gpu",
             "Memset": "gpu"}
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "traceaug", *args], capture_output=True, text=True)
 
 
 def diff_json(a: Path, b: Path, *extra: str) -> dict:

@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import gzip
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import shared_trace
+from conftest import run_cli, shared_trace
 
 import traceaug
 
 TRIVIAL = b'{"traceEvents":[{"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":2}]}'
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "traceaug", *args], capture_output=True, text=True)
 
 
 def make_bad(tmp_path: Path) -> dict[str, tuple[Path, str]]:

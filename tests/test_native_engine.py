@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import TESTDATA, shared_trace
+from conftest import TESTDATA, run_cli, shared_trace
 from rawjson import KINDS, events_by_kind
 from test_errors import make_bad
 from test_fidelity import engine_events
@@ -26,10 +25,6 @@ def native_shell() -> str:
     if not path:
         pytest.skip("no trace_processor_shell (set TRACEAUG_TEST_TP_BIN or put one on PATH)")
     return path
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "traceaug", *args], capture_output=True, text=True)
 
 
 @pytest.mark.parametrize("rel", ["kineto/b200_rank0_of8_allgather.json.gz",

@@ -31,12 +31,10 @@ from pathlib import Path
 
 import perfetto_ui
 import pytest
-from conftest import run_cli
+from conftest import ROOT, run_cli, shared_trace
 
 import traceaug
 
-ROOT = Path(__file__).resolve().parents[1]
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 SCREENSHOT = ROOT / "docs" / "counters_in_perfetto.png"
 
 _MISSING = perfetto_ui.missing()
@@ -118,13 +116,6 @@ CASES = [
 ]
 
 
-def real_trace(rel: str) -> Path:
-    path = TRACES / rel
-    if not path.is_file():
-        pytest.skip(f"real trace {path} not present (../shared/traces is provided for CI)")
-    return path
-
-
 @pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
@@ -156,7 +147,7 @@ def traceaug_numbers(path: Path, case: Case) -> tuple[dict, dict]:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_case(case: Case, browser, tmp_path: Path) -> None:
-    src = real_trace(case.trace)
+    src = shared_trace(case.trace)
     out = tmp_path / case.output_name()
     run_traceaug(case.command(src, out))
     assert out.is_file(), f"traceaug {case.command(src, out)} wrote no {out}"
@@ -209,7 +200,7 @@ def test_case(case: Case, browser, tmp_path: Path) -> None:
 
 
 def test_truncated_trace_shows_the_ui_error(browser, tmp_path: Path) -> None:
-    src = real_trace(CASES[0].trace)
+    src = shared_trace(CASES[0].trace)
     with gzip.open(src, "rb") as f:
         data = f.read()
     bad = tmp_path / "truncated.json"

@@ -18,14 +18,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import ROOT, TESTDATA
 
 import traceaug
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "testdata"
-SMALL = DATA / "small_training.json"
-SMALL_GZ = DATA / "small_training.json.gz"
-RANK_DIR = DATA / "rank_dir"
+SMALL = TESTDATA / "small_training.json"
+SMALL_GZ = TESTDATA / "small_training.json.gz"
+RANK_DIR = TESTDATA / "rank_dir"
 
 KIND_OF_COUNT = {"kernels": "kernel", "memcpys": "memcpy", "memsets": "memset",
                  "runtime_calls": "runtime", "cpu_ops": "cpu_op", "annotations": "annotation"}
@@ -33,12 +32,12 @@ KIND_OF_COUNT = {"kernels": "kernel", "memcpys": "memcpy", "memsets": "memset",
 
 @pytest.fixture(scope="module")
 def answers() -> dict:
-    return json.loads((DATA / "small_training.answers.json").read_text())
+    return json.loads((TESTDATA / "small_training.answers.json").read_text())
 
 
 @pytest.fixture(scope="module")
 def rank_answers() -> dict:
-    return json.loads((DATA / "rank_dir.answers.json").read_text())
+    return json.loads((TESTDATA / "rank_dir.answers.json").read_text())
 
 
 @pytest.fixture(scope="module", params=[SMALL, SMALL_GZ], ids=["json", "json.gz"])
@@ -56,7 +55,7 @@ def _stream_key(device, stream) -> str:
 # ----- the generator -----------------------------------------------------------------------
 
 def test_generator_reproduces_committed_files(tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location("testdata_generate", DATA / "generate.py")
+    spec = importlib.util.spec_from_file_location("testdata_generate", TESTDATA / "generate.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while being defined
     try:
@@ -67,7 +66,7 @@ def test_generator_reproduces_committed_files(tmp_path: Path) -> None:
     made = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
     assert made, "the generator wrote nothing"
     for rel in made:
-        new, old = (tmp_path / rel).read_bytes(), (DATA / rel).read_bytes()
+        new, old = (tmp_path / rel).read_bytes(), (TESTDATA / rel).read_bytes()
         if rel.name.endswith(".gz"):  # compressed bytes may differ across zlib builds
             new, old = gzip.decompress(new), gzip.decompress(old)
         assert new == old, f"testdata/{rel} is stale: run python testdata/generate.py"
@@ -78,7 +77,7 @@ def test_gzip_holds_the_same_text() -> None:
 
 
 def test_testdata_is_small() -> None:
-    total = sum(p.stat().st_size for p in DATA.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    total = sum(p.stat().st_size for p in TESTDATA.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     assert total < 200_000
 
 

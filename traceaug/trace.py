@@ -69,6 +69,17 @@ class Trace:
         props = self.metadata.get("deviceProperties")
         return [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
 
+    def span(self) -> tuple[int, int] | None:
+        """First start and last end of every event (engine ns), even in a GPU-only load (pass 1
+        saw them all); None for a trace with no complete slices."""
+        if self.gpu_only and self.plan.span_ns is not None:
+            return self.plan.span_ns
+        df = self.query("SELECT MIN(ts) AS s, MAX(ts + dur) AS e FROM slice WHERE dur >= 0")
+        start, end = df["s"][0], df["e"][0]
+        if start is None or start != start:  # NULL: no rows
+            return None
+        return int(start), int(end)
+
     def absolute(self, ts_ns):
         """Map engine timestamps (ns) back to the file's own time base (epoch ns)."""
         return ts_ns + self.base_ns

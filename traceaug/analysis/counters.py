@@ -169,21 +169,13 @@ def bandwidth_summary(series: pd.DataFrame, copies: pd.DataFrame, end: int) -> p
     return out[["device", "kind", "bytes", "busy_ms", "mean_gbps_busy", "peak_gbps"]]
 
 
-def span(trace: Trace) -> tuple[int, int]:
-    """Start and end of the trace (engine ns); of every event, even in a GPU-only load."""
-    if trace.gpu_only and trace.plan.span_ns is not None:
-        return trace.plan.span_ns
-    df = trace.query("SELECT MIN(ts) AS s, MAX(ts + dur) AS e FROM slice WHERE dur >= 0")
-    return int(df["s"][0]), int(df["e"][0])
-
-
 def counters(trace: Trace, series: tuple[str, ...] = SERIES, style: str = "traceaug") -> dict:
     """All requested series and summaries; raises for a trace with no GPU work."""
     trace.include("traceaug.counters")
     if trace.query("SELECT COUNT(*) AS n FROM traceaug_gpu_op")["n"][0] == 0:
         raise TraceaugError(f"{trace.path}: no GPU kernels, copies or sets (a CPU-only trace?): "
                             "no counters to add")
-    start, end = span(trace)
+    start, end = trace.span()  # there are GPU ops, so there is a span
     out: dict = {"start": start, "end": end}
     if "queue" in series:
         q = queue_length(trace, style)

@@ -36,8 +36,7 @@ def info(trace: Trace) -> dict:
         "GROUP BY device, stream ORDER BY device, stream"
     )
     steps = trace.query("SELECT COUNT(DISTINCT name) AS n FROM traceaug_step")["n"][0]
-    span = trace.query("SELECT MIN(ts) AS start, MAX(ts + dur) AS end FROM slice WHERE dur >= 0")
-    start, end = span["start"][0], span["end"][0]
+    span = trace.span()
     names = {p.get("id"): p.get("name") for p in trace.device_properties}
     devices = sorted({int(d) for d in streams["device"].dropna()})
     out = {
@@ -46,8 +45,8 @@ def info(trace: Trace) -> dict:
         "world_size": trace.world_size,
         "devices": [f"{d}: {names.get(d, 'unknown')}" for d in devices],
         "profiler_steps": int(steps),
-        "start_ns": None if start != start or start is None else int(trace.absolute(start)),
-        "end_ns": None if end != end or end is None else int(trace.absolute(end)),
+        "start_ns": None if span is None else int(trace.absolute(span[0])),
+        "end_ns": None if span is None else int(trace.absolute(span[1])),
     }
     out["duration_ms"] = (
         None if out["start_ns"] is None else round((out["end_ns"] - out["start_ns"]) / 1e6, 3))

@@ -55,6 +55,13 @@ def _options(ctx: click.Context) -> dict:
     return {"tp_bin": ctx.obj.get("tp_bin")}
 
 
+def _prefetch(*inputs: Path, full: bool = False, gpu_only: bool = False):
+    """Start pass 1 of the inputs in child processes before this one imports the engine."""
+    from .read import prefetch
+
+    return prefetch.start(list(inputs), full=full, gpu_only=gpu_only)
+
+
 @main.command()
 @click.argument("trace", type=click.Path(path_type=Path))
 @click.argument("sql", required=False)
@@ -76,7 +83,8 @@ def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
         raise click.UsageError("give the SQL as an argument or with -f FILE")
     if full is None:
         full = needs_full_load(sql)
-    traces = load_ranks(trace, rank=rank, full=full, **_options(ctx))
+    traces = load_ranks(trace, rank=rank, full=full, prefetched=_prefetch(trace, full=full),
+                        **_options(ctx))
     if len(traces) > 1:
         for t in traces.values():
             t.close()
@@ -99,7 +107,8 @@ def info(ctx: click.Context, trace: Path, fmt: str, rank: int | None) -> None:
     """Devices, ranks, steps, time span, event counts, streams and Perfetto's warnings."""
     from . import info as trace_info
 
-    click.echo(render_records(trace_info(trace, rank=rank, **_options(ctx)), fmt), nl=False)
+    records = trace_info(trace, rank=rank, prefetched=_prefetch(trace), **_options(ctx))
+    click.echo(render_records(records, fmt), nl=False)
 
 
 def _series(value: str) -> tuple[str, ...]:
@@ -131,14 +140,15 @@ def counters(ctx: click.Context, src: Path, dst: Path | None, series: str, style
 
     IN and OUT may be directories of per-rank traces (one output per rank, same names).
     """
-    from .commands.counters import run
-
     if dst is None and not summary_only:
         raise click.UsageError("give OUT, or --summary-only")
     if open_ui and (summary_only or src.is_dir()):
         raise click.UsageError("--open needs one output file")
+    prefetched = _prefetch(src, gpu_only=True)
+    from .commands.counters import run
+
     text = run(src, None if summary_only else dst, _series(series), style, rank, fmt,
-               **_options(ctx))
+               prefetched=prefetched, **_options(ctx))
     click.echo(text, nl=False)
     if open_ui:
         _open(dst)
@@ -165,11 +175,12 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
                  rank: int | None, threshold: float, top: int, fmt: str, html_out: Path | None,
                  trace_out: Path | None, open_ui: bool) -> None:
     """Compare two traces (or two directories of per-rank traces): what changed from A to B."""
-    from .commands import diff as cmd
-
     if open_ui and trace_out is None:
         raise click.UsageError("--open needs --trace FILE")
-    result = cmd.run(a, b, by, device, step, threshold, rank, **_options(ctx))
+    prefetched = _prefetch(a, b)
+    from .commands import diff as cmd
+
+    result = cmd.run(a, b, by, device, step, threshold, rank, prefetched=prefetched, **_options(ctx))
     try:
         click.echo(cmd.render(result, fmt, top), nl=False)
         if html_out is not None:

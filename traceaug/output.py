@@ -1,9 +1,16 @@
-"""Render results as a terminal table, CSV or JSON."""
+"""Render results as a terminal table, CSV or JSON.
+
+pandas loads on first use: the command line imports this module before it starts
+pass 1 in child processes (``read.prefetch``), which should not wait for pandas."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import orjson
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FORMATS = ("table", "csv", "json")
 
@@ -16,6 +23,8 @@ def render_frame(df: pd.DataFrame, fmt: str) -> str:
         return df.to_json(orient="records", force_ascii=False) + "\n"
     if df.empty:
         return "(no rows)\n" if len(df.columns) else "(no result)\n"
+    import pandas as pd
+
     with pd.option_context("display.max_rows", None, "display.max_columns", None,
                            "display.width", 200, "display.max_colwidth", 80):
         return df.to_string(index=False) + "\n"
@@ -27,6 +36,8 @@ def render_records(records: list[dict], fmt: str) -> str:
         data = records[0] if len(records) == 1 else records
         return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n"
     if fmt == "csv":
+        import pandas as pd
+
         flat = [{k: "; ".join(map(str, v)) if isinstance(v, list) else v for k, v in r.items()}
                 for r in records]
         return pd.DataFrame(flat).to_csv(index=False)

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 from perfetto.trace_processor.api import TraceProcessorException
 
 from .engine.loader import load
 from .errors import TraceaugError
+
+if TYPE_CHECKING:
+    from .read.prefetch import Prefetched
 
 SQL_PACKAGE = "traceaug"
 
@@ -30,10 +34,11 @@ class Trace:
 
     def __init__(self, path: str | Path, tp_bin: str | None = None,
                  memory64: bool | None = None, progress: bool | None = None,
-                 full: bool = False, gpu_only: bool = False, workers: int | None = None) -> None:
+                 full: bool = False, gpu_only: bool = False, workers: int | None = None,
+                 prefetched: Prefetched | None = None) -> None:
         self.path = Path(path)
         loaded = load(self.path, bin_path=tp_bin, memory64=memory64, show_progress=progress,
-                      full=full, gpu_only=gpu_only, workers=workers)
+                      full=full, gpu_only=gpu_only, workers=workers, prefetched=prefetched)
         self.tp = loaded.tp
         self.plan = loaded.plan
         self.memory64 = loaded.memory64

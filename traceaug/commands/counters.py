@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 import pandas as pd
@@ -13,6 +14,9 @@ from ..output import render_frame
 from ..read.inputs import TraceFile, resolve
 from ..rewrite.counters import add_counters
 from ..trace import Trace
+
+if TYPE_CHECKING:
+    from ..read.prefetch import Prefetched
 
 
 def _targets(src: Path, dst: Path | None, rank: int | None) -> list[tuple[TraceFile, Path | None]]:
@@ -35,10 +39,10 @@ def _targets(src: Path, dst: Path | None, rank: int | None) -> list[tuple[TraceF
     return [(f, dst) for f in files]
 
 
-def _one(target: tuple[TraceFile, Path | None], series, style, tp_bin, quiet) -> dict:
+def _one(target: tuple[TraceFile, Path | None], series, style, tp_bin, quiet, prefetched) -> dict:
     tf, out = target  # quiet: two ranks at once, one pass-1 worker process each
     with Trace(tf.path, tp_bin=tp_bin, progress=False if quiet else None, gpu_only=True,
-               workers=1 if quiet else None) as trace:
+               workers=1 if quiet else None, prefetched=prefetched) as trace:
         result = add_counters(trace, out, series, style, show_progress=False if quiet else None)
         rank = trace.rank if trace.rank is not None else tf.rank
     for key in ("queue_summary", "bandwidth_summary"):
@@ -49,15 +53,16 @@ def _one(target: tuple[TraceFile, Path | None], series, style, tp_bin, quiet) ->
 
 
 def run(src: Path, dst: Path | None, series: tuple[str, ...], style: str, rank: int | None,
-        fmt: str, tp_bin: str | None = None) -> str:
+        fmt: str, tp_bin: str | None = None, prefetched: Prefetched | None = None) -> str:
     """Process every target (two ranks at a time) and return the formatted summary."""
     targets = _targets(Path(src), None if dst is None else Path(dst), rank)
     quiet = len(targets) > 1
     if quiet:
         with ThreadPoolExecutor(max_workers=2) as pool:
-            results = list(pool.map(lambda t: _one(t, series, style, tp_bin, True), targets))
+            results = list(pool.map(lambda t: _one(t, series, style, tp_bin, True, prefetched),
+                                    targets))
     else:
-        results = [_one(targets[0], series, style, tp_bin, False)]
+        results = [_one(targets[0], series, style, tp_bin, False, prefetched)]
     return summary_text(results, fmt)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 import pandas as pd
@@ -14,6 +15,9 @@ from ..errors import TraceaugError
 from ..output import render_frame
 from ..read.inputs import TraceFile, resolve
 from ..trace import Trace
+
+if TYPE_CHECKING:
+    from ..read.prefetch import Prefetched
 
 HEADLINE = (("step_ms", "step time"), ("gpu_busy_ms", "GPU busy"), ("gpu_idle_ms", "GPU idle"),
             ("computation_ms", "computation"), ("communication_ms", "communication"),
@@ -59,14 +63,16 @@ def pair_ranks(a: Path, b: Path, rank: int | None) -> tuple[list[tuple[TraceFile
 
 
 def run(a: Path, b: Path, by: str, device: str, step: int | None, threshold: float,
-        rank: int | None = None, tp_bin: str | None = None) -> DiffResult:
+        rank: int | None = None, tp_bin: str | None = None,
+        prefetched: Prefetched | None = None) -> DiffResult:
     """Load every paired file (two at a time) and compare each rank."""
     pairs, unmatched = pair_ranks(Path(a), Path(b), rank)
     files = [f.path for pair in pairs for f in pair]
     quiet = len(files) > 2
 
     def load(path: Path) -> Side:  # two loads at once: one pass-1 worker process each
-        return Side.of(Trace(path, tp_bin=tp_bin, progress=False if quiet else None, workers=1))
+        return Side.of(Trace(path, tp_bin=tp_bin, progress=False if quiet else None, workers=1,
+                             prefetched=prefetched))
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         sides = list(pool.map(load, files))

@@ -14,12 +14,17 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import EngineError, EngineOutOfMemory, TraceaugError
 from ..memory import release_free_memory
 from ..progress import Progress
 from ..read import chunks, normalize, source
 from .backend import TraceProcessor
+from .wasm_module import load_build
+
+if TYPE_CHECKING:
+    from ..read.prefetch import Prefetched
 
 MEMORY64_ABOVE = 1_500_000_000  # raw JSON bytes beyond which the 32-bit heap is too small
 # Bytes per parse call. Small: each call's message is copied several times (join, protobuf,
@@ -110,13 +115,14 @@ def _load_once(path: Path, plan: normalize.Plan | None, memory64: bool, bin_path
 
 def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
          show_progress: bool | None = None, full: bool = False, gpu_only: bool = False,
-         workers: int | None = None) -> Loaded:
+         workers: int | None = None, prefetched: Prefetched | None = None) -> Loaded:
     """Load ``path``; raise ``TraceaugError`` with a one-line reason on failure.
 
     ``full=False`` keeps the args analyses use (``pass1.KINETO_ARGS``) and no flow
     events; ``full=True`` keeps everything (slower, more memory); ``gpu_only=True`` keeps
     only GPU ops, the calls that launch them and ProfilerSteps (what counters read).
-    ``workers``: pass-1 worker processes (default: two above ``normalize.PARALLEL_ABOVE``)."""
+    ``workers``: pass-1 worker processes (default: two above ``normalize.PARALLEL_ABOVE``).
+    ``prefetched``: plans the command line started in child processes (``read.prefetch``)."""
     path = Path(path)
     source.check_readable(path)
     stored = source.stored_size(path)
@@ -126,7 +132,14 @@ def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
     try:
         not_chrome = None
         try:
-            plan = normalize.plan(path, progress.update, full=full, gpu_only=gpu_only, workers=workers)
+            plan = None
+            if prefetched is not None:
+                if not bin_path:
+                    load_build(memory64)  # compile or map the engine while the child plans
+                plan = prefetched.take(path, full, gpu_only)
+            if plan is None:
+                plan = normalize.plan(path, progress.update, full=full, gpu_only=gpu_only,
+                                      workers=workers)
             release_free_memory()  # pass 1's freed JSON, before the engine grows
         except chunks.NotChromeJson as e:
             plan, not_chrome = None, e  # not Chrome JSON we can split: let Perfetto judge it

@@ -203,7 +203,9 @@ def rebased_chunks(blocks: Iterable[bytes], rebase: Rebase) -> Iterator[chunks.C
     """Confirmed chunks (``chunks.scan``) whose events were parsed from exactly rebased text;
     ``chunk.exact`` says the chunk needed ``Rebase.exact``. Then the layout."""
     for item in chunks.scan(blocks, rewrite=rebase.rewrite):
-        if not isinstance(item, chunks.Layout):
+        if isinstance(item, chunks.Layout):
+            rebase.last_text = b""  # the plan keeps the rebase, not its last chunk
+        else:
             item.events, item.exact = _exact_unless_verified(
                 item.events, rebase.last_text, rebase.replaced, item.last,
                 chunks.Layout(array_form=item.array_form), rebase)

@@ -28,14 +28,21 @@ class WorkerFailed(Exception):
     """A worker process died or could not start."""
 
 
-def _send(stream, obj: Any) -> None:
+def spawn(module: str) -> subprocess.Popen:
+    """``python -m module`` with this process's import path; pipes on stdin and stdout."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **_MALLOC}
+    return subprocess.Popen([sys.executable, "-m", module], env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+
+def send(stream, obj: Any) -> None:
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(_LENGTH.pack(len(data)))
     stream.write(data)
     stream.flush()
 
 
-def _recv(stream) -> Any:
+def recv(stream) -> Any:
     head = stream.read(_LENGTH.size)
     if len(head) < _LENGTH.size:
         raise EOFError
@@ -50,14 +57,8 @@ class Pool:
     """``workers`` processes running ``traceaug.read.pass1.read_chunk``."""
 
     def __init__(self, workers: int) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **_MALLOC}
         try:
-            self.procs = [
-                subprocess.Popen([sys.executable, "-m", "traceaug.read.workers"], env=env,
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 stderr=subprocess.DEVNULL)
-                for _ in range(workers)
-            ]
+            self.procs = [spawn("traceaug.read.workers") for _ in range(workers)]
         except OSError as e:
             raise WorkerFailed(str(e)) from None
         self.queues: list[queue.Queue] = [queue.Queue() for _ in self.procs]
@@ -71,7 +72,7 @@ class Pool:
     def _write(proc: subprocess.Popen, q: queue.Queue) -> None:
         try:
             while (request := q.get()) is not None:
-                _send(proc.stdin, request)
+                send(proc.stdin, request)
             proc.stdin.close()
         except (BrokenPipeError, OSError):
             pass  # the reader sees the worker's end of file
@@ -89,7 +90,7 @@ class Pool:
         proc = self.procs[self.received % len(self.procs)]
         self.received += 1
         try:
-            return _recv(proc.stdout)
+            return recv(proc.stdout)
         except (EOFError, OSError, pickle.UnpicklingError):
             raise WorkerFailed(f"pass-1 worker exited with {proc.poll()}") from None
 
@@ -120,10 +121,10 @@ def main() -> None:
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     while True:
         try:
-            args = _recv(stdin)
+            args = recv(stdin)
         except EOFError:
             return
-        _send(stdout, read_chunk(*args))
+        send(stdout, read_chunk(*args))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,94 @@
+"""Pass 1 in child processes (read.prefetch): the same plan as in-process, used once, and
+never in the way when it fails or does not apply."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import orjson
+import pytest
+from conftest import TESTDATA, shared_trace
+
+from traceaug.read import normalize, prefetch
+from traceaug.read.pass1 import GPU_ONLY_CATEGORIES
+from traceaug.trace import Trace
+
+
+def _plan_fields(p: normalize.Plan) -> dict:
+    return {"held": p.held, "cuts": p.layout.cuts, "header": p.layout.header,
+            "trailer": p.layout.trailer, "events": p.events, "moved": p.moved,
+            "lane_threads": p.lane_threads, "thread_names": p.thread_names,
+            "base_ns": p.base_ns, "span_ns": p.span_ns, "exact": p.exact_chunks,
+            "first_seqs": p.chunk_first_seq}
+
+
+@pytest.mark.parametrize("gpu_only", [False, True])
+@pytest.mark.parametrize("name", ["testdata", "kineto/v100_ns_resolution.json.gz"])
+def test_child_plan_equals_in_process_plan(name: str, gpu_only: bool) -> None:
+    path = TESTDATA / "small_training.json" if name == "testdata" else shared_trace(name)
+    pre = prefetch.start([path], gpu_only=gpu_only)
+    child = pre.take(path, False, gpu_only)
+    here = normalize.plan(path, full=False, gpu_only=gpu_only, workers=0)
+    assert child is not None
+    assert _plan_fields(child) == _plan_fields(here)
+    if name == "testdata":
+        assert child.moved_slices == 1  # the overlapping kernel pair got its lane in the child
+    assert pre.take(path, False, gpu_only) is None  # a plan is handed out once
+
+
+def test_trace_with_prefetched_plan_answers_the_same() -> None:
+    path = shared_trace("kineto/a100_rank0_of16_6streams.json.gz")
+    sql = ("SELECT COUNT(*) AS n, SUM(dur) AS total, MIN(ts) AS first FROM slice "
+           "WHERE name NOT LIKE 'traceaug%'")
+    pre = prefetch.start([path], gpu_only=True)
+    assert len(pre._children) == 1
+    with Trace(path, gpu_only=True, prefetched=pre, progress=False) as t:
+        assert not pre._children  # the loader took the child's plan
+        got = t.query(sql).iloc[0].tolist(), t.span()
+    with Trace(path, gpu_only=True, progress=False) as t:
+        want = t.query(sql).iloc[0].tolist(), t.span()
+    assert got == want
+    raw = orjson.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    kept = [e for e in raw if e.get("ph") == "X" and (e.get("cat") in GPU_ONLY_CATEGORIES
+                                                      or e["name"].startswith("ProfilerStep#"))]
+    assert got[0][:2] == [len(kept), sum(e["dur"] for e in kept) * 1000]
+
+
+def test_a_load_kind_not_prefetched_plans_in_process() -> None:
+    path = TESTDATA / "small_training.json"
+    pre = prefetch.start([path], gpu_only=True)
+    with Trace(path, prefetched=pre, progress=False) as t:  # an analysis load, not GPU-only
+        assert not t.gpu_only
+        assert t.query("SELECT COUNT(*) AS n FROM slice WHERE name = 'aten::addmm'")["n"][0] == 6
+    assert len(pre._children) == 1  # the GPU-only plan is still waiting: closing stops it
+    child = next(iter(pre._children.values()))
+    pre.close()
+    assert child.poll() is not None and not pre._children
+
+
+@pytest.mark.parametrize("content, reason", [
+    (b'{"hello": [1, 2, 3]}', "no traceEvents array"),
+    (b'{"traceEvents": [{"ph": "X", "ts": 1, ', "malformed JSON"),
+])
+def test_a_failed_child_gives_no_plan(tmp_path: Path, content: bytes, reason: str) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    pre = prefetch.start([bad])
+    assert len(pre._children) == 1
+    assert pre.take(bad, False, False) is None
+    with pytest.raises(Exception, match=reason):  # the loader then plans here and reports it
+        normalize.plan(bad, full=False, workers=0)
+
+
+def test_no_children_for_large_traces_rank_directories_or_missing_files(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    small = TESTDATA / "small_training.json"
+    assert len(prefetch.start([TESTDATA / "rank_dir"])._children) == 0  # two ranks
+    assert len(prefetch.start([small, tmp_path / "missing.json"])._children) == 0
+    monkeypatch.setattr(prefetch, "UP_TO", small.stat().st_size - 1)
+    assert len(prefetch.start([small])._children) == 0
+    monkeypatch.setattr(prefetch, "UP_TO", small.stat().st_size)
+    pre = prefetch.start([small])
+    assert len(pre._children) == 1
+    pre.close()

@@ -8,6 +8,7 @@ formatting; the whole file is never held in memory. Pass 1 discovers the cuts
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _ESCAPED_QUOTE = re.compile(rb'(\\+)"')
 _TRIES = 8  # boundary candidates outside strings tried (parsed) before reading on
 _HEADER_LIMIT = 64 << 20
+_TAIL = 64 << 10  # where the confirmed scan looks for its first cut candidate
 
 
 class NotChromeJson(ValueError):
@@ -140,6 +142,20 @@ def _cut_candidates(buf: bytearray, start: int, window: int) -> Iterator[re.Matc
             yield match
 
 
+def _last_boundary(buf: bytearray, window: int) -> Iterator[re.Match]:
+    """The last ``},{`` in the buffer's final ``_TAIL`` bytes, if any, string or not: a cut
+    inside a string leaves the chunk with an unterminated string, which never parses."""
+    matches = list(_BOUNDARY.finditer(buf, max(window, len(buf) - _TAIL)))
+    if matches:
+        yield matches[-1]
+
+
+def _copy(buf: bytearray, start: int, end: int) -> bytes:
+    """``bytes(buf[start:end])`` with one copy, not two."""
+    with memoryview(buf) as view:
+        return bytes(view[start:end])
+
+
 def scan(blocks: Iterable[bytes], rewrite=lambda t: t, confirm: bool = True
          ) -> Iterator[Chunk | Layout]:
     """Pass 1: yield parsed chunks, then the ``Layout`` that pass 2 reuses.
@@ -160,7 +176,7 @@ def scan(blocks: Iterable[bytes], rewrite=lambda t: t, confirm: bool = True
         if not b.eof and avail < CHUNK and b.fill():
             continue
         if b.eof:
-            text = rewrite(bytes(b.buf[pos - b.base :]))
+            text = rewrite(_copy(b.buf, pos - b.base, len(b.buf)))
             events = _parse_tail(text, layout) if confirm else None
             layout.has_events = layout.has_events or bool(events)
             yield Chunk(index, text, True, events, layout.array_form)
@@ -169,8 +185,11 @@ def scan(blocks: Iterable[bytes], rewrite=lambda t: t, confirm: bool = True
         start = pos - b.base
         window = max(start, len(b.buf) - (2 << 20))
         last, text, events = None, b"", None
-        for n, match in enumerate(_cut_candidates(b.buf, start, window)):
-            text = rewrite(bytes(b.buf[start : match.start() + 1]))
+        candidates = _cut_candidates(b.buf, start, window)
+        if confirm:  # the parse proves a cut: try the last boundary before counting quotes
+            candidates = itertools.chain(_last_boundary(b.buf, window), candidates)
+        for n, match in enumerate(candidates):
+            text = rewrite(_copy(b.buf, start, match.start() + 1))
             if not confirm:
                 last, events = match, []
                 break

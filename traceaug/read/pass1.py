@@ -116,7 +116,8 @@ def gather(events: list, full: bool, gpu_only: bool = False) -> ChunkResult:
     Column-wise list comprehensions and numpy instead of one Python loop per event: a
     third of the cost on a Kineto trace."""
     phases = [e.get("ph") if e.__class__ is dict else None for e in events]
-    is_flow = np.array([p in FLOW_PHASES for p in phases], dtype=bool)
+    ph = np.fromiter(phases, dtype=object, count=len(phases))  # compared in C (never nested)
+    is_flow = (ph == "s") | (ph == "t") | (ph == "f")
     drop = np.zeros(len(events), dtype=bool) if full else is_flow.copy()
     if gpu_only:
         drop |= ~np.array([p is not None and (
@@ -133,7 +134,7 @@ def gather(events: list, full: bool, gpu_only: bool = False) -> ChunkResult:
                    and e["tid"] < 0]:
             ev["tid"] = unsigned_tid(ev["tid"])
     index = np.arange(len(events))
-    is_x = np.array([p == "X" for p in phases], dtype=bool)
+    is_x = ph == "X"
     x_at = index[is_x & ~drop]
     x_events = [events[i] for i in x_at.tolist()]
     keys: dict = {}
@@ -151,7 +152,7 @@ def gather(events: list, full: bool, gpu_only: bool = False) -> ChunkResult:
                 else:
                     ev["args"] = {k: v for k, v in args.items() if k in KINETO_ARGS}  # in order
     names: dict = {}
-    for i in index[np.array([p == "M" for p in phases], dtype=bool)].tolist() if events else ():
+    for i in index[ph == "M"].tolist() if events else ():
         ev = events[i]
         args = ev.get("args")
         if ev.get("name") == "thread_name" and isinstance(args, dict) and isinstance(args.get("name"), str):

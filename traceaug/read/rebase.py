@@ -79,9 +79,9 @@ class Rebase:
         """The text with the prefix replaced after ``sep``, and how many were."""
         if self.prefix is None or self.sep is None:
             return text, 0
-        old = self.sep + self.prefix
-        n = text.count(old)
-        return (text.replace(old, self.sep + b"1"), n) if n else (text, 0)
+        old, new = self.sep + self.prefix, self.sep + b"1"
+        out = text.replace(old, new)  # the prefix has 2+ digits: the length says how many
+        return out, (len(text) - len(out)) // (len(old) - len(new))
 
     def rewrite(self, text: bytes) -> bytes:
         """``choose`` then ``fast``, remembering the input and the count for ``verified``."""

@@ -31,6 +31,7 @@ class Prefetched:
 
     def __init__(self) -> None:
         self._children: dict[tuple[Path, bool, bool], object] = {}
+        self._taken: list = []  # children that sent their plan and are exiting: reaped at close
         atexit.register(self.close)
 
     def start(self, path: Path, full: bool, gpu_only: bool) -> None:
@@ -55,18 +56,20 @@ class Prefetched:
             kind, plan = pickle.load(child.stdout)  # streamed: no second copy of the held bytes
         except (EOFError, OSError, pickle.UnpicklingError, ValueError):
             kind, plan = "failed", None
-        finally:
-            child.stdout.close()
-            child.wait()
+            child.kill()
+        child.stdout.close()
+        self._taken.append(child)  # not waited for here: its exit takes 20 ms
         return plan if kind == "plan" else None
 
     def close(self) -> None:
-        """Stop children whose plans were never taken."""
+        """Stop children whose plans were never taken; reap the others."""
         for child in self._children.values():
             child.kill()
             child.stdout.close()
+        for child in [*self._children.values(), *self._taken]:
             child.wait()
         self._children.clear()
+        self._taken.clear()
 
 
 def start(inputs: list[Path], full: bool = False, gpu_only: bool = False) -> Prefetched:

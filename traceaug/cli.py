@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -12,6 +13,9 @@ from . import __version__
 from .errors import TraceaugError
 from .memory import return_freed_promptly
 from .output import FORMATS, render_frame, render_records
+
+if TYPE_CHECKING:
+    from .read.prefetch import Prefetched
 
 TP_BIN_HELP = "Use this native trace_processor_shell instead of the embedded wasm engine."
 
@@ -55,7 +59,7 @@ def _options(ctx: click.Context) -> dict:
     return {"tp_bin": ctx.obj.get("tp_bin")}
 
 
-def _prefetch(*inputs: Path, full: bool = False, gpu_only: bool = False):
+def _prefetch(*inputs: Path, full: bool = False, gpu_only: bool = False) -> Prefetched:
     """Start pass 1 of the inputs in child processes before this one imports the engine."""
     from .read import prefetch
 

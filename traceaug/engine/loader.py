@@ -113,6 +113,14 @@ def _load_once(path: Path, plan: normalize.Plan | None, memory64: bool, bin_path
         raise
 
 
+def _warm(memory64: bool) -> None:
+    """Compile or map the engine while a child plans; a failure shows when it is created."""
+    try:
+        load_build(memory64)
+    except EngineError:
+        pass
+
+
 def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
          show_progress: bool | None = None, full: bool = False, gpu_only: bool = False,
          workers: int | None = None, prefetched: Prefetched | None = None) -> Loaded:
@@ -135,7 +143,7 @@ def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
             plan = None
             if prefetched is not None:
                 if not bin_path:
-                    load_build(memory64)  # compile or map the engine while the child plans
+                    _warm(memory64)
                 plan = prefetched.take(path, full, gpu_only)
             if plan is None:
                 plan = normalize.plan(path, progress.update, full=full, gpu_only=gpu_only,

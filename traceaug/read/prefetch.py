@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import pickle
+import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,8 +31,8 @@ class Prefetched:
     """Plans being made in child processes, one per (file, load kind)."""
 
     def __init__(self) -> None:
-        self._children: dict[tuple[Path, bool, bool], object] = {}
-        self._taken: list = []  # children that sent their plan and are exiting: reaped at close
+        self._children: dict[tuple[Path, bool, bool], subprocess.Popen] = {}
+        self._taken: list[subprocess.Popen] = []  # sent their plan, exiting: reaped at close
         atexit.register(self.close)
 
     def start(self, path: Path, full: bool, gpu_only: bool) -> None:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..errors import TraceaugError
 from ..trace import Trace
-from .steps import GPU_KINDS, ops_with_steps, shorten
+from .steps import ops_with_steps, shorten
 
 BY = ("name", "short-name", "category")
 DEVICES = ("cpu", "gpu", "all")
@@ -35,41 +35,39 @@ class Side:
         events, st = ops_with_steps(trace)
         return cls(trace, events, st)
 
-    def window(self, step: int | None) -> tuple[pd.DataFrame, int]:
-        """Events in the compared steps, and how many steps that is."""
-        ev = self.events
+    def window(self, step: int | None) -> tuple[np.ndarray, int]:
+        """Which events are in the compared steps (a mask), and how many steps that is."""
+        at = self.events["step"].to_numpy()
         if step is not None:
             if step not in set(self.steps["step"].tolist()):
                 have = ", ".join(map(str, self.steps["step"].tolist())) or "none"
                 raise TraceaugError(f"{self.trace.path}: no ProfilerStep#{step} (steps: {have})")
-            return ev[ev["step"] == step], 1
+            return at == step, 1
         if self.steps.empty:
-            return ev, 1
-        return ev[ev["step"] >= 0], len(self.steps)
+            return np.ones(len(at), dtype=bool), 1
+        return at >= 0, len(self.steps)
 
 
-def _select(ev: pd.DataFrame, device: str) -> pd.DataFrame:
-    gpu = ev["kind"].isin(GPU_KINDS)
-    if device == "cpu":
-        return ev[ev["kind"] == "cpu_op"]
+def _on_device(ev: pd.DataFrame, device: str) -> np.ndarray:
+    """Mask of the GPU ops, the CPU ops, or both."""
+    gpu = ev["gpu"].to_numpy()
     if device == "gpu":
-        return ev[gpu]
-    return ev[gpu | (ev["kind"] == "cpu_op")]
+        return gpu
+    cpu = (ev["kind"] == "cpu_op").to_numpy()
+    return cpu if device == "cpu" else gpu | cpu
 
 
 def op_table(side: Side, by: str = "name", device: str = "all", step: int | None = None) -> pd.DataFrame:
     """Per (device, key): count and total ns per step."""
-    ev, n = side.window(step)
-    ev = _select(ev, device)
-    where = np.where(ev["kind"].isin(GPU_KINDS), "gpu", "cpu")
+    rows, n = side.window(step)
+    ev = side.events
+    rows &= _on_device(ev, device)
+    where = np.where(ev["gpu"].to_numpy()[rows], "gpu", "cpu")
+    key = ev["category" if by == "category" else "name"].to_numpy()[rows]
     if by == "short-name":
-        names = ev["name"].unique()
-        key = ev["name"].map(dict(zip(names, [shorten(x) for x in names], strict=True)))
-    elif by == "category":
-        key = ev["category"]
-    else:
-        key = ev["name"]
-    df = pd.DataFrame({"device": where, "key": key.to_numpy(), "dur": ev["dur"].to_numpy(np.int64)})
+        codes, names = pd.factorize(key)
+        key = np.array([shorten(x) for x in names], dtype=object)[codes]
+    df = pd.DataFrame({"device": where, "key": key, "dur": ev["dur"].to_numpy()[rows]})
     out = df.groupby(["device", "key"], sort=False)["dur"].agg(count="count", total="sum").reset_index()
     out["count"] = out["count"] / n
     out["total"] = out["total"] / n
@@ -111,7 +109,7 @@ def _union(ts: np.ndarray, end: np.ndarray) -> int:
 
 def headline(side: Side, step: int | None = None) -> dict:
     """Step time, GPU busy / idle time and compute / communication / memory time, per step (ms)."""
-    ev, n = side.window(step)
+    rows, n = side.window(step)
     st = side.steps
     if step is not None:
         st = st[st["step"] == step]
@@ -120,13 +118,14 @@ def headline(side: Side, step: int | None = None) -> dict:
         step_ns = float(end - start)
     else:
         step_ns = float(st["dur"].mean())
-    gpu = ev[ev["kind"].isin(GPU_KINDS)]
-    ts = gpu["ts"].to_numpy(np.int64)
-    end = ts + gpu["dur"].to_numpy(np.int64)
+    ev = side.events
+    rows &= ev["gpu"].to_numpy()
+    ts = ev["ts"].to_numpy()[rows]
+    end = ts + ev["dur"].to_numpy()[rows]
     busy = _union(ts, end) / n
     out = {"steps": 0 if st.empty else len(st), "step_ms": step_ns / 1e6, "gpu_busy_ms": busy / 1e6,
            "gpu_idle_ms": max(step_ns - busy, 0) / 1e6}
-    cat = gpu["category"].to_numpy()
+    cat = ev["category"].to_numpy()[rows]
     for c in ("computation", "communication", "memory"):
         sel = cat == c
         out[f"{c}_ms"] = _union(ts[sel], end[sel]) / n / 1e6
@@ -141,7 +140,7 @@ def diff(a: Side, b: Side, by: str = "name", device: str = "all", step: int | No
     if device not in DEVICES:
         raise TraceaugError(f"--device must be one of {', '.join(DEVICES)}")
     for side in (a, b):
-        if not side.events["kind"].isin(GPU_KINDS).any():
+        if not side.events["gpu"].any():
             raise TraceaugError(f"{side.trace.path}: no GPU kernels, copies or sets to compare")
     ops = compare(op_table(a, by, device, step), op_table(b, by, device, step), threshold)
     return {"a": headline(a, step), "b": headline(b, step), "ops": ops}

@@ -40,22 +40,29 @@ def _window(ts: np.ndarray, st: pd.DataFrame) -> np.ndarray:
 
 def category(kind: pd.Series, name: pd.Series) -> pd.Series:
     """HTA's kernel types for GPU ops (communication, memory, computation); the kind otherwise."""
-    names = pd.unique(name)  # a few hundred distinct names: match each once
-    comm = name.map(dict(zip(names, pd.Series(names).str.contains(_COMM).tolist())))
-    gpu = kind.isin(GPU_KINDS)
-    return pd.Series(np.select(
-        [gpu & comm, gpu & kind.isin(("memcpy", "memset")), gpu],
-        ["communication", "memory", "computation"], default=kind), index=kind.index)
+    codes, names = pd.factorize(name)  # a few hundred distinct names: match each once
+    comm = np.fromiter((_COMM.search(n) is not None for n in names), dtype=bool, count=len(names))
+    comm = np.append(comm, False)  # code -1 (no name) indexes this last entry
+    k = kind.to_numpy(dtype=object)
+    gpu = kind.isin(GPU_KINDS).to_numpy()
+    out = k.copy()
+    out[gpu] = "computation"  # later assignments win: communication, then memory, first
+    out[gpu & ((k == "memcpy") | (k == "memset"))] = "memory"
+    out[gpu & comm[codes]] = "communication"
+    return pd.Series(out, index=kind.index, dtype=kind.dtype)
 
 
 def ops_with_steps(trace: Trace) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(events of KINDS with a ``step`` column, the steps table)."""
+    """(events of KINDS with ``step``, ``gpu`` (a GPU op) and ``category`` columns, the steps)."""
     st = steps(trace)
     ev = trace.query(
         "SELECT id, ts, dur, name, kind, correlation, device, stream FROM traceaug_event "
         f"WHERE kind IN ({', '.join(repr(k) for k in KINDS)})")
-    ev["step"] = _window(ev["ts"].to_numpy(np.int64), st)
+    for col in ("id", "ts", "dur"):  # never NULL: int64 once, not at every use
+        ev[col] = ev[col].to_numpy(np.int64)
+    ev["step"] = _window(ev["ts"].to_numpy(), st)
     gpu = ev["kind"].isin(GPU_KINDS).to_numpy()
+    ev["gpu"] = gpu
     runtime = ev.loc[(ev["kind"] == "runtime") & ev["correlation"].notna(), ["correlation", "step"]]
     runtime = runtime.drop_duplicates("correlation")
     launched = ev.loc[gpu, ["correlation"]].merge(runtime, on="correlation", how="left")["step"]

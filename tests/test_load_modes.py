@@ -79,16 +79,18 @@ def test_workers_plan_exactly_as_this_process(full: bool, monkeypatch) -> None:
     _same_plan(here, there)
 
 
-def test_cuts_skip_strings_and_nested_objects(tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("indent", [None, 1], ids=["compact", "pretty"])
+def test_cuts_skip_strings_and_nested_objects(tmp_path, monkeypatch, indent: int | None) -> None:
     """Names full of ``},{`` and args holding lists of objects. Cuts skip the strings (quote
-    parity); a cut between two nested objects does not parse in a worker, so pass 1 scans
-    again in this process, confirming each cut. The plan is the same either way."""
+    parity, or a newline in the boundary when pretty-printed); a cut between two nested objects
+    does not parse in a worker, so pass 1 scans again in this process, confirming each cut. The
+    plan is the same either way."""
     events = [{"ph": "X", "name": "k},{" * 40 + str(i), "pid": 1, "tid": 2, "ts": 10 * i, "dur": 5,
                "cat": "kernel", "args": {"stream": 7, "device": 0, "correlation": i,
                                          "shapes": [{"a": i}, {"b": i}, {"c": i}]}}
               for i in range(6000)]
     path = tmp_path / "strings.json.gz"
-    path.write_bytes(gzip.compress(json.dumps({"traceEvents": events, "tail": 1}).encode()))
+    path.write_bytes(gzip.compress(json.dumps({"traceEvents": events, "tail": 1}, indent=indent).encode()))
     monkeypatch.setattr(chunks, "CHUNK", 64 << 10)
     monkeypatch.setattr(source, "BLOCK", 64 << 10)
     with pytest.raises(pass1.Unconfirmed):
@@ -101,6 +103,28 @@ def test_cuts_skip_strings_and_nested_objects(tmp_path, monkeypatch) -> None:
     assert len(here.chunk_first_seq) > 20
     with traceaug.load(path, progress=False) as t:
         assert t.query("SELECT COUNT(*) AS n FROM slice")["n"][0] == 6000
+
+
+def test_newline_boundaries_are_cut_without_counting_quotes(tmp_path, monkeypatch) -> None:
+    """JSON strings cannot hold a raw newline, so a ``},\n{`` boundary is an event boundary
+    even where every name is full of ``},{``: no chunk needs its quotes counted, in workers
+    or here, and the plan is the same."""
+    events = [{"ph": "X", "name": "k},{" * 40 + str(i), "pid": 1, "tid": 2, "ts": 10 * i, "dur": 5,
+               "cat": "kernel", "args": {"stream": 7, "device": 0, "correlation": i}}
+              for i in range(6000)]
+    path = tmp_path / "pretty.json"
+    path.write_text(json.dumps({"traceEvents": events}, indent=1))
+    monkeypatch.setattr(chunks, "CHUNK", 64 << 10)
+    monkeypatch.setattr(source, "BLOCK", 64 << 10)
+
+    def no_counting(*args):
+        raise AssertionError("quotes counted")
+
+    monkeypatch.setattr(chunks, "_quotes", no_counting)
+    here = normalize.plan(path, full=False, workers=0)
+    there = normalize.plan(path, full=False, workers=2)
+    _same_plan(here, there)
+    assert here.events == 6000 and len(here.chunk_first_seq) > 20
 
 
 @pytest.mark.parametrize("workers", [0, 2], ids=["here", "workers"])

@@ -19,6 +19,7 @@ CHUNK = 1 << 20  # small: pass 1 holds one chunk's parsed events at a time (per 
 MAX_EVENT = 128 << 20  # no cut parses within this much text: malformed JSON
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_CONTROL_SPACE = re.compile(rb"[\n\r\t]")
 _ESCAPED_QUOTE = re.compile(rb'(\\+)"')
 _TRIES = 8  # boundary candidates outside strings tried (parsed) before reading on
 _HEADER_LIMIT = 64 << 20
@@ -128,9 +129,18 @@ def _cut_candidates(buf: bytearray, start: int, window: int) -> Iterator[re.Matc
     ``start`` is an event's first byte, so outside any string: a position is outside
     too when the unescaped quotes between them are even. Kineto names can hold ``},{``.
     Quotes are counted once over the chunk, then between consecutive candidates (each
-    begins with ``}``, so no backslash run crosses into the next segment).
+    begins with ``}``, so no backslash run crosses into the next segment). Matches in the
+    last ``_TAIL`` bytes come first: listing every match of the window costs more than the
+    quote counts.
     """
-    matches = list(_BOUNDARY.finditer(buf, window))
+    tail = max(window, len(buf) - _TAIL)
+    yield from _outside_strings(buf, start, list(_BOUNDARY.finditer(buf, tail)))
+    if tail > window:
+        yield from _outside_strings(buf, start, list(_BOUNDARY.finditer(buf, window, tail)))
+
+
+def _outside_strings(buf: bytearray, start: int, matches: list[re.Match]) -> Iterator[re.Match]:
+    """Those of ``matches`` (in order) outside JSON strings, last first."""
     if not matches:
         return
     at = matches[-1].start()
@@ -142,11 +152,17 @@ def _cut_candidates(buf: bytearray, start: int, window: int) -> Iterator[re.Matc
             yield match
 
 
-def _last_boundary(buf: bytearray, window: int) -> Iterator[re.Match]:
-    """The last ``},{`` in the buffer's final ``_TAIL`` bytes, if any, string or not: a cut
-    inside a string leaves the chunk with an unterminated string, which never parses."""
+def _last_boundary(buf: bytearray, window: int, confirm: bool) -> Iterator[re.Match]:
+    """The last ``},{`` in the buffer's final ``_TAIL`` bytes that is sure to lie outside
+    JSON strings, which cannot hold a raw newline, CR or tab (Kineto writes ``},\n  {``).
+    In a confirmed scan, failing that, the last one whatever its spacing: a cut inside a
+    string leaves an unterminated string, which never parses."""
     matches = list(_BOUNDARY.finditer(buf, max(window, len(buf) - _TAIL)))
-    if matches:
+    for match in reversed(matches):
+        if _CONTROL_SPACE.search(match.group()):
+            yield match
+            return
+    if matches and confirm:
         yield matches[-1]
 
 
@@ -185,9 +201,9 @@ def scan(blocks: Iterable[bytes], rewrite=lambda t: t, confirm: bool = True
         start = pos - b.base
         window = max(start, len(b.buf) - (2 << 20))
         last, text, events = None, b"", None
-        candidates = _cut_candidates(b.buf, start, window)
-        if confirm:  # the parse proves a cut: try the last boundary before counting quotes
-            candidates = itertools.chain(_last_boundary(b.buf, window), candidates)
+        # The last boundary first; counting quotes (two more scans of the chunk) only if it fails.
+        candidates = itertools.chain(_last_boundary(b.buf, window, confirm),
+                                     _cut_candidates(b.buf, start, window))
         for n, match in enumerate(candidates):
             text = rewrite(_copy(b.buf, start, match.start() + 1))
             if not confirm:

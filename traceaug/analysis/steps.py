@@ -46,7 +46,7 @@ def category(kind: pd.Series, name: pd.Series) -> pd.Series:
     k = kind.to_numpy(dtype=object)
     gpu = kind.isin(GPU_KINDS).to_numpy()
     out = k.copy()
-    out[gpu] = "computation"  # later assignments win: communication, then memory, first
+    out[gpu] = "computation"  # each assignment overrides the last: communication wins
     out[gpu & ((k == "memcpy") | (k == "memset"))] = "memory"
     out[gpu & comm[codes]] = "communication"
     return pd.Series(out, index=kind.index, dtype=kind.dtype)

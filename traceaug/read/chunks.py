@@ -23,7 +23,7 @@ _CONTROL_SPACE = re.compile(rb"[\n\r\t]")
 _ESCAPED_QUOTE = re.compile(rb'(\\+)"')
 _TRIES = 8  # boundary candidates outside strings tried (parsed) before reading on
 _HEADER_LIMIT = 64 << 20
-_TAIL = 64 << 10  # where the confirmed scan looks for its first cut candidate
+_TAIL = 64 << 10  # the end of the buffer, where cut candidates are looked for first
 
 
 class NotChromeJson(ValueError):

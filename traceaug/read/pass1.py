@@ -117,7 +117,9 @@ def gather(events: list, full: bool, gpu_only: bool = False) -> ChunkResult:
     third of the cost on a Kineto trace."""
     phases = [e.get("ph") if e.__class__ is dict else None for e in events]
     ph = np.fromiter(phases, dtype=object, count=len(phases))  # compared in C (never nested)
-    is_flow = (ph == "s") | (ph == "t") | (ph == "f")
+    is_flow = np.zeros(len(ph), dtype=bool)
+    for phase in FLOW_PHASES:
+        is_flow |= ph == phase
     drop = np.zeros(len(events), dtype=bool) if full else is_flow.copy()
     if gpu_only:
         drop |= ~np.array([p is not None and (

@@ -20,18 +20,27 @@ def _drops(key: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
         return out
     same = key[1:] == key[:-1]
     bounds = np.flatnonzero(np.r_[True, ~same, True])
-    # An event can be dropped only if it starts before an earlier one of its thread ends:
+    # The stack is empty where an event starts after every earlier one of its thread ended:
     # a running max of ends per thread (each thread's times shifted above the previous
-    # thread's, so one accumulate serves all). Other threads need no stack walk.
+    # thread's, so one accumulate serves all). Such an event is never dropped.
     lo_ts = ts[bounds[:-1]]
     width = np.maximum.reduceat(end, bounds[:-1]) - lo_ts + 1
     shift = np.repeat(np.cumsum(width) - width - lo_ts, np.diff(bounds))
-    clash = same & (ts[1:] + shift[1:] < np.maximum.accumulate(end + shift)[:-1])
-    if not clash.any():
+    open_below = np.r_[False, same & (ts[1:] + shift[1:] < np.maximum.accumulate(end + shift)[:-1])]
+    if not open_below.any():
         return out
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
-        if not clash[lo : hi - 1].any():
-            continue
+    # Were nothing dropped, the first event dropped in a run between empty stacks would be
+    # dropped all the same: only runs holding such a candidate need the exact stack walk.
+    top = _tops(ts, end, open_below)
+    has_top = top >= 0
+    candidate = np.zeros(n, dtype=bool)
+    candidate[has_top] = end[has_top] > end[top[has_top]]
+    if not candidate.any():
+        return out
+    starts = np.flatnonzero(~open_below)  # each run begins with an empty stack
+    run_ends = np.r_[starts[1:], n]
+    for lo in np.unique(starts[np.searchsorted(starts, np.flatnonzero(candidate), "right") - 1]):
+        hi = run_ends[np.searchsorted(starts, lo)]
         stack: list[int] = []
         for i, (t, e) in enumerate(zip(ts[lo:hi].tolist(), end[lo:hi].tolist())):
             while stack and stack[-1] <= t:
@@ -41,6 +50,21 @@ def _drops(key: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
             else:
                 stack.append(e)
     return out
+
+
+def _tops(ts: np.ndarray, end: np.ndarray, open_below: np.ndarray) -> np.ndarray:
+    """Per event, the innermost earlier event still open at its start (-1: none), were no
+    event dropped: down the stack from the previous event, each step to the candidate's own
+    top (pointer jumping, so a few numpy passes instead of a walk per event)."""
+    top = np.where(open_below, np.arange(len(ts)) - 1, -1)
+    idx = np.flatnonzero(open_below)
+    while len(idx):
+        cand = top[idx]
+        closed = end[cand] <= ts[idx]
+        idx, cand = idx[closed], cand[closed]
+        top[idx] = top[cand]
+        idx = idx[top[idx] >= 0]
+    return top
 
 
 def assign_lanes(key: np.ndarray, ts: np.ndarray, dur: np.ndarray,

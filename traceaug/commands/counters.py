@@ -12,7 +12,8 @@ import pandas as pd
 from ..errors import TraceaugError
 from ..output import render_frame
 from ..read.inputs import TraceFile, resolve
-from ..rewrite.counters import add_counters
+from ..rewrite import splice
+from ..rewrite.counters import prepare
 from ..trace import Trace
 
 if TYPE_CHECKING:
@@ -43,8 +44,11 @@ def _one(target: tuple[TraceFile, Path | None], series, style, tp_bin, quiet, pr
     tf, out = target  # quiet: two ranks at once, one pass-1 worker process each
     with Trace(tf.path, tp_bin=tp_bin, progress=False if quiet else None, gpu_only=True,
                workers=1 if quiet else None, prefetched=prefetched) as trace:
-        result = add_counters(trace, out, series, style, show_progress=False if quiet else None)
+        result, events = prepare(trace, out, series, style)
         rank = trace.rank if trace.rank is not None else tf.rank
+        layout = trace.plan.layout if trace.plan is not None else None
+    if out is not None:  # the engine is closed: its memory is free for the copy
+        splice.write(tf.path, out, layout, events, "counters", False if quiet else None)
     for key in ("queue_summary", "bandwidth_summary"):
         if key in result:
             result[key].insert(0, "rank", rank)

@@ -92,9 +92,10 @@ def start(inputs: list[Path], full: bool = False, gpu_only: bool = False) -> Pre
 
 def main() -> None:
     """Child: read (path, full, gpu_only), send back ("plan", Plan) or ("failed", reason)."""
-    from ..memory import release_free_memory
+    from ..memory import release_free_memory, return_freed_promptly
     from .normalize import plan
 
+    return_freed_promptly()  # its peak adds to the parent's: keep it low, as the CLI does
     path, full, gpu_only = recv(sys.stdin.buffer)
     try:
         result = ("plan", plan(Path(path), full=full, gpu_only=gpu_only, workers=0))

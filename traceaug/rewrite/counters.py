@@ -37,16 +37,15 @@ def counter_track_events(result: dict, base_ns: int, style: str) -> list[bytes]:
     return events
 
 
-def add_counters(trace: Trace, out: Path | None, series: tuple[str, ...] = SERIES,
-                 style: str = "traceaug", show_progress: bool | None = None) -> dict:
-    """Compute the series; write ``out`` unless it is None. Returns the series and summaries."""
+def prepare(trace: Trace, out: Path | None, series: tuple[str, ...] = SERIES,
+            style: str = "traceaug") -> tuple[dict, list[bytes]]:
+    """Check ``out`` (unless None), compute the series and summaries and, for ``out``, the
+    events to splice in: all the engine is needed for."""
     if out is not None:
         splice.check_output(trace.path, out)
         if trace.plan is None:
             raise TraceaugError(f"{trace.path}: not a Chrome JSON trace; counters need one")
     result = counters(trace, series, style)
-    if out is not None:
-        events = counter_track_events(result, trace.base_ns, style)
-        result["events"] = len(events)
-        splice.write(trace.path, out, trace.plan.layout, events, "counters", show_progress)
-    return result
+    events = counter_track_events(result, trace.base_ns, style) if out is not None else []
+    result["events"] = len(events)
+    return result, events

@@ -64,3 +64,31 @@ def test_query_loads_args_and_flows_when_the_sql_reads_them() -> None:
     assert json.loads(cli("query", str(path), meta, "--format", "json").stdout) == [{"full_load": 0}]
     assert json.loads(cli("query", str(path), meta, "--full", "--format", "json").stdout) == [
         {"full_load": 1}]
+
+
+def test_exit_codes_and_complete_output_through_a_pipe() -> None:
+    """The entry point ends the process without unloading modules: the exit codes stay
+    click's and traceaug's, and everything written reaches the reader."""
+    path = shared_trace("kineto/a100_rank0_of16_6streams.json.gz")
+    rows = cli("query", str(path), "SELECT ts, dur, name FROM slice", "--format", "csv")
+    count = cli("query", str(path), "SELECT COUNT(*) AS n FROM slice", "--format", "csv")
+    assert rows.returncode == 0 and rows.stdout.endswith("\n")
+    assert len(rows.stdout.splitlines()) == 1 + int(count.stdout.splitlines()[1]) > 40000
+    usage = cli("counters")
+    assert usage.returncode == 2 and "Missing argument 'IN'" in usage.stderr
+    missing = cli("info", str(path) + ".missing")
+    assert missing.returncode == 1 and missing.stderr.startswith("traceaug: error: ")
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback() -> None:
+    import subprocess
+    import sys
+
+    path = shared_trace("kineto/a100_rank0_of16_6streams.json.gz")
+    proc = subprocess.Popen([sys.executable, "-m", "traceaug", "query", str(path),
+                             "SELECT * FROM slice", "--format", "csv"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline().startswith(b"id,ts,dur")
+    proc.stdout.close()  # as `| head -1` does
+    assert proc.stderr.read() == b""
+    assert proc.wait() in (0, 1)

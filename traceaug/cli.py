@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import os
 import re
 import sys
 from pathlib import Path
@@ -221,5 +223,25 @@ def open_command(trace: Path, port: int, no_browser: bool) -> None:
     _open(trace, port=port, browser=not no_browser)
 
 
+def run() -> None:
+    """The console entry point: ``main``, then end the process without unloading pandas,
+    numpy and the engine module by module (0.08 s of every command, for nothing)."""
+    try:
+        main()
+        code = 0
+    except SystemExit as e:  # click ends every run this way
+        code = e.code
+    if isinstance(code, str):
+        click.echo(code, err=True)
+        code = 1
+    atexit._run_exitfuncs()  # what exit runs first (pass-1 children stopped, pools joined)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):  # a reader that left (| head), a closed stream
+            pass
+    os._exit(code or 0)
+
+
 if __name__ == "__main__":
-    main()
+    run()

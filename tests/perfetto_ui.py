@@ -134,7 +134,8 @@ class TraceServer:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "traceaug", "open", str(self.trace), "--no-browser"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        threading.Thread(target=self._drain, daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
         try:
             self.url = self._wait_for_url()
         except BaseException:
@@ -183,6 +184,7 @@ class TraceServer:
             except subprocess.TimeoutExpired:
                 continue
         proc.wait()
+        self._drainer.join(timeout=10)  # it reads stderr to its end: close it only after
         if proc.stderr is not None:
             proc.stderr.close()
 

@@ -10,6 +10,7 @@ problem with the file itself.
 from __future__ import annotations
 
 import atexit
+import os
 import pickle
 import subprocess
 import sys
@@ -32,7 +33,6 @@ class Prefetched:
 
     def __init__(self) -> None:
         self._children: dict[tuple[Path, bool, bool], subprocess.Popen] = {}
-        self._taken: list[subprocess.Popen] = []  # sent their plan, exiting: reaped at close
         atexit.register(self.close)
 
     def start(self, path: Path, full: bool, gpu_only: bool) -> None:
@@ -59,18 +59,16 @@ class Prefetched:
             kind, plan = "failed", None
             child.kill()
         child.stdout.close()
-        self._taken.append(child)  # not waited for here: its exit takes 20 ms
+        child.wait()  # it ends right after sending: its memory is gone before the engine grows
         return plan if kind == "plan" else None
 
     def close(self) -> None:
-        """Stop children whose plans were never taken; reap the others."""
+        """Stop children whose plans were never taken."""
         for child in self._children.values():
             child.kill()
             child.stdout.close()
-        for child in [*self._children.values(), *self._taken]:
             child.wait()
         self._children.clear()
-        self._taken.clear()
 
 
 def start(inputs: list[Path], full: bool = False, gpu_only: bool = False) -> Prefetched:
@@ -103,6 +101,8 @@ def main() -> None:
         result = ("failed", str(e))
     release_free_memory()  # the parsed chunks' heap, while the parent takes the plan
     pickle.dump(result, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    sys.stdout.buffer.flush()
+    os._exit(0)  # at once: unloading numpy would keep its memory alive while the parent grows
 
 
 if __name__ == "__main__":

@@ -39,7 +39,10 @@ just under the target, so the target is raised until the file is >= --target-mb.
 Usage::
 
     python bench/counters_vs_hta.py [--trace PATH] [--target-mb 250] [--out-dir bench/out] [--json]
-                                    [--skip-scaled] [--hta-include-last-step]
+                                    [--skip-scaled] [--repeat 3] [--hta-include-last-step]
+
+On the original trace each tool runs ``--repeat`` times in turn: the wall time is the median,
+the peak RSS the largest. The scaled trace runs once.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ import gzip
 import json
 import math
 import re
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -202,15 +206,28 @@ def measure_hta(src: Path, work: Path, include_last: bool) -> dict[str, Any]:
             "counter_events": counter_events(out)}
 
 
-def compare(label: str, src: Path, include_last: bool, progress: Any) -> dict[str, Any]:
-    """Both tools on ``src``, one after the other, in a scratch directory removed afterwards."""
+def _combined(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first run's figures with the median wall time and the largest peak RSS of all."""
+    out = dict(runs[0])
+    out["wall_s"] = statistics.median(r["wall_s"] for r in runs)
+    out["walls_s"] = [r["wall_s"] for r in runs]
+    out["peak_rss_mb"] = max(r["peak_rss_mb"] for r in runs)
+    return out
+
+
+def compare(label: str, src: Path, include_last: bool, progress: Any, repeat: int = 1) -> dict[str, Any]:
+    """Both tools on ``src``, in turn ``repeat`` times, in a scratch directory removed afterwards."""
     raw, counts = scan(src)
+    ta_runs, hta_runs = [], []
     with tempfile.TemporaryDirectory(prefix="counters_vs_hta_") as tmp:
-        print(f"  {label}: traceaug ...", file=progress, flush=True)
-        ta = measure_traceaug(src, Path(tmp))
-        print(f"  {label}: HTA ... (traceaug took {ta['wall_s']:.1f} s)", file=progress, flush=True)
-        hta = measure_hta(src, Path(tmp) / "hta", include_last)
-        print(f"  {label}: done (HTA took {hta['wall_s']:.1f} s)", file=progress, flush=True)
+        for i in range(repeat):
+            print(f"  {label}: traceaug ...", file=progress, flush=True)
+            ta_runs.append(measure_traceaug(src, Path(tmp)))
+            print(f"  {label}: HTA ... (traceaug took {ta_runs[-1]['wall_s']:.1f} s)", file=progress,
+                  flush=True)
+            hta_runs.append(measure_hta(src, Path(tmp) / f"hta{i}", include_last))
+            print(f"  {label}: done (HTA took {hta_runs[-1]['wall_s']:.1f} s)", file=progress, flush=True)
+    ta, hta = _combined(ta_runs), _combined(hta_runs)
     speed = hta["wall_s"] / ta["wall_s"]
     rss = ta["peak_rss_mb"] / hta["peak_rss_mb"]
     return {"trace": label, "path": str(src), "raw_mb": raw / MB,
@@ -228,6 +245,10 @@ def table(header: list[str], rows: list[list[str]]) -> list[str]:
         return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
 
     return [line(header), "-" * (sum(widths) + 2 * (len(widths) - 1)), *(line(r) for r in rows)]
+
+
+def _runs(figures: dict[str, Any]) -> str:
+    return ", ".join(f"{w:.2f}" for w in figures["walls_s"]) + " s"
 
 
 def report(results: list[dict[str, Any]], include_last: bool, warm_s: float) -> str:
@@ -260,8 +281,11 @@ def report(results: list[dict[str, Any]], include_last: bool, warm_s: float) -> 
     lines += table(["trace", "traceaug in-proc run s", "of which import s", "HTA import s",
                     "HTA parse s", "HTA generate s"], detail_rows)
     lines.append("")
-    lines.append("wall = process start to exit, seen from the parent; RSS = peak of the child's process "
-                 f"tree; wasm warm-up run {warm_s:.2f} s; python {sys.version.split()[0]}")
+    lines.append("wall = process start to exit, seen from the parent (median of the runs: "
+                 + "; ".join(f"{r['trace']} traceaug {_runs(r['traceaug'])}, HTA {_runs(r['hta'])}"
+                             for r in results) + ")")
+    lines.append(f"RSS = peak of the child's process tree (largest of the runs); wasm warm-up run "
+                 f"{warm_s:.2f} s; python {sys.version.split()[0]}")
     lines.append("HTA include_last_profiler_step=" + str(include_last)
                  + ("" if include_last else " (HTA's default: it leaves the last ProfilerStep out, so it\n"
                     "emits fewer counter events than traceaug, which covers the whole trace)"))
@@ -276,6 +300,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT, help="where the scaled trace goes")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--skip-scaled", action="store_true", help="only the original trace")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="runs of each tool on the original trace (median wall time); the scaled "
+                             "trace runs once (HTA takes over a minute there)")
     parser.add_argument("--hta-include-last-step", action="store_true",
                         help="pass include_last_profiler_step=True to HTA (same span as traceaug)")
     args = parser.parse_args(argv)
@@ -294,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="counters_vs_hta_warm_") as tmp:
         warm_s = warm_up(Path(tmp))
     print("measuring, each tool in a fresh subprocess, one at a time ...", file=progress, flush=True)
-    results = [compare(label, path, args.hta_include_last_step, progress) for label, path in inputs]
+    results = [compare(label, path, args.hta_include_last_step, progress,
+                       max(args.repeat, 1) if label == "original" else 1) for label, path in inputs]
     if args.json:
         print(json.dumps({"results": results, "hta_include_last_profiler_step": args.hta_include_last_step,
                           "warmup_s": warm_s, "targets": {"speed_ratio_min": TARGET_SPEED_RATIO,

@@ -3,13 +3,15 @@
 Why: issue 4 asks traceaug diff to be at least 5x faster than HTA's TraceDiff. Each tool runs
 alone in a fresh process; wall time is measured from here, peak RSS over the child's process
 tree (sampled every 20 ms, worker processes included; at least the child's own VmHWM).
-Run: ``python bench/diff_vs_hta.py [--json]``.
+Wall time is the median of ``--repeat`` runs of each tool (3 by default), taken in turn.
+Run: ``python bench/diff_vs_hta.py [--repeat N] [--json]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -47,43 +49,56 @@ print(TAG + json.dumps({"total_s": time.perf_counter() - t0, "peak_rss_kb": peak
 """
 
 
-def measure() -> dict[str, Any]:
-    """Wall time and peak RSS of both tools on the pair."""
+def measure(repeat: int) -> dict[str, Any]:
+    """Wall time (median of ``repeat`` runs of each tool, taken in turn) and peak RSS (the
+    largest seen) of both tools on the pair."""
     a, b = PAIR / "control", PAIR / "test"
+    ta_walls, hta_walls, ta_peaks, hta_peaks = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         warm_up(work)
-        ta_wall, _ = run([sys.executable, "-m", "traceaug", "diff", str(a), str(b), "--format", "csv"],
-                         TIMEOUT_S, "traceaug diff")
-        _, out, ta_tree = run_tree([sys.executable, "-c", child_script(TRACEAUG_CHILD), str(a), str(b)],
-                                   TIMEOUT_S, "traceaug diff (in-process)")
-        ta = tagged(out, "the traceaug child")
-        (work / "c").mkdir()
-        (work / "t").mkdir()
-        hta_wall, out, hta_tree = run_tree([sys.executable, "-c", child_script(HTA_CHILD), str(a), str(b),
-                                            str(work / "c"), str(work / "t")], TIMEOUT_S, "HTA TraceDiff")
-        hta = tagged(out, "the HTA child")
+        for i in range(repeat):
+            wall, _ = run([sys.executable, "-m", "traceaug", "diff", str(a), str(b), "--format", "csv"],
+                          TIMEOUT_S, "traceaug diff")
+            ta_walls.append(wall)
+            _, out, tree = run_tree([sys.executable, "-c", child_script(TRACEAUG_CHILD), str(a), str(b)],
+                                    TIMEOUT_S, "traceaug diff (in-process)")
+            ta_peaks.append(max(tagged(out, "the traceaug child")["peak_rss_kb"], tree))
+            sides = (work / f"c{i}", work / f"t{i}")  # HTA reads every trace in its directories
+            for side in sides:
+                side.mkdir()
+            wall, out, tree = run_tree([sys.executable, "-c", child_script(HTA_CHILD), str(a), str(b),
+                                        *map(str, sides)], TIMEOUT_S, "HTA TraceDiff")
+            hta_walls.append(wall)
+            hta_peaks.append(max(tagged(out, "the HTA child")["peak_rss_kb"], tree))
     raw = sum(len(__import__("gzip").open(p).read()) for p in (*a.iterdir(), *b.iterdir())) / MB
-    return {"raw_mb": raw, "traceaug_wall_s": ta_wall,
-            "traceaug_peak_mb": max(ta["peak_rss_kb"], ta_tree) / 1024,
-            "hta_wall_s": hta_wall, "hta_peak_mb": max(hta["peak_rss_kb"], hta_tree) / 1024,
+    ta_wall, hta_wall = statistics.median(ta_walls), statistics.median(hta_walls)
+    return {"raw_mb": raw, "repeat": repeat, "traceaug_wall_s": ta_wall, "traceaug_walls_s": ta_walls,
+            "traceaug_peak_mb": max(ta_peaks) / 1024,
+            "hta_wall_s": hta_wall, "hta_walls_s": hta_walls, "hta_peak_mb": max(hta_peaks) / 1024,
             "speed_ratio": hta_wall / ta_wall}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each tool (median wall time)")
     args = parser.parse_args()
     if not PAIR.exists():
         sys.exit(f"error: {PAIR} not found (../shared/traces is needed)")
-    r = measure()
+    r = measure(max(args.repeat, 1))
     if args.json:
         print(json.dumps(r, indent=1))
         return 0
     verdict = "PASS" if r["speed_ratio"] >= TARGET_SPEED_RATIO else "MISS"
-    print(f"A100-vs-V100 pair, {r['raw_mb']:.1f} MB raw JSON in all")
-    print(f"traceaug diff   {r['traceaug_wall_s']:6.2f} s   peak RSS {r['traceaug_peak_mb']:7.0f} MB")
-    print(f"HTA TraceDiff   {r['hta_wall_s']:6.2f} s   peak RSS {r['hta_peak_mb']:7.0f} MB")
+    def runs(walls: list[float]) -> str:
+        return ", ".join(f"{w:.2f}" for w in walls)
+
+    print(f"A100-vs-V100 pair, {r['raw_mb']:.1f} MB raw JSON in all; wall = median of {r['repeat']} runs")
+    print(f"traceaug diff   {r['traceaug_wall_s']:6.2f} s   peak RSS {r['traceaug_peak_mb']:7.0f} MB"
+          f"   (runs: {runs(r['traceaug_walls_s'])})")
+    print(f"HTA TraceDiff   {r['hta_wall_s']:6.2f} s   peak RSS {r['hta_peak_mb']:7.0f} MB"
+          f"   (runs: {runs(r['hta_walls_s'])})")
     print(f"speed ratio HTA/traceaug {r['speed_ratio']:.2f}x (target >= {TARGET_SPEED_RATIO:g}x): {verdict}")
     return 0
 

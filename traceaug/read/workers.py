@@ -4,7 +4,8 @@ Not ``multiprocessing``: its spawn start method re-runs the caller's ``__main__`
 (breaking any user script without a main guard), and fork is unsafe in a process
 whose other threads run the wasm engine. Requests go round-robin and results come
 back in submission order; a writer thread per worker keeps a large request from
-blocking on a worker that is itself waiting to hand back a result.
+blocking on a worker that is itself waiting to hand back a result. ``spawn``, ``send``
+and ``recv`` also start and talk to ``read.prefetch``'s child.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def spawn(module: str) -> subprocess.Popen:
 
 
 def send(stream, obj: Any) -> None:
+    """One length-prefixed pickle to a child's pipe (or from a child)."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(_LENGTH.pack(len(data)))
     stream.write(data)
@@ -43,6 +45,7 @@ def send(stream, obj: Any) -> None:
 
 
 def recv(stream) -> Any:
+    """The next object ``send`` wrote; ``EOFError`` when the other end is gone."""
     head = stream.read(_LENGTH.size)
     if len(head) < _LENGTH.size:
         raise EOFError

@@ -211,3 +211,14 @@ def test_directory_in_directory_out(tmp_path: Path) -> None:
         assert gzip.open(out / name).read(1) == b"{"
     again = cli("info", str(out))  # its own outputs are never taken as inputs
     assert again.returncode == 1 and "no trace files" in again.stderr
+
+
+def test_counter_timestamps_are_exact_microsecond_text() -> None:
+    import numpy as np
+
+    from traceaug.rewrite.events import us_bytes
+
+    ns = np.array([0, 1, 999, 1000, 1001, 1_683_564_901_558_837_000, 1_683_564_901_558_837_123])
+    assert us_bytes(ns) == [b"0", b"0.001", b"0.999", b"1", b"1.001", b"1683564901558837",
+                            b"1683564901558837.123"]
+    assert us_bytes(np.array([], dtype=np.int64)) == []

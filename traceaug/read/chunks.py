@@ -8,7 +8,6 @@ formatting; the whole file is never held in memory. Pass 1 discovers the cuts
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -123,24 +122,34 @@ def _quotes(buf: bytearray, start: int, end: int) -> int:
     return n
 
 
-def _cut_candidates(buf: bytearray, start: int, window: int) -> Iterator[re.Match]:
-    """``},{`` matches after ``window``, last first, that lie outside JSON strings.
+def _cut_candidates(buf: bytearray, start: int, window: int, confirm: bool) -> Iterator[re.Match]:
+    """``},{`` matches after ``window`` to cut at, best first.
 
-    ``start`` is an event's first byte, so outside any string: a position is outside
-    too when the unescaped quotes between them are even. Kineto names can hold ``},{``.
-    Quotes are counted once over the chunk, then between consecutive candidates (each
-    begins with ``}``, so no backslash run crosses into the next segment). Matches in the
-    last ``_TAIL`` bytes come first: listing every match of the window costs more than the
-    quote counts.
+    First the last one in the buffer's final ``_TAIL`` bytes that is sure to lie outside
+    JSON strings, which cannot hold a raw newline, CR or tab (Kineto writes ``},\n  {``);
+    failing that, in a confirmed scan, the last one whatever its spacing: a cut inside a
+    string leaves an unterminated string, which never parses. Then those that counting
+    quotes shows to lie outside strings, last first, the tail's before the rest of the
+    window: ``start`` is an event's first byte, so outside any string, and a position is
+    outside too when the unescaped quotes between them are even. Kineto names can hold
+    ``},{``. Quotes are counted (two more scans of the chunk) only if the first is refused.
     """
     tail = max(window, len(buf) - _TAIL)
-    yield from _outside_strings(buf, start, list(_BOUNDARY.finditer(buf, tail)))
+    matches = list(_BOUNDARY.finditer(buf, tail))
+    sure = next((m for m in reversed(matches) if _CONTROL_SPACE.search(m.group())), None)
+    if sure is not None:
+        yield sure
+    elif matches and confirm:
+        yield matches[-1]
+    yield from _outside_strings(buf, start, matches)
     if tail > window:
         yield from _outside_strings(buf, start, list(_BOUNDARY.finditer(buf, window, tail)))
 
 
 def _outside_strings(buf: bytearray, start: int, matches: list[re.Match]) -> Iterator[re.Match]:
-    """Those of ``matches`` (in order) outside JSON strings, last first."""
+    """Those of ``matches`` (in order) outside JSON strings, last first. Quotes are counted
+    once up to the last, then between consecutive matches (each begins with ``}``, so no
+    backslash run crosses into the next segment)."""
     if not matches:
         return
     at = matches[-1].start()
@@ -150,20 +159,6 @@ def _outside_strings(buf: bytearray, start: int, matches: list[re.Match]) -> Ite
         at = match.start()
         if parity == 0:
             yield match
-
-
-def _last_boundary(buf: bytearray, window: int, confirm: bool) -> Iterator[re.Match]:
-    """The last ``},{`` in the buffer's final ``_TAIL`` bytes that is sure to lie outside
-    JSON strings, which cannot hold a raw newline, CR or tab (Kineto writes ``},\n  {``).
-    In a confirmed scan, failing that, the last one whatever its spacing: a cut inside a
-    string leaves an unterminated string, which never parses."""
-    matches = list(_BOUNDARY.finditer(buf, max(window, len(buf) - _TAIL)))
-    for match in reversed(matches):
-        if _CONTROL_SPACE.search(match.group()):
-            yield match
-            return
-    if matches and confirm:
-        yield matches[-1]
 
 
 def _copy(buf: bytearray, start: int, end: int) -> bytes:
@@ -201,10 +196,7 @@ def scan(blocks: Iterable[bytes], rewrite=lambda t: t, confirm: bool = True
         start = pos - b.base
         window = max(start, len(b.buf) - (2 << 20))
         last, text, events = None, b"", None
-        # The last boundary first; counting quotes (two more scans of the chunk) only if it fails.
-        candidates = itertools.chain(_last_boundary(b.buf, window, confirm),
-                                     _cut_candidates(b.buf, start, window))
-        for n, match in enumerate(candidates):
+        for n, match in enumerate(_cut_candidates(b.buf, start, window, confirm)):
             text = rewrite(_copy(b.buf, start, match.start() + 1))
             if not confirm:
                 last, events = match, []

@@ -32,3 +32,12 @@ def kineto_files() -> list[str]:
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     """``python -m traceaug ARGS`` in a fresh process, its output captured."""
     return subprocess.run([sys.executable, "-m", "traceaug", *args], capture_output=True, text=True)
+
+
+def plan_fields(p) -> dict:
+    """What a pass-1 plan (``normalize.Plan``) says, for comparing two plans of one file."""
+    return {"held": p.held, "cuts": p.layout.cuts, "header": p.layout.header,
+            "trailer": p.layout.trailer, "has_events": p.layout.has_events, "events": p.events,
+            "moved": p.moved, "lane_threads": p.lane_threads, "thread_names": p.thread_names,
+            "base_ns": p.base_ns, "span_ns": p.span_ns, "exact": p.exact_chunks,
+            "first_seqs": p.chunk_first_seq}

@@ -8,19 +8,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import TESTDATA, shared_trace
+from conftest import TESTDATA, plan_fields, shared_trace
 
 from traceaug.read import normalize, prefetch
 from traceaug.read.pass1 import GPU_ONLY_CATEGORIES
 from traceaug.trace import Trace
-
-
-def _plan_fields(p: normalize.Plan) -> dict:
-    return {"held": p.held, "cuts": p.layout.cuts, "header": p.layout.header,
-            "trailer": p.layout.trailer, "events": p.events, "moved": p.moved,
-            "lane_threads": p.lane_threads, "thread_names": p.thread_names,
-            "base_ns": p.base_ns, "span_ns": p.span_ns, "exact": p.exact_chunks,
-            "first_seqs": p.chunk_first_seq}
 
 
 @pytest.mark.parametrize("gpu_only", [False, True])
@@ -31,7 +23,7 @@ def test_child_plan_equals_in_process_plan(name: str, gpu_only: bool) -> None:
     child = pre.take(path, False, gpu_only)
     here = normalize.plan(path, full=False, gpu_only=gpu_only, workers=0)
     assert child is not None
-    assert _plan_fields(child) == _plan_fields(here)
+    assert plan_fields(child) == plan_fields(here)
     if name == "testdata":
         assert child.moved_slices == 1  # the overlapping kernel pair got its lane in the child
     assert pre.take(path, False, gpu_only) is None  # a plan is handed out once

@@ -6,6 +6,7 @@ import gzip
 import json
 import re
 import subprocess
+import zlib
 from decimal import Decimal
 from pathlib import Path
 
@@ -58,6 +59,10 @@ def test_output_is_input_plus_counters(tmp_path: Path, suffix: str) -> None:
     n = len(added_events(out))
     assert n == 16680
     assert strip_added(raw_out, n) == read_all(src)  # every original byte, in place
+    assert [p.name for p in tmp_path.iterdir()] == [out.name]  # no temporary file left
+    if suffix == ".json.gz":  # its two deflated parts make one member, as gzip writes
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        assert d.decompress(out.read_bytes()) == raw_out and d.eof and d.unused_data == b""
 
 
 def test_series_equal_the_raw_events(tmp_path: Path) -> None:
@@ -180,9 +185,10 @@ def test_works_across_traces(tmp_path: Path, rel: str) -> None:
     assert n == len(events)
 
 
-def test_cpu_only_trace_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("suffix", [".json", ".json.gz"])  # .gz: its copy began, then stopped
+def test_cpu_only_trace_is_refused(tmp_path: Path, suffix: str) -> None:
     src = shared_trace("kineto/cpu_only_gloo.json.gz")
-    out = tmp_path / "out.json"
+    out = tmp_path / f"out{suffix}"
     result = cli("counters", str(src), str(out))
     assert result.returncode == 1
     assert "no GPU kernels" in result.stderr and str(src) in result.stderr

@@ -1,4 +1,4 @@
-"""The parallel gzip writer makes one ordinary gzip member that round-trips exactly."""
+"""Parallel deflate segments join into one ordinary gzip member that round-trips exactly."""
 
 from __future__ import annotations
 
@@ -12,17 +12,35 @@ import pytest
 from traceaug.rewrite import pgzip
 
 
-@pytest.mark.parametrize("size", [0, 1, pgzip.BLOCK - 1, pgzip.BLOCK, 3 * pgzip.BLOCK + 12345])
-def test_round_trip_is_one_member(size: int) -> None:
-    rng = random.Random(size)
+def _text(size: int, seed: int) -> bytes:
+    rng = random.Random(seed)
     words = [bytes(rng.choice(b"abcdefgh{}\":, ") for _ in range(rng.randint(1, 12))) for _ in range(500)]
-    data = b"".join(rng.choice(words) for _ in range(size // 6 + 1))[:size]
+    return b"".join(rng.choice(words) for _ in range(size // 6 + 1))[:size]
+
+
+@pytest.mark.parametrize("sizes", [(0, 0), (1, 0), (0, 1), (pgzip.BLOCK - 1, pgzip.BLOCK),
+                                   (12345, 3 * pgzip.BLOCK + 12345)])
+def test_segments_make_one_member(sizes: tuple[int, int]) -> None:
+    head, body = _text(sizes[0], 1), _text(sizes[1], 2)
     buf = io.BytesIO()
-    w = pgzip.ParallelGzipWriter(buf, level=3)
-    for i in range(0, len(data), 1 << 20):  # writes that straddle block edges
-        w.write(data[i : i + (1 << 20)])
-    w.close()
+    buf.write(pgzip.HEADER)
+    first = pgzip.ParallelDeflate(buf.write, 3, final=False)
+    for i in range(0, len(head), 100_000):  # writes that straddle block edges
+        first.write(head[i : i + 100_000])
+    crc1, n1 = first.close()
+    second = pgzip.ParallelDeflate(buf.write, 3, threads=1)
+    second.write(body)
+    crc2, n2 = second.close()
+    assert (crc1, n1, crc2, n2) == (zlib.crc32(head), len(head), zlib.crc32(body), len(body))
+    buf.write(pgzip.trailer(pgzip.crc32_combine(crc1, crc2, n2), n1 + n2))
     blob = buf.getvalue()
-    assert gzip.decompress(blob) == data  # checks the CRC-32 and size trailer too
+    assert gzip.decompress(blob) == head + body  # checks the CRC-32 and size trailer too
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    assert d.decompress(blob) == data and d.eof and d.unused_data == b""  # a single member
+    assert d.decompress(blob) == head + body and d.eof and d.unused_data == b""  # one member
+
+
+def test_crc32_combine_matches_zlib() -> None:
+    rng = random.Random(7)
+    for n1, n2 in [(0, 5), (5, 0), (1, 1), (1000, 3), (3, 70_000), (1 << 16, (1 << 20) + 7)]:
+        a, b = rng.randbytes(n1), rng.randbytes(n2)
+        assert pgzip.crc32_combine(zlib.crc32(a), zlib.crc32(b), n2) == zlib.crc32(a + b)

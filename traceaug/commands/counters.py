@@ -42,13 +42,18 @@ def _targets(src: Path, dst: Path | None, rank: int | None) -> list[tuple[TraceF
 
 def _one(target: tuple[TraceFile, Path | None], series, style, tp_bin, quiet, prefetched) -> dict:
     tf, out = target  # quiet: two ranks at once, one pass-1 worker process each
-    with Trace(tf.path, tp_bin=tp_bin, progress=False if quiet else None, gpu_only=True,
-               workers=1 if quiet else None, prefetched=prefetched) as trace:
-        result, events = prepare(trace, out, series, style)
-        rank = trace.rank if trace.rank is not None else tf.rank
-        layout = trace.plan.layout if trace.plan is not None else None
-    if out is not None:  # the engine is closed: its memory is free for the copy
-        splice.write(tf.path, out, layout, events, "counters", False if quiet else None)
+    copy = None if out is None else splice.Copy(tf.path, out, "counters")  # deflates meanwhile
+    try:
+        with Trace(tf.path, tp_bin=tp_bin, progress=False if quiet else None, gpu_only=True,
+                   workers=1 if quiet else None, prefetched=prefetched) as trace:
+            result, events = prepare(trace, out, series, style)
+            rank = trace.rank if trace.rank is not None else tf.rank
+            layout = trace.plan.layout if trace.plan is not None else None
+        if copy is not None:  # the engine is closed: its memory is free for the copy
+            copy.finish(layout, events, False if quiet else None)
+    finally:
+        if copy is not None:
+            copy.cancel()
     for key in ("queue_summary", "bandwidth_summary"):
         if key in result:
             result[key].insert(0, "rank", rank)

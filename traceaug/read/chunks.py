@@ -99,6 +99,23 @@ def _find_header(b: _Buffer, layout: Layout) -> None:
             raise NotChromeJson("no traceEvents array")
 
 
+def split_header(blocks: Iterable[bytes]) -> tuple[Layout, bytes, Iterator[bytes]]:
+    """A layout with the header fields, the text before ``events_start`` and the rest, streamed."""
+    b = _Buffer(blocks)
+    layout = Layout()
+    b.fill()
+    _find_header(b, layout)
+    head, first = _copy(b.buf, 0, layout.events_start), _copy(b.buf, layout.events_start, len(b.buf))
+    del b.buf[:]
+
+    def rest() -> Iterator[bytes]:
+        if first:
+            yield first
+        yield from b.blocks
+
+    return layout, head, rest()
+
+
 def _parse_tail(text: bytes, layout: Layout) -> list:
     try:
         if layout.array_form:

@@ -1,20 +1,29 @@
-"""gzip on both cores: one valid gzip member, its blocks deflated in parallel.
+"""gzip on both cores: raw deflate segments, their blocks deflated in parallel.
 
 Each block is deflated on its own (zlib releases the GIL), primed with the
 previous block's last 32 KiB as dictionary and ended on a byte boundary with a
-sync flush, the way pigz does; the CRC and size are combined in order. The
-result is an ordinary single-member gzip file any reader takes.
+sync flush, the way pigz does. Segments deflated separately can be joined into
+one gzip member: every segment but the last ends unfinished, and
+``crc32_combine`` joins their CRCs in order. The result is an ordinary
+single-member gzip file any reader takes.
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import BinaryIO
 
 WINDOW = 32 << 10
 BLOCK = 256 << 10  # pigz uses 128 KiB; larger blocks only hold more memory (no speed or size gain)
+# magic, deflate, no flags, mtime 0, no extra flags, unknown OS
+HEADER = b"\x1f\x8b\x08\x00" + struct.pack("<I", 0) + b"\x00\xff"
+
+
+def trailer(crc: int, size: int) -> bytes:
+    """The gzip member's end: CRC-32 and size mod 2^32 of the whole uncompressed text."""
+    return struct.pack("<II", crc & 0xFFFFFFFF, size & 0xFFFFFFFF)
 
 
 def _deflate(block: bytes, dictionary: bytes, level: int, last: bool) -> bytes:
@@ -23,19 +32,19 @@ def _deflate(block: bytes, dictionary: bytes, level: int, last: bool) -> bytes:
     return c.compress(block) + c.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
 
 
-class ParallelGzipWriter:
-    """A write-only binary file object that gzips to ``raw`` with ``threads`` threads."""
+class ParallelDeflate:
+    """Raw deflate of the bytes written, in order, to ``sink``; ``final`` ends the stream
+    (the last segment of a member), else it stops on a byte boundary for the next segment."""
 
-    def __init__(self, raw: BinaryIO, level: int, threads: int = 2) -> None:
-        self.raw, self.level = raw, level
+    def __init__(self, sink: Callable[[bytes], object], level: int, threads: int = 2,
+                 final: bool = True) -> None:
+        self.sink, self.level, self.final = sink, level, final
         self.pool = ThreadPoolExecutor(max_workers=threads)
         self.max_pending = 2 * threads
         self.pending: list[Future] = []
         self.buffer = bytearray()
         self.previous = b""  # the end of the last submitted block: the next one's dictionary
         self.crc, self.size = 0, 0
-        # gzip header: magic, deflate, no flags, mtime 0, no extra flags, unknown OS
-        raw.write(b"\x1f\x8b\x08\x00" + struct.pack("<I", 0) + b"\x00\xff")
 
     def write(self, data: bytes) -> int:
         self.buffer += data
@@ -50,15 +59,53 @@ class ParallelGzipWriter:
         self.pending.append(self.pool.submit(_deflate, block, self.previous, self.level, last))
         self.previous = block[-WINDOW:]
         while len(self.pending) > self.max_pending:
-            self.raw.write(self.pending.pop(0).result())
+            self.sink(self.pending.pop(0).result())
 
-    def close(self) -> None:
-        """Deflate what is left, write the trailer (CRC-32 and size mod 2^32)."""
+    def close(self) -> tuple[int, int]:
+        """Deflate what is left; return the CRC-32 and length of the text written."""
         try:
-            self._submit(bytes(self.buffer), last=True)
+            self._submit(bytes(self.buffer), last=self.final)
             for f in self.pending:
-                self.raw.write(f.result())
-            self.raw.write(struct.pack("<II", self.crc & 0xFFFFFFFF, self.size & 0xFFFFFFFF))
+                self.sink(f.result())
         finally:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pending = []
+        return self.crc, self.size
+
+
+def _gf2_times(matrix: list[int], vector: int) -> int:
+    total, i = 0, 0
+    while vector:
+        if vector & 1:
+            total ^= matrix[i]
+        vector >>= 1
+        i += 1
+    return total
+
+
+def _gf2_square(matrix: list[int]) -> list[int]:
+    return [_gf2_times(matrix, row) for row in matrix]
+
+
+def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
+    """CRC-32 of A+B from crc32(A), crc32(B) and len(B): zlib's ``crc32_combine``, which
+    Python's zlib does not expose (shifts crc1 over len2 zero bytes in GF(2))."""
+    if len2 <= 0:
+        return crc1
+    odd = [0xEDB88320] + [1 << n for n in range(31)]  # one zero bit
+    even = _gf2_square(odd)  # two zero bits
+    odd = _gf2_square(even)  # four
+    while True:
+        even = _gf2_square(odd)  # the first square gives one zero byte
+        if len2 & 1:
+            crc1 = _gf2_times(even, crc1)
+        len2 >>= 1
+        if not len2:
+            break
+        odd = _gf2_square(even)
+        if len2 & 1:
+            crc1 = _gf2_times(odd, crc1)
+        len2 >>= 1
+        if not len2:
+            break
+    return crc1 ^ crc2

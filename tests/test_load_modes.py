@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 
+import orjson
 import pandas as pd
 import pytest
 from conftest import plan_fields, shared_trace
@@ -143,6 +144,27 @@ def test_timestamps_the_fast_rebase_cannot_take_are_exact(tmp_path, workers: int
         got = t.query("SELECT name, ts FROM slice ORDER BY name")
     have = {n: int(ts) + t.base_ns for n, ts in zip(got["name"], got["ts"])}
     assert have == {f"e{i}": int(Decimal(ts) * 1000) for i, ts in enumerate(plain + odd)}
+
+
+def test_host_only_calls_never_share_a_gpu_ops_correlation() -> None:
+    """What lets a GPU-only load leave HOST_ONLY_CALLS out: on every shared Kineto trace, no
+    kernel, copy or set has the correlation id of such a call (and the calls are there)."""
+    from rawjson import KINDS
+
+    from traceaug.read.pass1 import HOST_ONLY_CALLS
+
+    gpu_cats = {*KINDS["kernel"], *KINDS["memcpy"], *KINDS["memset"]}
+    seen = 0
+    for path in sorted(shared_trace("kineto").rglob("*.json*")):
+        text = path.read_bytes()
+        raw = orjson.loads(gzip.decompress(text) if path.name.endswith(".gz") else text)
+        events = [e for e in (raw["traceEvents"] if isinstance(raw, dict) else raw)
+                  if e.get("ph") == "X" and isinstance(e.get("args"), dict)]
+        gpu = {e["args"].get("correlation") for e in events if e.get("cat") in gpu_cats} - {None}
+        host = [e for e in events if e.get("cat") in KINDS["runtime"] and e.get("name") in HOST_ONLY_CALLS]
+        seen += len(host)
+        assert not [e for e in host if e["args"].get("correlation") in gpu], path
+    assert seen > 25_000
 
 
 @pytest.mark.parametrize("rel", ["kineto/a100_rank0_of16_6streams.json.gz", "kineto/mi250_rocm62.json.gz",

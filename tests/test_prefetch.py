@@ -11,7 +11,7 @@ import pytest
 from conftest import TESTDATA, plan_fields, shared_trace
 
 from traceaug.read import normalize, prefetch
-from traceaug.read.pass1 import GPU_ONLY_CATEGORIES
+from traceaug.read.pass1 import GPU_ONLY_CATEGORIES, HOST_ONLY_CALLS
 from traceaug.trace import Trace
 
 
@@ -42,8 +42,9 @@ def test_trace_with_prefetched_plan_answers_the_same() -> None:
         want = t.query(sql).iloc[0].tolist(), t.span()
     assert got == want
     raw = orjson.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
-    kept = [e for e in raw if e.get("ph") == "X" and (e.get("cat") in GPU_ONLY_CATEGORIES
-                                                      or e["name"].startswith("ProfilerStep#"))]
+    kept = [e for e in raw if e.get("ph") == "X" and (
+        (e.get("cat") in GPU_ONLY_CATEGORIES and e["name"] not in HOST_ONLY_CALLS)
+        or e["name"].startswith("ProfilerStep#"))]
     assert got[0][:2] == [len(kept), sum(e["dur"] for e in kept) * 1000]
 
 

@@ -4,6 +4,10 @@ never in the way when it fails or does not apply."""
 from __future__ import annotations
 
 import gzip
+import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
@@ -15,11 +19,34 @@ from traceaug.read.pass1 import GPU_ONLY_CATEGORIES, HOST_ONLY_CALLS
 from traceaug.trace import Trace
 
 
+@contextmanager
+def started_by(how: str) -> Iterator[None]:
+    """Children fork while this process has no other thread; a live one makes them spawn."""
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait) if how == "spawn" else None
+    if other is not None:
+        other.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        if other is not None:
+            other.join()
+
+
+def _children_are(pre: prefetch.Prefetched, how: str) -> bool:
+    kind = prefetch._Forked if how == "fork" else subprocess.Popen
+    return bool(pre._children) and all(isinstance(c, kind) for c in pre._children.values())
+
+
+@pytest.mark.parametrize("how", ["fork", "spawn"])
 @pytest.mark.parametrize("gpu_only", [False, True])
 @pytest.mark.parametrize("name", ["testdata", "kineto/v100_ns_resolution.json.gz"])
-def test_child_plan_equals_in_process_plan(name: str, gpu_only: bool) -> None:
+def test_child_plan_equals_in_process_plan(name: str, gpu_only: bool, how: str) -> None:
     path = TESTDATA / "small_training.json" if name == "testdata" else shared_trace(name)
-    pre = prefetch.start([path], gpu_only=gpu_only)
+    with started_by(how):
+        pre = prefetch.start([path], gpu_only=gpu_only)
+    assert _children_are(pre, how)
     child = pre.take(path, False, gpu_only)
     here = normalize.plan(path, full=False, gpu_only=gpu_only, workers=0)
     assert child is not None
@@ -64,11 +91,13 @@ def test_a_load_kind_not_prefetched_plans_in_process() -> None:
     (b'{"hello": [1, 2, 3]}', "no traceEvents array"),
     (b'{"traceEvents": [{"ph": "X", "ts": 1, ', "malformed JSON"),
 ])
-def test_a_failed_child_gives_no_plan(tmp_path: Path, content: bytes, reason: str) -> None:
+@pytest.mark.parametrize("how", ["fork", "spawn"])
+def test_a_failed_child_gives_no_plan(tmp_path: Path, content: bytes, reason: str, how: str) -> None:
     bad = tmp_path / "bad.json"
     bad.write_bytes(content)
-    pre = prefetch.start([bad])
-    assert len(pre._children) == 1
+    with started_by(how):
+        pre = prefetch.start([bad])
+    assert len(pre._children) == 1 and _children_are(pre, how)
     assert pre.take(bad, False, False) is None
     with pytest.raises(Exception, match=reason):  # the loader then plans here and reports it
         normalize.plan(bad, full=False, workers=0)

@@ -10,10 +10,13 @@ problem with the file itself.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import pickle
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,7 +35,7 @@ class Prefetched:
     """Plans being made in child processes, one per (file, load kind)."""
 
     def __init__(self) -> None:
-        self._children: dict[tuple[Path, bool, bool], subprocess.Popen] = {}
+        self._children: dict[tuple[Path, bool, bool], subprocess.Popen | _Forked] = {}
         atexit.register(self.close)
 
     def start(self, path: Path, full: bool, gpu_only: bool) -> None:
@@ -41,9 +44,12 @@ class Prefetched:
         if key in self._children or source.raw_size_estimate(path) > UP_TO:
             return
         try:
-            child = spawn("traceaug.read.prefetch")
-            send(child.stdin, (str(path), full, gpu_only))
-            child.stdin.close()
+            if _can_fork():
+                child = _fork(path, full, gpu_only)
+            else:
+                child = spawn("traceaug.read.prefetch")
+                send(child.stdin, (str(path), full, gpu_only))
+                child.stdin.close()
         except OSError:
             return
         self._children[key] = child
@@ -54,7 +60,7 @@ class Prefetched:
         if child is None:
             return None
         try:
-            kind, plan = pickle.load(child.stdout)  # streamed: no second copy of the held bytes
+            kind, plan = pickle.load(child.stdout)
         except (EOFError, OSError, pickle.UnpicklingError, ValueError):
             kind, plan = "failed", None
             child.kill()
@@ -88,20 +94,72 @@ def start(inputs: list[Path], full: bool = False, gpu_only: bool = False) -> Pre
     return pre
 
 
-def main() -> None:
-    """Child: read (path, full, gpu_only), send back ("plan", Plan) or ("failed", reason)."""
+def _can_fork() -> bool:
+    """Fork only where it is safe: Linux, and no other thread (a command's first moments)."""
+    return sys.platform == "linux" and threading.active_count() == 1
+
+
+class _Forked:
+    """A forked child, with the part of ``subprocess.Popen`` that ``Prefetched`` uses."""
+
+    def __init__(self, pid: int, stdout) -> None:
+        self.pid, self.stdout, self.returncode = pid, stdout, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            _, status = os.waitpid(self.pid, 0)
+            self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
+def _fork(path: Path, full: bool, gpu_only: bool) -> _Forked:
+    """Plan in a forked child: it starts at once, with pass 1's modules already imported
+    (a new interpreter takes ~0.1 s of a core to get there)."""
+    from . import normalize  # noqa: F401  (imported before the fork: the child has it)
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read)
+            _plan_and_send(path, full, gpu_only, os.fdopen(write, "wb"))
+        finally:
+            os._exit(0)  # never back into the parent's command, its atexit or its buffers
+    os.close(write)
+    return _Forked(pid, os.fdopen(read, "rb"))
+
+
+def _plan_and_send(path: Path, full: bool, gpu_only: bool, out) -> None:
+    """Send ("plan", Plan) or ("failed", reason) to ``out``."""
     from ..memory import release_free_memory, return_freed_promptly
     from .normalize import plan
 
     return_freed_promptly()  # its peak adds to the parent's: keep it low, as the CLI does
-    path, full, gpu_only = recv(sys.stdin.buffer)
     try:
-        result = ("plan", plan(Path(path), full=full, gpu_only=gpu_only, workers=0))
+        result = ("plan", plan(path, full=full, gpu_only=gpu_only, workers=0))
     except Exception as e:  # the parent plans again in-process and reports it properly
         result = ("failed", str(e))
     release_free_memory()  # the parsed chunks' heap, while the parent takes the plan
-    pickle.dump(result, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
-    sys.stdout.buffer.flush()
+    pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)  # streamed: no second copy
+    out.flush()
+
+
+def main() -> None:
+    """Spawned child (where fork is not safe): read (path, full, gpu_only) on stdin."""
+    path, full, gpu_only = recv(sys.stdin.buffer)
+    _plan_and_send(Path(path), full, gpu_only, sys.stdout.buffer)
     os._exit(0)  # at once: unloading numpy would keep its memory alive while the parent grows
 
 

@@ -68,6 +68,19 @@ def _prefetch(*inputs: Path, full: bool = False, gpu_only: bool = False) -> Pref
     return prefetch.start(list(inputs), full=full, gpu_only=gpu_only)
 
 
+def _perfetto_api_without_pandas() -> None:
+    """Import the perfetto API with pandas hidden. It imports pandas at once (a third of a
+    second) only for ``as_pandas_dataframe``, which traceaug never calls: ``Trace.query``
+    builds its DataFrames itself, importing pandas then. For commands that need none."""
+    if "pandas" in sys.modules or "perfetto.common.query_result_iterator" in sys.modules:
+        return
+    sys.modules["pandas"] = None  # type: ignore[assignment]  # "import pandas" fails at once
+    try:
+        import perfetto.common.query_result_iterator  # noqa: F401
+    finally:
+        del sys.modules["pandas"]
+
+
 @main.command()
 @click.argument("trace", type=click.Path(path_type=Path))
 @click.argument("sql", required=False)
@@ -151,6 +164,7 @@ def counters(ctx: click.Context, src: Path, dst: Path | None, series: str, style
     if open_ui and (summary_only or src.is_dir()):
         raise click.UsageError("--open needs one output file")
     prefetched = _prefetch(src, gpu_only=True)
+    _perfetto_api_without_pandas()  # counters needs no DataFrame
     from .commands.counters import run
 
     text = run(src, None if summary_only else dst, _series(series), style, rank, fmt,

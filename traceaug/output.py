@@ -5,6 +5,10 @@ pass 1 in child processes (``read.prefetch``), which should not wait for pandas.
 
 from __future__ import annotations
 
+import csv
+import io
+import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import orjson
@@ -52,3 +56,38 @@ def render_records(records: list[dict], fmt: str) -> str:
             lines.append(f"  warning: {w}")
         lines.append("")
     return "\n".join(lines)
+
+
+def render_columns(columns: dict[str, Sequence], fmt: str, digits: int = 4) -> str:
+    """Equal-length columns (lists or numpy arrays) as text in one of ``FORMATS``, without
+    pandas; the table rounds floats to ``digits`` decimals, as few as the column needs."""
+    names = list(columns)
+    values = [c.tolist() if hasattr(c, "tolist") else list(c) for c in columns.values()]
+    rows = list(zip(*values))
+    if fmt == "json":
+        records = [{k: None if isinstance(v, float) and math.isnan(v) else v
+                    for k, v in zip(names, r)} for r in rows]
+        return orjson.dumps(records).decode() + "\n"
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(names)
+        writer.writerows([["" if isinstance(v, float) and math.isnan(v) else v for v in r]
+                          for r in rows])
+        return buf.getvalue()
+    if not rows:
+        return "(no rows)\n"
+    cells = [_cells(col, digits) for col in values]
+    widths = [max(len(n), *map(len, c)) for n, c in zip(names, cells)]
+    lines = [" ".join(n.rjust(w) for n, w in zip(names, widths))]
+    lines += [" ".join(c.rjust(w) for c, w in zip(row, widths)) for row in zip(*cells)]
+    return "\n".join(lines) + "\n"
+
+
+def _cells(column: list, digits: int) -> list[str]:
+    floats = [v for v in column if isinstance(v, float) and not math.isnan(v)]
+    if not floats:
+        return ["NaN" if isinstance(v, float) else str(v) for v in column]
+    places = max(len(f"{round(v, digits):.{digits}f}".rstrip("0").split(".")[1]) for v in floats)
+    return ["NaN" if isinstance(v, float) and math.isnan(v) else f"{v:.{max(places, 1)}f}"
+            for v in column]

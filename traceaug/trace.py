@@ -1,6 +1,7 @@
 """A loaded trace: the engine, the file's metadata and its time base.
 
-``Trace.query`` returns pandas DataFrames. Timestamps in SQL are nanoseconds
+``Trace.query`` returns pandas DataFrames, ``Trace.columns`` numpy arrays (for code
+that needs no pandas, whose import takes a third of a second). Timestamps in SQL are nanoseconds
 relative to ``Trace.base_ns`` (0 unless the file's epoch-µs timestamps had to
 be rebased for exactness); ``Trace.absolute`` maps them back.
 """
@@ -11,13 +12,15 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pandas as pd
+import numpy as np
 from perfetto.trace_processor.api import TraceProcessorException
 
 from .engine.loader import load
 from .errors import TraceaugError
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from .read.prefetch import Prefetched
 
 SQL_PACKAGE = "traceaug"
@@ -27,6 +30,15 @@ def _sql_modules() -> dict[str, str]:
     files = resources.files("traceaug") / "sql"
     return {f"{SQL_PACKAGE}.{f.name[:-4]}": f.read_text() for f in files.iterdir()
             if f.name.endswith(".sql")}
+
+
+def _typed(column: np.ndarray) -> np.ndarray:
+    kinds = set(map(type, column.tolist()))
+    if kinds and kinds <= {int}:
+        return column.astype(np.int64)
+    if kinds and kinds <= {int, float, type(None)} and float in kinds:
+        return column.astype(np.float64)  # None -> NaN
+    return column
 
 
 class Trace:
@@ -79,9 +91,9 @@ class Trace:
         saw them all); None for a trace with no complete slices."""
         if self.gpu_only and self.plan.span_ns is not None:
             return self.plan.span_ns
-        df = self.query("SELECT MIN(ts) AS s, MAX(ts + dur) AS e FROM slice WHERE dur >= 0")
-        start, end = df["s"][0], df["e"][0]
-        if start is None or start != start:  # NULL: no rows
+        c = self.columns("SELECT MIN(ts) AS s, MAX(ts + dur) AS e FROM slice WHERE dur >= 0")
+        start, end = c["s"][0], c["e"][0]
+        if start is None:  # NULL: no rows
             return None
         return int(start), int(end)
 
@@ -93,7 +105,7 @@ class Trace:
     def _prepare_sql(self) -> None:
         self.tp.backend.register_sql_package(SQL_PACKAGE, _sql_modules())
         moved = (self.plan.moved_slices, self.plan.moved_flows) if self.plan else (0, 0)
-        self.query(
+        self.execute(
             "CREATE PERFETTO TABLE traceaug_meta AS "
             f"SELECT {self.base_ns} AS time_base_ns, {moved[0]} AS lane_slices, "
             f"{moved[1]} AS lane_flows, {int(self.full)} AS full_load, "
@@ -102,15 +114,33 @@ class Trace:
 
     def query(self, sql: str) -> pd.DataFrame:
         """Run PerfettoSQL; a bad query raises ``TraceaugError`` with Perfetto's message."""
+        import pandas as pd  # here, not upstream's as_pandas_dataframe: see cli's counters
+
+        names, cells = self._run(sql)
+        return pd.DataFrame(cells, columns=names)
+
+    def columns(self, sql: str) -> dict[str, np.ndarray]:
+        """Run PerfettoSQL; each result column as a numpy array: int64 or float64 when every
+        value is an integer or a number (NULL only among floats, as NaN), else objects."""
+        names, cells = self._run(sql)
+        return {name: _typed(cells[:, i]) for i, name in enumerate(names)}
+
+    def execute(self, sql: str) -> None:
+        """Run PerfettoSQL for its effect (a table, an include), not its rows."""
+        self._run(sql)
+
+    def _run(self, sql: str) -> tuple[list[str], np.ndarray]:
+        """Column names and the cells as a (rows, columns) object array."""
         try:
-            return self.tp.query(sql).as_pandas_dataframe()
+            result = self.tp.query(sql)
         except TraceProcessorException as e:
             msg = " ".join(str(e).split())
             raise TraceaugError(f"{self.path}: SQL error: {msg}") from None
+        return result.column_names, result.cells.reshape(result.row_count, result.column_count)
 
     def include(self, module: str) -> None:
         """``INCLUDE PERFETTO MODULE`` (ours or the standard library's)."""
-        self.query(f"INCLUDE PERFETTO MODULE {module}")
+        self.execute(f"INCLUDE PERFETTO MODULE {module}")
 
     def close(self) -> None:
         self.tp.close()

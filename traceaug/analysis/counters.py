@@ -1,9 +1,13 @@
 """Queue-length and memory-bandwidth time series, and their time-weighted summaries.
 
 SQL (``traceaug.counters``) pairs every GPU op with the call that launched it
-and classifies copies; numpy turns the +/- changes into step series. Each
-series is a DataFrame ``pid, device, key, ts, value`` with one row per change
-point (``ts`` in engine ns); the value holds until the next row.
+and classifies copies; numpy turns the +/- changes into step series. A series
+is a table ``pid, device, key, ts, value`` with one row per change point
+(``ts`` in engine ns); the value holds until the next row.
+
+``compute`` works on ``Columns`` (name -> numpy array) and never imports pandas, whose
+import alone is a third of a second of ``traceaug counters``; ``counters`` gives the
+same tables as DataFrames.
 
 ``style="hta"`` reproduces HTA's ``generate_trace_with_counters``: its launch
 list (no graph launches), no clamping of a kernel that starts before its
@@ -13,11 +17,15 @@ one point per event rather than per timestamp.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from ..errors import TraceaugError
 from ..trace import Trace
+
+if TYPE_CHECKING:
+    pass
 
 FULL_QUEUE = 1024  # CUDA's default launch-queue depth
 HTA_LAUNCHES = (
@@ -26,15 +34,58 @@ HTA_LAUNCHES = (
     "hipMemcpyAsync", "hipMemsetAsync", "hipMemcpyWithStream",
 )
 SERIES = ("queue", "bandwidth")
-_COLUMNS = ["pid", "device", "key", "ts", "value"]
+Columns = dict[str, np.ndarray]
 
 
-def _steps(groups: pd.DataFrame, ts: np.ndarray, delta: np.ndarray, tiebreak: np.ndarray,
-           per_timestamp: bool) -> pd.DataFrame:
-    """Cumulative sums of ``delta`` per group, ordered by (group, ts, tiebreak)."""
-    order = np.lexsort((tiebreak, ts, groups["gid"].to_numpy()))
-    gid = groups["gid"].to_numpy()[order]
-    ts, delta = ts[order], delta[order]
+def _take(table: Columns, rows: np.ndarray) -> Columns:
+    return {k: v[rows] for k, v in table.items()}
+
+
+def _empty_series() -> Columns:
+    return {"pid": np.empty(0, np.int64), "device": np.empty(0, np.int64),
+            "key": np.empty(0, object), "ts": np.empty(0, np.int64), "value": np.empty(0)}
+
+
+def _codes(column: np.ndarray) -> np.ndarray:
+    """Each value's number in order of first appearance (any hashable values, None too)."""
+    seen: dict = {}
+    return np.fromiter((seen.setdefault(v, len(seen)) for v in column.tolist()), np.int64,
+                       len(column))
+
+
+def _groups(*keys: np.ndarray) -> np.ndarray:
+    """Each row's group over ``keys``, numbered in order of first appearance."""
+    code = np.zeros(len(keys[0]), np.int64)
+    for key in keys:
+        c = _codes(key)
+        code = code * (int(c.max(initial=0)) + 1) + c
+    return _codes(code)
+
+
+def _isin(column: np.ndarray, values) -> np.ndarray:
+    allowed = set(values.tolist() if isinstance(values, np.ndarray) else values)
+    return np.fromiter((v in allowed for v in column.tolist()), bool, len(column))
+
+
+def _numeric(column: np.ndarray) -> np.ndarray:
+    """float64: numbers and numeric text as they are, anything else NaN."""
+    if column.dtype.kind in "iuf":
+        return column.astype(np.float64)
+    out = np.full(len(column), np.nan)
+    for i, v in enumerate(column.tolist()):
+        try:
+            out[i] = float(v)
+        except (TypeError, ValueError):
+            pass
+    return out
+
+
+def _steps(gid: np.ndarray, rows: Columns, ts: np.ndarray, delta: np.ndarray,
+           tiebreak: np.ndarray, per_timestamp: bool) -> Columns:
+    """Cumulative sums of ``delta`` per group, ordered by (group, ts, tiebreak); ``rows``
+    gives each change's pid, device and key."""
+    order = np.lexsort((tiebreak, ts, gid))
+    gid, ts, delta = gid[order], ts[order], delta[order]
     total = np.cumsum(delta)
     starts = np.r_[0, np.flatnonzero(gid[1:] != gid[:-1]) + 1]
     offset = np.zeros_like(total)
@@ -45,134 +96,161 @@ def _steps(groups: pd.DataFrame, ts: np.ndarray, delta: np.ndarray, tiebreak: np
     keep = np.ones(len(ts), dtype=bool)
     if per_timestamp and len(ts):  # the value after every change at a timestamp
         keep[:-1] = (gid[1:] != gid[:-1]) | (ts[1:] != ts[:-1])
-    out = groups.iloc[order].reset_index(drop=True).loc[keep, ["pid", "device", "key"]]
-    out["ts"] = ts[keep]
-    out["value"] = value[keep]
-    return out.reset_index(drop=True)
+    out = _take(rows, order[keep])
+    out["ts"], out["value"] = ts[keep], value[keep]
+    return out
 
 
-def launched_ops(trace: Trace) -> pd.DataFrame:
+def _twice(table: Columns, names: tuple[str, ...]) -> Columns:
+    return {n: np.concatenate([table[n], table[n]]) for n in names}
+
+
+def launched_ops(trace: Trace) -> Columns:
     """Every GPU op with the call that launched it (a graph launch owns several ops)."""
     trace.include("traceaug.counters")
-    launches = trace.query("SELECT id AS launch_id, ts AS launch_ts, name AS launch_name, correlation "
-                           "FROM traceaug_launch ORDER BY id")
-    launches = launches.drop_duplicates("correlation")
-    ops = trace.query("SELECT id, pid, device, stream, kind, name, ts, dur, correlation "
-                      "FROM traceaug_gpu_op WHERE correlation IS NOT NULL")
-    return ops.merge(launches, on="correlation", how="inner")  # launches are unique by now
+    launches = trace.columns("SELECT id AS launch_id, ts AS launch_ts, name AS launch_name, "
+                             "correlation FROM traceaug_launch ORDER BY id")
+    ops = trace.columns("SELECT id, pid, device, stream, kind, name, ts, dur, correlation "
+                        "FROM traceaug_gpu_op WHERE correlation IS NOT NULL")
+    first: dict = {}  # correlation -> its first launch
+    for i, c in enumerate(launches["correlation"].tolist()):
+        first.setdefault(c, i)
+    at = [first.get(c, -1) for c in ops["correlation"].tolist()]
+    matched = np.flatnonzero(np.array(at, np.int64) >= 0) if at else np.empty(0, np.int64)
+    out = _take(ops, matched)  # in the ops' order, as an inner join on the left keys
+    launch = np.array(at, np.int64)[matched] if at else matched
+    for name in ("launch_id", "launch_ts", "launch_name"):
+        out[name] = launches[name][launch]
+    return out
 
 
-def queue_length(trace: Trace, style: str = "traceaug") -> pd.DataFrame:
+def queue_length(trace: Trace, style: str = "traceaug") -> Columns:
     """Ops launched but not yet started, per (device, stream); key = stream."""
     ops = launched_ops(trace)
     if style == "hta":
-        ops = ops[ops["launch_name"].isin(HTA_LAUNCHES)]
-        start = ops["ts"].to_numpy(np.int64)
+        ops = _take(ops, _isin(ops["launch_name"], HTA_LAUNCHES))
+        start = ops["ts"].astype(np.int64)
     else:  # a GPU op never starts before its own launch (clock skew between CPU and GPU)
-        start = np.maximum(ops["ts"].to_numpy(np.int64), ops["launch_ts"].to_numpy(np.int64))
-    if ops.empty:
-        return pd.DataFrame(columns=_COLUMNS)
-    ops = ops.rename(columns={"stream": "key"})
-    ops["gid"] = ops.groupby(["device", "key"], sort=False).ngroup()
-    groups = pd.concat([ops, ops], ignore_index=True)
-    ts = np.r_[ops["launch_ts"].to_numpy(np.int64), start]
-    delta = np.r_[np.ones(len(ops), np.int64), -np.ones(len(ops), np.int64)]
+        start = np.maximum(ops["ts"].astype(np.int64), ops["launch_ts"].astype(np.int64))
+    if not len(start):
+        return _empty_series()
+    ops["key"] = ops["stream"]
+    gid = _groups(ops["device"], ops["key"])
+    ts = np.r_[ops["launch_ts"].astype(np.int64), start]
+    delta = np.r_[np.ones(len(start), np.int64), -np.ones(len(start), np.int64)]
     # Equal timestamps: launches before starts, so the count never dips below its truth.
     tiebreak = -delta if style != "hta" else np.zeros_like(delta)
-    return _steps(groups, ts, delta, tiebreak, per_timestamp=style != "hta")
+    return _steps(np.r_[gid, gid], _twice(ops, ("pid", "device", "key")), ts, delta, tiebreak,
+                  per_timestamp=style != "hta")
 
 
 def _hta_filters_uncorrelated(trace: Trace) -> bool:
     """HTA drops GPU ops no CPU event correlates to, when the trace has >= 2 ProfilerSteps."""
-    steps = trace.query("SELECT COUNT(DISTINCT name) AS n FROM traceaug_step")
+    steps = trace.columns("SELECT COUNT(DISTINCT name) AS n FROM traceaug_step")
     return int(steps["n"][0]) >= 2
 
 
-def memory_bandwidth(trace: Trace, style: str = "traceaug") -> pd.DataFrame:
+def memory_bandwidth(trace: Trace, style: str = "traceaug") -> Columns:
     """GB/s of copies and sets in flight, per (device, copy kind); key = kind."""
     trace.include("traceaug.counters")
-    copies = trace.query("SELECT pid, device, ts, dur, copy_kind, hta_name, bytes, bw_arg, correlation "
-                         "FROM traceaug_copy")
+    copies = trace.columns("SELECT pid, device, ts, dur, copy_kind, hta_name, bytes, bw_arg, "
+                           "correlation FROM traceaug_copy")
     if style == "hta" and _hta_filters_uncorrelated(trace):
-        cpu = trace.query("SELECT DISTINCT correlation FROM traceaug_runtime "
-                          "WHERE correlation IS NOT NULL")
-        copies = copies[copies["correlation"].isin(cpu["correlation"])].reset_index(drop=True)
-    if copies.empty:
-        return pd.DataFrame(columns=_COLUMNS)
-    dur = copies["dur"].to_numpy(np.float64)
+        cpu = trace.columns("SELECT DISTINCT correlation FROM traceaug_runtime "
+                            "WHERE correlation IS NOT NULL")
+        copies = _take(copies, _isin(copies["correlation"], cpu["correlation"]))
+    if not len(copies["ts"]):
+        return _empty_series()
+    dur = copies["dur"].astype(np.float64)
     if style == "hta":
         dur = np.where(dur == 0, 1000.0, dur)  # HTA rounds zero durations up to 1 µs
         copies["key"] = copies["hta_name"]
-        copies["gid"] = copies.groupby("key", sort=False).ngroup()
+        gid = _groups(copies["key"])
     else:
         keep = dur > 0  # a copy that takes no time moves no bytes per second
-        copies, dur = copies[keep].reset_index(drop=True), dur[keep]
+        copies, dur = _take(copies, keep), dur[keep]
         copies["key"] = copies["copy_kind"]
-        copies["gid"] = copies.groupby(["device", "key"], sort=False).ngroup()
-    bytes_ = pd.to_numeric(copies["bytes"], errors="coerce").to_numpy(np.float64)
-    bw = pd.to_numeric(copies["bw_arg"], errors="coerce").to_numpy(np.float64)
-    bw = np.where(np.isnan(bw), bytes_ / dur, bw)  # bytes per ns = GB/s
-    bw = np.nan_to_num(bw)
-    start = copies["ts"].to_numpy(np.int64)
-    groups = pd.concat([copies, copies], ignore_index=True)
+        gid = _groups(copies["device"], copies["key"])
+    bw = _numeric(copies["bw_arg"])
+    bw = np.nan_to_num(np.where(np.isnan(bw), _numeric(copies["bytes"]) / dur, bw))  # GB/s = B/ns
+    start = copies["ts"].astype(np.int64)
     ts = np.r_[start, start + dur.astype(np.int64)]
     delta = np.r_[bw, -bw]
+    rows = _twice(copies, ("pid", "device", "key"))
     if style == "hta":
-        out = _steps(groups, ts, delta, np.zeros_like(delta), per_timestamp=False)
+        out = _steps(np.r_[gid, gid], rows, ts, delta, np.zeros_like(delta), per_timestamp=False)
     else:  # ends before starts at equal timestamps; one point per timestamp
-        out = _steps(groups, ts, delta, np.r_[np.ones(len(bw)), np.zeros(len(bw))], True)
-        out.loc[out["value"].abs() < 1e-9, "value"] = 0.0  # float residue of +bw -bw
-    out.loc[out["value"] < 0, "value"] = 0.0
+        out = _steps(np.r_[gid, gid], rows, ts, delta, np.r_[np.ones(len(bw)), np.zeros(len(bw))],
+                     per_timestamp=True)
+        out["value"][np.abs(out["value"]) < 1e-9] = 0.0  # float residue of +bw -bw
+    out["value"][out["value"] < 0] = 0.0
     return out
 
 
-def _integrals(series: pd.DataFrame, end: int) -> pd.DataFrame:
-    """Per series: the time each value holds (ns), up to ``end``."""
-    s = series.sort_values(["device", "key", "ts"], kind="stable").reset_index(drop=True)
-    nxt = s.groupby(["device", "key"], sort=False)["ts"].shift(-1).fillna(end).to_numpy(np.int64)
-    s["held"] = np.maximum(nxt - s["ts"].to_numpy(np.int64), 0)
-    return s
+def _integrals(series: Columns, end: int) -> tuple[Columns, np.ndarray]:
+    """The series sorted by (device, key, ts) with the time each value holds (ns) up to
+    ``end``, and where each (device, key) group starts."""
+    device, key = _sorted_codes(series["device"]), _sorted_codes(series["key"])
+    order = np.lexsort((series["ts"], key, device))
+    s, device, key = _take(series, order), device[order], key[order]
+    n = len(s["ts"])
+    new = np.ones(n, dtype=bool)
+    new[1:] = (device[1:] != device[:-1]) | (key[1:] != key[:-1])
+    starts = np.flatnonzero(new)
+    nxt = np.r_[s["ts"][1:], end].astype(np.int64)
+    nxt[np.r_[starts[1:] - 1, n - 1] if n else starts] = end  # each group's last value
+    s["held"] = np.maximum(nxt - s["ts"].astype(np.int64), 0)
+    return s, starts
 
 
-def queue_summary(series: pd.DataFrame, start: int, end: int) -> pd.DataFrame:
+def _sorted_codes(column: np.ndarray) -> np.ndarray:
+    """Each value's rank among the distinct values (sorted as pandas sorts group keys)."""
+    return np.unique(column, return_inverse=True)[1].reshape(-1)
+
+
+def queue_summary(series: Columns, start: int, end: int) -> Columns:
     """Per stream: time-weighted mean, max, share of time empty, time at a full queue."""
     span = max(end - start, 1)
-    s = _integrals(series, end)
-    s["area"] = s["value"] * s["held"]
-    s["empty"] = np.where(s["value"] == 0, s["held"], 0)
-    s["full"] = np.where(s["value"] >= FULL_QUEUE, s["held"], 0)
-    g = s.groupby(["device", "key"], sort=True)
-    first = g["ts"].min()
-    out = pd.DataFrame({
-        "mean": g["area"].sum() / span,
-        "max": g["value"].max(),
-        # before its first change point a queue is empty
-        "empty_share": (g["empty"].sum() + (first - start).clip(lower=0)) / span,
-        "full_ms": g["full"].sum() / 1e6,
-    }).reset_index().rename(columns={"key": "stream"})
-    return out
+    s, at = _integrals(series, end)
+    if not len(at):
+        return {c: np.empty(0) for c in ("device", "stream", "mean", "max", "empty_share", "full_ms")}
+    value, held = s["value"], s["held"]
+    first = s["ts"][at].astype(np.int64)  # before its first change point a queue is empty
+    return {
+        "device": s["device"][at], "stream": s["key"][at],
+        "mean": np.add.reduceat(value * held, at) / span,
+        "max": np.maximum.reduceat(value, at),
+        "empty_share": (np.add.reduceat(np.where(value == 0, held, 0), at)
+                        + np.clip(first - start, 0, None)) / span,
+        "full_ms": np.add.reduceat(np.where(value >= FULL_QUEUE, held, 0), at) / 1e6,
+    }
 
 
-def bandwidth_summary(series: pd.DataFrame, copies: pd.DataFrame, end: int) -> pd.DataFrame:
+def bandwidth_summary(series: Columns, copies: Columns, end: int) -> Columns:
     """Per copy kind: bytes, busy time, mean GB/s while busy, peak GB/s."""
-    s = _integrals(series, end)
-    s["busy"] = np.where(s["value"] > 0, s["held"], 0)
-    s["area"] = s["value"] * s["held"]
-    g = s.groupby(["device", "key"], sort=True)
-    out = pd.DataFrame({
-        "busy_ms": g["busy"].sum() / 1e6,
-        "mean_gbps_busy": g["area"].sum() / g["busy"].sum().replace(0, np.nan),
-        "peak_gbps": g["value"].max(),
-    }).reset_index().rename(columns={"key": "kind"})
-    nbytes = copies.groupby(["device", "copy_kind"])["bytes"].sum().rename("bytes")
-    out = out.join(nbytes, on=["device", "kind"])
-    return out[["device", "kind", "bytes", "busy_ms", "mean_gbps_busy", "peak_gbps"]]
+    s, at = _integrals(series, end)
+    names = ("device", "kind", "bytes", "busy_ms", "mean_gbps_busy", "peak_gbps")
+    if not len(at):
+        return {c: np.empty(0) for c in names}
+    value, held = s["value"], s["held"]
+    busy = np.add.reduceat(np.where(value > 0, held, 0), at)
+    total: dict = {}
+    for d, k, b in zip(copies["device"].tolist(), copies["copy_kind"].tolist(),
+                       copies["bytes"].tolist()):
+        total[(d, k)] = total.get((d, k), 0) + b
+    device, kind = s["device"][at], s["key"][at]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.where(busy > 0, np.add.reduceat(value * held, at) / busy, np.nan)
+    return dict(zip(names, (
+        device, kind,
+        np.array([total.get(k, 0) for k in zip(device.tolist(), kind.tolist())], np.int64),
+        busy / 1e6, mean, np.maximum.reduceat(value, at))))
 
 
-def counters(trace: Trace, series: tuple[str, ...] = SERIES, style: str = "traceaug") -> dict:
-    """All requested series and summaries; raises for a trace with no GPU work."""
+def compute(trace: Trace, series: tuple[str, ...] = SERIES, style: str = "traceaug") -> dict:
+    """All requested series and summaries as ``Columns``; raises for a trace with no GPU work."""
     trace.include("traceaug.counters")
-    if trace.query("SELECT COUNT(*) AS n FROM traceaug_gpu_op")["n"][0] == 0:
+    if trace.columns("SELECT COUNT(*) AS n FROM traceaug_gpu_op")["n"][0] == 0:
         raise TraceaugError(f"{trace.path}: no GPU kernels, copies or sets (a CPU-only trace?): "
                             "no counters to add")
     start, end = trace.span()  # there are GPU ops, so there is a span
@@ -184,8 +262,17 @@ def counters(trace: Trace, series: tuple[str, ...] = SERIES, style: str = "trace
     if "bandwidth" in series:
         b = memory_bandwidth(trace, style)
         out["bandwidth"] = b
-        copies = trace.query("SELECT device, copy_kind, bytes FROM traceaug_copy")
-        copies["bytes"] = pd.to_numeric(copies["bytes"], errors="coerce").fillna(0).astype(np.int64)
+        copies = trace.columns("SELECT device, copy_kind, bytes FROM traceaug_copy")
+        copies["bytes"] = np.nan_to_num(_numeric(copies["bytes"])).astype(np.int64)
         base = memory_bandwidth(trace) if style == "hta" else b
         out["bandwidth_summary"] = bandwidth_summary(base, copies, end)
     return out
+
+
+def counters(trace: Trace, series: tuple[str, ...] = SERIES, style: str = "traceaug") -> dict:
+    """``compute`` with every table as a pandas DataFrame."""
+    import pandas as pd
+
+    return {k: pd.DataFrame(v) if isinstance(v, dict) else v
+            for k, v in compute(trace, series, style).items()}
+

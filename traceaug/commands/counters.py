@@ -6,11 +6,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import orjson
-import pandas as pd
 
 from ..errors import TraceaugError
-from ..output import render_frame
+from ..output import render_columns
 from ..read.inputs import TraceFile, resolve
 from ..rewrite import splice
 from ..rewrite.counters import prepare
@@ -56,7 +56,8 @@ def _one(target: tuple[TraceFile, Path | None], series, style, tp_bin, quiet, pr
             copy.cancel()
     for key in ("queue_summary", "bandwidth_summary"):
         if key in result:
-            result[key].insert(0, "rank", rank)
+            table = result[key]
+            result[key] = {"rank": np.full(len(table["device"]), rank, dtype=object), **table}
     result["file"], result["out"] = str(tf.path), None if out is None else str(out)
     return result
 
@@ -77,26 +78,31 @@ def run(src: Path, dst: Path | None, series: tuple[str, ...], style: str, rank: 
 
 def summary_text(results: list[dict], fmt: str) -> str:
     """The per-stream and per-copy-kind summaries as a table, CSV (long form) or JSON."""
-    tables = {key: pd.concat([r[key] for r in results if key in r], ignore_index=True)
+    tables = {key: {c: np.concatenate([r[key][c] for r in results if key in r])
+                    for c in next(r[key] for r in results if key in r)}
               for key in ("queue_summary", "bandwidth_summary") if any(key in r for r in results)}
     if fmt == "json":
-        data = {k.removesuffix("_summary"): orjson.loads(v.to_json(orient="records"))
+        data = {k.removesuffix("_summary"): orjson.loads(render_columns(v, "json"))
                 for k, v in tables.items()}
         data["outputs"] = [r["out"] for r in results if r["out"]]
         return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n"
-    if fmt == "csv":
-        long = []
-        for key, df in tables.items():
+    if fmt == "csv":  # long form: series, rank, device, key, metric, value
+        long: dict[str, list] = {c: [] for c in ("series", "rank", "device", "key", "metric", "value")}
+        for key, table in tables.items():
             ident = "stream" if key == "queue_summary" else "kind"
-            melted = df.melt(id_vars=["rank", "device", ident], var_name="metric")
-            melted.insert(0, "series", key.removesuffix("_summary"))
-            long.append(melted.rename(columns={ident: "key"}))
-        return pd.concat(long, ignore_index=True).to_csv(index=False) if long else ""
+            for metric in [c for c in table if c not in ("rank", "device", ident)]:
+                n = len(table[metric])
+                long["series"] += [key.removesuffix("_summary")] * n
+                long["metric"] += [metric] * n
+                for column, source in (("rank", "rank"), ("device", "device"), ("key", ident),
+                                       ("value", metric)):
+                    long[column] += table[source].tolist()
+        return render_columns(long, "csv") if tables else ""
     parts = []
     titles = {"queue_summary": "Queue length per stream (time-weighted over the trace)",
               "bandwidth_summary": "Memory bandwidth per copy kind"}
-    for key, df in tables.items():
-        parts.append(titles[key] + "\n" + render_frame(df.round(4), "table"))
+    for key, table in tables.items():
+        parts.append(titles[key] + "\n" + render_columns(table, "table"))
     parts += [f"wrote {r['out']} ({r.get('events', 0)} counter events)" + "\n"
               for r in results if r["out"]]
     return "\n".join(parts)

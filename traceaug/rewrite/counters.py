@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..analysis.counters import SERIES, counters
+from ..analysis.counters import SERIES, compute
 from ..errors import TraceaugError
 from ..trace import Trace
 from . import splice
@@ -39,13 +39,14 @@ def counter_track_events(result: dict, base_ns: int, style: str) -> list[bytes]:
 
 def prepare(trace: Trace, out: Path | None, series: tuple[str, ...] = SERIES,
             style: str = "traceaug") -> tuple[dict, list[bytes]]:
-    """Check ``out`` (unless None), compute the series and summaries and, for ``out``, the
-    events to splice in: all the engine is needed for."""
+    """Check ``out`` (unless None), compute the series and summaries (``analysis.counters
+    .compute``: numpy tables) and, for ``out``, the events to splice in: all the engine is
+    needed for."""
     if out is not None:
         splice.check_output(trace.path, out)
         if trace.plan is None:
             raise TraceaugError(f"{trace.path}: not a Chrome JSON trace; counters need one")
-    result = counters(trace, series, style)
+    result = compute(trace, series, style)
     events = counter_track_events(result, trace.base_ns, style) if out is not None else []
     result["events"] = len(events)
     return result, events

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import orjson
-import pandas as pd
 
 
 def us(ns: int) -> str:
@@ -27,18 +26,20 @@ def _json(value) -> bytes:
     return orjson.dumps(value.item() if hasattr(value, "item") else value)
 
 
-def counter_events(series: pd.DataFrame, base_ns: int, name: str, arg, hta: bool,
+def counter_events(series: dict[str, np.ndarray], base_ns: int, name: str, arg, hta: bool,
                    id_column: bool = False) -> list[bytes]:
-    """One ``"ph":"C"`` event per row of a series (``pid, key, ts, value``).
+    """One ``"ph":"C"`` event per row of a series (columns ``pid, key, ts, value``).
 
     ``name`` and ``arg`` may be callables of the row's key (the track's name parts). The
     text around the time and value is built once per track, the values in one dumps.
     """
-    if series.empty:
+    if not len(series["ts"]):
         return []
-    ts = us_bytes(series["ts"].to_numpy(np.int64) + base_ns)
+    ts = us_bytes(series["ts"].astype(np.int64) + base_ns)
     values = orjson.dumps(series["value"].tolist())[1:-1].split(b",")
-    codes, tracks = pd.factorize(pd.MultiIndex.from_arrays([series["pid"], series["key"]]))
+    tracks: dict = {}  # (pid, key) -> its number, in order of first appearance
+    codes = [tracks.setdefault(k, len(tracks))
+             for k in zip(series["pid"].tolist(), series["key"].tolist())]
     head, mid, tail = [], [], []
     for pid, key in tracks:
         n = _json(name(key) if callable(name) else name)
@@ -51,4 +52,4 @@ def counter_events(series: pd.DataFrame, base_ns: int, name: str, arg, hta: bool
             head.append(b'{"ph":"C","name":' + n + b',"pid":' + _json(pid) + b',"ts":')
             tail.append(b"}}")
         mid.append(b',"args":{' + a + b":")
-    return [head[c] + t + mid[c] + v + tail[c] for c, t, v in zip(codes.tolist(), ts, values, strict=True)]
+    return [head[c] + t + mid[c] + v + tail[c] for c, t, v in zip(codes, ts, values, strict=True)]

@@ -21,7 +21,6 @@ from ..memory import release_free_memory
 from ..progress import Progress
 from ..read import chunks, normalize, source
 from .backend import TraceProcessor
-from .wasm_module import load_build
 
 if TYPE_CHECKING:
     from ..read.prefetch import Prefetched
@@ -95,8 +94,9 @@ def _finalize(tp: TraceProcessor, path: Path) -> None:
 
 
 def _load_once(path: Path, plan: normalize.Plan | None, memory64: bool, bin_path: str | None,
-               progress: Progress, offset: int) -> TraceProcessor:
-    tp = TraceProcessor(memory64=memory64, bin_path=bin_path)
+               progress: Progress, offset: int, tp: TraceProcessor | None = None) -> TraceProcessor:
+    """Feed and finalize one engine (``tp``, else a new one); closed again on failure."""
+    tp = tp or TraceProcessor(memory64=memory64, bin_path=bin_path)
     try:
         def report(n: int) -> None:
             progress.update(offset + n)
@@ -113,12 +113,13 @@ def _load_once(path: Path, plan: normalize.Plan | None, memory64: bool, bin_path
         raise
 
 
-def _warm(memory64: bool) -> None:
-    """Compile or map the engine while a child plans; a failure shows when it is created."""
+def _early_engine(memory64: bool, bin_path: str | None) -> TraceProcessor | None:
+    """An engine made while a child plans; None if that fails (it fails again, with the
+    trace's name, when the loader makes its own)."""
     try:
-        load_build(memory64)
+        return TraceProcessor(memory64=memory64, bin_path=bin_path)
     except EngineError:
-        pass
+        return None
 
 
 def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
@@ -139,20 +140,21 @@ def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
     progress = Progress(f"loading {path.name}", 2 * stored, show_progress)
     try:
         not_chrome = None
+        early = _early_engine(memory64, bin_path) if prefetched is not None else None
         try:
-            plan = None
-            if prefetched is not None:
-                if not bin_path:
-                    _warm(memory64)
-                plan = prefetched.take(path, full, gpu_only)
+            plan = prefetched.take(path, full, gpu_only) if prefetched is not None else None
             if plan is None:
                 plan = normalize.plan(path, progress.update, full=full, gpu_only=gpu_only,
                                       workers=workers)
             release_free_memory()  # pass 1's freed JSON, before the engine grows
         except chunks.NotChromeJson as e:
             plan, not_chrome = None, e  # not Chrome JSON we can split: let Perfetto judge it
+        except BaseException:
+            if early is not None:
+                early.close()
+            raise
         try:
-            tp = _load_once(path, plan, memory64, bin_path, progress, stored)
+            tp = _load_once(path, plan, memory64, bin_path, progress, stored, early)
         except EngineOutOfMemory:
             if memory64 or bin_path:
                 raise TraceaugError(f"{path}: the trace processor ran out of memory") from None

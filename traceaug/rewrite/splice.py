@@ -13,10 +13,12 @@ events, so that finishing deflates only the header and the added events.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
 import threading
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,9 +50,16 @@ def marker(command: str) -> bytes:
                                           "command": command}) + b","
 
 
+def _yield_to_others() -> None:
+    """Lower this thread's scheduling priority (Linux sets nice per thread)."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+
+
 class _Body:
-    """The original text after the event array's ``[``, deflated by a thread into an unnamed
-    temporary file beside the output (its CRC and length kept for the gzip trailer)."""
+    """The original text after the event array's ``[``, deflated by a low-priority thread
+    into an unnamed temporary file beside the output (its CRC and length kept for the gzip
+    trailer)."""
 
     def __init__(self, src: Path, directory: Path) -> None:
         self.src = src
@@ -65,16 +74,18 @@ class _Body:
         self._thread.start()
 
     def _run(self) -> None:
+        _yield_to_others()  # the caller's pass 1 and engine come first: this one can wait
         rest = None
         try:
             self.layout, self.head, rest = chunks.split_header(self._blocks())
-            # one deflate thread: the caller's engine and analysis run meanwhile
-            body = pgzip.ParallelDeflate(self.file.write, GZIP_LEVEL, threads=1)
+            deflate = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
             for block in rest:
                 if self._stop.is_set():
                     break
-                body.write(block)
-            self.crc, self.size = body.close()
+                self.crc = zlib.crc32(block, self.crc)
+                self.size += len(block)
+                self.file.write(deflate.compress(block))
+            self.file.write(deflate.flush())  # the member's final block
         except BaseException as e:  # reported by finish()
             self.error = e
         finally:

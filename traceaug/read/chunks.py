@@ -51,6 +51,7 @@ class Chunk:
     events: list | None = None
     array_form: bool = False
     exact: bool = False  # its timestamps needed the exact (slow) rebase
+    ts: object = None  # pass 1: the events' top-level ts column, when the rebase check made it
 
 
 class _Buffer:

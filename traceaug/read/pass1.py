@@ -19,7 +19,7 @@ import numpy as np
 import orjson
 
 from . import chunks
-from .rebase import Rebase, numbers, unsigned_tid, us_to_ns_array
+from .rebase import Rebase, numbers, top_level_ts, unsigned_tid, us_to_ns_array
 
 FLOW_PHASES = ("s", "t", "f")
 SEGMENT = 512  # events per held piece: moving one event re-serializes only its piece
@@ -118,11 +118,12 @@ def _hashable_key(keys: dict, k: tuple) -> int:
         return -1
 
 
-def _span(events: list, phases: list) -> tuple[int, int] | None:
-    """(first start, last end) in ns of the chunk's complete and instant events."""
-    timed = [e for e, p in zip(events, phases) if p == "X" or p == "i"]
-    ts = us_to_ns_array(numbers([e.get("ts") for e in timed]))
-    dur = us_to_ns_array(numbers([e.get("dur", 0) for e in timed]))
+def _span(events: list, phases: list, ph: np.ndarray, ts: np.ndarray | None) -> tuple[int, int] | None:
+    """(first start, last end) in ns of the chunk's complete and instant events (``ts``: the
+    chunk's ``top_level_ts``, when the rebase check made it)."""
+    ts = us_to_ns_array((top_level_ts(events) if ts is None else ts)[(ph == "X") | (ph == "i")])
+    dur = us_to_ns_array(numbers([e.get("dur", 0) for e, p in zip(events, phases)
+                                  if p == "X" or p == "i"]))
     ok = ~np.isnan(ts) & ~np.isnan(dur) & (dur >= 0)
     if not ok.any():
         return None
@@ -137,9 +138,11 @@ def _gpu_only_keeps(e: dict) -> bool:
     return str(name).startswith("ProfilerStep#")
 
 
-def gather(events: list, full: bool, gpu_only: bool = False) -> ChunkResult:
+def gather(events: list, full: bool, gpu_only: bool = False, ts: np.ndarray | None = None
+           ) -> ChunkResult:
     """Columns of one chunk's events; unless ``full``, drop flow events and project args;
-    with ``gpu_only``, keep only ``GPU_ONLY_CATEGORIES``, ProfilerSteps and metadata.
+    with ``gpu_only``, keep only ``GPU_ONLY_CATEGORIES``, ProfilerSteps and metadata (``ts``:
+    the events' ``top_level_ts``, if already made).
 
     Column-wise list comprehensions and numpy instead of one Python loop per event: a
     third of the cost on a Kineto trace."""
@@ -191,7 +194,8 @@ def gather(events: list, full: bool, gpu_only: bool = False) -> ChunkResult:
     held = None if full else [orjson.dumps(kept[i : i + SEGMENT])[1:-1]
                               for i in range(0, len(kept), SEGMENT)]
     return ChunkResult(events=len(kept), keys=list(keys), x=x.tobytes(), flows=flows.tobytes(),
-                       names=names, held=held, span=_span(events, phases) if gpu_only else None)
+                       names=names, held=held,
+                       span=_span(events, phases, ph, ts) if gpu_only else None)
 
 
 def _parse(text: bytes, tail: bool, layout: chunks.Layout) -> list:
@@ -199,12 +203,15 @@ def _parse(text: bytes, tail: bool, layout: chunks.Layout) -> list:
 
 
 def _exact_unless_verified(events: list, text: bytes, replaced: int, tail: bool,
-                           layout: chunks.Layout, rebase: Rebase) -> tuple[list, bool]:
+                           layout: chunks.Layout, rebase: Rebase
+                           ) -> tuple[list, bool, np.ndarray | None]:
     """``events`` parsed from ``rebase.fast(text)`` if ``verified`` takes them, else the
-    events of ``rebase.exact(text)``; and whether the exact path was needed."""
-    if rebase.verified(events, replaced):
-        return events, False
-    return _parse(rebase.exact(text), tail, layout), True
+    events of ``rebase.exact(text)``; whether the exact path was needed; and the returned
+    events' ``top_level_ts`` if the check made it (a GPU-only gather reuses it)."""
+    ts = top_level_ts(events) if rebase.prefix is not None else None
+    if rebase.verified(events, replaced, ts):
+        return events, False, ts
+    return _parse(rebase.exact(text), tail, layout), True, None
 
 
 def read_chunk(text: bytes, tail: bool, array_form: bool, full: bool, gpu_only: bool,
@@ -215,12 +222,12 @@ def read_chunk(text: bytes, tail: bool, array_form: bool, full: bool, gpu_only: 
     rebased, replaced = rebase.fast(text)
     try:
         with no_gc():
-            events, exact = _exact_unless_verified(
+            events, exact, ts = _exact_unless_verified(
                 _parse(rebased, tail, layout), text, replaced, tail, layout, rebase)
     except (orjson.JSONDecodeError, chunks.NotChromeJson) as e:
         return ChunkResult(error=str(e))
     with no_gc():
-        result = gather(events, full, gpu_only)
+        result = gather(events, full, gpu_only, ts)
         del events
     result.exact = exact
     if tail:
@@ -235,7 +242,7 @@ def rebased_chunks(blocks: Iterable[bytes], rebase: Rebase) -> Iterator[chunks.C
         if isinstance(item, chunks.Layout):
             rebase.last_text = b""  # the plan keeps the rebase, not its last chunk
         else:
-            item.events, item.exact = _exact_unless_verified(
+            item.events, item.exact, item.ts = _exact_unless_verified(
                 item.events, rebase.last_text, rebase.replaced, item.last,
                 chunks.Layout(array_form=item.array_form), rebase)
         yield item
@@ -250,7 +257,7 @@ def sequential(blocks: Iterable[bytes], rebase: Rebase, full: bool, gpu_only: bo
                 yield item
                 return
             events, item.events = item.events, None
-            result = gather(events, full, gpu_only)
+            result = gather(events, full, gpu_only, item.ts)
             result.exact = item.exact
             del events
             yield result

@@ -40,6 +40,11 @@ def numbers(values: list) -> np.ndarray:
         return np.array([v if v.__class__ in (int, float) else np.nan for v in values], dtype=np.float64)
 
 
+def top_level_ts(events: list) -> np.ndarray:
+    """Every event's ``ts`` as ``numbers`` reads it (NaN where there is none)."""
+    return numbers([e.get("ts") if e.__class__ is dict else None for e in events])
+
+
 class Rebase:
     """Chooses the prefix from the first large timestamp and strips it everywhere.
 
@@ -94,11 +99,12 @@ class Rebase:
         """Every large timestamp minus the base, exactly (Decimal), whatever its form."""
         return _LARGE.sub(self._subtract, text) if self.prefix is not None else text
 
-    def verified(self, events: list, replaced: int) -> bool:
-        """Whether ``fast`` was exact for these events parsed from its output."""
+    def verified(self, events: list, replaced: int, ts: np.ndarray | None = None) -> bool:
+        """Whether ``fast`` was exact for these events parsed from its output (``ts``: their
+        ``top_level_ts``, when the caller has it)."""
         if self.prefix is None:
             return True  # nothing large in the text (``choose`` looked)
-        ts = numbers([e.get("ts") if e.__class__ is dict else None for e in events])
+        ts = top_level_ts(events) if ts is None else ts
         fast_form = int(((ts >= 10**KEEP) & (ts < 2 * 10**KEEP)).sum())
         return fast_form == replaced and not (ts >= 10 ** (KEEP + 1)).any()
 

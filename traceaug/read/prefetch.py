@@ -143,10 +143,10 @@ def _fork(path: Path, full: bool, gpu_only: bool) -> _Forked:
 
 def _plan_and_send(path: Path, full: bool, gpu_only: bool, out) -> None:
     """Send ("plan", Plan) or ("failed", reason) to ``out``."""
-    from ..memory import release_free_memory, return_freed_promptly
+    from ..memory import release_free_memory, reuse_freed
     from .normalize import plan
 
-    return_freed_promptly()  # its peak adds to the parent's: keep it low, as the CLI does
+    reuse_freed()  # a fork inherits the command's prompt return of freed memory: undo it
     try:
         result = ("plan", plan(path, full=full, gpu_only=gpu_only, workers=0))
     except Exception as e:  # the parent plans again in-process and reports it properly

@@ -19,10 +19,9 @@ import sys
 import threading
 from typing import Any
 
+from ..memory import REUSE_ENV
+
 _LENGTH = struct.Struct("<Q")
-# Let a worker reuse freed memory (glibc would unmap and re-fault every chunk's large
-# buffers, and the kernel zero the pages again) while returning what exceeds 64 MB.
-_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(64 << 20)}
 
 
 class WorkerFailed(Exception):
@@ -31,7 +30,7 @@ class WorkerFailed(Exception):
 
 def spawn(module: str) -> subprocess.Popen:
     """``python -m module`` with this process's import path; pipes on stdin and stdout."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **_MALLOC}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **REUSE_ENV}
     return subprocess.Popen([sys.executable, "-m", module], env=env, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 

@@ -16,6 +16,7 @@ import numpy as np
 from perfetto.trace_processor.api import TraceProcessorException
 
 from .engine.loader import load
+from .engine.results import typed_columns
 from .errors import TraceaugError
 
 if TYPE_CHECKING:
@@ -30,15 +31,6 @@ def _sql_modules() -> dict[str, str]:
     files = resources.files("traceaug") / "sql"
     return {f"{SQL_PACKAGE}.{f.name[:-4]}": f.read_text() for f in files.iterdir()
             if f.name.endswith(".sql")}
-
-
-def _typed(column: np.ndarray) -> np.ndarray:
-    kinds = set(map(type, column.tolist()))
-    if kinds and kinds <= {int}:
-        return column.astype(np.int64)
-    if kinds and kinds <= {int, float, type(None)} and float in kinds:
-        return column.astype(np.float64)  # None -> NaN
-    return column
 
 
 class Trace:
@@ -122,8 +114,14 @@ class Trace:
     def columns(self, sql: str) -> dict[str, np.ndarray]:
         """Run PerfettoSQL; each result column as a numpy array: int64 or float64 when every
         value is an integer or a number (NULL only among floats, as NaN), else objects."""
-        names, cells = self._run(sql)
-        return {name: _typed(cells[:, i]) for i, name in enumerate(names)}
+        try:
+            result = self.tp.backend.execute_query(sql)
+        except TraceProcessorException as e:
+            result = e
+        if isinstance(result, TraceProcessorException) or result.error:
+            msg = " ".join(str(result if isinstance(result, Exception) else result.error).split())
+            raise TraceaugError(f"{self.path}: SQL error: {msg}") from None
+        return typed_columns(result)
 
     def execute(self, sql: str) -> None:
         """Run PerfettoSQL for its effect (a table, an include), not its rows."""

@@ -17,15 +17,11 @@ one point per event rather than per timestamp.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ..errors import TraceaugError
 from ..trace import Trace
-
-if TYPE_CHECKING:
-    pass
+from .tables import Columns, frame, groups, isin, take
 
 FULL_QUEUE = 1024  # CUDA's default launch-queue depth
 HTA_LAUNCHES = (
@@ -34,37 +30,11 @@ HTA_LAUNCHES = (
     "hipMemcpyAsync", "hipMemsetAsync", "hipMemcpyWithStream",
 )
 SERIES = ("queue", "bandwidth")
-Columns = dict[str, np.ndarray]
-
-
-def _take(table: Columns, rows: np.ndarray) -> Columns:
-    return {k: v[rows] for k, v in table.items()}
 
 
 def _empty_series() -> Columns:
     return {"pid": np.empty(0, np.int64), "device": np.empty(0, np.int64),
             "key": np.empty(0, object), "ts": np.empty(0, np.int64), "value": np.empty(0)}
-
-
-def _codes(column: np.ndarray) -> np.ndarray:
-    """Each value's number in order of first appearance (any hashable values, None too)."""
-    seen: dict = {}
-    return np.fromiter((seen.setdefault(v, len(seen)) for v in column.tolist()), np.int64,
-                       len(column))
-
-
-def _groups(*keys: np.ndarray) -> np.ndarray:
-    """Each row's group over ``keys``, numbered in order of first appearance."""
-    code = np.zeros(len(keys[0]), np.int64)
-    for key in keys:
-        c = _codes(key)
-        code = code * (int(c.max(initial=0)) + 1) + c
-    return _codes(code)
-
-
-def _isin(column: np.ndarray, values) -> np.ndarray:
-    allowed = set(values.tolist() if isinstance(values, np.ndarray) else values)
-    return np.fromiter((v in allowed for v in column.tolist()), bool, len(column))
 
 
 def _numeric(column: np.ndarray) -> np.ndarray:
@@ -96,7 +66,7 @@ def _steps(gid: np.ndarray, rows: Columns, ts: np.ndarray, delta: np.ndarray,
     keep = np.ones(len(ts), dtype=bool)
     if per_timestamp and len(ts):  # the value after every change at a timestamp
         keep[:-1] = (gid[1:] != gid[:-1]) | (ts[1:] != ts[:-1])
-    out = _take(rows, order[keep])
+    out = take(rows, order[keep])
     out["ts"], out["value"] = ts[keep], value[keep]
     return out
 
@@ -118,7 +88,7 @@ def launched_ops(trace: Trace) -> Columns:
         first.setdefault(c, i)
     at = [first.get(c, -1) for c in ops["correlation"].tolist()]
     matched = np.flatnonzero(np.array(at, np.int64) >= 0) if at else np.empty(0, np.int64)
-    out = _take(ops, matched)  # in the ops' order, as an inner join on the left keys
+    out = take(ops, matched)  # in the ops' order, as an inner join on the left keys
     launch = np.array(at, np.int64)[matched] if at else matched
     for name in ("launch_id", "launch_ts", "launch_name"):
         out[name] = launches[name][launch]
@@ -129,14 +99,14 @@ def queue_length(trace: Trace, style: str = "traceaug") -> Columns:
     """Ops launched but not yet started, per (device, stream); key = stream."""
     ops = launched_ops(trace)
     if style == "hta":
-        ops = _take(ops, _isin(ops["launch_name"], HTA_LAUNCHES))
+        ops = take(ops, isin(ops["launch_name"], HTA_LAUNCHES))
         start = ops["ts"].astype(np.int64)
     else:  # a GPU op never starts before its own launch (clock skew between CPU and GPU)
         start = np.maximum(ops["ts"].astype(np.int64), ops["launch_ts"].astype(np.int64))
     if not len(start):
         return _empty_series()
     ops["key"] = ops["stream"]
-    gid = _groups(ops["device"], ops["key"])
+    gid = groups(ops["device"], ops["key"])
     ts = np.r_[ops["launch_ts"].astype(np.int64), start]
     delta = np.r_[np.ones(len(start), np.int64), -np.ones(len(start), np.int64)]
     # Equal timestamps: launches before starts, so the count never dips below its truth.
@@ -159,19 +129,19 @@ def memory_bandwidth(trace: Trace, style: str = "traceaug") -> Columns:
     if style == "hta" and _hta_filters_uncorrelated(trace):
         cpu = trace.columns("SELECT DISTINCT correlation FROM traceaug_runtime "
                             "WHERE correlation IS NOT NULL")
-        copies = _take(copies, _isin(copies["correlation"], cpu["correlation"]))
+        copies = take(copies, isin(copies["correlation"], cpu["correlation"]))
     if not len(copies["ts"]):
         return _empty_series()
     dur = copies["dur"].astype(np.float64)
     if style == "hta":
         dur = np.where(dur == 0, 1000.0, dur)  # HTA rounds zero durations up to 1 µs
         copies["key"] = copies["hta_name"]
-        gid = _groups(copies["key"])
+        gid = groups(copies["key"])
     else:
         keep = dur > 0  # a copy that takes no time moves no bytes per second
-        copies, dur = _take(copies, keep), dur[keep]
+        copies, dur = take(copies, keep), dur[keep]
         copies["key"] = copies["copy_kind"]
-        gid = _groups(copies["device"], copies["key"])
+        gid = groups(copies["device"], copies["key"])
     bw = _numeric(copies["bw_arg"])
     bw = np.nan_to_num(np.where(np.isnan(bw), _numeric(copies["bytes"]) / dur, bw))  # GB/s = B/ns
     start = copies["ts"].astype(np.int64)
@@ -193,7 +163,7 @@ def _integrals(series: Columns, end: int) -> tuple[Columns, np.ndarray]:
     ``end``, and where each (device, key) group starts."""
     device, key = _sorted_codes(series["device"]), _sorted_codes(series["key"])
     order = np.lexsort((series["ts"], key, device))
-    s, device, key = _take(series, order), device[order], key[order]
+    s, device, key = take(series, order), device[order], key[order]
     n = len(s["ts"])
     new = np.ones(n, dtype=bool)
     new[1:] = (device[1:] != device[:-1]) | (key[1:] != key[:-1])
@@ -272,8 +242,6 @@ def compute(trace: Trace, series: tuple[str, ...] = SERIES, style: str = "tracea
 
 def counters(trace: Trace, series: tuple[str, ...] = SERIES, style: str = "traceaug") -> dict:
     """``compute`` with every table as a pandas DataFrame."""
-    import pandas as pd
-
-    return {k: pd.DataFrame(v) if isinstance(v, dict) else v
+    return {k: frame(v) if isinstance(v, dict) else v
             for k, v in compute(trace, series, style).items()}
 

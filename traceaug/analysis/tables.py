@@ -1,0 +1,63 @@
+"""Numpy tables (column name -> array of equal length) and what analyses do with them.
+
+The command line's analyses work on these rather than on DataFrames: pandas' import
+alone is a third of a second of a command. ``frame`` makes a DataFrame of one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+Columns = dict[str, np.ndarray]
+
+
+def take(table: Columns, rows: np.ndarray) -> Columns:
+    """The rows ``rows`` (indices or a mask) of every column."""
+    return {k: v[rows] for k, v in table.items()}
+
+
+def codes(column: np.ndarray | list) -> tuple[np.ndarray, list]:
+    """Each value's number in order of first appearance, and the distinct values in that
+    order (any hashable values, None too): pandas' ``factorize``, NaN aside."""
+    seen: dict = {}
+    values = column.tolist() if isinstance(column, np.ndarray) else column
+    out = np.fromiter((seen.setdefault(v, len(seen)) for v in values), np.int64, len(values))
+    return out, list(seen)
+
+
+def groups(*keys: np.ndarray) -> np.ndarray:
+    """Each row's group over ``keys``, numbered in order of first appearance (pandas'
+    ``groupby(..., sort=False).ngroup()``)."""
+    code = np.zeros(len(keys[0]), np.int64)
+    for key in keys:
+        c = codes(key)[0]
+        code = code * (int(c.max(initial=0)) + 1) + c
+    return first_appearance(code)
+
+
+def first_appearance(code: np.ndarray) -> np.ndarray:
+    """Integer codes renumbered 0, 1, ... in order of first appearance."""
+    if not len(code):
+        return code.astype(np.int64)
+    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    return rank[inverse.reshape(-1)]
+
+
+def isin(column: np.ndarray, values) -> np.ndarray:
+    """Membership by equality of hashable values (None and mixed types too)."""
+    allowed = set(values.tolist() if isinstance(values, np.ndarray) else values)
+    return np.fromiter((v in allowed for v in column.tolist()), bool, len(column))
+
+
+def frame(table: Columns) -> pd.DataFrame:
+    """The table as a pandas DataFrame (imports pandas)."""
+    import pandas as pd
+
+    return pd.DataFrame(table)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import TESTDATA, shared_trace
 
 import traceaug
@@ -82,12 +83,17 @@ def test_columns_are_typed_numpy_arrays() -> None:
     assert [n["n"][0], n["total"][0]] == [df["n"][0], df["total"][0]] and n["n"][0] > 0
 
 
-def test_counters_command_never_imports_pandas(tmp_path: Path) -> None:
-    """counters works on numpy tables and hides pandas from the perfetto API's import:
-    pandas alone is a third of a second of the command."""
+@pytest.mark.parametrize("command", ["counters", "diff"])
+def test_counters_and_diff_never_import_pandas(tmp_path: Path, command: str) -> None:
+    """counters and diff work on numpy tables and hide pandas from the perfetto API's
+    import: pandas alone is a third of a second of a command."""
     src = shared_trace("kineto/a100_rank0_of16_6streams.json.gz")
-    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "traceaug", "counters",
-                             str(src), str(tmp_path / "out.json.gz")], capture_output=True, text=True)
+    if command == "counters":
+        args = [str(src), str(tmp_path / "out.json.gz")]
+    else:
+        args = [str(shared_trace("kineto/diff/tiny_base")), str(shared_trace("kineto/diff/tiny_test"))]
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "traceaug", command, *args],
+                            capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
     imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines()
                 if line.startswith("import time:")}

@@ -198,6 +198,7 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
     if open_ui and trace_out is None:
         raise click.UsageError("--open needs --trace FILE")
     prefetched = _prefetch(a, b)
+    _perfetto_api_without_pandas()  # diff needs no DataFrame (--html imports pandas itself)
     from .commands import diff as cmd
 
     result = cmd.run(a, b, by, device, step, threshold, rank, prefetched=prefetched, **_options(ctx))

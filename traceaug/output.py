@@ -79,8 +79,8 @@ def render_columns(columns: dict[str, Sequence], fmt: str, digits: int = 4) -> s
         return "(no rows)\n"
     cells = [_cells(col, digits) for col in values]
     widths = [max(len(n), *map(len, c)) for n, c in zip(names, cells)]
-    lines = [" ".join(n.rjust(w) for n, w in zip(names, widths))]
-    lines += [" ".join(c.rjust(w) for c, w in zip(row, widths)) for row in zip(*cells)]
+    lines = ["  ".join(n.rjust(w) for n, w in zip(names, widths))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in zip(*cells)]
     return "\n".join(lines) + "\n"
 
 
@@ -89,5 +89,5 @@ def _cells(column: list, digits: int) -> list[str]:
     if not floats:
         return ["NaN" if isinstance(v, float) else str(v) for v in column]
     places = max(len(f"{round(v, digits):.{digits}f}".rstrip("0").split(".")[1]) for v in floats)
-    return ["NaN" if isinstance(v, float) and math.isnan(v) else f"{v:.{max(places, 1)}f}"
-            for v in column]
+    return [("NaN" if math.isnan(v) else f"{v:.{max(places, 1)}f}") if isinstance(v, float)
+            else str(v) for v in column]

@@ -2,7 +2,8 @@
 
 A CPU event belongs to the ``ProfilerStep#N`` annotation whose window holds
 its start; a GPU op belongs to the step of the runtime call that launched it
-(matched by correlation), as HTA assigns iterations.
+(matched by correlation), as HTA assigns iterations. Tables are numpy
+``Columns`` (``analysis.tables``).
 """
 
 from __future__ import annotations
@@ -10,65 +11,78 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
 
 from ..trace import Trace
+from .tables import Columns, codes, isin
 
 KINDS = ("cpu_op", "runtime", "kernel", "memcpy", "memset")
 GPU_KINDS = ("kernel", "memcpy", "memset")
 _COMM = re.compile(r"^nccl|ncclKernel|^hip.*nccl|^rccl|ncclDevKernel", re.IGNORECASE)
+_STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 
 
-def steps(trace: Trace) -> pd.DataFrame:
-    """ProfilerStep annotations: step number, ts, dur (engine ns), sorted by ts."""
+def steps(trace: Trace) -> Columns:
+    """ProfilerStep annotations: ``step`` number, ``ts``, ``dur`` (engine ns), sorted by ts;
+    the first annotation of each number."""
     trace.include("traceaug.kineto")
-    df = trace.query("SELECT ts, dur, name FROM traceaug_step ORDER BY ts")
-    df["step"] = df["name"].str.extract(r"ProfilerStep\s*#\s*(\d+)", expand=False).astype("Int64")
-    return df.dropna(subset=["step"]).drop_duplicates("step").reset_index(drop=True)
+    c = trace.columns("SELECT ts, dur, name FROM traceaug_step ORDER BY ts")
+    keep, numbers = [], []
+    for i, name in enumerate(c["name"].tolist()):
+        m = _STEP.search(name) if isinstance(name, str) else None
+        if m is not None and int(m.group(1)) not in numbers:
+            keep.append(i)
+            numbers.append(int(m.group(1)))
+    return {"step": np.array(numbers, np.int64), "ts": c["ts"][keep].astype(np.int64),
+            "dur": c["dur"][keep].astype(np.int64)}
 
 
-def _window(ts: np.ndarray, st: pd.DataFrame) -> np.ndarray:
+def _window(ts: np.ndarray, st: Columns) -> np.ndarray:
     """Step number whose window [ts, ts + dur) holds each timestamp, else -1."""
-    if st.empty or not len(ts):
+    if not len(st["step"]) or not len(ts):
         return np.full(len(ts), -1, dtype=np.int64)
-    starts = st["ts"].to_numpy(np.int64)
-    ends = starts + st["dur"].to_numpy(np.int64)
+    starts = st["ts"]
+    ends = starts + st["dur"]
     idx = np.searchsorted(starts, ts, side="right") - 1
     ok = (idx >= 0) & (ts < ends[np.clip(idx, 0, None)])
-    return np.where(ok, st["step"].to_numpy(np.int64)[np.clip(idx, 0, None)], -1)
+    return np.where(ok, st["step"][np.clip(idx, 0, None)], -1)
 
 
-def category(kind: pd.Series, name: pd.Series) -> pd.Series:
-    """HTA's kernel types for GPU ops (communication, memory, computation); the kind otherwise."""
-    codes, names = pd.factorize(name)  # a few hundred distinct names: match each once
-    comm = np.fromiter((_COMM.search(n) is not None for n in names), dtype=bool, count=len(names))
-    comm = np.append(comm, False)  # code -1 (no name) indexes this last entry
-    k = kind.to_numpy(dtype=object)
-    gpu = kind.isin(GPU_KINDS).to_numpy()
-    out = k.copy()
+def category(kind: np.ndarray, name_code: np.ndarray, names: list) -> np.ndarray:
+    """HTA's kernel types for GPU ops (communication, memory, computation); the kind otherwise.
+    ``name_code`` numbers each row's name in ``names`` (each name is matched once)."""
+    comm = np.array([isinstance(n, str) and _COMM.search(n) is not None for n in names], dtype=bool)
+    gpu = isin(kind, GPU_KINDS)
+    out = kind.astype(object)
     out[gpu] = "computation"  # each assignment overrides the last: communication wins
-    out[gpu & ((k == "memcpy") | (k == "memset"))] = "memory"
-    out[gpu & comm[codes]] = "communication"
-    return pd.Series(out, index=kind.index, dtype=kind.dtype)
+    out[gpu & ((kind == "memcpy") | (kind == "memset"))] = "memory"
+    out[gpu & comm[name_code]] = "communication"
+    return out
 
 
-def ops_with_steps(trace: Trace) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(events of KINDS with ``step``, ``gpu`` (a GPU op) and ``category`` columns, the steps)."""
+def ops_with_steps(trace: Trace) -> tuple[Columns, list, Columns]:
+    """Events of KINDS with ``step``, ``gpu`` (a GPU op), ``category`` and ``name_code``
+    columns; the distinct names ``name_code`` numbers; the steps."""
     st = steps(trace)
-    ev = trace.query(
+    ev = trace.columns(
         "SELECT id, ts, dur, name, kind, correlation, device, stream FROM traceaug_event "
         f"WHERE kind IN ({', '.join(repr(k) for k in KINDS)})")
-    for col in ("id", "ts", "dur"):  # never NULL: int64 once, not at every use
-        ev[col] = ev[col].to_numpy(np.int64)
-    ev["step"] = _window(ev["ts"].to_numpy(), st)
-    gpu = ev["kind"].isin(GPU_KINDS).to_numpy()
-    ev["gpu"] = gpu
-    runtime = ev.loc[(ev["kind"] == "runtime") & ev["correlation"].notna(), ["correlation", "step"]]
-    runtime = runtime.drop_duplicates("correlation")
-    launched = ev.loc[gpu, ["correlation"]].merge(runtime, on="correlation", how="left")["step"]
-    ev.loc[gpu, "step"] = launched.fillna(-1).astype(np.int64).to_numpy()
-    ev["category"] = category(ev["kind"], ev["name"])
-    return ev, st
+    for col in ("id", "ts", "dur"):  # never NULL
+        ev[col] = ev[col].astype(np.int64)
+    ev["kind"] = ev["kind"].astype(object)
+    step = _window(ev["ts"], st)
+    gpu = isin(ev["kind"], GPU_KINDS)
+    correlation = ev["correlation"].tolist()
+    launch_step: dict = {}  # correlation -> step of its first runtime call
+    for i in np.flatnonzero(ev["kind"] == "runtime").tolist():
+        c = correlation[i]
+        if c is not None and c == c:
+            launch_step.setdefault(c, int(step[i]))
+    at = np.flatnonzero(gpu)
+    step[at] = [launch_step.get(correlation[i], -1) for i in at.tolist()]
+    ev["step"], ev["gpu"] = step, gpu
+    ev["name_code"], names = codes(ev["name"])
+    ev["category"] = category(ev["kind"], ev["name_code"], names)
+    return ev, names, st
 
 
 def shorten(name: str) -> str:

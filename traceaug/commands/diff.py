@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import orjson
-import pandas as pd
 
-from ..analysis.diff import Side, diff
+from ..analysis.diff import Side, compute
+from ..analysis.tables import Columns
 from ..errors import TraceaugError
-from ..output import render_frame
+from ..output import render_columns
 from ..read.inputs import TraceFile, resolve
 from ..trace import Trace
 
@@ -80,7 +82,7 @@ def run(a: Path, b: Path, by: str, device: str, step: int | None, threshold: flo
     for i, (fa, fb) in enumerate(pairs):
         sa, sb = sides[2 * i], sides[2 * i + 1]
         r = sa.trace.rank if sa.trace.rank is not None else fa.rank
-        out.ranks.append(RankDiff(r, fa.path, fb.path, diff(sa, sb, by, device, step, threshold)))
+        out.ranks.append(RankDiff(r, fa.path, fb.path, compute(sa, sb, by, device, step, threshold)))
         out.sides.append((sa, sb))
     return out
 
@@ -91,38 +93,39 @@ def close(result: DiffResult) -> None:
         sb.trace.close()
 
 
-def _headline_frame(res: dict) -> pd.DataFrame:
+def headline_table(res: dict) -> Columns:
+    """The headline of one rank: A, B and their difference per step."""
     rows = []
     for key, label in HEADLINE:
         va, vb = res["a"][key], res["b"][key]
-        rows.append({"per step (ms)": label, "A": round(va, 3), "B": round(vb, 3),
-                     "Δ": round(vb - va, 3), "Δ %": round(100 * (vb - va) / va, 1) if va else None})
-    return pd.DataFrame(rows)
+        rows.append((label, round(va, 3), round(vb, 3), round(vb - va, 3),
+                     round(100 * (vb - va) / va, 1) if va else None))
+    names = ("per step (ms)", "A", "B", "Δ", "Δ %")
+    return {n: np.array([r[i] for r in rows], dtype=object) for i, n in enumerate(names)}
 
 
-def _ms(ops: pd.DataFrame) -> pd.DataFrame:
-    out = ops.copy()
-    for col in ("total_a", "total_b", "delta", "mean_a", "mean_b"):
-        out[col] = out[col] / 1e6
-    out = out.rename(columns={"total_a": "total_a_ms", "total_b": "total_b_ms", "delta": "delta_ms",
-                              "mean_a": "mean_a_ms", "mean_b": "mean_b_ms"})
-    return out
+def ops_ms(ops: Columns) -> Columns:
+    """The op table with its times in ms."""
+    renamed = {"total_a": "total_a_ms", "total_b": "total_b_ms", "delta": "delta_ms",
+               "mean_a": "mean_a_ms", "mean_b": "mean_b_ms"}
+    return {renamed.get(c, c): v / 1e6 if c in renamed else v for c, v in ops.items()}
 
 
-def _clip(name: str, width: int = 70) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
+def clip(name, width: int = 70):
+    """A long key shortened to ``width`` characters for the terminal."""
+    return name if not isinstance(name, str) or len(name) <= width else name[: width - 1] + "…"
 
 
 def render(result: DiffResult, fmt: str, top: int = 10) -> str:
     """Headline first, then the top regressions and improvements (table); everything (csv/json)."""
     if fmt == "csv":
-        frames = [_ms(r.result["ops"]).assign(rank=r.rank) for r in result.ranks]
-        df = pd.concat(frames, ignore_index=True)
-        return df[["rank", *df.columns[:-1]]].to_csv(index=False)
+        tables = [{"rank": np.full(len(r.result["ops"]["key"]), r.rank, dtype=object),
+                   **ops_ms(r.result["ops"])} for r in result.ranks]
+        return render_columns({c: np.concatenate([t[c] for t in tables]) for c in tables[0]}, "csv")
     if fmt == "json":
         data = {"ranks": [{"rank": r.rank, "a": str(r.a), "b": str(r.b),
                            "summary": {"a": r.result["a"], "b": r.result["b"]},
-                           "ops": orjson.loads(_ms(r.result["ops"]).to_json(orient="records"))}
+                           "ops": orjson.loads(render_columns(ops_ms(r.result["ops"]), "json"))}
                           for r in result.ranks],
                 "unmatched_ranks": result.unmatched}
         return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n"
@@ -130,18 +133,19 @@ def render(result: DiffResult, fmt: str, top: int = 10) -> str:
     for side, ranks in result.unmatched.items():
         if ranks:
             parts.append(f"only in {side.upper()}: rank(s) {', '.join(map(str, ranks))}\n")
+    cols = ["device", "key", "status", "count_a", "count_b", "total_a_ms", "total_b_ms", "delta_ms",
+            "delta_pct"]
     for r in result.ranks:
-        ops = _ms(r.result["ops"])
+        ops = ops_ms(r.result["ops"])
+        ops["key"] = np.array([clip(k) for k in ops["key"].tolist()] + [None], dtype=object)[:-1]
         steps = f"{r.result['a']['steps']} vs {r.result['b']['steps']} ProfilerSteps"
         parts.append(f"rank {r.rank}: A = {r.a}\n{' ' * len(f'rank {r.rank}: ')}B = {r.b}  ({steps})\n")
-        parts.append(render_frame(_headline_frame(r.result), "table"))
-        cols = ["device", "key", "status", "count_a", "count_b", "total_a_ms", "total_b_ms", "delta_ms",
-                "delta_pct"]
-        ops["key"] = ops["key"].map(_clip)
-        worse = ops[ops["delta_ms"] > 0].head(top)[cols]
-        better = ops[ops["delta_ms"] < 0].head(top)[cols]
-        counts = ops["status"].value_counts().to_dict()
+        parts.append(render_columns(headline_table(r.result), "table"))
+        worse = np.flatnonzero(ops["delta_ms"] > 0)[:top]
+        better = np.flatnonzero(ops["delta_ms"] < 0)[:top]
+        counts = Counter(ops["status"].tolist())
         parts.append("status: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + "\n")
-        parts.append(f"\nTop regressions (per step)\n{render_frame(worse.round(4), 'table')}")
-        parts.append(f"\nTop improvements (per step)\n{render_frame(better.round(4), 'table')}")
+        for title, rows in (("Top regressions", worse), ("Top improvements", better)):
+            table = render_columns({c: ops[c][rows] for c in cols}, "table")
+            parts.append(f"\n{title} (per step)\n{table}")
     return "\n".join(parts)

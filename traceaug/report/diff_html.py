@@ -7,13 +7,14 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
+from ..analysis.tables import frame
 from ..atomic import atomic_output
-from ..commands.diff import DiffResult, _clip, _headline_frame, _ms
+from ..commands.diff import DiffResult, clip, headline_table, ops_ms
 
 
 def _figures(ops, top: int) -> list[go.Figure]:
     worst = ops.reindex(ops["delta_ms"].abs().sort_values(ascending=False).index).head(top)
-    labels = [f"{d}: {_clip(k, 60)}" for d, k in zip(worst["device"], worst["key"], strict=True)]
+    labels = [f"{d}: {clip(k, 60)}" for d, k in zip(worst["device"], worst["key"], strict=True)]
     totals = go.Figure([go.Bar(name="A", y=labels, x=worst["total_a_ms"], orientation="h"),
                         go.Bar(name="B", y=labels, x=worst["total_b_ms"], orientation="h")])
     totals.update_layout(title="Total time per step (ms), largest changes", barmode="group")
@@ -37,10 +38,10 @@ def write_report(result: DiffResult, path: Path, top: int = 20) -> None:
              "<h1>traceaug diff</h1>"]
     first = True
     for r in result.ranks:
-        ops = _ms(r.result["ops"])
+        ops = frame(ops_ms(r.result["ops"]))
         parts.append(f"<h2>rank {r.rank}</h2><p>A = {html.escape(str(r.a))}<br>B = "
                      f"{html.escape(str(r.b))}</p>")
-        parts.append(_headline_frame(r.result).to_html(index=False, na_rep=""))
+        parts.append(frame(headline_table(r.result)).to_html(index=False, na_rep=""))
         for fig in _figures(ops, top):
             parts.append(fig.to_html(full_html=False, include_plotlyjs=first))
             first = False

@@ -25,9 +25,9 @@ FLOW_ID_OFFSET = 1 << 40
 
 def _anchor(side: Side) -> int:
     """Absolute ns where a side is aligned: its first ProfilerStep, else its first event."""
-    if not side.steps.empty:
-        return int(side.steps["ts"].iloc[0]) + side.trace.base_ns
-    first = side.trace.query("SELECT MIN(ts) AS t FROM slice")["t"][0]
+    if len(side.steps["ts"]):
+        return int(side.steps["ts"][0]) + side.trace.base_ns
+    first = side.trace.columns("SELECT MIN(ts) AS t FROM slice")["t"][0]
     return int(first) + side.trace.base_ns
 
 

@@ -13,7 +13,7 @@ import re
 import numpy as np
 
 from ..trace import Trace
-from .tables import Columns, codes, isin
+from .tables import Columns, codes
 
 KINDS = ("cpu_op", "runtime", "kernel", "memcpy", "memset")
 GPU_KINDS = ("kernel", "memcpy", "memset")
@@ -47,11 +47,19 @@ def _window(ts: np.ndarray, st: Columns) -> np.ndarray:
     return np.where(ok, st["step"][np.clip(idx, 0, None)], -1)
 
 
+def is_gpu(kind: np.ndarray) -> np.ndarray:
+    """Which rows are GPU ops (compared in C: kinds are a handful of strings)."""
+    out = np.zeros(len(kind), dtype=bool)
+    for k in GPU_KINDS:
+        out |= kind == k
+    return out
+
+
 def category(kind: np.ndarray, name_code: np.ndarray, names: list) -> np.ndarray:
     """HTA's kernel types for GPU ops (communication, memory, computation); the kind otherwise.
     ``name_code`` numbers each row's name in ``names`` (each name is matched once)."""
     comm = np.array([isinstance(n, str) and _COMM.search(n) is not None for n in names], dtype=bool)
-    gpu = isin(kind, GPU_KINDS)
+    gpu = is_gpu(kind)
     out = kind.astype(object)
     out[gpu] = "computation"  # each assignment overrides the last: communication wins
     out[gpu & ((kind == "memcpy") | (kind == "memset"))] = "memory"
@@ -70,7 +78,7 @@ def ops_with_steps(trace: Trace) -> tuple[Columns, list, Columns]:
         ev[col] = ev[col].astype(np.int64)
     ev["kind"] = ev["kind"].astype(object)
     step = _window(ev["ts"], st)
-    gpu = isin(ev["kind"], GPU_KINDS)
+    gpu = is_gpu(ev["kind"])
     correlation = ev["correlation"].tolist()
     launch_step: dict = {}  # correlation -> step of its first runtime call
     for i in np.flatnonzero(ev["kind"] == "runtime").tolist():

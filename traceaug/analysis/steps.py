@@ -72,7 +72,7 @@ def ops_with_steps(trace: Trace) -> tuple[Columns, list, Columns]:
     columns; the distinct names ``name_code`` numbers; the steps."""
     st = steps(trace)
     ev = trace.columns(
-        "SELECT id, ts, dur, name, kind, correlation, device, stream FROM traceaug_event "
+        "SELECT id, ts, dur, name, kind, correlation FROM traceaug_event "
         f"WHERE kind IN ({', '.join(repr(k) for k in KINDS)})")
     for col in ("id", "ts", "dur"):  # never NULL
         ev[col] = ev[col].astype(np.int64)

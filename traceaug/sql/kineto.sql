@@ -3,7 +3,7 @@
 -- Overlap lanes are folded back: `tid` is the original thread id, never a lane.
 INCLUDE PERFETTO MODULE traceaug.base;
 
-CREATE PERFETTO TABLE traceaug_event AS
+CREATE PERFETTO VIEW traceaug_event AS
 SELECT
   s.id,
   s.ts,

@@ -82,7 +82,7 @@ def launched_ops(trace: Trace) -> Columns:
     launches = trace.columns("SELECT id AS launch_id, ts AS launch_ts, name AS launch_name, "
                              "correlation FROM traceaug_launch ORDER BY id")
     ops = trace.columns("SELECT pid, device, stream, ts, correlation "  # not names: 4x the time
-                        "FROM traceaug_gpu_op WHERE correlation IS NOT NULL")
+                        "FROM traceaug_gpu_op WHERE correlation IS NOT NULL ORDER BY id")
     first: dict = {}  # correlation -> its first launch
     for i, c in enumerate(launches["correlation"].tolist()):
         first.setdefault(c, i)

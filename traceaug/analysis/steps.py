@@ -73,7 +73,7 @@ def ops_with_steps(trace: Trace) -> tuple[Columns, list, Columns]:
     st = steps(trace)
     ev = trace.columns(
         "SELECT id, ts, dur, name, kind, correlation FROM traceaug_event "
-        f"WHERE kind IN ({', '.join(repr(k) for k in KINDS)})")
+        f"WHERE kind IN ({', '.join(repr(k) for k in KINDS)}) ORDER BY id")
     for col in ("id", "ts", "dur"):  # never NULL
         ev[col] = ev[col].astype(np.int64)
     ev["kind"] = ev["kind"].astype(object)

@@ -34,7 +34,7 @@ LEFT JOIN process p USING (upid)
 LEFT JOIN lanes l ON l.track_id = tt.id;
 
 -- GPU work (kernels, copies, sets) keyed by (device, stream).
-CREATE PERFETTO TABLE traceaug_gpu_op AS
+CREATE PERFETTO VIEW traceaug_gpu_op AS
 SELECT
   s.id, s.ts, s.dur, s.name, s.category, k.kind,
   COALESCE(extract_arg(s.arg_set_id, 'args.correlation'),
@@ -48,7 +48,7 @@ JOIN _traceaug_track tr USING (track_id)
 WHERE s.category IN ('kernel', 'Kernel', 'gpu_memcpy', 'Memcpy', 'gpu_memset', 'Memset');
 
 -- Runtime and driver calls with the correlation id that links them to their GPU work.
-CREATE PERFETTO TABLE traceaug_runtime AS
+CREATE PERFETTO VIEW traceaug_runtime AS
 SELECT
   s.id, s.ts, s.dur, s.name,
   COALESCE(extract_arg(s.arg_set_id, 'args.correlation'),

@@ -30,4 +30,5 @@ SELECT
   extract_arg(arg_set_id, 'args.bytes') AS bytes,
   extract_arg(arg_set_id, 'args.memory bandwidth (GB/s)') AS bw_arg
 FROM traceaug_gpu_op
-WHERE kind IN ('memcpy', 'memset');
+WHERE kind IN ('memcpy', 'memset')
+ORDER BY id;

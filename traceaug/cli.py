@@ -14,7 +14,7 @@ import click
 from . import __version__
 from .errors import TraceaugError
 from .memory import return_freed_promptly
-from .output import FORMATS, render_frame, render_records
+from .output import FORMATS, render_columns, render_records
 
 if TYPE_CHECKING:
     from .read.prefetch import Prefetched
@@ -102,8 +102,9 @@ def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
         raise click.UsageError("give the SQL as an argument or with -f FILE")
     if full is None:
         full = needs_full_load(sql)
-    traces = load_ranks(trace, rank=rank, full=full, prefetched=_prefetch(trace, full=full),
-                        **_options(ctx))
+    prefetched = _prefetch(trace, full=full)
+    _perfetto_api_without_pandas()  # results print from numpy columns
+    traces = load_ranks(trace, rank=rank, full=full, prefetched=prefetched, **_options(ctx))
     if len(traces) > 1:
         for t in traces.values():
             t.close()
@@ -114,7 +115,7 @@ def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
             t.include("traceaug.kineto")
         elif any(table in sql for table in ("traceaug_gpu_op", "traceaug_runtime", "traceaug_step")):
             t.include("traceaug.base")
-        click.echo(render_frame(t.query(sql), fmt), nl=False)
+        click.echo(render_columns(t.columns(sql), fmt), nl=False)
 
 
 @main.command()

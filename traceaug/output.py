@@ -1,7 +1,5 @@
-"""Render results as a terminal table, CSV or JSON.
-
-pandas loads on first use: the command line imports this module before it starts
-pass 1 in child processes (``read.prefetch``), which should not wait for pandas."""
+"""Render results as a terminal table, CSV or JSON, without pandas (its import is a third
+of a second of a command)."""
 
 from __future__ import annotations
 
@@ -14,24 +12,9 @@ from typing import TYPE_CHECKING
 import orjson
 
 if TYPE_CHECKING:
-    import pandas as pd
+    pass
 
 FORMATS = ("table", "csv", "json")
-
-
-def render_frame(df: pd.DataFrame, fmt: str) -> str:
-    """A DataFrame as text in one of ``FORMATS``."""
-    if fmt == "csv":
-        return df.to_csv(index=False)
-    if fmt == "json":
-        return df.to_json(orient="records", force_ascii=False) + "\n"
-    if df.empty:
-        return "(no rows)\n" if len(df.columns) else "(no result)\n"
-    import pandas as pd
-
-    with pd.option_context("display.max_rows", None, "display.max_columns", None,
-                           "display.width", 200, "display.max_colwidth", 80):
-        return df.to_string(index=False) + "\n"
 
 
 def render_records(records: list[dict], fmt: str) -> str:
@@ -40,11 +23,10 @@ def render_records(records: list[dict], fmt: str) -> str:
         data = records[0] if len(records) == 1 else records
         return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n"
     if fmt == "csv":
-        import pandas as pd
-
         flat = [{k: "; ".join(map(str, v)) if isinstance(v, list) else v for k, v in r.items()}
                 for r in records]
-        return pd.DataFrame(flat).to_csv(index=False)
+        names = list(dict.fromkeys(k for r in flat for k in r))
+        return render_columns({k: [r.get(k) for r in flat] for k in names}, "csv")
     lines = []
     for r in records:
         width = max(len(k) for k in r)
@@ -76,7 +58,7 @@ def render_columns(columns: dict[str, Sequence], fmt: str, digits: int = 4) -> s
                           for r in rows])
         return buf.getvalue()
     if not rows:
-        return "(no rows)\n"
+        return "(no rows)\n" if names else "(no result)\n"
     cells = [_cells(col, digits) for col in values]
     widths = [max(len(n), *map(len, c)) for n, c in zip(names, cells)]
     lines = ["  ".join(n.rjust(w) for n, w in zip(names, widths))]

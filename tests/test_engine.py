@@ -83,14 +83,14 @@ def test_columns_are_typed_numpy_arrays() -> None:
     assert [n["n"][0], n["total"][0]] == [df["n"][0], df["total"][0]] and n["n"][0] > 0
 
 
-@pytest.mark.parametrize("command", ["counters", "diff", "query"])
+@pytest.mark.parametrize("command", ["counters", "diff", "query", "info"])
 def test_commands_never_import_pandas(tmp_path: Path, command: str) -> None:
-    """counters, diff and query work on numpy tables and hide pandas from the perfetto API's
+    """counters, diff, query and info work on numpy tables and hide pandas from the perfetto API's
     import: pandas alone is a third of a second of a command."""
     src = shared_trace("kineto/a100_rank0_of16_6streams.json.gz")
     args = {"counters": [str(src), str(tmp_path / "out.json.gz")],
             "diff": [str(shared_trace("kineto/diff/tiny_base")), str(shared_trace("kineto/diff/tiny_test"))],
-            "query": [str(src), "SELECT COUNT(*) AS n FROM slice"]}[command]
+            "query": [str(src), "SELECT COUNT(*) AS n FROM slice"], "info": [str(src)]}[command]
     result = subprocess.run([sys.executable, "-X", "importtime", "-m", "traceaug", command, *args],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -127,7 +127,9 @@ def info(ctx: click.Context, trace: Path, fmt: str, rank: int | None) -> None:
     """Devices, ranks, steps, time span, event counts, streams and Perfetto's warnings."""
     from . import info as trace_info
 
-    records = trace_info(trace, rank=rank, prefetched=_prefetch(trace), **_options(ctx))
+    prefetched = _prefetch(trace)
+    _perfetto_api_without_pandas()  # info reads numpy columns
+    records = trace_info(trace, rank=rank, prefetched=prefetched, **_options(ctx))
     click.echo(render_records(records, fmt), nl=False)
 
 

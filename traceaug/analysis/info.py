@@ -15,30 +15,29 @@ KIND_COUNTS = {
 
 def warnings(trace: Trace) -> list[str]:
     """Every non-zero error / data-loss row of Perfetto's ``stats`` table."""
-    df = trace.query(
+    c = trace.columns(
         "SELECT name, idx, severity, source, value FROM stats "
         "WHERE value > 0 AND severity IN ('error', 'data_loss') ORDER BY name, idx"
     )
-    return [
-        f"{r.severity}: {r.name}{'' if r.idx is None or r.idx != r.idx else f'[{int(r.idx)}]'}"
-        f" = {int(r.value)} ({r.source})"
-        for r in df.itertuples()
-    ]
+    rows = zip(*(c[k].tolist() for k in ("name", "idx", "severity", "source", "value")))
+    return [f"{severity}: {name}{'' if idx is None or idx != idx else f'[{int(idx)}]'}"
+            f" = {int(value)} ({source})" for name, idx, severity, source, value in rows]
 
 
 def info(trace: Trace) -> dict:
     """Devices, rank, steps, span, event counts, streams and engine warnings."""
     trace.include("traceaug.kineto")
-    kinds = trace.query("SELECT kind, COUNT(*) AS n FROM traceaug_event GROUP BY kind")
-    by_kind = dict(zip(kinds["kind"], kinds["n"]))
-    streams = trace.query(
+    kinds = trace.columns("SELECT kind, COUNT(*) AS n FROM traceaug_event GROUP BY kind")
+    by_kind = dict(zip(kinds["kind"].tolist(), kinds["n"].tolist()))
+    streams = trace.columns(
         "SELECT device, stream, COUNT(*) AS ops FROM traceaug_gpu_op "
         "GROUP BY device, stream ORDER BY device, stream"
     )
-    steps = trace.query("SELECT COUNT(DISTINCT name) AS n FROM traceaug_step")["n"][0]
+    pairs = list(zip(streams["device"].tolist(), streams["stream"].tolist()))
+    steps = trace.columns("SELECT COUNT(DISTINCT name) AS n FROM traceaug_step")["n"][0]
     span = trace.span()
     names = {p.get("id"): p.get("name") for p in trace.device_properties}
-    devices = sorted({int(d) for d in streams["device"].dropna()})
+    devices = sorted({int(d) for d, _ in pairs if d is not None and d == d})
     out = {
         "file": str(trace.path),
         "rank": trace.rank,
@@ -52,6 +51,6 @@ def info(trace: Trace) -> dict:
         None if out["start_ns"] is None else round((out["end_ns"] - out["start_ns"]) / 1e6, 3))
     for key, kind in KIND_COUNTS.items():
         out[key] = int(by_kind.get(kind, 0))
-    out["streams"] = [f"{int(r.device)}:{r.stream}" for r in streams.itertuples()]
+    out["streams"] = [f"{int(d)}:{s}" for d, s in pairs]
     out["warnings"] = warnings(trace)
     return out

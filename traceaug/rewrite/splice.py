@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import zlib
@@ -51,9 +52,11 @@ def marker(command: str) -> bytes:
 
 
 def _yield_to_others() -> None:
-    """Lower this thread's scheduling priority (Linux sets nice per thread)."""
-    with contextlib.suppress(AttributeError, OSError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    """Lower this thread's scheduling priority (Linux sets nice per thread; elsewhere the
+    call would name a process, so it is left alone)."""
+    if sys.platform == "linux":
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
 
 
 class _Body:

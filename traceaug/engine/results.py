@@ -30,6 +30,7 @@ def _batch_columns(batch, ncols: int) -> list[np.ndarray]:
     flat = {kind: np.cumsum(types == kind).reshape(grid.shape) - 1 for kind in (VARINT, FLOAT64)}
     values = {VARINT: np.array(batch.varint_cells, dtype=np.int64),
               FLOAT64: np.array(batch.float64_cells, dtype=np.float64)}
+    texts: dict = {}  # STRING / BLOB -> the batch's cells of that type, as an object array
     out = []
     for c in range(ncols):
         kinds = grid[:, c]
@@ -43,28 +44,33 @@ def _batch_columns(batch, ncols: int) -> list[np.ndarray]:
                 col[at] = values[kind][flat[kind][:, c][at]]
             out.append(col)
         else:
-            out.append(_objects(batch, grid, c, present, flat, values))
+            out.append(_objects(batch, grid, c, present, flat, values, texts))
     return out
 
 
-def _objects(batch, grid, c, present, flat, values) -> np.ndarray:
+def _objects(batch, grid, c, present, flat, values, texts: dict) -> np.ndarray:
     kinds = grid[:, c]
     col = np.full(len(kinds), None, dtype=object)
     for kind in (VARINT, FLOAT64):
         at = kinds == kind
         if at.any():
             col[at] = values[kind][flat[kind][:, c][at]].tolist()
-    for kind, cells in ((STRING, None), (BLOB, batch.blob_cells)):
+    for kind in (STRING, BLOB):
         if kind not in present:
             continue
-        if cells is None:
-            cells = _strings(batch)
-        order = (grid == kind).ravel()
-        index = np.cumsum(order).reshape(grid.shape) - 1  # the k-th such cell, row-major
+        cells = texts[kind] if kind in texts else texts.setdefault(kind, _cells_array(batch, kind))
+        index = np.cumsum(grid == kind).reshape(grid.shape) - 1  # the k-th such cell, row-major
         at = kinds == kind
-        picked = [cells[i] for i in index[:, c][at].tolist()]
-        col[np.flatnonzero(at)] = np.array(picked + [None], dtype=object)[:-1]
+        col[at] = cells[index[:, c][at]]
     return col
+
+
+def _cells_array(batch, kind: int) -> np.ndarray:
+    """A batch's string (or blob) cells as one object array, made once per batch."""
+    cells = _strings(batch) if kind == STRING else list(batch.blob_cells)
+    out = np.empty(len(cells), dtype=object)
+    out[:] = cells
+    return out
 
 
 def typed_columns(result) -> dict[str, np.ndarray]:

@@ -23,6 +23,11 @@ def test_query_formats(tmp_path) -> None:
     assert as_json == [{"name": "triton_poi_fused_add_cos_sin_0", "dur": 1760}]
     assert cli("query", str(path), sql, "--format", "csv").stdout.splitlines() == [
         "name,dur", "triton_poi_fused_add_cos_sin_0,1760"]
+    mixed = "SELECT CAST('ab' AS BLOB) AS b, NULL AS n, 1.5 AS f, 7 AS i"
+    assert json.loads(cli("query", str(path), mixed, "--format", "json").stdout) == [
+        {"b": "0x6162", "n": None, "f": 1.5, "i": 7}]
+    assert cli("query", str(path), mixed, "--format", "csv").stdout.splitlines() == [
+        "b,n,f,i", "0x6162,,1.5,7"]
     sql_file = tmp_path / "q.sql"
     sql_file.write_text(sql)
     table = cli("query", str(path), "-f", str(sql_file)).stdout

@@ -44,7 +44,8 @@ def render_columns(columns: dict[str, Sequence], fmt: str, digits: int = 4) -> s
     """Equal-length columns (lists or numpy arrays) as text in one of ``FORMATS``, without
     pandas; the table rounds floats to ``digits`` decimals, as few as the column needs."""
     names = list(columns)
-    values = [c.tolist() if hasattr(c, "tolist") else list(c) for c in columns.values()]
+    values = [[_text_of_blob(v) for v in (c.tolist() if hasattr(c, "tolist") else list(c))]
+              for c in columns.values()]
     rows = list(zip(*values))
     if fmt == "json":
         records = [{k: None if isinstance(v, float) and math.isnan(v) else v
@@ -64,6 +65,11 @@ def render_columns(columns: dict[str, Sequence], fmt: str, digits: int = 4) -> s
     lines = ["  ".join(n.rjust(w) for n, w in zip(names, widths))]
     lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in zip(*cells)]
     return "\n".join(lines) + "\n"
+
+
+def _text_of_blob(value):
+    """A blob (SQL BLOB) as hex text, ``0x...``, in every format; any other value as it is."""
+    return "0x" + value.hex() if isinstance(value, bytes | bytearray) else value
 
 
 def _cells(column: list, digits: int) -> list[str]:

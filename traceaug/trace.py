@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+from perfetto.common.query_result_iterator import QueryResultIterator
 from perfetto.trace_processor.api import TraceProcessorException
 
 from .engine.loader import load
@@ -108,33 +109,30 @@ class Trace:
         """Run PerfettoSQL; a bad query raises ``TraceaugError`` with Perfetto's message."""
         import pandas as pd  # here, not upstream's as_pandas_dataframe: see cli's counters
 
-        names, cells = self._run(sql)
-        return pd.DataFrame(cells, columns=names)
+        result = self._result(sql)
+        rows = QueryResultIterator(result.column_names, result.batch)
+        return pd.DataFrame(rows.cells.reshape(rows.row_count, rows.column_count),
+                            columns=rows.column_names)
 
     def columns(self, sql: str) -> dict[str, np.ndarray]:
         """Run PerfettoSQL; each result column as a numpy array: int64 or float64 when every
         value is an integer or a number (NULL only among floats, as NaN), else objects."""
-        try:
-            result = self.tp.backend.execute_query(sql)
-        except TraceProcessorException as e:
-            result = e
-        if isinstance(result, TraceProcessorException) or result.error:
-            msg = " ".join(str(result if isinstance(result, Exception) else result.error).split())
-            raise TraceaugError(f"{self.path}: SQL error: {msg}") from None
-        return typed_columns(result)
+        return typed_columns(self._result(sql))
 
     def execute(self, sql: str) -> None:
         """Run PerfettoSQL for its effect (a table, an include), not its rows."""
-        self._run(sql)
+        self._result(sql)
 
-    def _run(self, sql: str) -> tuple[list[str], np.ndarray]:
-        """Column names and the cells as a (rows, columns) object array."""
+    def _result(self, sql: str):
+        """The engine's QueryResult; a bad query raises ``TraceaugError`` with Perfetto's message."""
         try:
-            result = self.tp.query(sql)
+            result = self.tp.backend.execute_query(sql)
+            error = result.error
         except TraceProcessorException as e:
-            msg = " ".join(str(e).split())
-            raise TraceaugError(f"{self.path}: SQL error: {msg}") from None
-        return result.column_names, result.cells.reshape(result.row_count, result.column_count)
+            error = str(e)
+        if error:
+            raise TraceaugError(f"{self.path}: SQL error: {' '.join(error.split())}") from None
+        return result
 
     def include(self, module: str) -> None:
         """``INCLUDE PERFETTO MODULE`` (ours or the standard library's)."""

@@ -22,51 +22,44 @@ def _strings(batch) -> list[str]:
     return text.split("\0")[:-1] if text else []
 
 
-def _batch_columns(batch, ncols: int) -> list[np.ndarray]:
-    types = np.array(batch.cells, dtype=np.int8)
-    if not len(types):
-        return [np.empty(0, dtype=object) for _ in range(ncols)]
-    grid = types.reshape(-1, ncols)
-    flat = {kind: np.cumsum(types == kind).reshape(grid.shape) - 1 for kind in (VARINT, FLOAT64)}
-    values = {VARINT: np.array(batch.varint_cells, dtype=np.int64),
-              FLOAT64: np.array(batch.float64_cells, dtype=np.float64)}
-    texts: dict = {}  # STRING / BLOB -> the batch's cells of that type, as an object array
-    out = []
-    for c in range(ncols):
-        kinds = grid[:, c]
-        present = set(np.unique(kinds).tolist())
+class _Batch:
+    """One batch's cells: for each cell type, its values in row-major order and each cell's
+    place among them, made once per batch on first use."""
+
+    def __init__(self, batch, ncols: int) -> None:
+        self.batch = batch
+        self.types = np.array(batch.cells, dtype=np.int8).reshape(-1, ncols)
+        self._values: dict[int, np.ndarray] = {}
+        self._places: dict[int, np.ndarray] = {}
+
+    def cells(self, kind: int, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """Where column ``c`` holds cells of type ``kind``, and their values."""
+        if kind not in self._values:
+            self._values[kind] = _values(self.batch, kind)
+            self._places[kind] = np.cumsum(self.types == kind).reshape(self.types.shape) - 1
+        at = self.types[:, c] == kind
+        return at, self._values[kind][self._places[kind][:, c][at]]
+
+    def column(self, c: int) -> np.ndarray:
+        present = set(np.unique(self.types[:, c]).tolist())
         if present == {VARINT}:
-            out.append(values[VARINT][flat[VARINT][:, c]])
-        elif present <= {VARINT, FLOAT64, NULL} and FLOAT64 in present:
-            col = np.full(len(kinds), np.nan)
-            for kind in (VARINT, FLOAT64):
-                at = kinds == kind
-                col[at] = values[kind][flat[kind][:, c][at]]
-            out.append(col)
-        else:
-            out.append(_objects(batch, grid, c, present, flat, values, texts))
-    return out
+            return self.cells(VARINT, c)[1]
+        numeric = present <= {VARINT, FLOAT64, NULL} and FLOAT64 in present
+        col = np.full(len(self.types), np.nan) if numeric else np.full(len(self.types), None, object)
+        for kind in (VARINT, FLOAT64, STRING, BLOB):
+            if kind in present:
+                at, values = self.cells(kind, c)
+                objects = not numeric and kind in (VARINT, FLOAT64)  # Python ints / floats
+                col[at] = values.tolist() if objects else values
+        return col
 
 
-def _objects(batch, grid, c, present, flat, values, texts: dict) -> np.ndarray:
-    kinds = grid[:, c]
-    col = np.full(len(kinds), None, dtype=object)
-    for kind in (VARINT, FLOAT64):
-        at = kinds == kind
-        if at.any():
-            col[at] = values[kind][flat[kind][:, c][at]].tolist()
-    for kind in (STRING, BLOB):
-        if kind not in present:
-            continue
-        cells = texts[kind] if kind in texts else texts.setdefault(kind, _cells_array(batch, kind))
-        index = np.cumsum(grid == kind).reshape(grid.shape) - 1  # the k-th such cell, row-major
-        at = kinds == kind
-        col[at] = cells[index[:, c][at]]
-    return col
-
-
-def _cells_array(batch, kind: int) -> np.ndarray:
-    """A batch's string (or blob) cells as one object array, made once per batch."""
+def _values(batch, kind: int) -> np.ndarray:
+    """A batch's cells of one type, in order: int64, float64, or objects (text, blobs)."""
+    if kind == VARINT:
+        return np.array(batch.varint_cells, dtype=np.int64)
+    if kind == FLOAT64:
+        return np.array(batch.float64_cells, dtype=np.float64)
     cells = _strings(batch) if kind == STRING else list(batch.blob_cells)
     out = np.empty(len(cells), dtype=object)
     out[:] = cells
@@ -79,8 +72,11 @@ def typed_columns(result) -> dict[str, np.ndarray]:
     names = list(result.column_names)
     parts: list[list[np.ndarray]] = [[] for _ in names]
     for batch in result.batch:
-        for c, col in enumerate(_batch_columns(batch, len(names))):
-            parts[c].append(col)
+        if not len(batch.cells):
+            continue
+        cells = _Batch(batch, len(names))
+        for c in range(len(names)):
+            parts[c].append(cells.column(c))
     out = {}
     for name, cols in zip(names, parts):
         cols = [c for c in cols if len(c)]

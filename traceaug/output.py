@@ -7,12 +7,8 @@ import csv
 import io
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import orjson
-
-if TYPE_CHECKING:
-    pass
 
 FORMATS = ("table", "csv", "json")
 

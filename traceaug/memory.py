@@ -38,10 +38,7 @@ def return_freed_promptly() -> None:
     stayed counted. Buffers up to 32 MB stay on the heap (glibc's dynamic maximum), as an
     mmap per buffer costs 15% of counters' time. For the command line, which owns its
     process: ~7 MB off counters' peak on the 26 MB A100 trace, at ~3% of its time."""
-    libc = _libc()
-    if libc is not None:
-        libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
-        libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    _thresholds(TRIM_THRESHOLD)
 
 
 def reuse_freed() -> None:
@@ -49,10 +46,14 @@ def reuse_freed() -> None:
     reuse. Returning each chunk's freed memory makes the next chunk fault it in again,
     15% of pass 1; their peak is one chunk's objects either way, and they trim (or exit)
     before the parent's engine grows."""
+    _thresholds(REUSE_TRIM_THRESHOLD)
+
+
+def _thresholds(trim: int) -> None:
     libc = _libc()
     if libc is not None:
         libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
-        libc.mallopt(M_TRIM_THRESHOLD, REUSE_TRIM_THRESHOLD)
+        libc.mallopt(M_TRIM_THRESHOLD, trim)
 
 
 # The same settings for a spawned process, through glibc's environment variables.

@@ -62,16 +62,19 @@ def _options(ctx: click.Context) -> dict:
 
 
 def _prefetch(*inputs: Path, full: bool = False, gpu_only: bool = False) -> Prefetched:
-    """Start pass 1 of the inputs in child processes before this one imports the engine."""
+    """Start pass 1 of the inputs in child processes before this one imports the engine;
+    then import the perfetto API without pandas (every command prints numpy columns)."""
     from .read import prefetch
 
-    return prefetch.start(list(inputs), full=full, gpu_only=gpu_only)
+    started = prefetch.start(list(inputs), full=full, gpu_only=gpu_only)
+    _perfetto_api_without_pandas()
+    return started
 
 
 def _perfetto_api_without_pandas() -> None:
     """Import the perfetto API with pandas hidden. It imports pandas at once (a third of a
     second) only for ``as_pandas_dataframe``, which traceaug never calls: ``Trace.query``
-    builds its DataFrames itself, importing pandas then. For commands that need none."""
+    builds its DataFrames itself, importing pandas then (``diff --html``)."""
     if "pandas" in sys.modules or "perfetto.common.query_result_iterator" in sys.modules:
         return
     sys.modules["pandas"] = None  # type: ignore[assignment]  # "import pandas" fails at once
@@ -103,7 +106,6 @@ def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
     if full is None:
         full = needs_full_load(sql)
     prefetched = _prefetch(trace, full=full)
-    _perfetto_api_without_pandas()  # results print from numpy columns
     traces = load_ranks(trace, rank=rank, full=full, prefetched=prefetched, **_options(ctx))
     if len(traces) > 1:
         for t in traces.values():
@@ -128,7 +130,6 @@ def info(ctx: click.Context, trace: Path, fmt: str, rank: int | None) -> None:
     from . import info as trace_info
 
     prefetched = _prefetch(trace)
-    _perfetto_api_without_pandas()  # info reads numpy columns
     records = trace_info(trace, rank=rank, prefetched=prefetched, **_options(ctx))
     click.echo(render_records(records, fmt), nl=False)
 
@@ -167,7 +168,6 @@ def counters(ctx: click.Context, src: Path, dst: Path | None, series: str, style
     if open_ui and (summary_only or src.is_dir()):
         raise click.UsageError("--open needs one output file")
     prefetched = _prefetch(src, gpu_only=True)
-    _perfetto_api_without_pandas()  # counters needs no DataFrame
     from .commands.counters import run
 
     text = run(src, None if summary_only else dst, _series(series), style, rank, fmt,
@@ -201,7 +201,6 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
     if open_ui and trace_out is None:
         raise click.UsageError("--open needs --trace FILE")
     prefetched = _prefetch(a, b)
-    _perfetto_api_without_pandas()  # diff needs no DataFrame (--html imports pandas itself)
     from .commands import diff as cmd
 
     result = cmd.run(a, b, by, device, step, threshold, rank, prefetched=prefetched, **_options(ctx))

@@ -1,10 +1,9 @@
-"""Pass 1 of small traces in child processes, started before the engine and pandas load.
+"""Pass 1 of small traces in child processes, started before the engine loads.
 
-A command's imports (pandas, the perfetto API, wasmtime) take about a third of a second
-of one core, and pass 1 of a trace under ``UP_TO`` raw bytes takes about as long on the
-other: the command line starts the children first, so the two overlap. A child's plan is
-an optimization only: when a child fails, the loader plans in-process and reports any
-problem with the file itself.
+A command's imports (the perfetto API, wasmtime) and its engine's start take a core while
+pass 1 of a trace under ``UP_TO`` raw bytes takes the other: the command line starts the
+children first, so the two overlap. A child's plan is an optimization only: when a child
+fails, the loader plans in-process and reports any problem with the file itself.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""gzip on both cores: raw deflate segments, their blocks deflated in parallel.
+"""gzip pieces: a raw deflate segment made on both cores, and joining segments' CRCs.
 
 Each block is deflated on its own (zlib releases the GIL), primed with the
 previous block's last 32 KiB as dictionary and ended on a byte boundary with a
-sync flush, the way pigz does. Segments deflated separately can be joined into
-one gzip member: every segment but the last ends unfinished, and
-``crc32_combine`` joins their CRCs in order. The result is an ordinary
-single-member gzip file any reader takes.
+sync flush, the way pigz does. Such a segment ends unfinished, so another raw
+deflate stream can follow it in the same gzip member; ``crc32_combine`` joins
+their CRCs in order. The result is an ordinary single-member gzip file any
+reader takes.
 """
 
 from __future__ import annotations
@@ -26,19 +26,18 @@ def trailer(crc: int, size: int) -> bytes:
     return struct.pack("<II", crc & 0xFFFFFFFF, size & 0xFFFFFFFF)
 
 
-def _deflate(block: bytes, dictionary: bytes, level: int, last: bool) -> bytes:
+def _deflate(block: bytes, dictionary: bytes, level: int) -> bytes:
     c = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS, 9, zlib.Z_DEFAULT_STRATEGY,
                          **({"zdict": dictionary} if dictionary else {}))
-    return c.compress(block) + c.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
+    return c.compress(block) + c.flush(zlib.Z_SYNC_FLUSH)
 
 
 class ParallelDeflate:
-    """Raw deflate of the bytes written, in order, to ``sink``; ``final`` ends the stream
-    (the last segment of a member), else it stops on a byte boundary for the next segment."""
+    """Raw deflate of the bytes written, in order, to ``sink``, ended unfinished on a byte
+    boundary: the member's last segment follows it (``splice`` deflates that as one stream)."""
 
-    def __init__(self, sink: Callable[[bytes], object], level: int, threads: int = 2,
-                 final: bool = True) -> None:
-        self.sink, self.level, self.final = sink, level, final
+    def __init__(self, sink: Callable[[bytes], object], level: int, threads: int = 2) -> None:
+        self.sink, self.level = sink, level
         self.pool = ThreadPoolExecutor(max_workers=threads)
         self.max_pending = 2 * threads
         self.pending: list[Future] = []
@@ -49,14 +48,14 @@ class ParallelDeflate:
     def write(self, data: bytes) -> int:
         self.buffer += data
         while len(self.buffer) >= BLOCK:
-            self._submit(bytes(self.buffer[:BLOCK]), last=False)
+            self._submit(bytes(self.buffer[:BLOCK]))
             del self.buffer[:BLOCK]
         return len(data)
 
-    def _submit(self, block: bytes, last: bool) -> None:
+    def _submit(self, block: bytes) -> None:
         self.crc = zlib.crc32(block, self.crc)
         self.size += len(block)
-        self.pending.append(self.pool.submit(_deflate, block, self.previous, self.level, last))
+        self.pending.append(self.pool.submit(_deflate, block, self.previous, self.level))
         self.previous = block[-WINDOW:]
         while len(self.pending) > self.max_pending:
             self.sink(self.pending.pop(0).result())
@@ -64,7 +63,7 @@ class ParallelDeflate:
     def close(self) -> tuple[int, int]:
         """Deflate what is left; return the CRC-32 and length of the text written."""
         try:
-            self._submit(bytes(self.buffer), last=self.final)
+            self._submit(bytes(self.buffer))
             for f in self.pending:
                 self.sink(f.result())
         finally:

@@ -163,7 +163,7 @@ class Copy:
         body = self.body
         with atomic_output(self.dst) as out:
             out.write(pgzip.HEADER)
-            start = pgzip.ParallelDeflate(out.write, GZIP_LEVEL, final=False)
+            start = pgzip.ParallelDeflate(out.write, GZIP_LEVEL)
             start.write(self._start(body.layout, body.head, layout))
             start.write(added)
             crc, size = start.close()

@@ -209,7 +209,7 @@ def _exact_unless_verified(events: list, text: bytes, replaced: int, tail: bool,
     events of ``rebase.exact(text)``; whether the exact path was needed; and the returned
     events' ``top_level_ts`` if the check made it (a GPU-only gather reuses it)."""
     ts = top_level_ts(events) if rebase.prefix is not None else None
-    if rebase.verified(events, replaced, ts):
+    if rebase.verified(ts, replaced):
         return events, False, ts
     return _parse(rebase.exact(text), tail, layout), True, None
 

@@ -99,12 +99,11 @@ class Rebase:
         """Every large timestamp minus the base, exactly (Decimal), whatever its form."""
         return _LARGE.sub(self._subtract, text) if self.prefix is not None else text
 
-    def verified(self, events: list, replaced: int, ts: np.ndarray | None = None) -> bool:
-        """Whether ``fast`` was exact for these events parsed from its output (``ts``: their
-        ``top_level_ts``, when the caller has it)."""
+    def verified(self, ts: np.ndarray | None, replaced: int) -> bool:
+        """Whether ``fast`` was exact for the events parsed from its output, given their
+        ``top_level_ts`` (None: not made, as there is no prefix)."""
         if self.prefix is None:
             return True  # nothing large in the text (``choose`` looked)
-        ts = top_level_ts(events) if ts is None else ts
         fast_form = int(((ts >= 10**KEEP) & (ts < 2 * 10**KEEP)).sum())
         return fast_form == replaced and not (ts >= 10 ** (KEEP + 1)).any()
 

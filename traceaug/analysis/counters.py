@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import TraceaugError
 from ..trace import Trace
-from .tables import Columns, frame, groups, isin, take
+from .tables import Columns, first_match, frame, groups, isin, take
 
 FULL_QUEUE = 1024  # CUDA's default launch-queue depth
 HTA_LAUNCHES = (
@@ -83,15 +83,11 @@ def launched_ops(trace: Trace) -> Columns:
                              "correlation FROM traceaug_launch ORDER BY id")
     ops = trace.columns("SELECT pid, device, stream, ts, correlation "  # not names: 4x the time
                         "FROM traceaug_gpu_op WHERE correlation IS NOT NULL ORDER BY id")
-    first: dict = {}  # correlation -> its first launch
-    for i, c in enumerate(launches["correlation"].tolist()):
-        first.setdefault(c, i)
-    at = [first.get(c, -1) for c in ops["correlation"].tolist()]
-    matched = np.flatnonzero(np.array(at, np.int64) >= 0) if at else np.empty(0, np.int64)
+    launch = first_match(launches["correlation"], ops["correlation"])
+    matched = np.flatnonzero(launch >= 0)
     out = take(ops, matched)  # in the ops' order, as an inner join on the left keys
-    launch = np.array(at, np.int64)[matched] if at else matched
     for name in ("launch_id", "launch_ts", "launch_name"):
-        out[name] = launches[name][launch]
+        out[name] = launches[name][launch[matched]]
     return out
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import TraceaugError
 from ..trace import Trace
 from .steps import ops_with_steps, shorten
-from .tables import Columns, codes, first_appearance, frame
+from .tables import Columns, codes, first_appearance, frame, objects
 
 BY = ("name", "short-name", "category")
 DEVICES = ("cpu", "gpu", "all")
@@ -81,13 +81,13 @@ def op_table(side: Side, by: str = "name", device: str = "all", step: int | None
     ev = side.events
     rows = np.flatnonzero(rows & _on_device(ev, device))
     key_code, keys = _keys(side, by, rows)
-    named = np.array([k is not None for k in keys] + [False], dtype=bool)[key_code]
+    named = np.array([k is not None for k in keys], dtype=bool)[key_code]
     rows, key_code = rows[named], key_code[named]  # no key, no group (as pandas drops NaN)
     gpu = ev["gpu"][rows]
     group = first_appearance(key_code * 2 + gpu)
     first = np.unique(group, return_index=True)[1]  # each group's first row, in group order
     return {"device": np.where(gpu[first], "gpu", "cpu").astype(object),
-            "key": np.array(keys + [None], dtype=object)[key_code[first]],
+            "key": objects(keys)[key_code[first]],
             "count": np.bincount(group, minlength=len(first)) / n,
             "total": np.bincount(group, ev["dur"][rows].astype(np.float64), len(first)) / n}
 
@@ -114,8 +114,7 @@ def compare(a: Columns, b: Columns, threshold: float = DEFAULT_THRESHOLD) -> Col
     pct = np.nan_to_num(delta_pct, nan=0.0)
     status = np.select([~in_a, ~in_b, pct > threshold, pct < -threshold],
                        ["added", "removed", "increased", "decreased"], default="unchanged")
-    out = {"device": np.array([k[0] for k in keys] + [None], dtype=object)[:-1],
-           "key": np.array([k[1] for k in keys] + [None], dtype=object)[:-1],
+    out = {"device": objects([k[0] for k in keys]), "key": objects([k[1] for k in keys]),
            "status": status.astype(object), "count_a": count_a, "count_b": count_b,
            "delta_count": count_b - count_a, "total_a": total_a, "total_b": total_b,
            "delta": delta, "delta_pct": delta_pct, "mean_a": mean_a, "mean_b": mean_b}

@@ -13,7 +13,7 @@ import re
 import numpy as np
 
 from ..trace import Trace
-from .tables import Columns, codes
+from .tables import Columns, codes, first_match
 
 KINDS = ("cpu_op", "runtime", "kernel", "memcpy", "memset")
 GPU_KINDS = ("kernel", "memcpy", "memset")
@@ -79,14 +79,9 @@ def ops_with_steps(trace: Trace) -> tuple[Columns, list, Columns]:
     ev["kind"] = ev["kind"].astype(object)
     step = _window(ev["ts"], st)
     gpu = is_gpu(ev["kind"])
-    correlation = ev["correlation"].tolist()
-    launch_step: dict = {}  # correlation -> step of its first runtime call
-    for i in np.flatnonzero(ev["kind"] == "runtime").tolist():
-        c = correlation[i]
-        if c is not None and c == c:
-            launch_step.setdefault(c, int(step[i]))
-    at = np.flatnonzero(gpu)
-    step[at] = [launch_step.get(correlation[i], -1) for i in at.tolist()]
+    runtime, at = np.flatnonzero(ev["kind"] == "runtime"), np.flatnonzero(gpu)
+    launch = first_match(ev["correlation"][runtime], ev["correlation"][at])  # its first call
+    step[at] = np.r_[step[runtime], -1][launch]  # -1 (no launch) picks the -1 appended
     ev["step"], ev["gpu"] = step, gpu
     ev["name_code"], names = codes(ev["name"])
     ev["category"] = category(ev["kind"], ev["name_code"], names)

@@ -50,6 +50,23 @@ def first_appearance(code: np.ndarray) -> np.ndarray:
     return rank[inverse.reshape(-1)]
 
 
+def first_match(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """For each query, the index of the first row of ``keys`` holding the same value, else
+    -1 (a join on the first match, as a launch to its GPU ops; None and NaN match nothing)."""
+    first: dict = {}
+    for i, k in enumerate(keys.tolist()):
+        if k is not None and k == k:
+            first.setdefault(k, i)
+    return np.fromiter((first.get(q, -1) for q in queries.tolist()), np.int64, len(queries))
+
+
+def objects(values: list) -> np.ndarray:
+    """A list as a 1-D object array (never split into dimensions, whatever the items)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
 def isin(column: np.ndarray, values) -> np.ndarray:
     """Membership by equality of hashable values (None and mixed types too)."""
     allowed = set(values.tolist() if isinstance(values, np.ndarray) else values)

@@ -12,7 +12,7 @@ import numpy as np
 import orjson
 
 from ..analysis.diff import Side, compute
-from ..analysis.tables import Columns
+from ..analysis.tables import Columns, objects
 from ..errors import TraceaugError
 from ..output import render_columns
 from ..read.inputs import TraceFile, resolve
@@ -101,7 +101,7 @@ def headline_table(res: dict) -> Columns:
         rows.append((label, round(va, 3), round(vb, 3), round(vb - va, 3),
                      round(100 * (vb - va) / va, 1) if va else None))
     names = ("per step (ms)", "A", "B", "Δ", "Δ %")
-    return {n: np.array([r[i] for r in rows], dtype=object) for i, n in enumerate(names)}
+    return {n: objects([r[i] for r in rows]) for i, n in enumerate(names)}
 
 
 def ops_ms(ops: Columns) -> Columns:
@@ -137,7 +137,7 @@ def render(result: DiffResult, fmt: str, top: int = 10) -> str:
             "delta_pct"]
     for r in result.ranks:
         ops = ops_ms(r.result["ops"])
-        ops["key"] = np.array([clip(k) for k in ops["key"].tolist()] + [None], dtype=object)[:-1]
+        ops["key"] = objects([clip(k) for k in ops["key"].tolist()])
         steps = f"{r.result['a']['steps']} vs {r.result['b']['steps']} ProfilerSteps"
         parts.append(f"rank {r.rank}: A = {r.a}\n{' ' * len(f'rank {r.rank}: ')}B = {r.b}  ({steps})\n")
         parts.append(render_columns(headline_table(r.result), "table"))

@@ -50,6 +50,31 @@ def test_upstream_api_works_on_the_wasm_engine(tmp_path: Path) -> None:
     assert df.to_dict("records") == [{"name": "k", "ts": 5000, "dur": 3000}]
 
 
+def test_appends_cross_the_request_buffer_in_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trace bytes go into the engine's request buffer piece by piece: with a 4 KiB buffer,
+    pieces of odd sizes and a request framed by hand or by protobuf (one piece over
+    ``APPEND_LIMIT``) cross it at every offset, and every event still arrives."""
+    from traceaug.engine import backend, wasm_instance
+
+    monkeypatch.setattr(wasm_instance, "REQUEST_BUFFER", 4096)  # what the engine is given
+    monkeypatch.setattr(backend, "APPEND_LIMIT", 20_000)
+    events = b",".join(b'{"ph":"X","name":"k%d","pid":1,"tid":2,"ts":%d,"dur":1}' % (i, 2 * i)
+                       for i in range(3000))
+    text = b'{"traceEvents":[' + events + b"]}"
+    cuts = [0, 1, 2, 4095, 4100, 9000, 13_333, 60_000, len(text)]  # last piece > APPEND_LIMIT
+    pieces = [text[a:b] for a, b in zip(cuts, cuts[1:])]
+    tp = TraceProcessor()
+    try:
+        assert not tp.backend.parse(pieces[:-1]).error  # framed by hand
+        assert not tp.backend.parse(pieces[-1]).error  # split and framed by protobuf
+        assert tp.backend.notify_eof() == ""
+        row = next(iter(tp.query("SELECT COUNT(*) AS n, SUM(ts) AS t, COUNT(DISTINCT name) AS d "
+                                 "FROM slice")))
+    finally:
+        tp.close()
+    assert (row.n, row.t, row.d) == (3000, 2000 * sum(range(3000)), 3000)
+
+
 def test_out_of_memory_retries_on_memory64() -> None:
     """A real out-of-memory (32-bit heap capped at 64 MB) is retried on the memory64 build."""
     path = shared_trace("kineto/a100_rank0_of16_6streams.json.gz")

@@ -27,6 +27,23 @@ from .wasm_module import load_build
 APPEND_LIMIT = 32 << 20  # each TPM_APPEND_TRACE_DATA message stays well under 64 MiB
 
 
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _append_header(size: int) -> bytes:
+    """A TraceProcessorRpcStream holding one TPM_APPEND_TRACE_DATA request up to its data:
+    msg (field 1) { request (2) = TPM_APPEND_TRACE_DATA (1), append_trace_data (101) = ``size``
+    bytes }."""
+    inner = b"\x10\x01\xaa\x06" + _varint(size)
+    return b"\x0a" + _varint(len(inner) + size) + inner
+
+
 class _RpcLoading:
     """Loading and SQL packages over Perfetto's RPC protocol, for either engine; upstream's
     clients leave these out (its RPC client) or drop the finalize error (its HTTP client)."""
@@ -44,7 +61,10 @@ class _RpcLoading:
         TraceProcessorRpc._check_envelope(self, reply)  # uses only self.protos
         return reply
 
-    def parse(self, chunk: bytes):
+    def parse(self, chunk: bytes | list[bytes]):
+        """Append trace bytes (one piece, or consecutive pieces); returns the append result."""
+        if isinstance(chunk, list):
+            chunk = b"".join(chunk)
         result = None
         for off in range(0, len(chunk), APPEND_LIMIT):
             piece = chunk[off : off + APPEND_LIMIT]
@@ -91,11 +111,22 @@ class WasmBackend(_RpcLoading, TraceProcessorRpc):
         self.instance = WasmInstance(load_build(memory64))
         super().__init__(self.instance, protos)
 
-    def _exchange(self, request: bytes):
-        self.transport.send(request)
+    def _exchange(self, *request: bytes):
+        self.transport.send(*request)
         reply = self.protos.TraceProcessorRpc()
         reply.MergeFromString(self._read_payload())
         return reply
+
+    def parse(self, chunk: bytes | list[bytes]):
+        """Append trace bytes; the request is framed by hand so each piece goes into the heap
+        as it is, never joined or copied into a protobuf message first."""
+        pieces = chunk if isinstance(chunk, list) else [chunk]
+        size = sum(map(len, pieces))
+        if size > APPEND_LIMIT:
+            return super().parse(chunk)
+        reply = self._exchange(_append_header(size), *pieces)
+        TraceProcessorRpc._check_envelope(self, reply)
+        return reply.append_result
 
     def close(self) -> None:
         self.instance.close()

@@ -41,17 +41,19 @@ class Loaded:
     memory64: bool
 
 
-def _coalesce(pieces: Iterator[bytes]) -> Iterator[bytes]:
+def _coalesce(pieces: Iterator[bytes]) -> Iterator[list[bytes]]:
+    """Pieces grouped into parse calls of about ``FEED`` bytes (not joined: the wasm backend
+    copies each piece straight into its heap)."""
     buf: list[bytes] = []
     n = 0
     for p in pieces:
         buf.append(p)
         n += len(p)
         if n >= FEED:
-            yield b"".join(buf)
+            yield buf
             buf, n = [], 0
     if buf:
-        yield b"".join(buf)
+        yield buf
 
 
 def _feed(tp: TraceProcessor, pieces: Iterator[bytes], path: Path) -> None:

@@ -31,6 +31,29 @@ def test_second_start_reuses_the_compiled_module(tmp_path: Path) -> None:
     assert probe(tmp_path) == ["True", "True"]  # reused
 
 
+def test_two_threads_share_one_build() -> None:
+    """diff's two loads start their engines at once: the cached module is checked and mapped
+    once, and both get the same build."""
+    import threading
+
+    from traceaug.engine import wasm_module
+
+    wasm_module._load_build.cache_clear()
+    start, builds = threading.Barrier(2), []
+
+    def get() -> None:
+        start.wait()
+        builds.append(wasm_module.load_build(False))
+
+    threads = [threading.Thread(target=get) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert builds[0] is builds[1]
+    assert wasm_module._load_build.cache_info().misses == 1
+
+
 def test_corrupt_cache_is_rebuilt(tmp_path: Path) -> None:
     probe(tmp_path)
     (cached,) = tmp_path.glob("*.cwasm")

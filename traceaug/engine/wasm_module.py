@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import os
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -161,9 +162,18 @@ def cache_path(memory64: bool) -> Path:
     return cache_dir() / f"{WASM_SHA256[name][:16]}-{_config_tag(memory64)}.cwasm"
 
 
-@lru_cache(maxsize=2)
+_BUILD_LOCK = threading.Lock()
+
+
 def load_build(memory64: bool = False) -> WasmBuild:
-    """Compile (or fetch from cache) one trace_processor build, once per process."""
+    """Compile (or fetch from cache) one trace_processor build, once per process: loads on two
+    threads (diff's two sides) wait for one check and mapping of the cached module."""
+    with _BUILD_LOCK:
+        return _load_build(memory64)
+
+
+@lru_cache(maxsize=2)
+def _load_build(memory64: bool) -> WasmBuild:
     name = "trace_processor_memory64.wasm" if memory64 else "trace_processor.wasm"
     engine = _make_engine(memory64)
     cached = cache_path(memory64)

@@ -147,7 +147,7 @@ def test_timestamps_the_fast_rebase_cannot_take_are_exact(tmp_path, workers: int
 
 
 def test_host_only_calls_never_share_a_gpu_ops_correlation() -> None:
-    """What lets a GPU-only load leave HOST_ONLY_CALLS out: on every shared Kineto trace, no
+    """What lets a subset load leave HOST_ONLY_CALLS out: on every shared Kineto trace, no
     kernel, copy or set has the correlation id of such a call (and the calls are there)."""
     from rawjson import KINDS
 
@@ -178,8 +178,8 @@ def test_gpu_only_load_gives_the_same_counters(rel: str, style: str) -> None:
 
     path = shared_trace(rel)
     with traceaug.load(path, progress=False) as whole, \
-            traceaug.load(path, progress=False, gpu_only=True) as gpu:
-        assert gpu.query("SELECT gpu_only_load FROM traceaug_meta")["gpu_only_load"][0] == 1
+            traceaug.load(path, progress=False, only="gpu") as gpu:
+        assert gpu.query("SELECT subset_load FROM traceaug_meta")["subset_load"][0] == "gpu"
         n_all = whole.query("SELECT COUNT(*) AS n FROM slice")["n"][0]
         n_gpu = gpu.query("SELECT COUNT(*) AS n FROM slice")["n"][0]
         a, b = counters(whole, style=style), counters(gpu, style=style)
@@ -188,3 +188,35 @@ def test_gpu_only_load_gives_the_same_counters(rel: str, style: str) -> None:
     for key in ("queue", "bandwidth", "queue_summary", "bandwidth_summary"):
         pd.testing.assert_frame_equal(a[key].reset_index(drop=True), b[key].reset_index(drop=True),
                                       check_dtype=False)
+
+
+@pytest.mark.parametrize("pair", ["tiny", "h100_runs", "v100_resnet50_2021", "a100_vs_v100"])
+def test_ops_load_gives_the_same_diff(pair: str) -> None:
+    """traceaug diff loads only CPU ops, GPU ops, their launches and ProfilerSteps: every op
+    row, for every grouping, and the headline equal an analysis load's."""
+    import numpy as np
+
+    from traceaug.analysis.diff import Side, compute
+
+    if pair == "tiny":
+        paths = [shared_trace("kineto/diff/tiny_base/base.json.gz"),
+                 shared_trace("kineto/diff/tiny_test/test.json.gz")]
+    else:
+        paths = [next(d.iterdir()) for d in sorted(shared_trace(f"kineto/diff/{pair}").iterdir())]
+    loads = {only: [Side.of(traceaug.load(p, progress=False, only=only)) for p in paths]
+             for only in (None, "ops")}
+    try:
+        for whole, ops in zip(*loads.values()):
+            assert ops.trace.only == "ops"
+            n_whole = whole.trace.columns("SELECT COUNT(*) AS n FROM slice")["n"][0]
+            assert ops.trace.columns("SELECT COUNT(*) AS n FROM slice")["n"][0] < n_whole
+        for by in ("name", "short-name", "category"):
+            want, got = compute(*loads[None], by=by), compute(*loads["ops"], by=by)
+            assert (want["a"], want["b"]) == (got["a"], got["b"])
+            assert want["ops"].keys() == got["ops"].keys()
+            for col, values in want["ops"].items():
+                np.testing.assert_array_equal(values, got["ops"][col], err_msg=f"{by} {col}")
+            assert len(got["ops"]["key"]) >= 2
+    finally:
+        for side in (*loads[None], *loads["ops"]):
+            side.trace.close()

@@ -40,32 +40,32 @@ def _children_are(pre: prefetch.Prefetched, how: str) -> bool:
 
 
 @pytest.mark.parametrize("how", ["fork", "spawn"])
-@pytest.mark.parametrize("gpu_only", [False, True])
+@pytest.mark.parametrize("only", [None, "gpu", "ops"])
 @pytest.mark.parametrize("name", ["testdata", "kineto/v100_ns_resolution.json.gz"])
-def test_child_plan_equals_in_process_plan(name: str, gpu_only: bool, how: str) -> None:
+def test_child_plan_equals_in_process_plan(name: str, only: str | None, how: str) -> None:
     path = TESTDATA / "small_training.json" if name == "testdata" else shared_trace(name)
     with started_by(how):
-        pre = prefetch.start([path], gpu_only=gpu_only)
+        pre = prefetch.start([path], only=only)
     assert _children_are(pre, how)
-    child = pre.take(path, False, gpu_only)
-    here = normalize.plan(path, full=False, gpu_only=gpu_only, workers=0)
+    child = pre.take(path, False, only)
+    here = normalize.plan(path, full=False, only=only, workers=0)
     assert child is not None
     assert plan_fields(child) == plan_fields(here)
     if name == "testdata":
         assert child.moved_slices == 1  # the overlapping kernel pair got its lane in the child
-    assert pre.take(path, False, gpu_only) is None  # a plan is handed out once
+    assert pre.take(path, False, only) is None  # a plan is handed out once
 
 
 def test_trace_with_prefetched_plan_answers_the_same() -> None:
     path = shared_trace("kineto/a100_rank0_of16_6streams.json.gz")
     sql = ("SELECT COUNT(*) AS n, SUM(dur) AS total, MIN(ts) AS first FROM slice "
            "WHERE name NOT LIKE 'traceaug%'")
-    pre = prefetch.start([path], gpu_only=True)
+    pre = prefetch.start([path], only="gpu")
     assert len(pre._children) == 1
-    with Trace(path, gpu_only=True, prefetched=pre, progress=False) as t:
+    with Trace(path, only="gpu", prefetched=pre, progress=False) as t:
         assert not pre._children  # the loader took the child's plan
         got = t.query(sql).iloc[0].tolist(), t.span()
-    with Trace(path, gpu_only=True, progress=False) as t:
+    with Trace(path, only="gpu", progress=False) as t:
         want = t.query(sql).iloc[0].tolist(), t.span()
     assert got == want
     raw = orjson.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
@@ -77,9 +77,9 @@ def test_trace_with_prefetched_plan_answers_the_same() -> None:
 
 def test_a_load_kind_not_prefetched_plans_in_process() -> None:
     path = TESTDATA / "small_training.json"
-    pre = prefetch.start([path], gpu_only=True)
+    pre = prefetch.start([path], only="gpu")
     with Trace(path, prefetched=pre, progress=False) as t:  # an analysis load, not GPU-only
-        assert not t.gpu_only
+        assert t.only is None
         assert t.query("SELECT COUNT(*) AS n FROM slice WHERE name = 'aten::addmm'")["n"][0] == 6
     assert len(pre._children) == 1  # the GPU-only plan is still waiting: closing stops it
     child = next(iter(pre._children.values()))

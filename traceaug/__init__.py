@@ -36,10 +36,11 @@ def __getattr__(name: str):
 
 
 def load(path: str | Path, **options) -> Trace:
-    """Load one trace file (options: tp_bin, memory64, progress, full).
+    """Load one trace file (options: tp_bin, memory64, progress, full, only).
 
     By default only the args traceaug's analyses use are kept, and no flow events (as
-    HTA's parser keeps a minimal arg set); ``full=True`` keeps everything for your SQL."""
+    HTA's parser keeps a minimal arg set); ``full=True`` keeps everything for your SQL;
+    ``only="gpu"`` (GPU ops, launches, steps) or ``only="ops"`` (CPU ops too) keep less."""
     from .trace import Trace
 
     return Trace(path, **options)

@@ -61,12 +61,12 @@ def _options(ctx: click.Context) -> dict:
     return {"tp_bin": ctx.obj.get("tp_bin")}
 
 
-def _prefetch(*inputs: Path, full: bool = False, gpu_only: bool = False) -> Prefetched:
+def _prefetch(*inputs: Path, full: bool = False, only: str | None = None) -> Prefetched:
     """Start pass 1 of the inputs in child processes before this one imports the engine;
     then import the perfetto API without pandas (every command prints numpy columns)."""
     from .read import prefetch
 
-    started = prefetch.start(list(inputs), full=full, gpu_only=gpu_only)
+    started = prefetch.start(list(inputs), full=full, only=only)
     _perfetto_api_without_pandas()
     return started
 
@@ -167,7 +167,7 @@ def counters(ctx: click.Context, src: Path, dst: Path | None, series: str, style
         raise click.UsageError("give OUT, or --summary-only")
     if open_ui and (summary_only or src.is_dir()):
         raise click.UsageError("--open needs one output file")
-    prefetched = _prefetch(src, gpu_only=True)
+    prefetched = _prefetch(src, only="gpu")
     from .commands.counters import run
 
     text = run(src, None if summary_only else dst, _series(series), style, rank, fmt,
@@ -200,7 +200,7 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
     """Compare two traces (or two directories of per-rank traces): what changed from A to B."""
     if open_ui and trace_out is None:
         raise click.UsageError("--open needs --trace FILE")
-    prefetched = _prefetch(a, b)
+    prefetched = _prefetch(a, b, only="ops")
     from .commands import diff as cmd
 
     result = cmd.run(a, b, by, device, step, threshold, rank, prefetched=prefetched, **_options(ctx))

@@ -39,11 +39,11 @@ class Trace:
 
     def __init__(self, path: str | Path, tp_bin: str | None = None,
                  memory64: bool | None = None, progress: bool | None = None,
-                 full: bool = False, gpu_only: bool = False, workers: int | None = None,
+                 full: bool = False, only: str | None = None, workers: int | None = None,
                  prefetched: Prefetched | None = None) -> None:
         self.path = Path(path)
         loaded = load(self.path, bin_path=tp_bin, memory64=memory64, show_progress=progress,
-                      full=full, gpu_only=gpu_only, workers=workers, prefetched=prefetched)
+                      full=full, only=only, workers=workers, prefetched=prefetched)
         self.tp = loaded.tp
         self.plan = loaded.plan
         self.memory64 = loaded.memory64
@@ -54,8 +54,8 @@ class Trace:
         self.base_ns: int = self.plan.base_ns if self.plan else 0
         # Every arg and flow event (True), or an analysis load's subset (pass1.KINETO_ARGS).
         self.full: bool = self.plan.full if self.plan else True
-        # Only GPU ops, their launches and ProfilerSteps (what counters read).
-        self.gpu_only: bool = bool(self.plan and self.plan.gpu_only)
+        # A subset load (read.pass1.SUBSETS): "gpu" (what counters read), "ops" (diff); else None.
+        self.only: str | None = self.plan.only if self.plan else None
         self._prepare_sql()
 
     # ----- metadata --------------------------------------------------------
@@ -80,9 +80,9 @@ class Trace:
         return [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
 
     def span(self) -> tuple[int, int] | None:
-        """First start and last end of every event (engine ns), even in a GPU-only load (pass 1
+        """First start and last end of every event (engine ns), even in a subset load (pass 1
         saw them all); None for a trace with no complete slices."""
-        if self.gpu_only and self.plan.span_ns is not None:
+        if self.only is not None and self.plan.span_ns is not None:
             return self.plan.span_ns
         c = self.columns("SELECT MIN(ts) AS s, MAX(ts + dur) AS e FROM slice WHERE dur >= 0")
         start, end = c["s"][0], c["e"][0]
@@ -102,7 +102,7 @@ class Trace:
             "CREATE PERFETTO TABLE traceaug_meta AS "
             f"SELECT {self.base_ns} AS time_base_ns, {moved[0]} AS lane_slices, "
             f"{moved[1]} AS lane_flows, {int(self.full)} AS full_load, "
-            f"{int(self.gpu_only)} AS gpu_only_load"
+            f"{repr(self.only) if self.only else 'NULL'} AS subset_load"
         )
 
     def query(self, sql: str) -> pd.DataFrame:

@@ -44,7 +44,7 @@ def _one(target: tuple[TraceFile, Path | None], series, style, tp_bin, quiet, pr
     tf, out = target  # quiet: two ranks at once, one pass-1 worker process each
     copy = None if out is None else splice.Copy(tf.path, out, "counters")  # deflates meanwhile
     try:
-        with Trace(tf.path, tp_bin=tp_bin, progress=False if quiet else None, gpu_only=True,
+        with Trace(tf.path, tp_bin=tp_bin, progress=False if quiet else None, only="gpu",
                    workers=1 if quiet else None, prefetched=prefetched) as trace:
             result, events = prepare(trace, out, series, style)
             rank = trace.rank if trace.rank is not None else tf.rank

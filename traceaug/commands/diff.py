@@ -74,7 +74,7 @@ def run(a: Path, b: Path, by: str, device: str, step: int | None, threshold: flo
 
     def load(path: Path) -> Side:  # two loads at once: one pass-1 worker process each
         return Side.of(Trace(path, tp_bin=tp_bin, progress=False if quiet else None, workers=1,
-                             prefetched=prefetched))
+                             only="ops", prefetched=prefetched))
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         sides = list(pool.map(load, files))

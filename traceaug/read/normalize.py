@@ -11,8 +11,9 @@ the file and passes every other byte through. An analysis load keeps only
 the args in ``pass1.KINETO_ARGS`` on complete events and no flow events (CPU
 and GPU events link by correlation id), and pass 1 holds the re-serialized
 chunks for pass 2: the engine's time and memory go mostly into args and
-flows (on the A100 trace, 80% of its finalize). A GPU-only load (counters)
-keeps, of those, only GPU ops, their launches and ProfilerSteps.
+flows (on the A100 trace, 80% of its finalize). A subset load keeps, of those,
+only some categories and ProfilerSteps (``pass1.SUBSETS``): GPU ops and their
+launches (``only="gpu"``, counters), and CPU ops too (``only="ops"``, diff).
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ class Plan:
     layout: chunks.Layout
     rebase: Rebase
     full: bool = True  # every arg and flow event (else an analysis load: see pass1.KINETO_ARGS)
-    gpu_only: bool = False  # only GPU ops, their launches, ProfilerSteps (pass1.GPU_ONLY_CATEGORIES)
-    span_ns: tuple[int, int] | None = None  # a GPU-only load: first start, last end of all events
+    only: str | None = None  # a subset load: which (pass1.SUBSETS), else every event
+    span_ns: tuple[int, int] | None = None  # a subset load: first start, last end of all events
     held: list[list[bytes] | None] | None = None  # an analysis load: each chunk's kept events
     exact_chunks: set[int] = field(default_factory=set)  # rebased one timestamp at a time
     events: int = 0
@@ -83,28 +84,30 @@ class _Columns:
 
 
 def plan(path: Path, on_progress: Callable[[int], None] | None = None, full: bool = True,
-         workers: int | None = None, gpu_only: bool = False) -> Plan:
+         workers: int | None = None, only: str | None = None) -> Plan:
     """Pass 1: scan the trace; raises ``chunks.NotChromeJson`` for non-Chrome input.
 
     Traces above ``PARALLEL_ABOVE`` raw bytes are parsed by ``WORKERS`` processes.
     """
-    if full and gpu_only:
-        raise ValueError("a GPU-only load keeps only some events; it cannot be full")
+    if full and only is not None:
+        raise ValueError("a subset load keeps only some events; it cannot be full")
+    if only is not None and only not in pass1.SUBSETS:
+        raise ValueError(f"only must be one of {', '.join(pass1.SUBSETS)}, not {only!r}")
     if workers is None:
         workers = WORKERS if source.raw_size_estimate(path) > PARALLEL_ABOVE else 0
     if workers:
         try:
-            return _plan(path, on_progress, full, workers, gpu_only)
+            return _plan(path, on_progress, full, workers, only)
         except pass1.Unconfirmed:
             pass  # a cut a worker could not parse (or a worker failed): confirm every cut here
-    return _plan(path, on_progress, full, 0, gpu_only)
+    return _plan(path, on_progress, full, 0, only)
 
 
-def _plan(path: Path, on_progress, full: bool, workers: int, gpu_only: bool) -> Plan:
+def _plan(path: Path, on_progress, full: bool, workers: int, only: str | None) -> Plan:
     rebase = Rebase()
     blocks = source.iter_blocks(path, on_progress)
-    results = (pass1.parallel(blocks, rebase, full, workers, gpu_only) if workers
-               else pass1.sequential(blocks, rebase, full, gpu_only))
+    results = (pass1.parallel(blocks, rebase, full, workers, only) if workers
+               else pass1.sequential(blocks, rebase, full, only))
     cols = _Columns()
     held: list[list[bytes] | None] | None = None if full else []
     first_seqs: list[int] = []
@@ -131,7 +134,7 @@ def _plan(path: Path, on_progress, full: bool, workers: int, gpu_only: bool) -> 
     layout.has_events = layout.has_events or seq > 0
     p = Plan(path=path, layout=layout, rebase=rebase, full=full, held=held, events=seq,
              chunk_first_seq=first_seqs, thread_names=names, exact_chunks=exact_chunks,
-             gpu_only=gpu_only,
+             only=only,
              span_ns=(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None)
     _place(p, cols)
     return p

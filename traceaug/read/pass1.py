@@ -33,15 +33,16 @@ KINETO_ARGS = frozenset({
 })
 
 
-# What a GPU-only load keeps (with metadata and ProfilerStep windows): GPU ops and the
-# runtime / driver calls that launch them, in both Kineto schemas.
-GPU_ONLY_CATEGORIES = frozenset({
-    "kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset",
-    "cuda_runtime", "Runtime", "cuda_driver",
-})
+# What a subset load keeps (with metadata and ProfilerStep windows), by the event's category
+# in either Kineto schema. "gpu" (counters): GPU ops and the runtime / driver calls that
+# launch them. "ops" (diff): those and CPU ops.
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "Runtime", "cuda_driver"})
-# Runtime calls a GPU-only load leaves out: they query, check or wait and never enqueue a
-# kernel, copy or set, so no GPU op shares their correlation id and no counter reads them.
+GPU_ONLY_CATEGORIES = frozenset({
+    "kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset", *RUNTIME_CATEGORIES,
+})
+SUBSETS = {"gpu": GPU_ONLY_CATEGORIES, "ops": GPU_ONLY_CATEGORIES | {"cpu_op", "Operator"}}
+# Runtime calls a subset load leaves out: they query, check or wait and never enqueue a
+# kernel, copy or set, so no GPU op shares their correlation id and no analysis reads them.
 # Polling alone (cudaEventQuery) is 60% of the A100 trace's GPU-only events.
 HOST_ONLY_CALLS = frozenset({
     "cudaEventQuery", "cudaStreamQuery", "cudaEventSynchronize", "cudaStreamSynchronize",
@@ -73,7 +74,7 @@ class ChunkResult:
     held: list[bytes] | None = None  # an analysis load: kept events, re-serialized by SEGMENT
     trailer: dict | None = None  # the tail chunk: keys after the event array
     exact: bool = False  # rebased by ``Rebase.exact`` (pass 2 of a full load does the same)
-    span: tuple[int, int] | None = None  # a GPU-only load: the span of every timed event
+    span: tuple[int, int] | None = None  # a subset load: the span of every timed event
     error: str | None = None  # the chunk did not parse
 
 
@@ -130,19 +131,20 @@ def _span(events: list, phases: list, ph: np.ndarray, ts: np.ndarray | None) -> 
     return int(ts[ok].min()), int((ts[ok] + dur[ok]).max())
 
 
-def _gpu_only_keeps(e: dict) -> bool:
-    """A GPU op, a runtime call that may launch one, or a ProfilerStep (metadata aside)."""
+def _keeps(e: dict, categories: frozenset) -> bool:
+    """An event of ``categories`` (but no host-only runtime call), or a ProfilerStep (metadata
+    aside)."""
     cat, name = e.get("cat"), e.get("name")
-    if cat.__class__ is str and cat in GPU_ONLY_CATEGORIES:
+    if cat.__class__ is str and cat in categories:
         return cat not in RUNTIME_CATEGORIES or name.__class__ is not str or name not in HOST_ONLY_CALLS
     return str(name).startswith("ProfilerStep#")
 
 
-def gather(events: list, full: bool, gpu_only: bool = False, ts: np.ndarray | None = None
+def gather(events: list, full: bool, only: str | None = None, ts: np.ndarray | None = None
            ) -> ChunkResult:
     """Columns of one chunk's events; unless ``full``, drop flow events and project args;
-    with ``gpu_only``, keep only ``GPU_ONLY_CATEGORIES``, ProfilerSteps and metadata (``ts``:
-    the events' ``top_level_ts``, if already made).
+    with ``only``, keep only the categories of ``SUBSETS[only]``, ProfilerSteps and metadata
+    (``ts``: the events' ``top_level_ts``, if already made).
 
     Column-wise list comprehensions and numpy instead of one Python loop per event: a
     third of the cost on a Kineto trace."""
@@ -152,8 +154,9 @@ def gather(events: list, full: bool, gpu_only: bool = False, ts: np.ndarray | No
     for phase in FLOW_PHASES:
         is_flow |= ph == phase
     drop = np.zeros(len(events), dtype=bool) if full else is_flow.copy()
-    if gpu_only:
-        drop |= ~np.array([p is not None and (p == "M" or _gpu_only_keeps(e))
+    if only is not None:
+        categories = SUBSETS[only]
+        drop |= ~np.array([p is not None and (p == "M" or _keeps(e, categories))
                            for e, p in zip(events, phases)], dtype=bool)
     if not drop.any():
         kept, seq_of = events, np.arange(len(events), dtype=np.int64)
@@ -195,7 +198,7 @@ def gather(events: list, full: bool, gpu_only: bool = False, ts: np.ndarray | No
                               for i in range(0, len(kept), SEGMENT)]
     return ChunkResult(events=len(kept), keys=list(keys), x=x.tobytes(), flows=flows.tobytes(),
                        names=names, held=held,
-                       span=_span(events, phases, ph, ts) if gpu_only else None)
+                       span=_span(events, phases, ph, ts) if only is not None else None)
 
 
 def _parse(text: bytes, tail: bool, layout: chunks.Layout) -> list:
@@ -207,14 +210,14 @@ def _exact_unless_verified(events: list, text: bytes, replaced: int, tail: bool,
                            ) -> tuple[list, bool, np.ndarray | None]:
     """``events`` parsed from ``rebase.fast(text)`` if ``verified`` takes them, else the
     events of ``rebase.exact(text)``; whether the exact path was needed; and the returned
-    events' ``top_level_ts`` if the check made it (a GPU-only gather reuses it)."""
+    events' ``top_level_ts`` if the check made it (a subset load's gather reuses it)."""
     ts = top_level_ts(events) if rebase.prefix is not None else None
     if rebase.verified(ts, replaced):
         return events, False, ts
     return _parse(rebase.exact(text), tail, layout), True, None
 
 
-def read_chunk(text: bytes, tail: bool, array_form: bool, full: bool, gpu_only: bool,
+def read_chunk(text: bytes, tail: bool, array_form: bool, full: bool, only: str | None,
                prefix: bytes | None, sep: bytes | None) -> ChunkResult:
     """Rebase, parse and gather one chunk cut without confirmation (in a worker process)."""
     layout = chunks.Layout(array_form=array_form)
@@ -227,7 +230,7 @@ def read_chunk(text: bytes, tail: bool, array_form: bool, full: bool, gpu_only: 
     except (orjson.JSONDecodeError, chunks.NotChromeJson) as e:
         return ChunkResult(error=str(e))
     with no_gc():
-        result = gather(events, full, gpu_only, ts)
+        result = gather(events, full, only, ts)
         del events
     result.exact = exact
     if tail:
@@ -248,7 +251,7 @@ def rebased_chunks(blocks: Iterable[bytes], rebase: Rebase) -> Iterator[chunks.C
         yield item
 
 
-def sequential(blocks: Iterable[bytes], rebase: Rebase, full: bool, gpu_only: bool = False
+def sequential(blocks: Iterable[bytes], rebase: Rebase, full: bool, only: str | None = None
                ) -> Iterator[ChunkResult | chunks.Layout]:
     """Results chunk by chunk in this process, each cut confirmed; then the layout."""
     with no_gc():
@@ -257,14 +260,14 @@ def sequential(blocks: Iterable[bytes], rebase: Rebase, full: bool, gpu_only: bo
                 yield item
                 return
             events, item.events = item.events, None
-            result = gather(events, full, gpu_only, item.ts)
+            result = gather(events, full, only, item.ts)
             result.exact = item.exact
             del events
             yield result
 
 
 def parallel(blocks: Iterable[bytes], rebase: Rebase, full: bool, workers: int = 2,
-             gpu_only: bool = False) -> Iterator[ChunkResult | chunks.Layout]:
+             only: str | None = None) -> Iterator[ChunkResult | chunks.Layout]:
     """Results in chunk order from worker processes; then the layout (trailer set).
 
     Raises ``Unconfirmed`` when a chunk does not parse (or a worker fails): the
@@ -298,7 +301,7 @@ def parallel(blocks: Iterable[bytes], rebase: Rebase, full: bool, workers: int =
                 yield item
                 return
             rebase.choose(item.text)
-            pool.submit(item.text, item.last, item.array_form, full, gpu_only, rebase.prefix, rebase.sep)
+            pool.submit(item.text, item.last, item.array_form, full, only, rebase.prefix, rebase.sep)
             item.text = b""
             while pool.pending > 2 * workers:
                 yield done()

@@ -34,28 +34,28 @@ class Prefetched:
     """Plans being made in child processes, one per (file, load kind)."""
 
     def __init__(self) -> None:
-        self._children: dict[tuple[Path, bool, bool], subprocess.Popen | _Forked] = {}
+        self._children: dict[tuple[Path, bool, str | None], subprocess.Popen | _Forked] = {}
         atexit.register(self.close)
 
-    def start(self, path: Path, full: bool, gpu_only: bool) -> None:
+    def start(self, path: Path, full: bool, only: str | None) -> None:
         """Plan ``path`` in a child (if it is small enough and the child starts)."""
-        key = (path.resolve(), full, gpu_only)
+        key = (path.resolve(), full, only)
         if key in self._children or source.raw_size_estimate(path) > UP_TO:
             return
         try:
             if _can_fork():
-                child = _fork(path, full, gpu_only)
+                child = _fork(path, full, only)
             else:
                 child = spawn("traceaug.read.prefetch")
-                send(child.stdin, (str(path), full, gpu_only))
+                send(child.stdin, (str(path), full, only))
                 child.stdin.close()
         except OSError:
             return
         self._children[key] = child
 
-    def take(self, path: Path, full: bool, gpu_only: bool) -> Plan | None:
+    def take(self, path: Path, full: bool, only: str | None) -> Plan | None:
         """The child's ``normalize.Plan`` for this load, or None (none started, or it failed)."""
-        child = self._children.pop((Path(path).resolve(), full, gpu_only), None)
+        child = self._children.pop((Path(path).resolve(), full, only), None)
         if child is None:
             return None
         try:
@@ -76,7 +76,7 @@ class Prefetched:
         self._children.clear()
 
 
-def start(inputs: list[Path], full: bool = False, gpu_only: bool = False) -> Prefetched:
+def start(inputs: list[Path], full: bool = False, only: str | None = None) -> Prefetched:
     """Plan in children the files ``inputs`` name, when each names one file (a lone trace or
     a directory holding one rank): with more ranks, loads already run two at a time."""
     pre = Prefetched()
@@ -87,7 +87,7 @@ def start(inputs: list[Path], full: bool = False, gpu_only: bool = False) -> Pre
     if all(len(f) == 1 for f in files):
         for (tf,) in files:
             try:
-                pre.start(tf.path, full, gpu_only)
+                pre.start(tf.path, full, only)
             except OSError:
                 pass  # unreadable: the loader says so
     return pre
@@ -123,7 +123,7 @@ class _Forked:
                 os.kill(self.pid, signal.SIGKILL)
 
 
-def _fork(path: Path, full: bool, gpu_only: bool) -> _Forked:
+def _fork(path: Path, full: bool, only: str | None) -> _Forked:
     """Plan in a forked child: it starts at once, with pass 1's modules already imported
     (a new interpreter takes ~0.1 s of a core to get there)."""
     from . import normalize  # noqa: F401  (imported before the fork: the child has it)
@@ -133,21 +133,21 @@ def _fork(path: Path, full: bool, gpu_only: bool) -> _Forked:
     if pid == 0:
         try:
             os.close(read)
-            _plan_and_send(path, full, gpu_only, os.fdopen(write, "wb"))
+            _plan_and_send(path, full, only, os.fdopen(write, "wb"))
         finally:
             os._exit(0)  # never back into the parent's command, its atexit or its buffers
     os.close(write)
     return _Forked(pid, os.fdopen(read, "rb"))
 
 
-def _plan_and_send(path: Path, full: bool, gpu_only: bool, out) -> None:
+def _plan_and_send(path: Path, full: bool, only: str | None, out) -> None:
     """Send ("plan", Plan) or ("failed", reason) to ``out``."""
     from ..memory import release_free_memory, reuse_freed
     from .normalize import plan
 
     reuse_freed()  # a fork inherits the command's prompt return of freed memory: undo it
     try:
-        result = ("plan", plan(path, full=full, gpu_only=gpu_only, workers=0))
+        result = ("plan", plan(path, full=full, only=only, workers=0))
     except Exception as e:  # the parent plans again in-process and reports it properly
         result = ("failed", str(e))
     release_free_memory()  # the parsed chunks' heap, while the parent takes the plan
@@ -156,9 +156,9 @@ def _plan_and_send(path: Path, full: bool, gpu_only: bool, out) -> None:
 
 
 def main() -> None:
-    """Spawned child (where fork is not safe): read (path, full, gpu_only) on stdin."""
-    path, full, gpu_only = recv(sys.stdin.buffer)
-    _plan_and_send(Path(path), full, gpu_only, sys.stdout.buffer)
+    """Spawned child (where fork is not safe): read (path, full, only) on stdin."""
+    path, full, only = recv(sys.stdin.buffer)
+    _plan_and_send(Path(path), full, only, sys.stdout.buffer)
     os._exit(0)  # at once: unloading numpy would keep its memory alive while the parent grows
 
 

@@ -27,8 +27,7 @@ def _anchor(side: Side) -> int:
     """Absolute ns where a side is aligned: its first ProfilerStep, else its first event."""
     if len(side.steps["ts"]):
         return int(side.steps["ts"][0]) + side.trace.base_ns
-    first = side.trace.columns("SELECT MIN(ts) AS t FROM slice")["t"][0]
-    return int(first) + side.trace.base_ns
+    return side.trace.span()[0] + side.trace.base_ns  # diff saw GPU ops: there is a span
 
 
 def _pid(pid):

@@ -8,8 +8,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from conftest import TESTDATA, shared_trace
 from conftest import run_cli as cli
-from conftest import shared_trace
 from rawjson import load_raw, ns
 
 import traceaug
@@ -170,3 +170,21 @@ def test_html_report_and_merged_trace(tmp_path: Path) -> None:
                          "WHERE s.name GLOB 'ProfilerStep#*' GROUP BY p.name GLOB 'B: *'")
         assert first["t"].nunique() == 1  # both sides' first steps start together
     assert gzip.open(merged).read(64).lstrip().startswith(b"{\"traceaug\":")
+
+
+def test_step_of_picks_the_last_step_starting_at_or_before() -> None:
+    """The SQL step assignment: of the steps starting at or before a timestamp, the last one
+    (equal starts: the later in ts order), if its window [ts, ts + dur) holds it; else -1."""
+    import numpy as np
+
+    from traceaug.analysis.steps import step_of
+
+    st = {"step": np.array([3, 4, 5, 7]), "ts": np.array([100, 200, 200, 500]),
+          "dur": np.array([100, 50, 120, 10])}
+    points = [0, 99, 100, 150, 199, 200, 249, 250, 319, 320, 499, 500, 509, 510, 10**6]
+    values = ", ".join(f"({p})" for p in points)
+    with traceaug.load(TESTDATA / "small_training.json", progress=False) as t:
+        got = t.columns(f"WITH p(x) AS (VALUES {values}) SELECT {step_of('x', st)} AS s FROM p")
+        none = t.columns(f"SELECT {step_of('1', {k: v[:0] for k, v in st.items()})} AS s")
+    assert got["s"].tolist() == [-1, -1, 3, 3, 3, 5, 5, 5, 5, -1, -1, 7, 7, -1, -1]
+    assert none["s"].tolist() == [-1]

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import TraceaugError
 from ..trace import Trace
-from .steps import ops_with_steps, shorten
+from .steps import op_groups, shorten
 from .tables import Columns, codes, first_appearance, frame, objects
 
 BY = ("name", "short-name", "category")
@@ -29,21 +29,21 @@ OP_COLUMNS = ("device", "key", "status", "count_a", "count_b", "delta_count", "t
 
 @dataclass
 class Side:
-    """One trace's events with their steps, ready to compare."""
+    """One trace's ops with their steps, ready to compare."""
 
     trace: Trace
-    events: Columns
-    names: list  # the distinct op names; events["name_code"] indexes them
+    ops: Columns  # steps.op_groups: CPU ops per (name, step), GPU ops one row each
+    gpu: Columns  # GPU ops: ts, dur, step, category (the headline's busy times)
+    names: list  # the distinct op names; ops["name_code"] indexes them
     steps: Columns
 
     @classmethod
     def of(cls, trace: Trace) -> Side:
-        events, names, st = ops_with_steps(trace)
-        return cls(trace, events, names, st)
+        return cls(trace, *op_groups(trace))
 
-    def window(self, step: int | None) -> tuple[np.ndarray, int]:
-        """Which events are in the compared steps (a mask), and how many steps that is."""
-        at = self.events["step"]
+    def window(self, at: np.ndarray, step: int | None) -> tuple[np.ndarray, int]:
+        """Which rows (by their step numbers ``at``) are in the compared steps (a mask), and
+        how many steps that is."""
         if step is not None:
             if step not in set(self.steps["step"].tolist()):
                 have = ", ".join(map(str, self.steps["step"].tolist())) or "none"
@@ -54,21 +54,21 @@ class Side:
         return at >= 0, len(self.steps["step"])
 
 
-def _on_device(ev: Columns, device: str) -> np.ndarray:
+def _on_device(ops: Columns, device: str) -> np.ndarray:
     """Mask of the GPU ops, the CPU ops, or both."""
-    gpu = ev["gpu"]
+    gpu = ops["gpu"]
     if device == "gpu":
         return gpu
-    cpu = ev["kind"] == "cpu_op"
+    cpu = ops["kind"] == "cpu_op"
     return cpu if device == "cpu" else gpu | cpu
 
 
 def _keys(side: Side, by: str, rows: np.ndarray) -> tuple[np.ndarray, list]:
     """Each row's key number and the keys it numbers."""
-    ev = side.events
+    ops = side.ops
     if by == "category":
-        return codes(ev["category"][rows])
-    code = ev["name_code"][rows]
+        return codes(ops["category"][rows])
+    code = ops["name_code"][rows]
     if by == "name":
         return code, side.names
     short, keys = codes([shorten(n) if isinstance(n, str) else n for n in side.names])
@@ -77,19 +77,19 @@ def _keys(side: Side, by: str, rows: np.ndarray) -> tuple[np.ndarray, list]:
 
 def op_table(side: Side, by: str = "name", device: str = "all", step: int | None = None) -> Columns:
     """Per (device, key), in order of first appearance: count and total ns per step."""
-    rows, n = side.window(step)
-    ev = side.events
-    rows = np.flatnonzero(rows & _on_device(ev, device))
+    ops = side.ops
+    rows, n = side.window(ops["step"], step)
+    rows = np.flatnonzero(rows & _on_device(ops, device))
     key_code, keys = _keys(side, by, rows)
     named = np.array([k is not None for k in keys], dtype=bool)[key_code]
     rows, key_code = rows[named], key_code[named]  # no key, no group (as pandas drops NaN)
-    gpu = ev["gpu"][rows]
+    gpu = ops["gpu"][rows]
     group = first_appearance(key_code * 2 + gpu)
     first = np.unique(group, return_index=True)[1]  # each group's first row, in group order
     return {"device": np.where(gpu[first], "gpu", "cpu").astype(object),
             "key": objects(keys)[key_code[first]],
-            "count": np.bincount(group, minlength=len(first)) / n,
-            "total": np.bincount(group, ev["dur"][rows].astype(np.float64), len(first)) / n}
+            "count": np.bincount(group, ops["count"][rows].astype(np.float64), len(first)) / n,
+            "total": np.bincount(group, ops["total"][rows].astype(np.float64), len(first)) / n}
 
 
 def compare(a: Columns, b: Columns, threshold: float = DEFAULT_THRESHOLD) -> Columns:
@@ -137,7 +137,7 @@ def _union(ts: np.ndarray, end: np.ndarray) -> int:
 
 def headline(side: Side, step: int | None = None) -> dict:
     """Step time, GPU busy / idle time and compute / communication / memory time, per step (ms)."""
-    rows, n = side.window(step)
+    rows, n = side.window(side.gpu["step"], step)
     st_dur = side.steps["dur"]
     if step is not None:
         st_dur = st_dur[side.steps["step"] == step]
@@ -146,14 +146,13 @@ def headline(side: Side, step: int | None = None) -> dict:
         step_ns = float(end - start)
     else:
         step_ns = float(st_dur.mean())
-    ev = side.events
-    rows &= ev["gpu"]
-    ts = ev["ts"][rows]
-    end = ts + ev["dur"][rows]
+    gpu = side.gpu
+    ts = gpu["ts"][rows]
+    end = ts + gpu["dur"][rows]
     busy = _union(ts, end) / n
     out = {"steps": len(st_dur), "step_ms": step_ns / 1e6, "gpu_busy_ms": busy / 1e6,
            "gpu_idle_ms": max(step_ns - busy, 0) / 1e6}
-    cat = ev["category"][rows]
+    cat = gpu["category"][rows]
     for c in ("computation", "communication", "memory"):
         sel = cat == c
         out[f"{c}_ms"] = _union(ts[sel], end[sel]) / n / 1e6
@@ -168,7 +167,7 @@ def compute(a: Side, b: Side, by: str = "name", device: str = "all", step: int |
     if device not in DEVICES:
         raise TraceaugError(f"--device must be one of {', '.join(DEVICES)}")
     for side in (a, b):
-        if not side.events["gpu"].any():
+        if not len(side.gpu["ts"]):
             raise TraceaugError(f"{side.trace.path}: no GPU kernels, copies or sets to compare")
     ops = compare(op_table(a, by, device, step), op_table(b, by, device, step), threshold)
     return {"a": headline(a, step), "b": headline(b, step), "ops": ops}

@@ -2,8 +2,10 @@
 
 A CPU event belongs to the ``ProfilerStep#N`` annotation whose window holds
 its start; a GPU op belongs to the step of the runtime call that launched it
-(matched by correlation), as HTA assigns iterations. Tables are numpy
-``Columns`` (``analysis.tables``).
+(matched by correlation), as HTA assigns iterations. The engine assigns steps
+and counts CPU ops by (name, step) in SQL: reading every op row out of it took
+more than the rest of the comparison. Tables are numpy ``Columns``
+(``analysis.tables``).
 """
 
 from __future__ import annotations
@@ -13,9 +15,8 @@ import re
 import numpy as np
 
 from ..trace import Trace
-from .tables import Columns, codes, first_match
+from .tables import Columns, codes, objects
 
-KINDS = ("cpu_op", "runtime", "kernel", "memcpy", "memset")
 GPU_KINDS = ("kernel", "memcpy", "memset")
 _COMM = re.compile(r"^nccl|ncclKernel|^hip.*nccl|^rccl|ncclDevKernel", re.IGNORECASE)
 _STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
@@ -36,15 +37,13 @@ def steps(trace: Trace) -> Columns:
             "dur": c["dur"][keep].astype(np.int64)}
 
 
-def _window(ts: np.ndarray, st: Columns) -> np.ndarray:
-    """Step number whose window [ts, ts + dur) holds each timestamp, else -1."""
-    if not len(st["step"]) or not len(ts):
-        return np.full(len(ts), -1, dtype=np.int64)
-    starts = st["ts"]
-    ends = starts + st["dur"]
-    idx = np.searchsorted(starts, ts, side="right") - 1
-    ok = (idx >= 0) & (ts < ends[np.clip(idx, 0, None)])
-    return np.where(ok, st["step"][np.clip(idx, 0, None)], -1)
+def step_of(ts: str, st: Columns) -> str:
+    """SQL for the step whose window [ts, ts + dur) holds the timestamp expression ``ts``, else
+    -1: of the steps starting at or before it, the last (as a search of the sorted starts)."""
+    whens = [f"WHEN {ts} >= {start} THEN IIF({ts} < {start + dur}, {step}, -1)"
+             for step, start, dur in zip(st["step"].tolist()[::-1], st["ts"].tolist()[::-1],
+                                         st["dur"].tolist()[::-1])]
+    return f"CASE {' '.join(whens)} ELSE -1 END" if whens else "-1"
 
 
 def is_gpu(kind: np.ndarray) -> np.ndarray:
@@ -67,25 +66,47 @@ def category(kind: np.ndarray, name_code: np.ndarray, names: list) -> np.ndarray
     return out
 
 
-def ops_with_steps(trace: Trace) -> tuple[Columns, list, Columns]:
-    """Events of KINDS with ``step``, ``gpu`` (a GPU op), ``category`` and ``name_code``
-    columns; the distinct names ``name_code`` numbers; the steps."""
+def gpu_ops(trace: Trace, st: Columns) -> Columns:
+    """GPU ops in id order: ``ts``, ``dur``, ``name``, ``kind`` and the ``step`` of the runtime
+    call that launched them (the first call with their correlation id), else -1."""
+    trace.include("traceaug.kineto")
+    c = trace.columns(
+        "WITH launch AS (SELECT correlation, MIN(id) AS id FROM traceaug_runtime "
+        "WHERE correlation IS NOT NULL GROUP BY correlation) "
+        f"SELECT g.ts, g.dur, g.name, g.kind, {step_of('r.ts', st)} AS step "
+        "FROM traceaug_gpu_op g LEFT JOIN launch l USING (correlation) "
+        "LEFT JOIN slice r ON r.id = l.id ORDER BY g.id")
+    return {**c, "kind": c["kind"].astype(object)}
+
+
+def cpu_op_groups(trace: Trace, st: Columns) -> Columns:
+    """CPU ops grouped by ``name`` and the ``step`` whose window holds their start:
+    ``count`` and ``total`` duration of each group."""
+    trace.include("traceaug.kineto")
+    return trace.columns(
+        f"SELECT s.name, {step_of('s.ts', st)} AS step, COUNT(*) AS count, SUM(s.dur) AS total "
+        "FROM slice s JOIN _traceaug_kind k USING (category) WHERE k.kind = 'cpu_op' "
+        "GROUP BY 1, 2")
+
+
+def op_groups(trace: Trace) -> tuple[Columns, Columns, list, Columns]:
+    """The ops to compare, counted in SQL rather than read one by one: CPU ops grouped by
+    (name, step) and GPU ops one row each, with ``gpu``, ``kind``, ``category``, ``name_code``
+    (numbering the distinct names, also returned), ``step``, ``count``, ``total``; the GPU ops
+    (``gpu_ops`` plus ``category``, for the busy-time headline); the steps."""
     st = steps(trace)
-    ev = trace.columns(
-        "SELECT id, ts, dur, name, kind, correlation FROM traceaug_event "
-        f"WHERE kind IN ({', '.join(repr(k) for k in KINDS)}) ORDER BY id")
-    for col in ("id", "ts", "dur"):  # never NULL
-        ev[col] = ev[col].astype(np.int64)
-    ev["kind"] = ev["kind"].astype(object)
-    step = _window(ev["ts"], st)
-    gpu = is_gpu(ev["kind"])
-    runtime, at = np.flatnonzero(ev["kind"] == "runtime"), np.flatnonzero(gpu)
-    launch = first_match(ev["correlation"][runtime], ev["correlation"][at])  # its first call
-    step[at] = np.r_[step[runtime], -1][launch]  # -1 (no launch) picks the -1 appended
-    ev["step"], ev["gpu"] = step, gpu
-    ev["name_code"], names = codes(ev["name"])
-    ev["category"] = category(ev["kind"], ev["name_code"], names)
-    return ev, names, st
+    cpu, gpu = cpu_op_groups(trace, st), gpu_ops(trace, st)
+    n_cpu = len(cpu["step"])
+    kind = np.concatenate([np.full(n_cpu, "cpu_op", dtype=object), gpu["kind"]])
+    name_code, names = codes(np.concatenate([objects(cpu["name"].tolist()), gpu["name"]]))
+    cat = category(kind, name_code, names)
+    gpu["category"] = cat[n_cpu:]
+    groups = {"gpu": np.r_[np.zeros(n_cpu, bool), np.ones(len(gpu["step"]), bool)], "kind": kind,
+              "category": cat, "name_code": name_code,
+              "step": np.r_[cpu["step"], gpu["step"]].astype(np.int64),
+              "count": np.r_[cpu["count"], np.ones(len(gpu["step"]), np.int64)].astype(np.int64),
+              "total": np.r_[cpu["total"], gpu["dur"]].astype(np.int64)}
+    return groups, gpu, names, st
 
 
 def shorten(name: str) -> str:

@@ -243,6 +243,9 @@ def open_command(trace: Path, port: int, no_browser: bool) -> None:
 def run() -> None:
     """The console entry point: ``main``, then end the process without unloading pandas,
     numpy and the engine module by module (0.08 s of every command, for nothing)."""
+    # No BLAS thread pool (traceaug does no linear algebra): numpy's OpenBLAS starts one at
+    # import, and on 2 cores its threads spin ~60 ms of CPU while pass 1 needs it.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         main()
         code = 0

@@ -146,6 +146,48 @@ def test_timestamps_the_fast_rebase_cannot_take_are_exact(tmp_path, workers: int
     assert have == {f"e{i}": int(Decimal(ts) * 1000) for i, ts in enumerate(plain + odd)}
 
 
+@pytest.mark.parametrize("workers", [0, 2], ids=["here", "workers"])
+def test_integer_timestamps_are_rebased_as_numbers(tmp_path, workers: int, monkeypatch) -> None:
+    """An analysis load of integer epoch-µs timestamps subtracts the base from the parsed
+    integers (another prefix too), not on the text: the engine gets the bytes the text
+    rebase gives. A chunk holding a large fractional one is rebased on its text, exactly."""
+    from decimal import Decimal
+
+    stamps = [str(1712198313370000 + 7 * i) for i in range(4000)] + ["1712298313370123"]
+    stamps[-30] = "1712198313370999.5"  # in the last chunk
+    rows = [f'{{"ph": "X", "name": "e{i}", "pid": 1, "tid": {i % 3}, "ts": {ts}, "dur": 1}}'
+            for i, ts in enumerate(stamps)]
+    path = tmp_path / "ints.json"
+    path.write_text('{"traceEvents": [' + ",\n".join(rows) + "]}")
+    monkeypatch.setattr(chunks, "CHUNK", 64 << 10)
+    monkeypatch.setattr(source, "BLOCK", 64 << 10)
+    plan = normalize.plan(path, full=False, workers=workers)
+    assert plan.rebase.numeric and len(plan.chunk_first_seq) > 3
+    assert plan.exact_chunks == {len(plan.chunk_first_seq) - 1}  # only the fractional one's
+    with monkeypatch.context() as m:
+        m.setattr(normalize, "Rebase", lambda numeric: Rebase())  # the text rebase
+        by_text = normalize.plan(path, full=False, workers=workers)
+    assert not by_text.rebase.numeric and plan_fields(plan) == plan_fields(by_text)
+    with traceaug.load(path, progress=False) as t:
+        got = t.query("SELECT name, ts FROM slice ORDER BY name")
+    have = {n: int(ts) + t.base_ns for n, ts in zip(got["name"], got["ts"])}
+    assert have == {f"e{i}": int(Decimal(ts) * 1000) for i, ts in enumerate(stamps)}
+
+
+@pytest.mark.parametrize("rel", ["kineto/a100_rank0_of16_6streams.json.gz",
+                                 "kineto/diff/v100_resnet50_2021/a/worker0.1623143089861.pt.trace.json.gz",
+                                 "kineto/v100_ns_resolution.json.gz"])
+def test_real_traces_rebase_as_numbers_or_text_alike(rel: str, monkeypatch) -> None:
+    """Integer-µs traces take the numeric rebase, the ns-resolution one (fractional µs) the
+    text rebase; either way the plan (a subset load's span too) is the text rebase's."""
+    path = shared_trace(rel)
+    plans = [normalize.plan(path, full=False, workers=0, only=only) for only in (None, "gpu")]
+    assert plans[0].rebase.numeric == ("ns_resolution" not in rel) and plans[0].base_ns > 0
+    monkeypatch.setattr(normalize, "Rebase", lambda numeric: Rebase())
+    for plan, only in zip(plans, (None, "gpu")):
+        assert plan_fields(plan) == plan_fields(normalize.plan(path, full=False, workers=0, only=only))
+
+
 def test_host_only_calls_never_share_a_gpu_ops_correlation() -> None:
     """What lets a subset load leave HOST_ONLY_CALLS out: on every shared Kineto trace, no
     kernel, copy or set has the correlation id of such a call (and the calls are there)."""

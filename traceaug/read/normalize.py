@@ -104,7 +104,7 @@ def plan(path: Path, on_progress: Callable[[int], None] | None = None, full: boo
 
 
 def _plan(path: Path, on_progress, full: bool, workers: int, only: str | None) -> Plan:
-    rebase = Rebase()
+    rebase = Rebase(numeric=not full)  # a full load's pass 2 rebases the text itself
     blocks = source.iter_blocks(path, on_progress)
     results = (pass1.parallel(blocks, rebase, full, workers, only) if workers
                else pass1.sequential(blocks, rebase, full, only))

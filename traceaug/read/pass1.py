@@ -208,20 +208,26 @@ def _parse(text: bytes, tail: bool, layout: chunks.Layout) -> list:
 def _exact_unless_verified(events: list, text: bytes, replaced: int, tail: bool,
                            layout: chunks.Layout, rebase: Rebase
                            ) -> tuple[list, bool, np.ndarray | None]:
-    """``events`` parsed from ``rebase.fast(text)`` if ``verified`` takes them, else the
-    events of ``rebase.exact(text)``; whether the exact path was needed; and the returned
-    events' ``top_level_ts`` if the check made it (a subset load's gather reuses it)."""
-    ts = top_level_ts(events) if rebase.prefix is not None else None
-    if rebase.verified(ts, replaced):
-        return events, False, ts
+    """``events`` parsed from ``rebase.fast(text)``, rebased in place when ``rebase.numeric``,
+    if that was exact; else the events of ``rebase.exact(text)``. Also whether the exact path
+    was needed, and the returned events' ``top_level_ts`` if the check made it (a subset
+    load's gather reuses it)."""
+    if rebase.numeric:
+        ts = rebase.in_place(events)
+        if ts is not None:
+            return events, False, ts
+    else:
+        ts = top_level_ts(events) if rebase.prefix is not None else None
+        if rebase.verified(ts, replaced):
+            return events, False, ts
     return _parse(rebase.exact(text), tail, layout), True, None
 
 
 def read_chunk(text: bytes, tail: bool, array_form: bool, full: bool, only: str | None,
-               prefix: bytes | None, sep: bytes | None) -> ChunkResult:
+               prefix: bytes | None, sep: bytes | None, numeric: bool) -> ChunkResult:
     """Rebase, parse and gather one chunk cut without confirmation (in a worker process)."""
     layout = chunks.Layout(array_form=array_form)
-    rebase = Rebase(prefix, sep)
+    rebase = Rebase(prefix, sep, numeric)
     rebased, replaced = rebase.fast(text)
     try:
         with no_gc():
@@ -301,7 +307,8 @@ def parallel(blocks: Iterable[bytes], rebase: Rebase, full: bool, workers: int =
                 yield item
                 return
             rebase.choose(item.text)
-            pool.submit(item.text, item.last, item.array_form, full, only, rebase.prefix, rebase.sep)
+            pool.submit(item.text, item.last, item.array_form, full, only, rebase.prefix, rebase.sep,
+                        rebase.numeric)
             item.text = b""
             while pool.pending > 2 * workers:
                 yield done()

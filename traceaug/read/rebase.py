@@ -6,7 +6,9 @@ Perfetto reads ``ts`` through a double: a fractional epoch-µs value such as
 ``1712198313370123.456`` loses its nanoseconds. Values below 10^11 µs survive
 exactly, so we strip the leading digits all timestamps share (an exact
 subtraction of ``prefix * 10^11`` µs done on the text, at C speed) and keep
-the subtracted base to map results back.
+the subtracted base to map results back. A load that re-serializes the events
+(``numeric``) subtracts from the parsed integers instead, when they all are
+integers: the same values, without a pass over the text.
 """
 
 from __future__ import annotations
@@ -56,9 +58,13 @@ class Rebase:
     ``exact``, one Decimal subtraction per timestamp.
     """
 
-    def __init__(self, prefix: bytes | None = None, sep: bytes | None = None) -> None:
+    def __init__(self, prefix: bytes | None = None, sep: bytes | None = None,
+                 numeric: bool = False) -> None:
         self.prefix = prefix
         self.sep = sep  # the spacing ``fast`` handles: ``"ts":`` or ``"ts": `` (None: none)
+        # Rebase parsed integers (``in_place``), not text: for loads that re-serialize events,
+        # unless the first large timestamp has a fraction (its writer's are not integers).
+        self.numeric = numeric
         self.replaced = 0  # by the last ``rewrite``
         self.last_text = b""  # the last text given to ``rewrite``, as it was
 
@@ -78,11 +84,13 @@ class Rebase:
         m = _LARGE.search(text)
         if m is not None:
             self.prefix = m.group(3)[:-KEEP]
+            self.numeric = self.numeric and m.group(4) is None
             self.sep = b'"ts":' + m.group(2) if not m.group(1) and m.group(2) in (b"", b" ") else None
 
     def fast(self, text: bytes) -> tuple[bytes, int]:
-        """The text with the prefix replaced after ``sep``, and how many were."""
-        if self.prefix is None or self.sep is None:
+        """The text with the prefix replaced after ``sep``, and how many were (none when
+        ``numeric``: ``in_place`` rebases the parsed events)."""
+        if self.prefix is None or self.sep is None or self.numeric:
             return text, 0
         old, new = self.sep + self.prefix, self.sep + b"1"
         out = text.replace(old, new)  # the prefix has 2+ digits: the length says how many
@@ -106,6 +114,25 @@ class Rebase:
             return True  # nothing large in the text (``choose`` looked)
         fast_form = int(((ts >= 10**KEEP) & (ts < 2 * 10**KEEP)).sum())
         return fast_form == replaced and not (ts >= 10 ** (KEEP + 1)).any()
+
+    def in_place(self, events: list) -> np.ndarray | None:
+        """Subtract the base from every large top-level ``ts`` of events parsed from text as it
+        was (what ``exact`` does to the text); their ``top_level_ts`` after it. None, with the
+        events untouched, when a large value is not an integer below 2^53 (exact in a double):
+        the caller rebases the text instead."""
+        raw = [e.get("ts") if e.__class__ is dict else None for e in events]
+        ts = numbers(raw)
+        large = ts >= 10 ** (KEEP + 1)  # what ``_LARGE`` matches: 13 digits or more
+        if self.prefix is None or not large.any():
+            return ts  # ``choose`` saw the text: nothing large in it
+        at = np.flatnonzero(large).tolist()
+        if (ts[large] >= 2**53).any() or any(raw[i].__class__ is not int for i in at):
+            return None
+        base = self.base_us
+        for i in at:
+            events[i]["ts"] = raw[i] - base
+        ts[large] -= base  # exact: both are integers below 2^53
+        return ts
 
     def _subtract(self, m: re.Match) -> bytes:
         value = Decimal((m.group(3) + (m.group(4) or b"")).decode()) - self.base_us

@@ -95,14 +95,16 @@ def no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _column_rows(events: list, seqs: np.ndarray, keys: dict, extra: str | None) -> np.ndarray:
-    """int64 rows (key, ts ns[, extra ns], seq) of events with numeric ts (and extra)."""
+def _column_rows(events: list, ts: np.ndarray, seqs: np.ndarray, keys: dict, extra: str | None
+                 ) -> np.ndarray:
+    """int64 rows (key, ts ns[, extra ns], seq) of events with numeric ts (``ts``: their
+    ``top_level_ts``) and extra."""
     pairs = [(e.get("pid"), e.get("tid")) for e in events]
     try:
         key = [keys.setdefault(k, len(keys)) for k in pairs]
     except TypeError:  # an unhashable pid/tid: that event gets key -1 (Perfetto judges it)
         key = [_hashable_key(keys, k) for k in pairs]
-    cols = [np.array(key, dtype=np.int64), us_to_ns_array(numbers([e.get("ts") for e in events]))]
+    cols = [np.array(key, dtype=np.int64), us_to_ns_array(ts)]
     valid = ~np.isnan(cols[1])
     if extra is not None:
         cols.append(us_to_ns_array(numbers([e.get(extra) for e in events])))
@@ -119,10 +121,10 @@ def _hashable_key(keys: dict, k: tuple) -> int:
         return -1
 
 
-def _span(events: list, phases: list, ph: np.ndarray, ts: np.ndarray | None) -> tuple[int, int] | None:
+def _span(events: list, phases: list, ph: np.ndarray, ts: np.ndarray) -> tuple[int, int] | None:
     """(first start, last end) in ns of the chunk's complete and instant events (``ts``: the
-    chunk's ``top_level_ts``, when the rebase check made it)."""
-    ts = us_to_ns_array((top_level_ts(events) if ts is None else ts)[(ph == "X") | (ph == "i")])
+    chunk's ``top_level_ts``)."""
+    ts = us_to_ns_array(ts[(ph == "X") | (ph == "i")])
     dur = us_to_ns_array(numbers([e.get("dur", 0) for e, p in zip(events, phases)
                                   if p == "X" or p == "i"]))
     ok = ~np.isnan(ts) & ~np.isnan(dur) & (dur >= 0)
@@ -131,13 +133,17 @@ def _span(events: list, phases: list, ph: np.ndarray, ts: np.ndarray | None) -> 
     return int(ts[ok].min()), int((ts[ok] + dur[ok]).max())
 
 
-def _keeps(e: dict, categories: frozenset) -> bool:
-    """An event of ``categories`` (but no host-only runtime call), or a ProfilerStep (metadata
-    aside)."""
-    cat, name = e.get("cat"), e.get("name")
-    if cat.__class__ is str and cat in categories:
-        return cat not in RUNTIME_CATEGORIES or name.__class__ is not str or name not in HOST_ONLY_CALLS
-    return str(name).startswith("ProfilerStep#")
+def _subset_keeps(events: list, phases: list, categories: frozenset) -> np.ndarray:
+    """Which events a subset load keeps: metadata, events of ``categories`` (but no host-only
+    runtime call) and ProfilerSteps. One comprehension, no call per event."""
+    runtime, host_only = RUNTIME_CATEGORIES, HOST_ONLY_CALLS
+    return np.array([
+        p == "M"
+        or ((c := e.get("cat")).__class__ is str and c in categories
+            and (c not in runtime or (n := e.get("name")).__class__ is not str or n not in host_only))
+        or str(e.get("name")).startswith("ProfilerStep#")
+        if p is not None else False
+        for e, p in zip(events, phases)], dtype=bool)
 
 
 def gather(events: list, full: bool, only: str | None = None, ts: np.ndarray | None = None
@@ -155,9 +161,7 @@ def gather(events: list, full: bool, only: str | None = None, ts: np.ndarray | N
         is_flow |= ph == phase
     drop = np.zeros(len(events), dtype=bool) if full else is_flow.copy()
     if only is not None:
-        categories = SUBSETS[only]
-        drop |= ~np.array([p is not None and (p == "M" or _keeps(e, categories))
-                           for e, p in zip(events, phases)], dtype=bool)
+        drop |= ~_subset_keeps(events, phases, SUBSETS[only])
     if not drop.any():
         kept, seq_of = events, np.arange(len(events), dtype=np.int64)
     else:
@@ -167,16 +171,18 @@ def gather(events: list, full: bool, only: str | None = None, ts: np.ndarray | N
         for ev in [e for e in kept if e.__class__ is dict and e.get("tid").__class__ is int
                    and e["tid"] < 0]:
             ev["tid"] = unsigned_tid(ev["tid"])
+    if ts is None:
+        ts = top_level_ts(events)
     index = np.arange(len(events))
     is_x = ph == "X"
     x_at = index[is_x & ~drop]
     x_events = [events[i] for i in x_at.tolist()]
     keys: dict = {}
-    x = _column_rows(x_events, seq_of[x_at], keys, "dur")
+    x = _column_rows(x_events, ts[x_at], seq_of[x_at], keys, "dur")
     flows = np.empty((0, 3), dtype=np.int64)
     if full and is_flow.any():
         f_at = index[is_flow]
-        flows = _column_rows([events[i] for i in f_at.tolist()], seq_of[f_at], keys, None)
+        flows = _column_rows([events[i] for i in f_at.tolist()], ts[f_at], seq_of[f_at], keys, None)
     if not full:
         for ev in x_events:
             args = ev.get("args")

@@ -188,3 +188,19 @@ def test_step_of_picks_the_last_step_starting_at_or_before() -> None:
         none = t.columns(f"SELECT {step_of('1', {k: v[:0] for k, v in st.items()})} AS s")
     assert got["s"].tolist() == [-1, -1, 3, 3, 3, 5, 5, 5, 5, -1, -1, 7, 7, -1, -1]
     assert none["s"].tolist() == [-1]
+
+
+def test_merged_trace_is_the_same_bytes_every_run(tmp_path: Path, monkeypatch) -> None:
+    """B's processes get their names in order of appearance: string pids ("Traces", "Spans")
+    once came out in a set's order, which changes with the interpreter's hash seed."""
+    a = shared_trace("kineto/a100_simple_add_cuda_sync.json.gz")
+    b = shared_trace("kineto/a100_alexnet_cuda_sync.json.gz")
+    outs = []
+    for seed in ("1", "2", "3"):
+        monkeypatch.setenv("PYTHONHASHSEED", seed)
+        out = tmp_path / f"merged{seed}.json"
+        r = cli("diff", str(a), str(b), "--trace", str(out))
+        assert r.returncode == 0, r.stderr
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1] == outs[2]
+    assert outs[0].count(b'"name":"process_name","pid":"B: ') >= 2

@@ -51,7 +51,7 @@ def b_events(side: Side, shift_ns: int) -> list[bytes]:
     """B's events, relabelled and shifted by ``shift_ns`` (exact)."""
     rebase = Rebase()
     named: set = set()
-    pids: set = set()
+    pids: dict = {}  # in order of appearance (a set's order of strings varies by run)
     out: list[bytes] = []
     for item in pass1.rebased_chunks(source.iter_blocks(side.trace.path), rebase):
         if isinstance(item, chunks.Layout):
@@ -63,7 +63,7 @@ def b_events(side: Side, shift_ns: int) -> list[bytes]:
             if isinstance(ts, (int, float)):
                 ev["ts"] = orjson.Fragment(us(us_to_ns(ts) + rebase.base_ns - shift_ns))
             if "pid" in ev:
-                pids.add(ev["pid"])
+                pids.setdefault(ev["pid"])
                 ev["pid"] = _pid(ev["pid"])
             if ev.get("ph") in pass1.FLOW_PHASES and "id" in ev:
                 ev["id"] = _flow_id(ev["id"])

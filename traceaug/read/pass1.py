@@ -211,7 +211,7 @@ def _parse(text: bytes, tail: bool, layout: chunks.Layout) -> list:
     return chunks._parse_tail(text, layout) if tail else orjson.loads(b"[" + text + b"]")
 
 
-def _exact_unless_verified(events: list, text: bytes, replaced: int, tail: bool,
+def _rebased_events(events: list, text: bytes, replaced: int, tail: bool,
                            layout: chunks.Layout, rebase: Rebase
                            ) -> tuple[list, bool, np.ndarray | None]:
     """``events`` parsed from ``rebase.fast(text)``, rebased in place when ``rebase.numeric``,
@@ -237,7 +237,7 @@ def read_chunk(text: bytes, tail: bool, array_form: bool, full: bool, only: str 
     rebased, replaced = rebase.fast(text)
     try:
         with no_gc():
-            events, exact, ts = _exact_unless_verified(
+            events, exact, ts = _rebased_events(
                 _parse(rebased, tail, layout), text, replaced, tail, layout, rebase)
     except (orjson.JSONDecodeError, chunks.NotChromeJson) as e:
         return ChunkResult(error=str(e))
@@ -257,7 +257,7 @@ def rebased_chunks(blocks: Iterable[bytes], rebase: Rebase) -> Iterator[chunks.C
         if isinstance(item, chunks.Layout):
             rebase.last_text = b""  # the plan keeps the rebase, not its last chunk
         else:
-            item.events, item.exact, item.ts = _exact_unless_verified(
+            item.events, item.exact, item.ts = _rebased_events(
                 item.events, rebase.last_text, rebase.replaced, item.last,
                 chunks.Layout(array_form=item.array_form), rebase)
         yield item

@@ -232,10 +232,12 @@ def test_gpu_only_load_gives_the_same_counters(rel: str, style: str) -> None:
                                       check_dtype=False)
 
 
-@pytest.mark.parametrize("pair", ["tiny", "h100_runs", "v100_resnet50_2021", "a100_vs_v100"])
+@pytest.mark.parametrize("pair", ["tiny", "no_steps", "h100_runs", "v100_resnet50_2021",
+                                  "a100_vs_v100"])
 def test_ops_load_gives_the_same_diff(pair: str) -> None:
     """traceaug diff loads only CPU ops, GPU ops, their launches and ProfilerSteps: every op
-    row, for every grouping, and the headline equal an analysis load's."""
+    row, for every grouping, and the headline (with no steps: over the whole trace's span)
+    equal an analysis load's."""
     import numpy as np
 
     from traceaug.analysis.diff import Side, compute
@@ -243,6 +245,9 @@ def test_ops_load_gives_the_same_diff(pair: str) -> None:
     if pair == "tiny":
         paths = [shared_trace("kineto/diff/tiny_base/base.json.gz"),
                  shared_trace("kineto/diff/tiny_test/test.json.gz")]
+    elif pair == "no_steps":
+        paths = [shared_trace("kineto/a100_simple_add_cuda_sync.json.gz"),
+                 shared_trace("kineto/a100_alexnet_cuda_sync.json.gz")]
     else:
         paths = [next(d.iterdir()) for d in sorted(shared_trace(f"kineto/diff/{pair}").iterdir())]
     loads = {only: [Side.of(traceaug.load(p, progress=False, only=only)) for p in paths]
@@ -255,6 +260,7 @@ def test_ops_load_gives_the_same_diff(pair: str) -> None:
         for by in ("name", "short-name", "category"):
             want, got = compute(*loads[None], by=by), compute(*loads["ops"], by=by)
             assert (want["a"], want["b"]) == (got["a"], got["b"])
+            assert (got["a"]["steps"] == 0) == (pair == "no_steps")
             assert want["ops"].keys() == got["ops"].keys()
             for col, values in want["ops"].items():
                 np.testing.assert_array_equal(values, got["ops"][col], err_msg=f"{by} {col}")

@@ -58,8 +58,7 @@ class WasmInstance:
         return self.memory
 
     def _read(self, ptr: int, n: int) -> bytes:
-        ptr &= self._ptr_mask
-        return bytes(self._mem().read(self.store, ptr, ptr + n))
+        return bytes(self._view(ptr, n))
 
     def _cstr(self, ptr: int) -> str:
         ptr &= self._ptr_mask
@@ -229,8 +228,8 @@ class WasmInstance:
 
     def send(self, *parts: bytes) -> None:
         """Push one serialized TraceProcessorRpcStream, given as consecutive ``parts``, through
-        the request buffer. Each part is copied once, straight into the heap: a 1 MB trace
-        piece used to be copied five times (joined, set, serialized, sliced, made a bytearray)."""
+        the request buffer, each part copied once, straight into the heap (never joined, nor
+        made a bytearray as wasmtime's ``Memory.write`` does)."""
         if self.dead:
             raise EngineError(f"trace processor is no longer usable: {self.dead}")
         try:

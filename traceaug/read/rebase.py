@@ -42,9 +42,14 @@ def numbers(values: list) -> np.ndarray:
         return np.array([v if v.__class__ in (int, float) else np.nan for v in values], dtype=np.float64)
 
 
+def _ts_values(events: list) -> list:
+    """Every event's ``ts`` as parsed (None where there is none)."""
+    return [e.get("ts") if e.__class__ is dict else None for e in events]
+
+
 def top_level_ts(events: list) -> np.ndarray:
     """Every event's ``ts`` as ``numbers`` reads it (NaN where there is none)."""
-    return numbers([e.get("ts") if e.__class__ is dict else None for e in events])
+    return numbers(_ts_values(events))
 
 
 class Rebase:
@@ -120,7 +125,7 @@ class Rebase:
         was (what ``exact`` does to the text); their ``top_level_ts`` after it. None, with the
         events untouched, when a large value is not an integer below 2^53 (exact in a double):
         the caller rebases the text instead."""
-        raw = [e.get("ts") if e.__class__ is dict else None for e in events]
+        raw = _ts_values(events)
         ts = numbers(raw)
         large = ts >= 10 ** (KEEP + 1)  # what ``_LARGE`` matches: 13 digits or more
         if self.prefix is None or not large.any():

@@ -107,7 +107,7 @@ class Trace:
 
     def query(self, sql: str) -> pd.DataFrame:
         """Run PerfettoSQL; a bad query raises ``TraceaugError`` with Perfetto's message."""
-        import pandas as pd  # here, not upstream's as_pandas_dataframe: see cli's counters
+        import pandas as pd  # here: cli._perfetto_api_without_pandas kept it out of upstream
 
         result = self._result(sql)
         rows = QueryResultIterator(result.column_names, result.batch)

@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     from ..read.prefetch import Prefetched
 
 MEMORY64_ABOVE = 1_500_000_000  # raw JSON bytes beyond which the 32-bit heap is too small
-# Bytes per parse call. Small: each call's message is copied several times (join, protobuf,
-# the engine's receive buffer), and the wasm heap never shrinks; 1 MB costs no throughput and
-# takes ~90 MB (0.35x the JSON) off a full load's peak on the 245 MB bench trace.
+# Bytes per parse call. Small: the engine copies each call's bytes into its receive buffer
+# (the native one's are also joined and framed), and the wasm heap never shrinks; 1 MB costs
+# no throughput and takes ~90 MB (0.35x the JSON) off a full load's peak on the 245 MB trace.
 FEED = 1 << 20
 
 

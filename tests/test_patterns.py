@@ -160,3 +160,22 @@ def test_events_are_compact_json(tmp_path: Path) -> None:
     assert len(events) == len(orjson.loads(PLANTED.read_bytes())["traceEvents"]) + len(ours) + sum(
         1 for e in events if e.get("ph") == "M" and str(e.get("args", {}).get("name", "")).startswith(
             ("Kernel patterns", "Kernel-name dictionary")))
+
+
+def test_chained_and_rerun(tmp_path: Path) -> None:
+    """patterns after counters keeps the counters; patterns again replaces its own
+    additions only (same overlay, once), and the marker lists both rewriters."""
+    a, b, c = (tmp_path / n for n in ("a.json", "b.json", "c.json"))
+    assert cli("counters", str(PLANTED), str(a)).exit_code == 0
+    assert cli("patterns", str(a), str(b), "--top-k", "2").exit_code == 0
+    assert cli("patterns", str(b), str(c), "--top-k", "2").exit_code == 0
+    first, again = reload(b), reload(c)
+    assert len(again["added"]) == len(first["added"]) > 0
+    assert again["flows"] == first["flows"] > 0
+    assert again["slices"] == first["slices"]
+    marker = orjson.loads(c.read_bytes())["traceaug"]
+    assert [r["name"] for r in marker["rewriters"]] == ["counters", "patterns"]
+    assert marker["rewriters"][1]["options"]["top_k"] == 2
+    with traceaug.load(c, full=True, progress=False) as t:
+        tracks = t.query("SELECT COUNT(*) AS n FROM counter_track WHERE name GLOB 'Queue length*'")
+    assert int(tracks["n"][0]) > 0

@@ -242,7 +242,7 @@ def open_command(trace: Path, port: int, no_browser: bool) -> None:
 
 @main.command("patterns")
 @click.argument("src", metavar="IN", type=click.Path(path_type=Path))
-@click.argument("dst", metavar="OUT", type=click.Path(path_type=Path), required=False)
+@click.argument("dst", metavar="OUT", required=False, type=click.Path())
 @click.option("--operator", help="Instances of this CPU op (a name or a glob); default: every "
               "top-level CPU op.")
 @click.option("--min-len", type=click.IntRange(1), default=3, show_default=True,
@@ -254,20 +254,20 @@ def open_command(trace: Path, port: int, no_browser: bool) -> None:
 @click.option("--summary-only", is_flag=True, help="Print the patterns; write no trace.")
 @click.option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done.")
 @click.pass_context
-def patterns_command(ctx: click.Context, src: Path, dst: Path | None, operator: str | None,
+def patterns_command(ctx: click.Context, src: Path, dst: str | None, operator: str | None,
                      min_len: int, top_k: int, rank: int | None, fmt: str, summary_only: bool,
                      open_ui: bool) -> None:
     """Write OUT: IN with its frequent GPU kernel sequences overlaid (``Pattern P<n>`` slices
     on "Kernel patterns" threads, a "Kernel-name dictionary" thread)."""
     if dst is None and not summary_only:
         raise click.UsageError("give OUT, or --summary-only")
-    prefetched = _prefetch(src, only="ops")
+    if open_ui and (summary_only or src.is_dir()):
+        raise click.UsageError("--open needs one output file")
+    prefetched = _prefetch(src, kind="ops")
     from .commands.patterns import run
 
     click.echo(run(src, None if summary_only else dst, operator, min_len, top_k, rank, fmt,
-                   prefetched=prefetched, **_options(ctx)), nl=False)
-    if open_ui and not summary_only:
-        _open(dst)
+                   prefetched=prefetched, open_ui=open_ui, **_options(ctx)), nl=False)
 
 
 def run() -> None:

@@ -1,4 +1,7 @@
-"""Run ``traceaug patterns`` over a file (or one rank of a directory) and format its table."""
+"""``traceaug patterns`` as a rewriter: the "ops" load kind, its compute and its summary.
+
+Everything else (targets, the copy, the load, the splice) is ``rewrite.pipeline``'s.
+"""
 
 from __future__ import annotations
 
@@ -8,47 +11,23 @@ from typing import TYPE_CHECKING
 import numpy as np
 import orjson
 
+from ..errors import TraceaugError
 from ..output import render_columns
-from ..rewrite import splice
+from ..rewrite import pipeline
 from ..rewrite.patterns import prepare
-from ..trace import Trace
 
 if TYPE_CHECKING:
     from ..read.prefetch import Prefetched
+    from ..trace import Trace
 
 TABLE_KERNELS = 70  # characters of short kernel names shown per row in the table format
 
 
-def _one(src: Path, out: Path | None, options: dict, tp_bin, prefetched) -> dict:
-    copy = None if out is None else splice.Copy(src, out, "patterns")  # deflates meanwhile
-    try:
-        with Trace(src, tp_bin=tp_bin, only="ops", prefetched=prefetched) as trace:
-            result, events = prepare(trace, options["operator"], options["min_len"],
-                                     options["top_k"], out is not None)
-            layout = trace.plan.layout if trace.plan is not None else None
-        if copy is not None:
-            copy.finish(layout, events)
-    finally:
-        if copy is not None:
-            copy.cancel()
-    result["file"], result["out"] = str(src), None if out is None else str(out)
-    return result
-
-
-def run(src: Path, dst: Path | None, operator: str | None, min_len: int, top_k: int,
-        rank: int | None, fmt: str, tp_bin: str | None = None,
-        prefetched: Prefetched | None = None) -> str:
-    """Find the patterns of one trace, write OUT with the overlay, return the summary text."""
-    from .counters import _targets  # GLUE: the pipeline's shared rank selection replaces it
-
-    targets = _targets(Path(src), None if dst is None else Path(dst), rank)
-    if len(targets) > 1:
-        from ..errors import TraceaugError
-
-        raise TraceaugError(f"{src}: holds {len(targets)} ranks; choose one with --rank")
-    (tf, out), = targets
-    options = {"operator": operator, "min_len": min_len, "top_k": top_k}
-    return summary_text([_one(tf.path, out, options, tp_bin, prefetched)], fmt, top_k)
+def compute(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
+    """Patterns, occurrences and overlay events (options: operator, min_len, top_k)."""
+    result, events = prepare(trace, options.get("operator"), options.get("min_len", 3),
+                             options.get("top_k", 5))
+    return {**result, "top_k": options.get("top_k", 5)}, events
 
 
 def _rows(result: dict) -> dict[str, np.ndarray]:
@@ -57,12 +36,12 @@ def _rows(result: dict) -> dict[str, np.ndarray]:
             **{k: v for k, v in p.items() if k != "pattern"}}
 
 
-def summary_text(results: list[dict], fmt: str, top_k: int) -> str:
+def summary_text(results: list[dict], fmt: str) -> str:
     """Every pattern (csv, json: with its occurrences' GPU starts), or the top-k of each
     scope as a table."""
     parts = []
     for r in results:
-        rows = _rows(r)
+        rows, top_k = _rows(r), r["top_k"]
         if fmt == "json":
             o = r["occurrences"]
             data = orjson.loads(render_columns(rows, "json"))
@@ -89,3 +68,18 @@ def summary_text(results: list[dict], fmt: str, top_k: int) -> str:
             if r["out"]:
                 parts.append(f"wrote {r['out']} ({r['events']} events)\n")
     return "".join(parts) if fmt != "table" else "\n".join(parts)
+
+
+PATTERNS = pipeline.Rewriter(name="patterns", kind="ops", compute=compute, summary=summary_text)
+
+
+def run(src: Path, dst: str | Path | None, operator: str | None, min_len: int, top_k: int,
+        rank: int | None, fmt: str, tp_bin: str | None = None,
+        prefetched: Prefetched | None = None, open_ui: bool | dict = False) -> str:
+    """``patterns`` over one trace (a directory needs ``--rank``), through the pipeline."""
+    found, _ = pipeline.targets(src, None, rank)
+    if len(found) > 1:
+        raise TraceaugError(f"{src}: holds {len(found)} ranks; choose one with --rank")
+    options = {"operator": operator, "min_len": min_len, "top_k": top_k}
+    return pipeline.run(PATTERNS, src, dst, options, rank=rank, fmt=fmt, tp_bin=tp_bin,
+                        prefetched=prefetched, open_ui=open_ui)

@@ -12,51 +12,22 @@ Perfetto drops partly overlapping complete events.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import orjson
 
 from ..analysis.patterns import SCOPES, Patterns, compute
 from ..analysis.tables import Columns
-from ..trace import Trace
-from .events import us
+from .events import flow_events, flow_ids, slice_events, thread_name_events
+
+if TYPE_CHECKING:
+    from ..trace import Trace
 
 CATEGORY = "traceaug_patterns"  # never a Kineto category: a reload counts no overlay as work
 FLOW_NAME = "kernel pattern"
 TID_BASE = 0x5A7A0000  # added threads' tids start here (skipping any tid in use)
 
 
-# ----- GLUE: contract-shaped builders until rewrite/events.py has them (pipeline issue) -----
-def _slice_events(pid, tid, ts, dur, name, cat, args=None, base_ns=0) -> list[bytes]:
-    """``"ph":"X"`` events from equal-length columns (engine ns + ``base_ns``)."""
-    args = args if args is not None else [None] * len(ts)
-    out = []
-    for p, t, s, d, n, a in zip(pid, tid, ts, dur, name, args, strict=True):
-        head = orjson.dumps({"ph": "X", "cat": cat, "name": n, "pid": int(p), "tid": int(t)})
-        body = b',"ts":' + us(int(s) + base_ns).encode() + b',"dur":' + us(int(d)).encode()
-        tail = b',"args":' + orjson.dumps(a) if a is not None else b""
-        out.append(head[:-1] + body + tail + b"}")
-    return out
-
-
-def _flow_events(src_pid, src_tid, src_ts, dst_pid, dst_tid, dst_ts, ids, cat, name,
-                 base_ns=0) -> list[bytes]:
-    """One ``s`` and one ``f`` (``"bp":"e"``) per arrow; each binds to the slice enclosing
-    its (thread, ts)."""
-    out = []
-    for row in zip(src_pid, src_tid, src_ts, dst_pid, dst_tid, dst_ts, ids, strict=True):
-        sp, st, sts, dp, dt, dts, i = (int(v) for v in row)
-        common = {"cat": cat, "name": name, "id": i}
-        out.append(orjson.dumps({"ph": "s", **common, "pid": sp, "tid": st})[:-1]
-                   + b',"ts":' + us(sts + base_ns).encode() + b"}")
-        out.append(orjson.dumps({"ph": "f", "bp": "e", **common, "pid": dp, "tid": dt})[:-1]
-                   + b',"ts":' + us(dts + base_ns).encode() + b"}")
-    return out
-
-
-def _thread_name_events(pid, tid, name) -> list[bytes]:
-    return [orjson.dumps({"ph": "M", "name": "thread_name", "pid": int(p), "tid": int(t),
-                          "args": {"name": n}}) for p, t, n in zip(pid, tid, name, strict=True)]
-# ----- end of GLUE ---------------------------------------------------------------------------
 
 
 def lanes(ts: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -103,7 +74,7 @@ class _Threads:
 
     def events(self) -> list[bytes]:
         items = list(self.named.items())
-        return _thread_name_events([p for (p, _), _ in items], [t for _, t in items],
+        return thread_name_events([p for (p, _), _ in items], [t for _, t in items],
                                    [n for (_, n), _ in items])
 
 
@@ -151,7 +122,7 @@ def overlay_events(trace: Trace, found: Patterns, top_k: int) -> tuple[list[byte
     gpu_end = np.maximum(occ["gpu_end"], occ["gpu_ts"] + 1)
     gpu_tid = _place(threads, occ["gpu_pid"], [f"Kernel patterns stream {s}" for s in occ["stream"].tolist()],
                      occ["gpu_ts"], gpu_end)
-    events = _slice_events(occ["gpu_pid"], gpu_tid, occ["gpu_ts"], gpu_end - occ["gpu_ts"], names,
+    events = slice_events(occ["gpu_pid"], gpu_tid, occ["gpu_ts"], gpu_end - occ["gpu_ts"], names,
                            CATEGORY, args, trace.base_ns)
     on_cpu = np.flatnonzero(occ["cpu_ts"] >= 0)
     cpu_ts = occ["cpu_ts"][on_cpu]
@@ -159,11 +130,11 @@ def overlay_events(trace: Trace, found: Patterns, top_k: int) -> tuple[list[byte
     cpu_pid = occ["cpu_pid"][on_cpu]
     cpu_tid = _place(threads, cpu_pid, ["Kernel patterns"] * len(on_cpu), cpu_ts, cpu_end)
     cpu_args = [{**args[i], "operator": occ["operator"][i]} for i in on_cpu.tolist()]
-    events += _slice_events(cpu_pid, cpu_tid, cpu_ts, cpu_end - cpu_ts,
+    events += slice_events(cpu_pid, cpu_tid, cpu_ts, cpu_end - cpu_ts,
                             [names[i] for i in on_cpu.tolist()], CATEGORY, cpu_args, trace.base_ns)
     gpu_mid = occ["gpu_ts"] + (gpu_end - occ["gpu_ts"]) // 2
-    events += _flow_events(cpu_pid, cpu_tid, cpu_ts + (cpu_end - cpu_ts) // 2, occ["gpu_pid"][on_cpu],
-                           gpu_tid[on_cpu], gpu_mid[on_cpu], np.arange(1, len(on_cpu) + 1),
+    events += flow_events(cpu_pid, cpu_tid, cpu_ts + (cpu_end - cpu_ts) // 2, occ["gpu_pid"][on_cpu],
+                           gpu_tid[on_cpu], gpu_mid[on_cpu], flow_ids(trace, len(on_cpu)),
                            CATEGORY, FLOW_NAME, trace.base_ns)
     events += _dictionary(trace, found, chosen, row_of, threads,
                           int(cpu_pid.min()) if len(cpu_pid) else None)
@@ -189,15 +160,16 @@ def _dictionary(trace: Trace, found: Patterns, chosen: np.ndarray, row_of: dict,
     start, end = span[0], max(span[1], span[0] + 2)
     mid = start + (end - start) // 2
     tid = threads.tid(pid, "Kernel-name dictionary")
-    return _slice_events([pid, pid], [tid, tid], [start, mid], [mid - start, end - mid],
+    return slice_events([pid, pid], [tid, tid], [start, mid], [mid - start, end - mid],
                          ["Kernel names", "Pattern kernels"], CATEGORY, [kernel_args, seqs],
                          trace.base_ns)
 
 
-def prepare(trace: Trace, operator: str | None, min_len: int, top_k: int,
-            write: bool) -> tuple[dict, list[bytes]]:
-    """Compute the patterns and (``write``) the overlay events: all the engine is needed for."""
+def prepare(trace: Trace, operator: str | None = None, min_len: int = 3, top_k: int = 5
+            ) -> tuple[dict, list[bytes]]:
+    """The patterns (``analysis.patterns.compute``) and the overlay events to splice in: all
+    the engine is needed for."""
     found = compute(trace, operator, min_len)
-    events, placed = overlay_events(trace, found, top_k) if write else ([], None)
+    events, placed = overlay_events(trace, found, top_k)
     return {"patterns": found.patterns, "occurrences": found.occurrences, "overlaid": placed,
-            "events": len(events), "kernel_names": found.kernel_names}, events
+            "kernel_names": found.kernel_names}, events

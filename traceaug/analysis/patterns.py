@@ -25,12 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..trace import Trace
-from .repeats import repeats
+from .repeats import range_reduce, repeats
 from .steps import shorten
 from .tables import Columns, codes, objects
 
 SCOPES = ("whole", "operator", "stream")
-GPU_KINDS = ("kernel", "memcpy", "memset", "gpu_annotation")
+SHOWN_NAMES = 12  # short kernel names in a pattern's ``kernels`` text (kernel_ids has all)
 
 GPU_SQL = """
 WITH launch AS (
@@ -92,44 +92,33 @@ def instance_of(cpu: Columns, operator: str | None) -> np.ndarray:
     return owner
 
 
-def _ranges(offsets: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Indices of the contiguous ranges [offset, offset + length), end to end, and where
-    each range starts among them (for ``reduceat``)."""
-    starts = np.r_[0, np.cumsum(lengths)[:-1]].astype(np.int64)
-    idx = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(starts - offsets, lengths)
-    return idx, starts
-
-
 def _occurrence_table(flat: np.ndarray, seq_off: np.ndarray, seq: np.ndarray, start: np.ndarray,
                       length: np.ndarray, gpu: Columns, cpu: Columns,
                       launch_row: np.ndarray) -> Columns:
     """GPU span and time, and the CPU span of the launches, of occurrences given as
     (sequence, start, length) over sequences of GPU op rows (``flat``, split at ``seq_off``)."""
-    if not len(seq):
-        names = ("first_op", "gpu_pid", "device", "stream", "gpu_ts", "gpu_end", "gpu_ns",
-                 "cpu_pid", "cpu_tid", "cpu_ts", "cpu_end")
-        return {c: np.zeros(0, np.int64) for c in names}
-    idx, starts = _ranges(seq_off[seq] + start, length)
-    rows = flat[idx]
-    ts, end = gpu["ts"][rows], gpu["ts"][rows] + gpu["dur"][rows]
-    first = rows[starts]
-    lr = launch_row[rows]
-    has = lr >= 0
+    lo = seq_off[seq] + start
+    hi = lo + length
     big = np.iinfo(np.int64).max
-    order = np.where(has, np.arange(len(rows)), big)
-    first_launch = np.minimum.reduceat(order, starts) if len(rows) else np.zeros(0, np.int64)
+    lr = launch_row[flat]
+    has = lr >= 0
+    at = np.maximum(lr, 0)
+    ts = gpu["ts"][flat]
+    first_launch = range_reduce(np.minimum, np.where(has, np.arange(len(flat)), big), lo, hi, big)
     found = first_launch != big
-    flr = np.where(found, lr[np.minimum(first_launch, len(lr) - 1)], 0)
-    lts = np.where(has, cpu["ts"][np.maximum(lr, 0)], big)
-    lend = np.where(has, cpu["ts"][np.maximum(lr, 0)] + cpu["dur"][np.maximum(lr, 0)], -big)
+    flr = lr[np.where(found, first_launch, 0)] if len(flat) else np.zeros(0, np.int64)
+    first = flat[lo] if len(flat) else np.zeros(0, np.int64)
     return {
         "first_op": gpu["id"][first], "gpu_pid": gpu["pid"][first],
         "device": gpu["device"][first], "stream": gpu["stream"][first],
-        "gpu_ts": np.minimum.reduceat(ts, starts), "gpu_end": np.maximum.reduceat(end, starts),
-        "gpu_ns": np.add.reduceat(gpu["dur"][rows], starts),
+        "gpu_ts": range_reduce(np.minimum, ts, lo, hi, big),
+        "gpu_end": range_reduce(np.maximum, ts + gpu["dur"][flat], lo, hi, -big),
+        "gpu_ns": range_reduce(np.add, gpu["dur"][flat], lo, hi, 0),
         "cpu_pid": np.where(found, cpu["pid"][flr], -1), "cpu_tid": np.where(found, cpu["tid"][flr], -1),
-        "cpu_ts": np.where(found, np.minimum.reduceat(lts, starts), -1),
-        "cpu_end": np.where(found, np.maximum.reduceat(lend, starts), -1),
+        "cpu_ts": np.where(found, range_reduce(np.minimum, np.where(has, cpu["ts"][at], big), lo, hi,
+                                               big), -1),
+        "cpu_end": np.where(found, range_reduce(np.maximum, np.where(has, cpu["ts"][at] + cpu["dur"][at],
+                                                                     -big), lo, hi, -big), -1),
     }
 
 
@@ -146,7 +135,7 @@ def compute(trace: Trace, operator: str | None = None, min_len: int = 3) -> Patt
     """Every pattern of every scope and its counted occurrences, as numpy tables.
 
     ``patterns`` columns: pattern (id n of ``P<n>``), scope, operators, kernel_ids
-    (``K1 K2 ...``), kernels (short names), length, count, gpu_total_ns, gpu_mean_ns,
+    (``K1 K2 ...``), kernels (short names, the first SHOWN_NAMES), length, count, gpu_total_ns, gpu_mean_ns,
     cpu_total_ns, gpu_share. ``occurrences`` columns: pattern, scope, seq, start (index of
     its first GPU op in that scope's sequence ``seq``), instance (the CPU op's slice id or
     -1), operator, first_op (slice id of its first GPU op), gpu_pid, device, stream, gpu_ts,
@@ -256,6 +245,7 @@ def _number(tables: list, kernel_names: list[str], gpu_total: int) -> tuple[Colu
         "gpu_total_ns", "gpu_mean_ns", "cpu_total_ns", "gpu_share")}
     occ_parts, next_id = [], 1
     short = [shorten(k) for k in kernel_names]
+    kid = [f"K{i + 1}" for i in range(len(kernel_names))]
     for scope, found, occ in tables:
         g = occ["group"]
         count = np.bincount(g, minlength=len(found))
@@ -275,8 +265,10 @@ def _number(tables: list, kernel_names: list[str], gpu_total: int) -> tuple[Colu
             rows["pattern"].append(int(ident[i]))
             rows["scope"].append(scope)
             rows["operators"].append(name if name is not None else ", ".join(ops_of.get(i, {})))
-            rows["kernel_ids"].append(" ".join(f"K{s + 1}" for s in symbols))
-            rows["kernels"].append(" | ".join(short[s] for s in symbols))
+            rows["kernel_ids"].append(" ".join(map(kid.__getitem__, symbols)))
+            shown = " | ".join(map(short.__getitem__, symbols[:SHOWN_NAMES]))
+            rows["kernels"].append(shown if len(symbols) <= SHOWN_NAMES
+                                   else f"{shown} | … (+{len(symbols) - SHOWN_NAMES})")
             rows["length"].append(len(symbols))
             rows["count"].append(int(count[i]))
             rows["gpu_total_ns"].append(int(gpu_ns[i]))

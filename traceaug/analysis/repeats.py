@@ -20,6 +20,7 @@ Counting walks each reported pattern's occurrences once.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,12 +109,49 @@ def _greedy(pos: np.ndarray, length: int) -> np.ndarray:
 
 
 def _root_period(p: np.ndarray) -> int:
-    """Length of the primitive root R of ``p`` = R^j (``len(p)`` itself if ``p`` is primitive)."""
+    """Length of the primitive root R of ``p`` = R^j (``len(p)`` itself if ``p`` is primitive):
+    the smallest divisor d of ``len(p)`` with ``p`` shifted by d equal to itself."""
     n = len(p)
-    for d in range(1, n // 2 + 1):
-        if n % d == 0 and np.array_equal(p[d:], p[:-d]):
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    for d in sorted({*small, *(n // d for d in small)} - {n}):
+        if np.array_equal(p[d:], p[:-d]):
             return d
     return n
+
+
+def range_reduce(ufunc: np.ufunc, values: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                 fill) -> np.ndarray:
+    """``ufunc`` over each range ``values[lo:hi]`` (every range non-empty; ranges may overlap),
+    by one ``reduceat`` on (lo, hi) pairs: no index array of the ranges' total length."""
+    if not len(lo):
+        return np.zeros(0, values.dtype)
+    padded = np.r_[values, np.array([fill], values.dtype)]  # hi may be len(values)
+    pairs = np.empty(2 * len(lo), np.int64)
+    pairs[0::2], pairs[1::2] = lo, hi
+    return ufunc.reduceat(padded, pairs)[0::2]
+
+
+def lcp_intervals(lcp: np.ndarray, min_depth: int) -> tuple[np.ndarray, ...]:
+    """Every LCP interval (suffix-tree internal node) of depth >= ``min_depth``: its depth,
+    its suffix-array range [lo, hi) and its parent's depth; one stack pass."""
+    n = len(lcp)
+    depth, lo, hi, parent = [], [], [], []
+    stack: list[list[int]] = [[0, 0]]  # [lcp, left bound]
+    values = lcp.tolist() + [0]
+    for i in range(1, n + 1):
+        cur = values[i]
+        lb = i - 1
+        while cur < stack[-1][0]:
+            d, left = stack.pop()
+            if d >= min_depth:
+                depth.append(d)
+                lo.append(left)
+                hi.append(i)
+                parent.append(max(cur, stack[-1][0]))
+            lb = left
+        if cur > stack[-1][0]:
+            stack.append([cur, lb])
+    return tuple(np.array(c, np.int64) for c in (depth, lo, hi, parent))
 
 
 def repeats(sequences: list[np.ndarray], min_len: int = 3) -> list[Repeat]:
@@ -124,46 +162,29 @@ def repeats(sequences: list[np.ndarray], min_len: int = 3) -> list[Repeat]:
     if not sequences or sum(len(s) for s in sequences) < 2:
         return []
     text, seq_of, offsets = _text(sequences)
-    n = len(text)
-    sa, ranks = suffix_array(text)
-    lcp = lcp_array(sa, ranks)
     m = len(sequences)
-
+    sa, ranks = suffix_array(text)
+    depth, lo, hi, parent = lcp_intervals(lcp_array(sa, ranks), min_len)
+    # Each node reports at most its longest still-frequent prefix below it: count >= 2
+    # exactly when the length is at most the span between its first and last occurrence.
+    first = range_reduce(np.minimum, sa, lo, hi, 0)
+    span = range_reduce(np.maximum, sa, lo, hi, 0) - first
+    length = np.minimum(depth, span)
+    # Left extension: every occurrence preceded by the same symbol (never a separator, each
+    # unique; position 0 has none) and that longer pattern frequent too (span >= length + 1).
+    before = np.where(sa > 0, text[np.maximum(sa - 1, 0)], -1)
+    b_min = range_reduce(np.minimum, before, lo, hi, 0)
+    b_max = range_reduce(np.maximum, before, lo, hi, 0)
+    absorbed = (b_min == b_max) & (b_min >= m) & (span >= length + 1)
+    keep = np.flatnonzero((length >= np.maximum(parent + 1, min_len)) & ~absorbed)
     found: list[Repeat] = []
-    stack: list[list[int]] = [[0, 0]]  # [lcp, left bound]
-    for i in range(1, n + 1):
-        cur = int(lcp[i]) if i < n else 0
-        lb = i - 1
-        while cur < stack[-1][0]:
-            depth, left = stack.pop()
-            parent = max(cur, stack[-1][0])
-            if depth >= min_len:
-                _report(found, text, sa[left:i], depth, parent, min_len, m)
-            lb = left
-        if cur > stack[-1][0]:
-            stack.append([cur, lb])
-    for r in found:  # text positions -> (sequence, start within it)
-        s = seq_of[r.start]
-        object.__setattr__(r, "seq", s)
-        object.__setattr__(r, "start", r.start - offsets[s])
+    for i in keep.tolist():
+        n = int(length[i])
+        symbols = text[first[i]:first[i] + n]
+        if n - _root_period(symbols) >= min_len:
+            continue  # R^j whose R^(j-1) is a pattern itself
+        starts = _greedy(np.sort(sa[lo[i]:hi[i]]), n)
+        s = seq_of[starts]
+        found.append(Repeat(tuple((symbols - m).tolist()), s, starts - offsets[s]))
     found.sort(key=lambda r: (-r.count, -len(r.symbols), r.symbols))
     return found
-
-
-def _report(found: list[Repeat], text: np.ndarray, occ: np.ndarray, depth: int, parent: int,
-            min_len: int, m: int) -> None:
-    """The one pattern (if any) an LCP interval reports: the longest prefix of length in
-    (parent, depth] that is still frequent, unless absorbed on the left or a power."""
-    pos = np.sort(occ)
-    span = int(pos[-1] - pos[0])  # count >= 2 exactly when length <= span
-    length = min(depth, span)
-    if length < max(parent + 1, min_len):
-        return
-    before = text[pos - 1] if pos[0] > 0 else None
-    if before is not None and before[0] >= m and (before == before[0]).all() and span >= length + 1:
-        return  # always preceded by the same symbol, and that longer pattern is frequent
-    symbols = text[pos[0]:pos[0] + length]
-    if length - _root_period(symbols) >= min_len:
-        return  # R^j whose R^(j-1) is a pattern itself
-    found.append(Repeat(tuple((symbols - m).tolist()), np.empty(0, np.int64),
-                        _greedy(pos, length)))

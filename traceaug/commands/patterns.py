@@ -45,8 +45,10 @@ def summary_text(results: list[dict], fmt: str) -> str:
         if fmt == "json":
             o = r["occurrences"]
             data = orjson.loads(render_columns(rows, "json"))
-            for d, i in zip(data, r["patterns"]["pattern"].tolist(), strict=True):
-                d["occurrence_gpu_ts_ns"] = o["gpu_ts"][o["pattern"] == i].tolist()
+            ids = r["patterns"]["pattern"]  # occurrences are sorted by pattern, then GPU start
+            lo, hi = np.searchsorted(o["pattern"], ids), np.searchsorted(o["pattern"], ids, "right")
+            for d, a, b in zip(data, lo.tolist(), hi.tolist(), strict=True):
+                d["occurrence_gpu_ts_ns"] = o["gpu_ts"][a:b].tolist()
             parts.append(orjson.dumps({"file": r["file"], "out": r["out"], "patterns": data},
                                       option=orjson.OPT_INDENT_2).decode() + "\n")
         elif fmt == "csv":

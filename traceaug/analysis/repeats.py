@@ -20,7 +20,6 @@ Counting walks each reported pattern's occurrences once.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,10 +109,11 @@ def _greedy(pos: np.ndarray, length: int) -> np.ndarray:
 
 def _root_period(p: np.ndarray) -> int:
     """Length of the primitive root R of ``p`` = R^j (``len(p)`` itself if ``p`` is primitive):
-    the smallest divisor d of ``len(p)`` with ``p`` shifted by d equal to itself."""
+    the smallest divisor d of ``len(p)`` with ``p`` shifted by d equal to itself (only shifts
+    where ``p``'s first symbol recurs can be)."""
     n = len(p)
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    for d in sorted({*small, *(n // d for d in small)} - {n}):
+    at = np.flatnonzero(p[1:n // 2 + 1] == p[0]) + 1
+    for d in at[n % at == 0].tolist():
         if np.array_equal(p[d:], p[:-d]):
             return d
     return n

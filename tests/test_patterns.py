@@ -136,6 +136,8 @@ def test_python_api_dataframes() -> None:
     first = occ[occ["pattern"] == ops["pattern"].iloc[0]]
     assert first["instance"].nunique() == 3 and first["start"].tolist() == [0, 0, 0]
     assert table[table["scope"] == "stream"]["count"].tolist() == [10, 6, 3, 3]
+    by_path, _ = traceaug.patterns(PLANTED, "block")  # the top-level function, from a file
+    assert by_path["kernel_ids"].tolist() == table["kernel_ids"].tolist()
 
 
 @pytest.mark.parametrize("args", [("missing.json", "out.json"), ("IN", "IN")])

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .trace import Trace
 
 __version__ = "0.1.0"
-__all__ = ["Trace", "TraceaugError", "info", "load", "load_ranks", "query", "__version__"]
+__all__ = ["Trace", "TraceaugError", "info", "load", "load_ranks", "patterns", "query", "__version__"]
 
 
 def __getattr__(name: str):
@@ -69,6 +69,15 @@ def query(path: str | Path, sql: str, **options) -> pd.DataFrame:
 
     with Trace(path, **options) as trace:
         return trace.query(sql)
+
+
+def patterns(path: str | Path, operator: str | None = None, min_len: int = 3
+             ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``traceaug patterns`` as data: (patterns, occurrences) DataFrames of one trace file
+    (see ``traceaug.analysis.patterns.compute`` for the columns)."""
+    from .analysis.patterns import patterns as find
+
+    return find(path, operator, min_len)
 
 
 def info(path: str | Path, rank: int | None = None, **options) -> list[dict]:

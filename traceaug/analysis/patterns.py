@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,6 +30,9 @@ from ..trace import Trace
 from .repeats import range_reduce, repeats
 from .steps import shorten
 from .tables import Columns, codes, objects
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SCOPES = ("whole", "operator", "stream")
 SHOWN_NAMES = 12  # short kernel names in a pattern's ``kernels`` text (kernel_ids has all)
@@ -290,9 +295,15 @@ def _number(tables: list, kernel_names: list[str], gpu_total: int) -> tuple[Colu
     return patterns, {k: v[order] for k, v in occurrences.items()}
 
 
-def patterns(trace: Trace, operator: str | None = None, min_len: int = 3):
-    """``compute`` as two DataFrames: the patterns and their occurrences (columns as there)."""
+def patterns(trace: Trace | str | Path, operator: str | None = None, min_len: int = 3
+             ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``compute`` as two DataFrames, the patterns and their occurrences (columns as there),
+    on a loaded ``Trace`` or a trace file (loaded with the "ops" kind, then closed)."""
     from .tables import frame
 
-    found = compute(trace, operator, min_len)
+    if isinstance(trace, str | Path):
+        with Trace(trace, kind="ops", progress=False) as loaded:
+            found = compute(loaded, operator, min_len)
+    else:
+        found = compute(trace, operator, min_len)
     return frame(found.patterns), frame(found.occurrences)

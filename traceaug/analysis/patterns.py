@@ -19,7 +19,6 @@ scope (whole, operator, stream), then count, length and GPU time, most first.
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,13 +44,29 @@ SELECT g.id, g.ts, g.dur, g.name, g.pid, g.device, g.stream, COALESCE(l.id, -1) 
 FROM traceaug_gpu_op g LEFT JOIN launch l USING (correlation)
 ORDER BY g.ts, g.id
 """
+# Every CPU-side slice with its parent and whether it is a CPU op matching the operator.
 CPU_SQL = """
-SELECT e.id, COALESCE(s.parent_id, -1) AS parent, e.depth, e.ts, e.dur, e.name, e.kind,
-       e.pid, e.tid
-FROM traceaug_event e JOIN slice s USING (id)
-WHERE e.kind NOT IN ('kernel', 'memcpy', 'memset', 'gpu_annotation')
-ORDER BY e.id
+SELECT s.id, COALESCE(s.parent_id, -1) AS parent, s.depth, s.ts, s.dur, tr.pid, tr.tid,
+       IIF(s.category IN ('cpu_op', 'Operator') AND ({match}), 1, 0) AS match
+FROM slice s JOIN _traceaug_track tr USING (track_id)
+WHERE s.category IS NULL OR s.category NOT IN (
+  'kernel', 'Kernel', 'gpu_memcpy', 'Memcpy', 'gpu_memset', 'Memset', 'gpu_user_annotation')
+ORDER BY s.id
 """
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def match_sql(operator: str | None) -> str:
+    """The SQL condition on ``s.name`` for ``--operator``: an exact name, or a GLOB (SQLite's:
+    ``*``, ``?``, ``[...]``, case-sensitive) when it has one of ``*?[``."""
+    if operator is None:
+        return "1"
+    if any(c in operator for c in "*?["):
+        return f"s.name GLOB {_sql_text(operator)}"
+    return f"s.name = {_sql_text(operator)}"
 
 
 @dataclass
@@ -66,23 +81,11 @@ class Patterns:
     gpu_total_ns: int
 
 
-def _matching(names: np.ndarray, operator: str | None) -> np.ndarray:
-    """Which names match ``operator``: an exact name, or a glob when it has ``*?[``."""
-    code, distinct = codes(names)
-    if operator is None:
-        ok = [True] * len(distinct)
-    elif any(c in operator for c in "*?["):
-        ok = [isinstance(d, str) and fnmatch.fnmatchcase(d, operator) for d in distinct]
-    else:
-        ok = [d == operator for d in distinct]
-    return np.array(ok, bool)[code] if len(code) else np.zeros(0, bool)
-
-
-def instance_of(cpu: Columns, operator: str | None) -> np.ndarray:
+def instance_of(cpu: Columns) -> np.ndarray:
     """For each CPU slice, the row of its outermost ancestor-or-self that is a matching CPU
-    op (-1 if none): one vectorised step per nesting depth."""
+    op (``match``; -1 if none): one vectorised step per nesting depth."""
     n = len(cpu["id"])
-    match = (cpu["kind"] == "cpu_op") & _matching(cpu["name"], operator)
+    match = cpu["match"].astype(bool)
     parent = np.searchsorted(cpu["id"], cpu["parent"])
     parent = np.where((cpu["parent"] >= 0) & (parent < n), parent, -1)
     parent = np.where((parent >= 0) & (cpu["id"][np.minimum(parent, n - 1)] == cpu["parent"]),
@@ -148,8 +151,8 @@ def compute(trace: Trace, operator: str | None = None, min_len: int = 3) -> Patt
     launches; -1 when no launch is known). Times are engine ns."""
     trace.include("traceaug.kineto")
     gpu = trace.columns(GPU_SQL)
-    cpu = trace.columns(CPU_SQL)
-    for c in ("id", "parent", "depth", "ts", "dur", "pid", "tid"):
+    cpu = trace.columns(CPU_SQL.format(match=match_sql(operator)))
+    for c in ("id", "parent", "depth", "ts", "dur", "pid", "tid", "match"):
         cpu[c] = cpu[c].astype(np.int64)
     for c in ("id", "ts", "dur", "pid", "device", "stream", "launch"):
         gpu[c] = gpu[c].astype(np.int64)
@@ -159,8 +162,9 @@ def compute(trace: Trace, operator: str | None = None, min_len: int = 3) -> Patt
     ok = (gpu["launch"] >= 0) & (launch_row < n_cpu)
     ok[ok] = cpu["id"][launch_row[ok]] == gpu["launch"][ok]
     launch_row = np.where(ok, launch_row, -1)
-    owner = instance_of(cpu, operator) if n_cpu else np.zeros(0, np.int64)
+    owner = instance_of(cpu) if n_cpu else np.zeros(0, np.int64)
     gpu_owner = np.where(launch_row >= 0, owner[np.maximum(launch_row, 0)] if n_cpu else -1, -1)
+    cpu["name"] = _instance_names(trace, cpu, gpu_owner)
     all_rows = np.arange(len(gpu["id"]), dtype=np.int64)
 
     tables: list[tuple[str, list, Columns]] = []  # scope, patterns, occurrences (no ids yet)
@@ -182,6 +186,18 @@ def compute(trace: Trace, operator: str | None = None, min_len: int = 3) -> Patt
     gpu_total = int(gpu["dur"].sum())
     patterns, occurrences = _number(tables, kernel_names, gpu_total)
     return Patterns(patterns, occurrences, gpu, kernel_names, gpu_total)
+
+
+def _instance_names(trace: Trace, cpu: Columns, gpu_owner: np.ndarray) -> np.ndarray:
+    """Each CPU slice's name where it is an instance owning GPU ops (None elsewhere): names
+    are read for those rows only."""
+    names = objects([None] * len(cpu["id"]))
+    rows = np.unique(gpu_owner[gpu_owner >= 0])
+    if len(rows):
+        ids = ",".join(map(str, cpu["id"][rows].tolist()))
+        got = trace.columns(f"SELECT id, name FROM slice WHERE id IN ({ids}) ORDER BY id")
+        names[rows[np.searchsorted(cpu["id"][rows], got["id"].astype(np.int64))]] = got["name"]
+    return names
 
 
 def _whole(flat, off, length, key, kernel_code, cpu, gpu, launch_row, min_len):

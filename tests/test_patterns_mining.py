@@ -33,11 +33,22 @@ def _root(p: tuple) -> int:
     return len(p)
 
 
+def _in_squares(seqs: list[list[int]], where: list[tuple[int, int]], n: int) -> bool:
+    """Does every occurrence start at one same offset 0 < j < n into a square QQ (2n symbols
+    of period n)? Tried offset by offset, symbol by symbol."""
+    for j in range(1, n):
+        if all(p - j >= 0 and p - j + 2 * n <= len(seqs[s])
+               and all(seqs[s][p - j + i] == seqs[s][p - j + n + i] for i in range(n))
+               for s, p in where):
+            return True
+    return False
+
+
 def brute_force(seqs: list[list[int]], min_len: int) -> dict[tuple, list[tuple[int, int]]]:
     """Every reported pattern -> its counted occurrences (sequence, start), by enumerating
     every substring: frequent (>= 2 non-overlapping), not absorbed by a one-symbol extension
     that every occurrence shares and that is frequent itself, not a power R^j with
-    len(R^(j-1)) >= min_len."""
+    len(R^(j-1)) >= min_len, not a rotation sitting in squares of its block."""
     occ: dict[tuple, list[tuple[int, int]]] = {}
     length = min_len
     while True:
@@ -67,6 +78,8 @@ def brute_force(seqs: list[list[int]], min_len: int) -> dict[tuple, list[tuple[i
             continue
         if len(p) - _root(p) >= min_len:
             continue
+        if _in_squares(seqs, where, len(p)):
+            continue
         out[p] = counted
     return out
 
@@ -84,6 +97,9 @@ def mined(seqs: list[list[int]], min_len: int) -> dict[tuple, list[tuple[int, in
     ([[0] * 10], 3, {(0, 0, 0): [(0, 0), (0, 3), (0, 6)]}),  # a run: its shortest power only
     ([[0, 1, 2, 3], [9, 0, 1, 2, 3, 8]], 3, {(0, 1, 2, 3): [(0, 0), (1, 1)]}),
     ([[1, 2, 1, 2, 1, 9, 1, 2, 1]], 3, {(1, 2, 1): [(0, 0), (0, 6)]}),
+    # three identical "steps": the step, not its rotations (count 2 each)
+    ([[7, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 8]], 3, {(0, 1, 2, 3): [(0, 1), (0, 5), (0, 9)]}),
+    ([[0, 1, 2, 0, 1, 2, 0, 1, 2]], 3, {(0, 1, 2): [(0, 0), (0, 3), (0, 6)]}),
 ])
 def test_known_answers(seqs, min_len, expected) -> None:
     assert mined(seqs, min_len) == expected
@@ -97,6 +113,22 @@ def test_random_sequences_equal_brute_force() -> None:
         seqs = [rng.integers(0, k, int(rng.integers(1, 40))).tolist()
                 for _ in range(int(rng.integers(1, 4)))]
         min_len = int(rng.integers(1, 5))
+        assert mined(seqs, min_len) == brute_force(seqs, min_len), (trial, seqs, min_len)
+
+
+def test_repeated_blocks_equal_brute_force() -> None:
+    """Sequences made of a block repeated (with a mutation now and then): squares, rotations
+    and powers everywhere."""
+    rng = np.random.default_rng(61)
+    for trial in range(40):
+        block = rng.integers(0, 4, int(rng.integers(2, 7))).tolist()
+        seqs = []
+        for _ in range(int(rng.integers(1, 3))):
+            seq = [9] * int(rng.integers(0, 2)) + block * int(rng.integers(2, 6))
+            if rng.random() < 0.5:
+                seq[int(rng.integers(0, len(seq)))] = 5
+            seqs.append(seq)
+        min_len = int(rng.integers(2, 5))
         assert mined(seqs, min_len) == brute_force(seqs, min_len), (trial, seqs, min_len)
 
 

@@ -10,12 +10,18 @@ The definition (``tests/test_patterns_mining.py`` checks it against a brute forc
   pattern is frequent too: it is reported in P's place.
 - A power P = R^j (j >= 2, R primitive) is not reported when R^(j-1) is itself at least
   ``min_len`` long: a block repeated 24 times is R with count 24, not also R^2, R^3, ...
+- A rotation of a repeated block is not reported: P (length n) is left out when, for one
+  offset 0 < j < n, every occurrence of P starts j symbols into a square QQ (2n symbols
+  with period n; Q is P rotated). Three identical steps ABC ABC ABC are ABC with count 3,
+  not also BCA and CAB with count 2.
 
 Every pattern left is a node (or, for overlapping repeats, a point on an edge) of the
 suffix tree of the sequences, so the suffix array and its LCP array enumerate them all:
 the suffix array by prefix doubling (numpy, O(n log^2 n)), the LCP array by binary lifting
 over the doubling ranks (numpy, O(n log n)), the LCP intervals by one stack pass (O(n)).
-Counting walks each reported pattern's occurrences once.
+The square test reads common prefix lengths of the text and of its reverse (the same
+binary lifting) at each candidate's occurrences. Counting walks each reported pattern's
+occurrences once.
 """
 
 from __future__ import annotations
@@ -78,23 +84,47 @@ def suffix_array(text: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     return sa.astype(np.int64), ranks
 
 
-def lcp_array(sa: np.ndarray, ranks: list[np.ndarray]) -> np.ndarray:
-    """``lcp[i]`` = common prefix length of suffixes ``sa[i-1]`` and ``sa[i]`` (``lcp[0]`` = 0),
-    by binary lifting over the doubling ranks (equal rank at level k = equal 2**k symbols)."""
-    n = len(sa)
-    lcp = np.zeros(n, np.int64)
-    if n < 2:
-        return lcp
-    a, b = sa[:-1].copy(), sa[1:].copy()
-    out = np.zeros(n - 1, np.int64)
+def lcp_pairs(ranks: list[np.ndarray], a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Common prefix length of the suffixes at ``a`` and at ``b`` (pairs of distinct text
+    positions; a position past the end is an empty suffix), by binary lifting over the
+    doubling ranks (equal rank at level k = equal 2**k symbols)."""
+    n = len(ranks[0])
+    a, b = a.astype(np.int64), b.astype(np.int64)
+    out = np.zeros(len(a), np.int64)
     for k in range(len(ranks) - 1, -1, -1):
         step = 1 << k
         ok = (a + step <= n) & (b + step <= n)
-        ia, ib = np.minimum(a, n - 1), np.minimum(b, n - 1)
+        ia, ib = np.clip(a, 0, n - 1), np.clip(b, 0, n - 1)
         same = ok & (ranks[k][ia] == ranks[k][ib])
         a, b, out = a + step * same, b + step * same, out + step * same
-    lcp[1:] = out
+    return out
+
+
+def lcp_array(sa: np.ndarray, ranks: list[np.ndarray]) -> np.ndarray:
+    """``lcp[i]`` = common prefix length of suffixes ``sa[i-1]`` and ``sa[i]`` (``lcp[0]`` = 0)."""
+    lcp = np.zeros(len(sa), np.int64)
+    if len(sa) > 1:
+        lcp[1:] = lcp_pairs(ranks, sa[:-1], sa[1:])
     return lcp
+
+
+def _in_squares(text: np.ndarray, ranks: list[np.ndarray], back: list[np.ndarray],
+                pos: np.ndarray, group: np.ndarray, length: np.ndarray, groups: int) -> np.ndarray:
+    """Per pattern (``group`` of each occurrence ``pos``; ``length`` per occurrence): does
+    every occurrence sit at one same offset 0 < j < n inside a square QQ (2n symbols with
+    period n)? At p that needs j <= B (the n symbols before p repeat the n after, for B
+    of them) and n - j <= F (the symbols from p repeat n further on, for F of them)."""
+    size = len(text)
+    forward = lcp_pairs(ranks, pos, pos + length)
+    # backward: the reversed text's suffixes at (the symbol before p) and (before p + n)
+    backward = np.where(pos > 0, lcp_pairs(back, size - pos, size - pos - length), 0)
+    lo = np.maximum(1, length - forward)
+    hi = np.minimum(length - 1, backward)
+    j_lo = np.full(groups, -1, np.int64)
+    j_hi = np.full(groups, np.iinfo(np.int64).max, np.int64)
+    np.maximum.at(j_lo, group, lo)
+    np.minimum.at(j_hi, group, hi)
+    return j_lo <= j_hi
 
 
 def _greedy(pos: np.ndarray, length: int) -> np.ndarray:
@@ -177,8 +207,16 @@ def repeats(sequences: list[np.ndarray], min_len: int = 3) -> list[Repeat]:
     b_max = range_reduce(np.maximum, before, lo, hi, 0)
     absorbed = (b_min == b_max) & (b_min >= m) & (span >= length + 1)
     keep = np.flatnonzero((length >= np.maximum(parent + 1, min_len)) & ~absorbed)
+    # Rotations of a repeated block: suppressed when every occurrence sits in a square.
+    sizes = hi[keep] - lo[keep]
+    group = np.repeat(np.arange(len(keep)), sizes)
+    occ = sa[np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes - lo[keep], sizes)]
+    _, back = suffix_array(text[::-1].copy())
+    squared = _in_squares(text, ranks, back, occ, group, length[keep][group], len(keep))
     found: list[Repeat] = []
-    for i in keep.tolist():
+    for g, i in enumerate(keep.tolist()):
+        if squared[g]:
+            continue  # a rotation of a block repeated around it: the block is reported
         n = int(length[i])
         symbols = text[first[i]:first[i] + n]
         if n - _root_period(symbols) >= min_len:

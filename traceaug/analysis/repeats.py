@@ -19,8 +19,8 @@ Every pattern left is a node (or, for overlapping repeats, a point on an edge) o
 suffix tree of the sequences, so the suffix array and its LCP array enumerate them all:
 the suffix array by prefix doubling (numpy, O(n log^2 n)), the LCP array by binary lifting
 over the doubling ranks (numpy, O(n log n)), the LCP intervals by one stack pass (O(n)).
-The square test reads common prefix lengths of the text and of its reverse (the same
-binary lifting) at each candidate's occurrences. Counting walks each reported pattern's
+The square test reads common prefix lengths (the same binary lifting) at each
+candidate's occurrences. Counting walks each reported pattern's
 occurrences once.
 """
 
@@ -108,23 +108,24 @@ def lcp_array(sa: np.ndarray, ranks: list[np.ndarray]) -> np.ndarray:
     return lcp
 
 
-def _in_squares(text: np.ndarray, ranks: list[np.ndarray], back: list[np.ndarray],
-                pos: np.ndarray, group: np.ndarray, length: np.ndarray, groups: int) -> np.ndarray:
-    """Per pattern (``group`` of each occurrence ``pos``; ``length`` per occurrence): does
+def _in_squares(ranks: list[np.ndarray], pos: np.ndarray, group: np.ndarray, length: np.ndarray,
+                groups: int) -> np.ndarray:
+    """Per pattern (``group`` of each occurrence ``pos``; ``length`` n per occurrence): does
     every occurrence sit at one same offset 0 < j < n inside a square QQ (2n symbols with
-    period n)? At p that needs j <= B (the n symbols before p repeat the n after, for B
-    of them) and n - j <= F (the symbols from p repeat n further on, for F of them)."""
-    size = len(text)
+    period n)? Around p, period n holds on [p - B, p + n + F) (F: common prefix of the
+    suffixes at p and p + n; B likewise backwards), so the offsets that work at p are
+    n - F <= j <= B. The smallest common candidate is j* = max(1, max(n - F)); it works
+    everywhere exactly when B >= j* everywhere, i.e. the suffixes at p - j* and p - j* + n
+    share j* symbols."""
     forward = lcp_pairs(ranks, pos, pos + length)
-    # backward: the reversed text's suffixes at (the symbol before p) and (before p + n)
-    backward = np.where(pos > 0, lcp_pairs(back, size - pos, size - pos - length), 0)
-    lo = np.maximum(1, length - forward)
-    hi = np.minimum(length - 1, backward)
-    j_lo = np.full(groups, -1, np.int64)
-    j_hi = np.full(groups, np.iinfo(np.int64).max, np.int64)
-    np.maximum.at(j_lo, group, lo)
-    np.minimum.at(j_hi, group, hi)
-    return j_lo <= j_hi
+    j = np.ones(groups, np.int64)
+    np.maximum.at(j, group, length - forward)
+    jp = j[group]
+    ok = (jp < length) & (pos - jp >= 0)
+    ok[ok] = lcp_pairs(ranks, pos[ok] - jp[ok], pos[ok] - jp[ok] + length[ok]) >= jp[ok]
+    every = np.ones(groups, bool)
+    np.logical_and.at(every, group, ok)
+    return every
 
 
 def _greedy(pos: np.ndarray, length: int) -> np.ndarray:
@@ -211,8 +212,7 @@ def repeats(sequences: list[np.ndarray], min_len: int = 3) -> list[Repeat]:
     sizes = hi[keep] - lo[keep]
     group = np.repeat(np.arange(len(keep)), sizes)
     occ = sa[np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes - lo[keep], sizes)]
-    _, back = suffix_array(text[::-1].copy())
-    squared = _in_squares(text, ranks, back, occ, group, length[keep][group], len(keep))
+    squared = _in_squares(ranks, occ, group, length[keep][group], len(keep))
     found: list[Repeat] = []
     for g, i in enumerate(keep.tolist()):
         if squared[g]:

@@ -28,8 +28,6 @@ FLOW_NAME = "kernel pattern"
 TID_BASE = 0x5A7A0000  # added threads' tids start here (skipping any tid in use)
 
 
-
-
 def lanes(ts: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Each interval's lane: the first lane whose last interval ended by its start (so no two
     intervals on a lane overlap at all), taking intervals in start order."""

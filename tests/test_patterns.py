@@ -182,3 +182,22 @@ def test_chained_and_rerun(tmp_path: Path) -> None:
     with traceaug.load(c, full=True, progress=False) as t:
         tracks = t.query("SELECT COUNT(*) AS n FROM counter_track WHERE name GLOB 'Queue length*'")
     assert int(tracks["n"][0]) > 0
+
+
+def test_rank_directory(tmp_path: Path) -> None:
+    """A directory of ranks: one output per rank, the JSON summary a list by rank, the CSV
+    with a rank column; --rank picks one."""
+    src = shared_trace("kineto/multi_rank_sampled")
+    out = tmp_path / "out"
+    result = cli("patterns", str(src), str(out) + "/", "--format", "json", "--top-k", "1")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert sorted(d["rank"] for d in data) == [0, 1]
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in src.iterdir())
+    for d in data:
+        assert d["patterns"] and d["out"].startswith(str(out))
+    one = cli("patterns", str(src), "--summary-only", "--rank", "1", "--format", "json")
+    assert json.loads(one.output)["patterns"] == next(d for d in data if d["rank"] == 1)["patterns"]
+    csv = cli("patterns", str(src), "--summary-only", "--format", "csv").output.splitlines()
+    assert csv[0].startswith("rank,pattern,scope")
+    assert {r.split(",")[0] for r in csv[1:]} == {"0", "1"}

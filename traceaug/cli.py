@@ -249,7 +249,7 @@ def open_command(trace: Path, port: int, no_browser: bool) -> None:
               help="Shortest pattern, in GPU ops.")
 @click.option("--top-k", type=click.IntRange(0), default=5, show_default=True,
               help="Patterns of each scope overlaid on OUT (and shown in the table).")
-@click.option("--rank", type=int, help="For a directory: this rank.")
+@click.option("--rank", type=int, help="For a directory: only this rank.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--summary-only", is_flag=True, help="Print the patterns; write no trace.")
 @click.option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done.")
@@ -258,7 +258,10 @@ def patterns_command(ctx: click.Context, src: Path, dst: str | None, operator: s
                      min_len: int, top_k: int, rank: int | None, fmt: str, summary_only: bool,
                      open_ui: bool) -> None:
     """Write OUT: IN with its frequent GPU kernel sequences overlaid (``Pattern P<n>`` slices
-    on "Kernel patterns" threads, a "Kernel-name dictionary" thread)."""
+    on "Kernel patterns" threads, a "Kernel-name dictionary" thread).
+
+    IN and OUT may be directories of per-rank traces (one output per rank, same names).
+    """
     if dst is None and not summary_only:
         raise click.UsageError("give OUT, or --summary-only")
     if open_ui and (summary_only or src.is_dir()):

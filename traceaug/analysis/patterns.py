@@ -79,6 +79,7 @@ class Patterns:
     gpu: Columns
     kernel_names: list[str]
     gpu_total_ns: int
+    instances: int  # operator instances that launched GPU work
 
 
 def instance_of(cpu: Columns) -> np.ndarray:
@@ -185,7 +186,7 @@ def compute(trace: Trace, operator: str | None = None, min_len: int = 3) -> Patt
     _drop_whole_duplicates(tables)
     gpu_total = int(gpu["dur"].sum())
     patterns, occurrences = _number(tables, kernel_names, gpu_total)
-    return Patterns(patterns, occurrences, gpu, kernel_names, gpu_total)
+    return Patterns(patterns, occurrences, gpu, kernel_names, gpu_total, len(inst_key))
 
 
 def _instance_names(trace: Trace, cpu: Columns, gpu_owner: np.ndarray) -> np.ndarray:

@@ -170,4 +170,4 @@ def prepare(trace: Trace, operator: str | None = None, min_len: int = 3, top_k: 
     found = compute(trace, operator, min_len)
     events, placed = overlay_events(trace, found, top_k)
     return {"patterns": found.patterns, "occurrences": found.occurrences, "overlaid": placed,
-            "kernel_names": found.kernel_names}, events
+            "kernel_names": found.kernel_names, "instances": found.instances}, events

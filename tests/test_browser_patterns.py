@@ -5,7 +5,8 @@ overlaid, open it with
 ``traceaug open``, type "Pattern P1" in the UI's omnibox and press Enter (the UI's own
 search), then check that the search found every ``Pattern P1`` slice (a CPU and a GPU
 slice per occurrence of P1) and only ``Pattern P1*`` slices, that the "Kernel-name
-dictionary" and "Kernel patterns" threads are in the track list, and that the UI's importer
+dictionary" and "Kernel patterns" threads are in the track list, that every occurrence's
+flow joins its CPU and GPU slices in the UI's engine, and that the UI's importer
 reports no error. (The A100 output is checked in traceaug's engine by test_patterns.py; this
 file keeps to a small trace: the UI takes ~30 s on the 10 MB one here.) Skipped without
 Chromium / playwright, as tests/test_browser.py is.
@@ -47,8 +48,11 @@ def test_search_finds_pattern_p1(tmp_path: Path) -> None:
     out = tmp_path / "planted.patterns.json.gz"
     result = run_cli("patterns", str(src), str(out), "--format", "json")
     assert result.returncode == 0, result.stderr
-    p1 = next(r for r in json.loads(result.stdout)["patterns"] if r["pattern"] == "P1")
+    rows = json.loads(result.stdout)["patterns"]
+    p1 = next(r for r in rows if r["pattern"] == "P1")
     assert p1["count"] == 5  # whole scope: "layer" ops launching a1 a2 a3 a4
+    overlaid = sum(r["count"] for s in ("whole", "operator", "stream")
+                   for r in [x for x in rows if x["scope"] == s][:5])
 
     with sync_playwright() as pw:
         browser = perfetto_ui.launch(pw)
@@ -82,6 +86,11 @@ def test_search_finds_pattern_p1(tmp_path: Path) -> None:
                     "SELECT COUNT(*) AS n FROM slice s JOIN thread_track tt ON s.track_id = tt.id "
                     "JOIN thread USING (utid) WHERE thread.name = 'Kernel-name dictionary'")
                 assert dictionary["n"] == 2
+                (flows,) = ui.query(
+                    "SELECT COUNT(*) AS n FROM flow f JOIN slice a ON f.slice_out = a.id "
+                    "JOIN slice b ON f.slice_in = b.id WHERE a.name = b.name "
+                    "AND a.category = 'traceaug_patterns' AND b.category = 'traceaug_patterns'")
+                assert flows["n"] == overlaid  # one arrow per occurrence, CPU slice -> GPU slice
                 assert ui.query(UI_ERRORS_SQL) == []
         finally:
             browser.close()

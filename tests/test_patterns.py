@@ -201,3 +201,28 @@ def test_rank_directory(tmp_path: Path) -> None:
     csv = cli("patterns", str(src), "--summary-only", "--format", "csv").output.splitlines()
     assert csv[0].startswith("rank,pattern,scope")
     assert {r.split(",")[0] for r in csv[1:]} == {"0", "1"}
+
+
+def test_ns_resolution_exact(tmp_path: Path) -> None:
+    """V100 trace with fractional epoch-µs timestamps: each GPU-lane slice of P1 starts at
+    its occurrence's first GPU op and ends at its last one's end, to the nanosecond, after
+    the round trip through the output file."""
+    src = shared_trace("kineto/v100_ns_resolution.json.gz")
+    with traceaug.load(src, kind="ops", progress=False) as t:
+        from traceaug.analysis.patterns import compute
+
+        found = compute(t, None, 3)
+        base = t.base_ns
+    o = found.occurrences
+    want = sorted((int(a) + base, int(b) + base) for a, b, p in
+                  zip(o["gpu_ts"], o["gpu_end"], o["pattern"], strict=True) if p == 1)
+    assert any((a // 1000) * 1000 != a for a, _ in want)  # not whole µs: ns matter here
+    out = tmp_path / "v100.json"
+    assert cli("patterns", str(src), str(out), "--top-k", "1").exit_code == 0
+    with traceaug.load(out, progress=False) as t:
+        got = t.query("SELECT s.ts, s.dur FROM slice s JOIN thread_track tt ON s.track_id = tt.id "
+                      "JOIN thread USING (utid) WHERE s.name = 'Pattern P1' "
+                      "AND thread.name GLOB 'Kernel patterns stream*'")
+        got_abs = sorted((int(a) + t.base_ns, int(a) + int(d) + t.base_ns)
+                         for a, d in zip(got["ts"], got["dur"], strict=True))
+    assert got_abs == want

@@ -323,3 +323,19 @@ def test_public_counters_returns_dataframes_and_paths(tmp_path: Path) -> None:
     assert res.bandwidth.set_index("kind")["bytes"]["HtoD"] == answers["memcpy_bytes_total"]
     only = traceaug.counters(SMALL, series=("queue",))
     assert only.written == [] and only.bandwidth.empty and len(only.queue) == 2
+
+
+@pytest.mark.parametrize("content, reason", [
+    (b"", "empty file"),
+    (b'{"hello": [1, 2, 3]}', "not a trace"),
+    (bytes(range(256)) * 20, "Unknown trace type"),
+])
+@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
+def test_bad_input_to_a_rewriter_is_one_line(tmp_path: Path, content: bytes, reason: str,
+                                             suffix: str) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    result = cli("counters", str(bad), str(tmp_path / f"out{suffix}"))
+    assert isinstance(result.exception, SystemExit) and result.exit_code == 1  # no traceback
+    assert result.stderr.count("\n") == 1 and reason in result.stderr and str(bad) in result.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["bad.json"] and bad.read_bytes() == content

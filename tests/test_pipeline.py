@@ -170,6 +170,23 @@ def test_builders_reload_as_slices_flows_instants_and_names(tmp_path: Path) -> N
     assert not {e.get("cat") for e in added} & ev.RESERVED_CATEGORIES
 
 
+def test_builders_write_exact_microsecond_text() -> None:
+    base = 1_712_198_313_370_000_123  # epoch ns: the µs text keeps every digit
+    assert ev.slice_events(np.int64(1), [2, 3], np.array([0, 1_000]), [1_500, 0], "x", "c",
+                           [{"n": np.int64(4), "f": np.float64(0.5)}, None], base_ns=base) == [
+        b'{"ph":"X","cat":"c","name":"x","pid":1,"tid":2,"ts":1712198313370000.123,"dur":1.500,'
+        b'"args":{"n":4,"f":0.5}}',
+        b'{"ph":"X","cat":"c","name":"x","pid":1,"tid":3,"ts":1712198313370001.123,"dur":0}']
+    assert ev.instant_events(1, 2, [877], "i", "c", scope="p") == [
+        b'{"ph":"i","cat":"c","name":"i","pid":1,"tid":2,"ts":0.877,"s":"p"}']
+    assert ev.flow_events(1, 2, [1_000], 1, 3, [2_000], np.array([7]), "c", "a", base_ns=base) == [
+        b'{"ph":"s","id":7,"cat":"c","name":"a","pid":1,"tid":2,"ts":1712198313370001.123}',
+        b'{"ph":"f","bp":"e","id":7,"cat":"c","name":"a","pid":1,"tid":3,"ts":1712198313370002.123}']
+    assert ev.process_name_events(5, "p") == [b'{"ph":"M","name":"process_name","pid":5,"args":{"name":"p"}}']
+    with pytest.raises(ValueError, match="differ in length"):
+        ev.slice_events(1, [1, 2], [0, 1, 2], [1, 1, 1], "x", "c")
+
+
 def test_no_builder_takes_a_kineto_category() -> None:
     for cat in ("kernel", "gpu_memcpy", "Kernel", "cpu_op", "cuda_runtime", "user_annotation"):
         with pytest.raises(ValueError, match="never use Kineto's categories"):

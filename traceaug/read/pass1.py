@@ -36,9 +36,10 @@ KINETO_ARGS = frozenset({
 # What a subset load keeps (with metadata and ProfilerStep windows), by the event's category
 # in either Kineto schema. "gpu" (counters): GPU ops and the runtime / driver calls that
 # launch them. "ops" (diff): those and CPU ops.
-RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "Runtime", "cuda_driver"})
+RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "Runtime", "cuda_driver", "mtia_runtime"})
 GPU_ONLY_CATEGORIES = frozenset({
-    "kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset", *RUNTIME_CATEGORIES,
+    "kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset", "mtia_ccp_events",
+    *RUNTIME_CATEGORIES,
 })
 SUBSETS = {"gpu": GPU_ONLY_CATEGORIES, "ops": GPU_ONLY_CATEGORIES | {"cpu_op", "Operator"}}
 # Runtime calls a subset load leaves out: they query, check or wait and never enqueue a

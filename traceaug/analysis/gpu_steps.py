@@ -1,0 +1,140 @@
+"""GPU ops with their launches and GPU step windows: what the kernel, gap, launch and
+breakdown analyses share.
+
+A step's GPU window is its GPU-side ``ProfilerStep#N`` annotation (``gpu_user_annotation``)
+when the trace has one, as TraceLens uses; else from the first start to the last end of the
+GPU ops launched inside the CPU step. A GPU op belongs to the step of the runtime call that
+launched it (matched by correlation, as HTA assigns iterations); an op that no call in the
+trace launched is placed by time, in the GPU window that holds its start, never dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import TraceaugError
+from ..trace import Trace
+from .steps import _STEP, category, steps
+from .tables import Columns, codes, take
+
+# The load kind these analyses need (GPU ops, their launches, ProfilerSteps of both sides):
+# the one place to change when load kinds move to read/kinds.py.
+LOAD = {"only": "gpu"}
+
+
+@dataclass
+class GpuOps:
+    """One rank's GPU ops and step windows (engine ns)."""
+
+    trace: Trace
+    rank: int | None
+    # ts, dur, end, name, kind, category, device, stream, correlation, launched, launch_ts,
+    # launch_dur, launch_end, launch_name, step; sorted by (ts, end)
+    ops: Columns
+    # step, cpu_ts, cpu_end, ts, end (the GPU window), source ("gpu_annotation" / "launches")
+    steps: Columns
+
+    def rows(self, step: int | None = None) -> np.ndarray:
+        """Mask of the ops of ``step`` (every op when None)."""
+        if step is None:
+            return np.ones(len(self.ops["ts"]), bool)
+        self.check(step)
+        return self.ops["step"] == step
+
+    def check(self, step: int) -> None:
+        if step not in set(self.steps["step"].tolist()):
+            have = ", ".join(map(str, self.steps["step"].tolist())) or "none"
+            raise TraceaugError(f"{self.trace.path}: no ProfilerStep#{step} (steps: {have})")
+
+    def window(self, step: int | None = None) -> tuple[int, int, str]:
+        """The GPU window of ``step``; for None, from the first step's window start to the
+        last one's end (the whole trace's GPU ops when it has no steps)."""
+        st = self.steps
+        if step is not None:
+            self.check(step)
+            i = int(np.flatnonzero(st["step"] == step)[0])
+            return int(st["ts"][i]), int(st["end"][i]), str(st["source"][i])
+        if len(st["step"]):
+            return int(st["ts"].min()), int(st["end"].max()), "steps"
+        if not len(self.ops["ts"]):
+            return 0, 0, "trace"
+        return int(self.ops["ts"].min()), int(self.ops["end"].max()), "trace"
+
+
+def step_at(t: np.ndarray, start: np.ndarray, end: np.ndarray, number: np.ndarray) -> np.ndarray:
+    """The number of the window [start, end) holding each time in ``t`` (the last window
+    starting at or before it), else -1."""
+    if not len(start):
+        return np.full(len(t), -1, np.int64)
+    order = np.argsort(start, kind="stable")
+    start, end, number = start[order], end[order], number[order]
+    i = np.searchsorted(start, t, side="right") - 1
+    ok = (i >= 0) & (t < end[np.maximum(i, 0)])
+    return np.where(ok, number[np.maximum(i, 0)], -1).astype(np.int64)
+
+
+def _gpu_annotations(trace: Trace) -> dict[int, tuple[int, int]]:
+    """Step number -> (first start, last end) of its GPU-side ProfilerStep annotations."""
+    c = trace.columns("SELECT ts, dur, name FROM traceaug_gpu_step_annotation")
+    out: dict[int, tuple[int, int]] = {}
+    for ts, dur, name in zip(c["ts"].tolist(), c["dur"].tolist(), c["name"].tolist()):
+        m = _STEP.search(name) if isinstance(name, str) else None
+        if m is not None and dur is not None and dur == dur:
+            n = int(m.group(1))
+            lo, hi = out.get(n, (ts, ts + dur))
+            out[n] = (min(lo, ts), max(hi, ts + dur))
+    return out
+
+
+def _ops(trace: Trace) -> Columns:
+    c = trace.columns("SELECT ts, dur, name, kind, device, stream, correlation, launch_ts, "
+                      "launch_dur, launch_name FROM traceaug_gpu_op_launch")
+    ops: Columns = {"ts": c["ts"].astype(np.int64), "dur": c["dur"].astype(np.int64)}
+    ops["end"] = ops["ts"] + np.maximum(ops["dur"], 0)
+    ops["name"] = c["name"].astype(object)
+    ops["kind"] = c["kind"].astype(object)
+    code, names = codes(ops["name"])
+    ops["category"] = category(ops["kind"], code, names)
+    for k in ("device", "stream"):
+        ops[k] = np.nan_to_num(c[k].astype(np.float64), nan=-1).astype(np.int64)
+    ops["correlation"] = c["correlation"]
+    launch_ts = c["launch_ts"].astype(np.float64)  # NaN: no launch
+    ops["launched"] = ~np.isnan(launch_ts)
+    ops["launch_ts"] = np.nan_to_num(launch_ts, nan=0).astype(np.int64)
+    ops["launch_dur"] = np.nan_to_num(c["launch_dur"].astype(np.float64), nan=0).astype(np.int64)
+    ops["launch_end"] = ops["launch_ts"] + ops["launch_dur"]
+    ops["launch_name"] = c["launch_name"].astype(object)
+    return take(ops, np.lexsort((ops["end"], ops["ts"])))
+
+
+def gpu_ops(trace: Trace, rank: int | None = None) -> GpuOps:
+    """Load a trace's GPU ops, their launches and steps, and the steps' GPU windows."""
+    trace.include("traceaug.gpu")
+    ops = _ops(trace)
+    cpu = steps(trace)
+    number = cpu["step"]
+    cpu_end = cpu["ts"] + cpu["dur"]
+    launched = ops["launched"]
+    step = np.where(launched, step_at(ops["launch_ts"], cpu["ts"], cpu_end, number), -1)
+    notes = _gpu_annotations(trace)
+    ts, end, source = [], [], []
+    for i, n in enumerate(number.tolist()):
+        if n in notes:
+            lo, hi = notes[n]
+            src = "gpu_annotation"
+        else:
+            mine = launched & (step == n)
+            lo = int(ops["ts"][mine].min()) if mine.any() else int(cpu["ts"][i])
+            hi = int(ops["end"][mine].max()) if mine.any() else lo
+            src = "launches"
+        ts.append(lo)
+        end.append(hi)
+        source.append(src)
+    st = {"step": number, "cpu_ts": cpu["ts"], "cpu_end": cpu_end,
+          "ts": np.array(ts, np.int64), "end": np.array(end, np.int64),
+          "source": np.array(source, dtype=object)}
+    by_time = step_at(ops["ts"], st["ts"], st["end"], number)
+    ops["step"] = np.where(launched, step, by_time)
+    return GpuOps(trace, rank if rank is not None else trace.rank, ops, st)

@@ -64,15 +64,12 @@ class GpuOps:
 
 
 def step_at(t: np.ndarray, start: np.ndarray, end: np.ndarray, number: np.ndarray) -> np.ndarray:
-    """The number of the window [start, end) holding each time in ``t`` (the last window
-    starting at or before it), else -1."""
-    if not len(start):
-        return np.full(len(t), -1, np.int64)
-    order = np.argsort(start, kind="stable")
-    start, end, number = start[order], end[order], number[order]
-    i = np.searchsorted(start, t, side="right") - 1
-    ok = (i >= 0) & (t < end[np.maximum(i, 0)])
-    return np.where(ok, number[np.maximum(i, 0)], -1).astype(np.int64)
+    """The number of the window [start, end) holding each time in ``t`` (of overlapping
+    windows, the one starting last), else -1. One pass per window: steps are few."""
+    out = np.full(len(t), -1, np.int64)
+    for i in np.argsort(start, kind="stable"):
+        out[(t >= start[i]) & (t < end[i])] = number[i]
+    return out
 
 
 def _gpu_annotations(trace: Trace) -> dict[int, tuple[int, int]]:

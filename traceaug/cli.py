@@ -331,6 +331,28 @@ def launches(ctx: click.Context, trace: Path, rank: int | None, step: int | None
     click.echo(analyses.render(sections, fmt, fmt != "table"), nl=False)
 
 
+@main.command()
+@_analysis_options
+@click.option("--html", "html_out", type=click.Path(path_type=Path),
+              help="Write a self-contained page with every chart (works offline).")
+@click.option("--top", type=int, default=10, show_default=True, help="Kernels per chart / table.")
+@click.pass_context
+def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
+           html_out: Path | None, top: int) -> None:
+    """Kernels, breakdowns, gaps and launches of TRACE or every rank of a directory; --html
+    writes them as one page of plotly charts."""
+    from .commands import analyses
+
+    ranks = _gpu_ranks(ctx, trace, rank)
+    if html_out is None:
+        click.echo(analyses.render(analyses.report(ranks, step, top), fmt, fmt != "table"), nl=False)
+        return
+    from .report.analyses_html import write_report
+
+    charts = write_report(ranks, html_out, step, top, title=f"traceaug report: {trace.name}")
+    click.echo(f"wrote {html_out} ({charts} charts, {len(ranks)} rank(s))", err=True)
+
+
 def run() -> None:
     """The console entry point: ``main``, then end the process without unloading pandas,
     numpy and the engine module by module (0.08 s of every command, for nothing)."""

@@ -151,3 +151,11 @@ def launches(ranks: list[GpuOps], step: int | None, runtime_cutoff: float,
         out.append((title, concat(parts)))
     out.append(("launches", concat(tables)))
     return out
+
+
+def report(ranks: list[GpuOps], step: int | None, top: int) -> list[tuple[str, Columns]]:
+    """Every analysis's tables (the text form of ``report``)."""
+    return (kernels(ranks, step, None, "total", top)
+            + breakdown(ranks, step, bd.KERNEL_WAIT_US)
+            + gaps(ranks, step, None, None, 20, top, "count")
+            + launches(ranks, step, ln.RUNTIME_CUTOFF_US, ln.DELAY_CUTOFF_US, top)[:-1])

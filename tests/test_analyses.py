@@ -147,3 +147,16 @@ def test_cli_unknown_step_is_one_line(trace_path: Path) -> None:
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == [
         f"traceaug: error: {trace_path}: no ProfilerStep#9 (steps: 1, 2)"]
+
+
+def test_diff_headline_uses_the_gpu_windows(trace_path: Path) -> None:
+    data = json.loads(_cli("diff", str(trace_path), str(trace_path), "--format", "json"))
+    head = data["ranks"][0]["summary"]["a"]
+    assert head["step_ms"] == pytest.approx(0.1)  # the CPU steps
+    assert head["gpu_busy_ms"] == pytest.approx((50 + 40) / 2 / 1e3)  # inside windows, per step
+    assert head["gpu_idle_ms"] == pytest.approx((30 + 0) / 2 / 1e3)
+    assert head["computation_ms"] == pytest.approx((25 + 20) / 2 / 1e3)
+    assert head["communication_ms"] == pytest.approx((40 + 30) / 2 / 1e3)
+    one = json.loads(_cli("diff", str(trace_path), str(trace_path), "--format", "json",
+                          "--step", "1"))["ranks"][0]["summary"]["a"]
+    assert (one["gpu_busy_ms"], one["gpu_idle_ms"]) == (pytest.approx(0.05), pytest.approx(0.03))

@@ -111,3 +111,16 @@ def test_directory_every_rank_and_across_ranks() -> None:
     totals = {row["rank"]: row["total"] for row in data["kernels"] if row["name"] == nccl}
     assert across[nccl]["max_total"] == max(totals.values())
     assert across[nccl]["slowest_rank"] == max(totals, key=totals.get)
+
+
+def test_diff_headline_gpu_idle_is_window_minus_busy(qwen) -> None:
+    _, r = qwen
+    path = shared_trace(QWEN)
+    result = CliRunner().invoke(main, ["diff", str(path), str(path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    head = json.loads(result.output)["ranks"][0]["summary"]["a"]
+    lo, hi = r["windows"][6]
+    busy = rawa.busy(r["ops"], lo, hi)
+    assert head["step_ms"] == pytest.approx(47.151395)
+    assert head["gpu_busy_ms"] == pytest.approx(busy / 1e6)
+    assert head["gpu_idle_ms"] == pytest.approx((hi - lo - busy) / 1e6)  # not 47.15 ms − busy

@@ -74,7 +74,8 @@ def step_at(t: np.ndarray, start: np.ndarray, end: np.ndarray, number: np.ndarra
 
 def _gpu_annotations(trace: Trace) -> dict[int, tuple[int, int]]:
     """Step number -> (first start, last end) of its GPU-side ProfilerStep annotations."""
-    c = trace.columns("SELECT ts, dur, name FROM traceaug_gpu_step_annotation")
+    c = trace.columns("SELECT ts, dur, name FROM slice "
+                      "WHERE category = 'gpu_user_annotation' AND name GLOB 'ProfilerStep#*'")
     out: dict[int, tuple[int, int]] = {}
     for ts, dur, name in zip(c["ts"].tolist(), c["dur"].tolist(), c["name"].tolist()):
         m = _STEP.search(name) if isinstance(name, str) else None
@@ -106,32 +107,40 @@ def _ops(trace: Trace) -> Columns:
     return take(ops, np.lexsort((ops["end"], ops["ts"])))
 
 
+def gpu_windows(trace: Trace, cpu: Columns, ts: np.ndarray, end: np.ndarray,
+                launch_step: np.ndarray) -> Columns:
+    """Each CPU step (``steps.steps``) with its GPU window: ``step``, ``cpu_ts``, ``cpu_end``,
+    ``ts``, ``end``, ``source``; from the GPU ops' ``ts`` / ``end`` and the step of the call
+    that launched each (-1: none)."""
+    notes = _gpu_annotations(trace)
+    lo, hi, source = [], [], []
+    for i, n in enumerate(cpu["step"].tolist()):
+        mine = launch_step == n
+        if n in notes:
+            a, b = notes[n]
+            src = "gpu_annotation"
+        elif mine.any():
+            a, b = int(ts[mine].min()), int(end[mine].max())
+            src = "launches"
+        else:  # a step that launched nothing: an empty window at its start
+            a = b = int(cpu["ts"][i])
+            src = "launches"
+        lo.append(a)
+        hi.append(b)
+        source.append(src)
+    return {"step": cpu["step"], "cpu_ts": cpu["ts"], "cpu_end": cpu["ts"] + cpu["dur"],
+            "ts": np.array(lo, np.int64), "end": np.array(hi, np.int64),
+            "source": np.array(source, dtype=object)}
+
+
 def gpu_ops(trace: Trace, rank: int | None = None) -> GpuOps:
     """Load a trace's GPU ops, their launches and steps, and the steps' GPU windows."""
     trace.include("traceaug.gpu")
     ops = _ops(trace)
     cpu = steps(trace)
-    number = cpu["step"]
-    cpu_end = cpu["ts"] + cpu["dur"]
     launched = ops["launched"]
-    step = np.where(launched, step_at(ops["launch_ts"], cpu["ts"], cpu_end, number), -1)
-    notes = _gpu_annotations(trace)
-    ts, end, source = [], [], []
-    for i, n in enumerate(number.tolist()):
-        if n in notes:
-            lo, hi = notes[n]
-            src = "gpu_annotation"
-        else:
-            mine = launched & (step == n)
-            lo = int(ops["ts"][mine].min()) if mine.any() else int(cpu["ts"][i])
-            hi = int(ops["end"][mine].max()) if mine.any() else lo
-            src = "launches"
-        ts.append(lo)
-        end.append(hi)
-        source.append(src)
-    st = {"step": number, "cpu_ts": cpu["ts"], "cpu_end": cpu_end,
-          "ts": np.array(ts, np.int64), "end": np.array(end, np.int64),
-          "source": np.array(source, dtype=object)}
-    by_time = step_at(ops["ts"], st["ts"], st["end"], number)
-    ops["step"] = np.where(launched, step, by_time)
+    step = np.where(launched, step_at(ops["launch_ts"], cpu["ts"], cpu["ts"] + cpu["dur"],
+                                      cpu["step"]), -1)
+    st = gpu_windows(trace, cpu, ops["ts"], ops["end"], step)
+    ops["step"] = np.where(launched, step, step_at(ops["ts"], st["ts"], st["end"], st["step"]))
     return GpuOps(trace, rank if rank is not None else trace.rank, ops, st)

@@ -1,5 +1,5 @@
--- traceaug.gpu: GPU ops with the runtime call that launched them, and the GPU-side
--- ProfilerStep annotations; what the kernel, gap, launch and breakdown analyses read.
+-- traceaug.gpu: GPU ops with the runtime call that launched them: what the kernel, gap,
+-- launch and breakdown analyses read.
 INCLUDE PERFETTO MODULE traceaug.base;
 
 -- The first runtime / driver call of each correlation id (the launch of its GPU ops).
@@ -18,8 +18,3 @@ FROM traceaug_gpu_op g
 LEFT JOIN _traceaug_first_launch l USING (correlation)
 LEFT JOIN slice r ON r.id = l.id;
 
--- GPU-side ProfilerStep#N annotations (Kineto's gpu_user_annotation), as TraceLens reads them.
-CREATE PERFETTO VIEW traceaug_gpu_step_annotation AS
-SELECT id, ts, dur, name
-FROM slice
-WHERE category = 'gpu_user_annotation' AND name GLOB 'ProfilerStep#*';

@@ -269,9 +269,10 @@ def _gpu_ranks(ctx: click.Context, trace: Path, rank: int | None):
 def kernels(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
             top: int | None, sort: str, kind: str | None, full_names: bool) -> None:
     """Per GPU kernel / copy / set: count, total, mean, std, min, max, shares and type."""
+    ranks = _gpu_ranks(ctx, trace, rank)  # first: it imports the engine without pandas
     from .commands import analyses
 
-    sections = analyses.kernels(_gpu_ranks(ctx, trace, rank), step, kind, sort, top)
+    sections = analyses.kernels(ranks, step, kind, sort, top)
     click.echo(analyses.render(sections, fmt, full_names), nl=False)
 
 
@@ -287,9 +288,10 @@ def kernels(ctx: click.Context, trace: Path, rank: int | None, step: int | None,
 def gaps(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
          hist_min: float | None, hist_max: float | None, bins: int, top: int, sort: str) -> None:
     """Idle gaps per stream and per device, their histogram, kernel-to-kernel transitions."""
+    ranks = _gpu_ranks(ctx, trace, rank)
     from .commands import analyses
 
-    sections = analyses.gaps(_gpu_ranks(ctx, trace, rank), step, hist_min, hist_max, bins, top, sort)
+    sections = analyses.gaps(ranks, step, hist_min, hist_max, bins, top, sort)
     click.echo(analyses.render(sections, fmt, fmt != "table"), nl=False)
 
 
@@ -302,9 +304,10 @@ def breakdown(ctx: click.Context, trace: Path, rank: int | None, step: int | Non
               kernel_wait_us: float) -> None:
     """Per rank and step: busy / idle / computation / communication / memory and overlaps,
     idle per stream, communication-computation overlap."""
+    ranks = _gpu_ranks(ctx, trace, rank)
     from .commands import analyses
 
-    sections = analyses.breakdown(_gpu_ranks(ctx, trace, rank), step, kernel_wait_us)
+    sections = analyses.breakdown(ranks, step, kernel_wait_us)
     click.echo(analyses.render(sections, fmt), nl=False)
 
 
@@ -320,10 +323,10 @@ def breakdown(ctx: click.Context, trace: Path, rank: int | None, step: int | Non
 def launches(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
              runtime_cutoff: float, delay_cutoff: float, top: int) -> None:
     """Per launch: runtime call duration, GPU duration, launch delay; outliers."""
+    ranks = _gpu_ranks(ctx, trace, rank)
     from .commands import analyses
 
-    sections = analyses.launches(_gpu_ranks(ctx, trace, rank), step, runtime_cutoff,
-                                 delay_cutoff, top)
+    sections = analyses.launches(ranks, step, runtime_cutoff, delay_cutoff, top)
     if fmt == "table":
         sections = [(t if t != "launches" else f"launches (first {top}; csv / json: all)",
                      {k: v[:top] for k, v in c.items()} if t == "launches" else c)
@@ -341,9 +344,9 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
            html_out: Path | None, top: int) -> None:
     """Kernels, breakdowns, gaps and launches of TRACE or every rank of a directory; --html
     writes them as one page of plotly charts."""
+    ranks = _gpu_ranks(ctx, trace, rank)
     from .commands import analyses
 
-    ranks = _gpu_ranks(ctx, trace, rank)
     if html_out is None:
         click.echo(analyses.render(analyses.report(ranks, step, top), fmt, fmt != "table"), nl=False)
         return

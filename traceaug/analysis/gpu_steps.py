@@ -30,7 +30,7 @@ class GpuOps:
 
     trace: Trace
     rank: int | None
-    # ts, dur, end, name, kind, category, device, stream, correlation, launched, launch_ts,
+    # ts, dur, end, name, name_id, kind, category, device, stream, correlation, launched, launch_ts,
     # launch_dur, launch_end, launch_name, step; sorted by (ts, end)
     ops: Columns
     # step, cpu_ts, cpu_end, ts, end (the GPU window), source ("gpu_annotation" / "launches")
@@ -94,6 +94,7 @@ def _ops(trace: Trace) -> Columns:
     ops["name"] = c["name"].astype(object)
     ops["kind"] = c["kind"].astype(object)
     code, names = codes(ops["name"])
+    ops["name_id"] = code  # numbers the distinct names (grouping by it skips hashing strings)
     ops["category"] = category(ops["kind"], code, names)
     for k in ("device", "stream"):
         ops[k] = np.nan_to_num(c[k].astype(np.float64), nan=-1).astype(np.int64)

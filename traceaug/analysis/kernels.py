@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import TraceaugError
 from .gpu_steps import GpuOps
-from .tables import Columns, codes, objects
+from .tables import Columns, codes, first_appearance, objects
 
 TYPES = {"comp": "computation", "comm": "communication", "mem": "memory"}
 SORTS = ("total", "count", "mean", "max", "min", "std", "share_time", "share_launches", "name")
@@ -16,10 +16,15 @@ COLUMNS = ("rank", "name", "type", "count", "total", "mean", "std", "min", "max"
            "share_launches", "share_time")
 
 
-def grouped(key: np.ndarray, values: np.ndarray) -> tuple[list, Columns]:
+def grouped(key: np.ndarray, values: np.ndarray, code: np.ndarray | None = None
+            ) -> tuple[list, Columns]:
     """Count, total, mean, std (n-1, 0 for one), min and max of ``values`` per distinct ``key``
-    (in order of first appearance)."""
-    code, keys = codes(key)
+    (in order of first appearance; ``code``: the keys already numbered so, if known)."""
+    if code is None:
+        code, keys = codes(key)
+    else:
+        code = first_appearance(code)
+        keys = key[np.unique(code, return_index=True)[1]].tolist()
     n = len(keys)
     v = values.astype(np.int64)
     count = np.bincount(code, minlength=n).astype(np.int64)
@@ -42,9 +47,9 @@ def kernel_table(g: GpuOps, step: int | None = None, kind: str | None = None) ->
     rows before the ``kind`` filter), largest total first."""
     rows = np.flatnonzero(g.rows(step))
     ops = g.ops
-    keys, stats = grouped(ops["name"][rows], ops["dur"][rows])
-    first = {k: i for i, k in reversed(list(enumerate(ops["name"][rows].tolist())))}
-    types = objects([ops["category"][rows][first[k]] for k in keys])
+    code = first_appearance(ops["name_id"][rows])
+    keys, stats = grouped(ops["name"][rows], ops["dur"][rows], code)
+    types = ops["category"][rows][np.unique(code, return_index=True)[1]]
     all_count, all_total = max(int(stats["count"].sum()), 1), max(int(stats["total"].sum()), 1)
     out = {"rank": objects([g.rank] * len(keys)), "name": objects(keys), "type": types, **stats,
            "share_launches": 100 * stats["count"] / all_count,

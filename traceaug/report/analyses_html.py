@@ -8,8 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import orjson
-import plotly.graph_objects as go
-import plotly.io as pio
 
 from ..analysis import breakdown as bd
 from ..analysis import gaps as gp
@@ -35,61 +33,64 @@ def _short(name: str, width: int = 60) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def figures(ranks: list[GpuOps], step: int | None, top: int) -> list[tuple[str, go.Figure]]:
-    """Every chart of the report, titled."""
+def _fig(data: list[dict], title: str, **layout) -> dict:
+    """A plotly figure as plain data (plotly.js draws it; no plotly import in Python)."""
+    return {"data": data, "layout": {"title": {"text": title}, **layout}}
+
+
+def _list(values) -> list:
+    return values.tolist() if hasattr(values, "tolist") else list(values)
+
+
+def figures(ranks: list[GpuOps], step: int | None, top: int) -> list[tuple[str, dict]]:
+    """Every chart of the report, named."""
     tables = [kn.kernel_table(g, step) for g in ranks]
-    out = []
-    pie = go.Figure()
     n = len(ranks)
-    for i, (g, t) in enumerate(zip(ranks, tables)):
-        totals = [int(t["total"][t["type"] == typ].sum()) for typ in TYPES]
-        pie.add_trace(go.Pie(labels=list(TYPES), values=[v / 1e3 for v in totals], name=_label(g.rank),
-                             title=_label(g.rank), domain={"x": [i / n, (i + 1) / n]}, sort=False))
-    pie.update_layout(title="GPU time per kernel type (µs), per rank")
-    out.append(("kernel types", pie))
+    pies = [{"type": "pie", "labels": list(TYPES), "sort": False, "name": _label(g.rank),
+             "title": {"text": _label(g.rank)}, "domain": {"x": [i / n, (i + 1) / n]},
+             "values": [int(t["total"][t["type"] == typ].sum()) / 1e3 for typ in TYPES]}
+            for i, (g, t) in enumerate(zip(ranks, tables))]
+    out = [("kernel types", _fig(pies, "GPU time per kernel type (µs), per rank"))]
     across = kn.across_ranks(tables)
     for typ in TYPES:
         rows = np.flatnonzero(across["type"] == typ)[:top]
         if not len(rows):
             continue
         mean = across["mean_total"][rows] / 1e3
-        fig = go.Figure(go.Bar(
-            y=[_short(x) for x in across["name"][rows]], x=mean, orientation="h",
-            error_x={"type": "data", "symmetric": False,
-                     "array": across["max_total"][rows] / 1e3 - mean,
-                     "arrayminus": mean - across["min_total"][rows] / 1e3}))
-        fig.update_layout(title=f"Top {typ} kernels: total µs (mean over ranks, bars min–max)",
-                          yaxis={"autorange": "reversed"}, margin={"l": 420},
-                          height=max(300, 26 * len(rows) + 120))
-        out.append((f"top {typ}", fig))
-    pairs = concat([gp.stream_pairs(g, step) for g in ranks])
-    gap_us = pairs["gap"][pairs["gap"] > 0] / 1e3 if pairs else np.empty(0)
-    edges = np.geomspace(max(float(gap_us.min()), 1e-3), float(gap_us.max()) * 1.0001, 31) \
-        if len(gap_us) else np.array([0.0, 1.0])
-    counts, _ = np.histogram(gap_us, bins=edges)
-    hist = go.Figure(go.Bar(x=[f"{a:.3g}–{b:.3g}" for a, b in zip(edges[:-1], edges[1:])], y=counts))
-    hist.update_layout(title="Idle gaps between ops on a stream (µs, log-spaced bins)",
-                       xaxis={"title": "gap (µs)"}, yaxis={"title": "gaps"})
-    out.append(("gap histogram", hist))
+        bar = {"type": "bar", "orientation": "h", "x": _list(mean),
+               "y": [_short(x) for x in across["name"][rows]],
+               "error_x": {"type": "data", "symmetric": False,
+                           "array": _list(across["max_total"][rows] / 1e3 - mean),
+                           "arrayminus": _list(mean - across["min_total"][rows] / 1e3)}}
+        out.append((f"top {typ}", _fig(
+            [bar], f"Top {typ} kernels: total µs (mean over ranks, bars min–max)",
+            yaxis={"autorange": "reversed"}, margin={"l": 420},
+            height=max(300, 26 * len(rows) + 120))))
+    gap = concat([gp.stream_pairs(g, step) for g in ranks]).get("gap", np.empty(0, np.int64))
+    gap_us = gap[gap > 0] / 1e3
+    edges = (np.geomspace(max(float(gap_us.min()), 1e-3), float(gap_us.max()) * 1.0001, 31)
+             if len(gap_us) else np.array([0.0, 1.0]))
+    counts = np.histogram(gap_us, bins=edges)[0]
+    out.append(("gap histogram", _fig(
+        [{"type": "bar", "x": [f"{a:.3g}–{b:.3g}" for a, b in zip(edges[:-1], edges[1:])],
+          "y": _list(counts)}],
+        "Idle gaps between ops on a stream (µs, log-spaced bins)",
+        xaxis={"title": {"text": "gap (µs)"}}, yaxis={"title": {"text": "gaps"}})))
     idle = concat([bd.idle_by_stream(g, step) for g in ranks])
-    fig = go.Figure()
+    bars = []
     for cat in ("host_wait", "kernel_wait", "other"):
-        m = idle["category"] == cat if idle else np.zeros(0, bool)
-        fig.add_trace(go.Bar(name=cat, x=[f"{_label(r)} stream {s}" for r, s in
-                                          zip(idle["rank"][m], idle["stream"][m])] if idle else [],
-                             y=idle["idle"][m] / 1e3 if idle else []))
-    fig.update_layout(title="Idle time per stream (µs): host wait / kernel wait / other",
-                      barmode="stack")
-    out.append(("idle breakdown", fig))
+        m = idle["category"] == cat
+        bars.append({"type": "bar", "name": cat, "y": _list(idle["idle"][m] / 1e3),
+                     "x": [f"{_label(r)} stream {s}" for r, s in zip(idle["rank"][m], idle["stream"][m])]})
+    out.append(("idle breakdown", _fig(
+        bars, "Idle time per stream (µs): host wait / kernel wait / other", barmode="stack")))
     temporal = concat([bd.temporal(g, step) for g in ranks])
-    per_step = np.array([s is not None for s in temporal["step"]]) if temporal else np.zeros(0, bool)
-    x = [f"{_label(r)} step {s}" for r, s in zip(temporal["rank"][per_step], temporal["step"][per_step])] \
-        if temporal else []
-    fig = go.Figure()
-    for col, label in SEGMENTS:
-        fig.add_trace(go.Bar(name=label, x=x, y=temporal[col][per_step] / 1e3 if temporal else []))
-    fig.update_layout(title="Busy and idle time per step in its GPU window (µs)", barmode="stack")
-    out.append(("timeline", fig))
+    per_step = np.array([s is not None for s in temporal["step"]], bool)
+    x = [f"{_label(r)} step {s}" for r, s in zip(temporal["rank"][per_step], temporal["step"][per_step])]
+    bars = [{"type": "bar", "name": label, "x": x, "y": _list(temporal[col][per_step] / 1e3)}
+            for col, label in SEGMENTS]
+    out.append(("timeline", _fig(bars, "Busy and idle time per step in its GPU window (µs)",
+                                 barmode="stack")))
     return out
 
 
@@ -117,7 +118,7 @@ def write_report(ranks: list[GpuOps], path: Path, step: int | None = None, top: 
     specs = []
     for i, (name, fig) in enumerate(figs):
         parts.append(f"<div class='chart' id='chart{i}' data-chart='{html.escape(name)}'></div>")
-        specs.append(orjson.loads(pio.to_json(fig, validate=False, engine="orjson")))
+        specs.append(fig)
     sections = [("Temporal breakdown per step", concat([bd.temporal(g, step) for g in ranks])),
                 ("Idle breakdown per stream", concat([bd.idle_by_stream(g, step) for g in ranks])),
                 ("Top kernels", concat([{k: v[:top] for k, v in kn.kernel_table(g, step).items()}

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import base64
 import gzip
-from importlib import resources
-
-import plotly
+from importlib import metadata, util
+from pathlib import Path
 
 from ..atomic import atomic_output
 from ..engine.wasm_module import cache_dir
@@ -31,12 +30,13 @@ async function bootPlotly(packed, draw) {
 
 def packed_plotly() -> str:
     """plotly.min.js, gzip-compressed and base64-encoded."""
-    cached = cache_dir() / f"plotly-{plotly.__version__}.min.js.gz.b64"
+    cached = cache_dir() / f"plotly-{metadata.version('plotly')}.min.js.gz.b64"
     try:
         return cached.read_text()
     except OSError:
         pass
-    js = (resources.files("plotly") / "package_data" / "plotly.min.js").read_bytes()
+    package = Path(util.find_spec("plotly").submodule_search_locations[0])  # never imported
+    js = (package / "package_data" / "plotly.min.js").read_bytes()
     text = base64.b64encode(gzip.compress(js, 6, mtime=0)).decode()
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from .gpu_steps import GpuOps
-from .intervals import clip, exclusive, union_length
-from .tables import Columns, groups, objects
+from .intervals import clip, exclusive, int_groups, union_length
+from .tables import Columns, objects
 
 KERNEL_WAIT_US = 30  # HTA's consecutive_kernel_delay
 TYPES = ("computation", "communication", "memory")
@@ -89,14 +89,15 @@ def idle_by_stream(g: GpuOps, step: int | None = None, kernel_wait_us: float = K
     launched, launch_ts = ops["launched"][order][i], ops["launch_ts"][order][i]
     host = launched & (launch_ts > end[i - 1])
     kernel = ~host & (gap < kernel_wait_us * 1e3)
-    category = np.where(host, "host_wait", np.where(kernel, "kernel_wait", "other")).astype(object)
-    gid = groups(dev[i], stream[i], category)
+    cat_id = np.where(host, 0, np.where(kernel, 1, 2))
+    category = np.array(["host_wait", "kernel_wait", "other"], dtype=object)[cat_id]
+    gid = int_groups(dev[i], stream[i], cat_id)
     n = int(gid.max()) + 1 if len(gid) else 0
     first = np.unique(gid, return_index=True)[1]
     idle = np.zeros(n, np.int64)
     np.add.at(idle, gid, gap)
     count = np.bincount(gid, minlength=n)
-    sgid = groups(dev[i][first], stream[i][first])
+    sgid = int_groups(dev[i][first], stream[i][first])
     stream_total = np.bincount(sgid, idle.astype(np.float64))[sgid]
     out = {"rank": objects([g.rank] * n), "device": dev[i][first], "stream": stream[i][first],
            "category": category[first], "count": count, "idle": idle,

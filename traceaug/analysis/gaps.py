@@ -8,8 +8,9 @@ import numpy as np
 
 from .gpu_steps import GpuOps
 from .intervals import gaps as union_gaps
+from .intervals import int_groups
 from .kernels import grouped
-from .tables import Columns, groups, objects
+from .tables import Columns, objects
 
 # Columns: stream_gaps (device, stream, ops, gaps, total, mean, median, min, max, busy);
 # device_gaps (device, streams, gaps, total, mean, median, min, max, busy, span);
@@ -32,7 +33,7 @@ def stream_pairs(g: GpuOps, step: int | None = None) -> Columns:
     if not len(order):
         return {"device": dev, "stream": stream, "prev": objects([]), "next": objects([]),
                 "gap": np.empty(0, np.int64)}
-    group = groups(dev, stream)
+    group = int_groups(dev, stream)
     starts = np.r_[True, group[1:] != group[:-1]]
     # the latest end so far on each stream: one running max, each stream lifted above the last
     seg = (np.cumsum(starts) - 1).astype(np.int64)
@@ -52,7 +53,7 @@ def _stats(key_cols: list[np.ndarray], gap: np.ndarray) -> tuple[np.ndarray, Col
     pos = gap > 0
     if not len(gap):
         return np.empty(0, np.int64), {}
-    gid = groups(*[k for k in key_cols])
+    gid = int_groups(*key_cols)
     n = int(gid.max()) + 1
     first = np.unique(gid, return_index=True)[1]
     count = np.bincount(gid[pos], minlength=n)

@@ -4,6 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from .tables import first_appearance
+
+
+def int_groups(*keys: np.ndarray) -> np.ndarray:
+    """Each row's group over integer ``keys`` (device, stream, ...), numbered in order of first
+    appearance; ``tables.groups`` without hashing one Python value per row."""
+    if not len(keys[0]):
+        return np.empty(0, np.int64)
+    inverse = np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)[1].reshape(-1)
+    return first_appearance(inverse)
+
 
 def merge(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The union of intervals [ts, end) as disjoint sorted intervals (touching ones join)."""

@@ -160,3 +160,26 @@ def test_diff_headline_uses_the_gpu_windows(trace_path: Path) -> None:
     one = json.loads(_cli("diff", str(trace_path), str(trace_path), "--format", "json",
                           "--step", "1"))["ranks"][0]["summary"]["a"]
     assert (one["gpu_busy_ms"], one["gpu_idle_ms"]) == (pytest.approx(0.05), pytest.approx(0.03))
+
+
+def test_python_api_returns_dataframes(trace_path: Path) -> None:
+    import traceaug.analyses as ta
+
+    k = ta.kernels(trace_path)
+    assert list(k.columns) == list(kernels.COLUMNS)
+    assert dict(zip(k["name"], k["count"])) == {n: v[0] for n, v in gen.ANSWERS["kernels"].items()}
+    t = ta.temporal_breakdown(trace_path)
+    assert t.loc[t["step"] == 1, "busy"].item() == 50 * US
+    o = ta.comm_comp_overlap(trace_path, step=1)
+    assert o["comm_overlap_pct"].item() == pytest.approx(37.5)
+    i = ta.idle_breakdown(trace_path)
+    assert i.loc[(i["stream"] == 20), "idle"].item() == 80 * US
+    assert ta.launch_summary(trace_path)["unlaunched_ops"].item() == 2
+    assert len(ta.launches(trace_path, step=2)) == 3
+    assert ta.stream_gaps(trace_path).set_index("stream").loc[7, "gaps"] == 6
+    assert ta.device_gaps(trace_path)["total"].item() == 57 * US
+    assert ta.kernel_transitions(trace_path)["count"].sum() == 7
+    assert ta.gap_histogram(trace_path, lo_us=0, hi_us=100, bins=10)["count"].sum() == 7
+    assert ta.kernels_across_ranks(trace_path)["ranks"].tolist() == [1] * 5
+    with traceaug.load(trace_path, progress=False) as loaded:  # a loaded trace works too
+        assert ta.kernels(loaded)["total"].sum() == 145 * US

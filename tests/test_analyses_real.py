@@ -124,3 +124,23 @@ def test_diff_headline_gpu_idle_is_window_minus_busy(qwen) -> None:
     assert head["step_ms"] == pytest.approx(47.151395)
     assert head["gpu_busy_ms"] == pytest.approx(busy / 1e6)
     assert head["gpu_idle_ms"] == pytest.approx((hi - lo - busy) / 1e6)  # not 47.15 ms − busy
+
+
+def test_report_charts_hold_the_raw_figures(a100, tmp_path) -> None:
+    g, r = a100
+    out = tmp_path / "report.html"
+    result = CliRunner().invoke(main, ["report", str(shared_trace(A100)), "--html", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    figs = json.loads(text.split("const FIGS = ", 1)[1].split(";\nconst PLOTLY", 1)[0])
+    pie = figs[0]["data"][0]
+    want = {t: sum(o["end"] - o["ts"] for o in r["ops"] if o["type"] == t) / 1e3
+            for t in ("computation", "communication", "memory")}
+    assert dict(zip(pie["labels"], pie["values"])) == pytest.approx(want)
+    timeline = figs[-1]["data"]
+    idle = next(t for t in timeline if t["name"] == "idle")
+    for x, y in zip(idle["x"], idle["y"]):
+        n = int(x.rsplit(" ", 1)[1])
+        lo, hi = r["windows"][n]
+        assert y == pytest.approx((hi - lo - rawa.busy(r["ops"], lo, hi)) / 1e3), x
+    assert len(idle["x"]) == len(r["windows"]) == 5

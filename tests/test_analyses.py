@@ -183,3 +183,25 @@ def test_python_api_returns_dataframes(trace_path: Path) -> None:
     assert ta.kernels_across_ranks(trace_path)["ranks"].tolist() == [1] * 5
     with traceaug.load(trace_path, progress=False) as loaded:  # a loaded trace works too
         assert ta.kernels(loaded)["total"].sum() == 145 * US
+
+
+@pytest.mark.parametrize("case", ["missing_dir", "is_dir", "is_input"])
+def test_report_bad_output_is_one_line_and_writes_nothing(trace_path: Path, tmp_path: Path,
+                                                          case: str) -> None:
+    out = {"missing_dir": tmp_path / "no" / "r.html", "is_dir": tmp_path, "is_input": trace_path}[case]
+    before = trace_path.read_bytes()
+    result = CliRunner().invoke(main, ["report", str(trace_path), "--html", str(out)])
+    assert result.exit_code == 1
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith(f"traceaug: error: {out}: ")
+    assert trace_path.read_bytes() == before and not (tmp_path / "no").exists()
+
+
+def test_trace_without_gpu_ops_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "cpu.json"
+    path.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, '
+                    '"tid": 1, "ts": 10, "dur": 5}]}')
+    for command in ("kernels", "gaps", "breakdown", "launches", "report"):
+        result = CliRunner().invoke(main, [command, str(path)])
+        assert result.exit_code == 1, command
+        assert result.output == f"traceaug: error: {path}: no GPU kernels, copies or sets to analyse\n"

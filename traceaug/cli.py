@@ -344,6 +344,10 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
            html_out: Path | None, top: int) -> None:
     """Kernels, breakdowns, gaps and launches of TRACE or every rank of a directory; --html
     writes them as one page of plotly charts."""
+    if html_out is not None:
+        from .report.paths import check_output
+
+        check_output(html_out, trace)
     ranks = _gpu_ranks(ctx, trace, rank)
     from .commands import analyses
 

@@ -15,6 +15,7 @@ from ..analysis import kernels as kn
 from ..analysis import launches as ln
 from ..analysis.gpu_steps import LOAD, GpuOps, gpu_ops
 from ..analysis.tables import Columns, objects
+from ..errors import TraceaugError
 from ..output import render_columns
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ def load(path: Path, rank: int | None = None, tp_bin: str | None = None,
                                **LOAD).items():
         with trace:
             out.append(gpu_ops(trace, r if trace.rank is None else trace.rank))
+    if not any(len(g.ops["ts"]) for g in out):
+        raise TraceaugError(f"{path}: no GPU kernels, copies or sets to analyse")
     return out
 
 

@@ -122,6 +122,8 @@ def test_mtia_trace_has_the_same_kernels_and_busy_time(tmp_path: Path) -> None:
     assert {n: (c, tot // US) for n, c, tot in zip(k["name"], k["count"], k["total"])} == \
         {n: v[:2] for n, v in gen.ANSWERS["kernels"].items()}
     assert int(m.ops["launched"].sum()) == 7
+    types = dict(zip(k["name"], k["type"]))  # copies typed by name, as HTA does
+    assert (types[gen.MEMCPY], types[gen.MEMSET], types[gen.NCCL]) == ("memory", "memory", "communication")
     assert breakdown.temporal(m, 1)["busy"][0] == 50 * US
     assert traceaug.info(path)[0]["kernels"] == 9
 

@@ -42,9 +42,19 @@ def _list(values) -> list:
     return values.tolist() if hasattr(values, "tolist") else list(values)
 
 
-def figures(ranks: list[GpuOps], step: int | None, top: int) -> list[tuple[str, dict]]:
-    """Every chart of the report, named."""
-    tables = [kn.kernel_table(g, step) for g in ranks]
+def analyses(ranks: list[GpuOps], step: int | None) -> dict[str, list[Columns]]:
+    """Each analysis the page shows, computed once per rank."""
+    return {"kernels": [kn.kernel_table(g, step) for g in ranks],
+            "pairs": [gp.stream_pairs(g, step) for g in ranks],
+            "stream_gaps": [gp.stream_gaps(g, step) for g in ranks],
+            "idle": [bd.idle_by_stream(g, step) for g in ranks],
+            "temporal": [bd.temporal(g, step) for g in ranks],
+            "launches": [ln.summary(ln.launch_table(g, step), g, step) for g in ranks]}
+
+
+def figures(ranks: list[GpuOps], a: dict[str, list[Columns]], top: int) -> list[tuple[str, dict]]:
+    """Every chart of the report, named, from ``analyses``."""
+    tables = a["kernels"]
     n = len(ranks)
     pies = [{"type": "pie", "labels": list(TYPES), "sort": False, "name": _label(g.rank),
              "title": {"text": _label(g.rank)}, "domain": {"x": [i / n, (i + 1) / n]},
@@ -66,7 +76,7 @@ def figures(ranks: list[GpuOps], step: int | None, top: int) -> list[tuple[str, 
             [bar], f"Top {typ} kernels: total µs (mean over ranks, bars min–max)",
             yaxis={"autorange": "reversed"}, margin={"l": 420},
             height=max(300, 26 * len(rows) + 120))))
-    gap = concat([gp.stream_pairs(g, step) for g in ranks]).get("gap", np.empty(0, np.int64))
+    gap = concat(a["pairs"]).get("gap", np.empty(0, np.int64))
     gap_us = gap[gap > 0] / 1e3
     edges = (np.geomspace(max(float(gap_us.min()), 1e-3), float(gap_us.max()) * 1.0001, 31)
              if len(gap_us) else np.array([0.0, 1.0]))
@@ -76,7 +86,7 @@ def figures(ranks: list[GpuOps], step: int | None, top: int) -> list[tuple[str, 
           "y": _list(counts)}],
         "Idle gaps between ops on a stream (µs, log-spaced bins)",
         xaxis={"title": {"text": "gap (µs)"}}, yaxis={"title": {"text": "gaps"}})))
-    idle = concat([bd.idle_by_stream(g, step) for g in ranks])
+    idle = concat(a["idle"])
     bars = []
     for cat in ("host_wait", "kernel_wait", "other"):
         m = idle["category"] == cat
@@ -84,7 +94,7 @@ def figures(ranks: list[GpuOps], step: int | None, top: int) -> list[tuple[str, 
                      "x": [f"{_label(r)} stream {s}" for r, s in zip(idle["rank"][m], idle["stream"][m])]})
     out.append(("idle breakdown", _fig(
         bars, "Idle time per stream (µs): host wait / kernel wait / other", barmode="stack")))
-    temporal = concat([bd.temporal(g, step) for g in ranks])
+    temporal = concat(a["temporal"])
     per_step = np.array([s is not None for s in temporal["step"]], bool)
     x = [f"{_label(r)} step {s}" for r, s in zip(temporal["rank"][per_step], temporal["step"][per_step])]
     bars = [{"type": "bar", "name": label, "x": x, "y": _list(temporal[col][per_step] / 1e3)}
@@ -108,7 +118,8 @@ def _table(t: Columns, digits: int = 3) -> str:
 def write_report(ranks: list[GpuOps], path: Path, step: int | None = None, top: int = 10,
                  title: str = "traceaug report") -> int:
     """Write the page atomically; the number of charts."""
-    figs = figures(ranks, step, top)
+    a = analyses(ranks, step)
+    figs = figures(ranks, a, top)
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
              f"<title>{html.escape(title)}</title>",
              "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;"
@@ -119,12 +130,14 @@ def write_report(ranks: list[GpuOps], path: Path, step: int | None = None, top: 
     for i, (name, fig) in enumerate(figs):
         parts.append(f"<div class='chart' id='chart{i}' data-chart='{html.escape(name)}'></div>")
         specs.append(fig)
-    sections = [("Temporal breakdown per step", concat([bd.temporal(g, step) for g in ranks])),
-                ("Idle breakdown per stream", concat([bd.idle_by_stream(g, step) for g in ranks])),
-                ("Top kernels", concat([{k: v[:top] for k, v in kn.kernel_table(g, step).items()}
-                                        for g in ranks])),
-                ("Gaps per stream", concat([gp.stream_gaps(g, step) for g in ranks])),
-                ("Launch summary", _summary(ranks, step))]
+    summary = a["launches"]
+    sections = [("Temporal breakdown per step", concat(a["temporal"])),
+                ("Idle breakdown per stream", concat(a["idle"])),
+                ("Top kernels", concat([{k: v[:top] for k, v in t.items()} for t in a["kernels"]])),
+                ("Gaps per stream", concat(a["stream_gaps"])),
+                ("Launch summary", {k: np.array([r[k] for r in summary],
+                                                dtype=object if k == "rank" else None)
+                                    for k in summary[0]})]
     for name, t in sections:
         parts.append(f"<h2>{html.escape(name)}</h2>" + _table(clip_names(t, 60)))
     parts.append(f"<script>{BOOT}</script>")
@@ -137,7 +150,3 @@ def write_report(ranks: list[GpuOps], path: Path, step: int | None = None, top: 
         f.write("\n".join(parts))
     return len(figs)
 
-
-def _summary(ranks: list[GpuOps], step: int | None) -> Columns:
-    rows = [ln.summary(ln.launch_table(g, step), g, step) for g in ranks]
-    return {k: np.array([r[k] for r in rows], dtype=object if k == "rank" else None) for k in rows[0]}

@@ -144,3 +144,23 @@ def test_report_charts_hold_the_raw_figures(a100, tmp_path) -> None:
         lo, hi = r["windows"][n]
         assert y == pytest.approx((hi - lo - rawa.busy(r["ops"], lo, hi)) / 1e3), x
     assert len(idle["x"]) == len(r["windows"]) == 5
+
+
+def test_cuda_sync_rows_are_not_busy() -> None:
+    """The simple_add trace has 41 cuda_sync rows on the GPU streams and no ProfilerStep: one
+    window over every GPU op, busy = the union of kernels, copies and sets only."""
+    path = shared_trace("kineto/a100_simple_add_cuda_sync.json.gz")
+    with traceaug.load(path, progress=False, **LOAD) as t:
+        g = gpu_ops(t)
+    r = rawa.raw(path)
+    t = breakdown.temporal(g)
+    assert t["step"].tolist() == [None] and t["source"].tolist() == ["trace"]
+    lo, hi = min(o["ts"] for o in r["ops"]), max(o["end"] for o in r["ops"])
+    assert t["window"][0] == hi - lo
+    assert t["busy"][0] == rawa.busy(r["ops"], lo, hi)
+    events = [e for e in rawa.load_raw(path)["traceEvents"] if e.get("cat") == "cuda_sync"]
+    sync = [(rawa.ns(e["ts"]), rawa.ns(e["ts"]) + rawa.ns(e["dur"])) for e in events]
+    assert len(sync) == 41
+    with_sync = rawa.union([(o["ts"], o["end"]) for o in r["ops"]] + sync)
+    assert with_sync > t["busy"][0]  # counting them would have changed the answer
+    assert sum(kernels.kernel_table(g)["count"]) == 79 + 16 + 3

@@ -78,7 +78,8 @@ def device_gaps(source: Source, step: int | None = None, rank: int | None = None
 
 def kernel_transitions(source: Source, step: int | None = None, rank: int | None = None,
                        sort: str = "count") -> pd.DataFrame:
-    """Consecutive ops on a stream: ``rank``, ``from``, ``to``, ``count`` and the gap's
+    """Consecutive ops on a stream: ``rank``, ``transition`` ("A → B", short names), ``from``,
+    ``to``, ``count`` and the gap's
     ``total``, ``mean``, ``std``, ``min``, ``max`` (ns)."""
     def one(g: GpuOps) -> Columns:
         t = gp.transitions(g, step, sort)

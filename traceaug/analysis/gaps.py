@@ -10,6 +10,7 @@ from .gpu_steps import GpuOps
 from .intervals import gaps as union_gaps
 from .intervals import int_groups
 from .kernels import grouped
+from .steps import shorten
 from .tables import Columns, objects
 
 # Columns: stream_gaps (device, stream, ops, gaps, total, mean, median, min, max, busy);
@@ -136,12 +137,14 @@ def histogram(gap_ns: np.ndarray, lo_us: float | None = None, hi_us: float | Non
 
 
 def transitions(g: GpuOps, step: int | None = None, sort: str = "count") -> Columns:
-    """Kernel-to-kernel transitions on a stream: ``from``, ``to``, ``count`` and the gap's
+    """Kernel-to-kernel transitions on a stream: ``transition`` ("A → B", names without
+    template and argument lists), ``from``, ``to`` (full names), ``count`` and the gap's
     ``total``, ``mean``, ``std``, ``min``, ``max`` (ns), sorted by ``sort`` (largest first)."""
     p = stream_pairs(g, step)
     key = objects(list(zip(p["prev"].tolist(), p["next"].tolist())))
     keys, stats = grouped(key, p["gap"])
-    out = {"from": objects([k[0] for k in keys]), "to": objects([k[1] for k in keys]), **stats}
+    out = {"transition": objects([f"{shorten(a)} → {shorten(b)}" for a, b in keys]),
+           "from": objects([k[0] for k in keys]), "to": objects([k[1] for k in keys]), **stats}
     names = np.array([f"{a}\x00{b}" for a, b in keys], dtype=object).astype(str)
     order = np.lexsort((names, -out[sort].astype(np.float64)))
     return {k: v[order] for k, v in out.items()}

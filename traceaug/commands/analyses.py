@@ -68,6 +68,8 @@ def shown(table: Columns, fmt: str, full_names: bool = True) -> Columns:
         return table
     out = {}
     for c, v in table.items():
+        if c in ("from", "to") and "transition" in table:  # the short "A → B" says it
+            continue
         if c in NS and v.dtype.kind in "iuf":
             out[f"{c}_us"] = v / 1e3
         elif c == "window_start":
@@ -109,10 +111,8 @@ def gaps(ranks: list[GpuOps], step: int | None, hist_min: float | None, hist_max
     hist = gp.histogram(np.concatenate([p["gap"] for p in pairs]), hist_min, hist_max, bins)
     trans = []
     for g in ranks:
-        t = gp.transitions(g, step, sort)
-        trans.append({"rank": objects([g.rank] * len(t["count"])),
-                      **{k: v[:top] for k, v in t.items()}})
-    trans = [{k: v[: len(t["from"])] for k, v in t.items()} for t in trans]
+        t = {k: v[:top] for k, v in gp.transitions(g, step, sort).items()}
+        trans.append({"rank": objects([g.rank] * len(t["count"])), **t})
     return [("gaps per stream", concat([gp.stream_gaps(g, step) for g in ranks])),
             ("gaps per device (union of its streams)", concat([gp.device_gaps(g, step) for g in ranks])),
             ("gap histogram (µs, gaps > 0 on every stream)", hist),

@@ -126,6 +126,8 @@ def test_mtia_trace_has_the_same_kernels_and_busy_time(tmp_path: Path) -> None:
     assert (types[gen.MEMCPY], types[gen.MEMSET], types[gen.NCCL]) == ("memory", "memory", "communication")
     assert breakdown.temporal(m, 1)["busy"][0] == 50 * US
     assert traceaug.info(path)[0]["kernels"] == 9
+    head = json.loads(_cli("diff", str(path), str(path), "--format", "json"))["ranks"][0]["summary"]["a"]
+    assert head["gpu_busy_ms"] == pytest.approx((50 + 40) / 2 / 1e3)  # diff reads MTIA too
 
 
 def test_cli_formats(trace_path: Path) -> None:

@@ -31,9 +31,9 @@ def hta(tmp_path_factory):
     d = tmp_path_factory.mktemp("hta")
     os.symlink(path, d / "rank-0.json.gz")
     a = TraceAnalysis(trace_dir=str(d))
-    _, per_kernel = a.get_gpu_kernel_breakdown(visualize=False, duration_ratio=1.0, num_kernels=10**6,
-                                                 include_memory_kernels=True)
-    return {"kernels": per_kernel, "types": a.get_gpu_kernel_breakdown(visualize=False)[0],
+    types, per_kernel = a.get_gpu_kernel_breakdown(visualize=False, duration_ratio=1.0,
+                                                   num_kernels=10**6, include_memory_kernels=True)
+    return {"kernels": per_kernel, "types": types,
             "temporal": a.get_temporal_breakdown(visualize=False),
             "idle": a.get_idle_time_breakdown(visualize=False)[0],
             "overlap": a.get_comm_comp_overlap(visualize=False),

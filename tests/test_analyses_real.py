@@ -131,6 +131,7 @@ def test_report_charts_hold_the_raw_figures(a100, tmp_path) -> None:
     out = tmp_path / "report.html"
     result = CliRunner().invoke(main, ["report", str(shared_trace(A100)), "--html", str(out)])
     assert result.exit_code == 0, result.output
+    assert out.stat().st_size < 5_000_000  # self-contained, plotly.js included
     text = out.read_text()
     figs = json.loads(text.split("const FIGS = ", 1)[1].split(";\nconst PLOTLY", 1)[0])
     pie = figs[0]["data"][0]

@@ -131,6 +131,11 @@ def test_mtia_trace_has_the_same_kernels_and_busy_time(tmp_path: Path) -> None:
 
 
 def test_cli_formats(trace_path: Path) -> None:
+    by_count = json.loads(_cli("kernels", str(trace_path), "--format", "json", "--sort", "count"))
+    assert [r["count"] for r in by_count["kernels"]] == [3, 2, 2, 1, 1]
+    assert [r["name"] for r in by_count["kernels"]][1:3] == sorted([gen.NCCL, gen.RELU])  # ties by name
+    top = json.loads(_cli("kernels", str(trace_path), "--format", "json", "--sort", "share", "--top", "1"))
+    assert [r["name"] for r in top["kernels"]] == [gen.NCCL]
     data = json.loads(_cli("kernels", str(trace_path), "--format", "json"))
     assert {r["name"]: r["count"] for r in data["kernels"]} == \
         {n: v[0] for n, v in gen.ANSWERS["kernels"].items()}

@@ -259,7 +259,7 @@ def _gpu_ranks(ctx: click.Context, trace: Path, rank: int | None):
 @main.command()
 @_analysis_options
 @click.option("--top", type=int, help="Only the first N kernels (per rank).")
-@click.option("--sort", type=click.Choice(["total", "count", "mean", "max", "min", "std",
+@click.option("--sort", type=click.Choice(["total", "count", "mean", "max", "min", "std", "share",
                                            "share_time", "share_launches", "name"]),
               default="total", show_default=True)
 @click.option("--type", "kind", type=click.Choice(["comp", "comm", "mem"]),

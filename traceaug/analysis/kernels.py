@@ -10,7 +10,7 @@ from .gpu_steps import GpuOps
 from .tables import Columns, codes, first_appearance, objects
 
 TYPES = {"comp": "computation", "comm": "communication", "mem": "memory"}
-SORTS = ("total", "count", "mean", "max", "min", "std", "share_time", "share_launches", "name")
+SORTS = ("total", "count", "mean", "max", "min", "std", "share", "share_time", "share_launches", "name")
 # kernel_table's columns; times in ns, shares in percent.
 COLUMNS = ("rank", "name", "type", "count", "total", "mean", "std", "min", "max",
            "share_launches", "share_time")
@@ -63,7 +63,9 @@ def kernel_table(g: GpuOps, step: int | None = None, kind: str | None = None) ->
 
 
 def sort(table: Columns, by: str) -> Columns:
-    """Rows ordered by column ``by``: largest first, names alphabetically (ties by name)."""
+    """Rows ordered by column ``by`` (``share``: share of GPU time): largest first, names
+    alphabetically (ties by name)."""
+    by = "share_time" if by == "share" else by
     if by not in SORTS:
         raise TraceaugError(f"--sort must be one of {', '.join(SORTS)}")
     names = table["name"].astype(str)

@@ -214,3 +214,19 @@ def test_trace_without_gpu_ops_is_one_line(tmp_path: Path) -> None:
         result = CliRunner().invoke(main, [command, str(path)])
         assert result.exit_code == 1, command
         assert result.output == f"traceaug: error: {path}: no GPU kernels, copies or sets to analyse\n"
+
+
+def test_step_at_picks_the_holding_window_that_starts_last() -> None:
+    """Against a brute force over random, overlapping windows (A100 step windows overlap)."""
+    from traceaug.analysis.gpu_steps import step_at
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n = int(rng.integers(0, 7))
+        start = rng.integers(0, 100, n)
+        end = start + rng.integers(0, 60, n)
+        number = np.arange(n) + 10
+        t = rng.integers(-5, 170, 60)
+        want = [max(((start[k], number[k]) for k in range(n) if start[k] <= x < end[k]),
+                    default=(0, -1))[1] for x in t]
+        assert step_at(t, start, end, number).tolist() == want

@@ -66,10 +66,21 @@ class GpuOps:
 
 def step_at(t: np.ndarray, start: np.ndarray, end: np.ndarray, number: np.ndarray) -> np.ndarray:
     """The number of the window [start, end) holding each time in ``t`` (of overlapping
-    windows, the one starting last), else -1. One pass per window: steps are few."""
+    windows, the one starting last), else -1."""
     out = np.full(len(t), -1, np.int64)
-    for i in np.argsort(start, kind="stable"):
-        out[(t >= start[i]) & (t < end[i])] = number[i]
+    if not len(start):
+        return out
+    order = np.argsort(start, kind="stable")
+    start, end, number = start[order], end[order], number[order]
+    i = np.searchsorted(start, t, side="right") - 1
+    j = np.maximum(i, 0)
+    hit = (i >= 0) & (t < end[j])  # in the last window starting at or before it
+    out[hit] = number[j[hit]]
+    # else an earlier, longer window may still hold it: only those times, window by window
+    maybe = np.flatnonzero((i >= 0) & ~hit & (t < np.maximum.accumulate(end)[j]))
+    for k in range(len(start)):
+        inside = (t[maybe] >= start[k]) & (t[maybe] < end[k])
+        out[maybe[inside]] = number[k]
     return out
 
 

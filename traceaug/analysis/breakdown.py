@@ -36,9 +36,13 @@ def window_row(g: GpuOps, lo: int, hi: int) -> dict:
     """Busy, idle, per-type and exclusive-combination times of every GPU op clipped to
     [lo, hi), and the share of communication time overlapped by computation."""
     ops = g.ops
-    ts, end = clip(ops["ts"], ops["end"], lo, hi)
-    inside = (np.minimum(ops["end"], hi) > np.maximum(ops["ts"], lo))
-    cat = ops["category"][inside]
+    # ops are in start order: only those starting before hi, after every op ending by lo
+    a = int(np.searchsorted(g.reach, lo, side="right"))
+    b = int(np.searchsorted(ops["ts"], hi, side="left"))
+    ts, end, cat = ops["ts"][a:b], ops["end"][a:b], ops["category"][a:b]
+    inside = np.minimum(end, hi) > np.maximum(ts, lo)
+    ts, end = clip(ts, end, lo, hi)
+    cat = cat[inside]
     busy = union_length(ts, end)
     spans = {t: (ts[cat == t], end[cat == t]) for t in TYPES}
     row = {"window": hi - lo, "busy": busy, "idle": hi - lo - busy,

@@ -10,7 +10,7 @@ trace launched is placed by time, in the GPU window that holds its start, never 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,6 +36,16 @@ class GpuOps:
     ops: Columns
     # step, cpu_ts, cpu_end, ts, end (the GPU window), source ("gpu_annotation" / "launches")
     steps: Columns
+    _reach: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def reach(self) -> np.ndarray:
+        """The latest end of the ops so far, in their (start) order: the ops that may reach
+        past a time are those after ``searchsorted(reach, t, "right")``."""
+        if self._reach is None:
+            self._reach = np.maximum.accumulate(self.ops["end"]) if len(self.ops["end"]) else \
+                self.ops["end"]
+        return self._reach
 
     def rows(self, step: int | None = None) -> np.ndarray:
         """Mask of the ops of ``step`` (every op when None)."""
@@ -129,24 +139,29 @@ def gpu_windows(trace: Trace, cpu: Columns, ts: np.ndarray, end: np.ndarray,
     ``ts``, ``end``, ``source``; from the GPU ops' ``ts`` / ``end`` and the step of the call
     that launched each (-1: none)."""
     notes = _gpu_annotations(trace)
-    lo, hi, source = [], [], []
-    for i, n in enumerate(cpu["step"].tolist()):
-        mine = launch_step == n
-        if n in notes:
-            a, b = notes[n]
-            src = "gpu_annotation"
-        elif mine.any():
-            a, b = int(ts[mine].min()), int(end[mine].max())
-            src = "launches"
-        else:  # a step that launched nothing: an empty window at its start
-            a = b = int(cpu["ts"][i])
-            src = "launches"
-        lo.append(a)
-        hi.append(b)
-        source.append(src)
+    number = cpu["step"]
+    n = len(number)
+    # first start / last end of the ops each step launched (one pass over the ops)
+    order = np.argsort(number, kind="stable")
+    found = np.searchsorted(number[order], launch_step)
+    pos = order[np.minimum(found, max(n - 1, 0))] if n else found
+    mine = (launch_step >= 0) & (found < n)
+    if n:
+        mine &= number[pos] == launch_step
+    lo = np.full(n, np.iinfo(np.int64).max)
+    hi = np.full(n, np.iinfo(np.int64).min)
+    np.minimum.at(lo, pos[mine], ts[mine])
+    np.maximum.at(hi, pos[mine], end[mine])
+    empty = hi == np.iinfo(np.int64).min  # a step that launched nothing: empty, at its start
+    lo[empty] = cpu["ts"][empty]
+    hi[empty] = cpu["ts"][empty]
+    source = np.full(n, "launches", dtype=object)
+    for i, step in enumerate(number.tolist()):
+        if step in notes:
+            lo[i], hi[i] = notes[step]
+            source[i] = "gpu_annotation"
     return {"step": cpu["step"], "cpu_ts": cpu["ts"], "cpu_end": cpu["ts"] + cpu["dur"],
-            "ts": np.array(lo, np.int64), "end": np.array(hi, np.int64),
-            "source": np.array(source, dtype=object)}
+            "ts": lo, "end": hi, "source": source}
 
 
 def gpu_ops(trace: Trace, rank: int | None = None) -> GpuOps:

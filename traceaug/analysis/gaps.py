@@ -34,8 +34,7 @@ def stream_pairs(g: GpuOps, step: int | None = None) -> Columns:
     if not len(order):
         return {"device": dev, "stream": stream, "prev": objects([]), "next": objects([]),
                 "gap": np.empty(0, np.int64)}
-    group = int_groups(dev, stream)
-    starts = np.r_[True, group[1:] != group[:-1]]
+    starts = np.r_[True, (dev[1:] != dev[:-1]) | (stream[1:] != stream[:-1])]  # a new stream
     # the latest end so far on each stream: one running max, each stream lifted above the last
     seg = (np.cumsum(starts) - 1).astype(np.int64)
     low = int(end.min())

@@ -136,8 +136,18 @@ def test_python_api_dataframes() -> None:
     first = occ[occ["pattern"] == ops["pattern"].iloc[0]]
     assert first["instance"].nunique() == 3 and first["start"].tolist() == [0, 0, 0]
     assert table[table["scope"] == "stream"]["count"].tolist() == [10, 6, 3, 3]
-    by_path, _ = traceaug.patterns(PLANTED, "block")  # the top-level function, from a file
-    assert by_path["kernel_ids"].tolist() == table["kernel_ids"].tolist()
+
+def test_top_level_function(tmp_path: Path) -> None:
+    """traceaug.patterns: DataFrames with a rank column, and the files it wrote."""
+    from traceaug.analysis.patterns import patterns
+
+    with traceaug.load(PLANTED, progress=False) as t:
+        table, _ = patterns(t, "block")
+    got = traceaug.patterns(PLANTED, tmp_path / "o.json", operator="block", top_k=1)
+    assert got.patterns["kernel_ids"].tolist() == table["kernel_ids"].tolist()
+    assert got.patterns.columns[0] == "rank" and got.occurrences.columns[0] == "rank"
+    assert got.written == [tmp_path / "o.json"] and got.written[0].is_file()
+    assert traceaug.patterns(PLANTED).written == []
 
 
 @pytest.mark.parametrize("args", [("missing.json", "out.json"), ("IN", "IN")])

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .errors import TraceaugError
 
@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from .trace import Trace
 
 __version__ = "0.1.0"
-__all__ = ["Trace", "TraceaugError", "info", "load", "load_ranks", "patterns", "query", "__version__"]
+__all__ = ["Counters", "Trace", "TraceaugError", "counters", "info", "load", "load_ranks",
+           "KernelPatterns", "patterns", "query", "__version__"]
 
 
 def __getattr__(name: str):
@@ -71,15 +72,6 @@ def query(path: str | Path, sql: str, **options) -> pd.DataFrame:
         return trace.query(sql)
 
 
-def patterns(path: str | Path, operator: str | None = None, min_len: int = 3
-             ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``traceaug patterns`` as data: (patterns, occurrences) DataFrames of one trace file
-    (see ``traceaug.analysis.patterns.compute`` for the columns)."""
-    from .analysis.patterns import patterns as find
-
-    return find(path, operator, min_len)
-
-
 def info(path: str | Path, rank: int | None = None, **options) -> list[dict]:
     """``traceaug info`` as data: one dict per trace (rank)."""
     from .analysis.info import info as trace_info
@@ -92,3 +84,79 @@ def info(path: str | Path, rank: int | None = None, **options) -> list[dict]:
                 record["rank"] = r
             out.append(record)
     return out
+
+
+class Counters(NamedTuple):
+    """What ``counters`` returns: its two summary tables and the files it wrote."""
+
+    queue: pd.DataFrame
+    bandwidth: pd.DataFrame
+    written: list[Path]
+
+
+def counters(src: str | Path, dst: str | Path | None = None, *, series: tuple[str, ...] = (
+        "bandwidth", "queue"), style: str = "traceaug", rank: int | None = None,
+             tp_bin: str | None = None, progress: bool | None = None) -> Counters:
+    """``traceaug counters`` as data: write ``dst`` (a file, or a directory for a directory
+    ``src`` or when it ends with ``/``) with the counter tracks, unless None, and return
+    the summaries, one row per rank and stream / copy kind:
+
+    - ``queue``: ``rank, device, stream`` (int), ``mean`` (time-weighted queue length over
+      the trace), ``max``, ``empty_share`` (share of the time with nothing queued),
+      ``full_ms`` (time at >= 1024 queued).
+    - ``bandwidth``: ``rank, device, kind`` (HtoD, DtoH, DtoD, PtoP, HtoH, Memset),
+      ``bytes``, ``busy_ms`` (time with a copy running), ``mean_gbps_busy``, ``peak_gbps``.
+    - ``written``: the paths written.
+
+    ``progress``: show progress lines on stderr (default: when it is a terminal)."""
+    import pandas as pd
+
+    from .analysis.tables import frame
+    from .commands.counters import COUNTERS, with_rank
+    from .rewrite import pipeline
+
+    results = with_rank(pipeline.results(
+        COUNTERS, src, dst, {"series": list(series), "style": style}, rank=rank, tp_bin=tp_bin,
+        progress=progress))
+    tables = []
+    for key, columns in (("queue_summary", ("rank", "device", "stream", "mean", "max",
+                                            "empty_share", "full_ms")),
+                         ("bandwidth_summary", ("rank", "device", "kind", "bytes", "busy_ms",
+                                                "mean_gbps_busy", "peak_gbps"))):
+        parts = [frame(r[key]).infer_objects() for r in results if key in r]
+        tables.append(pd.concat(parts, ignore_index=True) if parts
+                      else pd.DataFrame({c: [] for c in columns}))
+    return Counters(tables[0], tables[1], [Path(r["out"]) for r in results if r["out"]])
+
+
+class KernelPatterns(NamedTuple):
+    """What ``patterns`` returns: every pattern, every counted occurrence, the files written."""
+
+    patterns: pd.DataFrame
+    occurrences: pd.DataFrame
+    written: list[Path]
+
+
+def patterns(src: str | Path, dst: str | Path | None = None, *, operator: str | None = None,
+             min_len: int = 3, top_k: int = 5, rank: int | None = None,
+             tp_bin: str | None = None, progress: bool | None = None) -> KernelPatterns:
+    """``traceaug patterns`` as data: write ``dst`` (a file, or a directory for a directory
+    ``src`` or when it ends with ``/``) with the top-k patterns of each scope overlaid,
+    unless None, and return every pattern and occurrence, with a leading ``rank`` column
+    (columns: ``traceaug.analysis.patterns.compute``; ``pattern`` is n of ``P<n>``)."""
+    import pandas as pd
+
+    from .analysis.tables import frame
+    from .commands.patterns import PATTERNS
+    from .rewrite import pipeline
+
+    results = pipeline.results(PATTERNS, src, dst, {"operator": operator, "min_len": min_len,
+                                                    "top_k": top_k}, rank=rank, tp_bin=tp_bin,
+                               progress=progress)
+    tables = []
+    for key in ("patterns", "occurrences"):
+        parts = [frame(r[key]).infer_objects() for r in results]
+        for r, part in zip(results, parts, strict=True):
+            part.insert(0, "rank", r["rank"])
+        tables.append(pd.concat(parts, ignore_index=True))
+    return KernelPatterns(tables[0], tables[1], [Path(r["out"]) for r in results if r["out"]])

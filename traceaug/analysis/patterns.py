@@ -20,7 +20,6 @@ scope (whole, operator, stream), then count, length and GPU time, most first.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -312,15 +311,11 @@ def _number(tables: list, kernel_names: list[str], gpu_total: int) -> tuple[Colu
     return patterns, {k: v[order] for k, v in occurrences.items()}
 
 
-def patterns(trace: Trace | str | Path, operator: str | None = None, min_len: int = 3
+def patterns(trace: Trace, operator: str | None = None, min_len: int = 3
              ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``compute`` as two DataFrames, the patterns and their occurrences (columns as there),
-    on a loaded ``Trace`` or a trace file (loaded with the "ops" kind, then closed)."""
+    """``compute`` on a loaded trace as two DataFrames: the patterns and their occurrences
+    (columns as there). ``traceaug.patterns`` does it on files, overlay included."""
     from .tables import frame
 
-    if isinstance(trace, str | Path):
-        with Trace(trace, kind="ops", progress=False) as loaded:
-            found = compute(loaded, operator, min_len)
-    else:
-        found = compute(trace, operator, min_len)
+    found = compute(trace, operator, min_len)
     return frame(found.patterns), frame(found.occurrences)

@@ -13,7 +13,7 @@ id) inside its op; kernels run one after another, 10 µs each.
 
 Outputs (next to this file, or under DIR): ``patterns_planted.json`` and
 ``patterns_planted.answers.json`` (per scope and pattern: kernel names, count and the GPU
-start in ns, relative to the file's time base, of every counted occurrence).
+start, in epoch ns as the file writes it, of every counted occurrence).
 Run ``python testdata/generate_patterns.py [DIR]``.
 """
 
@@ -25,6 +25,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 CPU_PID, CPU_TID, DEVICE = 4000, 4001, 0
+# Timestamps are written as Kineto writes them: epoch µs with three decimals (ns), here
+# 1712198313370000.123 µs + the schedule's whole µs, so a reader must keep the nanoseconds.
+BASE_NS = 1_712_198_313_370_000_123
 
 A = ["a1", "a2", "a3", "a4"]
 B = ["b1", "b2", *A, "b3"]
@@ -97,7 +100,7 @@ def _starts(kernels: list[str], pattern: list[str], first: int) -> list[int]:
 def answers(op_spans: list) -> dict:
     """Per scope, pattern (kernel names joined by spaces) -> count and GPU starts in ns."""
     def entry(starts: list[int]) -> dict:
-        return {"count": len(starts), "gpu_ts_ns": sorted(s * 1000 for s in starts)}
+        return {"count": len(starts), "gpu_ts_ns": sorted(BASE_NS + s * 1000 for s in starts)}
 
     whole: dict[str, list[int]] = {}
     for op, first, kernels in op_spans:
@@ -112,9 +115,20 @@ def answers(op_spans: list) -> dict:
             "stream": {k: entry(v) for k, v in mined.items()}}
 
 
+def _event_text(event: dict) -> str:
+    """One event as compact JSON, its ``ts`` (schedule µs) as exact epoch-µs text."""
+    if "ts" not in event:
+        return json.dumps(event, separators=(",", ":"))
+    q, r = divmod(BASE_NS + event["ts"] * 1000, 1000)
+    rest = json.dumps({k: v for k, v in event.items() if k != "ts"}, separators=(",", ":"))
+    return f'{rest[:-1]},"ts":{q}.{r:03d}}}'
+
+
 def main(out_dir: Path = HERE) -> None:
     trace, answer = build()
-    (out_dir / "patterns_planted.json").write_text(json.dumps(trace, separators=(",", ":")) + "\n")
+    head = json.dumps({k: v for k, v in trace.items() if k != "traceEvents"}, separators=(",", ":"))
+    text = head[:-1] + ',"traceEvents":[' + ",".join(map(_event_text, trace["traceEvents"])) + "]}"
+    (out_dir / "patterns_planted.json").write_text(text + "\n")
     (out_dir / "patterns_planted.answers.json").write_text(json.dumps(answer, indent=1) + "\n")
 
 

@@ -50,6 +50,37 @@ def reload(path: Path) -> dict:
                 "slices": t.query(INPUT_SLICES_SQL).values.tolist()}
 
 
+def _ns(text: bytes) -> int:
+    """Exact ns of a µs number's text (``123.456``)."""
+    whole, _, frac = text.decode().partition(".")
+    return int(whole) * 1000 + int((frac + "000")[:3])
+
+
+def flows_inside_slices(path: Path) -> int:
+    """In the file's own text (exact ns, no engine): every added flow's ``s`` lies inside an
+    added slice on its (pid, tid), and its ``f`` too; returns the number of arrows."""
+    import re
+
+    raw = gzip.open(path).read() if path.name.endswith(".gz") else path.read_bytes()
+    events = orjson.loads(raw)["traceEvents"]
+    stamps = [_ns(m) for m in re.findall(rb'"ts"\s*:\s*(-?[0-9.]+)', raw)]
+    ts_of = iter(stamps)
+    spans: dict[tuple, list[tuple[int, int]]] = {}
+    ends = []
+    for e in events:
+        ts = next(ts_of) if "ts" in e else None
+        if e.get("cat") != "traceaug_patterns":
+            continue
+        key = (e["pid"], e["tid"])
+        if e["ph"] == "X":
+            spans.setdefault(key, []).append((ts, ts + round(e["dur"] * 1000)))
+        else:
+            ends.append((key, ts))
+    for key, ts in ends:
+        assert any(a <= ts < b for a, b in spans.get(key, [])), (key, ts)
+    return len(ends) // 2
+
+
 def test_planted_overlay(tmp_path: Path) -> None:
     """Top 5 of each scope overlaid: one GPU-lane slice and one CPU slice per occurrence, a
     flow between the two, the dictionary, the input's slices unchanged, no new errors."""
@@ -71,7 +102,7 @@ def test_planted_overlay(tmp_path: Path) -> None:
     assert set(gpu["thread"].str.replace(r" \(\d+\)$", "", regex=True)) == {
         "Kernel patterns stream 7", "Kernel patterns stream 20"}
     assert set(cpu["pid"]) == {4000} and set(gpu["pid"]) == {0}
-    assert got["flows"] == occurrences
+    assert got["flows"] == occurrences == flows_inside_slices(out)
     p1 = next(r for r in rows if r["pattern"] == "P1")
     assert (gpu["name"] == "Pattern P1").sum() == p1["count"]
     # The dictionary: every kernel id used -> its full name, every pattern -> its kernel ids.
@@ -106,7 +137,8 @@ def test_a100_conv2d_overlay(tmp_path: Path) -> None:
     for r in top:
         assert (gpu["name"] == f"Pattern {r['pattern']}").sum() == r["count"], r["pattern"]
     assert len(gpu) == sum(r["count"] for r in top)
-    assert got["flows"] == len(added[added["thread"].str.match(r"^Kernel patterns( \(\d+\))?$")])
+    cpu_slices = len(added[added["thread"].str.match(r"^Kernel patterns( \(\d+\))?$")])
+    assert got["flows"] == cpu_slices == flows_inside_slices(out)
     assert got["errors"] == before["errors"]
     assert got["slices"] == before["slices"]
 

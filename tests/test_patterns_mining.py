@@ -215,6 +215,7 @@ def test_planted_patterns_found_exactly() -> None:
     answers = json.loads((TESTDATA / "patterns_planted.answers.json").read_text())
     with traceaug.load(PLANTED, progress=False) as t:
         found = compute(t, None, 3)
+        base = t.base_ns  # engine ns + base = the file's epoch ns
     p, o = found.patterns, found.occurrences
     names = found.kernel_names
     got: dict[str, dict] = {s: {} for s in answers}
@@ -222,7 +223,7 @@ def test_planted_patterns_found_exactly() -> None:
         kernels = " ".join(names[int(k[1:]) - 1] for k in p["kernel_ids"][row].split())
         scope = p["scope"][row]
         key = f"{p['operators'][row]}: {kernels}" if scope == "whole" else kernels
-        ts = sorted(o["gpu_ts"][o["pattern"] == p["pattern"][row]].tolist())
+        ts = sorted((o["gpu_ts"][o["pattern"] == p["pattern"][row]] + base).tolist())
         got[scope][key] = {"count": int(p["count"][row]), "gpu_ts_ns": ts}
     assert got == answers
     # nested: A is found inside B's occurrences as well as alone

@@ -121,7 +121,7 @@ def overlay_events(trace: Trace, found: Patterns, top_k: int) -> tuple[list[byte
     gpu_tid = _place(threads, occ["gpu_pid"], [f"Kernel patterns stream {s}" for s in occ["stream"].tolist()],
                      occ["gpu_ts"], gpu_end)
     events = slice_events(occ["gpu_pid"], gpu_tid, occ["gpu_ts"], gpu_end - occ["gpu_ts"], names,
-                           CATEGORY, args, trace.base_ns)
+                           CATEGORY, args, base_ns=trace.base_ns)
     on_cpu = np.flatnonzero(occ["cpu_ts"] >= 0)
     cpu_ts = occ["cpu_ts"][on_cpu]
     cpu_end = np.maximum(occ["cpu_end"][on_cpu], cpu_ts + 2)
@@ -129,11 +129,11 @@ def overlay_events(trace: Trace, found: Patterns, top_k: int) -> tuple[list[byte
     cpu_tid = _place(threads, cpu_pid, ["Kernel patterns"] * len(on_cpu), cpu_ts, cpu_end)
     cpu_args = [{**args[i], "operator": occ["operator"][i]} for i in on_cpu.tolist()]
     events += slice_events(cpu_pid, cpu_tid, cpu_ts, cpu_end - cpu_ts,
-                            [names[i] for i in on_cpu.tolist()], CATEGORY, cpu_args, trace.base_ns)
+                            [names[i] for i in on_cpu.tolist()], CATEGORY, cpu_args, base_ns=trace.base_ns)
     gpu_mid = occ["gpu_ts"] + (gpu_end - occ["gpu_ts"]) // 2
     events += flow_events(cpu_pid, cpu_tid, cpu_ts + (cpu_end - cpu_ts) // 2, occ["gpu_pid"][on_cpu],
                            gpu_tid[on_cpu], gpu_mid[on_cpu], flow_ids(trace, len(on_cpu)),
-                           CATEGORY, FLOW_NAME, trace.base_ns)
+                           CATEGORY, FLOW_NAME, base_ns=trace.base_ns)
     events += _dictionary(trace, found, chosen, row_of, threads,
                           int(cpu_pid.min()) if len(cpu_pid) else None)
     events = threads.events() + events
@@ -160,7 +160,7 @@ def _dictionary(trace: Trace, found: Patterns, chosen: np.ndarray, row_of: dict,
     tid = threads.tid(pid, "Kernel-name dictionary")
     return slice_events([pid, pid], [tid, tid], [start, mid], [mid - start, end - mid],
                          ["Kernel names", "Pattern kernels"], CATEGORY, [kernel_args, seqs],
-                         trace.base_ns)
+                         base_ns=trace.base_ns)
 
 
 def prepare(trace: Trace, operator: str | None = None, min_len: int = 3, top_k: int = 5

@@ -66,10 +66,15 @@ def load_ranks(path: str | Path, rank: int | None = None, **options) -> dict[int
 
 
 def query(path: str | Path, sql: str, **options) -> pd.DataFrame:
-    """Run PerfettoSQL on one trace file and return a DataFrame."""
+    """Run PerfettoSQL on one trace file and return a DataFrame, as ``traceaug query`` does:
+    the traceaug modules the SQL names (``traceaug_gpu_op``...) are included, and SQL reading
+    args or flows gets a full load unless ``full`` is given (``Trace.query`` gives the types)."""
+    from .sql_modules import needs_full_load
     from .trace import Trace
 
+    options.setdefault("full", needs_full_load(sql))
     with Trace(path, **options) as trace:
+        trace.include_for(sql)
         return trace.query(sql)
 
 

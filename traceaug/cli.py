@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +14,7 @@ from . import __version__
 from .errors import TraceaugError
 from .memory import return_freed_promptly
 from .output import FORMATS, render_columns, render_records
+from .sql_modules import needs_full_load
 
 if TYPE_CHECKING:
     from .read.prefetch import Prefetched
@@ -45,16 +45,6 @@ def main(ctx: click.Context, tp_bin: str | None) -> None:
     """Read GPU profiler traces through Perfetto's trace_processor, offline."""
     return_freed_promptly()
     ctx.obj = {"tp_bin": tp_bin}
-
-
-_FULL_LOAD_SQL = re.compile(
-    r"\bargs?\b|arg_set_id|extract_arg|\bflow|INCLUDE\s+PERFETTO\s+MODULE\s+(?!traceaug\.)", re.IGNORECASE)
-
-
-def needs_full_load(sql: str) -> bool:
-    """An analysis load has only the args analyses read and no flow events: SQL that reads
-    args or flows (or a standard-library module, which may) gets a full load."""
-    return bool(_FULL_LOAD_SQL.search(sql))
 
 
 def _options(ctx: click.Context) -> dict:
@@ -113,10 +103,7 @@ def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
         raise TraceaugError(f"{trace}: holds {len(traces)} ranks; choose one with --rank")
     (t,) = traces.values()
     with t:
-        if "traceaug_event" in sql:
-            t.include("traceaug.kineto")
-        elif any(table in sql for table in ("traceaug_gpu_op", "traceaug_runtime", "traceaug_step")):
-            t.include("traceaug.base")
+        t.include_for(sql)
         click.echo(render_columns(t.columns(sql), fmt), nl=False)
 
 

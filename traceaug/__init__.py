@@ -7,6 +7,7 @@ The Python API mirrors the CLI::
         t.query("SELECT COUNT(*) FROM slice")
     traceaug.query("trace.json.gz", "SELECT ...")   # -> DataFrame
     traceaug.info("traces/")                         # -> list of dicts, one per rank
+    summary, ops = traceaug.diff("a.json.gz", "b.json.gz")  # -> two DataFrames
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from .errors import TraceaugError
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .commands.diff import Comparison
     from .trace import Trace
 
 __version__ = "0.1.0"
-__all__ = ["Trace", "TraceaugError", "info", "load", "load_ranks", "query", "__version__"]
+__all__ = ["Trace", "TraceaugError", "diff", "info", "load", "load_ranks", "query", "__version__"]
 
 
 def __getattr__(name: str):
@@ -90,3 +92,36 @@ def info(path: str | Path, rank: int | None = None, **options) -> list[dict]:
                 record["rank"] = r
             out.append(record)
     return out
+
+
+def diff(a: str | Path, b: str | Path, by: str = "name", device: str = "all",
+         step: int | None = None, step_a: int | None = None, step_b: int | None = None,
+         step_index: int | None = None, threshold: float = 5.0, rank: int | None = None,
+         **options) -> Comparison:
+    """``traceaug diff`` as data: two traces (or rank directories) compared, per step.
+
+    Returns ``(summary, ops)``, two DataFrames (also ``.summary`` / ``.ops``):
+
+    - ``summary``, one row per (rank, side): ``rank``, ``side`` ("a" / "b"), ``path``,
+      ``steps`` (ProfilerSteps compared), ``step`` (the one compared, else None), and per step in
+      ms: ``step_ms``, ``gpu_busy_ms``, ``gpu_idle_ms``, ``computation_ms``,
+      ``communication_ms``, ``memory_ms``.
+    - ``ops``, one row per (rank, device, key), largest |delta| first: ``rank``, ``device``
+      ("cpu" / "gpu"), ``key`` (name, short name or category, per ``by``), ``status`` (added,
+      removed, increased, decreased, unchanged: beyond ``threshold`` percent), ``count_a``,
+      ``count_b``, ``delta_count`` (per step), ``total_a_ms``, ``total_b_ms``, ``delta_ms``,
+      ``delta_pct`` (NaN when A has none), ``mean_a_ms``, ``mean_b_ms`` (NaN without calls):
+      the rows ``traceaug diff --format csv`` prints.
+
+    ``step`` / ``step_a`` / ``step_b`` / ``step_index`` choose the steps as the command's options
+    do; ``options``: ``tp_bin``."""
+    from .analysis.tables import frame
+    from .commands import diff as cmd
+
+    result = cmd.run(Path(a), Path(b), by, device, step, threshold, rank, step_a=step_a,
+                     step_b=step_b, step_index=step_index, **options)
+    try:
+        return cmd.Comparison(frame(cmd.summary_rows(result)).infer_objects(),
+                              frame(cmd.all_rows(result)).infer_objects())
+    finally:
+        cmd.close(result)

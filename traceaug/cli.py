@@ -74,11 +74,20 @@ def _perfetto_api_without_pandas() -> None:
         del sys.modules["pandas"]
 
 
+def _open_options(command):
+    """``--port`` and ``--no-browser``, the same on ``open`` and on every ``--open``."""
+    command = click.option("--no-browser", is_flag=True,
+                           help="Only print the URL (on stderr); do not start a browser.")(command)
+    return click.option("--port", type=int, default=0,
+                        help="Port on 127.0.0.1 for the UI (default: a free one).")(command)
+
+
 @main.command()
 @click.argument("trace", type=click.Path(path_type=Path))
 @click.argument("sql", required=False)
 @click.option("-f", "--file", "sql_file", type=click.File("r"), help="Read the SQL from a file.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="Output format (NULL: empty in csv, null in json; inf as \"inf\" in json).")
 @click.option("--rank", type=int, help="For a directory: the rank to query.")
 @click.option("--full/--lean", default=None,
               help="Load every arg and flow event, or only what analyses read. "
@@ -109,7 +118,8 @@ def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
 
 @main.command()
 @click.argument("trace", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="Output format.")
 @click.option("--rank", type=int, help="For a directory: only this rank.")
 @click.pass_context
 def info(ctx: click.Context, trace: Path, fmt: str, rank: int | None) -> None:
@@ -143,9 +153,11 @@ def _series(value: str) -> tuple[str, ...]:
               help="Format of the summary printed on stdout.")
 @click.option("--summary-only", is_flag=True, help="Print the summary; write no trace.")
 @click.option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done.")
+@_open_options
 @click.pass_context
 def counters(ctx: click.Context, src: Path, dst: Path | None, series: str, style: str,
-             rank: int | None, fmt: str, summary_only: bool, open_ui: bool) -> None:
+             rank: int | None, fmt: str, summary_only: bool, open_ui: bool, port: int,
+             no_browser: bool) -> None:
     """Write OUT: a copy of IN with memory-bandwidth and queue-length counter tracks.
 
     IN and OUT may be directories of per-rank traces (one output per rank, same names).
@@ -161,7 +173,7 @@ def counters(ctx: click.Context, src: Path, dst: Path | None, series: str, style
                prefetched=prefetched, **_options(ctx))
     click.echo(text, nl=False)
     if open_ui:
-        _open(dst)
+        _open(dst, port=port, browser=not no_browser)
 
 
 @main.command("diff")
@@ -169,28 +181,41 @@ def counters(ctx: click.Context, src: Path, dst: Path | None, series: str, style
 @click.argument("b", type=click.Path(path_type=Path))
 @click.option("--by", type=click.Choice(["name", "short-name", "category"]), default="name",
               show_default=True, help="Group ops by full name, name without template/arguments, or type.")
-@click.option("--device", type=click.Choice(["cpu", "gpu", "all"]), default="all", show_default=True)
-@click.option("--step", type=int, help="Compare only ProfilerStep#N (default: all steps, per step).")
+@click.option("--device", type=click.Choice(["cpu", "gpu", "all"]), default="all", show_default=True,
+              help="Compare CPU ops, GPU kernels / copies / sets, or both.")
+@click.option("--step", type=int, help="Compare only ProfilerStep#N of both (default: all steps, per step).")
+@click.option("--step-a", type=int, help="Compare ProfilerStep#N of A (with --step-b, runs numbered apart).")
+@click.option("--step-b", type=int, help="Compare ProfilerStep#N of B.")
+@click.option("--step-index", type=int,
+              help="Compare the I-th ProfilerStep of each side (0 = first, -1 = last), whatever its number.")
 @click.option("--rank", type=int, help="Only this rank.")
 @click.option("--threshold", type=float, default=5.0, show_default=True,
               help="Per-step time change (percent) still called unchanged.")
 @click.option("--top", type=int, default=10, show_default=True, help="Rows of regressions/improvements.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--fail-on-regression", "fail_pct", type=float, metavar="PCT",
+              help="Exit with code 3 when the step time, or the time per step of an op present in "
+                   "both, grew by more than PCT percent (for CI).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="table: headline and top rows; csv / json: every row.")
 @click.option("--html", "html_out", type=click.Path(path_type=Path), help="Write a self-contained report.")
 @click.option("--trace", "trace_out", type=click.Path(path_type=Path),
               help="Write both traces into one Perfetto file (B relabelled, aligned at the first step).")
 @click.option("--open", "open_ui", is_flag=True, help="Open the --trace file in the Perfetto UI.")
+@_open_options
 @click.pass_context
 def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, step: int | None,
-                 rank: int | None, threshold: float, top: int, fmt: str, html_out: Path | None,
-                 trace_out: Path | None, open_ui: bool) -> None:
+                 step_a: int | None, step_b: int | None, step_index: int | None,
+                 rank: int | None, threshold: float, top: int, fail_pct: float | None, fmt: str,
+                 html_out: Path | None, trace_out: Path | None, open_ui: bool, port: int,
+                 no_browser: bool) -> None:
     """Compare two traces (or two directories of per-rank traces): what changed from A to B."""
     if open_ui and trace_out is None:
         raise click.UsageError("--open needs --trace FILE")
     prefetched = _prefetch(a, b, only="ops")
     from .commands import diff as cmd
 
-    result = cmd.run(a, b, by, device, step, threshold, rank, prefetched=prefetched, **_options(ctx))
+    result = cmd.run(a, b, by, device, step, threshold, rank, prefetched=prefetched,
+                     step_a=step_a, step_b=step_b, step_index=step_index, **_options(ctx))
     try:
         click.echo(cmd.render(result, fmt, top), nl=False)
         if html_out is not None:
@@ -206,10 +231,15 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
             sa, sb = result.sides[0]
             write_merged(sa, sb, trace_out)
             click.echo(f"wrote {trace_out}", err=True)
+        regressed = cmd.regressions(result, fail_pct) if fail_pct is not None else []
     finally:
         cmd.close(result)
     if open_ui:
-        _open(trace_out)
+        _open(trace_out, port=port, browser=not no_browser)
+    if regressed:
+        for line in regressed:
+            click.echo(f"traceaug: regression over {fail_pct:g}%: {line}", err=True)
+        sys.exit(3)
 
 
 def _open(trace: Path, port: int = 0, browser: bool = True) -> None:
@@ -220,8 +250,7 @@ def _open(trace: Path, port: int = 0, browser: bool = True) -> None:
 
 @main.command("open")
 @click.argument("trace", type=click.Path(path_type=Path))
-@click.option("--port", type=int, default=0, help="Port on 127.0.0.1 (default: a free one).")
-@click.option("--no-browser", is_flag=True, help="Only print the URL.")
+@_open_options
 def open_command(trace: Path, port: int, no_browser: bool) -> None:
     """Open TRACE in the Perfetto UI bundled with traceaug (offline, 127.0.0.1 only)."""
     _open(trace, port=port, browser=not no_browser)

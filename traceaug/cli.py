@@ -170,7 +170,7 @@ def counters(ctx: click.Context, src: Path, dst: Path | None, series: str, style
     from .commands.counters import run
 
     text = run(src, None if summary_only else dst, _series(series), style, rank, fmt,
-               prefetched=prefetched, **_options(ctx))
+               prefetched=prefetched, announce=lambda m: click.echo(m, err=True), **_options(ctx))
     click.echo(text, nl=False)
     if open_ui:
         _open(dst, port=port, browser=not no_browser)

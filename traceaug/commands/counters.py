@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -63,8 +64,10 @@ def _one(target: tuple[TraceFile, Path | None], series, style, tp_bin, quiet, pr
 
 
 def run(src: Path, dst: Path | None, series: tuple[str, ...], style: str, rank: int | None,
-        fmt: str, tp_bin: str | None = None, prefetched: Prefetched | None = None) -> str:
-    """Process every target (two ranks at a time) and return the formatted summary."""
+        fmt: str, tp_bin: str | None = None, prefetched: Prefetched | None = None,
+        announce: Callable[[str], None] | None = None) -> str:
+    """Process every target (two ranks at a time) and return the formatted summary; each
+    ``wrote OUT`` line goes to ``announce`` (the command line's stderr), not into the result."""
     targets = _targets(Path(src), None if dst is None else Path(dst), rank)
     quiet = len(targets) > 1
     if quiet:
@@ -73,6 +76,9 @@ def run(src: Path, dst: Path | None, series: tuple[str, ...], style: str, rank: 
                                     targets))
     else:
         results = [_one(targets[0], series, style, tp_bin, False, prefetched)]
+    for r in results:
+        if r["out"] and announce is not None:
+            announce(f"wrote {r['out']} ({r.get('events', 0)} counter events)")
     return summary_text(results, fmt)
 
 
@@ -103,6 +109,4 @@ def summary_text(results: list[dict], fmt: str) -> str:
               "bandwidth_summary": "Memory bandwidth per copy kind"}
     for key, table in tables.items():
         parts.append(titles[key] + "\n" + render_columns(table, "table"))
-    parts += [f"wrote {r['out']} ({r.get('events', 0)} counter events)" + "\n"
-              for r in results if r["out"]]
     return "\n".join(parts)

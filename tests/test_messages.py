@@ -31,7 +31,7 @@ def test_counters_prints_its_summary_on_stdout_and_wrote_on_stderr(tmp_path: Pat
     r = CliRunner().invoke(main, ["counters", str(SMALL), str(out)])
     assert r.exit_code == 0, r.output
     assert "Queue length per stream" in r.stdout and "wrote" not in r.stdout
-    assert re.fullmatch(rf"wrote {re.escape(str(out))} \(\d+ counter events\)\n", r.stderr)
+    assert re.fullmatch(rf"wrote {re.escape(str(out))} \(\d+ events added by counters\)\n", r.stderr)
     assert int(r.stderr.split("(")[1].split()[0]) == out.read_text().count('"ph":"C"') > 0
 
 

@@ -195,7 +195,8 @@ def render(result: DiffResult, fmt: str, top: int = 10) -> str:
         worse = np.flatnonzero(changed & (ops["delta_ms"] > 0))[:top]
         better = np.flatnonzero(changed & (ops["delta_ms"] < 0))[:top]
         counts = Counter(ops["status"].tolist())
-        parts.append("status: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + "\n")
+        parts.append("status: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+                                   or "no ops in the compared steps") + "\n")
         for title, rows in (("Top regressions", worse), ("Top improvements", better)):
             table = render_columns({c: ops[c][rows] for c in cols}, "table")
             parts.append(f"\n{title} (per step)\n{table}")

@@ -146,8 +146,9 @@ def test_tiny_pair_deltas_equal_the_raw_events() -> None:
 
 @pytest.mark.parametrize("pair", ["h100_runs", "v100_resnet50_2021", "a100_vs_v100"])
 def test_real_pairs(pair: str) -> None:
-    """Every row of three real pairs equals the raw events' counts, totals and statuses, also
-    by short name; the table's top lists hold changed rows only, largest first."""
+    """Every row of three real pairs equals the raw events' counts, totals and statuses; on
+    the two smaller, also by short name, and the table's top lists hold changed rows only,
+    largest first."""
     folder = shared_trace(f"kineto/diff/{pair}")
     a, b = sorted(p for p in folder.iterdir() if p.is_dir())
     if pair == "a100_vs_v100":
@@ -159,12 +160,15 @@ def test_real_pairs(pair: str) -> None:
     assert (summary["a"]["steps"], summary["b"]["steps"]) == (len(steps_a), len(steps_b))
     mean_ms = sum(hi - lo for lo, hi in steps_a.values()) / len(steps_a) / 1e6
     assert summary["a"]["step_ms"] == pytest.approx(mean_ms)
+    if pair == "a100_vs_v100":
+        return  # the largest pair: its rows are enough (HTA's test below covers it too)
     _, gpu_short = diff_rows(a, b, "--device", "gpu", "--by", "short-name")
     want_a = {k: v for k, v in raw_per_step(fa, by_short=True).items() if k[0] == "gpu"}
     want_b = {k: v for k, v in raw_per_step(fb, by_short=True).items() if k[0] == "gpu"}
     assert_rows_equal_raw(gpu_short, want_a, want_b)
     table = invoke("diff", str(a), str(b), "--top", "3")
     assert table.exit_code == 0, table.output
+    assert "ProfilerStep#" not in table.stdout  # the windows, never rows (2021: an op's category)
     listed = top_rows(table.stdout)
     changed = sorted((r for r in rows.values() if r["status"] != "unchanged"),
                      key=lambda r: -abs(r["delta_ms"]))

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 from conftest import TESTDATA
 from conftest import run_cli as cli
 
@@ -58,3 +59,14 @@ def test_modules_for_names_the_defining_module() -> None:
         "traceaug.kineto", "traceaug.base"]
     assert modules_for("SELECT * FROM slice -- traceaug_gpu_op_x") == []
     assert modules_for("SELECT * FROM _traceaug_kind") == []  # private: no module is guessed
+
+
+def test_api_query_on_a_rank_directory_takes_a_rank() -> None:
+    rank_dir = TESTDATA / "rank_dir"
+    answers = json.loads((TESTDATA / "rank_dir.answers.json").read_text())["per_rank"]
+    sql = "SELECT COUNT(*) AS n FROM traceaug_gpu_op WHERE kind = 'kernel'"
+    for rank in (0, 1):
+        df = traceaug.query(rank_dir, sql, rank=rank, progress=False)
+        assert df["n"].tolist() == [answers[str(rank)]["counts"]["kernels"]]
+    with pytest.raises(traceaug.TraceaugError, match="holds 2 ranks; choose one"):
+        traceaug.query(rank_dir, sql)

@@ -65,18 +65,35 @@ def load_ranks(path: str | Path, rank: int | None = None, **options) -> dict[int
     return {f.rank: t for f, t in zip(files, traces)}
 
 
-def query(path: str | Path, sql: str, **options) -> pd.DataFrame:
-    """Run PerfettoSQL on one trace file and return a DataFrame, as ``traceaug query`` does:
-    the traceaug modules the SQL names (``traceaug_gpu_op``...) are included, and SQL reading
-    args or flows gets a full load unless a ``kind`` is given (``Trace.query`` gives the types)."""
+def query(path: str | Path, sql: str, rank: int | None = None, **options) -> pd.DataFrame:
+    """Run PerfettoSQL on one trace (a file, or ``rank`` of a directory) and return a DataFrame,
+    as ``traceaug query`` does: the traceaug modules the SQL names (``traceaug_gpu_op``...) are
+    included, and SQL reading args or flows gets a full load unless a ``kind`` is given
+    (``Trace.query`` gives the types)."""
+    with load_for_query(path, sql, rank, **options) as trace:
+        return trace.query(sql)
+
+
+def load_for_query(path: str | Path, sql: str, rank: int | None = None, **options) -> Trace:
+    """The one trace ``sql`` runs on, loaded as that SQL needs (``sql_modules``) with the
+    modules it names included: ``traceaug query`` and ``traceaug.query`` both load this way."""
+    from .read.inputs import select
     from .sql_modules import needs_full_load
     from .trace import Trace
 
+    files = select(path, rank)
+    if len(files) > 1:
+        raise TraceaugError(f"{path}: holds {len(files)} ranks; choose one with --rank "
+                            "(rank= in Python)")
     if not options.keys() & {"kind", "full", "only"}:
         options["kind"] = "full" if needs_full_load(sql) else "analysis"
-    with Trace(path, **options) as trace:
+    trace = Trace(files[0].path, **options)
+    try:
         trace.include_for(sql)
-        return trace.query(sql)
+    except BaseException:
+        trace.close()
+        raise
+    return trace
 
 
 def info(path: str | Path, rank: int | None = None, **options) -> list[dict]:

@@ -97,7 +97,7 @@ def _open_options(command):
 def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
           rank: int | None, full: bool | None) -> None:
     """Run PerfettoSQL on TRACE (timestamps are ns from `traceaug_meta.time_base_ns`)."""
-    from . import load_ranks
+    from . import load_for_query
 
     if sql_file is not None:
         sql = sql_file.read()
@@ -105,15 +105,9 @@ def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
         raise click.UsageError("give the SQL as an argument or with -f FILE")
     if full is None:
         full = needs_full_load(sql)
-    prefetched = _prefetch(trace, kind="full" if full else "analysis")
-    traces = load_ranks(trace, rank=rank, full=full, prefetched=prefetched, **_options(ctx))
-    if len(traces) > 1:
-        for t in traces.values():
-            t.close()
-        raise TraceaugError(f"{trace}: holds {len(traces)} ranks; choose one with --rank")
-    (t,) = traces.values()
-    with t:
-        t.include_for(sql)
+    kind = "full" if full else "analysis"
+    prefetched = _prefetch(trace, kind=kind)
+    with load_for_query(trace, sql, rank, kind=kind, prefetched=prefetched, **_options(ctx)) as t:
         click.echo(render_columns(t.columns(sql), fmt), nl=False)
 
 

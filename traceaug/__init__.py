@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .errors import TraceaugError
 
@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from .trace import Trace
 
 __version__ = "0.1.0"
-__all__ = ["Trace", "TraceaugError", "diff", "info", "load", "load_ranks", "query", "__version__"]
+__all__ = ["Counters", "Trace", "TraceaugError", "counters", "diff", "info", "load", "load_ranks",
+           "query", "__version__"]
 
 
 def __getattr__(name: str):
@@ -108,6 +109,49 @@ def info(path: str | Path, rank: int | None = None, **options) -> list[dict]:
                 record["rank"] = r
             out.append(record)
     return out
+
+
+class Counters(NamedTuple):
+    """What ``counters`` returns: its two summary tables and the files it wrote."""
+
+    queue: pd.DataFrame
+    bandwidth: pd.DataFrame
+    written: list[Path]
+
+
+def counters(src: str | Path, dst: str | Path | None = None, *, series: tuple[str, ...] = (
+        "bandwidth", "queue"), style: str = "traceaug", rank: int | None = None,
+             tp_bin: str | None = None, progress: bool | None = None) -> Counters:
+    """``traceaug counters`` as data: write ``dst`` (a file, or a directory for a directory
+    ``src`` or when it ends with ``/``) with the counter tracks, unless None, and return
+    the summaries, one row per rank and stream / copy kind:
+
+    - ``queue``: ``rank, device, stream`` (int), ``mean`` (time-weighted queue length over
+      the trace), ``max``, ``empty_share`` (share of the time with nothing queued),
+      ``full_ms`` (time at >= 1024 queued).
+    - ``bandwidth``: ``rank, device, kind`` (HtoD, DtoH, DtoD, PtoP, HtoH, Memset),
+      ``bytes``, ``busy_ms`` (time with a copy running), ``mean_gbps_busy``, ``peak_gbps``.
+    - ``written``: the paths written.
+
+    ``progress``: show progress lines on stderr (default: when it is a terminal)."""
+    import pandas as pd
+
+    from .analysis.tables import frame
+    from .commands.counters import COUNTERS, with_rank
+    from .rewrite import pipeline
+
+    results = with_rank(pipeline.results(
+        COUNTERS, src, dst, {"series": list(series), "style": style}, rank=rank, tp_bin=tp_bin,
+        progress=progress))
+    tables = []
+    for key, columns in (("queue_summary", ("rank", "device", "stream", "mean", "max",
+                                            "empty_share", "full_ms")),
+                         ("bandwidth_summary", ("rank", "device", "kind", "bytes", "busy_ms",
+                                                "mean_gbps_busy", "peak_gbps"))):
+        parts = [frame(r[key]).infer_objects() for r in results if key in r]
+        tables.append(pd.concat(parts, ignore_index=True) if parts
+                      else pd.DataFrame({c: [] for c in columns}))
+    return Counters(tables[0], tables[1], [Path(r["out"]) for r in results if r["out"]])
 
 
 def diff(a: str | Path, b: str | Path, by: str = "name", device: str = "all",

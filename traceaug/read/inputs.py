@@ -70,11 +70,13 @@ def resolve(path: str | Path) -> list[TraceFile]:
         return [TraceFile(path, None)]
     found: dict[int, Path] = {}
     unranked: list[Path] = []
+    outputs = 0
     for f in sorted(path.iterdir()):
         if not f.is_file() or not f.name.endswith(TRACE_SUFFIXES) or f.stat().st_size == 0:
             continue
         head = _peek(f)
         if is_traceaug_output(head):
+            outputs += 1
             continue
         rank = rank_of(f, head)
         if rank is None:
@@ -84,7 +86,9 @@ def resolve(path: str | Path) -> list[TraceFile]:
         else:
             found[rank] = f
     if not found and not unranked:
-        raise TraceaugError(f"{path}: no trace files (*.json, *.json.gz) in this directory")
+        skipped = (f"; {outputs} written by traceaug are skipped here (name one to read it)"
+                   if outputs else "")
+        raise TraceaugError(f"{path}: no trace files (*.json, *.json.gz) in this directory{skipped}")
     if unranked:
         if not found and len(unranked) == 1:
             return [TraceFile(unranked[0], None)]

@@ -97,9 +97,12 @@ def _categories(cat, n: int) -> list:
     return cats
 
 
+_NUMPY = orjson.OPT_SERIALIZE_NUMPY
+
+
 def _dumps(values: list) -> list[bytes]:
-    """Each value as compact JSON."""
-    return [orjson.dumps(v) for v in values]
+    """Each value as compact JSON (numpy scalars as numbers)."""
+    return [orjson.dumps(v, option=_NUMPY) for v in values]
 
 
 def _times(ts, n: int, base_ns: int) -> list[bytes]:
@@ -112,7 +115,7 @@ def _events(ph: bytes, fields: dict[str, list[bytes]], args: list | None) -> lis
     columns = list(fields.values())
     n = len(columns[0]) if columns else 0
     tails = [b"}"] * n if args is None else [
-        b"}" if a is None else b',"args":' + orjson.dumps(a) + b"}" for a in args]
+        b"}" if a is None else b',"args":' + orjson.dumps(a, option=_NUMPY) + b"}" for a in args]
     head = b'{"ph":"' + ph + b'"'
     return [head + b"".join(k + col[i] for k, col in zip(names, columns)) + tails[i]
             for i in range(n)]

@@ -434,7 +434,7 @@ def test_fail_on_regression_exit_code(pair) -> None:
 
 def test_api_diff_returns_the_comparison_as_dataframes(pair) -> None:
     a, b = pair
-    summary, ops = traceaug.diff(a, b, step_a=6, step_b=18)
+    summary, ops = traceaug.diff(a, b, step_a=6, step_b=18, progress=False)
     want_a, want_b = raw_per_step(a, step=6), raw_per_step(b, step=18)
     assert list(ops.columns) == ["rank", "device", "key", "status", "count_a", "count_b",
                                  "delta_count", "total_a_ms", "total_b_ms", "delta_ms", "delta_pct",

@@ -174,7 +174,8 @@ def diff(a: str | Path, b: str | Path, by: str = "name", device: str = "all",
       the rows ``traceaug diff --format csv`` prints.
 
     ``step`` / ``step_a`` / ``step_b`` / ``step_index`` choose the steps as the command's options
-    do; ``options``: ``tp_bin``."""
+    do; ``options``: ``tp_bin``, ``progress`` (progress lines on stderr; default: when it is
+    a terminal)."""
     from .analysis.tables import frame
     from .commands import diff as cmd
 

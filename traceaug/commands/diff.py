@@ -76,15 +76,17 @@ def pair_ranks(a: Path, b: Path, rank: int | None) -> tuple[list[tuple[TraceFile
 def run(a: Path, b: Path, by: str, device: str, step: int | None, threshold: float,
         rank: int | None = None, tp_bin: str | None = None,
         prefetched: Prefetched | None = None, step_a: int | None = None,
-        step_b: int | None = None, step_index: int | None = None) -> DiffResult:
+        step_b: int | None = None, step_index: int | None = None,
+        progress: bool | None = None) -> DiffResult:
     """Load every paired file (two at a time) and compare each rank; the steps compared are
-    chosen per side by ``analysis.diff.pick_steps``."""
+    chosen per side by ``analysis.diff.pick_steps``. ``progress``: progress lines on stderr
+    (default: for one pair, when it is a terminal)."""
     pairs, unmatched = pair_ranks(Path(a), Path(b), rank)
     files = [f.path for pair in pairs for f in pair]
     quiet = len(files) > 2
 
     def load(path: Path) -> Side:  # two loads at once: one pass-1 worker process each
-        return Side.of(Trace(path, tp_bin=tp_bin, progress=False if quiet else None, workers=1,
+        return Side.of(Trace(path, tp_bin=tp_bin, progress=False if quiet else progress, workers=1,
                              only="ops", prefetched=prefetched))
 
     with ThreadPoolExecutor(max_workers=2) as pool:

@@ -252,6 +252,127 @@ def open_command(trace: Path, port: int, no_browser: bool) -> None:
     _open(trace, port=port, browser=not no_browser)
 
 
+def _analysis_options(f):
+    """What every analysis command takes: --format, --step, --rank."""
+    f = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
+                     show_default=True, help="Output format.")(f)
+    f = click.option("--step", type=int, help="Only ProfilerStep#N (its GPU window).")(f)
+    f = click.option("--rank", type=int, help="For a directory: only this rank.")(f)
+    return click.argument("trace", type=click.Path(path_type=Path))(f)
+
+
+def _gpu_ranks(ctx: click.Context, trace: Path, rank: int | None):
+    prefetched = _prefetch(trace, kind="gpu")  # the kind analysis.gpu_steps.LOAD loads
+    from .commands import analyses
+
+    return analyses.load(trace, rank, prefetched=prefetched, **_options(ctx))
+
+
+@main.command()
+@_analysis_options
+@click.option("--top", type=int, help="Only the first N kernels (per rank).")
+@click.option("--sort", type=click.Choice(["total", "count", "mean", "max", "min", "std", "share",
+                                           "share_time", "share_launches", "name"]),
+              default="total", show_default=True, help="Order of the kernels.")
+@click.option("--type", "kind", type=click.Choice(["comp", "comm", "mem"]),
+              help="Only computation, communication or memory ops.")
+@click.option("--full-names", is_flag=True, help="Do not shorten long names in the terminal.")
+@click.pass_context
+def kernels(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
+            top: int | None, sort: str, kind: str | None, full_names: bool) -> None:
+    """Per GPU kernel / copy / set: count, total, mean, std, min, max, shares and type."""
+    ranks = _gpu_ranks(ctx, trace, rank)  # first: it imports the engine without pandas
+    from .commands import analyses
+
+    sections = analyses.kernels(ranks, step, kind, sort, top)
+    click.echo(analyses.render(sections, fmt, full_names), nl=False)
+
+
+@main.command()
+@_analysis_options
+@click.option("--hist-min", type=float, help="Histogram lower bound (µs).")
+@click.option("--hist-max", type=float, help="Histogram upper bound (µs).")
+@click.option("--bins", type=click.IntRange(1, 1000), default=20, show_default=True,
+              help="Histogram bins.")
+@click.option("--top", type=int, default=20, show_default=True, help="Transitions shown per rank.")
+@click.option("--sort", type=click.Choice(["count", "total", "mean", "max", "min", "std"]),
+              default="count", show_default=True, help="Order of the transitions.")
+@click.pass_context
+def gaps(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
+         hist_min: float | None, hist_max: float | None, bins: int, top: int, sort: str) -> None:
+    """Idle gaps per stream and per device, their histogram, kernel-to-kernel transitions."""
+    ranks = _gpu_ranks(ctx, trace, rank)
+    from .commands import analyses
+
+    sections = analyses.gaps(ranks, step, hist_min, hist_max, bins, top, sort)
+    click.echo(analyses.render(sections, fmt, fmt != "table"), nl=False)
+
+
+@main.command()
+@_analysis_options
+@click.option("--kernel-wait-us", type=float, default=30.0, show_default=True,
+              help="Gaps shorter than this (and not host waits) are kernel waits (HTA's rule).")
+@click.pass_context
+def breakdown(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
+              kernel_wait_us: float) -> None:
+    """Per rank and step: busy / idle / computation / communication / memory and overlaps,
+    idle per stream, communication-computation overlap."""
+    ranks = _gpu_ranks(ctx, trace, rank)
+    from .commands import analyses
+
+    sections = analyses.breakdown(ranks, step, kernel_wait_us)
+    click.echo(analyses.render(sections, fmt), nl=False)
+
+
+@main.command()
+@_analysis_options
+@click.option("--runtime-cutoff", type=float, default=50.0, show_default=True,
+              help="Runtime calls longer than this (µs) are outliers.")
+@click.option("--delay-cutoff", type=float, default=100.0, show_default=True,
+              help="Launch delays above this (µs) are outliers.")
+@click.option("--top", type=int, default=20, show_default=True,
+              help="Rows of each outlier list (and of the launch list in the terminal).")
+@click.pass_context
+def launches(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
+             runtime_cutoff: float, delay_cutoff: float, top: int) -> None:
+    """Per launch: runtime call duration, GPU duration, launch delay; outliers."""
+    ranks = _gpu_ranks(ctx, trace, rank)
+    from .commands import analyses
+
+    sections = analyses.launches(ranks, step, runtime_cutoff, delay_cutoff, top)
+    if fmt == "table":
+        sections = [(t if t != "launches" else f"launches (first {top}; csv / json: all)",
+                     {k: v[:top] for k, v in c.items()} if t == "launches" else c)
+                    for t, c in sections]
+    click.echo(analyses.render(sections, fmt, fmt != "table"), nl=False)
+
+
+@main.command()
+@_analysis_options
+@click.option("--html", "html_out", type=click.Path(path_type=Path),
+              help="Write a self-contained page with every chart (works offline).")
+@click.option("--top", type=int, default=10, show_default=True, help="Kernels per chart / table.")
+@click.pass_context
+def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
+           html_out: Path | None, top: int) -> None:
+    """Kernels, breakdowns, gaps and launches of TRACE or every rank of a directory; --html
+    writes them as one page of plotly charts."""
+    if html_out is not None:
+        from .report.paths import check_output
+
+        check_output(html_out, trace)
+    ranks = _gpu_ranks(ctx, trace, rank)
+    from .commands import analyses
+
+    if html_out is None:
+        click.echo(analyses.render(analyses.report(ranks, step, top), fmt, fmt != "table"), nl=False)
+        return
+    from .report.analyses_html import write_report
+
+    charts = write_report(ranks, html_out, step, top, title=f"traceaug report: {trace.name}")
+    click.echo(f"wrote {html_out} ({charts} charts, {len(ranks)} rank(s))", err=True)
+
+
 def run() -> None:
     """The console entry point: ``main``, then end the process without unloading pandas,
     numpy and the engine module by module (0.08 s of every command, for nothing)."""

@@ -19,6 +19,8 @@ import numpy as np
 
 from ..errors import TraceaugError
 from ..trace import Trace
+from .gpu_steps import gpu_windows
+from .intervals import clip, union_length
 from .steps import op_groups, shorten
 from .tables import Columns, codes, first_appearance, frame, objects
 
@@ -148,41 +150,37 @@ def compare(a: Columns, b: Columns, threshold: float = DEFAULT_THRESHOLD) -> Col
     return {c: out[c][order] for c in OP_COLUMNS}
 
 
-def _union(ts: np.ndarray, end: np.ndarray) -> int:
-    """Total length of the union of intervals [ts, end)."""
-    if not len(ts):
-        return 0
-    order = np.argsort(ts, kind="stable")
-    ts, end = ts[order], end[order]
-    reach = np.maximum.accumulate(end)
-    starts_new = np.r_[True, ts[1:] > reach[:-1]]
-    lo = ts[starts_new]
-    hi = np.maximum.reduceat(end, np.flatnonzero(starts_new))
-    return int((hi - lo).sum())
-
-
 def headline(side: Side, step: int | None = None) -> dict:
-    """Step time, GPU busy / idle time and compute / communication / memory time, per step (ms),
-    and the compared ``step`` (None: every step)."""
-    rows, n = side.window(side.gpu["step"], step)
+    """Step time (CPU), GPU busy / idle time and compute / communication / memory time, per
+    step (ms). GPU times are inside each step's GPU window (``gpu_steps``): busy = the union of
+    GPU ops there, idle = window − busy; ``step``: the step compared (None: every step)."""
+    n = side.window(side.gpu["step"], step)[1]
     st_dur = side.steps["dur"]
     if step is not None:
         st_dur = st_dur[side.steps["step"] == step]
-    if not len(st_dur):
-        start, end = side.trace.span() or (0, 0)  # no steps: the whole trace is one
-        step_ns = float(end - start)
+    gpu = side.gpu
+    ts = gpu["ts"].astype(np.int64)
+    end = ts + gpu["dur"].astype(np.int64)
+    win = gpu_windows(side.trace, side.steps, ts, end, gpu["step"])
+    pick = win["step"] == step if step is not None else np.ones(len(win["step"]), bool)
+    windows = list(zip(win["ts"][pick].tolist(), win["end"][pick].tolist()))
+    if not len(st_dur):  # no steps: the GPU ops' own span (none on a CPU-only trace)
+        start, stop = side.trace.span() or (0, 0)
+        step_ns = float(stop - start)
+        windows = [(int(ts.min()), int(end.max()))] if len(ts) else []
     else:
         step_ns = float(st_dur.mean())
-    gpu = side.gpu
-    ts = gpu["ts"][rows]
-    end = ts + gpu["dur"][rows]
-    busy = _union(ts, end) / n
+    cat = gpu["category"]
+
+    def inside(sel: np.ndarray) -> float:
+        return sum(union_length(*clip(ts[sel], end[sel], lo, hi)) for lo, hi in windows) / n
+
+    busy = inside(np.ones(len(ts), bool))
+    span = sum(hi - lo for lo, hi in windows) / n
     out = {"steps": len(st_dur), "step": step, "step_ms": step_ns / 1e6, "gpu_busy_ms": busy / 1e6,
-           "gpu_idle_ms": max(step_ns - busy, 0) / 1e6}
-    cat = gpu["category"][rows]
+           "gpu_idle_ms": max(span - busy, 0) / 1e6}
     for c in ("computation", "communication", "memory"):
-        sel = cat == c
-        out[f"{c}_ms"] = _union(ts[sel], end[sel]) / n / 1e6
+        out[f"{c}_ms"] = inside(cat == c) / 1e6
     return out
 
 

@@ -237,7 +237,23 @@ def _open(trace: Path, port: int = 0, browser: bool = True) -> None:
 @click.option("--no-browser", is_flag=True, help="Only print the URL.")
 def open_command(trace: Path, port: int, no_browser: bool) -> None:
     """Open TRACE in the Perfetto UI bundled with traceaug (offline, 127.0.0.1 only)."""
-    _open(trace, port=port, browser=not no_browser)
+    from .read.inputs import trace_input
+
+    _open(trace_input(trace), port=port, browser=not no_browser)
+
+
+@main.command("convert")
+@click.argument("src", metavar="REPORT", type=click.Path(path_type=Path))
+@click.argument("dst", metavar="OUT", type=click.Path(path_type=Path))
+@click.option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done.")
+def convert_command(src: Path, dst: Path, open_ui: bool) -> None:
+    """Convert an Nsight Systems SQLite export (`nsys export --type sqlite`) to a Chrome JSON
+    trace in Kineto conventions (OUT.json or OUT.json.gz)."""
+    from .commands.convert import run as convert_run
+
+    click.echo(convert_run(src, dst), nl=False, err=True)
+    if open_ui:
+        _open(dst)
 
 
 def run() -> None:

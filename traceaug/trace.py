@@ -41,7 +41,9 @@ class Trace:
                  memory64: bool | None = None, progress: bool | None = None,
                  full: bool = False, only: str | None = None, workers: int | None = None,
                  prefetched: Prefetched | None = None) -> None:
-        self.path = Path(path)
+        from .read.inputs import trace_input
+
+        self.path = trace_input(path)  # an nsys export: its Chrome JSON conversion
         loaded = load(self.path, bin_path=tp_bin, memory64=memory64, show_progress=progress,
                       full=full, only=only, workers=workers, prefetched=prefetched)
         self.tp = loaded.tp

@@ -19,7 +19,7 @@ import re
 import sqlite3
 import tempfile
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -136,10 +136,12 @@ class Export:
         return dict(self.rows(f'SELECT name, value FROM "{self.meta_table}"'))
 
     def enum(self, table: str, default: dict[int, str]) -> dict[int, str]:
-        """An ENUM_* table of newer exports (id -> name), else ``default``."""
-        if table not in self.tables or not {"id", "name"} <= self.columns(table):
+        """An ENUM_* table of newer exports (id -> its label, else name), else ``default``."""
+        have = self.columns(table) if table in self.tables else set()
+        text = "label" if "label" in have else "name"
+        if not {"id", text} <= have:
             return default
-        return {**default, **dict(self.rows(f'SELECT id, name FROM "{table}"'))}
+        return {**default, **dict(self.rows(f'SELECT id, {text} FROM "{table}"'))}
 
     def device_properties(self) -> list[dict]:
         """Kineto's ``deviceProperties`` from TARGET_INFO_GPU."""
@@ -209,17 +211,28 @@ def _kernels(ex: Export, seen: _Seen) -> Iterator[str]:
     names: dict[int, str] = {}
     for (start, end, dev, ctx, stream, corr, name_id, name, gx, gy, gz, bx, by, bz, regs, smem,
          gtid, launch) in ex.rows(sql):
-        seen.streams.add((dev, stream))
-        if gtid is not None:
-            seen.threads.add(gtid)
         js = names.get(name_id) or names.setdefault(name_id, _js(name))
-        corr_arg = "null" if corr is None else corr
-        yield (f'{{"ph":"X","cat":"kernel","name":{js},"pid":{dev},"tid":{stream},'
-               f'"ts":{us(start)},"dur":{us(end - start)},"args":{{"queued":0,"device":{dev},'
-               f'"context":{ctx},"stream":{stream},"correlation":{corr_arg},'
-               f'"registers per thread":{regs},"shared memory":{smem},'
-               f'"grid":[{gx},{gy},{gz}],"block":[{bx},{by},{bz}]}}}}'
-               + ("" if corr is None else _flow(corr, gtid, launch, dev, stream, start)))
+        extra = (f',"queued":0,"registers per thread":{regs},"shared memory":{smem},'
+                 f'"grid":[{gx},{gy},{gz}],"block":[{bx},{by},{bz}]')
+        yield _gpu_op("kernel", js, start, end, dev, ctx, stream, corr, extra, gtid, launch, seen)
+
+
+def _gpu_op(cat: str, name: str, start: int, end: int, dev: int, ctx: int, stream: int,
+            corr: int | None, extra: str, gtid: int | None, launch: int | None, seen: _Seen) -> str:
+    """A kernel / copy / set on pid = device, tid = stream (``extra``: more args), and its
+    launch flow."""
+    seen.streams.add((dev, stream))
+    if gtid is not None:
+        seen.threads.add(gtid)
+    corr_arg = "null" if corr is None else corr
+    return (f'{{"ph":"X","cat":"{cat}","name":{name},"pid":{dev},"tid":{stream},'
+            f'"ts":{us(start)},"dur":{us(end - start)},"args":{{"device":{dev},"context":{ctx},'
+            f'"stream":{stream},"correlation":{corr_arg}{extra}}}}}'
+            + ("" if corr is None else _flow(corr, gtid, launch, dev, stream, start)))
+
+
+def _copy_args(nbytes: int, dur: int) -> str:
+    return f',"bytes":{nbytes},"memory bandwidth (GB/s)":{_bandwidth(nbytes, dur)}'
 
 
 def _bandwidth(nbytes: int, dur: int) -> str:
@@ -240,9 +253,6 @@ def _memcpys(ex: Export, seen: _Seen) -> Iterator[str]:
            f"m.copyKind, {src}, {dst}, {cols} FROM CUPTI_ACTIVITY_KIND_MEMCPY m {join}")
     names: dict[tuple, str] = {}
     for start, end, dev, ctx, stream, corr, nbytes, kind, sk, dk, gtid, launch in ex.rows(sql):
-        seen.streams.add((dev, stream))
-        if gtid is not None:
-            seen.threads.add(gtid)
         key = (kind, sk, dk)
         js = names.get(key)
         if js is None:
@@ -250,12 +260,8 @@ def _memcpys(ex: Export, seen: _Seen) -> Iterator[str]:
             if sk is not None and dk is not None:
                 name += f" ({mems.get(sk, 'Unknown')} -> {mems.get(dk, 'Unknown')})"
             js = names[key] = _js(name)
-        corr_arg = "null" if corr is None else corr
-        yield (f'{{"ph":"X","cat":"gpu_memcpy","name":{js},"pid":{dev},"tid":{stream},'
-               f'"ts":{us(start)},"dur":{us(end - start)},"args":{{"device":{dev},"context":{ctx},'
-               f'"stream":{stream},"correlation":{corr_arg},"bytes":{nbytes},'
-               f'"memory bandwidth (GB/s)":{_bandwidth(nbytes, end - start)}}}}}'
-               + ("" if corr is None else _flow(corr, gtid, launch, dev, stream, start)))
+        yield _gpu_op("gpu_memcpy", js, start, end, dev, ctx, stream, corr,
+                      _copy_args(nbytes, end - start), gtid, launch, seen)
 
 
 def _short_copy(name: str) -> str:
@@ -273,16 +279,8 @@ def _memsets(ex: Export, seen: _Seen) -> Iterator[str]:
     sql = (f"{cte}SELECT s.start, s.end, s.deviceId, s.contextId, s.streamId, s.correlationId, s.bytes, "
            f"{kind}, {cols} FROM CUPTI_ACTIVITY_KIND_MEMSET s {join}")
     for start, end, dev, ctx, stream, corr, nbytes, mk, gtid, launch in ex.rows(sql):
-        seen.streams.add((dev, stream))
-        if gtid is not None:
-            seen.threads.add(gtid)
-        name = _js(f"Memset ({mems.get(mk, 'Device')})")
-        corr_arg = "null" if corr is None else corr
-        yield (f'{{"ph":"X","cat":"gpu_memset","name":{name},"pid":{dev},"tid":{stream},'
-               f'"ts":{us(start)},"dur":{us(end - start)},"args":{{"device":{dev},"context":{ctx},'
-               f'"stream":{stream},"correlation":{corr_arg},"bytes":{nbytes},'
-               f'"memory bandwidth (GB/s)":{_bandwidth(nbytes, end - start)}}}}}'
-               + ("" if corr is None else _flow(corr, gtid, launch, dev, stream, start)))
+        yield _gpu_op("gpu_memset", _js(f"Memset ({mems.get(mk, 'Device')})"), start, end, dev, ctx,
+                      stream, corr, _copy_args(nbytes, end - start), gtid, launch, seen)
 
 
 def api_name(name: str) -> str:
@@ -431,7 +429,7 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def converted(src: Path, announce: Callable[[str], object] | None = None) -> Path:
+def converted(src: Path) -> Path:
     """A temporary Chrome JSON of the export ``src``, made once per process and removed when it
     ends: how every command reads an nsys export."""
     st = src.stat()

@@ -101,6 +101,7 @@ class Export:
                 "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
         except sqlite3.Error as e:
             raise TraceaugError(f"{self.path}: cannot read the SQLite file ({e})") from None
+        self.con.execute("PRAGMA temp_store = FILE")  # TEMP tables on disk: memory stays flat
         self.meta_table = next((t for t in META_TABLES if t in self.tables), None)
         if self.meta_table is None or "StringIds" not in self.tables:
             self.con.close()
@@ -122,6 +123,18 @@ class Export:
             cur = self.con.execute(sql)
             while batch := cur.fetchmany(BATCH):
                 yield from batch
+        except sqlite3.Error as e:
+            raise TraceaugError(f"{self.path}: cannot read the export ({e})") from None
+
+    def texts(self, sql: str) -> Iterator[str]:
+        """The first column of ``sql``'s rows."""
+        for row in self.rows(sql):
+            yield row[0]
+
+    def execute(self, sql: str) -> None:
+        """A statement on the connection's TEMP schema (the export itself is read-only)."""
+        try:
+            self.con.execute(sql)
         except sqlite3.Error as e:
             raise TraceaugError(f"{self.path}: cannot read the export ({e})") from None
 
@@ -160,108 +173,100 @@ class Export:
         return [{names[c]: v for c, v in zip(have, row) if v is not None} for row in self.rows(sql)]
 
 
-class _Seen:
-    """CPU threads and GPU streams that events were written on, for the name metadata."""
-
-    def __init__(self) -> None:
-        self.threads: set[int] = set()  # globalTid
-        self.streams: set[tuple[int, int]] = set()  # (device, stream)
+def _lit(text: str) -> str:
+    """A SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
 
 
-def _flow(corr: int, cpu_gtid: int | None, launch_ns: int | None, dev: int, stream: int,
-          start: int) -> str:
-    if cpu_gtid is None or launch_ns is None:
-        return ""
-    return (f',\n{{"ph":"s","id":{corr},"pid":{_pid(cpu_gtid)},"tid":{_tid(cpu_gtid)},'
-            f'"ts":{us(launch_ns)},"cat":"ac2g","name":"ac2g"}}'
-            f',\n{{"ph":"f","id":{corr},"pid":{dev},"tid":{stream},"ts":{us(start)},'
-            f'"cat":"ac2g","name":"ac2g","bp":"e"}}')
+def _us(x: str) -> str:
+    """SQL: the integer ns expression ``x`` as µs text with exactly three decimals."""
+    return (f"CASE WHEN ({x}) >= 0 THEN printf('%d.%03d', ({x}) / 1000, ({x}) % 1000) "
+            f"ELSE printf('-%d.%03d', -({x}) / 1000, -({x}) % 1000) END")
 
 
-# One API call per (process, correlation id): nsys may record a call twice (an outer row,
-# eventClass 67 in 2022 exports, around CUPTI's own); the innermost (latest start) is the launch.
-_RANKED = ("SELECT globalTid, start, correlationId, ROW_NUMBER() OVER (PARTITION BY globalTid >> 24, "
-           "correlationId ORDER BY start DESC) AS k FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+def _pid_sql(g: str) -> str:
+    return f"(({g} >> 24) & 16777215)"
 
 
-def _launch_join(ex: Export, alias: str) -> tuple[str, str, str]:
-    """CTE, columns and join that find the API call that launched a GPU op (same process)."""
-    if "CUPTI_ACTIVITY_KIND_RUNTIME" not in ex.tables:
-        return "", "NULL, NULL", ""
-    same_process = (f"AND r.globalTid >> 24 = {alias}.globalPid >> 24"
-                    if "globalPid" in ex.columns(_GPU_TABLE[alias]) else "")
-    cte = (f"WITH launch AS MATERIALIZED (SELECT globalTid, start, correlationId FROM ({_RANKED} "
-           "WHERE correlationId IS NOT NULL) WHERE k = 1) ")
-    return (cte, "r.globalTid, r.start",
-            f"LEFT JOIN launch r ON r.correlationId = {alias}.correlationId {same_process}")
+def _tid_sql(g: str) -> str:
+    return f"({g} & 16777215)"
 
 
-_GPU_TABLE = {"k": "CUPTI_ACTIVITY_KIND_KERNEL", "m": "CUPTI_ACTIVITY_KIND_MEMCPY",
-              "s": "CUPTI_ACTIVITY_KIND_MEMSET"}
+def _case(expr: str, mapping: dict[int, str], default: str) -> str:
+    """SQL: ``mapping[expr]`` as text (``default`` for other values)."""
+    whens = " ".join(f"WHEN {k} THEN {_lit(v)}" for k, v in mapping.items())
+    return f"CASE {expr} {whens} ELSE {_lit(default)} END"
 
 
-def _kernels(ex: Export, seen: _Seen) -> Iterator[str]:
-    if not ex.has_rows(_GPU_TABLE["k"]):
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+GPU_TABLES = {"kernel": "CUPTI_ACTIVITY_KIND_KERNEL", "gpu_memcpy": "CUPTI_ACTIVITY_KIND_MEMCPY",
+              "gpu_memset": "CUPTI_ACTIVITY_KIND_MEMSET"}
+NL = "\n"
+
+
+def _prepare_launches(ex: Export) -> bool:
+    """TEMP table ``_launch``: per (process, correlation id) the API call that launched it. nsys
+    may record a call twice (an outer row, eventClass 67 in 2022 exports, around CUPTI's own);
+    the innermost one (latest start) is the launch."""
+    if not ex.has_rows(RUNTIME):
+        return False
+    ex.execute("DROP TABLE IF EXISTS temp._launch")
+    ex.execute(f"CREATE TEMP TABLE _launch AS SELECT correlationId AS corr, globalTid >> 24 AS p, "
+               f"MAX(start) AS start, globalTid AS gtid FROM {RUNTIME} WHERE correlationId IS NOT NULL "
+               "GROUP BY globalTid >> 24, correlationId")
+    ex.execute("CREATE INDEX temp._launch_corr ON _launch (corr, p)")
+    return True
+
+
+def _gpu_sql(ex: Export, cat: str, name: str, extra_fmt: str, extra_args: str, joins: str,
+             launches: bool) -> str:
+    """SQL giving each GPU op of one table as Chrome JSON text, with its ac2g flow pair."""
+    t = GPU_TABLES[cat]
+    start, dur = "o.start", "(o.end - o.start)"
+    fmt = ('{"ph":"X","cat":"%s","name":%s,"pid":%d,"tid":%d,"ts":%s,"dur":%s,"args":{"device":%d,'
+           '"context":%d,"stream":%d,"correlation":%s' + extra_fmt + '}}')
+    text = (f"printf({_lit(fmt)}, {_lit(cat)}, {name}, o.deviceId, o.streamId, {_us(start)}, {_us(dur)}, "
+            f"o.deviceId, o.contextId, o.streamId, COALESCE(o.correlationId, 'null'){extra_args})")
+    if not launches:
+        return f"SELECT {text} FROM {t} o {joins}"
+    flow = (',' + NL + '{"ph":"s","id":%d,"pid":%d,"tid":%d,"ts":%s,"cat":"ac2g","name":"ac2g"},' + NL
+            + '{"ph":"f","id":%d,"pid":%d,"tid":%d,"ts":%s,"cat":"ac2g","name":"ac2g","bp":"e"}')
+    flow_text = (f"CASE WHEN l.gtid IS NULL THEN '' ELSE printf({_lit(flow)}, o.correlationId, "
+                 f"{_pid_sql('l.gtid')}, {_tid_sql('l.gtid')}, {_us('l.start')}, o.correlationId, "
+                 f"o.deviceId, o.streamId, {_us(start)}) END")
+    same = "AND l.p = o.globalPid >> 24" if "globalPid" in ex.columns(t) else ""
+    return (f"SELECT {text} || {flow_text} FROM {t} o {joins} "
+            f"LEFT JOIN _launch l ON l.corr = o.correlationId {same}")
+
+
+def _copy_args() -> tuple[str, str]:
+    bw = ("CASE WHEN o.end > o.start THEN printf('%.17g', o.bytes * 1.0 / (o.end - o.start)) "
+          "ELSE '0' END")  # bytes per ns = GB/s
+    return ',"bytes":%d,"memory bandwidth (GB/s)":%s', f", o.bytes, {bw}"
+
+
+def _kernels(ex: Export, launches: bool) -> Iterator[str]:
+    if not ex.has_rows(GPU_TABLES["kernel"]):
         return
-    cte, cols, join = _launch_join(ex, "k")
-    sql = (f"{cte}SELECT k.start, k.end, k.deviceId, k.contextId, k.streamId, k.correlationId, "
-           f"k.demangledName, n.value, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, "
-           f"k.registersPerThread, k.staticSharedMemory + k.dynamicSharedMemory, {cols} "
-           f"FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds n ON n.id = k.demangledName {join}")
-    names: dict[int, str] = {}
-    for (start, end, dev, ctx, stream, corr, name_id, name, gx, gy, gz, bx, by, bz, regs, smem,
-         gtid, launch) in ex.rows(sql):
-        js = names.get(name_id) or names.setdefault(name_id, _js(name))
-        extra = (f',"queued":0,"registers per thread":{regs},"shared memory":{smem},'
-                 f'"grid":[{gx},{gy},{gz}],"block":[{bx},{by},{bz}]')
-        yield _gpu_op("kernel", js, start, end, dev, ctx, stream, corr, extra, gtid, launch, seen)
+    fmt = (',"queued":0,"registers per thread":%d,"shared memory":%d,'
+           '"grid":[%d,%d,%d],"block":[%d,%d,%d]')
+    args = (", o.registersPerThread, o.staticSharedMemory + o.dynamicSharedMemory, "
+            "o.gridX, o.gridY, o.gridZ, o.blockX, o.blockY, o.blockZ")
+    yield from ex.texts(_gpu_sql(ex, "kernel", "json_quote(n.value)", fmt, args,
+                                 "JOIN StringIds n ON n.id = o.demangledName", launches))
 
 
-def _gpu_op(cat: str, name: str, start: int, end: int, dev: int, ctx: int, stream: int,
-            corr: int | None, extra: str, gtid: int | None, launch: int | None, seen: _Seen) -> str:
-    """A kernel / copy / set on pid = device, tid = stream (``extra``: more args), and its
-    launch flow."""
-    seen.streams.add((dev, stream))
-    if gtid is not None:
-        seen.threads.add(gtid)
-    corr_arg = "null" if corr is None else corr
-    return (f'{{"ph":"X","cat":"{cat}","name":{name},"pid":{dev},"tid":{stream},'
-            f'"ts":{us(start)},"dur":{us(end - start)},"args":{{"device":{dev},"context":{ctx},'
-            f'"stream":{stream},"correlation":{corr_arg}{extra}}}}}'
-            + ("" if corr is None else _flow(corr, gtid, launch, dev, stream, start)))
-
-
-def _copy_args(nbytes: int, dur: int) -> str:
-    return f',"bytes":{nbytes},"memory bandwidth (GB/s)":{_bandwidth(nbytes, dur)}'
-
-
-def _bandwidth(nbytes: int, dur: int) -> str:
-    return repr(nbytes / dur) if dur > 0 else "0"  # bytes per ns = GB/s
-
-
-def _memcpys(ex: Export, seen: _Seen) -> Iterator[str]:
-    if not ex.has_rows(_GPU_TABLE["m"]):
+def _memcpys(ex: Export, launches: bool) -> Iterator[str]:
+    if not ex.has_rows(GPU_TABLES["gpu_memcpy"]):
         return
-    kinds = ex.enum("ENUM_CUDA_MEMCPY_OPER", {})
-    kinds = {k: COPY_KINDS.get(k, _short_copy(v)) for k, v in kinds.items()} | COPY_KINDS
+    kinds = {k: COPY_KINDS.get(k, _short_copy(v)) for k, v in ex.enum("ENUM_CUDA_MEMCPY_OPER", {}).items()}
     mems = ex.enum("ENUM_CUDA_MEM_KIND", MEM_KINDS)
-    have = ex.columns(_GPU_TABLE["m"])
-    src = "m.srcKind" if "srcKind" in have else "NULL"
-    dst = "m.dstKind" if "dstKind" in have else "NULL"
-    cte, cols, join = _launch_join(ex, "m")
-    sql = (f"{cte}SELECT m.start, m.end, m.deviceId, m.contextId, m.streamId, m.correlationId, m.bytes, "
-           f"m.copyKind, {src}, {dst}, {cols} FROM CUPTI_ACTIVITY_KIND_MEMCPY m {join}")
-    names: dict[tuple, str] = {}
-    for start, end, dev, ctx, stream, corr, nbytes, kind, sk, dk, gtid, launch in ex.rows(sql):
-        key = (kind, sk, dk)
-        js = names.get(key)
-        if js is None:
-            name = f"Memcpy {kinds.get(kind, 'Unknown')}"
-            if sk is not None and dk is not None:
-                name += f" ({mems.get(sk, 'Unknown')} -> {mems.get(dk, 'Unknown')})"
-            js = names[key] = _js(name)
-        yield _gpu_op("gpu_memcpy", js, start, end, dev, ctx, stream, corr,
-                      _copy_args(nbytes, end - start), gtid, launch, seen)
+    name = f"'Memcpy ' || {_case('o.copyKind', kinds | COPY_KINDS, 'Unknown')}"
+    if {"srcKind", "dstKind"} <= ex.columns(GPU_TABLES["gpu_memcpy"]):
+        name += (f" || ' (' || {_case('o.srcKind', mems, 'Unknown')} || ' -> ' || "
+                 f"{_case('o.dstKind', mems, 'Unknown')} || ')'")
+    fmt, args = _copy_args()
+    yield from ex.texts(_gpu_sql(ex, "gpu_memcpy", f"json_quote({name})", fmt, args, "", launches))
 
 
 def _short_copy(name: str) -> str:
@@ -270,17 +275,14 @@ def _short_copy(name: str) -> str:
     return "to".join(p[:1] for p in parts) if len(parts) == 2 else name
 
 
-def _memsets(ex: Export, seen: _Seen) -> Iterator[str]:
-    if not ex.has_rows(_GPU_TABLE["s"]):
+def _memsets(ex: Export, launches: bool) -> Iterator[str]:
+    if not ex.has_rows(GPU_TABLES["gpu_memset"]):
         return
     mems = ex.enum("ENUM_CUDA_MEM_KIND", MEM_KINDS)
-    kind = "s.memKind" if "memKind" in ex.columns(_GPU_TABLE["s"]) else "NULL"
-    cte, cols, join = _launch_join(ex, "s")
-    sql = (f"{cte}SELECT s.start, s.end, s.deviceId, s.contextId, s.streamId, s.correlationId, s.bytes, "
-           f"{kind}, {cols} FROM CUPTI_ACTIVITY_KIND_MEMSET s {join}")
-    for start, end, dev, ctx, stream, corr, nbytes, mk, gtid, launch in ex.rows(sql):
-        yield _gpu_op("gpu_memset", _js(f"Memset ({mems.get(mk, 'Device')})"), start, end, dev, ctx,
-                      stream, corr, _copy_args(nbytes, end - start), gtid, launch, seen)
+    kind = ("o.memKind" if "memKind" in ex.columns(GPU_TABLES["gpu_memset"]) else "NULL")
+    name = f"json_quote('Memset (' || {_case(kind, mems, 'Device')} || ')')"
+    fmt, args = _copy_args()
+    yield from ex.texts(_gpu_sql(ex, "gpu_memset", name, fmt, args, "", launches))
 
 
 def api_name(name: str) -> str:
@@ -288,55 +290,68 @@ def api_name(name: str) -> str:
     return _VERSION_SUFFIX.sub("", name)
 
 
-def _runtime(ex: Export, seen: _Seen) -> Iterator[str]:
-    if not ex.has_rows("CUPTI_ACTIVITY_KIND_RUNTIME"):
+def _runtime(ex: Export, launches: bool) -> Iterator[str]:
+    if not ex.has_rows(RUNTIME):
         return
-    sql = (f"SELECT r.start, r.end, r.globalTid, r.correlationId, r.nameId, n.value, r.k "
-           f"FROM ({_RANKED.replace('SELECT ', 'SELECT nameId, end, ', 1)}) r "
-           "JOIN StringIds n ON n.id = r.nameId")
-    names: dict[int, str] = {}
-    for start, end, gtid, corr, name_id, name, k in ex.rows(sql):
-        seen.threads.add(gtid)
-        head = names.get(name_id)
-        if head is None:
-            clean = api_name(name)
-            cat = "cuda_driver" if clean.startswith("cu") and not clean.startswith("cuda") else "cuda_runtime"
-            head = names[name_id] = f'{{"ph":"X","cat":"{cat}","name":{_js(clean)},'
-        # an outer record of a call keeps its id under another key: one launch per correlation
-        key = "correlation" if k == 1 else "outer correlation"
-        args = "" if corr is None else f',"args":{{"{key}":{corr}}}'
-        yield (f'{head}"pid":{_pid(gtid)},"tid":{_tid(gtid)},"ts":{us(start)},'
-               f'"dur":{us(end - start)}{args}}}')
+    heads = []
+    for name_id, name in ex.rows(f"SELECT n.id, n.value FROM StringIds n WHERE n.id IN "
+                                 f"(SELECT DISTINCT nameId FROM {RUNTIME})"):
+        clean = api_name(name)
+        cat = "cuda_driver" if clean.startswith("cu") and not clean.startswith("cuda") else "cuda_runtime"
+        heads.append((name_id, f'{{"ph":"X","cat":"{cat}","name":{_js(clean)},'))
+    ex.execute("DROP TABLE IF EXISTS temp._api")
+    ex.execute("CREATE TEMP TABLE _api (id INTEGER PRIMARY KEY, head TEXT)")
+    ex.con.executemany("INSERT INTO _api VALUES (?, ?)", heads)
+    # an outer record of a call keeps its id under another key: one launch per correlation
+    args = ("CASE WHEN r.correlationId IS NULL THEN '' "
+            "WHEN l.start IS NULL THEN printf(',\"args\":{\"outer correlation\":%d}', r.correlationId) "
+            "ELSE printf(',\"args\":{\"correlation\":%d}', r.correlationId) END")
+    fmt = '%s"pid":%d,"tid":%d,"ts":%s,"dur":%s%s}'
+    sql = (f"SELECT printf({_lit(fmt)}, a.head, {_pid_sql('r.globalTid')}, {_tid_sql('r.globalTid')}, "
+           f"{_us('r.start')}, {_us('(r.end - r.start)')}, {args}) "
+           f"FROM {RUNTIME} r JOIN _api a ON a.id = r.nameId "
+           "LEFT JOIN _launch l ON l.corr = r.correlationId AND l.p = r.globalTid >> 24 "
+           "AND l.start = r.start")
+    yield from ex.texts(sql.replace('\\"', '"'))
 
 
-def _nvtx(ex: Export, seen: _Seen) -> Iterator[str]:
+def _nvtx_where() -> str:
+    types = ", ".join(map(str, NVTX_RANGES))
+    return f"eventType IN ({types}) AND end IS NOT NULL AND globalTid IS NOT NULL"
+
+
+def _nvtx(ex: Export, launches: bool) -> Iterator[str]:
     if not ex.has_rows("NVTX_EVENTS"):
         return
     have = ex.columns("NVTX_EVENTS")
-    domain_col = "e.domainId" if "domainId" in have else "0"
     domains = {}
     if "domainId" in have:
-        domains = dict(ex.rows(f"SELECT domainId, text FROM NVTX_EVENTS "
-                               f"WHERE eventType = {NVTX_DOMAIN_CREATE} AND text IS NOT NULL"))
-    text = "COALESCE(e.text, n.value)" if "textId" in have else "e.text"
+        domains = {d: ',"args":{"domain":' + _js(text) + "}" for d, text in ex.rows(
+            f"SELECT domainId, text FROM NVTX_EVENTS WHERE eventType = {NVTX_DOMAIN_CREATE} "
+            "AND text IS NOT NULL")}
+    args = _case("e.domainId", domains, "") if domains else "''"
+    text = "COALESCE(e.text, n.value, '')" if "textId" in have else "COALESCE(e.text, '')"
     join = "LEFT JOIN StringIds n ON n.id = e.textId" if "textId" in have else ""
-    types = ", ".join(map(str, NVTX_RANGES))
-    sql = (f"SELECT e.start, e.end, e.globalTid, {text}, {domain_col} FROM NVTX_EVENTS e {join} "
-           f"WHERE e.eventType IN ({types}) AND e.end IS NOT NULL AND e.globalTid IS NOT NULL")
-    for start, end, gtid, name, domain in ex.rows(sql):
-        seen.threads.add(gtid)
-        args = f',"args":{{"domain":{_js(domains[domain])}}}' if domain in domains else ""
-        yield (f'{{"ph":"X","cat":"user_annotation","name":{_js(name or "")},"pid":{_pid(gtid)},'
-               f'"tid":{_tid(gtid)},"ts":{us(start)},"dur":{us(end - start)}{args}}}')
+    fmt = '{"ph":"X","cat":"user_annotation","name":%s,"pid":%d,"tid":%d,"ts":%s,"dur":%s%s}'
+    sql = (f"SELECT printf({_lit(fmt)}, json_quote({text}), {_pid_sql('e.globalTid')}, "
+           f"{_tid_sql('e.globalTid')}, {_us('e.start')}, {_us('(e.end - e.start)')}, {args}) "
+           f"FROM NVTX_EVENTS e {join} WHERE {_nvtx_where().replace('eventType', 'e.eventType')}")
+    yield from ex.texts(sql)
 
 
 def _meta(name: str, pid, tid, args: dict) -> str:
     return f'{{"name":"{name}","ph":"M","pid":{pid},"tid":{tid},"args":{_js(args)}}}'
 
 
-def _names(ex: Export, seen: _Seen) -> Iterator[str]:
-    """process_name / thread_name (and sort indexes) for what the events were written on."""
-    pids = {_pid(g) for g in seen.threads}
+def _names(ex: Export, launches: bool) -> Iterator[str]:
+    """process_name / thread_name (and sort indexes) for the threads and streams with events."""
+    parts = []
+    if ex.has_rows(RUNTIME):
+        parts.append(f"SELECT globalTid FROM {RUNTIME} WHERE globalTid IS NOT NULL")
+    if ex.has_rows("NVTX_EVENTS"):
+        parts.append(f"SELECT globalTid FROM NVTX_EVENTS WHERE {_nvtx_where()}")
+    threads = sorted(g for (g,) in ex.rows(" UNION ".join(parts))) if parts else []
+    pids = {_pid(g) for g in threads}
     procs: dict[int, str] = {}
     if "PROCESSES" in ex.tables and pids:
         for pid, name in ex.rows("SELECT pid, name FROM PROCESSES"):
@@ -346,30 +361,31 @@ def _names(ex: Export, seen: _Seen) -> Iterator[str]:
         yield _meta("process_name", pid, 0, {"name": procs.get(pid, f"Process {pid}")})
         yield _meta("process_labels", pid, 0, {"labels": "CPU"})
         yield _meta("process_sort_index", pid, 0, {"sort_index": pid})
-    threads: dict[int, str] = {}
-    if "ThreadNames" in ex.tables and seen.threads:
+    names: dict[int, str] = {}
+    if "ThreadNames" in ex.tables and threads:
         sql = ("SELECT t.globalTid, n.value FROM ThreadNames t JOIN StringIds n ON n.id = t.nameId "
                "ORDER BY t.priority")
-        for gtid, name in ex.rows(sql):
-            if gtid in seen.threads:
-                threads[gtid] = name
-    for gtid in sorted(seen.threads):
-        name = threads.get(gtid) or (procs.get(_pid(gtid)) if _pid(gtid) == _tid(gtid) else None)
+        names = dict(ex.rows(sql))
+    for gtid in threads:
+        name = names.get(gtid) or (procs.get(_pid(gtid)) if _pid(gtid) == _tid(gtid) else None)
         yield _meta("thread_name", _pid(gtid), _tid(gtid), {"name": name or f"Thread {_tid(gtid)}"})
-    for dev in sorted({d for d, _ in seen.streams}):
+    gpu = [f"SELECT deviceId, streamId FROM {t}" for t in GPU_TABLES.values() if ex.has_rows(t)]
+    streams = sorted(ex.rows(" UNION ".join(gpu))) if gpu else []
+    for dev in sorted({d for d, _ in streams}):
         yield _meta("process_name", dev, 0, {"name": f"GPU {dev}"})
         yield _meta("process_labels", dev, 0, {"labels": f"GPU {dev}"})
         yield _meta("process_sort_index", dev, 0, {"sort_index": GPU_SORT_BASE + dev})
-    for dev, stream in sorted(seen.streams):
+    for dev, stream in streams:
         yield _meta("thread_name", dev, stream, {"name": f"stream {stream}"})
         yield _meta("thread_sort_index", dev, stream, {"sort_index": stream})
 
 
 def events(ex: Export) -> Iterator[str]:
-    """Every event of the export as Chrome JSON text, one object (or a flow pair) at a time."""
-    seen = _Seen()
+    """Every event of the export as Chrome JSON text, one object (or a launch + flow pair) at a
+    time; SQLite formats the rows, so Python only joins text."""
+    launches = _prepare_launches(ex)
     for part in (_kernels, _memcpys, _memsets, _runtime, _nvtx, _names):
-        yield from part(ex, seen)
+        yield from part(ex, launches)
 
 
 def header(ex: Export) -> bytes:

@@ -104,17 +104,21 @@ def main() -> None:
         print(f"export: {size / MB:.1f} MB, {rows:,} rows converted (made in {made:.1f} s)")
         out = work / ("big.json.gz" if args.gz else "big.json")
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        before, cpu0 = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
         t0 = time.perf_counter()
         r = subprocess.run([sys.executable, "-m", "traceaug", "convert", str(big), str(out)],
                            env=env, capture_output=True, text=True)
         secs = time.perf_counter() - t0
-        peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        peak_kb, cpu = usage.ru_maxrss, usage.ru_utime + usage.ru_stime - cpu0
         if r.returncode:
             sys.exit(r.stderr.strip())
         print(r.stderr.strip())
         print(f"convert: {secs:.1f} s, {size / MB / secs:.1f} MB/s of SQLite, {rows / secs:,.0f} rows/s, "
               f"output {out.stat().st_size / MB:.1f} MB")
+        print(f"CPU time of the converting process: {cpu:.1f} s ({size / MB / cpu:.1f} MB/s per CPU "
+              "second: what a quiet machine gives)")
         print(f"peak RSS of the converting process: {peak_kb / 1024:.0f} MiB "
               f"({peak_kb * 1024 / size:.2f}x the export){'' if peak_kb > before else ' (upper bound)'}")
     finally:

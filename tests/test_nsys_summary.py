@@ -218,3 +218,24 @@ def test_render_text_matches_the_analyzer_layout():
     text = cmd.render_text(results)
     line = next(x for x in text.splitlines() if x.startswith("fp8_gemm"))
     assert line.split()[1:3] == ["109.21", "360"]
+
+
+def test_kineto_trace_input_against_the_raw_json():
+    """A real Kineto trace: ProfilerStep#* ranges are the iterations; kernel and NCCL totals equal
+    sums over the raw JSON's kernel events (parsed here, outside the engine)."""
+    import gzip
+
+    path = shared_trace("kineto/a100_nccl_rank0_of2.json.gz")
+    raw = orjson.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    kernels = [e for e in raw if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    steps = {e["name"] for e in raw if e.get("ph") == "X" and str(e.get("name")).startswith("ProfilerStep#")}
+    nccl = [round(e["dur"] * 1000) for e in kernels if "nccl" in e["name"].lower()]
+    compute = [round(e["dur"] * 1000) for e in kernels if "nccl" not in e["name"].lower()]
+    (res,) = _json(path)
+    assert res["iters"] == len(steps) == 3 and res["nvtx"]["count"] == 3
+    assert res["kernel"]["instances"] == len(compute) and res["nccl_total"]["instances"] == len(nccl) > 0
+    assert round(res["kernel"]["total_ms"] * 1e6) == sum(compute)
+    assert round(res["nccl_total"]["total_ms"] * 1e6) == sum(nccl)
+    m = res["measured"]
+    assert m["count"] == 3 and all(0 <= c <= w for c, w in zip(m["per_range"]["compute_ns"],
+                                                                m["per_range"]["window_ns"]))

@@ -289,9 +289,16 @@ def from_trace(trace, title: str, tag: str | None) -> SummaryInput:
 def project(trace, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each CPU range [start, end) projected onto the GPU: from the first start to the last end
     of the GPU ops whose launch call began inside it (the range itself when it launched none)."""
-    ops = trace.columns("SELECT g.ts, g.ts + g.dur AS e, r.ts AS launch FROM traceaug_gpu_op g "
-                        "JOIN traceaug_runtime r USING (correlation)")
-    launch = ops["launch"].astype(np.int64)
+    ops = trace.columns("SELECT ts, ts + dur AS e, correlation FROM traceaug_gpu_op "
+                        "WHERE correlation IS NOT NULL")
+    calls = trace.columns("SELECT ts, correlation FROM traceaug_runtime WHERE correlation IS NOT NULL "
+                          "ORDER BY correlation")
+    # each op's launch call by correlation id (numpy: the engine would join two views row by row)
+    corr, call_corr = ops["correlation"].astype(np.int64), calls["correlation"].astype(np.int64)
+    j = np.minimum(np.searchsorted(call_corr, corr), max(len(call_corr) - 1, 0))
+    found = (call_corr[j] == corr) if len(call_corr) else np.zeros(len(corr), dtype=bool)
+    ops = {k: v[found] for k, v in ops.items()}
+    launch = calls["ts"].astype(np.int64)[j[found]]
     i = np.searchsorted(starts, launch, side="right") - 1
     inside = (i >= 0) & (launch < ends[np.maximum(i, 0)])
     ws, we = starts.copy(), ends.copy()

@@ -148,6 +148,7 @@ def test_newer_metadata_schema(tmp_path, converted):
     assert r.exit_code == 0, r.output
     a, b = orjson.loads(gzip.decompress(out.read_bytes())), orjson.loads(new.read_bytes())
     assert b["nsysExport"]["table"] == "META_DATA_EXPORT"
+    assert f": {len(b['traceEvents'])} events" in r.output  # what convert says it wrote
     assert a["traceEvents"] == b["traceEvents"]
 
 

@@ -402,22 +402,29 @@ def header(ex: Export) -> bytes:
 
 
 def write(ex: Export, out, flush_at: int = 1 << 20) -> int:
-    """Write the Chrome JSON of ``ex`` to the binary file ``out``; return the events written."""
+    """Write the Chrome JSON of ``ex`` to the binary file ``out``; return the events written
+    (one per line: a GPU op's text carries its two flow events on lines of their own)."""
     out.write(header(ex))
     buf: list[str] = []
     size = n = 0
     for text in events(ex):
-        if n:
-            buf.append(",\n")
         buf.append(text)
         size += len(text)
-        n += 1
         if size >= flush_at:
-            out.write("".join(buf).encode())
+            n += _flush(out, buf, n)
             buf, size = [], 0
-    out.write("".join(buf).encode())
+    n += _flush(out, buf, n)
     out.write(b"\n]}\n")
     return n
+
+
+def _flush(out, texts: list[str], written: int) -> int:
+    """Write ``texts`` comma-separated (after a comma when events came before); count them."""
+    if not texts:
+        return 0
+    chunk = ",\n".join(texts)
+    out.write(((",\n" if written else "") + chunk).encode())
+    return chunk.count("\n") + 1
 
 
 def convert(src: str | Path, dst: str | Path) -> int:

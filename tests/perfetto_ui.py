@@ -20,6 +20,7 @@ plumbing out of the tests, so each test states counts, not "the page loaded".
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import importlib.util
 import queue
@@ -113,6 +114,19 @@ def missing() -> str | None:
     if importlib.util.find_spec("playwright") is None:
         return "the playwright Python package is not installed (pip install playwright)"
     return None
+
+
+@contextlib.contextmanager
+def chromium():
+    """Playwright started and Debian's Chromium launched (``launch``), closed on exit."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 def launch(playwright):

@@ -28,14 +28,8 @@ ERRORS_SQL = "SELECT name, value FROM stats WHERE value > 0 AND severity IN ('er
 
 @pytest.fixture(scope="module")
 def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = perfetto_ui.launch(playwright)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with perfetto_ui.chromium() as chromium:
+        yield chromium
 
 
 def _expected(src: Path) -> dict:

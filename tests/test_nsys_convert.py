@@ -191,6 +191,9 @@ def test_refusals_leave_nothing(tmp_path, converted):
     bad = tmp_path / "plain.sqlite"
     sqlite3.connect(bad).execute("CREATE TABLE t (x)").connection.commit()
     cases.append(([str(bad), str(tmp_path / "o.json")], "not an Nsight Systems export"))
+    cut = tmp_path / "cut.sqlite"  # a truncated export: SQLite finds it malformed on the way
+    cut.write_bytes(src.read_bytes()[:300_000])
+    cases.append(([str(cut), str(tmp_path / "o.json")], "cut.sqlite: cannot read"))
     before = src.stat().st_mtime_ns
     for args, msg in cases:
         r = runner.invoke(main, ["convert", *args])

@@ -131,18 +131,22 @@ class Export:
         for row in self.rows(sql):
             yield row[0]
 
-    def execute(self, sql: str) -> None:
-        """A statement on the connection's TEMP schema (the export itself is read-only)."""
+    def execute(self, sql: str, rows: list[tuple] | None = None) -> None:
+        """A statement on the connection's TEMP schema (the export itself is read-only), once
+        or for each of ``rows``."""
         try:
-            self.con.execute(sql)
+            if rows is None:
+                self.con.execute(sql)
+            else:
+                self.con.executemany(sql, rows)
         except sqlite3.Error as e:
             raise TraceaugError(f"{self.path}: cannot read the export ({e})") from None
 
     def columns(self, table: str) -> set[str]:
-        return {r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")')}
+        return {r[1] for r in self.rows(f'PRAGMA table_info("{table}")')}
 
     def has_rows(self, table: str) -> bool:
-        return table in self.tables and self.con.execute(f'SELECT 1 FROM "{table}" LIMIT 1').fetchone()
+        return table in self.tables and any(True for _ in self.rows(f'SELECT 1 FROM "{table}" LIMIT 1'))
 
     def metadata(self) -> dict[str, str]:
         """The export's name/value metadata (product, schema version, input file...)."""
@@ -301,7 +305,7 @@ def _runtime(ex: Export, launches: bool) -> Iterator[str]:
         heads.append((name_id, f'{{"ph":"X","cat":"{cat}","name":{_js(clean)},'))
     ex.execute("DROP TABLE IF EXISTS temp._api")
     ex.execute("CREATE TEMP TABLE _api (id INTEGER PRIMARY KEY, head TEXT)")
-    ex.con.executemany("INSERT INTO _api VALUES (?, ?)", heads)
+    ex.execute("INSERT INTO _api VALUES (?, ?)", heads)
     # an outer record of a call keeps its id under another key: one launch per correlation
     args = ("CASE WHEN r.correlationId IS NULL THEN '' "
             "WHEN l.start IS NULL THEN printf(',\"args\":{\"outer correlation\":%d}', r.correlationId) "

@@ -249,7 +249,47 @@ def _open(trace: Path, port: int = 0, browser: bool = True) -> None:
 @_open_options
 def open_command(trace: Path, port: int, no_browser: bool) -> None:
     """Open TRACE in the Perfetto UI bundled with traceaug (offline, 127.0.0.1 only)."""
-    _open(trace, port=port, browser=not no_browser)
+    from .read.inputs import trace_input
+
+    _open(trace_input(trace), port=port, browser=not no_browser)
+
+
+@main.command("convert")
+@click.argument("src", metavar="REPORT", type=click.Path(path_type=Path))
+@click.argument("dst", metavar="OUT", type=click.Path(path_type=Path))
+@click.option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done.")
+def convert_command(src: Path, dst: Path, open_ui: bool) -> None:
+    """Convert an Nsight Systems SQLite export (`nsys export --type sqlite`) to a Chrome JSON
+    trace in Kineto conventions (OUT.json or OUT.json.gz)."""
+    from .commands.convert import run as convert_run
+
+    click.echo(convert_run(src, dst), nl=False, err=True)
+    if open_ui:
+        _open(dst)
+
+
+@main.command("summary")
+@click.argument("inputs", metavar="INPUT...", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--config", type=click.Path(path_type=Path),
+              help="A GPU Performance Analyzer JSON config (either layout).")
+@click.option("--class-map", type=click.Path(path_type=Path),
+              help="JSON object: kernel-name substring -> class (replaces the config's).")
+@click.option("--iters", type=click.IntRange(min=1), help="Iterations in the input (divides the totals).")
+@click.option("--gpus", type=click.IntRange(min=1), help="GPUs in the input (divides the totals).")
+@click.option("--iter-tag", "tag", help="Name of the NVTX range of one iteration (glob with *).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.pass_context
+def summary_command(ctx: click.Context, inputs: tuple[Path, ...], config: Path | None,
+                    class_map: Path | None, iters: int | None, gpus: int | None, tag: str | None,
+                    fmt: str) -> None:
+    """Kernel time per class and iteration, NCCL, memory ops, NVTX iterations and the time not
+    hidden behind compute (the GPU Performance Analyzer's report). INPUT: a Kineto trace, an
+    nsys SQLite export, or `nsys stats` CSVs (cuda_gpu_kern_sum, cuda_gpu_mem_time_sum,
+    nvtx_gpu_proj_trace)."""
+    from .commands import summary as cmd
+
+    results = cmd.run(list(inputs), config, class_map, iters, gpus, tag, **_options(ctx))
+    click.echo((cmd.render_json if fmt == "json" else cmd.render_text)(results), nl=False)
 
 
 def _analysis_options(f):

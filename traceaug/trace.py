@@ -50,7 +50,9 @@ class Trace:
                  memory64: bool | None = None, progress: bool | None = None,
                  full: bool = False, only: str | None = None, workers: int | None = None,
                  prefetched: Prefetched | None = None, kind: str | None = None) -> None:
-        self.path = Path(path)
+        from .read.inputs import trace_input
+
+        self.path = trace_input(path)  # an nsys export: its Chrome JSON conversion
         try:
             load_kind = kind_of(kind, full=full, only=only)
         except ValueError as e:

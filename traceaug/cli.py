@@ -258,14 +258,15 @@ def open_command(trace: Path, port: int, no_browser: bool) -> None:
 @click.argument("src", metavar="REPORT", type=click.Path(path_type=Path))
 @click.argument("dst", metavar="OUT", type=click.Path(path_type=Path))
 @click.option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done.")
-def convert_command(src: Path, dst: Path, open_ui: bool) -> None:
+@_open_options
+def convert_command(src: Path, dst: Path, open_ui: bool, port: int, no_browser: bool) -> None:
     """Convert an Nsight Systems SQLite export (`nsys export --type sqlite`) to a Chrome JSON
     trace in Kineto conventions (OUT.json or OUT.json.gz)."""
     from .commands.convert import run as convert_run
 
     click.echo(convert_run(src, dst), nl=False, err=True)
     if open_ui:
-        _open(dst)
+        _open(dst, port=port, browser=not no_browser)
 
 
 @main.command("summary")
@@ -277,7 +278,8 @@ def convert_command(src: Path, dst: Path, open_ui: bool) -> None:
 @click.option("--iters", type=click.IntRange(min=1), help="Iterations in the input (divides the totals).")
 @click.option("--gpus", type=click.IntRange(min=1), help="GPUs in the input (divides the totals).")
 @click.option("--iter-tag", "tag", help="Name of the NVTX range of one iteration (glob with *).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Output format.")
 @click.pass_context
 def summary_command(ctx: click.Context, inputs: tuple[Path, ...], config: Path | None,
                     class_map: Path | None, iters: int | None, gpus: int | None, tag: str | None,

@@ -87,7 +87,7 @@ def test_planted_overlay(tmp_path: Path) -> None:
     out = tmp_path / "planted.patterns.json"
     result = cli("patterns", str(PLANTED), str(out), "--format", "json")
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     rows = data["patterns"]
     answers = json.loads((TESTDATA / "patterns_planted.answers.json").read_text())
     assert len(rows) == sum(len(v) for v in answers.values())  # 6 whole, 3 operator, 4 stream
@@ -125,7 +125,7 @@ def test_a100_conv2d_overlay(tmp_path: Path) -> None:
     out = tmp_path / "resnet.patterns.json.gz"
     result = cli("patterns", str(src), str(out), "--operator", "aten::conv2d", "--format", "json")
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.output)["patterns"]
+    rows = json.loads(result.stdout)["patterns"]
     assert [r["count"] for r in rows if r["scope"] == "whole"] == [18, 18, 15, 9, 9, 3]
     top = [r for s in ("whole", "operator", "stream") for r in [x for x in rows if x["scope"] == s][:5]]
     with gzip.open(out) as f:
@@ -146,12 +146,12 @@ def test_a100_conv2d_overlay(tmp_path: Path) -> None:
 def test_table_and_csv() -> None:
     result = cli("patterns", str(PLANTED), "--summary-only")
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
+    lines = result.stdout.splitlines()
     assert "6 whole, 3 operator, 4 stream" in lines[0]
     assert lines[1].split()[:3] == ["pattern", "scope", "operators"]
     assert len(lines) == 2 + 5 + 3 + 4  # top 5 whole, all 3 operator, all 4 stream
     csv = cli("patterns", str(PLANTED), "--summary-only", "--format", "csv", "--min-len", "4")
-    rows = csv.output.splitlines()
+    rows = csv.stdout.splitlines()
     assert rows[0].startswith("pattern,scope,operators,kernel_ids,kernels,length,count")
     # min-len 4: x y x (3) gone from operator and stream, whole "mix: x y x" too
     assert not any(",x | y | x," in r for r in rows)
@@ -233,14 +233,14 @@ def test_rank_directory(tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = cli("patterns", str(src), str(out) + "/", "--format", "json", "--top-k", "1")
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert sorted(d["rank"] for d in data) == [0, 1]
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in src.iterdir())
     for d in data:
         assert d["patterns"] and d["out"].startswith(str(out))
     one = cli("patterns", str(src), "--summary-only", "--rank", "1", "--format", "json")
-    assert json.loads(one.output)["patterns"] == next(d for d in data if d["rank"] == 1)["patterns"]
-    csv = cli("patterns", str(src), "--summary-only", "--format", "csv").output.splitlines()
+    assert json.loads(one.stdout)["patterns"] == next(d for d in data if d["rank"] == 1)["patterns"]
+    csv = cli("patterns", str(src), "--summary-only", "--format", "csv").stdout.splitlines()
     assert csv[0].startswith("rank,pattern,scope")
     assert {r.split(",")[0] for r in csv[1:]} == {"0", "1"}
 

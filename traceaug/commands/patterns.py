@@ -63,10 +63,9 @@ def _table(r: dict) -> str:
     table["kernel_ids"] = _clip(table["kernel_ids"], 40)
     counts = ", ".join(f"{int((rows['scope'] == s).sum())} {s}" for s in SCOPES)
     what = r["operator"] or "top-level CPU ops"
-    text = (f"Kernel patterns of {r['file']}: {r['instances']} instances of {what} launched "
+    return (f"Kernel patterns of {r['file']}: {r['instances']} instances of {what} launched "
             f"GPU work; {counts} patterns (top {top_k} of each scope shown, --format csv lists "
             f"every one)\n" + render_columns(table, "table"))
-    return text + (f"wrote {r['out']} ({r['events']} events)\n" if r["out"] else "")
 
 
 def summary_text(results: list[dict], fmt: str) -> str:

@@ -61,13 +61,27 @@ def is_traceaug_output(head: bytes) -> bool:
     return start.startswith(b"{") and OUTPUT_MARK in start
 
 
+def trace_input(path: str | Path) -> Path:
+    """The file to read for ``path``: itself, or for an Nsight Systems SQLite export its Chrome
+    JSON conversion (a temporary file, made once per process); a ``.nsys-rep`` is an error."""
+    from . import nsys
+
+    path = Path(path)
+    if nsys.is_report(path):
+        raise nsys.report_error(path)
+    if path.is_file() and nsys.is_sqlite(path):
+        return nsys.converted(path)
+    return path
+
+
 def resolve(path: str | Path) -> list[TraceFile]:
     """Files to read for ``path``; a directory must give one file per distinct rank."""
     path = Path(path)
-    if not path.exists():
-        raise TraceaugError(f"{path}: no such file or directory")
     if not path.is_dir():
-        return [TraceFile(path, None)]
+        file = trace_input(path)
+        if not path.exists():
+            raise TraceaugError(f"{path}: no such file or directory")
+        return [TraceFile(file, None)]
     found: dict[int, Path] = {}
     unranked: list[Path] = []
     outputs = 0

@@ -155,7 +155,8 @@ def run(rewriter: Rewriter, src: str | Path, dst: str | Path | None, options: di
         rank: int | None = None, fmt: str = "table", tp_bin: str | None = None,
         prefetched: Prefetched | None = None, keep_bytes: bool = False,
         open_ui: bool | dict = False) -> str:
-    """Run ``rewriter`` over ``src`` into ``dst`` (None: summary only) and return its summary.
+    """Run ``rewriter`` over ``src`` into ``dst`` (None: summary only) and return its summary;
+    ``wrote OUT (N events added by NAME)`` goes to stderr for each output.
 
     ``open_ui`` (True, or ``view.server.serve`` options such as port / browser): print the
     summary, then serve the one output in the Perfetto UI until interrupted; returns ""."""
@@ -163,8 +164,13 @@ def run(rewriter: Rewriter, src: str | Path, dst: str | Path | None, options: di
         found, _ = targets(src, dst, rank)
         if dst is None or len(found) != 1:
             raise TraceaugError(f"{src}: --open needs one output file")
-    text = rewriter.summary(results(rewriter, src, dst, options, rank=rank, tp_bin=tp_bin,
-                                    prefetched=prefetched, keep_bytes=keep_bytes), fmt)
+    done = results(rewriter, src, dst, options, rank=rank, tp_bin=tp_bin,
+                   prefetched=prefetched, keep_bytes=keep_bytes)
+    for r in done:  # what was written is a message (stderr); stdout holds the summary only
+        if r["out"]:
+            print(f"wrote {r['out']} ({r['events']} events added by {rewriter.name})",
+                  file=sys.stderr)
+    text = rewriter.summary(done, fmt)
     if not open_ui:
         return text
     from ..view.server import serve

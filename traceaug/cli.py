@@ -304,13 +304,15 @@ def summary_command(ctx: click.Context, inputs: tuple[Path, ...], config: Path |
 @click.option("--top-k", type=click.IntRange(0), default=5, show_default=True,
               help="Patterns of each scope overlaid on OUT (and shown in the table).")
 @click.option("--rank", type=int, help="For a directory: only this rank.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="The patterns on stdout: the top k of each scope (table), or all (csv, json).")
 @click.option("--summary-only", is_flag=True, help="Print the patterns; write no trace.")
 @click.option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done.")
+@_open_options
 @click.pass_context
 def patterns_command(ctx: click.Context, src: Path, dst: str | None, operator: str | None,
                      min_len: int, top_k: int, rank: int | None, fmt: str, summary_only: bool,
-                     open_ui: bool) -> None:
+                     open_ui: bool, port: int, no_browser: bool) -> None:
     """Write OUT: IN with its frequent GPU kernel sequences overlaid (``Pattern P<n>`` slices
     on "Kernel patterns" threads, a "Kernel-name dictionary" thread).
 
@@ -324,7 +326,9 @@ def patterns_command(ctx: click.Context, src: Path, dst: str | None, operator: s
     from .commands.patterns import run
 
     click.echo(run(src, None if summary_only else dst, operator, min_len, top_k, rank, fmt,
-                   prefetched=prefetched, open_ui=open_ui, **_options(ctx)), nl=False)
+                   prefetched=prefetched,
+                   open_ui={"port": port, "browser": not no_browser} if open_ui else False,
+                   **_options(ctx)), nl=False)
 
 
 def _analysis_options(f):

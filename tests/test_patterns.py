@@ -269,31 +269,3 @@ def test_ns_resolution_exact(tmp_path: Path) -> None:
                          for a, d in zip(got["ts"], got["dur"], strict=True))
     assert got_abs == want
 
-
-def test_open_serves_the_output(tmp_path: Path) -> None:
-    """--open --no-browser --port P: the table on stdout, then OUT served on 127.0.0.1:P."""
-    import re
-    import signal
-    import socket
-    import subprocess
-    import sys
-    import urllib.request
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    out = tmp_path / "out.json"
-    proc = subprocess.Popen([sys.executable, "-m", "traceaug", "patterns", str(PLANTED), str(out),
-                             "--open", "--no-browser", "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        lines = [proc.stderr.readline() for _ in range(2)]
-        assert lines[0].startswith(f"wrote {out} ("), lines
-        url = re.search(r"http://127\.0\.0\.1:(\d+)/\S*", lines[1])
-        assert url and int(url.group(1)) == port, lines
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/trace/{out.name}", timeout=10) as r:
-            assert r.read() == out.read_bytes()
-    finally:
-        proc.send_signal(signal.SIGINT)
-        stdout, _ = proc.communicate(timeout=20)
-    assert proc.returncode == 0 and stdout.startswith("Kernel patterns of ")

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from .trace import Trace
 
 __version__ = "0.1.0"
-__all__ = ["Counters", "Trace", "TraceaugError", "counters", "diff", "info", "load", "load_ranks",
-           "query", "__version__"]
+__all__ = ["Counters", "KernelPatterns", "Trace", "TraceaugError", "counters", "diff", "info",
+           "load", "load_ranks", "patterns", "query", "__version__"]
 
 
 def __getattr__(name: str):
@@ -186,3 +186,36 @@ def diff(a: str | Path, b: str | Path, by: str = "name", device: str = "all",
                               frame(cmd.all_rows(result)).infer_objects())
     finally:
         cmd.close(result)
+
+
+class KernelPatterns(NamedTuple):
+    """What ``patterns`` returns: every pattern, every counted occurrence, the files written."""
+
+    patterns: pd.DataFrame
+    occurrences: pd.DataFrame
+    written: list[Path]
+
+
+def patterns(src: str | Path, dst: str | Path | None = None, *, operator: str | None = None,
+             min_len: int = 3, top_k: int = 5, rank: int | None = None,
+             tp_bin: str | None = None, progress: bool | None = None) -> KernelPatterns:
+    """``traceaug patterns`` as data: write ``dst`` (a file, or a directory for a directory
+    ``src`` or when it ends with ``/``) with the top-k patterns of each scope overlaid,
+    unless None, and return every pattern and occurrence, with a leading ``rank`` column
+    (columns: ``traceaug.analysis.patterns.compute``; ``pattern`` is n of ``P<n>``)."""
+    import pandas as pd
+
+    from .analysis.tables import frame
+    from .commands.patterns import PATTERNS
+    from .rewrite import pipeline
+
+    results = pipeline.results(PATTERNS, src, dst, {"operator": operator, "min_len": min_len,
+                                                    "top_k": top_k}, rank=rank, tp_bin=tp_bin,
+                               progress=progress)
+    tables = []
+    for key in ("patterns", "occurrences"):
+        parts = [frame(r[key]).infer_objects() for r in results]
+        for r, part in zip(results, parts, strict=True):
+            part.insert(0, "rank", r["rank"])
+        tables.append(pd.concat(parts, ignore_index=True))
+    return KernelPatterns(tables[0], tables[1], [Path(r["out"]) for r in results if r["out"]])

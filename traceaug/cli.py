@@ -294,6 +294,43 @@ def summary_command(ctx: click.Context, inputs: tuple[Path, ...], config: Path |
     click.echo((cmd.render_json if fmt == "json" else cmd.render_text)(results), nl=False)
 
 
+@main.command("patterns")
+@click.argument("src", metavar="IN", type=click.Path(path_type=Path))
+@click.argument("dst", metavar="OUT", required=False, type=click.Path())
+@click.option("--operator", help="Instances of this CPU op (a name or a glob); default: every "
+              "top-level CPU op.")
+@click.option("--min-len", type=click.IntRange(1), default=3, show_default=True,
+              help="Shortest pattern, in GPU ops.")
+@click.option("--top-k", type=click.IntRange(0), default=5, show_default=True,
+              help="Patterns of each scope overlaid on OUT (and shown in the table).")
+@click.option("--rank", type=int, help="For a directory: only this rank.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="The patterns on stdout: the top k of each scope (table), or all (csv, json).")
+@click.option("--summary-only", is_flag=True, help="Print the patterns; write no trace.")
+@click.option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done.")
+@_open_options
+@click.pass_context
+def patterns_command(ctx: click.Context, src: Path, dst: str | None, operator: str | None,
+                     min_len: int, top_k: int, rank: int | None, fmt: str, summary_only: bool,
+                     open_ui: bool, port: int, no_browser: bool) -> None:
+    """Write OUT: IN with its frequent GPU kernel sequences overlaid (``Pattern P<n>`` slices
+    on "Kernel patterns" threads, a "Kernel-name dictionary" thread).
+
+    IN and OUT may be directories of per-rank traces (one output per rank, same names).
+    """
+    if dst is None and not summary_only:
+        raise click.UsageError("give OUT, or --summary-only")
+    if open_ui and (summary_only or src.is_dir()):
+        raise click.UsageError("--open needs one output file")
+    prefetched = _prefetch(src, kind="ops")
+    from .commands.patterns import run
+
+    click.echo(run(src, None if summary_only else dst, operator, min_len, top_k, rank, fmt,
+                   prefetched=prefetched,
+                   open_ui={"port": port, "browser": not no_browser} if open_ui else False,
+                   **_options(ctx)), nl=False)
+
+
 def _analysis_options(f):
     """What every analysis command takes: --format, --step, --rank."""
     f = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",

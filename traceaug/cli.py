@@ -5,13 +5,14 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from . import __version__
+from . import __version__, atomic, guard, interrupt, paths
 from .errors import TraceaugError
 from .memory import return_freed_promptly
 from .output import FORMATS, render_columns, render_records
@@ -22,18 +23,51 @@ if TYPE_CHECKING:
 TP_BIN_HELP = "Use this native trace_processor_shell instead of the embedded wasm engine."
 
 
+MESSAGE_LIMIT = 300  # characters of an error line
+
+
+def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """An error message as one line of at most ``limit`` characters."""
+    text = " ".join(paths.shown(str(text)).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class TraceaugCommand(click.Command):
+    """Every command: its outputs checked against its inputs before it starts (``guard``),
+    its files put in place all together when it succeeds and none when it fails
+    (``atomic.all_or_none``), and OS errors said in one line naming the file. Declare trace
+    arguments with ``paths.Input()`` / ``paths.Output()`` to get this."""
+
+    def invoke(self, ctx: click.Context):
+        inputs, outputs, rank_dirs = paths.arguments(self, ctx.params)
+        guard.check(inputs, outputs, rank_dirs)
+        try:
+            with atomic.all_or_none():
+                return super().invoke(ctx)
+        except OSError as e:
+            target = e.filename or next((str(o) for o in outputs + rank_dirs), None) or "traceaug"
+            raise TraceaugError(f"{target}: {e.strerror or e}") from None
+        except MemoryError:
+            raise TraceaugError(f"{inputs[0] if inputs else 'traceaug'}: out of memory") from None
+
+
 class _Group(click.Group):
-    """Turns every user-facing error into one line on stderr and exit code 1."""
+    """Turns every user-facing error into one line on stderr and exit code 1, and Ctrl-C /
+    SIGTERM into exit 130 / 143; removes spooled inputs whatever happens."""
+
+    command_class = TraceaugCommand
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except TraceaugError as e:
-            click.echo(f"traceaug: error: {e}", err=True)
+            click.echo(f"traceaug: error: {one_line(str(e))}", err=True)
             sys.exit(1)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             click.echo("traceaug: interrupted", err=True)
-            sys.exit(130)
+            sys.exit(getattr(e, "exit_code", 130))
+        finally:
+            paths.cleanup()
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -85,7 +119,7 @@ def _perfetto_api_without_pandas() -> None:
 
 
 @main.command()
-@click.argument("trace", type=click.Path(path_type=Path))
+@click.argument("trace", type=paths.Input())
 @click.argument("sql", required=False)
 @click.option("-f", "--file", "sql_file", type=click.File("r"), help="Read the SQL from a file.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
@@ -121,7 +155,7 @@ def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
 
 
 @main.command()
-@click.argument("trace", type=click.Path(path_type=Path))
+@click.argument("trace", type=paths.Input())
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--rank", type=int, help="For a directory: only this rank.")
 @click.pass_context
@@ -131,7 +165,7 @@ def info(ctx: click.Context, trace: Path, fmt: str, rank: int | None) -> None:
 
     prefetched = _prefetch(trace)
     records = trace_info(trace, rank=rank, prefetched=prefetched, **_options(ctx))
-    click.echo(render_records(records, fmt), nl=False)
+    click.echo(paths.shown(render_records(records, fmt)), nl=False)  # stdin, not its spool
 
 
 def _series(value: str) -> tuple[str, ...]:
@@ -145,8 +179,8 @@ def _series(value: str) -> tuple[str, ...]:
 
 
 @main.command()
-@click.argument("src", metavar="IN", type=click.Path(path_type=Path))
-@click.argument("dst", metavar="OUT", required=False, type=click.Path(path_type=Path))
+@click.argument("src", metavar="IN", type=paths.Input())
+@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, dash=True))
 @click.option("--series", default="bandwidth,queue", show_default=True,
               help="Which counters: bandwidth, queue, or both.")
 @click.option("--style", type=click.Choice(["traceaug", "hta"]), default="traceaug", show_default=True,
@@ -172,14 +206,14 @@ def counters(ctx: click.Context, src: Path, dst: Path | None, series: str, style
 
     text = run(src, None if summary_only else dst, _series(series), style, rank, fmt,
                prefetched=prefetched, **_options(ctx))
-    click.echo(text, nl=False)
+    click.echo(paths.shown(text), nl=False, err=paths.is_stdout(dst))  # OUT "-": the trace
     if open_ui:
         _open(dst)
 
 
 @main.command("diff")
-@click.argument("a", type=click.Path(path_type=Path))
-@click.argument("b", type=click.Path(path_type=Path))
+@click.argument("a", type=paths.Input())
+@click.argument("b", type=paths.Input())
 @click.option("--by", type=click.Choice(["name", "short-name", "category"]), default="name",
               show_default=True, help="Group ops by full name, name without template/arguments, or type.")
 @click.option("--device", type=click.Choice(["cpu", "gpu", "all"]), default="all", show_default=True)
@@ -189,8 +223,8 @@ def counters(ctx: click.Context, src: Path, dst: Path | None, series: str, style
               help="Per-step time change (percent) still called unchanged.")
 @click.option("--top", type=int, default=10, show_default=True, help="Rows of regressions/improvements.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
-@click.option("--html", "html_out", type=click.Path(path_type=Path), help="Write a self-contained report.")
-@click.option("--trace", "trace_out", type=click.Path(path_type=Path),
+@click.option("--html", "html_out", type=paths.Output(), help="Write a self-contained report.")
+@click.option("--trace", "trace_out", type=paths.Output(),
               help="Write both traces into one Perfetto file (B relabelled, aligned at the first step).")
 @click.option("--open", "open_ui", is_flag=True, help="Open the --trace file in the Perfetto UI.")
 @click.pass_context
@@ -228,12 +262,14 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
 def _open(trace: Path, port: int = 0, browser: bool = True) -> None:
     from .view.server import serve
 
+    atomic.commit()  # this run's outputs in place before the UI reads one
     serve(trace, port=port, browser=browser, announce=lambda m: click.echo(m, err=True))
 
 
 @main.command("open")
-@click.argument("trace", type=click.Path(path_type=Path))
-@click.option("--port", type=int, default=0, help="Port on 127.0.0.1 (default: a free one).")
+@click.argument("trace", type=paths.Input())
+@click.option("--port", type=click.IntRange(0, 65535), default=0,
+              help="Port on 127.0.0.1 (default: a free one).")
 @click.option("--no-browser", is_flag=True, help="Only print the URL.")
 def open_command(trace: Path, port: int, no_browser: bool) -> None:
     """Open TRACE in the Perfetto UI bundled with traceaug (offline, 127.0.0.1 only)."""
@@ -246,11 +282,16 @@ def run() -> None:
     # No BLAS thread pool (traceaug does no linear algebra): numpy's OpenBLAS starts one at
     # import, and on 2 cores its threads spin ~60 ms of CPU while pass 1 needs it.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    interrupt.install(terminate=True)  # Ctrl-C / SIGTERM: exit 130 / 143, never in the engine
     try:
         main()
         code = 0
     except SystemExit as e:  # click ends every run this way
         code = e.code
+    except KeyboardInterrupt as e:  # a signal outside a command (while parsing its arguments)
+        code = getattr(e, "exit_code", 130)
+    for sig in (signal.SIGINT, signal.SIGTERM):  # cleanup below is short: let it finish
+        signal.signal(sig, signal.SIG_IGN)
     if isinstance(code, str):
         click.echo(code, err=True)
         code = 1

@@ -19,6 +19,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import interrupt
 from ..errors import TraceaugError
 from . import source
 from .inputs import resolve
@@ -51,6 +52,7 @@ class Prefetched:
                 child.stdin.close()
         except OSError:
             return
+        interrupt.watch_child(child)  # killed at once by Ctrl-C / SIGTERM
         self._children[key] = child
 
     def take(self, path: Path, full: bool, only: str | None) -> Plan | None:
@@ -132,6 +134,7 @@ def _fork(path: Path, full: bool, only: str | None) -> _Forked:
     pid = os.fork()
     if pid == 0:
         try:
+            interrupt.reset_in_child()  # the parent stops it; a signal to the group ends it
             os.close(read)
             _plan_and_send(path, full, only, os.fdopen(write, "wb"))
         finally:

@@ -1,0 +1,112 @@
+"""Ctrl-C and SIGTERM: stop promptly, and never by raising inside the wasm engine.
+
+A ``KeyboardInterrupt`` raised in a host function the engine called (through ctypes)
+cannot unwind the wasm stack: wasmtime reports it as ignored and may crash. So the handler
+never raises while the main thread is inside the engine: it bumps the epoch of every
+wasmtime engine (their stores trap at the next function entry or loop), kills the pass-1
+worker processes, and the engine call raises ``Interrupted`` once it has returned.
+Everywhere else it raises ``Interrupted`` at once. Other threads stop at their next
+``check()`` (every block read, every engine call). Exit codes: 130 (SIGINT), 143 (SIGTERM).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import weakref
+from collections.abc import Iterator
+
+_engines: weakref.WeakSet = weakref.WeakSet()
+_children: weakref.WeakSet = weakref.WeakSet()  # subprocess.Popen of pass-1 workers
+_requested: list[int] = []  # the signal received, once
+_in_engine = 0  # how deep the main thread is inside engine calls
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM: the command stops, exit code 128 + signal number."""
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.exit_code = 128 + signum
+
+
+def requested() -> bool:
+    """True once a signal asked this process to stop."""
+    return bool(_requested)
+
+
+def check() -> None:
+    """Raise ``Interrupted`` when a signal asked to stop (for loops in any thread)."""
+    if _requested:
+        raise Interrupted(_requested[0])
+
+
+def watch_engine(engine) -> None:
+    """A wasmtime Engine whose stores trap when a signal arrives (epoch interruption)."""
+    _engines.add(engine)
+    if _requested:
+        engine.increment_epoch()
+
+
+def watch_child(proc) -> None:
+    """A worker process killed when a signal arrives (it only serves this one)."""
+    _children.add(proc)
+
+
+def _stop_work() -> None:
+    for engine in list(_engines):
+        engine.increment_epoch()
+    for proc in list(_children):
+        with contextlib.suppress(OSError):
+            proc.kill()  # never reaps (the owner waits for it): safe in a handler
+
+
+def _handler(signum: int, frame) -> None:
+    if not _requested:
+        _requested.append(signum)
+    _stop_work()
+    if _in_engine == 0:
+        raise Interrupted(_requested[0])
+    # inside the engine: it traps at its next check; engine_call raises on the way out
+
+
+@contextlib.contextmanager
+def engine_call() -> Iterator[None]:
+    """Wrap every call into the wasm engine: no signal raises inside it; afterwards an
+    interrupted call raises ``Interrupted``."""
+    global _in_engine
+    main = threading.current_thread() is threading.main_thread()
+    if main:
+        _in_engine += 1
+    try:
+        yield
+    finally:
+        if main:
+            _in_engine -= 1
+    check()
+
+
+def install(terminate: bool = False) -> None:
+    """Use the handler for SIGINT (where Python's default one is set) and, for the command
+    line (``terminate``), SIGTERM. Only the main thread can set handlers; elsewhere a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _handler):
+        signal.signal(signal.SIGINT, _handler)
+    if terminate:
+        signal.signal(signal.SIGTERM, _handler)
+
+
+def reset_in_child() -> None:
+    """In a forked child: default signal actions, no inherited stop request."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _requested.clear()
+
+
+def clear() -> None:
+    """Forget a handled stop request (a long-lived process that goes on, e.g. tests)."""
+    _requested.clear()
+

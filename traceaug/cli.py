@@ -282,7 +282,7 @@ def run() -> None:
     # No BLAS thread pool (traceaug does no linear algebra): numpy's OpenBLAS starts one at
     # import, and on 2 cores its threads spin ~60 ms of CPU while pass 1 needs it.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    interrupt.install(terminate=True)  # Ctrl-C / SIGTERM: exit 130 / 143, never in the engine
+    interrupt.install(command_line=True)  # Ctrl-C / SIGTERM: exit 130 / 143, never in the engine
     try:
         main()
         code = 0

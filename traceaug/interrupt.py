@@ -12,6 +12,7 @@ Everywhere else it raises ``Interrupted`` at once. Other threads stop at their n
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 import weakref
@@ -88,21 +89,79 @@ def engine_call() -> Iterator[None]:
     check()
 
 
-def install(terminate: bool = False) -> None:
-    """Use the handler for SIGINT (where Python's default one is set) and, for the command
-    line (``terminate``), SIGTERM. Only the main thread can set handlers; elsewhere a no-op."""
+def install(command_line: bool = False) -> None:
+    """Use the handler for SIGINT where Python's default one is set (a library user's own
+    handler stays); the command line takes SIGINT and SIGTERM whatever was set. Only the
+    main thread can set handlers; elsewhere a no-op."""
     if threading.current_thread() is not threading.main_thread():
         return
-    if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _handler):
+    if command_line or signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _handler)
-    if terminate:
+        _watch_wakeups()
+    if command_line:
         signal.signal(signal.SIGTERM, _handler)
+
+
+_watcher: list[threading.Thread] = []
+
+
+def _watch_wakeups() -> None:
+    """Python runs a signal handler in the main thread between bytecodes, so not while that
+    thread runs a long engine call (a recursive query): a thread woken by the signal itself
+    (``signal.set_wakeup_fd``) stops the engine meanwhile. Skipped when the fd is taken."""
+    if _watcher:
+        return
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    try:
+        previous = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    except ValueError:  # not the main thread of the main interpreter
+        os.close(read)
+        os.close(write)
+        return
+    if previous != -1:  # someone else's (an event loop): leave it to them
+        signal.set_wakeup_fd(previous)
+        os.close(read)
+        os.close(write)
+        return
+
+    def watch() -> None:
+        while data := os.read(read, 64):
+            for signum in data:
+                if signum in (signal.SIGINT, signal.SIGTERM) and \
+                        signal.getsignal(signum) is _handler:
+                    if not _requested:
+                        _requested.append(signum)
+                    _stop_work()
+
+    thread = threading.Thread(target=watch, name="traceaug-signals", daemon=True)
+    thread.start()
+    _watcher.append(thread)
+
+
+def is_watcher(thread: threading.Thread) -> bool:
+    """The signal-watching thread: blocked in a read, holding no lock, safe across a fork."""
+    return thread in _watcher
+
+
+def _early(signum: int, frame) -> None:
+    os.write(2, b"traceaug: interrupted\n")
+    os._exit(128 + signum)
+
+
+def early() -> None:
+    """While the command line imports (before ``install``): Ctrl-C / SIGTERM exit at once,
+    with no traceback."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _early)
+        signal.signal(signal.SIGTERM, _early)
 
 
 def reset_in_child() -> None:
     """In a forked child: default signal actions, no inherited stop request."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.set_wakeup_fd(-1)  # the parent's watcher reads that pipe, not this process
     _requested.clear()
 
 

@@ -97,7 +97,8 @@ def start(inputs: list[Path], full: bool = False, only: str | None = None) -> Pr
 
 def _can_fork() -> bool:
     """Fork only where it is safe: Linux, and no other thread (a command's first moments)."""
-    return sys.platform == "linux" and threading.active_count() == 1
+    others = [t for t in threading.enumerate() if t is not threading.current_thread()]
+    return sys.platform == "linux" and all(interrupt.is_watcher(t) for t in others)
 
 
 class _Forked:

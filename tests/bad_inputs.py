@@ -58,16 +58,21 @@ FIELDS = ("ph", "name", "cat", "pid", "tid", "ts", "dur", "args", "args.correlat
 MEMCPY_FIELDS = ("args.bytes", "args.memory bandwidth (GB/s)")
 
 
+FIELD_VALUES = ("null", "true", "lots", "object", "negative", "huge_float", "nan", "int_2p64")
+COPY_VALUES = ("lots", "negative", "neg_huge_float", "nan")
+
+
 def field_cases() -> dict[str, bytes]:
-    """Every field traceaug reads, set to every odd value, on a kernel (and memcpy args)."""
+    """Every field traceaug reads, set to odd values (or left out), on a kernel (and a copy's
+    args)."""
     cases = {}
     for f in FIELDS:
-        for v, raw in VALUES.items():
-            cases[f"kernel.{f}={v}"] = _with(KERNEL, f, None, raw)
+        for v in FIELD_VALUES:
+            cases[f"kernel.{f}={v}"] = _with(KERNEL, f, None, VALUES[v])
         cases[f"kernel.{f}=missing"] = _without(KERNEL, f)
     for f in MEMCPY_FIELDS:
-        for v, raw in VALUES.items():
-            cases[f"memcpy.{f}={v}"] = _with(MEMCPY, f, None, raw)
+        for v in COPY_VALUES:
+            cases[f"memcpy.{f}={v}"] = _with(MEMCPY, f, None, VALUES[v])
     return cases
 
 
@@ -127,11 +132,11 @@ def truncation_cases() -> dict[str, bytes]:
     valid = _dump(_valid())
     gz = gzip.compress(valid, mtime=0)
     cases = {}
-    for frac in (0.001, 0.05, 0.1, 0.2, 0.33, 0.5, 0.66, 0.8, 0.9, 0.99, 0.999):
+    for frac in (0.001, 0.1, 0.33, 0.5, 0.8, 0.999):
         cut = max(1, int(len(valid) * frac))
         cases[f"truncated_plain_{frac}"] = valid[:cut]
         cases[f"truncated_then_gz_{frac}"] = gzip.compress(valid[:cut], mtime=0)
-    for frac in (0.1, 0.3, 0.5, 0.7, 0.9, 0.97):
+    for frac in (0.1, 0.5, 0.97):
         cases[f"truncated_gz_{frac}"] = gz[: max(3, int(len(gz) * frac))]
     cases["last_byte_missing"] = valid[:-1]
     cases["gz_last_byte_missing"] = gz[:-1]

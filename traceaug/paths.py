@@ -11,6 +11,7 @@ run succeeds).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -96,19 +97,39 @@ def is_stdout(path: Path | None) -> bool:
     return path is not None and _shown.get(str(path)) == "stdout"
 
 
+_OUTPUT_NAME = re.compile(r"(^|_)(out|dst|output|dest|html|report)($|_)")
+
+
+def _role(param: click.Parameter) -> str | None:
+    """"in" or "out" for a path parameter: its type says so; a plain ``click.Path`` (a
+    command that has not declared it yet) is an output when named like one (``out``, ``dst``,
+    ``*_out``, ``--html``...), else an input. Not a path: None."""
+    if isinstance(param.type, Input):
+        return "in"
+    if isinstance(param.type, Output):
+        return "out"
+    if isinstance(param.type, click.Path) and param.name:
+        return "out" if _OUTPUT_NAME.search(param.name) else "in"
+    return None
+
+
+def _values(value) -> list[Path]:
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    return [Path(v) for v in values if v is not None and not hasattr(v, "read")]
+
+
 def arguments(command: click.Command, params: dict) -> tuple[list[Path], list[Path], list[Path]]:
     """The command's inputs, output files and rank-directory outputs, from its parameters."""
-    inputs: list[Path] = []
-    for p in command.params:
-        if isinstance(p.type, Input) and params.get(p.name) is not None:
-            value = params[p.name]
-            inputs += list(value) if isinstance(value, (list, tuple)) else [value]
+    inputs = [v for p in command.params if _role(p) == "in" for v in _values(params.get(p.name))]
     any_dir = any(p.is_dir() for p in inputs)
     files: list[Path] = []
     dirs: list[Path] = []
     for p in command.params:
-        if isinstance(p.type, Output) and params.get(p.name) is not None:
-            value = params[p.name]
-            values = list(value) if isinstance(value, (list, tuple)) else [value]
-            (dirs if p.type.rank_dir and any_dir else files).extend(values)
+        if _role(p) == "out":
+            for v in _values(params.get(p.name)):
+                if isinstance(p.type, Output):
+                    rank_dir = p.type.rank_dir and any_dir
+                else:  # undeclared: a directory beside directory inputs is taken as one
+                    rank_dir = any_dir and (v.is_dir() or not v.suffix)
+                (dirs if rank_dir else files).append(v)
     return inputs, files, dirs

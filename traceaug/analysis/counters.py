@@ -219,12 +219,15 @@ def _check_copy_args(trace: Trace) -> None:
     bad = trace.columns(
         "SELECT name, ts, key, display_value AS value FROM traceaug_gpu_op JOIN args USING "
         "(arg_set_id) WHERE kind IN ('memcpy', 'memset') AND key IN ('args.bytes', "
-        "'args.memory bandwidth (GB/s)') AND value_type NOT IN ('int', 'uint', 'real') LIMIT 1")
+        "'args.memory bandwidth (GB/s)') AND (value_type NOT IN ('int', 'uint', 'real') "
+        "OR COALESCE(int_value, real_value) < 0 OR COALESCE(int_value, real_value) >= 9.2e18) "
+        "LIMIT 1")
     if len(bad["name"]):
         value = str(bad["value"][0])
         value = value if len(value) <= 40 else value[:39] + "…"
         raise TraceaugError(f"{trace.path}: {str(bad['name'][0])[:60]} at ts {int(bad['ts'][0])} ns: "
-                            f"{bad['key'][0].removeprefix('args.')} is {value!r}, not a number")
+                            f"{bad['key'][0].removeprefix('args.')} is {value!r}, not a number "
+                            "from 0 to 2^63")
 
 
 def compute(trace: Trace, series: tuple[str, ...] = SERIES, style: str = "traceaug") -> dict:

@@ -104,13 +104,14 @@ def _column_rows(events: list, ts: np.ndarray, seqs: np.ndarray, keys: dict, ext
         key = [keys.setdefault(k, len(keys)) for k in pairs]
     except TypeError:  # an unhashable pid/tid: that event gets key -1 (Perfetto judges it)
         key = [_hashable_key(keys, k) for k in pairs]
+    _check_range("ts", ts)
     cols = [np.array(key, dtype=np.int64), us_to_ns_array(ts)]
     valid = ~np.isnan(cols[1])
     if extra is not None:
-        cols.append(us_to_ns_array(numbers([e.get(extra) for e in events])))
+        values = numbers([e.get(extra) for e in events])
+        _check_range(extra, values)
+        cols.append(us_to_ns_array(values))
         valid &= ~np.isnan(cols[2])
-    for name, c in zip(("ts", extra), cols[1:]):
-        _check_range(name, c)
     _check_ts(events, cols[1])
     cols = [c.astype(np.int64) if c.dtype.kind == "f" else c for c in cols]
     rows = np.column_stack([*cols, seqs])
@@ -124,11 +125,11 @@ class BadValue(ValueError):
 NS_LIMIT = 2.0**63  # timestamps and durations are int64 ns
 
 
-def _check_range(name: str, ns: np.ndarray) -> None:
-    """Refuse ``ns`` values that are infinite or do not fit int64 (1e308, 2^64 µs)."""
-    bad = np.abs(ns) >= NS_LIMIT  # NaN compares False: missing values are judged elsewhere
+def _check_range(name: str, us: np.ndarray) -> None:
+    """Refuse µs values that are infinite or whose ns do not fit int64 (1e308, 2^64)."""
+    bad = np.abs(us) >= NS_LIMIT / 1000  # NaN compares False: missing values judged elsewhere
     if bad.any():
-        value = ns[bad][0] / 1000
+        value = us[bad][0]
         raise BadValue(f"an event's {name} is {value:.6g} µs, out of range (the limit is "
                        f"±{NS_LIMIT / 1000:.6g} µs)")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import os
 import struct
+import sys
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -96,20 +97,21 @@ def spool(name: str, path: str | None, dest: Path) -> None:
     to ``dest``, so that every pass can read it; ``name`` is what error messages call it.
     A FIFO with no writer reads as empty instead of waiting for one."""
     if path is None:
-        fd, own = os.dup(0), True
+        stream = sys.stdin.buffer
     else:
         try:
-            fd, own = os.open(path, os.O_RDONLY | os.O_NONBLOCK), True
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO with no writer: no wait
         except OSError as e:
             raise TraceaugError(f"{name}: cannot read ({e.strerror})") from None
-    os.set_blocking(fd, True)
+        os.set_blocking(fd, True)
+        stream = os.fdopen(fd, "rb", buffering=0)
     first = True
     try:
         with open(dest, "wb") as out:
             while True:
                 interrupt.check()
                 try:
-                    data = os.read(fd, BLOCK)
+                    data = stream.read(BLOCK)
                 except OSError as e:
                     raise TraceaugError(f"{name}: cannot read ({e.strerror})") from None
                 if not data:
@@ -120,8 +122,8 @@ def spool(name: str, path: str | None, dest: Path) -> None:
                 first = False
                 out.write(data)
     finally:
-        if own:
-            os.close(fd)
+        if path is not None:
+            stream.close()
     if first:
         why = "nothing to read" if path is None else "nothing to read, or no writer"
         raise TraceaugError(f"{name}: empty input ({why})")

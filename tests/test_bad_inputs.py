@@ -174,7 +174,7 @@ def test_stdin_in_and_stdout_out(tmp_path: Path) -> None:
     out = json.loads(res.stdout_bytes)  # only the trace on stdout; the summary on stderr
     names = {e.get("name") for e in out["traceEvents"]}
     assert {"Queue length", "Memory bandwidth (GB/s)"} <= names and "wrote stdout" in res.stderr
-    assert data[data.index(b"[") + 1:] in res.stdout_bytes
+    assert data[data.index(b'"traceEvents": [') + 16:] in res.stdout_bytes
 
 
 # ----- output-path faults --------------------------------------------------------------------
@@ -289,3 +289,18 @@ def test_read_only_directory(tmp_path: Path) -> None:
         assert res.exit_code == 1 and "cannot write in" in res.stderr
     finally:
         ro.chmod(0o755)
+
+
+def test_failing_rank_leaves_no_output_of_the_other(tmp_path: Path) -> None:
+    """A rank directory where one rank fails: no rank's output is left (nor the directory)."""
+    src = tmp_path / "ranks"
+    src.mkdir()
+    kineto_gen.write(src / "rank0.json", kineto_gen.trace())
+    bad = json.dumps(kineto_gen.trace(distributedInfo={"rank": 1, "world_size": 2})).encode()
+    (src / "rank1.json").write_bytes(bad[: len(bad) // 2])
+    res = CliRunner().invoke(main, ["counters", str(src), str(tmp_path / "out")])
+    assert res.exit_code == 1 and "rank1.json" in res.stderr, res.stderr
+    assert sorted(os.listdir(tmp_path)) == ["ranks"]
+    assert sorted(os.listdir(src)) == ["rank0.json", "rank1.json"]
+    res = CliRunner().invoke(main, ["counters", str(src), str(src)])
+    assert res.exit_code == 1 and "is the input directory" in res.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import signal
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 TP_BIN_HELP = "Use this native trace_processor_shell instead of the embedded wasm engine."
 
 
-MESSAGE_LIMIT = 300  # characters of an error line
+MESSAGE_LIMIT = 299  # characters of an error line
 
 
 def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
@@ -41,6 +42,7 @@ class TraceaugCommand(click.Command):
     def invoke(self, ctx: click.Context):
         inputs, outputs, rank_dirs = paths.arguments(self, ctx.params)
         guard.check(inputs, outputs, rank_dirs)
+        new_dirs = [d for d in rank_dirs if not d.exists()]
         try:
             with atomic.all_or_none():
                 return super().invoke(ctx)
@@ -49,6 +51,10 @@ class TraceaugCommand(click.Command):
             raise TraceaugError(f"{target}: {e.strerror or e}") from None
         except MemoryError:
             raise TraceaugError(f"{inputs[0] if inputs else 'traceaug'}: out of memory") from None
+        finally:
+            for d in new_dirs:  # a rank directory this run made and left empty (it failed)
+                with contextlib.suppress(OSError):
+                    d.rmdir()
 
 
 class _Group(click.Group):
@@ -61,7 +67,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except TraceaugError as e:
-            click.echo(f"traceaug: error: {one_line(str(e))}", err=True)
+            click.echo(one_line(f"traceaug: error: {e}"), err=True)
             sys.exit(1)
         except KeyboardInterrupt as e:
             click.echo("traceaug: interrupted", err=True)

@@ -67,7 +67,8 @@ def _check_one(o: Path, inputs: list[Path], seen: dict, directory: bool = False,
     ident = _identity(o)
     for i in inputs:
         if (ident is not None and ident == _identity(i)) or o.resolve() == i.resolve():
-            raise TraceaugError(f"{o}: is the input {i}; choose another output")
+            same = "" if str(o) == str(i) else f" {i} (another name for it)"
+            raise TraceaugError(f"{o}: is the input file{same}; choose another output")
     key = ident if ident is not None else str(o.resolve())
     if key in seen:
         raise TraceaugError(f"{o}: is also the output {seen[key]}; give each output its own name")

@@ -39,7 +39,7 @@ def malformed(text: bytes, e: orjson.JSONDecodeError, offset: int, skip: int = 1
     where ``text`` starts in the file (near: rebasing may have shortened timestamps)."""
     at = max(e.pos - skip, 0)
     if at >= len(text.rstrip()):
-        return MalformedJson("JSON trace file is incomplete: it ends inside the event array (truncated?)")
+        return MalformedJson("JSON trace file is incomplete: malformed JSON at its end (truncated?)")
     near = text[max(at - 20, 0): at + 20].decode("utf-8", "replace")
     return MalformedJson(f"invalid JSON near byte {offset + at}: {e.msg} (at {near!r})")
 

@@ -165,7 +165,9 @@ def reset_in_child() -> None:
     _requested.clear()
 
 
-def clear() -> None:
-    """Forget a handled stop request (a long-lived process that goes on, e.g. tests)."""
-    _requested.clear()
+def new_work() -> None:
+    """A new top-level job starts (a load called from the main thread): a stop request its
+    caller has already handled (Ctrl-C in a notebook, then another load) is forgotten."""
+    if threading.current_thread() is threading.main_thread() and _in_engine == 0:
+        _requested.clear()
 

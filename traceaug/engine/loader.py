@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import interrupt
 from ..errors import EngineError, EngineOutOfMemory, TraceaugError
 from ..memory import release_free_memory
 from ..progress import Progress
@@ -145,6 +146,7 @@ def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
     ``workers``: pass-1 worker processes (default: two above ``normalize.PARALLEL_ABOVE``).
     ``prefetched``: plans the command line started in child processes (``read.prefetch``)."""
     path = Path(path)
+    interrupt.new_work()
     source.check_readable(path)
     stored = source.stored_size(path)
     if memory64 is None:

@@ -113,7 +113,8 @@ def _column_rows(events: list, ts: np.ndarray, seqs: np.ndarray, keys: dict, ext
         cols.append(us_to_ns_array(values))
         valid &= ~np.isnan(cols[2])
     _check_ts(events, cols[1])
-    cols = [c.astype(np.int64) if c.dtype.kind == "f" else c for c in cols]
+    with np.errstate(invalid="ignore"):  # NaN rows (no number) are dropped just below
+        cols = [c.astype(np.int64) if c.dtype.kind == "f" else c for c in cols]
     rows = np.column_stack([*cols, seqs])
     return rows[valid]
 

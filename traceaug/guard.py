@@ -3,9 +3,9 @@
 An output is refused when it is the same file as any input (the same path, through ``./``,
 ``..``, a symlink, a hard link or a bind mount: the same device and inode), when two outputs
 are one file, when it is a directory or a special file, or when its directory is missing or
-not writable. A directory input stands for every file in it; a rank directory output for the file of
-each input it will hold. The CLI calls ``check`` for every
-command (``cli.TraceaugCommand``); library writers (``rewrite.splice.Copy``) call it too.
+not writable. A directory input stands for every file in it; a rank directory output for the
+file of each input it will hold. The CLI calls ``check`` for every command
+(``cli.TraceaugCommand``); library writers (``rewrite.splice.Copy``) call it too.
 """
 
 from __future__ import annotations

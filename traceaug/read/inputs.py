@@ -26,7 +26,8 @@ _PEEK = 1 << 20
 
 @dataclass(frozen=True)
 class TraceFile:
-    """One input file and the rank it belongs to (None for a lone file)."""
+    """One input file as the user named it (an nsys export stays its ``.sqlite``: readers take
+    ``trace_input(path)``) and the rank it belongs to (None for a lone file)."""
 
     path: Path
     rank: int | None
@@ -63,7 +64,8 @@ def is_traceaug_output(head: bytes) -> bool:
 
 def trace_input(path: str | Path) -> Path:
     """The file to read for ``path``: itself, or for an Nsight Systems SQLite export its Chrome
-    JSON conversion (a temporary file, made once per process); a ``.nsys-rep`` is an error."""
+    JSON conversion (a temporary file, made once per process); a ``.nsys-rep`` is an error.
+    Messages name ``path``, never the conversion."""
     from . import nsys
 
     path = Path(path)
@@ -78,10 +80,13 @@ def resolve(path: str | Path) -> list[TraceFile]:
     """Files to read for ``path``; a directory must give one file per distinct rank."""
     path = Path(path)
     if not path.is_dir():
-        file = trace_input(path)
+        from .nsys import is_report, report_error
+
+        if is_report(path):
+            raise report_error(path)
         if not path.exists():
             raise TraceaugError(f"{path}: no such file or directory")
-        return [TraceFile(file, None)]
+        return [TraceFile(path, None)]
     found: dict[int, Path] = {}
     unranked: list[Path] = []
     outputs = 0
@@ -129,3 +134,11 @@ def select(path: str | Path, rank: int | None = None) -> list[TraceFile]:
         raise TraceaugError(f"{path}: no trace for rank {rank} "
                             f"(it has {', '.join(str(f.rank) for f in files)})")
     return chosen
+
+
+def output_name(path: Path) -> str:
+    """The file name a rewriter's output of ``path`` gets in an output directory: its own, or
+    for an nsys export the name of its Chrome JSON (``run.sqlite`` -> ``run.json``)."""
+    from . import nsys
+
+    return path.stem + ".json" if nsys.is_sqlite(path) else path.name

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import TraceaugError
 from . import source
-from .inputs import resolve
+from .inputs import resolve, trace_input
 from .kinds import kind_of
 from .workers import recv, send, spawn
 
@@ -94,8 +94,8 @@ def start(inputs: list[Path], full: bool = False, only: str | None = None,
     if all(len(f) == 1 for f in files):
         for (tf,) in files:
             try:
-                pre.start(tf.path, full, only, kind)
-            except OSError:
+                pre.start(trace_input(tf.path), full, only, kind)
+            except (TraceaugError, OSError):
                 pass  # unreadable: the loader says so
     return pre
 

@@ -53,7 +53,7 @@ def b_events(side: Side, shift_ns: int) -> list[bytes]:
     named: set = set()
     pids: dict = {}  # in order of appearance (a set's order of strings varies by run)
     out: list[bytes] = []
-    for item in pass1.rebased_chunks(source.iter_blocks(side.trace.path), rebase):
+    for item in pass1.rebased_chunks(source.iter_blocks(side.trace.file), rebase):
         if isinstance(item, chunks.Layout):
             break
         for ev in item.events:
@@ -83,7 +83,7 @@ def write_merged(a: Side, b: Side, out: Path) -> None:
     """Write A with B's events added, B aligned to A."""
     if a.trace.plan is None or b.trace.plan is None:
         raise TraceaugError(f"{out}: --trace needs Chrome JSON traces on both sides")
-    splice.check_output(a.trace.path, out)
-    splice.check_output(b.trace.path, out)
+    splice.check_output(a.trace.file, out)
+    splice.check_output(b.trace.file, out)
     shift = _anchor(b) - _anchor(a)
-    splice.write(a.trace.path, out, a.trace.plan.layout, b_events(b, shift), "diff")
+    splice.write(a.trace.file, out, a.trace.plan.layout, b_events(b, shift), "diff")

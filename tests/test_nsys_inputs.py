@@ -1,0 +1,89 @@
+"""nsys exports as inputs of every command: messages, tables and records name the ``.sqlite``
+the user gave (never its temporary Chrome JSON)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+from conftest import shared_trace
+
+import traceaug
+from traceaug.cli import main
+from traceaug.read import nsys
+
+SAXPY = "nsys/a100_saxpy_mpi_rank0.sqlite"
+
+
+def _cli(*args: str):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def _no_temp_name(text: str, src: Path) -> None:
+    """Nothing but ``src`` is named: no temporary conversion (``<stem>.<random>.json``)."""
+    assert f"{src.stem}." not in text.replace(src.name, "")
+
+
+def test_info_names_the_export():
+    src = shared_trace(SAXPY)
+    r = _cli("info", src, "--format", "json")
+    assert r.exit_code == 0, r.output
+    rec = orjson.loads(r.output)  # one trace: one record
+    assert rec["file"] == str(src)
+    assert (rec["kernels"], rec["memcpys"], rec["runtime_calls"]) == (5, 15, 95)
+    r = _cli("info", src)
+    assert r.exit_code == 0, r.output
+    assert r.output.splitlines()[0].split() == ["file", str(src)]
+    _no_temp_name(r.output, src)
+    assert traceaug.info(src)[0]["file"] == str(src)
+
+
+def test_diff_names_the_exports(tmp_path):
+    src = shared_trace(SAXPY)
+    other = tmp_path / "other.sqlite"
+    shutil.copy(src, other)
+    r = _cli("diff", src, other, "--format", "json")
+    assert r.exit_code == 0, r.output
+    (rank,) = orjson.loads(r.output)["ranks"]
+    assert (rank["a"], rank["b"]) == (str(src), str(other))
+    assert rank["summary"]["a"]["gpu_busy_ms"] == rank["summary"]["b"]["gpu_busy_ms"] > 0
+    r = _cli("diff", src, other)
+    assert r.exit_code == 0, r.output
+    assert f"A = {src}\n" in r.output and f"B = {other}  (" in r.output
+    _no_temp_name(r.output, src)
+    r = _cli("diff", src, other, "--step", "3")  # an error raised after the load
+    assert r.exit_code == 1
+    assert r.output == f"traceaug: error: {src}: no ProfilerStep#3 (steps: none)\n"
+
+
+def test_counters_record_and_output_name(tmp_path):
+    """A rewriter's record names the export; in an OUT directory its output is ``<stem>.json``."""
+    src = shared_trace(SAXPY)
+    r = _cli("counters", src, f"{tmp_path}/out/", "--format", "json")
+    assert r.exit_code == 0, r.output
+    out = tmp_path / "out" / "a100_saxpy_mpi_rank0.json"
+    assert orjson.loads(r.output)["outputs"] == [str(out)]
+    doc = orjson.loads(out.read_bytes())
+    assert sum(e.get("ph") == "C" for e in doc["traceEvents"]) == 40
+    assert doc["nsysExport"]["file"] == src.name
+
+
+def test_error_reading_the_conversion_names_the_export(tmp_path):
+    """A conversion damaged on disk after it was made (a /tmp cleaner, a full disk): the
+    engine's error names the .sqlite, not the temporary file."""
+    src = tmp_path / "run.sqlite"
+    shutil.copy(shared_trace(SAXPY), src)
+    tmp = nsys.converted(src)
+    text = tmp.read_bytes()
+    tmp.write_bytes(text[: len(text) // 2])
+    with pytest.raises(traceaug.TraceaugError) as e:
+        traceaug.load(src)
+    assert str(e.value) == f"{src}: JSON trace file is incomplete"
+    r = _cli("info", src)
+    assert (r.exit_code, r.output) == (1, f"traceaug: error: {src}: JSON trace file is incomplete\n")
+    tmp.write_bytes(b"")
+    r = _cli("query", src, "SELECT 1")
+    assert (r.exit_code, r.output) == (1, f"traceaug: error: {src}: empty file\n")

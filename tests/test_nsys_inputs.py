@@ -87,3 +87,38 @@ def test_error_reading_the_conversion_names_the_export(tmp_path):
     tmp.write_bytes(b"")
     r = _cli("query", src, "SELECT 1")
     assert (r.exit_code, r.output) == (1, f"traceaug: error: {src}: empty file\n")
+
+
+@pytest.fixture
+def temp_dir(tmp_path, monkeypatch):
+    """Where conversions go during the test (``tempfile``'s directory)."""
+    import tempfile
+
+    where = tmp_path / "tmp"
+    where.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(where))
+    return where
+
+
+@pytest.mark.parametrize("args", [
+    ("counters", "{x}", "{x}"),
+    ("counters", "{x}", "{link}"),
+    ("diff", "{x}", "{y}", "--trace", "{y}"),
+    ("diff", "{x}", "{y}", "--trace", "{x}"),
+    ("diff", "{x}", "{y}", "--html", "{link}"),
+])
+def test_output_over_the_export_refused_before_any_work(tmp_path, temp_dir, args):
+    """An OUT that is (or resolves to) the .sqlite input: one line, the export untouched and
+    not even converted."""
+    x, y, link = tmp_path / "x.sqlite", tmp_path / "y.sqlite", tmp_path / "link.json"
+    shutil.copy(shared_trace(SAXPY), x)
+    shutil.copy(x, y)
+    link.symlink_to(x.name)
+    before = x.read_bytes()
+    r = _cli(*(a.format(x=x, y=y, link=link) for a in args))
+    assert r.exit_code == 1
+    out = args[-1] if args[0] == "diff" else args[2]
+    assert r.output == (f"traceaug: error: {out.format(x=x, y=y, link=link)}: is the input file; "
+                        "choose another output\n")
+    assert x.read_bytes() == before
+    assert list(temp_dir.iterdir()) == []  # no conversion was made

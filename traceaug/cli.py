@@ -72,6 +72,18 @@ def _prefetch(*inputs: Path, kind: str = "analysis") -> Prefetched:
     return started
 
 
+def _check_outputs(inputs: list[Path], outs: list[Path | None]) -> None:
+    """Refuse, before any work, an output that is one of the inputs (an nsys export's
+    ``.sqlite`` too): ``splice.check_output`` for each pair."""
+    from .read.inputs import resolve
+    from .rewrite.splice import check_output
+
+    for f in [f for p in inputs for f in resolve(p)]:
+        for out in outs:
+            if out is not None:
+                check_output(f.path, out)
+
+
 def _perfetto_api_without_pandas() -> None:
     """Import the perfetto API with pandas hidden. It imports pandas at once (a third of a
     second) only for ``as_pandas_dataframe``, which traceaug never calls: ``Trace.query``
@@ -200,6 +212,7 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
     """Compare two traces (or two directories of per-rank traces): what changed from A to B."""
     if open_ui and trace_out is None:
         raise click.UsageError("--open needs --trace FILE")
+    _check_outputs([a, b], [html_out, trace_out])
     prefetched = _prefetch(a, b, kind="ops")
     from .commands import diff as cmd
 

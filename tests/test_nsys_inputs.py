@@ -122,3 +122,63 @@ def test_output_over_the_export_refused_before_any_work(tmp_path, temp_dir, args
                         "choose another output\n")
     assert x.read_bytes() == before
     assert list(temp_dir.iterdir()) == []  # no conversion was made
+
+
+def _export_with_rank(src: Path, dst: Path, rank: int | None) -> Path:
+    """A copy of the saxpy export whose MPI thread name says ``MPI Rank <rank>`` (none: the
+    row is gone)."""
+    import sqlite3
+
+    shutil.copy(src, dst)
+    dst.chmod(0o644)
+    con = sqlite3.connect(dst)
+    if rank is None:
+        con.execute("DELETE FROM NVTX_EVENTS WHERE eventType = 39")
+    else:
+        con.execute("UPDATE NVTX_EVENTS SET text = ? WHERE eventType = 39", (f"MPI Rank {rank}",))
+    con.commit()
+    con.close()
+    return dst
+
+
+def test_directory_of_exports_resolves_ranks(tmp_path):
+    """Per-rank exports in a directory: the rank nsys recorded (its MPI thread name) wins over
+    the file name, which counts when nsys recorded none."""
+    from traceaug.read.inputs import resolve, select
+
+    src = shared_trace(SAXPY)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(src, runs / "a.sqlite")  # records MPI Rank 0
+    _export_with_rank(src, runs / "rank9_b.sqlite", 1)  # recorded 1, not the name's 9
+    _export_with_rank(src, runs / "c_rank2.sqlite", None)  # nothing recorded: the name's 2
+    (runs / "notes.txt").write_text("not a trace")
+    found = [(f.rank, f.path.name) for f in resolve(runs)]
+    assert found == [(0, "a.sqlite"), (1, "rank9_b.sqlite"), (2, "c_rank2.sqlite")]
+    assert [f.path.name for f in select(runs, 1)] == ["rank9_b.sqlite"]
+    r = _cli("info", runs, "--rank", "2", "--format", "json")
+    assert r.exit_code == 0, r.output
+    rec = orjson.loads(r.output)
+    assert (rec["rank"], rec["file"], rec["kernels"]) == (2, str(runs / "c_rank2.sqlite"), 5)
+    r = _cli("counters", runs, tmp_path / "out", "--rank", "0", "--format", "json")
+    assert r.exit_code == 0, r.output
+    assert orjson.loads(r.output)["outputs"] == [str(tmp_path / "out" / "a.json")]
+    # a lone export holding another rank than the one asked for
+    r = _cli("info", runs / "rank9_b.sqlite", "--rank", "9")
+    assert r.output == f"traceaug: error: {runs / 'rank9_b.sqlite'}: holds rank 1, not rank 9\n"
+
+
+def test_directory_exports_same_rank_or_none(tmp_path):
+    src = shared_trace(SAXPY)
+    twice = tmp_path / "twice"
+    twice.mkdir()
+    shutil.copy(src, twice / "a.sqlite")
+    shutil.copy(src, twice / "b.sqlite")
+    r = _cli("info", twice)
+    assert r.output == f"traceaug: error: {twice}: rank 0 appears twice: a.sqlite and b.sqlite\n"
+    unknown = tmp_path / "unknown"
+    unknown.mkdir()
+    _export_with_rank(src, unknown / "a.sqlite", None)
+    _export_with_rank(src, unknown / "b.sqlite", None)
+    r = _cli("info", unknown)
+    assert r.exit_code == 1 and "cannot tell the rank of a.sqlite, b.sqlite" in r.output

@@ -1,9 +1,9 @@
-"""Resolve a trace argument: one file, or a directory of per-rank traces.
+"""Resolve a trace argument: one file, or a directory of per-rank traces and nsys exports.
 
-A rank comes from ``distributedInfo.rank`` (parsed as JSON, compact or not),
-else from the file name (``rank-3``, ``rank_3``, ``rank3``), else it is
-reported. Files traceaug wrote itself carry a ``"traceaug"`` top-level key
-and are never taken as inputs.
+A rank comes from ``distributedInfo.rank`` (parsed as JSON, compact or not) or an nsys
+export's MPI rank (``nsys.recorded_rank``), else from the file name (``rank-3``,
+``rank_3``, ``rank3``), else it is reported. Files traceaug wrote itself carry a
+``"traceaug"`` top-level key and are never taken as inputs.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from ..errors import TraceaugError
 from . import source
 
 TRACE_SUFFIXES = (".json", ".json.gz")
+EXPORT_SUFFIXES = (".sqlite",)  # nsys export --type sqlite
 OUTPUT_MARK = b'"traceaug"'
 _DIST = re.compile(rb'"distributedInfo"\s*:\s*(\{[^{}]*\})')
 _NAME_RANK = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
@@ -43,9 +44,14 @@ def _peek(path: Path) -> bytes:
 
 def rank_of(path: Path, head: bytes | None = None) -> int | None:
     """The rank recorded in the file, else the one in its name, else None."""
+    from . import nsys
+
     head = _peek(path) if head is None else head
-    m = _DIST.search(head)
-    if m:
+    if head.startswith(nsys.SQLITE_MAGIC):
+        rank = nsys.recorded_rank(path)
+        if rank is not None:
+            return rank
+    elif m := _DIST.search(head):
         try:
             rank = orjson.loads(m.group(1)).get("rank")
         except orjson.JSONDecodeError:
@@ -91,7 +97,8 @@ def resolve(path: str | Path) -> list[TraceFile]:
     unranked: list[Path] = []
     outputs = 0
     for f in sorted(path.iterdir()):
-        if not f.is_file() or not f.name.endswith(TRACE_SUFFIXES) or f.stat().st_size == 0:
+        if (not f.is_file() or not f.name.endswith((*TRACE_SUFFIXES, *EXPORT_SUFFIXES))
+                or f.stat().st_size == 0):
             continue
         head = _peek(f)
         if is_traceaug_output(head):
@@ -107,13 +114,14 @@ def resolve(path: str | Path) -> list[TraceFile]:
     if not found and not unranked:
         skipped = (f"; {outputs} written by traceaug are skipped here (name one to read it)"
                    if outputs else "")
-        raise TraceaugError(f"{path}: no trace files (*.json, *.json.gz) in this directory{skipped}")
+        raise TraceaugError(f"{path}: no trace files (*.json, *.json.gz, *.sqlite) in this "
+                            f"directory{skipped}")
     if unranked:
         if not found and len(unranked) == 1:
             return [TraceFile(unranked[0], None)]
         names = ", ".join(f.name for f in unranked)
-        raise TraceaugError(f"{path}: cannot tell the rank of {names} (no distributedInfo.rank, "
-                            "no rank in the file name)")
+        raise TraceaugError(f"{path}: cannot tell the rank of {names} (no distributedInfo.rank "
+                            "or MPI rank recorded, no rank in the file name)")
     return [TraceFile(found[r], r) for r in sorted(found)]
 
 

@@ -42,6 +42,8 @@ MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed",
              5: "Device Static", 6: "Managed Static", 7: "Unknown"}
 NVTX_RANGES = (59, 60)  # NvtxPushPopRange, NvtxStartEndRange
 NVTX_DOMAIN_CREATE = 75
+NVTX_THREAD_NAME = 39  # nvtxNameOsThread: nsys's MPI trace names the rank's thread "MPI Rank N"
+_MPI_RANK = re.compile(r"MPI Rank (\d+)")
 
 
 def is_sqlite(path: Path) -> bool:
@@ -56,6 +58,16 @@ def is_sqlite(path: Path) -> bool:
 def is_report(path: Path) -> bool:
     """True for an Nsight Systems report (``.nsys-rep``, ``.qdrep``), which only nsys reads."""
     return path.name.endswith(REPORT_SUFFIXES)
+
+
+def recorded_rank(path: Path) -> int | None:
+    """The MPI rank the export ``path`` records (``Export.mpi_rank``); None when it records
+    none or is no readable export (its load says why)."""
+    try:
+        with Export(path) as ex:
+            return ex.mpi_rank()
+    except TraceaugError:
+        return None
 
 
 def report_error(path: Path) -> TraceaugError:
@@ -159,6 +171,19 @@ class Export:
         if not {"id", text} <= have:
             return default
         return {**default, **dict(self.rows(f'SELECT id, {text} FROM "{table}"'))}
+
+    def mpi_rank(self) -> int | None:
+        """The MPI rank nsys recorded (its MPI trace names the rank's thread ``MPI Rank N``);
+        None without one, or when the export holds several."""
+        if "NVTX_EVENTS" not in self.tables:
+            return None
+        have = self.columns("NVTX_EVENTS")
+        text = "COALESCE(e.text, n.value)" if "textId" in have else "e.text"
+        join = "LEFT JOIN StringIds n ON n.id = e.textId" if "textId" in have else ""
+        sql = (f"SELECT DISTINCT {text} FROM NVTX_EVENTS e {join} "
+               f"WHERE e.eventType = {NVTX_THREAD_NAME} AND {text} GLOB 'MPI Rank [0-9]*'")
+        ranks = {int(m.group(1)) for (t,) in self.rows(sql) if (m := _MPI_RANK.fullmatch(t))}
+        return ranks.pop() if len(ranks) == 1 else None
 
     def device_properties(self) -> list[dict]:
         """Kineto's ``deviceProperties`` from TARGET_INFO_GPU."""

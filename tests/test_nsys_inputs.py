@@ -34,6 +34,7 @@ def test_info_names_the_export():
     rec = orjson.loads(r.output)  # one trace: one record
     assert rec["file"] == str(src)
     assert (rec["kernels"], rec["memcpys"], rec["runtime_calls"]) == (5, 15, 95)
+    assert rec["rank"] == 0  # the MPI rank nsys recorded, as the conversion's distributedInfo
     r = _cli("info", src)
     assert r.exit_code == 0, r.output
     assert r.output.splitlines()[0].split() == ["file", str(src)]
@@ -156,6 +157,9 @@ def test_directory_of_exports_resolves_ranks(tmp_path):
     found = [(f.rank, f.path.name) for f in resolve(runs)]
     assert found == [(0, "a.sqlite"), (1, "rank9_b.sqlite"), (2, "c_rank2.sqlite")]
     assert [f.path.name for f in select(runs, 1)] == ["rank9_b.sqlite"]
+    r = _cli("info", runs, "--rank", "1", "--format", "json")
+    assert r.exit_code == 0, r.output
+    assert orjson.loads(r.output)["rank"] == 1  # recorded: in the conversion's header too
     r = _cli("info", runs, "--rank", "2", "--format", "json")
     assert r.exit_code == 0, r.output
     rec = orjson.loads(r.output)

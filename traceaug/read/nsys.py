@@ -458,16 +458,18 @@ def events(ex: Export) -> Iterator[tuple[list[str], bool]]:
 
 
 def header(ex: Export) -> bytes:
-    """The top-level keys before ``traceEvents``: Kineto's schema and device properties, and
-    what the export was."""
+    """The top-level keys before ``traceEvents``: Kineto's schema, device properties and
+    ``distributedInfo.rank`` (the MPI rank nsys recorded, if it did), and what the export was."""
     meta = ex.metadata()
     source = {"file": ex.path.name, "table": ex.meta_table}
     for key in ("PRODUCT_VERSION", "SCHEMA_VERSION"):
         value = meta.get(f"EXPORT_{key}", meta.get(key))
         if value is not None:
             source[key.lower()] = value
+    rank = ex.mpi_rank()
+    dist = b"" if rank is None else b',\n"distributedInfo":' + orjson.dumps({"rank": rank})
     return (b'{\n"schemaVersion":1,\n"deviceProperties":' + orjson.dumps(ex.device_properties())
-            + b',\n"nsysExport":' + orjson.dumps(source) + b',\n"traceEvents":[\n')
+            + dist + b',\n"nsysExport":' + orjson.dumps(source) + b',\n"traceEvents":[\n')
 
 
 def write(ex: Export, out, flush_at: int = 1 << 20) -> int:

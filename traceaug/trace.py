@@ -40,6 +40,14 @@ def _series_values(column: np.ndarray):
     return column
 
 
+def named_for(error: TraceaugError, read: Path, named: Path) -> TraceaugError:
+    """``error`` naming ``named`` (the file the user gave) where it names ``read`` (the file
+    read in its place: an nsys export's temporary conversion)."""
+    if read == named:
+        return error
+    return TraceaugError(str(error).replace(str(read), str(named)).replace(read.name, named.name))
+
+
 class Trace:
     """One trace file loaded into Perfetto's trace processor.
 
@@ -52,13 +60,18 @@ class Trace:
                  prefetched: Prefetched | None = None, kind: str | None = None) -> None:
         from .read.inputs import trace_input
 
-        self.path = trace_input(path)  # an nsys export: its Chrome JSON conversion
+        self.path = Path(path)  # the file named: every message names it (an nsys export too)
         try:
             load_kind = kind_of(kind, full=full, only=only)
         except ValueError as e:
             raise TraceaugError(f"{self.path}: {e}") from None
-        loaded = load(self.path, bin_path=tp_bin, memory64=memory64, show_progress=progress,
-                      kind=load_kind.name, workers=workers, prefetched=prefetched)
+        self.file = trace_input(path)  # the file read: an nsys export's Chrome JSON conversion
+        try:
+            loaded = load(self.file, bin_path=tp_bin, memory64=memory64, show_progress=progress,
+                          kind=load_kind.name, workers=workers, prefetched=prefetched,
+                          label=self.path.name)
+        except TraceaugError as e:
+            raise named_for(e, self.file, self.path) from None
         self.tp = loaded.tp
         self.plan = loaded.plan
         self.memory64 = loaded.memory64

@@ -136,21 +136,23 @@ def _early_engine(memory64: bool, bin_path: str | None) -> TraceProcessor | None
 
 def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
          show_progress: bool | None = None, kind: str = "analysis",
-         workers: int | None = None, prefetched: Prefetched | None = None) -> Loaded:
+         workers: int | None = None, prefetched: Prefetched | None = None,
+         label: str | None = None) -> Loaded:
     """Load ``path``; raise ``TraceaugError`` with a one-line reason on failure.
 
     ``kind`` (``read.kinds.KINDS``) says what the engine gets: "analysis" keeps the args
     analyses use and no flow events; "full" keeps everything (slower, more memory); "gpu",
     "ops" and "sync" keep a subset (what counters, diff and the critical path read).
     ``workers``: pass-1 worker processes (default: two above ``normalize.PARALLEL_ABOVE``).
-    ``prefetched``: plans the command line started in child processes (``read.prefetch``)."""
+    ``prefetched``: plans the command line started in child processes (``read.prefetch``).
+    ``label``: the name progress shows (an nsys export's, not its temporary conversion's)."""
     path = Path(path)
     interrupt.new_work()
     source.check_readable(path)
     stored = source.stored_size(path)
     if memory64 is None:
         memory64 = source.raw_size_estimate(path) > MEMORY64_ABOVE
-    progress = Progress(f"loading {path.name}", 2 * stored, show_progress)
+    progress = Progress(f"loading {label or path.name}", 2 * stored, show_progress)
     try:
         not_chrome = None
         early = _early_engine(memory64, bin_path) if prefetched is not None else None

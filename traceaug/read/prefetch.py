@@ -24,6 +24,7 @@ from ..errors import TraceaugError
 from . import source
 from .inputs import resolve
 from .kinds import kind_of
+from .nsys import is_sqlite
 from .workers import recv, send, spawn
 
 if TYPE_CHECKING:
@@ -87,7 +88,8 @@ class Prefetched:
 def start(inputs: list[Path], full: bool = False, only: str | None = None,
           kind: str | None = None) -> Prefetched:
     """Plan in children the files ``inputs`` name, when each names one file (a lone trace or
-    a directory holding one rank): with more ranks, loads already run two at a time."""
+    a directory holding one rank): with more ranks, loads already run two at a time. An nsys
+    export is not converted here: the command checks its outputs against it first."""
     pre = Prefetched()
     try:
         files = [resolve(p) for p in inputs]
@@ -95,6 +97,8 @@ def start(inputs: list[Path], full: bool = False, only: str | None = None,
         return pre  # the command reports it
     if all(len(f) == 1 for f in files):
         for (tf,) in files:
+            if is_sqlite(tf.path):
+                continue
             try:
                 pre.start(tf.path, full, only, kind)
             except OSError:

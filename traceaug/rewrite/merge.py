@@ -54,7 +54,7 @@ def b_events(side: Side, shift_ns: int) -> list[bytes]:
     named: set = set()
     pids: dict = {}  # in order of appearance (a set's order of strings varies by run)
     out: list[bytes] = []
-    for item in pass1.rebased_chunks(source.iter_blocks(side.trace.path), rebase):
+    for item in pass1.rebased_chunks(source.iter_blocks(side.trace.file), rebase):
         if isinstance(item, chunks.Layout):
             break
         for ev in item.events:
@@ -86,4 +86,4 @@ def write_merged(a: Side, b: Side, out: Path) -> None:
         raise TraceaugError(f"{out}: --trace needs Chrome JSON traces on both sides")
     guard.check([a.trace.path, b.trace.path], [out])
     shift = _anchor(b) - _anchor(a)
-    splice.write(a.trace.path, out, a.trace.plan.layout, b_events(b, shift), "diff")
+    splice.write(a.trace.file, out, a.trace.plan.layout, b_events(b, shift), "diff")

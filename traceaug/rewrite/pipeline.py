@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import TraceaugError
-from ..read.inputs import TRACE_SUFFIXES, TraceFile, select
+from ..read.inputs import TRACE_SUFFIXES, TraceFile, output_name, select, trace_input
 from ..read.kinds import KINDS
 from . import splice
 
@@ -73,7 +73,7 @@ def targets(src: str | Path, dst: str | Path | None, rank: int | None = None
         as_dir = True
     if as_dir:
         made = None if out.is_dir() else out
-        return [Target(f, out / f.path.name) for f in files], made
+        return [Target(f, out / output_name(f.path)) for f in files], made
     return [Target(f, out) for f in files], None
 
 
@@ -104,7 +104,7 @@ def _one(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None, 
     tf, out = target.file, target.out
     copy = None
     if out is not None:  # started first: gzip output deflates the original text meanwhile
-        copy = splice.Copy(tf.path, out, splice.entry(rewriter.name, options),
+        copy = splice.Copy(trace_input(tf.path), out, splice.entry(rewriter.name, options),
                            keep_bytes=keep_bytes)
     try:
         # quiet: two ranks at once, one pass-1 worker process each

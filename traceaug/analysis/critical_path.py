@@ -1,0 +1,613 @@
+"""The critical path of one trace window: HTA's dependency graph, longest path on numpy arrays.
+
+Every CPU op, runtime / driver call and GPU op (kernel, copy, set) is a start and an end
+node. Edges are HTA's (``critical_path_analysis``, FIELD_NOTES §5): the chain of nested
+ops on each CPU thread (a zero-weight dependency between consecutive top-level ops, a
+blocking call's own time weighted 0), launch -> GPU op when the stream was idle, GPU op
+-> next op on its stream otherwise, and synchronisation from the ``cuda_sync`` events:
+device / stream sync and event sync (GPU -> CPU), stream wait event (GPU -> GPU, through
+the ``cudaEventRecord`` correlation). Beyond HTA: every call that launches a GPU op by
+correlation (graph launches, ``cuLaunchKernel(Ex)``, ``hip*``), ``cudaDeviceSynchronize``
+without a ``cuda_sync`` event, and a weight for the CPU's wait after the GPU op it synced
+on ended (``sync_wait``), which HTA drops.
+
+The graph is a set of edge arrays (``src``, ``dst``, ``weight``, ``kind``, ``event``); the
+longest path is one pass over the edges sorted by their destination's topological
+position. Times are engine ns, clipped to the window, so the path never leaves it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import TraceaugError
+from ..trace import Trace
+from .steps import _COMM, steps
+from .tables import Columns, first_match, take
+
+CPU_CATEGORIES = ("cpu_op", "Operator", "cuda_runtime", "Runtime", "cuda_driver")
+GPU_CATEGORIES = ("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset")
+SYNC_CATEGORY = "cuda_sync"
+# HTA's blocking calls (their own time weighs 0: the GPU work they wait on carries it).
+BLOCKING_CALLS = frozenset({
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery", "cudaEventSynchronize",
+    "cudaMemcpy", "cudaMemcpyAsync", "hipDeviceSynchronize", "hipStreamSynchronize",
+    "hipEventQuery", "hipEventSynchronize", "hipMemcpy", "hipMemcpyAsync",
+})
+DEVICE_SYNC_CALLS = ("cudaDeviceSynchronize", "hipDeviceSynchronize")
+
+# Edge kinds: HTA's five types, its sync type split into GPU -> CPU and GPU -> GPU.
+SPAN, DEPENDENCY, LAUNCH, KERNEL_GAP, SYNC, GPU_SYNC = range(6)
+EDGE_KINDS = ("span", "dependency", "launch_delay", "kernel_gap", "sync", "gpu_sync")
+HTA_EDGE_TYPES = ("critical_path_operator", "critical_path_dependency",
+                  "critical_path_kernel_launch_delay", "critical_path_kernel_kernel_delay",
+                  "critical_path_sync_dependency", "critical_path_sync_dependency")
+CATEGORIES = ("cpu", "gpu_compute", "gpu_communication", "gpu_memory", "launch_delay",
+              "kernel_gap", "sync_wait")
+
+
+@dataclass(frozen=True)
+class Window:
+    """The analysed time range (engine ns) and what chose it."""
+
+    start: int
+    end: int
+    label: str
+
+
+def window(trace: Trace, step: int | None = None, annotation: str | None = None,
+           instance: int = 0) -> Window:
+    """One ProfilerStep, the ``instance``-th slice whose name contains ``annotation`` (HTA's
+    ``annotation`` / ``instance_id``), or the whole trace."""
+    if step is not None:
+        st = steps(trace)
+        hit = np.flatnonzero(st["step"] == step)
+        if not len(hit):
+            have = ", ".join(map(str, st["step"].tolist())) or "none"
+            raise TraceaugError(f"{trace.path}: no ProfilerStep#{step} (steps: {have})")
+        s, d = int(st["ts"][hit[0]]), int(st["dur"][hit[0]])
+        return Window(s, s + d, f"ProfilerStep#{step}")
+    if annotation is not None:
+        c = trace.columns("SELECT ts, dur FROM slice WHERE dur >= 0 AND instr(name, "
+                          f"{_sql_text(annotation)}) > 0 ORDER BY ts, id")
+        if instance < 0 or instance >= len(c["ts"]):
+            raise TraceaugError(f"{trace.path}: annotation {annotation!r} has {len(c['ts'])} "
+                                f"instance(s); no instance {instance}")
+        s, d = int(c["ts"][instance]), int(c["dur"][instance])
+        return Window(s, s + d, f"{annotation} #{instance}")
+    span = trace.span()
+    if span is None:
+        raise TraceaugError(f"{trace.path}: no complete events: no critical path")
+    return Window(span[0], span[1], "whole trace")
+
+
+def _sql_text(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def _in(values) -> str:
+    return "(" + ", ".join(_sql_text(v) for v in values) + ")"
+
+
+def events(trace: Trace) -> Columns:
+    """CPU ops, runtime / driver calls, GPU ops and ``cuda_sync`` events, by slice id: ``id, ts,
+    dur, name, category, depth, track_id, pid, tid, correlation, device, stream, sync_kind,
+    wait_stream, wait_record``. ``tid`` is the original thread (lanes folded)."""
+    trace.include("traceaug.base")
+    arg = "extract_arg(s.arg_set_id, 'args.{}')".format
+    cats = _in(CPU_CATEGORIES + GPU_CATEGORIES + (SYNC_CATEGORY,))
+    c = trace.columns(
+        "SELECT s.id, s.ts, s.dur, s.name, s.category, s.depth, s.track_id, tr.pid, tr.tid, "
+        f"COALESCE({arg('correlation')}, {arg('correlation id')}) AS correlation, "
+        f"{arg('device')} AS device, {arg('stream')} AS stream, "
+        f"{arg('cuda_sync_kind')} AS sync_kind, {arg('wait_on_stream')} AS wait_stream, "
+        f"{arg('wait_on_cuda_event_record_corr_id')} AS wait_record "
+        f"FROM slice s JOIN _traceaug_track tr USING (track_id) WHERE s.category IN {cats} "
+        "ORDER BY s.id")
+    n = len(c["id"])
+    for k in ("correlation", "device", "stream", "wait_stream", "wait_record"):
+        c[k] = _ints(c[k], n)
+    for k in ("name", "category", "sync_kind"):
+        c[k] = c[k].astype(object) if len(c[k]) == n else np.full(n, None, dtype=object)
+    return c
+
+
+def _ints(column: np.ndarray, n: int) -> np.ndarray:
+    """int64 with -1 for NULL / non-numbers (Kineto writes ids as ints, 2021 ones as text)."""
+    if len(column) != n:
+        return np.full(n, -1, np.int64)
+    if column.dtype.kind in "iu":
+        return column.astype(np.int64)
+    out = np.full(n, -1, np.int64)
+    for i, v in enumerate(column.tolist()):
+        try:
+            if v is not None and v == v:
+                out[i] = int(v)
+        except (TypeError, ValueError):
+            pass
+    return out
+
+
+@dataclass
+class Graph:
+    """Nodes 2i (start) and 2i+1 (end) of event i; edges as arrays. ``event`` is the event an
+    edge's time is attributed to (-1: none), ``ev`` the events' columns."""
+
+    ev: Columns
+    node_ts: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    weight: np.ndarray
+    kind: np.ndarray
+    event: np.ndarray
+    skipped: int  # edges dropped because they would run backwards in time (clock skew)
+
+
+def build(ev: Columns, win: Window, sync_wait: bool = True) -> Graph:
+    """HTA's dependency graph over the events of ``win`` (``events`` columns); ``sync_wait``
+    False weighs sync edges 0, as HTA does."""
+    cat = ev["category"]
+    is_cpu = np.isin(cat, CPU_CATEGORIES)
+    is_gpu = np.isin(cat, GPU_CATEGORIES)
+    ts, dur = ev["ts"].astype(np.int64), ev["dur"].astype(np.int64)
+    corr = ev["correlation"]
+    # Launches: a CPU call sharing its correlation id with a GPU op (the first such call).
+    launch = np.full(len(ts), -1, np.int64)
+    cpu_idx = np.flatnonzero(is_cpu & (corr >= 0))
+    gpu_idx = np.flatnonzero(is_gpu)
+    hit = first_match(corr[cpu_idx], corr[gpu_idx])
+    launch[gpu_idx[hit >= 0]] = cpu_idx[hit[hit >= 0]]
+
+    # HTA's window: CPU events starting in it with dur > 0; GPU ops launched in it (or, with
+    # no launch in the trace, starting in it).
+    inside = (ts >= win.start) & (ts <= win.end)
+    keep_cpu = is_cpu & inside & (dur > 0)
+    has_launch = launch >= 0
+    launch_ts = np.where(has_launch, ts[np.maximum(launch, 0)], ts)
+    launch_ok = ~has_launch | keep_cpu[np.maximum(launch, 0)]
+    keep_gpu = is_gpu & (dur >= 0) & (launch_ts >= win.start) & (launch_ts <= win.end) & launch_ok
+    keep_gpu &= ts <= win.end
+    keep = keep_cpu | keep_gpu
+    idx = np.flatnonzero(keep)  # graph event i = row idx[i]
+    pos = np.full(len(ts), -1, np.int64)
+    pos[idx] = np.arange(len(idx))
+    g = take(ev, idx)
+    g["row"] = idx
+    g["gpu"] = is_gpu[idx]
+    g["launch"] = np.where(launch[idx] >= 0, pos[np.maximum(launch[idx], 0)], -1)
+    start = np.clip(ts[idx], win.start, win.end)
+    end = np.clip(ts[idx] + np.maximum(dur[idx], 0), win.start, win.end)
+    node_ts = np.empty(2 * len(idx), np.int64)
+    node_ts[0::2], node_ts[1::2] = start, end
+
+    parts = [_cpu_edges(g, node_ts), _gpu_edges(g, ev, is_cpu, is_gpu, launch, pos, node_ts)]
+    src = np.concatenate([p[0] for p in parts])
+    dst = np.concatenate([p[1] for p in parts])
+    kind = np.concatenate([p[2] for p in parts])
+    attributed = np.concatenate([p[3] for p in parts])
+    zero = np.concatenate([p[4] for p in parts])
+    weight = np.where(zero, 0, node_ts[dst] - node_ts[src])
+    # A sync edge weighs the call's wait after both it began and the GPU op ended.
+    sync = kind == SYNC
+    weight[sync] = 0 if not sync_wait else (
+        node_ts[dst[sync]] - np.maximum(node_ts[src[sync]], node_ts[dst[sync] - 1]))
+    backwards = node_ts[dst] < node_ts[src]
+    fwd = ~backwards
+    return Graph(g, node_ts, src[fwd], dst[fwd], np.maximum(weight[fwd], 0), kind[fwd],
+                 attributed[fwd], int(backwards.sum()))
+
+
+def _cpu_edges(g: Columns, node_ts: np.ndarray):
+    """HTA's call-stack chain on every CPU thread: consecutive start / end points of nested
+    ops, a zero-weight dependency between consecutive top-level ops."""
+    cpu = np.flatnonzero(~g["gpu"])
+    n = len(cpu)
+    empty = (np.empty(0, np.int64),) * 4 + (np.empty(0, bool),)
+    if n == 0:
+        return empty
+    depth = g["depth"][cpu].astype(np.int64)
+    track = g["track_id"][cpu].astype(np.int64)
+    # Tokens: enter (start node) and exit (end node); at one time exits first, enters by
+    # depth, exits deepest first: the order of a depth-first walk of the nesting.
+    node = np.r_[2 * cpu, 2 * cpu + 1]
+    enter = np.r_[np.ones(n, bool), np.zeros(n, bool)]
+    key = np.r_[depth, -depth]
+    order = np.lexsort((key, enter, node_ts[node], np.r_[track, track]))
+    node, enter = node[order], enter[order]
+    tr = np.r_[track, track][order]
+    open_after = np.cumsum(np.where(enter, 1, -1))  # every thread balances to 0
+    a, b = np.arange(len(node) - 1), np.arange(1, len(node))
+    same = tr[a] == tr[b]
+    a, b = a[same], b[same]
+    top_end = open_after[a] == 0
+    kind = np.where(top_end, DEPENDENCY, SPAN)
+    ev_a, ev_b = node[a] // 2, node[b] // 2
+    blocking = np.isin(g["name"][ev_b], list(BLOCKING_CALLS))
+    zero = top_end | (~enter[b] & blocking)
+    # HTA's attribution: (start, *) -> the source event, (end, end) -> the destination,
+    # (end, start) -> the op enclosing both.
+    parent = _cpu_parents(node, enter, open_after, len(g["gpu"]))
+    attributed = np.where(enter[a], ev_a, np.where(~enter[b], ev_b, parent[ev_a]))
+    attributed = np.where(top_end, -1, attributed)
+    return node[a], node[b], kind, attributed, zero
+
+
+def _cpu_parents(node: np.ndarray, enter: np.ndarray, open_after: np.ndarray, n: int) -> np.ndarray:
+    """Each CPU event's innermost enclosing CPU event (-1 at top level), from the token walk:
+    the last enter one level up before its own enter."""
+    parent = np.full(n, -1, np.int64)
+    at = np.flatnonzero(enter)
+    level = open_after[at] - 1  # open events before it
+    ev = node[at] // 2
+    for lv in range(1, int(level.max(initial=0)) + 1):
+        mine, up = at[level == lv], at[level == lv - 1]
+        k = np.searchsorted(up, mine) - 1
+        parent[ev[level == lv]] = np.where(k >= 0, node[up[np.maximum(k, 0)]] // 2, -1)
+    return parent
+
+
+def _gpu_edges(g: Columns, ev: Columns, is_cpu, is_gpu, launch_all, pos, node_ts):
+    """Launch, kernel-gap and sync edges (HTA's ``_construct_graph_from_kernels``)."""
+    out_s, out_d, out_k, out_e, out_z = [], [], [], [], []
+
+    def add(s, d, k, e, z):
+        out_s.append(np.asarray(s, np.int64))
+        out_d.append(np.asarray(d, np.int64))
+        out_k.append(np.full(len(out_s[-1]), k, np.int64))
+        out_e.append(np.broadcast_to(np.asarray(e, np.int64), out_s[-1].shape).copy())
+        out_z.append(np.broadcast_to(np.asarray(z, bool), out_s[-1].shape).copy())
+
+    gpu = np.flatnonzero(g["gpu"])
+    add(2 * gpu, 2 * gpu + 1, SPAN, gpu, False)  # each op's own time
+
+    # Streams over the whole trace (HTA takes queue lengths from the full trace).
+    all_gpu = np.flatnonzero(is_gpu)
+    ts_all = ev["ts"].astype(np.int64)
+    dev_all = np.where(ev["device"] >= 0, ev["device"], ev["pid"].astype(np.int64))
+    str_all = np.where(ev["stream"] >= 0, ev["stream"], ev["tid"].astype(np.int64))
+    stream_code = _stream_codes(dev_all, str_all)
+    queued = _queue_free(all_gpu, launch_all, ts_all, stream_code)  # row -> idle at launch & start
+
+    # Ops of the window in HTA's order on each stream: by start.
+    rows = g["row"][gpu]
+    sc = stream_code[rows]
+    order = np.lexsort((rows, node_ts[2 * gpu], sc))
+    gpu, rows, sc = gpu[order], rows[order], sc[order]
+    first = np.r_[True, sc[1:] != sc[:-1]] if len(sc) else np.zeros(0, bool)
+    prev = np.where(first, -1, np.r_[-1, gpu[:-1]])
+
+    # Stream Wait Event: the op that will wait (dest) and the op it waits on (src).
+    wait_src = np.full(len(g["gpu"]), -1, np.int64)
+    sync = _sync_rows(ev)
+    w_dest, w_src = _stream_waits(ev, sync, is_cpu, is_gpu, launch_all, stream_code, dev_all)
+    ok = (pos[w_dest] >= 0) & (pos[w_src] >= 0) if len(w_dest) else np.zeros(0, bool)
+    w_dest, w_src = pos[w_dest[ok]], pos[w_src[ok]]
+    if len(w_dest):  # the latest-ending source when several waits meet one op
+        o = np.lexsort((node_ts[2 * w_src + 1], w_dest))
+        wait_src[w_dest[o]] = w_src[o]
+    add(2 * w_src + 1, 2 * w_dest, GPU_SYNC, -1, True)
+
+    ws = wait_src[gpu]
+    ws_end = np.where(ws >= 0, node_ts[2 * np.maximum(ws, 0) + 1], np.iinfo(np.int64).min)
+    lch = g["launch"][gpu]
+    l_ts = np.where(lch >= 0, node_ts[2 * np.maximum(lch, 0)], np.iinfo(np.int64).max)
+    prev_end = np.where(prev >= 0, node_ts[2 * np.maximum(prev, 0) + 1], np.iinfo(np.int64).min)
+    is_launch = (lch >= 0) & queued[rows] & (prev_end < l_ts) & (ws_end < l_ts)
+    add(2 * lch[is_launch], 2 * gpu[is_launch], LAUNCH, gpu[is_launch], False)
+    is_gap = ~is_launch & (prev >= 0) & (ws_end < prev_end)
+    add(2 * prev[is_gap] + 1, 2 * gpu[is_gap], KERNEL_GAP, prev[is_gap], False)
+
+    # GPU -> CPU syncs: the last op started on the stream(s) by the sync's end -> the call's end.
+    s_src, s_dst = _cpu_syncs(g, ev, sync, gpu, sc, stream_code, pos, node_ts, is_cpu,
+                              is_gpu, launch_all, dev_all)
+    add(s_src, s_dst, SYNC, -1, False)
+    return (np.concatenate(out_s), np.concatenate(out_d), np.concatenate(out_k),
+            np.concatenate(out_e), np.concatenate(out_z))
+
+
+def _stream_codes(device: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    key = np.stack([device, stream], 1)
+    return np.unique(key, axis=0, return_inverse=True)[1].reshape(-1) if len(key) else key[:, 0]
+
+
+def _queue_free(gpu: np.ndarray, launch: np.ndarray, ts: np.ndarray, sc: np.ndarray) -> np.ndarray:
+    """Per row: HTA's launch condition, the stream idle at the launch (no op of another call
+    launched and not started) and at the op's start (no later call's op queued yet). Ops of one
+    graph launch count as one launch."""
+    out = np.zeros(len(ts), bool)
+    lg = gpu[launch[gpu] >= 0]
+    if not len(lg):
+        return out
+    L, S, call, code = ts[launch[lg]], ts[lg], launch[lg], sc[lg]
+    for c in np.unique(code):
+        m = code == c
+        l_, s_, k_ = L[m], S[m], call[m]
+        ls, ss = np.sort(l_), np.sort(s_)
+        same = _same_call_counts(k_, s_)
+        at_launch = np.searchsorted(ls, l_, "right") - np.searchsorted(ss, l_, "left")
+        at_start = np.searchsorted(ls, s_, "right") - np.searchsorted(ss, s_, "right")
+        out[lg[m]] = (at_launch - same[0] == 0) & (at_start - same[1] == 0)
+    return out
+
+
+def _same_call_counts(call: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per op: ops of its own call on its stream, and those of them starting after it."""
+    o = np.lexsort((start, call))
+    cs = call[o]
+    first = np.r_[True, cs[1:] != cs[:-1]]
+    grp = np.cumsum(first) - 1
+    size = np.bincount(grp)
+    rank = np.arange(len(o)) - np.flatnonzero(first)[grp]
+    total, after = np.empty(len(o), np.int64), np.empty(len(o), np.int64)
+    total[o] = size[grp]
+    after[o] = size[grp] - 1 - rank
+    return total, after
+
+
+def _sync_rows(ev: Columns) -> np.ndarray:
+    return np.flatnonzero(ev["category"] == SYNC_CATEGORY)
+
+
+def _calls_by_corr(ev: Columns, is_cpu: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    cpu = np.flatnonzero(is_cpu & (ev["correlation"] >= 0))
+    hit = first_match(ev["correlation"][cpu], corr)
+    return np.where(hit >= 0, cpu[np.maximum(hit, 0)], -1)
+
+
+def _launch_table(ev, is_gpu, launch_all, stream_code):
+    """Every (launch call, stream) pair with the first and last op of that call there, sorted
+    by the call's (ts, id)."""
+    ops = np.flatnonzero(is_gpu & (launch_all >= 0))
+    call, sc, st = launch_all[ops], stream_code[ops], ev["ts"][ops].astype(np.int64)
+    o = np.lexsort((st, sc, call))
+    ops, call, sc = ops[o], call[o], sc[o]
+    first = np.r_[True, (call[1:] != call[:-1]) | (sc[1:] != sc[:-1])] if len(o) else np.zeros(0, bool)
+    last = np.r_[first[1:], True] if len(o) else first
+    t = {"call": call[first], "sc": sc[first], "first_op": ops[first], "last_op": ops[last]}
+    t["ts"] = ev["ts"][t["call"]].astype(np.int64)
+    o = np.lexsort((t["call"], t["ts"]))
+    return take(t, o)
+
+
+def _previous_launch(lt: Columns, sc: int, t: int) -> int:
+    m = np.flatnonzero(lt["sc"] == sc)
+    k = np.searchsorted(lt["ts"][m], t, "right") - 1
+    return int(lt["last_op"][m[k]]) if k >= 0 else -1
+
+
+def _stream_waits(ev, sync, is_cpu, is_gpu, launch_all, stream_code, dev_all):
+    """Stream Wait Event: (dest op, src op) rows of the trace. src: the op of the last launch
+    on the recorded stream before the ``cudaEventRecord`` call; dest: the op of the next launch
+    from the waiting call's thread onto the waiting stream."""
+    waits = sync[(ev["sync_kind"][sync] == "Stream Wait Event")
+                 | (ev["name"][sync] == "Stream Wait Event")]
+    waits = waits[(ev["wait_record"][waits] >= 0) & (ev["wait_stream"][waits] >= 0)]
+    if not len(waits):
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    lt = _launch_table(ev, is_gpu, launch_all, stream_code)
+    codes = _code_lookup(dev_all, np.where(ev["stream"] >= 0, ev["stream"], ev["tid"]), stream_code)
+    record = _calls_by_corr(ev, is_cpu, ev["wait_record"][waits])
+    caller = _calls_by_corr(ev, is_cpu, ev["correlation"][waits])
+    thread = ev["track_id"]
+    dest, src = [], []
+    for w, r, c in zip(waits.tolist(), record.tolist(), caller.tolist()):
+        dev = int(dev_all[w])
+        rec_sc = codes.get((dev, int(ev["wait_stream"][w])))
+        wait_sc = codes.get((dev, int(ev["stream"][w])))
+        if r < 0 or c < 0 or rec_sc is None or wait_sc is None:
+            continue
+        s = _previous_launch(lt, rec_sc, int(ev["ts"][r]))
+        m = np.flatnonzero((lt["sc"] == wait_sc) & (thread[lt["call"]] == thread[c])
+                           & (lt["ts"] >= ev["ts"][c]))
+        if s >= 0 and len(m):
+            dest.append(int(lt["first_op"][m[0]]))
+            src.append(s)
+    return np.array(dest, np.int64), np.array(src, np.int64)
+
+
+def _code_lookup(dev, stream, code) -> dict:
+    out: dict = {}
+    for d, s, c in zip(dev.tolist(), stream.tolist(), code.tolist()):
+        out.setdefault((d, s), c)
+    return out
+
+
+def _cpu_syncs(g, ev, sync, gpu, sc, stream_code, pos, node_ts, is_cpu, is_gpu, launch_all,
+               dev_all):
+    """GPU -> CPU edges: device (context) sync on every stream of the device, stream sync on
+    its stream, event sync on the op recorded; ``cudaDeviceSynchronize`` without a
+    ``cuda_sync`` event too."""
+    kind = np.where(ev["sync_kind"][sync] != None, ev["sync_kind"][sync], ev["name"][sync])  # noqa: E711
+    call = _calls_by_corr(ev, is_cpu, ev["correlation"][sync])
+    # Device syncs the trace has no cuda_sync event for.
+    covered = set(call[call >= 0].tolist())
+    dev_calls = np.flatnonzero(is_cpu & np.isin(ev["name"], DEVICE_SYNC_CALLS))
+    extra = np.array([c for c in dev_calls.tolist() if c not in covered], np.int64)
+    src, dst = [], []
+    # Ops of the window per stream, by start (sc sorted, then start).
+    starts = node_ts[2 * gpu]
+    bounds = np.r_[0, np.flatnonzero(sc[1:] != sc[:-1]) + 1, len(sc)] if len(sc) else np.r_[0]
+    per_stream = {int(sc[b]): (gpu[b:e], starts[b:e]) for b, e in zip(bounds[:-1], bounds[1:])}
+    dev_of_sc = {}
+    for d, c in zip(dev_all[np.flatnonzero(is_gpu)].tolist(), stream_code[np.flatnonzero(is_gpu)].tolist()):
+        dev_of_sc[c] = d
+    codes = _code_lookup(dev_all, np.where(ev["stream"] >= 0, ev["stream"], ev["tid"]), stream_code)
+    lt = None
+
+    def last_op(code, t):
+        ops = per_stream.get(code)
+        if ops is None:
+            return -1
+        k = np.searchsorted(ops[1], t, "right") - 1
+        return int(ops[0][k]) if k >= 0 else -1
+
+    def link(op, c):
+        if op >= 0 and pos[c] >= 0:
+            src.append(2 * op + 1)
+            dst.append(2 * int(pos[c]) + 1)
+
+    rows = list(zip(sync.tolist(), kind.tolist(), call.tolist()))
+    rows += [(-1, "Context Sync", c) for c in extra.tolist()]
+    for row, k, c in rows:
+        if c < 0 or pos[c] < 0:
+            continue
+        t = int(ev["ts"][row] + ev["dur"][row]) if row >= 0 else int(ev["ts"][c] + ev["dur"][c])
+        if k == "Context Sync":
+            dev = int(dev_all[row]) if row >= 0 else None
+            for code in per_stream:
+                if dev is None or dev_of_sc.get(code) == dev:
+                    link(last_op(code, t), c)
+        elif k == "Stream Sync":
+            code = codes.get((int(dev_all[row]), int(ev["stream"][row])))
+            if code is not None:
+                link(last_op(code, t), c)
+        elif k == "Event Sync" and ev["wait_record"][row] >= 0 and ev["wait_stream"][row] >= 0:
+            rec = _calls_by_corr(ev, is_cpu, ev["wait_record"][row:row + 1])[0]
+            code = codes.get((int(dev_all[row]), int(ev["wait_stream"][row])))
+            if rec >= 0 and code is not None:
+                if lt is None:
+                    lt = _launch_table(ev, is_gpu, launch_all, stream_code)
+                op = _previous_launch(lt, code, int(ev["ts"][rec]))
+                link(int(pos[op]) if op >= 0 else -1, c)
+    return np.array(src, np.int64), np.array(dst, np.int64)
+
+
+def longest_path(graph: Graph) -> np.ndarray:
+    """Edge indices of the longest path, in order: one pass over the edges sorted by their
+    destination's topological position (nodes by time; ties by Kahn's order when needed)."""
+    n = len(graph.node_ts)
+    src, dst, w = graph.src, graph.dst, graph.weight
+    if not len(src):
+        return np.empty(0, np.int64)
+    topo = _topological_positions(n, graph.node_ts, src, dst)
+    ps, pd_ = topo[src], topo[dst]
+    order = np.lexsort((np.arange(len(src)), pd_))
+    dist = [0] * n
+    best = [-1] * n
+    for e, s, d, x in zip(order.tolist(), ps[order].tolist(), pd_[order].tolist(),
+                          w[order].tolist()):
+        x += dist[s]
+        if best[d] < 0 or x > dist[d]:
+            dist[d], best[d] = x, e
+    dist_a = np.array(dist, np.int64)
+    at = int(np.argmax(dist_a))  # the first node (topologically) of the greatest length
+    edges = []
+    while best[at] >= 0:
+        e = best[at]
+        edges.append(e)
+        at = int(topo[src[e]])
+    return np.array(edges[::-1], np.int64)
+
+
+def _topological_positions(n: int, node_ts: np.ndarray, src: np.ndarray, dst: np.ndarray
+                           ) -> np.ndarray:
+    """Each node's position in a topological order: by time, ties by node number (a start
+    before its end), checked; Kahn's algorithm when an edge joins equal times backwards."""
+    order = np.lexsort((np.arange(n), node_ts))
+    topo = np.empty(n, np.int64)
+    topo[order] = np.arange(n)
+    if np.all(topo[src] < topo[dst]):
+        return topo
+    # Kahn's algorithm, nodes of one time in node order where edges allow.
+    indeg = np.bincount(dst, minlength=n)
+    o = np.argsort(src, kind="stable")
+    ptr = np.r_[0, np.cumsum(np.bincount(src, minlength=n))]
+    succ = dst[o].tolist()
+    import heapq
+
+    key = topo.tolist()
+    deg = indeg.tolist()
+    heap = [(key[v], v) for v in range(n) if deg[v] == 0]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        _, v = heapq.heappop(heap)
+        out.append(v)
+        for k in range(ptr[v], ptr[v + 1]):
+            u = succ[k]
+            deg[u] -= 1
+            if deg[u] == 0:
+                heapq.heappush(heap, (key[u], u))
+    if len(out) != n:
+        raise TraceaugError("the dependency graph has a cycle: no critical path")
+    topo = np.empty(n, np.int64)
+    topo[np.array(out, np.int64)] = np.arange(n)
+    return topo
+
+
+def category_of(graph: Graph, kind: np.ndarray, event: np.ndarray) -> np.ndarray:
+    """Each path edge's category (``CATEGORIES``)."""
+    g = graph.ev
+    ev = np.maximum(event, 0)
+    gpu = g["gpu"][ev]
+    cat = g["category"][ev]
+    names = g["name"][ev]
+    comm = np.array([isinstance(x, str) and _COMM.search(x) is not None for x in names.tolist()],
+                    bool)
+    memory = np.isin(cat, ("gpu_memcpy", "Memcpy", "gpu_memset", "Memset"))
+    span = np.where(~gpu, "cpu", np.where(memory, "gpu_memory",
+                                           np.where(comm, "gpu_communication", "gpu_compute")))
+    out = np.where(kind == LAUNCH, "launch_delay",
+                   np.where(kind == KERNEL_GAP, "kernel_gap",
+                            np.where((kind == SYNC) | (kind == GPU_SYNC), "sync_wait", span)))
+    return out.astype(object)
+
+
+@dataclass
+class Result:
+    """A critical path: ``edges`` (every edge of the path, in order), ``segments`` (edges that
+    take time), the window and the graph they came from."""
+
+    window: Window
+    graph: Graph
+    edges: Columns
+    length: int
+
+    def summary(self, top: int = 10) -> dict:
+        """Length, share per category and the top events by time on the path."""
+        e = self.edges
+        timed = e["weight"] > 0
+        per_cat = {c: int(e["weight"][timed & (e["category"] == c)].sum()) for c in CATEGORIES}
+        total = max(self.length, 1)
+        names: dict = {}
+        for n, w in zip(e["event_name"][timed].tolist(), e["weight"][timed].tolist()):
+            names[n] = names.get(n, 0) + w
+        tops = sorted(names.items(), key=lambda kv: -kv[1])[:top]
+        return {
+            "window": self.window.label, "start_ns": self.window.start, "end_ns": self.window.end,
+            "length_ns": self.length,
+            "categories": {"category": list(per_cat),
+                           "ns": list(per_cat.values()),
+                           "share": [v / total for v in per_cat.values()]},
+            "top": {"event": [k for k, _ in tops], "ns": [v for _, v in tops],
+                    "share": [v / total for _, v in tops]},
+            "edges": len(self.graph.src), "nodes": len(self.graph.node_ts),
+            "skipped_backwards": self.graph.skipped,
+        }
+
+
+def analyse(trace: Trace, step: int | None = None, annotation: str | None = None,
+            instance: int = 0, sync_wait: bool = True) -> Result:
+    """The critical path of one window of ``trace`` (see ``window``); ``sync_wait=False``:
+    HTA's weights."""
+    win = window(trace, step, annotation, instance)
+    graph = build(events(trace), win, sync_wait)
+    path = longest_path(graph)
+    g = graph.ev
+    src, dst = graph.src[path], graph.dst[path]
+    kind, event = graph.kind[path], graph.event[path]
+    # An edge with no event of its own: a launch delay / gap / sync is shown with its op.
+    shown = np.where(event >= 0, event, np.where(kind == SYNC, dst // 2, dst // 2))
+    edges = {
+        "src_node": src, "dst_node": dst,
+        "src_event": src // 2, "dst_event": dst // 2, "src_is_start": src % 2 == 0,
+        "dst_is_start": dst % 2 == 0,
+        "ts": graph.node_ts[src], "end": graph.node_ts[dst],
+        "weight": graph.weight[path], "kind": kind, "event": shown,
+        "event_id": g["id"][shown], "event_name": g["name"][shown],
+        "pid": g["pid"][shown], "tid": g["tid"][shown],
+        "category": category_of(graph, kind, shown),
+    }
+    return Result(win, graph, edges, int(edges["weight"].sum()))

@@ -1,0 +1,210 @@
+"""``traceaug critical-path``: the path as flow arrows and a "Critical path" lane per process.
+
+Arrows (``cat`` ``critical_path``) follow the path's jumps between events, the edges HTA
+draws: dependencies between top-level ops, launch delays, syncs (``--all-edges``: every
+such edge of the graph, the ones off the path in ``critical_path_graph``). Each arrow end
+sits inside its event where no child is open, so Perfetto binds it to that event and no
+other. The lane has one slice per segment of the path that takes time, named for its
+event, with its category in args.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import orjson
+
+from ..analysis import critical_path as cp
+from ..trace import Trace
+from .events import us
+
+ARROW_KINDS = (cp.DEPENDENCY, cp.LAUNCH, cp.SYNC, cp.GPU_SYNC)
+CATEGORY = "critical_path"
+GRAPH_CATEGORY = "critical_path_graph"
+LANE_NAME = "Critical path"
+MARGIN_NS = 1000  # how far inside a free stretch an arrow end sits (at most half of it)
+
+
+def compute(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
+    """(summary data, events to splice): the path of the window ``options`` names."""
+    result = cp.analyse(trace, options.get("step"), options.get("annotation"),
+                        options.get("instance", 0), not options.get("hta_weights", False))
+    summary = result.summary(options.get("top", 10))
+    events = lane_events(trace, result) + arrow_events(trace, result, options.get("all_edges", False))
+    summary["events"] = len(events)
+    return summary, events
+
+
+# ----- the lane ---------------------------------------------------------------------------------
+def segments(result: cp.Result) -> dict[str, np.ndarray]:
+    """The path's timed edges, consecutive ones of one event and category merged: ``pid, ts,
+    dur, name, category`` (engine ns)."""
+    e = result.edges
+    timed = np.flatnonzero(e["weight"] > 0)
+    start = (e["end"] - e["weight"])[timed]
+    end = e["end"][timed]
+    ev, cat, pid = e["event"][timed], e["category"][timed], e["pid"][timed]
+    new = np.ones(len(timed), bool)
+    new[1:] = (ev[1:] != ev[:-1]) | (cat[1:] != cat[:-1]) | (start[1:] != end[:-1])
+    first = np.flatnonzero(new)
+    last = np.r_[first[1:] - 1, len(timed) - 1] if len(first) else first
+    return {"pid": pid[first], "ts": start[first], "dur": end[last] - start[first],
+            "name": e["event_name"][timed][first], "category": cat[first]}
+
+
+def lane_events(trace: Trace, result: cp.Result) -> list[bytes]:
+    """A "Critical path" thread in each process with path segments, one slice per segment."""
+    seg = segments(result)
+    if not len(seg["ts"]):
+        return []
+    lanes = lane_tids(trace, sorted(set(seg["pid"].tolist())))
+    tid = np.array([lanes[p] for p in seg["pid"].tolist()], np.int64)
+    args = [{"category": c} for c in seg["category"].tolist()]
+    out = [e for p, t in lanes.items() for e in thread_name_events(p, t, LANE_NAME, sort_index=-1)]
+    return out + slice_events(seg["pid"], tid, seg["ts"], seg["dur"], seg["name"], CATEGORY, args,
+                              base_ns=trace.base_ns)
+
+
+def lane_tids(trace: Trace, pids: list[int]) -> dict[int, int]:
+    """A thread id unused in each process (one above its largest)."""
+    if not pids:
+        return {}
+    c = trace.columns("SELECT p.pid, MAX(t.tid) AS tid FROM thread t JOIN process p USING (upid) "
+                      f"WHERE p.pid IN ({', '.join(map(str, pids))}) GROUP BY p.pid")
+    top = dict(zip(c["pid"].tolist(), c["tid"].tolist()))
+    return {p: max(int(top.get(p) or 0), 0) + 1 for p in pids}
+
+
+# ----- the arrows -------------------------------------------------------------------------------
+def arrow_events(trace: Trace, result: cp.Result, all_edges: bool) -> list[bytes]:
+    """Flow arrows along the path's jumps (and, with ``all_edges``, the graph's other ones)."""
+    g = result.graph
+    path = np.zeros(len(g.src), bool)
+    on = np.flatnonzero(np.isin(g.kind, ARROW_KINDS))
+    e = result.edges
+    pairs = set(zip(e["src_node"].tolist(), e["dst_node"].tolist()))
+    for k in on.tolist():
+        if (int(g.src[k]), int(g.dst[k])) in pairs:
+            path[k] = True
+    chosen = on if all_edges else np.flatnonzero(path)
+    chosen = chosen[_bindable(g, chosen)]
+    if not len(chosen):
+        return []
+    src, dst = g.src[chosen], g.dst[chosen]
+    src_ts = bind_points(trace, g, src)
+    dst_ts = bind_points(trace, g, dst)
+    ev = g.ev
+    cats = np.where(path[chosen], CATEGORY, GRAPH_CATEGORY)
+    args = [{"type": cp.EDGE_KINDS[k], "weight_us": w / 1000, "critical": bool(c)}
+            for k, w, c in zip(g.kind[chosen].tolist(), g.weight[chosen].tolist(),
+                               path[chosen].tolist())]
+    ids = flow_ids(trace, len(chosen))
+    out: list[bytes] = []
+    for cat in (CATEGORY, GRAPH_CATEGORY):
+        m = cats == cat
+        if not m.any():
+            continue
+        out += flow_events(ev["pid"][src[m] // 2], ev["tid"][src[m] // 2], src_ts[m],
+                           ev["pid"][dst[m] // 2], ev["tid"][dst[m] // 2], dst_ts[m], ids[m], cat,
+                           CATEGORY, [a for a, k in zip(args, m.tolist()) if k], trace.base_ns)
+    return out
+
+
+def _bindable(g: cp.Graph, edges: np.ndarray) -> np.ndarray:
+    """Edges both of whose events take time (an arrow cannot bind to an empty slice)."""
+    ev = g.ev
+    dur = ev["dur"].astype(np.int64)
+    return (dur[g.src[edges] // 2] > 0) & (dur[g.dst[edges] // 2] > 0)
+
+
+def bind_points(trace: Trace, g: cp.Graph, nodes: np.ndarray) -> np.ndarray:
+    """For each node, a time inside its event where none of the event's children is open: near
+    the start for a start node, near the end for an end node (engine ns)."""
+    ev = g.ev
+    events = nodes // 2
+    at_start = nodes % 2 == 0
+    ts = ev["ts"][events].astype(np.int64)
+    end = ts + ev["dur"][events].astype(np.int64)
+    ids = np.unique(ev["id"][events])
+    kids = trace.columns("SELECT parent_id, ts, dur FROM slice WHERE dur >= 0 AND parent_id IN "
+                         f"({', '.join(map(str, ids.tolist()))}) ORDER BY parent_id, ts")
+    by_parent: dict[int, list[tuple[int, int]]] = {}
+    for p, s, d in zip(kids["parent_id"].tolist(), kids["ts"].tolist(), kids["dur"].tolist()):
+        by_parent.setdefault(int(p), []).append((int(s), int(s) + int(d)))
+    out = np.empty(len(nodes), np.int64)
+    for i, (eid, s, e, first) in enumerate(zip(ev["id"][events].tolist(), ts.tolist(), end.tolist(),
+                                                at_start.tolist())):
+        out[i] = _free_point(s, e, by_parent.get(int(eid), []), first)
+    return out
+
+
+def _free_point(start: int, end: int, children: list[tuple[int, int]], first: bool) -> int:
+    """A point of [start, end] outside every child, MARGIN_NS (or half the free stretch) from
+    its edge: the first free stretch for a start node, the last for an end node."""
+    gaps, at = [], start
+    for cs, ce in children:
+        if cs > at:
+            gaps.append((at, cs))
+        at = max(at, ce)
+    if end > at:
+        gaps.append((at, end))
+    if not gaps:
+        return start if first else end
+    a, b = gaps[0] if first else gaps[-1]
+    step = min((b - a) // 2, MARGIN_NS)
+    return a + step if first else b - step
+
+
+# ----- local glue until the rewriter pipeline lands (rewrite/events.py builders) -----------------
+_FLOW_ID_BASE = 1 << 48  # far above Kineto's ids (correlation ids); replaced by events.flow_ids
+
+
+def flow_ids(trace: Trace, n: int) -> np.ndarray:
+    """n flow ids for added arrows."""
+    return _FLOW_ID_BASE + np.arange(n, dtype=np.int64)
+
+
+def _args(a) -> bytes:
+    return b"" if a is None else b',"args":' + orjson.dumps(a)
+
+
+def slice_events(pid, tid, ts, dur, name, cat, args=None, base_ns=0) -> list[bytes]:
+    """``"ph":"X"`` events from columns."""
+    out = []
+    args = args if args is not None else [None] * len(ts)
+    for p, t, s, d, n, a in zip(np.asarray(pid).tolist(), np.asarray(tid).tolist(),
+                                np.asarray(ts).tolist(), np.asarray(dur).tolist(),
+                                list(name), args):
+        out.append(b'{"ph":"X","cat":' + orjson.dumps(cat) + b',"name":' + orjson.dumps(n)
+                   + b',"pid":' + orjson.dumps(p) + b',"tid":' + orjson.dumps(t)
+                   + b',"ts":' + us(int(s) + base_ns).encode() + b',"dur":' + us(int(d)).encode()
+                   + _args(a) + b"}")
+    return out
+
+
+def flow_events(src_pid, src_tid, src_ts, dst_pid, dst_tid, dst_ts, ids, cat, name, args=None,
+                base_ns=0) -> list[bytes]:
+    """One ``"ph":"s"`` and one ``"ph":"f","bp":"e"`` per arrow."""
+    out = []
+    args = args if args is not None else [None] * len(ids)
+    head = b',"cat":' + orjson.dumps(cat) + b',"name":' + orjson.dumps(name)
+    for sp, st, ss, dp, dt, ds, i, a in zip(
+            np.asarray(src_pid).tolist(), np.asarray(src_tid).tolist(), np.asarray(src_ts).tolist(),
+            np.asarray(dst_pid).tolist(), np.asarray(dst_tid).tolist(), np.asarray(dst_ts).tolist(),
+            np.asarray(ids).tolist(), args):
+        tail = _args(a) + b"}"
+        out.append(b'{"ph":"s","id":' + orjson.dumps(i) + head + b',"pid":' + orjson.dumps(sp)
+                   + b',"tid":' + orjson.dumps(st) + b',"ts":' + us(int(ss) + base_ns).encode() + tail)
+        out.append(b'{"ph":"f","bp":"e","id":' + orjson.dumps(i) + head + b',"pid":'
+                   + orjson.dumps(dp) + b',"tid":' + orjson.dumps(dt) + b',"ts":'
+                   + us(int(ds) + base_ns).encode() + tail)
+    return out
+
+
+def thread_name_events(pid: int, tid: int, name: str, sort_index: int | None = None) -> list[bytes]:
+    """``"ph":"M"`` thread name (and sort index) of one thread."""
+    head = b'{"ph":"M","pid":' + orjson.dumps(pid) + b',"tid":' + orjson.dumps(tid)
+    out = [head + b',"name":"thread_name","args":{"name":' + orjson.dumps(name) + b"}}"]
+    if sort_index is not None:
+        out.append(head + b',"name":"thread_sort_index","args":{"sort_index":'
+                   + orjson.dumps(sort_index) + b"}}")
+    return out

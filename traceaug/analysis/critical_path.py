@@ -18,6 +18,7 @@ position. Times are engine ns, clipped to the window, so the path never leaves i
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,7 +26,7 @@ import numpy as np
 from ..errors import TraceaugError
 from ..trace import Trace
 from .steps import _COMM, steps
-from .tables import Columns, first_match, take
+from .tables import Columns, first_match, isin, take
 
 CPU_CATEGORIES = ("cpu_op", "Operator", "cuda_runtime", "Runtime", "cuda_driver")
 GPU_CATEGORIES = ("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset")
@@ -96,14 +97,18 @@ def events(trace: Trace) -> Columns:
     dur, name, category, depth, track_id, pid, tid, correlation, device, stream, sync_kind,
     wait_stream, wait_record``. ``tid`` is the original thread (lanes folded)."""
     trace.include("traceaug.base")
-    arg = "extract_arg(s.arg_set_id, 'args.{}')".format
+    gpu = _in(GPU_CATEGORIES + (SYNC_CATEGORY,))
+    arg = ("IIF(s.category IN " + gpu + ", extract_arg(s.arg_set_id, 'args.{}'), NULL)").format
+    sync = ("IIF(s.category = '" + SYNC_CATEGORY + "', extract_arg(s.arg_set_id, 'args.{}'), NULL)"
+            ).format
     cats = _in(CPU_CATEGORIES + GPU_CATEGORIES + (SYNC_CATEGORY,))
     c = trace.columns(
         "SELECT s.id, s.ts, s.dur, s.name, s.category, s.depth, s.track_id, tr.pid, tr.tid, "
-        f"COALESCE({arg('correlation')}, {arg('correlation id')}) AS correlation, "
+        "COALESCE(extract_arg(s.arg_set_id, 'args.correlation'), "
+        "extract_arg(s.arg_set_id, 'args.correlation id')) AS correlation, "
         f"{arg('device')} AS device, {arg('stream')} AS stream, "
-        f"{arg('cuda_sync_kind')} AS sync_kind, {arg('wait_on_stream')} AS wait_stream, "
-        f"{arg('wait_on_cuda_event_record_corr_id')} AS wait_record "
+        f"{sync('cuda_sync_kind')} AS sync_kind, {sync('wait_on_stream')} AS wait_stream, "
+        f"{sync('wait_on_cuda_event_record_corr_id')} AS wait_record "
         f"FROM slice s JOIN _traceaug_track tr USING (track_id) WHERE s.category IN {cats} "
         "ORDER BY s.id")
     n = len(c["id"])
@@ -120,6 +125,8 @@ def _ints(column: np.ndarray, n: int) -> np.ndarray:
         return np.full(n, -1, np.int64)
     if column.dtype.kind in "iu":
         return column.astype(np.int64)
+    if column.dtype.kind == "f":
+        return np.where(np.isnan(column), -1, column).astype(np.int64)
     out = np.full(n, -1, np.int64)
     for i, v in enumerate(column.tolist()):
         try:
@@ -142,15 +149,16 @@ class Graph:
     weight: np.ndarray
     kind: np.ndarray
     event: np.ndarray
-    skipped: int  # edges dropped because they would run backwards in time (clock skew)
+    skipped: int
+    node_order: np.ndarray  # tie-break among nodes of one time (a topological order of most)  # edges dropped because they would run backwards in time (clock skew)
 
 
 def build(ev: Columns, win: Window, sync_wait: bool = True) -> Graph:
     """HTA's dependency graph over the events of ``win`` (``events`` columns); ``sync_wait``
     False weighs sync edges 0, as HTA does."""
     cat = ev["category"]
-    is_cpu = np.isin(cat, CPU_CATEGORIES)
-    is_gpu = np.isin(cat, GPU_CATEGORIES)
+    is_cpu = isin(cat, CPU_CATEGORIES)
+    is_gpu = isin(cat, GPU_CATEGORIES)
     ts, dur = ev["ts"].astype(np.int64), ev["dur"].astype(np.int64)
     corr = ev["correlation"]
     # Launches: a CPU call sharing its correlation id with a GPU op (the first such call).
@@ -182,7 +190,12 @@ def build(ev: Columns, win: Window, sync_wait: bool = True) -> Graph:
     node_ts = np.empty(2 * len(idx), np.int64)
     node_ts[0::2], node_ts[1::2] = start, end
 
-    parts = [_cpu_edges(g, node_ts), _gpu_edges(g, ev, is_cpu, is_gpu, launch, pos, node_ts)]
+    cpu_part = _cpu_edges(g, node_ts)
+    parts = [cpu_part[:5], _gpu_edges(g, ev, is_cpu, is_gpu, launch, pos, node_ts)]
+    # Ties at one time: GPU ends, then CPU points in their walk order, then GPU starts.
+    node_order = np.arange(len(node_ts), dtype=np.int64) + 2 * len(node_ts) * np.where(
+        np.arange(len(node_ts)) % 2 == 0, 2, 0)
+    node_order[cpu_part[5]] = len(node_ts) + np.arange(len(cpu_part[5]))
     src = np.concatenate([p[0] for p in parts])
     dst = np.concatenate([p[1] for p in parts])
     kind = np.concatenate([p[2] for p in parts])
@@ -196,7 +209,7 @@ def build(ev: Columns, win: Window, sync_wait: bool = True) -> Graph:
     backwards = node_ts[dst] < node_ts[src]
     fwd = ~backwards
     return Graph(g, node_ts, src[fwd], dst[fwd], np.maximum(weight[fwd], 0), kind[fwd],
-                 attributed[fwd], int(backwards.sum()))
+                 attributed[fwd], int(backwards.sum()), node_order)
 
 
 def _cpu_edges(g: Columns, node_ts: np.ndarray):
@@ -204,7 +217,7 @@ def _cpu_edges(g: Columns, node_ts: np.ndarray):
     ops, a zero-weight dependency between consecutive top-level ops."""
     cpu = np.flatnonzero(~g["gpu"])
     n = len(cpu)
-    empty = (np.empty(0, np.int64),) * 4 + (np.empty(0, bool),)
+    empty = (np.empty(0, np.int64),) * 4 + (np.empty(0, bool), np.empty(0, np.int64))
     if n == 0:
         return empty
     depth = g["depth"][cpu].astype(np.int64)
@@ -224,14 +237,14 @@ def _cpu_edges(g: Columns, node_ts: np.ndarray):
     top_end = open_after[a] == 0
     kind = np.where(top_end, DEPENDENCY, SPAN)
     ev_a, ev_b = node[a] // 2, node[b] // 2
-    blocking = np.isin(g["name"][ev_b], list(BLOCKING_CALLS))
+    blocking = isin(g["name"][ev_b], BLOCKING_CALLS)
     zero = top_end | (~enter[b] & blocking)
     # HTA's attribution: (start, *) -> the source event, (end, end) -> the destination,
     # (end, start) -> the op enclosing both.
     parent = _cpu_parents(node, enter, open_after, len(g["gpu"]))
     attributed = np.where(enter[a], ev_a, np.where(~enter[b], ev_b, parent[ev_a]))
     attributed = np.where(top_end, -1, attributed)
-    return node[a], node[b], kind, attributed, zero
+    return node[a], node[b], kind, attributed, zero, node  # node: the walk's order
 
 
 def _cpu_parents(node: np.ndarray, enter: np.ndarray, open_after: np.ndarray, n: int) -> np.ndarray:
@@ -308,8 +321,9 @@ def _gpu_edges(g: Columns, ev: Columns, is_cpu, is_gpu, launch_all, pos, node_ts
 
 
 def _stream_codes(device: np.ndarray, stream: np.ndarray) -> np.ndarray:
-    key = np.stack([device, stream], 1)
-    return np.unique(key, axis=0, return_inverse=True)[1].reshape(-1) if len(key) else key[:, 0]
+    """A number per (device, stream) pair."""
+    key = (device.astype(np.int64) << 33) + (stream.astype(np.int64) & ((1 << 33) - 1))
+    return np.unique(key, return_inverse=True)[1].reshape(-1)
 
 
 def _queue_free(gpu: np.ndarray, launch: np.ndarray, ts: np.ndarray, sc: np.ndarray) -> np.ndarray:
@@ -423,7 +437,7 @@ def _cpu_syncs(g, ev, sync, gpu, sc, stream_code, pos, node_ts, is_cpu, is_gpu, 
     call = _calls_by_corr(ev, is_cpu, ev["correlation"][sync])
     # Device syncs the trace has no cuda_sync event for.
     covered = set(call[call >= 0].tolist())
-    dev_calls = np.flatnonzero(is_cpu & np.isin(ev["name"], DEVICE_SYNC_CALLS))
+    dev_calls = np.flatnonzero(is_cpu & isin(ev["name"], DEVICE_SYNC_CALLS))
     extra = np.array([c for c in dev_calls.tolist() if c not in covered], np.int64)
     src, dst = [], []
     # Ops of the window per stream, by start (sc sorted, then start).
@@ -481,7 +495,7 @@ def longest_path(graph: Graph) -> np.ndarray:
     src, dst, w = graph.src, graph.dst, graph.weight
     if not len(src):
         return np.empty(0, np.int64)
-    topo = _topological_positions(n, graph.node_ts, src, dst)
+    topo = _topological_positions(graph.node_ts, graph.node_order, src, dst)
     ps, pd_ = topo[src], topo[dst]
     order = np.lexsort((np.arange(len(src)), pd_))
     dist = [0] * n
@@ -501,39 +515,41 @@ def longest_path(graph: Graph) -> np.ndarray:
     return np.array(edges[::-1], np.int64)
 
 
-def _topological_positions(n: int, node_ts: np.ndarray, src: np.ndarray, dst: np.ndarray
-                           ) -> np.ndarray:
-    """Each node's position in a topological order: by time, ties by node number (a start
-    before its end), checked; Kahn's algorithm when an edge joins equal times backwards."""
-    order = np.lexsort((np.arange(n), node_ts))
+def _topological_positions(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray,
+                           dst: np.ndarray) -> np.ndarray:
+    """Each node's position in a topological order: by time, ties by ``node_order``; where an
+    edge still joins two nodes of one time backwards, those times' nodes are reordered by
+    Kahn's algorithm (a handful of nodes)."""
+    n = len(node_ts)
+    order = np.lexsort((node_order, node_ts))
     topo = np.empty(n, np.int64)
     topo[order] = np.arange(n)
-    if np.all(topo[src] < topo[dst]):
+    bad = topo[src] >= topo[dst]
+    if not bad.any():
         return topo
-    # Kahn's algorithm, nodes of one time in node order where edges allow.
-    indeg = np.bincount(dst, minlength=n)
-    o = np.argsort(src, kind="stable")
-    ptr = np.r_[0, np.cumsum(np.bincount(src, minlength=n))]
-    succ = dst[o].tolist()
-    import heapq
-
-    key = topo.tolist()
-    deg = indeg.tolist()
-    heap = [(key[v], v) for v in range(n) if deg[v] == 0]
+    tied = np.isin(node_ts, np.unique(node_ts[src[bad]]))
+    nodes = np.flatnonzero(tied)
+    local = {v: i for i, v in enumerate(nodes.tolist())}
+    inner = tied[src] & tied[dst] & (node_ts[src] == node_ts[dst])
+    succ: list[list[int]] = [[] for _ in nodes]
+    deg = [0] * len(nodes)
+    for u, v in zip(src[inner].tolist(), dst[inner].tolist()):
+        succ[local[u]].append(local[v])
+        deg[local[v]] += 1
+    key = topo[nodes].tolist()
+    heap = [(key[i], i) for i in range(len(nodes)) if deg[i] == 0]
     heapq.heapify(heap)
     out = []
     while heap:
-        _, v = heapq.heappop(heap)
-        out.append(v)
-        for k in range(ptr[v], ptr[v + 1]):
-            u = succ[k]
-            deg[u] -= 1
-            if deg[u] == 0:
-                heapq.heappush(heap, (key[u], u))
-    if len(out) != n:
+        _, i = heapq.heappop(heap)
+        out.append(i)
+        for j in succ[i]:
+            deg[j] -= 1
+            if deg[j] == 0:
+                heapq.heappush(heap, (key[j], j))
+    if len(out) != len(nodes):
         raise TraceaugError("the dependency graph has a cycle: no critical path")
-    topo = np.empty(n, np.int64)
-    topo[np.array(out, np.int64)] = np.arange(n)
+    topo[nodes[np.array(out, np.int64)]] = np.sort(topo[nodes])
     return topo
 
 
@@ -543,10 +559,11 @@ def category_of(graph: Graph, kind: np.ndarray, event: np.ndarray) -> np.ndarray
     ev = np.maximum(event, 0)
     gpu = g["gpu"][ev]
     cat = g["category"][ev]
-    names = g["name"][ev]
-    comm = np.array([isinstance(x, str) and _COMM.search(x) is not None for x in names.tolist()],
-                    bool)
-    memory = np.isin(cat, ("gpu_memcpy", "Memcpy", "gpu_memset", "Memset"))
+    names = g["name"][ev[gpu]].tolist()
+    found = {x: isinstance(x, str) and _COMM.search(x) is not None for x in set(names)}
+    comm = np.array([found[x] for x in names], bool)
+    comm = np.isin(np.arange(len(ev)), np.flatnonzero(gpu)[comm])
+    memory = isin(cat, ("gpu_memcpy", "Memcpy", "gpu_memset", "Memset"))
     span = np.where(~gpu, "cpu", np.where(memory, "gpu_memory",
                                            np.where(comm, "gpu_communication", "gpu_compute")))
     out = np.where(kind == LAUNCH, "launch_delay",

@@ -202,10 +202,11 @@ def build(ev: Columns, win: Window, sync_wait: bool = True) -> Graph:
     attributed = np.concatenate([p[3] for p in parts])
     zero = np.concatenate([p[4] for p in parts])
     weight = np.where(zero, 0, node_ts[dst] - node_ts[src])
-    # A sync edge weighs the call's wait after both it began and the GPU op ended.
-    sync = kind == SYNC
-    weight[sync] = 0 if not sync_wait else (
-        node_ts[dst[sync]] - np.maximum(node_ts[src[sync]], node_ts[dst[sync] - 1]))
+    # A sync edge weighs the call's wait after it began and the last op it waited on ended.
+    sync = np.flatnonzero(kind == SYNC)
+    waited = np.roll(node_ts, 1)  # at an end node: its call's start
+    np.maximum.at(waited, dst[sync], node_ts[src[sync]])
+    weight[sync] = node_ts[dst[sync]] - waited[dst[sync]] if sync_wait else 0
     backwards = node_ts[dst] < node_ts[src]
     fwd = ~backwards
     return Graph(g, node_ts, src[fwd], dst[fwd], np.maximum(weight[fwd], 0), kind[fwd],

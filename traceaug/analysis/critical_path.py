@@ -149,8 +149,8 @@ class Graph:
     weight: np.ndarray
     kind: np.ndarray
     event: np.ndarray
-    skipped: int
-    node_order: np.ndarray  # tie-break among nodes of one time (a topological order of most)  # edges dropped because they would run backwards in time (clock skew)
+    skipped: int  # edges dropped because they would run backwards in time (clock skew)
+    node_order: np.ndarray  # tie-break among nodes of one time (a topological order of most)
 
 
 def build(ev: Columns, win: Window, sync_wait: bool = True) -> Graph:

@@ -3,9 +3,11 @@
 Arrows (``cat`` ``critical_path``) follow the path's jumps between events, the edges HTA
 draws: dependencies between top-level ops, launch delays, syncs (``--all-edges``: every
 such edge of the graph, the ones off the path in ``critical_path_graph``). Each arrow end
-sits inside its event where no child is open, so Perfetto binds it to that event and no
-other. The lane has one slice per segment of the path that takes time, named for its
-event, with its category in args.
+sits where Perfetto's importer has its event on top of the thread's stack, so Perfetto binds
+it to that event and no other; Perfetto points every flow from the slice that starts first,
+so a sync arrow (GPU op -> the call that waited) shows from the call. The lane has one
+slice per segment of the path that takes time, named for its event, with its category in
+args.
 """
 
 from __future__ import annotations
@@ -117,8 +119,8 @@ def _bindable(g: cp.Graph, edges: np.ndarray) -> np.ndarray:
 
 
 def bind_points(trace: Trace, g: cp.Graph, nodes: np.ndarray) -> np.ndarray:
-    """For each node, a time inside its event where none of the event's children is open: near
-    the start for a start node, near the end for an end node (engine ns)."""
+    """For each node, a time at which Perfetto binds an arrow to its event (``_free_point``;
+    engine ns)."""
     ev = g.ev
     events = nodes // 2
     at_start = nodes % 2 == 0
@@ -138,18 +140,13 @@ def bind_points(trace: Trace, g: cp.Graph, nodes: np.ndarray) -> np.ndarray:
 
 
 def _free_point(start: int, end: int, children: list[tuple[int, int]], first: bool) -> int:
-    """A point of [start, end] outside every child, MARGIN_NS (or half the free stretch) from
-    its edge: the first free stretch for a start node, the last for an end node."""
-    gaps, at = [], start
-    for cs, ce in children:
-        if cs > at:
-            gaps.append((at, cs))
-        at = max(at, ce)
-    if end > at:
-        gaps.append((at, end))
-    if not gaps:
-        return start if first else end
-    a, b = gaps[0] if first else gaps[-1]
+    """A point of the event where Perfetto's importer has it on top of its thread's stack:
+    before its first child begins (an ended child stays on the stack until the next slice on
+    the thread begins). MARGIN_NS (or half that stretch) from the stretch's start for a start
+    node, from its end for an end node."""
+    a, b = start, (children[0][0] if children else end)
+    if b <= a:  # a child begins with it: the child would take the arrow either way
+        return start
     step = min((b - a) // 2, MARGIN_NS)
     return a + step if first else b - step
 

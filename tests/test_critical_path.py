@@ -34,7 +34,7 @@ TIE_STRETCH_US = (1694040009786663, 1694040009800069)
 
 @pytest.fixture(scope="module")
 def simple():
-    t = traceaug.load(shared_trace(SIMPLE), full=True, progress=False)
+    t = traceaug.load(shared_trace(SIMPLE), kind="sync", progress=False)
     yield t
     t.close()
 
@@ -105,7 +105,7 @@ def test_generator_reproduces_committed_files(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", sorted(ANSWERS))
 def test_known_paths(name: str) -> None:
     want = ANSWERS[name]
-    with traceaug.load(TESTDATA / "critical_path" / f"{name}.json", full=True, progress=False) as t:
+    with traceaug.load(TESTDATA / "critical_path" / f"{name}.json", kind="sync", progress=False) as t:
         r = cp.analyse(t)
         assert r.length == want["length_ns"]
         assert cp.analyse(t, sync_wait=False).length == want["hta_length_ns"]
@@ -116,7 +116,7 @@ def test_known_paths(name: str) -> None:
 
 
 def test_window_of_an_annotation_and_errors() -> None:
-    with traceaug.load(TESTDATA / "critical_path" / "cpu_nesting.json", full=True,
+    with traceaug.load(TESTDATA / "critical_path" / "cpu_nesting.json", kind="sync",
                        progress=False) as t:
         r = cp.analyse(t, annotation="D")  # D's window holds D alone (E starts before it)
         assert r.window.end - r.window.start == r.length == 800_000
@@ -142,7 +142,7 @@ def _flows(path: Path) -> tuple[list[tuple], dict]:
 
 
 def _expected_arrows(path: Path, **options) -> tuple[list[tuple], cp.Result]:
-    with traceaug.load(path, full=True, progress=False) as t:
+    with traceaug.load(path, kind="sync", progress=False) as t:
         r = cp.analyse(t, **options)
     g, e = r.graph.ev, r.edges
     arrows = []
@@ -187,7 +187,7 @@ def test_arrows_bind_to_their_events_and_the_lane_holds_the_path(tmp_path: Path,
     names = {(e["pid"], e["args"]["name"]) for e in data["traceEvents"]
              if e.get("ph") == "M" and e["name"] == "thread_name"}
     assert {(p, rewrite.LANE_NAME) for p in seg["pid"].tolist()} <= names
-    assert data["traceaug"]["command"] == "critical-path"
+    assert [w["name"] for w in data["traceaug"]["rewriters"]] == ["critical-path"]
     assert f"{r.length / 1e3:,.3f} us" in res.output
 
 
@@ -239,7 +239,7 @@ def test_rank_directory_gives_one_output_per_rank(tmp_path: Path) -> None:
     "kineto/vllm_decode_cudagraph.json.gz",
 ])
 def test_real_traces_give_a_sane_path(rel: str) -> None:
-    with traceaug.load(shared_trace(rel), full=True, progress=False) as t:
+    with traceaug.load(shared_trace(rel), kind="sync", progress=False) as t:
         r = cp.analyse(t)
         steps = t.columns("SELECT name FROM traceaug_step")["name"]
         first = cp.analyse(t, step=int(steps[0].split("#")[1])) if len(steps) else None

@@ -270,16 +270,14 @@ def critical_path(ctx: click.Context, src: Path, dst: Path | None, step: int | N
         raise click.UsageError("--open needs one output file")
     if step is not None and annotation is not None:
         raise click.UsageError("choose --step or --annotation, not both")
-    prefetched = _prefetch(src, full=True)
+    prefetched = _prefetch(src, kind="sync")
     from .commands.critical_path import run
 
     options = {"step": step, "annotation": annotation, "instance": instance,
                "all_edges": all_edges, "hta_weights": hta_weights, "top": top}
     text = run(src, None if summary_only else dst, options, rank, fmt, prefetched=prefetched,
-               **_options(ctx))
+               open_ui=open_ui, **_options(ctx))
     click.echo(text, nl=False)
-    if open_ui:
-        _open(dst)
 
 
 def run() -> None:

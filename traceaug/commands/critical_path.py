@@ -1,54 +1,26 @@
-"""Run ``traceaug critical-path`` over a file or a directory of ranks; format its summary."""
+"""``traceaug critical-path`` as a rewriter: the "sync" load kind, ``rewrite.critical_path``'s
+compute and the summary below; targets, copy, load and splice are ``rewrite.pipeline``'s."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import orjson
 
 from ..output import render_columns
-from ..read.inputs import TraceFile
-from ..rewrite import critical_path, splice
-from ..trace import Trace
-from .counters import _targets  # the shared rank selection (moves to rewrite/pipeline.py)
+from ..rewrite import critical_path, pipeline
 
 if TYPE_CHECKING:
     from ..read.prefetch import Prefetched
 
-NAME = "critical-path"
 
-
-def _one(target: tuple[TraceFile, Path | None], options: dict, tp_bin, quiet, prefetched) -> dict:
-    tf, out = target
-    copy = None if out is None else splice.Copy(tf.path, out, NAME)  # deflates meanwhile
-    try:
-        with Trace(tf.path, tp_bin=tp_bin, progress=False if quiet else None, full=True,
-                   workers=1 if quiet else None, prefetched=prefetched) as trace:
-            summary, events = critical_path.compute(trace, options)
-            rank = trace.rank if trace.rank is not None else tf.rank
-            layout = trace.plan.layout if trace.plan is not None else None
-        if copy is not None:
-            copy.finish(layout, events, False if quiet else None)
-    finally:
-        if copy is not None:
-            copy.cancel()
-    summary["rank"], summary["file"] = rank, str(tf.path)
-    summary["out"] = None if out is None else str(out)
-    return summary
-
-
-def run(src: Path, dst: Path | None, options: dict, rank: int | None = None, fmt: str = "table",
-        tp_bin: str | None = None, prefetched: Prefetched | None = None) -> str:
-    """The path of every target (two ranks at a time); returns the formatted summary."""
-    targets = _targets(Path(src), None if dst is None else Path(dst), rank)
-    if len(targets) > 1:
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            results = list(pool.map(lambda t: _one(t, options, tp_bin, True, None), targets))
-    else:
-        results = [_one(targets[0], options, tp_bin, False, prefetched)]
-    return summary_text(results, fmt)
+def run(src: Path, dst: str | Path | None, options: dict, rank: int | None = None,
+        fmt: str = "table", tp_bin: str | None = None, prefetched: Prefetched | None = None,
+        open_ui: bool | dict = False) -> str:
+    """``critical-path`` over every target, through the pipeline; the formatted summary."""
+    return pipeline.run(CRITICAL_PATH, src, dst, options, rank=rank, fmt=fmt, tp_bin=tp_bin,
+                        prefetched=prefetched, open_ui=open_ui)
 
 
 def summary_text(results: list[dict], fmt: str) -> str:
@@ -90,3 +62,7 @@ def summary_text(results: list[dict], fmt: str) -> str:
 def _short(name, width: int = 60) -> str:
     name = str(name)
     return name if len(name) <= width else name[: width - 3] + "..."
+
+
+CRITICAL_PATH = pipeline.Rewriter(name="critical-path", kind="sync", compute=critical_path.compute,
+                                  summary=summary_text)

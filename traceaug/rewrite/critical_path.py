@@ -12,12 +12,15 @@ args.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import orjson
 
 from ..analysis import critical_path as cp
-from ..trace import Trace
-from .events import us
+from .events import flow_events, flow_ids, slice_events, thread_name_events
+
+if TYPE_CHECKING:
+    from ..trace import Trace
 
 ARROW_KINDS = (cp.DEPENDENCY, cp.LAUNCH, cp.SYNC, cp.GPU_SYNC)
 CATEGORY = "critical_path"
@@ -61,7 +64,7 @@ def lane_events(trace: Trace, result: cp.Result) -> list[bytes]:
     lanes = lane_tids(trace, sorted(set(seg["pid"].tolist())))
     tid = np.array([lanes[p] for p in seg["pid"].tolist()], np.int64)
     args = [{"category": c} for c in seg["category"].tolist()]
-    out = [e for p, t in lanes.items() for e in thread_name_events(p, t, LANE_NAME, sort_index=-1)]
+    out = thread_name_events(list(lanes), list(lanes.values()), LANE_NAME, sort_index=-1)
     return out + slice_events(seg["pid"], tid, seg["ts"], seg["dur"], seg["name"], CATEGORY, args,
                               base_ns=trace.base_ns)
 
@@ -149,59 +152,3 @@ def _free_point(start: int, end: int, children: list[tuple[int, int]], first: bo
         return start
     step = min((b - a) // 2, MARGIN_NS)
     return a + step if first else b - step
-
-
-# ----- local glue until the rewriter pipeline lands (rewrite/events.py builders) -----------------
-_FLOW_ID_BASE = 1 << 48  # far above Kineto's ids (correlation ids); replaced by events.flow_ids
-
-
-def flow_ids(trace: Trace, n: int) -> np.ndarray:
-    """n flow ids for added arrows."""
-    return _FLOW_ID_BASE + np.arange(n, dtype=np.int64)
-
-
-def _args(a) -> bytes:
-    return b"" if a is None else b',"args":' + orjson.dumps(a)
-
-
-def slice_events(pid, tid, ts, dur, name, cat, args=None, base_ns=0) -> list[bytes]:
-    """``"ph":"X"`` events from columns."""
-    out = []
-    args = args if args is not None else [None] * len(ts)
-    for p, t, s, d, n, a in zip(np.asarray(pid).tolist(), np.asarray(tid).tolist(),
-                                np.asarray(ts).tolist(), np.asarray(dur).tolist(),
-                                list(name), args):
-        out.append(b'{"ph":"X","cat":' + orjson.dumps(cat) + b',"name":' + orjson.dumps(n)
-                   + b',"pid":' + orjson.dumps(p) + b',"tid":' + orjson.dumps(t)
-                   + b',"ts":' + us(int(s) + base_ns).encode() + b',"dur":' + us(int(d)).encode()
-                   + _args(a) + b"}")
-    return out
-
-
-def flow_events(src_pid, src_tid, src_ts, dst_pid, dst_tid, dst_ts, ids, cat, name, args=None,
-                base_ns=0) -> list[bytes]:
-    """One ``"ph":"s"`` and one ``"ph":"f","bp":"e"`` per arrow."""
-    out = []
-    args = args if args is not None else [None] * len(ids)
-    head = b',"cat":' + orjson.dumps(cat) + b',"name":' + orjson.dumps(name)
-    for sp, st, ss, dp, dt, ds, i, a in zip(
-            np.asarray(src_pid).tolist(), np.asarray(src_tid).tolist(), np.asarray(src_ts).tolist(),
-            np.asarray(dst_pid).tolist(), np.asarray(dst_tid).tolist(), np.asarray(dst_ts).tolist(),
-            np.asarray(ids).tolist(), args):
-        tail = _args(a) + b"}"
-        out.append(b'{"ph":"s","id":' + orjson.dumps(i) + head + b',"pid":' + orjson.dumps(sp)
-                   + b',"tid":' + orjson.dumps(st) + b',"ts":' + us(int(ss) + base_ns).encode() + tail)
-        out.append(b'{"ph":"f","bp":"e","id":' + orjson.dumps(i) + head + b',"pid":'
-                   + orjson.dumps(dp) + b',"tid":' + orjson.dumps(dt) + b',"ts":'
-                   + us(int(ds) + base_ns).encode() + tail)
-    return out
-
-
-def thread_name_events(pid: int, tid: int, name: str, sort_index: int | None = None) -> list[bytes]:
-    """``"ph":"M"`` thread name (and sort index) of one thread."""
-    head = b'{"ph":"M","pid":' + orjson.dumps(pid) + b',"tid":' + orjson.dumps(tid)
-    out = [head + b',"name":"thread_name","args":{"name":' + orjson.dumps(name) + b"}}"]
-    if sort_index is not None:
-        out.append(head + b',"name":"thread_sort_index","args":{"sort_index":'
-                   + orjson.dumps(sort_index) + b"}}")
-    return out

@@ -45,10 +45,12 @@ def _marks(trace, golden: dict) -> set:
             if e.get("ph") == "X" and e.get("args", {}).get("critical") == 1}
 
 
-def _on_path(result: cp.Result) -> set:
+def _on_path(trace, result: cp.Result) -> set:
     g = result.graph.ev
-    events = set(result.edges["src_event"].tolist()) | set(result.edges["dst_event"].tolist())
-    return {(g["name"][i], int(g["ts"][i]), int(g["pid"][i]), int(g["tid"][i])) for i in events}
+    events = np.union1d(result.edges["src_event"], result.edges["dst_event"])
+    names = cp.names(trace, g["id"][events])
+    return {(n, int(g["ts"][i]), int(g["pid"][i]), int(g["tid"][i]))
+            for n, i in zip(names.tolist(), events.tolist())}
 
 
 # ----- HTA's golden trace ----------------------------------------------------------------------
@@ -65,7 +67,7 @@ def test_simple_add_length_is_htas(simple) -> None:
 
 def test_simple_add_events_agree_with_htas_marks(simple) -> None:
     golden = json.loads(gzip.decompress(shared_trace(GOLDEN).read_bytes()))
-    hta, ours = _marks(simple, golden), _on_path(cp.analyse(simple, sync_wait=False))
+    hta, ours = _marks(simple, golden), _on_path(simple, cp.analyse(simple, sync_wait=False))
     assert len(hta) == 624
     assert len(hta & ours) >= 590
     lo, hi = (t * 1000 - simple.base_ns for t in TIE_STRETCH_US)
@@ -144,7 +146,8 @@ def _flows(path: Path) -> tuple[list[tuple], dict]:
 def _expected_arrows(path: Path, **options) -> tuple[list[tuple], cp.Result]:
     with traceaug.load(path, kind="sync", progress=False) as t:
         r = cp.analyse(t, **options)
-    g, e = r.graph.ev, r.edges
+        g, e = r.graph.ev, r.edges
+        name = dict(zip(g["id"].tolist(), cp.names(t, g["id"]).tolist()))
     arrows = []
     for k in np.flatnonzero(np.isin(e["kind"], rewrite.ARROW_KINDS)).tolist():
         s, d = e["src_event"][k], e["dst_event"][k]
@@ -152,8 +155,8 @@ def _expected_arrows(path: Path, **options) -> tuple[list[tuple], cp.Result]:
             # Perfetto's FlowTracker points a flow from the slice that starts first: an arrow
             # from a GPU op to the sync call that waited on it shows from the call.
             order = (s, d) if g["ts"][s] <= g["ts"][d] else (d, s)
-            arrows.append(tuple((int(g["pid"][i]), int(g["tid"][i]), int(g["ts"][i]), g["name"][i])
-                                for i in order))
+            arrows.append(tuple((int(g["pid"][i]), int(g["tid"][i]), int(g["ts"][i]),
+                                 name[int(g["id"][i])]) for i in order))
     return arrows, r
 
 

@@ -26,11 +26,12 @@ import numpy as np
 from ..errors import TraceaugError
 from ..trace import Trace
 from .steps import _COMM, steps
-from .tables import Columns, first_match, isin, take
+from .tables import Columns, take
 
 CPU_CATEGORIES = ("cpu_op", "Operator", "cuda_runtime", "Runtime", "cuda_driver")
 GPU_CATEGORIES = ("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset")
 SYNC_CATEGORY = "cuda_sync"
+MEMORY_CATEGORIES = ("gpu_memcpy", "Memcpy", "gpu_memset", "Memset")
 # HTA's blocking calls (their own time weighs 0: the GPU work they wait on carries it).
 BLOCKING_CALLS = frozenset({
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery", "cudaEventSynchronize",
@@ -92,37 +93,86 @@ def _in(values) -> str:
     return "(" + ", ".join(_sql_text(v) for v in values) + ")"
 
 
+# Event groups (``events``' ``grp``) and sync kinds (``sync``), numbered in SQL so that no
+# string column leaves the engine: names are read only for the path's events (``names``).
+CPU_OP, RUNTIME, GPU_OP, SYNC_EVENT = range(4)
+SYNC_KINDS = ("Context Sync", "Stream Sync", "Event Sync", "Stream Wait Event")
+
+
+def _case(expr: str, values, start: int = 1) -> str:
+    whens = " ".join(f"WHEN {_sql_text(v)} THEN {i}" for i, v in enumerate(values, start))
+    return f"CASE {expr} {whens} ELSE 0 END"
+
+
 def events(trace: Trace) -> Columns:
-    """CPU ops, runtime / driver calls, GPU ops and ``cuda_sync`` events, by slice id: ``id, ts,
-    dur, name, category, depth, track_id, pid, tid, correlation, device, stream, sync_kind,
-    wait_stream, wait_record``. ``tid`` is the original thread (lanes folded)."""
+    """CPU ops, runtime / driver calls, GPU ops and ``cuda_sync`` events, by slice id, all
+    numbers: ``id, ts, dur, depth, track_id, pid, tid`` (the original thread, lanes folded),
+    ``grp`` (CPU_OP, RUNTIME, GPU_OP, SYNC_EVENT), ``memory`` (a copy or set), ``blocking``,
+    ``device_sync`` (a device-wide sync call), ``sync`` (1 + index in SYNC_KINDS, else 0),
+    ``correlation, device, stream, wait_stream, wait_record`` (-1: none)."""
     trace.include("traceaug.base")
     gpu = _in(GPU_CATEGORIES + (SYNC_CATEGORY,))
-    arg = ("IIF(s.category IN " + gpu + ", extract_arg(s.arg_set_id, 'args.{}'), NULL)").format
-    sync = ("IIF(s.category = '" + SYNC_CATEGORY + "', extract_arg(s.arg_set_id, 'args.{}'), NULL)"
-            ).format
+    arg = ("IIF(s.category IN " + gpu + ", CAST(extract_arg(s.arg_set_id, 'args.{}') AS INT), "
+           "NULL)").format
+    sync = ("IIF(s.category = '" + SYNC_CATEGORY + "', extract_arg(s.arg_set_id, 'args.{}'), "
+            "NULL)").format
+    corr = ("IIF(s.category IN " + _in(CPU_CATEGORIES[2:] + GPU_CATEGORIES + (SYNC_CATEGORY,))
+            + ", CAST(COALESCE(extract_arg(s.arg_set_id, 'args.correlation'), "
+            "extract_arg(s.arg_set_id, 'args.correlation id')) AS INT), NULL)")
     cats = _in(CPU_CATEGORIES + GPU_CATEGORIES + (SYNC_CATEGORY,))
+    grp = (f"CASE WHEN s.category IN {_in(CPU_CATEGORIES[:2])} THEN {CPU_OP} "
+           f"WHEN s.category IN {_in(CPU_CATEGORIES[2:])} THEN {RUNTIME} "
+           f"WHEN s.category IN {_in(GPU_CATEGORIES)} THEN {GPU_OP} ELSE {SYNC_EVENT} END")
+    kind = _case(f"COALESCE({sync('cuda_sync_kind')}, s.name)", SYNC_KINDS)
     c = trace.columns(
-        "SELECT s.id, s.ts, s.dur, s.name, s.category, s.depth, s.track_id, tr.pid, tr.tid, "
-        "COALESCE(extract_arg(s.arg_set_id, 'args.correlation'), "
-        "extract_arg(s.arg_set_id, 'args.correlation id')) AS correlation, "
-        f"{arg('device')} AS device, {arg('stream')} AS stream, "
-        f"{sync('cuda_sync_kind')} AS sync_kind, {sync('wait_on_stream')} AS wait_stream, "
-        f"{sync('wait_on_cuda_event_record_corr_id')} AS wait_record "
+        f"SELECT s.id, s.ts, s.dur, s.depth, s.track_id, tr.pid, tr.tid, {grp} AS grp, "
+        f"s.category IN {_in(MEMORY_CATEGORIES)} AS memory, "
+        f"s.name IN {_in(sorted(BLOCKING_CALLS))} AS blocking, "
+        f"s.name IN {_in(DEVICE_SYNC_CALLS)} AS device_sync, "
+        f"IIF(s.category = '{SYNC_CATEGORY}', {kind}, 0) AS sync, "
+        f"{corr} AS correlation, {arg('device')} AS device, {arg('stream')} AS stream, "
+        f"CAST({sync('wait_on_stream')} AS INT) AS wait_stream, "
+        f"CAST({sync('wait_on_cuda_event_record_corr_id')} AS INT) AS wait_record "
         f"FROM slice s JOIN _traceaug_track tr USING (track_id) WHERE s.category IN {cats} "
         "ORDER BY s.id")
     n = len(c["id"])
     for k in ("correlation", "device", "stream", "wait_stream", "wait_record"):
         c[k] = _ints(c[k], n)
-    for k in ("name", "category", "sync_kind"):
-        c[k] = c[k].astype(object) if len(c[k]) == n else np.full(n, None, dtype=object)
+    for k in ("id", "ts", "dur", "depth", "track_id", "pid", "tid", "grp", "memory", "blocking",
+              "device_sync", "sync"):
+        c[k] = _ints(c[k], n)
     return c
+
+
+def names(trace: Trace, ids: np.ndarray) -> np.ndarray:
+    """The names of the slices ``ids`` (objects, in that order)."""
+    want = np.unique(ids)
+    if not len(want):
+        return np.empty(0, dtype=object)
+    c = trace.columns(f"SELECT id, name FROM slice WHERE id IN ({', '.join(map(str, want.tolist()))})")
+    found = dict(zip(c["id"].tolist(), c["name"].tolist()))
+    out = np.empty(len(ids), dtype=object)
+    out[:] = [found.get(i) for i in ids.tolist()]
+    return out
+
+
+def _first_index(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """For each query, the index of the first row of ``keys`` (int64, -1 none) equal to it,
+    else -1 (a join on the first match, as a launch to its GPU ops)."""
+    valid = np.flatnonzero(keys >= 0)
+    uniq, first = np.unique(keys[valid], return_index=True)
+    if not len(uniq):
+        return np.full(len(queries), -1, np.int64)
+    at = np.minimum(np.searchsorted(uniq, queries), len(uniq) - 1)
+    return np.where((uniq[at] == queries) & (queries >= 0), valid[first[at]], -1)
 
 
 def _ints(column: np.ndarray, n: int) -> np.ndarray:
     """int64 with -1 for NULL / non-numbers (Kineto writes ids as ints, 2021 ones as text)."""
     if len(column) != n:
         return np.full(n, -1, np.int64)
+    if column.dtype.kind == "b":
+        return column.astype(np.int64)
     if column.dtype.kind in "iu":
         return column.astype(np.int64)
     if column.dtype.kind == "f":
@@ -156,16 +206,15 @@ class Graph:
 def build(ev: Columns, win: Window, sync_wait: bool = True) -> Graph:
     """HTA's dependency graph over the events of ``win`` (``events`` columns); ``sync_wait``
     False weighs sync edges 0, as HTA does."""
-    cat = ev["category"]
-    is_cpu = isin(cat, CPU_CATEGORIES)
-    is_gpu = isin(cat, GPU_CATEGORIES)
+    is_cpu = ev["grp"] <= RUNTIME
+    is_gpu = ev["grp"] == GPU_OP
     ts, dur = ev["ts"].astype(np.int64), ev["dur"].astype(np.int64)
     corr = ev["correlation"]
     # Launches: a CPU call sharing its correlation id with a GPU op (the first such call).
     launch = np.full(len(ts), -1, np.int64)
     cpu_idx = np.flatnonzero(is_cpu & (corr >= 0))
     gpu_idx = np.flatnonzero(is_gpu)
-    hit = first_match(corr[cpu_idx], corr[gpu_idx])
+    hit = _first_index(corr[cpu_idx], corr[gpu_idx])
     launch[gpu_idx[hit >= 0]] = cpu_idx[hit[hit >= 0]]
 
     # HTA's window: CPU events starting in it with dur > 0; GPU ops launched in it (or, with
@@ -238,7 +287,7 @@ def _cpu_edges(g: Columns, node_ts: np.ndarray):
     top_end = open_after[a] == 0
     kind = np.where(top_end, DEPENDENCY, SPAN)
     ev_a, ev_b = node[a] // 2, node[b] // 2
-    blocking = isin(g["name"][ev_b], BLOCKING_CALLS)
+    blocking = g["blocking"][ev_b] == 1
     zero = top_end | (~enter[b] & blocking)
     # HTA's attribution: (start, *) -> the source event, (end, end) -> the destination,
     # (end, start) -> the op enclosing both.
@@ -362,12 +411,12 @@ def _same_call_counts(call: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, 
 
 
 def _sync_rows(ev: Columns) -> np.ndarray:
-    return np.flatnonzero(ev["category"] == SYNC_CATEGORY)
+    return np.flatnonzero(ev["grp"] == SYNC_EVENT)
 
 
 def _calls_by_corr(ev: Columns, is_cpu: np.ndarray, corr: np.ndarray) -> np.ndarray:
     cpu = np.flatnonzero(is_cpu & (ev["correlation"] >= 0))
-    hit = first_match(ev["correlation"][cpu], corr)
+    hit = _first_index(ev["correlation"][cpu], corr)
     return np.where(hit >= 0, cpu[np.maximum(hit, 0)], -1)
 
 
@@ -396,13 +445,13 @@ def _stream_waits(ev, sync, is_cpu, is_gpu, launch_all, stream_code, dev_all):
     """Stream Wait Event: (dest op, src op) rows of the trace. src: the op of the last launch
     on the recorded stream before the ``cudaEventRecord`` call; dest: the op of the next launch
     from the waiting call's thread onto the waiting stream."""
-    waits = sync[(ev["sync_kind"][sync] == "Stream Wait Event")
-                 | (ev["name"][sync] == "Stream Wait Event")]
+    waits = sync[ev["sync"][sync] == 1 + SYNC_KINDS.index("Stream Wait Event")]
     waits = waits[(ev["wait_record"][waits] >= 0) & (ev["wait_stream"][waits] >= 0)]
     if not len(waits):
         return np.empty(0, np.int64), np.empty(0, np.int64)
     lt = _launch_table(ev, is_gpu, launch_all, stream_code)
-    codes = _code_lookup(dev_all, np.where(ev["stream"] >= 0, ev["stream"], ev["tid"]), stream_code)
+    codes = _code_lookup(dev_all, np.where(ev["stream"] >= 0, ev["stream"], ev["tid"]), stream_code,
+                         np.flatnonzero(is_gpu))
     record = _calls_by_corr(ev, is_cpu, ev["wait_record"][waits])
     caller = _calls_by_corr(ev, is_cpu, ev["correlation"][waits])
     thread = ev["track_id"]
@@ -422,11 +471,10 @@ def _stream_waits(ev, sync, is_cpu, is_gpu, launch_all, stream_code, dev_all):
     return np.array(dest, np.int64), np.array(src, np.int64)
 
 
-def _code_lookup(dev, stream, code) -> dict:
-    out: dict = {}
-    for d, s, c in zip(dev.tolist(), stream.tolist(), code.tolist()):
-        out.setdefault((d, s), c)
-    return out
+def _code_lookup(dev, stream, code, rows) -> dict:
+    """(device, stream) -> its number, over ``rows`` (the GPU ops: a handful of pairs)."""
+    key = np.stack([dev[rows], stream[rows], code[rows]], 1)
+    return {(d, s): c for d, s, c in np.unique(key, axis=0).tolist()}
 
 
 def _cpu_syncs(g, ev, sync, gpu, sc, stream_code, pos, node_ts, is_cpu, is_gpu, launch_all,
@@ -434,11 +482,11 @@ def _cpu_syncs(g, ev, sync, gpu, sc, stream_code, pos, node_ts, is_cpu, is_gpu, 
     """GPU -> CPU edges: device (context) sync on every stream of the device, stream sync on
     its stream, event sync on the op recorded; ``cudaDeviceSynchronize`` without a
     ``cuda_sync`` event too."""
-    kind = np.where(ev["sync_kind"][sync] != None, ev["sync_kind"][sync], ev["name"][sync])  # noqa: E711
+    kind = [SYNC_KINDS[k - 1] if k > 0 else None for k in ev["sync"][sync].tolist()]
     call = _calls_by_corr(ev, is_cpu, ev["correlation"][sync])
     # Device syncs the trace has no cuda_sync event for.
     covered = set(call[call >= 0].tolist())
-    dev_calls = np.flatnonzero(is_cpu & isin(ev["name"], DEVICE_SYNC_CALLS))
+    dev_calls = np.flatnonzero(is_cpu & (ev["device_sync"] == 1))
     extra = np.array([c for c in dev_calls.tolist() if c not in covered], np.int64)
     src, dst = [], []
     # Ops of the window per stream, by start (sc sorted, then start).
@@ -448,7 +496,8 @@ def _cpu_syncs(g, ev, sync, gpu, sc, stream_code, pos, node_ts, is_cpu, is_gpu, 
     dev_of_sc = {}
     for d, c in zip(dev_all[np.flatnonzero(is_gpu)].tolist(), stream_code[np.flatnonzero(is_gpu)].tolist()):
         dev_of_sc[c] = d
-    codes = _code_lookup(dev_all, np.where(ev["stream"] >= 0, ev["stream"], ev["tid"]), stream_code)
+    codes = _code_lookup(dev_all, np.where(ev["stream"] >= 0, ev["stream"], ev["tid"]), stream_code,
+                         np.flatnonzero(is_gpu))
     lt = None
 
     def last_op(code, t):
@@ -463,7 +512,7 @@ def _cpu_syncs(g, ev, sync, gpu, sc, stream_code, pos, node_ts, is_cpu, is_gpu, 
             src.append(2 * op + 1)
             dst.append(2 * int(pos[c]) + 1)
 
-    rows = list(zip(sync.tolist(), kind.tolist(), call.tolist()))
+    rows = list(zip(sync.tolist(), kind, call.tolist()))
     rows += [(-1, "Context Sync", c) for c in extra.tolist()]
     for row, k, c in rows:
         if c < 0 or pos[c] < 0:
@@ -554,17 +603,15 @@ def _topological_positions(node_ts: np.ndarray, node_order: np.ndarray, src: np.
     return topo
 
 
-def category_of(graph: Graph, kind: np.ndarray, event: np.ndarray) -> np.ndarray:
-    """Each path edge's category (``CATEGORIES``)."""
+def category_of(graph: Graph, kind: np.ndarray, event: np.ndarray, name: np.ndarray
+                ) -> np.ndarray:
+    """Each path edge's category (``CATEGORIES``); ``name``: its event's name."""
     g = graph.ev
     ev = np.maximum(event, 0)
     gpu = g["gpu"][ev]
-    cat = g["category"][ev]
-    names = g["name"][ev[gpu]].tolist()
-    found = {x: isinstance(x, str) and _COMM.search(x) is not None for x in set(names)}
-    comm = np.array([found[x] for x in names], bool)
-    comm = np.isin(np.arange(len(ev)), np.flatnonzero(gpu)[comm])
-    memory = isin(cat, ("gpu_memcpy", "Memcpy", "gpu_memset", "Memset"))
+    found = {x: isinstance(x, str) and _COMM.search(x) is not None for x in set(name.tolist())}
+    comm = gpu & np.array([found[x] for x in name.tolist()], bool)
+    memory = g["memory"][ev] == 1
     span = np.where(~gpu, "cpu", np.where(memory, "gpu_memory",
                                            np.where(comm, "gpu_communication", "gpu_compute")))
     out = np.where(kind == LAUNCH, "launch_delay",
@@ -618,14 +665,15 @@ def analyse(trace: Trace, step: int | None = None, annotation: str | None = None
     kind, event = graph.kind[path], graph.event[path]
     # An edge with no event of its own: a launch delay / gap / sync is shown with its op.
     shown = np.where(event >= 0, event, np.where(kind == SYNC, dst // 2, dst // 2))
+    event_name = names(trace, g["id"][shown])
     edges = {
         "src_node": src, "dst_node": dst,
         "src_event": src // 2, "dst_event": dst // 2, "src_is_start": src % 2 == 0,
         "dst_is_start": dst % 2 == 0,
         "ts": graph.node_ts[src], "end": graph.node_ts[dst],
         "weight": graph.weight[path], "kind": kind, "event": shown,
-        "event_id": g["id"][shown], "event_name": g["name"][shown],
+        "event_id": g["id"][shown], "event_name": event_name,
         "pid": g["pid"][shown], "tid": g["tid"][shown],
-        "category": category_of(graph, kind, shown),
+        "category": category_of(graph, kind, shown, event_name),
     }
     return Result(win, graph, edges, int(edges["weight"].sum()))

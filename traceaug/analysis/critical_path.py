@@ -104,44 +104,71 @@ def _case(expr: str, values, start: int = 1) -> str:
     return f"CASE {expr} {whens} ELSE 0 END"
 
 
+ARGS = {"correlation": "args.correlation", "correlation_id": "args.correlation id",
+        "device": "args.device", "stream": "args.stream", "wait_stream": "args.wait_on_stream",
+        "wait_record": "args.wait_on_cuda_event_record_corr_id", "sync_kind": "args.cuda_sync_kind"}
+
+
 def events(trace: Trace) -> Columns:
     """CPU ops, runtime / driver calls, GPU ops and ``cuda_sync`` events, by slice id, all
     numbers: ``id, ts, dur, depth, track_id, pid, tid`` (the original thread, lanes folded),
     ``grp`` (CPU_OP, RUNTIME, GPU_OP, SYNC_EVENT), ``memory`` (a copy or set), ``blocking``,
     ``device_sync`` (a device-wide sync call), ``sync`` (1 + index in SYNC_KINDS, else 0),
-    ``correlation, device, stream, wait_stream, wait_record`` (-1: none)."""
+    ``correlation, device, stream, wait_stream, wait_record`` (-1: none). Categories and names
+    are matched by IN lists and args read from the args table by key, in one pass: an
+    ``extract_arg`` per row and arg costs the engine several times more."""
     trace.include("traceaug.base")
-    gpu = _in(GPU_CATEGORIES + (SYNC_CATEGORY,))
-    arg = ("IIF(s.category IN " + gpu + ", CAST(extract_arg(s.arg_set_id, 'args.{}') AS INT), "
-           "NULL)").format
-    sync = ("IIF(s.category = '" + SYNC_CATEGORY + "', extract_arg(s.arg_set_id, 'args.{}'), "
-            "NULL)").format
-    corr = ("IIF(s.category IN " + _in(CPU_CATEGORIES[2:] + GPU_CATEGORIES + (SYNC_CATEGORY,))
-            + ", CAST(COALESCE(extract_arg(s.arg_set_id, 'args.correlation'), "
-            "extract_arg(s.arg_set_id, 'args.correlation id')) AS INT), NULL)")
-    cats = _in(CPU_CATEGORIES + GPU_CATEGORIES + (SYNC_CATEGORY,))
     grp = (f"CASE WHEN s.category IN {_in(CPU_CATEGORIES[:2])} THEN {CPU_OP} "
            f"WHEN s.category IN {_in(CPU_CATEGORIES[2:])} THEN {RUNTIME} "
            f"WHEN s.category IN {_in(GPU_CATEGORIES)} THEN {GPU_OP} ELSE {SYNC_EVENT} END")
-    kind = _case(f"COALESCE({sync('cuda_sync_kind')}, s.name)", SYNC_KINDS)
     c = trace.columns(
         f"SELECT s.id, s.ts, s.dur, s.depth, s.track_id, tr.pid, tr.tid, {grp} AS grp, "
         f"s.category IN {_in(MEMORY_CATEGORIES)} AS memory, "
-        f"s.name IN {_in(sorted(BLOCKING_CALLS))} AS blocking, "
-        f"s.name IN {_in(DEVICE_SYNC_CALLS)} AS device_sync, "
-        f"IIF(s.category = '{SYNC_CATEGORY}', {kind}, 0) AS sync, "
-        f"{corr} AS correlation, {arg('device')} AS device, {arg('stream')} AS stream, "
-        f"CAST({sync('wait_on_stream')} AS INT) AS wait_stream, "
-        f"CAST({sync('wait_on_cuda_event_record_corr_id')} AS INT) AS wait_record "
-        f"FROM slice s JOIN _traceaug_track tr USING (track_id) WHERE s.category IN {cats} "
-        "ORDER BY s.id")
+        f"CASE WHEN s.category NOT IN {_in(CPU_CATEGORIES[2:])} THEN 0 "
+        f"WHEN s.name IN {_in(DEVICE_SYNC_CALLS)} THEN 2 "
+        f"WHEN s.name IN {_in(sorted(BLOCKING_CALLS))} THEN 1 ELSE 0 END AS call, "
+        f"IIF(s.category = '{SYNC_CATEGORY}', s.name, NULL) AS sync_name, s.arg_set_id "
+        "FROM slice s JOIN _traceaug_track tr USING (track_id) "
+        f"WHERE s.category IN {_in(CPU_CATEGORIES + GPU_CATEGORIES + (SYNC_CATEGORY,))}")
+    c = take(c, np.argsort(c["id"], kind="stable"))  # the engine's ORDER BY costs more
     n = len(c["id"])
-    for k in ("correlation", "device", "stream", "wait_stream", "wait_record"):
+    for k in ("id", "ts", "dur", "depth", "track_id", "pid", "tid", "grp", "memory", "call",
+              "arg_set_id"):
         c[k] = _ints(c[k], n)
-    for k in ("id", "ts", "dur", "depth", "track_id", "pid", "tid", "grp", "memory", "blocking",
-              "device_sync", "sync"):
-        c[k] = _ints(c[k], n)
+    call = c.pop("call")
+    c["blocking"], c["device_sync"] = (call >= 1).astype(np.int64), (call == 2).astype(np.int64)
+    a = trace.columns("SELECT arg_set_id, key, int_value, string_value FROM args "
+                      f"WHERE key IN {_in(ARGS.values())} ORDER BY key, arg_set_id")
+    for col, key in ARGS.items():
+        rows = np.flatnonzero(a["key"] == key) if len(a["key"]) else np.empty(0, np.int64)
+        value = (a["string_value"] if col == "sync_kind" else a["int_value"])
+        c[col] = _lookup(_ints(a["arg_set_id"], len(a["key"]))[rows], value[rows] if len(rows) else
+                         value[:0], c["arg_set_id"], col == "sync_kind")
+    c["correlation"] = np.where(c["correlation"] >= 0, c["correlation"], c.pop("correlation_id"))
+    sync = c["grp"] == SYNC_EVENT
+    kind = np.where(sync, c.pop("sync_kind"), None)
+    kind = np.where(kind == None, np.where(sync, c.pop("sync_name"), None), kind)  # noqa: E711
+    c["sync"] = np.zeros(n, np.int64)
+    for code, k in enumerate(SYNC_KINDS, 1):
+        c["sync"][kind == k] = code
+    for k in ("device", "stream"):  # GPU identity only where Kineto means it
+        c[k] = np.where((c["grp"] == GPU_OP) | sync, c[k], -1)
+    c.pop("sync_name", None)
     return c
+
+
+def _lookup(keys: np.ndarray, values: np.ndarray, at: np.ndarray, text: bool) -> np.ndarray:
+    """``values`` (by sorted ``keys``) at each of ``at``: int64 (-1 when missing) or objects."""
+    out = np.full(len(at), None, dtype=object) if text else np.full(len(at), -1, np.int64)
+    if not len(keys):
+        return out
+    k = np.minimum(np.searchsorted(keys, at), len(keys) - 1)
+    hit = (keys[k] == at) & (at >= 0)
+    if text:
+        out[hit] = np.asarray(values, dtype=object)[k[hit]]
+    else:
+        out[hit] = _ints(np.asarray(values)[k[hit]], int(hit.sum()))
+    return out
 
 
 def names(trace: Trace, ids: np.ndarray) -> np.ndarray:

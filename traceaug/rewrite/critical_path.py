@@ -70,11 +70,13 @@ def lane_events(trace: Trace, result: cp.Result) -> list[bytes]:
 
 
 def lane_tids(trace: Trace, pids: list[int]) -> dict[int, int]:
-    """A thread id unused in each process (one above its largest)."""
+    """A thread id unused in each process: one above its largest below 2**31 - 1 (a tid the UI
+    reads as it is; Kineto's tid -1 arrives as 4294967295)."""
     if not pids:
         return {}
     c = trace.columns("SELECT p.pid, MAX(t.tid) AS tid FROM thread t JOIN process p USING (upid) "
-                      f"WHERE p.pid IN ({', '.join(map(str, pids))}) GROUP BY p.pid")
+                      f"WHERE p.pid IN ({', '.join(map(str, pids))}) AND t.tid < {2**31 - 2} "
+                      "GROUP BY p.pid")
     top = dict(zip(c["pid"].tolist(), c["tid"].tolist()))
     return {p: max(int(top.get(p) or 0), 0) + 1 for p in pids}
 

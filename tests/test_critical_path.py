@@ -254,3 +254,14 @@ def test_real_traces_give_a_sane_path(rel: str) -> None:
         s = res.summary()
         assert sum(s["categories"]["ns"]) == res.length
         assert abs(sum(s["categories"]["share"]) - 1) < 1e-9
+
+
+def test_python_api_gives_dataframes() -> None:
+    path, summary = traceaug.critical_path(TESTDATA / "critical_path" / "kernel_gap.json",
+                                           progress=False)
+    want = ANSWERS["kernel_gap"]
+    assert int(path["weight"].sum()) == want["length_ns"]
+    assert path["kind"].tolist()[:2] == ["launch_delay", "span"]
+    assert (path["ts"].iloc[1:].to_numpy() == path["end"].iloc[:-1].to_numpy()).all()
+    got = dict(zip(summary["category"], summary["ns"]))
+    assert {k: v for k, v in got.items() if v} == want["categories"]

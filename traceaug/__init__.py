@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from .trace import Trace
 
 __version__ = "0.1.0"
-__all__ = ["Trace", "TraceaugError", "info", "load", "load_ranks", "query", "__version__"]
+__all__ = ["Trace", "TraceaugError", "critical_path", "info", "load", "load_ranks", "query",
+           "__version__"]
 
 
 def __getattr__(name: str):
@@ -83,3 +84,14 @@ def info(path: str | Path, rank: int | None = None, **options) -> list[dict]:
                 record["rank"] = r
             out.append(record)
     return out
+
+
+def critical_path(path: str | Path, step: int | None = None, annotation: str | None = None,
+                  instance: int = 0, **options) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``traceaug critical-path`` as data for one trace file: (path, summary) DataFrames
+    (``analysis.critical_path.frames``: one row per edge of the path; time per category)."""
+    from .analysis.critical_path import frames
+    from .trace import Trace
+
+    with Trace(path, kind="sync", **options) as trace:
+        return frames(trace, step, annotation, instance)

@@ -704,3 +704,19 @@ def analyse(trace: Trace, step: int | None = None, annotation: str | None = None
         "category": category_of(graph, kind, shown, event_name),
     }
     return Result(win, graph, edges, int(edges["weight"].sum()))
+
+
+def frames(trace: Trace, step: int | None = None, annotation: str | None = None,
+           instance: int = 0, sync_wait: bool = True):
+    """The path and its summary as pandas DataFrames. Path: one row per edge, in order, with
+    ``ts, end`` (engine ns), ``weight`` (ns it adds), ``kind`` (EDGE_KINDS), ``category``
+    (CATEGORIES), ``event`` (name), ``pid, tid``. Summary: ``category, ns, share``."""
+    from .tables import frame
+
+    r = analyse(trace, step, annotation, instance, sync_wait)
+    e = r.edges
+    path = frame({"ts": e["ts"], "end": e["end"], "weight": e["weight"],
+                  "kind": np.array(EDGE_KINDS, dtype=object)[e["kind"]],
+                  "category": e["category"], "event": e["event_name"], "pid": e["pid"],
+                  "tid": e["tid"]})
+    return path, frame(r.summary()["categories"])

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..analysis import critical_path as cp
+from ..analysis.steps import shorten
 from .events import flow_events, flow_ids, slice_events, thread_name_events
 
 if TYPE_CHECKING:
@@ -42,7 +43,8 @@ def compute(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
 # ----- the lane ---------------------------------------------------------------------------------
 def segments(result: cp.Result) -> dict[str, np.ndarray]:
     """The path's timed edges, consecutive ones of one event and category merged: ``pid, ts,
-    dur, name, category`` (engine ns)."""
+    dur, name, category`` (engine ns; names without template and argument lists: a kernel's
+    full name can take kilobytes, and the op itself sits beside the lane)."""
     e = result.edges
     timed = np.flatnonzero(e["weight"] > 0)
     start = (e["end"] - e["weight"])[timed]
@@ -52,8 +54,11 @@ def segments(result: cp.Result) -> dict[str, np.ndarray]:
     new[1:] = (ev[1:] != ev[:-1]) | (cat[1:] != cat[:-1]) | (start[1:] != end[:-1])
     first = np.flatnonzero(new)
     last = np.r_[first[1:] - 1, len(timed) - 1] if len(first) else first
+    short = {n: shorten(n) if isinstance(n, str) else str(n)
+             for n in set(e["event_name"][timed][first].tolist())}
     return {"pid": pid[first], "ts": start[first], "dur": end[last] - start[first],
-            "name": e["event_name"][timed][first], "category": cat[first]}
+            "name": np.array([short[n] for n in e["event_name"][timed][first].tolist()], dtype=object),
+            "category": cat[first]}
 
 
 def lane_events(trace: Trace, result: cp.Result) -> list[bytes]:

@@ -447,25 +447,44 @@ def _calls_by_corr(ev: Columns, is_cpu: np.ndarray, corr: np.ndarray) -> np.ndar
     return np.where(hit >= 0, cpu[np.maximum(hit, 0)], -1)
 
 
-def _launch_table(ev, is_gpu, launch_all, stream_code):
-    """Every (launch call, stream) pair with the first and last op of that call there, sorted
-    by the call's (ts, id)."""
-    ops = np.flatnonzero(is_gpu & (launch_all >= 0))
-    call, sc, st = launch_all[ops], stream_code[ops], ev["ts"][ops].astype(np.int64)
-    o = np.lexsort((st, sc, call))
-    ops, call, sc = ops[o], call[o], sc[o]
-    first = np.r_[True, (call[1:] != call[:-1]) | (sc[1:] != sc[:-1])] if len(o) else np.zeros(0, bool)
-    last = np.r_[first[1:], True] if len(o) else first
-    t = {"call": call[first], "sc": sc[first], "first_op": ops[first], "last_op": ops[last]}
-    t["ts"] = ev["ts"][t["call"]].astype(np.int64)
-    o = np.lexsort((t["call"], t["ts"]))
-    return take(t, o)
+class _Launches:
+    """Every (launch call, stream) pair with the first and last op of that call there, by the
+    call's (ts, id), grouped per stream and per (stream, thread) for the sync lookups."""
 
+    def __init__(self, ev: Columns, is_gpu: np.ndarray, launch_all: np.ndarray,
+                 stream_code: np.ndarray) -> None:
+        ops = np.flatnonzero(is_gpu & (launch_all >= 0))
+        call, sc, st = launch_all[ops], stream_code[ops], ev["ts"][ops]
+        o = np.lexsort((st, sc, call))
+        ops, call, sc = ops[o], call[o], sc[o]
+        first = np.r_[True, (call[1:] != call[:-1]) | (sc[1:] != sc[:-1])] if len(o) else o > 0
+        last = np.r_[first[1:], True] if len(o) else first
+        t = {"call": call[first], "sc": sc[first], "first_op": ops[first], "last_op": ops[last]}
+        t["ts"] = ev["ts"][t["call"]]
+        t["thread"] = ev["track_id"][t["call"]]
+        t = take(t, np.lexsort((t["call"], t["ts"])))
+        self.by_stream = self._groups(t, t["sc"])
+        self.by_thread = self._groups(t, t["sc"] * (1 << 32) + t["thread"])
 
-def _previous_launch(lt: Columns, sc: int, t: int) -> int:
-    m = np.flatnonzero(lt["sc"] == sc)
-    k = np.searchsorted(lt["ts"][m], t, "right") - 1
-    return int(lt["last_op"][m[k]]) if k >= 0 else -1
+    @staticmethod
+    def _groups(t: Columns, key: np.ndarray) -> dict:
+        o = np.argsort(key, kind="stable")  # keeps the (ts, id) order within a group
+        k = key[o]
+        cut = np.flatnonzero(np.r_[True, k[1:] != k[:-1]]) if len(k) else k
+        ends = np.r_[cut[1:], len(k)]
+        return {int(k[a]): take(t, o[a:b]) for a, b in zip(cut.tolist(), ends.tolist())}
+
+    def previous(self, sc: int, ts: int) -> int:
+        """The last op on stream ``sc`` of the last call there starting at or before ``ts``."""
+        g = self.by_stream.get(sc)
+        k = -1 if g is None else int(np.searchsorted(g["ts"], ts, "right")) - 1
+        return int(g["last_op"][k]) if k >= 0 else -1
+
+    def next(self, sc: int, thread: int, ts: int) -> int:
+        """The first op on stream ``sc`` of the first call from ``thread`` at or after ``ts``."""
+        g = self.by_thread.get(sc * (1 << 32) + thread)
+        k = -1 if g is None else int(np.searchsorted(g["ts"], ts, "left"))
+        return int(g["first_op"][k]) if g is not None and k < len(g["ts"]) else -1
 
 
 def _stream_waits(ev, sync, is_cpu, is_gpu, launch_all, stream_code, dev_all):
@@ -476,7 +495,7 @@ def _stream_waits(ev, sync, is_cpu, is_gpu, launch_all, stream_code, dev_all):
     waits = waits[(ev["wait_record"][waits] >= 0) & (ev["wait_stream"][waits] >= 0)]
     if not len(waits):
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    lt = _launch_table(ev, is_gpu, launch_all, stream_code)
+    lt = _Launches(ev, is_gpu, launch_all, stream_code)
     codes = _code_lookup(dev_all, np.where(ev["stream"] >= 0, ev["stream"], ev["tid"]), stream_code,
                          np.flatnonzero(is_gpu))
     record = _calls_by_corr(ev, is_cpu, ev["wait_record"][waits])
@@ -489,11 +508,10 @@ def _stream_waits(ev, sync, is_cpu, is_gpu, launch_all, stream_code, dev_all):
         wait_sc = codes.get((dev, int(ev["stream"][w])))
         if r < 0 or c < 0 or rec_sc is None or wait_sc is None:
             continue
-        s = _previous_launch(lt, rec_sc, int(ev["ts"][r]))
-        m = np.flatnonzero((lt["sc"] == wait_sc) & (thread[lt["call"]] == thread[c])
-                           & (lt["ts"] >= ev["ts"][c]))
-        if s >= 0 and len(m):
-            dest.append(int(lt["first_op"][m[0]]))
+        s = lt.previous(rec_sc, int(ev["ts"][r]))
+        d = lt.next(wait_sc, int(thread[c]), int(ev["ts"][c]))
+        if s >= 0 and d >= 0:
+            dest.append(d)
             src.append(s)
     return np.array(dest, np.int64), np.array(src, np.int64)
 
@@ -559,8 +577,8 @@ def _cpu_syncs(g, ev, sync, gpu, sc, stream_code, pos, node_ts, is_cpu, is_gpu, 
             code = codes.get((int(dev_all[row]), int(ev["wait_stream"][row])))
             if rec >= 0 and code is not None:
                 if lt is None:
-                    lt = _launch_table(ev, is_gpu, launch_all, stream_code)
-                op = _previous_launch(lt, code, int(ev["ts"][rec]))
+                    lt = _Launches(ev, is_gpu, launch_all, stream_code)
+                op = lt.previous(code, int(ev["ts"][rec]))
                 link(int(pos[op]) if op >= 0 else -1, c)
     return np.array(src, np.int64), np.array(dst, np.int64)
 

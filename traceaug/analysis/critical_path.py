@@ -674,6 +674,7 @@ class Result:
     graph: Graph
     edges: Columns
     length: int
+    path: np.ndarray  # the path's edges: indices into the graph's edge arrays
 
     def summary(self, top: int = 10) -> dict:
         """Length, share per category and the top events by time on the path."""
@@ -721,7 +722,7 @@ def analyse(trace: Trace, step: int | None = None, annotation: str | None = None
         "pid": g["pid"][shown], "tid": g["tid"][shown],
         "category": category_of(graph, kind, shown, event_name),
     }
-    return Result(win, graph, edges, int(edges["weight"].sum()))
+    return Result(win, graph, edges, int(edges["weight"].sum()), path)
 
 
 def frames(trace: Trace, step: int | None = None, annotation: str | None = None,

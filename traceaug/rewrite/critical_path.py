@@ -91,13 +91,9 @@ def arrow_events(trace: Trace, result: cp.Result, all_edges: bool) -> list[bytes
     """Flow arrows along the path's jumps (and, with ``all_edges``, the graph's other ones)."""
     g = result.graph
     path = np.zeros(len(g.src), bool)
-    on = np.flatnonzero(np.isin(g.kind, ARROW_KINDS))
-    e = result.edges
-    pairs = set(zip(e["src_node"].tolist(), e["dst_node"].tolist()))
-    for k in on.tolist():
-        if (int(g.src[k]), int(g.dst[k])) in pairs:
-            path[k] = True
-    chosen = on if all_edges else np.flatnonzero(path)
+    path[result.path] = True
+    on = np.isin(g.kind, ARROW_KINDS)
+    chosen = np.flatnonzero(on if all_edges else on & path)
     chosen = chosen[_bindable(g, chosen)]
     if not len(chosen):
         return []

@@ -8,10 +8,12 @@ RSS / HTA peak RSS <= 0.5x. The simple_add trace (HTA's own critical path exampl
 measured too.
 
 Each measurement runs in a fresh Python subprocess, one at a time (bench/counters_vs_hta.py's
-helpers): traceaug's wall time is ``python -m traceaug critical-path IN OUT.json.gz`` seen from
-this process, its peak RSS that of a child running the CLI in-process (whole process tree,
-pass-1 workers included); HTA runs in a child on a directory holding only a symlink to IN
-(HTA reads every trace of its ``trace_dir``) and reports its own VmHWM and phase times.
+helpers): traceaug's wall time is ``python -m traceaug critical-path IN OUT.json.gz`` seen
+from this process, its peak RSS that of a child running the CLI in-process (whole process
+tree, pass-1 workers included); HTA runs in a child on a directory holding only a symlink to
+IN (HTA reads every trace of its ``trace_dir``) and reports its own VmHWM and phase times.
+Each child also reports its CPU seconds (its own and its workers'), which other work on a
+shared machine disturbs less than wall time.
 
 HTA 0.5.0 predates pandas 3 (the venv has pandas 3.1): ``DataFrame.drop(axis=1,
 columns=...)`` now raises. The HTA child patches only that call (the axis is dropped when
@@ -46,13 +48,21 @@ SIX_STREAMS = SHARED / "traces" / "kineto" / "a100_rank0_of16_6streams.json.gz"
 TARGET_SPEED_RATIO = 10.0
 TARGET_RSS_RATIO = 0.5
 TIMEOUT_S = 4 * 3600
+# CPU seconds of the child and the children it waited for: a figure the other work on a
+# shared machine disturbs less than wall time.
+CPU_S = """
+def cpu_s():
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+"""
 
 TRACEAUG_CHILD = """
 import json, sys, time
 t0 = time.perf_counter()
 from traceaug.cli import main
 main(["critical-path", sys.argv[1], sys.argv[2]], standalone_mode=False)
-print(TAG + json.dumps({"total_s": time.perf_counter() - t0, "peak_rss_kb": peak_kb()}))
+print(TAG + json.dumps({"total_s": time.perf_counter() - t0, "peak_rss_kb": peak_kb(),
+                        "cpu_s": cpu_s()}))
 """
 
 # argv: IN WORKDIR. HTA on a directory holding only IN; pandas 3's drop(axis=1, columns=) patched.
@@ -82,6 +92,7 @@ t_done = time.perf_counter()
 print(TAG + json.dumps({"import_s": t_import - t0, "parse_s": t_parse - t_import,
                         "path_s": t_path - t_parse, "overlay_s": t_done - t_path,
                         "total_s": t_done - t0, "peak_rss_kb": peak_kb(), "ok": bool(ok),
+                        "cpu_s": cpu_s(),
                         "length_us": float(length), "out": out}))
 """
 
@@ -91,22 +102,22 @@ def measure_traceaug(src: Path, work: Path) -> dict[str, Any]:
     wall, stdout = run([sys.executable, "-m", "traceaug", "critical-path", str(src), str(out)],
                        TIMEOUT_S, f"traceaug critical-path on {src.name}")
     length = next((line for line in stdout.splitlines() if line.startswith("critical path")), "")
-    _, stdout, tree_kb = run_tree([sys.executable, "-c", child_script(TRACEAUG_CHILD), str(src),
+    _, stdout, tree_kb = run_tree([sys.executable, "-c", child_script(CPU_S + TRACEAUG_CHILD), str(src),
                                    str(work / "traceaug_rss.json.gz")], TIMEOUT_S,
                                   f"traceaug (in-process) on {src.name}")
     child = tagged(stdout, "the traceaug child")
     return {"wall_s": wall, "peak_rss_mb": max(child["peak_rss_kb"], tree_kb) * 1024 / MB,
-            "summary": length, "out_gz_mb": out.stat().st_size / MB}
+            "cpu_s": child["cpu_s"], "summary": length, "out_gz_mb": out.stat().st_size / MB}
 
 
 def measure_hta(src: Path, work: Path) -> dict[str, Any]:
     work.mkdir()
-    wall, stdout, tree_kb = run_tree([sys.executable, "-c", child_script(HTA_CHILD), str(src),
+    wall, stdout, tree_kb = run_tree([sys.executable, "-c", child_script(CPU_S + HTA_CHILD), str(src),
                                       str(work)], TIMEOUT_S, f"HTA on {src.name}")
     child = tagged(stdout, "the HTA child")
     return {"wall_s": wall, "peak_rss_mb": max(child["peak_rss_kb"], tree_kb) * 1024 / MB,
             **{k: child[k] for k in ("import_s", "parse_s", "path_s", "overlay_s", "ok",
-                                     "length_us")},
+                                     "length_us", "cpu_s")},
             "out_gz_mb": Path(child["out"]).stat().st_size / MB if child["out"] else 0.0}
 
 
@@ -121,6 +132,7 @@ def compare(label: str, src: Path, hta: bool, progress) -> dict[str, Any]:
     if h is not None:
         out["speed_ratio"] = h["wall_s"] / ta["wall_s"]
         out["rss_ratio"] = ta["peak_rss_mb"] / h["peak_rss_mb"]
+        out["cpu_ratio"] = h["cpu_s"] / ta["cpu_s"]
         out["pass"] = {"speed": out["speed_ratio"] >= TARGET_SPEED_RATIO,
                        "rss": out["rss_ratio"] <= TARGET_RSS_RATIO}
     return out
@@ -154,7 +166,9 @@ def report(results: list[dict[str, Any]]) -> str:
                    f"<={TARGET_RSS_RATIO:g}x"], rows)
     lines.append("")
     for r in results:
-        lines.append(f"{r['trace']}: traceaug {r['traceaug']['summary']}")
+        cpu = (f"; CPU s: traceaug {r['traceaug']['cpu_s']:.2f}, HTA {r['hta']['cpu_s']:.2f} "
+               f"({r['cpu_ratio']:.1f}x)" if r["hta"] else "")
+        lines.append(f"{r['trace']}: traceaug {r['traceaug']['summary']}{cpu}")
         if r["hta"]:
             h = r["hta"]
             lines.append(f"{r['trace']}: HTA path {h['length_us']:,.0f} us (ok={h['ok']}); "

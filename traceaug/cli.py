@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +14,7 @@ from . import __version__
 from .errors import TraceaugError
 from .memory import return_freed_promptly
 from .output import FORMATS, render_columns, render_records
+from .sql_modules import needs_full_load
 
 if TYPE_CHECKING:
     from .read.prefetch import Prefetched
@@ -47,16 +47,6 @@ def main(ctx: click.Context, tp_bin: str | None) -> None:
     ctx.obj = {"tp_bin": tp_bin}
 
 
-_FULL_LOAD_SQL = re.compile(
-    r"\bargs?\b|arg_set_id|extract_arg|\bflow|INCLUDE\s+PERFETTO\s+MODULE\s+(?!traceaug\.)", re.IGNORECASE)
-
-
-def needs_full_load(sql: str) -> bool:
-    """An analysis load has only the args analyses read and no flow events: SQL that reads
-    args or flows (or a standard-library module, which may) gets a full load."""
-    return bool(_FULL_LOAD_SQL.search(sql))
-
-
 def _options(ctx: click.Context) -> dict:
     return {"tp_bin": ctx.obj.get("tp_bin")}
 
@@ -85,11 +75,20 @@ def _perfetto_api_without_pandas() -> None:
         del sys.modules["pandas"]
 
 
+def _open_options(command):
+    """``--port`` and ``--no-browser``, the same on ``open`` and on every ``--open``."""
+    command = click.option("--no-browser", is_flag=True,
+                           help="Only print the URL (on stderr); do not start a browser.")(command)
+    return click.option("--port", type=int, default=0,
+                        help="Port on 127.0.0.1 for the UI (default: a free one).")(command)
+
+
 @main.command()
 @click.argument("trace", type=click.Path(path_type=Path))
 @click.argument("sql", required=False)
 @click.option("-f", "--file", "sql_file", type=click.File("r"), help="Read the SQL from a file.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="Output format (NULL: empty in csv, null in json; inf as \"inf\" in json).")
 @click.option("--rank", type=int, help="For a directory: the rank to query.")
 @click.option("--full/--lean", default=None,
               help="Load every arg and flow event, or only what analyses read. "
@@ -98,7 +97,7 @@ def _perfetto_api_without_pandas() -> None:
 def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
           rank: int | None, full: bool | None) -> None:
     """Run PerfettoSQL on TRACE (timestamps are ns from `traceaug_meta.time_base_ns`)."""
-    from . import load_ranks
+    from . import load_for_query
 
     if sql_file is not None:
         sql = sql_file.read()
@@ -106,24 +105,16 @@ def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
         raise click.UsageError("give the SQL as an argument or with -f FILE")
     if full is None:
         full = needs_full_load(sql)
-    prefetched = _prefetch(trace, kind="full" if full else "analysis")
-    traces = load_ranks(trace, rank=rank, full=full, prefetched=prefetched, **_options(ctx))
-    if len(traces) > 1:
-        for t in traces.values():
-            t.close()
-        raise TraceaugError(f"{trace}: holds {len(traces)} ranks; choose one with --rank")
-    (t,) = traces.values()
-    with t:
-        if "traceaug_event" in sql:
-            t.include("traceaug.kineto")
-        elif any(table in sql for table in ("traceaug_gpu_op", "traceaug_runtime", "traceaug_step")):
-            t.include("traceaug.base")
+    kind = "full" if full else "analysis"
+    prefetched = _prefetch(trace, kind=kind)
+    with load_for_query(trace, sql, rank, kind=kind, prefetched=prefetched, **_options(ctx)) as t:
         click.echo(render_columns(t.columns(sql), fmt), nl=False)
 
 
 @main.command()
 @click.argument("trace", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="Output format.")
 @click.option("--rank", type=int, help="For a directory: only this rank.")
 @click.pass_context
 def info(ctx: click.Context, trace: Path, fmt: str, rank: int | None) -> None:
@@ -157,9 +148,11 @@ def _series(value: str) -> tuple[str, ...]:
               help="Format of the summary printed on stdout.")
 @click.option("--summary-only", is_flag=True, help="Print the summary; write no trace.")
 @click.option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done.")
+@_open_options
 @click.pass_context
 def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style: str,
-             rank: int | None, fmt: str, summary_only: bool, open_ui: bool) -> None:
+             rank: int | None, fmt: str, summary_only: bool, open_ui: bool, port: int,
+             no_browser: bool) -> None:
     """Write OUT: a copy of IN with memory-bandwidth and queue-length counter tracks.
 
     IN and OUT may be directories of per-rank traces (one output per rank, same names);
@@ -173,7 +166,9 @@ def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style:
     from .commands.counters import run
 
     text = run(src, None if summary_only else dst, _series(series), style, rank, fmt,
-               prefetched=prefetched, open_ui=open_ui, **_options(ctx))
+               prefetched=prefetched,
+               open_ui={"port": port, "browser": not no_browser} if open_ui else False,
+               **_options(ctx))
     click.echo(text, nl=False)
 
 
@@ -182,28 +177,41 @@ def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style:
 @click.argument("b", type=click.Path(path_type=Path))
 @click.option("--by", type=click.Choice(["name", "short-name", "category"]), default="name",
               show_default=True, help="Group ops by full name, name without template/arguments, or type.")
-@click.option("--device", type=click.Choice(["cpu", "gpu", "all"]), default="all", show_default=True)
-@click.option("--step", type=int, help="Compare only ProfilerStep#N (default: all steps, per step).")
+@click.option("--device", type=click.Choice(["cpu", "gpu", "all"]), default="all", show_default=True,
+              help="Compare CPU ops, GPU kernels / copies / sets, or both.")
+@click.option("--step", type=int, help="Compare only ProfilerStep#N of both (default: all steps, per step).")
+@click.option("--step-a", type=int, help="Compare ProfilerStep#N of A (with --step-b, runs numbered apart).")
+@click.option("--step-b", type=int, help="Compare ProfilerStep#N of B.")
+@click.option("--step-index", type=int,
+              help="Compare the I-th ProfilerStep of each side (0 = first, -1 = last), whatever its number.")
 @click.option("--rank", type=int, help="Only this rank.")
 @click.option("--threshold", type=float, default=5.0, show_default=True,
               help="Per-step time change (percent) still called unchanged.")
 @click.option("--top", type=int, default=10, show_default=True, help="Rows of regressions/improvements.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--fail-on-regression", "fail_pct", type=float, metavar="PCT",
+              help="Exit with code 3 when the step time, or the time per step of an op present in "
+                   "both, grew by more than PCT percent (for CI).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="table: headline and top rows; csv / json: every row.")
 @click.option("--html", "html_out", type=click.Path(path_type=Path), help="Write a self-contained report.")
 @click.option("--trace", "trace_out", type=click.Path(path_type=Path),
               help="Write both traces into one Perfetto file (B relabelled, aligned at the first step).")
 @click.option("--open", "open_ui", is_flag=True, help="Open the --trace file in the Perfetto UI.")
+@_open_options
 @click.pass_context
 def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, step: int | None,
-                 rank: int | None, threshold: float, top: int, fmt: str, html_out: Path | None,
-                 trace_out: Path | None, open_ui: bool) -> None:
+                 step_a: int | None, step_b: int | None, step_index: int | None,
+                 rank: int | None, threshold: float, top: int, fail_pct: float | None, fmt: str,
+                 html_out: Path | None, trace_out: Path | None, open_ui: bool, port: int,
+                 no_browser: bool) -> None:
     """Compare two traces (or two directories of per-rank traces): what changed from A to B."""
     if open_ui and trace_out is None:
         raise click.UsageError("--open needs --trace FILE")
     prefetched = _prefetch(a, b, kind="ops")
     from .commands import diff as cmd
 
-    result = cmd.run(a, b, by, device, step, threshold, rank, prefetched=prefetched, **_options(ctx))
+    result = cmd.run(a, b, by, device, step, threshold, rank, prefetched=prefetched,
+                     step_a=step_a, step_b=step_b, step_index=step_index, **_options(ctx))
     try:
         click.echo(cmd.render(result, fmt, top), nl=False)
         if html_out is not None:
@@ -219,10 +227,15 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
             sa, sb = result.sides[0]
             write_merged(sa, sb, trace_out)
             click.echo(f"wrote {trace_out}", err=True)
+        regressed = cmd.regressions(result, fail_pct) if fail_pct is not None else []
     finally:
         cmd.close(result)
     if open_ui:
-        _open(trace_out)
+        _open(trace_out, port=port, browser=not no_browser)
+    if regressed:
+        for line in regressed:
+            click.echo(f"traceaug: regression over {fail_pct:g}%: {line}", err=True)
+        sys.exit(3)
 
 
 def _open(trace: Path, port: int = 0, browser: bool = True) -> None:
@@ -233,11 +246,210 @@ def _open(trace: Path, port: int = 0, browser: bool = True) -> None:
 
 @main.command("open")
 @click.argument("trace", type=click.Path(path_type=Path))
-@click.option("--port", type=int, default=0, help="Port on 127.0.0.1 (default: a free one).")
-@click.option("--no-browser", is_flag=True, help="Only print the URL.")
+@_open_options
 def open_command(trace: Path, port: int, no_browser: bool) -> None:
     """Open TRACE in the Perfetto UI bundled with traceaug (offline, 127.0.0.1 only)."""
-    _open(trace, port=port, browser=not no_browser)
+    from .read.inputs import trace_input
+
+    _open(trace_input(trace), port=port, browser=not no_browser)
+
+
+@main.command("convert")
+@click.argument("src", metavar="REPORT", type=click.Path(path_type=Path))
+@click.argument("dst", metavar="OUT", type=click.Path(path_type=Path))
+@click.option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done.")
+@_open_options
+def convert_command(src: Path, dst: Path, open_ui: bool, port: int, no_browser: bool) -> None:
+    """Convert an Nsight Systems SQLite export (`nsys export --type sqlite`) to a Chrome JSON
+    trace in Kineto conventions (OUT.json or OUT.json.gz)."""
+    from .commands.convert import run as convert_run
+
+    click.echo(convert_run(src, dst), nl=False, err=True)
+    if open_ui:
+        _open(dst, port=port, browser=not no_browser)
+
+
+@main.command("summary")
+@click.argument("inputs", metavar="INPUT...", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--config", type=click.Path(path_type=Path),
+              help="A GPU Performance Analyzer JSON config (either layout).")
+@click.option("--class-map", type=click.Path(path_type=Path),
+              help="JSON object: kernel-name substring -> class (replaces the config's).")
+@click.option("--iters", type=click.IntRange(min=1), help="Iterations in the input (divides the totals).")
+@click.option("--gpus", type=click.IntRange(min=1), help="GPUs in the input (divides the totals).")
+@click.option("--iter-tag", "tag", help="Name of the NVTX range of one iteration (glob with *).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Output format.")
+@click.pass_context
+def summary_command(ctx: click.Context, inputs: tuple[Path, ...], config: Path | None,
+                    class_map: Path | None, iters: int | None, gpus: int | None, tag: str | None,
+                    fmt: str) -> None:
+    """Kernel time per class and iteration, NCCL, memory ops, NVTX iterations and the time not
+    hidden behind compute (the GPU Performance Analyzer's report). INPUT: a Kineto trace, an
+    nsys SQLite export, or `nsys stats` CSVs (cuda_gpu_kern_sum, cuda_gpu_mem_time_sum,
+    nvtx_gpu_proj_trace)."""
+    from .commands import summary as cmd
+
+    results = cmd.run(list(inputs), config, class_map, iters, gpus, tag, **_options(ctx))
+    click.echo((cmd.render_json if fmt == "json" else cmd.render_text)(results), nl=False)
+
+
+@main.command("patterns")
+@click.argument("src", metavar="IN", type=click.Path(path_type=Path))
+@click.argument("dst", metavar="OUT", required=False, type=click.Path())
+@click.option("--operator", help="Instances of this CPU op (a name or a glob); default: every "
+              "top-level CPU op.")
+@click.option("--min-len", type=click.IntRange(1), default=3, show_default=True,
+              help="Shortest pattern, in GPU ops.")
+@click.option("--top-k", type=click.IntRange(0), default=5, show_default=True,
+              help="Patterns of each scope overlaid on OUT (and shown in the table).")
+@click.option("--rank", type=int, help="For a directory: only this rank.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="The patterns on stdout: the top k of each scope (table), or all (csv, json).")
+@click.option("--summary-only", is_flag=True, help="Print the patterns; write no trace.")
+@click.option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done.")
+@_open_options
+@click.pass_context
+def patterns_command(ctx: click.Context, src: Path, dst: str | None, operator: str | None,
+                     min_len: int, top_k: int, rank: int | None, fmt: str, summary_only: bool,
+                     open_ui: bool, port: int, no_browser: bool) -> None:
+    """Write OUT: IN with its frequent GPU kernel sequences overlaid (``Pattern P<n>`` slices
+    on "Kernel patterns" threads, a "Kernel-name dictionary" thread).
+
+    IN and OUT may be directories of per-rank traces (one output per rank, same names).
+    """
+    if dst is None and not summary_only:
+        raise click.UsageError("give OUT, or --summary-only")
+    if open_ui and (summary_only or src.is_dir()):
+        raise click.UsageError("--open needs one output file")
+    prefetched = _prefetch(src, kind="ops")
+    from .commands.patterns import run
+
+    click.echo(run(src, None if summary_only else dst, operator, min_len, top_k, rank, fmt,
+                   prefetched=prefetched,
+                   open_ui={"port": port, "browser": not no_browser} if open_ui else False,
+                   **_options(ctx)), nl=False)
+
+
+def _analysis_options(f):
+    """What every analysis command takes: --format, --step, --rank."""
+    f = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
+                     show_default=True, help="Output format.")(f)
+    f = click.option("--step", type=int, help="Only ProfilerStep#N (its GPU window).")(f)
+    f = click.option("--rank", type=int, help="For a directory: only this rank.")(f)
+    return click.argument("trace", type=click.Path(path_type=Path))(f)
+
+
+def _gpu_ranks(ctx: click.Context, trace: Path, rank: int | None):
+    prefetched = _prefetch(trace, kind="gpu")  # the kind analysis.gpu_steps.LOAD loads
+    from .commands import analyses
+
+    return analyses.load(trace, rank, prefetched=prefetched, **_options(ctx))
+
+
+@main.command()
+@_analysis_options
+@click.option("--top", type=int, help="Only the first N kernels (per rank).")
+@click.option("--sort", type=click.Choice(["total", "count", "mean", "max", "min", "std", "share",
+                                           "share_time", "share_launches", "name"]),
+              default="total", show_default=True, help="Order of the kernels.")
+@click.option("--type", "kind", type=click.Choice(["comp", "comm", "mem"]),
+              help="Only computation, communication or memory ops.")
+@click.option("--full-names", is_flag=True, help="Do not shorten long names in the terminal.")
+@click.pass_context
+def kernels(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
+            top: int | None, sort: str, kind: str | None, full_names: bool) -> None:
+    """Per GPU kernel / copy / set: count, total, mean, std, min, max, shares and type."""
+    ranks = _gpu_ranks(ctx, trace, rank)  # first: it imports the engine without pandas
+    from .commands import analyses
+
+    sections = analyses.kernels(ranks, step, kind, sort, top)
+    click.echo(analyses.render(sections, fmt, full_names), nl=False)
+
+
+@main.command()
+@_analysis_options
+@click.option("--hist-min", type=float, help="Histogram lower bound (µs).")
+@click.option("--hist-max", type=float, help="Histogram upper bound (µs).")
+@click.option("--bins", type=click.IntRange(1, 1000), default=20, show_default=True,
+              help="Histogram bins.")
+@click.option("--top", type=int, default=20, show_default=True, help="Transitions shown per rank.")
+@click.option("--sort", type=click.Choice(["count", "total", "mean", "max", "min", "std"]),
+              default="count", show_default=True, help="Order of the transitions.")
+@click.pass_context
+def gaps(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
+         hist_min: float | None, hist_max: float | None, bins: int, top: int, sort: str) -> None:
+    """Idle gaps per stream and per device, their histogram, kernel-to-kernel transitions."""
+    ranks = _gpu_ranks(ctx, trace, rank)
+    from .commands import analyses
+
+    sections = analyses.gaps(ranks, step, hist_min, hist_max, bins, top, sort)
+    click.echo(analyses.render(sections, fmt, fmt != "table"), nl=False)
+
+
+@main.command()
+@_analysis_options
+@click.option("--kernel-wait-us", type=float, default=30.0, show_default=True,
+              help="Gaps shorter than this (and not host waits) are kernel waits (HTA's rule).")
+@click.pass_context
+def breakdown(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
+              kernel_wait_us: float) -> None:
+    """Per rank and step: busy / idle / computation / communication / memory and overlaps,
+    idle per stream, communication-computation overlap."""
+    ranks = _gpu_ranks(ctx, trace, rank)
+    from .commands import analyses
+
+    sections = analyses.breakdown(ranks, step, kernel_wait_us)
+    click.echo(analyses.render(sections, fmt), nl=False)
+
+
+@main.command()
+@_analysis_options
+@click.option("--runtime-cutoff", type=float, default=50.0, show_default=True,
+              help="Runtime calls longer than this (µs) are outliers.")
+@click.option("--delay-cutoff", type=float, default=100.0, show_default=True,
+              help="Launch delays above this (µs) are outliers.")
+@click.option("--top", type=int, default=20, show_default=True,
+              help="Rows of each outlier list (and of the launch list in the terminal).")
+@click.pass_context
+def launches(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
+             runtime_cutoff: float, delay_cutoff: float, top: int) -> None:
+    """Per launch: runtime call duration, GPU duration, launch delay; outliers."""
+    ranks = _gpu_ranks(ctx, trace, rank)
+    from .commands import analyses
+
+    sections = analyses.launches(ranks, step, runtime_cutoff, delay_cutoff, top)
+    if fmt == "table":
+        sections = [(t if t != "launches" else f"launches (first {top}; csv / json: all)",
+                     {k: v[:top] for k, v in c.items()} if t == "launches" else c)
+                    for t, c in sections]
+    click.echo(analyses.render(sections, fmt, fmt != "table"), nl=False)
+
+
+@main.command()
+@_analysis_options
+@click.option("--html", "html_out", type=click.Path(path_type=Path),
+              help="Write a self-contained page with every chart (works offline).")
+@click.option("--top", type=int, default=10, show_default=True, help="Kernels per chart / table.")
+@click.pass_context
+def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
+           html_out: Path | None, top: int) -> None:
+    """Kernels, breakdowns, gaps and launches of TRACE or every rank of a directory; --html
+    writes them as one page of plotly charts."""
+    if html_out is not None:
+        from .report.paths import check_output
+
+        check_output(html_out, trace)
+    ranks = _gpu_ranks(ctx, trace, rank)
+    from .commands import analyses
+
+    if html_out is None:
+        click.echo(analyses.render(analyses.report(ranks, step, top), fmt, fmt != "table"), nl=False)
+        return
+    from .report.analyses_html import write_report
+
+    charts = write_report(ranks, html_out, step, top, title=f"traceaug report: {trace.name}")
+    click.echo(f"wrote {html_out} ({charts} charts, {len(ranks)} rank(s))", err=True)
 
 
 @main.command("critical-path")
@@ -256,10 +468,12 @@ def open_command(trace: Path, port: int, no_browser: bool) -> None:
               help="Format of the summary printed on stdout.")
 @click.option("--summary-only", is_flag=True, help="Print the summary; write no trace.")
 @click.option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done.")
+@_open_options
 @click.pass_context
 def critical_path(ctx: click.Context, src: Path, dst: Path | None, step: int | None,
                   annotation: str | None, instance: int, all_edges: bool, hta_weights: bool,
-                  top: int, rank: int | None, fmt: str, summary_only: bool, open_ui: bool) -> None:
+                  top: int, rank: int | None, fmt: str, summary_only: bool, open_ui: bool,
+                  port: int, no_browser: bool) -> None:
     """Write OUT: IN with its critical path as flow arrows and a "Critical path" lane.
 
     IN and OUT may be directories of per-rank traces (one output per rank, same names).
@@ -276,7 +490,8 @@ def critical_path(ctx: click.Context, src: Path, dst: Path | None, step: int | N
     options = {"step": step, "annotation": annotation, "instance": instance,
                "all_edges": all_edges, "hta_weights": hta_weights, "top": top}
     text = run(src, None if summary_only else dst, options, rank, fmt, prefetched=prefetched,
-               open_ui=open_ui, **_options(ctx))
+               open_ui={"port": port, "browser": not no_browser} if open_ui else False,
+               **_options(ctx))
     click.echo(text, nl=False)
 
 

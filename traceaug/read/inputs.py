@@ -61,20 +61,36 @@ def is_traceaug_output(head: bytes) -> bool:
     return start.startswith(b"{") and OUTPUT_MARK in start
 
 
+def trace_input(path: str | Path) -> Path:
+    """The file to read for ``path``: itself, or for an Nsight Systems SQLite export its Chrome
+    JSON conversion (a temporary file, made once per process); a ``.nsys-rep`` is an error."""
+    from . import nsys
+
+    path = Path(path)
+    if nsys.is_report(path):
+        raise nsys.report_error(path)
+    if path.is_file() and nsys.is_sqlite(path):
+        return nsys.converted(path)
+    return path
+
+
 def resolve(path: str | Path) -> list[TraceFile]:
     """Files to read for ``path``; a directory must give one file per distinct rank."""
     path = Path(path)
-    if not path.exists():
-        raise TraceaugError(f"{path}: no such file or directory")
     if not path.is_dir():
-        return [TraceFile(path, None)]
+        file = trace_input(path)
+        if not path.exists():
+            raise TraceaugError(f"{path}: no such file or directory")
+        return [TraceFile(file, None)]
     found: dict[int, Path] = {}
     unranked: list[Path] = []
+    outputs = 0
     for f in sorted(path.iterdir()):
         if not f.is_file() or not f.name.endswith(TRACE_SUFFIXES) or f.stat().st_size == 0:
             continue
         head = _peek(f)
         if is_traceaug_output(head):
+            outputs += 1
             continue
         rank = rank_of(f, head)
         if rank is None:
@@ -84,7 +100,9 @@ def resolve(path: str | Path) -> list[TraceFile]:
         else:
             found[rank] = f
     if not found and not unranked:
-        raise TraceaugError(f"{path}: no trace files (*.json, *.json.gz) in this directory")
+        skipped = (f"; {outputs} written by traceaug are skipped here (name one to read it)"
+                   if outputs else "")
+        raise TraceaugError(f"{path}: no trace files (*.json, *.json.gz) in this directory{skipped}")
     if unranked:
         if not found and len(unranked) == 1:
             return [TraceFile(unranked[0], None)]

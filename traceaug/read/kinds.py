@@ -27,8 +27,10 @@ SYNC_ARGS = KINETO_ARGS | {
 }
 
 # Kineto categories, in either schema (current and 2021).
-RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "Runtime", "cuda_driver"})
-GPU_OP_CATEGORIES = frozenset({"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"})
+# MTIA (HTA's MTIA traces): on-device CCP events are its kernels, mtia_runtime its launches.
+RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "Runtime", "cuda_driver", "mtia_runtime"})
+GPU_OP_CATEGORIES = frozenset({"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset",
+                               "mtia_ccp_events"})
 GPU_ONLY_CATEGORIES = GPU_OP_CATEGORIES | RUNTIME_CATEGORIES  # GPU ops and their launches
 CPU_OP_CATEGORIES = frozenset({"cpu_op", "Operator"})
 ANNOTATION_CATEGORIES = frozenset({"user_annotation", "gpu_user_annotation"})

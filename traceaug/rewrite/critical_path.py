@@ -113,7 +113,8 @@ def arrow_events(trace: Trace, result: cp.Result, all_edges: bool) -> list[bytes
             continue
         out += flow_events(ev["pid"][src[m] // 2], ev["tid"][src[m] // 2], src_ts[m],
                            ev["pid"][dst[m] // 2], ev["tid"][dst[m] // 2], dst_ts[m], ids[m], cat,
-                           CATEGORY, [a for a, k in zip(args, m.tolist()) if k], trace.base_ns)
+                           CATEGORY, [a for a, k in zip(args, m.tolist()) if k],
+                           base_ns=trace.base_ns)
     return out
 
 

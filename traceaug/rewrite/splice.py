@@ -127,7 +127,11 @@ def _known_entries(value: dict) -> list[dict] | None:
 def read_prior(src: Path) -> Prior:
     """The ``Prior`` of ``src`` (empty for a file traceaug did not write); a marker that does
     not match the events after the ``[`` is an error (the file was edited)."""
-    layout, head, rest = chunks.split_header(source.iter_blocks(src))
+    source.check_readable(src)
+    try:
+        layout, head, rest = chunks.split_header(source.iter_blocks(src))
+    except chunks.NotChromeJson:
+        return Prior()  # not a file traceaug wrote: the load reports what it is
     try:
         found = None if layout.array_form else find_marker(head)
         entries = None if found is None else _known_entries(found[2])

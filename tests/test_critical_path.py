@@ -134,8 +134,9 @@ def _flows(path: Path) -> tuple[list[tuple], dict]:
     """(out slice, in slice) of every flow as (pid, tid, ts, name) pairs; flow stats."""
     with traceaug.load(path, full=True, progress=False) as t:
         t.include("traceaug.base")
-        key = ("(SELECT pid FROM _traceaug_track WHERE track_id = {0}.track_id), "
-               "(SELECT tid FROM _traceaug_track WHERE track_id = {0}.track_id), {0}.ts, {0}.name")
+        key = ("(SELECT pid FROM _traceaug_track WHERE track_id = {0}.track_id) AS {0}_pid, "
+               "(SELECT tid FROM _traceaug_track WHERE track_id = {0}.track_id) AS {0}_tid, "
+               "{0}.ts AS {0}_ts, {0}.name AS {0}_name")
         c = t.query(f"SELECT {key.format('a')}, {key.format('b')} FROM flow f "
                     "JOIN slice a ON a.id = f.slice_out JOIN slice b ON b.id = f.slice_in")
         stats = t.query("SELECT name, value FROM stats WHERE name GLOB 'flow*'")

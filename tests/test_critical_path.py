@@ -266,3 +266,19 @@ def test_python_api_gives_dataframes() -> None:
     assert (path["ts"].iloc[1:].to_numpy() == path["end"].iloc[:-1].to_numpy()).all()
     got = dict(zip(summary["category"], summary["ns"]))
     assert {k: v for k, v in got.items() if v} == want["categories"]
+
+
+def test_running_again_replaces_its_own_additions(tmp_path: Path) -> None:
+    src = TESTDATA / "critical_path" / "stream_wait.json"
+    once, twice = tmp_path / "once.json", tmp_path / "twice.json"
+    assert _run(src, once).exit_code == 0
+    assert _run(once, twice).exit_code == 0
+    def added(path: Path) -> list[dict]:  # flow ids differ: the file's old ones stay taken
+        data = orjson.loads(path.read_bytes())
+        events = data["traceEvents"][:data["traceaug"]["rewriters"][0]["events"]]
+        return [{k: v for k, v in e.items() if k != "id"} for e in events]
+
+    first, second = orjson.loads(once.read_bytes()), orjson.loads(twice.read_bytes())
+    assert first["traceaug"]["rewriters"] == second["traceaug"]["rewriters"]
+    assert len(first["traceEvents"]) == len(second["traceEvents"])
+    assert added(twice) == added(once)

@@ -81,6 +81,7 @@ def lane_tids(trace: Trace, pids: list[int]) -> dict[int, int]:
         return {}
     c = trace.columns("SELECT p.pid, MAX(t.tid) AS tid FROM thread t JOIN process p USING (upid) "
                       f"WHERE p.pid IN ({', '.join(map(str, pids))}) AND t.tid < {2**31 - 2} "
+                      f"AND t.name IS NOT '{LANE_NAME}' "  # not the lane of a run before
                       "GROUP BY p.pid")
     top = dict(zip(c["pid"].tolist(), c["tid"].tolist()))
     return {p: max(int(top.get(p) or 0), 0) + 1 for p in pids}

@@ -462,6 +462,8 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
 @click.option("--all-edges", is_flag=True, help="Also draw the graph's edges off the path.")
 @click.option("--hta-weights", is_flag=True,
               help="Weigh syncs 0 as HTA does (default: the CPU's wait after the GPU op).")
+@click.option("--max-gap-us", type=click.FloatRange(0), default=1500, show_default=True,
+              help="Longest kernel-to-kernel gap that is a dependency, as HTA (0: any).")
 @click.option("--top", type=int, default=10, show_default=True, help="Top events in the summary.")
 @click.option("--rank", type=int, help="For a directory: only this rank.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
@@ -472,8 +474,8 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
 @click.pass_context
 def critical_path(ctx: click.Context, src: Path, dst: Path | None, step: int | None,
                   annotation: str | None, instance: int, all_edges: bool, hta_weights: bool,
-                  top: int, rank: int | None, fmt: str, summary_only: bool, open_ui: bool,
-                  port: int, no_browser: bool) -> None:
+                  max_gap_us: float, top: int, rank: int | None, fmt: str, summary_only: bool,
+                  open_ui: bool, port: int, no_browser: bool) -> None:
     """Write OUT: IN with its critical path as flow arrows and a "Critical path" lane.
 
     IN and OUT may be directories of per-rank traces (one output per rank, same names).
@@ -488,7 +490,8 @@ def critical_path(ctx: click.Context, src: Path, dst: Path | None, step: int | N
     from .commands.critical_path import run
 
     options = {"step": step, "annotation": annotation, "instance": instance,
-               "all_edges": all_edges, "hta_weights": hta_weights, "top": top}
+               "all_edges": all_edges, "hta_weights": hta_weights, "max_gap_us": max_gap_us,
+               "top": top}
     text = run(src, None if summary_only else dst, options, rank, fmt, prefetched=prefetched,
                open_ui={"port": port, "browser": not no_browser} if open_ui else False,
                **_options(ctx))

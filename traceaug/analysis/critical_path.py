@@ -4,12 +4,12 @@ Every CPU op, runtime / driver call and GPU op (kernel, copy, set) is a start an
 node. Edges are HTA's (``critical_path_analysis``, FIELD_NOTES §5): the chain of nested
 ops on each CPU thread (a zero-weight dependency between consecutive top-level ops, a
 blocking call's own time weighted 0), launch -> GPU op when the stream was idle, GPU op
--> next op on its stream otherwise, and synchronisation from the ``cuda_sync`` events:
-device / stream sync and event sync (GPU -> CPU), stream wait event (GPU -> GPU, through
-the ``cudaEventRecord`` correlation). Beyond HTA: every call that launches a GPU op by
-correlation (graph launches, ``cuLaunchKernel(Ex)``, ``hip*``), ``cudaDeviceSynchronize``
-without a ``cuda_sync`` event, and a weight for the CPU's wait after the GPU op it synced
-on ended (``sync_wait``), which HTA drops.
+-> next op on its stream otherwise (a gap under 1.5 ms, as HTA), and synchronisation from
+the ``cuda_sync`` events: device / stream sync and event sync (GPU -> CPU), stream wait
+event (GPU -> GPU, through the ``cudaEventRecord`` correlation). Beyond HTA: every call
+that launches a GPU op by correlation (graph launches, ``cuLaunchKernel(Ex)``, ``hip*``),
+``cudaDeviceSynchronize`` without a ``cuda_sync`` event, and a weight for the CPU's wait
+after the last GPU op a sync call waited on (``sync_wait``), which HTA drops.
 
 The graph is a set of edge arrays (``src``, ``dst``, ``weight``, ``kind``, ``event``); the
 longest path is one pass over the edges sorted by their destination's topological
@@ -32,6 +32,9 @@ CPU_CATEGORIES = ("cpu_op", "Operator", "cuda_runtime", "Runtime", "cuda_driver"
 GPU_CATEGORIES = ("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset")
 SYNC_CATEGORY = "cuda_sync"
 MEMORY_CATEGORIES = ("gpu_memcpy", "Memcpy", "gpu_memset", "Memset")
+# HTA's bound on a kernel -> next kernel edge (FIELD_NOTES §5; HTA 0.5.0's code has none, but
+# the overlay in traces/golden/ marks exactly the path this bound gives).
+MAX_KERNEL_GAP_NS = 1_500_000
 # HTA's blocking calls (their own time weighs 0: the GPU work they wait on carries it).
 BLOCKING_CALLS = frozenset({
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery", "cudaEventSynchronize",
@@ -230,9 +233,11 @@ class Graph:
     node_order: np.ndarray  # tie-break among nodes of one time (a topological order of most)
 
 
-def build(ev: Columns, win: Window, sync_wait: bool = True) -> Graph:
+def build(ev: Columns, win: Window, sync_wait: bool = True,
+          max_gap_ns: int | None = MAX_KERNEL_GAP_NS) -> Graph:
     """HTA's dependency graph over the events of ``win`` (``events`` columns); ``sync_wait``
-    False weighs sync edges 0, as HTA does."""
+    False weighs sync edges 0, as HTA does; ``max_gap_ns``: the longest kernel-to-kernel
+    gap that is an edge (None: any)."""
     is_cpu = ev["grp"] <= RUNTIME
     is_gpu = ev["grp"] == GPU_OP
     ts, dur = ev["ts"].astype(np.int64), ev["dur"].astype(np.int64)
@@ -267,7 +272,7 @@ def build(ev: Columns, win: Window, sync_wait: bool = True) -> Graph:
     node_ts[0::2], node_ts[1::2] = start, end
 
     cpu_part = _cpu_edges(g, node_ts)
-    parts = [cpu_part[:5], _gpu_edges(g, ev, is_cpu, is_gpu, launch, pos, node_ts)]
+    parts = [cpu_part[:5], _gpu_edges(g, ev, is_cpu, is_gpu, launch, pos, node_ts, max_gap_ns)]
     # Ties at one time: GPU ends, then CPU points in their walk order, then GPU starts.
     node_order = np.arange(len(node_ts), dtype=np.int64) + 2 * len(node_ts) * np.where(
         np.arange(len(node_ts)) % 2 == 0, 2, 0)
@@ -338,7 +343,7 @@ def _cpu_parents(node: np.ndarray, enter: np.ndarray, open_after: np.ndarray, n:
     return parent
 
 
-def _gpu_edges(g: Columns, ev: Columns, is_cpu, is_gpu, launch_all, pos, node_ts):
+def _gpu_edges(g: Columns, ev: Columns, is_cpu, is_gpu, launch_all, pos, node_ts, max_gap_ns):
     """Launch, kernel-gap and sync edges (HTA's ``_construct_graph_from_kernels``)."""
     out_s, out_d, out_k, out_e, out_z = [], [], [], [], []
 
@@ -387,6 +392,8 @@ def _gpu_edges(g: Columns, ev: Columns, is_cpu, is_gpu, launch_all, pos, node_ts
     is_launch = (lch >= 0) & queued[rows] & (prev_end < l_ts) & (ws_end < l_ts)
     add(2 * lch[is_launch], 2 * gpu[is_launch], LAUNCH, gpu[is_launch], False)
     is_gap = ~is_launch & (prev >= 0) & (ws_end < prev_end)
+    if max_gap_ns is not None:  # a longer idle stream waited on something else than its queue
+        is_gap &= node_ts[2 * gpu] - prev_end < max_gap_ns
     add(2 * prev[is_gap] + 1, 2 * gpu[is_gap], KERNEL_GAP, prev[is_gap], False)
 
     # GPU -> CPU syncs: the last op started on the stream(s) by the sync's end -> the call's end.
@@ -700,11 +707,12 @@ class Result:
 
 
 def analyse(trace: Trace, step: int | None = None, annotation: str | None = None,
-            instance: int = 0, sync_wait: bool = True) -> Result:
+            instance: int = 0, sync_wait: bool = True,
+            max_gap_ns: int | None = MAX_KERNEL_GAP_NS) -> Result:
     """The critical path of one window of ``trace`` (see ``window``); ``sync_wait=False``:
     HTA's weights."""
     win = window(trace, step, annotation, instance)
-    graph = build(events(trace), win, sync_wait)
+    graph = build(events(trace), win, sync_wait, max_gap_ns)
     path = longest_path(graph)
     g = graph.ev
     src, dst = graph.src[path], graph.dst[path]

@@ -32,8 +32,10 @@ MARGIN_NS = 1000  # how far inside a free stretch an arrow end sits (at most hal
 
 def compute(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
     """(summary data, events to splice): the path of the window ``options`` names."""
+    gap_us = options.get("max_gap_us", cp.MAX_KERNEL_GAP_NS / 1000)
     result = cp.analyse(trace, options.get("step"), options.get("annotation"),
-                        options.get("instance", 0), not options.get("hta_weights", False))
+                        options.get("instance", 0), not options.get("hta_weights", False),
+                        None if not gap_us else round(gap_us * 1000))
     summary = result.summary(options.get("top", 10))
     events = lane_events(trace, result) + arrow_events(trace, result, options.get("all_edges", False))
     summary["events"] = len(events)

@@ -12,11 +12,18 @@ The Python API mirrors the CLI::
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+import sys
 
-from .errors import TraceaugError
+if sys.argv[:1] == ["-m"] or sys.argv[0].endswith(("/traceaug", "\\traceaug.exe")):
+    from .interrupt import early  # the command line starting: Ctrl-C ends it cleanly
+
+    early()
+
+from concurrent.futures import ThreadPoolExecutor  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING, NamedTuple  # noqa: E402
+
+from .errors import TraceaugError  # noqa: E402
 
 if TYPE_CHECKING:
     import pandas as pd

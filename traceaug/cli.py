@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from . import __version__
+from . import __version__, atomic, guard, interrupt, paths
 from .errors import TraceaugError
 from .memory import return_freed_promptly
 from .output import FORMATS, render_columns, render_records
@@ -22,18 +24,56 @@ if TYPE_CHECKING:
 TP_BIN_HELP = "Use this native trace_processor_shell instead of the embedded wasm engine."
 
 
+MESSAGE_LIMIT = 299  # characters of an error line
+
+
+def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """An error message as one line of at most ``limit`` characters."""
+    text = " ".join(paths.shown(str(text)).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class TraceaugCommand(click.Command):
+    """Every command: its outputs checked against its inputs before it starts (``guard``),
+    its files put in place all together when it succeeds and none when it fails
+    (``atomic.all_or_none``), and OS errors said in one line naming the file. Declare trace
+    arguments with ``paths.Input()`` / ``paths.Output()`` to get this."""
+
+    def invoke(self, ctx: click.Context):
+        inputs, outputs, rank_dirs = paths.arguments(self, ctx.params)
+        guard.check(inputs, outputs, rank_dirs)
+        new_dirs = [d for d in rank_dirs if not d.exists()]
+        try:
+            with atomic.all_or_none():
+                return super().invoke(ctx)
+        except OSError as e:
+            target = e.filename or next((str(o) for o in outputs + rank_dirs), None) or "traceaug"
+            raise TraceaugError(f"{target}: {e.strerror or e}") from None
+        except MemoryError:
+            raise TraceaugError(f"{inputs[0] if inputs else 'traceaug'}: out of memory") from None
+        finally:
+            for d in new_dirs:  # a rank directory this run made and left empty (it failed)
+                with contextlib.suppress(OSError):
+                    d.rmdir()
+
+
 class _Group(click.Group):
-    """Turns every user-facing error into one line on stderr and exit code 1."""
+    """Turns every user-facing error into one line on stderr and exit code 1, and Ctrl-C /
+    SIGTERM into exit 130 / 143; removes spooled inputs whatever happens."""
+
+    command_class = TraceaugCommand
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except TraceaugError as e:
-            click.echo(f"traceaug: error: {e}", err=True)
+            click.echo(one_line(f"traceaug: error: {e}"), err=True)
             sys.exit(1)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             click.echo("traceaug: interrupted", err=True)
-            sys.exit(130)
+            sys.exit(getattr(e, "exit_code", 130))
+        finally:
+            paths.cleanup()
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -79,12 +119,12 @@ def _open_options(command):
     """``--port`` and ``--no-browser``, the same on ``open`` and on every ``--open``."""
     command = click.option("--no-browser", is_flag=True,
                            help="Only print the URL (on stderr); do not start a browser.")(command)
-    return click.option("--port", type=int, default=0,
+    return click.option("--port", type=click.IntRange(0, 65535), default=0,
                         help="Port on 127.0.0.1 for the UI (default: a free one).")(command)
 
 
 @main.command()
-@click.argument("trace", type=click.Path(path_type=Path))
+@click.argument("trace", type=paths.Input())
 @click.argument("sql", required=False)
 @click.option("-f", "--file", "sql_file", type=click.File("r"), help="Read the SQL from a file.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
@@ -112,7 +152,7 @@ def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
 
 
 @main.command()
-@click.argument("trace", type=click.Path(path_type=Path))
+@click.argument("trace", type=paths.Input())
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="Output format.")
 @click.option("--rank", type=int, help="For a directory: only this rank.")
@@ -123,7 +163,7 @@ def info(ctx: click.Context, trace: Path, fmt: str, rank: int | None) -> None:
 
     prefetched = _prefetch(trace)
     records = trace_info(trace, rank=rank, prefetched=prefetched, **_options(ctx))
-    click.echo(render_records(records, fmt), nl=False)
+    click.echo(paths.shown(render_records(records, fmt)), nl=False)  # stdin, not its spool
 
 
 def _series(value: str) -> tuple[str, ...]:
@@ -137,8 +177,8 @@ def _series(value: str) -> tuple[str, ...]:
 
 
 @main.command()
-@click.argument("src", metavar="IN", type=click.Path(path_type=Path))
-@click.argument("dst", metavar="OUT", required=False, type=click.Path())
+@click.argument("src", metavar="IN", type=paths.Input())
+@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, dash=True))
 @click.option("--series", default="bandwidth,queue", show_default=True,
               help="Which counters: bandwidth, queue, or both.")
 @click.option("--style", type=click.Choice(["traceaug", "hta"]), default="traceaug", show_default=True,
@@ -169,12 +209,12 @@ def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style:
                prefetched=prefetched,
                open_ui={"port": port, "browser": not no_browser} if open_ui else False,
                **_options(ctx))
-    click.echo(text, nl=False)
+    click.echo(paths.shown(text), nl=False, err=paths.is_stdout(dst))  # OUT "-": the trace
 
 
 @main.command("diff")
-@click.argument("a", type=click.Path(path_type=Path))
-@click.argument("b", type=click.Path(path_type=Path))
+@click.argument("a", type=paths.Input())
+@click.argument("b", type=paths.Input())
 @click.option("--by", type=click.Choice(["name", "short-name", "category"]), default="name",
               show_default=True, help="Group ops by full name, name without template/arguments, or type.")
 @click.option("--device", type=click.Choice(["cpu", "gpu", "all"]), default="all", show_default=True,
@@ -193,8 +233,8 @@ def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style:
                    "both, grew by more than PCT percent (for CI).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="table: headline and top rows; csv / json: every row.")
-@click.option("--html", "html_out", type=click.Path(path_type=Path), help="Write a self-contained report.")
-@click.option("--trace", "trace_out", type=click.Path(path_type=Path),
+@click.option("--html", "html_out", type=paths.Output(), help="Write a self-contained report.")
+@click.option("--trace", "trace_out", type=paths.Output(),
               help="Write both traces into one Perfetto file (B relabelled, aligned at the first step).")
 @click.option("--open", "open_ui", is_flag=True, help="Open the --trace file in the Perfetto UI.")
 @_open_options
@@ -241,11 +281,12 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
 def _open(trace: Path, port: int = 0, browser: bool = True) -> None:
     from .view.server import serve
 
+    atomic.commit()  # this run's outputs in place before the UI reads one
     serve(trace, port=port, browser=browser, announce=lambda m: click.echo(m, err=True))
 
 
 @main.command("open")
-@click.argument("trace", type=click.Path(path_type=Path))
+@click.argument("trace", type=paths.Input())
 @_open_options
 def open_command(trace: Path, port: int, no_browser: bool) -> None:
     """Open TRACE in the Perfetto UI bundled with traceaug (offline, 127.0.0.1 only)."""
@@ -255,8 +296,8 @@ def open_command(trace: Path, port: int, no_browser: bool) -> None:
 
 
 @main.command("convert")
-@click.argument("src", metavar="REPORT", type=click.Path(path_type=Path))
-@click.argument("dst", metavar="OUT", type=click.Path(path_type=Path))
+@click.argument("src", metavar="REPORT", type=paths.Input())
+@click.argument("dst", metavar="OUT", type=paths.Output())
 @click.option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done.")
 @_open_options
 def convert_command(src: Path, dst: Path, open_ui: bool, port: int, no_browser: bool) -> None:
@@ -270,10 +311,10 @@ def convert_command(src: Path, dst: Path, open_ui: bool, port: int, no_browser: 
 
 
 @main.command("summary")
-@click.argument("inputs", metavar="INPUT...", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--config", type=click.Path(path_type=Path),
+@click.argument("inputs", metavar="INPUT...", nargs=-1, type=paths.Input())
+@click.option("--config", type=paths.Input(),
               help="A GPU Performance Analyzer JSON config (either layout).")
-@click.option("--class-map", type=click.Path(path_type=Path),
+@click.option("--class-map", type=paths.Input(),
               help="JSON object: kernel-name substring -> class (replaces the config's).")
 @click.option("--iters", type=click.IntRange(min=1), help="Iterations in the input (divides the totals).")
 @click.option("--gpus", type=click.IntRange(min=1), help="GPUs in the input (divides the totals).")
@@ -295,8 +336,8 @@ def summary_command(ctx: click.Context, inputs: tuple[Path, ...], config: Path |
 
 
 @main.command("patterns")
-@click.argument("src", metavar="IN", type=click.Path(path_type=Path))
-@click.argument("dst", metavar="OUT", required=False, type=click.Path())
+@click.argument("src", metavar="IN", type=paths.Input())
+@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, dash=True))
 @click.option("--operator", help="Instances of this CPU op (a name or a glob); default: every "
               "top-level CPU op.")
 @click.option("--min-len", type=click.IntRange(1), default=3, show_default=True,
@@ -325,10 +366,11 @@ def patterns_command(ctx: click.Context, src: Path, dst: str | None, operator: s
     prefetched = _prefetch(src, kind="ops")
     from .commands.patterns import run
 
-    click.echo(run(src, None if summary_only else dst, operator, min_len, top_k, rank, fmt,
-                   prefetched=prefetched,
-                   open_ui={"port": port, "browser": not no_browser} if open_ui else False,
-                   **_options(ctx)), nl=False)
+    text = run(src, None if summary_only else dst, operator, min_len, top_k, rank, fmt,
+               prefetched=prefetched,
+               open_ui={"port": port, "browser": not no_browser} if open_ui else False,
+               **_options(ctx))
+    click.echo(paths.shown(text), nl=False, err=paths.is_stdout(dst))  # OUT "-": the trace
 
 
 def _analysis_options(f):
@@ -337,7 +379,7 @@ def _analysis_options(f):
                      show_default=True, help="Output format.")(f)
     f = click.option("--step", type=int, help="Only ProfilerStep#N (its GPU window).")(f)
     f = click.option("--rank", type=int, help="For a directory: only this rank.")(f)
-    return click.argument("trace", type=click.Path(path_type=Path))(f)
+    return click.argument("trace", type=paths.Input())(f)
 
 
 def _gpu_ranks(ctx: click.Context, trace: Path, rank: int | None):
@@ -428,7 +470,7 @@ def launches(ctx: click.Context, trace: Path, rank: int | None, step: int | None
 
 @main.command()
 @_analysis_options
-@click.option("--html", "html_out", type=click.Path(path_type=Path),
+@click.option("--html", "html_out", type=paths.Output(),
               help="Write a self-contained page with every chart (works offline).")
 @click.option("--top", type=int, default=10, show_default=True, help="Kernels per chart / table.")
 @click.pass_context
@@ -504,11 +546,16 @@ def run() -> None:
     # No BLAS thread pool (traceaug does no linear algebra): numpy's OpenBLAS starts one at
     # import, and on 2 cores its threads spin ~60 ms of CPU while pass 1 needs it.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    interrupt.install(command_line=True)  # Ctrl-C / SIGTERM: exit 130 / 143, never in the engine
     try:
         main()
         code = 0
     except SystemExit as e:  # click ends every run this way
         code = e.code
+    except KeyboardInterrupt as e:  # a signal outside a command (while parsing its arguments)
+        code = getattr(e, "exit_code", 130)
+    for sig in (signal.SIGINT, signal.SIGTERM):  # cleanup below is short: let it finish
+        signal.signal(sig, signal.SIG_IGN)
     if isinstance(code, str):
         click.echo(code, err=True)
         code = 1

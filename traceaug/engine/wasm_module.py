@@ -17,6 +17,7 @@ from pathlib import Path
 
 import wasmtime
 
+from .. import interrupt
 from ..atomic import atomic_output
 from ..errors import EngineError
 from ..progress import note
@@ -84,6 +85,7 @@ def cache_dir() -> Path:
 def _make_engine(memory64: bool) -> wasmtime.Engine:
     cfg = wasmtime.Config()
     cfg.wasm_memory64 = memory64
+    cfg.epoch_interruption = True  # Ctrl-C stops a running call (traceaug.interrupt)
     if memory64:
         cfg.memory_reservation = MEMORY64_RESERVATION
     return wasmtime.Engine(cfg)
@@ -92,7 +94,7 @@ def _make_engine(memory64: bool) -> wasmtime.Engine:
 def _config_tag(memory64: bool) -> str:
     wasmtime_version = importlib.metadata.version("wasmtime")
     reservation = MEMORY64_RESERVATION if memory64 else 0
-    return f"wasmtime{wasmtime_version}-m64{int(memory64)}-r{reservation}"
+    return f"wasmtime{wasmtime_version}-m64{int(memory64)}-r{reservation}-epoch"
 
 
 def _verify(path: Path, data: bytes) -> str:
@@ -149,9 +151,9 @@ def _store_cached(path: Path, module: wasmtime.Module) -> None:
     body = module.serialize()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_output(path) as f:
+        with atomic_output(path, hold=False) as f:
             f.write(body)
-        with atomic_output(_checksum_path(path)) as f:
+        with atomic_output(_checksum_path(path), hold=False) as f:
             f.write(_CACHE_MAGIC + hashlib.sha256(body).hexdigest().encode())
     except OSError:
         pass
@@ -177,6 +179,7 @@ def load_build(memory64: bool = False) -> WasmBuild:
 def _load_build(memory64: bool) -> WasmBuild:
     name = "trace_processor_memory64.wasm" if memory64 else "trace_processor.wasm"
     engine = _make_engine(memory64)
+    interrupt.watch_engine(engine)
     cached = cache_path(memory64)
     module = _load_cached(engine, cached)
     from_cache = module is not None

@@ -19,6 +19,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import interrupt
 from ..errors import TraceaugError
 from . import source
 from .inputs import resolve
@@ -55,6 +56,7 @@ class Prefetched:
                 child.stdin.close()
         except OSError:
             return
+        interrupt.watch_child(child)  # killed at once by Ctrl-C / SIGTERM
         self._children[key] = child
 
     def take(self, path: Path, full: bool = False, only: str | None = None,
@@ -102,7 +104,8 @@ def start(inputs: list[Path], full: bool = False, only: str | None = None,
 
 def _can_fork() -> bool:
     """Fork only where it is safe: Linux, and no other thread (a command's first moments)."""
-    return sys.platform == "linux" and threading.active_count() == 1
+    others = [t for t in threading.enumerate() if t is not threading.current_thread()]
+    return sys.platform == "linux" and all(interrupt.is_watcher(t) for t in others)
 
 
 class _Forked:
@@ -139,6 +142,7 @@ def _fork(path: Path, kind: str) -> _Forked:
     pid = os.fork()
     if pid == 0:
         try:
+            interrupt.reset_in_child()  # the parent stops it; a signal to the group ends it
             os.close(read)
             _plan_and_send(path, kind, os.fdopen(write, "wb"))
         finally:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import orjson
 
+from .. import guard
 from ..analysis.diff import Side
 from ..errors import TraceaugError
 from ..read import chunks, pass1, source
@@ -83,7 +84,6 @@ def write_merged(a: Side, b: Side, out: Path) -> None:
     """Write A with B's events added, B aligned to A."""
     if a.trace.plan is None or b.trace.plan is None:
         raise TraceaugError(f"{out}: --trace needs Chrome JSON traces on both sides")
-    splice.check_output(a.trace.path, out)
-    splice.check_output(b.trace.path, out)
+    guard.check([a.trace.path, b.trace.path], [out])
     shift = _anchor(b) - _anchor(a)
     splice.write(a.trace.path, out, a.trace.plan.layout, b_events(b, shift), "diff")

@@ -173,8 +173,10 @@ def run(rewriter: Rewriter, src: str | Path, dst: str | Path | None, options: di
     text = rewriter.summary(done, fmt)
     if not open_ui:
         return text
+    from .. import atomic
     from ..view.server import serve
 
+    atomic.commit()  # this run's outputs in place before the UI reads one
     sys.stdout.write(text)
     sys.stdout.flush()
     serve(found[0].out, announce=lambda m: print(m, file=sys.stderr),

@@ -18,13 +18,13 @@ position. Times are engine ns, clipped to the window, so the path never leaves i
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import TraceaugError
 from ..trace import Trace
+from . import dag
 from .steps import _COMM, steps
 from .tables import Columns, take
 
@@ -591,68 +591,8 @@ def _cpu_syncs(g, ev, sync, gpu, sc, stream_code, pos, node_ts, is_cpu, is_gpu, 
 
 
 def longest_path(graph: Graph) -> np.ndarray:
-    """Edge indices of the longest path, in order: one pass over the edges sorted by their
-    destination's topological position (nodes by time; ties by Kahn's order when needed)."""
-    n = len(graph.node_ts)
-    src, dst, w = graph.src, graph.dst, graph.weight
-    if not len(src):
-        return np.empty(0, np.int64)
-    topo = _topological_positions(graph.node_ts, graph.node_order, src, dst)
-    ps, pd_ = topo[src], topo[dst]
-    order = np.lexsort((np.arange(len(src)), pd_))
-    dist = [0] * n
-    best = [-1] * n
-    for e, s, d, x in zip(order.tolist(), ps[order].tolist(), pd_[order].tolist(),
-                          w[order].tolist()):
-        x += dist[s]
-        if best[d] < 0 or x > dist[d]:
-            dist[d], best[d] = x, e
-    dist_a = np.array(dist, np.int64)
-    at = int(np.argmax(dist_a))  # the first node (topologically) of the greatest length
-    edges = []
-    while best[at] >= 0:
-        e = best[at]
-        edges.append(e)
-        at = int(topo[src[e]])
-    return np.array(edges[::-1], np.int64)
-
-
-def _topological_positions(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray,
-                           dst: np.ndarray) -> np.ndarray:
-    """Each node's position in a topological order: by time, ties by ``node_order``; where an
-    edge still joins two nodes of one time backwards, those times' nodes are reordered by
-    Kahn's algorithm (a handful of nodes)."""
-    n = len(node_ts)
-    order = np.lexsort((node_order, node_ts))
-    topo = np.empty(n, np.int64)
-    topo[order] = np.arange(n)
-    bad = topo[src] >= topo[dst]
-    if not bad.any():
-        return topo
-    tied = np.isin(node_ts, np.unique(node_ts[src[bad]]))
-    nodes = np.flatnonzero(tied)
-    local = {v: i for i, v in enumerate(nodes.tolist())}
-    inner = tied[src] & tied[dst] & (node_ts[src] == node_ts[dst])
-    succ: list[list[int]] = [[] for _ in nodes]
-    deg = [0] * len(nodes)
-    for u, v in zip(src[inner].tolist(), dst[inner].tolist()):
-        succ[local[u]].append(local[v])
-        deg[local[v]] += 1
-    key = topo[nodes].tolist()
-    heap = [(key[i], i) for i in range(len(nodes)) if deg[i] == 0]
-    heapq.heapify(heap)
-    out = []
-    while heap:
-        _, i = heapq.heappop(heap)
-        out.append(i)
-        for j in succ[i]:
-            deg[j] -= 1
-            if deg[j] == 0:
-                heapq.heappush(heap, (key[j], j))
-    if len(out) != len(nodes):
-        raise TraceaugError("the dependency graph has a cycle: no critical path")
-    topo[nodes[np.array(out, np.int64)]] = np.sort(topo[nodes])
-    return topo
+    """Edge indices of the graph's longest path, in order (``dag.longest_path``)."""
+    return dag.longest_path(graph.node_ts, graph.node_order, graph.src, graph.dst, graph.weight)
 
 
 def category_of(graph: Graph, kind: np.ndarray, event: np.ndarray, name: np.ndarray

@@ -296,3 +296,13 @@ def test_running_again_replaces_its_own_additions(tmp_path: Path) -> None:
     assert first["traceaug"]["rewriters"] == second["traceaug"]["rewriters"]
     assert len(first["traceEvents"]) == len(second["traceEvents"])
     assert added(twice) == added(once)
+
+
+def test_longest_path_settles_ties_and_refuses_cycles() -> None:
+    from traceaug.analysis import dag
+
+    ts, order = np.array([0, 0, 5, 5]), np.array([1, 0, 2, 3])  # node 1 sorts before node 0
+    src, dst, w = np.array([0, 1, 0]), np.array([1, 2, 3]), np.array([0, 5, 4])
+    assert dag.longest_path(ts, order, src, dst, w).tolist() == [0, 1]  # 0 -> 1 -> 2: 5
+    with pytest.raises(traceaug.TraceaugError, match="cycle"):
+        dag.longest_path(ts, order, np.array([0, 1]), np.array([1, 0]), np.array([0, 0]))

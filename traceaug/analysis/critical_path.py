@@ -125,19 +125,23 @@ def events(trace: Trace) -> Columns:
            f"WHEN s.category IN {_in(CPU_CATEGORIES[2:])} THEN {RUNTIME} "
            f"WHEN s.category IN {_in(GPU_CATEGORIES)} THEN {GPU_OP} ELSE {SYNC_EVENT} END")
     c = trace.columns(
-        f"SELECT s.id, s.ts, s.dur, s.depth, s.track_id, tr.pid, tr.tid, {grp} AS grp, "
+        f"SELECT s.id, s.ts, s.dur, s.depth, s.track_id, {grp} AS grp, "
         f"s.category IN {_in(MEMORY_CATEGORIES)} AS memory, "
         f"CASE WHEN s.category NOT IN {_in(CPU_CATEGORIES[2:])} THEN 0 "
         f"WHEN s.name IN {_in(DEVICE_SYNC_CALLS)} THEN 2 "
         f"WHEN s.name IN {_in(sorted(BLOCKING_CALLS))} THEN 1 ELSE 0 END AS call, "
         f"IIF(s.category = '{SYNC_CATEGORY}', s.name, NULL) AS sync_name, s.arg_set_id "
-        "FROM slice s JOIN _traceaug_track tr USING (track_id) "
+        "FROM slice s "
         f"WHERE s.category IN {_in(CPU_CATEGORIES + GPU_CATEGORIES + (SYNC_CATEGORY,))}")
     c = take(c, np.argsort(c["id"], kind="stable"))  # the engine's ORDER BY costs more
     n = len(c["id"])
-    for k in ("id", "ts", "dur", "depth", "track_id", "pid", "tid", "grp", "memory", "call",
-              "arg_set_id"):
+    for k in ("id", "ts", "dur", "depth", "track_id", "grp", "memory", "call", "arg_set_id"):
         c[k] = _ints(c[k], n)
+    # pid and tid per track (a handful of rows), joined here rather than per row in the engine
+    tracks = trace.columns("SELECT track_id, pid, tid FROM _traceaug_track")
+    for k in ("pid", "tid"):
+        c[k] = _lookup(*_sorted_by(_ints(tracks["track_id"], len(tracks["track_id"])),
+                                   _ints(tracks[k], len(tracks["track_id"]))), c["track_id"], False)
     call = c.pop("call")
     c["blocking"], c["device_sync"] = (call >= 1).astype(np.int64), (call == 2).astype(np.int64)
     a = trace.columns("SELECT arg_set_id, key, int_value, string_value FROM args "
@@ -158,6 +162,11 @@ def events(trace: Trace) -> Columns:
         c[k] = np.where((c["grp"] == GPU_OP) | sync, c[k], -1)
     c.pop("sync_name", None)
     return c
+
+
+def _sorted_by(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    o = np.argsort(keys, kind="stable")
+    return keys[o], values[o]
 
 
 def _lookup(keys: np.ndarray, values: np.ndarray, at: np.ndarray, text: bool) -> np.ndarray:

@@ -166,6 +166,19 @@ def info(ctx: click.Context, trace: Path, fmt: str, rank: int | None) -> None:
     click.echo(paths.shown(render_records(records, fmt)), nl=False)  # stdin, not its spool
 
 
+def _rewriter_arguments(src: Path, dst, summary_only: bool, open_ui: bool) -> None:
+    """What every rewriter command (counters, patterns, critical-path) asks of IN and OUT."""
+    if dst is None and not summary_only:
+        raise click.UsageError("give OUT, or --summary-only")
+    if open_ui and (summary_only or src.is_dir()):
+        raise click.UsageError("--open needs one output file")
+
+
+def _print_summary(text: str, dst) -> None:
+    """A rewriter's summary on stdout, or on stderr when OUT is ``-`` (the trace is there)."""
+    click.echo(paths.shown(text), nl=False, err=paths.is_stdout(dst))
+
+
 def _series(value: str) -> tuple[str, ...]:
     from .analysis.counters import SERIES
 
@@ -198,10 +211,7 @@ def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style:
     IN and OUT may be directories of per-rank traces (one output per rank, same names);
     an OUT ending in / is a directory (made if missing) that gets IN's name.
     """
-    if dst is None and not summary_only:
-        raise click.UsageError("give OUT, or --summary-only")
-    if open_ui and (summary_only or src.is_dir()):
-        raise click.UsageError("--open needs one output file")
+    _rewriter_arguments(src, dst, summary_only, open_ui)
     prefetched = _prefetch(src, kind="gpu")
     from .commands.counters import run
 
@@ -209,7 +219,7 @@ def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style:
                prefetched=prefetched,
                open_ui={"port": port, "browser": not no_browser} if open_ui else False,
                **_options(ctx))
-    click.echo(paths.shown(text), nl=False, err=paths.is_stdout(dst))  # OUT "-": the trace
+    _print_summary(text, dst)
 
 
 @main.command("diff")
@@ -359,10 +369,7 @@ def patterns_command(ctx: click.Context, src: Path, dst: str | None, operator: s
 
     IN and OUT may be directories of per-rank traces (one output per rank, same names).
     """
-    if dst is None and not summary_only:
-        raise click.UsageError("give OUT, or --summary-only")
-    if open_ui and (summary_only or src.is_dir()):
-        raise click.UsageError("--open needs one output file")
+    _rewriter_arguments(src, dst, summary_only, open_ui)
     prefetched = _prefetch(src, kind="ops")
     from .commands.patterns import run
 
@@ -370,7 +377,7 @@ def patterns_command(ctx: click.Context, src: Path, dst: str | None, operator: s
                prefetched=prefetched,
                open_ui={"port": port, "browser": not no_browser} if open_ui else False,
                **_options(ctx))
-    click.echo(paths.shown(text), nl=False, err=paths.is_stdout(dst))  # OUT "-": the trace
+    _print_summary(text, dst)
 
 
 def _analysis_options(f):
@@ -495,8 +502,8 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
 
 
 @main.command("critical-path")
-@click.argument("src", metavar="IN", type=click.Path(path_type=Path))
-@click.argument("dst", metavar="OUT", required=False, type=click.Path(path_type=Path))
+@click.argument("src", metavar="IN", type=paths.Input())
+@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, dash=True))
 @click.option("--step", type=int, help="Only ProfilerStep#N (default: the whole trace).")
 @click.option("--annotation", help="Only the window of a slice whose name contains this text.")
 @click.option("--instance", type=int, default=0, show_default=True,
@@ -522,10 +529,7 @@ def critical_path(ctx: click.Context, src: Path, dst: Path | None, step: int | N
 
     IN and OUT may be directories of per-rank traces (one output per rank, same names).
     """
-    if dst is None and not summary_only:
-        raise click.UsageError("give OUT, or --summary-only")
-    if open_ui and (summary_only or src.is_dir()):
-        raise click.UsageError("--open needs one output file")
+    _rewriter_arguments(src, dst, summary_only, open_ui)
     if step is not None and annotation is not None:
         raise click.UsageError("choose --step or --annotation, not both")
     prefetched = _prefetch(src, kind="sync")
@@ -537,7 +541,7 @@ def critical_path(ctx: click.Context, src: Path, dst: Path | None, step: int | N
     text = run(src, None if summary_only else dst, options, rank, fmt, prefetched=prefetched,
                open_ui={"port": port, "browser": not no_browser} if open_ui else False,
                **_options(ctx))
-    click.echo(text, nl=False)
+    _print_summary(text, dst)
 
 
 def run() -> None:

@@ -11,7 +11,6 @@ The Python API mirrors the CLI::
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -59,6 +58,8 @@ def load_ranks(path: str | Path, rank: int | None = None, **options) -> dict[int
         return {files[0].rank: Trace(files[0].path, **options)}
     options.setdefault("progress", False)
     options.setdefault("workers", 1)  # two loads at once: one pass-1 worker process each
+    from concurrent.futures import ThreadPoolExecutor  # here: it imports logging (a command's 10 ms)
+
     with ThreadPoolExecutor(max_workers=2) as pool:
         traces = list(pool.map(lambda f: Trace(f.path, **options), files))
     return {f.rank: t for f, t in zip(files, traces)}

@@ -9,8 +9,9 @@ included; at least the child's own VmHWM), and CPU seconds (user + sys of the ch
 process it waited for, pass-1 children included): on a shared machine wall time follows the
 load, CPU seconds much less.
 Python bytecode: HTA's modules come compiled (site-packages); when PYTHONDONTWRITEBYTECODE is
-set, traceaug's would be compiled again on every run, so the children keep theirs under the
-temporary directory (PYTHONPYCACHEPREFIX) and a warm-up report compiles them first.
+set, traceaug's would be compiled again on every run, so traceaug's children keep theirs under
+the temporary directory (PYTHONPYCACHEPREFIX; warm-up runs compile them first) while HTA's
+children run in the environment as it is.
 Run: ``python bench/report_vs_hta.py [--repeat N] [--json] [--trace PATH]``.
 """
 
@@ -96,20 +97,22 @@ def measure(trace: Path, repeat: int) -> dict[str, Any]:
     """Wall time and CPU seconds (median of ``repeat`` runs of each tool, taken in turn) and
     peak RSS."""
     ta_walls, hta_walls, ta_peaks, hta_peaks, ta_cpus, hta_cpus = [], [], [], [], [], []
-    with tempfile.TemporaryDirectory() as tmp, bytecode_cached(Path(tmp)):
+    with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        warm_up(work)
-        run([sys.executable, "-m", "traceaug", "report", str(WARM_TRACE), "--html",
-             str(work / "warm.html")], TIMEOUT_S, "traceaug report warm-up")
+        with bytecode_cached(work):  # HTA's children read site-packages' bytecode as it is
+            warm_up(work)
+            run([sys.executable, "-m", "traceaug", "report", str(WARM_TRACE), "--html",
+                 str(work / "warm.html")], TIMEOUT_S, "traceaug report warm-up")
         for i in range(repeat):
             page = work / f"report{i}.html"
-            cpu = children_cpu_s()
-            wall, _ = run([sys.executable, "-m", "traceaug", "report", str(trace), "--html", str(page)],
-                          TIMEOUT_S, "traceaug report")
-            ta_cpus.append(children_cpu_s() - cpu)
-            ta_walls.append(wall)
-            _, out, tree = run_tree([sys.executable, "-c", child_script(TRACEAUG_CHILD), str(trace),
-                                     str(page)], TIMEOUT_S, "traceaug report (in-process)")
+            with bytecode_cached(work):
+                cpu = children_cpu_s()
+                wall, _ = run([sys.executable, "-m", "traceaug", "report", str(trace), "--html",
+                               str(page)], TIMEOUT_S, "traceaug report")
+                ta_cpus.append(children_cpu_s() - cpu)
+                ta_walls.append(wall)
+                _, out, tree = run_tree([sys.executable, "-c", child_script(TRACEAUG_CHILD), str(trace),
+                                         str(page)], TIMEOUT_S, "traceaug report (in-process)")
             ta_peaks.append(max(tagged(out, "the traceaug child")["peak_rss_kb"], tree))
             d = work / f"hta{i}"
             d.mkdir()

@@ -233,3 +233,53 @@ def test_commands_take_the_export_and_clean_up(tmp_path):
     assert list(env_tmp.iterdir()) == []
     r = cli("info", str(tmp_path / "run.nsys-rep"))
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "nsys export --type sqlite" in r.stderr
+
+
+def test_negative_times_take_the_exact_path(tmp_path):
+    """Rows with a negative start or duration (a clock step, a broken record) leave the flat
+    printf for the per-value one and still come out exact; the others take the flat one."""
+    db = tmp_path / "neg.sqlite"
+    con = sqlite3.connect(db)
+    con.executescript("""
+        CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT);
+        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
+        INSERT INTO StringIds VALUES (1, 'cudaLaunchKernel_v7000'), (2, 'k');
+        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, eventClass INT,
+            globalTid INT, correlationId INT, nameId INT, returnValue INT, callchainId INT);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT, contextId INT,
+            streamId INT, correlationId INT, globalPid INT, demangledName INT, shortName INT,
+            gridX INT, gridY INT, gridZ INT, blockX INT, blockY INT, blockZ INT,
+            staticSharedMemory INT, dynamicSharedMemory INT, registersPerThread INT);
+    """)
+    tid = (7 << 24) | 9
+    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, 1, 0, 0)",
+                    [(-500, 20, tid, 1), (-2500, -1000, tid, 2), (1234567, 1236067, tid, 3)])
+    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES "
+                    "(?, ?, 0, 1, 7, ?, 7 << 24, 2, 2, 1, 1, 1, 32, 1, 1, 0, 0, 16)",
+                    [(30, 1029, 1), (4000, 3001, 2), (1240000, 1241500, 3)])
+    con.commit()
+    con.close()
+    out = tmp_path / "neg.json"
+    nsys.convert(db, out)
+    doc = orjson.loads(out.read_bytes())
+    text = out.read_text()
+    api = [(e["ts"], e["dur"]) for e in doc["traceEvents"] if e.get("cat") == "cuda_runtime"]
+    assert api == [(-0.5, 0.52), (-2.5, 1.5), (1234.567, 1.5)]
+    assert '"ts":-0.500,"dur":0.520' in text and '"ts":-2.500,"dur":1.500' in text
+    assert '"ts":4.000,"dur":-0.999' in text  # the kernel that ends before it starts
+    assert '{"ph":"s","id":2,"pid":7,"tid":9,"ts":-2.500,' in text  # its launch, negative
+    assert '"ts":1234.567,"dur":1.500' in text and '"ts":1240.000,"dur":1.500' in text
+
+
+def test_launch_lookup_is_one_search():
+    """The launch of a correlation is found by one search of ``_launch``'s own key (no second
+    index, no rowid lookup): what keeps the GPU and runtime joins cheap on large exports."""
+    with nsys.Export(shared_trace(SAXPY)) as ex:
+        assert nsys._prepare_launches(ex)
+        plan = " | ".join(r[3] for r in ex.rows(
+            "EXPLAIN QUERY PLAN SELECT o.start, l.gtid FROM CUPTI_ACTIVITY_KIND_KERNEL o "
+            "LEFT JOIN _launch l ON l.corr = o.correlationId AND l.p = o.globalPid >> 24"))
+        assert "SEARCH l USING PRIMARY KEY (corr=? AND p=?)" in plan, plan
+        (n,) = next(ex.rows("SELECT COUNT(*) FROM _launch"))
+        assert n == _sqlite(ex.path, "SELECT COUNT(DISTINCT correlationId) FROM "
+                                     "CUPTI_ACTIVITY_KIND_RUNTIME")[0][0]

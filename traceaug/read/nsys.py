@@ -42,6 +42,8 @@ MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed",
              5: "Device Static", 6: "Managed Static", 7: "Unknown"}
 NVTX_RANGES = (59, 60)  # NvtxPushPopRange, NvtxStartEndRange
 NVTX_DOMAIN_CREATE = 75
+NVTX_THREAD_NAME = 39  # nvtxNameOsThread: nsys's MPI trace names the rank's thread "MPI Rank N"
+_MPI_RANK = re.compile(r"MPI Rank (\d+)")
 
 
 def is_sqlite(path: Path) -> bool:
@@ -56,6 +58,16 @@ def is_sqlite(path: Path) -> bool:
 def is_report(path: Path) -> bool:
     """True for an Nsight Systems report (``.nsys-rep``, ``.qdrep``), which only nsys reads."""
     return path.name.endswith(REPORT_SUFFIXES)
+
+
+def recorded_rank(path: Path) -> int | None:
+    """The MPI rank the export ``path`` records (``Export.mpi_rank``); None when it records
+    none or is no readable export (its load says why)."""
+    try:
+        with Export(path) as ex:
+            return ex.mpi_rank()
+    except TraceaugError:
+        return None
 
 
 def report_error(path: Path) -> TraceaugError:
@@ -126,10 +138,15 @@ class Export:
         except sqlite3.Error as e:
             raise TraceaugError(f"{self.path}: cannot read the export ({e})") from None
 
-    def texts(self, sql: str) -> Iterator[str]:
-        """The first column of ``sql``'s rows."""
-        for row in self.rows(sql):
-            yield row[0]
+    def texts(self, sql: str) -> Iterator[list[str]]:
+        """The first column of ``sql``'s rows, a batch at a time (a list per ``fetchmany``:
+        no Python step per row)."""
+        try:
+            cur = self.con.execute(sql)
+            while batch := cur.fetchmany(BATCH):
+                yield [text for (text,) in batch]
+        except sqlite3.Error as e:
+            raise TraceaugError(f"{self.path}: cannot read the export ({e})") from None
 
     def execute(self, sql: str, rows: list[tuple] | None = None) -> None:
         """A statement on the connection's TEMP schema (the export itself is read-only), once
@@ -160,6 +177,19 @@ class Export:
             return default
         return {**default, **dict(self.rows(f'SELECT id, {text} FROM "{table}"'))}
 
+    def mpi_rank(self) -> int | None:
+        """The MPI rank nsys recorded (its MPI trace names the rank's thread ``MPI Rank N``);
+        None without one, or when the export holds several."""
+        if "NVTX_EVENTS" not in self.tables:
+            return None
+        have = self.columns("NVTX_EVENTS")
+        text = "COALESCE(e.text, n.value)" if "textId" in have else "e.text"
+        join = "LEFT JOIN StringIds n ON n.id = e.textId" if "textId" in have else ""
+        sql = (f"SELECT DISTINCT {text} FROM NVTX_EVENTS e {join} "
+               f"WHERE e.eventType = {NVTX_THREAD_NAME} AND {text} GLOB 'MPI Rank [0-9]*'")
+        ranks = {int(m.group(1)) for (t,) in self.rows(sql) if (m := _MPI_RANK.fullmatch(t))}
+        return ranks.pop() if len(ranks) == 1 else None
+
     def device_properties(self) -> list[dict]:
         """Kineto's ``deviceProperties`` from TARGET_INFO_GPU."""
         if "TARGET_INFO_GPU" not in self.tables:
@@ -186,6 +216,29 @@ def _us(x: str) -> str:
     """SQL: the integer ns expression ``x`` as µs text with exactly three decimals."""
     return (f"CASE WHEN ({x}) >= 0 THEN printf('%d.%03d', ({x}) / 1000, ({x}) % 1000) "
             f"ELSE printf('-%d.%03d', -({x}) / 1000, -({x}) % 1000) END")
+
+
+_SPEC = re.compile(r"%(?:%|T|[-+ #0]*\d*(?:\.\d+)?[a-zA-Z])")  # printf conversions, and %T
+
+
+def _printf(fmt: str, *args: str) -> str:
+    """SQL: ``printf(fmt, args...)`` where ``%T`` takes an integer ns expression and writes it
+    as µs with exactly three decimals (as ``_us``). When every such value is >= 0 (nsys's
+    timestamps and durations) one flat printf writes the row; else each goes through ``_us``."""
+    specs = [m.group() for m in _SPEC.finditer(fmt) if m.group() != "%%"]
+    if len(specs) != len(args):
+        raise ValueError(f"{fmt!r}: {len(specs)} conversions, {len(args)} arguments")
+    flat: list[str] = []
+    each: list[str] = []
+    for spec, arg in zip(specs, args):
+        flat += [f"({arg}) / 1000", f"({arg}) % 1000"] if spec == "%T" else [arg]
+        each.append(_us(arg) if spec == "%T" else arg)
+    times = [arg for spec, arg in zip(specs, args) if spec == "%T"]
+    slow = f"printf({_lit(fmt.replace('%T', '%s'))}, {', '.join(each)})"
+    if not times:
+        return slow
+    fast = f"printf({_lit(fmt.replace('%T', '%d.%03d'))}, {', '.join(flat)})"
+    return f"CASE WHEN {' AND '.join(f'({t}) >= 0' for t in times)} THEN {fast} ELSE {slow} END"
 
 
 def _pid_sql(g: str) -> str:
@@ -215,38 +268,42 @@ def _prepare_launches(ex: Export) -> bool:
     if not ex.has_rows(RUNTIME):
         return False
     ex.execute("DROP TABLE IF EXISTS temp._launch")
-    ex.execute(f"CREATE TEMP TABLE _launch AS SELECT correlationId AS corr, globalTid >> 24 AS p, "
-               f"MAX(start) AS start, globalTid AS gtid FROM {RUNTIME} WHERE correlationId IS NOT NULL "
-               "GROUP BY globalTid >> 24, correlationId")
-    ex.execute("CREATE INDEX temp._launch_corr ON _launch (corr, p)")
+    # keyed by (corr, p) without a rowid: the groups go in in key order and a lookup is one
+    # b-tree search (no separate index); p is -1 for a row without a thread, which no join
+    # matches by p (as NULL did)
+    ex.execute("CREATE TEMP TABLE _launch (corr INTEGER NOT NULL, p INTEGER NOT NULL, start INTEGER, "
+               "gtid INTEGER, PRIMARY KEY (corr, p)) WITHOUT ROWID")
+    ex.execute(f"INSERT INTO _launch SELECT correlationId, IFNULL(globalTid >> 24, -1), MAX(start), "
+               f"globalTid FROM {RUNTIME} WHERE correlationId IS NOT NULL "
+               "GROUP BY correlationId, IFNULL(globalTid >> 24, -1)")
     return True
 
 
-def _gpu_sql(ex: Export, cat: str, name: str, extra_fmt: str, extra_args: str, joins: str,
-             launches: bool) -> str:
+def _gpu_sql(ex: Export, cat: str, name: str, extra_fmt: str, extra_args: tuple[str, ...],
+             joins: str, launches: bool) -> str:
     """SQL giving each GPU op of one table as Chrome JSON text, with its ac2g flow pair."""
     t = GPU_TABLES[cat]
     start, dur = "o.start", "(o.end - o.start)"
-    fmt = ('{"ph":"X","cat":"%s","name":%s,"pid":%d,"tid":%d,"ts":%s,"dur":%s,"args":{"device":%d,'
+    fmt = ('{"ph":"X","cat":"%s","name":%s,"pid":%d,"tid":%d,"ts":%T,"dur":%T,"args":{"device":%d,'
            '"context":%d,"stream":%d,"correlation":%s' + extra_fmt + '}}')
-    text = (f"printf({_lit(fmt)}, {_lit(cat)}, {name}, o.deviceId, o.streamId, {_us(start)}, {_us(dur)}, "
-            f"o.deviceId, o.contextId, o.streamId, COALESCE(o.correlationId, 'null'){extra_args})")
+    text = _printf(fmt, _lit(cat), name, "o.deviceId", "o.streamId", start, dur, "o.deviceId",
+                   "o.contextId", "o.streamId", "COALESCE(o.correlationId, 'null')", *extra_args)
     if not launches:
         return f"SELECT {text} FROM {t} o {joins}"
-    flow = (',' + NL + '{"ph":"s","id":%d,"pid":%d,"tid":%d,"ts":%s,"cat":"ac2g","name":"ac2g"},' + NL
-            + '{"ph":"f","id":%d,"pid":%d,"tid":%d,"ts":%s,"cat":"ac2g","name":"ac2g","bp":"e"}')
-    flow_text = (f"CASE WHEN l.gtid IS NULL THEN '' ELSE printf({_lit(flow)}, o.correlationId, "
-                 f"{_pid_sql('l.gtid')}, {_tid_sql('l.gtid')}, {_us('l.start')}, o.correlationId, "
-                 f"o.deviceId, o.streamId, {_us(start)}) END")
+    flow = (',' + NL + '{"ph":"s","id":%d,"pid":%d,"tid":%d,"ts":%T,"cat":"ac2g","name":"ac2g"},' + NL
+            + '{"ph":"f","id":%d,"pid":%d,"tid":%d,"ts":%T,"cat":"ac2g","name":"ac2g","bp":"e"}')
+    flow_text = ("CASE WHEN l.gtid IS NULL THEN '' ELSE "
+                 + _printf(flow, "o.correlationId", _pid_sql("l.gtid"), _tid_sql("l.gtid"), "l.start",
+                           "o.correlationId", "o.deviceId", "o.streamId", start) + " END")
     same = "AND l.p = o.globalPid >> 24" if "globalPid" in ex.columns(t) else ""
     return (f"SELECT {text} || {flow_text} FROM {t} o {joins} "
             f"LEFT JOIN _launch l ON l.corr = o.correlationId {same}")
 
 
-def _copy_args() -> tuple[str, str]:
+def _copy_args() -> tuple[str, tuple[str, ...]]:
     bw = ("CASE WHEN o.end > o.start THEN printf('%.17g', o.bytes * 1.0 / (o.end - o.start)) "
           "ELSE '0' END")  # bytes per ns = GB/s
-    return ',"bytes":%d,"memory bandwidth (GB/s)":%s', f", o.bytes, {bw}"
+    return ',"bytes":%d,"memory bandwidth (GB/s)":%s', ("o.bytes", bw)
 
 
 def _kernels(ex: Export, launches: bool) -> Iterator[str]:
@@ -254,8 +311,8 @@ def _kernels(ex: Export, launches: bool) -> Iterator[str]:
         return
     fmt = (',"queued":0,"registers per thread":%d,"shared memory":%d,'
            '"grid":[%d,%d,%d],"block":[%d,%d,%d]')
-    args = (", o.registersPerThread, o.staticSharedMemory + o.dynamicSharedMemory, "
-            "o.gridX, o.gridY, o.gridZ, o.blockX, o.blockY, o.blockZ")
+    args = ("o.registersPerThread", "o.staticSharedMemory + o.dynamicSharedMemory",
+            "o.gridX", "o.gridY", "o.gridZ", "o.blockX", "o.blockY", "o.blockZ")
     yield from ex.texts(_gpu_sql(ex, "kernel", "json_quote(n.value)", fmt, args,
                                  "JOIN StringIds n ON n.id = o.demangledName", launches))
 
@@ -310,9 +367,10 @@ def _runtime(ex: Export, launches: bool) -> Iterator[str]:
     args = ("CASE WHEN r.correlationId IS NULL THEN '' "
             "WHEN l.start IS NULL THEN printf(',\"args\":{\"outer correlation\":%d}', r.correlationId) "
             "ELSE printf(',\"args\":{\"correlation\":%d}', r.correlationId) END")
-    fmt = '%s"pid":%d,"tid":%d,"ts":%s,"dur":%s%s}'
-    sql = (f"SELECT printf({_lit(fmt)}, a.head, {_pid_sql('r.globalTid')}, {_tid_sql('r.globalTid')}, "
-           f"{_us('r.start')}, {_us('(r.end - r.start)')}, {args}) "
+    fmt = '%s"pid":%d,"tid":%d,"ts":%T,"dur":%T%s}'
+    text = _printf(fmt, "a.head", _pid_sql("r.globalTid"), _tid_sql("r.globalTid"), "r.start",
+                   "(r.end - r.start)", args)
+    sql = (f"SELECT {text} "
            f"FROM {RUNTIME} r JOIN _api a ON a.id = r.nameId "
            "LEFT JOIN _launch l ON l.corr = r.correlationId AND l.p = r.globalTid >> 24 "
            "AND l.start = r.start")
@@ -336,9 +394,10 @@ def _nvtx(ex: Export, launches: bool) -> Iterator[str]:
     args = _case("e.domainId", domains, "") if domains else "''"
     text = "COALESCE(e.text, n.value, '')" if "textId" in have else "COALESCE(e.text, '')"
     join = "LEFT JOIN StringIds n ON n.id = e.textId" if "textId" in have else ""
-    fmt = '{"ph":"X","cat":"user_annotation","name":%s,"pid":%d,"tid":%d,"ts":%s,"dur":%s%s}'
-    sql = (f"SELECT printf({_lit(fmt)}, json_quote({text}), {_pid_sql('e.globalTid')}, "
-           f"{_tid_sql('e.globalTid')}, {_us('e.start')}, {_us('(e.end - e.start)')}, {args}) "
+    fmt = '{"ph":"X","cat":"user_annotation","name":%s,"pid":%d,"tid":%d,"ts":%T,"dur":%T%s}'
+    row = _printf(fmt, f"json_quote({text})", _pid_sql("e.globalTid"), _tid_sql("e.globalTid"),
+                  "e.start", "(e.end - e.start)", args)
+    sql = (f"SELECT {row} "
            f"FROM NVTX_EVENTS e {join} WHERE {_nvtx_where().replace('eventType', 'e.eventType')}")
     yield from ex.texts(sql)
 
@@ -384,25 +443,33 @@ def _names(ex: Export, launches: bool) -> Iterator[str]:
         yield _meta("thread_sort_index", dev, stream, {"sort_index": stream})
 
 
-def events(ex: Export) -> Iterator[str]:
-    """Every event of the export as Chrome JSON text, one object (or a launch + flow pair) at a
-    time; SQLite formats the rows, so Python only joins text."""
+def events(ex: Export) -> Iterator[tuple[list[str], bool]]:
+    """Every event of the export as Chrome JSON text, a batch of objects at a time, each batch
+    with whether its texts are one event each (a GPU op's text may carry its two flow events
+    on lines of their own); SQLite formats the rows, so Python only joins text."""
     launches = _prepare_launches(ex)
-    for part in (_kernels, _memcpys, _memsets, _runtime, _nvtx, _names):
-        yield from part(ex, launches)
+    for part in (_kernels, _memcpys, _memsets):
+        for batch in part(ex, launches):
+            yield batch, not launches
+    for part in (_runtime, _nvtx):
+        for batch in part(ex, launches):
+            yield batch, True
+    yield list(_names(ex, launches)), True
 
 
 def header(ex: Export) -> bytes:
-    """The top-level keys before ``traceEvents``: Kineto's schema and device properties, and
-    what the export was."""
+    """The top-level keys before ``traceEvents``: Kineto's schema, device properties and
+    ``distributedInfo.rank`` (the MPI rank nsys recorded, if it did), and what the export was."""
     meta = ex.metadata()
     source = {"file": ex.path.name, "table": ex.meta_table}
     for key in ("PRODUCT_VERSION", "SCHEMA_VERSION"):
         value = meta.get(f"EXPORT_{key}", meta.get(key))
         if value is not None:
             source[key.lower()] = value
+    rank = ex.mpi_rank()
+    dist = b"" if rank is None else b',\n"distributedInfo":' + orjson.dumps({"rank": rank})
     return (b'{\n"schemaVersion":1,\n"deviceProperties":' + orjson.dumps(ex.device_properties())
-            + b',\n"nsysExport":' + orjson.dumps(source) + b',\n"traceEvents":[\n')
+            + dist + b',\n"nsysExport":' + orjson.dumps(source) + b',\n"traceEvents":[\n')
 
 
 def write(ex: Export, out, flush_at: int = 1 << 20) -> int:
@@ -411,29 +478,36 @@ def write(ex: Export, out, flush_at: int = 1 << 20) -> int:
     out.write(header(ex))
     buf: list[str] = []
     size = n = 0
-    for text in events(ex):
-        buf.append(text)
-        size += len(text)
+    written = False
+    for texts, single in events(ex):
+        if not texts:
+            continue
+        chunk = ",\n".join(texts)
+        n += len(texts) if single else chunk.count("\n") + 1
+        buf.append(chunk)
+        size += len(chunk)
         if size >= flush_at:
-            n += _flush(out, buf, n)
+            written = _flush(out, buf, written)
             buf, size = [], 0
-    n += _flush(out, buf, n)
+    _flush(out, buf, written)
     out.write(b"\n]}\n")
     return n
 
 
-def _flush(out, texts: list[str], written: int) -> int:
-    """Write ``texts`` comma-separated (after a comma when events came before); count them."""
-    if not texts:
-        return 0
-    chunk = ",\n".join(texts)
-    out.write(((",\n" if written else "") + chunk).encode())
-    return chunk.count("\n") + 1
+def _flush(out, chunks: list[str], written: bool) -> bool:
+    """Write ``chunks`` comma-separated (after a comma when events came before); return
+    whether events have been written."""
+    if not chunks:
+        return written
+    out.write(((",\n" if written else "") + ",\n".join(chunks)).encode())
+    return True
 
 
-def convert(src: str | Path, dst: str | Path) -> int:
+def convert(src: str | Path, dst: str | Path, hold: bool = True) -> int:
     """Convert the export ``src`` into the Chrome JSON file ``dst`` (gzip when it ends in
-    ``.gz``), atomically and never over ``src``; return the number of JSON events written."""
+    ``.gz``), atomically and never over ``src``; return the number of JSON events written.
+    ``hold=False``: in place at once, even inside ``atomic.all_or_none`` (an input's
+    conversion, read by this same run)."""
     src, dst = Path(src), Path(dst)
     if dst.exists() and src.exists() and os.path.samefile(src, dst):
         raise TraceaugError(f"{dst}: is the input; choose another output")
@@ -441,7 +515,7 @@ def convert(src: str | Path, dst: str | Path) -> int:
         raise TraceaugError(f"{dst}: is a directory; give an output file")
     if not dst.parent.is_dir():
         raise TraceaugError(f"{dst}: no such directory {dst.parent}")
-    with Export(src) as ex, atomic_output(dst) as f:
+    with Export(src) as ex, atomic_output(dst, hold=hold) as f:
         if dst.name.endswith(".gz"):
             with gzip.GzipFile(fileobj=f, mode="wb", compresslevel=3, mtime=0) as gz:
                 return write(ex, gz)
@@ -468,7 +542,7 @@ def converted(src: Path) -> Path:
     out = Path(tmp)
     atexit.register(_remove, out)
     try:
-        convert(src, out)
+        convert(src, out, hold=False)  # this run reads it: not held until the run ends
     except BaseException:
         _remove(out)
         raise

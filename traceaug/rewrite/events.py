@@ -188,7 +188,7 @@ def used_flow_ids(path) -> np.ndarray:
 def flow_ids(trace, n: int) -> np.ndarray:
     """``n`` flow ids (int64, from 1 up) that no flow of the trace's file uses, in either
     form: every event of the file counts, not only the ones its load kept."""
-    used = used_flow_ids(trace.path)
+    used = used_flow_ids(trace.file)
     candidates = np.arange(1, n + len(used) + 1, dtype=np.int64)
     free = candidates[~_among(candidates, used)]
     return free[:n]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import TraceaugError
-from ..read.inputs import TRACE_SUFFIXES, TraceFile, select
+from ..read.inputs import TRACE_SUFFIXES, TraceFile, output_name, select, trace_input
 from ..read.kinds import KINDS
 from . import splice
 
@@ -73,7 +73,7 @@ def targets(src: str | Path, dst: str | Path | None, rank: int | None = None
         as_dir = True
     if as_dir:
         made = None if out.is_dir() else out
-        return [Target(f, out / f.path.name) for f in files], made
+        return [Target(f, out / output_name(f.path)) for f in files], made
     return [Target(f, out) for f in files], None
 
 
@@ -104,7 +104,7 @@ def _one(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None, 
     tf, out = target.file, target.out
     copy = None
     if out is not None:  # started first: gzip output deflates the original text meanwhile
-        copy = splice.Copy(tf.path, out, splice.entry(rewriter.name, options),
+        copy = splice.Copy(trace_input(tf.path), out, splice.entry(rewriter.name, options),
                            keep_bytes=keep_bytes)
     try:
         # quiet: two ranks at once, one pass-1 worker process each
@@ -155,7 +155,8 @@ def run(rewriter: Rewriter, src: str | Path, dst: str | Path | None, options: di
         rank: int | None = None, fmt: str = "table", tp_bin: str | None = None,
         prefetched: Prefetched | None = None, keep_bytes: bool = False,
         open_ui: bool | dict = False) -> str:
-    """Run ``rewriter`` over ``src`` into ``dst`` (None: summary only) and return its summary.
+    """Run ``rewriter`` over ``src`` into ``dst`` (None: summary only) and return its summary;
+    ``wrote OUT (N events added by NAME)`` goes to stderr for each output.
 
     ``open_ui`` (True, or ``view.server.serve`` options such as port / browser): print the
     summary, then serve the one output in the Perfetto UI until interrupted; returns ""."""
@@ -163,12 +164,19 @@ def run(rewriter: Rewriter, src: str | Path, dst: str | Path | None, options: di
         found, _ = targets(src, dst, rank)
         if dst is None or len(found) != 1:
             raise TraceaugError(f"{src}: --open needs one output file")
-    text = rewriter.summary(results(rewriter, src, dst, options, rank=rank, tp_bin=tp_bin,
-                                    prefetched=prefetched, keep_bytes=keep_bytes), fmt)
+    done = results(rewriter, src, dst, options, rank=rank, tp_bin=tp_bin,
+                   prefetched=prefetched, keep_bytes=keep_bytes)
+    for r in done:  # what was written is a message (stderr); stdout holds the summary only
+        if r["out"]:
+            print(f"wrote {r['out']} ({r['events']} events added by {rewriter.name})",
+                  file=sys.stderr)
+    text = rewriter.summary(done, fmt)
     if not open_ui:
         return text
+    from .. import atomic
     from ..view.server import serve
 
+    atomic.commit()  # this run's outputs in place before the UI reads one
     sys.stdout.write(text)
     sys.stdout.flush()
     serve(found[0].out, announce=lambda m: print(m, file=sys.stderr),

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import orjson
 
-from .. import __version__
+from .. import __version__, guard
 from ..atomic import atomic_output
 from ..errors import TraceaugError
 from ..progress import Progress
@@ -43,13 +43,8 @@ GZIP_LEVEL = 3
 
 
 def check_output(src: Path, dst: Path) -> None:
-    """Refuse to write over the input or into a missing directory."""
-    if dst.resolve() == src.resolve() or (dst.exists() and os.path.samefile(src, dst)):
-        raise TraceaugError(f"{dst}: is the input file; choose another output")
-    if not dst.parent.is_dir():
-        raise TraceaugError(f"{dst}: directory {dst.parent} does not exist")
-    if dst.is_dir():
-        raise TraceaugError(f"{dst}: is a directory, expected an output file")
+    """Refuse to write over the input, or where no file can be written (``guard.check``)."""
+    guard.check([src], [dst])
 
 
 MARK_KEY = b'"traceaug"'

@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from .trace import Trace
 
 __version__ = "0.1.0"
-__all__ = ["Counters", "KernelPatterns", "Trace", "TraceaugError", "counters", "diff", "info",
-           "load", "load_ranks", "patterns", "query", "__version__"]
+__all__ = ["Counters", "KernelPatterns", "Trace", "TraceaugError", "counters", "critical_path",
+           "diff", "info", "load", "load_ranks", "patterns", "query", "__version__"]
 
 
 def __getattr__(name: str):
@@ -227,3 +227,14 @@ def patterns(src: str | Path, dst: str | Path | None = None, *, operator: str | 
             part.insert(0, "rank", r["rank"])
         tables.append(pd.concat(parts, ignore_index=True))
     return KernelPatterns(tables[0], tables[1], [Path(r["out"]) for r in results if r["out"]])
+
+
+def critical_path(path: str | Path, step: int | None = None, annotation: str | None = None,
+                  instance: int = 0, **options) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``traceaug critical-path`` as data for one trace file: (path, summary) DataFrames
+    (``analysis.critical_path.frames``: one row per edge of the path; time per category)."""
+    from .analysis.critical_path import frames
+    from .trace import Trace
+
+    with Trace(path, kind="sync", **options) as trace:
+        return frames(trace, step, annotation, instance)

@@ -535,6 +535,52 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
     click.echo(f"wrote {html_out} ({charts} charts, {len(ranks)} rank(s))", err=True)
 
 
+@main.command("critical-path")
+@click.argument("src", metavar="IN", type=click.Path(path_type=Path))
+@click.argument("dst", metavar="OUT", required=False, type=click.Path(path_type=Path))
+@click.option("--step", type=int, help="Only ProfilerStep#N (default: the whole trace).")
+@click.option("--annotation", help="Only the window of a slice whose name contains this text.")
+@click.option("--instance", type=int, default=0, show_default=True,
+              help="Which --annotation slice, 0 = the first in time.")
+@click.option("--all-edges", is_flag=True, help="Also draw the graph's edges off the path.")
+@click.option("--hta-weights", is_flag=True,
+              help="Weigh syncs 0 as HTA does (default: the CPU's wait after the GPU op).")
+@click.option("--max-gap-us", type=click.FloatRange(0), default=1500, show_default=True,
+              help="Longest kernel-to-kernel gap that is a dependency, as HTA (0: any).")
+@click.option("--top", type=int, default=10, show_default=True, help="Top events in the summary.")
+@click.option("--rank", type=int, help="For a directory: only this rank.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="Format of the summary printed on stdout.")
+@click.option("--summary-only", is_flag=True, help="Print the summary; write no trace.")
+@click.option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done.")
+@_open_options
+@click.pass_context
+def critical_path(ctx: click.Context, src: Path, dst: Path | None, step: int | None,
+                  annotation: str | None, instance: int, all_edges: bool, hta_weights: bool,
+                  max_gap_us: float, top: int, rank: int | None, fmt: str, summary_only: bool,
+                  open_ui: bool, port: int, no_browser: bool) -> None:
+    """Write OUT: IN with its critical path as flow arrows and a "Critical path" lane.
+
+    IN and OUT may be directories of per-rank traces (one output per rank, same names).
+    """
+    if dst is None and not summary_only:
+        raise click.UsageError("give OUT, or --summary-only")
+    if open_ui and (summary_only or src.is_dir()):
+        raise click.UsageError("--open needs one output file")
+    if step is not None and annotation is not None:
+        raise click.UsageError("choose --step or --annotation, not both")
+    prefetched = _prefetch(src, kind="sync")
+    from .commands.critical_path import run
+
+    options = {"step": step, "annotation": annotation, "instance": instance,
+               "all_edges": all_edges, "hta_weights": hta_weights, "max_gap_us": max_gap_us,
+               "top": top}
+    text = run(src, None if summary_only else dst, options, rank, fmt, prefetched=prefetched,
+               open_ui={"port": port, "browser": not no_browser} if open_ui else False,
+               **_options(ctx))
+    click.echo(text, nl=False)
+
+
 def run() -> None:
     """The console entry point: ``main``, then end the process without unloading pandas,
     numpy and the engine module by module (0.08 s of every command, for nothing)."""

@@ -19,7 +19,6 @@ if sys.argv[:1] == ["-m"] or sys.argv[0].endswith(("/traceaug", "\\traceaug.exe"
 
     early()
 
-from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import TYPE_CHECKING, NamedTuple  # noqa: E402
 
@@ -68,6 +67,8 @@ def load_ranks(path: str | Path, rank: int | None = None, **options) -> dict[int
         return {files[0].rank: Trace(files[0].path, **options)}
     options.setdefault("progress", False)
     options.setdefault("workers", 1)  # two loads at once: one pass-1 worker process each
+    from concurrent.futures import ThreadPoolExecutor  # here: it imports logging (a command's 10 ms)
+
     with ThreadPoolExecutor(max_workers=2) as pool:
         traces = list(pool.map(lambda f: Trace(f.path, **options), files))
     return {f.rank: t for f, t in zip(files, traces)}

@@ -7,6 +7,8 @@ import contextlib
 import os
 import signal
 import sys
+import threading
+import types
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -108,11 +110,50 @@ def _perfetto_api_without_pandas() -> None:
     builds its DataFrames itself, importing pandas then (``diff --html``)."""
     if "pandas" in sys.modules or "perfetto.common.query_result_iterator" in sys.modules:
         return
+    for name in _LAZY:
+        _import_lazily(name)
     sys.modules["pandas"] = None  # type: ignore[assignment]  # "import pandas" fails at once
     try:
         import perfetto.common.query_result_iterator  # noqa: F401
     finally:
         del sys.modules["pandas"]
+
+
+# The perfetto API imports these at once (with ssl, email and socket: a third of its import
+# time) only to download or talk to a native trace_processor_shell over HTTP, which the wasm
+# engine never does: they run on first use.
+_LAZY = ("http.client", "urllib.request")
+
+
+class _LazyModule(types.ModuleType):
+    """A module whose code runs when an attribute it lacks is first read. Unlike
+    ``importlib.util.LazyLoader``, reading ``__spec__`` (as ``import http.client`` does when
+    the module is already in ``sys.modules``) does not run it."""
+
+    _lock = threading.Lock()
+
+    def __getattr__(self, attr: str):
+        with _LazyModule._lock:
+            if self.__class__ is _LazyModule:
+                self.__class__ = types.ModuleType
+                self.__spec__.loader.exec_module(self)
+        return getattr(self, attr)
+
+
+def _import_lazily(name: str) -> None:
+    """Put ``name`` in ``sys.modules`` (and on its package) unrun, as a ``_LazyModule``."""
+    import importlib.util
+
+    if name in sys.modules:
+        return
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    module.__class__ = _LazyModule
+    sys.modules[name] = module
+    parent, _, child = name.rpartition(".")
+    setattr(sys.modules[parent], child, module)
 
 
 def _open_options(command):

@@ -8,7 +8,7 @@ import numpy as np
 
 from .gpu_steps import GpuOps
 from .intervals import gaps as union_gaps
-from .intervals import int_groups
+from .intervals import int_groups, sorted_groups
 from .kernels import grouped
 from .steps import shorten
 from .tables import Columns, objects
@@ -83,9 +83,9 @@ def stream_gaps(g: GpuOps, step: int | None = None) -> Columns:
     ops = g.ops
     rows = g.rows(step)
     dev, stream = ops["device"][rows], ops["stream"][rows]
-    pairs, n = np.unique(np.stack([dev, stream], axis=1).reshape(-1, 2), axis=0, return_counts=True)
-    keys = [tuple(k) for k in pairs.tolist()]
-    n_ops = dict(zip(keys, n.tolist()))
+    group, first_row = sorted_groups(dev, stream)
+    keys = list(zip(dev[first_row].tolist(), stream[first_row].tolist()))
+    n_ops = dict(zip(keys, np.bincount(group, minlength=len(keys)).tolist()))
     first, stats = _stats([p["device"], p["stream"]], p["gap"])
     found = {(int(d), int(s)): i for i, (d, s) in enumerate(zip(p["device"][first].tolist(),
                                                              p["stream"][first].tolist()))}

@@ -12,8 +12,22 @@ def int_groups(*keys: np.ndarray) -> np.ndarray:
     appearance; ``tables.groups`` without hashing one Python value per row."""
     if not len(keys[0]):
         return np.empty(0, np.int64)
-    inverse = np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)[1].reshape(-1)
-    return first_appearance(inverse)
+    return first_appearance(sorted_groups(*keys)[0])
+
+
+def sorted_groups(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's group over integer ``keys``, numbered in sorted key order, and each group's
+    first row in that order (``np.unique(..., axis=0)``'s inverse and index, by one lexsort
+    instead of sorting rows as opaque records: 5x faster)."""
+    order = np.lexsort(keys[::-1])
+    new = np.zeros(len(order), bool)
+    new[:1] = True
+    for k in keys:
+        k = k[order]
+        new[1:] |= k[1:] != k[:-1]
+    inverse = np.empty(len(order), np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    return inverse, order[new]
 
 
 def merge(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -64,7 +78,8 @@ def exclusive(spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[frozenset
     mask = np.cumsum(d)  # the set running after each point
     length = np.diff(t)
     out: dict[frozenset, int] = {}
-    for m in np.unique(mask[:-1]):
+    running = np.sort(mask[:-1])  # its distinct sets (np.unique would import numpy.ma: 10 ms)
+    for m in running[np.r_[True, running[1:] != running[:-1]]].tolist():
         if m > 0:
             key = frozenset(n for bit, n in enumerate(names) if m & (1 << bit))
             out[key] = int(length[mask[:-1] == m].sum())

@@ -166,9 +166,11 @@ def run(rewriter: Rewriter, src: str | Path, dst: str | Path | None, options: di
             raise TraceaugError(f"{src}: --open needs one output file")
     done = results(rewriter, src, dst, options, rank=rank, tp_bin=tp_bin,
                    prefetched=prefetched, keep_bytes=keep_bytes)
+    from ..paths import shown  # the name the user gave ("stdout" for OUT "-")
+
     for r in done:  # what was written is a message (stderr); stdout holds the summary only
         if r["out"]:
-            print(f"wrote {r['out']} ({r['events']} events added by {rewriter.name})",
+            print(shown(f"wrote {r['out']} ({r['events']} events added by {rewriter.name})"),
                   file=sys.stderr)
     text = rewriter.summary(done, fmt)
     if not open_ui:

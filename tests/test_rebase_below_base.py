@@ -175,3 +175,20 @@ def test_shared_kineto_traces_keep_their_base(monkeypatch) -> None:
             assert plan.base_ns == base_ns and len(calls) == 1, (path, kind)  # no restart
     path = shared_trace("kineto/a100_nccl_rank0_of2.json.gz")
     assert plan_fields(normalize.plan(path, workers=2)) == plan_fields(normalize.plan(path, workers=0))
+
+
+@pytest.mark.parametrize(("odd", "base_ns"), [
+    ("1.7121983133702255e15", 1712000000000000 * 1000),  # exponent form: rebased on the exact path
+    ("1712098313370225", 1712000000000000 * 1000),  # the prefix below: still above the base
+    ("1711998313370225", 0),  # below the base: no base
+])
+def test_other_forms_and_prefixes(tmp_path: Path, odd: str, base_ns: int) -> None:
+    path = tmp_path / "forms.json"
+    path.write_text(MIX.replace("1000.0", odd))
+    for kind in ("analysis", "full"):
+        with traceaug.load(path, kind=kind, progress=False) as t:
+            got = t.query("SELECT name, ts FROM slice")
+            assert t.base_ns == base_ns
+        have = dict(zip(got["name"], (int(ts) + base_ns for ts in got["ts"]), strict=True))
+        assert have["b"] == ns(Decimal(odd)) and have["c"] == ns("1712198313370100")
+        assert abs(have["a"] - ns(Decimal("1712198313370000.5"))) < (DOUBLE_NS if not base_ns else 1)

@@ -197,12 +197,14 @@ def _rebased_events(events: list, text: bytes, replaced: int, tail: bool,
         ts = rebase.in_place(events)
         if ts is not None:
             return events, False, ts
+        original = top_level_ts(events)  # as parsed: ``in_place`` left them
     else:
         ts = top_level_ts(events) if rebase.prefix is not None else None
         if rebase.verified(ts, replaced):
             return events, False, ts
+        original = top_level_ts(_parse(text, tail, layout))  # the exact path is rare
     events = _parse(rebase.exact(text), tail, layout)
-    return events, True, rebase.check(top_level_ts(events))
+    return events, True, rebase.check(original, top_level_ts(events))
 
 
 def read_chunk(text: bytes, tail: bool, array_form: bool, kind: str,

@@ -24,7 +24,9 @@ import numpy as np
 
 KEEP = 11  # integer digits kept: 10^11 µs ≈ 27.8 hours of trace (values < 10^12 are exact)
 _LARGE = re.compile(rb'"ts"(\s*):(\s*)(\d{%d,})(\.\d+)?' % (KEEP + 2))
-_NUMBER = re.compile(rb'"ts"(\s*):(\s*)(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)')  # any JSON number
+# What ``exact`` rewrites: 13 digits or more, or any number with an exponent. Smaller values
+# are below every base: a top-level one means ``BelowBase``, one inside args stays as it is.
+_EXACT = re.compile(rb'"ts"(\s*):(\s*)(\d{%d,}(?:\.\d+)?|-?\d+(?:\.\d+)?[eE][+-]?\d+)' % (KEEP + 2))
 _ANY = re.compile(rb'"ts"\s*:\s*-?\d')
 
 
@@ -132,8 +134,8 @@ class Rebase:
         return out
 
     def exact(self, text: bytes) -> bytes:
-        """Every timestamp minus the base, exactly (Decimal), whatever its form."""
-        return _NUMBER.sub(self._subtract, text) if self.prefix is not None else text
+        """Every large timestamp minus the base, exactly (Decimal), whatever its form."""
+        return _EXACT.sub(self._subtract, text) if self.prefix is not None else text
 
     def verified(self, ts: np.ndarray | None, replaced: int) -> bool:
         """Whether ``fast`` was exact for the events parsed from its output, given their
@@ -144,10 +146,11 @@ class Rebase:
         fast_form = int(((ts >= 10**KEEP) & (ts < 2 * 10**KEEP)).sum())
         return fast_form == replaced and fast_form == len(ts) - int(np.isnan(ts).sum())
 
-    def check(self, ts: np.ndarray) -> np.ndarray:
+    def check(self, original: np.ndarray, ts: np.ndarray) -> np.ndarray:
         """``ts`` (the ``top_level_ts`` of events parsed from ``exact``'s text), after raising
-        ``BelowBase`` if one is negative."""
-        if (ts < 0).any():
+        ``BelowBase`` if one of the ``original`` ones lies below the base (or, rounded in a
+        double to the base, is negative once rebased)."""
+        if (original < self.base_us).any() or (ts < 0).any():
             raise BelowBase(f"a timestamp lies below the base {self.base_us} µs")
         return ts
 

@@ -29,7 +29,7 @@ import orjson
 from . import chunks, pass1, source
 from .kinds import LoadKind, kind_of
 from .lanes import assign_lanes
-from .rebase import Rebase, fix_negative_tids
+from .rebase import BelowBase, Rebase, fix_negative_tids
 
 PARALLEL_ABOVE = 48 << 20  # raw bytes from which pass 1 runs in worker processes
 WORKERS = 2
@@ -109,17 +109,24 @@ def plan(path: Path, on_progress: Callable[[int], None] | None = None, full: boo
     load_kind = kind_of(kind, full=full and not only, only=only)
     if workers is None:
         workers = WORKERS if source.raw_size_estimate(path) > PARALLEL_ABOVE else 0
+    rebase = Rebase(numeric=not load_kind.full)  # a full load's pass 2 rebases the text itself
+    try:
+        return _confirmed_plan(path, on_progress, load_kind, workers, rebase)
+    except BelowBase:  # rare ("ts": 0 beside epoch values): read every timestamp as it is
+        return _confirmed_plan(path, on_progress, load_kind, workers, rebase.without_base())
+
+
+def _confirmed_plan(path: Path, on_progress, kind: LoadKind, workers: int, rebase: Rebase) -> Plan:
     if workers:
         try:
-            return _plan(path, on_progress, load_kind, workers)
+            return _plan(path, on_progress, kind, workers, rebase)
         except pass1.Unconfirmed:
             pass  # a cut a worker could not parse (or a worker failed): confirm every cut here
-    return _plan(path, on_progress, load_kind, 0)
+    return _plan(path, on_progress, kind, 0, rebase)
 
 
-def _plan(path: Path, on_progress, kind: LoadKind, workers: int) -> Plan:
+def _plan(path: Path, on_progress, kind: LoadKind, workers: int, rebase: Rebase) -> Plan:
     full = kind.full
-    rebase = Rebase(numeric=not full)  # a full load's pass 2 rebases the text itself
     blocks = source.iter_blocks(path, on_progress)
     results = (pass1.parallel(blocks, rebase, kind, workers) if workers
                else pass1.sequential(blocks, rebase, kind))

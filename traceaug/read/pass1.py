@@ -27,7 +27,7 @@ from .kinds import (  # the kinds' constants stay importable from here too
     LoadKind,
     kind_of,
 )
-from .rebase import Rebase, numbers, top_level_ts, unsigned_tid, us_to_ns_array
+from .rebase import BelowBase, Rebase, numbers, top_level_ts, unsigned_tid, us_to_ns_array
 
 FLOW_PHASES = ("s", "t", "f")
 SEGMENT = 512  # events per held piece: moving one event re-serializes only its piece
@@ -48,6 +48,7 @@ class ChunkResult:
     exact: bool = False  # rebased by ``Rebase.exact`` (pass 2 of a full load does the same)
     span: tuple[int, int] | None = None  # a subset load: the span of every timed event
     error: str | None = None  # the chunk did not parse
+    below_base: bool = False  # a timestamp lies below the rebase's base (``BelowBase``)
 
 
 class Unconfirmed(Exception):
@@ -239,16 +240,19 @@ def _rebased_events(events: list, text: bytes, replaced: int, tail: bool,
     """``events`` parsed from ``rebase.fast(text)``, rebased in place when ``rebase.numeric``,
     if that was exact; else the events of ``rebase.exact(text)``. Also whether the exact path
     was needed, and the returned events' ``top_level_ts`` if the check made it (a subset
-    load's gather reuses it)."""
+    load's gather reuses it). ``BelowBase`` when a timestamp lies below the base."""
     if rebase.numeric:
         ts = rebase.in_place(events)
         if ts is not None:
             return events, False, ts
+        original = top_level_ts(events)  # as parsed: ``in_place`` left them
     else:
         ts = top_level_ts(events) if rebase.prefix is not None else None
         if rebase.verified(ts, replaced):
             return events, False, ts
-    return _parse(rebase.exact(text), tail, layout), True, None
+        original = top_level_ts(_parse(text, tail, layout))  # the exact path is rare
+    events = _parse(rebase.exact(text), tail, layout)
+    return events, True, rebase.check(original, top_level_ts(events))
 
 
 def read_chunk(text: bytes, tail: bool, array_form: bool, kind: str,
@@ -263,6 +267,8 @@ def read_chunk(text: bytes, tail: bool, array_form: bool, kind: str,
                 _parse(rebased, tail, layout), text, replaced, tail, layout, rebase)
     except (orjson.JSONDecodeError, chunks.NotChromeJson, chunks.MalformedJson) as e:
         return ChunkResult(error=str(e))
+    except BelowBase:
+        return ChunkResult(below_base=True)
     with no_gc():
         result = gather(events, kind, ts)
         del events
@@ -318,6 +324,8 @@ def parallel(blocks: Iterable[bytes], rebase: Rebase, kind: LoadKind | str, work
             result = pool.result()
         except WorkerFailed as e:
             raise Unconfirmed(str(e)) from None
+        if result.below_base:
+            raise BelowBase("a timestamp lies below the base")
         if result.error is not None:
             raise Unconfirmed(result.error)
         if result.trailer is not None:

@@ -9,6 +9,10 @@ subtraction of ``prefix * 10^11`` µs done on the text, at C speed) and keep
 the subtracted base to map results back. A load that re-serializes the events
 (``numeric``) subtracts from the parsed integers instead, when they all are
 integers: the same values, without a pass over the text.
+
+Perfetto drops events with a negative ``ts``, so no timestamp may lie below the base:
+a trace that has one (``"ts": 0`` beside epoch values) is read with no base at all
+(``BelowBase``: pass 1 starts again), as exactly as Perfetto's double allows.
 """
 
 from __future__ import annotations
@@ -20,6 +24,15 @@ import numpy as np
 
 KEEP = 11  # integer digits kept: 10^11 µs ≈ 27.8 hours of trace (values < 10^12 are exact)
 _LARGE = re.compile(rb'"ts"(\s*):(\s*)(\d{%d,})(\.\d+)?' % (KEEP + 2))
+# What ``exact`` rewrites: 13 digits or more, or any number with an exponent. Smaller values
+# are below every base: a top-level one means ``BelowBase``, one inside args stays as it is.
+_EXACT = re.compile(rb'"ts"(\s*):(\s*)(\d{%d,}(?:\.\d+)?|-?\d+(?:\.\d+)?[eE][+-]?\d+)' % (KEEP + 2))
+_ANY = re.compile(rb'"ts"\s*:\s*-?\d')
+
+
+class BelowBase(Exception):
+    """A timestamp lies below the chosen base (Perfetto would drop it once rebased):
+    plan again with ``Rebase.without_base``."""
 
 
 def us_to_ns(value: int | float) -> int:
@@ -54,25 +67,32 @@ def top_level_ts(events: list) -> np.ndarray:
 
 
 class Rebase:
-    """Chooses the prefix from the first large timestamp and strips it everywhere.
+    """Chooses the prefix from the first large timestamp and strips it everywhere (none
+    when the first chunk with timestamps has no large one).
 
     The shared leading digits become a single ``1`` (so no leading zero appears):
     ``"ts": 16612|03462674279.5`` -> ``"ts": 1|03462674279.5``, i.e. the exact
     subtraction of ``(prefix - 1) * 10^11`` µs, done with ``bytes.replace`` (``fast``).
     ``verified`` then checks the parsed events: every replaced value must have had
     exactly KEEP more digits and no large timestamp may remain; else the chunk takes
-    ``exact``, one Decimal subtraction per timestamp.
+    ``exact``, one Decimal subtraction per timestamp. A timestamp below the base raises
+    ``BelowBase`` there (or in ``in_place``).
     """
 
     def __init__(self, prefix: bytes | None = None, sep: bytes | None = None,
-                 numeric: bool = False) -> None:
+                 numeric: bool = False, fixed: bool = False) -> None:
         self.prefix = prefix
+        self.fixed = fixed or prefix is not None  # ``choose`` has decided (no prefix: no base)
         self.sep = sep  # the spacing ``fast`` handles: ``"ts":`` or ``"ts": `` (None: none)
         # Rebase parsed integers (``in_place``), not text: for loads that re-serialize events,
         # unless the first large timestamp has a fraction (its writer's are not integers).
         self.numeric = numeric
         self.replaced = 0  # by the last ``rewrite``
         self.last_text = b""  # the last text given to ``rewrite``, as it was
+
+    def without_base(self) -> Rebase:
+        """A rebase that subtracts nothing, for a trace with a timestamp below the base."""
+        return Rebase(numeric=self.numeric, fixed=True)
 
     @property
     def base_us(self) -> int:
@@ -84,11 +104,16 @@ class Rebase:
         return self.base_us * 1000
 
     def choose(self, text: bytes) -> None:
-        """Take the prefix (and spacing) from the first large timestamp seen."""
-        if self.prefix is not None:
+        """Take the prefix (and spacing) from the first large timestamp seen; or none for
+        good when the first text with a timestamp has no large one (an earlier chunk that
+        was not rebased must not lie below a later base)."""
+        if self.fixed:
             return
         m = _LARGE.search(text)
-        if m is not None:
+        if m is None:
+            self.fixed = _ANY.search(text) is not None
+        else:
+            self.fixed = True
             self.prefix = m.group(3)[:-KEEP]
             self.numeric = self.numeric and m.group(4) is None
             self.sep = b'"ts":' + m.group(2) if not m.group(1) and m.group(2) in (b"", b" ") else None
@@ -111,37 +136,50 @@ class Rebase:
 
     def exact(self, text: bytes) -> bytes:
         """Every large timestamp minus the base, exactly (Decimal), whatever its form."""
-        return _LARGE.sub(self._subtract, text) if self.prefix is not None else text
+        return _EXACT.sub(self._subtract, text) if self.prefix is not None else text
 
     def verified(self, ts: np.ndarray | None, replaced: int) -> bool:
         """Whether ``fast`` was exact for the events parsed from its output, given their
-        ``top_level_ts`` (None: not made, as there is no prefix)."""
+        ``top_level_ts`` (None: not made, as there is no prefix): each timestamp was
+        replaced, so lies in [10^11, 2 * 10^11)."""
         if self.prefix is None:
-            return True  # nothing large in the text (``choose`` looked)
+            return True  # no base
         fast_form = int(((ts >= 10**KEEP) & (ts < 2 * 10**KEEP)).sum())
-        return fast_form == replaced and not (ts >= 10 ** (KEEP + 1)).any()
+        return fast_form == replaced and fast_form == len(ts) - int(np.isnan(ts).sum())
+
+    def check(self, original: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        """``ts`` (the ``top_level_ts`` of events parsed from ``exact``'s text), after raising
+        ``BelowBase`` if one of the ``original`` ones lies below the base (or, rounded in a
+        double to the base, is negative once rebased)."""
+        if (original < self.base_us).any() or (ts < 0).any():
+            raise BelowBase(f"a timestamp lies below the base {self.base_us} µs")
+        return ts
 
     def in_place(self, events: list) -> np.ndarray | None:
-        """Subtract the base from every large top-level ``ts`` of events parsed from text as it
+        """Subtract the base from every top-level ``ts`` of events parsed from text as it
         was (what ``exact`` does to the text); their ``top_level_ts`` after it. None, with the
-        events untouched, when a large value is not an integer below 2^53 (exact in a double):
-        the caller rebases the text instead."""
+        events untouched, when a value is not an integer below 2^53 (exact in a double):
+        the caller rebases the text instead. ``BelowBase`` when one is below the base."""
         raw = _ts_values(events)
         ts = numbers(raw)
-        large = ts >= 10 ** (KEEP + 1)  # what ``_LARGE`` matches: 13 digits or more
-        if self.prefix is None or not large.any():
-            return ts  # ``choose`` saw the text: nothing large in it
-        at = np.flatnonzero(large).tolist()
-        if (ts[large] >= 2**53).any() or any(raw[i].__class__ is not int for i in at):
-            return None
+        if self.prefix is None:
+            return ts  # no base
+        valid = ~np.isnan(ts)
+        if not valid.any():
+            return ts
         base = self.base_us
+        if (ts[valid] < base).any():  # a fraction below the base may round up: ``check`` sees it
+            raise BelowBase(f"a timestamp lies below the base {base} µs")
+        at = np.flatnonzero(valid).tolist()
+        if (ts[valid] >= 2**53).any() or any(raw[i].__class__ is not int for i in at):
+            return None
         for i in at:
             events[i]["ts"] = raw[i] - base
-        ts[large] -= base  # exact: both are integers below 2^53
+        ts[valid] -= base  # exact: both are integers below 2^53
         return ts
 
     def _subtract(self, m: re.Match) -> bytes:
-        value = Decimal((m.group(3) + (m.group(4) or b"")).decode()) - self.base_us
+        value = Decimal(m.group(3).decode()) - self.base_us
         return b'"ts"' + m.group(1) + b":" + m.group(2) + format(value, "f").encode()
 
 

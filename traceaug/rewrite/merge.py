@@ -50,7 +50,8 @@ def _flow_id(value):
 
 def b_events(side: Side, shift_ns: int) -> list[bytes]:
     """B's events, relabelled and shifted by ``shift_ns`` (exact)."""
-    rebase = Rebase()
+    chosen = side.trace.plan.rebase  # B's load chose it (no base when a ts lies below one)
+    rebase = Rebase(chosen.prefix, chosen.sep, chosen.numeric, fixed=True)
     named: set = set()
     pids: dict = {}  # in order of appearance (a set's order of strings varies by run)
     out: list[bytes] = []

@@ -294,11 +294,14 @@ def test_rank_of_a_lone_file_is_accepted_by_every_command(tmp_path: Path) -> Non
     out = tmp_path / "out.json.gz"
     for args in (["info", str(rank0), "--rank", "0"],
                  ["query", str(rank0), "SELECT 1 AS x", "--rank", "0"],
-                 ["counters", str(rank0), str(out), "--rank", "0"]):
+                 ["counters", str(rank0), str(out), "--rank", "0"],
+                 ["diff", str(rank0), str(rank0), "--rank", "0", "--format", "csv"]):
         result = cli(*args)
         assert result.exit_code == 0, (args, result.stderr)
     assert out.exists()
     result = cli("counters", str(rank0), str(tmp_path / "x.json"), "--rank", "1")
+    assert result.exit_code == 1 and "holds rank 0, not rank 1" in result.stderr
+    result = cli("diff", str(rank0), str(rank0), "--rank", "1")
     assert result.exit_code == 1 and "holds rank 0, not rank 1" in result.stderr
     assert traceaug.info(rank0, rank=0)[0]["rank"] == 0
 

@@ -15,7 +15,7 @@ from ..analysis.diff import Side, compute, pick_steps
 from ..analysis.tables import Columns, objects
 from ..errors import TraceaugError
 from ..output import render_columns
-from ..read.inputs import TraceFile, resolve
+from ..read.inputs import TraceFile, select
 from ..trace import Trace
 
 if TYPE_CHECKING:
@@ -53,24 +53,18 @@ class Comparison(NamedTuple):
 
 
 def pair_ranks(a: Path, b: Path, rank: int | None) -> tuple[list[tuple[TraceFile, TraceFile]], dict]:
-    """Match A's and B's files by rank; two single files always pair."""
-    fa, fb = resolve(a), resolve(b)
+    """Match A's and B's files by rank (``--rank`` picked on each side by ``read.inputs.select``,
+    as every command picks it); one trace on each side always pairs."""
+    fa, fb = select(a, rank), select(b, rank)
     if len(fa) == 1 and len(fb) == 1:  # one trace each: compare them whatever their ranks
-        pairs = [(fa[0], fb[0])]
-        unmatched: dict = {}
-    else:
-        ra, rb = {f.rank: f for f in fa}, {f.rank: f for f in fb}
-        common = sorted(set(ra) & set(rb), key=lambda r: (r is None, r))
-        unmatched = {"a": sorted(set(ra) - set(rb), key=str), "b": sorted(set(rb) - set(ra), key=str)}
-        if not common:
-            raise TraceaugError(f"{a} and {b}: no common ranks (A has {sorted(ra, key=str)}, "
-                                f"B has {sorted(rb, key=str)})")
-        pairs = [(ra[r], rb[r]) for r in common]
-    if rank is not None:
-        pairs = [p for p in pairs if rank in (p[0].rank, p[1].rank)]
-        if not pairs:
-            raise TraceaugError(f"{a} and {b}: no rank {rank} on both sides")
-    return pairs, unmatched
+        return [(fa[0], fb[0])], {}
+    ra, rb = {f.rank: f for f in fa}, {f.rank: f for f in fb}
+    common = sorted(set(ra) & set(rb), key=lambda r: (r is None, r))
+    unmatched = {"a": sorted(set(ra) - set(rb), key=str), "b": sorted(set(rb) - set(ra), key=str)}
+    if not common:
+        raise TraceaugError(f"{a} and {b}: no common ranks (A has {sorted(ra, key=str)}, "
+                            f"B has {sorted(rb, key=str)})")
+    return [(ra[r], rb[r]) for r in common], unmatched
 
 
 def run(a: Path, b: Path, by: str, device: str, step: int | None, threshold: float,

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from . import chunks, pass1, source
+from . import chunks, pass1, source, ui_import
 from .lanes import assign_lanes
 from .rebase import Rebase, fix_negative_tids
 
@@ -50,6 +50,7 @@ class Plan:
     chunk_first_seq: list[int] = field(default_factory=list)
     lane_threads: dict[tuple, str] = field(default_factory=dict)  # (pid, tid, lane) -> name
     thread_names: dict[tuple, str] = field(default_factory=dict)
+    ui: ui_import.Columns = field(default_factory=ui_import.Columns)  # what the UI imports
 
     moved_slices: int = 0
     moved_flows: int = 0
@@ -116,12 +117,14 @@ def _plan(path: Path, on_progress, full: bool, workers: int, only: str | None) -
     spans: list[tuple[int, int]] = []
     seq = 0
     layout = None
+    ui = ui_import.Columns()
     for r in results:
         if isinstance(r, chunks.Layout):
             layout = r
             break
         first_seqs.append(seq)
         cols.merge(r, seq)
+        ui.merge(r.ui_keys, r.ui_x, r.ui_flows, r.parsed)
         names.update(r.names)
         if held is not None:
             held.append(r.held)
@@ -134,7 +137,7 @@ def _plan(path: Path, on_progress, full: bool, workers: int, only: str | None) -
     layout.has_events = layout.has_events or seq > 0
     p = Plan(path=path, layout=layout, rebase=rebase, full=full, held=held, events=seq,
              chunk_first_seq=first_seqs, thread_names=names, exact_chunks=exact_chunks,
-             only=only,
+             only=only, ui=ui,
              span_ns=(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None)
     _place(p, cols)
     return p

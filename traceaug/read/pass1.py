@@ -76,6 +76,13 @@ class ChunkResult:
     exact: bool = False  # rebased by ``Rebase.exact`` (pass 2 of a full load does the same)
     span: tuple[int, int] | None = None  # a subset load: the span of every timed event
     error: str | None = None  # the chunk did not parse
+    parsed: int = 0  # every event of the chunk, kept or not
+    # What the Perfetto UI imports from the file as it is (read.ui_import), whatever the load
+    # keeps: raw (pid, tid) keys, int64 rows (key, ts ns, dur ns, index in chunk) of every
+    # complete event and (key, ts ns, index in chunk) of every flow event.
+    ui_keys: list = field(default_factory=list)
+    ui_x: bytes = b""
+    ui_flows: bytes = b""
 
 
 class Unconfirmed(Exception):
@@ -162,6 +169,15 @@ def gather(events: list, full: bool, only: str | None = None, ts: np.ndarray | N
     drop = np.zeros(len(events), dtype=bool) if full else is_flow.copy()
     if only is not None:
         drop |= ~_subset_keeps(events, phases, SUBSETS[only])
+    if ts is None:
+        ts = top_level_ts(events)
+    index = np.arange(len(events))
+    is_x = ph == "X"
+    ui_keys: dict = {}  # before negative tids are changed below: the UI sees them as written
+    ui_x = _column_rows([events[i] for i in index[is_x].tolist()], ts[is_x], index[is_x], ui_keys,
+                        "dur")
+    ui_flows = _column_rows([events[i] for i in index[is_flow].tolist()], ts[is_flow],
+                            index[is_flow], ui_keys, None)
     if not drop.any():
         kept, seq_of = events, np.arange(len(events), dtype=np.int64)
     else:
@@ -171,10 +187,6 @@ def gather(events: list, full: bool, only: str | None = None, ts: np.ndarray | N
         for ev in [e for e in kept if e.__class__ is dict and e.get("tid").__class__ is int
                    and e["tid"] < 0]:
             ev["tid"] = unsigned_tid(ev["tid"])
-    if ts is None:
-        ts = top_level_ts(events)
-    index = np.arange(len(events))
-    is_x = ph == "X"
     x_at = index[is_x & ~drop]
     x_events = [events[i] for i in x_at.tolist()]
     keys: dict = {}
@@ -204,7 +216,9 @@ def gather(events: list, full: bool, only: str | None = None, ts: np.ndarray | N
                               for i in range(0, len(kept), SEGMENT)]
     return ChunkResult(events=len(kept), keys=list(keys), x=x.tobytes(), flows=flows.tobytes(),
                        names=names, held=held,
-                       span=_span(events, phases, ph, ts) if only is not None else None)
+                       span=_span(events, phases, ph, ts) if only is not None else None,
+                       parsed=len(events), ui_keys=list(ui_keys), ui_x=ui_x.tobytes(),
+                       ui_flows=ui_flows.tobytes())
 
 
 def _parse(text: bytes, tail: bool, layout: chunks.Layout) -> list:

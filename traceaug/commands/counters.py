@@ -12,7 +12,7 @@ import orjson
 from ..errors import TraceaugError
 from ..output import render_columns
 from ..read.inputs import TraceFile, resolve
-from ..rewrite import splice
+from ..rewrite import splice, visible
 from ..rewrite.counters import prepare
 from ..trace import Trace
 
@@ -40,13 +40,16 @@ def _targets(src: Path, dst: Path | None, rank: int | None) -> list[tuple[TraceF
     return [(f, dst) for f in files]
 
 
-def _one(target: tuple[TraceFile, Path | None], series, style, tp_bin, quiet, prefetched) -> dict:
+def _one(target: tuple[TraceFile, Path | None], series, style, tp_bin, quiet, prefetched,
+         keep_bytes: bool = False) -> dict:
     tf, out = target  # quiet: two ranks at once, one pass-1 worker process each
-    copy = None if out is None else splice.Copy(tf.path, out, "counters")  # deflates meanwhile
+    copy = None if out is None else splice.Copy(tf.path, out, "counters", keep_bytes)  # deflates meanwhile
     try:
         with Trace(tf.path, tp_bin=tp_bin, progress=False if quiet else None, only="gpu",
                    workers=1 if quiet else None, prefetched=prefetched) as trace:
             result, events = prepare(trace, out, series, style)
+            if copy is not None:
+                visible.apply(trace.plan, copy)  # what the Perfetto UI would drop: moved
             rank = trace.rank if trace.rank is not None else tf.rank
             layout = trace.plan.layout if trace.plan is not None else None
         if copy is not None:  # the engine is closed: its memory is free for the copy
@@ -63,16 +66,19 @@ def _one(target: tuple[TraceFile, Path | None], series, style, tp_bin, quiet, pr
 
 
 def run(src: Path, dst: Path | None, series: tuple[str, ...], style: str, rank: int | None,
-        fmt: str, tp_bin: str | None = None, prefetched: Prefetched | None = None) -> str:
-    """Process every target (two ranks at a time) and return the formatted summary."""
+        fmt: str, tp_bin: str | None = None, prefetched: Prefetched | None = None,
+        keep_bytes: bool = False) -> str:
+    """Process every target (two ranks at a time) and return the formatted summary.
+    ``keep_bytes``: keep every original byte (else the output is one the Perfetto UI shows in
+    full: ``rewrite.visible``)."""
     targets = _targets(Path(src), None if dst is None else Path(dst), rank)
     quiet = len(targets) > 1
     if quiet:
         with ThreadPoolExecutor(max_workers=2) as pool:
-            results = list(pool.map(lambda t: _one(t, series, style, tp_bin, True, prefetched),
-                                    targets))
+            results = list(pool.map(
+                lambda t: _one(t, series, style, tp_bin, True, prefetched, keep_bytes), targets))
     else:
-        results = [_one(targets[0], series, style, tp_bin, False, prefetched)]
+        results = [_one(targets[0], series, style, tp_bin, False, prefetched, keep_bytes)]
     return summary_text(results, fmt)
 
 

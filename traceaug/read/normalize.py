@@ -187,13 +187,15 @@ def lane_tid(tid, lane: int) -> str:
     return f"{tid}~lane{lane}"
 
 
+def lane_metadata(lane_threads: dict[tuple, str]) -> list[bytes]:
+    """A ``thread_name`` metadata event per lane thread ((pid, tid, lane) -> name)."""
+    return [orjson.dumps({"ph": "M", "name": "thread_name", "pid": pid, "tid": lane_tid(tid, lane),
+                          "args": {"name": name}})
+            for (pid, tid, lane), name in lane_threads.items()]
+
+
 def _lane_metadata(p: Plan) -> bytes:
-    events = [
-        {"ph": "M", "name": "thread_name", "pid": pid, "tid": lane_tid(tid, lane),
-         "args": {"name": name}}
-        for (pid, tid, lane), name in p.lane_threads.items()
-    ]
-    return orjson.dumps(events)[1:-1]
+    return b",".join(lane_metadata(p.lane_threads))
 
 
 def _move(text: bytes, first_seq: int, p: Plan) -> bytes:
@@ -211,7 +213,7 @@ def _move(text: bytes, first_seq: int, p: Plan) -> bytes:
                 if not isinstance(args, dict):
                     args = ev["args"] = {}
                 args["traceaug_lane"] = lane
-                args["traceaug_tid"] = tid
+                args.setdefault("traceaug_tid", tid)  # a lane's event moved again keeps its thread
         return orjson.dumps(events)[1:-1]
 
 

@@ -30,6 +30,7 @@ SEGMENT = 512  # events per held piece: moving one event re-serializes only its 
 # reads it; metadata, counter and instant events keep all of theirs. ``full=True`` keeps all.
 KINETO_ARGS = frozenset({
     "correlation", "correlation id", "device", "stream", "bytes", "memory bandwidth (GB/s)",
+    "traceaug_tid", "traceaug_lane",  # on events a rewriter moved to overlap lanes (base.sql)
 })
 
 

@@ -1,0 +1,231 @@
+"""Which bytes of a trace a rewriter changes so that the Perfetto UI shows every event.
+
+Opened as written, a Kineto trace loses events in the UI (``read.ui_import``): negative tids
+are folded into their process's main thread, and complete events that partly overlap on a
+thread are dropped. A rewriter's output (unless ``--keep-bytes``) therefore:
+
+- gives every negative integer ``tid`` its unsigned 32-bit value (``rebase``'s text fix,
+  applied as the text streams: it needs no plan);
+- moves each complete event the UI would still drop, and the flow events bound to it, to
+  the lane threads traceaug's own loads use: ``"tid": "<tid>~lane<N>"`` named
+  ``<thread> [overlap lane N]`` (``thread_name`` metadata added with the other new events),
+  the slice carrying ``args.traceaug_tid`` and ``args.traceaug_lane``.
+
+Only those events' bytes change: the tid value and the two args are edited into the
+event's own text, so its timestamps keep their exact text. Events are found by their
+position in pass 1's chunks (``Layout.cuts``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import orjson
+
+from ..read import ui_import
+from ..read.chunks import _BOUNDARY
+from ..read.normalize import lane_metadata, lane_tid
+from ..read.rebase import fix_negative_tids
+
+if TYPE_CHECKING:
+    from ..read.normalize import Plan
+
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]:,]')
+
+
+@dataclass
+class Edits:
+    """The moves for one input: per pass-1 chunk, event position in the chunk -> (lane, tid
+    after the unsigned fix, is a slice); each chunk's byte range in the decompressed input and
+    event count; the lane threads' metadata events (to add); and the marker's summary."""
+
+    chunks: dict[int, dict[int, tuple[int, object, bool]]] = field(default_factory=dict)
+    ranges: dict[int, tuple[int, int | None]] = field(default_factory=dict)  # None: to the end
+    counts: dict[int, int] = field(default_factory=dict)
+    metadata: list[bytes] = field(default_factory=list)
+    moved: list[list[int]] = field(default_factory=list)  # [event index in the input, lane]
+    slices: int = 0
+    flows: int = 0
+    negative_tid_threads: list[list] = field(default_factory=list)  # [pid, tid as written]
+
+
+def edits(plan: Plan) -> Edits:
+    """The moves ``read.ui_import.moves`` predicts for this plan's file, placed in its chunks."""
+    m = ui_import.moves(plan.ui, plan.base_ns, plan.thread_names)
+    out = Edits(metadata=lane_metadata(m.lane_threads), slices=len(m.slices), flows=len(m.flows),
+                negative_tid_threads=[[pid, tid] for pid, tid in plan.ui.keys
+                                      if tid.__class__ is int and tid < 0])
+    if not m.slices:
+        return out
+    first = np.array(plan.ui.first_index, dtype=np.int64)
+    everything = {**{i: (*v, True) for i, v in m.slices.items()},
+                  **{i: (*v, False) for i, v in m.flows.items()}}
+    index = np.array(sorted(everything), dtype=np.int64)
+    chunk = np.searchsorted(first, index, side="right") - 1
+    layout = plan.layout
+    for i, c in zip(index.tolist(), chunk.tolist()):
+        out.chunks.setdefault(c, {})[i - int(first[c])] = everything[i]
+        out.moved.append([i, everything[i][0]])
+    for c in out.chunks:
+        start = layout.events_start if c == 0 else layout.cuts[c - 1]
+        out.ranges[c] = (start, layout.cuts[c] if c < len(layout.cuts) else None)
+        end = first[c + 1] if c + 1 < len(first) else plan.ui.events
+        out.counts[c] = int(end - first[c])
+    return out
+
+
+def apply(plan: Plan | None, copy) -> None:
+    """Make ``copy`` (a ``splice.Copy``) move what the UI would drop, unless it keeps bytes."""
+    if plan is not None and not copy.keep_bytes:
+        copy.edits = edits(plan)
+
+
+def summary(e: Edits | None) -> dict:
+    """The marker's record of what changed for the UI: every negative tid made unsigned
+    (the threads of complete and flow events that had one), and which events moved to lanes
+    (index in the input's event array, lane)."""
+    e = e or Edits()
+    return {"unsigned_tids": True, "negative_tid_threads": e.negative_tid_threads,
+            "moved_to_lanes": {"slices": e.slices, "flows": e.flows, "events": e.moved}}
+
+
+def _object_end(text: bytes, start: int) -> int:
+    """End of the JSON object that begins at ``start`` (its ``}`` + 1), found by parsing."""
+    j = text.find(b"}", start)
+    while j != -1:
+        try:
+            if isinstance(orjson.loads(text[start : j + 1]), dict):
+                return j + 1
+        except orjson.JSONDecodeError:
+            pass
+        j = text.find(b"}", j + 1)
+    raise ValueError("no JSON object")
+
+
+def _skip(text: bytes, pos: int) -> int:
+    """Past white space and one comma to the next ``{``."""
+    n = len(text)
+    while pos < n and text[pos] in b" \t\r\n,":
+        pos += 1
+    return pos
+
+
+def event_spans(text: bytes, count: int, wanted: int) -> list[tuple[int, int]]:
+    """(start, end) of the first ``wanted`` events of a chunk's text holding ``count`` events:
+    at the ``},{`` boundaries when there are exactly ``count - 1`` of them, else object by
+    object (a ``},{`` inside a string or a nested array)."""
+    start = _skip(text, 0)
+    bounds = [m.span() for m in _BOUNDARY.finditer(text, start)]
+    if len(bounds) == count - 1:
+        starts = [start] + [e - 1 for _s, e in bounds]
+        ends = [s + 1 for s, _e in bounds]
+        if wanted == count:
+            ends.append(_object_end(text, starts[-1]))
+        return list(zip(starts, ends))[:wanted]
+    spans = []
+    pos = start
+    while len(spans) < wanted:
+        end = _object_end(text, pos)
+        spans.append((pos, end))
+        pos = _skip(text, end)
+    return spans
+
+
+def move_event(text: bytes, lane: int, tid, is_slice: bool) -> bytes:
+    """One event's text with its tid on lane ``lane`` (and, for a slice, the lane args),
+    every other byte as it was."""
+    members = _values(text)
+    new_tid = orjson.dumps(lane_tid(tid, lane))
+    edits: list[tuple[int, int, bytes]] = []
+    close = text.rindex(b"}")
+    if b"tid" in members:
+        edits.append((*members[b"tid"], new_tid))
+    else:
+        edits.append((close, close, b',"tid":' + new_tid))
+    if is_slice:
+        extra = b'"traceaug_lane":' + orjson.dumps(lane) + b',"traceaug_tid":' + orjson.dumps(tid)
+        span = members.get(b"args")
+        if span is None:
+            edits.append((close, close, b',"args":{' + extra + b"}"))
+        elif text[span[0] : span[0] + 1] == b"{":
+            inner = text[span[0] + 1 : span[1] - 1].strip()
+            edits.append((span[0] + 1, span[0] + 1, extra + (b"," if inner else b"")))
+        else:
+            edits.append((*span, b"{" + extra + b"}"))
+    out = text
+    for s, e, new in sorted(edits, reverse=True):
+        out = out[:s] + new + out[e:]
+    return out
+
+
+def _values(text: bytes) -> dict[bytes, tuple[int, int]]:
+    """Top-level keys of one JSON object's text -> the span of their value."""
+    out: dict[bytes, tuple[int, int]] = {}
+    depth = 0
+    key: bytes | None = None
+    expecting_key = True
+    value_start = -1
+    for m in _TOKEN.finditer(text):
+        tok = m.group()
+        c = tok[:1]
+        if depth == 1:
+            if c == b'"' and expecting_key:
+                key = orjson.loads(tok).encode()
+                continue
+            if c == b":":
+                expecting_key = False
+                value_start = _skip_ws(text, m.end())
+                continue
+            if c in b",}":
+                if key is not None:
+                    out[key] = (value_start, len(text[:m.start()].rstrip()))
+                key, expecting_key = None, True
+                if c == b"}":
+                    depth -= 1
+                continue
+        if c in b"{[":
+            depth += 1
+        elif c in b"}]":
+            depth -= 1
+    return out
+
+
+def _skip_ws(text: bytes, pos: int) -> int:
+    while pos < len(text) and text[pos] in b" \t\r\n":
+        pos += 1
+    return pos
+
+
+def apply_text(text: bytes, offset: int, e: Edits | None, fix_tids: bool) -> bytes:
+    """Input text starting at byte ``offset`` of the decompressed file, edited: the moves of
+    every chunk inside it (no chunk with moves may straddle its ends), then negative tids
+    made unsigned."""
+    if e is not None and e.chunks:
+        end = offset + len(text)
+        pieces, pos = [], 0
+        for c in sorted(e.chunks):
+            start, stop = e.ranges[c]
+            stop = end if stop is None else stop
+            if start < offset or stop > end or start >= end:
+                continue
+            local = text[start - offset : stop - offset]
+            pieces.append(text[pos : start - offset])
+            pieces.append(_edit_chunk(local, e.counts[c], e.chunks[c]))
+            pos = stop - offset
+        pieces.append(text[pos:])
+        text = b"".join(pieces)
+    return fix_negative_tids(text) if fix_tids else text
+
+
+def _edit_chunk(text: bytes, count: int, moves: dict[int, tuple[int, object, bool]]) -> bytes:
+    spans = event_spans(text, count, max(moves) + 1)
+    pieces, pos = [], 0
+    for k in sorted(moves):
+        s, end = spans[k]
+        pieces += [text[pos:s], move_event(text[s:end], *moves[k])]
+        pos = end
+    pieces.append(text[pos:])
+    return b"".join(pieces)

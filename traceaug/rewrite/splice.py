@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -90,9 +91,9 @@ def _deflate(text: bytes) -> bytes:
 
 
 class _Body:
-    """The original text after the event array's ``[`` (negative tids made unsigned when
-    ``fix_tids``), deflated by a low-priority thread in segments into an unnamed temporary
-    file beside the output."""
+    """The original text after the event array's ``[``, deflated by a low-priority thread
+    into an unnamed temporary file beside the output: as one stream when its bytes are kept,
+    else (``fix_tids``: negative tids made unsigned) in segments that can be redone."""
 
     def __init__(self, src: Path, directory: Path, fix_tids: bool) -> None:
         self.src = src
@@ -113,6 +114,9 @@ class _Body:
         rest = None
         try:
             self.layout, self.head, rest = chunks.split_header(self._blocks())
+            if not self.fix_tids:
+                self._kept(rest)
+                return
             offset = self.layout.events_start
             buf = bytearray()
             for block in rest:
@@ -132,6 +136,17 @@ class _Body:
         finally:
             if rest is not None:
                 rest.close()  # the input file, when stopped early
+
+    def _kept(self, rest: Iterator[bytes]) -> None:
+        """Every byte as it is, in one deflate stream ended with the member's final block."""
+        deflate = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
+        for block in rest:
+            if self._stop.is_set():
+                break
+            self.crc = zlib.crc32(block, self.crc)
+            self.size += len(block)
+            self.file.write(deflate.compress(block))
+        self.file.write(deflate.flush())
 
     def _add(self, text: bytes, offset: int) -> None:
         out = visible.apply_text(text, offset, None, self.fix_tids)
@@ -279,6 +294,12 @@ class Copy:
             start.write(self._start(body.layout, body.head, layout))
             start.write(added)
             crc, size = start.close()
+            if not body.fix_tids:  # one stream, final block included
+                body.file.seek(0)
+                shutil.copyfileobj(body.file, out)
+                out.write(pgzip.trailer(pgzip.crc32_combine(crc, body.crc, body.size),
+                                        size + body.size))
+                return size + body.size
             segments = body.segments
             i, before = 0, 0  # before: the body's running CRC before segment i
             while i < len(segments):

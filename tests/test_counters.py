@@ -18,6 +18,7 @@ from rawjson import ns
 
 import traceaug
 from traceaug.read.source import read_all
+from traceaug.rewrite.splice import find_marker
 
 A100 = "kineto/a100_rank0_of16_6streams.json.gz"
 
@@ -45,7 +46,8 @@ def our_series(events: list[dict], name: str) -> dict:
 
 def strip_added(out: bytes, events: int) -> bytes:
     """OUT without the marker key and the spliced events."""
-    out = re.sub(rb'^(\s*\{)"traceaug":\{[^{}]*\},', rb"\1", out, count=1)
+    start, end, _ = find_marker(out[:4096])
+    out = out[:start] + out[end:]
     return re.sub(rb'\[(\{"ph":"C"[^\n]*?\}\},){%d}' % events, b"[", out, count=1)
 
 

@@ -86,7 +86,7 @@ def test_cuts_skip_strings_and_nested_objects(tmp_path, monkeypatch, indent: int
     monkeypatch.setattr(chunks, "CHUNK", 64 << 10)
     monkeypatch.setattr(source, "BLOCK", 64 << 10)
     with pytest.raises(pass1.Unconfirmed):
-        for _ in pass1.parallel(source.iter_blocks(path), Rebase(), False, 2):
+        for _ in pass1.parallel(source.iter_blocks(path), Rebase(), "analysis", 2):
             pass
     here = normalize.plan(path, full=False, workers=0)
     there = normalize.plan(path, full=False, workers=2)

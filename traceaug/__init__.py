@@ -35,27 +35,25 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'traceaug' has no attribute {name!r}")
 
 
-def load(path: str | Path, **options) -> Trace:
-    """Load one trace file (options: tp_bin, memory64, progress, full, only).
+def load(path: str | Path, kind: str | None = None, **options) -> Trace:
+    """Load one trace file (options: tp_bin, memory64, progress).
 
-    By default only the args traceaug's analyses use are kept, and no flow events (as
-    HTA's parser keeps a minimal arg set); ``full=True`` keeps everything for your SQL;
-    ``only="gpu"`` (GPU ops, launches, steps) or ``only="ops"`` (CPU ops too) keep less."""
+    ``kind`` (``traceaug.read.kinds.KINDS``) says what is kept. By default ("analysis") only
+    the args traceaug's analyses use, and no flow events (as HTA's parser keeps a minimal arg
+    set); "full" keeps everything for your SQL; "gpu" (GPU ops, launches, steps), "ops" (CPU
+    ops too) and "sync" (annotations, every runtime call and ``cuda_sync`` events too) keep
+    less. ``full=True`` and ``only="gpu"|"ops"`` are the older names of "full", "gpu", "ops"."""
     from .trace import Trace
 
-    return Trace(path, **options)
+    return Trace(path, kind=kind, **options)
 
 
 def load_ranks(path: str | Path, rank: int | None = None, **options) -> dict[int | None, Trace]:
     """Load a file or every rank of a directory, two at a time; keyed by rank."""
-    from .read.inputs import resolve
+    from .read.inputs import select
     from .trace import Trace
 
-    files = resolve(path)
-    if rank is not None:
-        files = [f for f in files if f.rank == rank or (f.rank is None and len(files) == 1)]
-        if not files:
-            raise TraceaugError(f"{path}: no trace for rank {rank}")
+    files = select(path, rank)
     if len(files) == 1:
         return {files[0].rank: Trace(files[0].path, **options)}
     options.setdefault("progress", False)

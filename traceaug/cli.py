@@ -61,12 +61,13 @@ def _options(ctx: click.Context) -> dict:
     return {"tp_bin": ctx.obj.get("tp_bin")}
 
 
-def _prefetch(*inputs: Path, full: bool = False, only: str | None = None) -> Prefetched:
-    """Start pass 1 of the inputs in child processes before this one imports the engine;
-    then import the perfetto API without pandas (every command prints numpy columns)."""
+def _prefetch(*inputs: Path, kind: str = "analysis") -> Prefetched:
+    """Start pass 1 of the inputs in child processes for a load of ``kind`` before this one
+    imports the engine; then import the perfetto API without pandas (every command prints
+    numpy columns)."""
     from .read import prefetch
 
-    started = prefetch.start(list(inputs), full=full, only=only)
+    started = prefetch.start(list(inputs), kind=kind)
     _perfetto_api_without_pandas()
     return started
 
@@ -105,7 +106,7 @@ def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
         raise click.UsageError("give the SQL as an argument or with -f FILE")
     if full is None:
         full = needs_full_load(sql)
-    prefetched = _prefetch(trace, full=full)
+    prefetched = _prefetch(trace, kind="full" if full else "analysis")
     traces = load_ranks(trace, rank=rank, full=full, prefetched=prefetched, **_options(ctx))
     if len(traces) > 1:
         for t in traces.values():
@@ -146,7 +147,7 @@ def _series(value: str) -> tuple[str, ...]:
 
 @main.command()
 @click.argument("src", metavar="IN", type=click.Path(path_type=Path))
-@click.argument("dst", metavar="OUT", required=False, type=click.Path(path_type=Path))
+@click.argument("dst", metavar="OUT", required=False, type=click.Path())
 @click.option("--series", default="bandwidth,queue", show_default=True,
               help="Which counters: bandwidth, queue, or both.")
 @click.option("--style", type=click.Choice(["traceaug", "hta"]), default="traceaug", show_default=True,
@@ -158,27 +159,26 @@ def _series(value: str) -> tuple[str, ...]:
 @click.option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done.")
 @click.option("--keep-bytes", is_flag=True,
               help="Keep every original byte. By default events the Perfetto UI would drop "
-                   "(partly overlapping, negative thread ids) are moved so that it shows them.")
+                   "(partly overlapping, on negative thread ids) are moved so that it shows them.")
 @click.pass_context
-def counters(ctx: click.Context, src: Path, dst: Path | None, series: str, style: str,
+def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style: str,
              rank: int | None, fmt: str, summary_only: bool, open_ui: bool,
              keep_bytes: bool) -> None:
     """Write OUT: a copy of IN with memory-bandwidth and queue-length counter tracks.
 
-    IN and OUT may be directories of per-rank traces (one output per rank, same names).
+    IN and OUT may be directories of per-rank traces (one output per rank, same names);
+    an OUT ending in / is a directory (made if missing) that gets IN's name.
     """
     if dst is None and not summary_only:
         raise click.UsageError("give OUT, or --summary-only")
     if open_ui and (summary_only or src.is_dir()):
         raise click.UsageError("--open needs one output file")
-    prefetched = _prefetch(src, only="gpu")
+    prefetched = _prefetch(src, kind="gpu")
     from .commands.counters import run
 
     text = run(src, None if summary_only else dst, _series(series), style, rank, fmt,
-               prefetched=prefetched, keep_bytes=keep_bytes, **_options(ctx))
+               prefetched=prefetched, open_ui=open_ui, keep_bytes=keep_bytes, **_options(ctx))
     click.echo(text, nl=False)
-    if open_ui:
-        _open(dst)
 
 
 @main.command("diff")
@@ -204,7 +204,7 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
     """Compare two traces (or two directories of per-rank traces): what changed from A to B."""
     if open_ui and trace_out is None:
         raise click.UsageError("--open needs --trace FILE")
-    prefetched = _prefetch(a, b, only="ops")
+    prefetched = _prefetch(a, b, kind="ops")
     from .commands import diff as cmd
 
     result = cmd.run(a, b, by, device, step, threshold, rank, prefetched=prefetched, **_options(ctx))

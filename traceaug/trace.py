@@ -19,6 +19,7 @@ from perfetto.trace_processor.api import TraceProcessorException
 from .engine.loader import load
 from .engine.results import typed_columns
 from .errors import TraceaugError
+from .read.kinds import kind_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,15 +36,22 @@ def _sql_modules() -> dict[str, str]:
 
 
 class Trace:
-    """One trace file loaded into Perfetto's trace processor."""
+    """One trace file loaded into Perfetto's trace processor.
+
+    ``kind`` (``read.kinds.KINDS``) says what the engine keeps: "analysis" (the default),
+    "full", "gpu", "ops", "sync"; ``full=True`` and ``only="gpu"|"ops"`` are older names."""
 
     def __init__(self, path: str | Path, tp_bin: str | None = None,
                  memory64: bool | None = None, progress: bool | None = None,
                  full: bool = False, only: str | None = None, workers: int | None = None,
-                 prefetched: Prefetched | None = None) -> None:
+                 prefetched: Prefetched | None = None, kind: str | None = None) -> None:
         self.path = Path(path)
+        try:
+            load_kind = kind_of(kind, full=full, only=only)
+        except ValueError as e:
+            raise TraceaugError(f"{self.path}: {e}") from None
         loaded = load(self.path, bin_path=tp_bin, memory64=memory64, show_progress=progress,
-                      full=full, only=only, workers=workers, prefetched=prefetched)
+                      kind=load_kind.name, workers=workers, prefetched=prefetched)
         self.tp = loaded.tp
         self.plan = loaded.plan
         self.memory64 = loaded.memory64
@@ -52,9 +60,11 @@ class Trace:
             meta = {**self.plan.layout.header, **self.plan.layout.trailer}
         self.metadata: dict = meta
         self.base_ns: int = self.plan.base_ns if self.plan else 0
-        # Every arg and flow event (True), or an analysis load's subset (pass1.KINETO_ARGS).
+        # What the engine got (read.kinds.KINDS); a file Perfetto read as it is: "full".
+        self.kind: str = self.plan.kind if self.plan else "full"
+        # Every arg and flow event (the "full" kind).
         self.full: bool = self.plan.full if self.plan else True
-        # A subset load (read.pass1.SUBSETS): "gpu" (what counters read), "ops" (diff); else None.
+        # A subset load's kind: "gpu" (what counters read), "ops" (diff), "sync"; else None.
         self.only: str | None = self.plan.only if self.plan else None
         self._prepare_sql()
 
@@ -102,7 +112,8 @@ class Trace:
             "CREATE PERFETTO TABLE traceaug_meta AS "
             f"SELECT {self.base_ns} AS time_base_ns, {moved[0]} AS lane_slices, "
             f"{moved[1]} AS lane_flows, {int(self.full)} AS full_load, "
-            f"{repr(self.only) if self.only else 'NULL'} AS subset_load"
+            f"{repr(self.only) if self.only else 'NULL'} AS subset_load, "
+            f"'{self.kind}' AS load_kind"
         )
 
     def query(self, sql: str) -> pd.DataFrame:

@@ -125,14 +125,13 @@ def _early_engine(memory64: bool, bin_path: str | None) -> TraceProcessor | None
 
 
 def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
-         show_progress: bool | None = None, full: bool = False, only: str | None = None,
+         show_progress: bool | None = None, kind: str = "analysis",
          workers: int | None = None, prefetched: Prefetched | None = None) -> Loaded:
     """Load ``path``; raise ``TraceaugError`` with a one-line reason on failure.
 
-    ``full=False`` keeps the args analyses use (``pass1.KINETO_ARGS``) and no flow
-    events; ``full=True`` keeps everything (slower, more memory); ``only`` keeps a subset
-    (``pass1.SUBSETS``): "gpu", GPU ops, the calls that launch them and ProfilerSteps (what
-    counters read); "ops", those and CPU ops (what diff reads).
+    ``kind`` (``read.kinds.KINDS``) says what the engine gets: "analysis" keeps the args
+    analyses use and no flow events; "full" keeps everything (slower, more memory); "gpu",
+    "ops" and "sync" keep a subset (what counters, diff and the critical path read).
     ``workers``: pass-1 worker processes (default: two above ``normalize.PARALLEL_ABOVE``).
     ``prefetched``: plans the command line started in child processes (``read.prefetch``)."""
     path = Path(path)
@@ -145,10 +144,9 @@ def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
         not_chrome = None
         early = _early_engine(memory64, bin_path) if prefetched is not None else None
         try:
-            plan = prefetched.take(path, full, only) if prefetched is not None else None
+            plan = prefetched.take(path, kind=kind) if prefetched is not None else None
             if plan is None:
-                plan = normalize.plan(path, progress.update, full=full, only=only,
-                                      workers=workers)
+                plan = normalize.plan(path, progress.update, kind=kind, workers=workers)
             release_free_memory()  # pass 1's freed JSON, before the engine grows
         except chunks.NotChromeJson as e:
             plan, not_chrome = None, e  # not Chrome JSON we can split: let Perfetto judge it
@@ -163,7 +161,7 @@ def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
                 raise TraceaugError(f"{path}: the trace processor ran out of memory") from None
             memory64 = True
             if plan is not None and plan.held is not None:  # fed and freed: read it again
-                plan = normalize.plan(path, full=full, only=only, workers=workers)
+                plan = normalize.plan(path, kind=kind, workers=workers)
             tp = _load_once(path, plan, memory64, bin_path, progress, stored)
         except EngineError as e:
             raise TraceaugError(f"{path}: {e}") from None

@@ -92,3 +92,22 @@ def resolve(path: str | Path) -> list[TraceFile]:
         raise TraceaugError(f"{path}: cannot tell the rank of {names} (no distributedInfo.rank, "
                             "no rank in the file name)")
     return [TraceFile(found[r], r) for r in sorted(found)]
+
+
+def select(path: str | Path, rank: int | None = None) -> list[TraceFile]:
+    """The files a command reads for ``path`` and ``--rank``: every rank of a directory, or
+    the one asked for. A lone file is taken for any rank unless the file itself says it
+    holds another one (``rank_of``); it then carries the rank asked for."""
+    files = resolve(path)
+    if rank is None:
+        return files
+    if len(files) == 1 and files[0].rank is None:
+        found = rank_of(files[0].path)
+        if found is not None and found != rank:
+            raise TraceaugError(f"{path}: holds rank {found}, not rank {rank}")
+        return [TraceFile(files[0].path, rank)]
+    chosen = [f for f in files if f.rank == rank]
+    if not chosen:
+        raise TraceaugError(f"{path}: no trace for rank {rank} "
+                            f"(it has {', '.join(str(f.rank) for f in files)})")
+    return chosen

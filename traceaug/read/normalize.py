@@ -6,14 +6,15 @@ would drop for partial overlap (they get lanes). Pass 2 (``engine_stream``)
 yields the bytes the engine loads: timestamps rebased on their text, chunks
 with moved events re-serialized.
 
-A full load (``full=True``) keeps every arg and flow event: pass 2 re-reads
-the file and passes every other byte through. An analysis load keeps only
-the args in ``pass1.KINETO_ARGS`` on complete events and no flow events (CPU
-and GPU events link by correlation id), and pass 1 holds the re-serialized
-chunks for pass 2: the engine's time and memory go mostly into args and
-flows (on the A100 trace, 80% of its finalize). A subset load keeps, of those,
-only some categories and ProfilerSteps (``pass1.SUBSETS``): GPU ops and their
-launches (``only="gpu"``, counters), and CPU ops too (``only="ops"``, diff).
+What a load keeps is its kind (``kinds.KINDS``). A full load keeps every arg
+and flow event: pass 2 re-reads the file and passes every other byte through.
+Every other kind keeps fewer args (an analysis load: ``kinds.KINETO_ARGS`` on
+complete events) and no flow events (CPU and GPU events link by correlation
+id), and pass 1 holds the re-serialized chunks for pass 2: the engine's time and
+memory go mostly into args and flows (on the A100 trace, 80% of its finalize).
+A subset kind keeps, of those, only some categories and ProfilerSteps: GPU ops
+and their launches ("gpu", counters), CPU ops too ("ops", diff), sync events,
+annotations and every runtime call too ("sync", the critical path).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 import orjson
 
 from . import chunks, pass1, source, ui_import
+from .kinds import LoadKind, kind_of
 from .lanes import assign_lanes
 from .rebase import Rebase, fix_negative_tids
 
@@ -40,8 +42,7 @@ class Plan:
     path: Path
     layout: chunks.Layout
     rebase: Rebase
-    full: bool = True  # every arg and flow event (else an analysis load: see pass1.KINETO_ARGS)
-    only: str | None = None  # a subset load: which (pass1.SUBSETS), else every event
+    kind: str = "full"  # what the load keeps: a name of kinds.KINDS
     span_ns: tuple[int, int] | None = None  # a subset load: first start, last end of all events
     held: list[list[bytes] | None] | None = None  # an analysis load: each chunk's kept events
     exact_chunks: set[int] = field(default_factory=set)  # rebased one timestamp at a time
@@ -58,6 +59,20 @@ class Plan:
     @property
     def base_ns(self) -> int:
         return self.rebase.base_ns
+
+    @property
+    def load_kind(self) -> LoadKind:
+        return kind_of(self.kind)
+
+    @property
+    def full(self) -> bool:
+        """Every arg and flow event (the ``"full"`` kind)."""
+        return self.load_kind.full
+
+    @property
+    def only(self) -> str | None:
+        """A subset load's kind ("gpu", "ops", "sync"), else None (every event)."""
+        return self.kind if self.load_kind.subset else None
 
 
 class _Columns:
@@ -85,30 +100,30 @@ class _Columns:
 
 
 def plan(path: Path, on_progress: Callable[[int], None] | None = None, full: bool = True,
-         workers: int | None = None, only: str | None = None) -> Plan:
-    """Pass 1: scan the trace; raises ``chunks.NotChromeJson`` for non-Chrome input.
+         workers: int | None = None, only: str | None = None,
+         kind: str | LoadKind | None = None) -> Plan:
+    """Pass 1: scan the trace for a load of ``kind`` (``kinds.KINDS``; ``full`` / ``only``
+    are the older way to say it); raises ``chunks.NotChromeJson`` for non-Chrome input.
 
     Traces above ``PARALLEL_ABOVE`` raw bytes are parsed by ``WORKERS`` processes.
     """
-    if full and only is not None:
-        raise ValueError("a subset load keeps only some events; it cannot be full")
-    if only is not None and only not in pass1.SUBSETS:
-        raise ValueError(f"only must be one of {', '.join(pass1.SUBSETS)}, not {only!r}")
+    load_kind = kind_of(kind, full=full and not only, only=only)
     if workers is None:
         workers = WORKERS if source.raw_size_estimate(path) > PARALLEL_ABOVE else 0
     if workers:
         try:
-            return _plan(path, on_progress, full, workers, only)
+            return _plan(path, on_progress, load_kind, workers)
         except pass1.Unconfirmed:
             pass  # a cut a worker could not parse (or a worker failed): confirm every cut here
-    return _plan(path, on_progress, full, 0, only)
+    return _plan(path, on_progress, load_kind, 0)
 
 
-def _plan(path: Path, on_progress, full: bool, workers: int, only: str | None) -> Plan:
+def _plan(path: Path, on_progress, kind: LoadKind, workers: int) -> Plan:
+    full = kind.full
     rebase = Rebase(numeric=not full)  # a full load's pass 2 rebases the text itself
     blocks = source.iter_blocks(path, on_progress)
-    results = (pass1.parallel(blocks, rebase, full, workers, only) if workers
-               else pass1.sequential(blocks, rebase, full, only))
+    results = (pass1.parallel(blocks, rebase, kind, workers) if workers
+               else pass1.sequential(blocks, rebase, kind))
     cols = _Columns()
     held: list[list[bytes] | None] | None = None if full else []
     first_seqs: list[int] = []
@@ -135,9 +150,9 @@ def _plan(path: Path, on_progress, full: bool, workers: int, only: str | None) -
         seq += r.events
     assert layout is not None
     layout.has_events = layout.has_events or seq > 0
-    p = Plan(path=path, layout=layout, rebase=rebase, full=full, held=held, events=seq,
+    p = Plan(path=path, layout=layout, rebase=rebase, kind=kind.name, held=held, events=seq,
              chunk_first_seq=first_seqs, thread_names=names, exact_chunks=exact_chunks,
-             only=only, ui=ui,
+             ui=ui,
              span_ns=(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None)
     _place(p, cols)
     return p

@@ -19,48 +19,19 @@ import numpy as np
 import orjson
 
 from . import chunks
+from .kinds import (  # the kinds' constants stay importable from here too
+    GPU_ONLY_CATEGORIES,  # noqa: F401
+    HOST_ONLY_CALLS,  # noqa: F401
+    KINETO_ARGS,  # noqa: F401
+    RUNTIME_CATEGORIES,
+    LoadKind,
+    kind_of,
+)
 from .rebase import Rebase, numbers, top_level_ts, unsigned_tid, us_to_ns_array
 
 FLOW_PHASES = ("s", "t", "f")
 SEGMENT = 512  # events per held piece: moving one event re-serializes only its piece
 
-# Args of complete events an analysis load keeps: exactly what traceaug's SQL reads (GPU
-# identity, the correlation id linking a launch to its GPU op, copy size and bandwidth).
-# Every other arg of a complete event costs the engine time and memory and no analysis
-# reads it; metadata, counter and instant events keep all of theirs. ``full=True`` keeps all.
-KINETO_ARGS = frozenset({
-    "correlation", "correlation id", "device", "stream", "bytes", "memory bandwidth (GB/s)",
-    "traceaug_tid", "traceaug_lane",  # on events a rewriter moved to overlap lanes (base.sql)
-})
-
-
-# What a subset load keeps (with metadata and ProfilerStep windows), by the event's category
-# in either Kineto schema. "gpu" (counters): GPU ops and the runtime / driver calls that
-# launch them. "ops" (diff): those and CPU ops.
-RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "Runtime", "cuda_driver"})
-GPU_ONLY_CATEGORIES = frozenset({
-    "kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset", *RUNTIME_CATEGORIES,
-})
-SUBSETS = {"gpu": GPU_ONLY_CATEGORIES, "ops": GPU_ONLY_CATEGORIES | {"cpu_op", "Operator"}}
-# Runtime calls a subset load leaves out: they query, check or wait and never enqueue a
-# kernel, copy or set, so no GPU op shares their correlation id and no analysis reads them.
-# Polling alone (cudaEventQuery) is 60% of the A100 trace's GPU-only events.
-HOST_ONLY_CALLS = frozenset({
-    "cudaEventQuery", "cudaStreamQuery", "cudaEventSynchronize", "cudaStreamSynchronize",
-    "cudaDeviceSynchronize", "cudaStreamWaitEvent", "cudaEventRecord", "cudaEventRecordWithFlags",
-    "cudaEventCreate", "cudaEventCreateWithFlags", "cudaEventDestroy", "cudaEventElapsedTime",
-    "cudaPeekAtLastError", "cudaGetLastError", "cudaStreamIsCapturing",
-    "cudaStreamGetCaptureInfo", "cudaGetDevice", "cudaSetDevice", "cudaGetDeviceCount",
-    "cudaDeviceGetAttribute", "cudaGetDeviceProperties", "cudaDriverGetVersion",
-    "cudaRuntimeGetVersion", "cudaFuncGetAttributes", "cudaFuncSetAttribute",
-    "cudaOccupancyMaxActiveBlocksPerMultiprocessor",
-    "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", "cudaPointerGetAttributes",
-    "hipEventQuery", "hipStreamQuery", "hipEventSynchronize", "hipStreamSynchronize",
-    "hipDeviceSynchronize", "hipStreamWaitEvent", "hipEventRecord", "hipPeekAtLastError",
-    "hipGetLastError", "hipStreamIsCapturing", "hipGetDevice", "hipSetDevice",
-    "hipGetDeviceCount", "hipDeviceGetAttribute", "hipGetDeviceProperties",
-    "hipFuncGetAttributes", "hipPointerGetAttributes",
-})
 
 
 @dataclass
@@ -141,10 +112,10 @@ def _span(events: list, phases: list, ph: np.ndarray, ts: np.ndarray) -> tuple[i
     return int(ts[ok].min()), int((ts[ok] + dur[ok]).max())
 
 
-def _subset_keeps(events: list, phases: list, categories: frozenset) -> np.ndarray:
-    """Which events a subset load keeps: metadata, events of ``categories`` (but no host-only
-    runtime call) and ProfilerSteps. One comprehension, no call per event."""
-    runtime, host_only = RUNTIME_CATEGORIES, HOST_ONLY_CALLS
+def _subset_keeps(events: list, phases: list, kind: LoadKind) -> np.ndarray:
+    """Which events a subset load keeps: metadata, events of the kind's categories (but not
+    the runtime calls it skips) and ProfilerSteps. One comprehension, no call per event."""
+    categories, runtime, host_only = kind.categories, RUNTIME_CATEGORIES, kind.skip_calls
     return np.array([
         p == "M"
         or ((c := e.get("cat")).__class__ is str and c in categories
@@ -154,22 +125,23 @@ def _subset_keeps(events: list, phases: list, categories: frozenset) -> np.ndarr
         for e, p in zip(events, phases)], dtype=bool)
 
 
-def gather(events: list, full: bool, only: str | None = None, ts: np.ndarray | None = None
-           ) -> ChunkResult:
-    """Columns of one chunk's events; unless ``full``, drop flow events and project args;
-    with ``only``, keep only the categories of ``SUBSETS[only]``, ProfilerSteps and metadata
-    (``ts``: the events' ``top_level_ts``, if already made).
+def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None) -> ChunkResult:
+    """Columns of one chunk's events, keeping what the load ``kind`` keeps (``kinds``): its
+    categories, ProfilerSteps and metadata, its args, flow events or not (``ts``: the events'
+    ``top_level_ts``, if already made).
 
     Column-wise list comprehensions and numpy instead of one Python loop per event: a
     third of the cost on a Kineto trace."""
+    kind = kind_of(kind)
+    full = kind.full
     phases = [e.get("ph") if e.__class__ is dict else None for e in events]
     ph = np.fromiter(phases, dtype=object, count=len(phases))  # compared in C (never nested)
     is_flow = np.zeros(len(ph), dtype=bool)
     for phase in FLOW_PHASES:
         is_flow |= ph == phase
-    drop = np.zeros(len(events), dtype=bool) if full else is_flow.copy()
-    if only is not None:
-        drop |= ~_subset_keeps(events, phases, SUBSETS[only])
+    drop = np.zeros(len(events), dtype=bool) if kind.flows else is_flow.copy()
+    if kind.subset:
+        drop |= ~_subset_keeps(events, phases, kind)
     if ts is None:
         ts = top_level_ts(events)
     index = np.arange(len(events))
@@ -193,17 +165,18 @@ def gather(events: list, full: bool, only: str | None = None, ts: np.ndarray | N
     keys: dict = {}
     x = _column_rows(x_events, ts[x_at], seq_of[x_at], keys, "dur")
     flows = np.empty((0, 3), dtype=np.int64)
-    if full and is_flow.any():
+    if kind.flows and is_flow.any():
         f_at = index[is_flow]
         flows = _column_rows([events[i] for i in f_at.tolist()], ts[f_at], seq_of[f_at], keys, None)
-    if not full:
+    if kind.args is not None:
+        keep, whole = kind.args, kind.whole_args
         for ev in x_events:
             args = ev.get("args")
-            if args.__class__ is dict:
-                if KINETO_ARGS.isdisjoint(args):  # a CPU op's args: none kept
+            if args.__class__ is dict and not (whole and ev.get("cat") in whole):
+                if keep.isdisjoint(args):  # a CPU op's args: none kept
                     del ev["args"]
                 else:
-                    ev["args"] = {k: v for k, v in args.items() if k in KINETO_ARGS}  # in order
+                    ev["args"] = {k: v for k, v in args.items() if k in keep}  # in order
     names: dict = {}
     for i in index[ph == "M"].tolist() if events else ():
         ev = events[i]
@@ -217,7 +190,7 @@ def gather(events: list, full: bool, only: str | None = None, ts: np.ndarray | N
                               for i in range(0, len(kept), SEGMENT)]
     return ChunkResult(events=len(kept), keys=list(keys), x=x.tobytes(), flows=flows.tobytes(),
                        names=names, held=held,
-                       span=_span(events, phases, ph, ts) if only is not None else None,
+                       span=_span(events, phases, ph, ts) if kind.subset else None,
                        parsed=len(events), ui_keys=list(ui_keys), ui_x=ui_x.tobytes(),
                        ui_flows=ui_flows.tobytes())
 
@@ -244,7 +217,7 @@ def _rebased_events(events: list, text: bytes, replaced: int, tail: bool,
     return _parse(rebase.exact(text), tail, layout), True, None
 
 
-def read_chunk(text: bytes, tail: bool, array_form: bool, full: bool, only: str | None,
+def read_chunk(text: bytes, tail: bool, array_form: bool, kind: str,
                prefix: bytes | None, sep: bytes | None, numeric: bool) -> ChunkResult:
     """Rebase, parse and gather one chunk cut without confirmation (in a worker process)."""
     layout = chunks.Layout(array_form=array_form)
@@ -257,7 +230,7 @@ def read_chunk(text: bytes, tail: bool, array_form: bool, full: bool, only: str 
     except (orjson.JSONDecodeError, chunks.NotChromeJson) as e:
         return ChunkResult(error=str(e))
     with no_gc():
-        result = gather(events, full, only, ts)
+        result = gather(events, kind, ts)
         del events
     result.exact = exact
     if tail:
@@ -278,23 +251,24 @@ def rebased_chunks(blocks: Iterable[bytes], rebase: Rebase) -> Iterator[chunks.C
         yield item
 
 
-def sequential(blocks: Iterable[bytes], rebase: Rebase, full: bool, only: str | None = None
+def sequential(blocks: Iterable[bytes], rebase: Rebase, kind: LoadKind | str
                ) -> Iterator[ChunkResult | chunks.Layout]:
     """Results chunk by chunk in this process, each cut confirmed; then the layout."""
+    kind = kind_of(kind)
     with no_gc():
         for item in rebased_chunks(blocks, rebase):
             if isinstance(item, chunks.Layout):
                 yield item
                 return
             events, item.events = item.events, None
-            result = gather(events, full, only, item.ts)
+            result = gather(events, kind, item.ts)
             result.exact = item.exact
             del events
             yield result
 
 
-def parallel(blocks: Iterable[bytes], rebase: Rebase, full: bool, workers: int = 2,
-             only: str | None = None) -> Iterator[ChunkResult | chunks.Layout]:
+def parallel(blocks: Iterable[bytes], rebase: Rebase, kind: LoadKind | str, workers: int = 2
+             ) -> Iterator[ChunkResult | chunks.Layout]:
     """Results in chunk order from worker processes; then the layout (trailer set).
 
     Raises ``Unconfirmed`` when a chunk does not parse (or a worker fails): the
@@ -302,6 +276,7 @@ def parallel(blocks: Iterable[bytes], rebase: Rebase, full: bool, workers: int =
     """
     from .workers import Pool, WorkerFailed
 
+    kind = kind_of(kind)
     trailer: dict = {}
 
     def done() -> ChunkResult:
@@ -328,7 +303,7 @@ def parallel(blocks: Iterable[bytes], rebase: Rebase, full: bool, workers: int =
                 yield item
                 return
             rebase.choose(item.text)
-            pool.submit(item.text, item.last, item.array_form, full, only, rebase.prefix, rebase.sep,
+            pool.submit(item.text, item.last, item.array_form, kind.name, rebase.prefix, rebase.sep,
                         rebase.numeric)
             item.text = b""
             while pool.pending > 2 * workers:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from ..errors import TraceaugError
 from . import source
 from .inputs import resolve
+from .kinds import kind_of
 from .workers import recv, send, spawn
 
 if TYPE_CHECKING:
@@ -34,28 +35,33 @@ class Prefetched:
     """Plans being made in child processes, one per (file, load kind)."""
 
     def __init__(self) -> None:
-        self._children: dict[tuple[Path, bool, str | None], subprocess.Popen | _Forked] = {}
+        self._children: dict[tuple[Path, str], subprocess.Popen | _Forked] = {}
         atexit.register(self.close)
 
-    def start(self, path: Path, full: bool, only: str | None) -> None:
-        """Plan ``path`` in a child (if it is small enough and the child starts)."""
-        key = (path.resolve(), full, only)
+    def start(self, path: Path, full: bool = False, only: str | None = None,
+              kind: str | None = None) -> None:
+        """Plan ``path`` for a load of ``kind`` (or the older ``full`` / ``only``) in a child
+        (if it is small enough and the child starts)."""
+        kind = kind_of(kind, full=full, only=only).name
+        key = (path.resolve(), kind)
         if key in self._children or source.raw_size_estimate(path) > UP_TO:
             return
         try:
             if _can_fork():
-                child = _fork(path, full, only)
+                child = _fork(path, kind)
             else:
                 child = spawn("traceaug.read.prefetch")
-                send(child.stdin, (str(path), full, only))
+                send(child.stdin, (str(path), kind))
                 child.stdin.close()
         except OSError:
             return
         self._children[key] = child
 
-    def take(self, path: Path, full: bool, only: str | None) -> Plan | None:
+    def take(self, path: Path, full: bool = False, only: str | None = None,
+             kind: str | None = None) -> Plan | None:
         """The child's ``normalize.Plan`` for this load, or None (none started, or it failed)."""
-        child = self._children.pop((Path(path).resolve(), full, only), None)
+        key = (Path(path).resolve(), kind_of(kind, full=full, only=only).name)
+        child = self._children.pop(key, None)
         if child is None:
             return None
         try:
@@ -76,7 +82,8 @@ class Prefetched:
         self._children.clear()
 
 
-def start(inputs: list[Path], full: bool = False, only: str | None = None) -> Prefetched:
+def start(inputs: list[Path], full: bool = False, only: str | None = None,
+          kind: str | None = None) -> Prefetched:
     """Plan in children the files ``inputs`` name, when each names one file (a lone trace or
     a directory holding one rank): with more ranks, loads already run two at a time."""
     pre = Prefetched()
@@ -87,7 +94,7 @@ def start(inputs: list[Path], full: bool = False, only: str | None = None) -> Pr
     if all(len(f) == 1 for f in files):
         for (tf,) in files:
             try:
-                pre.start(tf.path, full, only)
+                pre.start(tf.path, full, only, kind)
             except OSError:
                 pass  # unreadable: the loader says so
     return pre
@@ -123,7 +130,7 @@ class _Forked:
                 os.kill(self.pid, signal.SIGKILL)
 
 
-def _fork(path: Path, full: bool, only: str | None) -> _Forked:
+def _fork(path: Path, kind: str) -> _Forked:
     """Plan in a forked child: it starts at once, with pass 1's modules already imported
     (a new interpreter takes ~0.1 s of a core to get there)."""
     from . import normalize  # noqa: F401  (imported before the fork: the child has it)
@@ -133,21 +140,21 @@ def _fork(path: Path, full: bool, only: str | None) -> _Forked:
     if pid == 0:
         try:
             os.close(read)
-            _plan_and_send(path, full, only, os.fdopen(write, "wb"))
+            _plan_and_send(path, kind, os.fdopen(write, "wb"))
         finally:
             os._exit(0)  # never back into the parent's command, its atexit or its buffers
     os.close(write)
     return _Forked(pid, os.fdopen(read, "rb"))
 
 
-def _plan_and_send(path: Path, full: bool, only: str | None, out) -> None:
+def _plan_and_send(path: Path, kind: str, out) -> None:
     """Send ("plan", Plan) or ("failed", reason) to ``out``."""
     from ..memory import release_free_memory, reuse_freed
     from .normalize import plan
 
     reuse_freed()  # a fork inherits the command's prompt return of freed memory: undo it
     try:
-        result = ("plan", plan(path, full=full, only=only, workers=0))
+        result = ("plan", plan(path, kind=kind, workers=0))
     except Exception as e:  # the parent plans again in-process and reports it properly
         result = ("failed", str(e))
     release_free_memory()  # the parsed chunks' heap, while the parent takes the plan
@@ -156,9 +163,9 @@ def _plan_and_send(path: Path, full: bool, only: str | None, out) -> None:
 
 
 def main() -> None:
-    """Spawned child (where fork is not safe): read (path, full, only) on stdin."""
-    path, full, only = recv(sys.stdin.buffer)
-    _plan_and_send(Path(path), full, only, sys.stdout.buffer)
+    """Spawned child (where fork is not safe): read (path, kind) on stdin."""
+    path, kind = recv(sys.stdin.buffer)
+    _plan_and_send(Path(path), kind, sys.stdout.buffer)
     os._exit(0)  # at once: unloading numpy would keep its memory alive while the parent grows
 
 

@@ -8,13 +8,13 @@ per copy name) for scripts built on HTA's output.
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..analysis.counters import SERIES, compute
-from ..errors import TraceaugError
-from ..trace import Trace
-from . import splice
 from .events import counter_events
+
+if TYPE_CHECKING:
+    from ..trace import Trace
 
 
 def counter_track_events(result: dict, base_ns: int, style: str) -> list[bytes]:
@@ -37,16 +37,9 @@ def counter_track_events(result: dict, base_ns: int, style: str) -> list[bytes]:
     return events
 
 
-def prepare(trace: Trace, out: Path | None, series: tuple[str, ...] = SERIES,
-            style: str = "traceaug") -> tuple[dict, list[bytes]]:
-    """Check ``out`` (unless None), compute the series and summaries (``analysis.counters
-    .compute``: numpy tables) and, for ``out``, the events to splice in: all the engine is
-    needed for."""
-    if out is not None:
-        splice.check_output(trace.path, out)
-        if trace.plan is None:
-            raise TraceaugError(f"{trace.path}: not a Chrome JSON trace; counters need one")
+def prepare(trace: Trace, series: tuple[str, ...] = SERIES, style: str = "traceaug"
+            ) -> tuple[dict, list[bytes]]:
+    """The series and summaries (``analysis.counters.compute``: numpy tables) and the counter
+    events to splice in: all the engine is needed for."""
     result = compute(trace, series, style)
-    events = counter_track_events(result, trace.base_ns, style) if out is not None else []
-    result["events"] = len(events)
-    return result, events
+    return result, counter_track_events(result, trace.base_ns, style)

@@ -6,29 +6,35 @@ copied through as it was. Output is gzip when its name ends in ``.gz``, is
 written to a temporary file and renamed into place, and never replaces the
 input.
 
+Chaining: the marker lists every rewriter applied (name, version, options) and how
+many events and bytes it added; their blocks lie after the ``[`` in that order. A copy
+of a traceaug output (``Prior``) drops the block of the rewriter writing now and keeps
+the others', so running a rewriter again replaces its own additions only.
+
 A ``Copy`` starts before its events are known: for gzip output a thread deflates
 the original text after the ``[`` (nearly all of it) while the caller computes the
 events, so that finishing deflates only the header and the added events.
 
 Unless ``keep_bytes``, the copy is one the Perfetto UI shows in full (``visible``): negative
 tids are made unsigned as the text streams, and the events the UI would drop are moved to
-lanes once the plan says which (``visible.apply`` sets ``Copy.edits``). The thread deflates
-the text in independent segments of about ``SEGMENT`` bytes, so finishing re-deflates only
-the segments that hold such events, from the input read again.
+lanes once the plan says which (``visible.apply`` sets ``Copy.edits``). The thread then
+deflates the text in independent segments of about ``SEGMENT`` bytes, so finishing deflates
+again only the segments that hold such events, from the input read again.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import json
 import os
 import shutil
 import sys
 import tempfile
 import threading
 import zlib
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
@@ -54,13 +60,121 @@ def check_output(src: Path, dst: Path) -> None:
         raise TraceaugError(f"{dst}: is a directory, expected an output file")
 
 
-def marker(command: str, ui_visible: dict | None = None) -> bytes:
-    """The top-level key that tells traceaug (and people) who wrote the file, and what it
-    changed for the Perfetto UI (``visible.summary``; absent when every byte was kept)."""
-    record = {"tool": "traceaug", "version": __version__, "command": command}
-    if ui_visible is not None:
-        record["ui_visible"] = ui_visible
-    return b'"traceaug":' + orjson.dumps(record) + b","
+MARK_KEY = b'"traceaug"'
+
+
+def marker(entries: list[dict], **extra) -> bytes:
+    """The top-level key that tells traceaug (and people) who wrote the file: every rewriter
+    applied, in the order of their blocks of events after the ``[``."""
+    return MARK_KEY + b":" + orjson.dumps({"tool": "traceaug", "version": __version__,
+                                            "rewriters": entries, **extra}) + b","
+
+
+def entry(name: str, options: dict | None = None, version: str = __version__) -> dict:
+    """A rewriter's entry in the marker (``events`` / ``bytes`` are set when it writes)."""
+    return {"name": name, "version": version, "options": options or {}}
+
+
+def _skip_ws(text: bytes, i: int) -> int:
+    while i < len(text) and text[i] in b" \t\r\n":
+        i += 1
+    return i
+
+
+def find_marker(head: bytes) -> tuple[int, int, dict] | None:
+    """(start, end, value) of the marker key (and the comma after it) right after the
+    opening ``{`` of ``head``, or None."""
+    i = _skip_ws(head, 0)
+    if head[i : i + 1] != b"{":
+        return None
+    start = _skip_ws(head, i + 1)
+    if not head.startswith(MARK_KEY, start):
+        return None
+    j = _skip_ws(head, start + len(MARK_KEY))
+    if head[j : j + 1] != b":":
+        return None
+    j = _skip_ws(head, j + 1)
+    text = head[j:].decode("utf-8", "surrogateescape")
+    try:
+        value, end = json.JSONDecoder().raw_decode(text)
+    except ValueError:
+        return None
+    end = _skip_ws(head, j + len(text[:end].encode("utf-8", "surrogateescape")))
+    if not isinstance(value, dict) or head[end : end + 1] != b",":
+        return None
+    return start, end + 1, value
+
+
+@dataclass
+class Prior:
+    """What traceaug added to a file before: the marker's rewriter entries and, for each,
+    its events (joined by ``,``), the bytes after the ``[`` they take (with the comma after
+    them), and whether original events follow."""
+
+    entries: list[dict] = field(default_factory=list)
+    blocks: list[bytes] = field(default_factory=list)
+    skip: int = 0
+    events_follow: bool | None = None  # None: no prior additions (the layout says)
+
+    def others(self, name: str) -> tuple[list[dict], list[bytes]]:
+        """The entries and blocks of every rewriter but ``name``."""
+        kept = [(e, b) for e, b in zip(self.entries, self.blocks) if e.get("name") != name]
+        return [e for e, _ in kept], [b for _, b in kept]
+
+
+def _known_entries(value: dict) -> list[dict] | None:
+    entries = value.get("rewriters")
+    if not isinstance(entries, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("events"), int)
+            and isinstance(e.get("bytes"), int) and e["events"] >= 0 and e["bytes"] >= 0
+            for e in entries):
+        return None  # an older marker: its additions cannot be told apart from the input's
+    return entries
+
+
+def read_prior(src: Path) -> Prior:
+    """The ``Prior`` of ``src`` (empty for a file traceaug did not write); a marker that does
+    not match the events after the ``[`` is an error (the file was edited)."""
+    layout, head, rest = chunks.split_header(source.iter_blocks(src))
+    try:
+        found = None if layout.array_form else find_marker(head)
+        entries = None if found is None else _known_entries(found[2])
+        if not entries:
+            return Prior()
+        need = sum(e["bytes"] + 1 for e in entries) + 1
+        body = bytearray()
+        for block in rest:
+            body += block
+            if len(body) > need + 64:
+                break
+    finally:
+        rest.close()
+    pos, blocks = 0, []
+    for e in entries:
+        block = bytes(body[pos : pos + e["bytes"]])
+        pos += e["bytes"]
+        try:
+            ok = len(orjson.loads(b"[" + block + b"]")) == e["events"]
+        except orjson.JSONDecodeError:
+            ok = False
+        if not ok or (e["bytes"] and body[pos : pos + 1] not in (b",", b"]")):
+            raise TraceaugError(f"{src}: its traceaug marker does not match the events after it "
+                                "(was the file edited?)")
+        if e["bytes"] and body[pos : pos + 1] == b",":
+            pos += 1
+        blocks.append(block)
+    follow = body[_skip_ws(body, pos) : _skip_ws(body, pos) + 1] not in (b"]", b"")
+    return Prior(entries=entries, blocks=blocks, skip=pos, events_follow=follow)
+
+
+def _skipped(blocks: Iterable[bytes], n: int) -> Iterator[bytes]:
+    """``blocks`` without their first ``n`` bytes."""
+    for block in blocks:
+        if n >= len(block):
+            n -= len(block)
+            continue
+        yield block[n:] if n else block
+        n = 0
 
 
 def _yield_to_others() -> None:
@@ -95,9 +209,10 @@ class _Body:
     into an unnamed temporary file beside the output: as one stream when its bytes are kept,
     else (``fix_tids``: negative tids made unsigned) in segments that can be redone."""
 
-    def __init__(self, src: Path, directory: Path, fix_tids: bool) -> None:
+    def __init__(self, src: Path, directory: Path, fix_tids: bool, skip: int = 0) -> None:
         self.src = src
         self.fix_tids = fix_tids
+        self.skip = skip  # bytes after the ``[`` left out: earlier additions being replaced
         self.file = tempfile.TemporaryFile(dir=directory)
         self.done = 0  # compressed input bytes read so far (progress)
         self.layout: chunks.Layout | None = None
@@ -114,10 +229,12 @@ class _Body:
         rest = None
         try:
             self.layout, self.head, rest = chunks.split_header(self._blocks())
+            if self.skip:
+                rest = _skipped(rest, self.skip)
             if not self.fix_tids:
                 self._kept(rest)
                 return
-            offset = self.layout.events_start
+            offset = self.layout.events_start + self.skip
             buf = bytearray()
             for block in rest:
                 if self._stop.is_set():
@@ -234,24 +351,40 @@ def _read_ranges(src: Path, ranges: list[tuple[int, int]]) -> list[bytes]:
 
 class Copy:
     """``src`` copied to ``dst`` with events added: start it early, ``finish`` it with the
-    events (or ``cancel`` it: no file is left). Unless ``keep_bytes``, the copy is one the
-    Perfetto UI shows in full (negative tids unsigned, and the moves in ``edits``)."""
+    events (or ``cancel`` it: no file is left).
 
-    def __init__(self, src: Path, dst: Path, command: str, keep_bytes: bool = False) -> None:
+    ``command``: the rewriter's name, or its marker ``entry`` (name, version, options).
+    ``prior``: what traceaug added to ``src`` before (``read_prior``, read here if None):
+    the writing rewriter's earlier block is left out, the others' are kept.
+    ``keep_bytes``: every original byte as it was; else the copy is one the Perfetto UI shows
+    in full (negative tids unsigned, and the moves in ``edits``, set by ``visible.apply``)."""
+
+    def __init__(self, src: Path, dst: Path, command: str | dict, prior: Prior | None = None,
+                 keep_bytes: bool = True) -> None:
         check_output(src, dst)
-        self.src, self.dst, self.command = Path(src), Path(dst), command
+        self.src, self.dst = Path(src), Path(dst)
+        self.entry = entry(command) if isinstance(command, str) else dict(command)
+        self.prior = read_prior(self.src) if prior is None else prior
         self.keep_bytes = keep_bytes
-        self.edits: visible.Edits | None = None  # set by visible.apply once the plan is known
-        self.body = (_Body(self.src, self.dst.parent, not keep_bytes)
+        self.edits: visible.Edits | None = None
+        self.body = (_Body(self.src, self.dst.parent, not keep_bytes, self.prior.skip)
                      if self.dst.name.endswith(".gz") else None)
 
     def finish(self, layout: chunks.Layout, events: list[bytes],
                show_progress: bool | None = None) -> int:
-        """Write the copy with ``events`` after the ``[``; returns bytes written (raw)."""
-        if self.edits is not None:
-            events = self.edits.metadata + list(events)
-        added = b",".join(events)
-        if added and layout.has_events:
+        """Write the copy with ``events`` (and other rewriters' earlier ones) after the ``[``;
+        returns bytes written (raw)."""
+        entries, blocks = self.prior.others(self.entry["name"])
+        if not self.keep_bytes and visible.changes(self.edits):  # its own entry and block
+            meta = b",".join(self.edits.metadata)
+            entries = [*entries, {**entry(visible.NAME), "events": len(self.edits.metadata),
+                                  "bytes": len(meta), **visible.summary(self.edits)}]
+            blocks = [*blocks, meta]
+        own = b",".join(events)
+        self.entries = [*entries, {**self.entry, "events": len(events), "bytes": len(own)}]
+        added = b",".join(b for b in (*blocks, own) if b)
+        follow = layout.has_events if self.prior.events_follow is None else self.prior.events_follow
+        if added and follow:
             added += b","
         progress = Progress(f"writing {self.dst.name}", source.stored_size(self.src), show_progress)
         try:
@@ -268,19 +401,24 @@ class Copy:
             raise TraceaugError(f"{self.src}: the file changed while traceaug read it")
         if found.array_form:
             return head
+        old = find_marker(head)
+        if old is not None:  # a traceaug output: its marker is replaced
+            return head[: old[0]] + marker(self.entries) + head[old[1] :]
         brace = head.index(b"{") + 1  # the marker goes after the opening brace
-        record = None if self.keep_bytes else visible.summary(self.edits)
-        return head[:brace] + marker(self.command, record) + head[brace:]
+        return head[:brace] + marker(self.entries) + head[brace:]
 
     def _plain(self, layout: chunks.Layout, added: bytes, progress: Progress) -> int:
         found, head, rest = chunks.split_header(source.iter_blocks(self.src, progress.update))
         written = 0
         with atomic_output(self.dst) as out:
-            body = rest if self.keep_bytes else _edited(rest, found.events_start, self.edits)
+            if self.prior.skip:
+                rest = _skipped(rest, self.prior.skip)
+            if not self.keep_bytes:
+                rest = _edited(rest, found.events_start + self.prior.skip, self.edits)
             for piece in (self._start(found, head, layout), added):
                 out.write(piece)
                 written += len(piece)
-            for block in body:
+            for block in rest:
                 out.write(block)
                 written += len(block)
         return written
@@ -360,3 +498,9 @@ def _edited(blocks: Iterator[bytes], offset: int, edits: visible.Edits | None) -
             offset = cut
     if buf:
         yield visible.apply_text(bytes(buf), offset, edits, True)
+
+
+def write(src: Path, dst: Path, layout: chunks.Layout, events: list[bytes], command: str | dict,
+          show_progress: bool | None = None) -> int:
+    """Write ``src`` with ``events`` spliced in to ``dst``; returns bytes written (raw)."""
+    return Copy(src, dst, command).finish(layout, events, show_progress)

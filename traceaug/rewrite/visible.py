@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ..read.normalize import Plan
 
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]:,]')
+NAME = "ui-visible"  # its entry in the output's marker (its block: the lane threads' metadata)
 
 
 @dataclass
@@ -52,9 +53,13 @@ class Edits:
     negative_tid_threads: list[list] = field(default_factory=list)  # [pid, tid as written]
 
 
-def edits(plan: Plan) -> Edits:
-    """The moves ``read.ui_import.moves`` predicts for this plan's file, placed in its chunks."""
+def edits(plan: Plan, prior_events: int = 0, prior_bytes: int = 0) -> Edits:
+    """The moves ``read.ui_import.moves`` predicts for this plan's file, placed in its chunks.
+    ``prior_events`` / ``prior_bytes``: events (and bytes) right after the ``[`` that are
+    earlier traceaug additions, not copied from the input as they are (never moved)."""
     m = ui_import.moves(plan.ui, plan.base_ns, plan.thread_names)
+    m.slices = {i: v for i, v in m.slices.items() if i >= prior_events}
+    m.flows = {i: v for i, v in m.flows.items() if i >= prior_events}
     out = Edits(metadata=lane_metadata(m.lane_threads), slices=len(m.slices), flows=len(m.flows),
                 negative_tid_threads=[[pid, tid] for pid, tid in plan.ui.keys
                                       if tid.__class__ is int and tid < 0])
@@ -66,29 +71,37 @@ def edits(plan: Plan) -> Edits:
     index = np.array(sorted(everything), dtype=np.int64)
     chunk = np.searchsorted(first, index, side="right") - 1
     layout = plan.layout
+    body_first = np.maximum(first, prior_events)  # the first event copied as it is, per chunk
     for i, c in zip(index.tolist(), chunk.tolist()):
-        out.chunks.setdefault(c, {})[i - int(first[c])] = everything[i]
-        out.moved.append([i, everything[i][0]])
+        out.chunks.setdefault(c, {})[i - int(body_first[c])] = everything[i]
+        out.moved.append([i - prior_events, everything[i][0]])
     for c in out.chunks:
         start = layout.events_start if c == 0 else layout.cuts[c - 1]
-        out.ranges[c] = (start, layout.cuts[c] if c < len(layout.cuts) else None)
+        out.ranges[c] = (max(start, layout.events_start + prior_bytes),
+                         layout.cuts[c] if c < len(layout.cuts) else None)
         end = first[c + 1] if c + 1 < len(first) else plan.ui.events
-        out.counts[c] = int(end - first[c])
+        out.counts[c] = int(end - body_first[c])
     return out
 
 
 def apply(plan: Plan | None, copy) -> None:
     """Make ``copy`` (a ``splice.Copy``) move what the UI would drop, unless it keeps bytes."""
     if plan is not None and not copy.keep_bytes:
-        copy.edits = edits(plan)
+        prior = copy.prior
+        copy.edits = edits(plan, sum(e["events"] for e in prior.entries), prior.skip)
 
 
-def summary(e: Edits | None) -> dict:
-    """The marker's record of what changed for the UI: every negative tid made unsigned
-    (the threads of complete and flow events that had one), and which events moved to lanes
-    (index in the input's event array, lane)."""
-    e = e or Edits()
-    return {"unsigned_tids": True, "negative_tid_threads": e.negative_tid_threads,
+def changes(e: Edits | None) -> bool:
+    """Whether the copy changes anything for the UI (else it gets no marker entry)."""
+    return e is not None and bool(e.slices or e.negative_tid_threads)
+
+
+def summary(e: Edits) -> dict:
+    """The marker entry's record of what changed for the UI: every negative tid made
+    unsigned (the (pid, tid) of complete and flow events that had one), and which events
+    moved to lanes: counts, and [index in the input's events after earlier traceaug
+    additions, lane] of each."""
+    return {"negative_tid_threads": e.negative_tid_threads,
             "moved_to_lanes": {"slices": e.slices, "flows": e.flows, "events": e.moved}}
 
 

@@ -13,7 +13,8 @@ FROM (VALUES
   ('cuda_runtime', 'runtime', 0), ('Runtime', 'runtime', 0), ('cuda_driver', 'runtime', 0),
   ('cpu_op', 'cpu_op', 0), ('Operator', 'cpu_op', 0),
   ('user_annotation', 'annotation', 0), ('gpu_user_annotation', 'gpu_annotation', 0),
-  ('python_function', 'python', 0));
+  ('python_function', 'python', 0),
+  ('cuda_sync', 'sync', 1));
 
 -- Every thread track with its pid and tid; a lane thread's tid is the original one
 -- (every slice on a lane carries it in args.traceaug_tid).

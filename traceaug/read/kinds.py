@@ -1,0 +1,107 @@
+"""Load kinds, declared in one place: which events, args and flows each load keeps.
+
+The engine spends most of its time and memory on args and flow events, and a command reads
+only some categories, so each command loads the least it needs. Every kind keeps metadata
+(``"ph":"M"``) and ProfilerStep windows; pass 1 still reads every event (and the span of
+a subset load comes from all of them). This module imports nothing heavy: pass-1 worker
+processes import it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Args of complete events an analysis load keeps: exactly what traceaug's SQL reads (GPU
+# identity, the correlation id linking a launch to its GPU op, copy size and bandwidth).
+# Every other arg of a complete event costs the engine time and memory and no analysis
+# reads it; metadata, counter and instant events keep all of theirs.
+KINETO_ARGS = frozenset({
+    "correlation", "correlation id", "device", "stream", "bytes", "memory bandwidth (GB/s)",
+    "traceaug_tid", "traceaug_lane",  # on events a rewriter moved to overlap lanes (base.sql)
+})
+# What the critical path reads of sync events and of the ops around them, besides those.
+SYNC_ARGS = KINETO_ARGS | {
+    "cuda_sync_kind", "wait_on_stream", "wait_on_cuda_event_id",
+    "wait_on_cuda_event_record_corr_id", "event", "External id", "Record function id", "Ev Idx",
+}
+
+# Kineto categories, in either schema (current and 2021).
+RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "Runtime", "cuda_driver"})
+GPU_OP_CATEGORIES = frozenset({"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"})
+GPU_ONLY_CATEGORIES = GPU_OP_CATEGORIES | RUNTIME_CATEGORIES  # GPU ops and their launches
+CPU_OP_CATEGORIES = frozenset({"cpu_op", "Operator"})
+ANNOTATION_CATEGORIES = frozenset({"user_annotation", "gpu_user_annotation"})
+SYNC_CATEGORIES = frozenset({"cuda_sync"})
+
+# Runtime calls the "gpu" and "ops" kinds leave out: they query, check or wait and never
+# enqueue a kernel, copy or set, so no GPU op shares their correlation id and neither
+# counters nor diff reads them. Polling alone (cudaEventQuery) is 60% of the A100 trace's
+# GPU-only events. The "sync" kind keeps them: the critical path follows the waits.
+HOST_ONLY_CALLS = frozenset({
+    "cudaEventQuery", "cudaStreamQuery", "cudaEventSynchronize", "cudaStreamSynchronize",
+    "cudaDeviceSynchronize", "cudaStreamWaitEvent", "cudaEventRecord", "cudaEventRecordWithFlags",
+    "cudaEventCreate", "cudaEventCreateWithFlags", "cudaEventDestroy", "cudaEventElapsedTime",
+    "cudaPeekAtLastError", "cudaGetLastError", "cudaStreamIsCapturing",
+    "cudaStreamGetCaptureInfo", "cudaGetDevice", "cudaSetDevice", "cudaGetDeviceCount",
+    "cudaDeviceGetAttribute", "cudaGetDeviceProperties", "cudaDriverGetVersion",
+    "cudaRuntimeGetVersion", "cudaFuncGetAttributes", "cudaFuncSetAttribute",
+    "cudaOccupancyMaxActiveBlocksPerMultiprocessor",
+    "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", "cudaPointerGetAttributes",
+    "hipEventQuery", "hipStreamQuery", "hipEventSynchronize", "hipStreamSynchronize",
+    "hipDeviceSynchronize", "hipStreamWaitEvent", "hipEventRecord", "hipPeekAtLastError",
+    "hipGetLastError", "hipStreamIsCapturing", "hipGetDevice", "hipSetDevice",
+    "hipGetDeviceCount", "hipDeviceGetAttribute", "hipGetDeviceProperties",
+    "hipFuncGetAttributes", "hipPointerGetAttributes",
+})
+
+
+@dataclass(frozen=True)
+class LoadKind:
+    """What one load keeps for the engine.
+
+    ``categories``: the categories kept (with metadata and ProfilerSteps); None keeps every
+    event. ``skip_calls``: runtime / driver calls left out even so. ``args``: the args kept
+    on complete events (None: all); ``whole_args``: categories whose complete events keep
+    all their args. ``flows``: flow events kept."""
+
+    name: str
+    categories: frozenset[str] | None = None
+    skip_calls: frozenset[str] = frozenset()
+    args: frozenset[str] | None = KINETO_ARGS
+    whole_args: frozenset[str] = frozenset()
+    flows: bool = False
+
+    @property
+    def full(self) -> bool:
+        """Every event as it is: pass 2 re-reads the file instead of holding what pass 1 kept."""
+        return self.categories is None and self.args is None and self.flows
+
+    @property
+    def subset(self) -> bool:
+        """Only some categories (the engine sees a part of the events; pass 1 saw them all)."""
+        return self.categories is not None
+
+
+KINDS: dict[str, LoadKind] = {k.name: k for k in (
+    LoadKind("analysis"),  # every event, the args traceaug's SQL reads, no flows
+    LoadKind("full", args=None, flows=True),  # everything, for your own SQL
+    LoadKind("gpu", GPU_ONLY_CATEGORIES, HOST_ONLY_CALLS),  # counters
+    LoadKind("ops", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS),  # diff
+    LoadKind("sync", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES
+             | SYNC_CATEGORIES, args=SYNC_ARGS, whole_args=SYNC_CATEGORIES),  # critical path
+)}
+
+
+def kind_of(kind: str | LoadKind | None = None, full: bool = False, only: str | None = None
+            ) -> LoadKind:
+    """The load kind a caller asked for: ``kind`` (a name of ``KINDS``), or the older
+    keywords it replaces (``full=True`` is ``"full"``, ``only="gpu"`` is ``"gpu"``)."""
+    if isinstance(kind, LoadKind):
+        return kind
+    if kind is None:
+        if full and only:
+            raise ValueError("full=True keeps every event; only= keeps a subset: give one kind")
+        kind = "full" if full else only or "analysis"
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    return KINDS[kind]

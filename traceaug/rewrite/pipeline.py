@@ -1,0 +1,174 @@
+"""The one path every rewriter takes: targets -> start the copy -> load -> compute -> splice.
+
+A rewriter supplies only its load kind (``read.kinds.KINDS``), its compute function and
+its summary. ``run`` resolves the targets (a file, or every rank of a directory), checks
+every output against the inputs before any work, starts each copy (gzip deflates the
+original text meanwhile), loads the trace with the rewriter's kind, calls ``compute`` and
+splices its events in once the engine is closed. Two ranks run at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import TraceaugError
+from ..read.inputs import TRACE_SUFFIXES, TraceFile, select
+from ..read.kinds import KINDS
+from . import splice, visible
+
+if TYPE_CHECKING:
+    from ..read.prefetch import Prefetched
+    from ..trace import Trace
+
+
+@dataclass(frozen=True)
+class Rewriter:
+    """What makes one rewriter: its name (the marker entry), load kind, compute and summary."""
+
+    name: str  # "counters", "critical-path", "patterns": the marker entry and the tag of its events
+    kind: str  # a key of read.kinds.KINDS
+    compute: Callable[[Trace, dict], tuple[dict, list[bytes]]]  # (trace, options) -> (data, events)
+    summary: Callable[[list[dict], str], str]  # results of every rank, fmt -> stdout text
+
+
+@dataclass(frozen=True)
+class Target:
+    """One input file and where its copy goes (None: summary only)."""
+
+    file: TraceFile
+    out: Path | None
+
+
+def _names_directory(dst: str | Path) -> bool:
+    text = os.fspath(dst)
+    return text.endswith(("/", os.sep)) or Path(text).is_dir()
+
+
+def targets(src: str | Path, dst: str | Path | None, rank: int | None = None
+            ) -> tuple[list[Target], Path | None]:
+    """Every input of ``src`` (``read.inputs.select``) with its output, and the output
+    directory to create (None when there is none to make). OUT is a directory when it
+    ends with ``/`` or is one: a file IN is written into it under its own name. A directory
+    IN needs a directory OUT, never a file-like name."""
+    src = Path(src)
+    files = select(src, rank)
+    if dst is None:
+        return [Target(f, None) for f in files], None
+    as_dir, out = _names_directory(dst), Path(dst)
+    if src.is_dir():
+        if out.exists() and not out.is_dir():
+            raise TraceaugError(f"{out}: IN is a directory, so OUT must be one too")
+        if not as_dir and out.name.endswith((*TRACE_SUFFIXES, ".gz")):
+            raise TraceaugError(f"{out}: IN is a directory, so OUT must be one too "
+                                f"(end it with / for a directory of that name)")
+        if out.resolve() == src.resolve():
+            raise TraceaugError(f"{out}: is the input directory; choose another output")
+        as_dir = True
+    if as_dir:
+        made = None if out.is_dir() else out
+        return [Target(f, out / f.path.name) for f in files], made
+    return [Target(f, out) for f in files], None
+
+
+def _check(found: list[Target], made: Path | None) -> None:
+    """Outputs never replace an input; a missing output directory is made (only here)."""
+    inputs = {t.file.path.resolve() for t in found}
+    for t in found:
+        if t.out is not None and t.out.resolve() in inputs and t.out.resolve() != t.file.path.resolve():
+            raise TraceaugError(f"{t.out}: is one of the input files; choose another output")
+    if made is not None:
+        if made.exists() and not made.is_dir():
+            raise TraceaugError(f"{made}: exists and is not a directory")
+        try:
+            made.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise TraceaugError(f"{made}: cannot make the output directory ({e.strerror})") from None
+    for t in found:
+        if t.out is not None:
+            splice.check_output(t.file.path, t.out)
+
+
+def _one(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None, quiet: bool,
+         prefetched: Prefetched | None, keep_bytes: bool) -> dict:
+    """Load, compute and write one target; its summary data with ``rank``, ``file``, ``out``
+    and ``events`` (how many were added)."""
+    from ..trace import Trace
+
+    tf, out = target.file, target.out
+    copy = None
+    if out is not None:  # started first: gzip output deflates the original text meanwhile
+        copy = splice.Copy(tf.path, out, splice.entry(rewriter.name, options),
+                           keep_bytes=keep_bytes)
+    try:
+        # quiet: two ranks at once, one pass-1 worker process each
+        with Trace(tf.path, tp_bin=tp_bin, progress=False if quiet else None, kind=rewriter.kind,
+                   workers=1 if quiet else None, prefetched=prefetched) as trace:
+            if out is not None and trace.plan is None:
+                raise TraceaugError(f"{tf.path}: not a Chrome JSON trace; {rewriter.name} "
+                                    "needs one")
+            data, events = rewriter.compute(trace, options)
+            if copy is not None:
+                visible.apply(trace.plan, copy)  # what the Perfetto UI would drop: moved
+            rank = trace.rank if trace.rank is not None else tf.rank
+            layout = trace.plan.layout if trace.plan is not None else None
+        if copy is not None:  # the engine is closed: its memory is free for the copy
+            copy.finish(layout, events, False if quiet else None)
+    finally:
+        if copy is not None:
+            copy.cancel()
+    return {**data, "rank": rank, "file": str(tf.path), "out": None if out is None else str(out),
+            "events": len(events) if out is not None else 0}
+
+
+def results(rewriter: Rewriter, src: str | Path, dst: str | Path | None, options: dict, *,
+            rank: int | None = None, tp_bin: str | None = None,
+            prefetched: Prefetched | None = None, keep_bytes: bool = False) -> list[dict]:
+    """Every target's summary data (``_one``), two ranks at a time; no output directory is
+    left behind by a run that fails."""
+    if rewriter.kind not in KINDS:
+        raise ValueError(f"{rewriter.name}: unknown load kind {rewriter.kind!r}")
+    found, made = targets(src, dst, rank)
+    _check(found, made)
+    try:
+        if len(found) == 1:
+            return [_one(rewriter, found[0], options, tp_bin, False, prefetched, keep_bytes)]
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            return list(pool.map(lambda t: _one(rewriter, t, options, tp_bin, True, prefetched,
+                                                keep_bytes), found))
+    except BaseException:
+        if made is not None:
+            with contextlib.suppress(OSError):
+                made.rmdir()  # only when empty: what a run before this one wrote stays
+        raise
+
+
+def run(rewriter: Rewriter, src: str | Path, dst: str | Path | None, options: dict, *,
+        rank: int | None = None, fmt: str = "table", tp_bin: str | None = None,
+        prefetched: Prefetched | None = None, keep_bytes: bool = False,
+        open_ui: bool | dict = False) -> str:
+    """Run ``rewriter`` over ``src`` into ``dst`` (None: summary only) and return its summary.
+
+    ``open_ui`` (True, or ``view.server.serve`` options such as port / browser): print the
+    summary, then serve the one output in the Perfetto UI until interrupted; returns ""."""
+    if open_ui:
+        found, _ = targets(src, dst, rank)
+        if dst is None or len(found) != 1:
+            raise TraceaugError(f"{src}: --open needs one output file")
+    text = rewriter.summary(results(rewriter, src, dst, options, rank=rank, tp_bin=tp_bin,
+                                    prefetched=prefetched, keep_bytes=keep_bytes), fmt)
+    if not open_ui:
+        return text
+    from ..view.server import serve
+
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    serve(found[0].out, announce=lambda m: print(m, file=sys.stderr),
+          **(open_ui if isinstance(open_ui, dict) else {}))
+    return ""

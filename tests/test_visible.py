@@ -220,3 +220,23 @@ def test_generated_trace_moves_what_is_known(tmp_path: Path) -> None:
             assert int(next(iter(tp.query("SELECT COUNT(*) AS n FROM flow"))).n) == 1
         finally:
             tp.close()
+
+
+def test_info_says_what_the_ui_drops(tmp_path: Path) -> None:
+    src = shared_trace(A100)
+    runner = CliRunner()
+    result = runner.invoke(main, ["info", str(src), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    (record,) = json.loads(result.output) if result.output.lstrip().startswith("[") else [
+        json.loads(result.output)]
+    assert record["warnings"] == []  # traceaug's own load keeps every event
+    assert record["perfetto_ui"] == [
+        "data_loss: slice_drop_overlapping_complete_event = 25 (complete events partly "
+        "overlapping on their thread)",
+        "177 complete events on 2 negative thread ids folded into their process's main thread"]
+    table = runner.invoke(main, ["info", str(src)]).output
+    assert "in the Perfetto UI: data_loss: slice_drop_overlapping_complete_event = 25" in table
+    out = tmp_path / "out.json.gz"
+    counters(src, out)
+    result = runner.invoke(main, ["info", str(out)])
+    assert result.exit_code == 0 and "perfetto_ui     none" in result.output

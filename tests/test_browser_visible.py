@@ -82,8 +82,17 @@ def raw_counts(path: Path) -> dict[str, int]:
     return {kind: len(by_kind.get(kind, [])) for kind in COUNTED}
 
 
-def in_the_ui(browser, out: Path) -> tuple[dict[str, int], dict[str, int]]:
-    """The UI's slice counts per counted kind, and its error / data-loss stats."""
+# Pinned tracks, and the titles the UI cuts (it shows their full name in a popup).
+PINNED_JS = """() => ({
+  pinned: window.app.trace.workspace.pinnedTracks.map((t) => t.name),
+  cut: [...document.querySelectorAll('.pf-track__title-popup--visible')].map((e) => e.textContent),
+})"""
+
+
+def in_the_ui(browser, out: Path, tracks: dict | None = None) -> tuple[dict[str, int], dict[str, int]]:
+    """The UI's slice counts per counted kind, and its error / data-loss stats. ``tracks``
+    (a dict) gets the pinned tracks and the cut titles, as opened and with the groups holding
+    the pinned tracks expanded."""
     with perfetto_ui.TraceServer(out) as server, perfetto_ui.PerfettoPage(browser, server.url) as ui:
         state = ui.open()
         assert not ui.errors(), f"the UI showed an error on {out.name}: {ui.errors()}"
@@ -93,6 +102,11 @@ def in_the_ui(browser, out: Path) -> tuple[dict[str, int], dict[str, int]]:
             kind = _KIND_OF.get(row["category"])
             if kind in counts:
                 counts[kind] += row["n"]
+        if tracks is not None:
+            ui.wait_idle()
+            tracks.update(ui.page.evaluate(PINNED_JS))
+            ui.show_tracks(tracks["pinned"])
+            tracks["cut_expanded"] = ui.page.evaluate(PINNED_JS)["cut"]
         return counts, {r["name"]: r["value"] for r in ui.query(LOSS_SQL)}
 
 
@@ -108,9 +122,20 @@ def test_ui_shows_every_event_of_the_counters_output(rel: str, browser, tmp_path
     counters(src, out)
     want = raw_counts(src)
     assert want["kernel"] + want["runtime"] > 0
-    counts, lost = in_the_ui(browser, out)
+    tracks: dict = {}
+    counts, lost = in_the_ui(browser, out, tracks)
     assert lost == {}, f"the UI lost events of {out.name}: {lost}"
     assert counts == want
+    # The counter tracks are pinned when traceaug opens the UI, in stream order, titles uncut.
+    queues = [n for n in tracks["pinned"] if n.startswith("Queue length stream")]
+    streams = [int(n.split()[-1]) for n in queues]
+    assert streams and streams == sorted(streams)
+    assert all(n.startswith(("Queue length stream", "Bandwidth (GB/s)")) for n in tracks["pinned"])
+    if rel == "kineto/a100_rank0_of16_6streams.json.gz":
+        assert streams == [7, 25, 27, 84, 285, 363]
+        assert len(tracks["pinned"]) == 10  # and 4 copy kinds
+    ours = [n for n in tracks["cut"] + tracks["cut_expanded"] if n in tracks["pinned"]]
+    assert ours == [], f"titles the UI cuts: {ours}"  # (long process names of the input may be)
 
 
 def test_keep_bytes_output_still_loses_events_in_the_ui(browser, tmp_path: Path) -> None:

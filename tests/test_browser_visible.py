@@ -22,7 +22,7 @@ import perfetto_ui
 import pytest
 from click.testing import CliRunner
 from conftest import shared_trace
-from rawjson import KINDS, events_by_kind
+from rawjson import _KIND_OF, events_by_kind
 
 from traceaug.cli import main
 
@@ -39,7 +39,6 @@ SELECT name, SUM(value) AS value FROM stats
 WHERE value > 0 AND severity IN ('error', 'data_loss') GROUP BY name
 """
 CATEGORY_SQL = "SELECT category, COUNT(*) AS n FROM slice GROUP BY category"
-_KIND_OF = {cat: kind for kind, cats in KINDS.items() for cat in cats}
 COUNTED = ("kernel", "memcpy", "memset", "runtime")
 
 # Raw file as is in the UI: (events the UI drops, kernels in the file).

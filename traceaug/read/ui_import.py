@@ -25,8 +25,6 @@ import numpy as np
 from .lanes import assign_lanes
 from .rebase import unsigned_tid
 
-_EXACT_BELOW = 2**53  # ns: a double holds every integer below, so integer µs stay exact
-
 
 @dataclass
 class Columns:
@@ -69,10 +67,10 @@ class Columns:
 
 def ui_ns(abs_ns: np.ndarray) -> np.ndarray:
     """The ns the UI gives timestamps whose exact values are ``abs_ns`` (file time base):
-    exact for whole µs below 2^53; else the double nearest the µs text, x 1000, rounded half
-    away from zero, unless that double has no fraction (then its integer x 1000)."""
+    exact for whole µs (JSON integers); else the double nearest the µs text, x 1000, rounded
+    half away from zero, unless that double has no fraction (then its integer x 1000)."""
     out = abs_ns.copy()
-    odd = np.flatnonzero((abs_ns % 1000 != 0) | (np.abs(abs_ns) >= _EXACT_BELOW))
+    odd = np.flatnonzero(abs_ns % 1000 != 0)
     for i in odd.tolist():
         q, r = divmod(int(abs_ns[i]), 1000)
         d = float(f"{q}.{r:03d}") if q >= 0 else float(int(abs_ns[i])) / 1000

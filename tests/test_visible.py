@@ -24,6 +24,7 @@ from click.testing import CliRunner
 from conftest import shared_trace
 from rawjson import _KIND_OF, events_by_kind
 
+import traceaug
 from traceaug.cli import main
 from traceaug.engine.backend import TraceProcessor
 from traceaug.read import chunks, normalize, source, ui_import
@@ -121,12 +122,13 @@ def test_only_moved_events_change(tmp_path: Path) -> None:
     assert (ui["moved_to_lanes"]["slices"], ui["moved_to_lanes"]["flows"]) == (7, 7)
     assert len(moved) == 14
     assert len(after) == len(before) + added
+    lanes = {(e["pid"], e["tid"]) for e in map(orjson.loads, after[:ui["events"]])}
     for i, (old, new) in enumerate(zip(before, after[added:])):
         if i not in moved:
             assert new == fix_negative_tids(old), i  # byte for byte, tids aside
             continue
         o, n = orjson.loads(old), orjson.loads(new)
-        assert n["tid"] == f"{o['tid'] & 0xFFFFFFFF}~lane{moved[i]}"
+        assert n["tid"].endswith(f" [overlap lane {moved[i]}]") and (o["pid"], n["tid"]) in lanes
         if o["ph"] == "X":
             assert n["args"] == {"traceaug_lane": moved[i], "traceaug_tid": o["tid"] & 0xFFFFFFFF,
                                  **o.get("args", {})}
@@ -202,21 +204,37 @@ def test_generated_trace_moves_what_is_known(tmp_path: Path) -> None:
     got = orjson.loads(out.read_bytes())
     by_name = {e["name"]: e for e in got["traceEvents"] if e["ph"] == "X"}
     assert by_name["A"]["tid"] == 7
-    assert by_name["B"]["tid"] == "7~lane1"
+    lane1, lane2 = "stream 7 [overlap lane 1]", "stream 7 [overlap lane 2]"
+    assert by_name["B"]["tid"] == lane1
     assert by_name["B"]["args"] == {"traceaug_lane": 1, "traceaug_tid": 7, "stream": 7}
-    assert by_name["C"]["tid"] == "7~lane2"
+    assert by_name["C"]["tid"] == lane2
     assert by_name["cudaLaunchKernel"]["tid"] == 2**32 - 5
     flow_end = next(e for e in got["traceEvents"] if e["ph"] == "f")
-    assert flow_end["tid"] == "7~lane1"
+    assert flow_end["tid"] == lane1
     lanes = {e["tid"]: e["args"]["name"] for e in got["traceEvents"]
              if e["ph"] == "M" and isinstance(e["tid"], str)}
-    assert lanes == {"7~lane1": "stream 7 [overlap lane 1]", "7~lane2": "stream 7 [overlap lane 2]"}
+    assert lanes == {lane1: lane1, lane2: lane2}
     for path, lost in ((src, 3), (out, 0)):
         tp = ui_engine(path)
         try:
             assert sum(losses(tp).values()) == lost
             assert int(next(iter(tp.query("SELECT COUNT(*) AS n FROM slice"))).n) == 5 - lost
             assert int(next(iter(tp.query("SELECT COUNT(*) AS n FROM flow"))).n) == 1
+        finally:
+            tp.close()
+    with traceaug.load(out, kind="full", progress=False) as t:  # traceaug folds the lanes back
+        t.include("traceaug.base")
+        ops = t.columns("SELECT name, stream FROM traceaug_gpu_op ORDER BY name")
+        threads = t.columns("SELECT DISTINCT name FROM thread WHERE name GLOB '*overlap lane*' "
+                            "ORDER BY name")
+    assert ops["name"].tolist() == ["A", "B", "C"] and ops["stream"].tolist() == [7, 7, 7]
+    assert threads["name"].tolist() == [lane1, lane2]  # and the UI shows those names
+    for path in (out,):
+        tp = ui_engine(path)
+        try:
+            names = [r.name for r in tp.query("SELECT name FROM thread WHERE name GLOB '*lane*' "
+                                              "ORDER BY name")]
+            assert names == [lane1, lane2]
         finally:
             tp.close()
 

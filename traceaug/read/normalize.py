@@ -202,15 +202,13 @@ def lane_tid(tid, lane: int) -> str:
     return f"{tid}~lane{lane}"
 
 
-def lane_metadata(lane_threads: dict[tuple, str]) -> list[bytes]:
-    """A ``thread_name`` metadata event per lane thread ((pid, tid, lane) -> name)."""
-    return [orjson.dumps({"ph": "M", "name": "thread_name", "pid": pid, "tid": lane_tid(tid, lane),
-                          "args": {"name": name}})
-            for (pid, tid, lane), name in lane_threads.items()]
-
-
 def _lane_metadata(p: Plan) -> bytes:
-    return b",".join(lane_metadata(p.lane_threads))
+    events = [
+        {"ph": "M", "name": "thread_name", "pid": pid, "tid": lane_tid(tid, lane),
+         "args": {"name": name}}
+        for (pid, tid, lane), name in p.lane_threads.items()
+    ]
+    return orjson.dumps(events)[1:-1]
 
 
 def _move(text: bytes, first_seq: int, p: Plan) -> bytes:

@@ -122,11 +122,11 @@ def as_is(cols: Columns, base_ns: int) -> dict:
 @dataclass
 class Moves:
     """Events to put on overlap lanes so that the UI drops nothing once negative tids are
-    unsigned: event index -> (lane, original tid after the unsigned fix), and the lane
-    threads' (pid, tid, lane) -> name."""
+    unsigned: event index -> (lane, original tid after the unsigned fix, lane thread name),
+    and the lane threads' (pid, tid, lane) -> name."""
 
-    slices: dict[int, tuple[int, object]] = field(default_factory=dict)
-    flows: dict[int, tuple[int, object]] = field(default_factory=dict)
+    slices: dict[int, tuple[int, object, str]] = field(default_factory=dict)
+    flows: dict[int, tuple[int, object, str]] = field(default_factory=dict)
     lane_threads: dict[tuple, str] = field(default_factory=dict)
 
 
@@ -145,14 +145,14 @@ def moves(cols: Columns, base_ns: int, thread_names: dict) -> Moves:
     for key, ts, _dur, index in moved:
         lane = lanes[index]
         pid, tid = pairs[key]
-        out.slices[index] = (lane, tid)
-        where.setdefault((key, ts), lane)
         base = thread_names.get((pid, tid)) or thread_names.get((pid, tid - 2**32) if (
             tid.__class__ is int and tid >= 2**31) else None) or f"{tid}"
-        out.lane_threads[(pid, tid, lane)] = f"{base} [overlap lane {lane}]"
+        name = out.lane_threads.setdefault((pid, tid, lane), f"{base} [overlap lane {lane}]")
+        out.slices[index] = (lane, tid, name)
+        where.setdefault((key, ts), (lane, tid, name))
     near = flows[np.isin(flows[:, 1], np.array([ts for _k, ts in where], dtype=np.int64))]
     for key, ts, index in near.tolist():
         lane = where.get((key, ts))
         if lane is not None:
-            out.flows[index] = (lane, pairs[key][1])
+            out.flows[index] = lane
     return out

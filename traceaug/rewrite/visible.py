@@ -7,9 +7,10 @@ thread are dropped. A rewriter's output (unless ``--keep-bytes``) therefore:
 - gives every negative integer ``tid`` its unsigned 32-bit value (``rebase``'s text fix,
   applied as the text streams: it needs no plan);
 - moves each complete event the UI would still drop, and the flow events bound to it, to
-  the lane threads traceaug's own loads use: ``"tid": "<tid>~lane<N>"`` named
-  ``<thread> [overlap lane N]`` (``thread_name`` metadata added with the other new events),
-  the slice carrying ``args.traceaug_tid`` and ``args.traceaug_lane``.
+  an overlap lane thread ``<thread> [overlap lane N]``, as traceaug's own loads do, the slice
+  carrying ``args.traceaug_tid`` and ``args.traceaug_lane``. The lane's tid is that name (a
+  string): the v52 UI names a thread with a string tid by the string and ignores
+  ``thread_name`` metadata for it (added all the same, with the other new events).
 
 Only those events' bytes change: the tid value and the two args are edited into the
 event's own text, so its timestamps keep their exact text. Events are found by their
@@ -27,7 +28,6 @@ import orjson
 
 from ..read import ui_import
 from ..read.chunks import _BOUNDARY
-from ..read.normalize import lane_metadata, lane_tid
 from ..read.rebase import fix_negative_tids
 
 if TYPE_CHECKING:
@@ -40,10 +40,11 @@ NAME = "ui-visible"  # its entry in the output's marker (its block: the lane thr
 @dataclass
 class Edits:
     """The moves for one input: per pass-1 chunk, event position in the chunk -> (lane, tid
-    after the unsigned fix, is a slice); each chunk's byte range in the decompressed input and
-    event count; the lane threads' metadata events (to add); and the marker's summary."""
+    after the unsigned fix, lane thread, is a slice); each chunk's byte range in the
+    decompressed input and event count; the lane threads' metadata events (to add); and the
+    marker's summary."""
 
-    chunks: dict[int, dict[int, tuple[int, object, bool]]] = field(default_factory=dict)
+    chunks: dict[int, dict[int, tuple[int, object, str, bool]]] = field(default_factory=dict)
     ranges: dict[int, tuple[int, int | None]] = field(default_factory=dict)  # None: to the end
     counts: dict[int, int] = field(default_factory=dict)
     metadata: list[bytes] = field(default_factory=list)
@@ -60,7 +61,10 @@ def edits(plan: Plan, prior_events: int = 0, prior_bytes: int = 0) -> Edits:
     m = ui_import.moves(plan.ui, plan.base_ns, plan.thread_names)
     m.slices = {i: v for i, v in m.slices.items() if i >= prior_events}
     m.flows = {i: v for i, v in m.flows.items() if i >= prior_events}
-    out = Edits(metadata=lane_metadata(m.lane_threads), slices=len(m.slices), flows=len(m.flows),
+    metadata = [orjson.dumps({"ph": "M", "name": "thread_name", "pid": pid, "tid": name,
+                              "args": {"name": name}})
+                for (pid, _tid, _lane), name in m.lane_threads.items()]
+    out = Edits(metadata=metadata, slices=len(m.slices), flows=len(m.flows),
                 negative_tid_threads=[[pid, tid] for pid, tid in plan.ui.keys
                                       if tid.__class__ is int and tid < 0])
     if not m.slices:
@@ -147,11 +151,11 @@ def event_spans(text: bytes, count: int, wanted: int) -> list[tuple[int, int]]:
     return spans
 
 
-def move_event(text: bytes, lane: int, tid, is_slice: bool) -> bytes:
-    """One event's text with its tid on lane ``lane`` (and, for a slice, the lane args),
-    every other byte as it was."""
+def move_event(text: bytes, lane: int, tid, thread: str, is_slice: bool) -> bytes:
+    """One event's text on lane ``lane`` of its thread ``tid`` (the lane thread's tid:
+    ``thread``), and for a slice with the lane args; every other byte as it was."""
     members = _values(text)
-    new_tid = orjson.dumps(lane_tid(tid, lane))
+    new_tid = orjson.dumps(thread)
     edits: list[tuple[int, int, bytes]] = []
     close = text.rindex(b"}")
     if b"tid" in members:
@@ -227,7 +231,7 @@ def apply_text(text: bytes, offset: int, e: Edits | None, fix_tids: bool) -> byt
     return fix_negative_tids(text) if fix_tids else text
 
 
-def _edit_chunk(text: bytes, count: int, moves: dict[int, tuple[int, object, bool]]) -> bytes:
+def _edit_chunk(text: bytes, count: int, moves: dict[int, tuple[int, object, str, bool]]) -> bytes:
     spans = event_spans(text, count, max(moves) + 1)
     pieces, pos = [], 0
     for k in sorted(moves):

@@ -114,11 +114,10 @@ def _one(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None, 
                 raise TraceaugError(f"{tf.path}: not a Chrome JSON trace; {rewriter.name} "
                                     "needs one")
             data, events = rewriter.compute(trace, options)
-            if copy is not None:
-                visible.apply(trace.plan, copy)  # what the Perfetto UI would drop: moved
             rank = trace.rank if trace.rank is not None else tf.rank
             layout = trace.plan.layout if trace.plan is not None else None
         if copy is not None:  # the engine is closed: its memory is free for the copy
+            visible.apply(trace.plan, copy)  # what the Perfetto UI would drop: moved
             copy.finish(layout, events, False if quiet else None)
     finally:
         if copy is not None:

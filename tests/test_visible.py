@@ -257,3 +257,17 @@ def test_info_says_what_the_ui_drops(tmp_path: Path) -> None:
     counters(src, out)
     result = runner.invoke(main, ["info", str(out)])
     assert result.exit_code == 0 and "perfetto_ui     none" in result.output
+
+
+def test_gzip_output_has_the_plain_outputs_text(tmp_path: Path) -> None:
+    """The gzip copy deflates segments as the text streams and redoes those holding moves
+    (inflated again, tids shifted); the plain copy edits the input as it reads it."""
+    src = shared_trace(A100)
+    gz, plain = tmp_path / "out.json.gz", tmp_path / "out.json"
+    counters(src, gz)
+    counters(src, plain)
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    text = d.decompress(gz.read_bytes())  # one gzip member, CRC and length checked
+    assert d.eof and d.unused_data == b""
+    assert text == plain.read_bytes()
+    assert text.count(b"stream 27  [overlap lane 1]") == 2 + 2  # metadata (tid, name), slice, flow end

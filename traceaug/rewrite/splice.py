@@ -44,6 +44,7 @@ from ..atomic import atomic_output
 from ..errors import TraceaugError
 from ..progress import Progress
 from ..read import chunks, source
+from ..read.rebase import fix_negative_tids_shifted
 from . import pgzip, visible
 
 GZIP_LEVEL = 3
@@ -189,7 +190,8 @@ def _yield_to_others() -> None:
 class _Segment:
     """One independently deflated piece of the body: its input bytes [start, end) (offsets
     in the decompressed input), where its deflated bytes are in the body file, its output
-    length and the CRC-32 of the body's output up to its end."""
+    length, the CRC-32 of the body's output up to its end, and where the tid fix changed
+    lengths (``rebase.fix_negative_tids_shifted``)."""
 
     start: int
     end: int
@@ -197,6 +199,13 @@ class _Segment:
     length: int
     size: int
     crc: int
+    shifts: list[tuple[int, int]]
+
+    def out(self, offset: int) -> int:
+        """Where input byte ``offset`` (in this segment, never inside a tid) is in its output."""
+        rel = offset - self.start
+        k = bisect.bisect_right(self.shifts, (rel, float("inf"))) - 1
+        return rel + (self.shifts[k][1] if k >= 0 else 0)
 
 
 def _deflate(text: bytes) -> bytes:
@@ -266,12 +275,12 @@ class _Body:
         self.file.write(deflate.flush())
 
     def _add(self, text: bytes, offset: int) -> None:
-        out = visible.apply_text(text, offset, None, self.fix_tids)
+        out, shifts = fix_negative_tids_shifted(text)
         data = _deflate(out)
         self.crc = zlib.crc32(out, self.crc)
         self.size += len(out)
         self.segments.append(_Segment(offset, offset + len(text), self.file.tell(), len(data),
-                                      len(out), self.crc))
+                                      len(out), self.crc, shifts))
         self.file.write(data)
 
     def _blocks(self) -> Iterator[bytes]:
@@ -302,11 +311,18 @@ class _Body:
                 runs[-1][1] = max(runs[-1][1], last)
             else:
                 runs.append([first, last])
-        texts = _read_ranges(self.src, [(self.segments[a].start, self.segments[b].end)
-                                        for a, b in runs])
         out = {}
-        for (a, b), text in zip(runs, texts):
-            new = visible.apply_text(text, self.segments[a].start, edits, self.fix_tids)
+        for a, b in runs:  # the run's output (inflated from the body file), the moves edited in
+            segs = self.segments[a : b + 1]
+            self.file.seek(segs[0].at)
+            text = zlib.decompressobj(-zlib.MAX_WBITS).decompress(
+                self.file.read(segs[-1].at + segs[-1].length - segs[0].at))
+            spans = [(c, _run_offset(segs, edits.ranges[c][0], False),
+                      len(text) if edits.ranges[c][1] is None
+                      else _run_offset(segs, edits.ranges[c][1], True))
+                     for c in sorted(edits.chunks)
+                     if segs[0].start <= edits.ranges[c][0] < segs[-1].end]
+            new = visible.move_in(text, spans, edits)
             out[a] = (b, _deflate(new), zlib.crc32(new), len(new))
         return out
 
@@ -316,37 +332,13 @@ class _Body:
         self.file.close()
 
 
-def _read_ranges(src: Path, ranges: list[tuple[int, int]]) -> list[bytes]:
-    """The decompressed input's bytes in each of ``ranges`` (sorted, disjoint)."""
-    if not source.is_gzip(src):
-        with open(src, "rb") as f:
-            out = []
-            for lo, hi in ranges:
-                f.seek(lo)
-                out.append(f.read(hi - lo))
-            return out
-    out, pos, buf = [], 0, bytearray()
-    todo = iter(ranges)
-    lo, hi = next(todo)
-    blocks = source.iter_blocks(src)
-    try:
-        for block in blocks:
-            end = pos + len(block)
-            while True:
-                if end > lo:
-                    buf += block[max(lo - pos, 0) : min(hi, end) - pos]
-                if end < hi:
-                    break
-                out.append(bytes(buf))
-                buf.clear()
-                nxt = next(todo, None)
-                if nxt is None:
-                    return out
-                lo, hi = nxt
-            pos = end
-    finally:
-        blocks.close()
-    raise TraceaugError(f"{src}: the file changed while traceaug read it")
+def _run_offset(segs: list[_Segment], offset: int, end: bool) -> int:
+    """Where input byte ``offset`` is in the output of the run of segments ``segs`` (``end``:
+    an offset at a segment's start is the end of the one before)."""
+    k = bisect.bisect_right([s.start for s in segs], offset) - 1
+    if end and k > 0 and offset == segs[k].start:
+        k -= 1
+    return sum(s.size for s in segs[:k]) + segs[k].out(offset)
 
 
 class Copy:

@@ -216,19 +216,25 @@ def apply_text(text: bytes, offset: int, e: Edits | None, fix_tids: bool) -> byt
     made unsigned."""
     if e is not None and e.chunks:
         end = offset + len(text)
-        pieces, pos = [], 0
+        spans = []
         for c in sorted(e.chunks):
             start, stop = e.ranges[c]
             stop = end if stop is None else stop
-            if start < offset or stop > end or start >= end:
-                continue
-            local = text[start - offset : stop - offset]
-            pieces.append(text[pos : start - offset])
-            pieces.append(_edit_chunk(local, e.counts[c], e.chunks[c]))
-            pos = stop - offset
-        pieces.append(text[pos:])
-        text = b"".join(pieces)
+            if offset <= start < end and stop <= end:
+                spans.append((c, start - offset, stop - offset))
+        text = move_in(text, spans, e)
     return fix_negative_tids(text) if fix_tids else text
+
+
+def move_in(text: bytes, spans: list[tuple[int, int, int]], e: Edits) -> bytes:
+    """``text`` with the moves of each chunk ``c`` whose text is ``text[lo:hi]`` ((c, lo, hi)
+    in order)."""
+    pieces, pos = [], 0
+    for c, lo, hi in spans:
+        pieces += [text[pos:lo], _edit_chunk(text[lo:hi], e.counts[c], e.chunks[c])]
+        pos = hi
+    pieces.append(text[pos:])
+    return b"".join(pieces)
 
 
 def _edit_chunk(text: bytes, count: int, moves: dict[int, tuple[int, object, str, bool]]) -> bytes:

@@ -20,6 +20,8 @@ plumbing out of the tests, so each test states counts, not "the page loaded".
 
 from __future__ import annotations
 
+import contextlib
+import fnmatch
 import importlib.util
 import queue
 import re
@@ -114,6 +116,19 @@ def missing() -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def chromium():
+    """Playwright started and Debian's Chromium launched (``launch``), closed on exit."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
 def launch(playwright):
     """Debian's Chromium, headless, with a fresh profile (Playwright's temporary user data dir)."""
     return playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
@@ -123,8 +138,9 @@ def launch(playwright):
 class TraceServer:
     """``traceaug open TRACE --no-browser`` as a subprocess; a context manager that always stops it."""
 
-    def __init__(self, trace: Path) -> None:
+    def __init__(self, trace: Path, announced: str | None = None) -> None:
         self.trace = Path(trace)
+        self.announced = announced or self.trace.name  # a glob: the name the server prints
         self.proc: subprocess.Popen | None = None
         self.url = ""
         self.stderr: list[str] = []
@@ -165,7 +181,8 @@ class TraceServer:
             self.stderr.append(line)
             m = URL_LINE.match(line)
             if m:
-                assert m["name"] == self.trace.name, f"server announced {m['name']!r}, not {self.trace.name}"
+                assert fnmatch.fnmatchcase(m["name"], self.announced), (
+                    f"server announced {m['name']!r}, not {self.announced}")
                 return m["url"]
         raise AssertionError(f"`traceaug open {self.trace}` printed no URL within "
                              f"{SERVER_START_TIMEOUT_S:.0f} s: {' | '.join(self.stderr)}")

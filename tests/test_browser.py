@@ -10,7 +10,8 @@ What: for each rewriter case, write OUT with traceaug into tmp_path, serve it wi
   track, slices and flows.
 
 A truncated trace must show the UI's error instead, and the A100 counters output is
-photographed to docs/counters_in_perfetto.png (the counter tracks expanded, one pinned).
+photographed (the counter tracks expanded, one pinned) into tmp_path; the README's image,
+docs/counters_in_perfetto.png, is replaced by it only on purpose: TRACEAUG_UPDATE_DOCS=1.
 
 Why: the JSON we write is read by two importers, traceaug's embedded trace_processor and the UI's;
 only this suite shows that users see in the UI what ``traceaug query`` reports.
@@ -35,7 +36,7 @@ from conftest import ROOT, run_cli, shared_trace
 
 import traceaug
 
-SCREENSHOT = ROOT / "docs" / "counters_in_perfetto.png"
+SCREENSHOT = ROOT / "docs" / "counters_in_perfetto.png"  # the README's; see photograph()
 
 _MISSING = perfetto_ui.missing()
 if _MISSING:
@@ -97,7 +98,7 @@ class Case:
     trace: str  # relative to ../shared/traces
     command: Callable[[Path, Path], list[str]]
     is_added: Callable[[str], bool]  # a counter_track name the rewriter added
-    screenshot: Path | None = None
+    screenshot: Path | None = None  # the README image this case's photograph may replace
     pin: str | None = None  # the track pinned for the screenshot
     added_sql: str = ""  # name, n, total of what was added (default: COUNTERS_SQL)
 
@@ -195,8 +196,20 @@ def test_case(case: Case, browser, tmp_path: Path) -> None:
             assert case.pin is None or case.pin in shown["pinned"], f"could not pin {case.pin}: {shown}"
             hidden = [name for name in names[:3] if not ui.shows_text(name)]
             assert not hidden, f"track titles not on screen after show_tracks: {hidden}"
-            ui.screenshot(case.screenshot)
-            assert case.screenshot.stat().st_size > 50_000, f"{case.screenshot} looks blank"
+            photograph(ui, tmp_path / case.screenshot.name, case.screenshot)
+
+
+def photograph(ui, shot: Path, readme_image: Path) -> None:
+    """Screenshot into ``shot`` (tmp_path); copy it over the README's image only when
+    TRACEAUG_UPDATE_DOCS=1: a test run never writes into the source tree by itself."""
+    before = readme_image.stat().st_mtime_ns if readme_image.exists() else None
+    ui.screenshot(shot)
+    assert shot.stat().st_size > 50_000, f"{shot} looks blank"
+    if os.environ.get("TRACEAUG_UPDATE_DOCS") == "1":
+        readme_image.write_bytes(shot.read_bytes())
+    else:
+        after = readme_image.stat().st_mtime_ns if readme_image.exists() else None
+        assert after == before, f"{readme_image} was rewritten without TRACEAUG_UPDATE_DOCS=1"
 
 
 def test_truncated_trace_shows_the_ui_error(browser, tmp_path: Path) -> None:

@@ -94,6 +94,6 @@ def test_a_reader_that_leaves_early_gets_no_traceback() -> None:
                              "SELECT * FROM slice", "--format", "csv"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout.readline().startswith(b"id,ts,dur")
-    proc.stdout.close()  # as `| head -1` does
+    proc.stdout.close()  # as `| head -1` does, long before the rows end (MBs past the pipe buffer)
     assert proc.stderr.read() == b""
-    assert proc.wait() in (0, 1)
+    assert proc.wait() == 0  # a reader that left is not an error (click: EPIPE ends quietly, 0)

@@ -11,12 +11,14 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from conftest import TESTDATA, shared_trace
 from conftest import run_cli as cli
 from counters_raw import bandwidth_series, queue_series
 from rawjson import ns
 
 import traceaug
+from traceaug.cli import main
 from traceaug.read.source import read_all
 from traceaug.rewrite.splice import find_marker
 
@@ -148,11 +150,14 @@ def test_hta_style_equals_hta(tmp_path: Path) -> None:
     assert sum(len(v) for v in hta.values()) > 10000
 
 
-def test_known_answers_on_generated_trace(tmp_path: Path) -> None:
-    src = TESTDATA / "small_training.json"
+def test_known_answers_on_generated_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--summary-only writes nothing: not beside the input, not in the working directory."""
+    src = tmp_path / "small_training.json"
+    src.write_bytes((TESTDATA / "small_training.json").read_bytes())
     answers = json.loads((TESTDATA / "small_training.answers.json").read_text())
-    out = cli("counters", str(src), "--summary-only", "--format", "json")
-    assert out.returncode == 0, out.stderr
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(main, ["counters", src.name, "--summary-only", "--format", "json"])
+    assert out.exit_code == 0, out.output
     summary = json.loads(out.stdout)
     (htod,) = [r for r in summary["bandwidth"] if r["kind"] == "HtoD"]
     assert htod["bytes"] == answers["memcpy_bytes_total"] == 3 * 4 * 2**20
@@ -163,8 +168,9 @@ def test_known_answers_on_generated_trace(tmp_path: Path) -> None:
     expected = queue_series(src)
     for (_device, stream), points in expected.items():
         assert queues[stream]["max"] == max(v for _, v in points)
-    assert summary["outputs"] == []
-    assert not list(tmp_path.iterdir())
+    assert summary["outputs"] == [] and out.stderr == ""
+    assert [p.name for p in tmp_path.iterdir()] == [src.name]
+    assert src.read_bytes() == (TESTDATA / "small_training.json").read_bytes()
 
 
 @pytest.mark.parametrize("rel", [

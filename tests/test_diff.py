@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from conftest import TESTDATA, shared_trace
 from conftest import run_cli as cli
+from rawjson import _KIND_OF as KIND_OF
 from rawjson import load_raw, ns
 
 import traceaug
 from traceaug.analysis.diff import Side, op_table
+from traceaug.cli import main
 
-GPU_CATS = {"kernel": "gpu", "gpu_memcpy": "gpu", "gpu_memset": "gpu", "Kernel": "gpu", "Memcpy": "gpu",
-            "Memset": "gpu"}
+GPU_KINDS = {"kernel", "memcpy", "memset"}
 
 
 def diff_json(a: Path, b: Path, *extra: str) -> dict:
@@ -25,29 +29,102 @@ def diff_json(a: Path, b: Path, *extra: str) -> dict:
     return json.loads(result.stdout)
 
 
-def raw_per_step(path: Path) -> dict:
-    """(device, name) -> (count per step, total ns per step), computed from the raw JSON."""
-    events = [e for e in load_raw(path)["traceEvents"] if e.get("ph") == "X"]
-    steps = sorted((ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in events
-                   if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#"))
+def invoke(*args: str):
+    """``traceaug ARGS`` in-process (click's CliRunner), stdout and stderr apart."""
+    return CliRunner().invoke(main, list(args))
 
-    def in_step(ts: int) -> bool:
-        return any(lo <= ts < hi for lo, hi in steps)
 
-    launch_in_step = {e["args"]["correlation"]: in_step(ns(e["ts"])) for e in events
-                      if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+def diff_rows(a: Path, b: Path, *extra: str) -> tuple[dict, dict]:
+    """``diff --format json``'s one rank: its summary and its rows keyed by (device, key)."""
+    r = invoke("diff", str(a), str(b), "--format", "json", *extra)
+    assert r.exit_code == 0, r.output
+    (rank,) = json.loads(r.stdout)["ranks"]
+    return rank["summary"], {(row["device"], row["key"]): row for row in rank["ops"]}
+
+
+def short(name: str) -> str:
+    """The test's own short name: the name without its (nested) template and argument lists."""
+    if name.startswith(("Memcpy", "Memset")):
+        return name
+    out, n = name.replace("->", ""), 1
+    while n:
+        out, n = re.subn(r"<[^<>()]*>|\([^<>()]*\)", "", out)
+    return " ".join(out.split()) or name
+
+
+@functools.lru_cache(maxsize=4)
+def raw_events(path: Path) -> list[dict]:
+    """The complete (X) events of a raw trace, read once per test session."""
+    return [e for e in load_raw(path)["traceEvents"] if e.get("ph") == "X"]
+
+
+def raw_steps(events: list[dict]) -> dict[int, tuple[int, int]]:
+    """Step number -> (start, end) ns of its first ProfilerStep annotation."""
+    out: dict[int, tuple[int, int]] = {}
+    for e in sorted(events, key=lambda e: ns(e["ts"])):
+        m = re.fullmatch(r"ProfilerStep#(\d+)", e["name"])
+        if m and e.get("cat") in ("user_annotation", "cpu_op", "Operator"):
+            out.setdefault(int(m.group(1)), (ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])))
+    return out
+
+
+def raw_per_step(path: Path, step: int | None = None, index: int | None = None,
+                 by_short: bool = False) -> dict:
+    """(device, name) -> (count per step, total ns per step), computed from the raw JSON: CPU
+    ops by the step holding their start, GPU ops by the step of the first runtime call with
+    their correlation id; ``step`` (a number) or ``index`` (a position) compares one step."""
+    events = raw_events(path)
+    steps = raw_steps(events)
+    if index is not None:
+        step = sorted(steps, key=lambda n: steps[n])[index]
+    chosen = {step: steps[step]} if step is not None else steps
+
+    def step_at(ts: int) -> int | None:
+        held = [n for n, (lo, hi) in steps.items() if lo <= ts]
+        last = max(held, key=lambda n: steps[n][0], default=None)
+        return last if last is not None and ts < steps[last][1] else None
+
+    launch: dict = {}
+    for e in sorted(events, key=lambda e: ns(e["ts"])):
+        if KIND_OF.get(e.get("cat")) == "runtime" and "correlation" in e.get("args", {}):
+            launch.setdefault(e["args"]["correlation"], step_at(ns(e["ts"])))
     out: dict = defaultdict(lambda: [0, 0])
     for e in events:
-        if e.get("cat") == "cpu_op" and in_step(ns(e["ts"])):
-            key = ("cpu", e["name"])
-        elif e.get("cat") in GPU_CATS and launch_in_step.get(e.get("args", {}).get("correlation")):
-            key = ("gpu", e["name"])
+        kind = KIND_OF.get(e.get("cat"))
+        if kind == "cpu_op" and not e["name"].startswith("ProfilerStep#"):
+            device, at = "cpu", step_at(ns(e["ts"]))
+        elif kind in GPU_KINDS:
+            device, at = "gpu", launch.get(e.get("args", {}).get("correlation"))
         else:
             continue
-        out[key][0] += 1
-        out[key][1] += ns(e["dur"])
-    n = len(steps)
+        if at in chosen:
+            key = (device, short(e["name"]) if by_short else e["name"])
+            out[key][0] += 1
+            out[key][1] += ns(e["dur"])
+    n = len(chosen)
     return {k: (c / n, t / n) for k, (c, t) in out.items()}
+
+
+def expected_status(want_a: dict, want_b: dict, key, threshold: float = 5.0) -> str:
+    if key not in want_a:
+        return "added"
+    if key not in want_b:
+        return "removed"
+    ta, tb = want_a[key][1], want_b[key][1]
+    pct = 100 * (tb - ta) / ta if ta else 0.0
+    return "increased" if pct > threshold else "decreased" if pct < -threshold else "unchanged"
+
+
+def assert_rows_equal_raw(rows: dict, want_a: dict, want_b: dict, threshold: float = 5.0) -> None:
+    """Every row's counts, totals, delta and status equal the raw events' (and no other rows)."""
+    assert set(rows) == set(want_a) | set(want_b)
+    for key, row in rows.items():
+        ca, ta = want_a.get(key, (0, 0))
+        cb, tb = want_b.get(key, (0, 0))
+        assert (row["count_a"], row["count_b"]) == (pytest.approx(ca), pytest.approx(cb)), key
+        assert row["total_a_ms"] == pytest.approx(ta / 1e6) and row["total_b_ms"] == pytest.approx(tb / 1e6)
+        assert row["delta_ms"] == pytest.approx((tb - ta) / 1e6), key
+        assert row["status"] == expected_status(want_a, want_b, key, threshold), key
 
 
 def test_identical_inputs_are_unchanged() -> None:
@@ -62,33 +139,58 @@ def test_identical_inputs_are_unchanged() -> None:
 def test_tiny_pair_deltas_equal_the_raw_events() -> None:
     a = shared_trace("kineto/diff/tiny_base/base.json.gz")
     b = shared_trace("kineto/diff/tiny_test/test.json.gz")
-    (rank,) = diff_json(a, b)["ranks"]
-    want_a, want_b = raw_per_step(a), raw_per_step(b)
-    rows = {(r["device"], r["key"]): r for r in rank["ops"]}
-    assert set(rows) == set(want_a) | set(want_b)
-    for key, row in rows.items():
-        ca, ta = want_a.get(key, (0, 0))
-        cb, tb = want_b.get(key, (0, 0))
-        assert (row["count_a"], row["count_b"]) == (ca, cb), key
-        assert row["total_a_ms"] == pytest.approx(ta / 1e6) and row["total_b_ms"] == pytest.approx(tb / 1e6)
-        assert row["delta_ms"] == pytest.approx((tb - ta) / 1e6), key
-        expected = "added" if key not in want_a else "removed" if key not in want_b else None
-        if expected:
-            assert row["status"] == expected, key
-    assert {r["status"] for r in rank["ops"]} >= {"added"}
+    _, rows = diff_rows(a, b)
+    assert_rows_equal_raw(rows, raw_per_step(a), raw_per_step(b))
+    assert {r["status"] for r in rows.values()} >= {"added"}
 
 
 @pytest.mark.parametrize("pair", ["h100_runs", "v100_resnet50_2021", "a100_vs_v100"])
 def test_real_pairs(pair: str) -> None:
+    """Every row of three real pairs equals the raw events' counts, totals and statuses; on
+    the two smaller, also by short name, and the table's top lists hold changed rows only,
+    largest first."""
     folder = shared_trace(f"kineto/diff/{pair}")
     a, b = sorted(p for p in folder.iterdir() if p.is_dir())
     if pair == "a100_vs_v100":
         a, b = folder / "control", folder / "test"
-    (rank,) = diff_json(a, b)["ranks"]
-    assert len(rank["ops"]) > 20
-    assert rank["summary"]["a"]["steps"] > 0 and rank["summary"]["b"]["gpu_busy_ms"] > 0
-    table = cli("diff", str(a), str(b), "--device", "gpu", "--by", "short-name")
-    assert table.returncode == 0 and "Top regressions" in table.stdout
+    fa, fb = next(a.iterdir()), next(b.iterdir())
+    summary, rows = diff_rows(a, b)
+    assert_rows_equal_raw(rows, raw_per_step(fa), raw_per_step(fb))
+    steps_a, steps_b = (raw_steps(raw_events(f)) for f in (fa, fb))
+    assert (summary["a"]["steps"], summary["b"]["steps"]) == (len(steps_a), len(steps_b))
+    mean_ms = sum(hi - lo for lo, hi in steps_a.values()) / len(steps_a) / 1e6
+    assert summary["a"]["step_ms"] == pytest.approx(mean_ms)
+    if pair == "a100_vs_v100":
+        return  # the largest pair: its rows are enough (HTA's test below covers it too)
+    _, gpu_short = diff_rows(a, b, "--device", "gpu", "--by", "short-name")
+    want_a = {k: v for k, v in raw_per_step(fa, by_short=True).items() if k[0] == "gpu"}
+    want_b = {k: v for k, v in raw_per_step(fb, by_short=True).items() if k[0] == "gpu"}
+    assert_rows_equal_raw(gpu_short, want_a, want_b)
+    table = invoke("diff", str(a), str(b), "--top", "3")
+    assert table.exit_code == 0, table.output
+    assert "ProfilerStep#" not in table.stdout  # the windows, never rows (2021: an op's category)
+    listed = top_rows(table.stdout)
+    changed = sorted((r for r in rows.values() if r["status"] != "unchanged"),
+                     key=lambda r: -abs(r["delta_ms"]))
+    assert listed["Top regressions"] == [r["status"] for r in changed if r["delta_ms"] > 0][:3]
+    assert listed["Top improvements"] == [r["status"] for r in changed if r["delta_ms"] < 0][:3]
+
+
+def top_rows(table: str) -> dict[str, list[str]]:
+    """The status column of each "Top ..." list of a diff table."""
+    out: dict[str, list[str]] = {}
+    title = None
+    for line in table.splitlines():
+        if line.startswith("Top "):
+            title = line.split(" (")[0]
+            out[title] = []
+        elif title and line.strip() and not line.lstrip().startswith("device"):
+            status = [w for w in line.split() if w in STATUSES]
+            out[title] += status[-1:] if status else []
+    return out
+
+
+STATUSES = {"added", "removed", "increased", "decreased", "unchanged"}
 
 
 def test_a100_vs_v100_matches_hta_compare_traces(tmp_path: Path) -> None:
@@ -204,3 +306,149 @@ def test_merged_trace_is_the_same_bytes_every_run(tmp_path: Path, monkeypatch) -
         outs.append(out.read_bytes())
     assert outs[0] == outs[1] == outs[2]
     assert outs[0].count(b'"name":"process_name","pid":"B: ') >= 2
+
+
+# A generated pair with known answers: A numbers its steps 5-7, B 16-18; per step, CPU ops
+# (aten::mm +50% and growing by step, aten::add<int>(y) +5%, aten::relu -67%, aten::old only in
+# A, aten::new only in B, two aten::add overloads one short name) and, unless cpu_only, two
+# kernels launched by cudaLaunchKernel (gemm<128>(a) +60%, gemm<64>(b) unchanged).
+def synthetic(path: Path, side: str, cpu_only: bool = False) -> Path:
+    first, step_us = (5, 900) if side == "a" else (16, 1200)
+    durations = {"aten::mm": 100 if side == "a" else 150, "aten::add<float>(x)": 40,
+                 "aten::add<int>(y)": 20 if side == "a" else 21,
+                 "aten::relu": 30 if side == "a" else 10,
+                 "aten::old" if side == "a" else "aten::new": 25}
+    kernels = {"gemm<128>(a)": 50 if side == "a" else 80, "gemm<64>(b)": 10}
+    cpu = {"ph": "X", "pid": 1, "tid": 1}
+    events = [{**cpu, "cat": "cpu_op", "name": "aten::mm", "ts": 10, "dur": 5}]  # before any step
+    correlation = 0
+    for k in range(3):
+        start = 1000 + k * 2000
+        events.append({**cpu, "cat": "user_annotation", "name": f"ProfilerStep#{first + k}",
+                       "ts": start, "dur": step_us})
+        t = start + 1
+        for name, dur in durations.items():
+            dur += 10 * k if name == "aten::mm" else 0
+            events.append({**cpu, "cat": "cpu_op", "name": name, "ts": t, "dur": dur})
+            t += dur + 1
+        for name, dur in ({} if cpu_only else kernels).items():
+            correlation += 1
+            events.append({**cpu, "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": t,
+                           "dur": 5, "args": {"correlation": correlation}})
+            events.append({"ph": "X", "pid": 0, "tid": 7, "cat": "kernel", "name": name,
+                           "ts": t + 10, "dur": dur,
+                           "args": {"device": 0, "stream": 7, "correlation": correlation}})
+            t += 6
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> tuple[Path, Path]:
+    return synthetic(tmp_path / "a.json", "a"), synthetic(tmp_path / "b.json", "b")
+
+
+def test_statuses_and_threshold_equal_the_raw_events(pair) -> None:
+    a, b = pair
+    want_a, want_b = raw_per_step(a), raw_per_step(b)
+    _, rows = diff_rows(a, b)
+    assert_rows_equal_raw(rows, want_a, want_b)
+    statuses = {k[1]: r["status"] for k, r in rows.items()}
+    assert statuses == {"aten::mm": "increased", "aten::add<float>(x)": "unchanged",
+                        "aten::add<int>(y)": "unchanged", "aten::relu": "decreased",
+                        "aten::old": "removed", "aten::new": "added", "gemm<128>(a)": "increased",
+                        "gemm<64>(b)": "unchanged"}
+    _, rows = diff_rows(a, b, "--threshold", "4.9")  # aten::add<int>(y) grew 5%
+    assert_rows_equal_raw(rows, want_a, want_b, threshold=4.9)
+    assert rows[("cpu", "aten::add<int>(y)")]["status"] == "increased"
+    _, rows = diff_rows(a, b, "--threshold", "60")  # gemm<128>(a) grew 60%, aten::mm less
+    assert_rows_equal_raw(rows, want_a, want_b, threshold=60)
+    assert rows[("gpu", "gemm<128>(a)")]["status"] == "unchanged"
+    _, short_rows = diff_rows(a, b, "--by", "short-name")
+    assert_rows_equal_raw(short_rows, raw_per_step(a, by_short=True), raw_per_step(b, by_short=True))
+    assert short_rows[("cpu", "aten::add")]["count_a"] == 2 and ("gpu", "gemm") in short_rows
+
+
+def test_top_lists_show_changed_rows_only_never_profiler_steps(pair) -> None:
+    a, b = pair
+    r = invoke("diff", str(a), str(b), "--top", "2")
+    assert r.exit_code == 0, r.output
+    lists = top_rows(r.stdout)
+    assert lists == {"Top regressions": ["increased", "increased"],  # gemm<128>(a) 90 µs, mm 60
+                     "Top improvements": ["removed", "decreased"]}  # aten::old 25, relu 20
+    assert "gemm<128>(a)" in r.stdout and "aten::relu" in r.stdout and "ProfilerStep#" not in r.stdout
+    lists = top_rows(invoke("diff", str(a), str(b), "--top", "10").stdout)
+    assert lists == {"Top regressions": ["increased", "increased", "added"],
+                     "Top improvements": ["removed", "decreased"]}  # unchanged rows never listed
+
+
+def test_steps_per_side_and_by_index(pair) -> None:
+    """Runs numbering their steps apart compare by --step-a/--step-b or --step-index;
+    ProfilerStep annotations are windows, not rows."""
+    a, b = pair
+    summary, rows = diff_rows(a, b, "--step-a", "6", "--step-b", "18")
+    assert_rows_equal_raw(rows, raw_per_step(a, step=6), raw_per_step(b, step=18))
+    assert rows[("cpu", "aten::mm")]["total_a_ms"] == pytest.approx(0.110)
+    assert rows[("cpu", "aten::mm")]["total_b_ms"] == pytest.approx(0.170)
+    assert (summary["a"]["step"], summary["b"]["step"]) == (6, 18)
+    assert (summary["a"]["step_ms"], summary["b"]["step_ms"]) == (0.9, 1.2)
+    _, by_index = diff_rows(a, b, "--step-index", "-1")
+    assert_rows_equal_raw(by_index, raw_per_step(a, index=-1), raw_per_step(b, index=-1))
+    assert by_index[("cpu", "aten::mm")]["total_b_ms"] == pytest.approx(0.170)
+    _, same = diff_rows(a, a, "--step", "7")
+    assert_rows_equal_raw(same, raw_per_step(a, step=7), raw_per_step(a, step=7))
+    assert not any("ProfilerStep" in key for _, key in rows)
+    r = invoke("diff", str(a), str(b), "--step-a", "7", "--step-b", "18")
+    assert "(ProfilerStep#7 vs ProfilerStep#18)" in r.stdout
+    for bad, message in ((("--step", "6"), "no ProfilerStep#6 (steps: 16, 17, 18)"),
+                         (("--step-index", "3"), "no step at index 3 (3 ProfilerSteps: 5, 6, 7)"),
+                         (("--step", "6", "--step-b", "18"), "choose the steps one way")):
+        r = invoke("diff", str(a), str(b), *bad)
+        assert r.exit_code == 1 and message in r.stderr, r.output
+
+
+def test_device_cpu_on_cpu_only_traces(tmp_path: Path) -> None:
+    a = synthetic(tmp_path / "a.json", "a", cpu_only=True)
+    b = synthetic(tmp_path / "b.json", "b", cpu_only=True)
+    summary, rows = diff_rows(a, b, "--device", "cpu")
+    assert_rows_equal_raw(rows, raw_per_step(a), raw_per_step(b))
+    assert len(rows) == 6 and summary["a"]["gpu_busy_ms"] == 0
+    r = invoke("diff", str(a), str(b))
+    assert r.exit_code == 1 and "no GPU kernels" in r.stderr and "--device cpu" in r.stderr
+
+
+def test_fail_on_regression_exit_code(pair) -> None:
+    """Exit 3 when the step time (900 -> 1200 µs, +33%) or an op in both (gemm<128>(a) +60%,
+    aten::mm +50..55%) grew by more than PCT; the output is printed all the same."""
+    a, b = pair
+    ok = invoke("diff", str(a), str(b), "--fail-on-regression", "61")
+    assert ok.exit_code == 0 and "Top regressions" in ok.stdout and ok.stderr == ""
+    ops = invoke("diff", str(a), str(b), "--fail-on-regression", "55")
+    assert ops.exit_code == 3 and "Top regressions" in ops.stdout
+    assert "1 op(s), the most gpu gemm<128>(a) (+60.0%)" in ops.stderr and "step time" not in ops.stderr
+    step = invoke("diff", str(a), str(b), "--fail-on-regression", "30", "--format", "json")
+    assert step.exit_code == 3 and json.loads(step.stdout)["ranks"]
+    assert "step time 0.900 -> 1.200 ms (+33.3%)" in step.stderr
+    assert "2 op(s)" in step.stderr  # gemm<128>(a), aten::mm; aten::new is no regression: added
+
+
+def test_api_diff_returns_the_comparison_as_dataframes(pair) -> None:
+    a, b = pair
+    summary, ops = traceaug.diff(a, b, step_a=6, step_b=18, progress=False)
+    want_a, want_b = raw_per_step(a, step=6), raw_per_step(b, step=18)
+    assert list(ops.columns) == ["rank", "device", "key", "status", "count_a", "count_b",
+                                 "delta_count", "total_a_ms", "total_b_ms", "delta_ms", "delta_pct",
+                                 "mean_a_ms", "mean_b_ms"]
+    rows = {(r["device"], r["key"]): r for r in ops.to_dict("records")}
+    assert_rows_equal_raw(rows, want_a, want_b)
+    assert ops["total_a_ms"].dtype == "float64" and ops["status"].tolist()[0] == "increased"
+    assert summary[["side", "step", "steps"]].to_dict("records") == [
+        {"side": "a", "step": 6, "steps": 1}, {"side": "b", "step": 18, "steps": 1}]
+    assert summary["step_ms"].tolist() == [0.9, 1.2]
+    assert summary["gpu_busy_ms"].tolist() == [0.05, 0.08]  # gemm<64>(b) runs within gemm<128>(a)
+    cli_rows = diff_rows(a, b, "--step-a", "6", "--step-b", "18")[1]
+    def plain(v):  # NaN (the API) is null (JSON)
+        return None if isinstance(v, float) and v != v else v
+
+    assert {k: {c: plain(v) for c, v in r.items() if c != "rank"} for k, r in rows.items()} == {
+        k: {c: r[c] for c in ops.columns if c != "rank"} for k, r in cli_rows.items()}

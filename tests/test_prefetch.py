@@ -97,8 +97,9 @@ def test_a_failed_child_gives_no_plan(tmp_path: Path, content: bytes, reason: st
     bad.write_bytes(content)
     with started_by(how):
         pre = prefetch.start([bad])
-    assert len(pre._children) == 1 and _children_are(pre, how)
-    assert pre.take(bad, False, False) is None
+    assert list(pre._children) == [(bad.resolve(), "analysis")] and _children_are(pre, how)
+    assert pre.take(bad, kind="analysis") is None  # the key it was started with: its child answered
+    assert not pre._children
     with pytest.raises(Exception, match=reason):  # the loader then plans here and reports it
         normalize.plan(bad, full=False, workers=0)
 

@@ -7,23 +7,32 @@ The Python API mirrors the CLI::
         t.query("SELECT COUNT(*) FROM slice")
     traceaug.query("trace.json.gz", "SELECT ...")   # -> DataFrame
     traceaug.info("traces/")                         # -> list of dicts, one per rank
+    summary, ops = traceaug.diff("a.json.gz", "b.json.gz")  # -> two DataFrames
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import TYPE_CHECKING
+import sys
 
-from .errors import TraceaugError
+if sys.argv[:1] == ["-m"] or sys.argv[0].endswith(("/traceaug", "\\traceaug.exe")):
+    from .interrupt import early  # the command line starting: Ctrl-C ends it cleanly
+
+    early()
+
+from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING, NamedTuple  # noqa: E402
+
+from .errors import TraceaugError  # noqa: E402
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .commands.diff import Comparison
     from .trace import Trace
 
 __version__ = "0.1.0"
-__all__ = ["Trace", "TraceaugError", "info", "load", "load_ranks", "query", "__version__"]
+__all__ = ["Counters", "KernelPatterns", "Trace", "TraceaugError", "counters", "critical_path",
+           "diff", "info", "load", "load_ranks", "patterns", "query", "__version__"]
 
 
 def __getattr__(name: str):
@@ -58,17 +67,42 @@ def load_ranks(path: str | Path, rank: int | None = None, **options) -> dict[int
         return {files[0].rank: Trace(files[0].path, **options)}
     options.setdefault("progress", False)
     options.setdefault("workers", 1)  # two loads at once: one pass-1 worker process each
+    from concurrent.futures import ThreadPoolExecutor  # here: it imports logging (a command's 10 ms)
+
     with ThreadPoolExecutor(max_workers=2) as pool:
         traces = list(pool.map(lambda f: Trace(f.path, **options), files))
     return {f.rank: t for f, t in zip(files, traces)}
 
 
-def query(path: str | Path, sql: str, **options) -> pd.DataFrame:
-    """Run PerfettoSQL on one trace file and return a DataFrame."""
+def query(path: str | Path, sql: str, rank: int | None = None, **options) -> pd.DataFrame:
+    """Run PerfettoSQL on one trace (a file, or ``rank`` of a directory) and return a DataFrame,
+    as ``traceaug query`` does: the traceaug modules the SQL names (``traceaug_gpu_op``...) are
+    included, and SQL reading args or flows gets a full load unless a ``kind`` is given
+    (``Trace.query`` gives the types)."""
+    with load_for_query(path, sql, rank, **options) as trace:
+        return trace.query(sql)
+
+
+def load_for_query(path: str | Path, sql: str, rank: int | None = None, **options) -> Trace:
+    """The one trace ``sql`` runs on, loaded as that SQL needs (``sql_modules``) with the
+    modules it names included: ``traceaug query`` and ``traceaug.query`` both load this way."""
+    from .read.inputs import select
+    from .sql_modules import needs_full_load
     from .trace import Trace
 
-    with Trace(path, **options) as trace:
-        return trace.query(sql)
+    files = select(path, rank)
+    if len(files) > 1:
+        raise TraceaugError(f"{path}: holds {len(files)} ranks; choose one with --rank "
+                            "(rank= in Python)")
+    if not options.keys() & {"kind", "full", "only"}:
+        options["kind"] = "full" if needs_full_load(sql) else "analysis"
+    trace = Trace(files[0].path, **options)
+    try:
+        trace.include_for(sql)
+    except BaseException:
+        trace.close()
+        raise
+    return trace
 
 
 def info(path: str | Path, rank: int | None = None, **options) -> list[dict]:
@@ -83,3 +117,124 @@ def info(path: str | Path, rank: int | None = None, **options) -> list[dict]:
                 record["rank"] = r
             out.append(record)
     return out
+
+
+class Counters(NamedTuple):
+    """What ``counters`` returns: its two summary tables and the files it wrote."""
+
+    queue: pd.DataFrame
+    bandwidth: pd.DataFrame
+    written: list[Path]
+
+
+def counters(src: str | Path, dst: str | Path | None = None, *, series: tuple[str, ...] = (
+        "bandwidth", "queue"), style: str = "traceaug", rank: int | None = None,
+             tp_bin: str | None = None, progress: bool | None = None) -> Counters:
+    """``traceaug counters`` as data: write ``dst`` (a file, or a directory for a directory
+    ``src`` or when it ends with ``/``) with the counter tracks, unless None, and return
+    the summaries, one row per rank and stream / copy kind:
+
+    - ``queue``: ``rank, device, stream`` (int), ``mean`` (time-weighted queue length over
+      the trace), ``max``, ``empty_share`` (share of the time with nothing queued),
+      ``full_ms`` (time at >= 1024 queued).
+    - ``bandwidth``: ``rank, device, kind`` (HtoD, DtoH, DtoD, PtoP, HtoH, Memset),
+      ``bytes``, ``busy_ms`` (time with a copy running), ``mean_gbps_busy``, ``peak_gbps``.
+    - ``written``: the paths written.
+
+    ``progress``: show progress lines on stderr (default: when it is a terminal)."""
+    import pandas as pd
+
+    from .analysis.tables import frame
+    from .commands.counters import COUNTERS, with_rank
+    from .rewrite import pipeline
+
+    results = with_rank(pipeline.results(
+        COUNTERS, src, dst, {"series": list(series), "style": style}, rank=rank, tp_bin=tp_bin,
+        progress=progress))
+    tables = []
+    for key, columns in (("queue_summary", ("rank", "device", "stream", "mean", "max",
+                                            "empty_share", "full_ms")),
+                         ("bandwidth_summary", ("rank", "device", "kind", "bytes", "busy_ms",
+                                                "mean_gbps_busy", "peak_gbps"))):
+        parts = [frame(r[key]).infer_objects() for r in results if key in r]
+        tables.append(pd.concat(parts, ignore_index=True) if parts
+                      else pd.DataFrame({c: [] for c in columns}))
+    return Counters(tables[0], tables[1], [Path(r["out"]) for r in results if r["out"]])
+
+
+def diff(a: str | Path, b: str | Path, by: str = "name", device: str = "all",
+         step: int | None = None, step_a: int | None = None, step_b: int | None = None,
+         step_index: int | None = None, threshold: float = 5.0, rank: int | None = None,
+         **options) -> Comparison:
+    """``traceaug diff`` as data: two traces (or rank directories) compared, per step.
+
+    Returns ``(summary, ops)``, two DataFrames (also ``.summary`` / ``.ops``):
+
+    - ``summary``, one row per (rank, side): ``rank``, ``side`` ("a" / "b"), ``path``,
+      ``steps`` (ProfilerSteps compared), ``step`` (the one compared, else None), and per step in
+      ms: ``step_ms``, ``gpu_busy_ms``, ``gpu_idle_ms``, ``computation_ms``,
+      ``communication_ms``, ``memory_ms``.
+    - ``ops``, one row per (rank, device, key), largest |delta| first: ``rank``, ``device``
+      ("cpu" / "gpu"), ``key`` (name, short name or category, per ``by``), ``status`` (added,
+      removed, increased, decreased, unchanged: beyond ``threshold`` percent), ``count_a``,
+      ``count_b``, ``delta_count`` (per step), ``total_a_ms``, ``total_b_ms``, ``delta_ms``,
+      ``delta_pct`` (NaN when A has none), ``mean_a_ms``, ``mean_b_ms`` (NaN without calls):
+      the rows ``traceaug diff --format csv`` prints.
+
+    ``step`` / ``step_a`` / ``step_b`` / ``step_index`` choose the steps as the command's options
+    do; ``options``: ``tp_bin``, ``progress`` (progress lines on stderr; default: when it is
+    a terminal)."""
+    from .analysis.tables import frame
+    from .commands import diff as cmd
+
+    result = cmd.run(Path(a), Path(b), by, device, step, threshold, rank, step_a=step_a,
+                     step_b=step_b, step_index=step_index, **options)
+    try:
+        return cmd.Comparison(frame(cmd.summary_rows(result)).infer_objects(),
+                              frame(cmd.all_rows(result)).infer_objects())
+    finally:
+        cmd.close(result)
+
+
+class KernelPatterns(NamedTuple):
+    """What ``patterns`` returns: every pattern, every counted occurrence, the files written."""
+
+    patterns: pd.DataFrame
+    occurrences: pd.DataFrame
+    written: list[Path]
+
+
+def patterns(src: str | Path, dst: str | Path | None = None, *, operator: str | None = None,
+             min_len: int = 3, top_k: int = 5, rank: int | None = None,
+             tp_bin: str | None = None, progress: bool | None = None) -> KernelPatterns:
+    """``traceaug patterns`` as data: write ``dst`` (a file, or a directory for a directory
+    ``src`` or when it ends with ``/``) with the top-k patterns of each scope overlaid,
+    unless None, and return every pattern and occurrence, with a leading ``rank`` column
+    (columns: ``traceaug.analysis.patterns.compute``; ``pattern`` is n of ``P<n>``)."""
+    import pandas as pd
+
+    from .analysis.tables import frame
+    from .commands.patterns import PATTERNS
+    from .rewrite import pipeline
+
+    results = pipeline.results(PATTERNS, src, dst, {"operator": operator, "min_len": min_len,
+                                                    "top_k": top_k}, rank=rank, tp_bin=tp_bin,
+                               progress=progress)
+    tables = []
+    for key in ("patterns", "occurrences"):
+        parts = [frame(r[key]).infer_objects() for r in results]
+        for r, part in zip(results, parts, strict=True):
+            part.insert(0, "rank", r["rank"])
+        tables.append(pd.concat(parts, ignore_index=True))
+    return KernelPatterns(tables[0], tables[1], [Path(r["out"]) for r in results if r["out"]])
+
+
+def critical_path(path: str | Path, step: int | None = None, annotation: str | None = None,
+                  instance: int = 0, **options) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``traceaug critical-path`` as data for one trace file: (path, summary) DataFrames
+    (``analysis.critical_path.frames``: one row per edge of the path; time per category)."""
+    from .analysis.critical_path import frames
+    from .trace import Trace
+
+    with Trace(path, kind="sync", **options) as trace:
+        return frames(trace, step, annotation, instance)

@@ -1,3 +1,18 @@
-from .cli import run
+"""``python -m traceaug`` and the ``traceaug`` script.
 
-run()
+A signal while the command line is still importing ends the process at once, with exit
+130 / 143 and no traceback (``interrupt.early``); ``cli.run`` installs the real handlers.
+"""
+
+from . import interrupt
+
+
+def main() -> None:
+    interrupt.early()
+    from .cli import run
+
+    run()
+
+
+if __name__ == "__main__":
+    main()

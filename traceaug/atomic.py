@@ -1,31 +1,108 @@
 """Write a file all at once: a temporary file beside it, renamed into place when complete.
 
-A failure (or Ctrl-C) leaves no partial output and the old file, if any, untouched.
+A failure (or Ctrl-C) leaves no partial output and the old file, if any, untouched. Inside
+``all_or_none`` (every CLI command runs in one), the files a run writes are renamed into place
+together when it succeeds, and none of them is when it fails: a run's outputs are complete or
+absent. ``-`` as an output is a temporary file copied to stdout at that point.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+_lock = threading.Lock()
+_pending: list[tuple[str, Path]] | None = None  # (temporary, final) while a run is open
+_stdout_spools: set[Path] = set()  # temporary files that stand for "-" (stdout)
+
+
+def _finish_mode(tmp: str) -> None:
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+
 
 @contextlib.contextmanager
-def atomic_output(path: Path, mode: str = "wb") -> Iterator[IO]:
-    """Yield a file to write; on success it replaces ``path`` with the usual permissions."""
+def atomic_output(path: Path, mode: str = "wb", hold: bool = True) -> Iterator[IO]:
+    """Yield a file to write; on success it replaces ``path`` with the usual permissions
+    (at the end of the run inside ``all_or_none``, unless ``hold`` is False: a cache file)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, mode) as f:
             yield f
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
+        _finish_mode(tmp)
+        with _lock:
+            if _pending is not None and hold:
+                _pending.append((tmp, path))
+                return
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def stdout_spool(directory: Path) -> Path:
+    """A path to write in place of stdout (``-``): copied to stdout when the run commits."""
+    path = Path(directory) / "stdout.json"
+    _stdout_spools.add(path)
+    return path
+
+
+def _commit(pending: list[tuple[str, Path]]) -> None:
+    done: list[Path] = []
+    try:
+        for tmp, path in pending:
+            if path in _stdout_spools:
+                with open(tmp, "rb") as f:
+                    out = sys.stdout.buffer
+                    shutil.copyfileobj(f, out, 1 << 20)
+                    out.flush()
+                os.unlink(tmp)
+            else:
+                os.replace(tmp, path)
+                done.append(path)
+    except BaseException:
+        for path in done:  # this run's outputs: all or none
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        raise
+    finally:
+        for tmp, _ in pending:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def commit() -> None:
+    """Put every file written so far in this run in place (before ``--open`` serves one)."""
+    global _pending
+    with _lock:
+        pending, _pending = _pending, ([] if _pending is not None else None)
+    if pending:
+        _commit(pending)
+
+
+@contextlib.contextmanager
+def all_or_none() -> Iterator[None]:
+    """Hold every ``atomic_output`` of the block until it ends: all renamed into place when
+    it succeeds, all removed when it fails or is interrupted."""
+    global _pending
+    with _lock:
+        outer, _pending = _pending, []
+    try:
+        yield
+        commit()
+    finally:
+        with _lock:
+            pending, _pending = _pending or [], outer
+        for tmp, _ in pending:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)

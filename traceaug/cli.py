@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
-import re
+import signal
 import sys
+import threading
+import types
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from . import __version__
+from . import __version__, atomic, guard, interrupt, paths
 from .errors import TraceaugError
 from .memory import return_freed_promptly
 from .output import FORMATS, render_columns, render_records
+from .sql_modules import needs_full_load
 
 if TYPE_CHECKING:
     from .read.prefetch import Prefetched
@@ -22,18 +26,56 @@ if TYPE_CHECKING:
 TP_BIN_HELP = "Use this native trace_processor_shell instead of the embedded wasm engine."
 
 
+MESSAGE_LIMIT = 299  # characters of an error line
+
+
+def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """An error message as one line of at most ``limit`` characters."""
+    text = " ".join(paths.shown(str(text)).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class TraceaugCommand(click.Command):
+    """Every command: its outputs checked against its inputs before it starts (``guard``),
+    its files put in place all together when it succeeds and none when it fails
+    (``atomic.all_or_none``), and OS errors said in one line naming the file. Declare trace
+    arguments with ``paths.Input()`` / ``paths.Output()`` to get this."""
+
+    def invoke(self, ctx: click.Context):
+        inputs, outputs, rank_dirs = paths.arguments(self, ctx.params)
+        guard.check(inputs, outputs, rank_dirs)
+        new_dirs = [d for d in rank_dirs if not d.exists()]
+        try:
+            with atomic.all_or_none():
+                return super().invoke(ctx)
+        except OSError as e:
+            target = e.filename or next((str(o) for o in outputs + rank_dirs), None) or "traceaug"
+            raise TraceaugError(f"{target}: {e.strerror or e}") from None
+        except MemoryError:
+            raise TraceaugError(f"{inputs[0] if inputs else 'traceaug'}: out of memory") from None
+        finally:
+            for d in new_dirs:  # a rank directory this run made and left empty (it failed)
+                with contextlib.suppress(OSError):
+                    d.rmdir()
+
+
 class _Group(click.Group):
-    """Turns every user-facing error into one line on stderr and exit code 1."""
+    """Turns every user-facing error into one line on stderr and exit code 1, and Ctrl-C /
+    SIGTERM into exit 130 / 143; removes spooled inputs whatever happens."""
+
+    command_class = TraceaugCommand
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except TraceaugError as e:
-            click.echo(f"traceaug: error: {e}", err=True)
+            click.echo(one_line(f"traceaug: error: {e}"), err=True)
             sys.exit(1)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             click.echo("traceaug: interrupted", err=True)
-            sys.exit(130)
+            sys.exit(getattr(e, "exit_code", 130))
+        finally:
+            paths.cleanup()
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -45,16 +87,6 @@ def main(ctx: click.Context, tp_bin: str | None) -> None:
     """Read GPU profiler traces through Perfetto's trace_processor, offline."""
     return_freed_promptly()
     ctx.obj = {"tp_bin": tp_bin}
-
-
-_FULL_LOAD_SQL = re.compile(
-    r"\bargs?\b|arg_set_id|extract_arg|\bflow|INCLUDE\s+PERFETTO\s+MODULE\s+(?!traceaug\.)", re.IGNORECASE)
-
-
-def needs_full_load(sql: str) -> bool:
-    """An analysis load has only the args analyses read and no flow events: SQL that reads
-    args or flows (or a standard-library module, which may) gets a full load."""
-    return bool(_FULL_LOAD_SQL.search(sql))
 
 
 def _options(ctx: click.Context) -> dict:
@@ -78,6 +110,8 @@ def _perfetto_api_without_pandas() -> None:
     builds its DataFrames itself, importing pandas then (``diff --html``)."""
     if "pandas" in sys.modules or "perfetto.common.query_result_iterator" in sys.modules:
         return
+    for name in _LAZY:
+        _import_lazily(name)
     sys.modules["pandas"] = None  # type: ignore[assignment]  # "import pandas" fails at once
     try:
         import perfetto.common.query_result_iterator  # noqa: F401
@@ -85,11 +119,57 @@ def _perfetto_api_without_pandas() -> None:
         del sys.modules["pandas"]
 
 
+# The perfetto API imports these at once (with ssl, email and socket: a third of its import
+# time) only to download or talk to a native trace_processor_shell over HTTP, which the wasm
+# engine never does: they run on first use.
+_LAZY = ("http.client", "urllib.request")
+
+
+class _LazyModule(types.ModuleType):
+    """A module whose code runs when an attribute it lacks is first read. Unlike
+    ``importlib.util.LazyLoader``, reading ``__spec__`` (as ``import http.client`` does when
+    the module is already in ``sys.modules``) does not run it."""
+
+    _lock = threading.Lock()
+
+    def __getattr__(self, attr: str):
+        with _LazyModule._lock:
+            if self.__class__ is _LazyModule:
+                self.__class__ = types.ModuleType
+                self.__spec__.loader.exec_module(self)
+        return getattr(self, attr)
+
+
+def _import_lazily(name: str) -> None:
+    """Put ``name`` in ``sys.modules`` (and on its package) unrun, as a ``_LazyModule``."""
+    import importlib.util
+
+    if name in sys.modules:
+        return
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    module.__class__ = _LazyModule
+    sys.modules[name] = module
+    parent, _, child = name.rpartition(".")
+    setattr(sys.modules[parent], child, module)
+
+
+def _open_options(command):
+    """``--port`` and ``--no-browser``, the same on ``open`` and on every ``--open``."""
+    command = click.option("--no-browser", is_flag=True,
+                           help="Only print the URL (on stderr); do not start a browser.")(command)
+    return click.option("--port", type=click.IntRange(0, 65535), default=0,
+                        help="Port on 127.0.0.1 for the UI (default: a free one).")(command)
+
+
 @main.command()
-@click.argument("trace", type=click.Path(path_type=Path))
+@click.argument("trace", type=paths.Input())
 @click.argument("sql", required=False)
 @click.option("-f", "--file", "sql_file", type=click.File("r"), help="Read the SQL from a file.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="Output format (NULL: empty in csv, null in json; inf as \"inf\" in json).")
 @click.option("--rank", type=int, help="For a directory: the rank to query.")
 @click.option("--full/--lean", default=None,
               help="Load every arg and flow event, or only what analyses read. "
@@ -98,7 +178,7 @@ def _perfetto_api_without_pandas() -> None:
 def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
           rank: int | None, full: bool | None) -> None:
     """Run PerfettoSQL on TRACE (timestamps are ns from `traceaug_meta.time_base_ns`)."""
-    from . import load_ranks
+    from . import load_for_query
 
     if sql_file is not None:
         sql = sql_file.read()
@@ -106,24 +186,16 @@ def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
         raise click.UsageError("give the SQL as an argument or with -f FILE")
     if full is None:
         full = needs_full_load(sql)
-    prefetched = _prefetch(trace, kind="full" if full else "analysis")
-    traces = load_ranks(trace, rank=rank, full=full, prefetched=prefetched, **_options(ctx))
-    if len(traces) > 1:
-        for t in traces.values():
-            t.close()
-        raise TraceaugError(f"{trace}: holds {len(traces)} ranks; choose one with --rank")
-    (t,) = traces.values()
-    with t:
-        if "traceaug_event" in sql:
-            t.include("traceaug.kineto")
-        elif any(table in sql for table in ("traceaug_gpu_op", "traceaug_runtime", "traceaug_step")):
-            t.include("traceaug.base")
+    kind = "full" if full else "analysis"
+    prefetched = _prefetch(trace, kind=kind)
+    with load_for_query(trace, sql, rank, kind=kind, prefetched=prefetched, **_options(ctx)) as t:
         click.echo(render_columns(t.columns(sql), fmt), nl=False)
 
 
 @main.command()
-@click.argument("trace", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.argument("trace", type=paths.Input())
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="Output format.")
 @click.option("--rank", type=int, help="For a directory: only this rank.")
 @click.pass_context
 def info(ctx: click.Context, trace: Path, fmt: str, rank: int | None) -> None:
@@ -132,7 +204,20 @@ def info(ctx: click.Context, trace: Path, fmt: str, rank: int | None) -> None:
 
     prefetched = _prefetch(trace)
     records = trace_info(trace, rank=rank, prefetched=prefetched, **_options(ctx))
-    click.echo(render_records(records, fmt), nl=False)
+    click.echo(paths.shown(render_records(records, fmt)), nl=False)  # stdin, not its spool
+
+
+def _rewriter_arguments(src: Path, dst, summary_only: bool, open_ui: bool) -> None:
+    """What every rewriter command (counters, patterns, critical-path) asks of IN and OUT."""
+    if dst is None and not summary_only:
+        raise click.UsageError("give OUT, or --summary-only")
+    if open_ui and (summary_only or src.is_dir()):
+        raise click.UsageError("--open needs one output file")
+
+
+def _print_summary(text: str, dst) -> None:
+    """A rewriter's summary on stdout, or on stderr when OUT is ``-`` (the trace is there)."""
+    click.echo(paths.shown(text), nl=False, err=paths.is_stdout(dst))
 
 
 def _series(value: str) -> tuple[str, ...]:
@@ -146,8 +231,8 @@ def _series(value: str) -> tuple[str, ...]:
 
 
 @main.command()
-@click.argument("src", metavar="IN", type=click.Path(path_type=Path))
-@click.argument("dst", metavar="OUT", required=False, type=click.Path())
+@click.argument("src", metavar="IN", type=paths.Input())
+@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, dash=True))
 @click.option("--series", default="bandwidth,queue", show_default=True,
               help="Which counters: bandwidth, queue, or both.")
 @click.option("--style", type=click.Choice(["traceaug", "hta"]), default="traceaug", show_default=True,
@@ -160,54 +245,67 @@ def _series(value: str) -> tuple[str, ...]:
 @click.option("--keep-bytes", is_flag=True,
               help="Keep every original byte. By default events the Perfetto UI would drop "
                    "(partly overlapping, on negative thread ids) are moved so that it shows them.")
+@_open_options
 @click.pass_context
 def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style: str,
-             rank: int | None, fmt: str, summary_only: bool, open_ui: bool,
-             keep_bytes: bool) -> None:
+             rank: int | None, fmt: str, summary_only: bool, open_ui: bool, keep_bytes: bool,
+             port: int, no_browser: bool) -> None:
     """Write OUT: a copy of IN with memory-bandwidth and queue-length counter tracks.
 
     IN and OUT may be directories of per-rank traces (one output per rank, same names);
     an OUT ending in / is a directory (made if missing) that gets IN's name.
     """
-    if dst is None and not summary_only:
-        raise click.UsageError("give OUT, or --summary-only")
-    if open_ui and (summary_only or src.is_dir()):
-        raise click.UsageError("--open needs one output file")
+    _rewriter_arguments(src, dst, summary_only, open_ui)
     prefetched = _prefetch(src, kind="gpu")
     from .commands.counters import run
 
     text = run(src, None if summary_only else dst, _series(series), style, rank, fmt,
-               prefetched=prefetched, open_ui=open_ui, keep_bytes=keep_bytes, **_options(ctx))
-    click.echo(text, nl=False)
+               prefetched=prefetched, keep_bytes=keep_bytes,
+               open_ui={"port": port, "browser": not no_browser} if open_ui else False,
+               **_options(ctx))
+    _print_summary(text, dst)
 
 
 @main.command("diff")
-@click.argument("a", type=click.Path(path_type=Path))
-@click.argument("b", type=click.Path(path_type=Path))
+@click.argument("a", type=paths.Input())
+@click.argument("b", type=paths.Input())
 @click.option("--by", type=click.Choice(["name", "short-name", "category"]), default="name",
               show_default=True, help="Group ops by full name, name without template/arguments, or type.")
-@click.option("--device", type=click.Choice(["cpu", "gpu", "all"]), default="all", show_default=True)
-@click.option("--step", type=int, help="Compare only ProfilerStep#N (default: all steps, per step).")
+@click.option("--device", type=click.Choice(["cpu", "gpu", "all"]), default="all", show_default=True,
+              help="Compare CPU ops, GPU kernels / copies / sets, or both.")
+@click.option("--step", type=int, help="Compare only ProfilerStep#N of both (default: all steps, per step).")
+@click.option("--step-a", type=int, help="Compare ProfilerStep#N of A (with --step-b, runs numbered apart).")
+@click.option("--step-b", type=int, help="Compare ProfilerStep#N of B.")
+@click.option("--step-index", type=int,
+              help="Compare the I-th ProfilerStep of each side (0 = first, -1 = last), whatever its number.")
 @click.option("--rank", type=int, help="Only this rank.")
 @click.option("--threshold", type=float, default=5.0, show_default=True,
               help="Per-step time change (percent) still called unchanged.")
 @click.option("--top", type=int, default=10, show_default=True, help="Rows of regressions/improvements.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
-@click.option("--html", "html_out", type=click.Path(path_type=Path), help="Write a self-contained report.")
-@click.option("--trace", "trace_out", type=click.Path(path_type=Path),
+@click.option("--fail-on-regression", "fail_pct", type=float, metavar="PCT",
+              help="Exit with code 3 when the step time, or the time per step of an op present in "
+                   "both, grew by more than PCT percent (for CI).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="table: headline and top rows; csv / json: every row.")
+@click.option("--html", "html_out", type=paths.Output(), help="Write a self-contained report.")
+@click.option("--trace", "trace_out", type=paths.Output(),
               help="Write both traces into one Perfetto file (B relabelled, aligned at the first step).")
 @click.option("--open", "open_ui", is_flag=True, help="Open the --trace file in the Perfetto UI.")
+@_open_options
 @click.pass_context
 def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, step: int | None,
-                 rank: int | None, threshold: float, top: int, fmt: str, html_out: Path | None,
-                 trace_out: Path | None, open_ui: bool) -> None:
+                 step_a: int | None, step_b: int | None, step_index: int | None,
+                 rank: int | None, threshold: float, top: int, fail_pct: float | None, fmt: str,
+                 html_out: Path | None, trace_out: Path | None, open_ui: bool, port: int,
+                 no_browser: bool) -> None:
     """Compare two traces (or two directories of per-rank traces): what changed from A to B."""
     if open_ui and trace_out is None:
         raise click.UsageError("--open needs --trace FILE")
     prefetched = _prefetch(a, b, kind="ops")
     from .commands import diff as cmd
 
-    result = cmd.run(a, b, by, device, step, threshold, rank, prefetched=prefetched, **_options(ctx))
+    result = cmd.run(a, b, by, device, step, threshold, rank, prefetched=prefetched,
+                     step_a=step_a, step_b=step_b, step_index=step_index, **_options(ctx))
     try:
         click.echo(cmd.render(result, fmt, top), nl=False)
         if html_out is not None:
@@ -223,25 +321,271 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
             sa, sb = result.sides[0]
             write_merged(sa, sb, trace_out)
             click.echo(f"wrote {trace_out}", err=True)
+        regressed = cmd.regressions(result, fail_pct) if fail_pct is not None else []
     finally:
         cmd.close(result)
     if open_ui:
-        _open(trace_out)
+        _open(trace_out, port=port, browser=not no_browser)
+    if regressed:
+        for line in regressed:
+            click.echo(f"traceaug: regression over {fail_pct:g}%: {line}", err=True)
+        sys.exit(3)
 
 
 def _open(trace: Path, port: int = 0, browser: bool = True) -> None:
     from .view.server import serve
 
+    atomic.commit()  # this run's outputs in place before the UI reads one
     serve(trace, port=port, browser=browser, announce=lambda m: click.echo(m, err=True))
 
 
 @main.command("open")
-@click.argument("trace", type=click.Path(path_type=Path))
-@click.option("--port", type=int, default=0, help="Port on 127.0.0.1 (default: a free one).")
-@click.option("--no-browser", is_flag=True, help="Only print the URL.")
+@click.argument("trace", type=paths.Input())
+@_open_options
 def open_command(trace: Path, port: int, no_browser: bool) -> None:
     """Open TRACE in the Perfetto UI bundled with traceaug (offline, 127.0.0.1 only)."""
-    _open(trace, port=port, browser=not no_browser)
+    from .read.inputs import trace_input
+
+    _open(trace_input(trace), port=port, browser=not no_browser)
+
+
+@main.command("convert")
+@click.argument("src", metavar="REPORT", type=paths.Input())
+@click.argument("dst", metavar="OUT", type=paths.Output())
+@click.option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done.")
+@_open_options
+def convert_command(src: Path, dst: Path, open_ui: bool, port: int, no_browser: bool) -> None:
+    """Convert an Nsight Systems SQLite export (`nsys export --type sqlite`) to a Chrome JSON
+    trace in Kineto conventions (OUT.json or OUT.json.gz)."""
+    from .commands.convert import run as convert_run
+
+    click.echo(convert_run(src, dst), nl=False, err=True)
+    if open_ui:
+        _open(dst, port=port, browser=not no_browser)
+
+
+@main.command("summary")
+@click.argument("inputs", metavar="INPUT...", nargs=-1, type=paths.Input())
+@click.option("--config", type=paths.Input(),
+              help="A GPU Performance Analyzer JSON config (either layout).")
+@click.option("--class-map", type=paths.Input(),
+              help="JSON object: kernel-name substring -> class (replaces the config's).")
+@click.option("--iters", type=click.IntRange(min=1), help="Iterations in the input (divides the totals).")
+@click.option("--gpus", type=click.IntRange(min=1), help="GPUs in the input (divides the totals).")
+@click.option("--iter-tag", "tag", help="Name of the NVTX range of one iteration (glob with *).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Output format.")
+@click.pass_context
+def summary_command(ctx: click.Context, inputs: tuple[Path, ...], config: Path | None,
+                    class_map: Path | None, iters: int | None, gpus: int | None, tag: str | None,
+                    fmt: str) -> None:
+    """Kernel time per class and iteration, NCCL, memory ops, NVTX iterations and the time not
+    hidden behind compute (the GPU Performance Analyzer's report). INPUT: a Kineto trace, an
+    nsys SQLite export, or `nsys stats` CSVs (cuda_gpu_kern_sum, cuda_gpu_mem_time_sum,
+    nvtx_gpu_proj_trace)."""
+    from .commands import summary as cmd
+
+    results = cmd.run(list(inputs), config, class_map, iters, gpus, tag, **_options(ctx))
+    click.echo((cmd.render_json if fmt == "json" else cmd.render_text)(results), nl=False)
+
+
+@main.command("patterns")
+@click.argument("src", metavar="IN", type=paths.Input())
+@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, dash=True))
+@click.option("--operator", help="Instances of this CPU op (a name or a glob); default: every "
+              "top-level CPU op.")
+@click.option("--min-len", type=click.IntRange(1), default=3, show_default=True,
+              help="Shortest pattern, in GPU ops.")
+@click.option("--top-k", type=click.IntRange(0), default=5, show_default=True,
+              help="Patterns of each scope overlaid on OUT (and shown in the table).")
+@click.option("--rank", type=int, help="For a directory: only this rank.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="The patterns on stdout: the top k of each scope (table), or all (csv, json).")
+@click.option("--summary-only", is_flag=True, help="Print the patterns; write no trace.")
+@click.option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done.")
+@_open_options
+@click.pass_context
+def patterns_command(ctx: click.Context, src: Path, dst: str | None, operator: str | None,
+                     min_len: int, top_k: int, rank: int | None, fmt: str, summary_only: bool,
+                     open_ui: bool, port: int, no_browser: bool) -> None:
+    """Write OUT: IN with its frequent GPU kernel sequences overlaid (``Pattern P<n>`` slices
+    on "Kernel patterns" threads, a "Kernel-name dictionary" thread).
+
+    IN and OUT may be directories of per-rank traces (one output per rank, same names).
+    """
+    _rewriter_arguments(src, dst, summary_only, open_ui)
+    prefetched = _prefetch(src, kind="ops")
+    from .commands.patterns import run
+
+    text = run(src, None if summary_only else dst, operator, min_len, top_k, rank, fmt,
+               prefetched=prefetched,
+               open_ui={"port": port, "browser": not no_browser} if open_ui else False,
+               **_options(ctx))
+    _print_summary(text, dst)
+
+
+def _analysis_options(f):
+    """What every analysis command takes: --format, --step, --rank."""
+    f = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
+                     show_default=True, help="Output format.")(f)
+    f = click.option("--step", type=int, help="Only ProfilerStep#N (its GPU window).")(f)
+    f = click.option("--rank", type=int, help="For a directory: only this rank.")(f)
+    return click.argument("trace", type=paths.Input())(f)
+
+
+def _gpu_ranks(ctx: click.Context, trace: Path, rank: int | None):
+    prefetched = _prefetch(trace, kind="gpu")  # the kind analysis.gpu_steps.LOAD loads
+    from .commands import analyses
+
+    return analyses.load(trace, rank, prefetched=prefetched, **_options(ctx))
+
+
+@main.command()
+@_analysis_options
+@click.option("--top", type=int, help="Only the first N kernels (per rank).")
+@click.option("--sort", type=click.Choice(["total", "count", "mean", "max", "min", "std", "share",
+                                           "share_time", "share_launches", "name"]),
+              default="total", show_default=True, help="Order of the kernels.")
+@click.option("--type", "kind", type=click.Choice(["comp", "comm", "mem"]),
+              help="Only computation, communication or memory ops.")
+@click.option("--full-names", is_flag=True, help="Do not shorten long names in the terminal.")
+@click.pass_context
+def kernels(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
+            top: int | None, sort: str, kind: str | None, full_names: bool) -> None:
+    """Per GPU kernel / copy / set: count, total, mean, std, min, max, shares and type."""
+    ranks = _gpu_ranks(ctx, trace, rank)  # first: it imports the engine without pandas
+    from .commands import analyses
+
+    sections = analyses.kernels(ranks, step, kind, sort, top)
+    click.echo(analyses.render(sections, fmt, full_names), nl=False)
+
+
+@main.command()
+@_analysis_options
+@click.option("--hist-min", type=float, help="Histogram lower bound (µs).")
+@click.option("--hist-max", type=float, help="Histogram upper bound (µs).")
+@click.option("--bins", type=click.IntRange(1, 1000), default=20, show_default=True,
+              help="Histogram bins.")
+@click.option("--top", type=int, default=20, show_default=True, help="Transitions shown per rank.")
+@click.option("--sort", type=click.Choice(["count", "total", "mean", "max", "min", "std"]),
+              default="count", show_default=True, help="Order of the transitions.")
+@click.pass_context
+def gaps(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
+         hist_min: float | None, hist_max: float | None, bins: int, top: int, sort: str) -> None:
+    """Idle gaps per stream and per device, their histogram, kernel-to-kernel transitions."""
+    ranks = _gpu_ranks(ctx, trace, rank)
+    from .commands import analyses
+
+    sections = analyses.gaps(ranks, step, hist_min, hist_max, bins, top, sort)
+    click.echo(analyses.render(sections, fmt, fmt != "table"), nl=False)
+
+
+@main.command()
+@_analysis_options
+@click.option("--kernel-wait-us", type=float, default=30.0, show_default=True,
+              help="Gaps shorter than this (and not host waits) are kernel waits (HTA's rule).")
+@click.pass_context
+def breakdown(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
+              kernel_wait_us: float) -> None:
+    """Per rank and step: busy / idle / computation / communication / memory and overlaps,
+    idle per stream, communication-computation overlap."""
+    ranks = _gpu_ranks(ctx, trace, rank)
+    from .commands import analyses
+
+    sections = analyses.breakdown(ranks, step, kernel_wait_us)
+    click.echo(analyses.render(sections, fmt), nl=False)
+
+
+@main.command()
+@_analysis_options
+@click.option("--runtime-cutoff", type=float, default=50.0, show_default=True,
+              help="Runtime calls longer than this (µs) are outliers.")
+@click.option("--delay-cutoff", type=float, default=100.0, show_default=True,
+              help="Launch delays above this (µs) are outliers.")
+@click.option("--top", type=int, default=20, show_default=True,
+              help="Rows of each outlier list (and of the launch list in the terminal).")
+@click.pass_context
+def launches(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
+             runtime_cutoff: float, delay_cutoff: float, top: int) -> None:
+    """Per launch: runtime call duration, GPU duration, launch delay; outliers."""
+    ranks = _gpu_ranks(ctx, trace, rank)
+    from .commands import analyses
+
+    sections = analyses.launches(ranks, step, runtime_cutoff, delay_cutoff, top)
+    if fmt == "table":
+        sections = [(t if t != "launches" else f"launches (first {top}; csv / json: all)",
+                     {k: v[:top] for k, v in c.items()} if t == "launches" else c)
+                    for t, c in sections]
+    click.echo(analyses.render(sections, fmt, fmt != "table"), nl=False)
+
+
+@main.command()
+@_analysis_options
+@click.option("--html", "html_out", type=paths.Output(),
+              help="Write a self-contained page with every chart (works offline).")
+@click.option("--top", type=int, default=10, show_default=True, help="Kernels per chart / table.")
+@click.pass_context
+def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
+           html_out: Path | None, top: int) -> None:
+    """Kernels, breakdowns, gaps and launches of TRACE or every rank of a directory; --html
+    writes them as one page of plotly charts."""
+    if html_out is not None:
+        from .report.paths import check_output
+
+        check_output(html_out, trace)
+    ranks = _gpu_ranks(ctx, trace, rank)
+    from .commands import analyses
+
+    if html_out is None:
+        click.echo(analyses.render(analyses.report(ranks, step, top), fmt, fmt != "table"), nl=False)
+        return
+    from .report.analyses_html import write_report
+
+    charts = write_report(ranks, html_out, step, top, title=f"traceaug report: {trace.name}")
+    click.echo(f"wrote {html_out} ({charts} charts, {len(ranks)} rank(s))", err=True)
+
+
+@main.command("critical-path")
+@click.argument("src", metavar="IN", type=paths.Input())
+@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, dash=True))
+@click.option("--step", type=int, help="Only ProfilerStep#N (default: the whole trace).")
+@click.option("--annotation", help="Only the window of a slice whose name contains this text.")
+@click.option("--instance", type=int, default=0, show_default=True,
+              help="Which --annotation slice, 0 = the first in time.")
+@click.option("--all-edges", is_flag=True, help="Also draw the graph's edges off the path.")
+@click.option("--hta-weights", is_flag=True,
+              help="Weigh syncs 0 as HTA does (default: the CPU's wait after the GPU op).")
+@click.option("--max-gap-us", type=click.FloatRange(0), default=1500, show_default=True,
+              help="Longest kernel-to-kernel gap that is a dependency, as HTA (0: any).")
+@click.option("--top", type=int, default=10, show_default=True, help="Top events in the summary.")
+@click.option("--rank", type=int, help="For a directory: only this rank.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="Format of the summary printed on stdout.")
+@click.option("--summary-only", is_flag=True, help="Print the summary; write no trace.")
+@click.option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done.")
+@_open_options
+@click.pass_context
+def critical_path(ctx: click.Context, src: Path, dst: Path | None, step: int | None,
+                  annotation: str | None, instance: int, all_edges: bool, hta_weights: bool,
+                  max_gap_us: float, top: int, rank: int | None, fmt: str, summary_only: bool,
+                  open_ui: bool, port: int, no_browser: bool) -> None:
+    """Write OUT: IN with its critical path as flow arrows and a "Critical path" lane.
+
+    IN and OUT may be directories of per-rank traces (one output per rank, same names).
+    """
+    _rewriter_arguments(src, dst, summary_only, open_ui)
+    if step is not None and annotation is not None:
+        raise click.UsageError("choose --step or --annotation, not both")
+    prefetched = _prefetch(src, kind="sync")
+    from .commands.critical_path import run
+
+    options = {"step": step, "annotation": annotation, "instance": instance,
+               "all_edges": all_edges, "hta_weights": hta_weights, "max_gap_us": max_gap_us,
+               "top": top}
+    text = run(src, None if summary_only else dst, options, rank, fmt, prefetched=prefetched,
+               open_ui={"port": port, "browser": not no_browser} if open_ui else False,
+               **_options(ctx))
+    _print_summary(text, dst)
 
 
 def run() -> None:
@@ -250,11 +594,16 @@ def run() -> None:
     # No BLAS thread pool (traceaug does no linear algebra): numpy's OpenBLAS starts one at
     # import, and on 2 cores its threads spin ~60 ms of CPU while pass 1 needs it.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    interrupt.install(command_line=True)  # Ctrl-C / SIGTERM: exit 130 / 143, never in the engine
     try:
         main()
         code = 0
     except SystemExit as e:  # click ends every run this way
         code = e.code
+    except KeyboardInterrupt as e:  # a signal outside a command (while parsing its arguments)
+        code = getattr(e, "exit_code", 130)
+    for sig in (signal.SIGINT, signal.SIGTERM):  # cleanup below is short: let it finish
+        signal.signal(sig, signal.SIG_IGN)
     if isinstance(code, str):
         click.echo(code, err=True)
         code = 1

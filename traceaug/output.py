@@ -1,5 +1,10 @@
 """Render results as a terminal table, CSV or JSON, without pandas (its import is a third
-of a second of a command)."""
+of a second of a command).
+
+One convention in every format: a missing value (SQL NULL, None, NaN) is ``NULL`` in a
+table, an empty CSV field and JSON ``null``; infinities are ``inf`` / ``-inf`` (JSON has no
+number for them: strings there); floats too small or too large for the table's fixed
+decimals are printed in exponent form (``1e-20``), never rounded to 0."""
 
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ from collections.abc import Sequence
 import orjson
 
 FORMATS = ("table", "csv", "json")
+MISSING = "NULL"  # a missing value in a table
+HUGE = 1e15  # from here on a float's fixed decimals would be noise: exponent form
 
 
 def render_records(records: list[dict], fmt: str) -> str:
@@ -29,6 +36,8 @@ def render_records(records: list[dict], fmt: str) -> str:
         for k, v in r.items():
             if isinstance(v, list):
                 v = ", ".join(map(str, v)) if k not in LISTED else ("none" if not v else "")
+            elif _missing(v):
+                v = MISSING
             lines.append(f"{k:<{width}}  {v}")
         for key, label in LISTED.items():
             for w in r.get(key, []):
@@ -50,15 +59,13 @@ def render_columns(columns: dict[str, Sequence], fmt: str, digits: int = 4) -> s
               for c in columns.values()]
     rows = list(zip(*values))
     if fmt == "json":
-        records = [{k: None if isinstance(v, float) and math.isnan(v) else v
-                    for k, v in zip(names, r)} for r in rows]
+        records = [{k: _json_value(v) for k, v in zip(names, r)} for r in rows]
         return orjson.dumps(records).decode() + "\n"
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(names)
-        writer.writerows([["" if isinstance(v, float) and math.isnan(v) else v for v in r]
-                          for r in rows])
+        writer.writerows([["" if _missing(v) else v for v in r] for r in rows])
         return buf.getvalue()
     if not rows:
         return "(no rows)\n" if names else "(no result)\n"
@@ -74,10 +81,37 @@ def _text_of_blob(value):
     return "0x" + value.hex() if isinstance(value, bytes | bytearray) else value
 
 
+def _missing(value) -> bool:
+    return value is None or isinstance(value, float) and math.isnan(value)
+
+
+def _json_value(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def _fixed(value: float, digits: int) -> bool:
+    """Whether ``digits`` fixed decimals show this finite float faithfully."""
+    return value == 0 or 10.0**-digits <= abs(value) < HUGE
+
+
 def _cells(column: list, digits: int) -> list[str]:
-    floats = [v for v in column if isinstance(v, float) and not math.isnan(v)]
-    if not floats:
-        return ["NaN" if isinstance(v, float) else str(v) for v in column]
-    places = max(len(f"{round(v, digits):.{digits}f}".rstrip("0").split(".")[1]) for v in floats)
-    return [("NaN" if math.isnan(v) else f"{v:.{max(places, 1)}f}") if isinstance(v, float)
-            else str(v) for v in column]
+    """A column's table cells: floats with the decimals the column needs (at most ``digits``),
+    or in exponent form when fixed decimals would hide them."""
+    fixed = [v for v in column if isinstance(v, float) and math.isfinite(v) and _fixed(v, digits)]
+    places = max((len(f"{round(v, digits):.{digits}f}".rstrip("0").split(".")[1]) for v in fixed),
+                 default=1)
+    return [_cell(v, max(places, 1), digits) for v in column]
+
+
+def _cell(value, places: int, digits: int) -> str:
+    if _missing(value):
+        return MISSING
+    if not isinstance(value, float):
+        return str(value)
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if _fixed(value, digits):
+        return f"{value:.{places}f}"
+    return f"{value:.{digits + 1}g}"

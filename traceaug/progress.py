@@ -7,6 +7,19 @@ import sys
 import time
 
 
+def shown() -> bool:
+    """Whether progress and notes are shown: stderr is a terminal, and TRACEAUG_NO_PROGRESS unset."""
+    return sys.stderr.isatty() and not os.environ.get("TRACEAUG_NO_PROGRESS")
+
+
+def note(message: str) -> None:
+    """Say on stderr, on a line of its own (over any progress line), what a pause is for;
+    nothing unless ``shown()``."""
+    if shown():
+        sys.stderr.write(f"\r\033[K{message}\n")
+        sys.stderr.flush()
+
+
 class Progress:
     """Shows ``label: 42% (12.3 MB/s)``; a no-op unless stderr is a TTY."""
 
@@ -14,7 +27,7 @@ class Progress:
         self.label = label
         self.total = max(total, 1)
         if enabled is None:
-            enabled = sys.stderr.isatty() and not os.environ.get("TRACEAUG_NO_PROGRESS")
+            enabled = shown()
         self.enabled = enabled
         self.start = time.monotonic()
         self._last = 0.0

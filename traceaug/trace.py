@@ -8,31 +8,44 @@ be rebased for exactness); ``Trace.absolute`` maps them back.
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from perfetto.common.query_result_iterator import QueryResultIterator
 from perfetto.trace_processor.api import TraceProcessorException
 
 from .engine.loader import load
 from .engine.results import typed_columns
 from .errors import TraceaugError
 from .read.kinds import kind_of
+from .sql_modules import PACKAGE, modules_for, sql_modules
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from .read.prefetch import Prefetched
 
-SQL_PACKAGE = "traceaug"
+SQL_PACKAGE = PACKAGE
 
 
-def _sql_modules() -> dict[str, str]:
-    files = resources.files("traceaug") / "sql"
-    return {f"{SQL_PACKAGE}.{f.name[:-4]}": f.read_text() for f in files.iterdir()
-            if f.name.endswith(".sql")}
+def _series_values(column: np.ndarray):
+    """A ``columns`` column for pandas: integers with NULL (objects) as nullable ``Int64``."""
+    if column.dtype != object:
+        return column
+    values = [v for v in column.tolist() if v is not None]
+    if values and all(isinstance(v, int) for v in values):
+        import pandas as pd
+
+        return pd.array(column.tolist(), dtype="Int64")
+    return column
+
+
+def named_for(error: TraceaugError, read: Path, named: Path) -> TraceaugError:
+    """``error`` naming ``named`` (the file the user gave) where it names ``read`` (the file
+    read in its place: an nsys export's temporary conversion)."""
+    if read == named:
+        return error
+    return TraceaugError(str(error).replace(str(read), str(named)).replace(read.name, named.name))
 
 
 class Trace:
@@ -45,13 +58,20 @@ class Trace:
                  memory64: bool | None = None, progress: bool | None = None,
                  full: bool = False, only: str | None = None, workers: int | None = None,
                  prefetched: Prefetched | None = None, kind: str | None = None) -> None:
-        self.path = Path(path)
+        from .read.inputs import trace_input
+
+        self.path = Path(path)  # the file named: every message names it (an nsys export too)
         try:
             load_kind = kind_of(kind, full=full, only=only)
         except ValueError as e:
             raise TraceaugError(f"{self.path}: {e}") from None
-        loaded = load(self.path, bin_path=tp_bin, memory64=memory64, show_progress=progress,
-                      kind=load_kind.name, workers=workers, prefetched=prefetched)
+        self.file = trace_input(path)  # the file read: an nsys export's Chrome JSON conversion
+        try:
+            loaded = load(self.file, bin_path=tp_bin, memory64=memory64, show_progress=progress,
+                          kind=load_kind.name, workers=workers, prefetched=prefetched,
+                          label=self.path.name)
+        except TraceaugError as e:
+            raise named_for(e, self.file, self.path) from None
         self.tp = loaded.tp
         self.plan = loaded.plan
         self.memory64 = loaded.memory64
@@ -106,7 +126,7 @@ class Trace:
 
     # ----- SQL --------------------------------------------------------------
     def _prepare_sql(self) -> None:
-        self.tp.backend.register_sql_package(SQL_PACKAGE, _sql_modules())
+        self.tp.backend.register_sql_package(SQL_PACKAGE, sql_modules())
         moved = (self.plan.moved_slices, self.plan.moved_flows) if self.plan else (0, 0)
         self.execute(
             "CREATE PERFETTO TABLE traceaug_meta AS "
@@ -117,13 +137,13 @@ class Trace:
         )
 
     def query(self, sql: str) -> pd.DataFrame:
-        """Run PerfettoSQL; a bad query raises ``TraceaugError`` with Perfetto's message."""
+        """Run PerfettoSQL into a DataFrame typed as ``columns`` types: int64, float64 (NULL
+        as NaN), integers with NULL as pandas' nullable ``Int64`` (exact, NULL as <NA>), text
+        as strings; a bad query raises ``TraceaugError`` with Perfetto's message."""
         import pandas as pd  # here: cli._perfetto_api_without_pandas kept it out of upstream
 
-        result = self._result(sql)
-        rows = QueryResultIterator(result.column_names, result.batch)
-        return pd.DataFrame(rows.cells.reshape(rows.row_count, rows.column_count),
-                            columns=rows.column_names)
+        return pd.DataFrame({name: _series_values(values)
+                             for name, values in self.columns(sql).items()})
 
     def columns(self, sql: str) -> dict[str, np.ndarray]:
         """Run PerfettoSQL; each result column as a numpy array: int64 or float64 when every
@@ -144,6 +164,12 @@ class Trace:
         if error:
             raise TraceaugError(f"{self.path}: SQL error: {' '.join(error.split())}") from None
         return result
+
+    def include_for(self, sql: str) -> None:
+        """Include the traceaug modules whose tables ``sql`` names (``traceaug_gpu_op``...),
+        as ``traceaug query`` and ``traceaug.query`` do by themselves."""
+        for module in modules_for(sql):
+            self.include(module)
 
     def include(self, module: str) -> None:
         """``INCLUDE PERFETTO MODULE`` (ours or the standard library's)."""

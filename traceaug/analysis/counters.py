@@ -214,13 +214,35 @@ def bandwidth_summary(series: Columns, copies: Columns, end: int) -> Columns:
         busy / 1e6, mean, np.maximum.reduceat(value, at))))
 
 
+def _check_copy_args(trace: Trace) -> None:
+    """A copy whose ``bytes`` or bandwidth arg is not a number is named, not fed to the SQL."""
+    bad = trace.columns(
+        "SELECT name, ts, key, display_value AS value FROM traceaug_gpu_op JOIN args USING "
+        "(arg_set_id) WHERE kind IN ('memcpy', 'memset') AND key IN ('args.bytes', "
+        "'args.memory bandwidth (GB/s)') AND (value_type NOT IN ('int', 'uint', 'real') "
+        "OR COALESCE(int_value, real_value) < 0 OR COALESCE(int_value, real_value) >= 9.2e18) "
+        "LIMIT 1")
+    if len(bad["name"]):
+        value = str(bad["value"][0])
+        value = value if len(value) <= 40 else value[:39] + "…"
+        raise TraceaugError(f"{trace.path}: {str(bad['name'][0])[:60]} at ts {int(bad['ts'][0])} ns: "
+                            f"{bad['key'][0].removeprefix('args.')} is {value!r}, not a number "
+                            "from 0 to 2^63")
+
+
 def compute(trace: Trace, series: tuple[str, ...] = SERIES, style: str = "traceaug") -> dict:
     """All requested series and summaries as ``Columns``; raises for a trace with no GPU work."""
-    trace.include("traceaug.counters")
+    trace.include("traceaug.base")
     if trace.columns("SELECT COUNT(*) AS n FROM traceaug_gpu_op")["n"][0] == 0:
         raise TraceaugError(f"{trace.path}: no GPU kernels, copies or sets (a CPU-only trace?): "
                             "no counters to add")
-    start, end = trace.span()  # there are GPU ops, so there is a span
+    _check_copy_args(trace)
+    trace.include("traceaug.counters")
+    span = trace.span()
+    if span is None:
+        raise TraceaugError(f"{trace.path}: no event has a duration of 0 or more: no time span "
+                            "to put counters on")
+    start, end = span
     out: dict = {"start": start, "end": end}
     if "queue" in series:
         q = queue_length(trace, style)

@@ -1,7 +1,9 @@
 """Compare two traces of one rank: per op / kernel counts and times, per ProfilerStep.
 
 Values are per step (totals over the steps ÷ the number of steps), so runs
-with different numbers of steps compare; ``step=N`` compares one step.
+with different numbers of steps compare; ``step=N`` compares one step, ``step=(N, M)``
+ProfilerStep#N of A with #M of B (``pick_steps``: by number or by index, as HTA compares one
+iteration per side). ProfilerStep annotations are the windows, not ops to compare.
 Status: added / removed (present on one side only), increased / decreased
 (per-step total time changed by more than ``threshold`` percent), unchanged.
 
@@ -17,12 +19,15 @@ import numpy as np
 
 from ..errors import TraceaugError
 from ..trace import Trace
+from .gpu_steps import gpu_windows
+from .intervals import clip, union_length
 from .steps import op_groups, shorten
 from .tables import Columns, codes, first_appearance, frame, objects
 
 BY = ("name", "short-name", "category")
 DEVICES = ("cpu", "gpu", "all")
 DEFAULT_THRESHOLD = 5.0  # percent
+Steps = tuple[int | None, int | None]  # the ProfilerStep number compared on each side (None: all)
 OP_COLUMNS = ("device", "key", "status", "count_a", "count_b", "delta_count", "total_a", "total_b",
               "delta", "delta_pct", "mean_a", "mean_b")
 
@@ -53,6 +58,29 @@ class Side:
             return np.ones(len(at), dtype=bool), 1
         return at >= 0, len(self.steps["step"])
 
+    def step_at(self, index: int) -> int:
+        """The number of the ``index``-th ProfilerStep in time order (0-based; -1: the last)."""
+        numbers = self.steps["step"].tolist()
+        if not -len(numbers) <= index < len(numbers):
+            have = ", ".join(map(str, numbers)) or "none"
+            raise TraceaugError(f"{self.trace.path}: no step at index {index} "
+                                f"({len(numbers)} ProfilerSteps: {have})")
+        return numbers[index]
+
+
+def pick_steps(a: Side, b: Side, step: int | None = None, step_a: int | None = None,
+               step_b: int | None = None, step_index: int | None = None) -> Steps:
+    """The ProfilerStep number compared on each side: ``step`` on both, ``step_a`` /
+    ``step_b`` per side (either alone compares that step with every step of the other side,
+    per step), or ``step_index``, the same position on both sides (runs that number their
+    steps differently); None everywhere: every step."""
+    if sum(x is not None for x in (step, step_index)) + (step_a is not None or step_b is not None) > 1:
+        raise TraceaugError("choose the steps one way: --step, --step-a/--step-b or --step-index")
+    if step_index is not None:
+        return a.step_at(step_index), b.step_at(step_index)
+    if step is not None:
+        return step, step
+    return step_a, step_b
 
 def _on_device(ops: Columns, device: str) -> np.ndarray:
     """Mask of the GPU ops, the CPU ops, or both."""
@@ -122,59 +150,60 @@ def compare(a: Columns, b: Columns, threshold: float = DEFAULT_THRESHOLD) -> Col
     return {c: out[c][order] for c in OP_COLUMNS}
 
 
-def _union(ts: np.ndarray, end: np.ndarray) -> int:
-    """Total length of the union of intervals [ts, end)."""
-    if not len(ts):
-        return 0
-    order = np.argsort(ts, kind="stable")
-    ts, end = ts[order], end[order]
-    reach = np.maximum.accumulate(end)
-    starts_new = np.r_[True, ts[1:] > reach[:-1]]
-    lo = ts[starts_new]
-    hi = np.maximum.reduceat(end, np.flatnonzero(starts_new))
-    return int((hi - lo).sum())
-
-
 def headline(side: Side, step: int | None = None) -> dict:
-    """Step time, GPU busy / idle time and compute / communication / memory time, per step (ms)."""
-    rows, n = side.window(side.gpu["step"], step)
+    """Step time (CPU), GPU busy / idle time and compute / communication / memory time, per
+    step (ms). GPU times are inside each step's GPU window (``gpu_steps``): busy = the union of
+    GPU ops there, idle = window − busy; ``step``: the step compared (None: every step)."""
+    n = side.window(side.gpu["step"], step)[1]
     st_dur = side.steps["dur"]
     if step is not None:
         st_dur = st_dur[side.steps["step"] == step]
-    if not len(st_dur):
-        start, end = side.trace.span()  # diff() saw GPU ops, so there is a span
-        step_ns = float(end - start)
+    gpu = side.gpu
+    ts = gpu["ts"].astype(np.int64)
+    end = ts + gpu["dur"].astype(np.int64)
+    win = gpu_windows(side.trace, side.steps, ts, end, gpu["step"])
+    pick = win["step"] == step if step is not None else np.ones(len(win["step"]), bool)
+    windows = list(zip(win["ts"][pick].tolist(), win["end"][pick].tolist()))
+    if not len(st_dur):  # no steps: the GPU ops' own span (none on a CPU-only trace)
+        start, stop = side.trace.span() or (0, 0)
+        step_ns = float(stop - start)
+        windows = [(int(ts.min()), int(end.max()))] if len(ts) else []
     else:
         step_ns = float(st_dur.mean())
-    gpu = side.gpu
-    ts = gpu["ts"][rows]
-    end = ts + gpu["dur"][rows]
-    busy = _union(ts, end) / n
-    out = {"steps": len(st_dur), "step_ms": step_ns / 1e6, "gpu_busy_ms": busy / 1e6,
-           "gpu_idle_ms": max(step_ns - busy, 0) / 1e6}
-    cat = gpu["category"][rows]
+    cat = gpu["category"]
+
+    def inside(sel: np.ndarray) -> float:
+        return sum(union_length(*clip(ts[sel], end[sel], lo, hi)) for lo, hi in windows) / n
+
+    busy = inside(np.ones(len(ts), bool))
+    span = sum(hi - lo for lo, hi in windows) / n
+    out = {"steps": len(st_dur), "step": step, "step_ms": step_ns / 1e6, "gpu_busy_ms": busy / 1e6,
+           "gpu_idle_ms": max(span - busy, 0) / 1e6}
     for c in ("computation", "communication", "memory"):
-        sel = cat == c
-        out[f"{c}_ms"] = _union(ts[sel], end[sel]) / n / 1e6
+        out[f"{c}_ms"] = inside(cat == c) / 1e6
     return out
 
 
-def compute(a: Side, b: Side, by: str = "name", device: str = "all", step: int | None = None,
-            threshold: float = DEFAULT_THRESHOLD) -> dict:
-    """Headline for both sides and the per-op comparison (``Columns``)."""
+def compute(a: Side, b: Side, by: str = "name", device: str = "all",
+            step: int | None | Steps = None, threshold: float = DEFAULT_THRESHOLD) -> dict:
+    """Headline for both sides and the per-op comparison (``Columns``); ``step``: one step
+    number for both sides, or a (step of A, step of B) pair (``pick_steps``)."""
     if by not in BY:
         raise TraceaugError(f"--by must be one of {', '.join(BY)}")
     if device not in DEVICES:
         raise TraceaugError(f"--device must be one of {', '.join(DEVICES)}")
-    for side in (a, b):
-        if not len(side.gpu["ts"]):
-            raise TraceaugError(f"{side.trace.path}: no GPU kernels, copies or sets to compare")
-    ops = compare(op_table(a, by, device, step), op_table(b, by, device, step), threshold)
-    return {"a": headline(a, step), "b": headline(b, step), "ops": ops}
+    step_a, step_b = step if isinstance(step, tuple) else (step, step)
+    if device != "cpu":
+        for side in (a, b):
+            if not len(side.gpu["ts"]):
+                raise TraceaugError(f"{side.trace.path}: no GPU kernels, copies or sets to compare "
+                                    "(--device cpu compares CPU ops only)")
+    ops = compare(op_table(a, by, device, step_a), op_table(b, by, device, step_b), threshold)
+    return {"a": headline(a, step_a), "b": headline(b, step_b), "ops": ops}
 
 
-def diff(a: Side, b: Side, by: str = "name", device: str = "all", step: int | None = None,
-         threshold: float = DEFAULT_THRESHOLD) -> dict:
+def diff(a: Side, b: Side, by: str = "name", device: str = "all",
+         step: int | None | Steps = None, threshold: float = DEFAULT_THRESHOLD) -> dict:
     """``compute`` with the op table as a pandas DataFrame."""
     out = compute(a, b, by, device, step, threshold)
     out["ops"] = frame(out["ops"])

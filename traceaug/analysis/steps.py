@@ -81,12 +81,14 @@ def gpu_ops(trace: Trace, st: Columns) -> Columns:
 
 def cpu_op_groups(trace: Trace, st: Columns) -> Columns:
     """CPU ops grouped by ``name`` and the ``step`` whose window holds their start:
-    ``count`` and ``total`` duration of each group."""
+    ``count`` and ``total`` duration of each group. ProfilerStep annotations (an op in the 2021
+    schema) are the windows themselves, not ops: runs numbering steps differently would
+    show every one as added / removed."""
     trace.include("traceaug.kineto")
     return trace.columns(
         f"SELECT s.name, {step_of('s.ts', st)} AS step, COUNT(*) AS count, SUM(s.dur) AS total "
         "FROM slice s JOIN _traceaug_kind k USING (category) WHERE k.kind = 'cpu_op' "
-        "GROUP BY 1, 2")
+        "AND s.name NOT GLOB 'ProfilerStep#*' GROUP BY 1, 2")
 
 
 def op_groups(trace: Trace) -> tuple[Columns, Columns, list, Columns]:

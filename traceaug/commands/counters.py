@@ -67,8 +67,6 @@ def summary_text(results: list[dict], fmt: str) -> str:
               "bandwidth_summary": "Memory bandwidth per copy kind"}
     for key, table in tables.items():
         parts.append(titles[key] + "\n" + render_columns(table, "table"))
-    parts += [f"wrote {r['out']} ({r.get('events', 0)} counter events)" + "\n"
-              for r in results if r["out"]]
     return "\n".join(parts)
 
 

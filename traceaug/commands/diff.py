@@ -6,12 +6,12 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import orjson
 
-from ..analysis.diff import Side, compute
+from ..analysis.diff import Side, compute, pick_steps
 from ..analysis.tables import Columns, objects
 from ..errors import TraceaugError
 from ..output import render_columns
@@ -19,6 +19,8 @@ from ..read.inputs import TraceFile, resolve
 from ..trace import Trace
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from ..read.prefetch import Prefetched
 
 HEADLINE = (("step_ms", "step time"), ("gpu_busy_ms", "GPU busy"), ("gpu_idle_ms", "GPU idle"),
@@ -41,6 +43,13 @@ class DiffResult:
     ranks: list[RankDiff]
     unmatched: dict[str, list] = field(default_factory=dict)
     sides: list[tuple[Side, Side]] = field(default_factory=list)
+
+
+class Comparison(NamedTuple):
+    """``traceaug.diff``'s result: the headline per (rank, side) and the op rows."""
+
+    summary: pd.DataFrame
+    ops: pd.DataFrame
 
 
 def pair_ranks(a: Path, b: Path, rank: int | None) -> tuple[list[tuple[TraceFile, TraceFile]], dict]:
@@ -66,14 +75,18 @@ def pair_ranks(a: Path, b: Path, rank: int | None) -> tuple[list[tuple[TraceFile
 
 def run(a: Path, b: Path, by: str, device: str, step: int | None, threshold: float,
         rank: int | None = None, tp_bin: str | None = None,
-        prefetched: Prefetched | None = None) -> DiffResult:
-    """Load every paired file (two at a time) and compare each rank."""
+        prefetched: Prefetched | None = None, step_a: int | None = None,
+        step_b: int | None = None, step_index: int | None = None,
+        progress: bool | None = None) -> DiffResult:
+    """Load every paired file (two at a time) and compare each rank; the steps compared are
+    chosen per side by ``analysis.diff.pick_steps``. ``progress``: progress lines on stderr
+    (default: for one pair, when it is a terminal)."""
     pairs, unmatched = pair_ranks(Path(a), Path(b), rank)
     files = [f.path for pair in pairs for f in pair]
     quiet = len(files) > 2
 
     def load(path: Path) -> Side:  # two loads at once: one pass-1 worker process each
-        return Side.of(Trace(path, tp_bin=tp_bin, progress=False if quiet else None, workers=1,
+        return Side.of(Trace(path, tp_bin=tp_bin, progress=False if quiet else progress, workers=1,
                              only="ops", prefetched=prefetched))
 
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -82,8 +95,13 @@ def run(a: Path, b: Path, by: str, device: str, step: int | None, threshold: flo
     for i, (fa, fb) in enumerate(pairs):
         sa, sb = sides[2 * i], sides[2 * i + 1]
         r = sa.trace.rank if sa.trace.rank is not None else fa.rank
-        out.ranks.append(RankDiff(r, fa.path, fb.path, compute(sa, sb, by, device, step, threshold)))
         out.sides.append((sa, sb))
+        try:
+            steps = pick_steps(sa, sb, step, step_a, step_b, step_index)
+            out.ranks.append(RankDiff(r, fa.path, fb.path, compute(sa, sb, by, device, steps, threshold)))
+        except BaseException:
+            close(out)
+            raise
     return out
 
 
@@ -111,17 +129,50 @@ def ops_ms(ops: Columns) -> Columns:
     return {renamed.get(c, c): v / 1e6 if c in renamed else v for c, v in ops.items()}
 
 
+def regressions(result: DiffResult, pct: float) -> list[str]:
+    """What regressed by more than ``pct`` percent, per step, for ``--fail-on-regression``:
+    a rank's step time, or an op present on both sides (its total time per step)."""
+    out = []
+    for r in result.ranks:
+        where = f"rank {r.rank}: " if len(result.ranks) > 1 else ""
+        va, vb = r.result["a"]["step_ms"], r.result["b"]["step_ms"]
+        if va > 0 and 100 * (vb - va) / va > pct:
+            out.append(f"{where}step time {va:.3f} -> {vb:.3f} ms (+{100 * (vb - va) / va:.1f}%)")
+        ops = r.result["ops"]
+        both = (ops["count_a"] > 0) & (ops["count_b"] > 0)
+        with np.errstate(invalid="ignore"):
+            worse = np.flatnonzero(both & (ops["delta_pct"] > pct))
+        if len(worse):
+            i = worse[np.argmax(ops["delta_pct"][worse])]
+            out.append(f"{where}{len(worse)} op(s), the most {ops['device'][i]} {clip(ops['key'][i])} "
+                       f"(+{ops['delta_pct'][i]:.1f}%)")
+    return out
+
+
 def clip(name, width: int = 70):
     """A long key shortened to ``width`` characters for the terminal."""
     return name if not isinstance(name, str) or len(name) <= width else name[: width - 1] + "…"
 
 
+def all_rows(result: DiffResult) -> Columns:
+    """Every rank's op rows with times in ms, a ``rank`` column first (``--format csv``)."""
+    tables = [{"rank": np.full(len(r.result["ops"]["key"]), r.rank, dtype=object),
+               **ops_ms(r.result["ops"])} for r in result.ranks]
+    return {c: np.concatenate([t[c] for t in tables]) for c in tables[0]}
+
+
+def summary_rows(result: DiffResult) -> Columns:
+    """The headline of every rank, one row per (rank, side): ``rank``, ``side`` (a / b),
+    ``path``, ``steps``, ``step`` and the ``*_ms`` times per step."""
+    rows = [{"rank": r.rank, "side": side, "path": str(getattr(r, side)), **r.result[side]}
+            for r in result.ranks for side in ("a", "b")]
+    return {c: objects([row[c] for row in rows]) for c in rows[0]}
+
+
 def render(result: DiffResult, fmt: str, top: int = 10) -> str:
     """Headline first, then the top regressions and improvements (table); everything (csv/json)."""
     if fmt == "csv":
-        tables = [{"rank": np.full(len(r.result["ops"]["key"]), r.rank, dtype=object),
-                   **ops_ms(r.result["ops"])} for r in result.ranks]
-        return render_columns({c: np.concatenate([t[c] for t in tables]) for c in tables[0]}, "csv")
+        return render_columns(all_rows(result), "csv")
     if fmt == "json":
         data = {"ranks": [{"rank": r.rank, "a": str(r.a), "b": str(r.b),
                            "summary": {"a": r.result["a"], "b": r.result["b"]},
@@ -138,13 +189,16 @@ def render(result: DiffResult, fmt: str, top: int = 10) -> str:
     for r in result.ranks:
         ops = ops_ms(r.result["ops"])
         ops["key"] = objects([clip(k) for k in ops["key"].tolist()])
-        steps = f"{r.result['a']['steps']} vs {r.result['b']['steps']} ProfilerSteps"
+        steps = " vs ".join(f"ProfilerStep#{h['step']}" if h["step"] is not None
+                            else f"{h['steps']} ProfilerSteps" for h in (r.result["a"], r.result["b"]))
         parts.append(f"rank {r.rank}: A = {r.a}\n{' ' * len(f'rank {r.rank}: ')}B = {r.b}  ({steps})\n")
         parts.append(render_columns(headline_table(r.result), "table"))
-        worse = np.flatnonzero(ops["delta_ms"] > 0)[:top]
-        better = np.flatnonzero(ops["delta_ms"] < 0)[:top]
+        changed = ops["status"] != "unchanged"
+        worse = np.flatnonzero(changed & (ops["delta_ms"] > 0))[:top]
+        better = np.flatnonzero(changed & (ops["delta_ms"] < 0))[:top]
         counts = Counter(ops["status"].tolist())
-        parts.append("status: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + "\n")
+        parts.append("status: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+                                   or "no ops in the compared steps") + "\n")
         for title, rows in (("Top regressions", worse), ("Top improvements", better)):
             table = render_columns({c: ops[c][rows] for c in cols}, "table")
             parts.append(f"\n{title} (per step)\n{table}")

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import interrupt
 from ..errors import EngineError, EngineOutOfMemory, TraceaugError
 from ..memory import release_free_memory
 from ..progress import Progress
-from ..read import chunks, normalize, source
+from ..read import chunks, normalize, pass1, source
 from .backend import TraceProcessor
 
 if TYPE_CHECKING:
@@ -89,10 +90,19 @@ def _feed(tp: TraceProcessor, pieces: Iterator[bytes], path: Path) -> None:
         raise failure[0]
 
 
-def _finalize(tp: TraceProcessor, path: Path) -> None:
+INCOMPLETE = "JSON trace file is incomplete"
+
+
+def _finalize(tp: TraceProcessor, path: Path, parsed: bool) -> None:
+    """Perfetto's verdict at the end of the load; ``parsed``: pass 1 read the whole file as
+    JSON, so "incomplete" would be untrue: an event Perfetto could not take is the cause."""
     error = tp.backend.notify_eof()
     if isinstance(error, str) and error:
-        raise TraceaugError(f"{path}: {error.splitlines()[0]}")
+        error = error.splitlines()[0]
+        if parsed and error.startswith(INCOMPLETE):
+            error = ("Perfetto could not read an event, though the JSON is complete (a value "
+                     "of the wrong type, such as a ts that is not a number, or a duplicate key)")
+        raise TraceaugError(f"{path}: {error}")
 
 
 def _load_once(path: Path, plan: normalize.Plan | None, memory64: bool, bin_path: str | None,
@@ -108,7 +118,7 @@ def _load_once(path: Path, plan: normalize.Plan | None, memory64: bool, bin_path
         else:
             pieces = source.iter_blocks(path, report)
         _feed(tp, pieces, path)
-        _finalize(tp, path)
+        _finalize(tp, path, plan is not None)
         return tp
     except BaseException:
         tp.close()
@@ -126,20 +136,23 @@ def _early_engine(memory64: bool, bin_path: str | None) -> TraceProcessor | None
 
 def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
          show_progress: bool | None = None, kind: str = "analysis",
-         workers: int | None = None, prefetched: Prefetched | None = None) -> Loaded:
+         workers: int | None = None, prefetched: Prefetched | None = None,
+         label: str | None = None) -> Loaded:
     """Load ``path``; raise ``TraceaugError`` with a one-line reason on failure.
 
     ``kind`` (``read.kinds.KINDS``) says what the engine gets: "analysis" keeps the args
     analyses use and no flow events; "full" keeps everything (slower, more memory); "gpu",
     "ops" and "sync" keep a subset (what counters, diff and the critical path read).
     ``workers``: pass-1 worker processes (default: two above ``normalize.PARALLEL_ABOVE``).
-    ``prefetched``: plans the command line started in child processes (``read.prefetch``)."""
+    ``prefetched``: plans the command line started in child processes (``read.prefetch``).
+    ``label``: the name progress shows (an nsys export's, not its temporary conversion's)."""
     path = Path(path)
+    interrupt.new_work()
     source.check_readable(path)
     stored = source.stored_size(path)
     if memory64 is None:
         memory64 = source.raw_size_estimate(path) > MEMORY64_ABOVE
-    progress = Progress(f"loading {path.name}", 2 * stored, show_progress)
+    progress = Progress(f"loading {label or path.name}", 2 * stored, show_progress)
     try:
         not_chrome = None
         early = _early_engine(memory64, bin_path) if prefetched is not None else None
@@ -150,6 +163,10 @@ def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
             release_free_memory()  # pass 1's freed JSON, before the engine grows
         except chunks.NotChromeJson as e:
             plan, not_chrome = None, e  # not Chrome JSON we can split: let Perfetto judge it
+        except (chunks.MalformedJson, pass1.BadValue) as e:  # every command's verdict, at once
+            if early is not None:
+                early.close()
+            raise TraceaugError(f"{path}: {e}") from None
         except BaseException:
             if early is not None:
                 early.close()

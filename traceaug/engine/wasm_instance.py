@@ -15,6 +15,7 @@ import time
 
 import wasmtime
 
+from .. import interrupt
 from ..errors import EngineError, EngineOutOfMemory
 from .wasm_module import WasmBuild
 
@@ -42,7 +43,10 @@ class WasmInstance:
 
     def __init__(self, build: WasmBuild) -> None:
         self.build = build
+        interrupt.install()  # Ctrl-C never raises inside a host call of this engine
+        interrupt.check()
         self.store = wasmtime.Store(build.engine)
+        self.store.set_epoch_deadline(1)  # traps once a signal bumps the epoch (interrupt)
         self._ptr_mask = (1 << 64) - 1 if build.memory64 else 0xFFFFFFFF
         self._ptr = _I64 if build.memory64 else _I32
         self._replies = bytearray()
@@ -196,6 +200,13 @@ class WasmInstance:
 
     # ----- start-up and RPC --------------------------------------------
     def _instantiate(self) -> None:
+        try:
+            with interrupt.engine_call():
+                self._start()
+        except (wasmtime.Trap, wasmtime.WasmtimeError, _Abort) as e:
+            self._die(e)
+
+    def _start(self) -> None:
         instance = wasmtime.Instance(self.store, self.build.module, self._imports())
         exports = instance.exports(self.store)
         self.memory = exports["memory"]
@@ -233,22 +244,31 @@ class WasmInstance:
         if self.dead:
             raise EngineError(f"trace processor is no longer usable: {self.dead}")
         try:
-            base, filled = self._base() + self._buf, 0
-            for part in parts:
-                address, size, off = _address(part), len(part), 0
-                while off < size:
-                    n = min(size - off, REQUEST_BUFFER - filled)
-                    ctypes.memmove(base + filled, address + off, n)
-                    filled, off = filled + n, off + n
-                    if filled == REQUEST_BUFFER:
-                        self._on_request(self.store, filled)
-                        base, filled = self._base() + self._buf, 0  # the heap may have moved
-            if filled:
-                self._on_request(self.store, filled)
+            with interrupt.engine_call():
+                self._send(parts)
         except (wasmtime.Trap, wasmtime.WasmtimeError, _Abort) as e:
             self._die(e)
 
+    def _send(self, parts: tuple[bytes, ...]) -> None:
+        base, filled = self._base() + self._buf, 0
+        for part in parts:
+            address, size, off = _address(part), len(part), 0
+            while off < size:
+                n = min(size - off, REQUEST_BUFFER - filled)
+                ctypes.memmove(base + filled, address + off, n)
+                filled, off = filled + n, off + n
+                if filled == REQUEST_BUFFER:
+                    self._on_request(self.store, filled)
+                    base, filled = self._base() + self._buf, 0  # the heap may have moved
+        if filled:
+            self._on_request(self.store, filled)
+
     def _die(self, e: BaseException) -> None:
+        if interrupt.requested():  # the epoch trap a signal asked for, not a crash
+            self.dead = "interrupted"
+            self.memory = None
+            self.store = None  # type: ignore[assignment]
+            interrupt.check()
         detail = " ".join(s.strip() for s in self.stderr[-3:] if s.strip())
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         text = (msg + " " + " ".join(self.stderr[-5:])).lower()

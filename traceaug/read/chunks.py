@@ -29,6 +29,21 @@ class NotChromeJson(ValueError):
     """The text is not a Chrome JSON trace we can split (the engine may still read it)."""
 
 
+class MalformedJson(ValueError):
+    """A Chrome JSON trace (its header read) whose event array is not valid JSON: every
+    command refuses it, at once, with where and what (never the engine's echo of the text)."""
+
+
+def malformed(text: bytes, e: orjson.JSONDecodeError, offset: int, skip: int = 1) -> MalformedJson:
+    """The error for ``e``, raised parsing ``text`` behind ``skip`` added bytes; ``offset``:
+    where ``text`` starts in the file (near: rebasing may have shortened timestamps)."""
+    at = max(e.pos - skip, 0)
+    if at >= len(text.rstrip()):
+        return MalformedJson("JSON trace file is incomplete: malformed JSON at its end (truncated?)")
+    near = text[max(at - 20, 0): at + 20].decode("utf-8", "replace")
+    return MalformedJson(f"invalid JSON near byte {offset + at}: {e.msg} (at {near!r})")
+
+
 @dataclass
 class Layout:
     """Where the pieces of a trace are, as offsets into the decompressed text."""
@@ -37,6 +52,7 @@ class Layout:
     header: dict = field(default_factory=dict)
     trailer: dict = field(default_factory=dict)
     events_start: int = 0  # first byte after ``[``
+    tail_start: int = 0  # where the last chunk starts (error messages)
     cuts: list[int] = field(default_factory=list)  # chunk i spans cuts[i-1]..cuts[i]
     has_events: bool = False
 
@@ -126,7 +142,8 @@ def _parse_tail(text: bytes, layout: Layout) -> list:
             return orjson.loads(b"[" + body)
         obj = orjson.loads(b'{"traceEvents":[' + text)
     except orjson.JSONDecodeError as e:
-        raise NotChromeJson(f"malformed JSON ({e})") from None
+        skip = 1 if layout.array_form else len(b'{"traceEvents":[')
+        raise malformed(text, e, layout.tail_start, skip) from None
     events = obj.pop("traceEvents")
     layout.trailer = obj
     return events
@@ -205,6 +222,7 @@ def scan(blocks: Iterable[bytes], rewrite=lambda t: t, confirm: bool = True
         if not b.eof and avail < CHUNK and b.fill():
             continue
         if b.eof:
+            layout.tail_start = pos
             text = rewrite(_copy(b.buf, pos - b.base, len(b.buf)))
             events = _parse_tail(text, layout) if confirm else None
             layout.has_events = layout.has_events or bool(events)
@@ -221,7 +239,9 @@ def scan(blocks: Iterable[bytes], rewrite=lambda t: t, confirm: bool = True
                 break
             try:
                 events = orjson.loads(b"[" + text + b"]")
-            except orjson.JSONDecodeError:
+            except orjson.JSONDecodeError as e:
+                if e.pos <= len(text):  # before the cut: the text itself is not JSON
+                    raise malformed(text, e, b.base + start) from None
                 if n + 1 < _TRIES:
                     continue  # a `},{` inside an args object: try an earlier one
                 break

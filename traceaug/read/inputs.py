@@ -1,9 +1,9 @@
-"""Resolve a trace argument: one file, or a directory of per-rank traces.
+"""Resolve a trace argument: one file, or a directory of per-rank traces and nsys exports.
 
-A rank comes from ``distributedInfo.rank`` (parsed as JSON, compact or not),
-else from the file name (``rank-3``, ``rank_3``, ``rank3``), else it is
-reported. Files traceaug wrote itself carry a ``"traceaug"`` top-level key
-and are never taken as inputs.
+A rank comes from ``distributedInfo.rank`` (parsed as JSON, compact or not) or an nsys
+export's MPI rank (``nsys.recorded_rank``), else from the file name (``rank-3``,
+``rank_3``, ``rank3``), else it is reported. Files traceaug wrote itself carry a
+``"traceaug"`` top-level key and are never taken as inputs.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from ..errors import TraceaugError
 from . import source
 
 TRACE_SUFFIXES = (".json", ".json.gz")
+EXPORT_SUFFIXES = (".sqlite",)  # nsys export --type sqlite
 OUTPUT_MARK = b'"traceaug"'
 _DIST = re.compile(rb'"distributedInfo"\s*:\s*(\{[^{}]*\})')
 _NAME_RANK = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
@@ -26,7 +27,8 @@ _PEEK = 1 << 20
 
 @dataclass(frozen=True)
 class TraceFile:
-    """One input file and the rank it belongs to (None for a lone file)."""
+    """One input file as the user named it (an nsys export stays its ``.sqlite``: readers take
+    ``trace_input(path)``) and the rank it belongs to (None for a lone file)."""
 
     path: Path
     rank: int | None
@@ -42,9 +44,14 @@ def _peek(path: Path) -> bytes:
 
 def rank_of(path: Path, head: bytes | None = None) -> int | None:
     """The rank recorded in the file, else the one in its name, else None."""
+    from . import nsys
+
     head = _peek(path) if head is None else head
-    m = _DIST.search(head)
-    if m:
+    if head.startswith(nsys.SQLITE_MAGIC):
+        rank = nsys.recorded_rank(path)
+        if rank is not None:
+            return rank
+    elif m := _DIST.search(head):
         try:
             rank = orjson.loads(m.group(1)).get("rank")
         except orjson.JSONDecodeError:
@@ -61,20 +68,41 @@ def is_traceaug_output(head: bytes) -> bool:
     return start.startswith(b"{") and OUTPUT_MARK in start
 
 
+def trace_input(path: str | Path) -> Path:
+    """The file to read for ``path``: itself, or for an Nsight Systems SQLite export its Chrome
+    JSON conversion (a temporary file, made once per process); a ``.nsys-rep`` is an error.
+    Messages name ``path``, never the conversion."""
+    from . import nsys
+
+    path = Path(path)
+    if nsys.is_report(path):
+        raise nsys.report_error(path)
+    if path.is_file() and nsys.is_sqlite(path):
+        return nsys.converted(path)
+    return path
+
+
 def resolve(path: str | Path) -> list[TraceFile]:
     """Files to read for ``path``; a directory must give one file per distinct rank."""
     path = Path(path)
-    if not path.exists():
-        raise TraceaugError(f"{path}: no such file or directory")
     if not path.is_dir():
+        from .nsys import is_report, report_error
+
+        if is_report(path):
+            raise report_error(path)
+        if not path.exists():
+            raise TraceaugError(f"{path}: no such file or directory")
         return [TraceFile(path, None)]
     found: dict[int, Path] = {}
     unranked: list[Path] = []
+    outputs = 0
     for f in sorted(path.iterdir()):
-        if not f.is_file() or not f.name.endswith(TRACE_SUFFIXES) or f.stat().st_size == 0:
+        if (not f.is_file() or not f.name.endswith((*TRACE_SUFFIXES, *EXPORT_SUFFIXES))
+                or f.stat().st_size == 0):
             continue
         head = _peek(f)
         if is_traceaug_output(head):
+            outputs += 1
             continue
         rank = rank_of(f, head)
         if rank is None:
@@ -84,13 +112,16 @@ def resolve(path: str | Path) -> list[TraceFile]:
         else:
             found[rank] = f
     if not found and not unranked:
-        raise TraceaugError(f"{path}: no trace files (*.json, *.json.gz) in this directory")
+        skipped = (f"; {outputs} written by traceaug are skipped here (name one to read it)"
+                   if outputs else "")
+        raise TraceaugError(f"{path}: no trace files (*.json, *.json.gz, *.sqlite) in this "
+                            f"directory{skipped}")
     if unranked:
         if not found and len(unranked) == 1:
             return [TraceFile(unranked[0], None)]
         names = ", ".join(f.name for f in unranked)
-        raise TraceaugError(f"{path}: cannot tell the rank of {names} (no distributedInfo.rank, "
-                            "no rank in the file name)")
+        raise TraceaugError(f"{path}: cannot tell the rank of {names} (no distributedInfo.rank "
+                            "or MPI rank recorded, no rank in the file name)")
     return [TraceFile(found[r], r) for r in sorted(found)]
 
 
@@ -111,3 +142,11 @@ def select(path: str | Path, rank: int | None = None) -> list[TraceFile]:
         raise TraceaugError(f"{path}: no trace for rank {rank} "
                             f"(it has {', '.join(str(f.rank) for f in files)})")
     return chosen
+
+
+def output_name(path: Path) -> str:
+    """The file name a rewriter's output of ``path`` gets in an output directory: its own, or
+    for an nsys export the name of its Chrome JSON (``run.sqlite`` -> ``run.json``)."""
+    from . import nsys
+
+    return path.stem + ".json" if nsys.is_sqlite(path) else path.name

@@ -83,12 +83,17 @@ def _column_rows(events: list, ts: np.ndarray, seqs: np.ndarray, keys: dict, ext
         key = [keys.setdefault(k, len(keys)) for k in pairs]
     except TypeError:  # an unhashable pid/tid: that event gets key -1 (Perfetto judges it)
         key = [_hashable_key(keys, k) for k in pairs]
+    _check_range("ts", ts)
     cols = [np.array(key, dtype=np.int64), us_to_ns_array(ts)]
     valid = ~np.isnan(cols[1])
     if extra is not None:
-        cols.append(us_to_ns_array(numbers([e.get(extra) for e in events])))
+        values = numbers([e.get(extra) for e in events])
+        _check_range(extra, values)
+        cols.append(us_to_ns_array(values))
         valid &= ~np.isnan(cols[2])
-    cols = [c.astype(np.int64) if c.dtype.kind == "f" else c for c in cols]
+    _check_ts(events, cols[1])
+    with np.errstate(invalid="ignore"):  # NaN rows (no number) are dropped just below
+        cols = [c.astype(np.int64) if c.dtype.kind == "f" else c for c in cols]
     rows = np.column_stack([*cols, seqs])
     return rows[valid]
 
@@ -112,6 +117,47 @@ def _kept_rows(rows: np.ndarray, to_engine: np.ndarray, drop: np.ndarray, seq_of
     return kept
 
 
+class BadValue(ValueError):
+    """An event's value traceaug cannot represent exactly (the loader names the file)."""
+
+
+NS_LIMIT = 2.0**63  # timestamps and durations are int64 ns
+
+
+def _check_range(name: str, us: np.ndarray) -> None:
+    """Refuse µs values that are infinite or whose ns do not fit int64 (1e308, 2^64)."""
+    bad = np.abs(us) >= NS_LIMIT / 1000  # NaN compares False: missing values judged elsewhere
+    if bad.any():
+        value = us[bad][0]
+        raise BadValue(f"an event's {name} is {value:.6g} µs, out of range (the limit is "
+                       f"±{NS_LIMIT / 1000:.6g} µs)")
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _check_ts(events: list, ns: np.ndarray) -> None:
+    """A timed event's ``ts`` must be a number (or a numeric string, as Perfetto reads it):
+    ``true`` (which numpy would take as 1), null, text or a container is refused by name."""
+    missing = np.flatnonzero(np.isnan(ns))
+    if len(missing):
+        raw = events[missing[0]].get("ts")
+        raise BadValue(f"an event's ts is {_short(raw)}, not a number" if "ts" in events[missing[0]]
+                       else "an event has no ts")
+    if any(e.get("ts").__class__ is bool for e in events):
+        raise BadValue("an event's ts is a boolean, not a number")
+
+
+def _check_events(events: list) -> None:
+    """Every item of the event array must be an object (Perfetto refuses the trace otherwise;
+    a subset load would drop it unseen: one verdict for every command)."""
+    for e in events:
+        if e.__class__ is not dict:
+            raise BadValue(f"an item of traceEvents is {_short(e)}, not an event object")
+
+
 def _hashable_key(keys: dict, k: tuple) -> int:
     try:
         return keys.setdefault(k, len(keys))
@@ -125,7 +171,7 @@ def _span(events: list, phases: list, ph: np.ndarray, ts: np.ndarray) -> tuple[i
     ts = us_to_ns_array(ts[(ph == "X") | (ph == "i")])
     dur = us_to_ns_array(numbers([e.get("dur", 0) for e, p in zip(events, phases)
                                   if p == "X" or p == "i"]))
-    ok = ~np.isnan(ts) & ~np.isnan(dur) & (dur >= 0)
+    ok = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0)
     if not ok.any():
         return None
     return int(ts[ok].min()), int((ts[ok] + dur[ok]).max())
@@ -154,6 +200,8 @@ def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None) -> 
     kind = kind_of(kind)
     full = kind.full
     phases = [e.get("ph") if e.__class__ is dict else None for e in events]
+    if None in phases:
+        _check_events(events)
     ph = np.fromiter(phases, dtype=object, count=len(phases))  # compared in C (never nested)
     is_flow = np.zeros(len(ph), dtype=bool)
     for phase in FLOW_PHASES:
@@ -243,7 +291,7 @@ def read_chunk(text: bytes, tail: bool, array_form: bool, kind: str,
         with no_gc():
             events, exact, ts = _rebased_events(
                 _parse(rebased, tail, layout), text, replaced, tail, layout, rebase)
-    except (orjson.JSONDecodeError, chunks.NotChromeJson) as e:
+    except (orjson.JSONDecodeError, chunks.NotChromeJson, chunks.MalformedJson) as e:
         return ChunkResult(error=str(e))
     with no_gc():
         result = gather(events, kind, ts)

@@ -19,10 +19,12 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import interrupt
 from ..errors import TraceaugError
 from . import source
 from .inputs import resolve
 from .kinds import kind_of
+from .nsys import is_sqlite
 from .workers import recv, send, spawn
 
 if TYPE_CHECKING:
@@ -55,6 +57,7 @@ class Prefetched:
                 child.stdin.close()
         except OSError:
             return
+        interrupt.watch_child(child)  # killed at once by Ctrl-C / SIGTERM
         self._children[key] = child
 
     def take(self, path: Path, full: bool = False, only: str | None = None,
@@ -85,7 +88,8 @@ class Prefetched:
 def start(inputs: list[Path], full: bool = False, only: str | None = None,
           kind: str | None = None) -> Prefetched:
     """Plan in children the files ``inputs`` name, when each names one file (a lone trace or
-    a directory holding one rank): with more ranks, loads already run two at a time."""
+    a directory holding one rank): with more ranks, loads already run two at a time. An nsys
+    export is not converted here: the command checks its outputs against it first."""
     pre = Prefetched()
     try:
         files = [resolve(p) for p in inputs]
@@ -93,6 +97,8 @@ def start(inputs: list[Path], full: bool = False, only: str | None = None,
         return pre  # the command reports it
     if all(len(f) == 1 for f in files):
         for (tf,) in files:
+            if is_sqlite(tf.path):
+                continue
             try:
                 pre.start(tf.path, full, only, kind)
             except OSError:
@@ -102,7 +108,8 @@ def start(inputs: list[Path], full: bool = False, only: str | None = None,
 
 def _can_fork() -> bool:
     """Fork only where it is safe: Linux, and no other thread (a command's first moments)."""
-    return sys.platform == "linux" and threading.active_count() == 1
+    others = [t for t in threading.enumerate() if t is not threading.current_thread()]
+    return sys.platform == "linux" and all(interrupt.is_watcher(t) for t in others)
 
 
 class _Forked:
@@ -139,6 +146,7 @@ def _fork(path: Path, kind: str) -> _Forked:
     pid = os.fork()
     if pid == 0:
         try:
+            interrupt.reset_in_child()  # the parent stops it; a signal to the group ends it
             os.close(read)
             _plan_and_send(path, kind, os.fdopen(write, "wb"))
         finally:

@@ -30,7 +30,8 @@ def us_to_ns(value: int | float) -> int:
 def us_to_ns_array(values: np.ndarray) -> np.ndarray:
     """``us_to_ns`` on a float64 column (NaN stays NaN): values below 10^12 µs are exact
     in a double, and numpy rounds halves to even as ``round`` does."""
-    return np.round(values * 1000)
+    with np.errstate(over="ignore", invalid="ignore"):  # out of range: inf, judged by the caller
+        return np.round(values * 1000)
 
 
 def numbers(values: list) -> np.ndarray:

@@ -8,14 +8,17 @@ from __future__ import annotations
 import gzip
 import os
 import struct
+import sys
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from .. import interrupt
 from ..errors import TraceaugError
 
 BLOCK = 1 << 20
 GZIP_MAGIC = b"\x1f\x8b"
+GZIP_MINIMUM = 18  # header (10) + empty deflate (~2) + trailer (8): anything shorter is cut
 
 
 def is_gzip(path: Path) -> bool:
@@ -25,11 +28,14 @@ def is_gzip(path: Path) -> bool:
 
 
 def check_readable(path: Path) -> None:
-    """Raise a clear error for a missing, unreadable or empty file."""
+    """Raise a clear error for a missing, unreadable, special or empty file."""
     if not path.exists():
         raise TraceaugError(f"{path}: no such file")
     if path.is_dir():
         raise TraceaugError(f"{path}: is a directory, expected a trace file")
+    if not path.is_file():
+        raise TraceaugError(f"{path}: is a FIFO, device or socket; the command line reads "
+                            "those (spooled), the library needs a regular file")
     try:
         size = path.stat().st_size
         with open(path, "rb"):
@@ -49,6 +55,7 @@ def iter_blocks(path: Path, on_progress: Callable[[int], None] | None = None,
         stream = gzip.GzipFile(fileobj=raw) if gz else raw
         try:
             while True:
+                interrupt.check()  # Ctrl-C stops every reader, in any thread
                 data = stream.read(block)
                 if on_progress is not None:
                     on_progress(raw.tell())
@@ -77,7 +84,46 @@ def raw_size_estimate(path: Path) -> int:
     size = stored_size(path)
     if not is_gzip(path):
         return size
+    if size < GZIP_MINIMUM:  # a header alone, or less: reading it says what is wrong
+        return size
     with open(path, "rb") as f:
         f.seek(-4, os.SEEK_END)
         isize = struct.unpack("<I", f.read(4))[0]
     return isize if isize >= size else size * 20
+
+
+def spool(name: str, path: str | None, dest: Path) -> None:
+    """Copy a non-seekable input (``-`` for stdin, a FIFO, a device, a process substitution)
+    to ``dest``, so that every pass can read it; ``name`` is what error messages call it.
+    A FIFO with no writer reads as empty instead of waiting for one."""
+    if path is None:
+        stream = sys.stdin.buffer
+    else:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO with no writer: no wait
+        except OSError as e:
+            raise TraceaugError(f"{name}: cannot read ({e.strerror})") from None
+        os.set_blocking(fd, True)
+        stream = os.fdopen(fd, "rb", buffering=0)
+    first = True
+    try:
+        with open(dest, "wb") as out:
+            while True:
+                interrupt.check()
+                try:
+                    data = stream.read(BLOCK)
+                except OSError as e:
+                    raise TraceaugError(f"{name}: cannot read ({e.strerror})") from None
+                if not data:
+                    break
+                if first and not data.strip(b"\0"):
+                    raise TraceaugError(f"{name}: reads as NUL bytes only (a device like "
+                                        "/dev/zero?), not a trace")
+                first = False
+                out.write(data)
+    finally:
+        if path is not None:
+            stream.close()
+    if first:
+        why = "nothing to read" if path is None else "nothing to read, or no writer"
+        raise TraceaugError(f"{name}: empty input ({why})")

@@ -19,6 +19,7 @@ import sys
 import threading
 from typing import Any
 
+from .. import interrupt
 from ..memory import REUSE_ENV
 
 _LENGTH = struct.Struct("<Q")
@@ -63,6 +64,8 @@ class Pool:
             self.procs = [spawn("traceaug.read.workers") for _ in range(workers)]
         except OSError as e:
             raise WorkerFailed(str(e)) from None
+        for p in self.procs:
+            interrupt.watch_child(p)  # killed at once by Ctrl-C / SIGTERM
         self.queues: list[queue.Queue] = [queue.Queue() for _ in self.procs]
         self.writers = [threading.Thread(target=self._write, args=(p, q), daemon=True)
                         for p, q in zip(self.procs, self.queues)]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import orjson
 
+from .. import guard
 from ..analysis.diff import Side
 from ..errors import TraceaugError
 from ..read import chunks, pass1, source
@@ -53,7 +54,7 @@ def b_events(side: Side, shift_ns: int) -> list[bytes]:
     named: set = set()
     pids: dict = {}  # in order of appearance (a set's order of strings varies by run)
     out: list[bytes] = []
-    for item in pass1.rebased_chunks(source.iter_blocks(side.trace.path), rebase):
+    for item in pass1.rebased_chunks(source.iter_blocks(side.trace.file), rebase):
         if isinstance(item, chunks.Layout):
             break
         for ev in item.events:
@@ -83,7 +84,6 @@ def write_merged(a: Side, b: Side, out: Path) -> None:
     """Write A with B's events added, B aligned to A."""
     if a.trace.plan is None or b.trace.plan is None:
         raise TraceaugError(f"{out}: --trace needs Chrome JSON traces on both sides")
-    splice.check_output(a.trace.path, out)
-    splice.check_output(b.trace.path, out)
+    guard.check([a.trace.path, b.trace.path], [out])
     shift = _anchor(b) - _anchor(a)
-    splice.write(a.trace.path, out, a.trace.plan.layout, b_events(b, shift), "diff")
+    splice.write(a.trace.file, out, a.trace.plan.layout, b_events(b, shift), "diff")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import TraceaugError
-from ..read.inputs import TRACE_SUFFIXES, TraceFile, select
+from ..read.inputs import TRACE_SUFFIXES, TraceFile, output_name, select, trace_input
 from ..read.kinds import KINDS
 from . import splice, visible
 
@@ -73,7 +73,7 @@ def targets(src: str | Path, dst: str | Path | None, rank: int | None = None
         as_dir = True
     if as_dir:
         made = None if out.is_dir() else out
-        return [Target(f, out / f.path.name) for f in files], made
+        return [Target(f, out / output_name(f.path)) for f in files], made
     return [Target(f, out) for f in files], None
 
 
@@ -96,7 +96,7 @@ def _check(found: list[Target], made: Path | None) -> None:
 
 
 def _one(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None, quiet: bool,
-         prefetched: Prefetched | None, keep_bytes: bool) -> dict:
+         prefetched: Prefetched | None, keep_bytes: bool, progress: bool | None = None) -> dict:
     """Load, compute and write one target; its summary data with ``rank``, ``file``, ``out``
     and ``events`` (how many were added)."""
     from ..trace import Trace
@@ -104,11 +104,12 @@ def _one(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None, 
     tf, out = target.file, target.out
     copy = None
     if out is not None:  # started first: gzip output deflates the original text meanwhile
-        copy = splice.Copy(tf.path, out, splice.entry(rewriter.name, options),
+        copy = splice.Copy(trace_input(tf.path), out, splice.entry(rewriter.name, options),
                            keep_bytes=keep_bytes)
     try:
         # quiet: two ranks at once, one pass-1 worker process each
-        with Trace(tf.path, tp_bin=tp_bin, progress=False if quiet else None, kind=rewriter.kind,
+        show = False if quiet else progress
+        with Trace(tf.path, tp_bin=tp_bin, progress=show, kind=rewriter.kind,
                    workers=1 if quiet else None, prefetched=prefetched) as trace:
             if out is not None and trace.plan is None:
                 raise TraceaugError(f"{tf.path}: not a Chrome JSON trace; {rewriter.name} "
@@ -118,7 +119,7 @@ def _one(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None, 
             layout = trace.plan.layout if trace.plan is not None else None
         if copy is not None:  # the engine is closed: its memory is free for the copy
             visible.apply(trace.plan, copy)  # what the Perfetto UI would drop: moved
-            copy.finish(layout, events, False if quiet else None)
+            copy.finish(layout, events, show)
     finally:
         if copy is not None:
             copy.cancel()
@@ -128,16 +129,19 @@ def _one(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None, 
 
 def results(rewriter: Rewriter, src: str | Path, dst: str | Path | None, options: dict, *,
             rank: int | None = None, tp_bin: str | None = None,
-            prefetched: Prefetched | None = None, keep_bytes: bool = False) -> list[dict]:
+            prefetched: Prefetched | None = None, keep_bytes: bool = False,
+            progress: bool | None = None) -> list[dict]:
     """Every target's summary data (``_one``), two ranks at a time; no output directory is
-    left behind by a run that fails."""
+    left behind by a run that fails. ``progress``: progress lines on stderr (default: on a
+    terminal; never with two ranks at once)."""
     if rewriter.kind not in KINDS:
         raise ValueError(f"{rewriter.name}: unknown load kind {rewriter.kind!r}")
     found, made = targets(src, dst, rank)
     _check(found, made)
     try:
         if len(found) == 1:
-            return [_one(rewriter, found[0], options, tp_bin, False, prefetched, keep_bytes)]
+            return [_one(rewriter, found[0], options, tp_bin, False, prefetched, keep_bytes,
+                         progress)]
         with ThreadPoolExecutor(max_workers=2) as pool:
             return list(pool.map(lambda t: _one(rewriter, t, options, tp_bin, True, prefetched,
                                                 keep_bytes), found))
@@ -152,7 +156,8 @@ def run(rewriter: Rewriter, src: str | Path, dst: str | Path | None, options: di
         rank: int | None = None, fmt: str = "table", tp_bin: str | None = None,
         prefetched: Prefetched | None = None, keep_bytes: bool = False,
         open_ui: bool | dict = False) -> str:
-    """Run ``rewriter`` over ``src`` into ``dst`` (None: summary only) and return its summary.
+    """Run ``rewriter`` over ``src`` into ``dst`` (None: summary only) and return its summary;
+    ``wrote OUT (N events added by NAME)`` goes to stderr for each output.
 
     ``open_ui`` (True, or ``view.server.serve`` options such as port / browser): print the
     summary, then serve the one output in the Perfetto UI until interrupted; returns ""."""
@@ -160,12 +165,21 @@ def run(rewriter: Rewriter, src: str | Path, dst: str | Path | None, options: di
         found, _ = targets(src, dst, rank)
         if dst is None or len(found) != 1:
             raise TraceaugError(f"{src}: --open needs one output file")
-    text = rewriter.summary(results(rewriter, src, dst, options, rank=rank, tp_bin=tp_bin,
-                                    prefetched=prefetched, keep_bytes=keep_bytes), fmt)
+    done = results(rewriter, src, dst, options, rank=rank, tp_bin=tp_bin,
+                   prefetched=prefetched, keep_bytes=keep_bytes)
+    from ..paths import shown  # the name the user gave ("stdout" for OUT "-")
+
+    for r in done:  # what was written is a message (stderr); stdout holds the summary only
+        if r["out"]:
+            print(shown(f"wrote {r['out']} ({r['events']} events added by {rewriter.name})"),
+                  file=sys.stderr)
+    text = rewriter.summary(done, fmt)
     if not open_ui:
         return text
+    from .. import atomic
     from ..view.server import serve
 
+    atomic.commit()  # this run's outputs in place before the UI reads one
     sys.stdout.write(text)
     sys.stdout.flush()
     serve(found[0].out, announce=lambda m: print(m, file=sys.stderr),

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import orjson
 
-from .. import __version__
+from .. import __version__, guard
 from ..atomic import atomic_output
 from ..errors import TraceaugError
 from ..progress import Progress
@@ -52,13 +52,8 @@ SEGMENT = 1 << 20  # input bytes per independently deflated piece of the body
 
 
 def check_output(src: Path, dst: Path) -> None:
-    """Refuse to write over the input or into a missing directory."""
-    if dst.resolve() == src.resolve() or (dst.exists() and os.path.samefile(src, dst)):
-        raise TraceaugError(f"{dst}: is the input file; choose another output")
-    if not dst.parent.is_dir():
-        raise TraceaugError(f"{dst}: directory {dst.parent} does not exist")
-    if dst.is_dir():
-        raise TraceaugError(f"{dst}: is a directory, expected an output file")
+    """Refuse to write over the input, or where no file can be written (``guard.check``)."""
+    guard.check([src], [dst])
 
 
 MARK_KEY = b'"traceaug"'
@@ -136,7 +131,11 @@ def _known_entries(value: dict) -> list[dict] | None:
 def read_prior(src: Path) -> Prior:
     """The ``Prior`` of ``src`` (empty for a file traceaug did not write); a marker that does
     not match the events after the ``[`` is an error (the file was edited)."""
-    layout, head, rest = chunks.split_header(source.iter_blocks(src))
+    source.check_readable(src)
+    try:
+        layout, head, rest = chunks.split_header(source.iter_blocks(src))
+    except chunks.NotChromeJson:
+        return Prior()  # not a file traceaug wrote: the load reports what it is
     try:
         found = None if layout.array_form else find_marker(head)
         entries = None if found is None else _known_entries(found[2])

@@ -14,7 +14,9 @@ FROM (VALUES
   ('cpu_op', 'cpu_op', 0), ('Operator', 'cpu_op', 0),
   ('user_annotation', 'annotation', 0), ('gpu_user_annotation', 'gpu_annotation', 0),
   ('python_function', 'python', 0),
-  ('cuda_sync', 'sync', 1));
+  ('cuda_sync', 'sync', 1),
+  -- MTIA (HTA's MTIA traces): on-device CCP events are its kernels, mtia_runtime its launches.
+  ('mtia_ccp_events', 'kernel', 1), ('mtia_runtime', 'runtime', 0));
 
 -- Every thread track with its pid and tid; a lane thread's tid is the original one
 -- (every slice on a lane carries it in args.traceaug_tid).
@@ -46,7 +48,8 @@ SELECT
 FROM slice s
 JOIN _traceaug_kind k USING (category)
 JOIN _traceaug_track tr USING (track_id)
-WHERE s.category IN ('kernel', 'Kernel', 'gpu_memcpy', 'Memcpy', 'gpu_memset', 'Memset');
+WHERE s.category IN ('kernel', 'Kernel', 'gpu_memcpy', 'Memcpy', 'gpu_memset', 'Memset',
+                     'mtia_ccp_events');
 
 -- Runtime and driver calls with the correlation id that links them to their GPU work.
 CREATE PERFETTO VIEW traceaug_runtime AS
@@ -55,7 +58,7 @@ SELECT
   COALESCE(extract_arg(s.arg_set_id, 'args.correlation'),
            extract_arg(s.arg_set_id, 'args.correlation id')) AS correlation
 FROM slice s
-WHERE s.category IN ('cuda_runtime', 'Runtime', 'cuda_driver');
+WHERE s.category IN ('cuda_runtime', 'Runtime', 'cuda_driver', 'mtia_runtime');
 
 -- ProfilerStep#N windows (a user annotation now, an Operator in the 2021 schema).
 CREATE PERFETTO TABLE traceaug_step AS

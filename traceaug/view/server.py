@@ -24,6 +24,7 @@ HOST = "127.0.0.1"
 TRACE_ROUTE = "/trace/"
 # The UI probes 127.0.0.1:9001 for a native trace processor: never serve there.
 RESERVED_PORTS = (9001,)
+MAX_PATH = 2048  # longer request paths: 414 (the UI's own are under 200 characters)
 # Run by the v52 UI once the trace is loaded (route arg ``startupCommands``; both commands are
 # on its startup allowlist): pin the counter tracks ``traceaug counters`` adds, so they sit at
 # the top of the timeline instead of inside a collapsed process (none pinned in other traces).
@@ -39,8 +40,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        if not self.server.host_allowed(self.headers.get("Host")):
+            self.send_error(403, "Host not allowed")  # a page's name rebound to 127.0.0.1
+            return
+        if len(self.path) > MAX_PATH:
+            self.send_error(414)
+            return
         path = urllib.parse.urlsplit(self.path).path
-        target = self.server.resolve(path)
+        try:
+            target = self.server.resolve(path)
+        except (ValueError, OSError):  # a NUL byte, a name too long for the file system
+            self.send_error(400)
+            return
         if target is None:
             self.send_error(404)
             return
@@ -83,6 +94,15 @@ class PerfettoServer(http.server.ThreadingHTTPServer):
         except OSError as e:
             raise TraceaugError(f"cannot listen on {HOST}:{port} ({e.strerror})") from None
 
+    def handle_error(self, request, client_address) -> None:
+        """A request that failed: the client sees the closed connection; the user's terminal
+        gets no traceback."""
+
+    def host_allowed(self, host: str | None) -> bool:
+        """Only ``127.0.0.1:PORT`` / ``localhost:PORT``: a web page whose own name was
+        rebound to 127.0.0.1 (DNS rebinding) sends its own name and is refused."""
+        return host in (f"{HOST}:{self.port}", f"localhost:{self.port}")
+
     @property
     def port(self) -> int:
         return self.server_address[1]
@@ -116,8 +136,12 @@ class PerfettoServer(http.server.ThreadingHTTPServer):
 def serve(trace: Path, port: int = 0, browser: bool = True, announce=print) -> None:
     """Serve until Ctrl-C; print the URL and (optionally) open the user's browser."""
     trace = Path(trace)
-    if not trace.is_file():
+    if trace.is_dir():
+        raise TraceaugError(f"{trace}: is a directory; open takes one trace file")
+    if not trace.exists():
         raise TraceaugError(f"{trace}: no such file")
+    if not trace.is_file():
+        raise TraceaugError(f"{trace}: is not a regular file (a FIFO or device)")
     server = PerfettoServer(trace, port)
     announce(f"Perfetto UI with {trace.name}: {server.url}")
     announce("Press Ctrl-C to stop.")

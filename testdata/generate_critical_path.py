@@ -1,0 +1,176 @@
+"""Generate small Kineto traces whose critical path is known by construction.
+
+Why: ``traceaug critical-path`` builds HTA's dependency graph (CPU nesting and order,
+launch -> GPU op, op -> next op on a stream, GPU -> CPU and GPU -> GPU syncs) and takes
+its longest path. Each trace here exercises one kind of edge, on a schedule laid out so
+that exactly one path is the longest, and the answers file states that path from the
+schedule itself (never through traceaug): its length with traceaug's weights and with
+HTA's (syncs weigh 0), the events on it in order, and the time per category.
+
+Outputs (in ``critical_path/`` next to this file; deterministic): one ``<name>.json`` per
+trace below and ``critical_path.answers.json``. Run ``python testdata/generate_critical_path.py``
+to regenerate, or with a DIR argument to write the same files under DIR.
+
+* ``cpu_nesting``: nested CPU ops on two threads; the gap between top-level ops is a
+  zero-weight dependency, so the thread with less wall time but more op time wins.
+* ``launch``: a launch delay into an idle stream, then a device sync (``Context Sync``).
+* ``kernel_gap``: two kernels queued back to back (kernel-to-kernel gap), a stream sync.
+* ``event_sync``: ``cudaEventSynchronize`` on an event recorded after a long kernel.
+* ``stream_wait``: ``cudaStreamWaitEvent`` makes a kernel on stream 20 wait for one on
+  stream 7 (without the edge its launch delay would make a longer, wrong path).
+* ``graph_launch``: ``cudaGraphLaunch`` of three kernels (HTA misses graph launches).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BASE_US = 1_700_000_000_000_000  # epoch µs of t = 0
+CPU, GPU = 100, 0  # pids; the CPU thread is tid 100 (and 101), GPU tids are streams
+
+
+class Trace:
+    """Events of one trace, laid out in µs from BASE_US."""
+
+    def __init__(self) -> None:
+        self.events: list[dict] = [
+            {"ph": "M", "name": "process_name", "pid": CPU, "tid": 0, "args": {"name": "python"}},
+            {"ph": "M", "name": "process_name", "pid": GPU, "tid": 0, "args": {"name": "GPU 0"}},
+        ]
+        self.corr = 1
+
+    def x(self, cat: str, name: str, ts: int, dur: int, pid: int, tid: int, **args) -> dict:
+        ev = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": BASE_US + ts,
+              "dur": dur, "args": args}
+        self.events.append(ev)
+        return ev
+
+    def op(self, name: str, ts: int, dur: int, tid: int = CPU) -> None:
+        self.x("cpu_op", name, ts, dur, CPU, tid)
+
+    def call(self, name: str, ts: int, dur: int) -> int:
+        """A runtime call with a fresh correlation id (returned)."""
+        c = self.corr
+        self.corr += 1
+        self.x("cuda_runtime", name, ts, dur, CPU, CPU, correlation=c)
+        return c
+
+    def gpu(self, name: str, ts: int, dur: int, stream: int, corr: int, cat: str = "kernel") -> None:
+        self.x(cat, name, ts, dur, GPU, stream, device=0, stream=stream, correlation=corr)
+
+    def sync(self, kind: str, ts: int, dur: int, corr: int, stream: int = -1, **wait) -> None:
+        self.x("cuda_sync", kind, ts, dur, GPU, stream if stream >= 0 else 7, cuda_sync_kind=kind,
+               stream=stream, correlation=corr, device=0, **wait)
+
+    def text(self) -> str:
+        body = ",\n".join("  " + json.dumps(e, separators=(",", ":")) for e in self.events)
+        return ('{\n"schemaVersion": 1,\n"traceEvents": [\n' + body
+                + '\n],\n"traceName": "critical path test"\n}\n')
+
+
+def cpu_nesting() -> tuple[Trace, dict]:
+    t = Trace()
+    t.op("A", 0, 1000)
+    t.op("B", 100, 200)
+    t.op("C", 500, 300)
+    t.op("D", 1200, 800)  # 200 µs after A: a zero-weight dependency
+    t.op("E", 0, 1500, tid=101)  # one op on another thread: 1500 < 1800
+    return t, answer(1800, 1800, ["A", "B", "A", "C", "A", "D"], cpu=1800)
+
+
+def launch() -> tuple[Trace, dict]:
+    t = Trace()
+    t.op("aten::mm", 0, 100)
+    t.x("cuda_runtime", "cudaLaunchKernel", 10, 10, CPU, CPU, correlation=1)
+    t.gpu("gemm", 500, 2000, 7, 1)
+    t.x("cuda_runtime", "cudaDeviceSynchronize", 150, 2450, CPU, CPU, correlation=2)
+    t.sync("Context Sync", 2550, 40, 2)
+    t.op("aten::add", 2700, 100)
+    # mm's first 10 µs, launch delay 490, gemm 2000, wait 100 after the gemm ended, add 100.
+    return t, answer(2700, 2600, ["aten::mm", "gemm", "gemm", "cudaDeviceSynchronize", "aten::add"],
+                     cpu=110, launch_delay=490, gpu_compute=2000, sync_wait=100)
+
+
+def kernel_gap() -> tuple[Trace, dict]:
+    t = Trace()
+    c1 = t.call("cudaLaunchKernel", 0, 10)
+    t.gpu("k1", 100, 1000, 7, c1)
+    c2 = t.call("cudaLaunchKernel", 120, 10)  # after k1 began (else HTA sees no idle stream)
+    t.gpu("k2", 1150, 1000, 7, c2)  # queued behind k1: a 50 µs kernel-to-kernel gap
+    c3 = t.call("cudaStreamSynchronize", 140, 2060)
+    t.sync("Stream Sync", 2190, 5, c3, stream=7)
+    return t, answer(2200, 2150, ["k1", "k1", "k1", "k2", "cudaStreamSynchronize"],
+                     launch_delay=100, gpu_compute=2000, kernel_gap=50, sync_wait=50)
+
+
+def event_sync() -> tuple[Trace, dict]:
+    t = Trace()
+    c1 = t.call("cudaLaunchKernel", 0, 10)
+    t.gpu("long", 100, 3000, 7, c1)
+    rec = t.call("cudaEventRecord", 20, 5)
+    c2 = t.call("cudaLaunchKernel", 30, 10)
+    t.gpu("short", 200, 500, 20, c2)
+    c3 = t.call("cudaEventSynchronize", 50, 3100)
+    t.sync("Event Sync", 3140, 5, c3, wait_on_stream=7, wait_on_cuda_event_record_corr_id=rec)
+    t.op("aten::add", 3200, 100)
+    return t, answer(3250, 3200, ["long", "long", "cudaEventSynchronize", "aten::add"],
+                     cpu=100, launch_delay=100, gpu_compute=3000, sync_wait=50)
+
+
+def stream_wait() -> tuple[Trace, dict]:
+    t = Trace()
+    c1 = t.call("cudaLaunchKernel", 0, 10)
+    t.gpu("producer", 100, 2000, 7, c1)
+    rec = t.call("cudaEventRecord", 20, 5)
+    c2 = t.call("cudaStreamWaitEvent", 30, 5)
+    t.sync("Stream Wait Event", 32, 1, c2, stream=20, wait_on_stream=7,
+           wait_on_cuda_event_record_corr_id=rec)
+    c3 = t.call("cudaLaunchKernel", 40, 10)
+    t.gpu("consumer", 2150, 1000, 20, c3)
+    c4 = t.call("cudaDeviceSynchronize", 60, 3140)
+    t.sync("Context Sync", 3190, 5, c4)
+    # Launch delay 100, producer 2000, the wait edge (0), consumer 1000, sync wait 50 (after
+    # the last op the device sync waited on: the producer's edge to it weighs as much).
+    return t, answer(3150, 3100, ["producer", "producer", "consumer", "cudaDeviceSynchronize"],
+                     launch_delay=100, gpu_compute=3000, sync_wait=50)
+
+
+def graph_launch() -> tuple[Trace, dict]:
+    t = Trace()
+    g = t.call("cudaGraphLaunch", 0, 20)
+    t.gpu("g1", 100, 500, 7, g)
+    t.gpu("g2", 610, 500, 7, g)
+    t.gpu("g3", 1120, 500, 7, g)
+    c = t.call("cudaStreamSynchronize", 30, 1670)
+    t.sync("Stream Sync", 1690, 5, c, stream=7)
+    return t, answer(1700, 1620, ["g1", "g1", "g1", "g2", "g2", "g3", "cudaStreamSynchronize"],
+                     launch_delay=100, gpu_compute=1500, kernel_gap=20, sync_wait=80)
+
+
+TRACES = {f.__name__: f for f in (cpu_nesting, launch, kernel_gap, event_sync, stream_wait,
+                                  graph_launch)}
+
+
+def answer(length_us: int, hta_length_us: int, segments: list[str], **categories: int) -> dict:
+    """Path length (ns) with traceaug's and HTA's weights, the names of the path's timed
+    segments in order (a launch delay or gap is named for its op, as the lane shows it), and
+    ns per category."""
+    return {"length_ns": length_us * 1000, "hta_length_ns": hta_length_us * 1000,
+            "segments": segments, "categories": {k: v * 1000 for k, v in categories.items()}}
+
+
+def main(out: Path = HERE) -> None:
+    folder = out / "critical_path"
+    folder.mkdir(parents=True, exist_ok=True)
+    answers = {}
+    for name, make in TRACES.items():
+        trace, answers[name] = make()
+        (folder / f"{name}.json").write_text(trace.text())
+    (out / "critical_path.answers.json").write_text(json.dumps(answers, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE)

@@ -1,0 +1,72 @@
+"""Kineto-shaped traces generated for tests: a valid base and its events as dicts.
+
+``events(steps)`` is a small training loop (ProfilerSteps, a CPU op, a launch, its kernel,
+a memcpy with bytes) whose answers are known: ``steps`` steps, one kernel and one memcpy
+each. ``write_large`` writes the same shape with many steps, fast, as text (signal tests).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+BASE_US = 1_712_198_313_370_000  # epoch µs
+STEP_US = 1000
+HEADER = {"schemaVersion": 1, "distributedInfo": {"rank": 0, "world_size": 1},
+          "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}]}
+
+
+METADATA = [
+    {"ph": "M", "name": "process_name", "pid": 1000, "tid": 0, "args": {"name": "python"}},
+    {"ph": "M", "name": "thread_name", "pid": 1000, "tid": 1000, "args": {"name": "main"}},
+]
+
+
+def step(i: int) -> list[dict]:
+    """Step ``i``: ProfilerStep, aten::mm, cudaLaunchKernel -> kernel, cudaMemcpyAsync -> memcpy."""
+    t = BASE_US + i * STEP_US
+    c = 2 * i + 1
+    return [
+        {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1000,
+         "tid": 1000, "ts": t, "dur": 900},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1000, "tid": 1000,
+         "ts": t + 10, "dur": 100, "args": {"External id": c}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1000,
+         "tid": 1000, "ts": t + 20, "dur": 10, "args": {"correlation": c}},
+        {"ph": "X", "cat": "kernel", "name": "gemm_kernel", "pid": 0, "tid": 7,
+         "ts": t + 50, "dur": 200, "args": {"correlation": c, "device": 0, "stream": 7}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1000,
+         "tid": 1000, "ts": t + 300, "dur": 10, "args": {"correlation": c + 1}},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)",
+         "pid": 0, "tid": 7, "ts": t + 400, "dur": 100,
+         "args": {"correlation": c + 1, "device": 0, "stream": 7, "bytes": 1_000_000}},
+    ]
+
+
+def events(steps: int = 3) -> list[dict]:
+    """The metadata, then ``steps`` steps."""
+    return [*METADATA, *(e for i in range(steps) for e in step(i))]
+
+
+def trace(evs: list | None = None, **header) -> dict:
+    """A whole trace object: the header, then ``traceEvents``."""
+    return {**HEADER, **header, "traceEvents": events() if evs is None else evs}
+
+
+def write(path: Path, obj) -> Path:
+    """``obj`` as JSON (gzip when the name ends in .gz)."""
+    data = json.dumps(obj).encode() if not isinstance(obj, bytes) else obj
+    path.write_bytes(gzip.compress(data, mtime=0) if path.name.endswith(".gz") else data)
+    return path
+
+
+def write_large(path: Path, steps: int) -> Path:
+    """``steps`` steps of the same loop, about 1.1 KB of JSON per step."""
+    head = json.dumps({**HEADER, "traceEvents": []})[:-2]
+    with open(path, "w") as f:
+        f.write(head + ",\n".join(json.dumps(e) for e in METADATA))
+        for i in range(steps):
+            f.write(",\n" + ",\n".join(json.dumps(e) for e in step(i)))
+        f.write("]}")
+    return path

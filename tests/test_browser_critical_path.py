@@ -1,0 +1,109 @@
+"""``traceaug critical-path`` output opened in the Perfetto UI it serves (v52), in headless Chromium.
+
+What: write OUT for HTA's golden input (the simple_add trace), serve IN and OUT with
+``traceaug open``, and check in the UI itself that the
+arrows are flows of the UI's engine bound to the same slices traceaug's engine binds them
+to, and that each process's "Critical path" thread is in the track list with the path's
+segments. Why: the arrows and the lane are only useful if the UI users open draws them.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+import perfetto_ui
+import pytest
+from conftest import run_cli, shared_trace
+
+import traceaug
+from traceaug.rewrite import critical_path as rewrite
+
+_MISSING = perfetto_ui.missing()
+if _MISSING:
+    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+        pytest.fail(f"browser tests cannot run under CI: {_MISSING}", pytrace=False)
+    warnings.warn(f"{Path(__file__).name} skipped: {_MISSING}", pytest.PytestWarning, stacklevel=1)
+    pytest.skip(f"browser tests need Chromium and Playwright: {_MISSING}", allow_module_level=True)
+
+# Every flow as the (thread, start, name) of the slices it joins.
+FLOWS_SQL = """
+SELECT t1.tid AS out_tid, a.ts - (SELECT MIN(ts) FROM slice) AS out_ts, a.name AS out_name,
+       t2.tid AS in_tid, b.ts - (SELECT MIN(ts) FROM slice) AS in_ts, b.name AS in_name
+FROM flow f
+JOIN slice a ON a.id = f.slice_out JOIN thread_track k1 ON a.track_id = k1.id
+JOIN thread t1 ON k1.utid = t1.utid
+JOIN slice b ON b.id = f.slice_in JOIN thread_track k2 ON b.track_id = k2.id
+JOIN thread t2 ON k2.utid = t2.utid
+"""
+LANE_SQL = f"""
+SELECT t.tid AS tid, COUNT(s.id) AS n, SUM(s.dur) AS dur
+FROM slice s JOIN thread_track k ON s.track_id = k.id JOIN thread t USING (utid)
+WHERE t.name = '{rewrite.LANE_NAME}' GROUP BY t.utid ORDER BY t.tid
+"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = perfetto_ui.launch(playwright)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def _added(after: list[tuple], before: list[tuple]) -> list[tuple]:
+    """The flows of OUT that IN does not have (a multiset difference). Kineto's own flows
+    bind differently in the two engines where the UI drops or folds their slices (cuda_sync
+    events partly overlapping a copy, tid -1), so each engine is compared with itself."""
+    out = list(after)
+    for f in before:
+        if f in out:
+            out.remove(f)
+    return sorted(out)
+
+
+def _ui_flows(browser, path: Path) -> tuple[list[tuple], list[tuple], list, dict]:
+    """Flows, lane rows, lane tracks and flow errors of ``path`` in the UI."""
+    with perfetto_ui.TraceServer(path) as server, perfetto_ui.PerfettoPage(browser, server.url) as ui:
+        state = ui.open()
+        assert not ui.errors(), f"the UI showed an error on {path.name}: {ui.errors()}"
+        assert state["ready"], f"the UI did not load {path.name}: {state}"
+        errors = {r["name"]: r["value"] for r in ui.query(
+            "SELECT name, value FROM stats WHERE name GLOB 'flow*' AND value > 0")}
+        lanes = [t for t in ui.tracks() if t["name"].startswith(rewrite.LANE_NAME)]
+        return _rows(ui.query(FLOWS_SQL)), _rows(ui.query(LANE_SQL)), lanes, errors
+
+
+def _rows(rows) -> list[tuple]:
+    return sorted(tuple(int(v) if isinstance(v, float) and v.is_integer() else v for v in r.values())
+                  for r in rows)
+
+
+def test_arrows_and_lane_in_the_ui(browser, tmp_path: Path) -> None:
+    src = shared_trace("kineto/a100_simple_add_cuda_sync.json.gz")
+    out = tmp_path / "simple_add.critical_path.json.gz"
+    result = run_cli("critical-path", str(src), str(out))
+    assert result.returncode == 0, result.stderr
+    with traceaug.load(out, full=True, progress=False) as t:
+        want_flows = _rows(t.query(FLOWS_SQL).to_dict("records"))
+        want_lane = _rows(t.query(LANE_SQL).to_dict("records"))
+    with traceaug.load(src, full=True, progress=False) as t:
+        want_arrows = _added(want_flows, _rows(t.query(FLOWS_SQL).to_dict("records")))
+    assert want_arrows and want_lane
+
+    before, _, _, errors_before = _ui_flows(browser, src)
+    after, lane, lanes, errors_after = _ui_flows(browser, out)
+    # The arrows: flows of the UI's engine, bound to the same slices as in traceaug's engine,
+    # and no flow error more than the input has.
+    assert _added(after, before) == want_arrows
+    assert errors_after == errors_before
+    # The lane: a "Critical path" thread track in the track list, with the path's segments.
+    assert lane == want_lane
+    names = {f"{rewrite.LANE_NAME} {tid}" for tid, *_ in want_lane}
+    assert {t["name"] for t in lanes} == names, f"lane tracks in the UI: {lanes}"
+    assert {t["name"] for t in lanes if t["registered"]} == names, f"no renderer: {lanes}"

@@ -1,0 +1,138 @@
+"""The analyses as Python functions returning pandas DataFrames, one per analysis (as HTA's
+``TraceAnalysis`` methods). Each takes a trace file, a directory (every rank) or a loaded
+``Trace``; ``rank`` picks one rank of a directory, ``step`` one ProfilerStep (its ops, or its
+GPU window for the breakdowns). Times are exact integer ns (``*_pct`` in percent); every table
+has a ``rank`` column (None for a lone file without ``distributedInfo``)::
+
+    import traceaug.analyses as ta
+    ta.kernels("trace.json.gz").head()
+    ta.temporal_breakdown("traces/")           # every rank, per step
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .analysis import breakdown as bd
+from .analysis import gaps as gp
+from .analysis import kernels as kn
+from .analysis import launches as ln
+from .analysis.gpu_steps import LOAD, GpuOps, gpu_ops
+from .analysis.tables import Columns, frame
+from .commands.analyses import concat
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .trace import Trace
+
+    Source = str | Path | Trace  # a file, a directory of ranks, or a loaded trace
+
+
+def _ranks(source: Source, rank: int | None) -> list[GpuOps]:
+    from .trace import Trace as Loaded
+
+    if isinstance(source, Loaded):
+        return [gpu_ops(source)]
+    from . import load_ranks
+
+    out = []
+    for r, trace in load_ranks(Path(source), rank=rank, progress=False, **LOAD).items():
+        with trace:
+            out.append(gpu_ops(trace, r if trace.rank is None else trace.rank))
+    return out
+
+
+def _each(source: Source, rank: int | None, fn) -> pd.DataFrame:
+    return frame(concat([fn(g) for g in _ranks(source, rank)]))
+
+
+def kernels(source: Source, step: int | None = None, rank: int | None = None,
+            kind: str | None = None, sort: str = "total") -> pd.DataFrame:
+    """Per GPU op name (kernels, copies, sets): ``rank``, ``name``, ``type`` (computation /
+    communication / memory), ``count``, ``total``, ``mean``, ``std``, ``min``, ``max`` (ns),
+    ``share_launches``, ``share_time`` (percent). ``kind``: comp, comm or mem only."""
+    return _each(source, rank, lambda g: kn.sort(kn.kernel_table(g, step, kind), sort))
+
+
+def kernels_across_ranks(source: Source, step: int | None = None) -> pd.DataFrame:
+    """Per kernel name over the ranks: ``name``, ``type``, ``ranks``, ``mean_total``,
+    ``min_total``, ``max_total`` (ns), ``slowest_rank``."""
+    return frame(kn.across_ranks([kn.kernel_table(g, step) for g in _ranks(source, None)]))
+
+
+def stream_gaps(source: Source, step: int | None = None, rank: int | None = None) -> pd.DataFrame:
+    """Idle gaps per (device, stream): ``rank``, ``device``, ``stream``, ``ops``, ``gaps``,
+    ``total``, ``mean``, ``median``, ``min``, ``max`` (ns)."""
+    return _each(source, rank, lambda g: gp.stream_gaps(g, step))
+
+
+def device_gaps(source: Source, step: int | None = None, rank: int | None = None) -> pd.DataFrame:
+    """Idle gaps per device in the union of its streams: ``rank``, ``device``, ``streams``,
+    ``gaps``, ``total``, ``mean``, ``median``, ``min``, ``max`` (ns)."""
+    return _each(source, rank, lambda g: gp.device_gaps(g, step))
+
+
+def kernel_transitions(source: Source, step: int | None = None, rank: int | None = None,
+                       sort: str = "count") -> pd.DataFrame:
+    """Consecutive ops on a stream: ``rank``, ``transition`` ("A → B", short names), ``from``,
+    ``to``, ``count`` and the gap's
+    ``total``, ``mean``, ``std``, ``min``, ``max`` (ns)."""
+    def one(g: GpuOps) -> Columns:
+        t = gp.transitions(g, step, sort)
+        return {"rank": np.array([g.rank] * len(t["count"]), dtype=object), **t}
+    return _each(source, rank, one)
+
+
+def gap_histogram(source: Source, step: int | None = None, rank: int | None = None,
+                  lo_us: float | None = None, hi_us: float | None = None,
+                  bins: int = 20) -> pd.DataFrame:
+    """Positive gaps between ops on a stream, every rank together: ``lo_us``, ``hi_us``,
+    ``count``."""
+    pairs = concat([gp.stream_pairs(g, step) for g in _ranks(source, rank)])
+    return frame(gp.histogram(pairs.get("gap", np.empty(0, np.int64)), lo_us, hi_us, bins))
+
+
+def temporal_breakdown(source: Source, step: int | None = None,
+                       rank: int | None = None) -> pd.DataFrame:
+    """Per rank and step (and ``step`` None: all steps): ``source`` of the GPU window,
+    ``window_start``, ``window``, ``cpu_step``, ``busy``, ``idle``, ``idle_pct``,
+    ``computation``, ``communication``, ``memory``, the exclusive ``comp_only`` ...
+    ``comp_comm_mem`` and ``comm_overlap_pct`` (communication time overlapped by computation)."""
+    return _each(source, rank, lambda g: bd.temporal(g, step))
+
+
+def idle_breakdown(source: Source, step: int | None = None, rank: int | None = None,
+                   kernel_wait_us: float = bd.KERNEL_WAIT_US) -> pd.DataFrame:
+    """HTA's idle breakdown per stream: ``rank``, ``device``, ``stream``, ``category``
+    (host_wait / kernel_wait / other), ``count``, ``idle`` (ns), ``ratio``."""
+    return _each(source, rank, lambda g: bd.idle_by_stream(g, step, kernel_wait_us))
+
+
+def comm_comp_overlap(source: Source, step: int | None = None,
+                      rank: int | None = None) -> pd.DataFrame:
+    """Per rank and step: ``communication``, ``comp_comm`` (ns, also with memory) and
+    ``comm_overlap_pct``, the share of communication time when computation runs too."""
+    t = temporal_breakdown(source, step, rank)
+    t["comp_comm"] = t["comp_comm"] + t["comp_comm_mem"]
+    return t[["rank", "step", "communication", "comp_comm", "comm_overlap_pct"]]
+
+
+def launches(source: Source, step: int | None = None, rank: int | None = None) -> pd.DataFrame:
+    """Per launched GPU op: ``rank``, ``correlation``, ``launch_name``, ``name``, ``step``,
+    ``cpu_duration``, ``gpu_duration``, ``launch_delay`` (ns)."""
+    return _each(source, rank, lambda g: ln.launch_table(g, step))
+
+
+def launch_summary(source: Source, step: int | None = None, rank: int | None = None,
+                   runtime_cutoff_us: float = ln.RUNTIME_CUTOFF_US,
+                   delay_cutoff_us: float = ln.DELAY_CUTOFF_US) -> pd.DataFrame:
+    """Per rank: ``launched_ops``, ``unlaunched_ops``, ``short_gpu_ops``, ``runtime_outliers``,
+    ``delay_outliers``, mean / max CPU duration and launch delay (ns)."""
+    import pandas as pd
+
+    return pd.DataFrame([ln.summary(ln.launch_table(g, step), g, step, runtime_cutoff_us,
+                                    delay_cutoff_us) for g in _ranks(source, rank)])

@@ -1,0 +1,698 @@
+"""The critical path of one trace window: HTA's dependency graph, longest path on numpy arrays.
+
+Every CPU op, runtime / driver call and GPU op (kernel, copy, set) is a start and an end
+node. Edges are HTA's (``critical_path_analysis``, FIELD_NOTES §5): the chain of nested
+ops on each CPU thread (a zero-weight dependency between consecutive top-level ops, a
+blocking call's own time weighted 0), launch -> GPU op when the stream was idle, GPU op
+-> next op on its stream otherwise (a gap under 1.5 ms, as HTA), and synchronisation from
+the ``cuda_sync`` events: device / stream sync and event sync (GPU -> CPU), stream wait
+event (GPU -> GPU, through the ``cudaEventRecord`` correlation). Beyond HTA: every call
+that launches a GPU op by correlation (graph launches, ``cuLaunchKernel(Ex)``, ``hip*``),
+``cudaDeviceSynchronize`` without a ``cuda_sync`` event, and a weight for the CPU's wait
+after the last GPU op a sync call waited on (``sync_wait``), which HTA drops.
+
+The graph is a set of edge arrays (``src``, ``dst``, ``weight``, ``kind``, ``event``); the
+longest path is one pass over the edges sorted by their destination's topological
+position. Times are engine ns, clipped to the window, so the path never leaves it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import TraceaugError
+from ..trace import Trace
+from . import dag
+from .steps import _COMM, steps
+from .tables import Columns, take
+
+CPU_CATEGORIES = ("cpu_op", "Operator", "cuda_runtime", "Runtime", "cuda_driver")
+GPU_CATEGORIES = ("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset")
+SYNC_CATEGORY = "cuda_sync"
+MEMORY_CATEGORIES = ("gpu_memcpy", "Memcpy", "gpu_memset", "Memset")
+# HTA's bound on a kernel -> next kernel edge (FIELD_NOTES §5; HTA 0.5.0's code has none, but
+# the overlay in traces/golden/ marks exactly the path this bound gives).
+MAX_KERNEL_GAP_NS = 1_500_000
+# HTA's blocking calls (their own time weighs 0: the GPU work they wait on carries it).
+BLOCKING_CALLS = frozenset({
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery", "cudaEventSynchronize",
+    "cudaMemcpy", "cudaMemcpyAsync", "hipDeviceSynchronize", "hipStreamSynchronize",
+    "hipEventQuery", "hipEventSynchronize", "hipMemcpy", "hipMemcpyAsync",
+})
+DEVICE_SYNC_CALLS = ("cudaDeviceSynchronize", "hipDeviceSynchronize")
+
+# Edge kinds: HTA's five types, its sync type split into GPU -> CPU and GPU -> GPU.
+SPAN, DEPENDENCY, LAUNCH, KERNEL_GAP, SYNC, GPU_SYNC = range(6)
+EDGE_KINDS = ("span", "dependency", "launch_delay", "kernel_gap", "sync", "gpu_sync")
+HTA_EDGE_TYPES = ("critical_path_operator", "critical_path_dependency",
+                  "critical_path_kernel_launch_delay", "critical_path_kernel_kernel_delay",
+                  "critical_path_sync_dependency", "critical_path_sync_dependency")
+CATEGORIES = ("cpu", "gpu_compute", "gpu_communication", "gpu_memory", "launch_delay",
+              "kernel_gap", "sync_wait")
+
+
+@dataclass(frozen=True)
+class Window:
+    """The analysed time range (engine ns) and what chose it."""
+
+    start: int
+    end: int
+    label: str
+
+
+def window(trace: Trace, step: int | None = None, annotation: str | None = None,
+           instance: int = 0) -> Window:
+    """One ProfilerStep, the ``instance``-th slice whose name contains ``annotation`` (HTA's
+    ``annotation`` / ``instance_id``), or the whole trace."""
+    if step is not None:
+        st = steps(trace)
+        hit = np.flatnonzero(st["step"] == step)
+        if not len(hit):
+            have = ", ".join(map(str, st["step"].tolist())) or "none"
+            raise TraceaugError(f"{trace.path}: no ProfilerStep#{step} (steps: {have})")
+        s, d = int(st["ts"][hit[0]]), int(st["dur"][hit[0]])
+        return Window(s, s + d, f"ProfilerStep#{step}")
+    if annotation is not None:
+        c = trace.columns("SELECT ts, dur FROM slice WHERE dur >= 0 AND instr(name, "
+                          f"{_sql_text(annotation)}) > 0 ORDER BY ts, id")
+        if instance < 0 or instance >= len(c["ts"]):
+            raise TraceaugError(f"{trace.path}: annotation {annotation!r} has {len(c['ts'])} "
+                                f"instance(s); no instance {instance}")
+        s, d = int(c["ts"][instance]), int(c["dur"][instance])
+        return Window(s, s + d, f"{annotation} #{instance}")
+    span = trace.span()
+    if span is None:
+        raise TraceaugError(f"{trace.path}: no complete events: no critical path")
+    return Window(span[0], span[1], "whole trace")
+
+
+def _sql_text(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def _in(values) -> str:
+    return "(" + ", ".join(_sql_text(v) for v in values) + ")"
+
+
+# Event groups (``events``' ``grp``) and sync kinds (``sync``), numbered in SQL so that no
+# string column leaves the engine: names are read only for the path's events (``names``).
+CPU_OP, RUNTIME, GPU_OP, SYNC_EVENT = range(4)
+SYNC_KINDS = ("Context Sync", "Stream Sync", "Event Sync", "Stream Wait Event")
+
+
+def _case(expr: str, values, start: int = 1) -> str:
+    whens = " ".join(f"WHEN {_sql_text(v)} THEN {i}" for i, v in enumerate(values, start))
+    return f"CASE {expr} {whens} ELSE 0 END"
+
+
+ARGS = {"correlation": "args.correlation", "correlation_id": "args.correlation id",
+        "device": "args.device", "stream": "args.stream", "wait_stream": "args.wait_on_stream",
+        "wait_record": "args.wait_on_cuda_event_record_corr_id", "sync_kind": "args.cuda_sync_kind"}
+
+
+def events(trace: Trace) -> Columns:
+    """CPU ops, runtime / driver calls, GPU ops and ``cuda_sync`` events, by slice id, all
+    numbers: ``id, ts, dur, depth, track_id, pid, tid`` (the original thread, lanes folded),
+    ``grp`` (CPU_OP, RUNTIME, GPU_OP, SYNC_EVENT), ``memory`` (a copy or set), ``blocking``,
+    ``device_sync`` (a device-wide sync call), ``sync`` (1 + index in SYNC_KINDS, else 0),
+    ``correlation, device, stream, wait_stream, wait_record`` (-1: none). Categories and names
+    are matched by IN lists and args read from the args table by key, in one pass: an
+    ``extract_arg`` per row and arg costs the engine several times more."""
+    trace.include("traceaug.base")
+    grp = (f"CASE WHEN s.category IN {_in(CPU_CATEGORIES[:2])} THEN {CPU_OP} "
+           f"WHEN s.category IN {_in(CPU_CATEGORIES[2:])} THEN {RUNTIME} "
+           f"WHEN s.category IN {_in(GPU_CATEGORIES)} THEN {GPU_OP} ELSE {SYNC_EVENT} END")
+    c = trace.columns(
+        f"SELECT s.id, s.ts, s.dur, s.depth, s.track_id, {grp} AS grp, "
+        f"s.category IN {_in(MEMORY_CATEGORIES)} AS memory, "
+        f"CASE WHEN s.category NOT IN {_in(CPU_CATEGORIES[2:])} THEN 0 "
+        f"WHEN s.name IN {_in(DEVICE_SYNC_CALLS)} THEN 2 "
+        f"WHEN s.name IN {_in(sorted(BLOCKING_CALLS))} THEN 1 ELSE 0 END AS call, "
+        f"IIF(s.category = '{SYNC_CATEGORY}', s.name, NULL) AS sync_name, s.arg_set_id "
+        "FROM slice s "
+        f"WHERE s.category IN {_in(CPU_CATEGORIES + GPU_CATEGORIES + (SYNC_CATEGORY,))}")
+    c = take(c, np.argsort(c["id"], kind="stable"))  # the engine's ORDER BY costs more
+    n = len(c["id"])
+    for k in ("id", "ts", "dur", "depth", "track_id", "grp", "memory", "call", "arg_set_id"):
+        c[k] = _ints(c[k], n)
+    # pid and tid per track (a handful of rows), joined here rather than per row in the engine
+    tracks = trace.columns("SELECT track_id, pid, tid FROM _traceaug_track")
+    for k in ("pid", "tid"):
+        c[k] = _lookup(*_sorted_by(_ints(tracks["track_id"], len(tracks["track_id"])),
+                                   _ints(tracks[k], len(tracks["track_id"]))), c["track_id"], False)
+    call = c.pop("call")
+    c["blocking"], c["device_sync"] = (call >= 1).astype(np.int64), (call == 2).astype(np.int64)
+    a = trace.columns("SELECT arg_set_id, key, int_value, string_value FROM args "
+                      f"WHERE key IN {_in(ARGS.values())} ORDER BY key, arg_set_id")
+    for col, key in ARGS.items():
+        rows = np.flatnonzero(a["key"] == key) if len(a["key"]) else np.empty(0, np.int64)
+        value = (a["string_value"] if col == "sync_kind" else a["int_value"])
+        c[col] = _lookup(_ints(a["arg_set_id"], len(a["key"]))[rows], value[rows] if len(rows) else
+                         value[:0], c["arg_set_id"], col == "sync_kind")
+    c["correlation"] = np.where(c["correlation"] >= 0, c["correlation"], c.pop("correlation_id"))
+    sync = c["grp"] == SYNC_EVENT
+    kind = np.where(sync, c.pop("sync_kind"), None)
+    kind = np.where(kind == None, np.where(sync, c.pop("sync_name"), None), kind)  # noqa: E711
+    c["sync"] = np.zeros(n, np.int64)
+    for code, k in enumerate(SYNC_KINDS, 1):
+        c["sync"][kind == k] = code
+    for k in ("device", "stream"):  # GPU identity only where Kineto means it
+        c[k] = np.where((c["grp"] == GPU_OP) | sync, c[k], -1)
+    c.pop("sync_name", None)
+    return c
+
+
+def _sorted_by(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    o = np.argsort(keys, kind="stable")
+    return keys[o], values[o]
+
+
+def _lookup(keys: np.ndarray, values: np.ndarray, at: np.ndarray, text: bool) -> np.ndarray:
+    """``values`` (by sorted ``keys``) at each of ``at``: int64 (-1 when missing) or objects."""
+    out = np.full(len(at), None, dtype=object) if text else np.full(len(at), -1, np.int64)
+    if not len(keys):
+        return out
+    k = np.minimum(np.searchsorted(keys, at), len(keys) - 1)
+    hit = (keys[k] == at) & (at >= 0)
+    if text:
+        out[hit] = np.asarray(values, dtype=object)[k[hit]]
+    else:
+        out[hit] = _ints(np.asarray(values)[k[hit]], int(hit.sum()))
+    return out
+
+
+def names(trace: Trace, ids: np.ndarray) -> np.ndarray:
+    """The names of the slices ``ids`` (objects, in that order)."""
+    want = np.unique(ids)
+    if not len(want):
+        return np.empty(0, dtype=object)
+    c = trace.columns(f"SELECT id, name FROM slice WHERE id IN ({', '.join(map(str, want.tolist()))})")
+    found = dict(zip(c["id"].tolist(), c["name"].tolist()))
+    out = np.empty(len(ids), dtype=object)
+    out[:] = [found.get(i) for i in ids.tolist()]
+    return out
+
+
+def _first_index(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """For each query, the index of the first row of ``keys`` (int64, -1 none) equal to it,
+    else -1 (a join on the first match, as a launch to its GPU ops)."""
+    valid = np.flatnonzero(keys >= 0)
+    uniq, first = np.unique(keys[valid], return_index=True)
+    if not len(uniq):
+        return np.full(len(queries), -1, np.int64)
+    at = np.minimum(np.searchsorted(uniq, queries), len(uniq) - 1)
+    return np.where((uniq[at] == queries) & (queries >= 0), valid[first[at]], -1)
+
+
+def _ints(column: np.ndarray, n: int) -> np.ndarray:
+    """int64 with -1 for NULL / non-numbers (Kineto writes ids as ints, 2021 ones as text)."""
+    if len(column) != n:
+        return np.full(n, -1, np.int64)
+    if column.dtype.kind == "b":
+        return column.astype(np.int64)
+    if column.dtype.kind in "iu":
+        return column.astype(np.int64)
+    if column.dtype.kind == "f":
+        return np.where(np.isnan(column), -1, column).astype(np.int64)
+    out = np.full(n, -1, np.int64)
+    for i, v in enumerate(column.tolist()):
+        try:
+            if v is not None and v == v:
+                out[i] = int(v)
+        except (TypeError, ValueError):
+            pass
+    return out
+
+
+@dataclass
+class Graph:
+    """Nodes 2i (start) and 2i+1 (end) of event i; edges as arrays. ``event`` is the event an
+    edge's time is attributed to (-1: none), ``ev`` the events' columns."""
+
+    ev: Columns
+    node_ts: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    weight: np.ndarray
+    kind: np.ndarray
+    event: np.ndarray
+    skipped: int  # edges dropped because they would run backwards in time (clock skew)
+    node_order: np.ndarray  # tie-break among nodes of one time (a topological order of most)
+
+
+def build(ev: Columns, win: Window, sync_wait: bool = True,
+          max_gap_ns: int | None = MAX_KERNEL_GAP_NS) -> Graph:
+    """HTA's dependency graph over the events of ``win`` (``events`` columns); ``sync_wait``
+    False weighs sync edges 0, as HTA does; ``max_gap_ns``: the longest kernel-to-kernel
+    gap that is an edge (None: any)."""
+    is_cpu = ev["grp"] <= RUNTIME
+    is_gpu = ev["grp"] == GPU_OP
+    ts, dur = ev["ts"].astype(np.int64), ev["dur"].astype(np.int64)
+    corr = ev["correlation"]
+    # Launches: a CPU call sharing its correlation id with a GPU op (the first such call).
+    launch = np.full(len(ts), -1, np.int64)
+    cpu_idx = np.flatnonzero(is_cpu & (corr >= 0))
+    gpu_idx = np.flatnonzero(is_gpu)
+    hit = _first_index(corr[cpu_idx], corr[gpu_idx])
+    launch[gpu_idx[hit >= 0]] = cpu_idx[hit[hit >= 0]]
+
+    # HTA's window: CPU events starting in it with dur > 0; GPU ops launched in it (or, with
+    # no launch in the trace, starting in it).
+    inside = (ts >= win.start) & (ts <= win.end)
+    keep_cpu = is_cpu & inside & (dur > 0)
+    has_launch = launch >= 0
+    launch_ts = np.where(has_launch, ts[np.maximum(launch, 0)], ts)
+    launch_ok = ~has_launch | keep_cpu[np.maximum(launch, 0)]
+    keep_gpu = is_gpu & (dur >= 0) & (launch_ts >= win.start) & (launch_ts <= win.end) & launch_ok
+    keep_gpu &= ts <= win.end
+    keep = keep_cpu | keep_gpu
+    idx = np.flatnonzero(keep)  # graph event i = row idx[i]
+    pos = np.full(len(ts), -1, np.int64)
+    pos[idx] = np.arange(len(idx))
+    g = take(ev, idx)
+    g["row"] = idx
+    g["gpu"] = is_gpu[idx]
+    g["launch"] = np.where(launch[idx] >= 0, pos[np.maximum(launch[idx], 0)], -1)
+    start = np.clip(ts[idx], win.start, win.end)
+    end = np.clip(ts[idx] + np.maximum(dur[idx], 0), win.start, win.end)
+    node_ts = np.empty(2 * len(idx), np.int64)
+    node_ts[0::2], node_ts[1::2] = start, end
+
+    cpu_part = _cpu_edges(g, node_ts)
+    parts = [cpu_part[:5], _gpu_edges(g, ev, is_cpu, is_gpu, launch, pos, node_ts, max_gap_ns)]
+    # Ties at one time: GPU ends, then CPU points in their walk order, then GPU starts.
+    node_order = np.arange(len(node_ts), dtype=np.int64) + 2 * len(node_ts) * np.where(
+        np.arange(len(node_ts)) % 2 == 0, 2, 0)
+    node_order[cpu_part[5]] = len(node_ts) + np.arange(len(cpu_part[5]))
+    src = np.concatenate([p[0] for p in parts])
+    dst = np.concatenate([p[1] for p in parts])
+    kind = np.concatenate([p[2] for p in parts])
+    attributed = np.concatenate([p[3] for p in parts])
+    zero = np.concatenate([p[4] for p in parts])
+    weight = np.where(zero, 0, node_ts[dst] - node_ts[src])
+    # A sync edge weighs the call's wait after it began and the last op it waited on ended.
+    sync = np.flatnonzero(kind == SYNC)
+    waited = np.roll(node_ts, 1)  # at an end node: its call's start
+    np.maximum.at(waited, dst[sync], node_ts[src[sync]])
+    weight[sync] = node_ts[dst[sync]] - waited[dst[sync]] if sync_wait else 0
+    backwards = node_ts[dst] < node_ts[src]
+    fwd = ~backwards
+    return Graph(g, node_ts, src[fwd], dst[fwd], np.maximum(weight[fwd], 0), kind[fwd],
+                 attributed[fwd], int(backwards.sum()), node_order)
+
+
+def _cpu_edges(g: Columns, node_ts: np.ndarray):
+    """HTA's call-stack chain on every CPU thread: consecutive start / end points of nested
+    ops, a zero-weight dependency between consecutive top-level ops."""
+    cpu = np.flatnonzero(~g["gpu"])
+    n = len(cpu)
+    empty = (np.empty(0, np.int64),) * 4 + (np.empty(0, bool), np.empty(0, np.int64))
+    if n == 0:
+        return empty
+    depth = g["depth"][cpu].astype(np.int64)
+    track = g["track_id"][cpu].astype(np.int64)
+    # Tokens: enter (start node) and exit (end node); at one time exits first, enters by
+    # depth, exits deepest first: the order of a depth-first walk of the nesting.
+    node = np.r_[2 * cpu, 2 * cpu + 1]
+    enter = np.r_[np.ones(n, bool), np.zeros(n, bool)]
+    key = np.r_[depth, -depth]
+    order = np.lexsort((key, enter, node_ts[node], np.r_[track, track]))
+    node, enter = node[order], enter[order]
+    tr = np.r_[track, track][order]
+    open_after = np.cumsum(np.where(enter, 1, -1))  # every thread balances to 0
+    a, b = np.arange(len(node) - 1), np.arange(1, len(node))
+    same = tr[a] == tr[b]
+    a, b = a[same], b[same]
+    top_end = open_after[a] == 0
+    kind = np.where(top_end, DEPENDENCY, SPAN)
+    ev_a, ev_b = node[a] // 2, node[b] // 2
+    blocking = g["blocking"][ev_b] == 1
+    zero = top_end | (~enter[b] & blocking)
+    # HTA's attribution: (start, *) -> the source event, (end, end) -> the destination,
+    # (end, start) -> the op enclosing both.
+    parent = _cpu_parents(node, enter, open_after, len(g["gpu"]))
+    attributed = np.where(enter[a], ev_a, np.where(~enter[b], ev_b, parent[ev_a]))
+    attributed = np.where(top_end, -1, attributed)
+    return node[a], node[b], kind, attributed, zero, node  # node: the walk's order
+
+
+def _cpu_parents(node: np.ndarray, enter: np.ndarray, open_after: np.ndarray, n: int) -> np.ndarray:
+    """Each CPU event's innermost enclosing CPU event (-1 at top level), from the token walk:
+    the last enter one level up before its own enter."""
+    parent = np.full(n, -1, np.int64)
+    at = np.flatnonzero(enter)
+    level = open_after[at] - 1  # open events before it
+    ev = node[at] // 2
+    for lv in range(1, int(level.max(initial=0)) + 1):
+        mine, up = at[level == lv], at[level == lv - 1]
+        k = np.searchsorted(up, mine) - 1
+        parent[ev[level == lv]] = np.where(k >= 0, node[up[np.maximum(k, 0)]] // 2, -1)
+    return parent
+
+
+def _gpu_edges(g: Columns, ev: Columns, is_cpu, is_gpu, launch_all, pos, node_ts, max_gap_ns):
+    """Launch, kernel-gap and sync edges (HTA's ``_construct_graph_from_kernels``)."""
+    out_s, out_d, out_k, out_e, out_z = [], [], [], [], []
+
+    def add(s, d, k, e, z):
+        out_s.append(np.asarray(s, np.int64))
+        out_d.append(np.asarray(d, np.int64))
+        out_k.append(np.full(len(out_s[-1]), k, np.int64))
+        out_e.append(np.broadcast_to(np.asarray(e, np.int64), out_s[-1].shape).copy())
+        out_z.append(np.broadcast_to(np.asarray(z, bool), out_s[-1].shape).copy())
+
+    gpu = np.flatnonzero(g["gpu"])
+    add(2 * gpu, 2 * gpu + 1, SPAN, gpu, False)  # each op's own time
+
+    # Streams over the whole trace (HTA takes queue lengths from the full trace).
+    all_gpu = np.flatnonzero(is_gpu)
+    ts_all = ev["ts"].astype(np.int64)
+    dev_all = np.where(ev["device"] >= 0, ev["device"], ev["pid"].astype(np.int64))
+    str_all = np.where(ev["stream"] >= 0, ev["stream"], ev["tid"].astype(np.int64))
+    stream_code = _stream_codes(dev_all, str_all)
+    queued = _queue_free(all_gpu, launch_all, ts_all, stream_code)  # row -> idle at launch & start
+
+    # Ops of the window in HTA's order on each stream: by start.
+    rows = g["row"][gpu]
+    sc = stream_code[rows]
+    order = np.lexsort((rows, node_ts[2 * gpu], sc))
+    gpu, rows, sc = gpu[order], rows[order], sc[order]
+    first = np.r_[True, sc[1:] != sc[:-1]] if len(sc) else np.zeros(0, bool)
+    prev = np.where(first, -1, np.r_[-1, gpu[:-1]])
+
+    # Stream Wait Event: the op that will wait (dest) and the op it waits on (src).
+    wait_src = np.full(len(g["gpu"]), -1, np.int64)
+    sync = _sync_rows(ev)
+    w_dest, w_src = _stream_waits(ev, sync, is_cpu, is_gpu, launch_all, stream_code, dev_all)
+    ok = (pos[w_dest] >= 0) & (pos[w_src] >= 0) if len(w_dest) else np.zeros(0, bool)
+    w_dest, w_src = pos[w_dest[ok]], pos[w_src[ok]]
+    if len(w_dest):  # the latest-ending source when several waits meet one op
+        o = np.lexsort((node_ts[2 * w_src + 1], w_dest))
+        wait_src[w_dest[o]] = w_src[o]
+    add(2 * w_src + 1, 2 * w_dest, GPU_SYNC, -1, True)
+
+    ws = wait_src[gpu]
+    ws_end = np.where(ws >= 0, node_ts[2 * np.maximum(ws, 0) + 1], np.iinfo(np.int64).min)
+    lch = g["launch"][gpu]
+    l_ts = np.where(lch >= 0, node_ts[2 * np.maximum(lch, 0)], np.iinfo(np.int64).max)
+    prev_end = np.where(prev >= 0, node_ts[2 * np.maximum(prev, 0) + 1], np.iinfo(np.int64).min)
+    is_launch = (lch >= 0) & queued[rows] & (prev_end < l_ts) & (ws_end < l_ts)
+    add(2 * lch[is_launch], 2 * gpu[is_launch], LAUNCH, gpu[is_launch], False)
+    is_gap = ~is_launch & (prev >= 0) & (ws_end < prev_end)
+    if max_gap_ns is not None:  # a longer idle stream waited on something else than its queue
+        is_gap &= node_ts[2 * gpu] - prev_end < max_gap_ns
+    add(2 * prev[is_gap] + 1, 2 * gpu[is_gap], KERNEL_GAP, prev[is_gap], False)
+
+    # GPU -> CPU syncs: the last op started on the stream(s) by the sync's end -> the call's end.
+    s_src, s_dst = _cpu_syncs(g, ev, sync, gpu, sc, stream_code, pos, node_ts, is_cpu,
+                              is_gpu, launch_all, dev_all)
+    add(s_src, s_dst, SYNC, -1, False)
+    return (np.concatenate(out_s), np.concatenate(out_d), np.concatenate(out_k),
+            np.concatenate(out_e), np.concatenate(out_z))
+
+
+def _stream_codes(device: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    """A number per (device, stream) pair."""
+    key = (device.astype(np.int64) << 33) + (stream.astype(np.int64) & ((1 << 33) - 1))
+    return np.unique(key, return_inverse=True)[1].reshape(-1)
+
+
+def _queue_free(gpu: np.ndarray, launch: np.ndarray, ts: np.ndarray, sc: np.ndarray) -> np.ndarray:
+    """Per row: HTA's launch condition, the stream idle at the launch (no op of another call
+    launched and not started) and at the op's start (no later call's op queued yet). Ops of one
+    graph launch count as one launch."""
+    out = np.zeros(len(ts), bool)
+    lg = gpu[launch[gpu] >= 0]
+    if not len(lg):
+        return out
+    L, S, call, code = ts[launch[lg]], ts[lg], launch[lg], sc[lg]
+    for c in np.unique(code):
+        m = code == c
+        l_, s_, k_ = L[m], S[m], call[m]
+        ls, ss = np.sort(l_), np.sort(s_)
+        same = _same_call_counts(k_, s_)
+        at_launch = np.searchsorted(ls, l_, "right") - np.searchsorted(ss, l_, "left")
+        at_start = np.searchsorted(ls, s_, "right") - np.searchsorted(ss, s_, "right")
+        out[lg[m]] = (at_launch - same[0] == 0) & (at_start - same[1] == 0)
+    return out
+
+
+def _same_call_counts(call: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per op: ops of its own call on its stream, and those of them starting after it."""
+    o = np.lexsort((start, call))
+    cs = call[o]
+    first = np.r_[True, cs[1:] != cs[:-1]]
+    grp = np.cumsum(first) - 1
+    size = np.bincount(grp)
+    rank = np.arange(len(o)) - np.flatnonzero(first)[grp]
+    total, after = np.empty(len(o), np.int64), np.empty(len(o), np.int64)
+    total[o] = size[grp]
+    after[o] = size[grp] - 1 - rank
+    return total, after
+
+
+def _sync_rows(ev: Columns) -> np.ndarray:
+    return np.flatnonzero(ev["grp"] == SYNC_EVENT)
+
+
+def _calls_by_corr(ev: Columns, is_cpu: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    cpu = np.flatnonzero(is_cpu & (ev["correlation"] >= 0))
+    hit = _first_index(ev["correlation"][cpu], corr)
+    return np.where(hit >= 0, cpu[np.maximum(hit, 0)], -1)
+
+
+class _Launches:
+    """Every (launch call, stream) pair with the first and last op of that call there, by the
+    call's (ts, id), grouped per stream and per (stream, thread) for the sync lookups."""
+
+    def __init__(self, ev: Columns, is_gpu: np.ndarray, launch_all: np.ndarray,
+                 stream_code: np.ndarray) -> None:
+        ops = np.flatnonzero(is_gpu & (launch_all >= 0))
+        call, sc, st = launch_all[ops], stream_code[ops], ev["ts"][ops]
+        o = np.lexsort((st, sc, call))
+        ops, call, sc = ops[o], call[o], sc[o]
+        first = np.r_[True, (call[1:] != call[:-1]) | (sc[1:] != sc[:-1])] if len(o) else o > 0
+        last = np.r_[first[1:], True] if len(o) else first
+        t = {"call": call[first], "sc": sc[first], "first_op": ops[first], "last_op": ops[last]}
+        t["ts"] = ev["ts"][t["call"]]
+        t["thread"] = ev["track_id"][t["call"]]
+        t = take(t, np.lexsort((t["call"], t["ts"])))
+        self.by_stream = self._groups(t, t["sc"])
+        self.by_thread = self._groups(t, t["sc"] * (1 << 32) + t["thread"])
+
+    @staticmethod
+    def _groups(t: Columns, key: np.ndarray) -> dict:
+        o = np.argsort(key, kind="stable")  # keeps the (ts, id) order within a group
+        k = key[o]
+        cut = np.flatnonzero(np.r_[True, k[1:] != k[:-1]]) if len(k) else k
+        ends = np.r_[cut[1:], len(k)]
+        return {int(k[a]): take(t, o[a:b]) for a, b in zip(cut.tolist(), ends.tolist())}
+
+    def previous(self, sc: int, ts: int) -> int:
+        """The last op on stream ``sc`` of the last call there starting at or before ``ts``."""
+        g = self.by_stream.get(sc)
+        k = -1 if g is None else int(np.searchsorted(g["ts"], ts, "right")) - 1
+        return int(g["last_op"][k]) if k >= 0 else -1
+
+    def next(self, sc: int, thread: int, ts: int) -> int:
+        """The first op on stream ``sc`` of the first call from ``thread`` at or after ``ts``."""
+        g = self.by_thread.get(sc * (1 << 32) + thread)
+        k = -1 if g is None else int(np.searchsorted(g["ts"], ts, "left"))
+        return int(g["first_op"][k]) if g is not None and k < len(g["ts"]) else -1
+
+
+def _stream_waits(ev, sync, is_cpu, is_gpu, launch_all, stream_code, dev_all):
+    """Stream Wait Event: (dest op, src op) rows of the trace. src: the op of the last launch
+    on the recorded stream before the ``cudaEventRecord`` call; dest: the op of the next launch
+    from the waiting call's thread onto the waiting stream."""
+    waits = sync[ev["sync"][sync] == 1 + SYNC_KINDS.index("Stream Wait Event")]
+    waits = waits[(ev["wait_record"][waits] >= 0) & (ev["wait_stream"][waits] >= 0)]
+    if not len(waits):
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    lt = _Launches(ev, is_gpu, launch_all, stream_code)
+    codes = _code_lookup(dev_all, np.where(ev["stream"] >= 0, ev["stream"], ev["tid"]), stream_code,
+                         np.flatnonzero(is_gpu))
+    record = _calls_by_corr(ev, is_cpu, ev["wait_record"][waits])
+    caller = _calls_by_corr(ev, is_cpu, ev["correlation"][waits])
+    thread = ev["track_id"]
+    dest, src = [], []
+    for w, r, c in zip(waits.tolist(), record.tolist(), caller.tolist()):
+        dev = int(dev_all[w])
+        rec_sc = codes.get((dev, int(ev["wait_stream"][w])))
+        wait_sc = codes.get((dev, int(ev["stream"][w])))
+        if r < 0 or c < 0 or rec_sc is None or wait_sc is None:
+            continue
+        s = lt.previous(rec_sc, int(ev["ts"][r]))
+        d = lt.next(wait_sc, int(thread[c]), int(ev["ts"][c]))
+        if s >= 0 and d >= 0:
+            dest.append(d)
+            src.append(s)
+    return np.array(dest, np.int64), np.array(src, np.int64)
+
+
+def _code_lookup(dev, stream, code, rows) -> dict:
+    """(device, stream) -> its number, over ``rows`` (the GPU ops: a handful of pairs)."""
+    key = np.stack([dev[rows], stream[rows], code[rows]], 1)
+    return {(d, s): c for d, s, c in np.unique(key, axis=0).tolist()}
+
+
+def _cpu_syncs(g, ev, sync, gpu, sc, stream_code, pos, node_ts, is_cpu, is_gpu, launch_all,
+               dev_all):
+    """GPU -> CPU edges: device (context) sync on every stream of the device, stream sync on
+    its stream, event sync on the op recorded; ``cudaDeviceSynchronize`` without a
+    ``cuda_sync`` event too."""
+    kind = [SYNC_KINDS[k - 1] if k > 0 else None for k in ev["sync"][sync].tolist()]
+    call = _calls_by_corr(ev, is_cpu, ev["correlation"][sync])
+    # Device syncs the trace has no cuda_sync event for.
+    covered = set(call[call >= 0].tolist())
+    dev_calls = np.flatnonzero(is_cpu & (ev["device_sync"] == 1))
+    extra = np.array([c for c in dev_calls.tolist() if c not in covered], np.int64)
+    src, dst = [], []
+    # Ops of the window per stream, by start (sc sorted, then start).
+    starts = node_ts[2 * gpu]
+    bounds = np.r_[0, np.flatnonzero(sc[1:] != sc[:-1]) + 1, len(sc)] if len(sc) else np.r_[0]
+    per_stream = {int(sc[b]): (gpu[b:e], starts[b:e]) for b, e in zip(bounds[:-1], bounds[1:])}
+    dev_of_sc = {}
+    for d, c in zip(dev_all[np.flatnonzero(is_gpu)].tolist(), stream_code[np.flatnonzero(is_gpu)].tolist()):
+        dev_of_sc[c] = d
+    codes = _code_lookup(dev_all, np.where(ev["stream"] >= 0, ev["stream"], ev["tid"]), stream_code,
+                         np.flatnonzero(is_gpu))
+    lt = None
+
+    def last_op(code, t):
+        ops = per_stream.get(code)
+        if ops is None:
+            return -1
+        k = np.searchsorted(ops[1], t, "right") - 1
+        return int(ops[0][k]) if k >= 0 else -1
+
+    def link(op, c):
+        if op >= 0 and pos[c] >= 0:
+            src.append(2 * op + 1)
+            dst.append(2 * int(pos[c]) + 1)
+
+    rows = list(zip(sync.tolist(), kind, call.tolist()))
+    rows += [(-1, "Context Sync", c) for c in extra.tolist()]
+    for row, k, c in rows:
+        if c < 0 or pos[c] < 0:
+            continue
+        t = int(ev["ts"][row] + ev["dur"][row]) if row >= 0 else int(ev["ts"][c] + ev["dur"][c])
+        if k == "Context Sync":
+            dev = int(dev_all[row]) if row >= 0 else None
+            for code in per_stream:
+                if dev is None or dev_of_sc.get(code) == dev:
+                    link(last_op(code, t), c)
+        elif k == "Stream Sync":
+            code = codes.get((int(dev_all[row]), int(ev["stream"][row])))
+            if code is not None:
+                link(last_op(code, t), c)
+        elif k == "Event Sync" and ev["wait_record"][row] >= 0 and ev["wait_stream"][row] >= 0:
+            rec = _calls_by_corr(ev, is_cpu, ev["wait_record"][row:row + 1])[0]
+            code = codes.get((int(dev_all[row]), int(ev["wait_stream"][row])))
+            if rec >= 0 and code is not None:
+                if lt is None:
+                    lt = _Launches(ev, is_gpu, launch_all, stream_code)
+                op = lt.previous(code, int(ev["ts"][rec]))
+                link(int(pos[op]) if op >= 0 else -1, c)
+    return np.array(src, np.int64), np.array(dst, np.int64)
+
+
+def longest_path(graph: Graph) -> np.ndarray:
+    """Edge indices of the graph's longest path, in order (``dag.longest_path``)."""
+    return dag.longest_path(graph.node_ts, graph.node_order, graph.src, graph.dst, graph.weight)
+
+
+def category_of(graph: Graph, kind: np.ndarray, event: np.ndarray, name: np.ndarray
+                ) -> np.ndarray:
+    """Each path edge's category (``CATEGORIES``); ``name``: its event's name."""
+    g = graph.ev
+    ev = np.maximum(event, 0)
+    gpu = g["gpu"][ev]
+    found = {x: isinstance(x, str) and _COMM.search(x) is not None for x in set(name.tolist())}
+    comm = gpu & np.array([found[x] for x in name.tolist()], bool)
+    memory = g["memory"][ev] == 1
+    span = np.where(~gpu, "cpu", np.where(memory, "gpu_memory",
+                                           np.where(comm, "gpu_communication", "gpu_compute")))
+    out = np.where(kind == LAUNCH, "launch_delay",
+                   np.where(kind == KERNEL_GAP, "kernel_gap",
+                            np.where((kind == SYNC) | (kind == GPU_SYNC), "sync_wait", span)))
+    return out.astype(object)
+
+
+@dataclass
+class Result:
+    """A critical path: ``edges`` (every edge of the path, in order), ``segments`` (edges that
+    take time), the window and the graph they came from."""
+
+    window: Window
+    graph: Graph
+    edges: Columns
+    length: int
+    path: np.ndarray  # the path's edges: indices into the graph's edge arrays
+
+    def summary(self, top: int = 10) -> dict:
+        """Length, share per category and the top events by time on the path."""
+        e = self.edges
+        timed = e["weight"] > 0
+        per_cat = {c: int(e["weight"][timed & (e["category"] == c)].sum()) for c in CATEGORIES}
+        total = max(self.length, 1)
+        names: dict = {}
+        for n, w in zip(e["event_name"][timed].tolist(), e["weight"][timed].tolist()):
+            names[n] = names.get(n, 0) + w
+        tops = sorted(names.items(), key=lambda kv: -kv[1])[:top]
+        return {
+            "window": self.window.label, "start_ns": self.window.start, "end_ns": self.window.end,
+            "length_ns": self.length,
+            "categories": {"category": list(per_cat),
+                           "ns": list(per_cat.values()),
+                           "share": [v / total for v in per_cat.values()]},
+            "top": {"event": [k for k, _ in tops], "ns": [v for _, v in tops],
+                    "share": [v / total for _, v in tops]},
+            "edges": len(self.graph.src), "nodes": len(self.graph.node_ts),
+            "skipped_backwards": self.graph.skipped,
+        }
+
+
+def analyse(trace: Trace, step: int | None = None, annotation: str | None = None,
+            instance: int = 0, sync_wait: bool = True,
+            max_gap_ns: int | None = MAX_KERNEL_GAP_NS) -> Result:
+    """The critical path of one window of ``trace`` (see ``window``); ``sync_wait=False``:
+    HTA's weights."""
+    win = window(trace, step, annotation, instance)
+    graph = build(events(trace), win, sync_wait, max_gap_ns)
+    path = longest_path(graph)
+    g = graph.ev
+    src, dst = graph.src[path], graph.dst[path]
+    kind, event = graph.kind[path], graph.event[path]
+    # An edge with no event of its own: a launch delay / gap / sync is shown with its op.
+    shown = np.where(event >= 0, event, np.where(kind == SYNC, dst // 2, dst // 2))
+    event_name = names(trace, g["id"][shown])
+    edges = {
+        "src_node": src, "dst_node": dst,
+        "src_event": src // 2, "dst_event": dst // 2, "src_is_start": src % 2 == 0,
+        "dst_is_start": dst % 2 == 0,
+        "ts": graph.node_ts[src], "end": graph.node_ts[dst],
+        "weight": graph.weight[path], "kind": kind, "event": shown,
+        "event_id": g["id"][shown], "event_name": event_name,
+        "pid": g["pid"][shown], "tid": g["tid"][shown],
+        "category": category_of(graph, kind, shown, event_name),
+    }
+    return Result(win, graph, edges, int(edges["weight"].sum()), path)
+
+
+def frames(trace: Trace, step: int | None = None, annotation: str | None = None,
+           instance: int = 0, sync_wait: bool = True):
+    """The path and its summary as pandas DataFrames. Path: one row per edge, in order, with
+    ``ts, end`` (engine ns), ``weight`` (ns it adds), ``kind`` (EDGE_KINDS), ``category``
+    (CATEGORIES), ``event`` (name), ``pid, tid``. Summary: ``category, ns, share``."""
+    from .tables import frame
+
+    r = analyse(trace, step, annotation, instance, sync_wait)
+    e = r.edges
+    path = frame({"ts": e["ts"], "end": e["end"], "weight": e["weight"],
+                  "kind": np.array(EDGE_KINDS, dtype=object)[e["kind"]],
+                  "category": e["category"], "event": e["event_name"], "pid": e["pid"],
+                  "tid": e["tid"]})
+    return path, frame(r.summary()["categories"])

@@ -1,0 +1,149 @@
+"""Idle gaps on the GPU, as the GPU Kernel Analyzer reports them: per (device, stream) the
+time between one op's end and the next op's start, per device the gaps in the union of its
+streams, a histogram, and kernel-to-kernel transitions "A → B" on a stream."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .gpu_steps import GpuOps
+from .intervals import gaps as union_gaps
+from .intervals import int_groups, sorted_groups
+from .kernels import grouped
+from .steps import shorten
+from .tables import Columns, objects
+
+# Columns: stream_gaps (device, stream, ops, gaps, total, mean, median, min, max, busy);
+# device_gaps (device, streams, gaps, total, mean, median, min, max, busy, span);
+# transitions (from, to, name = "A → B", count, mean, std, min, max gap); all ns.
+STREAM_COLUMNS = ("rank", "device", "stream", "ops", "gaps", "total", "mean", "median", "min",
+                  "max")
+TRANSITION_SORTS = ("count", "total", "mean", "max", "min", "std")
+
+
+def stream_pairs(g: GpuOps, step: int | None = None) -> Columns:
+    """Consecutive ops on each (device, stream), in start order: ``device``, ``stream``,
+    ``prev`` and ``next`` names, ``gap`` = next start − the latest end so far on the stream
+    (ns, ≥ 0: an op overlapping the one before leaves no gap)."""
+    ops = g.ops
+    rows = np.flatnonzero(g.rows(step))
+    order = rows[np.lexsort((ops["end"][rows], ops["ts"][rows], ops["stream"][rows],
+                             ops["device"][rows]))]
+    dev, stream = ops["device"][order], ops["stream"][order]
+    ts, end = ops["ts"][order], ops["end"][order]
+    if not len(order):
+        return {"device": dev, "stream": stream, "prev": objects([]), "next": objects([]),
+                "gap": np.empty(0, np.int64)}
+    starts = np.r_[True, (dev[1:] != dev[:-1]) | (stream[1:] != stream[:-1])]  # a new stream
+    # the latest end so far on each stream: one running max, each stream lifted above the last
+    seg = (np.cumsum(starts) - 1).astype(np.int64)
+    low = int(end.min())
+    lift = np.int64(int(end.max()) - low + 1)
+    reach = np.maximum.accumulate(end - low + seg * lift) - seg * lift + low
+    follows = ~starts
+    i = np.flatnonzero(follows)
+    gap = np.maximum(ts[i] - reach[i - 1], 0)
+    names = ops["name"][order]
+    return {"device": dev[i], "stream": stream[i], "prev": names[i - 1], "next": names[i],
+            "gap": gap.astype(np.int64)}
+
+
+def _stats(key_cols: list[np.ndarray], gap: np.ndarray) -> tuple[np.ndarray, Columns]:
+    """Statistics of the positive gaps per key (median too); the first row of each key."""
+    pos = gap > 0
+    if not len(gap):
+        return np.empty(0, np.int64), {}
+    gid = int_groups(*key_cols)
+    n = int(gid.max()) + 1
+    first = np.unique(gid, return_index=True)[1]
+    count = np.bincount(gid[pos], minlength=n)
+    total = np.zeros(n, np.int64)
+    np.add.at(total, gid[pos], gap[pos])
+    med = np.zeros(n)
+    lo = np.zeros(n, np.int64)
+    hi = np.zeros(n, np.int64)
+    order = np.lexsort((gap[pos], gid[pos]))
+    gs, vs = gid[pos][order], gap[pos][order]
+    if len(gs):
+        starts = np.searchsorted(gs, np.arange(n))
+        ends = np.searchsorted(gs, np.arange(n), side="right")
+        have = ends > starts
+        lo[have] = vs[starts[have]]
+        hi[have] = vs[ends[have] - 1]
+        mid_lo, mid_hi = (starts + ends - 1) // 2, (starts + ends) // 2
+        med[have] = (vs[mid_lo[have]] + vs[mid_hi[have]]) / 2
+    return first, {"gaps": count, "total": total, "mean": total / np.maximum(count, 1),
+                   "median": med, "min": lo, "max": hi}
+
+
+def stream_gaps(g: GpuOps, step: int | None = None) -> Columns:
+    """Per (device, stream) (``STREAM_COLUMNS``): ops, number of idle gaps (> 0 ns) and their
+    total / mean / median / min / max (ns)."""
+    p = stream_pairs(g, step)
+    ops = g.ops
+    rows = g.rows(step)
+    dev, stream = ops["device"][rows], ops["stream"][rows]
+    group, first_row = sorted_groups(dev, stream)
+    keys = list(zip(dev[first_row].tolist(), stream[first_row].tolist()))
+    n_ops = dict(zip(keys, np.bincount(group, minlength=len(keys)).tolist()))
+    first, stats = _stats([p["device"], p["stream"]], p["gap"])
+    found = {(int(d), int(s)): i for i, (d, s) in enumerate(zip(p["device"][first].tolist(),
+                                                             p["stream"][first].tolist()))}
+    out: Columns = {"rank": objects([g.rank] * len(keys)),
+                    "device": np.array([k[0] for k in keys], np.int64),
+                    "stream": np.array([k[1] for k in keys], np.int64),
+                    "ops": np.array([n_ops[k] for k in keys], np.int64)}
+    for name in ("gaps", "total", "mean", "median", "min", "max"):
+        col = stats.get(name, np.zeros(0))
+        dtype = np.float64 if name in ("mean", "median") else np.int64
+        out[name] = np.array([col[found[k]] if k in found else 0 for k in keys], dtype)
+    return out
+
+
+def device_gaps(g: GpuOps, step: int | None = None) -> Columns:
+    """Per device: the idle gaps in the union of its streams' ops (a gap only when no stream
+    runs): ``streams``, ``gaps``, ``total``, ``mean``, ``median``, ``min``, ``max`` (ns)."""
+    ops = g.ops
+    rows = g.rows(step)
+    out: dict[str, list] = {k: [] for k in ("rank", "device", "streams", "gaps", "total", "mean",
+                                            "median", "min", "max")}
+    for d in sorted(set(ops["device"][rows].tolist())):
+        mine = rows & (ops["device"] == d)
+        lo, hi = union_gaps(ops["ts"][mine], ops["end"][mine])
+        length = hi - lo
+        out["rank"].append(g.rank)
+        out["device"].append(d)
+        out["streams"].append(len(set(ops["stream"][mine].tolist())))
+        out["gaps"].append(len(length))
+        out["total"].append(int(length.sum()))
+        out["mean"].append(float(length.mean()) if len(length) else 0.0)
+        out["median"].append(float(np.median(length)) if len(length) else 0.0)
+        out["min"].append(int(length.min()) if len(length) else 0)
+        out["max"].append(int(length.max()) if len(length) else 0)
+    return {"rank": objects(out["rank"]), **{k: np.array(v) for k, v in out.items() if k != "rank"}}
+
+
+def histogram(gap_ns: np.ndarray, lo_us: float | None = None, hi_us: float | None = None,
+              bins: int = 20) -> Columns:
+    """Counts of positive gaps per bin of ``[lo_us, hi_us]`` µs (default: the gaps' range):
+    ``lo_us``, ``hi_us``, ``count``."""
+    us = gap_ns[gap_ns > 0] / 1e3
+    lo = float(us.min()) if lo_us is None and len(us) else (lo_us or 0.0)
+    hi = float(us.max()) if hi_us is None and len(us) else (hi_us if hi_us is not None else 1.0)
+    hi = max(hi, lo + 1e-3)
+    counts, edges = np.histogram(us, bins=bins, range=(lo, hi))
+    return {"lo_us": edges[:-1], "hi_us": edges[1:], "count": counts.astype(np.int64)}
+
+
+def transitions(g: GpuOps, step: int | None = None, sort: str = "count") -> Columns:
+    """Kernel-to-kernel transitions on a stream: ``transition`` ("A → B", names without
+    template and argument lists), ``from``, ``to`` (full names), ``count`` and the gap's
+    ``total``, ``mean``, ``std``, ``min``, ``max`` (ns), sorted by ``sort`` (largest first)."""
+    p = stream_pairs(g, step)
+    key = objects(list(zip(p["prev"].tolist(), p["next"].tolist())))
+    keys, stats = grouped(key, p["gap"])
+    out = {"transition": objects([f"{shorten(a)} → {shorten(b)}" for a, b in keys]),
+           "from": objects([k[0] for k in keys]), "to": objects([k[1] for k in keys]), **stats}
+    names = np.array([f"{a}\x00{b}" for a, b in keys], dtype=object).astype(str)
+    order = np.lexsort((names, -out[sort].astype(np.float64)))
+    return {k: v[order] for k, v in out.items()}

@@ -1,0 +1,177 @@
+"""GPU ops with their launches and GPU step windows: what the kernel, gap, launch and
+breakdown analyses share.
+
+A step's GPU window is its GPU-side ``ProfilerStep#N`` annotation (``gpu_user_annotation``)
+when the trace has one, as TraceLens uses; else from the first start to the last end of the
+GPU ops launched inside the CPU step. A GPU op belongs to the step of the runtime call that
+launched it (matched by correlation, as HTA assigns iterations); an op that no call in the
+trace launched is placed by time, in the GPU window that holds its start, never dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import TraceaugError
+from ..trace import Trace
+from .steps import _STEP, category, steps
+from .tables import Columns, codes, take
+
+# The load kind these analyses need (GPU ops, their launches, ProfilerSteps of both sides):
+# the one place to change when load kinds move to read/kinds.py.
+LOAD = {"kind": "gpu"}
+MEMORY_NAMES = ("Memcpy", "Memset", "dma")  # HTA's MEMORY_KERNEL_RE
+
+
+@dataclass
+class GpuOps:
+    """One rank's GPU ops and step windows (engine ns)."""
+
+    trace: Trace
+    rank: int | None
+    # ts, dur, end, name, name_id, kind, category, device, stream, correlation, launched, launch_ts,
+    # launch_dur, launch_end, launch_name, step; sorted by (ts, end)
+    ops: Columns
+    # step, cpu_ts, cpu_end, ts, end (the GPU window), source ("gpu_annotation" / "launches")
+    steps: Columns
+    _reach: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def reach(self) -> np.ndarray:
+        """The latest end of the ops so far, in their (start) order: the ops that may reach
+        past a time are those after ``searchsorted(reach, t, "right")``."""
+        if self._reach is None:
+            self._reach = np.maximum.accumulate(self.ops["end"]) if len(self.ops["end"]) else \
+                self.ops["end"]
+        return self._reach
+
+    def rows(self, step: int | None = None) -> np.ndarray:
+        """Mask of the ops of ``step`` (every op when None)."""
+        if step is None:
+            return np.ones(len(self.ops["ts"]), bool)
+        self.check(step)
+        return self.ops["step"] == step
+
+    def check(self, step: int) -> None:
+        if step not in set(self.steps["step"].tolist()):
+            have = ", ".join(map(str, self.steps["step"].tolist())) or "none"
+            raise TraceaugError(f"{self.trace.path}: no ProfilerStep#{step} (steps: {have})")
+
+    def window(self, step: int | None = None) -> tuple[int, int, str]:
+        """The GPU window of ``step``; for None, from the first step's window start to the
+        last one's end (the whole trace's GPU ops when it has no steps)."""
+        st = self.steps
+        if step is not None:
+            self.check(step)
+            i = int(np.flatnonzero(st["step"] == step)[0])
+            return int(st["ts"][i]), int(st["end"][i]), str(st["source"][i])
+        if len(st["step"]):
+            return int(st["ts"].min()), int(st["end"].max()), "steps"
+        if not len(self.ops["ts"]):
+            return 0, 0, "trace"
+        return int(self.ops["ts"].min()), int(self.ops["end"].max()), "trace"
+
+
+def step_at(t: np.ndarray, start: np.ndarray, end: np.ndarray, number: np.ndarray) -> np.ndarray:
+    """The number of the window [start, end) holding each time in ``t`` (of overlapping
+    windows, the one starting last), else -1."""
+    out = np.full(len(t), -1, np.int64)
+    if not len(start):
+        return out
+    order = np.argsort(start, kind="stable")
+    start, end, number = start[order], end[order], number[order]
+    i = np.searchsorted(start, t, side="right") - 1
+    j = np.maximum(i, 0)
+    hit = (i >= 0) & (t < end[j])  # in the last window starting at or before it
+    out[hit] = number[j[hit]]
+    # else an earlier, longer window may still hold it: only those times, window by window
+    maybe = np.flatnonzero((i >= 0) & ~hit & (t < np.maximum.accumulate(end)[j]))
+    for k in range(len(start)):
+        inside = (t[maybe] >= start[k]) & (t[maybe] < end[k])
+        out[maybe[inside]] = number[k]
+    return out
+
+
+def _gpu_annotations(trace: Trace) -> dict[int, tuple[int, int]]:
+    """Step number -> (first start, last end) of its GPU-side ProfilerStep annotations."""
+    c = trace.columns("SELECT ts, dur, name FROM slice "
+                      "WHERE category = 'gpu_user_annotation' AND name GLOB 'ProfilerStep#*'")
+    out: dict[int, tuple[int, int]] = {}
+    for ts, dur, name in zip(c["ts"].tolist(), c["dur"].tolist(), c["name"].tolist()):
+        m = _STEP.search(name) if isinstance(name, str) else None
+        if m is not None and dur is not None and dur == dur:
+            n = int(m.group(1))
+            lo, hi = out.get(n, (ts, ts + dur))
+            out[n] = (min(lo, ts), max(hi, ts + dur))
+    return out
+
+
+def _ops(trace: Trace) -> Columns:
+    c = trace.columns("SELECT ts, dur, name, kind, device, stream, correlation, launch_ts, "
+                      "launch_dur, launch_name FROM traceaug_gpu_op_launch")
+    ops: Columns = {"ts": c["ts"].astype(np.int64), "dur": c["dur"].astype(np.int64)}
+    ops["end"] = ops["ts"] + np.maximum(ops["dur"], 0)
+    ops["name"] = c["name"].astype(object)
+    ops["kind"] = c["kind"].astype(object)
+    code, names = codes(ops["name"])
+    ops["name_id"] = code  # numbers the distinct names (grouping by it skips hashing strings)
+    cat = category(ops["kind"], code, names)
+    # copies and DMA that run as kernels (MTIA's CCP events): memory by name, as HTA types them
+    copy_name = np.array([isinstance(n, str) and n.startswith(MEMORY_NAMES) for n in names], bool)
+    ops["category"] = np.where((cat == "computation") & copy_name[code], "memory", cat).astype(object)
+    for k in ("device", "stream"):
+        ops[k] = np.nan_to_num(c[k].astype(np.float64), nan=-1).astype(np.int64)
+    ops["correlation"] = c["correlation"]
+    launch_ts = c["launch_ts"].astype(np.float64)  # NaN: no launch
+    ops["launched"] = ~np.isnan(launch_ts)
+    ops["launch_ts"] = np.nan_to_num(launch_ts, nan=0).astype(np.int64)
+    ops["launch_dur"] = np.nan_to_num(c["launch_dur"].astype(np.float64), nan=0).astype(np.int64)
+    ops["launch_end"] = ops["launch_ts"] + ops["launch_dur"]
+    ops["launch_name"] = c["launch_name"].astype(object)
+    return take(ops, np.lexsort((ops["end"], ops["ts"])))
+
+
+def gpu_windows(trace: Trace, cpu: Columns, ts: np.ndarray, end: np.ndarray,
+                launch_step: np.ndarray) -> Columns:
+    """Each CPU step (``steps.steps``) with its GPU window: ``step``, ``cpu_ts``, ``cpu_end``,
+    ``ts``, ``end``, ``source``; from the GPU ops' ``ts`` / ``end`` and the step of the call
+    that launched each (-1: none)."""
+    notes = _gpu_annotations(trace)
+    number = cpu["step"]
+    n = len(number)
+    # first start / last end of the ops each step launched (one pass over the ops)
+    order = np.argsort(number, kind="stable")
+    found = np.searchsorted(number[order], launch_step)
+    pos = order[np.minimum(found, max(n - 1, 0))] if n else found
+    mine = (launch_step >= 0) & (found < n)
+    if n:
+        mine &= number[pos] == launch_step
+    lo = np.full(n, np.iinfo(np.int64).max)
+    hi = np.full(n, np.iinfo(np.int64).min)
+    np.minimum.at(lo, pos[mine], ts[mine])
+    np.maximum.at(hi, pos[mine], end[mine])
+    empty = hi == np.iinfo(np.int64).min  # a step that launched nothing: empty, at its start
+    lo[empty] = cpu["ts"][empty]
+    hi[empty] = cpu["ts"][empty]
+    source = np.full(n, "launches", dtype=object)
+    for i, step in enumerate(number.tolist()):
+        if step in notes:
+            lo[i], hi[i] = notes[step]
+            source[i] = "gpu_annotation"
+    return {"step": cpu["step"], "cpu_ts": cpu["ts"], "cpu_end": cpu["ts"] + cpu["dur"],
+            "ts": lo, "end": hi, "source": source}
+
+
+def gpu_ops(trace: Trace, rank: int | None = None) -> GpuOps:
+    """Load a trace's GPU ops, their launches and steps, and the steps' GPU windows."""
+    trace.include("traceaug.gpu")
+    ops = _ops(trace)
+    cpu = steps(trace)
+    launched = ops["launched"]
+    step = np.where(launched, step_at(ops["launch_ts"], cpu["ts"], cpu["ts"] + cpu["dur"],
+                                      cpu["step"]), -1)
+    st = gpu_windows(trace, cpu, ops["ts"], ops["end"], step)
+    ops["step"] = np.where(launched, step, step_at(ops["ts"], st["ts"], st["end"], st["step"]))
+    return GpuOps(trace, rank if rank is not None else trace.rank, ops, st)

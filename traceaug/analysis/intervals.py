@@ -1,0 +1,86 @@
+"""Unions of time intervals [ts, end) in exact integer ns: busy time, idle gaps, overlaps."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .tables import first_appearance
+
+
+def int_groups(*keys: np.ndarray) -> np.ndarray:
+    """Each row's group over integer ``keys`` (device, stream, ...), numbered in order of first
+    appearance; ``tables.groups`` without hashing one Python value per row."""
+    if not len(keys[0]):
+        return np.empty(0, np.int64)
+    return first_appearance(sorted_groups(*keys)[0])
+
+
+def sorted_groups(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's group over integer ``keys``, numbered in sorted key order, and each group's
+    first row in that order (``np.unique(..., axis=0)``'s inverse and index, by one lexsort
+    instead of sorting rows as opaque records: 5x faster)."""
+    order = np.lexsort(keys[::-1])
+    new = np.zeros(len(order), bool)
+    new[:1] = True
+    for k in keys:
+        k = k[order]
+        new[1:] |= k[1:] != k[:-1]
+    inverse = np.empty(len(order), np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    return inverse, order[new]
+
+
+def merge(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals [ts, end) as disjoint sorted intervals (touching ones join)."""
+    if not len(ts):
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    order = np.argsort(ts, kind="stable")
+    ts, end = np.asarray(ts, np.int64)[order], np.asarray(end, np.int64)[order]
+    reach = np.maximum.accumulate(end)
+    starts_new = np.r_[True, ts[1:] > reach[:-1]]
+    first = np.flatnonzero(starts_new)
+    return ts[first], np.maximum.reduceat(end, first)
+
+
+def union_length(ts: np.ndarray, end: np.ndarray) -> int:
+    """Total length of the union of intervals [ts, end)."""
+    lo, hi = merge(ts, end)
+    return int((hi - lo).sum())
+
+
+def clip(ts: np.ndarray, end: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """The parts of intervals inside [lo, hi) (empty parts dropped)."""
+    a, b = np.maximum(ts, lo), np.minimum(end, hi)
+    keep = b > a
+    return a[keep], b[keep]
+
+
+def gaps(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The idle gaps between the merged intervals: (gap start, gap end), sorted."""
+    lo, hi = merge(ts, end)
+    return hi[:-1], lo[1:]
+
+
+def exclusive(spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[frozenset, int]:
+    """Time covered by exactly each combination of the named interval sets (a sweep over
+    their unions, as HTA's kernel-type overlap): frozenset of names -> ns."""
+    names = list(spans)
+    points, delta = [], []
+    for bit, name in enumerate(names):
+        lo, hi = merge(*spans[name])
+        points += [lo, hi]
+        delta += [np.full(len(lo), 1 << bit, np.int64), np.full(len(hi), -(1 << bit), np.int64)]
+    if not points or not sum(len(p) for p in points):
+        return {}
+    t, d = np.concatenate(points), np.concatenate(delta)
+    order = np.argsort(t, kind="stable")
+    t, d = t[order], d[order]
+    mask = np.cumsum(d)  # the set running after each point
+    length = np.diff(t)
+    out: dict[frozenset, int] = {}
+    running = np.sort(mask[:-1])  # its distinct sets (np.unique would import numpy.ma: 10 ms)
+    for m in running[np.r_[True, running[1:] != running[:-1]]].tolist():
+        if m > 0:
+            key = frozenset(n for bit, n in enumerate(names) if m & (1 << bit))
+            out[key] = int(length[mask[:-1] == m].sum())
+    return out

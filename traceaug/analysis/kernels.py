@@ -1,0 +1,93 @@
+"""Per-kernel statistics (GPU ops only: kernels, copies, sets; runtime calls are not kernels),
+as HTA's ``get_gpu_kernel_breakdown`` and the GPU Kernel Analyzer's kernel table."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import TraceaugError
+from .gpu_steps import GpuOps
+from .tables import Columns, codes, first_appearance, objects
+
+TYPES = {"comp": "computation", "comm": "communication", "mem": "memory"}
+SORTS = ("total", "count", "mean", "max", "min", "std", "share", "share_time", "share_launches", "name")
+# kernel_table's columns; times in ns, shares in percent.
+COLUMNS = ("rank", "name", "type", "count", "total", "mean", "std", "min", "max",
+           "share_launches", "share_time")
+
+
+def grouped(key: np.ndarray, values: np.ndarray, code: np.ndarray | None = None
+            ) -> tuple[list, Columns]:
+    """Count, total, mean, std (n-1, 0 for one), min and max of ``values`` per distinct ``key``
+    (in order of first appearance; ``code``: the keys already numbered so, if known)."""
+    if code is None:
+        code, keys = codes(key)
+    else:
+        code = first_appearance(code)
+        keys = key[np.unique(code, return_index=True)[1]].tolist()
+    n = len(keys)
+    v = values.astype(np.int64)
+    count = np.bincount(code, minlength=n).astype(np.int64)
+    total = np.bincount(code, v.astype(np.float64), n)
+    exact_total = np.zeros(n, np.int64)
+    np.add.at(exact_total, code, v)
+    mean = total / np.maximum(count, 1)
+    sq = np.bincount(code, (v - mean[code]) ** 2, n)
+    std = np.where(count > 1, np.sqrt(sq / np.maximum(count - 1, 1)), 0.0)
+    order = np.argsort(code, kind="stable")
+    first = np.searchsorted(code[order], np.arange(n))
+    lo = np.minimum.reduceat(v[order], first) if len(v) else np.empty(0, np.int64)
+    hi = np.maximum.reduceat(v[order], first) if len(v) else np.empty(0, np.int64)
+    return keys, {"count": count, "total": exact_total, "mean": mean, "std": std, "min": lo, "max": hi}
+
+
+def kernel_table(g: GpuOps, step: int | None = None, kind: str | None = None) -> Columns:
+    """One row per GPU op name (``COLUMNS``): count, total / mean / std / min / max ns, type
+    (computation, communication, memory), share of launches and of GPU time (percent, of the
+    rows before the ``kind`` filter), largest total first."""
+    rows = np.flatnonzero(g.rows(step))
+    ops = g.ops
+    code = first_appearance(ops["name_id"][rows])
+    keys, stats = grouped(ops["name"][rows], ops["dur"][rows], code)
+    types = ops["category"][rows][np.unique(code, return_index=True)[1]]
+    all_count, all_total = max(int(stats["count"].sum()), 1), max(int(stats["total"].sum()), 1)
+    out = {"rank": objects([g.rank] * len(keys)), "name": objects(keys), "type": types, **stats,
+           "share_launches": 100 * stats["count"] / all_count,
+           "share_time": 100 * stats["total"] / all_total}
+    if kind is not None:
+        if kind not in TYPES:
+            raise TraceaugError(f"--type must be one of {', '.join(TYPES)}")
+        keep = types == TYPES[kind]
+        out = {k: v[keep] for k, v in out.items()}
+    return sort(out, "total")
+
+
+def sort(table: Columns, by: str) -> Columns:
+    """Rows ordered by column ``by`` (``share``: share of GPU time): largest first, names
+    alphabetically (ties by name)."""
+    by = "share_time" if by == "share" else by
+    if by not in SORTS:
+        raise TraceaugError(f"--sort must be one of {', '.join(SORTS)}")
+    names = table["name"].astype(str)
+    order = np.lexsort((names,) if by == "name" else (names, -table[by].astype(np.float64)))
+    return {k: v[order] for k, v in table.items()}
+
+
+def across_ranks(tables: list[Columns]) -> Columns:
+    """Per kernel name over ranks: ``ranks`` (holding it), ``mean_total``, ``min_total``,
+    ``max_total`` (ns) and ``slowest_rank`` (largest total), largest mean total first."""
+    name = np.concatenate([t["name"] for t in tables]) if tables else objects([])
+    total = np.concatenate([t["total"] for t in tables]) if tables else np.empty(0, np.int64)
+    rank = np.concatenate([t["rank"] for t in tables]) if tables else objects([])
+    keys, stats = grouped(name, total)
+    code, _ = codes(name)
+    order = np.lexsort((-total, code))  # each name's largest total first
+    first = order[np.searchsorted(code[order], np.arange(len(keys)))]
+    slowest = rank[first].tolist()
+    out = {"name": objects(keys), "type": objects([None] * len(keys)), "ranks": stats["count"],
+           "mean_total": stats["mean"], "min_total": stats["min"], "max_total": stats["max"],
+           "slowest_rank": objects(slowest)}
+    types = {n: t for tb in tables for n, t in zip(tb["name"].tolist(), tb["type"].tolist())}
+    out["type"] = objects([types[k] for k in keys])
+    order = np.lexsort((out["name"].astype(str), -out["mean_total"]))
+    return {k: v[order] for k, v in out.items()}

@@ -1,0 +1,58 @@
+"""Launch statistics, as HTA's ``get_cuda_kernel_launch_stats``: per GPU op with a launch, the
+CPU runtime call's duration, the GPU op's duration and the launch delay (op start − call end,
+0 when negative); counts of short GPU ops, runtime outliers and launch-delay outliers."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .gpu_steps import GpuOps
+from .tables import Columns, objects
+
+RUNTIME_CUTOFF_US = 50  # HTA's defaults
+DELAY_CUTOFF_US = 100
+# HTA counts only these launches (include_memory_events=True); MTIA's submit call too.
+HTA_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync",
+                "runFunction - job_prep_and_submit_for_execution")
+# launch_table's columns; ns.
+COLUMNS = ("rank", "correlation", "launch_name", "name", "step", "cpu_duration", "gpu_duration",
+           "launch_delay")
+
+
+def launch_table(g: GpuOps, step: int | None = None) -> Columns:
+    """One row per launched GPU op (``COLUMNS``), in GPU start order; a graph launch gives one
+    row per op it launched."""
+    ops = g.ops
+    rows = np.flatnonzero(g.rows(step) & ops["launched"])
+    delay = np.maximum(ops["ts"][rows] - ops["launch_end"][rows], 0)
+    return {"rank": objects([g.rank] * len(rows)), "correlation": ops["correlation"][rows],
+            "launch_name": ops["launch_name"][rows], "name": ops["name"][rows],
+            "step": ops["step"][rows], "cpu_duration": ops["launch_dur"][rows],
+            "gpu_duration": ops["dur"][rows], "launch_delay": delay.astype(np.int64)}
+
+
+def outliers(table: Columns, runtime_cutoff_us: float = RUNTIME_CUTOFF_US,
+             delay_cutoff_us: float = DELAY_CUTOFF_US) -> dict[str, np.ndarray]:
+    """Masks of the launch table's rows: ``short`` (GPU op shorter than its runtime call),
+    ``runtime`` (call longer than the cutoff), ``delay`` (launch delay above the cutoff)."""
+    return {"short": table["gpu_duration"] < table["cpu_duration"],
+            "runtime": table["cpu_duration"] > runtime_cutoff_us * 1e3,
+            "delay": table["launch_delay"] > delay_cutoff_us * 1e3}
+
+
+def summary(table: Columns, g: GpuOps, step: int | None = None,
+            runtime_cutoff_us: float = RUNTIME_CUTOFF_US,
+            delay_cutoff_us: float = DELAY_CUTOFF_US) -> dict:
+    """Counts: launched ops, ops with no launch in the trace, short GPU ops, runtime outliers,
+    launch-delay outliers; mean / max CPU duration and launch delay (ns)."""
+    out = outliers(table, runtime_cutoff_us, delay_cutoff_us)
+    n = len(table["cpu_duration"])
+    rows = g.rows(step)
+    return {"rank": g.rank, "launched_ops": n,
+            "unlaunched_ops": int((rows & ~g.ops["launched"]).sum()),
+            "short_gpu_ops": int(out["short"].sum()), "runtime_outliers": int(out["runtime"].sum()),
+            "delay_outliers": int(out["delay"].sum()),
+            "mean_cpu_duration": float(table["cpu_duration"].mean()) if n else 0.0,
+            "max_cpu_duration": int(table["cpu_duration"].max()) if n else 0,
+            "mean_launch_delay": float(table["launch_delay"].mean()) if n else 0.0,
+            "max_launch_delay": int(table["launch_delay"].max()) if n else 0}

@@ -1,0 +1,93 @@
+"""``traceaug patterns`` as a rewriter: the "ops" load kind, its compute and its summary.
+
+Everything else (targets, the copy, the load, the splice) is ``rewrite.pipeline``'s.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import orjson
+
+from ..analysis.patterns import SCOPES
+from ..output import render_columns
+from ..rewrite import pipeline
+from ..rewrite.patterns import prepare
+
+if TYPE_CHECKING:
+    from ..read.prefetch import Prefetched
+    from ..trace import Trace
+
+TABLE_KERNELS = 70  # characters of short kernel names shown per row in the table format
+
+
+def compute(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
+    """Patterns, occurrences and overlay events (options: operator, min_len, top_k)."""
+    result, events = prepare(trace, options.get("operator"), options.get("min_len", 3),
+                             options.get("top_k", 5))
+    return {**result, **options}, events
+
+
+def _rows(result: dict, rank: bool) -> dict[str, np.ndarray]:
+    """The pattern table with ``P<n>`` ids (and a leading rank column for several ranks)."""
+    p = result["patterns"]
+    n = len(p["pattern"])
+    lead = {"rank": np.full(n, result["rank"], dtype=object)} if rank else {}
+    return {**lead, "pattern": np.array([f"P{i}" for i in p["pattern"].tolist()], dtype=object),
+            **{k: v for k, v in p.items() if k != "pattern"}}
+
+
+def _json(r: dict) -> dict:
+    o = r["occurrences"]
+    data = orjson.loads(render_columns(_rows(r, False), "json"))
+    ids = r["patterns"]["pattern"]  # occurrences are sorted by pattern, then GPU start
+    lo, hi = np.searchsorted(o["pattern"], ids), np.searchsorted(o["pattern"], ids, "right")
+    for d, a, b in zip(data, lo.tolist(), hi.tolist(), strict=True):
+        d["occurrence_gpu_ts_ns"] = o["gpu_ts"][a:b].tolist()
+    return {"file": r["file"], "rank": r["rank"], "out": r["out"], "operator": r["operator"],
+            "instances": r["instances"], "patterns": data}
+
+
+def _clip(values: np.ndarray, width: int) -> np.ndarray:
+    return np.array([v if len(v) <= width else v[:width - 1] + "…" for v in values.tolist()],
+                    dtype=object)
+
+
+def _table(r: dict) -> str:
+    rows, top_k = _rows(r, False), r["top_k"]
+    keep = np.sort(np.concatenate([np.flatnonzero(rows["scope"] == s)[:top_k] for s in SCOPES]))
+    table = {k: v[keep] for k, v in rows.items()}
+    table["kernels"] = _clip(table["kernels"], TABLE_KERNELS)
+    table["kernel_ids"] = _clip(table["kernel_ids"], 40)
+    counts = ", ".join(f"{int((rows['scope'] == s).sum())} {s}" for s in SCOPES)
+    what = r["operator"] or "top-level CPU ops"
+    return (f"Kernel patterns of {r['file']}: {r['instances']} instances of {what} launched "
+            f"GPU work; {counts} patterns (top {top_k} of each scope shown, --format csv lists "
+            f"every one)\n" + render_columns(table, "table"))
+
+
+def summary_text(results: list[dict], fmt: str) -> str:
+    """Every pattern (csv; json with its occurrences' GPU starts), or the top-k of each scope
+    as a table, for each rank."""
+    if fmt == "json":
+        data = [_json(r) for r in results]
+        return orjson.dumps(data[0] if len(data) == 1 else data,
+                            option=orjson.OPT_INDENT_2).decode() + "\n"
+    if fmt == "csv":
+        tables = [_rows(r, len(results) > 1) for r in results]
+        return render_columns({k: np.concatenate([t[k] for t in tables]) for k in tables[0]}, "csv")
+    return "\n".join(_table(r) for r in results)
+
+
+PATTERNS = pipeline.Rewriter(name="patterns", kind="ops", compute=compute, summary=summary_text)
+
+
+def run(src: Path, dst: str | Path | None, operator: str | None, min_len: int, top_k: int,
+        rank: int | None, fmt: str, tp_bin: str | None = None,
+        prefetched: Prefetched | None = None, open_ui: bool | dict = False) -> str:
+    """``patterns`` over a trace or every rank of a directory, through the pipeline."""
+    options = {"operator": operator, "min_len": min_len, "top_k": top_k}
+    return pipeline.run(PATTERNS, src, dst, options, rank=rank, fmt=fmt, tp_bin=tp_bin,
+                        prefetched=prefetched, open_ui=open_ui)

@@ -1,0 +1,108 @@
+"""The one check every command's outputs pass before any work starts: no output is an input.
+
+An output is refused when it is the same file as any input (the same path, through ``./``,
+``..``, a symlink, a hard link or a bind mount: the same device and inode), when two outputs
+are one file, when it is a directory or a special file, or when its directory is missing or
+not writable. A directory input stands for every file in it; a rank directory output for the
+file of each input it will hold. The CLI calls ``check`` for every command
+(``cli.TraceaugCommand``); library writers (``rewrite.splice.Copy``) call it too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from .errors import TraceaugError
+
+STDIO = "-"
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of what ``path`` names (symlinks followed), None when it does not exist."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def input_files(inputs: Iterable[Path]) -> list[Path]:
+    """The files the inputs stand for: a file itself, a directory every file in it."""
+    files: list[Path] = []
+    for p in inputs:
+        p = Path(p)
+        if str(p) == STDIO:
+            continue
+        if p.is_dir():
+            with contextlib.suppress(OSError):
+                files += [f for f in sorted(p.iterdir()) if f.is_file()]
+        else:
+            files.append(p)
+    return files
+
+
+def _writable_dir(directory: Path) -> str | None:
+    """Why a file cannot be created in ``directory`` (None when it can): a real probe, so
+    read-only mounts, permissions and /proc are all caught."""
+    if not directory.is_dir():
+        return f"directory {directory} does not exist"
+    try:
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=".traceaug-probe-")
+    except OSError as e:
+        return f"cannot write in {directory} ({e.strerror})"
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+    return None
+
+
+def _check_one(o: Path, inputs: list[Path], seen: dict, directory: bool = False,
+               probe: bool = True) -> None:
+    """One output against every input file and the outputs ``seen`` so far."""
+    ident = _identity(o)
+    for i in inputs:
+        if (ident is not None and ident == _identity(i)) or o.resolve() == i.resolve():
+            same = "" if str(o) == str(i) else f" {i} (another name for it)"
+            raise TraceaugError(f"{o}: is the input file{same}; choose another output")
+    key = ident if ident is not None else str(o.resolve())
+    if key in seen:
+        raise TraceaugError(f"{o}: is also the output {seen[key]}; give each output its own name")
+    seen[key] = o
+    if ident is not None:
+        mode = os.stat(o).st_mode
+        if stat.S_ISDIR(mode) and not directory:
+            raise TraceaugError(f"{o}: is a directory, expected an output file")
+        if not stat.S_ISDIR(mode) and directory:
+            raise TraceaugError(f"{o}: IN is a directory, so OUT must be one too")
+        if not stat.S_ISDIR(mode) and not stat.S_ISREG(mode):
+            raise TraceaugError(f"{o}: is not a regular file (a device, FIFO or socket); "
+                                "choose a file to write")
+    why = _writable_dir(o if directory and ident is not None else o.parent) if probe else None
+    if why:
+        raise TraceaugError(f"{o}: {why}")
+
+
+def check(inputs: Iterable[Path | None], outputs: Iterable[Path | None],
+          rank_dirs: Iterable[Path | None] = ()) -> None:
+    """Refuse (``TraceaugError``) any output that would overwrite an input or cannot be
+    written, checking all of them before the caller writes any. ``rank_dirs``: output
+    directories that get one file per file of the directory inputs, under the same name."""
+    inputs = [Path(p) for p in inputs if p is not None and str(p) != STDIO]
+    files = input_files(inputs)
+    in_dirs = [p for p in inputs if p.is_dir()]
+    seen: dict = {}
+    for o in (Path(o) for o in outputs if o is not None and str(o) != STDIO):
+        _check_one(o, files, seen)
+    for d in (Path(d) for d in rank_dirs if d is not None and str(d) != STDIO):
+        for i in in_dirs:
+            if d.resolve() == i.resolve() or (_identity(d) is not None
+                                              and _identity(d) == _identity(i)):
+                raise TraceaugError(f"{d}: is the input directory; choose another output")
+        _check_one(d, files, seen, directory=True)
+        for f in input_files(in_dirs):
+            _check_one(d / f.name, files, seen, probe=False)

@@ -1,0 +1,137 @@
+"""Command-line path arguments: ``Input`` and ``Output`` click types.
+
+Every CLI command declares its trace arguments with these types; ``cli.TraceaugCommand``
+then checks all outputs against all inputs (``guard.check``) before the command runs. An
+input that cannot be read twice (``-`` for stdin, a FIFO, a process substitution, a device)
+is spooled to a temporary file first; messages still call it by the name the user gave.
+An ``Output(dash=True)`` takes ``-`` for stdout (``atomic`` copies the file there when the
+run succeeds).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+import click
+
+from . import atomic
+from .read import source
+
+_spool_dirs: list[str] = []
+_shown: dict[str, str] = {}  # spooled path -> the name the user gave
+
+
+def _spool_dir() -> Path:
+    d = tempfile.mkdtemp(prefix="traceaug-spool-")
+    _spool_dirs.append(d)
+    return Path(d)
+
+
+def cleanup() -> None:
+    """Remove this run's spooled inputs and stdout files."""
+    while _spool_dirs:
+        shutil.rmtree(_spool_dirs.pop(), ignore_errors=True)
+    _shown.clear()
+
+
+def shown(text: str) -> str:
+    """``text`` with spooled paths replaced by the names the user gave."""
+    for path, name in _shown.items():
+        text = text.replace(path, name)
+    return text
+
+
+def _special(value: str) -> bool:
+    """True for what exists but is neither a regular file nor a directory."""
+    try:
+        mode = os.stat(value).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+class Input(click.ParamType):
+    """A trace to read: a file or a directory of ranks; ``-``, FIFOs and devices spooled."""
+
+    name = "path"
+
+    def convert(self, value, param, ctx) -> Path:
+        if isinstance(value, Path):
+            return value
+        if value != "-" and not _special(value):
+            return Path(value)
+        name = "stdin" if value == "-" else value
+        base = "stdin" if value == "-" else Path(value).name or "input"
+        dest = _spool_dir() / base
+        _shown[str(dest)] = name
+        source.spool(name, None if value == "-" else value, dest)
+        return dest
+
+
+class Output(click.ParamType):
+    """A file to write (``rank_dir``: a directory when an input is one; ``dash``: ``-`` is
+    stdout)."""
+
+    name = "path"
+
+    def __init__(self, rank_dir: bool = False, dash: bool = False) -> None:
+        self.rank_dir, self.dash = rank_dir, dash
+
+    def convert(self, value, param, ctx) -> Path | str:
+        if isinstance(value, Path):
+            return value
+        if value == "-" and self.dash:
+            dest = atomic.stdout_spool(_spool_dir())
+            _shown[str(dest)] = "stdout"
+            return dest
+        if self.rank_dir and value.endswith(("/", os.sep)):
+            return value  # a trailing / says "a directory": a Path would drop it
+        return Path(value)
+
+
+def is_stdout(path: Path | None) -> bool:
+    """True for the file that stands for ``-`` (stdout)."""
+    return path is not None and _shown.get(str(path)) == "stdout"
+
+
+_OUTPUT_NAME = re.compile(r"(^|_)(out|dst|output|dest|html|report)($|_)")
+
+
+def _role(param: click.Parameter) -> str | None:
+    """"in" or "out" for a path parameter: its type says so; a plain ``click.Path`` (a
+    command that has not declared it yet) is an output when named like one (``out``, ``dst``,
+    ``*_out``, ``--html``...), else an input. Not a path: None."""
+    if isinstance(param.type, Input):
+        return "in"
+    if isinstance(param.type, Output):
+        return "out"
+    if isinstance(param.type, click.Path) and param.name:
+        return "out" if _OUTPUT_NAME.search(param.name) else "in"
+    return None
+
+
+def _values(value) -> list[Path]:
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    return [Path(v) for v in values if v is not None and not hasattr(v, "read")]
+
+
+def arguments(command: click.Command, params: dict) -> tuple[list[Path], list[Path], list[Path]]:
+    """The command's inputs, output files and rank-directory outputs, from its parameters."""
+    inputs = [v for p in command.params if _role(p) == "in" for v in _values(params.get(p.name))]
+    any_dir = any(p.is_dir() for p in inputs)
+    files: list[Path] = []
+    dirs: list[Path] = []
+    for p in command.params:
+        if _role(p) == "out":
+            for v in _values(params.get(p.name)):
+                if isinstance(p.type, Output):
+                    rank_dir = p.type.rank_dir and any_dir
+                else:  # undeclared: a directory beside directory inputs is taken as one
+                    rank_dir = any_dir and (v.is_dir() or not v.suffix)
+                (dirs if rank_dir else files).append(v)
+    return inputs, files, dirs

@@ -1,0 +1,550 @@
+"""Nsight Systems SQLite export -> Chrome JSON in Kineto conventions, streamed row by row.
+
+``nsys export --type sqlite`` writes CUPTI activity tables (kernels, copies, sets, CUDA
+API calls) and NVTX ranges with integer ns timestamps and names in ``StringIds``. Kernels,
+copies and sets go on pid = device, tid = stream with Kineto's args; API calls and NVTX
+ranges (``user_annotation``) on their CPU threads; ``ac2g`` flows link a launch to its GPU
+op by correlation id. Rows come out of sqlite3 cursors in batches and are written as they
+come (no table of the whole export in memory); timestamps are written as µs with exactly
+three decimals from the integer ns, so nothing is rounded.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import gzip
+import os
+import re
+import sqlite3
+import tempfile
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+
+from ..atomic import atomic_output
+from ..errors import TraceaugError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")  # older / newer exports
+BATCH = 4096  # rows per fetchmany
+GPU_SORT_BASE = 1 << 24  # Kineto's process_sort_index for GPU processes: after the CPU ones
+_VERSION_SUFFIX = re.compile(r"_v\d+$")  # cudaLaunchKernel_v7000 -> cudaLaunchKernel
+
+# nsys ENUM_CUDA_MEMCPY_OPER, in Kineto's short spelling (overridden by the file's own enum).
+COPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD",
+              7: "DtoA", 8: "DtoD", 9: "HtoH", 10: "PtoP"}
+# nsys ENUM_CUDA_MEM_KIND.
+MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed",
+             5: "Device Static", 6: "Managed Static", 7: "Unknown"}
+NVTX_RANGES = (59, 60)  # NvtxPushPopRange, NvtxStartEndRange
+NVTX_DOMAIN_CREATE = 75
+NVTX_THREAD_NAME = 39  # nvtxNameOsThread: nsys's MPI trace names the rank's thread "MPI Rank N"
+_MPI_RANK = re.compile(r"MPI Rank (\d+)")
+
+
+def is_sqlite(path: Path) -> bool:
+    """True when the file starts with SQLite's magic string."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def is_report(path: Path) -> bool:
+    """True for an Nsight Systems report (``.nsys-rep``, ``.qdrep``), which only nsys reads."""
+    return path.name.endswith(REPORT_SUFFIXES)
+
+
+def recorded_rank(path: Path) -> int | None:
+    """The MPI rank the export ``path`` records (``Export.mpi_rank``); None when it records
+    none or is no readable export (its load says why)."""
+    try:
+        with Export(path) as ex:
+            return ex.mpi_rank()
+    except TraceaugError:
+        return None
+
+
+def report_error(path: Path) -> TraceaugError:
+    """The one-line error for a ``.nsys-rep`` given where a trace is expected."""
+    return TraceaugError(f"{path}: an Nsight Systems report; export it first with "
+                         f"`nsys export --type sqlite {path.name}` and give traceaug the .sqlite")
+
+
+def us(ns: int) -> str:
+    """Integer ns as µs text with exactly three decimals (no float on the way)."""
+    if ns < 0:
+        return "-" + us(-ns)
+    return f"{ns // 1000}.{ns % 1000:03d}"
+
+
+def _pid(global_id: int) -> int:
+    return (global_id >> 24) & 0xFFFFFF
+
+
+def _tid(global_id: int) -> int:
+    return global_id & 0xFFFFFF
+
+
+def _js(value) -> str:
+    return orjson.dumps(value).decode()
+
+
+class Export:
+    """An Nsight Systems SQLite export opened read-only, with the tables it has."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        if is_report(self.path):
+            raise report_error(self.path)
+        if not self.path.is_file():
+            raise TraceaugError(f"{self.path}: no such file")
+        if not is_sqlite(self.path):
+            raise TraceaugError(f"{self.path}: not an SQLite file (expected `nsys export --type sqlite`)")
+        uri = "file:" + urllib.parse.quote(str(self.path.resolve())) + "?mode=ro"
+        try:
+            self.con = sqlite3.connect(uri, uri=True)
+            self.tables = {r[0] for r in self.con.execute(
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+        except sqlite3.Error as e:
+            raise TraceaugError(f"{self.path}: cannot read the SQLite file ({e})") from None
+        self.con.execute("PRAGMA temp_store = FILE")  # TEMP tables on disk: memory stays flat
+        self.meta_table = next((t for t in META_TABLES if t in self.tables), None)
+        if self.meta_table is None or "StringIds" not in self.tables:
+            self.con.close()
+            raise TraceaugError(f"{self.path}: not an Nsight Systems export (no {' or '.join(META_TABLES)} "
+                                "and StringIds tables)")
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Export:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def rows(self, sql: str) -> Iterator[tuple]:
+        """Rows of ``sql`` in batches, so no result is held whole."""
+        try:
+            cur = self.con.execute(sql)
+            while batch := cur.fetchmany(BATCH):
+                yield from batch
+        except sqlite3.Error as e:
+            raise TraceaugError(f"{self.path}: cannot read the export ({e})") from None
+
+    def texts(self, sql: str) -> Iterator[list[str]]:
+        """The first column of ``sql``'s rows, a batch at a time (a list per ``fetchmany``:
+        no Python step per row)."""
+        try:
+            cur = self.con.execute(sql)
+            while batch := cur.fetchmany(BATCH):
+                yield [text for (text,) in batch]
+        except sqlite3.Error as e:
+            raise TraceaugError(f"{self.path}: cannot read the export ({e})") from None
+
+    def execute(self, sql: str, rows: list[tuple] | None = None) -> None:
+        """A statement on the connection's TEMP schema (the export itself is read-only), once
+        or for each of ``rows``."""
+        try:
+            if rows is None:
+                self.con.execute(sql)
+            else:
+                self.con.executemany(sql, rows)
+        except sqlite3.Error as e:
+            raise TraceaugError(f"{self.path}: cannot read the export ({e})") from None
+
+    def columns(self, table: str) -> set[str]:
+        return {r[1] for r in self.rows(f'PRAGMA table_info("{table}")')}
+
+    def has_rows(self, table: str) -> bool:
+        return table in self.tables and any(True for _ in self.rows(f'SELECT 1 FROM "{table}" LIMIT 1'))
+
+    def metadata(self) -> dict[str, str]:
+        """The export's name/value metadata (product, schema version, input file...)."""
+        return dict(self.rows(f'SELECT name, value FROM "{self.meta_table}"'))
+
+    def enum(self, table: str, default: dict[int, str]) -> dict[int, str]:
+        """An ENUM_* table of newer exports (id -> its label, else name), else ``default``."""
+        have = self.columns(table) if table in self.tables else set()
+        text = "label" if "label" in have else "name"
+        if not {"id", text} <= have:
+            return default
+        return {**default, **dict(self.rows(f'SELECT id, {text} FROM "{table}"'))}
+
+    def mpi_rank(self) -> int | None:
+        """The MPI rank nsys recorded (its MPI trace names the rank's thread ``MPI Rank N``);
+        None without one, or when the export holds several."""
+        if "NVTX_EVENTS" not in self.tables:
+            return None
+        have = self.columns("NVTX_EVENTS")
+        text = "COALESCE(e.text, n.value)" if "textId" in have else "e.text"
+        join = "LEFT JOIN StringIds n ON n.id = e.textId" if "textId" in have else ""
+        sql = (f"SELECT DISTINCT {text} FROM NVTX_EVENTS e {join} "
+               f"WHERE e.eventType = {NVTX_THREAD_NAME} AND {text} GLOB 'MPI Rank [0-9]*'")
+        ranks = {int(m.group(1)) for (t,) in self.rows(sql) if (m := _MPI_RANK.fullmatch(t))}
+        return ranks.pop() if len(ranks) == 1 else None
+
+    def device_properties(self) -> list[dict]:
+        """Kineto's ``deviceProperties`` from TARGET_INFO_GPU."""
+        if "TARGET_INFO_GPU" not in self.tables:
+            return []
+        names = {"id": "id", "name": "name", "totalMemory": "totalGlobalMem",
+                 "computeMajor": "computeMajor", "computeMinor": "computeMinor",
+                 "maxThreadsPerBlock": "maxThreadsPerBlock", "maxRegistersPerBlock": "regsPerBlock",
+                 "threadsPerWarp": "warpSize", "maxShmemPerBlock": "sharedMemPerBlock",
+                 "maxShmemPerSm": "sharedMemPerMultiprocessor", "smCount": "numSms",
+                 "maxShmemPerBlockOptin": "sharedMemPerBlockOptin"}
+        have = [c for c in names if c in self.columns("TARGET_INFO_GPU")]
+        if "id" not in have:
+            return []
+        sql = "SELECT " + ", ".join(have) + " FROM TARGET_INFO_GPU ORDER BY id"
+        return [{names[c]: v for c, v in zip(have, row) if v is not None} for row in self.rows(sql)]
+
+
+def _lit(text: str) -> str:
+    """A SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _us(x: str) -> str:
+    """SQL: the integer ns expression ``x`` as µs text with exactly three decimals."""
+    return (f"CASE WHEN ({x}) >= 0 THEN printf('%d.%03d', ({x}) / 1000, ({x}) % 1000) "
+            f"ELSE printf('-%d.%03d', -({x}) / 1000, -({x}) % 1000) END")
+
+
+_SPEC = re.compile(r"%(?:%|T|[-+ #0]*\d*(?:\.\d+)?[a-zA-Z])")  # printf conversions, and %T
+
+
+def _printf(fmt: str, *args: str) -> str:
+    """SQL: ``printf(fmt, args...)`` where ``%T`` takes an integer ns expression and writes it
+    as µs with exactly three decimals (as ``_us``). When every such value is >= 0 (nsys's
+    timestamps and durations) one flat printf writes the row; else each goes through ``_us``."""
+    specs = [m.group() for m in _SPEC.finditer(fmt) if m.group() != "%%"]
+    if len(specs) != len(args):
+        raise ValueError(f"{fmt!r}: {len(specs)} conversions, {len(args)} arguments")
+    flat: list[str] = []
+    each: list[str] = []
+    for spec, arg in zip(specs, args):
+        flat += [f"({arg}) / 1000", f"({arg}) % 1000"] if spec == "%T" else [arg]
+        each.append(_us(arg) if spec == "%T" else arg)
+    times = [arg for spec, arg in zip(specs, args) if spec == "%T"]
+    slow = f"printf({_lit(fmt.replace('%T', '%s'))}, {', '.join(each)})"
+    if not times:
+        return slow
+    fast = f"printf({_lit(fmt.replace('%T', '%d.%03d'))}, {', '.join(flat)})"
+    return f"CASE WHEN {' AND '.join(f'({t}) >= 0' for t in times)} THEN {fast} ELSE {slow} END"
+
+
+def _pid_sql(g: str) -> str:
+    return f"(({g} >> 24) & 16777215)"
+
+
+def _tid_sql(g: str) -> str:
+    return f"({g} & 16777215)"
+
+
+def _case(expr: str, mapping: dict[int, str], default: str) -> str:
+    """SQL: ``mapping[expr]`` as text (``default`` for other values)."""
+    whens = " ".join(f"WHEN {k} THEN {_lit(v)}" for k, v in mapping.items())
+    return f"CASE {expr} {whens} ELSE {_lit(default)} END"
+
+
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+GPU_TABLES = {"kernel": "CUPTI_ACTIVITY_KIND_KERNEL", "gpu_memcpy": "CUPTI_ACTIVITY_KIND_MEMCPY",
+              "gpu_memset": "CUPTI_ACTIVITY_KIND_MEMSET"}
+NL = "\n"
+
+
+def _prepare_launches(ex: Export) -> bool:
+    """TEMP table ``_launch``: per (process, correlation id) the API call that launched it. nsys
+    may record a call twice (an outer row, eventClass 67 in 2022 exports, around CUPTI's own);
+    the innermost one (latest start) is the launch."""
+    if not ex.has_rows(RUNTIME):
+        return False
+    ex.execute("DROP TABLE IF EXISTS temp._launch")
+    # keyed by (corr, p) without a rowid: the groups go in in key order and a lookup is one
+    # b-tree search (no separate index); p is -1 for a row without a thread, which no join
+    # matches by p (as NULL did)
+    ex.execute("CREATE TEMP TABLE _launch (corr INTEGER NOT NULL, p INTEGER NOT NULL, start INTEGER, "
+               "gtid INTEGER, PRIMARY KEY (corr, p)) WITHOUT ROWID")
+    ex.execute(f"INSERT INTO _launch SELECT correlationId, IFNULL(globalTid >> 24, -1), MAX(start), "
+               f"globalTid FROM {RUNTIME} WHERE correlationId IS NOT NULL "
+               "GROUP BY correlationId, IFNULL(globalTid >> 24, -1)")
+    return True
+
+
+def _gpu_sql(ex: Export, cat: str, name: str, extra_fmt: str, extra_args: tuple[str, ...],
+             joins: str, launches: bool) -> str:
+    """SQL giving each GPU op of one table as Chrome JSON text, with its ac2g flow pair."""
+    t = GPU_TABLES[cat]
+    start, dur = "o.start", "(o.end - o.start)"
+    fmt = ('{"ph":"X","cat":"%s","name":%s,"pid":%d,"tid":%d,"ts":%T,"dur":%T,"args":{"device":%d,'
+           '"context":%d,"stream":%d,"correlation":%s' + extra_fmt + '}}')
+    text = _printf(fmt, _lit(cat), name, "o.deviceId", "o.streamId", start, dur, "o.deviceId",
+                   "o.contextId", "o.streamId", "COALESCE(o.correlationId, 'null')", *extra_args)
+    if not launches:
+        return f"SELECT {text} FROM {t} o {joins}"
+    flow = (',' + NL + '{"ph":"s","id":%d,"pid":%d,"tid":%d,"ts":%T,"cat":"ac2g","name":"ac2g"},' + NL
+            + '{"ph":"f","id":%d,"pid":%d,"tid":%d,"ts":%T,"cat":"ac2g","name":"ac2g","bp":"e"}')
+    flow_text = ("CASE WHEN l.gtid IS NULL THEN '' ELSE "
+                 + _printf(flow, "o.correlationId", _pid_sql("l.gtid"), _tid_sql("l.gtid"), "l.start",
+                           "o.correlationId", "o.deviceId", "o.streamId", start) + " END")
+    same = "AND l.p = o.globalPid >> 24" if "globalPid" in ex.columns(t) else ""
+    return (f"SELECT {text} || {flow_text} FROM {t} o {joins} "
+            f"LEFT JOIN _launch l ON l.corr = o.correlationId {same}")
+
+
+def _copy_args() -> tuple[str, tuple[str, ...]]:
+    bw = ("CASE WHEN o.end > o.start THEN printf('%.17g', o.bytes * 1.0 / (o.end - o.start)) "
+          "ELSE '0' END")  # bytes per ns = GB/s
+    return ',"bytes":%d,"memory bandwidth (GB/s)":%s', ("o.bytes", bw)
+
+
+def _kernels(ex: Export, launches: bool) -> Iterator[str]:
+    if not ex.has_rows(GPU_TABLES["kernel"]):
+        return
+    fmt = (',"queued":0,"registers per thread":%d,"shared memory":%d,'
+           '"grid":[%d,%d,%d],"block":[%d,%d,%d]')
+    args = ("o.registersPerThread", "o.staticSharedMemory + o.dynamicSharedMemory",
+            "o.gridX", "o.gridY", "o.gridZ", "o.blockX", "o.blockY", "o.blockZ")
+    yield from ex.texts(_gpu_sql(ex, "kernel", "json_quote(n.value)", fmt, args,
+                                 "JOIN StringIds n ON n.id = o.demangledName", launches))
+
+
+def _memcpys(ex: Export, launches: bool) -> Iterator[str]:
+    if not ex.has_rows(GPU_TABLES["gpu_memcpy"]):
+        return
+    kinds = {k: COPY_KINDS.get(k, _short_copy(v)) for k, v in ex.enum("ENUM_CUDA_MEMCPY_OPER", {}).items()}
+    mems = ex.enum("ENUM_CUDA_MEM_KIND", MEM_KINDS)
+    name = f"'Memcpy ' || {_case('o.copyKind', kinds | COPY_KINDS, 'Unknown')}"
+    if {"srcKind", "dstKind"} <= ex.columns(GPU_TABLES["gpu_memcpy"]):
+        name += (f" || ' (' || {_case('o.srcKind', mems, 'Unknown')} || ' -> ' || "
+                 f"{_case('o.dstKind', mems, 'Unknown')} || ')'")
+    fmt, args = _copy_args()
+    yield from ex.texts(_gpu_sql(ex, "gpu_memcpy", f"json_quote({name})", fmt, args, "", launches))
+
+
+def _short_copy(name: str) -> str:
+    """'Device-to-Host' -> 'DtoH' (a newer enum's spelling, for kinds Kineto has no name for)."""
+    parts = name.replace(" ", "").split("-to-")
+    return "to".join(p[:1] for p in parts) if len(parts) == 2 else name
+
+
+def _memsets(ex: Export, launches: bool) -> Iterator[str]:
+    if not ex.has_rows(GPU_TABLES["gpu_memset"]):
+        return
+    mems = ex.enum("ENUM_CUDA_MEM_KIND", MEM_KINDS)
+    kind = ("o.memKind" if "memKind" in ex.columns(GPU_TABLES["gpu_memset"]) else "NULL")
+    name = f"json_quote('Memset (' || {_case(kind, mems, 'Device')} || ')')"
+    fmt, args = _copy_args()
+    yield from ex.texts(_gpu_sql(ex, "gpu_memset", name, fmt, args, "", launches))
+
+
+def api_name(name: str) -> str:
+    """An API call's name without nsys's version suffix, as Kineto writes it."""
+    return _VERSION_SUFFIX.sub("", name)
+
+
+def _runtime(ex: Export, launches: bool) -> Iterator[str]:
+    if not ex.has_rows(RUNTIME):
+        return
+    heads = []
+    for name_id, name in ex.rows(f"SELECT n.id, n.value FROM StringIds n WHERE n.id IN "
+                                 f"(SELECT DISTINCT nameId FROM {RUNTIME})"):
+        clean = api_name(name)
+        cat = "cuda_driver" if clean.startswith("cu") and not clean.startswith("cuda") else "cuda_runtime"
+        heads.append((name_id, f'{{"ph":"X","cat":"{cat}","name":{_js(clean)},'))
+    ex.execute("DROP TABLE IF EXISTS temp._api")
+    ex.execute("CREATE TEMP TABLE _api (id INTEGER PRIMARY KEY, head TEXT)")
+    ex.execute("INSERT INTO _api VALUES (?, ?)", heads)
+    # an outer record of a call keeps its id under another key: one launch per correlation
+    args = ("CASE WHEN r.correlationId IS NULL THEN '' "
+            "WHEN l.start IS NULL THEN printf(',\"args\":{\"outer correlation\":%d}', r.correlationId) "
+            "ELSE printf(',\"args\":{\"correlation\":%d}', r.correlationId) END")
+    fmt = '%s"pid":%d,"tid":%d,"ts":%T,"dur":%T%s}'
+    text = _printf(fmt, "a.head", _pid_sql("r.globalTid"), _tid_sql("r.globalTid"), "r.start",
+                   "(r.end - r.start)", args)
+    sql = (f"SELECT {text} "
+           f"FROM {RUNTIME} r JOIN _api a ON a.id = r.nameId "
+           "LEFT JOIN _launch l ON l.corr = r.correlationId AND l.p = r.globalTid >> 24 "
+           "AND l.start = r.start")
+    yield from ex.texts(sql.replace('\\"', '"'))
+
+
+def _nvtx_where() -> str:
+    types = ", ".join(map(str, NVTX_RANGES))
+    return f"eventType IN ({types}) AND end IS NOT NULL AND globalTid IS NOT NULL"
+
+
+def _nvtx(ex: Export, launches: bool) -> Iterator[str]:
+    if not ex.has_rows("NVTX_EVENTS"):
+        return
+    have = ex.columns("NVTX_EVENTS")
+    domains = {}
+    if "domainId" in have:
+        domains = {d: ',"args":{"domain":' + _js(text) + "}" for d, text in ex.rows(
+            f"SELECT domainId, text FROM NVTX_EVENTS WHERE eventType = {NVTX_DOMAIN_CREATE} "
+            "AND text IS NOT NULL")}
+    args = _case("e.domainId", domains, "") if domains else "''"
+    text = "COALESCE(e.text, n.value, '')" if "textId" in have else "COALESCE(e.text, '')"
+    join = "LEFT JOIN StringIds n ON n.id = e.textId" if "textId" in have else ""
+    fmt = '{"ph":"X","cat":"user_annotation","name":%s,"pid":%d,"tid":%d,"ts":%T,"dur":%T%s}'
+    row = _printf(fmt, f"json_quote({text})", _pid_sql("e.globalTid"), _tid_sql("e.globalTid"),
+                  "e.start", "(e.end - e.start)", args)
+    sql = (f"SELECT {row} "
+           f"FROM NVTX_EVENTS e {join} WHERE {_nvtx_where().replace('eventType', 'e.eventType')}")
+    yield from ex.texts(sql)
+
+
+def _meta(name: str, pid, tid, args: dict) -> str:
+    return f'{{"name":"{name}","ph":"M","pid":{pid},"tid":{tid},"args":{_js(args)}}}'
+
+
+def _names(ex: Export, launches: bool) -> Iterator[str]:
+    """process_name / thread_name (and sort indexes) for the threads and streams with events."""
+    parts = []
+    if ex.has_rows(RUNTIME):
+        parts.append(f"SELECT globalTid FROM {RUNTIME} WHERE globalTid IS NOT NULL")
+    if ex.has_rows("NVTX_EVENTS"):
+        parts.append(f"SELECT globalTid FROM NVTX_EVENTS WHERE {_nvtx_where()}")
+    threads = sorted(g for (g,) in ex.rows(" UNION ".join(parts))) if parts else []
+    pids = {_pid(g) for g in threads}
+    procs: dict[int, str] = {}
+    if "PROCESSES" in ex.tables and pids:
+        for pid, name in ex.rows("SELECT pid, name FROM PROCESSES"):
+            if pid in pids and name:
+                procs[pid] = name
+    for pid in sorted(pids):
+        yield _meta("process_name", pid, 0, {"name": procs.get(pid, f"Process {pid}")})
+        yield _meta("process_labels", pid, 0, {"labels": "CPU"})
+        yield _meta("process_sort_index", pid, 0, {"sort_index": pid})
+    names: dict[int, str] = {}
+    if "ThreadNames" in ex.tables and threads:
+        sql = ("SELECT t.globalTid, n.value FROM ThreadNames t JOIN StringIds n ON n.id = t.nameId "
+               "ORDER BY t.priority")
+        names = dict(ex.rows(sql))
+    for gtid in threads:
+        name = names.get(gtid) or (procs.get(_pid(gtid)) if _pid(gtid) == _tid(gtid) else None)
+        yield _meta("thread_name", _pid(gtid), _tid(gtid), {"name": name or f"Thread {_tid(gtid)}"})
+    gpu = [f"SELECT deviceId, streamId FROM {t}" for t in GPU_TABLES.values() if ex.has_rows(t)]
+    streams = sorted(ex.rows(" UNION ".join(gpu))) if gpu else []
+    for dev in sorted({d for d, _ in streams}):
+        yield _meta("process_name", dev, 0, {"name": f"GPU {dev}"})
+        yield _meta("process_labels", dev, 0, {"labels": f"GPU {dev}"})
+        yield _meta("process_sort_index", dev, 0, {"sort_index": GPU_SORT_BASE + dev})
+    for dev, stream in streams:
+        yield _meta("thread_name", dev, stream, {"name": f"stream {stream}"})
+        yield _meta("thread_sort_index", dev, stream, {"sort_index": stream})
+
+
+def events(ex: Export) -> Iterator[tuple[list[str], bool]]:
+    """Every event of the export as Chrome JSON text, a batch of objects at a time, each batch
+    with whether its texts are one event each (a GPU op's text may carry its two flow events
+    on lines of their own); SQLite formats the rows, so Python only joins text."""
+    launches = _prepare_launches(ex)
+    for part in (_kernels, _memcpys, _memsets):
+        for batch in part(ex, launches):
+            yield batch, not launches
+    for part in (_runtime, _nvtx):
+        for batch in part(ex, launches):
+            yield batch, True
+    yield list(_names(ex, launches)), True
+
+
+def header(ex: Export) -> bytes:
+    """The top-level keys before ``traceEvents``: Kineto's schema, device properties and
+    ``distributedInfo.rank`` (the MPI rank nsys recorded, if it did), and what the export was."""
+    meta = ex.metadata()
+    source = {"file": ex.path.name, "table": ex.meta_table}
+    for key in ("PRODUCT_VERSION", "SCHEMA_VERSION"):
+        value = meta.get(f"EXPORT_{key}", meta.get(key))
+        if value is not None:
+            source[key.lower()] = value
+    rank = ex.mpi_rank()
+    dist = b"" if rank is None else b',\n"distributedInfo":' + orjson.dumps({"rank": rank})
+    return (b'{\n"schemaVersion":1,\n"deviceProperties":' + orjson.dumps(ex.device_properties())
+            + dist + b',\n"nsysExport":' + orjson.dumps(source) + b',\n"traceEvents":[\n')
+
+
+def write(ex: Export, out, flush_at: int = 1 << 20) -> int:
+    """Write the Chrome JSON of ``ex`` to the binary file ``out``; return the events written
+    (one per line: a GPU op's text carries its two flow events on lines of their own)."""
+    out.write(header(ex))
+    buf: list[str] = []
+    size = n = 0
+    written = False
+    for texts, single in events(ex):
+        if not texts:
+            continue
+        chunk = ",\n".join(texts)
+        n += len(texts) if single else chunk.count("\n") + 1
+        buf.append(chunk)
+        size += len(chunk)
+        if size >= flush_at:
+            written = _flush(out, buf, written)
+            buf, size = [], 0
+    _flush(out, buf, written)
+    out.write(b"\n]}\n")
+    return n
+
+
+def _flush(out, chunks: list[str], written: bool) -> bool:
+    """Write ``chunks`` comma-separated (after a comma when events came before); return
+    whether events have been written."""
+    if not chunks:
+        return written
+    out.write(((",\n" if written else "") + ",\n".join(chunks)).encode())
+    return True
+
+
+def convert(src: str | Path, dst: str | Path, hold: bool = True) -> int:
+    """Convert the export ``src`` into the Chrome JSON file ``dst`` (gzip when it ends in
+    ``.gz``), atomically and never over ``src``; return the number of JSON events written.
+    ``hold=False``: in place at once, even inside ``atomic.all_or_none`` (an input's
+    conversion, read by this same run)."""
+    src, dst = Path(src), Path(dst)
+    if dst.exists() and src.exists() and os.path.samefile(src, dst):
+        raise TraceaugError(f"{dst}: is the input; choose another output")
+    if dst.is_dir():
+        raise TraceaugError(f"{dst}: is a directory; give an output file")
+    if not dst.parent.is_dir():
+        raise TraceaugError(f"{dst}: no such directory {dst.parent}")
+    with Export(src) as ex, atomic_output(dst, hold=hold) as f:
+        if dst.name.endswith(".gz"):
+            with gzip.GzipFile(fileobj=f, mode="wb", compresslevel=3, mtime=0) as gz:
+                return write(ex, gz)
+        return write(ex, f)
+
+
+_CONVERTED: dict[tuple, Path] = {}
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
+
+
+def converted(src: Path) -> Path:
+    """A temporary Chrome JSON of the export ``src``, made once per process and removed when it
+    ends: how every command reads an nsys export."""
+    st = src.stat()
+    key = (str(src.resolve()), st.st_mtime_ns, st.st_size)
+    if key in _CONVERTED and _CONVERTED[key].exists():
+        return _CONVERTED[key]
+    fd, tmp = tempfile.mkstemp(prefix=f"{src.stem}.", suffix=".json")
+    os.close(fd)
+    out = Path(tmp)
+    atexit.register(_remove, out)
+    try:
+        convert(src, out, hold=False)  # this run reads it: not held until the run ends
+    except BaseException:
+        _remove(out)
+        raise
+    _CONVERTED[key] = out
+    return out

@@ -1,0 +1,122 @@
+"""``nsys stats`` CSV reports, read by header name (not column position).
+
+Three reports feed ``traceaug summary``: the kernel summary (``cuda_gpu_kern_sum``, older
+``gpukernsum``), the memory-operation time summary (``cuda_gpu_mem_time_sum``, older
+``gpumemtimesum``) and the NVTX ranges projected onto the GPU (``nvtx_gpu_proj_trace``).
+Times become integer ns whatever unit the header names; every problem is one error line
+naming the file (and the line).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import TraceaugError
+
+_UNIT = re.compile(r"^(?P<base>.*?)\s*(?:\((?P<unit>ns|us|μs|ms|s)\))?$")
+NS_PER = {None: 1, "ns": 1, "us": 1000, "μs": 1000, "ms": 1_000_000, "s": 1_000_000_000}
+
+# report -> {field: (accepted header names without unit, is a time)}
+REPORTS = {
+    "kernel_sum": {"total": (("Total Time",), True), "count": (("Instances", "Calls", "Count"), False),
+                   "name": (("Name",), None)},
+    "mem_time_sum": {"total": (("Total Time",), True), "count": (("Count", "Operations", "Instances"), False),
+                     "name": (("Operation", "Name"), None)},
+    "nvtx_proj_trace": {"duration": (("Projected Duration",), True), "name": (("Name", "Range"), None)},
+}
+TITLES = {"kernel_sum": "cuda_gpu_kern_sum", "mem_time_sum": "cuda_gpu_mem_time_sum",
+          "nvtx_proj_trace": "nvtx_gpu_proj_trace"}
+
+
+def _header(path: Path, row: list[str]) -> dict[str, tuple[int, int]]:
+    """Header cell -> (column, ns per unit), keyed by the name without its unit."""
+    out = {}
+    for i, cell in enumerate(row):
+        m = _UNIT.match(cell.strip().lstrip("\ufeff"))
+        out.setdefault(m.group("base"), (i, NS_PER[m.group("unit")]))
+    return out
+
+
+def _columns(path: Path, report: str, header: dict) -> dict[str, tuple[int, int]]:
+    cols = {}
+    for field, (names, _) in REPORTS[report].items():
+        found = next((header[n] for n in names if n in header), None)
+        if found is None:
+            raise TraceaugError(f"{path}: not an nsys stats {TITLES[report]} CSV "
+                                f"(no {' / '.join(repr(n) for n in names)} column)")
+        cols[field] = found
+    return cols
+
+
+def kind_of(path: Path) -> str:
+    """Which report a CSV is, from its header: kernel_sum, mem_time_sum or nvtx_proj_trace."""
+    with _open(path) as f:
+        row = next(csv.reader(f), None)
+    header = _header(path, row or [])
+    if "Projected Duration" in header:
+        return "nvtx_proj_trace"
+    if "Operation" in header:
+        return "mem_time_sum"
+    if "Name" in header and "Total Time" in header:
+        return "kernel_sum"
+    raise TraceaugError(f"{path}: not an nsys stats CSV this command reads (cuda_gpu_kern_sum, "
+                        "cuda_gpu_mem_time_sum, nvtx_gpu_proj_trace, gpukernsum)")
+
+
+def _open(path: Path):
+    try:
+        return open(path, newline="", encoding="utf-8")
+    except FileNotFoundError:
+        raise TraceaugError(f"{path}: no such file") from None
+    except OSError as e:
+        raise TraceaugError(f"{path}: cannot read ({e.strerror})") from None
+
+
+def _number(path: Path, line: int, column: str, text: str, scale: int, integral: bool) -> int:
+    try:
+        value = Decimal(text.strip().replace(",", "")) * scale
+    except InvalidOperation:
+        raise TraceaugError(f"{path}: line {line}: {column} is {text!r}, not a number") from None
+    if not value.is_finite() or value < 0 or (integral and value != value.to_integral_value()):
+        raise TraceaugError(f"{path}: line {line}: {column} is {text!r}, not a "
+                            f"{'count' if integral else 'duration'}")
+    return int(value.to_integral_value())
+
+
+def read(path: str | Path, report: str) -> dict[str, np.ndarray]:
+    """One report's rows in file order: ``name`` (object) and ``total`` + ``count`` (int64,
+    ns and instances) for the summaries, ``name`` + ``duration`` (ns) for NVTX ranges."""
+    path = Path(path)
+    spec = REPORTS[report]
+    with _open(path) as f:
+        try:
+            rows = csv.reader(f)
+            head = next(rows, None)
+            if head is None:
+                raise TraceaugError(f"{path}: empty file, expected an nsys stats {TITLES[report]} CSV")
+            cols = _columns(path, report, _header(path, head))
+            width = max(i for i, _ in cols.values()) + 1
+            out: dict[str, list] = {field: [] for field in spec}
+            for line, row in enumerate(rows, start=2):
+                if not row:
+                    continue
+                if len(row) < width:
+                    raise TraceaugError(f"{path}: line {line}: {len(row)} fields, expected at least {width}")
+                for field, (i, scale) in cols.items():
+                    cell = row[i]
+                    if spec[field][1] is None:
+                        out[field].append(cell)
+                    elif report == "nvtx_proj_trace" and cell.strip() in ("", "None"):
+                        out[field].append(-1)  # a range nsys could not project
+                    else:
+                        out[field].append(_number(path, line, spec[field][0][0], cell,
+                                                  scale, integral=spec[field][1] is False))
+        except (csv.Error, UnicodeDecodeError) as e:
+            raise TraceaugError(f"{path}: malformed CSV ({e})") from None
+    return {field: np.array(values, dtype=object if spec[field][1] is None else np.int64)
+            for field, values in out.items()}

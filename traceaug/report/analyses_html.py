@@ -1,0 +1,152 @@
+"""``traceaug report --html``: kernels, gaps, breakdowns and launches of every rank in one
+self-contained page (plotly charts, plotly.js inlined; works offline)."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+from ..analysis import breakdown as bd
+from ..analysis import gaps as gp
+from ..analysis import kernels as kn
+from ..analysis import launches as ln
+from ..analysis.gpu_steps import GpuOps
+from ..analysis.tables import Columns
+from ..atomic import atomic_output
+from ..commands.analyses import clip_names, concat, shown
+from .plotly_inline import BOOT, packed_plotly
+
+TYPES = ("computation", "communication", "memory")
+SEGMENTS = (("comp_only", "computation"), ("comm_only", "communication"), ("mem_only", "memory"),
+            ("comp_comm", "comp + comm"), ("comp_mem", "comp + mem"), ("comm_mem", "comm + mem"),
+            ("comp_comm_mem", "all three"), ("idle", "idle"))
+
+
+def _label(rank) -> str:
+    return "trace" if rank is None else f"rank {rank}"
+
+
+def _short(name: str, width: int = 60) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def _fig(data: list[dict], title: str, **layout) -> dict:
+    """A plotly figure as plain data (plotly.js draws it; no plotly import in Python)."""
+    return {"data": data, "layout": {"title": {"text": title}, **layout}}
+
+
+def _list(values) -> list:
+    return values.tolist() if hasattr(values, "tolist") else list(values)
+
+
+def analyses(ranks: list[GpuOps], step: int | None) -> dict[str, list[Columns]]:
+    """Each analysis the page shows, computed once per rank."""
+    return {"kernels": [kn.kernel_table(g, step) for g in ranks],
+            "pairs": [gp.stream_pairs(g, step) for g in ranks],
+            "stream_gaps": [gp.stream_gaps(g, step) for g in ranks],
+            "idle": [bd.idle_by_stream(g, step) for g in ranks],
+            "temporal": [bd.temporal(g, step) for g in ranks],
+            "launches": [ln.summary(ln.launch_table(g, step), g, step) for g in ranks]}
+
+
+def figures(ranks: list[GpuOps], a: dict[str, list[Columns]], top: int) -> list[tuple[str, dict]]:
+    """Every chart of the report, named, from ``analyses``."""
+    tables = a["kernels"]
+    n = len(ranks)
+    pies = [{"type": "pie", "labels": list(TYPES), "sort": False, "name": _label(g.rank),
+             "title": {"text": _label(g.rank)}, "domain": {"x": [i / n, (i + 1) / n]},
+             "values": [int(t["total"][t["type"] == typ].sum()) / 1e3 for typ in TYPES]}
+            for i, (g, t) in enumerate(zip(ranks, tables))]
+    out = [("kernel types", _fig(pies, "GPU time per kernel type (µs), per rank"))]
+    across = kn.across_ranks(tables)
+    for typ in TYPES:
+        rows = np.flatnonzero(across["type"] == typ)[:top]
+        if not len(rows):
+            continue
+        mean = across["mean_total"][rows] / 1e3
+        bar = {"type": "bar", "orientation": "h", "x": _list(mean),
+               "y": [_short(x) for x in across["name"][rows]],
+               "error_x": {"type": "data", "symmetric": False,
+                           "array": _list(across["max_total"][rows] / 1e3 - mean),
+                           "arrayminus": _list(mean - across["min_total"][rows] / 1e3)}}
+        out.append((f"top {typ}", _fig(
+            [bar], f"Top {typ} kernels: total µs (mean over ranks, bars min–max)",
+            yaxis={"autorange": "reversed"}, margin={"l": 420},
+            height=max(300, 26 * len(rows) + 120))))
+    gap = concat(a["pairs"]).get("gap", np.empty(0, np.int64))
+    gap_us = gap[gap > 0] / 1e3
+    edges = (np.geomspace(max(float(gap_us.min()), 1e-3), float(gap_us.max()) * 1.0001, 31)
+             if len(gap_us) else np.array([0.0, 1.0]))
+    counts = np.histogram(gap_us, bins=edges)[0]
+    out.append(("gap histogram", _fig(
+        [{"type": "bar", "x": [f"{a:.3g}–{b:.3g}" for a, b in zip(edges[:-1], edges[1:])],
+          "y": _list(counts)}],
+        "Idle gaps between ops on a stream (µs, log-spaced bins)",
+        xaxis={"title": {"text": "gap (µs)"}}, yaxis={"title": {"text": "gaps"}})))
+    idle = concat(a["idle"])
+    bars = []
+    for cat in ("host_wait", "kernel_wait", "other"):
+        m = idle["category"] == cat
+        bars.append({"type": "bar", "name": cat, "y": _list(idle["idle"][m] / 1e3),
+                     "x": [f"{_label(r)} stream {s}" for r, s in zip(idle["rank"][m], idle["stream"][m])]})
+    out.append(("idle breakdown", _fig(
+        bars, "Idle time per stream (µs): host wait / kernel wait / other", barmode="stack")))
+    temporal = concat(a["temporal"])
+    per_step = np.array([s is not None for s in temporal["step"]], bool)
+    x = [f"{_label(r)} step {s}" for r, s in zip(temporal["rank"][per_step], temporal["step"][per_step])]
+    bars = [{"type": "bar", "name": label, "x": x, "y": _list(temporal[col][per_step] / 1e3)}
+            for col, label in SEGMENTS]
+    out.append(("timeline", _fig(bars, "Busy and idle time per step in its GPU window (µs)",
+                                 barmode="stack")))
+    return out
+
+
+def _table(t: Columns, digits: int = 3) -> str:
+    t = shown(t, "table", full_names=False)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in t)
+    body = []
+    for row in zip(*(v.tolist() for v in t.values())):
+        cells = "".join(f"<td>{html.escape(f'{v:.{digits}f}' if isinstance(v, float) else str(v))}</td>"
+                        for v in row)
+        body.append(f"<tr>{cells}</tr>")
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+
+
+def write_report(ranks: list[GpuOps], path: Path, step: int | None = None, top: int = 10,
+                 title: str = "traceaug report") -> int:
+    """Write the page atomically; the number of charts."""
+    a = analyses(ranks, step)
+    figs = figures(ranks, a, top)
+    parts = ["<!doctype html><html><head><meta charset='utf-8'>",
+             f"<title>{html.escape(title)}</title>",
+             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;"
+             "font-size:12px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 6px;"
+             "text-align:right}.chart{min-height:300px}</style></head><body>",
+             f"<h1>{html.escape(title)}</h1>"]
+    specs = []
+    for i, (name, fig) in enumerate(figs):
+        parts.append(f"<div class='chart' id='chart{i}' data-chart='{html.escape(name)}'></div>")
+        specs.append(fig)
+    summary = a["launches"]
+    sections = [("Temporal breakdown per step", concat(a["temporal"])),
+                ("Idle breakdown per stream", concat(a["idle"])),
+                ("Top kernels", concat([{k: v[:top] for k, v in t.items()} for t in a["kernels"]])),
+                ("Gaps per stream", concat(a["stream_gaps"])),
+                ("Launch summary", {k: np.array([r[k] for r in summary],
+                                                dtype=object if k == "rank" else None)
+                                    for k in summary[0]})]
+    for name, t in sections:
+        parts.append(f"<h2>{html.escape(name)}</h2>" + _table(clip_names(t, 60)))
+    parts.append(f"<script>{BOOT}</script>")
+    parts.append("<script>const FIGS = " + orjson.dumps(specs).decode().replace("</", "<\\/")
+                 + ";\nconst PLOTLY = \"" + packed_plotly() + "\";\n"
+                 "bootPlotly(PLOTLY, () => { FIGS.forEach((f, i) => Plotly.newPlot("
+                 "'chart' + i, f.data, f.layout, {responsive: true})); "
+                 "document.body.dataset.ready = '1'; });</script></body></html>")
+    with atomic_output(path, "w") as f:
+        f.write("\n".join(parts))
+    return len(figs)
+

@@ -1,0 +1,161 @@
+"""``traceaug critical-path``: the path as flow arrows and a "Critical path" lane per process.
+
+Arrows (``cat`` ``critical_path``) follow the path's jumps between events, the edges HTA
+draws: dependencies between top-level ops, launch delays, syncs (``--all-edges``: every
+such edge of the graph, the ones off the path in ``critical_path_graph``). Each arrow end
+sits where Perfetto's importer has its event on top of the thread's stack, so Perfetto binds
+it to that event and no other; Perfetto points every flow from the slice that starts first,
+so a sync arrow (GPU op -> the call that waited) shows from the call. The lane has one
+slice per segment of the path that takes time, named for its event, with its category in
+args.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..analysis import critical_path as cp
+from ..analysis.steps import shorten
+from .events import flow_events, flow_ids, slice_events, thread_name_events
+
+if TYPE_CHECKING:
+    from ..trace import Trace
+
+ARROW_KINDS = (cp.DEPENDENCY, cp.LAUNCH, cp.SYNC, cp.GPU_SYNC)
+CATEGORY = "critical_path"
+GRAPH_CATEGORY = "critical_path_graph"
+LANE_NAME = "Critical path"
+MARGIN_NS = 1000  # how far inside a free stretch an arrow end sits (at most half of it)
+
+
+def compute(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
+    """(summary data, events to splice): the path of the window ``options`` names."""
+    gap_us = options.get("max_gap_us", cp.MAX_KERNEL_GAP_NS / 1000)
+    result = cp.analyse(trace, options.get("step"), options.get("annotation"),
+                        options.get("instance", 0), not options.get("hta_weights", False),
+                        None if not gap_us else round(gap_us * 1000))
+    summary = result.summary(options.get("top", 10))
+    events = lane_events(trace, result) + arrow_events(trace, result, options.get("all_edges", False))
+    summary["events"] = len(events)
+    return summary, events
+
+
+# ----- the lane ---------------------------------------------------------------------------------
+def segments(result: cp.Result) -> dict[str, np.ndarray]:
+    """The path's timed edges, consecutive ones of one event and category merged: ``pid, ts,
+    dur, name, category`` (engine ns; names without template and argument lists: a kernel's
+    full name can take kilobytes, and the op itself sits beside the lane)."""
+    e = result.edges
+    timed = np.flatnonzero(e["weight"] > 0)
+    start = (e["end"] - e["weight"])[timed]
+    end = e["end"][timed]
+    ev, cat, pid = e["event"][timed], e["category"][timed], e["pid"][timed]
+    new = np.ones(len(timed), bool)
+    new[1:] = (ev[1:] != ev[:-1]) | (cat[1:] != cat[:-1]) | (start[1:] != end[:-1])
+    first = np.flatnonzero(new)
+    last = np.r_[first[1:] - 1, len(timed) - 1] if len(first) else first
+    short = {n: shorten(n) if isinstance(n, str) else str(n)
+             for n in set(e["event_name"][timed][first].tolist())}
+    return {"pid": pid[first], "ts": start[first], "dur": end[last] - start[first],
+            "name": np.array([short[n] for n in e["event_name"][timed][first].tolist()], dtype=object),
+            "category": cat[first]}
+
+
+def lane_events(trace: Trace, result: cp.Result) -> list[bytes]:
+    """A "Critical path" thread in each process with path segments, one slice per segment."""
+    seg = segments(result)
+    if not len(seg["ts"]):
+        return []
+    lanes = lane_tids(trace, sorted(set(seg["pid"].tolist())))
+    tid = np.array([lanes[p] for p in seg["pid"].tolist()], np.int64)
+    args = [{"category": c} for c in seg["category"].tolist()]
+    out = thread_name_events(list(lanes), list(lanes.values()), LANE_NAME, sort_index=-1)
+    return out + slice_events(seg["pid"], tid, seg["ts"], seg["dur"], seg["name"], CATEGORY, args,
+                              base_ns=trace.base_ns)
+
+
+def lane_tids(trace: Trace, pids: list[int]) -> dict[int, int]:
+    """A thread id unused in each process: one above its largest below 2**31 - 1 (a tid the UI
+    reads as it is; Kineto's tid -1 arrives as 4294967295)."""
+    if not pids:
+        return {}
+    c = trace.columns("SELECT p.pid, MAX(t.tid) AS tid FROM thread t JOIN process p USING (upid) "
+                      f"WHERE p.pid IN ({', '.join(map(str, pids))}) AND t.tid < {2**31 - 2} "
+                      f"AND t.name IS NOT '{LANE_NAME}' "  # not the lane of a run before
+                      "GROUP BY p.pid")
+    top = dict(zip(c["pid"].tolist(), c["tid"].tolist()))
+    return {p: max(int(top.get(p) or 0), 0) + 1 for p in pids}
+
+
+# ----- the arrows -------------------------------------------------------------------------------
+def arrow_events(trace: Trace, result: cp.Result, all_edges: bool) -> list[bytes]:
+    """Flow arrows along the path's jumps (and, with ``all_edges``, the graph's other ones)."""
+    g = result.graph
+    path = np.zeros(len(g.src), bool)
+    path[result.path] = True
+    on = np.isin(g.kind, ARROW_KINDS)
+    chosen = np.flatnonzero(on if all_edges else on & path)
+    chosen = chosen[_bindable(g, chosen)]
+    if not len(chosen):
+        return []
+    src, dst = g.src[chosen], g.dst[chosen]
+    src_ts = bind_points(trace, g, src)
+    dst_ts = bind_points(trace, g, dst)
+    ev = g.ev
+    cats = np.where(path[chosen], CATEGORY, GRAPH_CATEGORY)
+    args = [{"type": cp.EDGE_KINDS[k], "weight_us": w / 1000, "critical": bool(c)}
+            for k, w, c in zip(g.kind[chosen].tolist(), g.weight[chosen].tolist(),
+                               path[chosen].tolist())]
+    ids = flow_ids(trace, len(chosen))
+    out: list[bytes] = []
+    for cat in (CATEGORY, GRAPH_CATEGORY):
+        m = cats == cat
+        if not m.any():
+            continue
+        out += flow_events(ev["pid"][src[m] // 2], ev["tid"][src[m] // 2], src_ts[m],
+                           ev["pid"][dst[m] // 2], ev["tid"][dst[m] // 2], dst_ts[m], ids[m], cat,
+                           CATEGORY, [a for a, k in zip(args, m.tolist()) if k],
+                           base_ns=trace.base_ns)
+    return out
+
+
+def _bindable(g: cp.Graph, edges: np.ndarray) -> np.ndarray:
+    """Edges both of whose events take time (an arrow cannot bind to an empty slice)."""
+    ev = g.ev
+    dur = ev["dur"].astype(np.int64)
+    return (dur[g.src[edges] // 2] > 0) & (dur[g.dst[edges] // 2] > 0)
+
+
+def bind_points(trace: Trace, g: cp.Graph, nodes: np.ndarray) -> np.ndarray:
+    """For each node, a time at which Perfetto binds an arrow to its event (``_free_point``;
+    engine ns)."""
+    ev = g.ev
+    events = nodes // 2
+    at_start = nodes % 2 == 0
+    ts = ev["ts"][events].astype(np.int64)
+    end = ts + ev["dur"][events].astype(np.int64)
+    ids = np.unique(ev["id"][events])
+    kids = trace.columns("SELECT parent_id, ts, dur FROM slice WHERE dur >= 0 AND parent_id IN "
+                         f"({', '.join(map(str, ids.tolist()))}) ORDER BY parent_id, ts")
+    by_parent: dict[int, list[tuple[int, int]]] = {}
+    for p, s, d in zip(kids["parent_id"].tolist(), kids["ts"].tolist(), kids["dur"].tolist()):
+        by_parent.setdefault(int(p), []).append((int(s), int(s) + int(d)))
+    out = np.empty(len(nodes), np.int64)
+    for i, (eid, s, e, first) in enumerate(zip(ev["id"][events].tolist(), ts.tolist(), end.tolist(),
+                                                at_start.tolist())):
+        out[i] = _free_point(s, e, by_parent.get(int(eid), []), first)
+    return out
+
+
+def _free_point(start: int, end: int, children: list[tuple[int, int]], first: bool) -> int:
+    """A point of the event where Perfetto's importer has it on top of its thread's stack:
+    before its first child begins (an ended child stays on the stack until the next slice on
+    the thread begins). MARGIN_NS (or half that stretch) from the stretch's start for a start
+    node, from its end for an end node."""
+    a, b = start, (children[0][0] if children else end)
+    if b <= a:  # a child begins with it: the child would take the arrow either way
+        return start
+    step = min((b - a) // 2, MARGIN_NS)
+    return a + step if first else b - step

@@ -173,7 +173,7 @@ def test_stdin_in_and_stdout_out(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.stderr
     out = json.loads(res.stdout_bytes)  # only the trace on stdout; the summary on stderr
     names = {e.get("name") for e in out["traceEvents"]}
-    assert {"Queue length", "Memory bandwidth (GB/s)"} <= names and "wrote stdout" in res.stderr
+    assert {"Queue length", "Bandwidth (GB/s)"} <= names and "wrote stdout" in res.stderr
     assert data[data.index(b'"traceEvents": [') + 16:] in res.stdout_bytes
 
 

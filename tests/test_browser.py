@@ -87,7 +87,7 @@ def is_b_process(name: str) -> bool:
 
 def is_counters_track(name: str) -> bool:
     """The traceaug-style tracks `traceaug counters` adds (SQL: GLOB 'Queue length*' OR ...)."""
-    return name.startswith(("Queue length", "Memory bandwidth"))
+    return name.startswith(("Queue length", "Bandwidth (GB/s)"))
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ class Case:
 
 CASES = [
     Case("counters-a100", "kineto/a100_rank0_of16_6streams.json.gz", counters_command, is_counters_track,
-         screenshot=SCREENSHOT, pin="Queue length stream 7"),
+         screenshot=SCREENSHOT, pin="Queue length stream   7"),
     Case("counters-b200", "kineto/b200_rank0_of8_allgather.json.gz", counters_command, is_counters_track),
     Case("counters-v100", "kineto/diff/v100_resnet50_2021/a/worker0.1623143089861.pt.trace.json.gz",
          counters_command, is_counters_track),

@@ -30,7 +30,7 @@ def server():
     proc = subprocess.Popen([sys.executable, "-m", "traceaug", "open", str(trace), "--no-browser"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stderr.readline()
-    m = re.search(r"(http://127\.0\.0\.1:(\d+))/#!/\?url=(\S+)", line)
+    m = re.search(r"(http://127\.0\.0\.1:(\d+))/#!/\?url=([^&\s]+)", line)  # then &startupCommands
     assert m, line
     yield proc, m.group(1), urllib.request.unquote(m.group(3)), trace
     if proc.poll() is None:

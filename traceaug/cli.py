@@ -242,11 +242,14 @@ def _series(value: str) -> tuple[str, ...]:
               help="Format of the summary printed on stdout.")
 @click.option("--summary-only", is_flag=True, help="Print the summary; write no trace.")
 @click.option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done.")
+@click.option("--keep-bytes", is_flag=True,
+              help="Keep every original byte. By default events the Perfetto UI would drop "
+                   "(partly overlapping, on negative thread ids) are moved so that it shows them.")
 @_open_options
 @click.pass_context
 def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style: str,
-             rank: int | None, fmt: str, summary_only: bool, open_ui: bool, port: int,
-             no_browser: bool) -> None:
+             rank: int | None, fmt: str, summary_only: bool, open_ui: bool, keep_bytes: bool,
+             port: int, no_browser: bool) -> None:
     """Write OUT: a copy of IN with memory-bandwidth and queue-length counter tracks.
 
     IN and OUT may be directories of per-rank traces (one output per rank, same names);
@@ -257,7 +260,7 @@ def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style:
     from .commands.counters import run
 
     text = run(src, None if summary_only else dst, _series(series), style, rank, fmt,
-               prefetched=prefetched,
+               prefetched=prefetched, keep_bytes=keep_bytes,
                open_ui={"port": port, "browser": not no_browser} if open_ui else False,
                **_options(ctx))
     _print_summary(text, dst)

@@ -35,14 +35,20 @@ def render_records(records: list[dict], fmt: str) -> str:
         width = max(len(k) for k in r)
         for k, v in r.items():
             if isinstance(v, list):
-                v = ", ".join(map(str, v)) if k != "warnings" else ("none" if not v else "")
+                v = ", ".join(map(str, v)) if k not in LISTED else ("none" if not v else "")
             elif _missing(v):
                 v = MISSING
             lines.append(f"{k:<{width}}  {v}")
-        for w in r.get("warnings", []):
-            lines.append(f"  warning: {w}")
+        for key, label in LISTED.items():
+            for w in r.get(key, []):
+                lines.append(f"  {label}: {w}")
         lines.append("")
     return "\n".join(lines)
+
+
+# List fields of a record printed one item a line (``info``: traceaug's engine warnings, and what
+# the Perfetto UI loses opening the file as it is), with the label of each line.
+LISTED = {"warnings": "warning", "perfetto_ui": "in the Perfetto UI"}
 
 
 def render_columns(columns: dict[str, Sequence], fmt: str, digits: int = 4) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..read import ui_import
 from ..trace import Trace
 
 KIND_COUNTS = {
@@ -24,8 +25,26 @@ def warnings(trace: Trace) -> list[str]:
             f" = {int(value)} ({source})" for name, idx, severity, source, value in rows]
 
 
+def ui_warnings(trace: Trace) -> list[str]:
+    """What the Perfetto UI loses opening the file as it is (``read.ui_import.as_is``; traceaug's
+    own loads keep those events, and a rewriter's output moves them unless --keep-bytes)."""
+    if trace.plan is None:
+        return []
+    lost = ui_import.as_is(trace.plan.ui, trace.plan.base_ns)
+    out = []
+    if lost["dropped"]:
+        out.append(f"data_loss: slice_drop_overlapping_complete_event = {lost['dropped']} "
+                   "(complete events partly overlapping on their thread)")
+    if lost["negative_tid_slices"]:
+        out.append(f"{lost['negative_tid_slices']} complete events on "
+                   f"{lost['negative_tid_threads']} negative thread ids folded into their "
+                   "process's main thread")
+    return out
+
+
 def info(trace: Trace) -> dict:
-    """Devices, rank, steps, span, event counts, streams and engine warnings."""
+    """Devices, rank, steps, span, event counts, streams, engine warnings and what the
+    Perfetto UI loses opening the file as it is."""
     trace.include("traceaug.kineto")
     kinds = trace.columns("SELECT kind, COUNT(*) AS n FROM traceaug_event GROUP BY kind")
     by_kind = dict(zip(kinds["kind"].tolist(), kinds["n"].tolist()))
@@ -53,4 +72,5 @@ def info(trace: Trace) -> dict:
         out[key] = int(by_kind.get(kind, 0))
     out["streams"] = [f"{int(d)}:{s}" for d, s in pairs]
     out["warnings"] = warnings(trace)
+    out["perfetto_ui"] = ui_warnings(trace)
     return out

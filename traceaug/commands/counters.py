@@ -75,7 +75,9 @@ COUNTERS = pipeline.Rewriter(name="counters", kind="gpu", compute=compute, summa
 
 def run(src: Path, dst: str | Path | None, series: tuple[str, ...], style: str, rank: int | None,
         fmt: str, tp_bin: str | None = None, prefetched: Prefetched | None = None,
-        open_ui: bool | dict = False) -> str:
-    """``counters`` over every target, through the pipeline; the formatted summary."""
+        open_ui: bool | dict = False, keep_bytes: bool = False) -> str:
+    """``counters`` over every target, through the pipeline; the formatted summary.
+    ``keep_bytes``: every original byte kept (else the UI shows every event: ``rewrite.visible``)."""
     return pipeline.run(COUNTERS, src, dst, {"series": list(series), "style": style}, rank=rank,
-                        fmt=fmt, tp_bin=tp_bin, prefetched=prefetched, open_ui=open_ui)
+                        fmt=fmt, tp_bin=tp_bin, prefetched=prefetched, open_ui=open_ui,
+                        keep_bytes=keep_bytes)

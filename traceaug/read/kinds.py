@@ -17,6 +17,7 @@ from dataclasses import dataclass
 # reads it; metadata, counter and instant events keep all of theirs.
 KINETO_ARGS = frozenset({
     "correlation", "correlation id", "device", "stream", "bytes", "memory bandwidth (GB/s)",
+    "traceaug_tid", "traceaug_lane",  # on events a rewriter moved to overlap lanes (base.sql)
 })
 # What the critical path reads of sync events and of the ops around them, besides those.
 # Not "External id", "Record function id" or "Ev Idx": no analysis reads them, and on every

@@ -70,12 +70,13 @@ def _tops(ts: np.ndarray, end: np.ndarray, open_below: np.ndarray) -> np.ndarray
 
 
 def assign_lanes(key: np.ndarray, ts: np.ndarray, dur: np.ndarray,
-                 seq: np.ndarray) -> dict[int, int]:
-    """Map event sequence number -> lane (1, 2, ...) for events Perfetto would drop."""
+                 seq: np.ndarray, rounds: int | None = None) -> dict[int, int]:
+    """Map event sequence number -> lane (1, 2, ...) for events Perfetto would drop
+    (``rounds=1``: only the events it drops from their own thread, all on lane 1)."""
     lanes: dict[int, int] = {}
     idx = np.lexsort((seq, -dur, ts, key))
     lane = 1
-    while len(idx):
+    while len(idx) and (rounds is None or lane <= rounds):
         dropped = _drops(key[idx], ts[idx], ts[idx] + dur[idx])
         if not dropped.any():
             break

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from . import chunks, pass1, source
+from . import chunks, pass1, source, ui_import
 from .kinds import LoadKind, kind_of
 from .lanes import assign_lanes
 from .rebase import BelowBase, Rebase, fix_negative_tids
@@ -51,6 +51,7 @@ class Plan:
     chunk_first_seq: list[int] = field(default_factory=list)
     lane_threads: dict[tuple, str] = field(default_factory=dict)  # (pid, tid, lane) -> name
     thread_names: dict[tuple, str] = field(default_factory=dict)
+    ui: ui_import.Columns = field(default_factory=ui_import.Columns)  # what the UI imports
 
     moved_slices: int = 0
     moved_flows: int = 0
@@ -138,12 +139,14 @@ def _plan(path: Path, on_progress, kind: LoadKind, workers: int, rebase: Rebase)
     spans: list[tuple[int, int]] = []
     seq = 0
     layout = None
+    ui = ui_import.Columns()
     for r in results:
         if isinstance(r, chunks.Layout):
             layout = r
             break
         first_seqs.append(seq)
         cols.merge(r, seq)
+        ui.merge(r.ui_keys, r.ui_x, r.ui_flows, r.parsed)
         names.update(r.names)
         if held is not None:
             held.append(r.held)
@@ -156,6 +159,7 @@ def _plan(path: Path, on_progress, kind: LoadKind, workers: int, rebase: Rebase)
     layout.has_events = layout.has_events or seq > 0
     p = Plan(path=path, layout=layout, rebase=rebase, kind=kind.name, held=held, events=seq,
              chunk_first_seq=first_seqs, thread_names=names, exact_chunks=exact_chunks,
+             ui=ui,
              span_ns=(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None)
     _place(p, cols)
     return p
@@ -229,7 +233,7 @@ def _move(text: bytes, first_seq: int, p: Plan) -> bytes:
                 if not isinstance(args, dict):
                     args = ev["args"] = {}
                 args["traceaug_lane"] = lane
-                args["traceaug_tid"] = tid
+                args.setdefault("traceaug_tid", tid)  # a lane's event moved again keeps its thread
         return orjson.dumps(events)[1:-1]
 
 

@@ -49,6 +49,13 @@ class ChunkResult:
     span: tuple[int, int] | None = None  # a subset load: the span of every timed event
     error: str | None = None  # the chunk did not parse
     below_base: bool = False  # a timestamp lies below the rebase's base (``BelowBase``)
+    parsed: int = 0  # every event of the chunk, kept or not
+    # What the Perfetto UI imports from the file as it is (read.ui_import), whatever the load
+    # keeps: raw (pid, tid) keys, int64 rows (key, ts ns, dur ns, index in chunk) of every
+    # complete event and (key, ts ns, index in chunk) of every flow event.
+    ui_keys: list = field(default_factory=list)
+    ui_x: bytes = b""
+    ui_flows: bytes = b""
 
 
 class Unconfirmed(Exception):
@@ -90,6 +97,25 @@ def _column_rows(events: list, ts: np.ndarray, seqs: np.ndarray, keys: dict, ext
         cols = [c.astype(np.int64) if c.dtype.kind == "f" else c for c in cols]
     rows = np.column_stack([*cols, seqs])
     return rows[valid]
+
+
+def _engine_keys(ui_keys: dict, keys: dict, full: bool) -> np.ndarray:
+    """Raw (pid, tid) key -> the engine's key in ``keys`` (negative tids unsigned unless
+    ``full``: a full load's text fix comes in pass 2); -1 stays -1."""
+    pairs = [(pid, unsigned_tid(tid) if not full and tid.__class__ is int else tid)
+             for pid, tid in ui_keys]
+    return np.array([keys.setdefault(k, len(keys)) for k in pairs] + [-1], dtype=np.int64)
+
+
+def _kept_rows(rows: np.ndarray, to_engine: np.ndarray, drop: np.ndarray, seq_of: np.ndarray
+               ) -> np.ndarray:
+    """The rows (key, ..., index in chunk) of the events the load keeps, as the engine sees
+    them: its keys and sequence numbers."""
+    at = rows[:, -1]
+    kept = rows[~drop[at]]
+    kept[:, 0] = to_engine[kept[:, 0]]
+    kept[:, -1] = seq_of[kept[:, -1]]
+    return kept
 
 
 class BadValue(ValueError):
@@ -184,6 +210,15 @@ def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None) -> 
     drop = np.zeros(len(events), dtype=bool) if kind.flows else is_flow.copy()
     if kind.subset:
         drop |= ~_subset_keeps(events, phases, kind)
+    if ts is None:
+        ts = top_level_ts(events)
+    index = np.arange(len(events))
+    is_x = ph == "X"
+    ui_keys: dict = {}  # before negative tids are changed below: the UI sees them as written
+    ui_x = _column_rows([events[i] for i in index[is_x].tolist()], ts[is_x], index[is_x], ui_keys,
+                        "dur")
+    ui_flows = _column_rows([events[i] for i in index[is_flow].tolist()], ts[is_flow],
+                            index[is_flow], ui_keys, None)
     if not drop.any():
         kept, seq_of = events, np.arange(len(events), dtype=np.int64)
     else:
@@ -193,18 +228,11 @@ def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None) -> 
         for ev in [e for e in kept if e.__class__ is dict and e.get("tid").__class__ is int
                    and e["tid"] < 0]:
             ev["tid"] = unsigned_tid(ev["tid"])
-    if ts is None:
-        ts = top_level_ts(events)
-    index = np.arange(len(events))
-    is_x = ph == "X"
-    x_at = index[is_x & ~drop]
-    x_events = [events[i] for i in x_at.tolist()]
+    x_events = [events[i] for i in index[is_x & ~drop].tolist()]
     keys: dict = {}
-    x = _column_rows(x_events, ts[x_at], seq_of[x_at], keys, "dur")
-    flows = np.empty((0, 3), dtype=np.int64)
-    if kind.flows and is_flow.any():
-        f_at = index[is_flow]
-        flows = _column_rows([events[i] for i in f_at.tolist()], ts[f_at], seq_of[f_at], keys, None)
+    to_engine = _engine_keys(ui_keys, keys, full)
+    x = _kept_rows(ui_x, to_engine, drop, seq_of)
+    flows = _kept_rows(ui_flows, to_engine, drop, seq_of) if kind.flows else ui_flows[:0]
     if kind.args is not None:
         keep, whole = kind.args, kind.whole_args
         for ev in x_events:
@@ -227,7 +255,9 @@ def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None) -> 
                               for i in range(0, len(kept), SEGMENT)]
     return ChunkResult(events=len(kept), keys=list(keys), x=x.tobytes(), flows=flows.tobytes(),
                        names=names, held=held,
-                       span=_span(events, phases, ph, ts) if kind.subset else None)
+                       span=_span(events, phases, ph, ts) if kind.subset else None,
+                       parsed=len(events), ui_keys=list(ui_keys), ui_x=ui_x.tobytes(),
+                       ui_flows=ui_flows.tobytes())
 
 
 def _parse(text: bytes, tail: bool, layout: chunks.Layout) -> list:

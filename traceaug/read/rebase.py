@@ -184,8 +184,6 @@ class Rebase:
 
 
 _NEGATIVE_TID = re.compile(rb'("tid"\s*:\s*)-(\d+)')
-# Every way ``:\s*-`` can start: "-" right after the colon or after one space, or more white space.
-_COLON_MINUS = (b":-", b": -", b":  ", b": \t", b": \n", b": \r", b":\t", b":\n", b":\r")
 
 
 def unsigned_tid(tid: int) -> int:
@@ -196,9 +194,20 @@ def unsigned_tid(tid: int) -> int:
 
 def fix_negative_tids(text: bytes) -> bytes:
     """Rewrite every negative integer ``tid`` to its unsigned 32-bit value."""
-    if not any(n in text for n in _COLON_MINUS):
-        return text  # no ``:`` then white space then ``-`` anywhere: a cheap check first
-    if not _NEGATIVE_TID.search(text):
-        return text
-    return _NEGATIVE_TID.sub(
-        lambda m: m.group(1) + str(unsigned_tid(-int(m.group(2)))).encode(), text)
+    return fix_negative_tids_shifted(text)[0]
+
+
+def fix_negative_tids_shifted(text: bytes) -> tuple[bytes, list[tuple[int, int]]]:
+    """``fix_negative_tids``, and where it moved the text: per rewritten tid, its end in
+    ``text`` and the total length change up to there (to map offsets into the result)."""
+    if not _NEGATIVE_TID.search(text):  # ~0.5 ms/MB (checking for ``: -`` first took 12)
+        return text, []
+    pieces, shifts, pos, delta = [], [], 0, 0
+    for m in _NEGATIVE_TID.finditer(text):
+        new = m.group(1) + str(unsigned_tid(-int(m.group(2)))).encode()
+        pieces += [text[pos : m.start()], new]
+        delta += len(new) - (m.end() - m.start())
+        shifts.append((m.end(), delta))
+        pos = m.end()
+    pieces.append(text[pos:])
+    return b"".join(pieces), shifts

@@ -1,9 +1,14 @@
 """``traceaug counters``: a copy of the trace with queue-length and bandwidth counter tracks.
 
 traceaug style: one track per stream (``Queue length stream 7``) and per copy
-kind (``Memory bandwidth (GB/s) HtoD``) in the GPU's process. ``hta`` style:
+kind (``Bandwidth (GB/s) HtoD``) in the GPU's process. ``hta`` style:
 HTA's exact event shapes (``Queue Length`` with ``id`` = stream, ``Memcpy BW``
 per copy name) for scripts built on HTA's output.
+
+The Perfetto UI (v52) lists a process's counter tracks by ``lower(name)`` and cuts titles
+longer than about 25 characters in a process group: stream numbers are padded with spaces
+to one width (``stream   7`` sorts before ``stream  25``; the UI shows one space) and the
+bandwidth tracks' names stay short (``Bandwidth (GB/s) Memset``).
 """
 
 from __future__ import annotations
@@ -17,6 +22,10 @@ if TYPE_CHECKING:
     from ..trace import Trace
 
 
+QUEUE = "Queue length"  # traceaug style: + " stream <n>" (padded)
+BANDWIDTH = "Bandwidth (GB/s)"  # traceaug style: + " <copy kind>"
+
+
 def counter_track_events(result: dict, base_ns: int, style: str) -> list[bytes]:
     """The counter events for every computed series."""
     hta = style == "hta"
@@ -26,14 +35,14 @@ def counter_track_events(result: dict, base_ns: int, style: str) -> list[bytes]:
             events += counter_events(result["queue"], base_ns, "Queue Length", "Queue Length", True,
                                      id_column=True)
         else:
-            events += counter_events(result["queue"], base_ns, "Queue length",
-                                     lambda s: f"stream {s}", False)
+            width = max((len(str(s)) for s in result["queue"]["key"].tolist()), default=0)
+            events += counter_events(result["queue"], base_ns, QUEUE,
+                                     lambda s: f"stream {s:>{width}}", False)
     if "bandwidth" in result:
         if hta:
             events += counter_events(result["bandwidth"], base_ns, lambda k: k, "Memcpy BW", True)
         else:
-            events += counter_events(result["bandwidth"], base_ns, "Memory bandwidth (GB/s)",
-                                     lambda k: k, False)
+            events += counter_events(result["bandwidth"], base_ns, BANDWIDTH, lambda k: k, False)
     return events
 
 

@@ -14,10 +14,17 @@ the others', so running a rewriter again replaces its own additions only.
 A ``Copy`` starts before its events are known: for gzip output a thread deflates
 the original text after the ``[`` (nearly all of it) while the caller computes the
 events, so that finishing deflates only the header and the added events.
+
+Unless ``keep_bytes``, the copy is one the Perfetto UI shows in full (``visible``): negative
+tids are made unsigned as the text streams, and the events the UI would drop are moved to
+lanes once the plan says which (``visible.apply`` sets ``Copy.edits``). The thread then
+deflates the text in independent segments of about ``SEGMENT`` bytes, so finishing deflates
+again only the segments that hold such events, from the input read again.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import os
@@ -37,9 +44,11 @@ from ..atomic import atomic_output
 from ..errors import TraceaugError
 from ..progress import Progress
 from ..read import chunks, source
-from . import pgzip
+from ..read.rebase import fix_negative_tids_shifted
+from . import pgzip, visible
 
 GZIP_LEVEL = 3
+SEGMENT = 1 << 20  # input bytes per independently deflated piece of the body
 
 
 def check_output(src: Path, dst: Path) -> None:
@@ -176,18 +185,47 @@ def _yield_to_others() -> None:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
 
 
+@dataclass
+class _Segment:
+    """One independently deflated piece of the body: its input bytes [start, end) (offsets
+    in the decompressed input), where its deflated bytes are in the body file, its output
+    length, the CRC-32 of the body's output up to its end, and where the tid fix changed
+    lengths (``rebase.fix_negative_tids_shifted``)."""
+
+    start: int
+    end: int
+    at: int
+    length: int
+    size: int
+    crc: int
+    shifts: list[tuple[int, int]]
+
+    def out(self, offset: int) -> int:
+        """Where input byte ``offset`` (in this segment, never inside a tid) is in its output."""
+        rel = offset - self.start
+        k = bisect.bisect_right(self.shifts, (rel, float("inf"))) - 1
+        return rel + (self.shifts[k][1] if k >= 0 else 0)
+
+
+def _deflate(text: bytes) -> bytes:
+    c = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
+    return c.compress(text) + c.flush(zlib.Z_SYNC_FLUSH)
+
+
 class _Body:
     """The original text after the event array's ``[``, deflated by a low-priority thread
-    into an unnamed temporary file beside the output (its CRC and length kept for the gzip
-    trailer)."""
+    into an unnamed temporary file beside the output: as one stream when its bytes are kept,
+    else (``fix_tids``: negative tids made unsigned) in segments that can be redone."""
 
-    def __init__(self, src: Path, directory: Path, skip: int = 0) -> None:
+    def __init__(self, src: Path, directory: Path, fix_tids: bool, skip: int = 0) -> None:
         self.src = src
+        self.fix_tids = fix_tids
         self.skip = skip  # bytes after the ``[`` left out: earlier additions being replaced
         self.file = tempfile.TemporaryFile(dir=directory)
         self.done = 0  # compressed input bytes read so far (progress)
         self.layout: chunks.Layout | None = None
         self.head = b""
+        self.segments: list[_Segment] = []
         self.crc, self.size = 0, 0
         self.error: BaseException | None = None
         self._stop = threading.Event()
@@ -199,19 +237,50 @@ class _Body:
         rest = None
         try:
             self.layout, self.head, rest = chunks.split_header(self._blocks())
-            deflate = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
-            for block in _skipped(rest, self.skip) if self.skip else rest:
+            if self.skip:
+                rest = _skipped(rest, self.skip)
+            if not self.fix_tids:
+                self._kept(rest)
+                return
+            offset = self.layout.events_start + self.skip
+            buf = bytearray()
+            for block in rest:
                 if self._stop.is_set():
                     break
-                self.crc = zlib.crc32(block, self.crc)
-                self.size += len(block)
-                self.file.write(deflate.compress(block))
-            self.file.write(deflate.flush())  # the member's final block
+                buf += block
+                if len(buf) >= SEGMENT:
+                    cut = buf.rfind(b",") + 1  # a tid is never cut in two
+                    if cut:
+                        self._add(bytes(buf[:cut]), offset)
+                        offset += cut
+                        del buf[:cut]
+            if buf and not self._stop.is_set():
+                self._add(bytes(buf), offset)
         except BaseException as e:  # reported by finish()
             self.error = e
         finally:
             if rest is not None:
                 rest.close()  # the input file, when stopped early
+
+    def _kept(self, rest: Iterator[bytes]) -> None:
+        """Every byte as it is, in one deflate stream ended with the member's final block."""
+        deflate = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
+        for block in rest:
+            if self._stop.is_set():
+                break
+            self.crc = zlib.crc32(block, self.crc)
+            self.size += len(block)
+            self.file.write(deflate.compress(block))
+        self.file.write(deflate.flush())
+
+    def _add(self, text: bytes, offset: int) -> None:
+        out, shifts = fix_negative_tids_shifted(text)
+        data = _deflate(out)
+        self.crc = zlib.crc32(out, self.crc)
+        self.size += len(out)
+        self.segments.append(_Segment(offset, offset + len(text), self.file.tell(), len(data),
+                                      len(out), self.crc, shifts))
+        self.file.write(data)
 
     def _blocks(self) -> Iterator[bytes]:
         def report(n: int) -> None:
@@ -226,10 +295,49 @@ class _Body:
         if self.error is not None:
             raise self.error
 
+    def redo(self, edits: visible.Edits | None) -> dict[int, tuple[int, bytes, int, int]]:
+        """Segments holding moved events, deflated again with the moves: first segment ->
+        (last segment, deflated bytes, CRC-32, output length)."""
+        if edits is None or not edits.chunks:
+            return {}
+        starts = [s.start for s in self.segments]
+        runs: list[list[int]] = []
+        for c in sorted(edits.chunks):
+            lo, hi = edits.ranges[c]
+            first = bisect.bisect_right(starts, lo) - 1
+            last = len(starts) - 1 if hi is None else bisect.bisect_left(starts, hi) - 1
+            if runs and first <= runs[-1][1]:
+                runs[-1][1] = max(runs[-1][1], last)
+            else:
+                runs.append([first, last])
+        out = {}
+        for a, b in runs:  # the run's output (inflated from the body file), the moves edited in
+            segs = self.segments[a : b + 1]
+            self.file.seek(segs[0].at)
+            text = zlib.decompressobj(-zlib.MAX_WBITS).decompress(
+                self.file.read(segs[-1].at + segs[-1].length - segs[0].at))
+            spans = [(c, _run_offset(segs, edits.ranges[c][0], False),
+                      len(text) if edits.ranges[c][1] is None
+                      else _run_offset(segs, edits.ranges[c][1], True))
+                     for c in sorted(edits.chunks)
+                     if segs[0].start <= edits.ranges[c][0] < segs[-1].end]
+            new = visible.move_in(text, spans, edits)
+            out[a] = (b, _deflate(new), zlib.crc32(new), len(new))
+        return out
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join()
         self.file.close()
+
+
+def _run_offset(segs: list[_Segment], offset: int, end: bool) -> int:
+    """Where input byte ``offset`` is in the output of the run of segments ``segs`` (``end``:
+    an offset at a segment's start is the end of the one before)."""
+    k = bisect.bisect_right([s.start for s in segs], offset) - 1
+    if end and k > 0 and offset == segs[k].start:
+        k -= 1
+    return sum(s.size for s in segs[:k]) + segs[k].out(offset)
 
 
 class Copy:
@@ -239,7 +347,8 @@ class Copy:
     ``command``: the rewriter's name, or its marker ``entry`` (name, version, options).
     ``prior``: what traceaug added to ``src`` before (``read_prior``, read here if None):
     the writing rewriter's earlier block is left out, the others' are kept.
-    ``keep_bytes``: every original byte as it was (today's only way)."""
+    ``keep_bytes``: every original byte as it was; else the copy is one the Perfetto UI shows
+    in full (negative tids unsigned, and the moves in ``edits``, set by ``visible.apply``)."""
 
     def __init__(self, src: Path, dst: Path, command: str | dict, prior: Prior | None = None,
                  keep_bytes: bool = True) -> None:
@@ -248,7 +357,8 @@ class Copy:
         self.entry = entry(command) if isinstance(command, str) else dict(command)
         self.prior = read_prior(self.src) if prior is None else prior
         self.keep_bytes = keep_bytes
-        self.body = (_Body(self.src, self.dst.parent, self.prior.skip)
+        self.edits: visible.Edits | None = None
+        self.body = (_Body(self.src, self.dst.parent, not keep_bytes, self.prior.skip)
                      if self.dst.name.endswith(".gz") else None)
 
     def finish(self, layout: chunks.Layout, events: list[bytes],
@@ -256,6 +366,11 @@ class Copy:
         """Write the copy with ``events`` (and other rewriters' earlier ones) after the ``[``;
         returns bytes written (raw)."""
         entries, blocks = self.prior.others(self.entry["name"])
+        if not self.keep_bytes and visible.changes(self.edits):  # its own entry and block
+            meta = b",".join(self.edits.metadata)
+            entries = [*entries, {**entry(visible.NAME), "events": len(self.edits.metadata),
+                                  "bytes": len(meta), **visible.summary(self.edits)}]
+            blocks = [*blocks, meta]
         own = b",".join(events)
         self.entries = [*entries, {**self.entry, "events": len(events), "bytes": len(own)}]
         added = b",".join(b for b in (*blocks, own) if b)
@@ -287,32 +402,93 @@ class Copy:
         found, head, rest = chunks.split_header(source.iter_blocks(self.src, progress.update))
         written = 0
         with atomic_output(self.dst) as out:
+            if self.prior.skip:
+                rest = _skipped(rest, self.prior.skip)
+            if not self.keep_bytes:
+                rest = _edited(rest, found.events_start + self.prior.skip, self.edits)
             for piece in (self._start(found, head, layout), added):
                 out.write(piece)
                 written += len(piece)
-            for block in _skipped(rest, self.prior.skip) if self.prior.skip else rest:
+            for block in rest:
                 out.write(block)
                 written += len(block)
         return written
 
     def _gzip(self, layout: chunks.Layout, added: bytes) -> int:
         body = self.body
+        redone = body.redo(self.edits)
         with atomic_output(self.dst) as out:
             out.write(pgzip.HEADER)
             start = pgzip.ParallelDeflate(out.write, GZIP_LEVEL)
             start.write(self._start(body.layout, body.head, layout))
             start.write(added)
             crc, size = start.close()
-            body.file.seek(0)
-            shutil.copyfileobj(body.file, out)
-            out.write(pgzip.trailer(pgzip.crc32_combine(crc, body.crc, body.size), size + body.size))
-        return size + body.size
+            if not body.fix_tids:  # one stream, final block included
+                body.file.seek(0)
+                shutil.copyfileobj(body.file, out)
+                out.write(pgzip.trailer(pgzip.crc32_combine(crc, body.crc, body.size),
+                                        size + body.size))
+                return size + body.size
+            segments = body.segments
+            i, before = 0, 0  # before: the body's running CRC before segment i
+            while i < len(segments):
+                if i in redone:
+                    last, data, piece_crc, piece_size = redone[i]
+                    out.write(data)
+                    before = segments[last].crc
+                    i = last + 1
+                else:
+                    j = i
+                    while j + 1 < len(segments) and j + 1 not in redone:
+                        j += 1
+                    body.file.seek(segments[i].at)
+                    _copy_bytes(body.file, out, segments[j].at + segments[j].length - segments[i].at)
+                    piece_size = sum(s.size for s in segments[i : j + 1])
+                    piece_crc = pgzip.crc32_combine(before, segments[j].crc, piece_size)
+                    before = segments[j].crc
+                    i = j + 1
+                crc = pgzip.crc32_combine(crc, piece_crc, piece_size)
+                size += piece_size
+            out.write(zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS).flush())
+            out.write(pgzip.trailer(crc, size))
+        return size
 
     def cancel(self) -> None:
         """Stop the background work and drop its temporary file."""
         if self.body is not None:
             self.body.close()
             self.body = None
+
+
+def _copy_bytes(src, dst, n: int) -> None:
+    while n > 0:
+        data = src.read(min(n, 1 << 20))
+        if not data:
+            raise OSError("the temporary body file is shorter than written")
+        dst.write(data)
+        n -= len(data)
+
+
+def _edited(blocks: Iterator[bytes], offset: int, edits: visible.Edits | None) -> Iterator[bytes]:
+    """The body's text (from input byte ``offset``) edited by ``visible.apply_text``, piece by
+    piece: each piece ends at a comma and never inside a chunk with moves."""
+    ranges = sorted(edits.ranges.values(), key=lambda r: r[0]) if edits and edits.chunks else []
+    buf = bytearray()
+    for block in blocks:
+        buf += block
+        if len(buf) < SEGMENT:
+            continue
+        cut = offset + buf.rfind(b",") + 1
+        for lo, hi in ranges:
+            if lo < cut and (hi is None or cut < hi):  # inside a chunk with moves
+                cut = hi if hi is not None and hi <= offset + len(buf) else lo
+                break
+        if cut > offset:
+            yield visible.apply_text(bytes(buf[: cut - offset]), offset, edits, True)
+            del buf[: cut - offset]
+            offset = cut
+    if buf:
+        yield visible.apply_text(bytes(buf), offset, edits, True)
 
 
 def write(src: Path, dst: Path, layout: chunks.Layout, events: list[bytes], command: str | dict,

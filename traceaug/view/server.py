@@ -8,6 +8,7 @@ Only the UI's own files and that one trace are served; anything else is 404.
 from __future__ import annotations
 
 import http.server
+import json
 import mimetypes
 import os
 import shutil
@@ -24,6 +25,12 @@ TRACE_ROUTE = "/trace/"
 # The UI probes 127.0.0.1:9001 for a native trace processor: never serve there.
 RESERVED_PORTS = (9001,)
 MAX_PATH = 2048  # longer request paths: 414 (the UI's own are under 200 characters)
+# Run by the v52 UI once the trace is loaded (route arg ``startupCommands``; both commands are
+# on its startup allowlist): pin the counter tracks ``traceaug counters`` adds, so they sit at
+# the top of the timeline instead of inside a collapsed process (none pinned in other traces).
+STARTUP_COMMANDS = json.dumps([
+    {"id": "dev.perfetto.PinTracksByRegex", "args": [r"^(Queue length stream|Bandwidth \(GB/s\)) "]},
+], separators=(",", ":"))
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -110,8 +117,10 @@ class PerfettoServer(http.server.ThreadingHTTPServer):
 
     @property
     def url(self) -> str:
-        """The address that opens the UI with the trace loaded, in one navigation."""
-        return f"{self.base}/#!/?url={urllib.parse.quote(self.trace_url, safe='')}"
+        """The address that opens the UI with the trace loaded, in one navigation, and the
+        counter tracks traceaug adds pinned (``STARTUP_COMMANDS``)."""
+        return (f"{self.base}/#!/?url={urllib.parse.quote(self.trace_url, safe='')}"
+                f"&startupCommands={urllib.parse.quote(STARTUP_COMMANDS, safe='')}")
 
     def resolve(self, path: str) -> Path | None:
         """The file for a request path, or None when it is not ours to serve."""

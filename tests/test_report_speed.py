@@ -34,6 +34,34 @@ def test_perfetto_api_imports_no_http_until_used():
     assert got["used"] == ["HTTPConnection", "Request", True]  # each runs on first use
 
 
+THREADS = """
+import sys, threading
+from traceaug.cli import _perfetto_api_without_pandas
+_perfetto_api_without_pandas()
+from urllib import request  # unrun: running it reads http.client, unrun too
+errors = []
+def use():
+    try:
+        request.Request, request.urlopen
+    except Exception as e:
+        errors.append(repr(e))
+threads = [threading.Thread(target=use) for _ in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join(20)
+print(sum(t.is_alive() for t in threads), errors)
+"""
+
+
+def test_lazy_modules_run_once_whole_for_every_thread():
+    """urllib.request run first (as the native engine's start does) reads the unrun http.client:
+    no deadlock, and no thread sees a half-run module."""
+    out = subprocess.run([sys.executable, "-c", THREADS], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.strip() == "0 []"
+
+
 def test_sorted_groups_are_numpy_unique_rows():
     rng = np.random.default_rng(7)
     for n, width in ((1, 1), (6, 2), (2000, 2), (2000, 3)):

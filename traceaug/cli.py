@@ -130,14 +130,19 @@ class _LazyModule(types.ModuleType):
     ``importlib.util.LazyLoader``, reading ``__spec__`` (as ``import http.client`` does when
     the module is already in ``sys.modules``) does not run it."""
 
-    _lock = threading.Lock()
+    # Reentrant: running one lazy module reads another (urllib.request uses http.client).
+    _lock = threading.RLock()
 
     def __getattr__(self, attr: str):
-        with _LazyModule._lock:
-            if self.__class__ is _LazyModule:
-                self.__class__ = types.ModuleType
+        with _LazyModule._lock:  # another thread waits here until the module has run
+            if not self.__dict__.get("_traceaug_ran"):
+                self.__dict__["_traceaug_ran"] = True
                 self.__spec__.loader.exec_module(self)
-        return getattr(self, attr)
+                self.__class__ = types.ModuleType  # only once whole: no half-run module seen
+        try:
+            return self.__dict__[attr]
+        except KeyError:
+            raise AttributeError(f"module {self.__name__!r} has no attribute {attr!r}") from None
 
 
 def _import_lazily(name: str) -> None:

@@ -55,8 +55,8 @@ def interrupt(args: list[str], cwd: Path, after: float, sig: int = signal.SIGINT
     return proc.returncode, err, took
 
 
-# (command, delay) pairs: the whole run of each command, from argument parsing on.
-TRIES = ([("counters", d) for d in (0.2, 0.5, 0.8, 1.1, 1.5, 2.0, 2.5, 3.0, 3.5, 4.5, 6.0)]
+# (command, delay) pairs: the whole run of each command, from argument parsing on (20 tries).
+TRIES = ([("counters", d) for d in (0.2, 0.5, 0.8, 1.1, 1.3, 1.5, 2.0, 2.5, 3.0, 3.5, 4.5, 6.0)]
          + [("diff", d) for d in (0.4, 1.0, 2.0, 3.0, 4.5, 6.0)]
          + [("info", d) for d in (0.6, 1.8)])
 

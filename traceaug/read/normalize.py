@@ -51,6 +51,7 @@ class Plan:
     chunk_first_seq: list[int] = field(default_factory=list)
     lane_threads: dict[tuple, str] = field(default_factory=dict)  # (pid, tid, lane) -> name
     thread_names: dict[tuple, str] = field(default_factory=dict)
+    flow_ids: np.ndarray | None = None  # every flow id of the file (``pass1.used_flow_ids``)
 
     moved_slices: int = 0
     moved_flows: int = 0
@@ -129,6 +130,7 @@ def _plan(path: Path, on_progress, kind: LoadKind, workers: int) -> Plan:
     names: dict[tuple, str] = {}
     exact_chunks: set[int] = set()
     spans: list[tuple[int, int]] = []
+    flow_ids: list[np.ndarray] = []
     seq = 0
     layout = None
     for r in results:
@@ -144,12 +146,15 @@ def _plan(path: Path, on_progress, kind: LoadKind, workers: int) -> Plan:
             exact_chunks.add(len(first_seqs) - 1)
         if r.span is not None:
             spans.append(r.span)
+        flow_ids.append(np.frombuffer(r.flow_ids, dtype=np.int64))
         seq += r.events
     assert layout is not None
+    flow_ids.append(np.array(pass1.nested_flow_ids([layout.header, layout.trailer]), np.int64))
     layout.has_events = layout.has_events or seq > 0
     p = Plan(path=path, layout=layout, rebase=rebase, kind=kind.name, held=held, events=seq,
              chunk_first_seq=first_seqs, thread_names=names, exact_chunks=exact_chunks,
-             span_ns=(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None)
+             span_ns=(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None,
+             flow_ids=np.unique(np.concatenate(flow_ids)) if flow_ids else np.empty(0, np.int64))
     _place(p, cols)
     return p
 

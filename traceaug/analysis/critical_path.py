@@ -26,7 +26,7 @@ from ..errors import TraceaugError
 from ..trace import Trace
 from . import dag
 from .steps import _COMM, steps
-from .tables import Columns, take
+from .tables import Columns, sorted_codes, sorted_unique, take
 
 CPU_CATEGORIES = ("cpu_op", "Operator", "cuda_runtime", "Runtime", "cuda_driver")
 GPU_CATEGORIES = ("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset")
@@ -185,7 +185,7 @@ def _lookup(keys: np.ndarray, values: np.ndarray, at: np.ndarray, text: bool) ->
 
 def names(trace: Trace, ids: np.ndarray) -> np.ndarray:
     """The names of the slices ``ids`` (objects, in that order)."""
-    want = np.unique(ids)
+    want = sorted_unique(ids)
     if not len(want):
         return np.empty(0, dtype=object)
     c = trace.columns(f"SELECT id, name FROM slice WHERE id IN ({', '.join(map(str, want.tolist()))})")
@@ -416,7 +416,7 @@ def _gpu_edges(g: Columns, ev: Columns, is_cpu, is_gpu, launch_all, pos, node_ts
 def _stream_codes(device: np.ndarray, stream: np.ndarray) -> np.ndarray:
     """A number per (device, stream) pair."""
     key = (device.astype(np.int64) << 33) + (stream.astype(np.int64) & ((1 << 33) - 1))
-    return np.unique(key, return_inverse=True)[1].reshape(-1)
+    return sorted_codes(key)
 
 
 def _queue_free(gpu: np.ndarray, launch: np.ndarray, ts: np.ndarray, sc: np.ndarray) -> np.ndarray:

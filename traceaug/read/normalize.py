@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from ..analysis.tables import sorted_unique
 from . import chunks, pass1, source
 from .kinds import LoadKind, kind_of
 from .lanes import assign_lanes
@@ -154,7 +155,7 @@ def _plan(path: Path, on_progress, kind: LoadKind, workers: int) -> Plan:
     p = Plan(path=path, layout=layout, rebase=rebase, kind=kind.name, held=held, events=seq,
              chunk_first_seq=first_seqs, thread_names=names, exact_chunks=exact_chunks,
              span_ns=(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None,
-             flow_ids=np.unique(np.concatenate(flow_ids)) if flow_ids else np.empty(0, np.int64))
+             flow_ids=sorted_unique(np.concatenate(flow_ids)))
     _place(p, cols)
     return p
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import orjson
 
+from ..analysis.tables import sorted_unique
 from . import chunks
 from .kinds import (  # the kinds' constants stay importable from here too
     GPU_ONLY_CATEGORIES,  # noqa: F401
@@ -186,11 +187,13 @@ def used_flow_ids(events: list) -> np.ndarray:
     """The flow ids the events use, sorted and unique (int64, 0 up): ``id`` (flows v1) and
     ``bind_id`` (v2) keys of each event and of its args, as Perfetto reads them. Gathered
     here, so that a rewriter picking new flow ids need not scan the file again."""
-    raw = [e[k] for e in events for k in ("id", "bind_id") if k in e]
-    raw += [a[k] for e in events if (a := e.get("args")).__class__ is dict
-            for k in ("id", "bind_id") if k in a]
-    ids = [i for i in map(_id_value, raw) if i is not None and 0 <= i < 1 << 63]
-    return np.unique(np.array(ids, dtype=np.int64))
+    args = [a for e in events if (a := e.get("args")).__class__ is dict]
+    raw = [e["id"] for e in events if "id" in e] + [e["bind_id"] for e in events if "bind_id" in e]
+    raw += [a["id"] for a in args if "id" in a] + [a["bind_id"] for a in args if "bind_id" in a]
+    ids = [v for v in raw if v.__class__ is int]
+    if len(ids) < len(raw):
+        ids += [i for v in raw if v.__class__ is not int and (i := _id_value(v)) is not None]
+    return sorted_unique([i for i in ids if 0 <= i < 1 << 63])
 
 
 def nested_flow_ids(value) -> list[int]:

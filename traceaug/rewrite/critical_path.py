@@ -18,6 +18,7 @@ import numpy as np
 
 from ..analysis import critical_path as cp
 from ..analysis.steps import shorten
+from ..analysis.tables import sorted_unique
 from .events import flow_events, flow_ids, slice_events, thread_name_events
 
 if TYPE_CHECKING:
@@ -140,7 +141,7 @@ def bind_points(trace: Trace, g: cp.Graph, nodes: np.ndarray) -> np.ndarray:
     ts = ev["ts"][events].astype(np.int64)
     end = ts + ev["dur"][events].astype(np.int64)
     eid = ev["id"][events].astype(np.int64)
-    ids = np.unique(eid)
+    ids = sorted_unique(eid)
     kids = trace.columns("SELECT parent_id, MIN(ts) AS ts FROM slice WHERE dur >= 0 AND parent_id IN "
                          f"({', '.join(map(str, ids.tolist()))}) GROUP BY parent_id")
     parent = kids["parent_id"].astype(np.int64)

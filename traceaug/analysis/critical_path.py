@@ -121,28 +121,36 @@ def events(trace: Trace) -> Columns:
     are matched by IN lists and args read from the args table by key, in one pass: an
     ``extract_arg`` per row and arg costs the engine several times more."""
     trace.include("traceaug.base")
+    memory = SYNC_EVENT + 1  # a copy or set: a GPU op
     grp = (f"CASE WHEN s.category IN {_in(CPU_CATEGORIES[:2])} THEN {CPU_OP} "
            f"WHEN s.category IN {_in(CPU_CATEGORIES[2:])} THEN {RUNTIME} "
+           f"WHEN s.category IN {_in(MEMORY_CATEGORIES)} THEN {memory} "
            f"WHEN s.category IN {_in(GPU_CATEGORIES)} THEN {GPU_OP} ELSE {SYNC_EVENT} END")
     c = trace.columns(
-        f"SELECT s.id, s.ts, s.dur, s.depth, s.track_id, {grp} AS grp, "
-        f"s.category IN {_in(MEMORY_CATEGORIES)} AS memory, "
-        f"CASE WHEN s.category NOT IN {_in(CPU_CATEGORIES[2:])} THEN 0 "
-        f"WHEN s.name IN {_in(DEVICE_SYNC_CALLS)} THEN 2 "
-        f"WHEN s.name IN {_in(sorted(BLOCKING_CALLS))} THEN 1 ELSE 0 END AS call, "
-        f"IIF(s.category = '{SYNC_CATEGORY}', s.name, NULL) AS sync_name, s.arg_set_id "
-        "FROM slice s "
+        f"SELECT s.id, s.ts, s.dur, s.depth, s.track_id, {grp} AS grp, s.arg_set_id FROM slice s "
         f"WHERE s.category IN {_in(CPU_CATEGORIES + GPU_CATEGORIES + (SYNC_CATEGORY,))}")
     c = take(c, np.argsort(c["id"], kind="stable"))  # the engine's ORDER BY costs more
     n = len(c["id"])
-    for k in ("id", "ts", "dur", "depth", "track_id", "grp", "memory", "call", "arg_set_id"):
+    for k in ("id", "ts", "dur", "depth", "track_id", "grp", "arg_set_id"):
         c[k] = _ints(c[k], n)
+    c["memory"] = (c["grp"] == memory).astype(np.int64)
+    c["grp"][c["grp"] == memory] = GPU_OP
+    # Names are read only where they matter (a name test on every row cost more than the
+    # rest of the query): the synchronising calls, and the names of sync events.
+    calls = trace.columns(
+        f"SELECT id, name IN {_in(DEVICE_SYNC_CALLS)} AS device FROM slice "
+        f"WHERE category IN {_in(CPU_CATEGORIES[2:])} "
+        f"AND name IN {_in(sorted(BLOCKING_CALLS | set(DEVICE_SYNC_CALLS)))}")
+    m = len(calls["id"])
+    call = _lookup(*_sorted_by(_ints(calls["id"], m), _ints(calls["device"], m) + 1), c["id"], False)
+    syncs = trace.columns(f"SELECT id, name FROM slice WHERE category = '{SYNC_CATEGORY}'")
+    c["sync_name"] = _lookup(*_sorted_by(_ints(syncs["id"], len(syncs["id"])), syncs["name"]),
+                             c["id"], True)
     # pid and tid per track (a handful of rows), joined here rather than per row in the engine
     tracks = trace.columns("SELECT track_id, pid, tid FROM _traceaug_track")
     for k in ("pid", "tid"):
         c[k] = _lookup(*_sorted_by(_ints(tracks["track_id"], len(tracks["track_id"])),
                                    _ints(tracks[k], len(tracks["track_id"]))), c["track_id"], False)
-    call = c.pop("call")
     c["blocking"], c["device_sync"] = (call >= 1).astype(np.int64), (call == 2).astype(np.int64)
     a = trace.columns("SELECT arg_set_id, key, int_value, string_value FROM args "
                       f"WHERE key IN {_in(ARGS.values())} ORDER BY key, arg_set_id")

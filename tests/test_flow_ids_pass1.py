@@ -1,4 +1,6 @@
-"""Pass 1 gathers every flow id of a file, so rewriters pick new ones without a second scan."""
+"""Pass 1 gathers every flow id of a file, so rewriters pick new ones without a second scan:
+the ids Perfetto reads (an event's ``id`` / ``bind_id``) and those of the header, which the
+older scan of the file counted too (so the ids chosen stay the same)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from traceaug.read import normalize
 from traceaug.rewrite import events as ev
 
 
-def test_plan_holds_the_ids_of_events_args_and_header(tmp_path: Path) -> None:
+def test_plan_holds_the_ids_of_events_and_header(tmp_path: Path) -> None:
     events = [
         {"ph": "X", "name": "a", "cat": "c", "pid": 1, "tid": 1, "ts": 0, "dur": 10, "bind_id": 9},
         {"ph": "s", "id": "0x1f", "name": "f", "cat": "c", "pid": 1, "tid": 1, "ts": 1},
@@ -28,8 +30,8 @@ def test_plan_holds_the_ids_of_events_args_and_header(tmp_path: Path) -> None:
         {"deviceProperties": [{"id": 7, "name": "gpu"}], "traceEvents": events})))
     for kind in ("sync", "gpu", "full"):
         plan = normalize.plan(path, kind=kind, workers=0)
-        assert plan.flow_ids.tolist() == [4, 7, 9, 12, 31]
-    assert ev.used_flow_ids(path).tolist() == [4, 7, 9, 12, 31]  # the file scan agrees
+        assert plan.flow_ids.tolist() == [4, 7, 9, 31]  # an arg named id is no flow id
+    assert ev.used_flow_ids(path).tolist() == [4, 7, 9, 12, 31]  # the scan takes any "id"
 
 
 @pytest.mark.parametrize("name", ["a100_event_sync.json.gz", "a100_rank0_of16_6streams.json.gz"])

@@ -184,12 +184,11 @@ def _id_value(v) -> int | None:
 
 
 def used_flow_ids(events: list) -> np.ndarray:
-    """The flow ids the events use, sorted and unique (int64, 0 up): ``id`` (flows v1) and
-    ``bind_id`` (v2) keys of each event and of its args, as Perfetto reads them. Gathered
-    here, so that a rewriter picking new flow ids need not scan the file again."""
-    args = [a for e in events if (a := e.get("args")).__class__ is dict]
-    raw = [e["id"] for e in events if "id" in e] + [e["bind_id"] for e in events if "bind_id" in e]
-    raw += [a["id"] for a in args if "id" in a] + [a["bind_id"] for a in args if "bind_id" in a]
+    """The flow ids the events use, sorted and unique (int64, 0 up): their ``id`` (flows v1)
+    and ``bind_id`` (v2) keys, the ones Perfetto reads, as it reads them. Gathered here, so
+    that a rewriter picking new flow ids need not scan the file again."""
+    have = [e for e in events if "id" in e or "bind_id" in e]
+    raw = [e["id"] for e in have if "id" in e] + [e["bind_id"] for e in have if "bind_id" in e]
     ids = [v for v in raw if v.__class__ is int]
     if len(ids) < len(raw):
         ids += [i for v in raw if v.__class__ is not int and (i := _id_value(v)) is not None]
@@ -220,10 +219,10 @@ def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None) -> 
     third of the cost on a Kineto trace."""
     kind = kind_of(kind)
     full = kind.full
-    flow_ids = used_flow_ids([e for e in events if e.__class__ is dict])  # before args are cut
     phases = [e.get("ph") if e.__class__ is dict else None for e in events]
     if None in phases:
         _check_events(events)
+    flow_ids = used_flow_ids(events)
     ph = np.fromiter(phases, dtype=object, count=len(phases))  # compared in C (never nested)
     is_flow = np.zeros(len(ph), dtype=bool)
     for phase in FLOW_PHASES:

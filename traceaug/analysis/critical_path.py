@@ -26,7 +26,7 @@ from ..errors import TraceaugError
 from ..trace import Trace
 from . import dag
 from .steps import _COMM, steps
-from .tables import Columns, take
+from .tables import Columns, sorted_codes, sorted_unique, take
 
 CPU_CATEGORIES = ("cpu_op", "Operator", "cuda_runtime", "Runtime", "cuda_driver")
 GPU_CATEGORIES = ("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset")
@@ -121,28 +121,36 @@ def events(trace: Trace) -> Columns:
     are matched by IN lists and args read from the args table by key, in one pass: an
     ``extract_arg`` per row and arg costs the engine several times more."""
     trace.include("traceaug.base")
+    memory = SYNC_EVENT + 1  # a copy or set: a GPU op
     grp = (f"CASE WHEN s.category IN {_in(CPU_CATEGORIES[:2])} THEN {CPU_OP} "
            f"WHEN s.category IN {_in(CPU_CATEGORIES[2:])} THEN {RUNTIME} "
+           f"WHEN s.category IN {_in(MEMORY_CATEGORIES)} THEN {memory} "
            f"WHEN s.category IN {_in(GPU_CATEGORIES)} THEN {GPU_OP} ELSE {SYNC_EVENT} END")
     c = trace.columns(
-        f"SELECT s.id, s.ts, s.dur, s.depth, s.track_id, {grp} AS grp, "
-        f"s.category IN {_in(MEMORY_CATEGORIES)} AS memory, "
-        f"CASE WHEN s.category NOT IN {_in(CPU_CATEGORIES[2:])} THEN 0 "
-        f"WHEN s.name IN {_in(DEVICE_SYNC_CALLS)} THEN 2 "
-        f"WHEN s.name IN {_in(sorted(BLOCKING_CALLS))} THEN 1 ELSE 0 END AS call, "
-        f"IIF(s.category = '{SYNC_CATEGORY}', s.name, NULL) AS sync_name, s.arg_set_id "
-        "FROM slice s "
+        f"SELECT s.id, s.ts, s.dur, s.depth, s.track_id, {grp} AS grp, s.arg_set_id FROM slice s "
         f"WHERE s.category IN {_in(CPU_CATEGORIES + GPU_CATEGORIES + (SYNC_CATEGORY,))}")
     c = take(c, np.argsort(c["id"], kind="stable"))  # the engine's ORDER BY costs more
     n = len(c["id"])
-    for k in ("id", "ts", "dur", "depth", "track_id", "grp", "memory", "call", "arg_set_id"):
+    for k in ("id", "ts", "dur", "depth", "track_id", "grp", "arg_set_id"):
         c[k] = _ints(c[k], n)
+    c["memory"] = (c["grp"] == memory).astype(np.int64)
+    c["grp"][c["grp"] == memory] = GPU_OP
+    # Names are read only where they matter (a name test on every row cost more than the
+    # rest of the query): the synchronising calls, and the names of sync events.
+    calls = trace.columns(
+        f"SELECT id, name IN {_in(DEVICE_SYNC_CALLS)} AS device FROM slice "
+        f"WHERE category IN {_in(CPU_CATEGORIES[2:])} "
+        f"AND name IN {_in(sorted(BLOCKING_CALLS | set(DEVICE_SYNC_CALLS)))}")
+    m = len(calls["id"])
+    call = _lookup(*_sorted_by(_ints(calls["id"], m), _ints(calls["device"], m) + 1), c["id"], False)
+    syncs = trace.columns(f"SELECT id, name FROM slice WHERE category = '{SYNC_CATEGORY}'")
+    c["sync_name"] = _lookup(*_sorted_by(_ints(syncs["id"], len(syncs["id"])), syncs["name"]),
+                             c["id"], True)
     # pid and tid per track (a handful of rows), joined here rather than per row in the engine
     tracks = trace.columns("SELECT track_id, pid, tid FROM _traceaug_track")
     for k in ("pid", "tid"):
         c[k] = _lookup(*_sorted_by(_ints(tracks["track_id"], len(tracks["track_id"])),
                                    _ints(tracks[k], len(tracks["track_id"]))), c["track_id"], False)
-    call = c.pop("call")
     c["blocking"], c["device_sync"] = (call >= 1).astype(np.int64), (call == 2).astype(np.int64)
     a = trace.columns("SELECT arg_set_id, key, int_value, string_value FROM args "
                       f"WHERE key IN {_in(ARGS.values())} ORDER BY key, arg_set_id")
@@ -185,7 +193,7 @@ def _lookup(keys: np.ndarray, values: np.ndarray, at: np.ndarray, text: bool) ->
 
 def names(trace: Trace, ids: np.ndarray) -> np.ndarray:
     """The names of the slices ``ids`` (objects, in that order)."""
-    want = np.unique(ids)
+    want = sorted_unique(ids)
     if not len(want):
         return np.empty(0, dtype=object)
     c = trace.columns(f"SELECT id, name FROM slice WHERE id IN ({', '.join(map(str, want.tolist()))})")
@@ -416,7 +424,7 @@ def _gpu_edges(g: Columns, ev: Columns, is_cpu, is_gpu, launch_all, pos, node_ts
 def _stream_codes(device: np.ndarray, stream: np.ndarray) -> np.ndarray:
     """A number per (device, stream) pair."""
     key = (device.astype(np.int64) << 33) + (stream.astype(np.int64) & ((1 << 33) - 1))
-    return np.unique(key, return_inverse=True)[1].reshape(-1)
+    return sorted_codes(key)
 
 
 def _queue_free(gpu: np.ndarray, launch: np.ndarray, ts: np.ndarray, sc: np.ndarray) -> np.ndarray:

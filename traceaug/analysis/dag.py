@@ -27,7 +27,7 @@ def longest_path(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray, d
         return np.empty(0, np.int64)
     topo = positions(node_ts, node_order, src, dst)
     ps, pd_ = topo[src], topo[dst]
-    order = np.lexsort((np.arange(len(src)), pd_))
+    order = np.argsort(pd_, kind="stable")  # ties by edge index
     dist = [0] * n
     best = [-1] * n
     for e, s, d, x in zip(order.tolist(), ps[order].tolist(), pd_[order].tolist(),

@@ -50,6 +50,24 @@ def first_appearance(code: np.ndarray) -> np.ndarray:
     return rank[inverse.reshape(-1)]
 
 
+def sorted_unique(values) -> np.ndarray:
+    """Integers sorted, each once: ``np.unique`` by a sort and a compare (its hashing took
+    0.3 s over 350k ids, ten times this)."""
+    a = np.sort(np.asarray(values, dtype=np.int64))
+    return a[np.r_[True, a[1:] != a[:-1]]] if len(a) else a
+
+
+def sorted_codes(values: np.ndarray) -> np.ndarray:
+    """Each integer's rank among the distinct values (``np.unique(values,
+    return_inverse=True)[1]``, by one stable argsort)."""
+    v = np.asarray(values, dtype=np.int64)
+    o = np.argsort(v, kind="stable")
+    s = v[o]
+    out = np.empty(len(v), np.int64)
+    out[o] = np.cumsum(np.r_[True, s[1:] != s[:-1]]) - 1 if len(v) else s
+    return out
+
+
 def first_match(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """For each query, the index of the first row of ``keys`` holding the same value, else
     -1 (a join on the first match, as a launch to its GPU ops; None and NaN match nothing)."""

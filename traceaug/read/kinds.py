@@ -19,13 +19,14 @@ KINETO_ARGS = frozenset({
     "correlation", "correlation id", "device", "stream", "bytes", "memory bandwidth (GB/s)",
     "traceaug_tid", "traceaug_lane",  # on events a rewriter moved to overlap lanes (base.sql)
 })
-# What the critical path reads of sync events and of the ops around them, besides those.
-# Not "External id", "Record function id" or "Ev Idx": no analysis reads them, and on every
-# CPU op they were 60% of a sync load's args.
-SYNC_ARGS = KINETO_ARGS | {
-    "cuda_sync_kind", "wait_on_stream", "wait_on_cuda_event_id",
-    "wait_on_cuda_event_record_corr_id", "event",
-}
+# What the critical path reads (analysis.critical_path.ARGS): the correlation ids, GPU
+# identity and what a sync waited on; sync events keep all of theirs (``whole_args``). Not
+# "bytes" or "memory bandwidth (GB/s)" (copies are told by category), nor "External id",
+# "Record function id" or "Ev Idx": on every CPU op those were 60% of a sync load's args.
+SYNC_ARGS = frozenset({
+    "correlation", "correlation id", "device", "stream", "cuda_sync_kind", "wait_on_stream",
+    "wait_on_cuda_event_record_corr_id",
+})
 
 # Kineto categories, in either schema (current and 2021).
 # MTIA (HTA's MTIA traces): on-device CCP events are its kernels, mtia_runtime its launches.

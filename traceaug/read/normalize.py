@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from ..analysis.tables import sorted_unique
 from . import chunks, pass1, source, ui_import
 from .kinds import LoadKind, kind_of
 from .lanes import assign_lanes
@@ -52,6 +53,7 @@ class Plan:
     lane_threads: dict[tuple, str] = field(default_factory=dict)  # (pid, tid, lane) -> name
     thread_names: dict[tuple, str] = field(default_factory=dict)
     ui: ui_import.Columns = field(default_factory=ui_import.Columns)  # what the UI imports
+    flow_ids: np.ndarray | None = None  # every flow id of the file (``pass1.used_flow_ids``)
 
     moved_slices: int = 0
     moved_flows: int = 0
@@ -137,6 +139,7 @@ def _plan(path: Path, on_progress, kind: LoadKind, workers: int, rebase: Rebase)
     names: dict[tuple, str] = {}
     exact_chunks: set[int] = set()
     spans: list[tuple[int, int]] = []
+    flow_ids: list[np.ndarray] = []
     seq = 0
     layout = None
     ui = ui_import.Columns()
@@ -154,13 +157,16 @@ def _plan(path: Path, on_progress, kind: LoadKind, workers: int, rebase: Rebase)
             exact_chunks.add(len(first_seqs) - 1)
         if r.span is not None:
             spans.append(r.span)
+        flow_ids.append(np.frombuffer(r.flow_ids, dtype=np.int64))
         seq += r.events
     assert layout is not None
+    flow_ids.append(np.array(pass1.nested_flow_ids([layout.header, layout.trailer]), np.int64))
     layout.has_events = layout.has_events or seq > 0
     p = Plan(path=path, layout=layout, rebase=rebase, kind=kind.name, held=held, events=seq,
              chunk_first_seq=first_seqs, thread_names=names, exact_chunks=exact_chunks,
              ui=ui,
-             span_ns=(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None)
+             span_ns=(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None,
+             flow_ids=sorted_unique(np.concatenate(flow_ids)))
     _place(p, cols)
     return p
 

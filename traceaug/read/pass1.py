@@ -11,6 +11,8 @@ worker starts quickly.
 from __future__ import annotations
 
 import gc
+import math
+import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import orjson
 
+from ..analysis.tables import sorted_unique
 from . import chunks
 from .kinds import (  # the kinds' constants stay importable from here too
     GPU_ONLY_CATEGORIES,  # noqa: F401
@@ -47,6 +50,7 @@ class ChunkResult:
     trailer: dict | None = None  # the tail chunk: keys after the event array
     exact: bool = False  # rebased by ``Rebase.exact`` (pass 2 of a full load does the same)
     span: tuple[int, int] | None = None  # a subset load: the span of every timed event
+    flow_ids: bytes = b""  # sorted unique int64 ids of the chunk (``used_flow_ids``)
     error: str | None = None  # the chunk did not parse
     below_base: bool = False  # a timestamp lies below the rebase's base (``BelowBase``)
     parsed: int = 0  # every event of the chunk, kept or not
@@ -191,6 +195,48 @@ def _subset_keeps(events: list, phases: list, kind: LoadKind) -> np.ndarray:
         for e, p in zip(events, phases)], dtype=bool)
 
 
+_HEX_ID = re.compile(r"(?:0[xX])?([0-9a-fA-F]{1,16})")
+
+
+def _id_value(v) -> int | None:
+    """A flow id as Perfetto reads it: an integer, or a string of hex digits."""
+    if v.__class__ is int:
+        return v
+    if v.__class__ is str:
+        m = _HEX_ID.fullmatch(v)
+        return int(m.group(1), 16) if m else None
+    if v.__class__ is float and math.isfinite(v):
+        return int(v)
+    return None
+
+
+def used_flow_ids(events: list) -> np.ndarray:
+    """The flow ids the events use, sorted and unique (int64, 0 up): their ``id`` (flows v1)
+    and ``bind_id`` (v2) keys, the ones Perfetto reads, as it reads them. Gathered here, so
+    that a rewriter picking new flow ids need not scan the file again."""
+    have = [e for e in events if "id" in e or "bind_id" in e]
+    raw = [e["id"] for e in have if "id" in e] + [e["bind_id"] for e in have if "bind_id" in e]
+    ids = [v for v in raw if v.__class__ is int]
+    if len(ids) < len(raw):
+        ids += [i for v in raw if v.__class__ is not int and (i := _id_value(v)) is not None]
+    return sorted_unique([i for i in ids if 0 <= i < 1 << 63])
+
+
+def nested_flow_ids(value) -> list[int]:
+    """``used_flow_ids`` of a value at any depth (the header and trailer keys around the
+    event array: ``deviceProperties`` entries have ids too)."""
+    out, todo = [], [value]
+    while todo:
+        v = todo.pop()
+        if v.__class__ is dict:
+            out += [i for k in ("id", "bind_id") if k in v
+                    and (i := _id_value(v[k])) is not None and 0 <= i < 1 << 63]
+            todo += v.values()
+        elif v.__class__ is list:
+            todo += v
+    return out
+
+
 def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None) -> ChunkResult:
     """Columns of one chunk's events, keeping what the load ``kind`` keeps (``kinds``): its
     categories, ProfilerSteps and metadata, its args, flow events or not (``ts``: the events'
@@ -203,6 +249,7 @@ def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None) -> 
     phases = [e.get("ph") if e.__class__ is dict else None for e in events]
     if None in phases:
         _check_events(events)
+    flow_ids = used_flow_ids(events)
     ph = np.fromiter(phases, dtype=object, count=len(phases))  # compared in C (never nested)
     is_flow = np.zeros(len(ph), dtype=bool)
     for phase in FLOW_PHASES:
@@ -254,7 +301,7 @@ def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None) -> 
     held = None if full else [orjson.dumps(kept[i : i + SEGMENT])[1:-1]
                               for i in range(0, len(kept), SEGMENT)]
     return ChunkResult(events=len(kept), keys=list(keys), x=x.tobytes(), flows=flows.tobytes(),
-                       names=names, held=held,
+                       names=names, held=held, flow_ids=flow_ids.tobytes(),
                        span=_span(events, phases, ph, ts) if kind.subset else None,
                        parsed=len(events), ui_keys=list(ui_keys), ui_x=ui_x.tobytes(),
                        ui_flows=ui_flows.tobytes())

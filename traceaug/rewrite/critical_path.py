@@ -18,6 +18,7 @@ import numpy as np
 
 from ..analysis import critical_path as cp
 from ..analysis.steps import shorten
+from ..analysis.tables import sorted_unique
 from .events import flow_events, flow_ids, slice_events, thread_name_events
 
 if TYPE_CHECKING:
@@ -129,33 +130,27 @@ def _bindable(g: cp.Graph, edges: np.ndarray) -> np.ndarray:
 
 
 def bind_points(trace: Trace, g: cp.Graph, nodes: np.ndarray) -> np.ndarray:
-    """For each node, a time at which Perfetto binds an arrow to its event (``_free_point``;
-    engine ns)."""
+    """For each node, a time at which Perfetto's importer has its event on top of its
+    thread's stack (engine ns): before its first child begins (an ended child stays on the
+    stack until the next slice on the thread begins). MARGIN_NS (or half that stretch) from
+    the stretch's start for a start node, from its end for an end node; the event's start
+    when a child begins with it (the child would take the arrow either way)."""
     ev = g.ev
     events = nodes // 2
     at_start = nodes % 2 == 0
     ts = ev["ts"][events].astype(np.int64)
     end = ts + ev["dur"][events].astype(np.int64)
-    ids = np.unique(ev["id"][events])
-    kids = trace.columns("SELECT parent_id, ts, dur FROM slice WHERE dur >= 0 AND parent_id IN "
-                         f"({', '.join(map(str, ids.tolist()))}) ORDER BY parent_id, ts")
-    by_parent: dict[int, list[tuple[int, int]]] = {}
-    for p, s, d in zip(kids["parent_id"].tolist(), kids["ts"].tolist(), kids["dur"].tolist()):
-        by_parent.setdefault(int(p), []).append((int(s), int(s) + int(d)))
-    out = np.empty(len(nodes), np.int64)
-    for i, (eid, s, e, first) in enumerate(zip(ev["id"][events].tolist(), ts.tolist(), end.tolist(),
-                                                at_start.tolist())):
-        out[i] = _free_point(s, e, by_parent.get(int(eid), []), first)
-    return out
-
-
-def _free_point(start: int, end: int, children: list[tuple[int, int]], first: bool) -> int:
-    """A point of the event where Perfetto's importer has it on top of its thread's stack:
-    before its first child begins (an ended child stays on the stack until the next slice on
-    the thread begins). MARGIN_NS (or half that stretch) from the stretch's start for a start
-    node, from its end for an end node."""
-    a, b = start, (children[0][0] if children else end)
-    if b <= a:  # a child begins with it: the child would take the arrow either way
-        return start
-    step = min((b - a) // 2, MARGIN_NS)
-    return a + step if first else b - step
+    eid = ev["id"][events].astype(np.int64)
+    ids = sorted_unique(eid)
+    kids = trace.columns("SELECT parent_id, MIN(ts) AS ts FROM slice WHERE dur >= 0 AND parent_id IN "
+                         f"({', '.join(map(str, ids.tolist()))}) GROUP BY parent_id")
+    parent = kids["parent_id"].astype(np.int64)
+    o = np.argsort(parent, kind="stable")
+    parent, first_child = parent[o], kids["ts"].astype(np.int64)[o]
+    b = end.copy()
+    if len(parent):
+        at = np.minimum(np.searchsorted(parent, eid), len(parent) - 1)
+        has = parent[at] == eid
+        b[has] = first_child[at[has]]
+    step = np.minimum((b - ts) // 2, MARGIN_NS)
+    return np.where(b <= ts, ts, np.where(at_start, ts + step, b - step))

@@ -121,15 +121,15 @@ def _times(ts, n: int, base_ns: int) -> list[bytes]:
 
 
 def _events(ph: bytes, fields: dict[str, list[bytes]], args: list | None) -> list[bytes]:
-    """``{"ph":ph, field: value, ..., "args": {...}}`` per row of the serialized columns."""
-    names = [b',"' + k.encode() + b'":' for k in fields]
+    """``{"ph":ph, field: value, ..., "args": {...}}`` per row of the serialized columns: one
+    ``%`` of a bytes template per row (a join per field cost 3 s on 400k events)."""
     columns = list(fields.values())
     n = len(columns[0]) if columns else 0
     tails = [b"}"] * n if args is None else [
         b"}" if a is None else b',"args":' + orjson.dumps(a, option=_NUMPY) + b"}" for a in args]
-    head = b'{"ph":"' + ph + b'"'
-    return [head + b"".join(k + col[i] for k, col in zip(names, columns)) + tails[i]
-            for i in range(n)]
+    template = (b'{"ph":"' + ph.replace(b"%", b"%%") + b'"'
+                + b"".join(b',"' + k.encode().replace(b"%", b"%%") + b'":%b' for k in fields) + b"%b")
+    return [template % row for row in zip(*columns, tails)]
 
 
 def _length(*columns) -> int:
@@ -198,8 +198,10 @@ def used_flow_ids(path) -> np.ndarray:
 
 def flow_ids(trace, n: int) -> np.ndarray:
     """``n`` flow ids (int64, from 1 up) that no flow of the trace's file uses, in either
-    form: every event of the file counts, not only the ones its load kept."""
-    used = used_flow_ids(trace.file)
+    form: every event of the file counts, not only the ones its load kept (pass 1 gathered
+    them; a trace it did not plan is scanned here)."""
+    plan = getattr(trace, "plan", None)
+    used = plan.flow_ids if plan is not None and plan.flow_ids is not None else used_flow_ids(trace.file)
     candidates = np.arange(1, n + len(used) + 1, dtype=np.int64)
     free = candidates[~_among(candidates, used)]
     return free[:n]

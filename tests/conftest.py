@@ -41,3 +41,17 @@ def plan_fields(p) -> dict:
             "moved": p.moved, "lane_threads": p.lane_threads, "thread_names": p.thread_names,
             "base_ns": p.base_ns, "span_ns": p.span_ns, "exact": p.exact_chunks,
             "first_seqs": p.chunk_first_seq}
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium through Playwright (``perfetto_ui.launch``), one per test module."""
+    import perfetto_ui
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = perfetto_ui.launch(playwright)
+        try:
+            yield chromium
+        finally:
+            chromium.close()

@@ -117,18 +117,6 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = perfetto_ui.launch(playwright)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
 def run_traceaug(args: list[str]) -> None:
     result = run_cli(*args)
     assert result.returncode == 0, f"traceaug {' '.join(args)} failed:\n{result.stderr}"

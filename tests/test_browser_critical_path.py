@@ -44,18 +44,6 @@ WHERE t.name = '{rewrite.LANE_NAME}' GROUP BY t.utid ORDER BY t.tid
 """
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = perfetto_ui.launch(playwright)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
 def _added(after: list[tuple], before: list[tuple]) -> list[tuple]:
     """The flows of OUT that IN does not have (a multiset difference). Kineto's own flows
     bind differently in the two engines where the UI drops or folds their slices (cuda_sync

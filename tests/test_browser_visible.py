@@ -63,18 +63,6 @@ CASES = [pytest.param(rel, marks=() if rel in REQUIRED or ALL else pytest.mark.s
     reason="set TRACEAUG_BROWSER_ALL=1 for every shared trace")) for rel in {**REQUIRED, **MORE}]
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = perfetto_ui.launch(playwright)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
 def raw_counts(path: Path) -> dict[str, int]:
     """Complete events of each counted kind in the raw JSON."""
     by_kind = events_by_kind(path)

@@ -212,12 +212,24 @@ def info(ctx: click.Context, trace: Path, fmt: str, rank: int | None) -> None:
     click.echo(paths.shown(render_records(records, fmt)), nl=False)  # stdin, not its spool
 
 
-def _rewriter_arguments(src: Path, dst, summary_only: bool, open_ui: bool) -> None:
-    """What every rewriter command (counters, patterns, critical-path) asks of IN and OUT."""
+def _rewriter_options(command):
+    """``--summary-only``, ``--open``, ``--port`` and ``--no-browser``: every rewriter's."""
+    command = _open_options(command)
+    command = click.option("--open", "open_ui", is_flag=True,
+                           help="Open OUT in the Perfetto UI when done.")(command)
+    return click.option("--summary-only", is_flag=True,
+                        help="Print the summary; write no trace.")(command)
+
+
+def _rewriter_arguments(src: Path, dst, summary_only: bool, open_ui: bool, port: int,
+                        no_browser: bool) -> dict | bool:
+    """What every rewriter command (counters, patterns, critical-path) asks of IN and OUT;
+    returns ``pipeline.run``'s ``open_ui`` (the UI server's options, or False)."""
     if dst is None and not summary_only:
         raise click.UsageError("give OUT, or --summary-only")
     if open_ui and (summary_only or src.is_dir()):
         raise click.UsageError("--open needs one output file")
+    return {"port": port, "browser": not no_browser} if open_ui else False
 
 
 def _print_summary(text: str, dst) -> None:
@@ -245,12 +257,10 @@ def _series(value: str) -> tuple[str, ...]:
 @click.option("--rank", type=int, help="For a directory: only this rank.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="Format of the summary printed on stdout.")
-@click.option("--summary-only", is_flag=True, help="Print the summary; write no trace.")
-@click.option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done.")
 @click.option("--keep-bytes", is_flag=True,
               help="Keep every original byte. By default events the Perfetto UI would drop "
                    "(partly overlapping, on negative thread ids) are moved so that it shows them.")
-@_open_options
+@_rewriter_options
 @click.pass_context
 def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style: str,
              rank: int | None, fmt: str, summary_only: bool, open_ui: bool, keep_bytes: bool,
@@ -260,13 +270,13 @@ def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style:
     IN and OUT may be directories of per-rank traces (one output per rank, same names);
     an OUT ending in / is a directory (made if missing) that gets IN's name.
     """
-    _rewriter_arguments(src, dst, summary_only, open_ui)
+    open_ui = _rewriter_arguments(src, dst, summary_only, open_ui, port, no_browser)
     prefetched = _prefetch(src, kind="gpu")
     from .commands.counters import run
 
     text = run(src, None if summary_only else dst, _series(series), style, rank, fmt,
                prefetched=prefetched, keep_bytes=keep_bytes,
-               open_ui={"port": port, "browser": not no_browser} if open_ui else False,
+               open_ui=open_ui,
                **_options(ctx))
     _print_summary(text, dst)
 
@@ -406,9 +416,7 @@ def summary_command(ctx: click.Context, inputs: tuple[Path, ...], config: Path |
 @click.option("--rank", type=int, help="For a directory: only this rank.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="The patterns on stdout: the top k of each scope (table), or all (csv, json).")
-@click.option("--summary-only", is_flag=True, help="Print the patterns; write no trace.")
-@click.option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done.")
-@_open_options
+@_rewriter_options
 @click.pass_context
 def patterns_command(ctx: click.Context, src: Path, dst: str | None, operator: str | None,
                      min_len: int, top_k: int, rank: int | None, fmt: str, summary_only: bool,
@@ -418,13 +426,13 @@ def patterns_command(ctx: click.Context, src: Path, dst: str | None, operator: s
 
     IN and OUT may be directories of per-rank traces (one output per rank, same names).
     """
-    _rewriter_arguments(src, dst, summary_only, open_ui)
+    open_ui = _rewriter_arguments(src, dst, summary_only, open_ui, port, no_browser)
     prefetched = _prefetch(src, kind="ops")
     from .commands.patterns import run
 
     text = run(src, None if summary_only else dst, operator, min_len, top_k, rank, fmt,
                prefetched=prefetched,
-               open_ui={"port": port, "browser": not no_browser} if open_ui else False,
+               open_ui=open_ui,
                **_options(ctx))
     _print_summary(text, dst)
 
@@ -566,9 +574,7 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
 @click.option("--rank", type=int, help="For a directory: only this rank.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="Format of the summary printed on stdout.")
-@click.option("--summary-only", is_flag=True, help="Print the summary; write no trace.")
-@click.option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done.")
-@_open_options
+@_rewriter_options
 @click.pass_context
 def critical_path(ctx: click.Context, src: Path, dst: Path | None, step: int | None,
                   annotation: str | None, instance: int, all_edges: bool, hta_weights: bool,
@@ -578,7 +584,7 @@ def critical_path(ctx: click.Context, src: Path, dst: Path | None, step: int | N
 
     IN and OUT may be directories of per-rank traces (one output per rank, same names).
     """
-    _rewriter_arguments(src, dst, summary_only, open_ui)
+    open_ui = _rewriter_arguments(src, dst, summary_only, open_ui, port, no_browser)
     if step is not None and annotation is not None:
         raise click.UsageError("choose --step or --annotation, not both")
     prefetched = _prefetch(src, kind="sync")
@@ -588,7 +594,7 @@ def critical_path(ctx: click.Context, src: Path, dst: Path | None, step: int | N
                "all_edges": all_edges, "hta_weights": hta_weights, "max_gap_us": max_gap_us,
                "top": top}
     text = run(src, None if summary_only else dst, options, rank, fmt, prefetched=prefetched,
-               open_ui={"port": port, "browser": not no_browser} if open_ui else False,
+               open_ui=open_ui,
                **_options(ctx))
     _print_summary(text, dst)
 

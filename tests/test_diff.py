@@ -279,15 +279,17 @@ def test_step_of_picks_the_last_step_starting_at_or_before() -> None:
     (equal starts: the later in ts order), if its window [ts, ts + dur) holds it; else -1."""
     import numpy as np
 
-    from traceaug.analysis.steps import step_of
+    from traceaug.analysis.steps import step_of, step_table
 
     st = {"step": np.array([3, 4, 5, 7]), "ts": np.array([100, 200, 200, 500]),
           "dur": np.array([100, 50, 120, 10])}
     points = [0, 99, 100, 150, 199, 200, 249, 250, 319, 320, 499, 500, 509, 510, 10**6]
     values = ", ".join(f"({p})" for p in points)
     with traceaug.load(TESTDATA / "small_training.json", progress=False) as t:
-        got = t.columns(f"WITH p(x) AS (VALUES {values}) SELECT {step_of('x', st)} AS s FROM p")
-        none = t.columns(f"SELECT {step_of('1', {k: v[:0] for k, v in st.items()})} AS s")
+        table = step_table(t, st)
+        got = t.columns(f"WITH p(x) AS (VALUES {values}) SELECT {step_of('x', table)} AS s FROM p")
+        table = step_table(t, {k: v[:0] for k, v in st.items()})
+        none = t.columns(f"SELECT {step_of('1', table)} AS s")
     assert got["s"].tolist() == [-1, -1, 3, 3, 3, 5, 5, 5, 5, -1, -1, 7, 7, -1, -1]
     assert none["s"].tolist() == [-1]
 

@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import TraceaugError
 from ..trace import Trace
 from .gpu_steps import gpu_windows
-from .intervals import clip, union_length
+from .intervals import covered_in
 from .steps import op_groups, shorten
 from .tables import Columns, codes, first_appearance, frame, objects
 
@@ -163,20 +163,20 @@ def headline(side: Side, step: int | None = None) -> dict:
     end = ts + gpu["dur"].astype(np.int64)
     win = gpu_windows(side.trace, side.steps, ts, end, gpu["step"])
     pick = win["step"] == step if step is not None else np.ones(len(win["step"]), bool)
-    windows = list(zip(win["ts"][pick].tolist(), win["end"][pick].tolist()))
+    lo, hi = win["ts"][pick].astype(np.int64), win["end"][pick].astype(np.int64)
     if not len(st_dur):  # no steps: the GPU ops' own span (none on a CPU-only trace)
         start, stop = side.trace.span() or (0, 0)
         step_ns = float(stop - start)
-        windows = [(int(ts.min()), int(end.max()))] if len(ts) else []
+        lo, hi = (ts.min(keepdims=True), end.max(keepdims=True)) if len(ts) else (ts[:0], ts[:0])
     else:
         step_ns = float(st_dur.mean())
     cat = gpu["category"]
 
     def inside(sel: np.ndarray) -> float:
-        return sum(union_length(*clip(ts[sel], end[sel], lo, hi)) for lo, hi in windows) / n
+        return int(covered_in(ts[sel], end[sel], lo, hi).sum()) / n
 
     busy = inside(np.ones(len(ts), bool))
-    span = sum(hi - lo for lo, hi in windows) / n
+    span = int((hi - lo).sum()) / n
     out = {"steps": len(st_dur), "step": step, "step_ms": step_ns / 1e6, "gpu_busy_ms": busy / 1e6,
            "gpu_idle_ms": max(span - busy, 0) / 1e6}
     for c in ("computation", "communication", "memory"):

@@ -38,13 +38,30 @@ def steps(trace: Trace) -> Columns:
             "dur": c["dur"][keep].astype(np.int64)}
 
 
-def step_of(ts: str, st: Columns) -> str:
-    """SQL for the step whose window [ts, ts + dur) holds the timestamp expression ``ts``, else
-    -1: of the steps starting at or before it, the last (as a search of the sorted starts)."""
-    whens = [f"WHEN {ts} >= {start} THEN IIF({ts} < {start + dur}, {step}, -1)"
-             for step, start, dur in zip(st["step"].tolist()[::-1], st["ts"].tolist()[::-1],
-                                         st["dur"].tolist()[::-1])]
-    return f"CASE {' '.join(whens)} ELSE -1 END" if whens else "-1"
+STEP_TABLE = "_traceaug_step_window"
+_BATCH = 5000  # rows per INSERT: SQLite caps one statement's length
+
+
+def step_table(trace: Trace, st: Columns) -> str:
+    """The steps as an indexed SQLite table (``pos``, ``start``, ``end``, ``step``) for
+    ``step_of``: one SQL CASE branch per step made diffs of tens of thousands of steps take
+    minutes; an index makes each lookup a B-tree seek."""
+    trace.execute(f"DROP TABLE IF EXISTS {STEP_TABLE}")
+    trace.execute(f"CREATE TABLE {STEP_TABLE} (pos INTEGER PRIMARY KEY, start INT, end INT, "
+                  "step INT)")
+    rows = [f"({i},{s},{s + d},{n})" for i, (n, s, d) in
+            enumerate(zip(st["step"].tolist(), st["ts"].tolist(), st["dur"].tolist()))]
+    for i in range(0, len(rows), _BATCH):
+        trace.execute(f"INSERT INTO {STEP_TABLE} VALUES {','.join(rows[i : i + _BATCH])}")
+    trace.execute(f"CREATE INDEX {STEP_TABLE}_start ON {STEP_TABLE} (start, pos)")
+    return STEP_TABLE
+
+
+def step_of(ts: str, table: str) -> str:
+    """SQL for the step whose window [start, end) in ``table`` (``step_table``) holds the
+    timestamp expression ``ts``, else -1: of the steps starting at or before it, the last."""
+    return (f"COALESCE((SELECT IIF({ts} < w.end, w.step, -1) FROM {table} w "
+            f"WHERE w.start <= {ts} ORDER BY w.start DESC, w.pos DESC LIMIT 1), -1)")
 
 
 def is_gpu(kind: np.ndarray) -> np.ndarray:
@@ -74,7 +91,7 @@ def gpu_ops(trace: Trace, st: Columns) -> Columns:
     c = trace.columns(
         "WITH launch AS (SELECT correlation, MIN(id) AS id FROM traceaug_runtime "
         "WHERE correlation IS NOT NULL GROUP BY correlation) "
-        f"SELECT g.ts, g.dur, g.name, g.kind, {step_of('r.ts', st)} AS step "
+        f"SELECT g.ts, g.dur, g.name, g.kind, {step_of('r.ts', step_table(trace, st))} AS step "
         "FROM traceaug_gpu_op g LEFT JOIN launch l USING (correlation) "
         "LEFT JOIN slice r ON r.id = l.id ORDER BY g.id")
     return {**c, "kind": c["kind"].astype(object)}
@@ -87,7 +104,8 @@ def cpu_op_groups(trace: Trace, st: Columns) -> Columns:
     show every one as added / removed."""
     trace.include("traceaug.kineto")
     return trace.columns(
-        f"SELECT s.name, {step_of('s.ts', st)} AS step, COUNT(*) AS count, SUM(s.dur) AS total "
+        f"SELECT s.name, {step_of('s.ts', step_table(trace, st))} AS step, COUNT(*) AS count, "
+        "SUM(s.dur) AS total "
         "FROM slice s JOIN _traceaug_kind k USING (category) WHERE k.kind = 'cpu_op' "
         "AND s.name NOT GLOB 'ProfilerStep#*' GROUP BY 1, 2")
 

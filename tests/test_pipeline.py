@@ -272,6 +272,32 @@ def test_two_rewriters_chain_in_either_order(tmp_path: Path, order: tuple[str, s
         assert t.columns("SELECT COUNT(*) AS n FROM slice WHERE category = 'marks'")["n"][0] == 7
 
 
+def test_an_older_counters_output_gets_its_counters_replaced(tmp_path: Path) -> None:
+    """Before the pipeline, counters wrote ``"traceaug":{"tool","version","command"}`` and its
+    counter events ("Queue length", "Memory bandwidth (GB/s)") first in the array, with no
+    counts: counters on such a file replaces them (was: 92 counter events, 46 of them stale),
+    and the result is byte for byte counters on the original."""
+    original = tmp_path / "small.json"
+    original.write_bytes(read_all(SMALL))
+    text = original.read_bytes()
+    brace, bracket = text.index(b"{") + 1, text.index(b"[", text.index(b'"traceEvents"')) + 1
+    stale = [{"ph": "C", "name": name, "pid": 0, "ts": 1712198313370004 + i, "args": {"stream 7": i}}
+             for i, name in enumerate(["Queue length", "Memory bandwidth (GB/s)"] * 20)]
+    older = (text[:brace] + b'"traceaug":{"tool":"traceaug","version":"0.1.0","command":"counters"},'
+             + text[brace:bracket] + b",\n".join(orjson.dumps(e) for e in stale) + b","
+             + text[bracket:])
+    (tmp_path / "older.json").write_bytes(older)
+    assert len(counter_events(tmp_path / "older.json")) == 40
+    for src, out in (("older.json", "again.json"), ("small.json", "once.json")):
+        assert cli("counters", str(tmp_path / src), str(tmp_path / out)).exit_code == 0
+    assert (tmp_path / "again.json").read_bytes() == (tmp_path / "once.json").read_bytes()
+    assert len(counter_events(tmp_path / "again.json")) == 46
+    other = older.replace(b'"command":"counters"', b'"command":"diff"')  # not its additions: kept
+    (tmp_path / "other.json").write_bytes(other)
+    assert cli("counters", str(tmp_path / "other.json"), str(tmp_path / "kept.json")).exit_code == 0
+    assert len(counter_events(tmp_path / "kept.json")) == 86
+
+
 def test_an_edited_marker_is_an_error(tmp_path: Path) -> None:
     once, bad, out = tmp_path / "once.json", tmp_path / "bad.json", tmp_path / "out.json"
     assert cli("counters", str(SMALL), str(once)).exit_code == 0

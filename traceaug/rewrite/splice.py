@@ -128,6 +128,42 @@ def _known_entries(value: dict) -> list[dict] | None:
     return entries
 
 
+# Counter tracks an older traceaug counters (markers with "command", no event counts) put
+# right after the ``[``: a run of such events is its addition, replaced like any other.
+_OLDER_COUNTERS = ("Queue length", "Memory bandwidth (GB/s)")
+
+
+def _older_entry(value: dict, blocks: Iterator[bytes], body: bytearray) -> dict | None:
+    """The entry an older ``counters`` marker (``{"tool", "version", "command"}``) would have
+    had: its leading run of counter events, counted and measured in the text after the ``[``
+    (read from ``blocks`` into ``body`` as far as the run goes); None for any other marker
+    (its additions cannot be told apart from the input's: kept)."""
+    if value.get("command") != "counters" or "rewriters" in value:
+        return None
+    decoder, pos, end, count = json.JSONDecoder(), 0, 0, 0
+    text = body.decode("latin-1")  # one char per byte: offsets are byte offsets
+    while True:
+        pos = _skip_ws(body, pos)
+        try:
+            event, after = decoder.raw_decode(text, pos)
+        except ValueError:  # cut by the block's end, unless far past the last event
+            block = next(blocks, None) if len(body) - end < 1 << 20 else None
+            if block is None:
+                break
+            body += block
+            text = body.decode("latin-1")
+            continue
+        if not (isinstance(event, dict) and event.get("ph") == "C"
+                and event.get("name") in _OLDER_COUNTERS):
+            break
+        count, end = count + 1, after
+        pos = _skip_ws(body, after)
+        if body[pos : pos + 1] == b",":
+            pos += 1
+    return {"name": "counters", "version": value.get("version"), "options": {},
+            "events": count, "bytes": end}
+
+
 def read_prior(src: Path) -> Prior:
     """The ``Prior`` of ``src`` (empty for a file traceaug did not write); a marker that does
     not match the events after the ``[`` is an error (the file was edited)."""
@@ -138,17 +174,22 @@ def read_prior(src: Path) -> Prior:
         return Prior()  # not a file traceaug wrote: the load reports what it is
     try:
         found = None if layout.array_form else find_marker(head)
-        entries = None if found is None else _known_entries(found[2])
-        if not entries:
+        if found is None:
             return Prior()
-        need = sum(e["bytes"] + 1 for e in entries) + 1
+        entries = _known_entries(found[2])
         body = bytearray()
+        if entries is None:  # an older counters output: its counter events lead the array
+            older = _older_entry(found[2], rest, body)
+            entries = [older] if older and older["events"] else []
+        need = sum(e["bytes"] + 1 for e in entries) + 1
         for block in rest:
-            body += block
             if len(body) > need + 64:
                 break
+            body += block
     finally:
         rest.close()
+    if not entries:
+        return Prior()
     pos, blocks = 0, []
     for e in entries:
         block = bytes(body[pos : pos + e["bytes"]])

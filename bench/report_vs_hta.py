@@ -16,8 +16,11 @@ children run in the environment as it is.
 The directory of per-rank traces (``--trace DIR``) and the trace scaled xN (``--scaled N``: N
 copies end to end, bench/load_throughput.py's ``build_scaled``, reused from ``--out-dir``) show
 how the ratio moves when fixed costs (start-up, imports, the engine's start) matter more or less.
+``--phases`` prints instead where one run spends its time (wall since the process started and
+CPU at each phase: imports, the pass-1 child, engine start, waiting, parse, queries, analyses,
+page).
 Run: ``python bench/report_vs_hta.py [--repeat N] [--json] [--trace PATH|DIR ...] [--scaled N
-[--out-dir DIR]]``.
+[--out-dir DIR]] [--phases]``.
 """
 
 from __future__ import annotations
@@ -81,6 +84,70 @@ a.get_idle_time_breakdown(ranks=ranks, visualize=False, show_idle_interval_stats
 a.get_comm_comp_overlap(visualize=False)
 a.get_cuda_kernel_launch_stats(ranks=ranks, visualize=False)
 print(TAG + json.dumps({"total_s": time.perf_counter() - t0, "peak_rss_kb": peak_kb()}))
+"""
+
+
+# argv: TRACE PAGE. One report run in this process, with a timestamp (wall since the process
+# started, CPU of this process) at each phase, and each pass-1 child's span of pass 1 (it then
+# waits for the parent to read its plan): one JSON line.
+PHASES_CHILD = """
+import json, os, sys, time
+def up():  # seconds since this process started (/proc), so that Python's own start counts
+    with open("/proc/self/stat") as f:
+        ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+    with open("/proc/uptime") as f:
+        return float(f.read().split()[0]) - ticks / os.sysconf("SC_CLK_TCK")
+START = time.time() - up()
+marks = [("python started", time.time() - START, time.process_time())]
+def mark(name):
+    marks.append((name, time.time() - START, time.process_time()))
+def timed(owner, attr, name):
+    f = getattr(owner, attr)
+    def w(*a, **k):
+        mark(name + " start")
+        try:
+            return f(*a, **k)
+        finally:
+            mark(name + " end")
+    setattr(owner, attr, w)
+import traceaug.cli as cli
+mark("cli imported")
+from traceaug.read import normalize, prefetch
+PARENT, plan = os.getpid(), normalize.plan
+def child_plan(*a, **k):  # pass 1 in a forked child (it inherits this): its span, to a pipe
+    if os.getpid() == PARENT:
+        return plan(*a, **k)
+    t, c = time.time(), time.process_time()
+    out = plan(*a, **k)  # then the child waits until the parent reads the plan
+    span = [t - START, time.time() - START, time.process_time() - c]
+    os.write(CHILD_FD, json.dumps(span).encode() + b"\\n")
+    return out
+normalize.plan = child_plan
+CHILD_READ, CHILD_FD = os.pipe()
+def started(start_children):
+    def w(*a, **k):
+        mark("pass-1 children to start")
+        out = start_children(*a, **k)
+        mark("perfetto API imported")
+        from traceaug.commands import analyses
+        from traceaug.engine import loader
+        from traceaug.report import analyses_html
+        mark("engine and analyses imported")
+        timed(loader, "_early_engine", "engine start")
+        timed(prefetch.Prefetched, "take", "wait for the child")
+        timed(loader, "_load_once", "engine parse")
+        timed(analyses, "gpu_ops", "queries")
+        timed(analyses_html, "analyses", "analyses")
+        timed(analyses_html, "write_report", "page")
+        return out
+    return w
+cli._prefetch = started(cli._prefetch)  # a lone trace
+cli._prefetch_ranks = started(cli._prefetch_ranks)  # a directory of ranks
+cli.main(["report", sys.argv[1], "--html", sys.argv[2]], standalone_mode=False)
+mark("done")
+os.close(CHILD_FD)
+kids = [json.loads(line) for line in os.fdopen(CHILD_READ).read().splitlines()]
+print(TAG + json.dumps({"marks": marks, "children": kids}))
 """
 
 
@@ -175,6 +242,21 @@ def measure(trace: Path, repeat: int) -> dict[str, Any]:
             "load_average": os.getloadavg()[0]}
 
 
+def phases(trace: Path) -> str:
+    """One report run's phases (a lone trace: the pass-1 child's span is shown), as text."""
+    with tempfile.TemporaryDirectory() as tmp, bytecode_cached(Path(tmp)):
+        page = str(Path(tmp) / "page.html")
+        run([sys.executable, "-c", child_script(PHASES_CHILD), str(trace), page], TIMEOUT_S,
+            "report phases (warm-up)")
+        _, out = run([sys.executable, "-c", child_script(PHASES_CHILD), str(trace), page], TIMEOUT_S,
+                     "report phases")
+    got = tagged(out, "the phases child")
+    lines = [f"{Path(trace).name}: wall s since the process started, CPU s of the parent"]
+    lines += [f"{wall:7.3f}  cpu {cpu:6.3f}  {name}" for name, wall, cpu in got["marks"]]
+    lines += [f"pass-1 child: {a:.3f} -> {b:.3f} s, {cpu:.3f} CPU s" for a, b, cpu in got["children"]]
+    return "\n".join(lines)
+
+
 def scaled(copies: int, out_dir: Path) -> Path:
     """The A100 6-stream trace ``copies`` times end to end (built once into ``out_dir``)."""
     src = TRACE.resolve()  # the cache key names it: the same as the other benches' from any tree
@@ -218,11 +300,16 @@ def main() -> int:
                         help="also the A100 6-stream trace N times end to end (run once)")
     parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT,
                         help="where the scaled trace is built (and reused)")
+    parser.add_argument("--phases", action="store_true",
+                        help="only print where one report run spends its time, per phase")
     args = parser.parse_args()
     inputs = [(t, max(args.repeat, 1)) for t in args.trace or [TRACE]]
     for trace, _ in inputs:
         if not trace.exists():
             sys.exit(f"error: {trace} not found (../shared/traces is needed)")
+    if args.phases:
+        print("\n\n".join(phases(trace) for trace, _ in inputs))
+        return 0
     if args.scaled:
         args.out_dir.mkdir(parents=True, exist_ok=True)
         inputs.append((scaled(args.scaled, args.out_dir), 1))

@@ -1,7 +1,7 @@
 """plotly.js for a self-contained, offline page: gzip + base64 inline (1.9 MB instead of
 4.8 MB), unpacked in the browser by ``DecompressionStream``. Packed once per plotly.min.js
-(its size and mtime: no ``importlib.metadata``, whose import alone is 25 ms of a command)
-into the cache directory (packing takes ~0.4 s)."""
+(keyed on its size and mtime, which a stat gives, not a package-metadata lookup) into the
+cache directory (packing takes ~0.4 s)."""
 
 from __future__ import annotations
 

@@ -129,14 +129,14 @@ def started(start_children):
         mark("pass-1 children to start")
         out = start_children(*a, **k)
         mark("perfetto API imported")
-        from traceaug.commands import analyses
+        from traceaug.analysis import gpu_steps
         from traceaug.engine import loader
         from traceaug.report import analyses_html
         mark("engine and analyses imported")
         timed(loader, "_early_engine", "engine start")
         timed(prefetch.Prefetched, "take", "wait for the child")
         timed(loader, "_load_once", "engine parse")
-        timed(analyses, "gpu_ops", "queries")
+        timed(gpu_steps, "gpu_ops", "queries")
         timed(analyses_html, "analyses", "analyses")
         timed(analyses_html, "write_report", "page")
         return out

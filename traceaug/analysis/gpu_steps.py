@@ -175,6 +175,12 @@ def gpu_windows(trace: Trace, cpu: Columns, ts: np.ndarray, end: np.ndarray,
             "ts": lo, "end": hi, "source": source}
 
 
+def rank_ops(rank: int | None, trace: Trace) -> GpuOps:
+    """``gpu_ops`` of one rank of a directory (``load_ranks(then=...)``): the rank the trace
+    records, else the one its file name gave."""
+    return gpu_ops(trace, rank if trace.rank is None else trace.rank)
+
+
 def gpu_ops(trace: Trace, rank: int | None = None) -> GpuOps:
     """Load a trace's GPU ops, their launches and steps, and the steps' GPU windows."""
     trace.include("traceaug.gpu")

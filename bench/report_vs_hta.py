@@ -3,28 +3,39 @@
 comm/comp overlap, launch stats; HTA writes no page, so its side has no HTML to render).
 
 Why: issue 17 asks the report to be at least 10x faster than HTA. Each tool runs alone in a
-fresh process; wall time is measured from here (median of ``--repeat`` runs, taken in turn),
-peak RSS over the child's process tree (sampled every 20 ms, pass-1 worker processes
-included; at least the child's own VmHWM), and CPU seconds (user + sys of the child and every
+fresh process; wall time is measured from here (median of ``--repeat`` runs, taken in turn,
+each a plain wait for the process), peak RSS in a separate run over the child's process tree
+(sampled every 20 ms, pass-1 worker processes included; at least the child's own VmHWM), and
+CPU seconds (user + sys of the child and every
 process it waited for, pass-1 children included): on a shared machine wall time follows the
 load, CPU seconds much less.
 Python bytecode: HTA's modules come compiled (site-packages); when PYTHONDONTWRITEBYTECODE is
 set, traceaug's would be compiled again on every run, so traceaug's children keep theirs under
 the temporary directory (PYTHONPYCACHEPREFIX; warm-up runs compile them first) while HTA's
 children run in the environment as it is.
-Run: ``python bench/report_vs_hta.py [--repeat N] [--json] [--trace PATH]``.
+The directory of per-rank traces (``--trace DIR``) and the trace scaled xN (``--scaled N``: N
+copies end to end, bench/load_throughput.py's ``build_scaled``, reused from ``--out-dir``) show
+how the ratio moves when fixed costs (start-up, imports, the engine's start) matter more or less.
+``--phases`` prints instead where one run spends its time (wall since the process started and
+CPU at each phase: imports, the pass-1 child, engine start, waiting, parse, queries, analyses,
+page).
+Run: ``python bench/report_vs_hta.py [--repeat N] [--json] [--trace PATH|DIR ...] [--scaled N
+[--out-dir DIR]] [--phases]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import json
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +50,7 @@ from counters_vs_hta import (  # noqa: E402
     tagged,
     warm_up,
 )
+from load_throughput import DEFAULT_OUT, build_scaled  # noqa: E402
 
 TRACE = REPO_ROOT.parent / "shared" / "traces" / "kineto" / "a100_rank0_of16_6streams.json.gz"
 TARGET_SPEED_RATIO = 10.0
@@ -52,21 +64,90 @@ main(["report", sys.argv[1], "--html", sys.argv[2]], standalone_mode=False)
 print(TAG + json.dumps({"total_s": time.perf_counter() - t0, "peak_rss_kb": peak_kb()}))
 """
 
-# HTA reads every trace in a directory: give it a directory holding a symlink to the trace.
+# HTA reads every trace in a directory: give it a directory holding a symlink to the trace (or
+# to each trace of a directory of ranks).
 HTA_CHILD = """
 import json, logging, os, sys, time, warnings
 warnings.simplefilter("ignore")
 logging.disable(logging.WARNING)
 t0 = time.perf_counter()
 from hta.trace_analysis import TraceAnalysis
-os.symlink(sys.argv[1], os.path.join(sys.argv[2], "rank-0.json.gz"))
+src = sys.argv[1]
+files = [os.path.join(src, f) for f in sorted(os.listdir(src))] if os.path.isdir(src) else [src]
+for f in files:
+    os.symlink(f, os.path.join(sys.argv[2], os.path.basename(f)))
 a = TraceAnalysis(trace_dir=sys.argv[2])
+ranks = sorted(a.t.traces)  # every rank, as traceaug's report (HTA's default is rank 0 only)
 a.get_gpu_kernel_breakdown(visualize=False, include_memory_kernels=True)
 a.get_temporal_breakdown(visualize=False)
-a.get_idle_time_breakdown(visualize=False, show_idle_interval_stats=True)
+a.get_idle_time_breakdown(ranks=ranks, visualize=False, show_idle_interval_stats=True)
 a.get_comm_comp_overlap(visualize=False)
-a.get_cuda_kernel_launch_stats(visualize=False)
+a.get_cuda_kernel_launch_stats(ranks=ranks, visualize=False)
 print(TAG + json.dumps({"total_s": time.perf_counter() - t0, "peak_rss_kb": peak_kb()}))
+"""
+
+
+# argv: TRACE PAGE. One report run in this process, with a timestamp (wall since the process
+# started, CPU of this process) at each phase, and each pass-1 child's span of pass 1 (it then
+# waits for the parent to read its plan): one JSON line.
+PHASES_CHILD = """
+import json, os, sys, time
+def up():  # seconds since this process started (/proc), so that Python's own start counts
+    with open("/proc/self/stat") as f:
+        ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+    with open("/proc/uptime") as f:
+        return float(f.read().split()[0]) - ticks / os.sysconf("SC_CLK_TCK")
+START = time.time() - up()
+marks = [("python started", time.time() - START, time.process_time())]
+def mark(name):
+    marks.append((name, time.time() - START, time.process_time()))
+def timed(owner, attr, name):
+    f = getattr(owner, attr)
+    def w(*a, **k):
+        mark(name + " start")
+        try:
+            return f(*a, **k)
+        finally:
+            mark(name + " end")
+    setattr(owner, attr, w)
+import traceaug.cli as cli
+mark("cli imported")
+from traceaug.read import normalize, prefetch
+PARENT, plan = os.getpid(), normalize.plan
+def child_plan(*a, **k):  # pass 1 in a forked child (it inherits this): its span, to a pipe
+    if os.getpid() == PARENT:
+        return plan(*a, **k)
+    t, c = time.time(), time.process_time()
+    out = plan(*a, **k)  # then the child waits until the parent reads the plan
+    span = [t - START, time.time() - START, time.process_time() - c]
+    os.write(CHILD_FD, json.dumps(span).encode() + b"\\n")
+    return out
+normalize.plan = child_plan
+CHILD_READ, CHILD_FD = os.pipe()
+def started(start_children):
+    def w(*a, **k):
+        mark("pass-1 children to start")
+        out = start_children(*a, **k)
+        mark("perfetto API imported")
+        from traceaug.analysis import gpu_steps
+        from traceaug.engine import loader
+        from traceaug.report import analyses_html
+        mark("engine and analyses imported")
+        timed(loader, "_early_engine", "engine start")
+        timed(prefetch.Prefetched, "take", "wait for the child")
+        timed(loader, "_load_once", "engine parse")
+        timed(gpu_steps, "gpu_ops", "queries")
+        timed(analyses_html, "analyses", "analyses")
+        timed(analyses_html, "write_report", "page")
+        return out
+    return w
+cli._prefetch = started(cli._prefetch)  # a lone trace
+cli._prefetch_ranks = started(cli._prefetch_ranks)  # a directory of ranks
+cli.main(["report", sys.argv[1], "--html", sys.argv[2]], standalone_mode=False)
+mark("done")
+os.close(CHILD_FD)
+kids = [json.loads(line) for line in os.fdopen(CHILD_READ).read().splitlines()]
+print(TAG + json.dumps({"marks": marks, "children": kids}))
 """
 
 
@@ -93,6 +174,31 @@ def bytecode_cached(work: Path):
                 os.environ[k] = v
 
 
+def timed(cmd: list[str], what: str) -> float:
+    """Wall seconds of ``cmd`` run to its end (no sampling loop beside it, so that the 20 ms
+    polling of ``run_tree`` neither rounds a sub-second run nor takes a core from it)."""
+    start = time.perf_counter()
+    done = subprocess.run(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          timeout=TIMEOUT_S)
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr.decode(errors="replace")[-4000:])
+        sys.exit(f"error: {what} failed (exit {done.returncode})")
+    return time.perf_counter() - start
+
+
+def raw_mb(trace: Path) -> float:
+    """Raw JSON megabytes of a trace file or of every file of a directory."""
+    files = sorted(trace.iterdir()) if trace.is_dir() else [trace]
+    total = 0
+    for f in files:
+        with open(f, "rb") as fh:
+            gz = fh.read(2) == b"\x1f\x8b"
+        with (gzip.open(f, "rb") if gz else open(f, "rb")) as fh:
+            while chunk := fh.read(16 * MB):
+                total += len(chunk)
+    return total / MB
+
+
 def measure(trace: Path, repeat: int) -> dict[str, Any]:
     """Wall time and CPU seconds (median of ``repeat`` runs of each tool, taken in turn) and
     peak RSS."""
@@ -107,25 +213,26 @@ def measure(trace: Path, repeat: int) -> dict[str, Any]:
             page = work / f"report{i}.html"
             with bytecode_cached(work):
                 cpu = children_cpu_s()
-                wall, _ = run([sys.executable, "-m", "traceaug", "report", str(trace), "--html",
-                               str(page)], TIMEOUT_S, "traceaug report")
+                ta_walls.append(timed([sys.executable, "-m", "traceaug", "report", str(trace),
+                                       "--html", str(page)], "traceaug report"))
                 ta_cpus.append(children_cpu_s() - cpu)
-                ta_walls.append(wall)
                 _, out, tree = run_tree([sys.executable, "-c", child_script(TRACEAUG_CHILD), str(trace),
                                          str(page)], TIMEOUT_S, "traceaug report (in-process)")
             ta_peaks.append(max(tagged(out, "the traceaug child")["peak_rss_kb"], tree))
             d = work / f"hta{i}"
             d.mkdir()
             cpu = children_cpu_s()
-            wall, out, tree = run_tree([sys.executable, "-c", child_script(HTA_CHILD), str(trace), str(d)],
-                                       TIMEOUT_S, "HTA analyses")
+            hta_walls.append(timed([sys.executable, "-c", child_script(HTA_CHILD), str(trace), str(d)],
+                                   "HTA analyses"))
             hta_cpus.append(children_cpu_s() - cpu)
-            hta_walls.append(wall)
+            d = work / f"hta{i}_rss"
+            d.mkdir()
+            _, out, tree = run_tree([sys.executable, "-c", child_script(HTA_CHILD), str(trace), str(d)],
+                                    TIMEOUT_S, "HTA analyses (memory)")
             hta_peaks.append(max(tagged(out, "the HTA child")["peak_rss_kb"], tree))
         page_mb = (work / "report0.html").stat().st_size / MB
     ta_wall, hta_wall = statistics.median(ta_walls), statistics.median(hta_walls)
-    raw = len(__import__("gzip").open(trace).read()) / MB
-    return {"trace": str(trace), "raw_mb": raw, "repeat": repeat, "page_mb": page_mb,
+    return {"trace": str(trace), "raw_mb": raw_mb(trace), "repeat": repeat, "page_mb": page_mb,
             "traceaug_wall_s": ta_wall, "traceaug_walls_s": ta_walls,
             "traceaug_peak_mb": max(ta_peaks) / 1024, "hta_wall_s": hta_wall, "hta_walls_s": hta_walls,
             "hta_peak_mb": max(hta_peaks) / 1024, "speed_ratio": hta_wall / ta_wall,
@@ -135,33 +242,82 @@ def measure(trace: Path, repeat: int) -> dict[str, Any]:
             "load_average": os.getloadavg()[0]}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each tool (median wall time)")
-    parser.add_argument("--trace", type=Path, default=TRACE, help="the trace (default: A100 6 streams)")
-    args = parser.parse_args()
-    if not args.trace.exists():
-        sys.exit(f"error: {args.trace} not found (../shared/traces is needed)")
-    r = measure(args.trace, max(args.repeat, 1))
-    if args.json:
-        print(json.dumps(r, indent=1))
-        return 0
+def phases(trace: Path) -> str:
+    """One report run's phases (a lone trace: the pass-1 child's span is shown), as text."""
+    with tempfile.TemporaryDirectory() as tmp, bytecode_cached(Path(tmp)):
+        page = str(Path(tmp) / "page.html")
+        run([sys.executable, "-c", child_script(PHASES_CHILD), str(trace), page], TIMEOUT_S,
+            "report phases (warm-up)")
+        _, out = run([sys.executable, "-c", child_script(PHASES_CHILD), str(trace), page], TIMEOUT_S,
+                     "report phases")
+    got = tagged(out, "the phases child")
+    lines = [f"{Path(trace).name}: wall s since the process started, CPU s of the parent"]
+    lines += [f"{wall:7.3f}  cpu {cpu:6.3f}  {name}" for name, wall, cpu in got["marks"]]
+    lines += [f"pass-1 child: {a:.3f} -> {b:.3f} s, {cpu:.3f} CPU s" for a, b, cpu in got["children"]]
+    return "\n".join(lines)
+
+
+def scaled(copies: int, out_dir: Path) -> Path:
+    """The A100 6-stream trace ``copies`` times end to end (built once into ``out_dir``)."""
+    src = TRACE.resolve()  # the cache key names it: the same as the other benches' from any tree
+    target = raw_mb(src) * copies
+    path, meta = None, {"copies": 0}
+    for _ in range(4):  # build_scaled rounds to whole copies of its re-serialized events
+        path, meta, _trace = build_scaled(src, None, target, out_dir)
+        if meta["copies"] == copies:
+            break
+        target *= copies / meta["copies"]
+    return path.resolve()
+
+
+def summary(r: dict[str, Any]) -> str:
+    """The figures of one input as text."""
     verdict = "PASS" if r["speed_ratio"] >= TARGET_SPEED_RATIO else "MISS"
 
     def runs(walls: list[float]) -> str:
         return ", ".join(f"{w:.2f}" for w in walls)
 
-    print(f"{Path(r['trace']).name}, {r['raw_mb']:.1f} MB raw JSON; wall = median of {r['repeat']} runs; "
-          f"page {r['page_mb']:.2f} MB")
-    print(f"traceaug report   {r['traceaug_wall_s']:6.2f} s   peak RSS {r['traceaug_peak_mb']:7.0f} MB"
-          f"   (runs: {runs(r['traceaug_walls_s'])})   CPU {r['traceaug_cpu_s']:.2f} s"
-          f" (runs: {runs(r['traceaug_cpus_s'])})")
-    print(f"HTA analyses      {r['hta_wall_s']:6.2f} s   peak RSS {r['hta_peak_mb']:7.0f} MB"
-          f"   (runs: {runs(r['hta_walls_s'])})   CPU {r['hta_cpu_s']:.2f} s"
-          f" (runs: {runs(r['hta_cpus_s'])})")
-    print(f"speed ratio HTA/traceaug {r['speed_ratio']:.2f}x wall (target >= {TARGET_SPEED_RATIO:g}x): "
-          f"{verdict}; {r['cpu_ratio']:.2f}x in CPU seconds; load average {r['load_average']:.1f}")
+    return "\n".join([
+        f"{Path(r['trace']).name}, {r['raw_mb']:.1f} MB raw JSON; wall = median of {r['repeat']} "
+        f"runs; page {r['page_mb']:.2f} MB",
+        f"traceaug report   {r['traceaug_wall_s']:6.2f} s   peak RSS {r['traceaug_peak_mb']:7.0f} MB"
+        f"   (runs: {runs(r['traceaug_walls_s'])})   CPU {r['traceaug_cpu_s']:.2f} s"
+        f" (runs: {runs(r['traceaug_cpus_s'])})",
+        f"HTA analyses      {r['hta_wall_s']:6.2f} s   peak RSS {r['hta_peak_mb']:7.0f} MB"
+        f"   (runs: {runs(r['hta_walls_s'])})   CPU {r['hta_cpu_s']:.2f} s"
+        f" (runs: {runs(r['hta_cpus_s'])})",
+        f"speed ratio HTA/traceaug {r['speed_ratio']:.2f}x wall (target >= {TARGET_SPEED_RATIO:g}x): "
+        f"{verdict}; {r['cpu_ratio']:.2f}x in CPU seconds; load average {r['load_average']:.1f}"])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each tool (median wall time)")
+    parser.add_argument("--trace", type=Path, action="append",
+                        help="a trace or a directory of ranks; repeatable (default: A100 6 streams)")
+    parser.add_argument("--scaled", type=int, metavar="N",
+                        help="also the A100 6-stream trace N times end to end (run once)")
+    parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT,
+                        help="where the scaled trace is built (and reused)")
+    parser.add_argument("--phases", action="store_true",
+                        help="only print where one report run spends its time, per phase")
+    args = parser.parse_args()
+    inputs = [(t, max(args.repeat, 1)) for t in args.trace or [TRACE]]
+    for trace, _ in inputs:
+        if not trace.exists():
+            sys.exit(f"error: {trace} not found (../shared/traces is needed)")
+    if args.phases:
+        print("\n\n".join(phases(trace) for trace, _ in inputs))
+        return 0
+    if args.scaled:
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+        inputs.append((scaled(args.scaled, args.out_dir), 1))
+    results = [measure(trace, repeat) for trace, repeat in inputs]
+    if args.json:
+        print(json.dumps(results if len(results) > 1 else results[0], indent=1))
+        return 0
+    print("\n\n".join(summary(r) for r in results))
     return 0
 
 

@@ -230,3 +230,36 @@ def test_step_at_picks_the_holding_window_that_starts_last() -> None:
         want = [max(((start[k], number[k]) for k in range(n) if start[k] <= x < end[k]),
                     default=(0, -1))[1] for x in t]
         assert step_at(t, start, end, number).tolist() == want
+
+
+def test_ranks_are_read_and_closed_as_they_load(monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: Path) -> None:
+    """``load_ranks(then=...)``: each rank's engine is closed once ``then`` has read it, so
+    no more than two are open at once (never every rank's); ``then``'s results come back,
+    keyed by rank."""
+    from traceaug.trace import Trace
+
+    text = gen.write(tmp_path / "known.json").read_text()
+    for r in range(3):  # three ranks of the known trace: more than two
+        (tmp_path / "ranks").mkdir(exist_ok=True)
+        (tmp_path / "ranks" / f"rank-{r}.json").write_text(
+            text.replace('"distributedInfo":{"rank":0,', f'"distributedInfo":{{"rank":{r},'))
+    open_now, most, init, close = [0], [0], Trace.__init__, Trace.close
+
+    def opened(self, *a, **k):
+        init(self, *a, **k)
+        open_now[0] += 1
+        most[0] = max(most[0], open_now[0])
+
+    def closed(self):
+        open_now[0] -= 1
+        close(self)
+
+    monkeypatch.setattr(Trace, "__init__", opened)
+    monkeypatch.setattr(Trace, "close", closed)
+    got = traceaug.load_ranks(tmp_path / "ranks", then=lambda r, t: (r, t.rank, len(gpu_ops(t).ops["ts"])),
+                              progress=False, **LOAD)
+    with traceaug.load(tmp_path / "known.json", progress=False, **LOAD) as t:
+        n = len(gpu_ops(t).ops["ts"])
+    assert got == {r: (r, r, n) for r in range(3)}
+    assert open_now[0] == 0 and 1 <= most[0] <= 2

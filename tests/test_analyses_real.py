@@ -4,6 +4,7 @@ here from the raw JSON (tests/analyses_raw.py)."""
 from __future__ import annotations
 
 import json
+import os
 
 import analyses_raw as rawa
 import pytest
@@ -14,6 +15,7 @@ import traceaug
 from traceaug.analysis import breakdown, gaps, kernels, launches
 from traceaug.analysis.gpu_steps import LOAD, gpu_ops
 from traceaug.cli import main
+from traceaug.read import normalize, prefetch, source
 
 A100 = "kineto/a100_rank0_of16_6streams.json.gz"
 QWEN = "kineto/h100_qwen05b_inference.json.gz"
@@ -111,6 +113,34 @@ def test_directory_every_rank_and_across_ranks() -> None:
     totals = {row["rank"]: row["total"] for row in data["kernels"] if row["name"] == nccl}
     assert across[nccl]["max_total"] == max(totals.values())
     assert across[nccl]["slowest_rank"] == max(totals, key=totals.get)
+
+
+@pytest.mark.parametrize("budget_ranks", [2, 1])
+def test_directory_ranks_are_planned_in_children_up_to_the_budget(
+        monkeypatch: pytest.MonkeyPatch, budget_ranks: int) -> None:
+    """A directory's ranks get pass 1 in children (forked, not new interpreters) while their raw
+    sizes fit ``prefetch.UP_TO``; the others plan here; the tables are the same either way."""
+    d = shared_trace("kineto/multi_rank_sampled")
+    sizes = [source.raw_size_estimate(d / f"rank-{r}.json.gz") for r in (0, 1)]
+    monkeypatch.setattr(prefetch, "UP_TO", sum(sizes[:budget_ranks]))
+    started, here = [], []
+    start, plan = prefetch.Prefetched.start, normalize.plan
+    monkeypatch.setattr(prefetch.Prefetched, "start",
+                        lambda self, path, **k: (started.append(path.name), start(self, path, **k)))
+    parent = os.getpid()
+    monkeypatch.setattr(normalize, "plan",  # a forked child runs it too: count this process's
+                        lambda path, *a, **k: (os.getpid() == parent and here.append(path.name),
+                                               plan(path, *a, **k))[1])
+    result = CliRunner().invoke(main, ["kernels", str(d), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    names = ["rank-0.json.gz", "rank-1.json.gz"]
+    assert started == names[:budget_ranks]
+    assert here == names[budget_ranks:]
+    data = json.loads(result.output)
+    for rank in (0, 1):
+        want = rawa.kernel_totals(rawa.raw(d / f"rank-{rank}.json.gz")["ops"])
+        assert {row["name"]: (row["count"], row["total"]) for row in data["kernels"]
+                if row["rank"] == rank} == want
 
 
 def test_diff_headline_gpu_idle_is_window_minus_busy(qwen) -> None:

@@ -1,17 +1,23 @@
 """What keeps the analysis commands' start and grouping cheap: the perfetto API imported
-without http / ssl / email (they run on first use), and grouping by lexsort giving exactly
-``np.unique(..., axis=0)``'s groups."""
+without http / ssl / email (they run on first use), grouping by lexsort giving exactly
+``np.unique(..., axis=0)``'s groups, and plotly.js packed once."""
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import subprocess
 import sys
+from importlib.util import find_spec
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 from traceaug.analysis.intervals import exclusive, int_groups, sorted_groups
 from traceaug.analysis.tables import first_appearance
+from traceaug.report.plotly_inline import packed_plotly
 
 STARTUP = """
 import json, sys
@@ -83,3 +89,17 @@ def test_exclusive_sets_by_hand():
     got = exclusive({"a": (np.array([0, 30]), np.array([10, 31])), "b": (np.array([5]), np.array([20]))})
     assert got == {frozenset({"a"}): 6, frozenset({"a", "b"}): 5, frozenset({"b"}): 10}
     assert list(got) == [frozenset({"a"}), frozenset({"b"}), frozenset({"a", "b"})]  # by bit mask
+
+
+def test_plotly_is_packed_once_into_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The page's plotly.js: plotly.min.js gzip + base64, packed once (keyed on the file's
+    size and mtime, no importlib.metadata) and then read from the cache as it is."""
+    monkeypatch.setenv("TRACEAUG_CACHE_DIR", str(tmp_path))
+    packed = packed_plotly()
+    js = Path(find_spec("plotly").submodule_search_locations[0]) / "package_data" / "plotly.min.js"
+    assert gzip.decompress(base64.b64decode(packed)) == js.read_bytes()
+    [cached] = tmp_path.iterdir()
+    assert cached.name == f"plotly-{js.stat().st_size}-{js.stat().st_mtime_ns}.min.js.gz.b64"
+    assert cached.read_bytes() == packed
+    cached.write_bytes(b"QUJD")
+    assert packed_plotly() == b"QUJD"  # the cached copy, not packed again

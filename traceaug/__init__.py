@@ -57,20 +57,30 @@ def load(path: str | Path, kind: str | None = None, **options) -> Trace:
     return Trace(path, kind=kind, **options)
 
 
-def load_ranks(path: str | Path, rank: int | None = None, **options) -> dict[int | None, Trace]:
-    """Load a file or every rank of a directory, two at a time; keyed by rank."""
+def load_ranks(path: str | Path, rank: int | None = None, then=None, **options) -> dict:
+    """Load a file or every rank of a directory, two at a time; keyed by rank. With ``then``,
+    each trace goes to ``then(rank, trace)`` in the thread that loaded it and is closed right
+    after; its result is kept instead of the trace (two engines open at most, and one rank's
+    queries overlap the next rank's load)."""
     from .read.inputs import select
     from .trace import Trace
 
+    def one(f):
+        trace = Trace(f.path, **options)
+        if then is None:
+            return trace
+        with trace:
+            return then(f.rank, trace)
+
     files = select(path, rank)
     if len(files) == 1:
-        return {files[0].rank: Trace(files[0].path, **options)}
+        return {files[0].rank: one(files[0])}
     options.setdefault("progress", False)
     options.setdefault("workers", 1)  # two loads at once: one pass-1 worker process each
     from concurrent.futures import ThreadPoolExecutor  # here: it imports logging (a command's 10 ms)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        traces = list(pool.map(lambda f: Trace(f.path, **options), files))
+        traces = list(pool.map(one, files))
     return {f.rank: t for f, t in zip(files, traces)}
 
 

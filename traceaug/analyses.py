@@ -20,7 +20,7 @@ from .analysis import breakdown as bd
 from .analysis import gaps as gp
 from .analysis import kernels as kn
 from .analysis import launches as ln
-from .analysis.gpu_steps import LOAD, GpuOps, gpu_ops
+from .analysis.gpu_steps import LOAD, GpuOps, gpu_ops, rank_ops
 from .analysis.tables import Columns, frame
 from .commands.analyses import concat
 
@@ -39,11 +39,7 @@ def _ranks(source: Source, rank: int | None) -> list[GpuOps]:
         return [gpu_ops(source)]
     from . import load_ranks
 
-    out = []
-    for r, trace in load_ranks(Path(source), rank=rank, progress=False, **LOAD).items():
-        with trace:
-            out.append(gpu_ops(trace, r if trace.rank is None else trace.rank))
-    return out
+    return list(load_ranks(Path(source), rank=rank, then=rank_ops, progress=False, **LOAD).values())
 
 
 def _each(source: Source, rank: int | None, fn) -> pd.DataFrame:

@@ -39,12 +39,12 @@ def window_row(g: GpuOps, lo: int, hi: int) -> dict:
     # ops are in start order: only those starting before hi, after every op ending by lo
     a = int(np.searchsorted(g.reach, lo, side="right"))
     b = int(np.searchsorted(ops["ts"], hi, side="left"))
-    ts, end, cat = ops["ts"][a:b], ops["end"][a:b], ops["category"][a:b]
+    ts, end, cat = ops["ts"][a:b], ops["end"][a:b], g.type_code(TYPES)[a:b]
     inside = np.minimum(end, hi) > np.maximum(ts, lo)
     ts, end = clip(ts, end, lo, hi)
     cat = cat[inside]
     busy = union_length(ts, end)
-    spans = {t: (ts[cat == t], end[cat == t]) for t in TYPES}
+    spans = {t: (ts[m], end[m]) for i, t in enumerate(TYPES) for m in [cat == i]}
     row = {"window": hi - lo, "busy": busy, "idle": hi - lo - busy,
            "idle_pct": 100 * (hi - lo - busy) / (hi - lo) if hi > lo else 0.0}
     for t in TYPES:

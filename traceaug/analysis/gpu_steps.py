@@ -37,6 +37,7 @@ class GpuOps:
     # step, cpu_ts, cpu_end, ts, end (the GPU window), source ("gpu_annotation" / "launches")
     steps: Columns
     _reach: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    _codes: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def reach(self) -> np.ndarray:
@@ -46,6 +47,16 @@ class GpuOps:
             self._reach = np.maximum.accumulate(self.ops["end"]) if len(self.ops["end"]) else \
                 self.ops["end"]
         return self._reach
+
+    def type_code(self, types: tuple[str, ...]) -> np.ndarray:
+        """Each op's index in ``types`` (its category's; -1 for none), made once: analyses of
+        many windows compare small integers, not the category strings of every op each time."""
+        if types not in self._codes:
+            code = np.full(len(self.ops["category"]), -1, np.int8)
+            for i, t in enumerate(types):
+                code[self.ops["category"] == t] = i
+            self._codes[types] = code
+        return self._codes[types]
 
     def rows(self, step: int | None = None) -> np.ndarray:
         """Mask of the ops of ``step`` (every op when None)."""
@@ -162,6 +173,12 @@ def gpu_windows(trace: Trace, cpu: Columns, ts: np.ndarray, end: np.ndarray,
             source[i] = "gpu_annotation"
     return {"step": cpu["step"], "cpu_ts": cpu["ts"], "cpu_end": cpu["ts"] + cpu["dur"],
             "ts": lo, "end": hi, "source": source}
+
+
+def rank_ops(rank: int | None, trace: Trace) -> GpuOps:
+    """``gpu_ops`` of one rank of a directory (``load_ranks(then=...)``): the rank the trace
+    records, else the one its file name gave."""
+    return gpu_ops(trace, rank if trace.rank is None else trace.rank)
 
 
 def gpu_ops(trace: Trace, rank: int | None = None) -> GpuOps:

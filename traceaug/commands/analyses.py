@@ -13,7 +13,7 @@ from ..analysis import breakdown as bd
 from ..analysis import gaps as gp
 from ..analysis import kernels as kn
 from ..analysis import launches as ln
-from ..analysis.gpu_steps import LOAD, GpuOps, gpu_ops
+from ..analysis.gpu_steps import LOAD, GpuOps, rank_ops
 from ..analysis.tables import Columns, objects
 from ..errors import TraceaugError
 from ..output import render_columns
@@ -31,14 +31,12 @@ NS = {"total", "mean", "std", "min", "max", "median", "window", "cpu_step", "bus
 
 def load(path: Path, rank: int | None = None, tp_bin: str | None = None,
          prefetched: Prefetched | None = None) -> list[GpuOps]:
-    """Every rank's GPU ops (one for a file), ranks in order; the traces are closed."""
+    """Every rank's GPU ops (one for a file), ranks in order; each rank's engine is closed
+    once its ops are read."""
     from .. import load_ranks
 
-    out = []
-    for r, trace in load_ranks(path, rank=rank, tp_bin=tp_bin, prefetched=prefetched,
-                               **LOAD).items():
-        with trace:
-            out.append(gpu_ops(trace, r if trace.rank is None else trace.rank))
+    out = list(load_ranks(path, rank=rank, then=rank_ops, tp_bin=tp_bin, prefetched=prefetched,
+                          **LOAD).values())
     if not any(len(g.ops["ts"]) for g in out):
         raise TraceaugError(f"{path}: no GPU kernels, copies or sets to analyse")
     return out

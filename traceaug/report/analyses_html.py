@@ -142,11 +142,13 @@ def write_report(ranks: list[GpuOps], path: Path, step: int | None = None, top: 
         parts.append(f"<h2>{html.escape(name)}</h2>" + _table(clip_names(t, 60)))
     parts.append(f"<script>{BOOT}</script>")
     parts.append("<script>const FIGS = " + orjson.dumps(specs).decode().replace("</", "<\\/")
-                 + ";\nconst PLOTLY = \"" + packed_plotly() + "\";\n"
-                 "bootPlotly(PLOTLY, () => { FIGS.forEach((f, i) => Plotly.newPlot("
-                 "'chart' + i, f.data, f.layout, {responsive: true})); "
-                 "document.body.dataset.ready = '1'; });</script></body></html>")
-    with atomic_output(path, "w") as f:
-        f.write("\n".join(parts))
+                 + ";\nconst PLOTLY = \"")
+    tail = ("\";\nbootPlotly(PLOTLY, () => { FIGS.forEach((f, i) => Plotly.newPlot("
+            "'chart' + i, f.data, f.layout, {responsive: true})); "
+            "document.body.dataset.ready = '1'; });</script></body></html>")
+    with atomic_output(path, "wb") as f:  # plotly.js as the cached bytes: no 2 MB decode / encode
+        f.write("\n".join(parts).encode())
+        f.write(packed_plotly())
+        f.write(tail.encode())
     return len(figs)
 

@@ -1,12 +1,13 @@
 """plotly.js for a self-contained, offline page: gzip + base64 inline (1.9 MB instead of
-4.8 MB), unpacked in the browser by ``DecompressionStream``. Packed once per plotly version
-into the cache directory (packing takes ~0.4 s)."""
+4.8 MB), unpacked in the browser by ``DecompressionStream``. Packed once per plotly.min.js
+(keyed on its size and mtime, which a stat gives, not a package-metadata lookup) into the
+cache directory (packing takes ~0.4 s)."""
 
 from __future__ import annotations
 
 import base64
 import gzip
-from importlib import metadata, util
+from importlib import util
 from pathlib import Path
 
 from ..atomic import atomic_output
@@ -28,20 +29,21 @@ async function bootPlotly(packed, draw) {
 """
 
 
-def packed_plotly() -> str:
-    """plotly.min.js, gzip-compressed and base64-encoded."""
-    cached = cache_dir() / f"plotly-{metadata.version('plotly')}.min.js.gz.b64"
+def packed_plotly() -> bytes:
+    """plotly.min.js, gzip-compressed and base64-encoded (ASCII bytes, written as they are)."""
+    package = Path(util.find_spec("plotly").submodule_search_locations[0])  # never imported
+    js_path = package / "package_data" / "plotly.min.js"
+    stat = js_path.stat()
+    cached = cache_dir() / f"plotly-{stat.st_size}-{stat.st_mtime_ns}.min.js.gz.b64"
     try:
-        return cached.read_text()
+        return cached.read_bytes()
     except OSError:
         pass
-    package = Path(util.find_spec("plotly").submodule_search_locations[0])  # never imported
-    js = (package / "package_data" / "plotly.min.js").read_bytes()
-    text = base64.b64encode(gzip.compress(js, 6, mtime=0)).decode()
+    packed = base64.b64encode(gzip.compress(js_path.read_bytes(), 6, mtime=0))
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_output(cached, "w") as f:
-            f.write(text)
+        with atomic_output(cached, "wb", hold=False) as f:
+            f.write(packed)
     except OSError:  # a read-only cache only costs the packing next time
         pass
-    return text
+    return packed

@@ -66,9 +66,12 @@ class GpuOps:
         return self.ops["step"] == step
 
     def check(self, step: int) -> None:
-        if step not in set(self.steps["step"].tolist()):
-            have = ", ".join(map(str, self.steps["step"].tolist())) or "none"
-            raise TraceaugError(f"{self.trace.path}: no ProfilerStep#{step} (steps: {have})")
+        """Raise the user's error when the trace has no ProfilerStep ``step``."""
+        number = self.steps["step"]
+        if not (number == step).any():
+            have = ", ".join(map(str, number.tolist())) if len(number) <= 12 else \
+                f"{len(number)} from {int(number.min())} to {int(number.max())}"
+            raise TraceaugError(f"{self.trace.path}: no ProfilerStep#{step} (steps: {have or 'none'})")
 
     def window(self, step: int | None = None) -> tuple[int, int, str]:
         """The GPU window of ``step``; for None, from the first step's window start to the
@@ -97,12 +100,27 @@ def step_at(t: np.ndarray, start: np.ndarray, end: np.ndarray, number: np.ndarra
     j = np.maximum(i, 0)
     hit = (i >= 0) & (t < end[j])  # in the last window starting at or before it
     out[hit] = number[j[hit]]
-    # else an earlier, longer window may still hold it: only those times, window by window
+    # else an earlier, longer window may still hold it: only those times, by binary descent
     maybe = np.flatnonzero((i >= 0) & ~hit & (t < np.maximum.accumulate(end)[j]))
-    for k in range(len(start)):
-        inside = (t[maybe] >= start[k]) & (t[maybe] < end[k])
-        out[maybe[inside]] = number[k]
+    k = last_reaching(end, i[maybe], t[maybe])
+    out[maybe[k >= 0]] = number[k[k >= 0]]
     return out
+
+
+def last_reaching(end: np.ndarray, i: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For each query, the largest k <= i with end[k] > t, else -1: a binary descent over
+    block maxima of ``end`` (a sparse table), O((n + queries) log n), where a scan of the
+    windows per query made many steps quadratic."""
+    levels = [np.asarray(end)]  # levels[j][k] = max(end[k - 2^j + 1 .. k]) (from 0 if shorter)
+    while (1 << len(levels)) <= len(end):
+        prev, h = levels[-1], 1 << (len(levels) - 1)
+        levels.append(np.r_[prev[:h], np.maximum(prev[h:], prev[:-h])])
+    p = np.asarray(i, np.int64).copy()
+    for j in range(len(levels) - 1, -1, -1):  # skip each whole block that ends by t
+        w = 1 << j
+        skip = (p >= w - 1) & (levels[j][np.maximum(p, 0)] <= t)
+        p[skip] -= w
+    return p
 
 
 def _gpu_annotations(trace: Trace) -> dict[int, tuple[int, int]]:
@@ -167,10 +185,14 @@ def gpu_windows(trace: Trace, cpu: Columns, ts: np.ndarray, end: np.ndarray,
     lo[empty] = cpu["ts"][empty]
     hi[empty] = cpu["ts"][empty]
     source = np.full(n, "launches", dtype=object)
-    for i, step in enumerate(number.tolist()):
-        if step in notes:
-            lo[i], hi[i] = notes[step]
-            source[i] = "gpu_annotation"
+    if notes:  # the GPU-side annotations win
+        have = np.fromiter(notes, np.int64, len(notes))
+        span = np.array(list(notes.values()), np.int64).reshape(-1, 2)
+        order = np.argsort(have)
+        at = order[np.minimum(np.searchsorted(have[order], number), len(have) - 1)]
+        noted = have[at] == number
+        lo[noted], hi[noted] = span[at[noted], 0], span[at[noted], 1]
+        source[noted] = "gpu_annotation"
     return {"step": cpu["step"], "cpu_ts": cpu["ts"], "cpu_end": cpu["ts"] + cpu["dur"],
             "ts": lo, "end": hi, "source": source}
 

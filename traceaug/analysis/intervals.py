@@ -84,22 +84,32 @@ def exclusive(spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[frozenset
     """Time covered by exactly each combination of the named interval sets (a sweep over
     their unions, as HTA's kernel-type overlap): frozenset of names -> ns."""
     names = list(spans)
+    lo, hi, mask = combination_segments(spans)
+    length = hi - lo
+    out: dict[frozenset, int] = {}
+    running = np.sort(mask)  # its distinct sets (np.unique would import numpy.ma: 10 ms)
+    for m in running[np.r_[True, running[1:] != running[:-1]]].tolist():
+        if m > 0:
+            key = frozenset(n for bit, n in enumerate(names) if m & (1 << bit))
+            out[key] = int(length[mask == m].sum())
+    return out
+
+
+def combination_segments(spans: dict[str, tuple[np.ndarray, np.ndarray]]
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The sweep over the named sets' unions: consecutive segments [lo, hi) and the bit mask
+    of the sets running in each (bit i: the i-th name; 0: none). Per window, the time of a
+    combination is ``covered_in`` of its segments."""
     points, delta = [], []
-    for bit, name in enumerate(names):
+    for bit, name in enumerate(spans):
         lo, hi = merge(*spans[name])
         points += [lo, hi]
         delta += [np.full(len(lo), 1 << bit, np.int64), np.full(len(hi), -(1 << bit), np.int64)]
     if not points or not sum(len(p) for p in points):
-        return {}
+        empty = np.empty(0, np.int64)
+        return empty, empty, empty
     t, d = np.concatenate(points), np.concatenate(delta)
     order = np.argsort(t, kind="stable")
     t, d = t[order], d[order]
     mask = np.cumsum(d)  # the set running after each point
-    length = np.diff(t)
-    out: dict[frozenset, int] = {}
-    running = np.sort(mask[:-1])  # its distinct sets (np.unique would import numpy.ma: 10 ms)
-    for m in running[np.r_[True, running[1:] != running[:-1]]].tolist():
-        if m > 0:
-            key = frozenset(n for bit, n in enumerate(names) if m & (1 << bit))
-            out[key] = int(length[mask[:-1] == m].sum())
-    return out
+    return t[:-1], t[1:], mask[:-1]

@@ -87,6 +87,8 @@ def exclusive(spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[frozenset
     lo, hi, mask = combination_segments(spans)
     length = hi - lo
     out: dict[frozenset, int] = {}
+    if not len(mask):
+        return out
     running = np.sort(mask)  # its distinct sets (np.unique would import numpy.ma: 10 ms)
     for m in running[np.r_[True, running[1:] != running[:-1]]].tolist():
         if m > 0:

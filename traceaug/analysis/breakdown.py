@@ -37,8 +37,13 @@ def window_rows(g: GpuOps, lo: np.ndarray, hi: np.ndarray) -> Columns:
     exclusive combination's (``COMBOS``) and ``comm_overlap_pct``, the share of communication
     time overlapped by computation. Each is one merge of the ops and binary searches per window
     (``covered_in``), never the ops clipped to each window: 20,000 steps took minutes."""
-    ops, code = g.ops, g.type_code(TYPES)
     lo, hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
+    # ops are in start order: only those starting before the last window ends, after every op
+    # ending by the first one's start (one step's window reads its own ops, not the trace's)
+    a = int(np.searchsorted(g.reach, lo.min(), side="right")) if len(lo) else 0
+    b = int(np.searchsorted(g.ops["ts"], hi.max(), side="left")) if len(lo) else 0
+    ops = {k: g.ops[k][a:b] for k in ("ts", "end")}
+    code = g.type_code(TYPES)[a:b]
     window = hi - lo
     busy = covered_in(ops["ts"], ops["end"], lo, hi)
     idle = window - busy

@@ -165,3 +165,21 @@ def test_last_reaching_equals_a_scan() -> None:
         t = rng.integers(-5, 105, 200)
         want = [max((k for k in range(q + 1) if end[k] > x), default=-1) for q, x in zip(i, t)]
         assert last_reaching(end, i, t).tolist() == want
+
+
+def test_covered_by_mask_is_covered_in_per_mask() -> None:
+    from traceaug.analysis.intervals import combination_segments, covered_by_mask, covered_in
+
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        spans = {}
+        for name in "abc":
+            n = int(rng.integers(0, 8))
+            ts = rng.integers(0, 200, n)
+            spans[name] = (ts, ts + rng.integers(0, 50, n))
+        seg_lo, seg_hi, mask = combination_segments(spans)
+        lo = rng.integers(-20, 260, 12)
+        hi = lo + rng.integers(-10, 120, 12)
+        got = covered_by_mask(seg_lo, seg_hi, mask, lo, hi, 8)
+        for m in range(8):
+            assert got[:, m].tolist() == covered_in(seg_lo[mask == m], seg_hi[mask == m], lo, hi).tolist()

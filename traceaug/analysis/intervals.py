@@ -115,3 +115,28 @@ def combination_segments(spans: dict[str, tuple[np.ndarray, np.ndarray]]
     t, d = t[order], d[order]
     mask = np.cumsum(d)  # the set running after each point
     return t[:-1], t[1:], mask[:-1]
+
+
+def covered_by_mask(seg_lo: np.ndarray, seg_hi: np.ndarray, mask: np.ndarray, lo: np.ndarray,
+                    hi: np.ndarray, masks: int) -> np.ndarray:
+    """Per window [lo, hi) (rows) and mask value 0 .. ``masks`` - 1 (columns): the time inside
+    the window of the disjoint sorted segments [seg_lo, seg_hi) carrying that mask (int64), as
+    ``combination_segments`` gives them. Two binary searches per window and one prefix sum per
+    mask: ``covered_in`` of each mask's segments without merging them again."""
+    out = np.zeros((len(lo), masks), np.int64)
+    if not len(seg_lo) or not len(lo):
+        return out
+    length = seg_hi - seg_lo
+    ends = []
+    for x in (np.asarray(lo, np.int64), np.asarray(hi, np.int64)):
+        k = np.searchsorted(seg_lo, x, side="right") - 1  # the segment starting last by x
+        kk = np.maximum(k, 0)
+        part = np.where(k >= 0, np.clip(x - seg_lo[kk], 0, length[kk]), 0)  # of it, below x
+        ends.append((kk, k >= 0, part))
+    for m in range(masks):
+        mine = np.where(mask == m, length, 0)
+        before = np.r_[0, np.cumsum(mine)]  # mask m's time in the segments before each
+        upto = [np.where(has, before[kk] + np.where(mask[kk] == m, part, 0), 0)
+                for kk, has, part in ends]
+        out[:, m] = np.maximum(upto[1] - upto[0], 0)
+    return out

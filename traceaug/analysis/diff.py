@@ -21,7 +21,7 @@ from ..errors import TraceaugError
 from ..trace import Trace
 from .gpu_steps import gpu_windows
 from .intervals import covered_in
-from .steps import op_groups, shorten
+from .steps import check_step, op_groups, shorten
 from .tables import Columns, codes, first_appearance, frame, objects
 
 BY = ("name", "short-name", "category")
@@ -50,9 +50,7 @@ class Side:
         """Which rows (by their step numbers ``at``) are in the compared steps (a mask), and
         how many steps that is."""
         if step is not None:
-            if step not in set(self.steps["step"].tolist()):
-                have = ", ".join(map(str, self.steps["step"].tolist())) or "none"
-                raise TraceaugError(f"{self.trace.path}: no ProfilerStep#{step} (steps: {have})")
+            check_step(self.trace.path, self.steps["step"], step)
             return at == step, 1
         if not len(self.steps["step"]):
             return np.ones(len(at), dtype=bool), 1

@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import TraceaugError
 from ..trace import Trace
-from .steps import _STEP, category, steps
+from .steps import _STEP, category, check_step, steps
 from .tables import Columns, codes, take
 
 # The load kind these analyses need (GPU ops, their launches, ProfilerSteps of both sides):
@@ -67,11 +66,7 @@ class GpuOps:
 
     def check(self, step: int) -> None:
         """Raise the user's error when the trace has no ProfilerStep ``step``."""
-        number = self.steps["step"]
-        if not (number == step).any():
-            have = ", ".join(map(str, number.tolist())) if len(number) <= 12 else \
-                f"{len(number)} from {int(number.min())} to {int(number.max())}"
-            raise TraceaugError(f"{self.trace.path}: no ProfilerStep#{step} (steps: {have or 'none'})")
+        check_step(self.trace.path, self.steps["step"], step)
 
     def window(self, step: int | None = None) -> tuple[int, int, str]:
         """The GPU window of ``step``; for None, from the first step's window start to the

@@ -14,6 +14,7 @@ import re
 
 import numpy as np
 
+from ..errors import TraceaugError
 from ..trace import Trace
 from .tables import Columns, codes, objects
 
@@ -36,6 +37,16 @@ def steps(trace: Trace) -> Columns:
             seen.add(n)
     return {"step": np.array(numbers, np.int64), "ts": c["ts"][keep].astype(np.int64),
             "dur": c["dur"][keep].astype(np.int64)}
+
+
+def check_step(path, numbers: np.ndarray, step: int) -> None:
+    """Raise the user's error when ``step`` is not among the trace's ProfilerStep ``numbers``
+    (listed when few, else their count and range: a line, not 20,000 numbers)."""
+    if (numbers == step).any():
+        return
+    have = (", ".join(map(str, numbers.tolist())) if len(numbers) <= 12 else
+            f"{len(numbers)} from {int(numbers.min())} to {int(numbers.max())}")
+    raise TraceaugError(f"{path}: no ProfilerStep#{step} (steps: {have or 'none'})")
 
 
 STEP_TABLE = "_traceaug_step_window"

@@ -26,7 +26,7 @@ from ..errors import TraceaugError
 from ..trace import Trace
 from . import dag
 from .steps import _COMM, steps
-from .tables import Columns, sorted_codes, sorted_unique, take
+from .tables import Columns, among, sorted_codes, sorted_unique, take
 
 CPU_CATEGORIES = ("cpu_op", "Operator", "cuda_runtime", "Runtime", "cuda_driver")
 GPU_CATEGORIES = ("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset")
@@ -140,7 +140,7 @@ def events(trace: Trace) -> Columns:
     wanted = sorted_unique(np.r_[_correlation(args, named), _lookup(*args["wait_record"], named)])
     for group in _INSTANT_GROUPS:
         p = _slices(trace, *group)
-        parts.append(take(p, _among(_correlation(args, p["arg_set_id"]), wanted[wanted >= 0])))
+        parts.append(take(p, among(_correlation(args, p["arg_set_id"]), wanted[wanted >= 0])))
     c = take({key: np.concatenate([p[key] for p in parts]) for key in parts[0]},
              np.argsort(np.concatenate([p["id"] for p in parts]), kind="stable"))
     # pid and tid per track (a handful of rows), joined here rather than per row in the engine
@@ -197,14 +197,6 @@ def _arg(trace: Trace, key: str, text: bool = False) -> tuple[np.ndarray, np.nda
 def _correlation(args: dict, arg_set_id: np.ndarray) -> np.ndarray:
     corr = _lookup(*args["correlation"], arg_set_id)
     return np.where(corr >= 0, corr, _lookup(*args["correlation_id"], arg_set_id))
-
-
-def _among(values: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
-    """Which ``values`` are among ``sorted_keys``."""
-    if not len(sorted_keys):
-        return np.zeros(len(values), bool)
-    at = np.minimum(np.searchsorted(sorted_keys, values), len(sorted_keys) - 1)
-    return sorted_keys[at] == values
 
 
 def _sorted_by(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+import orjson
 
 from ..analysis import critical_path as cp
 from ..analysis.steps import shorten
@@ -70,11 +71,15 @@ def lane_events(trace: Trace, result: cp.Result) -> list[bytes]:
     if not len(seg["ts"]):
         return []
     lanes = lane_tids(trace, sorted(set(seg["pid"].tolist())))
-    tid = np.array([lanes[p] for p in seg["pid"].tolist()], np.int64)
-    args = [{"category": c} for c in seg["category"].tolist()]
+    pid = seg["pid"]
+    if len(lanes) == 1:  # one lane: its pid and tid written once, into the events' template
+        pid, tid = next(iter(lanes.items()))
+    else:
+        tid = np.array([lanes[p] for p in pid.tolist()], np.int64)
+    args = {c: orjson.dumps({"category": c}) for c in set(seg["category"].tolist())}
     out = thread_name_events(list(lanes), list(lanes.values()), LANE_NAME, sort_index=-1)
-    return out + slice_events(seg["pid"], tid, seg["ts"], seg["dur"], seg["name"], CATEGORY, args,
-                              base_ns=trace.base_ns)
+    return out + slice_events(pid, tid, seg["ts"], seg["dur"], seg["name"], CATEGORY,
+                              [args[c] for c in seg["category"].tolist()], base_ns=trace.base_ns)
 
 
 def lane_tids(trace: Trace, pids: list[int]) -> dict[int, int]:
@@ -102,8 +107,7 @@ def arrow_events(trace: Trace, result: cp.Result, all_edges: bool) -> list[bytes
     if not len(chosen):
         return []
     src, dst = g.src[chosen], g.dst[chosen]
-    src_ts = bind_points(trace, g, src)
-    dst_ts = bind_points(trace, g, dst)
+    src_ts, dst_ts = np.split(bind_points(trace, g, np.r_[src, dst]), [len(src)])
     ev = g.ev
     cats = np.where(path[chosen], CATEGORY, GRAPH_CATEGORY)
     args = [{"type": cp.EDGE_KINDS[k], "weight_us": w / 1000, "critical": bool(c)}

@@ -275,6 +275,7 @@ class Graph:
     event: np.ndarray
     skipped: int  # edges dropped because they would run backwards in time (clock skew)
     node_order: np.ndarray  # tie-break among nodes of one time (a topological order of most)
+    node_lane: np.ndarray  # each node's event's track: nodes that mostly follow one another
 
 
 def build(ev: Columns, win: Window, sync_wait: bool = True,
@@ -335,7 +336,7 @@ def build(ev: Columns, win: Window, sync_wait: bool = True,
     backwards = node_ts[dst] < node_ts[src]
     fwd = ~backwards
     return Graph(g, node_ts, src[fwd], dst[fwd], np.maximum(weight[fwd], 0), kind[fwd],
-                 attributed[fwd], int(backwards.sum()), node_order)
+                 attributed[fwd], int(backwards.sum()), node_order, np.repeat(g["track_id"], 2))
 
 
 def _cpu_edges(g: Columns, node_ts: np.ndarray):
@@ -636,7 +637,8 @@ def _cpu_syncs(g, ev, sync, gpu, sc, stream_code, pos, node_ts, is_cpu, is_gpu, 
 
 def longest_path(graph: Graph) -> np.ndarray:
     """Edge indices of the graph's longest path, in order (``dag.longest_path``)."""
-    return dag.longest_path(graph.node_ts, graph.node_order, graph.src, graph.dst, graph.weight)
+    return dag.longest_path(graph.node_ts, graph.node_order, graph.src, graph.dst, graph.weight,
+                            graph.node_lane)
 
 
 def category_of(graph: Graph, kind: np.ndarray, event: np.ndarray, name: np.ndarray

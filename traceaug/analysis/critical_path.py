@@ -178,9 +178,11 @@ def _slices(trace: Trace, grp: int, memory: int, where: str, named: bool) -> Col
     out = {k: _ints(c[k], n) for k in ("id", "ts", "dur", "depth", "track_id", "arg_set_id")}
     out["name"] = c["name"] if n and named else np.full(n, None, object)
     out["grp"], out["memory"] = np.full(n, grp, np.int64), np.full(n, memory, np.int64)
-    names = out["name"].tolist() if grp == RUNTIME and named else [None] * n
-    out["blocking"] = np.fromiter((x in _BLOCKING for x in names), np.int64, n)
-    out["device_sync"] = np.fromiter((x in DEVICE_SYNC_CALLS for x in names), np.int64, n)
+    out["blocking"], out["device_sync"] = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    if grp == RUNTIME and named:
+        names = out["name"].tolist()
+        out["blocking"] = np.fromiter((x in _BLOCKING for x in names), np.int64, n)
+        out["device_sync"] = np.fromiter((x in DEVICE_SYNC_CALLS for x in names), np.int64, n)
     return out
 
 
@@ -569,9 +571,11 @@ def _stream_waits(ev, sync, is_cpu, is_gpu, launch_all, stream_code, dev_all):
 
 
 def _code_lookup(dev, stream, code, rows) -> dict:
-    """(device, stream) -> its number, over ``rows`` (the GPU ops: a handful of pairs)."""
-    key = np.stack([dev[rows], stream[rows], code[rows]], 1)
-    return {(d, s): c for d, s, c in np.unique(key, axis=0).tolist()}
+    """(device, stream) -> its number, over ``rows`` (the GPU ops: a handful of pairs; a
+    number stands for one pair)."""
+    codes, first = np.unique(code[rows], return_index=True)
+    at = rows[first]
+    return dict(zip(zip(dev[at].tolist(), stream[at].tolist()), codes.tolist()))
 
 
 def _cpu_syncs(g, ev, sync, gpu, sc, stream_code, pos, node_ts, is_cpu, is_gpu, launch_all,
@@ -590,11 +594,9 @@ def _cpu_syncs(g, ev, sync, gpu, sc, stream_code, pos, node_ts, is_cpu, is_gpu, 
     starts = node_ts[2 * gpu]
     bounds = np.r_[0, np.flatnonzero(sc[1:] != sc[:-1]) + 1, len(sc)] if len(sc) else np.r_[0]
     per_stream = {int(sc[b]): (gpu[b:e], starts[b:e]) for b, e in zip(bounds[:-1], bounds[1:])}
-    dev_of_sc = {}
-    for d, c in zip(dev_all[np.flatnonzero(is_gpu)].tolist(), stream_code[np.flatnonzero(is_gpu)].tolist()):
-        dev_of_sc[c] = d
     codes = _code_lookup(dev_all, np.where(ev["stream"] >= 0, ev["stream"], ev["tid"]), stream_code,
                          np.flatnonzero(is_gpu))
+    dev_of_sc = {c: d for (d, _), c in codes.items()}
     lt = None
 
     def last_op(code, t):

@@ -110,9 +110,7 @@ def arrow_events(trace: Trace, result: cp.Result, all_edges: bool) -> list[bytes
     src_ts, dst_ts = np.split(bind_points(trace, g, np.r_[src, dst]), [len(src)])
     ev = g.ev
     cats = np.where(path[chosen], CATEGORY, GRAPH_CATEGORY)
-    args = [{"type": cp.EDGE_KINDS[k], "weight_us": w / 1000, "critical": bool(c)}
-            for k, w, c in zip(g.kind[chosen].tolist(), g.weight[chosen].tolist(),
-                               path[chosen].tolist())]
+    args = _arrow_args(g.kind[chosen], g.weight[chosen], path[chosen])
     ids = flow_ids(trace, len(chosen))
     out: list[bytes] = []
     for cat in (CATEGORY, GRAPH_CATEGORY):
@@ -124,6 +122,16 @@ def arrow_events(trace: Trace, result: cp.Result, all_edges: bool) -> list[bytes
                            CATEGORY, [a for a, k in zip(args, m.tolist()) if k],
                            base_ns=trace.base_ns)
     return out
+
+
+def _arrow_args(kind: np.ndarray, weight: np.ndarray, critical: np.ndarray) -> list[bytes]:
+    """Each arrow's args as JSON, ``{"type", "weight_us", "critical"}``: one template per kind
+    and flag, the weights in one ``orjson.dumps``."""
+    templates = {(k, c): orjson.dumps({"type": cp.EDGE_KINDS[k], "weight_us": 0.5, "critical": c}
+                                      ).replace(b"0.5", b"%b") for k in set(kind.tolist())
+                 for c in (False, True)}
+    weights = orjson.dumps((weight / 1000).tolist())[1:-1].split(b",") if len(weight) else []
+    return [templates[k, c] % w for k, c, w in zip(kind.tolist(), critical.tolist(), weights)]
 
 
 def _bindable(g: cp.Graph, edges: np.ndarray) -> np.ndarray:

@@ -138,8 +138,10 @@ def _field(values, n: int) -> list[bytes] | bytes:
 
 def _args(args, n: int) -> list[bytes | None]:
     """Each row's args as JSON (None: no args): dicts serialized, bytes taken as they are."""
-    return [a if a is None or isinstance(a, bytes) else orjson.dumps(a, option=_NUMPY)
-            for a in _column(args, n)]
+    rows = _column(args, n)
+    if all(a.__class__ is bytes for a in rows):
+        return rows
+    return [a if a is None or isinstance(a, bytes) else orjson.dumps(a, option=_NUMPY) for a in rows]
 
 
 def _events(ph: bytes, n: int, fields: dict[str, list[bytes] | bytes],
@@ -156,6 +158,9 @@ def _events(ph: bytes, n: int, fields: dict[str, list[bytes] | bytes],
         for k, v in fields.items())
     if args is None:
         template += b"}"
+    elif None not in args:
+        template += b',"args":%b}'
+        columns.append(args)
     else:
         template += b"%b"
         columns.append([b"}" if a is None else b',"args":' + a + b"}" for a in args])

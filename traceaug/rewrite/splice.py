@@ -400,12 +400,13 @@ class Copy:
             entries = [*entries, {**entry(visible.NAME), "events": len(self.edits.metadata),
                                   "bytes": len(meta), **visible.summary(self.edits)}]
             blocks = [*blocks, meta]
-        own = b",".join(events)
-        self.entries = [*entries, {**self.entry, "events": len(events), "bytes": len(own)}]
-        added = b",".join(b for b in (*blocks, own) if b)
+        own = sum(map(len, events)) + max(len(events) - 1, 0)  # b",".join(events) is not made
+        self.entries = [*entries, {**self.entry, "events": len(events), "bytes": own}]
+        parts = [b for b in blocks if b] + (list(events) if own else [])
         follow = layout.has_events if self.prior.events_follow is None else self.prior.events_follow
-        if added and follow:
-            added += b","
+        if parts and follow:
+            parts.append(b"")  # the comma before the original events
+        added = b",".join(parts)  # one copy of the added text
         progress = Progress(f"writing {self.dst.name}", source.stored_size(self.src), show_progress)
         try:
             if self.body is None:

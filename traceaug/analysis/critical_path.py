@@ -356,7 +356,7 @@ def _cpu_edges(g: Columns, node_ts: np.ndarray):
     node = np.r_[2 * cpu, 2 * cpu + 1]
     enter = np.r_[np.ones(n, bool), np.zeros(n, bool)]
     key = np.r_[depth, -depth]
-    order = np.lexsort((key, enter, node_ts[node], np.r_[track, track]))
+    order = _sort_tokens(np.r_[track, track], node_ts[node], enter, key)
     node, enter = node[order], enter[order]
     tr = np.r_[track, track][order]
     open_after = np.cumsum(np.where(enter, 1, -1))  # every thread balances to 0
@@ -374,6 +374,22 @@ def _cpu_edges(g: Columns, node_ts: np.ndarray):
     attributed = np.where(enter[a], ev_a, np.where(~enter[b], ev_b, parent[ev_a]))
     attributed = np.where(top_end, -1, attributed)
     return node[a], node[b], kind, attributed, zero, node  # node: the walk's order
+
+
+def _sort_tokens(track: np.ndarray, ts: np.ndarray, enter: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """``np.lexsort((key, enter, ts, track))``, by one stable sort of the four packed into an
+    int64 when their ranges fit (a third of the time)."""
+    if not len(ts):
+        return np.empty(0, np.int64)
+    parts = [(track - track.min(), int(track.max() - track.min()) + 1),
+             (ts - ts.min(), int(ts.max() - ts.min()) + 1),
+             (enter.astype(np.int64), 2), (key - key.min(), int(key.max() - key.min()) + 1)]
+    if np.prod([float(size) for _, size in parts]) >= 2.0**62:
+        return np.lexsort((key, enter, ts, track))
+    packed = parts[0][0]
+    for values, size in parts[1:]:
+        packed = packed * size + values
+    return np.argsort(packed, kind="stable")
 
 
 def _cpu_parents(node: np.ndarray, enter: np.ndarray, open_after: np.ndarray, n: int) -> np.ndarray:

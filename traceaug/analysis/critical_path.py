@@ -105,19 +105,21 @@ ARGS = {"correlation": "args.correlation", "correlation_id": "args.correlation i
         "wait_record": "args.wait_on_cuda_event_record_corr_id", "sync_kind": "args.cuda_sync_kind"}
 _KERNELS = tuple(c for c in GPU_CATEGORIES if c not in MEMORY_CATEGORIES)
 # The slices of the graph, a query each (a CASE over the category on every row cost the engine
-# more than these scans): grp, a copy or set, which slices, names read (the CPU's and the
-# sync events'; kernel names can take kilobytes each: ``names`` reads the path's).
+# more than these scans): grp, a copy or set, which slices, the columns read beyond ``_BASE``:
+# depth only of the CPU events that are nodes, names of those and of sync events (kernel names
+# can take kilobytes each: ``names`` reads the path's).
+_BASE = ("id", "ts", "dur", "track_id", "IFNULL(arg_set_id, -1) AS arg_set_id")
 _GROUPS = (
-    (CPU_OP, 0, f"category IN {_in(CPU_CATEGORIES[:2])} AND dur > 0", True),
-    (RUNTIME, 0, f"category IN {_in(CPU_CATEGORIES[2:])} AND dur > 0", True),
-    (GPU_OP, 0, f"category IN {_in(_KERNELS)}", False),
-    (GPU_OP, 1, f"category IN {_in(MEMORY_CATEGORIES)}", False),
-    (SYNC_EVENT, 0, f"category = {_sql_text(SYNC_CATEGORY)}", True),
+    (CPU_OP, 0, f"category IN {_in(CPU_CATEGORIES[:2])} AND dur > 0", ("depth", "name")),
+    (RUNTIME, 0, f"category IN {_in(CPU_CATEGORIES[2:])} AND dur > 0", ("depth", "name")),
+    (GPU_OP, 0, f"category IN {_in(_KERNELS)}", ()),
+    (GPU_OP, 1, f"category IN {_in(MEMORY_CATEGORIES)}", ()),
+    (SYNC_EVENT, 0, f"category = {_sql_text(SYNC_CATEGORY)}", ("name",)),
 )
 # CPU events that take no time: never nodes, but a launch, sync or record call all the same.
 _INSTANT_GROUPS = (
-    (CPU_OP, 0, f"category IN {_in(CPU_CATEGORIES[:2])} AND dur <= 0", False),
-    (RUNTIME, 0, f"category IN {_in(CPU_CATEGORIES[2:])} AND dur <= 0", False),
+    (CPU_OP, 0, f"category IN {_in(CPU_CATEGORIES[:2])} AND dur <= 0", ()),
+    (RUNTIME, 0, f"category IN {_in(CPU_CATEGORIES[2:])} AND dur <= 0", ()),
 )
 
 
@@ -130,7 +132,8 @@ def events(trace: Trace) -> Columns:
 
     Rows: CPU ops and runtime / driver calls that take time, GPU ops and ``cuda_sync``
     events; of the CPU events that take no time (never nodes; most are ``cudaEventQuery``
-    polls) only those whose correlation id a GPU op or sync event names, unnamed. Args are
+    polls) only those whose correlation id a GPU op or sync event names, unnamed. GPU ops
+    have depth 0 and no name (``names`` reads those of the path). Args are
     read by key and joined here: an ``extract_arg`` per row and arg costs the engine several
     times more."""
     trace.include("traceaug.base")
@@ -168,18 +171,17 @@ def events(trace: Trace) -> Columns:
     return c
 
 
-def _slices(trace: Trace, grp: int, memory: int, where: str, named: bool) -> Columns:
-    """One group of ``events``' rows (``_GROUPS``), without its args; ``blocking`` and
-    ``device_sync`` from the names of runtime calls."""
-    name = "name" if named else "NULL AS name"
-    c = trace.columns(f"SELECT id, ts, dur, depth, track_id, IFNULL(arg_set_id, -1) AS arg_set_id, "
-                      f"{name} FROM slice WHERE {where}")
+def _slices(trace: Trace, grp: int, memory: int, where: str, extra: tuple[str, ...]) -> Columns:
+    """One group of ``events``' rows (``_GROUPS``), without its args (depth 0 and name None
+    where not read); ``blocking`` and ``device_sync`` from the names of runtime calls."""
+    c = trace.columns(f"SELECT {', '.join(_BASE + extra)} FROM slice WHERE {where}")
     n = len(c["id"])
-    out = {k: _ints(c[k], n) for k in ("id", "ts", "dur", "depth", "track_id", "arg_set_id")}
-    out["name"] = c["name"] if n and named else np.full(n, None, object)
+    out = {k: _ints(c[k], n) for k in ("id", "ts", "dur", "track_id", "arg_set_id")}
+    out["depth"] = _ints(c["depth"], n) if "depth" in extra else np.zeros(n, np.int64)
+    out["name"] = c["name"] if n and "name" in extra else np.full(n, None, object)
     out["grp"], out["memory"] = np.full(n, grp, np.int64), np.full(n, memory, np.int64)
     out["blocking"], out["device_sync"] = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    if grp == RUNTIME and named:
+    if grp == RUNTIME and "name" in extra:
         names = out["name"].tolist()
         out["blocking"] = np.fromiter((x in _BLOCKING for x in names), np.int64, n)
         out["device_sync"] = np.fromiter((x in DEVICE_SYNC_CALLS for x in names), np.int64, n)

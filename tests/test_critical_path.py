@@ -308,3 +308,46 @@ def test_longest_path_settles_ties_and_refuses_cycles() -> None:
     assert dag.longest_path(ts, order, src, dst, w).tolist() == [0, 1]  # 0 -> 1 -> 2: 5
     with pytest.raises(traceaug.TraceaugError, match="cycle"):
         dag.longest_path(ts, order, np.array([0, 1]), np.array([1, 0]), np.array([0, 0]))
+
+
+def _relaxed(ts, order, src, dst, w) -> list[int]:
+    """The longest path by relaxing every edge in topological order of its destination (ties by
+    edge index; the first of equal ways in kept): what ``dag.longest_path`` must find."""
+    from traceaug.analysis import dag
+
+    topo = dag.positions(ts, order, src, dst)
+    dist, best = [0] * len(ts), [-1] * len(ts)
+    for e in sorted(range(len(src)), key=lambda e: (topo[dst[e]], e)):
+        x = dist[src[e]] + w[e]
+        if best[dst[e]] < 0 or x > dist[dst[e]]:
+            dist[dst[e]], best[dst[e]] = x, e
+    at = min(range(len(ts)), key=lambda v: (-dist[v], topo[v]))
+    path = []
+    while best[at] >= 0:
+        path.append(best[at])
+        at = src[best[at]]
+    return path[::-1]
+
+
+def test_longest_path_in_runs_is_the_relaxed_one() -> None:
+    from traceaug.analysis import dag
+
+    rng = np.random.default_rng(15)
+    runs = 0
+    for trial in range(400):
+        n = int(rng.integers(1, 30))
+        ts, order = np.sort(rng.integers(0, 6, n)), rng.permutation(n)
+        key = ts * n + order
+        a, b = rng.integers(0, n, 2 * n), rng.integers(0, n, 2 * n)
+        src, dst = a[key[a] < key[b]], b[key[a] < key[b]]
+        lane = rng.integers(0, 3, n)
+        if trial % 2:  # a chain along each lane, as a thread's calls
+            o = np.lexsort((key, lane))
+            same = lane[o[1:]] == lane[o[:-1]]
+            src, dst = np.r_[src, o[:-1][same]], np.r_[dst, o[1:][same]]
+        w = rng.integers(0, 4, len(src))
+        want = _relaxed(ts, order, src.tolist(), dst.tolist(), w.tolist())
+        for hint in (None, lane):
+            assert dag.longest_path(ts, order, src, dst, w, hint).tolist() == want
+        runs += int(dag.chains(dag.positions(ts, order, src, dst), src, dst, w, lane).link.sum())
+    assert runs > 300  # chain edges were taken in runs, not only one by one

@@ -26,7 +26,7 @@ from ..errors import TraceaugError
 from ..trace import Trace
 from . import dag
 from .steps import _COMM, steps
-from .tables import Columns, sorted_codes, sorted_unique, take
+from .tables import Columns, among, sorted_codes, sorted_unique, take
 
 CPU_CATEGORIES = ("cpu_op", "Operator", "cuda_runtime", "Runtime", "cuda_driver")
 GPU_CATEGORIES = ("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset")
@@ -42,6 +42,7 @@ BLOCKING_CALLS = frozenset({
     "hipEventQuery", "hipEventSynchronize", "hipMemcpy", "hipMemcpyAsync",
 })
 DEVICE_SYNC_CALLS = ("cudaDeviceSynchronize", "hipDeviceSynchronize")
+_BLOCKING = BLOCKING_CALLS | set(DEVICE_SYNC_CALLS)
 
 # Edge kinds: HTA's five types, its sync type split into GPU -> CPU and GPU -> GPU.
 SPAN, DEPENDENCY, LAUNCH, KERNEL_GAP, SYNC, GPU_SYNC = range(6)
@@ -96,80 +97,110 @@ def _in(values) -> str:
     return "(" + ", ".join(_sql_text(v) for v in values) + ")"
 
 
-# Event groups (``events``' ``grp``) and sync kinds (``sync``), numbered in SQL so that no
-# string column leaves the engine: names are read only for the path's events (``names``).
+# Event groups (``events``' ``grp``) and sync kinds (``sync``).
 CPU_OP, RUNTIME, GPU_OP, SYNC_EVENT = range(4)
 SYNC_KINDS = ("Context Sync", "Stream Sync", "Event Sync", "Stream Wait Event")
-
-
-def _case(expr: str, values, start: int = 1) -> str:
-    whens = " ".join(f"WHEN {_sql_text(v)} THEN {i}" for i, v in enumerate(values, start))
-    return f"CASE {expr} {whens} ELSE 0 END"
-
-
 ARGS = {"correlation": "args.correlation", "correlation_id": "args.correlation id",
         "device": "args.device", "stream": "args.stream", "wait_stream": "args.wait_on_stream",
         "wait_record": "args.wait_on_cuda_event_record_corr_id", "sync_kind": "args.cuda_sync_kind"}
+_KERNELS = tuple(c for c in GPU_CATEGORIES if c not in MEMORY_CATEGORIES)
+# The slices of the graph, a query each (a CASE over the category on every row cost the engine
+# more than these scans): grp, a copy or set, which slices, the columns read beyond ``_BASE``:
+# depth only of the CPU events that are nodes, names of those and of sync events (kernel names
+# can take kilobytes each: ``names`` reads the path's).
+_BASE = ("id", "ts", "dur", "track_id", "IFNULL(arg_set_id, -1) AS arg_set_id")
+_GROUPS = (
+    (CPU_OP, 0, f"category IN {_in(CPU_CATEGORIES[:2])} AND dur > 0", ("depth", "name")),
+    (RUNTIME, 0, f"category IN {_in(CPU_CATEGORIES[2:])} AND dur > 0", ("depth", "name")),
+    (GPU_OP, 0, f"category IN {_in(_KERNELS)}", ()),
+    (GPU_OP, 1, f"category IN {_in(MEMORY_CATEGORIES)}", ()),
+    (SYNC_EVENT, 0, f"category = {_sql_text(SYNC_CATEGORY)}", ("name",)),
+)
+# CPU events that take no time: never nodes, but a launch, sync or record call all the same.
+_INSTANT_GROUPS = (
+    (CPU_OP, 0, f"category IN {_in(CPU_CATEGORIES[:2])} AND dur <= 0", ()),
+    (RUNTIME, 0, f"category IN {_in(CPU_CATEGORIES[2:])} AND dur <= 0", ()),
+)
 
 
 def events(trace: Trace) -> Columns:
-    """CPU ops, runtime / driver calls, GPU ops and ``cuda_sync`` events, by slice id, all
-    numbers: ``id, ts, dur, depth, track_id, pid, tid`` (the original thread, lanes folded),
-    ``grp`` (CPU_OP, RUNTIME, GPU_OP, SYNC_EVENT), ``memory`` (a copy or set), ``blocking``,
+    """The slices the graph is made of, by slice id: ``id, ts, dur, depth, track_id, pid,
+    tid`` (the original thread, lanes folded), ``name`` (None where not read), ``grp``
+    (CPU_OP, RUNTIME, GPU_OP, SYNC_EVENT), ``memory`` (a copy or set), ``blocking``,
     ``device_sync`` (a device-wide sync call), ``sync`` (1 + index in SYNC_KINDS, else 0),
-    ``correlation, device, stream, wait_stream, wait_record`` (-1: none). Categories and names
-    are matched by IN lists and args read from the args table by key, in one pass: an
-    ``extract_arg`` per row and arg costs the engine several times more."""
+    ``correlation, device, stream, wait_stream, wait_record`` (-1: none).
+
+    Rows: CPU ops and runtime / driver calls that take time, GPU ops and ``cuda_sync``
+    events; of the CPU events that take no time (never nodes; most are ``cudaEventQuery``
+    polls) only those whose correlation id a GPU op or sync event names, unnamed. GPU ops
+    have depth 0 and no name (``names`` reads those of the path). Args are
+    read by key and joined here: an ``extract_arg`` per row and arg costs the engine several
+    times more."""
     trace.include("traceaug.base")
-    memory = SYNC_EVENT + 1  # a copy or set: a GPU op
-    grp = (f"CASE WHEN s.category IN {_in(CPU_CATEGORIES[:2])} THEN {CPU_OP} "
-           f"WHEN s.category IN {_in(CPU_CATEGORIES[2:])} THEN {RUNTIME} "
-           f"WHEN s.category IN {_in(MEMORY_CATEGORIES)} THEN {memory} "
-           f"WHEN s.category IN {_in(GPU_CATEGORIES)} THEN {GPU_OP} ELSE {SYNC_EVENT} END")
-    c = trace.columns(
-        f"SELECT s.id, s.ts, s.dur, s.depth, s.track_id, {grp} AS grp, s.arg_set_id FROM slice s "
-        f"WHERE s.category IN {_in(CPU_CATEGORIES + GPU_CATEGORIES + (SYNC_CATEGORY,))}")
-    c = take(c, np.argsort(c["id"], kind="stable"))  # the engine's ORDER BY costs more
-    n = len(c["id"])
-    for k in ("id", "ts", "dur", "depth", "track_id", "grp", "arg_set_id"):
-        c[k] = _ints(c[k], n)
-    c["memory"] = (c["grp"] == memory).astype(np.int64)
-    c["grp"][c["grp"] == memory] = GPU_OP
-    # Names are read only where they matter (a name test on every row cost more than the
-    # rest of the query): the synchronising calls, and the names of sync events.
-    calls = trace.columns(
-        f"SELECT id, name IN {_in(DEVICE_SYNC_CALLS)} AS device FROM slice "
-        f"WHERE category IN {_in(CPU_CATEGORIES[2:])} "
-        f"AND name IN {_in(sorted(BLOCKING_CALLS | set(DEVICE_SYNC_CALLS)))}")
-    m = len(calls["id"])
-    call = _lookup(*_sorted_by(_ints(calls["id"], m), _ints(calls["device"], m) + 1), c["id"], False)
-    syncs = trace.columns(f"SELECT id, name FROM slice WHERE category = '{SYNC_CATEGORY}'")
-    c["sync_name"] = _lookup(*_sorted_by(_ints(syncs["id"], len(syncs["id"])), syncs["name"]),
-                             c["id"], True)
+    args = {col: _arg(trace, key, col == "sync_kind") for col, key in ARGS.items()}
+    parts = [_slices(trace, *group) for group in _GROUPS]
+    named = np.concatenate([p["arg_set_id"] for p in parts[2:]])  # by GPU ops and sync events
+    wanted = sorted_unique(np.r_[_correlation(args, named), _lookup(*args["wait_record"], named)])
+    for group in _INSTANT_GROUPS:
+        p = _slices(trace, *group)
+        parts.append(take(p, among(_correlation(args, p["arg_set_id"]), wanted[wanted >= 0])))
+    c = take({key: np.concatenate([p[key] for p in parts]) for key in parts[0]},
+             np.argsort(np.concatenate([p["id"] for p in parts]), kind="stable"))
     # pid and tid per track (a handful of rows), joined here rather than per row in the engine
     tracks = trace.columns("SELECT track_id, pid, tid FROM _traceaug_track")
-    for k in ("pid", "tid"):
-        c[k] = _lookup(*_sorted_by(_ints(tracks["track_id"], len(tracks["track_id"])),
-                                   _ints(tracks[k], len(tracks["track_id"]))), c["track_id"], False)
-    c["blocking"], c["device_sync"] = (call >= 1).astype(np.int64), (call == 2).astype(np.int64)
-    a = trace.columns("SELECT arg_set_id, key, int_value, string_value FROM args "
-                      f"WHERE key IN {_in(ARGS.values())} ORDER BY key, arg_set_id")
-    for col, key in ARGS.items():
-        rows = np.flatnonzero(a["key"] == key) if len(a["key"]) else np.empty(0, np.int64)
-        value = (a["string_value"] if col == "sync_kind" else a["int_value"])
-        c[col] = _lookup(_ints(a["arg_set_id"], len(a["key"]))[rows], value[rows] if len(rows) else
-                         value[:0], c["arg_set_id"], col == "sync_kind")
+    tr = _ints(tracks["track_id"], len(tracks["track_id"]))
+    for key in ("pid", "tid"):
+        c[key] = _lookup(*_sorted_by(tr, _ints(tracks[key], len(tr))), c["track_id"])
+    sync = np.flatnonzero(c["grp"] == SYNC_EVENT)
+    for col in ARGS:
+        if col in ("wait_stream", "wait_record", "sync_kind"):  # only sync events have them
+            c[col] = np.full(len(c["id"]), None if col == "sync_kind" else -1, object
+                             if col == "sync_kind" else np.int64)
+            c[col][sync] = _lookup(*args[col], c["arg_set_id"][sync], col == "sync_kind")
+        else:
+            c[col] = _lookup(*args[col], c["arg_set_id"])
     c["correlation"] = np.where(c["correlation"] >= 0, c["correlation"], c.pop("correlation_id"))
-    sync = c["grp"] == SYNC_EVENT
-    kind = np.where(sync, c.pop("sync_kind"), None)
-    kind = np.where(kind == None, np.where(sync, c.pop("sync_name"), None), kind)  # noqa: E711
-    c["sync"] = np.zeros(n, np.int64)
+    kind = c.pop("sync_kind")[sync]
+    kind = np.where(kind == None, c["name"][sync], kind)  # noqa: E711
+    c["sync"] = np.zeros(len(c["id"]), np.int64)
     for code, k in enumerate(SYNC_KINDS, 1):
-        c["sync"][kind == k] = code
+        c["sync"][sync[kind == k]] = code
+    gpu_identity = (c["grp"] == GPU_OP) | (c["grp"] == SYNC_EVENT)
     for k in ("device", "stream"):  # GPU identity only where Kineto means it
-        c[k] = np.where((c["grp"] == GPU_OP) | sync, c[k], -1)
-    c.pop("sync_name", None)
+        c[k] = np.where(gpu_identity, c[k], -1)
     return c
+
+
+def _slices(trace: Trace, grp: int, memory: int, where: str, extra: tuple[str, ...]) -> Columns:
+    """One group of ``events``' rows (``_GROUPS``), without its args (depth 0 and name None
+    where not read); ``blocking`` and ``device_sync`` from the names of runtime calls."""
+    c = trace.columns(f"SELECT {', '.join(_BASE + extra)} FROM slice WHERE {where}")
+    n = len(c["id"])
+    out = {k: _ints(c[k], n) for k in ("id", "ts", "dur", "track_id", "arg_set_id")}
+    out["depth"] = _ints(c["depth"], n) if "depth" in extra else np.zeros(n, np.int64)
+    out["name"] = c["name"] if n and "name" in extra else np.full(n, None, object)
+    out["grp"], out["memory"] = np.full(n, grp, np.int64), np.full(n, memory, np.int64)
+    out["blocking"], out["device_sync"] = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    if grp == RUNTIME and "name" in extra:
+        names = out["name"].tolist()
+        out["blocking"] = np.fromiter((x in _BLOCKING for x in names), np.int64, n)
+        out["device_sync"] = np.fromiter((x in DEVICE_SYNC_CALLS for x in names), np.int64, n)
+    return out
+
+
+def _arg(trace: Trace, key: str, text: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """One arg of every arg set that has it: (arg set ids, sorted; their values: int64 with
+    -1 for a non-integer, or objects when ``text``)."""
+    a = trace.columns(f"SELECT arg_set_id, {'string_value' if text else 'int_value'} AS v "
+                      f"FROM args WHERE key = {_sql_text(key)}")
+    n = len(a["arg_set_id"])
+    keys, values = _sorted_by(_ints(a["arg_set_id"], n), a["v"] if text else _ints(a["v"], n))
+    return keys, values if n else np.empty(0, object if text else np.int64)
+
+
+def _correlation(args: dict, arg_set_id: np.ndarray) -> np.ndarray:
+    corr = _lookup(*args["correlation"], arg_set_id)
+    return np.where(corr >= 0, corr, _lookup(*args["correlation_id"], arg_set_id))
 
 
 def _sorted_by(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -177,7 +208,7 @@ def _sorted_by(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.nda
     return keys[o], values[o]
 
 
-def _lookup(keys: np.ndarray, values: np.ndarray, at: np.ndarray, text: bool) -> np.ndarray:
+def _lookup(keys: np.ndarray, values: np.ndarray, at: np.ndarray, text: bool = False) -> np.ndarray:
     """``values`` (by sorted ``keys``) at each of ``at``: int64 (-1 when missing) or objects."""
     out = np.full(len(at), None, dtype=object) if text else np.full(len(at), -1, np.int64)
     if not len(keys):
@@ -248,6 +279,7 @@ class Graph:
     event: np.ndarray
     skipped: int  # edges dropped because they would run backwards in time (clock skew)
     node_order: np.ndarray  # tie-break among nodes of one time (a topological order of most)
+    node_lane: np.ndarray  # each node's event's track: nodes that mostly follow one another
 
 
 def build(ev: Columns, win: Window, sync_wait: bool = True,
@@ -308,7 +340,7 @@ def build(ev: Columns, win: Window, sync_wait: bool = True,
     backwards = node_ts[dst] < node_ts[src]
     fwd = ~backwards
     return Graph(g, node_ts, src[fwd], dst[fwd], np.maximum(weight[fwd], 0), kind[fwd],
-                 attributed[fwd], int(backwards.sum()), node_order)
+                 attributed[fwd], int(backwards.sum()), node_order, np.repeat(g["track_id"], 2))
 
 
 def _cpu_edges(g: Columns, node_ts: np.ndarray):
@@ -326,7 +358,7 @@ def _cpu_edges(g: Columns, node_ts: np.ndarray):
     node = np.r_[2 * cpu, 2 * cpu + 1]
     enter = np.r_[np.ones(n, bool), np.zeros(n, bool)]
     key = np.r_[depth, -depth]
-    order = np.lexsort((key, enter, node_ts[node], np.r_[track, track]))
+    order = _sort_tokens(np.r_[track, track], node_ts[node], enter, key)
     node, enter = node[order], enter[order]
     tr = np.r_[track, track][order]
     open_after = np.cumsum(np.where(enter, 1, -1))  # every thread balances to 0
@@ -344,6 +376,22 @@ def _cpu_edges(g: Columns, node_ts: np.ndarray):
     attributed = np.where(enter[a], ev_a, np.where(~enter[b], ev_b, parent[ev_a]))
     attributed = np.where(top_end, -1, attributed)
     return node[a], node[b], kind, attributed, zero, node  # node: the walk's order
+
+
+def _sort_tokens(track: np.ndarray, ts: np.ndarray, enter: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """``np.lexsort((key, enter, ts, track))``, by one stable sort of the four packed into an
+    int64 when their ranges fit (a third of the time)."""
+    if not len(ts):
+        return np.empty(0, np.int64)
+    parts = [(track - track.min(), int(track.max() - track.min()) + 1),
+             (ts - ts.min(), int(ts.max() - ts.min()) + 1),
+             (enter.astype(np.int64), 2), (key - key.min(), int(key.max() - key.min()) + 1)]
+    if np.prod([float(size) for _, size in parts]) >= 2.0**62:
+        return np.lexsort((key, enter, ts, track))
+    packed = parts[0][0]
+    for values, size in parts[1:]:
+        packed = packed * size + values
+    return np.argsort(packed, kind="stable")
 
 
 def _cpu_parents(node: np.ndarray, enter: np.ndarray, open_after: np.ndarray, n: int) -> np.ndarray:
@@ -541,9 +589,11 @@ def _stream_waits(ev, sync, is_cpu, is_gpu, launch_all, stream_code, dev_all):
 
 
 def _code_lookup(dev, stream, code, rows) -> dict:
-    """(device, stream) -> its number, over ``rows`` (the GPU ops: a handful of pairs)."""
-    key = np.stack([dev[rows], stream[rows], code[rows]], 1)
-    return {(d, s): c for d, s, c in np.unique(key, axis=0).tolist()}
+    """(device, stream) -> its number, over ``rows`` (the GPU ops: a handful of pairs; a
+    number stands for one pair)."""
+    codes, first = np.unique(code[rows], return_index=True)
+    at = rows[first]
+    return dict(zip(zip(dev[at].tolist(), stream[at].tolist()), codes.tolist()))
 
 
 def _cpu_syncs(g, ev, sync, gpu, sc, stream_code, pos, node_ts, is_cpu, is_gpu, launch_all,
@@ -562,11 +612,9 @@ def _cpu_syncs(g, ev, sync, gpu, sc, stream_code, pos, node_ts, is_cpu, is_gpu, 
     starts = node_ts[2 * gpu]
     bounds = np.r_[0, np.flatnonzero(sc[1:] != sc[:-1]) + 1, len(sc)] if len(sc) else np.r_[0]
     per_stream = {int(sc[b]): (gpu[b:e], starts[b:e]) for b, e in zip(bounds[:-1], bounds[1:])}
-    dev_of_sc = {}
-    for d, c in zip(dev_all[np.flatnonzero(is_gpu)].tolist(), stream_code[np.flatnonzero(is_gpu)].tolist()):
-        dev_of_sc[c] = d
     codes = _code_lookup(dev_all, np.where(ev["stream"] >= 0, ev["stream"], ev["tid"]), stream_code,
                          np.flatnonzero(is_gpu))
+    dev_of_sc = {c: d for (d, _), c in codes.items()}
     lt = None
 
     def last_op(code, t):
@@ -609,7 +657,8 @@ def _cpu_syncs(g, ev, sync, gpu, sc, stream_code, pos, node_ts, is_cpu, is_gpu, 
 
 def longest_path(graph: Graph) -> np.ndarray:
     """Edge indices of the graph's longest path, in order (``dag.longest_path``)."""
-    return dag.longest_path(graph.node_ts, graph.node_order, graph.src, graph.dst, graph.weight)
+    return dag.longest_path(graph.node_ts, graph.node_order, graph.src, graph.dst, graph.weight,
+                            graph.node_lane)
 
 
 def category_of(graph: Graph, kind: np.ndarray, event: np.ndarray, name: np.ndarray
@@ -676,7 +725,9 @@ def analyse(trace: Trace, step: int | None = None, annotation: str | None = None
     kind, event = graph.kind[path], graph.event[path]
     # An edge with no event of its own: a launch delay / gap / sync is shown with its op.
     shown = np.where(event >= 0, event, np.where(kind == SYNC, dst // 2, dst // 2))
-    event_name = names(trace, g["id"][shown])
+    event_name = g["name"][shown]
+    unread = np.flatnonzero(event_name == None)  # noqa: E711  (GPU ops: their names on the path)
+    event_name[unread] = names(trace, g["id"][shown[unread]])
     edges = {
         "src_node": src, "dst_node": dst,
         "src_event": src // 2, "dst_event": dst // 2, "src_is_start": src % 2 == 0,

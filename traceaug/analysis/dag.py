@@ -2,14 +2,17 @@
 
 Why here: the critical path's graph has a node per event start and end and an edge per
 dependency, a million of each on a large trace; kept as numpy arrays, it never becomes
-Python objects, and one pass over the edges in topological order finds the path. Every
-edge runs forward in time or stays at one time, so sorting nodes by time (ties by a given
-order) is a topological order but for a few ties, which Kahn's algorithm settles.
+Python objects. Nearly every node has one way in and one way out (a thread's calls, a
+stream's kernels), so lengths along those runs are cumulative sums and only the edges
+between runs, a few thousand, are relaxed one by one. Every edge runs forward in time or
+stays at one time, so sorting nodes by time (ties by a given order) is a topological order
+but for a few ties, which Kahn's algorithm settles.
 """
 
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -17,32 +20,98 @@ from ..errors import TraceaugError
 
 
 def longest_path(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray, dst: np.ndarray,
-                 w: np.ndarray) -> np.ndarray:
-    """Edge indices of the longest path (a path may start at any node), in order: one pass
-    over the edges sorted by their destination's topological position (``positions``). Of
-    equal ways into a node the first edge (by index) is kept, so a path runs back through
-    zero-weight edges as far as they go, as networkx's ``dag_longest_path`` does."""
-    n = len(node_ts)
+                 w: np.ndarray, lane: np.ndarray | None = None) -> np.ndarray:
+    """Edge indices of the longest path (a path may start at any node), in order. Of equal
+    ways into a node the first edge (by index) is kept, so a path runs back through
+    zero-weight edges as far as they go, as networkx's ``dag_longest_path`` does.
+
+    Nodes sorted by ``lane`` (a hint: nodes that follow one another, as a thread's or a
+    stream's; any grouping gives the same path), then topologically, fall into runs: an
+    edge to the next node of the sort that is the only way out of its source and into its
+    destination (``chains``) adds its weight in one cumulative sum. Only the other edges,
+    a few, are relaxed one by one, in topological order of their destination."""
     if not len(src):
         return np.empty(0, np.int64)
     topo = positions(node_ts, node_order, src, dst)
-    ps, pd_ = topo[src], topo[dst]
-    order = np.argsort(pd_, kind="stable")  # ties by edge index
-    dist = [0] * n
-    best = [-1] * n
-    for e, s, d, x in zip(order.tolist(), ps[order].tolist(), pd_[order].tolist(),
-                          w[order].tolist()):
-        x += dist[s]
-        if best[d] < 0 or x > dist[d]:
-            dist[d], best[d] = x, e
-    dist_a = np.array(dist, np.int64)
-    at = int(np.argmax(dist_a))  # the first node (topologically) of the greatest length
-    edges = []
-    while best[at] >= 0:
-        e = best[at]
-        edges.append(e)
-        at = int(topo[src[e]])
-    return np.array(edges[::-1], np.int64)
+    runs = chains(topo, src, dst, w, lane)
+    rest = np.flatnonzero(~runs.link)  # every edge into a run's head
+    rest = rest[np.lexsort((rest, topo[dst[rest]]))]  # by destination, ties by edge index
+    length, way = [0] * len(runs.head), [-1] * len(runs.head)  # per run: its head's
+    for e, a, d, x in zip(rest.tolist(), runs.run[src[rest]].tolist(), runs.run[dst[rest]].tolist(),
+                          (runs.base[src[rest]] + w[rest]).tolist()):
+        x += length[a]
+        if way[d] < 0 or x > length[d]:
+            length[d], way[d] = x, e
+    best = runs.into.copy()  # each node's best way in
+    best[runs.order[runs.head]] = way
+    dist = np.array(length, np.int64)[runs.run] + runs.base
+    by_topo = np.empty(len(topo), np.int64)
+    by_topo[topo] = np.arange(len(topo))
+    at = int(by_topo[np.argmax(dist[by_topo])])  # the first node, topologically, of the greatest length
+    return _walk_back(at, best, src, runs)
+
+
+@dataclass
+class Runs:
+    """Nodes in runs joined by chain edges (see ``longest_path``), numbered along the sort
+    (``order``: the nodes in that sort; ``rank``: each node's place in it)."""
+
+    order: np.ndarray
+    rank: np.ndarray
+    run: np.ndarray  # each node's run
+    head: np.ndarray  # each run's first rank
+    base: np.ndarray  # each node's length from its run's head
+    into: np.ndarray  # each node's chain edge in (-1 at a head)
+    link: np.ndarray  # which edges are chain edges
+
+
+def chains(topo: np.ndarray, src: np.ndarray, dst: np.ndarray, w: np.ndarray,
+           lane: np.ndarray | None) -> Runs:
+    """The ``Runs`` of nodes sorted by ``lane`` (if given), then by ``topo``: an edge from
+    a node to the next one is a chain edge when it is the only way out of the one and the
+    only way into the other."""
+    n = len(topo)
+    order = np.empty(n, np.int64)
+    order[topo] = np.arange(n)  # nodes in topological order
+    if lane is not None:
+        key = lane[order]
+        if len(key) and key.min() >= 0 and key.max() < 1 << 16:
+            key = key.astype(np.uint16)  # a radix sort
+        order = order[np.argsort(key, kind="stable")]
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(n)
+    single_in = np.bincount(dst, minlength=n) == 1
+    single_out = np.bincount(src, minlength=n) == 1
+    link = (rank[dst] == rank[src] + 1) & single_in[dst] & single_out[src]
+    linked = np.zeros(n, bool)  # by rank: joined to the node before it
+    linked[rank[dst[link]]] = True
+    step = np.zeros(n, np.int64)
+    step[rank[dst[link]]] = w[link]
+    total = np.cumsum(step)
+    head = np.flatnonzero(~linked)
+    run_by_rank = np.cumsum(~linked) - 1
+    run, base, into = np.empty(n, np.int64), np.empty(n, np.int64), np.full(n, -1, np.int64)
+    run[order] = run_by_rank
+    base[order] = total - total[head][run_by_rank]
+    into[dst[link]] = np.flatnonzero(link)
+    return Runs(order, rank, run, head, base, into, link)
+
+
+def _walk_back(at: int, best: np.ndarray, src: np.ndarray, runs: Runs) -> np.ndarray:
+    """The edges of the best way into ``at``, in order: back along its run's chain edges in
+    one slice, then by the best way into the run's head, run after run."""
+    pieces = []
+    while True:
+        p, h = int(runs.rank[at]), int(runs.head[runs.run[at]])
+        if p > h:
+            pieces.append(runs.into[runs.order[h + 1 : p + 1]])
+            at = int(runs.order[h])
+        e = int(best[at])
+        if e < 0:
+            break
+        pieces.append(np.array([e], np.int64))
+        at = int(src[e])
+    return np.concatenate(pieces[::-1]) if pieces else np.empty(0, np.int64)
 
 
 def positions(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray, dst: np.ndarray

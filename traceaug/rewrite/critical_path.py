@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+import orjson
 
 from ..analysis import critical_path as cp
 from ..analysis.steps import shorten
@@ -70,11 +71,15 @@ def lane_events(trace: Trace, result: cp.Result) -> list[bytes]:
     if not len(seg["ts"]):
         return []
     lanes = lane_tids(trace, sorted(set(seg["pid"].tolist())))
-    tid = np.array([lanes[p] for p in seg["pid"].tolist()], np.int64)
-    args = [{"category": c} for c in seg["category"].tolist()]
+    pid = seg["pid"]
+    if len(lanes) == 1:  # one lane: its pid and tid written once, into the events' template
+        pid, tid = next(iter(lanes.items()))
+    else:
+        tid = np.array([lanes[p] for p in pid.tolist()], np.int64)
+    args = {c: orjson.dumps({"category": c}) for c in set(seg["category"].tolist())}
     out = thread_name_events(list(lanes), list(lanes.values()), LANE_NAME, sort_index=-1)
-    return out + slice_events(seg["pid"], tid, seg["ts"], seg["dur"], seg["name"], CATEGORY, args,
-                              base_ns=trace.base_ns)
+    return out + slice_events(pid, tid, seg["ts"], seg["dur"], seg["name"], CATEGORY,
+                              [args[c] for c in seg["category"].tolist()], base_ns=trace.base_ns)
 
 
 def lane_tids(trace: Trace, pids: list[int]) -> dict[int, int]:
@@ -102,13 +107,10 @@ def arrow_events(trace: Trace, result: cp.Result, all_edges: bool) -> list[bytes
     if not len(chosen):
         return []
     src, dst = g.src[chosen], g.dst[chosen]
-    src_ts = bind_points(trace, g, src)
-    dst_ts = bind_points(trace, g, dst)
+    src_ts, dst_ts = np.split(bind_points(trace, g, np.r_[src, dst]), [len(src)])
     ev = g.ev
     cats = np.where(path[chosen], CATEGORY, GRAPH_CATEGORY)
-    args = [{"type": cp.EDGE_KINDS[k], "weight_us": w / 1000, "critical": bool(c)}
-            for k, w, c in zip(g.kind[chosen].tolist(), g.weight[chosen].tolist(),
-                               path[chosen].tolist())]
+    args = _arrow_args(g.kind[chosen], g.weight[chosen], path[chosen])
     ids = flow_ids(trace, len(chosen))
     out: list[bytes] = []
     for cat in (CATEGORY, GRAPH_CATEGORY):
@@ -120,6 +122,16 @@ def arrow_events(trace: Trace, result: cp.Result, all_edges: bool) -> list[bytes
                            CATEGORY, [a for a, k in zip(args, m.tolist()) if k],
                            base_ns=trace.base_ns)
     return out
+
+
+def _arrow_args(kind: np.ndarray, weight: np.ndarray, critical: np.ndarray) -> list[bytes]:
+    """Each arrow's args as JSON, ``{"type", "weight_us", "critical"}``: one template per kind
+    and flag, the weights in one ``orjson.dumps``."""
+    templates = {(k, c): orjson.dumps({"type": cp.EDGE_KINDS[k], "weight_us": 0.5, "critical": c}
+                                      ).replace(b"0.5", b"%b") for k in set(kind.tolist())
+                 for c in (False, True)}
+    weights = orjson.dumps((weight / 1000).tolist())[1:-1].split(b",") if len(weight) else []
+    return [templates[k, c] % w for k, c, w in zip(kind.tolist(), critical.tolist(), weights)]
 
 
 def _bindable(g: cp.Graph, edges: np.ndarray) -> np.ndarray:

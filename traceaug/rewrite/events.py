@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from ..analysis.tables import among
 from ..read import source
 from ..read.kinds import (
     ANNOTATION_CATEGORIES,
@@ -30,12 +31,17 @@ def us(ns: int) -> str:
 
 
 def us_bytes(abs_ns: np.ndarray) -> list[bytes]:
-    """``us`` over an array of ns, as bytes: whole µs by one ``orjson.dumps``, ``us``
-    itself only where there is a fraction."""
+    """``us`` over an array of ns, as bytes: the whole µs and the fractions (``1xyz`` with
+    its ``1`` dropped: three digits) each by one ``orjson.dumps``."""
     ns = abs_ns.astype(np.int64)
-    out = orjson.dumps((ns // 1000).tolist())[1:-1].split(b",") if len(ns) else []
-    for i in np.flatnonzero(ns % 1000).tolist():
-        out[i] = us(int(ns[i])).encode()
+    if not len(ns):
+        return []
+    q, r = np.divmod(ns, 1000)
+    out = orjson.dumps(q.tolist())[1:-1].split(b",")
+    frac = np.flatnonzero(r)
+    if len(frac):
+        for i, d in zip(frac.tolist(), orjson.dumps((r[frac] + 1000).tolist())[1:-1].split(b",")):
+            out[i] += b"." + d[1:]
     return out
 
 
@@ -120,16 +126,47 @@ def _times(ts, n: int, base_ns: int) -> list[bytes]:
     return us_bytes(np.asarray(_column(ts, n), dtype=np.int64) + base_ns)
 
 
-def _events(ph: bytes, fields: dict[str, list[bytes]], args: list | None) -> list[bytes]:
+def _field(values, n: int) -> list[bytes] | bytes:
+    """A column serialized: one bytes value for a scalar (the same in every row), else a
+    list (integer arrays by one ``orjson.dumps``)."""
+    if values is None or isinstance(values, (str, bytes, int, float, np.generic)):
+        return _dumps(_column(values, 1))[0]
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iu" and len(values) == n:
+        return orjson.dumps(values.tolist())[1:-1].split(b",") if n else []
+    return _dumps(_column(values, n))
+
+
+def _args(args, n: int) -> list[bytes | None]:
+    """Each row's args as JSON (None: no args): dicts serialized, bytes taken as they are."""
+    rows = _column(args, n)
+    if all(a.__class__ is bytes for a in rows):
+        return rows
+    return [a if a is None or isinstance(a, bytes) else orjson.dumps(a, option=_NUMPY) for a in rows]
+
+
+def _events(ph: bytes, n: int, fields: dict[str, list[bytes] | bytes],
+            args: list[bytes | None] | None) -> list[bytes]:
     """``{"ph":ph, field: value, ..., "args": {...}}`` per row of the serialized columns: one
-    ``%`` of a bytes template per row (a join per field cost 3 s on 400k events)."""
-    columns = list(fields.values())
-    n = len(columns[0]) if columns else 0
-    tails = [b"}"] * n if args is None else [
-        b"}" if a is None else b',"args":' + orjson.dumps(a, option=_NUMPY) + b"}" for a in args]
-    template = (b'{"ph":"' + ph.replace(b"%", b"%%") + b'"'
-                + b"".join(b',"' + k.encode().replace(b"%", b"%%") + b'":%b' for k in fields) + b"%b")
-    return [template % row for row in zip(*columns, tails)]
+    ``%`` of a bytes template per row (a join per field cost 3 s on 400k events); a field
+    given as one bytes value is the same in every row and goes into the template."""
+    def escaped(b: bytes) -> bytes:
+        return b.replace(b"%", b"%%")
+
+    columns = [v for v in fields.values() if not isinstance(v, bytes)]
+    template = b'{"ph":"' + escaped(ph) + b'"' + b"".join(
+        b',"' + escaped(k.encode()) + b'":' + (escaped(v) if isinstance(v, bytes) else b"%b")
+        for k, v in fields.items())
+    if args is None:
+        template += b"}"
+    elif None not in args:
+        template += b',"args":%b}'
+        columns.append(args)
+    else:
+        template += b"%b"
+        columns.append([b"}" if a is None else b',"args":' + a + b"}" for a in args])
+    if not columns:
+        return [template % ()] * n
+    return [template % row for row in zip(*columns)]
 
 
 def _length(*columns) -> int:
@@ -141,25 +178,28 @@ def _length(*columns) -> int:
 
 def slice_events(pid, tid, ts, dur, name, cat, args=None, base_ns: int = 0) -> list[bytes]:
     """One complete event (``"ph":"X"``) per row: ``ts`` / ``dur`` engine ns (``ts`` plus
-    ``base_ns`` is written), the other columns values or scalars, ``args`` dicts or None."""
+    ``base_ns`` is written), the other columns values or scalars, ``args`` dicts (or their
+    JSON as bytes) or None."""
     n = _length(pid, tid, ts, dur, name)
     durs = np.asarray(_column(dur, n), dtype=np.int64)
     if (durs < 0).any():
         raise ValueError("a complete event needs dur >= 0")
-    return _events(b"X", {"cat": _dumps(_categories(cat, n)), "name": _dumps(_column(name, n)),
-                          "pid": _dumps(_column(pid, n)), "tid": _dumps(_column(tid, n)),
-                          "ts": _times(ts, n, base_ns), "dur": us_bytes(durs)},
-                   None if args is None else _column(args, n))
+    _categories(cat, n)
+    return _events(b"X", n, {"cat": _field(cat, n), "name": _field(name, n),
+                             "pid": _field(pid, n), "tid": _field(tid, n),
+                             "ts": _times(ts, n, base_ns), "dur": us_bytes(durs)},
+                   None if args is None else _args(args, n))
 
 
 def instant_events(pid, tid, ts, name, cat, args=None, base_ns: int = 0, scope: str = "t"
                    ) -> list[bytes]:
     """One instant event (``"ph":"i"``) per row; ``scope`` "t" (thread), "p" or "g"."""
     n = _length(pid, tid, ts, name)
-    return _events(b"i", {"cat": _dumps(_categories(cat, n)), "name": _dumps(_column(name, n)),
-                          "pid": _dumps(_column(pid, n)), "tid": _dumps(_column(tid, n)),
-                          "ts": _times(ts, n, base_ns), "s": _dumps(_column(scope, n))},
-                   None if args is None else _column(args, n))
+    _categories(cat, n)
+    return _events(b"i", n, {"cat": _field(cat, n), "name": _field(name, n),
+                             "pid": _field(pid, n), "tid": _field(tid, n),
+                             "ts": _times(ts, n, base_ns), "s": _field(scope, n)},
+                   None if args is None else _args(args, n))
 
 
 def flow_events(src_pid, src_tid, src_ts, dst_pid, dst_tid, dst_ts, ids, cat, name, args=None,
@@ -169,14 +209,15 @@ def flow_events(src_pid, src_tid, src_ts, dst_pid, dst_tid, dst_ts, ids, cat, na
     inside each intended slice, and ``ids`` from ``flow_ids`` (flows v1: Perfetto joins an
     arrow's ends on (id, cat, name))."""
     n = len(ids)
-    cats, names, ident = _dumps(_categories(cat, n)), _dumps(_column(name, n)), _dumps(_column(ids, n))
-    a = None if args is None else _column(args, n)
-    start = _events(b"s", {"id": ident, "cat": cats, "name": names,
-                           "pid": _dumps(_column(src_pid, n)), "tid": _dumps(_column(src_tid, n)),
-                           "ts": _times(src_ts, n, base_ns)}, a)
-    end = _events(b"f", {"bp": [b'"e"'] * n, "id": ident, "cat": cats, "name": names,
-                         "pid": _dumps(_column(dst_pid, n)), "tid": _dumps(_column(dst_tid, n)),
-                         "ts": _times(dst_ts, n, base_ns)}, a)
+    _categories(cat, n)
+    cats, names, ident = _field(cat, n), _field(name, n), _field(ids, n)
+    a = None if args is None else _args(args, n)  # serialized once for both ends
+    start = _events(b"s", n, {"id": ident, "cat": cats, "name": names,
+                              "pid": _field(src_pid, n), "tid": _field(src_tid, n),
+                              "ts": _times(src_ts, n, base_ns)}, a)
+    end = _events(b"f", n, {"bp": b'"e"', "id": ident, "cat": cats, "name": names,
+                            "pid": _field(dst_pid, n), "tid": _field(dst_tid, n),
+                            "ts": _times(dst_ts, n, base_ns)}, a)
     return [e for pair in zip(start, end) for e in pair]
 
 
@@ -203,27 +244,20 @@ def flow_ids(trace, n: int) -> np.ndarray:
     plan = getattr(trace, "plan", None)
     used = plan.flow_ids if plan is not None and plan.flow_ids is not None else used_flow_ids(trace.file)
     candidates = np.arange(1, n + len(used) + 1, dtype=np.int64)
-    free = candidates[~_among(candidates, used)]
+    free = candidates[~among(candidates, used)]
     return free[:n]
-
-
-def _among(values: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
-    if not len(sorted_keys):
-        return np.zeros(len(values), dtype=bool)
-    at = np.minimum(np.searchsorted(sorted_keys, values), len(sorted_keys) - 1)
-    return sorted_keys[at] == values
 
 
 def _metadata(what: bytes, pid, tid, name, sort_index) -> list[bytes]:
     n = _length(pid, tid, name, sort_index)
     pids = _dumps(_column(pid, n))
-    fields = {"name": [b'"' + what + b'_name"'] * n, "pid": pids}
+    fields = {"name": b'"' + what + b'_name"', "pid": pids}
     if tid is not None:
         fields["tid"] = _dumps(_column(tid, n))
-    out = _events(b"M", fields, [{"name": v} for v in _column(name, n)])
+    out = _events(b"M", n, fields, _args([{"name": v} for v in _column(name, n)], n))
     if sort_index is not None:
-        fields = {**fields, "name": [b'"' + what + b'_sort_index"'] * n}
-        out += _events(b"M", fields, [{"sort_index": v} for v in _column(sort_index, n)])
+        fields = {**fields, "name": b'"' + what + b'_sort_index"'}
+        out += _events(b"M", n, fields, _args([{"sort_index": v} for v in _column(sort_index, n)], n))
     return out
 
 

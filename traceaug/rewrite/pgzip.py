@@ -10,6 +10,7 @@ reader takes.
 
 from __future__ import annotations
 
+import functools
 import struct
 import zlib
 from collections.abc import Callable
@@ -86,25 +87,26 @@ def _gf2_square(matrix: list[int]) -> list[int]:
     return [_gf2_times(matrix, row) for row in matrix]
 
 
+@functools.cache
+def _zero_bytes(k: int) -> tuple[int, ...]:
+    """The GF(2) operator that shifts a CRC-32 over 2**k zero bytes (squares of the one for
+    a zero bit), made once: zlib's ``crc32_combine`` squares its way up on every call."""
+    if k == 0:
+        op = [0xEDB88320] + [1 << n for n in range(31)]  # one zero bit
+        for _ in range(3):  # two, four, eight zero bits
+            op = _gf2_square(op)
+        return tuple(op)
+    return tuple(_gf2_square(list(_zero_bytes(k - 1))))
+
+
 def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
     """CRC-32 of A+B from crc32(A), crc32(B) and len(B): zlib's ``crc32_combine``, which
-    Python's zlib does not expose (shifts crc1 over len2 zero bytes in GF(2))."""
-    if len2 <= 0:
-        return crc1
-    odd = [0xEDB88320] + [1 << n for n in range(31)]  # one zero bit
-    even = _gf2_square(odd)  # two zero bits
-    odd = _gf2_square(even)  # four
-    while True:
-        even = _gf2_square(odd)  # the first square gives one zero byte
+    Python's zlib does not expose (shifts crc1 over len2 zero bytes in GF(2), by the
+    operator of each power of two in len2)."""
+    k = 0
+    while len2 > 0:
         if len2 & 1:
-            crc1 = _gf2_times(even, crc1)
+            crc1 = _gf2_times(_zero_bytes(k), crc1)
         len2 >>= 1
-        if not len2:
-            break
-        odd = _gf2_square(even)
-        if len2 & 1:
-            crc1 = _gf2_times(odd, crc1)
-        len2 >>= 1
-        if not len2:
-            break
+        k += 1
     return crc1 ^ crc2

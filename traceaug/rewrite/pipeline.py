@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from ..errors import TraceaugError
 from ..read.inputs import TRACE_SUFFIXES, TraceFile, output_name, select, trace_input
 from ..read.kinds import KINDS
-from . import splice, visible
+from . import splice
 
 if TYPE_CHECKING:
     from ..read.prefetch import Prefetched
@@ -114,11 +114,12 @@ def _one(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None, 
             if out is not None and trace.plan is None:
                 raise TraceaugError(f"{tf.path}: not a Chrome JSON trace; {rewriter.name} "
                                     "needs one")
+            if copy is not None:  # what the Perfetto UI would drop, moved: in a thread meanwhile
+                copy.prepare(trace.plan)
             data, events = rewriter.compute(trace, options)
             rank = trace.rank if trace.rank is not None else tf.rank
             layout = trace.plan.layout if trace.plan is not None else None
         if copy is not None:  # the engine is closed: its memory is free for the copy
-            visible.apply(trace.plan, copy)  # what the Perfetto UI would drop: moved
             copy.finish(layout, events, show)
     finally:
         if copy is not None:

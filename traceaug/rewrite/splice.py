@@ -366,6 +366,10 @@ class _Body:
             out[a] = (b, _deflate(new), zlib.crc32(new), len(new))
         return out
 
+    def stop(self) -> None:
+        """Ask the thread to stop early (``close`` waits for it)."""
+        self._stop.set()
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join()
@@ -401,23 +405,49 @@ class Copy:
         self.edits: visible.Edits | None = None
         self.body = (_Body(self.src, self.dst.parent, not keep_bytes, self.prior.skip)
                      if self.dst.name.endswith(".gz") else None)
+        self._prepared: threading.Thread | None = None
+        self._redone: dict | None = None  # Body.redo's, made by ``prepare``
+        self._error: BaseException | None = None
+
+    def prepare(self, plan) -> None:
+        """Start what needs no events, in a thread while the caller computes them (it runs
+        while the engine answers queries, which hold no GIL): the moves of what the Perfetto
+        UI would drop (``visible.apply``, which sets ``edits``) and, for gzip output, the
+        body's segments holding them deflated again once the body is done."""
+        self._prepared = threading.Thread(target=self._prepare, args=(plan, self.body), daemon=True)
+        self._prepared.start()
+
+    def _prepare(self, plan, body: _Body | None) -> None:
+        try:
+            visible.apply(plan, self)
+            if body is not None and body.fix_tids:
+                body._thread.join()
+                if body.error is None and not body._stop.is_set():
+                    self._redone = body.redo(self.edits)
+        except BaseException as e:  # reported by finish()
+            self._error = e
 
     def finish(self, layout: chunks.Layout, events: list[bytes],
                show_progress: bool | None = None) -> int:
         """Write the copy with ``events`` (and other rewriters' earlier ones) after the ``[``;
         returns bytes written (raw)."""
+        if self._prepared is not None:
+            self._prepared.join()
+            if self._error is not None:
+                raise self._error
         entries, blocks = self.prior.others(self.entry["name"])
         if not self.keep_bytes and visible.changes(self.edits):  # its own entry and block
             meta = b",".join(self.edits.metadata)
             entries = [*entries, {**entry(visible.NAME), "events": len(self.edits.metadata),
                                   "bytes": len(meta), **visible.summary(self.edits)}]
             blocks = [*blocks, meta]
-        own = b",".join(events)
-        self.entries = [*entries, {**self.entry, "events": len(events), "bytes": len(own)}]
-        added = b",".join(b for b in (*blocks, own) if b)
+        own = sum(map(len, events)) + max(len(events) - 1, 0)  # b",".join(events) is not made
+        self.entries = [*entries, {**self.entry, "events": len(events), "bytes": own}]
+        parts = [b for b in blocks if b] + (list(events) if own else [])
         follow = layout.has_events if self.prior.events_follow is None else self.prior.events_follow
-        if added and follow:
-            added += b","
+        if parts and follow:
+            parts.append(b"")  # the comma before the original events
+        added = b",".join(parts)  # one copy of the added text
         progress = Progress(f"writing {self.dst.name}", source.stored_size(self.src), show_progress)
         try:
             if self.body is None:
@@ -457,7 +487,7 @@ class Copy:
 
     def _gzip(self, layout: chunks.Layout, added: bytes) -> int:
         body = self.body
-        redone = body.redo(self.edits)
+        redone = self._redone if self._redone is not None else body.redo(self.edits)
         with atomic_output(self.dst) as out:
             out.write(pgzip.HEADER)
             start = pgzip.ParallelDeflate(out.write, GZIP_LEVEL)
@@ -496,6 +526,10 @@ class Copy:
 
     def cancel(self) -> None:
         """Stop the background work and drop its temporary file."""
+        if self.body is not None:
+            self.body.stop()
+        if self._prepared is not None:  # never reading the body file as it closes
+            self._prepared.join()
         if self.body is not None:
             self.body.close()
             self.body = None

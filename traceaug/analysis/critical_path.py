@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import TraceaugError
 from ..trace import Trace
 from . import dag
-from .steps import _COMM, steps
+from .steps import _COMM, check_step, steps
 from .tables import Columns, among, sorted_codes, sorted_unique, take
 
 CPU_CATEGORIES = ("cpu_op", "Operator", "cuda_runtime", "Runtime", "cuda_driver")
@@ -69,10 +69,8 @@ def window(trace: Trace, step: int | None = None, annotation: str | None = None,
     ``annotation`` / ``instance_id``), or the whole trace."""
     if step is not None:
         st = steps(trace)
+        check_step(trace.path, st["step"], step)
         hit = np.flatnonzero(st["step"] == step)
-        if not len(hit):
-            have = ", ".join(map(str, st["step"].tolist())) or "none"
-            raise TraceaugError(f"{trace.path}: no ProfilerStep#{step} (steps: {have})")
         s, d = int(st["ts"][hit[0]]), int(st["dur"][hit[0]])
         return Window(s, s + d, f"ProfilerStep#{step}")
     if annotation is not None:

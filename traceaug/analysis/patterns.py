@@ -211,7 +211,7 @@ def _slices(trace: Trace, operator: str | None) -> Columns:
     rows = np.searchsorted(cpu["id"], matched["id"].astype(np.int64))
     cpu["match"] = np.zeros(len(cpu["id"]), bool)
     cpu["match"][rows] = True
-    cpu["name"] = objects([None] * len(cpu["id"]))
+    cpu["name"] = np.full(len(cpu["id"]), None, object)
     cpu["name"][rows] = matched["name"]
     return cpu
 
@@ -281,7 +281,8 @@ def _number(tables: list, kernel_names: list[str], gpu_total: int) -> tuple[Colu
         "pattern", "scope", "operators", "kernel_ids", "kernels", "length", "count",
         "gpu_total_ns", "gpu_mean_ns", "cpu_total_ns", "gpu_share")}
     occ_parts, next_id = [], 1
-    short = [shorten(k) for k in kernel_names]
+    short = {k: shorten(kernel_names[k]) for k in  # only the names a pattern shows
+             {k for _, found, _ in tables for symbols, _ in found for k in symbols[:SHOWN_NAMES]}}
     kid = [f"K{i + 1}" for i in range(len(kernel_names))]
     for scope, found, occ in tables:
         g = occ["group"]

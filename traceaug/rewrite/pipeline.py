@@ -95,6 +95,36 @@ def _check(found: list[Target], made: Path | None) -> None:
             splice.check_output(t.file.path, t.out)
 
 
+class _Moves:
+    """``visible.apply`` for one copy, in a thread from the moment its plan is known: it needs
+    only the plan (pass 1's), so it runs while the engine parses and answers the compute's
+    queries (wasm, without the GIL). Given as the load's ``prefetched``, it starts when the
+    loader takes the plan from the child that made it."""
+
+    def __init__(self, copy: splice.Copy, prefetched: Prefetched | None) -> None:
+        self.copy, self.prefetched = copy, prefetched
+        self.pool: ThreadPoolExecutor | None = None
+        self.done = None
+
+    def take(self, path: Path, **kind):
+        plan = self.prefetched.take(path, **kind) if self.prefetched is not None else None
+        if plan is not None:
+            self.start(plan)
+        return plan
+
+    def start(self, plan) -> None:
+        if self.done is None:
+            self.pool = ThreadPoolExecutor(max_workers=1)
+            self.done = self.pool.submit(visible.apply, plan, self.copy)
+
+    def wait(self) -> None:
+        """Until the moves are set on the copy (raises what ``visible.apply`` raised)."""
+        try:
+            self.done.result()
+        finally:
+            self.pool.shutdown()
+
+
 def _one(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None, quiet: bool,
          prefetched: Prefetched | None, keep_bytes: bool, progress: bool | None = None) -> dict:
     """Load, compute and write one target; its summary data with ``rank``, ``file``, ``out``
@@ -102,25 +132,30 @@ def _one(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None, 
     from ..trace import Trace
 
     tf, out = target.file, target.out
-    copy = None
+    copy = moves = None
     if out is not None:  # started first: gzip output deflates the original text meanwhile
         copy = splice.Copy(trace_input(tf.path), out, splice.entry(rewriter.name, options),
                            keep_bytes=keep_bytes)
+        moves = _Moves(copy, prefetched)
     try:
         # quiet: two ranks at once, one pass-1 worker process each
         show = False if quiet else progress
         with Trace(tf.path, tp_bin=tp_bin, progress=show, kind=rewriter.kind,
-                   workers=1 if quiet else None, prefetched=prefetched) as trace:
+                   workers=1 if quiet else None, prefetched=moves or prefetched) as trace:
             if out is not None and trace.plan is None:
                 raise TraceaugError(f"{tf.path}: not a Chrome JSON trace; {rewriter.name} "
                                     "needs one")
+            if moves is not None:
+                moves.start(trace.plan)  # what the Perfetto UI would drop: moved
             data, events = rewriter.compute(trace, options)
             rank = trace.rank if trace.rank is not None else tf.rank
             layout = trace.plan.layout if trace.plan is not None else None
         if copy is not None:  # the engine is closed: its memory is free for the copy
-            visible.apply(trace.plan, copy)  # what the Perfetto UI would drop: moved
+            moves.wait()
             copy.finish(layout, events, show)
     finally:
+        if moves is not None and moves.done is not None:
+            moves.pool.shutdown()
         if copy is not None:
             copy.cancel()
     return {**data, "rank": rank, "file": str(tf.path), "out": None if out is None else str(out),

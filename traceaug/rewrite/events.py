@@ -29,19 +29,14 @@ def us(ns: int) -> str:
     return f"{q}" if r == 0 else f"{q}.{r:03d}"
 
 
-_FRACTIONS = [b""] + [b".%03d" % r for r in range(1, 1000)]  # ns within a µs, as text
-
-
 def us_bytes(abs_ns: np.ndarray) -> list[bytes]:
-    """``us`` over an array of ns, as bytes: the whole µs by one ``orjson.dumps``, each
-    followed by its fraction's text (none for a whole µs)."""
-    q, r = np.divmod(abs_ns.astype(np.int64), 1000)
-    if not len(q):
-        return []
-    whole = orjson.dumps(q.tolist())[1:-1].split(b",")
-    if not r.any():
-        return whole
-    return [w + _FRACTIONS[f] for w, f in zip(whole, r.tolist())]
+    """``us`` over an array of ns, as bytes: whole µs by one ``orjson.dumps``, ``us``
+    itself only where there is a fraction."""
+    ns = abs_ns.astype(np.int64)
+    out = orjson.dumps((ns // 1000).tolist())[1:-1].split(b",") if len(ns) else []
+    for i in np.flatnonzero(ns % 1000).tolist():
+        out[i] = us(int(ns[i])).encode()
+    return out
 
 
 def _json(value) -> bytes:

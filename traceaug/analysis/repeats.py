@@ -119,7 +119,7 @@ class Prefixes:
         self.place = np.empty(n, np.int64)
         self.place[sa] = np.arange(n)
         levels = max(n - 1, 1).bit_length()
-        self.table = np.zeros((levels, max(n, 1)), np.int64)
+        self.table = np.zeros((levels, max(n, 1)), np.int32)  # an lcp is < 2**31
         self.table[0, :n] = lcp
         for k in range(1, levels):
             h, width = 1 << (k - 1), n - (1 << k) + 1

@@ -62,6 +62,37 @@ def test_corrupt_cache_is_rebuilt(tmp_path: Path) -> None:
     assert probe(tmp_path) == ["True", "True"]
 
 
+def test_cached_module_is_hashed_only_when_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                   ) -> None:
+    """A cached module is hashed once; later starts trust its recorded size and modification
+    time; a rewrite (same bytes or one flipped, same size) is hashed again, and refused if
+    its bytes changed."""
+    import shutil
+
+    from traceaug.engine import wasm_module
+
+    wasm_module.load_build(False)  # the user cache holds the compiled module
+    src = wasm_module.cache_path(False)
+    monkeypatch.setenv("TRACEAUG_CACHE_DIR", str(tmp_path))
+    cached = wasm_module.cache_path(False)
+    shutil.copyfile(src, cached)
+    shutil.copyfile(src.with_name(src.name + ".sha256"), cached.with_name(cached.name + ".sha256"))
+    hashed = []
+    real = wasm_module._file_sha256
+    monkeypatch.setattr(wasm_module, "_file_sha256", lambda p: hashed.append(p) or real(p))
+    engine = wasm_module._make_engine(False)
+    assert wasm_module._load_cached(engine, cached) is not None
+    assert wasm_module._load_cached(engine, cached) is not None
+    assert hashed == [cached]  # the second start read the ".verified" record
+    data = cached.read_bytes()
+    os.utime(cached, ns=(1, 1))  # not as verified: hashed again (the same bytes: accepted)
+    assert wasm_module._load_cached(engine, cached) is not None and len(hashed) == 2
+    flipped = bytearray(data)
+    flipped[len(data) // 2] ^= 0xFF
+    cached.write_bytes(bytes(flipped))
+    assert wasm_module._load_cached(engine, cached) is None and len(hashed) == 3
+
+
 def test_upstream_api_works_on_the_wasm_engine(tmp_path: Path) -> None:
     tp = TraceProcessor()
     try:

@@ -182,6 +182,34 @@ def test_top_level_function(tmp_path: Path) -> None:
     assert traceaug.patterns(PLANTED).written == []
 
 
+def test_moves_the_same_from_the_childs_plan(tmp_path: Path) -> None:
+    """The events the Perfetto UI would drop are moved to lanes whether the plan came from
+    the command line's forked pass-1 child (moves found while the engine loads) or from an
+    in-process pass 1 (the API): the same bytes, the 7 overlaps of the trace moved."""
+    from traceaug.read import prefetch
+
+    src = shared_trace("kineto/a100_simple_add_cuda_sync.json.gz")
+    child, api = tmp_path / "child.json", tmp_path / "api.json"
+    took = []
+    real_take = prefetch.Prefetched.take
+
+    def take(self, path, **kind):
+        plan = real_take(self, path, **kind)
+        took.append(plan is not None)
+        return plan
+
+    prefetch.Prefetched.take = take
+    try:
+        assert cli("patterns", str(src), str(child)).exit_code == 0
+    finally:
+        prefetch.Prefetched.take = real_take
+    assert took == [True]  # the child's plan was used
+    traceaug.patterns(src, api)
+    assert child.read_bytes() == api.read_bytes()
+    marker = {r["name"]: r for r in orjson.loads(child.read_bytes())["traceaug"]["rewriters"]}
+    assert marker["ui-visible"]["moved_to_lanes"]["slices"] == 7
+
+
 @pytest.mark.parametrize("args", [("missing.json", "out.json"), ("IN", "IN")])
 def test_bad_input_one_line_error(tmp_path: Path, args) -> None:
     src = tmp_path / "in.json"

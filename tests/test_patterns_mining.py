@@ -199,6 +199,36 @@ def test_real_trace_counts_equal_brute_force(rel: str) -> None:
             assert expected, "the slices hold repeats"
 
 
+def test_patterns_kind_reads_the_same() -> None:
+    """The command's lighter "patterns" load (no stream-priority or capture queries, no copy
+    sizes) finds exactly the patterns and occurrences of the "ops" load, with one slice less
+    per call it leaves out (counted in the raw JSON)."""
+    import gzip
+
+    from traceaug.read.kinds import NO_LAUNCH_CALLS, RUNTIME_CATEGORIES
+
+    path = shared_trace("kineto/v100_ns_resolution.json.gz")
+    events = json.loads(gzip.open(path).read())["traceEvents"]
+    skipped = sum(e.get("ph") == "X" and e.get("cat") in RUNTIME_CATEGORIES
+                  and e.get("name") in NO_LAUNCH_CALLS for e in events)
+    assert skipped > 3000  # cudaStreamGetPriority and cudaDeviceGetStreamPriorityRange
+    found, slices = {}, {}
+    for kind in ("ops", "patterns"):
+        with traceaug.load(path, kind=kind, progress=False) as t:
+            found[kind] = compute(t, None, 3)
+            slices[kind] = int(t.columns("SELECT COUNT(*) AS n FROM slice")["n"][0])
+    assert slices["ops"] - slices["patterns"] == skipped
+    for table in ("patterns", "occurrences"):
+        a, b = getattr(found["ops"], table), getattr(found["patterns"], table)
+        assert a.keys() == b.keys()
+        for k in a:
+            if k in ("instance", "first_op"):  # slice ids: fewer slices, other numbers
+                assert ((a[k] >= 0) == (b[k] >= 0)).all(), (table, k)
+            else:
+                assert a[k].tolist() == b[k].tolist(), (table, k)
+    assert len(found["ops"].patterns["pattern"]) > 100
+
+
 # ----- planted patterns ----------------------------------------------------------------
 def test_planted_file_is_current(tmp_path) -> None:
     spec = importlib.util.spec_from_file_location("gen_patterns", TESTDATA / "generate_patterns.py")
@@ -258,7 +288,7 @@ def test_whole_sequences_include_hta() -> None:
     (3 steps, the same layers every step) each count is 3/2 of HTA's."""
     import hashlib
 
-    with traceaug.load(shared_trace("kineto/a100_nccl_rank0_of2.json.gz"), only="ops",
+    with traceaug.load(shared_trace("kineto/a100_nccl_rank0_of2.json.gz"), kind="patterns",
                        progress=False) as t:
         found = compute(t, "aten::conv2d", 3)
         steps = t.columns("SELECT ts FROM traceaug_step ORDER BY ts")["ts"]

@@ -427,7 +427,7 @@ def patterns_command(ctx: click.Context, src: Path, dst: str | None, operator: s
     IN and OUT may be directories of per-rank traces (one output per rank, same names).
     """
     open_ui = _rewriter_arguments(src, dst, summary_only, open_ui, port, no_browser)
-    prefetched = _prefetch(src, kind="ops")
+    prefetched = _prefetch(src, kind="patterns")
     from .commands.patterns import run
 
     text = run(src, None if summary_only else dst, operator, min_len, top_k, rank, fmt,

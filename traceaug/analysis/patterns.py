@@ -27,7 +27,7 @@ import numpy as np
 from ..trace import Trace
 from .repeats import range_reduce, repeats
 from .steps import shorten
-from .tables import Columns, codes, objects
+from .tables import Columns, codes, first_match, objects
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,20 +36,19 @@ SCOPES = ("whole", "operator", "stream")
 SHOWN_NAMES = 12  # short kernel names in a pattern's ``kernels`` text (kernel_ids has all)
 
 GPU_SQL = """
-WITH launch AS (
-  SELECT correlation, MIN(id) AS id FROM traceaug_runtime
-  WHERE correlation IS NOT NULL GROUP BY correlation)
-SELECT g.id, g.ts, g.dur, g.name, g.pid, g.device, g.stream, COALESCE(l.id, -1) AS launch
-FROM traceaug_gpu_op g LEFT JOIN launch l USING (correlation)
-ORDER BY g.ts, g.id
+SELECT id, ts, dur, name, pid, device, stream, correlation FROM traceaug_gpu_op ORDER BY ts, id
 """
-# Every CPU-side slice with its parent and whether it is a CPU op matching the operator.
-CPU_SQL = """
-SELECT s.id, COALESCE(s.parent_id, -1) AS parent, s.depth, s.ts, s.dur, tr.pid, tr.tid,
-       IIF(s.category IN ('cpu_op', 'Operator') AND ({match}), 1, 0) AS match
-FROM slice s JOIN _traceaug_track tr USING (track_id)
-WHERE s.category IS NULL OR s.category NOT IN (
-  'kernel', 'Kernel', 'gpu_memcpy', 'Memcpy', 'gpu_memset', 'Memset', 'gpu_user_annotation')
+# Runtime calls by id: a GPU op's launch is the first one sharing its correlation id.
+LAUNCH_SQL = "SELECT id, correlation FROM traceaug_runtime WHERE correlation IS NOT NULL ORDER BY id"
+# Every slice with its parent and track (GPU ops too: no CPU op is their ancestor, so they
+# own nothing; leaving them out by category cost more than reading them).
+SLICE_SQL = """
+SELECT id, COALESCE(parent_id, -1) AS parent, depth, ts, dur, track_id FROM slice ORDER BY id
+"""
+TRACK_SQL = "SELECT track_id, pid, tid FROM _traceaug_track ORDER BY track_id"
+# The CPU ops matching the operator, with their names.
+MATCH_SQL = """
+SELECT s.id, s.name FROM slice s WHERE s.category IN ('cpu_op', 'Operator') AND ({match})
 ORDER BY s.id
 """
 
@@ -151,20 +150,20 @@ def compute(trace: Trace, operator: str | None = None, min_len: int = 3) -> Patt
     launches; -1 when no launch is known). Times are engine ns."""
     trace.include("traceaug.kineto")
     gpu = trace.columns(GPU_SQL)
-    cpu = trace.columns(CPU_SQL.format(match=match_sql(operator)))
-    for c in ("id", "parent", "depth", "ts", "dur", "pid", "tid", "match"):
-        cpu[c] = cpu[c].astype(np.int64)
-    for c in ("id", "ts", "dur", "pid", "device", "stream", "launch"):
+    cpu = _slices(trace, operator)
+    for c in ("id", "ts", "dur", "pid", "device", "stream"):
         gpu[c] = gpu[c].astype(np.int64)
     kernel_code, kernel_names = codes(gpu["name"])
+    launch = trace.columns(LAUNCH_SQL)
+    at = first_match(launch["correlation"], gpu["correlation"])
+    launch_id = np.where(at >= 0, launch["id"].astype(np.int64)[np.maximum(at, 0)], -1)
     n_cpu = len(cpu["id"])
-    launch_row = np.searchsorted(cpu["id"], gpu["launch"])
-    ok = (gpu["launch"] >= 0) & (launch_row < n_cpu)
-    ok[ok] = cpu["id"][launch_row[ok]] == gpu["launch"][ok]
+    launch_row = np.searchsorted(cpu["id"], launch_id)
+    ok = (launch_id >= 0) & (launch_row < n_cpu)
+    ok[ok] = cpu["id"][launch_row[ok]] == launch_id[ok]
     launch_row = np.where(ok, launch_row, -1)
     owner = instance_of(cpu) if n_cpu else np.zeros(0, np.int64)
     gpu_owner = np.where(launch_row >= 0, owner[np.maximum(launch_row, 0)] if n_cpu else -1, -1)
-    cpu["name"] = _instance_names(trace, cpu, gpu_owner)
     all_rows = np.arange(len(gpu["id"]), dtype=np.int64)
 
     tables: list[tuple[str, list, Columns]] = []  # scope, patterns, occurrences (no ids yet)
@@ -188,16 +187,33 @@ def compute(trace: Trace, operator: str | None = None, min_len: int = 3) -> Patt
     return Patterns(patterns, occurrences, gpu, kernel_names, gpu_total, len(inst_key))
 
 
-def _instance_names(trace: Trace, cpu: Columns, gpu_owner: np.ndarray) -> np.ndarray:
-    """Each CPU slice's name where it is an instance owning GPU ops (None elsewhere): names
-    are read for those rows only."""
-    names = objects([None] * len(cpu["id"]))
-    rows = np.unique(gpu_owner[gpu_owner >= 0])
-    if len(rows):
-        ids = ",".join(map(str, cpu["id"][rows].tolist()))
-        got = trace.columns(f"SELECT id, name FROM slice WHERE id IN ({ids}) ORDER BY id")
-        names[rows[np.searchsorted(cpu["id"][rows], got["id"].astype(np.int64))]] = got["name"]
-    return names
+def _ints(column: np.ndarray) -> np.ndarray:
+    """A column as int64, -1 where a value is not an integer (NULL, a string tid)."""
+    if column.dtype != object:
+        return column.astype(np.int64)
+    return np.fromiter((v if v.__class__ is int else -1 for v in column.tolist()), np.int64,
+                       len(column))
+
+
+def _slices(trace: Trace, operator: str | None) -> Columns:
+    """Every slice (id order) with its parent, depth, ts, dur, thread (pid, tid; -1 off
+    thread tracks), whether it is a CPU op matching ``operator`` (``match``) and, for
+    those, its name (None elsewhere)."""
+    cpu = {k: v.astype(np.int64) for k, v in trace.columns(SLICE_SQL).items()}
+    tracks = {k: _ints(v) for k, v in trace.columns(TRACK_SQL).items()}
+    at = np.searchsorted(tracks["track_id"], cpu["track_id"])
+    on = at < len(tracks["track_id"])
+    on[on] = tracks["track_id"][at[on]] == cpu["track_id"][on]
+    at = np.where(on, at, 0)
+    for c in ("pid", "tid"):
+        cpu[c] = np.where(on, tracks[c][at], -1) if on.any() else np.full(len(on), -1, np.int64)
+    matched = trace.columns(MATCH_SQL.format(match=match_sql(operator)))
+    rows = np.searchsorted(cpu["id"], matched["id"].astype(np.int64))
+    cpu["match"] = np.zeros(len(cpu["id"]), bool)
+    cpu["match"][rows] = True
+    cpu["name"] = np.full(len(cpu["id"]), None, object)
+    cpu["name"][rows] = matched["name"]
+    return cpu
 
 
 def _whole(flat, off, length, key, kernel_code, cpu, gpu, launch_row, min_len):
@@ -265,7 +281,8 @@ def _number(tables: list, kernel_names: list[str], gpu_total: int) -> tuple[Colu
         "pattern", "scope", "operators", "kernel_ids", "kernels", "length", "count",
         "gpu_total_ns", "gpu_mean_ns", "cpu_total_ns", "gpu_share")}
     occ_parts, next_id = [], 1
-    short = [shorten(k) for k in kernel_names]
+    short = {k: shorten(kernel_names[k]) for k in  # only the names a pattern shows
+             {k for _, found, _ in tables for symbols, _ in found for k in symbols[:SHOWN_NAMES]}}
     kid = [f"K{i + 1}" for i in range(len(kernel_names))]
     for scope, found, occ in tables:
         g = occ["group"]

@@ -19,9 +19,9 @@ Every pattern left is a node (or, for overlapping repeats, a point on an edge) o
 suffix tree of the sequences, so the suffix array and its LCP array enumerate them all:
 the suffix array by prefix doubling (numpy, O(n log^2 n)), the LCP array by binary lifting
 over the doubling ranks (numpy, O(n log n)), the LCP intervals by one stack pass (O(n)).
-The square test reads common prefix lengths (the same binary lifting) at each
-candidate's occurrences. Counting walks each reported pattern's
-occurrences once.
+The square and power tests read common prefix lengths of any two suffixes in O(1) from a
+sparse table over the LCP array, for all candidates at once. Counting takes every
+occurrence of a pattern whose occurrences never overlap, and walks the others greedily.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from .tables import sorted_codes
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,7 @@ def suffix_array(text: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     """The suffix array of ``text`` (non-negative ints) and the rank arrays of every doubling
     round (``ranks[k][i]``: rank of ``text[i:i + 2**k]`` among all such prefixes)."""
     n = len(text)
-    _, rank = np.unique(text, return_inverse=True)
-    rank = rank.reshape(-1).astype(np.int64)
+    rank = sorted_codes(text)
     ranks = [rank]
     k = 1
     sa = np.argsort(rank, kind="stable")
@@ -108,7 +109,43 @@ def lcp_array(sa: np.ndarray, ranks: list[np.ndarray]) -> np.ndarray:
     return lcp
 
 
-def _in_squares(ranks: list[np.ndarray], pos: np.ndarray, group: np.ndarray, length: np.ndarray,
+class Prefixes:
+    """Common prefix length of any two suffixes of a text, each in O(1): the minimum of the
+    LCP array between their places in the suffix array, from a sparse table (level k: the
+    minimum of 2**k consecutive entries)."""
+
+    def __init__(self, sa: np.ndarray, lcp: np.ndarray) -> None:
+        n = self.n = len(sa)
+        self.place = np.empty(n, np.int64)
+        self.place[sa] = np.arange(n)
+        levels = max(n - 1, 1).bit_length()
+        self.table = np.zeros((levels, max(n, 1)), np.int32)  # an lcp is < 2**31
+        self.table[0, :n] = lcp
+        for k in range(1, levels):
+            h, width = 1 << (k - 1), n - (1 << k) + 1
+            self.table[k, :width] = np.minimum(self.table[k - 1, :width],
+                                               self.table[k - 1, h:h + width])
+
+    def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Common prefix length of the suffixes at ``a`` and ``b`` (text positions; a
+        position at or past the end is an empty suffix)."""
+        n = self.n
+        a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+        out = np.zeros(len(a), np.int64)
+        both = (a < n) & (b < n)
+        same = both & (a == b)
+        out[same] = n - a[same]
+        q = np.flatnonzero(both & ~same)
+        pa, pb = self.place[a[q]], self.place[b[q]]
+        lo, hi = np.minimum(pa, pb) + 1, np.maximum(pa, pb)  # lcp[lo..hi], inclusive
+        k = np.frexp((hi - lo + 1).astype(np.float64))[1].astype(np.int64) - 1
+        flat = self.table.reshape(-1)
+        width = self.table.shape[1]
+        out[q] = np.minimum(flat[k * width + lo], flat[k * width + hi - (1 << k) + 1])
+        return out
+
+
+def _in_squares(common: Prefixes, pos: np.ndarray, group: np.ndarray, length: np.ndarray,
                 groups: int) -> np.ndarray:
     """Per pattern (``group`` of each occurrence ``pos``; ``length`` n per occurrence): does
     every occurrence sit at one same offset 0 < j < n inside a square QQ (2n symbols with
@@ -117,37 +154,55 @@ def _in_squares(ranks: list[np.ndarray], pos: np.ndarray, group: np.ndarray, len
     n - F <= j <= B. The smallest common candidate is j* = max(1, max(n - F)); it works
     everywhere exactly when B >= j* everywhere, i.e. the suffixes at p - j* and p - j* + n
     share j* symbols."""
-    forward = lcp_pairs(ranks, pos, pos + length)
+    forward = common(pos, pos + length)
     j = np.ones(groups, np.int64)
     np.maximum.at(j, group, length - forward)
     jp = j[group]
     ok = (jp < length) & (pos - jp >= 0)
-    ok[ok] = lcp_pairs(ranks, pos[ok] - jp[ok], pos[ok] - jp[ok] + length[ok]) >= jp[ok]
+    ok[ok] = common(pos[ok] - jp[ok], pos[ok] - jp[ok] + length[ok]) >= jp[ok]
     every = np.ones(groups, bool)
     np.logical_and.at(every, group, ok)
     return every
 
 
-def _greedy(pos: np.ndarray, length: int) -> np.ndarray:
-    """Non-overlapping occurrences of one pattern, greedily left to right (``pos`` sorted)."""
+_DIVISORS: dict[int, list[int]] = {}
+
+
+def _proper_divisors(n: int) -> list[int]:
+    if n not in _DIVISORS:
+        small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
+        _DIVISORS[n] = sorted({*small, *(n // d for d in small)} - {n})
+    return _DIVISORS[n]
+
+
+def _powers(common: Prefixes, first: np.ndarray, length: np.ndarray, min_len: int) -> np.ndarray:
+    """Which patterns (first occurrence ``first``, ``length`` n) are R^j with R^(j-1) at least
+    ``min_len`` long: P has a period d dividing n with d <= n - min_len (the suffixes at p
+    and p + d share n - d symbols); the primitive root divides every such d."""
+    which, at, d = [], [], []
+    for i, (p, n) in enumerate(zip(first.tolist(), length.tolist())):
+        for q in _proper_divisors(n):
+            if q > n - min_len:
+                break
+            which.append(i)
+            at.append(p)
+            d.append(q)
+    out = np.zeros(len(first), bool)
+    if which:
+        w, at, d = np.array(which, np.int64), np.array(at, np.int64), np.array(d, np.int64)
+        out[w[common(at, at + d) >= length[w] - d]] = True
+    return out
+
+
+def _greedy(pos: np.ndarray, length: int) -> list[int]:
+    """Non-overlapping occurrences of one pattern, greedily left to right (``pos`` sorted):
+    their indices in ``pos``."""
     picked = []
     i, n = 0, len(pos)
     while i < n:
         picked.append(i)
         i = int(np.searchsorted(pos, pos[i] + length))
-    return pos[picked]
-
-
-def _root_period(p: np.ndarray) -> int:
-    """Length of the primitive root R of ``p`` = R^j (``len(p)`` itself if ``p`` is primitive):
-    the smallest divisor d of ``len(p)`` with ``p`` shifted by d equal to itself (only shifts
-    where ``p``'s first symbol recurs can be)."""
-    n = len(p)
-    at = np.flatnonzero(p[1:n // 2 + 1] == p[0]) + 1
-    for d in at[n % at == 0].tolist():
-        if np.array_equal(p[d:], p[:-d]):
-            return d
-    return n
+    return picked
 
 
 def range_reduce(ufunc: np.ufunc, values: np.ndarray, lo: np.ndarray, hi: np.ndarray,
@@ -195,7 +250,9 @@ def repeats(sequences: list[np.ndarray], min_len: int = 3) -> list[Repeat]:
     text, seq_of, offsets = _text(sequences)
     m = len(sequences)
     sa, ranks = suffix_array(text)
-    depth, lo, hi, parent = lcp_intervals(lcp_array(sa, ranks), min_len)
+    lcp = lcp_array(sa, ranks)
+    common = Prefixes(sa, lcp)
+    depth, lo, hi, parent = lcp_intervals(lcp, min_len)
     # Each node reports at most its longest still-frequent prefix below it: count >= 2
     # exactly when the length is at most the span between its first and last occurrence.
     first = range_reduce(np.minimum, sa, lo, hi, 0)
@@ -209,20 +266,43 @@ def repeats(sequences: list[np.ndarray], min_len: int = 3) -> list[Repeat]:
     absorbed = (b_min == b_max) & (b_min >= m) & (span >= length + 1)
     keep = np.flatnonzero((length >= np.maximum(parent + 1, min_len)) & ~absorbed)
     # Rotations of a repeated block: suppressed when every occurrence sits in a square.
-    sizes = hi[keep] - lo[keep]
-    group = np.repeat(np.arange(len(keep)), sizes)
-    occ = sa[np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes - lo[keep], sizes)]
-    squared = _in_squares(ranks, occ, group, length[keep][group], len(keep))
-    found: list[Repeat] = []
-    for g, i in enumerate(keep.tolist()):
-        if squared[g]:
-            continue  # a rotation of a block repeated around it: the block is reported
-        n = int(length[i])
-        symbols = text[first[i]:first[i] + n]
-        if n - _root_period(symbols) >= min_len:
-            continue  # R^j whose R^(j-1) is a pattern itself
-        starts = _greedy(np.sort(sa[lo[i]:hi[i]]), n)
-        s = seq_of[starts]
-        found.append(Repeat(tuple((symbols - m).tolist()), s, starts - offsets[s]))
+    group, occ = _occurrences(sa, lo[keep], hi[keep])
+    keep = keep[~_in_squares(common, occ, group, length[keep][group], len(keep))]
+    # R^j whose R^(j-1) is a pattern itself.
+    keep = keep[~_powers(common, first[keep], length[keep], min_len)]
+    if not len(keep):
+        return []
+    group, occ = _occurrences(sa, lo[keep], hi[keep])
+    order = np.lexsort((occ, group))
+    starts, counted = _counted(occ[order], group[order], length[keep])
+    seq = seq_of[starts]
+    start = starts - offsets[seq]
+    cut = np.cumsum(np.bincount(counted, minlength=len(keep)))[:-1].tolist()
+    found = [Repeat(tuple((text[f:f + n] - m).tolist()), s, t) for f, n, s, t in zip(
+        first[keep].tolist(), length[keep].tolist(), np.split(seq, cut), np.split(start, cut),
+        strict=True)]
     found.sort(key=lambda r: (-r.count, -len(r.symbols), r.symbols))
     return found
+
+
+def _occurrences(sa: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every text position in the suffix-array ranges [lo, hi), with its range's number."""
+    sizes = hi - lo
+    group = np.repeat(np.arange(len(lo)), sizes)
+    return group, sa[np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes - lo, sizes)]
+
+
+def _counted(pos: np.ndarray, group: np.ndarray, length: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """The counted (non-overlapping, greedy) occurrences of each pattern, from its occurrences
+    ``pos`` (sorted by ``group``, then position; pattern g is ``length[g]`` long): every
+    one where none overlaps the next, ``_greedy`` for the others. Positions and groups."""
+    overlaps = (group[1:] == group[:-1]) & (pos[1:] - pos[:-1] < length[group[1:]])
+    kept = np.ones(len(pos), bool)
+    bad = np.flatnonzero(np.bincount(group[1:][overlaps], minlength=len(length)))
+    if len(bad):
+        lo, hi = np.searchsorted(group, bad), np.searchsorted(group, bad, "right")
+        for g, a, b in zip(bad.tolist(), lo.tolist(), hi.tolist(), strict=True):
+            kept[a:b] = False
+            kept[a + np.array(_greedy(pos[a:b], int(length[g])), np.int64)] = True
+    return pos[kept], group[kept]

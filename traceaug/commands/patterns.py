@@ -1,4 +1,4 @@
-"""``traceaug patterns`` as a rewriter: the "ops" load kind, its compute and its summary.
+"""``traceaug patterns`` as a rewriter: the "patterns" load kind, its compute and its summary.
 
 Everything else (targets, the copy, the load, the splice) is ``rewrite.pipeline``'s.
 """
@@ -81,7 +81,7 @@ def summary_text(results: list[dict], fmt: str) -> str:
     return "\n".join(_table(r) for r in results)
 
 
-PATTERNS = pipeline.Rewriter(name="patterns", kind="ops", compute=compute, summary=summary_text)
+PATTERNS = pipeline.Rewriter(name="patterns", kind="patterns", compute=compute, summary=summary_text)
 
 
 def run(src: Path, dst: str | Path | None, operator: str | None, min_len: int, top_k: int,

@@ -99,7 +99,10 @@ def _place(threads: _Threads, pid: np.ndarray, base: list[str], ts: np.ndarray,
     for (p, b), rows in group.items():
         r = np.array(rows, np.int64)
         lane = lanes(ts[r], end[r])
-        tid[r] = [threads.tid(p, _lane_name(b, k)) for k in lane.tolist()]
+        lane_tid = np.zeros(int(lane.max(initial=-1)) + 1, np.int64)
+        for k in dict.fromkeys(lane.tolist()):  # each lane's thread, in order of first use
+            lane_tid[k] = threads.tid(p, _lane_name(b, k))
+        tid[r] = lane_tid[lane]
     return tid
 
 

@@ -95,6 +95,22 @@ def _check(found: list[Target], made: Path | None) -> None:
             splice.check_output(t.file.path, t.out)
 
 
+class _PrepareOnTake:
+    """The load's ``prefetched``: prepares the copy (``splice.Copy.prepare``: the moves of what
+    the Perfetto UI would drop) the moment the loader takes the plan from the child that made
+    it, so they run while the engine parses and answers the compute's queries (wasm, without
+    the GIL)."""
+
+    def __init__(self, copy: splice.Copy, prefetched: Prefetched | None) -> None:
+        self.copy, self.prefetched = copy, prefetched
+
+    def take(self, path: Path, **kind):
+        plan = self.prefetched.take(path, **kind) if self.prefetched is not None else None
+        if plan is not None:
+            self.copy.prepare(plan)
+        return plan
+
+
 def _one(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None, quiet: bool,
          prefetched: Prefetched | None, keep_bytes: bool, progress: bool | None = None) -> dict:
     """Load, compute and write one target; its summary data with ``rank``, ``file``, ``out``
@@ -102,19 +118,20 @@ def _one(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None, 
     from ..trace import Trace
 
     tf, out = target.file, target.out
-    copy = None
+    copy = early = None
     if out is not None:  # started first: gzip output deflates the original text meanwhile
         copy = splice.Copy(trace_input(tf.path), out, splice.entry(rewriter.name, options),
                            keep_bytes=keep_bytes)
+        early = _PrepareOnTake(copy, prefetched)
     try:
         # quiet: two ranks at once, one pass-1 worker process each
         show = False if quiet else progress
         with Trace(tf.path, tp_bin=tp_bin, progress=show, kind=rewriter.kind,
-                   workers=1 if quiet else None, prefetched=prefetched) as trace:
+                   workers=1 if quiet else None, prefetched=early or prefetched) as trace:
             if out is not None and trace.plan is None:
                 raise TraceaugError(f"{tf.path}: not a Chrome JSON trace; {rewriter.name} "
                                     "needs one")
-            if copy is not None:  # what the Perfetto UI would drop, moved: in a thread meanwhile
+            if copy is not None:  # no child made the plan: prepare now, in a thread meanwhile
                 copy.prepare(trace.plan)
             data, events = rewriter.compute(trace, options)
             rank = trace.rank if trace.rank is not None else tf.rank

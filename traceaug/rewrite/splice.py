@@ -413,7 +413,9 @@ class Copy:
         """Start what needs no events, in a thread while the caller computes them (it runs
         while the engine answers queries, which hold no GIL): the moves of what the Perfetto
         UI would drop (``visible.apply``, which sets ``edits``) and, for gzip output, the
-        body's segments holding them deflated again once the body is done."""
+        body's segments holding them deflated again once the body is done. Once per copy."""
+        if self._prepared is not None:
+            return
         self._prepared = threading.Thread(target=self._prepare, args=(plan, self.body), daemon=True)
         self._prepared.start()
 

@@ -236,6 +236,24 @@ def compare(label: str, src: Path, include_last: bool, progress: Any, repeat: in
             "pass": {"speed": speed >= TARGET_SPEED_RATIO, "rss": rss <= TARGET_RSS_RATIO}}
 
 
+def runs_text(values: list[float]) -> str:
+    """Each run's figure, for the summary lines of every bench."""
+    return ", ".join(f"{v:.2f}" for v in values)
+
+
+def tool_line(label: str, r: dict[str, Any], side: str) -> str:
+    """One tool's summary line from a bench's flat figures (``<side>_wall_s``,
+    ``<side>_peak_mb``, ``<side>_walls_s``)."""
+    return (f"{label:<19}{r[side + '_wall_s']:6.2f} s   peak RSS {r[side + '_peak_mb']:7.0f} MB"
+            f"   (runs: {runs_text(r[side + '_walls_s'])})")
+
+
+def ratio_line(ratio: float, target: float, what: str = "") -> str:
+    """The speed ratio against its target, with its verdict."""
+    verdict = "PASS" if ratio >= target else "MISS"
+    return f"speed ratio HTA/traceaug {ratio:.2f}x{what} (target >= {target:g}x): {verdict}"
+
+
 # ----- reporting --------------------------------------------------------------------------------
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
     """Right-aligned columns except the first."""

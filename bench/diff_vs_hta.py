@@ -18,7 +18,17 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from counters_vs_hta import MB, REPO_ROOT, child_script, run, run_tree, tagged, warm_up  # noqa: E402
+from counters_vs_hta import (  # noqa: E402
+    MB,
+    REPO_ROOT,
+    child_script,
+    ratio_line,
+    run,
+    run_tree,
+    tagged,
+    tool_line,
+    warm_up,
+)
 
 PAIR = REPO_ROOT.parent / "shared" / "traces" / "kineto" / "diff" / "a100_vs_v100"
 TARGET_SPEED_RATIO = 5.0
@@ -90,16 +100,10 @@ def main() -> int:
     if args.json:
         print(json.dumps(r, indent=1))
         return 0
-    verdict = "PASS" if r["speed_ratio"] >= TARGET_SPEED_RATIO else "MISS"
-    def runs(walls: list[float]) -> str:
-        return ", ".join(f"{w:.2f}" for w in walls)
-
     print(f"A100-vs-V100 pair, {r['raw_mb']:.1f} MB raw JSON in all; wall = median of {r['repeat']} runs")
-    print(f"traceaug diff   {r['traceaug_wall_s']:6.2f} s   peak RSS {r['traceaug_peak_mb']:7.0f} MB"
-          f"   (runs: {runs(r['traceaug_walls_s'])})")
-    print(f"HTA TraceDiff   {r['hta_wall_s']:6.2f} s   peak RSS {r['hta_peak_mb']:7.0f} MB"
-          f"   (runs: {runs(r['hta_walls_s'])})")
-    print(f"speed ratio HTA/traceaug {r['speed_ratio']:.2f}x (target >= {TARGET_SPEED_RATIO:g}x): {verdict}")
+    print(tool_line("traceaug diff", r, "traceaug"))
+    print(tool_line("HTA TraceDiff", r, "hta"))
+    print(ratio_line(r["speed_ratio"], TARGET_SPEED_RATIO))
     return 0
 
 

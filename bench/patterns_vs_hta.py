@@ -30,7 +30,16 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from counters_vs_hta import MB, REPO_ROOT, child_script, run, run_tree, tagged  # noqa: E402
+from counters_vs_hta import (  # noqa: E402
+    MB,
+    REPO_ROOT,
+    child_script,
+    ratio_line,
+    run,
+    run_tree,
+    tagged,
+    tool_line,
+)
 
 TRACE = REPO_ROOT.parent / "shared" / "traces" / "kineto" / "a100_nccl_rank0_of2.json.gz"
 OPERATOR = "aten::conv2d"
@@ -125,20 +134,13 @@ def main() -> int:
     if args.json:
         print(json.dumps(r, indent=1))
         return 0
-    verdict = "PASS" if r["speed_ratio"] >= TARGET_SPEED_RATIO else "MISS"
-
-    def runs(walls: list[float]) -> str:
-        return ", ".join(f"{w:.2f}" for w in walls)
-
     print(f"{Path(r['trace']).name} ({r['raw_mb']:.1f} MB raw), --operator {r['operator']}; "
           f"wall = median of {r['repeat']} runs")
-    print(f"traceaug patterns   {r['traceaug_wall_s']:6.2f} s   peak RSS {r['traceaug_peak_mb']:6.0f} MB"
-          f"   (runs: {runs(r['traceaug_walls_s'])})")
-    print(f"HTA frequent seqs   {r['hta_wall_s']:6.2f} s   peak RSS {r['hta_peak_mb']:6.0f} MB"
-          f"   (runs: {runs(r['hta_walls_s'])})")
+    print(tool_line("traceaug patterns", r, "traceaug"))
+    print(tool_line("HTA frequent seqs", r, "hta"))
     print(f"whole-sequence counts: HTA {r['hta_whole_counts']} (last step dropped), "
           f"traceaug {r['traceaug_whole_counts']}")
-    print(f"speed ratio HTA/traceaug {r['speed_ratio']:.2f}x (target >= {TARGET_SPEED_RATIO:g}x): {verdict}")
+    print(ratio_line(r["speed_ratio"], TARGET_SPEED_RATIO))
     return 0
 
 

@@ -45,9 +45,12 @@ from counters_vs_hta import (  # noqa: E402
     REPO_ROOT,
     WARM_TRACE,
     child_script,
+    ratio_line,
     run,
     run_tree,
+    runs_text,
     tagged,
+    tool_line,
     warm_up,
 )
 from load_throughput import DEFAULT_OUT, build_scaled  # noqa: E402
@@ -272,22 +275,15 @@ def scaled(copies: int, out_dir: Path) -> Path:
 
 def summary(r: dict[str, Any]) -> str:
     """The figures of one input as text."""
-    verdict = "PASS" if r["speed_ratio"] >= TARGET_SPEED_RATIO else "MISS"
-
-    def runs(walls: list[float]) -> str:
-        return ", ".join(f"{w:.2f}" for w in walls)
-
     return "\n".join([
         f"{Path(r['trace']).name}, {r['raw_mb']:.1f} MB raw JSON; wall = median of {r['repeat']} "
         f"runs; page {r['page_mb']:.2f} MB",
-        f"traceaug report   {r['traceaug_wall_s']:6.2f} s   peak RSS {r['traceaug_peak_mb']:7.0f} MB"
-        f"   (runs: {runs(r['traceaug_walls_s'])})   CPU {r['traceaug_cpu_s']:.2f} s"
-        f" (runs: {runs(r['traceaug_cpus_s'])})",
-        f"HTA analyses      {r['hta_wall_s']:6.2f} s   peak RSS {r['hta_peak_mb']:7.0f} MB"
-        f"   (runs: {runs(r['hta_walls_s'])})   CPU {r['hta_cpu_s']:.2f} s"
-        f" (runs: {runs(r['hta_cpus_s'])})",
-        f"speed ratio HTA/traceaug {r['speed_ratio']:.2f}x wall (target >= {TARGET_SPEED_RATIO:g}x): "
-        f"{verdict}; {r['cpu_ratio']:.2f}x in CPU seconds; load average {r['load_average']:.1f}"])
+        f"{tool_line('traceaug report', r, 'traceaug')}   CPU {r['traceaug_cpu_s']:.2f} s"
+        f" (runs: {runs_text(r['traceaug_cpus_s'])})",
+        f"{tool_line('HTA analyses', r, 'hta')}   CPU {r['hta_cpu_s']:.2f} s"
+        f" (runs: {runs_text(r['hta_cpus_s'])})",
+        f"{ratio_line(r['speed_ratio'], TARGET_SPEED_RATIO, ' wall')}; {r['cpu_ratio']:.2f}x in CPU "
+        f"seconds; load average {r['load_average']:.1f}"])
 
 
 def main() -> int:

@@ -109,22 +109,39 @@ def lcp_array(sa: np.ndarray, ranks: list[np.ndarray]) -> np.ndarray:
     return lcp
 
 
+class RangeTable:
+    """``ufunc`` (np.minimum or np.maximum) of any range of ``values`` in O(1), for many
+    ranges at once: a sparse table (level k: the reduction of 2**k consecutive entries),
+    O(n log n) int32 memory (every value is under 2**31)."""
+
+    def __init__(self, values: np.ndarray, ufunc: np.ufunc) -> None:
+        n = len(values)
+        levels = max(n - 1, 1).bit_length()
+        self.table = np.zeros((levels, max(n, 1)), np.int32)
+        self.table[0, :n] = values
+        for k in range(1, levels):
+            h, width = 1 << (k - 1), n - (1 << k) + 1
+            self.table[k, :width] = ufunc(self.table[k - 1, :width], self.table[k - 1, h:h + width])
+        self.ufunc = ufunc
+
+    def __call__(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """The reduction of each non-empty range ``values[lo:hi]`` (int64)."""
+        lo, hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
+        k = np.frexp((hi - lo).astype(np.float64))[1].astype(np.int64) - 1
+        flat = self.table.reshape(-1)
+        width = self.table.shape[1]
+        return self.ufunc(flat[k * width + lo], flat[k * width + hi - (1 << k)]).astype(np.int64)
+
+
 class Prefixes:
     """Common prefix length of any two suffixes of a text, each in O(1): the minimum of the
-    LCP array between their places in the suffix array, from a sparse table (level k: the
-    minimum of 2**k consecutive entries)."""
+    LCP array between their places in the suffix array (a ``RangeTable``)."""
 
     def __init__(self, sa: np.ndarray, lcp: np.ndarray) -> None:
         n = self.n = len(sa)
         self.place = np.empty(n, np.int64)
         self.place[sa] = np.arange(n)
-        levels = max(n - 1, 1).bit_length()
-        self.table = np.zeros((levels, max(n, 1)), np.int32)  # an lcp is < 2**31
-        self.table[0, :n] = lcp
-        for k in range(1, levels):
-            h, width = 1 << (k - 1), n - (1 << k) + 1
-            self.table[k, :width] = np.minimum(self.table[k - 1, :width],
-                                               self.table[k - 1, h:h + width])
+        self.smallest = RangeTable(lcp, np.minimum)
 
     def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Common prefix length of the suffixes at ``a`` and ``b`` (text positions; a
@@ -137,11 +154,7 @@ class Prefixes:
         out[same] = n - a[same]
         q = np.flatnonzero(both & ~same)
         pa, pb = self.place[a[q]], self.place[b[q]]
-        lo, hi = np.minimum(pa, pb) + 1, np.maximum(pa, pb)  # lcp[lo..hi], inclusive
-        k = np.frexp((hi - lo + 1).astype(np.float64))[1].astype(np.int64) - 1
-        flat = self.table.reshape(-1)
-        width = self.table.shape[1]
-        out[q] = np.minimum(flat[k * width + lo], flat[k * width + hi - (1 << k) + 1])
+        out[q] = self.smallest(np.minimum(pa, pb) + 1, np.maximum(pa, pb) + 1)  # lcp[lo..hi]
         return out
 
 
@@ -255,21 +268,22 @@ def repeats(sequences: list[np.ndarray], min_len: int = 3) -> list[Repeat]:
     depth, lo, hi, parent = lcp_intervals(lcp, min_len)
     # Each node reports at most its longest still-frequent prefix below it: count >= 2
     # exactly when the length is at most the span between its first and last occurrence.
-    first = range_reduce(np.minimum, sa, lo, hi, 0)
-    span = range_reduce(np.maximum, sa, lo, hi, 0) - first
+    # (Range tables, not a pass over each node's occurrences: in a periodic text the nodes
+    # R, R^2, ... hold m, m - 1, ... occurrences, quadratic in all.)
+    first = RangeTable(sa, np.minimum)(lo, hi)
+    span = RangeTable(sa, np.maximum)(lo, hi) - first
     length = np.minimum(depth, span)
     # Left extension: every occurrence preceded by the same symbol (never a separator, each
     # unique; position 0 has none) and that longer pattern frequent too (span >= length + 1).
     before = np.where(sa > 0, text[np.maximum(sa - 1, 0)], -1)
-    b_min = range_reduce(np.minimum, before, lo, hi, 0)
-    b_max = range_reduce(np.maximum, before, lo, hi, 0)
-    absorbed = (b_min == b_max) & (b_min >= m) & (span >= length + 1)
+    changes = np.r_[0, np.cumsum(before[1:] != before[:-1])]  # same symbol on [lo, hi)
+    absorbed = (changes[hi - 1] == changes[lo]) & (before[lo] >= m) & (span >= length + 1)
     keep = np.flatnonzero((length >= np.maximum(parent + 1, min_len)) & ~absorbed)
+    # R^j whose R^(j-1) is a pattern itself (first: it leaves out R^2, R^3, ... of a run).
+    keep = keep[~_powers(common, first[keep], length[keep], min_len)]
     # Rotations of a repeated block: suppressed when every occurrence sits in a square.
     group, occ = _occurrences(sa, lo[keep], hi[keep])
     keep = keep[~_in_squares(common, occ, group, length[keep][group], len(keep))]
-    # R^j whose R^(j-1) is a pattern itself.
-    keep = keep[~_powers(common, first[keep], length[keep], min_len)]
     if not len(keep):
         return []
     group, occ = _occurrences(sa, lo[keep], hi[keep])

@@ -303,3 +303,58 @@ def test_whole_sequences_include_hta() -> None:
         count = int(((o["pattern"] == p["pattern"][r]) & before_last).sum())
         ours.append((count, hashlib.sha1(names.encode()).hexdigest()[:16]))
     assert sorted(ours, reverse=True) == sorted(HTA_CONV2D, reverse=True)
+
+
+# ----- periodic texts: a loop repeated many times -----------------------------------------
+def _periodic_cases() -> list[tuple[list[list[int]], int]]:
+    """Runs of several roots and lengths, alone, with a prefix and suffix, two periodic
+    regions in one sequence, a run inside random symbols, nested periodicity (R^3 S)^m,
+    and a run that ends part-way through its root."""
+    rng = np.random.default_rng(77)
+    cases = []
+    for root in ([0], [0, 1], [0, 1, 2], [0, 1, 0, 2], [3, 1, 4, 1, 5]):
+        for m in (2, 3, 5, 9):
+            cases.append(([root * m], 3))
+            cases.append(([[7, 8] + root * m + [9]], 2))
+            cases.append(([root * m + root[:len(root) // 2 + 1]], 3))
+    for a, b in (([0, 1], [2, 3, 4]), ([0, 1, 2], [0, 1, 3]), ([5], [0, 1])):
+        cases.append(([a * 6 + [9] + b * 5], 3))
+        cases.append(([a * 4 + b * 4 + a * 3], 2))
+    for _ in range(6):
+        noise = rng.integers(10, 14, 12).tolist()
+        cases.append(([noise[:6] + [0, 1, 2] * 7 + noise[6:]], 3))
+    for r, s, m in (([0, 1], [2], 4), ([0, 1, 2], [3], 3), ([0], [1], 6)):
+        cases.append(([(r * 3 + s) * m], 3))
+        cases.append(([(r * 3 + s) * m, r * 5], 2))
+    return cases
+
+
+@pytest.mark.parametrize(("seqs", "min_len"), _periodic_cases())
+def test_periodic_texts_equal_brute_force(seqs, min_len) -> None:
+    assert mined(seqs, min_len) == brute_force(seqs, min_len)
+
+
+def test_periodic_text_is_mined_without_every_occurrence(monkeypatch) -> None:
+    """A 200,000-symbol loop (R^m, and (R^3 S)^m) mines to its step with count m, and the
+    occurrences ever listed stay within 2n (R, R^2, ... R^(m-1) hold ~ n^2 / 2|R| in all)."""
+    import traceaug.analysis.repeats as mining
+
+    listed = []
+    real = mining._occurrences
+
+    def counting(sa, lo, hi):
+        group, occ = real(sa, lo, hi)
+        listed.append(len(occ))
+        return group, occ
+
+    monkeypatch.setattr(mining, "_occurrences", counting)
+    root = [0, 1, 2, 3]
+    found = repeats([np.array(root * 50_000)], 3)
+    assert [(r.symbols, r.count) for r in found] == [((0, 1, 2, 3), 50_000)]
+    assert found[0].start.tolist()[:3] == [0, 4, 8] and sum(listed) <= 2 * 200_000
+    listed.clear()
+    found = repeats([np.array(([0, 1] * 3 + [2]) * 28_571)], 3)
+    # 0 1 0 1 is (0 1)^2 with 0 1 shorter than min_len: reported, once per step
+    assert [(r.symbols, r.count) for r in found] == [((0, 1, 0, 1, 0, 1, 2), 28_571),
+                                                     ((0, 1, 0, 1), 28_571)]
+    assert sum(listed) <= 2 * 200_000

@@ -270,8 +270,9 @@ def repeats(sequences: list[np.ndarray], min_len: int = 3) -> list[Repeat]:
     # exactly when the length is at most the span between its first and last occurrence.
     # (Range tables, not a pass over each node's occurrences: in a periodic text the nodes
     # R, R^2, ... hold m, m - 1, ... occurrences, quadratic in all.)
-    first = RangeTable(sa, np.minimum)(lo, hi)
-    span = RangeTable(sa, np.maximum)(lo, hi) - first
+    smallest, largest = RangeTable(sa, np.minimum), RangeTable(sa, np.maximum)
+    first = smallest(lo, hi)
+    span = largest(lo, hi) - first
     length = np.minimum(depth, span)
     # Left extension: every occurrence preceded by the same symbol (never a separator, each
     # unique; position 0 has none) and that longer pattern frequent too (span >= length + 1).
@@ -281,14 +282,33 @@ def repeats(sequences: list[np.ndarray], min_len: int = 3) -> list[Repeat]:
     keep = np.flatnonzero((length >= np.maximum(parent + 1, min_len)) & ~absorbed)
     # R^j whose R^(j-1) is a pattern itself (first: it leaves out R^2, R^3, ... of a run).
     keep = keep[~_powers(common, first[keep], length[keep], min_len)]
-    # Rotations of a repeated block: suppressed when every occurrence sits in a square.
-    group, occ = _occurrences(sa, lo[keep], hi[keep])
-    keep = keep[~_in_squares(common, occ, group, length[keep][group], len(keep))]
+    # A periodic pattern's occurrences as arithmetic progressions (one per run of its period
+    # that holds it), the others listed one by one.
+    period, x = _period(smallest, largest, common.place, lo[keep], hi[keep], first[keep],
+                        first[keep] + span[keep], length[keep])
+    runs = _progressions(common, sa, lo[keep], hi[keep], length[keep], period, x)
+    listed = np.flatnonzero(period == 0)
+    group, occ = _occurrences(sa, lo[keep][listed], hi[keep][listed])
+    # Rotations of a repeated block: suppressed when every occurrence sits in a square (of
+    # a progression, its first two and last two occurrences decide: see ``_ends``).
+    r_group, r_occ = _ends(*runs)
+    group = np.r_[listed[group], r_group]
+    squares = _in_squares(common, np.r_[occ, r_occ], group, length[keep][group], len(keep))
+    renumber = np.cumsum(~squares) - 1
+    stays = ~squares[runs[0]]
+    runs = (renumber[runs[0][stays]], *(a[stays] for a in runs[1:]))
+    keep, period = keep[~squares], period[~squares]
     if not len(keep):
         return []
-    group, occ = _occurrences(sa, lo[keep], hi[keep])
+    listed = np.flatnonzero(period == 0)
+    group, occ = _occurrences(sa, lo[keep][listed], hi[keep][listed])
+    group = listed[group]
     order = np.lexsort((occ, group))
     starts, counted = _counted(occ[order], group[order], length[keep])
+    r_starts, r_counted = _counted_runs(*runs, length[keep])
+    starts, counted = np.r_[starts, r_starts], np.r_[counted, r_counted]
+    order = np.lexsort((starts, counted))
+    starts, counted = starts[order], counted[order]
     seq = seq_of[starts]
     start = starts - offsets[seq]
     cut = np.cumsum(np.bincount(counted, minlength=len(keep)))[:-1].tolist()
@@ -320,3 +340,106 @@ def _counted(pos: np.ndarray, group: np.ndarray, length: np.ndarray
             kept[a:b] = False
             kept[a + np.array(_greedy(pos[a:b], int(length[g])), np.int64)] = True
     return pos[kept], group[kept]
+
+
+def _period(smallest: RangeTable, largest: RangeTable, place: np.ndarray, lo: np.ndarray,
+            hi: np.ndarray, first: np.ndarray, last: np.ndarray, length: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Per node: the smallest period p of its pattern when p <= length / 2 and its first
+    two or last two occurrences are p apart (0 otherwise), and an occurrence x with
+    another at x + p. Two occurrences d <= L / 2 apart give period d; a smaller period p
+    would divide d (Fine and Wilf) and put an occurrence between them."""
+    big = np.iinfo(np.int64).max // 4
+    pf, pl = place[first], place[last]
+    second = np.minimum(_reduce(smallest, lo, pf, big), _reduce(smallest, pf + 1, hi, big))
+    before_last = np.maximum(_reduce(largest, lo, pl, -big), _reduce(largest, pl + 1, hi, -big))
+    at_first, at_last = 2 * (second - first) <= length, 2 * (last - before_last) <= length
+    period = np.where(at_first, second - first, np.where(at_last, last - before_last, 0))
+    return period, np.where(at_first, first, before_last)
+
+
+def _reduce(table: RangeTable, lo: np.ndarray, hi: np.ndarray, fill: int) -> np.ndarray:
+    """``table`` over each range [lo, hi), ``fill`` for an empty one."""
+    out = np.full(len(lo), fill, np.int64)
+    some = np.flatnonzero(hi > lo)
+    out[some] = table(lo[some], hi[some])
+    return out
+
+
+def _progressions(common: Prefixes, sa: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                  length: np.ndarray, period: np.ndarray, x: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The occurrences of each periodic node (``period`` p > 0) as progressions
+    head, head + p, ..., head + (count - 1) p: columns node, head, count, step.
+
+    An occurrence q is the last of its progression (a tail) unless q + p is one too, i.e.
+    the suffix at q starts with the pattern continued by p symbols of its period: those
+    suffixes are one sub-range of the node's suffix-array range (around ``x``, found by
+    binary search on the LCP minima), so the tails are the two ranges left. A tail t's
+    progression goes back j steps while the suffixes at t - jp and t - jp + p share
+    (j - 1) p + L symbols (monotone in j: binary search)."""
+    nodes = np.flatnonzero(period > 0)
+    lo, hi, length, p = lo[nodes], hi[nodes], length[nodes], period[nodes]
+    px = common.place[x[nodes]]
+    need = length + p
+    a, b = lo.copy(), px.copy()  # smallest j with lcp[j + 1 .. px] >= need
+    while (a < b).any():
+        mid = (a + b) // 2
+        ok = _reduce(common.smallest, mid + 1, px + 1, need.max() + 1) >= need
+        a, b = np.where(ok, a, mid + 1), np.where(ok, mid, b)
+    inner_lo = a
+    a, b = px.copy(), hi - 1  # largest j with lcp[px + 1 .. j] >= need
+    while (a < b).any():
+        mid = (a + b + 1) // 2
+        ok = _reduce(common.smallest, px + 1, mid + 1, need.max() + 1) >= need
+        a, b = np.where(ok, mid, a), np.where(ok, b, mid - 1)
+    inner_hi = a + 1
+    which, tails = _occurrences(sa, np.r_[lo, inner_hi], np.r_[inner_lo, hi])
+    which %= len(nodes)
+    step, size = p[which], length[which]
+    a, b = np.zeros(len(tails), np.int64), tails // step  # largest j that holds
+    while (a < b).any():
+        mid = (a + b + 1) // 2
+        at = tails - mid * step
+        ok = common(at, at + step) >= (mid - 1) * step + size
+        a, b = np.where(ok, mid, a), np.where(ok, b, mid - 1)
+    return nodes[which], tails - a * step, a + 1, step
+
+
+def _ends(node: np.ndarray, head: np.ndarray, count: np.ndarray, step: np.ndarray
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """The first two and last two occurrences of each progression, with its node: the
+    square test's answer on them is its answer on all. Inside a run of period p, an
+    occurrence that is neither near the run's start nor near its end has the same
+    forward and backward extensions of period L as the second one (when p does not divide
+    L both stay under p), and when p divides L they shrink towards the ends."""
+    picks = np.stack([np.zeros_like(count), np.minimum(1, count - 1),
+                      np.maximum(count - 2, 0), count - 1], 1)
+    return np.repeat(node, 4), (head[:, None] + picks * step[:, None]).reshape(-1)
+
+
+def _counted_runs(node: np.ndarray, head: np.ndarray, count: np.ndarray, step: np.ndarray,
+                  length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The counted (greedy, non-overlapping) occurrences of progressions, with their node:
+    in a progression every ceil(L / p)-th from the first one free of the previous pick
+    (progressions of one node never interleave: two runs of one period overlap by < p)."""
+    order = np.lexsort((head, node))
+    node, head, count, step = node[order], head[order], count[order], step[order]
+    size = length[node]
+    jump = -(-size // step)  # progression steps between two picks
+    first = np.zeros(len(node), np.int64)  # index of each progression's first pick
+    picks = (count - 1) // jump + 1
+    end = head + (picks - 1) * jump * step + size  # just past the last pick
+    clash = np.flatnonzero((node[1:] == node[:-1]) & (head[1:] < end[:-1])) + 1
+    if len(clash):  # the previous pick overlaps: walk that node's progressions in order
+        for g in np.unique(node[clash]).tolist():
+            free = -1
+            for i in np.flatnonzero(node == g).tolist():
+                skip = max(0, -(-(free - head[i]) // step[i]))
+                first[i] = skip
+                picks[i] = max(0, (count[i] - 1 - skip) // jump[i] + 1)
+                if picks[i]:
+                    free = head[i] + (skip + (picks[i] - 1) * jump[i]) * step[i] + size[i]
+    at = np.repeat(head + first * step, picks)
+    k = np.arange(int(picks.sum())) - np.repeat(np.cumsum(picks) - picks, picks)
+    return at + k * np.repeat(jump * step, picks), np.repeat(node, picks)

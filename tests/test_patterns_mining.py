@@ -334,6 +334,26 @@ def test_periodic_texts_equal_brute_force(seqs, min_len) -> None:
     assert mined(seqs, min_len) == brute_force(seqs, min_len)
 
 
+def test_runs_side_by_side_equal_brute_force() -> None:
+    """Sequences of runs of short random roots end to end (runs of one period that overlap,
+    progressions whose greedy picks reach into the next run), against the brute force."""
+    rng = np.random.default_rng(2)
+    for trial in range(300):
+        seqs = []
+        for _ in range(int(rng.integers(1, 3))):
+            seq: list[int] = []
+            for _ in range(int(rng.integers(1, 5))):
+                root = rng.integers(0, int(rng.integers(2, 4)), int(rng.integers(1, 4))).tolist()
+                seq += root * int(rng.integers(1, 7))
+            seqs.append(seq[:60])
+        min_len = int(rng.integers(1, 5))
+        assert mined(seqs, min_len) == brute_force(seqs, min_len), (trial, seqs, min_len)
+    # (0 1)^2 then (1 0 1)^... : 1 0 1 1 at 15 overlaps the next run's first at 16
+    seq = [0, 1, 0, 1] + [0, 1, 1] * 5 + [1] + [0, 1, 1] * 5 + [0]
+    assert mined([seq], 3)[(1, 0, 1, 1)] == [(0, 3), (0, 9), (0, 15), (0, 19), (0, 25), (0, 31)]
+    assert mined([seq], 3) == brute_force([seq], 3)
+
+
 def test_periodic_text_is_mined_without_every_occurrence(monkeypatch) -> None:
     """A 200,000-symbol loop (R^m, and (R^3 S)^m) mines to its step with count m, and the
     occurrences ever listed stay within 2n (R, R^2, ... R^(m-1) hold ~ n^2 / 2|R| in all)."""
@@ -358,3 +378,28 @@ def test_periodic_text_is_mined_without_every_occurrence(monkeypatch) -> None:
     assert [(r.symbols, r.count) for r in found] == [((0, 1, 0, 1, 0, 1, 2), 28_571),
                                                      ((0, 1, 0, 1), 28_571)]
     assert sum(listed) <= 2 * 200_000
+
+
+def test_periodic_patterns_counted_by_progressions(monkeypatch) -> None:
+    """(0 1)^m 0 2: every (0 1)^k 0 is a reported pattern (period 2, not a power) with
+    m - k overlapping occurrences, ~n^2 / 16 in all; they are counted from one progression
+    each, listing under 2n occurrences, and every count equals a plain scan."""
+    import traceaug.analysis.repeats as mining
+
+    listed = []
+    real = mining._occurrences
+
+    def counting(sa, lo, hi):
+        group, occ = real(sa, lo, hi)
+        listed.append(len(occ))
+        return group, occ
+
+    monkeypatch.setattr(mining, "_occurrences", counting)
+    seq = np.array([0, 1] * 5_000 + [0, 2])
+    found = {r.symbols: r for r in repeats([seq], 3)}
+    assert sum(listed) <= 2 * len(seq)
+    assert set(found) == {(0, 1) * k + (0,) for k in range(1, 2_500)}  # longer: overlap
+    for k in (1, 2, 3, 7, 100, 1_666, 2_499):
+        r = found[(0, 1) * k + (0,)]
+        assert r.count == _count([seq], np.array(r.symbols)) == 10_002 // (2 * k + 2)
+        assert r.start.tolist()[:2] == [0, 2 * k + 2]

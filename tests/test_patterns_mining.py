@@ -329,6 +329,23 @@ def _periodic_cases() -> list[tuple[list[list[int]], int]]:
     return cases
 
 
+@pytest.fixture
+def listed(monkeypatch) -> list[int]:
+    """The sizes of every occurrence array the mining lists (its real ``_occurrences``)."""
+    import traceaug.analysis.repeats as mining
+
+    sizes: list[int] = []
+    real = mining._occurrences
+
+    def counting(sa, lo, hi):
+        group, occ = real(sa, lo, hi)
+        sizes.append(len(occ))
+        return group, occ
+
+    monkeypatch.setattr(mining, "_occurrences", counting)
+    return sizes
+
+
 @pytest.mark.parametrize(("seqs", "min_len"), _periodic_cases())
 def test_periodic_texts_equal_brute_force(seqs, min_len) -> None:
     assert mined(seqs, min_len) == brute_force(seqs, min_len)
@@ -354,20 +371,9 @@ def test_runs_side_by_side_equal_brute_force() -> None:
     assert mined([seq], 3) == brute_force([seq], 3)
 
 
-def test_periodic_text_is_mined_without_every_occurrence(monkeypatch) -> None:
+def test_periodic_text_is_mined_without_every_occurrence(listed) -> None:
     """A 200,000-symbol loop (R^m, and (R^3 S)^m) mines to its step with count m, and the
     occurrences ever listed stay within 2n (R, R^2, ... R^(m-1) hold ~ n^2 / 2|R| in all)."""
-    import traceaug.analysis.repeats as mining
-
-    listed = []
-    real = mining._occurrences
-
-    def counting(sa, lo, hi):
-        group, occ = real(sa, lo, hi)
-        listed.append(len(occ))
-        return group, occ
-
-    monkeypatch.setattr(mining, "_occurrences", counting)
     root = [0, 1, 2, 3]
     found = repeats([np.array(root * 50_000)], 3)
     assert [(r.symbols, r.count) for r in found] == [((0, 1, 2, 3), 50_000)]
@@ -380,21 +386,10 @@ def test_periodic_text_is_mined_without_every_occurrence(monkeypatch) -> None:
     assert sum(listed) <= 2 * 200_000
 
 
-def test_periodic_patterns_counted_by_progressions(monkeypatch) -> None:
+def test_periodic_patterns_counted_by_progressions(listed) -> None:
     """(0 1)^m 0 2: every (0 1)^k 0 is a reported pattern (period 2, not a power) with
     m - k overlapping occurrences, ~n^2 / 16 in all; they are counted from one progression
     each, listing under 2n occurrences, and every count equals a plain scan."""
-    import traceaug.analysis.repeats as mining
-
-    listed = []
-    real = mining._occurrences
-
-    def counting(sa, lo, hi):
-        group, occ = real(sa, lo, hi)
-        listed.append(len(occ))
-        return group, occ
-
-    monkeypatch.setattr(mining, "_occurrences", counting)
     seq = np.array([0, 1] * 5_000 + [0, 2])
     found = {r.symbols: r for r in repeats([seq], 3)}
     assert sum(listed) <= 2 * len(seq)

@@ -284,9 +284,8 @@ def repeats(sequences: list[np.ndarray], min_len: int = 3) -> list[Repeat]:
     keep = keep[~_powers(common, first[keep], length[keep], min_len)]
     # A periodic pattern's occurrences as arithmetic progressions (one per run of its period
     # that holds it), the others listed one by one.
-    period, x = _period(smallest, largest, common.place, lo[keep], hi[keep], first[keep],
-                        first[keep] + span[keep], length[keep])
-    runs = _progressions(common, sa, lo[keep], hi[keep], length[keep], period, x)
+    period = _period(ranks, common, first[keep], length[keep])
+    runs = _progressions(common, text, sa, lo[keep], hi[keep], first[keep], length[keep], period)
     listed = np.flatnonzero(period == 0)
     group, occ = _occurrences(sa, lo[keep][listed], hi[keep][listed])
     # Rotations of a repeated block: suppressed when every occurrence sits in a square (of
@@ -342,61 +341,75 @@ def _counted(pos: np.ndarray, group: np.ndarray, length: np.ndarray
     return pos[kept], group[kept]
 
 
-def _period(smallest: RangeTable, largest: RangeTable, place: np.ndarray, lo: np.ndarray,
-            hi: np.ndarray, first: np.ndarray, last: np.ndarray, length: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray]:
-    """Per node: the smallest period p of its pattern when p <= length / 2 and its first
-    two or last two occurrences are p apart (0 otherwise), and an occurrence x with
-    another at x + p. Two occurrences d <= L / 2 apart give period d; a smaller period p
-    would divide d (Fine and Wilf) and put an occurrence between them."""
-    big = np.iinfo(np.int64).max // 4
-    pf, pl = place[first], place[last]
-    second = np.minimum(_reduce(smallest, lo, pf, big), _reduce(smallest, pf + 1, hi, big))
-    before_last = np.maximum(_reduce(largest, lo, pl, -big), _reduce(largest, pl + 1, hi, -big))
-    at_first, at_last = 2 * (second - first) <= length, 2 * (last - before_last) <= length
-    period = np.where(at_first, second - first, np.where(at_last, last - before_last, 0))
-    return period, np.where(at_first, first, before_last)
+def _period(ranks: list[np.ndarray], common: Prefixes, first: np.ndarray, length: np.ndarray
+            ) -> np.ndarray:
+    """Per pattern (``first`` occurrence, ``length`` L): its smallest period p when
+    p <= L / 2, else 0 (also 0, listed one by one then, when not settled in a few steps).
+    Its prefix B of b = 2**k symbols (L / 4 < b <= L / 2) occurs again p symbols in, so p
+    is the first later occurrence d of B (in order, from the doubling ranks) whose suffix
+    shares L - d symbols with the first; occurrences inside the run of period d1 <= b that
+    starts the pattern are no period of it and are skipped."""
+    n = len(ranks[0])
+    period = np.zeros(len(first), np.int64)
+    level = np.frexp(length.astype(np.float64))[1].astype(np.int64) - 2  # b <= L / 2 < 2b
+    for k in np.unique(level[(level >= 0) & (level < len(ranks))]).tolist():
+        nodes = np.flatnonzero(level == k)
+        f, size, b = first[nodes], length[nodes], 1 << k
+        keys = np.sort(ranks[k] * n + np.arange(n))  # positions of each b-symbol string
+        want = ranks[k][f] * n
+        y = f + 1
+        for step in range(4):
+            at = np.searchsorted(keys, want + y)
+            found = keys[np.minimum(at, n - 1)] - want
+            d = np.where((at < n) & (found < n), found, n) - f  # the next B at or after y
+            near = 2 * d <= size
+            shared = common(f, f + np.minimum(d, n - f))
+            ok = near & (shared >= size - d)
+            period[nodes[ok]] = d[ok]
+            more = near & ~ok
+            if not more.any():
+                break
+            skip = (step == 0) & (d <= b)
+            nodes, f, size, want = nodes[more], f[more], size[more], want[more]
+            y = np.where(skip[more], f + d[more] + shared[more] - b + 1, f + d[more] + 1)
+    return period
 
 
-def _reduce(table: RangeTable, lo: np.ndarray, hi: np.ndarray, fill: int) -> np.ndarray:
-    """``table`` over each range [lo, hi), ``fill`` for an empty one."""
-    out = np.full(len(lo), fill, np.int64)
-    some = np.flatnonzero(hi > lo)
-    out[some] = table(lo[some], hi[some])
-    return out
-
-
-def _progressions(common: Prefixes, sa: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                  length: np.ndarray, period: np.ndarray, x: np.ndarray
+def _progressions(common: Prefixes, text: np.ndarray, sa: np.ndarray, lo: np.ndarray,
+                  hi: np.ndarray, first: np.ndarray, length: np.ndarray, period: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The occurrences of each periodic node (``period`` p > 0) as progressions
     head, head + p, ..., head + (count - 1) p: columns node, head, count, step.
 
     An occurrence q is the last of its progression (a tail) unless q + p is one too, i.e.
-    the suffix at q starts with the pattern continued by p symbols of its period: those
-    suffixes are one sub-range of the node's suffix-array range (around ``x``, found by
-    binary search on the LCP minima), so the tails are the two ranges left. A tail t's
-    progression goes back j steps while the suffixes at t - jp and t - jp + p share
-    (j - 1) p + L symbols (monotone in j: binary search)."""
+    the pattern continues there by the p symbols C that its period gives: those suffixes
+    are one sub-range of the node's suffix-array range (binary search comparing each with
+    C), so the tails are the two ranges left. A tail t's progression goes back j steps
+    while the suffixes at t - jp and t - jp + p share (j - 1) p + L symbols (monotone in
+    j: binary search)."""
     nodes = np.flatnonzero(period > 0)
-    lo, hi, length, p = lo[nodes], hi[nodes], length[nodes], period[nodes]
-    px = common.place[x[nodes]]
-    need = length + p
-    a, b = lo.copy(), px.copy()  # smallest j with lcp[j + 1 .. px] >= need
-    while (a < b).any():
-        mid = (a + b) // 2
-        ok = _reduce(common.smallest, mid + 1, px + 1, need.max() + 1) >= need
-        a, b = np.where(ok, a, mid + 1), np.where(ok, mid, b)
-    inner_lo = a
-    a, b = px.copy(), hi - 1  # largest j with lcp[px + 1 .. j] >= need
-    while (a < b).any():
-        mid = (a + b + 1) // 2
-        ok = _reduce(common.smallest, px + 1, mid + 1, need.max() + 1) >= need
-        a, b = np.where(ok, mid, a), np.where(ok, b, mid - 1)
-    inner_hi = a + 1
-    which, tails = _occurrences(sa, np.r_[lo, inner_hi], np.r_[inner_lo, hi])
-    which %= len(nodes)
-    step, size = p[which], length[which]
+    lo, hi, size, p = lo[nodes], hi[nodes], length[nodes], period[nodes]
+    c = first[nodes] + size - p  # C: the pattern's last p symbols
+
+    def after(j: np.ndarray, strictly: bool) -> np.ndarray:
+        """Does the suffix sa[j] + L (past the pattern) start with C, or sort after it?"""
+        at = sa[np.minimum(j, len(sa) - 1)] + size
+        shared = np.minimum(common(at, c), p)
+        tail = shared < p
+        bigger = tail & (text[np.minimum(at + shared, len(text) - 1)] > text[c + shared])
+        return bigger if strictly else bigger | ~tail
+
+    inner = []
+    for strictly in (False, True):  # the first j in [lo, hi) past C, or hi
+        a, b = lo.copy(), hi.copy()
+        while (a < b).any():
+            mid = (a + b) // 2
+            ok = after(mid, strictly) | (mid >= b)
+            a, b = np.where(ok, a, mid + 1), np.where(ok, mid, b)
+        inner.append(a)
+    which, tails = _occurrences(sa, np.r_[lo, inner[1]], np.r_[inner[0], hi])
+    which %= max(len(nodes), 1)
+    step, size = p[which], size[which]
     a, b = np.zeros(len(tails), np.int64), tails // step  # largest j that holds
     while (a < b).any():
         mid = (a + b + 1) // 2

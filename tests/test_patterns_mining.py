@@ -323,6 +323,9 @@ def _periodic_cases() -> list[tuple[list[list[int]], int]]:
     for _ in range(6):
         noise = rng.integers(10, 14, 12).tolist()
         cases.append(([noise[:6] + [0, 1, 2] * 7 + noise[6:]], 3))
+    for k in (3, 6):  # a long run between short ones of its root at both ends
+        cases.append(([[0, 1, 0, 9] + [0, 1] * 2 * k + [0, 8, 0, 1, 0, 7]], 3))
+        cases.append(([[0, 1, 0, 9, 0, 1, 0, 1, 0, 8] + [0, 1] * 3 * k + [0, 7, 0, 1, 0, 6]], 3))
     for r, s, m in (([0, 1], [2], 4), ([0, 1, 2], [3], 3), ([0], [1], 6)):
         cases.append(([(r * 3 + s) * m], 3))
         cases.append(([(r * 3 + s) * m, r * 5], 2))
@@ -398,3 +401,12 @@ def test_periodic_patterns_counted_by_progressions(listed) -> None:
         r = found[(0, 1) * k + (0,)]
         assert r.count == _count([seq], np.array(r.symbols)) == 10_002 // (2 * k + 2)
         assert r.start.tolist()[:2] == [0, 2 * k + 2]
+    # the same run between short runs of 0 1 at both ends (the pattern's first and last
+    # two occurrences are far apart): still progressions
+    listed.clear()
+    seq = np.array([0, 1, 0, 9] + [0, 1] * 5_000 + [0, 8, 0, 1, 0, 7])
+    found = {r.symbols: r for r in repeats([seq], 3)}
+    assert sum(listed) <= 2 * len(seq)
+    for k in (1, 2, 100):
+        r = found[(0, 1) * k + (0,)]
+        assert r.count == _count([seq], np.array(r.symbols)) == 10_002 // (2 * k + 2) + 2 * (k == 1)

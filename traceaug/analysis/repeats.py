@@ -20,8 +20,17 @@ suffix tree of the sequences, so the suffix array and its LCP array enumerate th
 the suffix array by prefix doubling (numpy, O(n log^2 n)), the LCP array by binary lifting
 over the doubling ranks (numpy, O(n log n)), the LCP intervals by one stack pass (O(n)).
 The square and power tests read common prefix lengths of any two suffixes in O(1) from a
-sparse table over the LCP array, for all candidates at once. Counting takes every
-occurrence of a pattern whose occurrences never overlap, and walks the others greedily.
+sparse table over the LCP array, for all candidates at once.
+
+Nothing passes over every occurrence of every node: in a periodic text (a loop repeated m
+times) the nodes R, R^2, ..., R^(m-1) hold m, m - 1, ... occurrences, n^2 in all. A node's
+first and last occurrence and its preceding symbols come from range tables; powers go
+before anything else. A pattern whose smallest period p is at most half its length (found
+from the doubling ranks) has its occurrences as one progression of step p per run of that
+period, from the tails (two suffix-array ranges) and a binary search back to each head:
+the square test reads each progression's ends, the count is arithmetic (every
+ceil(L / p)-th). Other patterns have their occurrences listed; counting takes every one
+when none overlap, and walks the others greedily.
 """
 
 from __future__ import annotations

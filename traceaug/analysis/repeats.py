@@ -279,9 +279,8 @@ def repeats(sequences: list[np.ndarray], min_len: int = 3) -> list[Repeat]:
     # exactly when the length is at most the span between its first and last occurrence.
     # (Range tables, not a pass over each node's occurrences: in a periodic text the nodes
     # R, R^2, ... hold m, m - 1, ... occurrences, quadratic in all.)
-    smallest, largest = RangeTable(sa, np.minimum), RangeTable(sa, np.maximum)
-    first = smallest(lo, hi)
-    span = largest(lo, hi) - first
+    first = RangeTable(sa, np.minimum)(lo, hi)  # one table at a time
+    span = RangeTable(sa, np.maximum)(lo, hi) - first
     length = np.minimum(depth, span)
     # Left extension: every occurrence preceded by the same symbol (never a separator, each
     # unique; position 0 has none) and that longer pattern frequent too (span >= length + 1).

@@ -410,3 +410,30 @@ def test_periodic_patterns_counted_by_progressions(listed) -> None:
     for k in (1, 2, 100):
         r = found[(0, 1) * k + (0,)]
         assert r.count == _count([seq], np.array(r.symbols)) == 10_002 // (2 * k + 2) + 2 * (k == 1)
+
+
+def test_command_on_a_20000_step_loop(tmp_path, listed) -> None:
+    """``traceaug patterns`` on 20,000 identical steps (kernel, copy: one stream of 40,000
+    GPU ops, one run of period 2): K1 K2 K1 K2 (K1 K2 is under --min-len 3) counted
+    10,000 times, listing at most 2n occurrences; with --min-len 2, K1 K2 20,000 times."""
+    import csv
+    import io
+
+    from click.testing import CliRunner
+    from kineto_gen import write_large
+
+    from traceaug.cli import main
+
+    trace = write_large(tmp_path / "loop.json", 20_000)
+    rows = {}
+    for min_len in (3, 2):
+        result = CliRunner().invoke(main, ["patterns", str(trace), str(tmp_path / "out.json"),
+                                           "--summary-only", "--format", "csv",
+                                           "--min-len", str(min_len)])
+        assert result.exit_code == 0, result.output
+        rows[min_len] = [(r["kernel_ids"], int(r["count"]))
+                         for r in csv.DictReader(io.StringIO(result.stdout))
+                         if r["scope"] == "stream"]
+    assert rows == {3: [("K1 K2 K1 K2", 10_000)], 2: [("K1 K2", 20_000)]}
+    assert 0 < sum(listed) <= 2 * 2 * 40_000
+    assert not (tmp_path / "out.json").exists()

@@ -298,18 +298,18 @@ def repeats(sequences: list[np.ndarray], min_len: int = 3) -> list[Repeat]:
     group, occ = _occurrences(sa, lo[keep][listed], hi[keep][listed])
     # Rotations of a repeated block: suppressed when every occurrence sits in a square (of
     # a progression, its first two and last two occurrences decide: see ``_ends``).
+    group = listed[group]
     r_group, r_occ = _ends(*runs)
-    group = np.r_[listed[group], r_group]
-    squares = _in_squares(common, np.r_[occ, r_occ], group, length[keep][group], len(keep))
+    both = np.r_[group, r_group]
+    squares = _in_squares(common, np.r_[occ, r_occ], both, length[keep][both], len(keep))
     renumber = np.cumsum(~squares) - 1
+    stays = ~squares[group]
+    group, occ = renumber[group[stays]], occ[stays]
     stays = ~squares[runs[0]]
     runs = (renumber[runs[0][stays]], *(a[stays] for a in runs[1:]))
-    keep, period = keep[~squares], period[~squares]
+    keep = keep[~squares]
     if not len(keep):
         return []
-    listed = np.flatnonzero(period == 0)
-    group, occ = _occurrences(sa, lo[keep][listed], hi[keep][listed])
-    group = listed[group]
     order = np.lexsort((occ, group))
     starts, counted = _counted(occ[order], group[order], length[keep])
     r_starts, r_counted = _counted_runs(*runs, length[keep])

@@ -303,3 +303,137 @@ def test_whole_sequences_include_hta() -> None:
         count = int(((o["pattern"] == p["pattern"][r]) & before_last).sum())
         ours.append((count, hashlib.sha1(names.encode()).hexdigest()[:16]))
     assert sorted(ours, reverse=True) == sorted(HTA_CONV2D, reverse=True)
+
+
+# ----- periodic texts: a loop repeated many times -----------------------------------------
+def _periodic_cases() -> list[tuple[list[list[int]], int]]:
+    """Runs of several roots and lengths, alone, with a prefix and suffix, two periodic
+    regions in one sequence, a run inside random symbols, nested periodicity (R^3 S)^m,
+    and a run that ends part-way through its root."""
+    rng = np.random.default_rng(77)
+    cases = []
+    for root in ([0], [0, 1], [0, 1, 2], [0, 1, 0, 2], [3, 1, 4, 1, 5]):
+        for m in (2, 3, 5, 9):
+            cases.append(([root * m], 3))
+            cases.append(([[7, 8] + root * m + [9]], 2))
+            cases.append(([root * m + root[:len(root) // 2 + 1]], 3))
+    for a, b in (([0, 1], [2, 3, 4]), ([0, 1, 2], [0, 1, 3]), ([5], [0, 1])):
+        cases.append(([a * 6 + [9] + b * 5], 3))
+        cases.append(([a * 4 + b * 4 + a * 3], 2))
+    for _ in range(6):
+        noise = rng.integers(10, 14, 12).tolist()
+        cases.append(([noise[:6] + [0, 1, 2] * 7 + noise[6:]], 3))
+    for k in (3, 6):  # a long run between short ones of its root at both ends
+        cases.append(([[0, 1, 0, 9] + [0, 1] * 2 * k + [0, 8, 0, 1, 0, 7]], 3))
+        cases.append(([[0, 1, 0, 9, 0, 1, 0, 1, 0, 8] + [0, 1] * 3 * k + [0, 7, 0, 1, 0, 6]], 3))
+    for r, s, m in (([0, 1], [2], 4), ([0, 1, 2], [3], 3), ([0], [1], 6)):
+        cases.append(([(r * 3 + s) * m], 3))
+        cases.append(([(r * 3 + s) * m, r * 5], 2))
+    return cases
+
+
+@pytest.fixture
+def listed(monkeypatch) -> list[int]:
+    """The sizes of every occurrence array the mining lists (its real ``_occurrences``)."""
+    import traceaug.analysis.repeats as mining
+
+    sizes: list[int] = []
+    real = mining._occurrences
+
+    def counting(sa, lo, hi):
+        group, occ = real(sa, lo, hi)
+        sizes.append(len(occ))
+        return group, occ
+
+    monkeypatch.setattr(mining, "_occurrences", counting)
+    return sizes
+
+
+@pytest.mark.parametrize(("seqs", "min_len"), _periodic_cases())
+def test_periodic_texts_equal_brute_force(seqs, min_len) -> None:
+    assert mined(seqs, min_len) == brute_force(seqs, min_len)
+
+
+def test_runs_side_by_side_equal_brute_force() -> None:
+    """Sequences of runs of short random roots end to end (runs of one period that overlap,
+    progressions whose greedy picks reach into the next run), against the brute force."""
+    rng = np.random.default_rng(2)
+    for trial in range(300):
+        seqs = []
+        for _ in range(int(rng.integers(1, 3))):
+            seq: list[int] = []
+            for _ in range(int(rng.integers(1, 5))):
+                root = rng.integers(0, int(rng.integers(2, 4)), int(rng.integers(1, 4))).tolist()
+                seq += root * int(rng.integers(1, 7))
+            seqs.append(seq[:60])
+        min_len = int(rng.integers(1, 5))
+        assert mined(seqs, min_len) == brute_force(seqs, min_len), (trial, seqs, min_len)
+    # (0 1)^2 then (1 0 1)^... : 1 0 1 1 at 15 overlaps the next run's first at 16
+    seq = [0, 1, 0, 1] + [0, 1, 1] * 5 + [1] + [0, 1, 1] * 5 + [0]
+    assert mined([seq], 3)[(1, 0, 1, 1)] == [(0, 3), (0, 9), (0, 15), (0, 19), (0, 25), (0, 31)]
+    assert mined([seq], 3) == brute_force([seq], 3)
+
+
+def test_periodic_text_is_mined_without_every_occurrence(listed) -> None:
+    """A 200,000-symbol loop (R^m, and (R^3 S)^m) mines to its step with count m, and the
+    occurrences ever listed stay within 2n (R, R^2, ... R^(m-1) hold ~ n^2 / 2|R| in all)."""
+    root = [0, 1, 2, 3]
+    found = repeats([np.array(root * 50_000)], 3)
+    assert [(r.symbols, r.count) for r in found] == [((0, 1, 2, 3), 50_000)]
+    assert found[0].start.tolist()[:3] == [0, 4, 8] and sum(listed) <= 2 * 200_000
+    listed.clear()
+    found = repeats([np.array(([0, 1] * 3 + [2]) * 28_571)], 3)
+    # 0 1 0 1 is (0 1)^2 with 0 1 shorter than min_len: reported, once per step
+    assert [(r.symbols, r.count) for r in found] == [((0, 1, 0, 1, 0, 1, 2), 28_571),
+                                                     ((0, 1, 0, 1), 28_571)]
+    assert sum(listed) <= 2 * 200_000
+
+
+def test_periodic_patterns_counted_by_progressions(listed) -> None:
+    """(0 1)^m 0 2: every (0 1)^k 0 is a reported pattern (period 2, not a power) with
+    m - k overlapping occurrences, ~n^2 / 16 in all; they are counted from one progression
+    each, listing under 2n occurrences, and every count equals a plain scan."""
+    seq = np.array([0, 1] * 5_000 + [0, 2])
+    found = {r.symbols: r for r in repeats([seq], 3)}
+    assert sum(listed) <= 2 * len(seq)
+    assert set(found) == {(0, 1) * k + (0,) for k in range(1, 2_500)}  # longer: overlap
+    for k in (1, 2, 3, 7, 100, 1_666, 2_499):
+        r = found[(0, 1) * k + (0,)]
+        assert r.count == _count([seq], np.array(r.symbols)) == 10_002 // (2 * k + 2)
+        assert r.start.tolist()[:2] == [0, 2 * k + 2]
+    # the same run between short runs of 0 1 at both ends (the pattern's first and last
+    # two occurrences are far apart): still progressions
+    listed.clear()
+    seq = np.array([0, 1, 0, 9] + [0, 1] * 5_000 + [0, 8, 0, 1, 0, 7])
+    found = {r.symbols: r for r in repeats([seq], 3)}
+    assert sum(listed) <= 2 * len(seq)
+    for k in (1, 2, 100):
+        r = found[(0, 1) * k + (0,)]
+        assert r.count == _count([seq], np.array(r.symbols)) == 10_002 // (2 * k + 2) + 2 * (k == 1)
+
+
+def test_command_on_a_20000_step_loop(tmp_path, listed) -> None:
+    """``traceaug patterns`` on 20,000 identical steps (kernel, copy: one stream of 40,000
+    GPU ops, one run of period 2): K1 K2 K1 K2 (K1 K2 is under --min-len 3) counted
+    10,000 times, listing at most 2n occurrences; with --min-len 2, K1 K2 20,000 times."""
+    import csv
+    import io
+
+    from click.testing import CliRunner
+    from kineto_gen import write_large
+
+    from traceaug.cli import main
+
+    trace = write_large(tmp_path / "loop.json", 20_000)
+    rows = {}
+    for min_len in (3, 2):
+        result = CliRunner().invoke(main, ["patterns", str(trace), str(tmp_path / "out.json"),
+                                           "--summary-only", "--format", "csv",
+                                           "--min-len", str(min_len)])
+        assert result.exit_code == 0, result.output
+        rows[min_len] = [(r["kernel_ids"], int(r["count"]))
+                         for r in csv.DictReader(io.StringIO(result.stdout))
+                         if r["scope"] == "stream"]
+    assert rows == {3: [("K1 K2 K1 K2", 10_000)], 2: [("K1 K2", 20_000)]}
+    assert 0 < sum(listed) <= 2 * 2 * 40_000
+    assert not (tmp_path / "out.json").exists()

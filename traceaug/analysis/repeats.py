@@ -20,8 +20,17 @@ suffix tree of the sequences, so the suffix array and its LCP array enumerate th
 the suffix array by prefix doubling (numpy, O(n log^2 n)), the LCP array by binary lifting
 over the doubling ranks (numpy, O(n log n)), the LCP intervals by one stack pass (O(n)).
 The square and power tests read common prefix lengths of any two suffixes in O(1) from a
-sparse table over the LCP array, for all candidates at once. Counting takes every
-occurrence of a pattern whose occurrences never overlap, and walks the others greedily.
+sparse table over the LCP array, for all candidates at once.
+
+Nothing passes over every occurrence of every node: in a periodic text (a loop repeated m
+times) the nodes R, R^2, ..., R^(m-1) hold m, m - 1, ... occurrences, n^2 in all. A node's
+first and last occurrence and its preceding symbols come from range tables; powers go
+before anything else. A pattern whose smallest period p is at most half its length (found
+from the doubling ranks) has its occurrences as one progression of step p per run of that
+period, from the tails (two suffix-array ranges) and a binary search back to each head:
+the square test reads each progression's ends, the count is arithmetic (every
+ceil(L / p)-th). Other patterns have their occurrences listed; counting takes every one
+when none overlap, and walks the others greedily.
 """
 
 from __future__ import annotations
@@ -109,22 +118,39 @@ def lcp_array(sa: np.ndarray, ranks: list[np.ndarray]) -> np.ndarray:
     return lcp
 
 
+class RangeTable:
+    """``ufunc`` (np.minimum or np.maximum) of any range of ``values`` in O(1), for many
+    ranges at once: a sparse table (level k: the reduction of 2**k consecutive entries),
+    O(n log n) int32 memory (every value is under 2**31)."""
+
+    def __init__(self, values: np.ndarray, ufunc: np.ufunc) -> None:
+        n = len(values)
+        levels = max(n - 1, 1).bit_length()
+        self.table = np.zeros((levels, max(n, 1)), np.int32)
+        self.table[0, :n] = values
+        for k in range(1, levels):
+            h, width = 1 << (k - 1), n - (1 << k) + 1
+            self.table[k, :width] = ufunc(self.table[k - 1, :width], self.table[k - 1, h:h + width])
+        self.ufunc = ufunc
+
+    def __call__(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """The reduction of each non-empty range ``values[lo:hi]`` (int64)."""
+        lo, hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
+        k = np.frexp((hi - lo).astype(np.float64))[1].astype(np.int64) - 1
+        flat = self.table.reshape(-1)
+        width = self.table.shape[1]
+        return self.ufunc(flat[k * width + lo], flat[k * width + hi - (1 << k)]).astype(np.int64)
+
+
 class Prefixes:
     """Common prefix length of any two suffixes of a text, each in O(1): the minimum of the
-    LCP array between their places in the suffix array, from a sparse table (level k: the
-    minimum of 2**k consecutive entries)."""
+    LCP array between their places in the suffix array (a ``RangeTable``)."""
 
     def __init__(self, sa: np.ndarray, lcp: np.ndarray) -> None:
         n = self.n = len(sa)
         self.place = np.empty(n, np.int64)
         self.place[sa] = np.arange(n)
-        levels = max(n - 1, 1).bit_length()
-        self.table = np.zeros((levels, max(n, 1)), np.int32)  # an lcp is < 2**31
-        self.table[0, :n] = lcp
-        for k in range(1, levels):
-            h, width = 1 << (k - 1), n - (1 << k) + 1
-            self.table[k, :width] = np.minimum(self.table[k - 1, :width],
-                                               self.table[k - 1, h:h + width])
+        self.smallest = RangeTable(lcp, np.minimum)
 
     def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Common prefix length of the suffixes at ``a`` and ``b`` (text positions; a
@@ -137,11 +163,7 @@ class Prefixes:
         out[same] = n - a[same]
         q = np.flatnonzero(both & ~same)
         pa, pb = self.place[a[q]], self.place[b[q]]
-        lo, hi = np.minimum(pa, pb) + 1, np.maximum(pa, pb)  # lcp[lo..hi], inclusive
-        k = np.frexp((hi - lo + 1).astype(np.float64))[1].astype(np.int64) - 1
-        flat = self.table.reshape(-1)
-        width = self.table.shape[1]
-        out[q] = np.minimum(flat[k * width + lo], flat[k * width + hi - (1 << k) + 1])
+        out[q] = self.smallest(np.minimum(pa, pb) + 1, np.maximum(pa, pb) + 1)  # lcp[lo..hi]
         return out
 
 
@@ -255,26 +277,45 @@ def repeats(sequences: list[np.ndarray], min_len: int = 3) -> list[Repeat]:
     depth, lo, hi, parent = lcp_intervals(lcp, min_len)
     # Each node reports at most its longest still-frequent prefix below it: count >= 2
     # exactly when the length is at most the span between its first and last occurrence.
-    first = range_reduce(np.minimum, sa, lo, hi, 0)
-    span = range_reduce(np.maximum, sa, lo, hi, 0) - first
+    # (Range tables, not a pass over each node's occurrences: in a periodic text the nodes
+    # R, R^2, ... hold m, m - 1, ... occurrences, quadratic in all.)
+    first = RangeTable(sa, np.minimum)(lo, hi)  # one table at a time
+    span = RangeTable(sa, np.maximum)(lo, hi) - first
     length = np.minimum(depth, span)
     # Left extension: every occurrence preceded by the same symbol (never a separator, each
     # unique; position 0 has none) and that longer pattern frequent too (span >= length + 1).
     before = np.where(sa > 0, text[np.maximum(sa - 1, 0)], -1)
-    b_min = range_reduce(np.minimum, before, lo, hi, 0)
-    b_max = range_reduce(np.maximum, before, lo, hi, 0)
-    absorbed = (b_min == b_max) & (b_min >= m) & (span >= length + 1)
+    changes = np.r_[0, np.cumsum(before[1:] != before[:-1])]  # same symbol on [lo, hi)
+    absorbed = (changes[hi - 1] == changes[lo]) & (before[lo] >= m) & (span >= length + 1)
     keep = np.flatnonzero((length >= np.maximum(parent + 1, min_len)) & ~absorbed)
-    # Rotations of a repeated block: suppressed when every occurrence sits in a square.
-    group, occ = _occurrences(sa, lo[keep], hi[keep])
-    keep = keep[~_in_squares(common, occ, group, length[keep][group], len(keep))]
-    # R^j whose R^(j-1) is a pattern itself.
+    # R^j whose R^(j-1) is a pattern itself (first: it leaves out R^2, R^3, ... of a run).
     keep = keep[~_powers(common, first[keep], length[keep], min_len)]
+    # A periodic pattern's occurrences as arithmetic progressions (one per run of its period
+    # that holds it), the others listed one by one.
+    period = _period(ranks, common, first[keep], length[keep])
+    runs = _progressions(common, text, sa, lo[keep], hi[keep], first[keep], length[keep], period)
+    listed = np.flatnonzero(period == 0)
+    group, occ = _occurrences(sa, lo[keep][listed], hi[keep][listed])
+    # Rotations of a repeated block: suppressed when every occurrence sits in a square (of
+    # a progression, its first two and last two occurrences decide: see ``_ends``).
+    group = listed[group]
+    r_group, r_occ = _ends(*runs)
+    both = np.r_[group, r_group]
+    squares = _in_squares(common, np.r_[occ, r_occ], both, length[keep][both], len(keep))
+    renumber = np.cumsum(~squares) - 1
+    stays = ~squares[group]
+    group, occ = renumber[group[stays]], occ[stays]
+    stays = ~squares[runs[0]]
+    runs = (renumber[runs[0][stays]], *(a[stays] for a in runs[1:]))
+    keep = keep[~squares]
     if not len(keep):
         return []
-    group, occ = _occurrences(sa, lo[keep], hi[keep])
     order = np.lexsort((occ, group))
     starts, counted = _counted(occ[order], group[order], length[keep])
+    r_starts, r_counted = _counted_runs(*runs, length[keep])
+    starts, counted = np.r_[starts, r_starts], np.r_[counted, r_counted]
+    order = np.lexsort((starts, counted))
+    starts, counted = starts[order], counted[order]
     seq = seq_of[starts]
     start = starts - offsets[seq]
     cut = np.cumsum(np.bincount(counted, minlength=len(keep)))[:-1].tolist()
@@ -306,3 +347,120 @@ def _counted(pos: np.ndarray, group: np.ndarray, length: np.ndarray
             kept[a:b] = False
             kept[a + np.array(_greedy(pos[a:b], int(length[g])), np.int64)] = True
     return pos[kept], group[kept]
+
+
+def _period(ranks: list[np.ndarray], common: Prefixes, first: np.ndarray, length: np.ndarray
+            ) -> np.ndarray:
+    """Per pattern (``first`` occurrence, ``length`` L): its smallest period p when
+    p <= L / 2, else 0 (also 0, listed one by one then, when not settled in a few steps).
+    Its prefix B of b = 2**k symbols (L / 4 < b <= L / 2) occurs again p symbols in, so p
+    is the first later occurrence d of B (in order, from the doubling ranks) whose suffix
+    shares L - d symbols with the first; occurrences inside the run of period d1 <= b that
+    starts the pattern are no period of it and are skipped."""
+    n = len(ranks[0])
+    period = np.zeros(len(first), np.int64)
+    level = np.frexp(length.astype(np.float64))[1].astype(np.int64) - 2  # b <= L / 2 < 2b
+    for k in np.unique(level[(level >= 0) & (level < len(ranks))]).tolist():
+        nodes = np.flatnonzero(level == k)
+        f, size, b = first[nodes], length[nodes], 1 << k
+        keys = np.sort(ranks[k] * n + np.arange(n))  # positions of each b-symbol string
+        want = ranks[k][f] * n
+        y = f + 1
+        for step in range(4):
+            at = np.searchsorted(keys, want + y)
+            found = keys[np.minimum(at, n - 1)] - want
+            d = np.where((at < n) & (found < n), found, n) - f  # the next B at or after y
+            near = 2 * d <= size
+            shared = common(f, f + np.minimum(d, n - f))
+            ok = near & (shared >= size - d)
+            period[nodes[ok]] = d[ok]
+            more = near & ~ok
+            if not more.any():
+                break
+            skip = (step == 0) & (d <= b)
+            nodes, f, size, want = nodes[more], f[more], size[more], want[more]
+            y = np.where(skip[more], f + d[more] + shared[more] - b + 1, f + d[more] + 1)
+    return period
+
+
+def _progressions(common: Prefixes, text: np.ndarray, sa: np.ndarray, lo: np.ndarray,
+                  hi: np.ndarray, first: np.ndarray, length: np.ndarray, period: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The occurrences of each periodic node (``period`` p > 0) as progressions
+    head, head + p, ..., head + (count - 1) p: columns node, head, count, step.
+
+    An occurrence q is the last of its progression (a tail) unless q + p is one too, i.e.
+    the pattern continues there by the p symbols C that its period gives: those suffixes
+    are one sub-range of the node's suffix-array range (binary search comparing each with
+    C), so the tails are the two ranges left. A tail t's progression goes back j steps
+    while the suffixes at t - jp and t - jp + p share (j - 1) p + L symbols (monotone in
+    j: binary search)."""
+    nodes = np.flatnonzero(period > 0)
+    lo, hi, size, p = lo[nodes], hi[nodes], length[nodes], period[nodes]
+    c = first[nodes] + size - p  # C: the pattern's last p symbols
+
+    def after(j: np.ndarray, strictly: bool) -> np.ndarray:
+        """Does the suffix sa[j] + L (past the pattern) start with C, or sort after it?"""
+        at = sa[np.minimum(j, len(sa) - 1)] + size
+        shared = np.minimum(common(at, c), p)
+        tail = shared < p
+        bigger = tail & (text[np.minimum(at + shared, len(text) - 1)] > text[c + shared])
+        return bigger if strictly else bigger | ~tail
+
+    inner = []
+    for strictly in (False, True):  # the first j in [lo, hi) past C, or hi
+        a, b = lo.copy(), hi.copy()
+        while (a < b).any():
+            mid = (a + b) // 2
+            ok = after(mid, strictly) | (mid >= b)
+            a, b = np.where(ok, a, mid + 1), np.where(ok, mid, b)
+        inner.append(a)
+    which, tails = _occurrences(sa, np.r_[lo, inner[1]], np.r_[inner[0], hi])
+    which %= max(len(nodes), 1)
+    step, size = p[which], size[which]
+    a, b = np.zeros(len(tails), np.int64), tails // step  # largest j that holds
+    while (a < b).any():
+        mid = (a + b + 1) // 2
+        at = tails - mid * step
+        ok = common(at, at + step) >= (mid - 1) * step + size
+        a, b = np.where(ok, mid, a), np.where(ok, b, mid - 1)
+    return nodes[which], tails - a * step, a + 1, step
+
+
+def _ends(node: np.ndarray, head: np.ndarray, count: np.ndarray, step: np.ndarray
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """The first two and last two occurrences of each progression, with its node: the
+    square test's answer on them is its answer on all. Inside a run of period p, an
+    occurrence that is neither near the run's start nor near its end has the same
+    forward and backward extensions of period L as the second one (when p does not divide
+    L both stay under p), and when p divides L they shrink towards the ends."""
+    picks = np.stack([np.zeros_like(count), np.minimum(1, count - 1),
+                      np.maximum(count - 2, 0), count - 1], 1)
+    return np.repeat(node, 4), (head[:, None] + picks * step[:, None]).reshape(-1)
+
+
+def _counted_runs(node: np.ndarray, head: np.ndarray, count: np.ndarray, step: np.ndarray,
+                  length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The counted (greedy, non-overlapping) occurrences of progressions, with their node:
+    in a progression every ceil(L / p)-th from the first one free of the previous pick
+    (progressions of one node never interleave: two runs of one period overlap by < p)."""
+    order = np.lexsort((head, node))
+    node, head, count, step = node[order], head[order], count[order], step[order]
+    size = length[node]
+    jump = -(-size // step)  # progression steps between two picks
+    first = np.zeros(len(node), np.int64)  # index of each progression's first pick
+    picks = (count - 1) // jump + 1
+    end = head + (picks - 1) * jump * step + size  # just past the last pick
+    clash = np.flatnonzero((node[1:] == node[:-1]) & (head[1:] < end[:-1])) + 1
+    if len(clash):  # the previous pick overlaps: walk that node's progressions in order
+        for g in np.unique(node[clash]).tolist():
+            free = -1
+            for i in np.flatnonzero(node == g).tolist():
+                skip = max(0, -(-(free - head[i]) // step[i]))
+                first[i] = skip
+                picks[i] = max(0, (count[i] - 1 - skip) // jump[i] + 1)
+                if picks[i]:
+                    free = head[i] + (skip + (picks[i] - 1) * jump[i]) * step[i] + size[i]
+    at = np.repeat(head + first * step, picks)
+    k = np.arange(int(picks.sum())) - np.repeat(np.cumsum(picks) - picks, picks)
+    return at + k * np.repeat(jump * step, picks), np.repeat(node, picks)

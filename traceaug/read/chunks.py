@@ -68,6 +68,7 @@ class Chunk:
     array_form: bool = False
     exact: bool = False  # its timestamps needed the exact (slow) rebase
     ts: object = None  # pass 1: the events' top-level ts column, when the rebase check made it
+    write: bool = False  # pass 1: ``ts`` holds rebased values the events do not have yet
 
 
 class _Buffer:

@@ -145,3 +145,16 @@ def _hashable_key(keys: dict, k: tuple) -> int:
         return keys.setdefault(k, len(keys))
     except TypeError:
         return -1
+
+
+def keep_args(events: list, keep: frozenset) -> None:
+    """Leave each event's args (an object) only the keys in ``keep``, in their order; no
+    ``args`` at all when none is (a CPU op's). (Grouping events by their args' keys, to
+    choose once per group, cost more than it saved.)"""
+    for ev in events:
+        args = ev.get("args")
+        if args.__class__ is dict:
+            if keep.isdisjoint(args):
+                del ev["args"]
+            else:
+                ev["args"] = {k: v for k, v in args.items() if k in keep}

@@ -288,14 +288,10 @@ def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None,
     x = _kept_rows(ui_x, to_engine, drop, seq_of)
     flows = _kept_rows(ui_flows, to_engine, drop, seq_of) if kind.flows else ui_flows[:0]
     if kind.args is not None:
-        keep, whole = kind.args, kind.whole_args
-        for ev in columns.select(events, is_x & ~drop):
-            args = ev.get("args")
-            if args.__class__ is dict and not (whole and ev.get("cat") in whole):
-                if keep.isdisjoint(args):  # a CPU op's args: none kept
-                    del ev["args"]
-                else:
-                    ev["args"] = {k: v for k, v in args.items() if k in keep}  # in order
+        trimmed = is_x & ~drop
+        if kind.whole_args:
+            trimmed[trimmed] = ~columns.among(columns.select(events, trimmed), "cat", kind.whole_args)
+        columns.keep_args(columns.select(events, trimmed), kind.args)
     names: dict = {}
     for ev in columns.select(events, codes == columns.META):
         args = ev.get("args")

@@ -310,7 +310,7 @@ def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None,
 
 
 def _parse(text: bytes, tail: bool, layout: chunks.Layout) -> list:
-    return chunks._parse_tail(text, layout) if tail else orjson.loads(b"[" + text + b"]")
+    return chunks._parse_tail(text, layout) if tail else orjson.loads(chunks.in_array(text))
 
 
 def _rebased_events(events: list, text: bytes, replaced: int, tail: bool,

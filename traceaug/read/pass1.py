@@ -221,12 +221,8 @@ def used_flow_ids(events: list) -> np.ndarray:
     """The flow ids the events use, sorted and unique (int64, 0 up): their ``id`` (flows v1)
     and ``bind_id`` (v2) keys, the ones Perfetto reads, as it reads them. Gathered here, so
     that a rewriter picking new flow ids need not scan the file again."""
-    return _flow_id_array(columns.present(events, "id") + columns.present(events, "bind_id"))
-
-
-def _flow_id_array(raw: list) -> np.ndarray:
-    """The ids Perfetto reads from ``raw`` flow-id values, sorted and unique (int64, 0 up)."""
-    if set(map(type, raw)) <= {int}:
+    raw = columns.present(events, "id") + columns.present(events, "bind_id")
+    if set(map(type, raw)) <= {int}:  # the usual case: one conversion in C
         try:
             ids = np.array(raw, dtype=np.int64)
             return sorted_unique(ids[ids >= 0])

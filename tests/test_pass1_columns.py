@@ -186,3 +186,27 @@ def test_plan_of_an_odd_trace_matches_the_raw_json(tmp_path: Path, kind: str) ->
 def test_plan_of_the_a100_trace_matches_the_raw_json(kind: str) -> None:
     path = shared_trace("kineto/a100_rank0_of16_6streams.json.gz")  # negative tids, int ts
     _check(path, load_raw(path), kind)
+
+
+def test_cuts_between_names_with_escaped_quotes_and_backslashes(tmp_path: Path, monkeypatch) -> None:
+    """Compact JSON (no newline to cut at) whose names hold ``"},{"`` behind backslashes, and
+    backslash runs before a closing quote: the worker cuts (by quote parity) fall outside
+    strings, so every event comes back whole, as in this process."""
+    from traceaug.read import chunks, pass1, source
+    from traceaug.read.rebase import Rebase
+
+    names = ['k\\"},{\\"' * 30, "path\\\\", 'q\\\\\\"},{', "plain"]
+    events = [{"ph": "X", "name": names[i % 4] + str(i), "pid": 1, "tid": 2, "ts": 10 * i,
+               "dur": 5, "cat": "kernel", "args": {"correlation": i}} for i in range(4000)]
+    path = tmp_path / "escaped.json"
+    path.write_text(json.dumps({"traceEvents": events}, separators=(",", ":")))
+    assert b"\n" not in path.read_bytes()
+    monkeypatch.setattr(chunks, "CHUNK", 32 << 10)
+    monkeypatch.setattr(source, "BLOCK", 32 << 10)
+    results = list(pass1.parallel(source.iter_blocks(path), Rebase(), "analysis", 2))
+    assert sum(r.events for r in results[:-1]) == 4000  # every cut parsed (no Unconfirmed)
+    for workers in (0, 2):
+        plan = normalize.plan(path, kind="analysis", workers=workers)
+        assert len(plan.chunk_first_seq) > 20
+        held = [e for pieces in plan.held for p in pieces for e in orjson.loads(b"[" + p + b"]")]
+        assert [e["name"] for e in held] == [e["name"] for e in json.loads(path.read_text())["traceEvents"]]

@@ -158,7 +158,8 @@ def _parse_tail(text: bytes, layout: Layout) -> list:
 def _quotes(buf: bytearray, start: int, end: int) -> int:
     """Unescaped ``"`` in ``buf[start:end]`` (a quote after an odd run of backslashes is escaped)."""
     n = buf.count(b'"', start, end)
-    if buf.find(b'\\"', start, end) != -1:
+    # A lone backslash is found by memchr (10 µs/MB); the pair took 1 ms/MB, JSON being all quotes.
+    if buf.find(b"\\", start, end) != -1 and buf.find(b'\\"', start, end) != -1:
         n -= sum(len(m.group(1)) % 2 for m in _ESCAPED_QUOTE.finditer(buf, start, end))
     return n
 

@@ -185,10 +185,11 @@ def _span(events: list, codes: np.ndarray, ts: np.ndarray, durs: list) -> tuple[
     return int(start[ok].min()), int((start[ok] + dur[ok]).max())
 
 
-def _subset_keeps(events: list, codes: np.ndarray, kind: LoadKind) -> np.ndarray:
+def _subset_keeps(events: list, codes: np.ndarray, kind: LoadKind, dropped: np.ndarray
+                  ) -> np.ndarray:
     """Which events a subset load keeps: metadata, events of the kind's categories (but not
     the runtime calls it skips) and ProfilerSteps; never an event without ``ph``. Names are
-    read only where they decide."""
+    read only where they decide (not for the events ``dropped`` anyway: flow events)."""
     skips = kind.skip_calls
     calls = kind.categories & RUNTIME_CATEGORIES if skips else frozenset()
     category = columns.codes(events, "cat", {c: 2 if c in calls else 1 for c in kind.categories})
@@ -196,7 +197,7 @@ def _subset_keeps(events: list, codes: np.ndarray, kind: LoadKind) -> np.ndarray
     if calls:
         call = category == 2
         keep[np.flatnonzero(call)[~columns.among(columns.select(events, call), "name", skips)]] = True
-    rest = ~keep & (codes != columns.NO_PHASE)
+    rest = ~keep & ~dropped & (codes != columns.NO_PHASE)
     keep[np.flatnonzero(rest)[columns.starts_with(columns.select(events, rest), "name",
                                                   columns.PROFILER_STEP)]] = True
     return keep & (codes != columns.NO_PHASE)
@@ -266,7 +267,7 @@ def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None,
     flow_ids = used_flow_ids(events)
     drop = np.zeros(len(events), dtype=bool) if kind.flows else is_flow.copy()
     if kind.subset:
-        drop |= ~_subset_keeps(events, codes, kind)
+        drop |= ~_subset_keeps(events, codes, kind, drop)
     if ts is None:
         ts = top_level_ts(events)
     # Keys of the (pid, tid) as written, before negative tids change below: what the UI sees.

@@ -68,6 +68,7 @@ class Chunk:
     array_form: bool = False
     exact: bool = False  # its timestamps needed the exact (slow) rebase
     ts: object = None  # pass 1: the events' top-level ts column, when the rebase check made it
+    write: bool = False  # pass 1: ``ts`` holds rebased values the events do not have yet
 
 
 class _Buffer:
@@ -133,6 +134,11 @@ def split_header(blocks: Iterable[bytes]) -> tuple[Layout, bytes, Iterator[bytes
     return layout, head, rest()
 
 
+def in_array(text: bytes) -> bytes:
+    """``[`` + text + ``]`` with one copy of ``text`` (``+`` makes two: 2 MB per chunk)."""
+    return b"".join((b"[", text, b"]"))
+
+
 def _parse_tail(text: bytes, layout: Layout) -> list:
     try:
         if layout.array_form:
@@ -152,7 +158,8 @@ def _parse_tail(text: bytes, layout: Layout) -> list:
 def _quotes(buf: bytearray, start: int, end: int) -> int:
     """Unescaped ``"`` in ``buf[start:end]`` (a quote after an odd run of backslashes is escaped)."""
     n = buf.count(b'"', start, end)
-    if buf.find(b'\\"', start, end) != -1:
+    # A lone backslash is found by memchr (10 µs/MB); the pair took 1 ms/MB, JSON being all quotes.
+    if buf.find(b"\\", start, end) != -1 and buf.find(b'\\"', start, end) != -1:
         n -= sum(len(m.group(1)) % 2 for m in _ESCAPED_QUOTE.finditer(buf, start, end))
     return n
 
@@ -238,7 +245,7 @@ def scan(blocks: Iterable[bytes], rewrite=lambda t: t, confirm: bool = True
                 last, events = match, []
                 break
             try:
-                events = orjson.loads(b"[" + text + b"]")
+                events = orjson.loads(in_array(text))
             except orjson.JSONDecodeError as e:
                 if e.pos <= len(text):  # before the cut: the text itself is not JSON
                     raise malformed(text, e, b.base + start) from None

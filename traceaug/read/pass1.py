@@ -21,7 +21,7 @@ import numpy as np
 import orjson
 
 from ..analysis.tables import sorted_unique
-from . import chunks
+from . import chunks, columns
 from .kinds import (  # the kinds' constants stay importable from here too
     GPU_ONLY_CATEGORIES,  # noqa: F401
     HOST_ONLY_CALLS,  # noqa: F401
@@ -30,7 +30,15 @@ from .kinds import (  # the kinds' constants stay importable from here too
     LoadKind,
     kind_of,
 )
-from .rebase import BelowBase, Rebase, numbers, top_level_ts, unsigned_tid, us_to_ns_array
+from .rebase import (
+    BelowBase,
+    Rebase,
+    numbers,
+    top_level_ts,
+    unsigned_tid,
+    us_to_ns_array,
+    write_ts,
+)
 
 FLOW_PHASES = ("s", "t", "f")
 SEGMENT = 512  # events per held piece: moving one event re-serializes only its piece
@@ -79,30 +87,6 @@ def no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _column_rows(events: list, ts: np.ndarray, seqs: np.ndarray, keys: dict, extra: str | None
-                 ) -> np.ndarray:
-    """int64 rows (key, ts ns[, extra ns], seq) of events with numeric ts (``ts``: their
-    ``top_level_ts``) and extra."""
-    pairs = [(e.get("pid"), e.get("tid")) for e in events]
-    try:
-        key = [keys.setdefault(k, len(keys)) for k in pairs]
-    except TypeError:  # an unhashable pid/tid: that event gets key -1 (Perfetto judges it)
-        key = [_hashable_key(keys, k) for k in pairs]
-    _check_range("ts", ts)
-    cols = [np.array(key, dtype=np.int64), us_to_ns_array(ts)]
-    valid = ~np.isnan(cols[1])
-    if extra is not None:
-        values = numbers([e.get(extra) for e in events])
-        _check_range(extra, values)
-        cols.append(us_to_ns_array(values))
-        valid &= ~np.isnan(cols[2])
-    _check_ts(events, cols[1])
-    with np.errstate(invalid="ignore"):  # NaN rows (no number) are dropped just below
-        cols = [c.astype(np.int64) if c.dtype.kind == "f" else c for c in cols]
-    rows = np.column_stack([*cols, seqs])
-    return rows[valid]
-
-
 def _engine_keys(ui_keys: dict, keys: dict, full: bool) -> np.ndarray:
     """Raw (pid, tid) key -> the engine's key in ``keys`` (negative tids unsigned unless
     ``full``: a full load's text fix comes in pass 2); -1 stays -1."""
@@ -143,15 +127,17 @@ def _short(value) -> str:
     return text if len(text) <= 40 else text[:39] + "…"
 
 
-def _check_ts(events: list, ns: np.ndarray) -> None:
-    """A timed event's ``ts`` must be a number (or a numeric string, as Perfetto reads it):
-    ``true`` (which numpy would take as 1), null, text or a container is refused by name."""
+def _check_ts(events: list, at: np.ndarray, ns: np.ndarray) -> None:
+    """A timed event's ``ts`` (the events ``at``, their ns ``ns``) must be a number (or a
+    numeric string, as Perfetto reads it): ``true`` (which numpy would take as 1), null, text
+    or a container is refused by name. A boolean reads as 0 or 1 µs (with a base it raised
+    ``BelowBase`` before), so only events at those values are looked at."""
     missing = np.flatnonzero(np.isnan(ns))
     if len(missing):
-        raw = events[missing[0]].get("ts")
-        raise BadValue(f"an event's ts is {_short(raw)}, not a number" if "ts" in events[missing[0]]
+        ev = events[at[missing[0]]]
+        raise BadValue(f"an event's ts is {_short(ev.get('ts'))}, not a number" if "ts" in ev
                        else "an event has no ts")
-    if any(e.get("ts").__class__ is bool for e in events):
+    if any(events[i].get("ts").__class__ is bool for i in at[(ns == 0) | (ns == 1000)].tolist()):
         raise BadValue("an event's ts is a boolean, not a number")
 
 
@@ -163,36 +149,58 @@ def _check_events(events: list) -> None:
             raise BadValue(f"an item of traceEvents is {_short(e)}, not an event object")
 
 
-def _hashable_key(keys: dict, k: tuple) -> int:
-    try:
-        return keys.setdefault(k, len(keys))
-    except TypeError:
-        return -1
+def _timed_rows(events: list, ts: np.ndarray, key: np.ndarray, is_x: np.ndarray,
+                is_flow: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
+    """int64 rows (key, ts ns, dur ns, index) of the complete events with a numeric dur and
+    (key, ts ns, index) of the flow events (``ts``: every event's ``top_level_ts``), after
+    refusing values out of range or not numbers; and the complete events' raw durs."""
+    x_at, flow_at = np.flatnonzero(is_x), np.flatnonzero(is_flow)
+    _check_range("ts", ts[x_at])
+    durs = columns.column(columns.select(events, is_x), "dur")
+    dur_us = numbers(durs)
+    _check_range("dur", dur_us)
+    x_ns, dur_ns = us_to_ns_array(ts[x_at]), us_to_ns_array(dur_us)
+    _check_ts(events, x_at, x_ns)
+    _check_range("ts", ts[flow_at])
+    flow_ns = us_to_ns_array(ts[flow_at])
+    _check_ts(events, flow_at, flow_ns)
+    with np.errstate(invalid="ignore"):  # NaN durs (no number): their rows are dropped
+        x = np.column_stack([key[x_at], x_ns.astype(np.int64), dur_ns.astype(np.int64), x_at])
+    flows = np.column_stack([key[flow_at], flow_ns.astype(np.int64), flow_at])
+    return x[~np.isnan(dur_ns)], flows, durs
 
 
-def _span(events: list, phases: list, ph: np.ndarray, ts: np.ndarray) -> tuple[int, int] | None:
+def _span(events: list, codes: np.ndarray, ts: np.ndarray, durs: list) -> tuple[int, int] | None:
     """(first start, last end) in ns of the chunk's complete and instant events (``ts``: the
-    chunk's ``top_level_ts``)."""
-    ts = us_to_ns_array(ts[(ph == "X") | (ph == "i")])
-    dur = us_to_ns_array(numbers([e.get("dur", 0) for e, p in zip(events, phases)
-                                  if p == "X" or p == "i"]))
-    ok = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0)
+    chunk's ``top_level_ts``; ``durs``: the complete events' raw durs, reused when every one
+    is there and no instant event is: a missing dur counts as 0)."""
+    timed = (codes == columns.X) | (codes == columns.INSTANT)
+    if (codes == columns.INSTANT).any() or None in durs:
+        durs = [e.get("dur", 0) for e in columns.select(events, timed)]
+    start = us_to_ns_array(ts[timed])
+    dur = us_to_ns_array(numbers(durs))
+    ok = np.isfinite(start) & np.isfinite(dur) & (dur >= 0)
     if not ok.any():
         return None
-    return int(ts[ok].min()), int((ts[ok] + dur[ok]).max())
+    return int(start[ok].min()), int((start[ok] + dur[ok]).max())
 
 
-def _subset_keeps(events: list, phases: list, kind: LoadKind) -> np.ndarray:
+def _subset_keeps(events: list, codes: np.ndarray, kind: LoadKind, dropped: np.ndarray
+                  ) -> np.ndarray:
     """Which events a subset load keeps: metadata, events of the kind's categories (but not
-    the runtime calls it skips) and ProfilerSteps. One comprehension, no call per event."""
-    categories, runtime, host_only = kind.categories, RUNTIME_CATEGORIES, kind.skip_calls
-    return np.array([
-        p == "M"
-        or ((c := e.get("cat")).__class__ is str and c in categories
-            and (c not in runtime or (n := e.get("name")).__class__ is not str or n not in host_only))
-        or str(e.get("name")).startswith("ProfilerStep#")
-        if p is not None else False
-        for e, p in zip(events, phases)], dtype=bool)
+    the runtime calls it skips) and ProfilerSteps; never an event without ``ph``. Names are
+    read only where they decide (not for the events ``dropped`` anyway: flow events)."""
+    skips = kind.skip_calls
+    calls = kind.categories & RUNTIME_CATEGORIES if skips else frozenset()
+    category = columns.codes(events, "cat", {c: 2 if c in calls else 1 for c in kind.categories})
+    keep = (codes == columns.META) | (category == 1)
+    if calls:
+        call = category == 2
+        keep[np.flatnonzero(call)[~columns.among(columns.select(events, call), "name", skips)]] = True
+    rest = ~keep & ~dropped & (codes != columns.NO_PHASE)
+    keep[np.flatnonzero(rest)[columns.starts_with(columns.select(events, rest), "name",
+                                                  columns.PROFILER_STEP)]] = True
+    return keep & (codes != columns.NO_PHASE)
 
 
 _HEX_ID = re.compile(r"(?:0[xX])?([0-9a-fA-F]{1,16})")
@@ -214,11 +222,14 @@ def used_flow_ids(events: list) -> np.ndarray:
     """The flow ids the events use, sorted and unique (int64, 0 up): their ``id`` (flows v1)
     and ``bind_id`` (v2) keys, the ones Perfetto reads, as it reads them. Gathered here, so
     that a rewriter picking new flow ids need not scan the file again."""
-    have = [e for e in events if "id" in e or "bind_id" in e]
-    raw = [e["id"] for e in have if "id" in e] + [e["bind_id"] for e in have if "bind_id" in e]
-    ids = [v for v in raw if v.__class__ is int]
-    if len(ids) < len(raw):
-        ids += [i for v in raw if v.__class__ is not int and (i := _id_value(v)) is not None]
+    raw = columns.present(events, "id") + columns.present(events, "bind_id")
+    if set(map(type, raw)) <= {int}:  # the usual case: one conversion in C
+        try:
+            ids = np.array(raw, dtype=np.int64)
+            return sorted_unique(ids[ids >= 0])
+        except OverflowError:
+            pass  # beyond int64: not an id Perfetto reads
+    ids = [i for v in raw if (i := _id_value(v)) is not None]
     return sorted_unique([i for i in ids if 0 <= i < 1 << 63])
 
 
@@ -237,61 +248,49 @@ def nested_flow_ids(value) -> list[int]:
     return out
 
 
-def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None) -> ChunkResult:
+def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None,
+           write: bool = False) -> ChunkResult:
     """Columns of one chunk's events, keeping what the load ``kind`` keeps (``kinds``): its
     categories, ProfilerSteps and metadata, its args, flow events or not (``ts``: the events'
-    ``top_level_ts``, if already made).
+    ``top_level_ts``, if already made; ``write``: rebased values, from ``Rebase.integers``,
+    that the kept events get).
 
-    Column-wise list comprehensions and numpy instead of one Python loop per event: a
-    third of the cost on a Kineto trace."""
+    Columns made by loops in C (``columns``) and numpy, never a Python loop per event."""
     kind = kind_of(kind)
     full = kind.full
-    phases = [e.get("ph") if e.__class__ is dict else None for e in events]
-    if None in phases:
+    try:
+        codes = columns.phase_codes(events)
+    except TypeError:  # an item that is no object
         _check_events(events)
+        raise
+    is_x, is_flow = codes == columns.X, codes == columns.FLOW
     flow_ids = used_flow_ids(events)
-    ph = np.fromiter(phases, dtype=object, count=len(phases))  # compared in C (never nested)
-    is_flow = np.zeros(len(ph), dtype=bool)
-    for phase in FLOW_PHASES:
-        is_flow |= ph == phase
     drop = np.zeros(len(events), dtype=bool) if kind.flows else is_flow.copy()
     if kind.subset:
-        drop |= ~_subset_keeps(events, phases, kind)
+        drop |= ~_subset_keeps(events, codes, kind, drop)
     if ts is None:
         ts = top_level_ts(events)
-    index = np.arange(len(events))
-    is_x = ph == "X"
-    ui_keys: dict = {}  # before negative tids are changed below: the UI sees them as written
-    ui_x = _column_rows([events[i] for i in index[is_x].tolist()], ts[is_x], index[is_x], ui_keys,
-                        "dur")
-    ui_flows = _column_rows([events[i] for i in index[is_flow].tolist()], ts[is_flow],
-                            index[is_flow], ui_keys, None)
-    if not drop.any():
-        kept, seq_of = events, np.arange(len(events), dtype=np.int64)
-    else:
-        kept = [e for e, d in zip(events, drop.tolist()) if not d]
-        seq_of = np.cumsum(~drop, dtype=np.int64) - 1
+    # Keys of the (pid, tid) as written, before negative tids change below: what the UI sees.
+    threads = columns.threads(events, is_x, is_flow)
+    ui_x, ui_flows, durs = _timed_rows(events, ts, threads.key, is_x, is_flow)
+    kept = columns.select(events, ~drop) if drop.any() else events
+    seq_of = np.cumsum(~drop, dtype=np.int64) - 1
+    if write:
+        write_ts(kept, ts[~drop])
     if not full:  # the engine reads these re-serialized: give negative tids their unsigned value
-        for ev in [e for e in kept if e.__class__ is dict and e.get("tid").__class__ is int
-                   and e["tid"] < 0]:
-            ev["tid"] = unsigned_tid(ev["tid"])
-    x_events = [events[i] for i in index[is_x & ~drop].tolist()]
+        for i in threads.negative[~drop[threads.negative]].tolist():
+            events[i]["tid"] = unsigned_tid(events[i]["tid"])
     keys: dict = {}
-    to_engine = _engine_keys(ui_keys, keys, full)
+    to_engine = _engine_keys(threads.keys, keys, full)
     x = _kept_rows(ui_x, to_engine, drop, seq_of)
     flows = _kept_rows(ui_flows, to_engine, drop, seq_of) if kind.flows else ui_flows[:0]
     if kind.args is not None:
-        keep, whole = kind.args, kind.whole_args
-        for ev in x_events:
-            args = ev.get("args")
-            if args.__class__ is dict and not (whole and ev.get("cat") in whole):
-                if keep.isdisjoint(args):  # a CPU op's args: none kept
-                    del ev["args"]
-                else:
-                    ev["args"] = {k: v for k, v in args.items() if k in keep}  # in order
+        trimmed = is_x & ~drop
+        if kind.whole_args:
+            trimmed[trimmed] = ~columns.among(columns.select(events, trimmed), "cat", kind.whole_args)
+        columns.keep_args(columns.select(events, trimmed), kind.args)
     names: dict = {}
-    for i in index[ph == "M"].tolist() if events else ():
-        ev = events[i]
+    for ev in columns.select(events, codes == columns.META):
         args = ev.get("args")
         if ev.get("name") == "thread_name" and isinstance(args, dict) and isinstance(args.get("name"), str):
             try:
@@ -302,34 +301,35 @@ def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None) -> 
                               for i in range(0, len(kept), SEGMENT)]
     return ChunkResult(events=len(kept), keys=list(keys), x=x.tobytes(), flows=flows.tobytes(),
                        names=names, held=held, flow_ids=flow_ids.tobytes(),
-                       span=_span(events, phases, ph, ts) if kind.subset else None,
-                       parsed=len(events), ui_keys=list(ui_keys), ui_x=ui_x.tobytes(),
+                       span=_span(events, codes, ts, durs) if kind.subset else None,
+                       parsed=len(events), ui_keys=list(threads.keys), ui_x=ui_x.tobytes(),
                        ui_flows=ui_flows.tobytes())
 
 
 def _parse(text: bytes, tail: bool, layout: chunks.Layout) -> list:
-    return chunks._parse_tail(text, layout) if tail else orjson.loads(b"[" + text + b"]")
+    return chunks._parse_tail(text, layout) if tail else orjson.loads(chunks.in_array(text))
 
 
 def _rebased_events(events: list, text: bytes, replaced: int, tail: bool,
                            layout: chunks.Layout, rebase: Rebase
-                           ) -> tuple[list, bool, np.ndarray | None]:
-    """``events`` parsed from ``rebase.fast(text)``, rebased in place when ``rebase.numeric``,
-    if that was exact; else the events of ``rebase.exact(text)``. Also whether the exact path
-    was needed, and the returned events' ``top_level_ts`` if the check made it (a subset
-    load's gather reuses it). ``BelowBase`` when a timestamp lies below the base."""
+                           ) -> tuple[list, bool, np.ndarray | None, bool]:
+    """``events`` parsed from ``rebase.fast(text)``, with their rebased ``top_level_ts``
+    from ``Rebase.integers`` when ``rebase.numeric``, if that was exact (then True last: the
+    events do not have those values yet); else the events of ``rebase.exact(text)``. Also
+    whether the exact path was needed, and the events' ``top_level_ts`` if the check made it
+    (gather reuses it). ``BelowBase`` when a timestamp lies below the base."""
     if rebase.numeric:
-        ts = rebase.in_place(events)
+        ts = rebase.integers(events)
         if ts is not None:
-            return events, False, ts
-        original = top_level_ts(events)  # as parsed: ``in_place`` left them
+            return events, False, ts, rebase.prefix is not None
+        original = top_level_ts(events)
     else:
         ts = top_level_ts(events) if rebase.prefix is not None else None
         if rebase.verified(ts, replaced):
-            return events, False, ts
+            return events, False, ts, False
         original = top_level_ts(_parse(text, tail, layout))  # the exact path is rare
     events = _parse(rebase.exact(text), tail, layout)
-    return events, True, rebase.check(original, top_level_ts(events))
+    return events, True, rebase.check(original, top_level_ts(events)), False
 
 
 def read_chunk(text: bytes, tail: bool, array_form: bool, kind: str,
@@ -340,14 +340,14 @@ def read_chunk(text: bytes, tail: bool, array_form: bool, kind: str,
     rebased, replaced = rebase.fast(text)
     try:
         with no_gc():
-            events, exact, ts = _rebased_events(
+            events, exact, ts, write = _rebased_events(
                 _parse(rebased, tail, layout), text, replaced, tail, layout, rebase)
     except (orjson.JSONDecodeError, chunks.NotChromeJson, chunks.MalformedJson) as e:
         return ChunkResult(error=str(e))
     except BelowBase:
         return ChunkResult(below_base=True)
     with no_gc():
-        result = gather(events, kind, ts)
+        result = gather(events, kind, ts, write)
         del events
     result.exact = exact
     if tail:
@@ -362,7 +362,7 @@ def rebased_chunks(blocks: Iterable[bytes], rebase: Rebase) -> Iterator[chunks.C
         if isinstance(item, chunks.Layout):
             rebase.last_text = b""  # the plan keeps the rebase, not its last chunk
         else:
-            item.events, item.exact, item.ts = _rebased_events(
+            item.events, item.exact, item.ts, item.write = _rebased_events(
                 item.events, rebase.last_text, rebase.replaced, item.last,
                 chunks.Layout(array_form=item.array_form), rebase)
         yield item
@@ -378,7 +378,7 @@ def sequential(blocks: Iterable[bytes], rebase: Rebase, kind: LoadKind | str
                 yield item
                 return
             events, item.events = item.events, None
-            result = gather(events, kind, item.ts)
+            result = gather(events, kind, item.ts, item.write)
             result.exact = item.exact
             del events
             yield result

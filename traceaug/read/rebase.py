@@ -18,7 +18,9 @@ a trace that has one (``"ts": 0`` beside epoch values) is read with no base at a
 from __future__ import annotations
 
 import re
+from collections import deque
 from decimal import Decimal
+from itertools import compress, repeat
 
 import numpy as np
 
@@ -58,7 +60,32 @@ def numbers(values: list) -> np.ndarray:
 
 def _ts_values(events: list) -> list:
     """Every event's ``ts`` as parsed (None where there is none)."""
-    return [e.get("ts") if e.__class__ is dict else None for e in events]
+    try:
+        return list(map(dict.get, events, repeat("ts")))  # no Python frame per event
+    except TypeError:  # an item that is no object (refused by pass 1's gather)
+        return [e.get("ts") if e.__class__ is dict else None for e in events]
+
+
+def _int_array(values: list) -> np.ndarray | None:
+    """``values`` as int64 when each is an int (or a bool) in range, else None."""
+    try:
+        a = np.array(values)
+    except (ValueError, TypeError, OverflowError):  # nested lists of unequal length
+        return None
+    return a if a.dtype == np.int64 and a.ndim == 1 else None
+
+
+def _integers(raw: list, valid: np.ndarray) -> bool:
+    """Whether the ``valid`` (numeric) ones of ``raw`` are all of type int (not float, bool or
+    a numeric string)."""
+    return all(raw[i].__class__ is int for i in np.flatnonzero(valid).tolist())
+
+
+def write_ts(events: list, ts: np.ndarray) -> None:
+    """Put ``ts`` (``Rebase.integers``, one per event) into the events that have one."""
+    valid = ~np.isnan(ts)
+    deque(map(dict.__setitem__, compress(events, valid.tolist()), repeat("ts"),
+              ts[valid].astype(np.int64).tolist()), maxlen=0)  # run in C: no frame per event
 
 
 def top_level_ts(events: list) -> np.ndarray:
@@ -76,7 +103,7 @@ class Rebase:
     ``verified`` then checks the parsed events: every replaced value must have had
     exactly KEEP more digits and no large timestamp may remain; else the chunk takes
     ``exact``, one Decimal subtraction per timestamp. A timestamp below the base raises
-    ``BelowBase`` there (or in ``in_place``).
+    ``BelowBase`` there (or in ``integers``).
     """
 
     def __init__(self, prefix: bytes | None = None, sep: bytes | None = None,
@@ -84,7 +111,7 @@ class Rebase:
         self.prefix = prefix
         self.fixed = fixed or prefix is not None  # ``choose`` has decided (no prefix: no base)
         self.sep = sep  # the spacing ``fast`` handles: ``"ts":`` or ``"ts": `` (None: none)
-        # Rebase parsed integers (``in_place``), not text: for loads that re-serialize events,
+        # Rebase parsed integers (``integers``), not text: for loads that re-serialize events,
         # unless the first large timestamp has a fraction (its writer's are not integers).
         self.numeric = numeric
         self.replaced = 0  # by the last ``rewrite``
@@ -120,7 +147,7 @@ class Rebase:
 
     def fast(self, text: bytes) -> tuple[bytes, int]:
         """The text with the prefix replaced after ``sep``, and how many were (none when
-        ``numeric``: ``in_place`` rebases the parsed events)."""
+        ``numeric``: ``integers`` rebases the parsed events)."""
         if self.prefix is None or self.sep is None or self.numeric:
             return text, 0
         old, new = self.sep + self.prefix, self.sep + b"1"
@@ -155,26 +182,25 @@ class Rebase:
             raise BelowBase(f"a timestamp lies below the base {self.base_us} µs")
         return ts
 
-    def in_place(self, events: list) -> np.ndarray | None:
-        """Subtract the base from every top-level ``ts`` of events parsed from text as it
-        was (what ``exact`` does to the text); their ``top_level_ts`` after it. None, with the
-        events untouched, when a value is not an integer below 2^53 (exact in a double):
-        the caller rebases the text instead. ``BelowBase`` when one is below the base."""
+    def integers(self, events: list) -> np.ndarray | None:
+        """The ``top_level_ts`` of events parsed from text as it was, minus the base (what
+        ``exact`` does to the text), when every value is an integer below 2^53 (exact in a
+        double); else None, and the caller rebases the text instead. ``BelowBase`` when one
+        is below the base. The events are not changed: ``write_ts`` puts the values into the
+        events a load keeps (rewriting every event's ``ts`` cost more than finding them)."""
         raw = _ts_values(events)
-        ts = numbers(raw)
         if self.prefix is None:
-            return ts  # no base
+            return numbers(raw)  # no base
+        ints = _int_array(raw)  # every event has an integer ts: the usual case
+        ts = numbers(raw) if ints is None else ints.astype(np.float64)
         valid = ~np.isnan(ts)
         if not valid.any():
             return ts
         base = self.base_us
         if (ts[valid] < base).any():  # a fraction below the base may round up: ``check`` sees it
             raise BelowBase(f"a timestamp lies below the base {base} µs")
-        at = np.flatnonzero(valid).tolist()
-        if (ts[valid] >= 2**53).any() or any(raw[i].__class__ is not int for i in at):
+        if (ts[valid] >= 2**53).any() or (ints is None and not _integers(raw, valid)):
             return None
-        for i in at:
-            events[i]["ts"] = raw[i] - base
         ts[valid] -= base  # exact: both are integers below 2^53
         return ts
 

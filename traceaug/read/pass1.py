@@ -355,9 +355,12 @@ def read_chunk(text: bytes, tail: bool, array_form: bool, kind: str,
     return result
 
 
-def rebased_chunks(blocks: Iterable[bytes], rebase: Rebase) -> Iterator[chunks.Chunk | chunks.Layout]:
-    """Confirmed chunks (``chunks.scan``) whose events were parsed from exactly rebased text;
-    ``chunk.exact`` says the chunk needed ``Rebase.exact``. Then the layout."""
+def rebased_chunks(blocks: Iterable[bytes], rebase: Rebase, written: bool = True
+                   ) -> Iterator[chunks.Chunk | chunks.Layout]:
+    """Confirmed chunks (``chunks.scan``) whose events hold exactly rebased timestamps;
+    ``chunk.exact`` says the chunk needed ``Rebase.exact``. Then the layout. ``written``
+    False: a numeric rebase's values are left in ``chunk.ts`` for the caller to write
+    (``chunk.write`` says so), into the events it keeps only."""
     for item in chunks.scan(blocks, rewrite=rebase.rewrite):
         if isinstance(item, chunks.Layout):
             rebase.last_text = b""  # the plan keeps the rebase, not its last chunk
@@ -365,6 +368,9 @@ def rebased_chunks(blocks: Iterable[bytes], rebase: Rebase) -> Iterator[chunks.C
             item.events, item.exact, item.ts, item.write = _rebased_events(
                 item.events, rebase.last_text, rebase.replaced, item.last,
                 chunks.Layout(array_form=item.array_form), rebase)
+            if written and item.write:
+                write_ts(item.events, item.ts)
+                item.write = False
         yield item
 
 
@@ -373,7 +379,7 @@ def sequential(blocks: Iterable[bytes], rebase: Rebase, kind: LoadKind | str
     """Results chunk by chunk in this process, each cut confirmed; then the layout."""
     kind = kind_of(kind)
     with no_gc():
-        for item in rebased_chunks(blocks, rebase):
+        for item in rebased_chunks(blocks, rebase, written=False):
             if isinstance(item, chunks.Layout):
                 yield item
                 return

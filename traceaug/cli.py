@@ -323,11 +323,12 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
                      step_a=step_a, step_b=step_b, step_index=step_index, **_options(ctx))
     try:
         click.echo(cmd.render(result, fmt, top), nl=False)
+        written = []  # said once every output is done: Ctrl-C before then removes them all
         if html_out is not None:
             from .report.diff_html import write_report
 
             write_report(result, html_out, top)
-            click.echo(f"wrote {html_out}", err=True)
+            written.append(html_out)
         if trace_out is not None:
             from .rewrite.merge import write_merged
 
@@ -335,7 +336,9 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
                 raise TraceaugError("--trace merges one pair of traces: choose a rank with --rank")
             sa, sb = result.sides[0]
             write_merged(sa, sb, trace_out)
-            click.echo(f"wrote {trace_out}", err=True)
+            written.append(trace_out)
+        for path in written:
+            click.echo(f"wrote {path}", err=True)
         regressed = cmd.regressions(result, fail_pct) if fail_pct is not None else []
     finally:
         cmd.close(result)

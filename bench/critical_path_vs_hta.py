@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from counters_vs_hta import child_script, run, table, tagged, warm_up  # noqa: E402
+from counters_vs_hta import bytecode_cached, child_script, run, table, tagged, warm_up  # noqa: E402
 from load_throughput import DEFAULT_OUT, MB, SHARED, build_scaled, run_tree  # noqa: E402
 
 SIMPLE = SHARED / "traces" / "kineto" / "a100_simple_add_cuda_sync.json.gz"
@@ -97,6 +97,7 @@ print(TAG + json.dumps({"import_s": t_import - t0, "parse_s": t_parse - t_import
 """
 
 
+@bytecode_cached()
 def measure_traceaug(src: Path, work: Path) -> dict[str, Any]:
     out = work / "traceaug_out.json.gz"
     wall, stdout = run([sys.executable, "-m", "traceaug", "critical-path", str(src), str(out)],

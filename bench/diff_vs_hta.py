@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from counters_vs_hta import (  # noqa: E402
     MB,
     REPO_ROOT,
+    bytecode_cached,
     child_script,
     ratio_line,
     run,
@@ -68,11 +69,12 @@ def measure(repeat: int) -> dict[str, Any]:
         work = Path(tmp)
         warm_up(work)
         for i in range(repeat):
-            wall, _ = run([sys.executable, "-m", "traceaug", "diff", str(a), str(b), "--format", "csv"],
-                          TIMEOUT_S, "traceaug diff")
+            with bytecode_cached():
+                wall, _ = run([sys.executable, "-m", "traceaug", "diff", str(a), str(b), "--format",
+                               "csv"], TIMEOUT_S, "traceaug diff")
+                _, out, tree = run_tree([sys.executable, "-c", child_script(TRACEAUG_CHILD), str(a),
+                                         str(b)], TIMEOUT_S, "traceaug diff (in-process)")
             ta_walls.append(wall)
-            _, out, tree = run_tree([sys.executable, "-c", child_script(TRACEAUG_CHILD), str(a), str(b)],
-                                    TIMEOUT_S, "traceaug diff (in-process)")
             ta_peaks.append(max(tagged(out, "the traceaug child")["peak_rss_kb"], tree))
             sides = (work / f"c{i}", work / f"t{i}")  # HTA reads every trace in its directories
             for side in sides:

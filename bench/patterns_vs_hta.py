@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from counters_vs_hta import (  # noqa: E402
     MB,
     REPO_ROOT,
+    bytecode_cached,
     child_script,
     ratio_line,
     run,
@@ -87,17 +88,20 @@ def measure(trace: Path, operator: str, repeat: int) -> dict[str, Any]:
     ours: list[int] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        run([sys.executable, "-m", "traceaug", "patterns", str(WARM_TRACE), str(work / "warm.json")],
-            TIMEOUT_S, "traceaug warm-up")  # the wasm module compiled and cached before timing
+        with bytecode_cached():  # the wasm module and traceaug's bytecode ready before timing
+            run([sys.executable, "-m", "traceaug", "patterns", str(WARM_TRACE), str(work / "warm.json")],
+                TIMEOUT_S, "traceaug warm-up")
         for i in range(repeat):
             out = work / f"ta{i}.json.gz"
-            wall, stdout = run([sys.executable, "-m", "traceaug", "patterns", str(trace), str(out),
-                                "--operator", operator, "--format", "json"], TIMEOUT_S, "traceaug patterns")
+            with bytecode_cached():
+                wall, stdout = run([sys.executable, "-m", "traceaug", "patterns", str(trace), str(out),
+                                    "--operator", operator, "--format", "json"], TIMEOUT_S,
+                                   "traceaug patterns")
+                _, out_text, tree = run_tree([sys.executable, "-c", child_script(TRACEAUG_CHILD),
+                                              str(trace), str(work / f"tb{i}.json.gz"), operator],
+                                             TIMEOUT_S, "traceaug patterns (in-process)")
             ta_walls.append(wall)
             ours = [r["count"] for r in json.loads(stdout)["patterns"] if r["scope"] == "whole"]
-            _, out_text, tree = run_tree([sys.executable, "-c", child_script(TRACEAUG_CHILD), str(trace),
-                                          str(work / f"tb{i}.json.gz"), operator],
-                                         TIMEOUT_S, "traceaug patterns (in-process)")
             ta_peaks.append(max(tagged(out_text, "the traceaug child")["peak_rss_kb"], tree))
             hwork, hout = work / f"h{i}", work / f"ho{i}"
             hwork.mkdir()

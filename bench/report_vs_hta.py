@@ -26,7 +26,6 @@ Run: ``python bench/report_vs_hta.py [--repeat N] [--json] [--trace PATH|DIR ...
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gzip
 import json
 import os
@@ -44,6 +43,7 @@ from counters_vs_hta import (  # noqa: E402
     MB,
     REPO_ROOT,
     WARM_TRACE,
+    bytecode_cached,
     child_script,
     ratio_line,
     run,
@@ -158,23 +158,6 @@ def children_cpu_s() -> float:
     """User + sys seconds of every child this process has waited for so far."""
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
-
-
-@contextlib.contextmanager
-def bytecode_cached(work: Path):
-    """Children keep compiled bytecode under ``work`` even if PYTHONDONTWRITEBYTECODE is set."""
-    saved = {k: os.environ.get(k) for k in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
-    if saved["PYTHONDONTWRITEBYTECODE"]:
-        del os.environ["PYTHONDONTWRITEBYTECODE"]
-        os.environ["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def timed(cmd: list[str], what: str) -> float:

@@ -95,28 +95,28 @@ def category(kind: np.ndarray, name_code: np.ndarray, names: list) -> np.ndarray
     return out
 
 
-def gpu_ops(trace: Trace, st: Columns) -> Columns:
-    """GPU ops in id order: ``ts``, ``dur``, ``name``, ``kind`` and the ``step`` of the runtime
-    call that launched them (the first call with their correlation id), else -1."""
+def gpu_ops(trace: Trace, table: str) -> Columns:
+    """GPU ops in id order: ``ts``, ``dur``, ``name``, ``kind`` and the ``step`` (of the steps in
+    ``table``, ``step_table``) of the runtime call that launched them (the first call with their
+    correlation id), else -1."""
     trace.include("traceaug.kineto")
     c = trace.columns(
         "WITH launch AS (SELECT correlation, MIN(id) AS id FROM traceaug_runtime "
         "WHERE correlation IS NOT NULL GROUP BY correlation) "
-        f"SELECT g.ts, g.dur, g.name, g.kind, {step_of('r.ts', step_table(trace, st))} AS step "
+        f"SELECT g.ts, g.dur, g.name, g.kind, {step_of('r.ts', table)} AS step "
         "FROM traceaug_gpu_op g LEFT JOIN launch l USING (correlation) "
         "LEFT JOIN slice r ON r.id = l.id ORDER BY g.id")
     return {**c, "kind": c["kind"].astype(object)}
 
 
-def cpu_op_groups(trace: Trace, st: Columns) -> Columns:
-    """CPU ops grouped by ``name`` and the ``step`` whose window holds their start:
+def cpu_op_groups(trace: Trace, table: str) -> Columns:
+    """CPU ops grouped by ``name`` and the ``step`` (in ``table``) whose window holds their start:
     ``count`` and ``total`` duration of each group. ProfilerStep annotations (an op in the 2021
     schema) are the windows themselves, not ops: runs numbering steps differently would
     show every one as added / removed."""
     trace.include("traceaug.kineto")
     return trace.columns(
-        f"SELECT s.name, {step_of('s.ts', step_table(trace, st))} AS step, COUNT(*) AS count, "
-        "SUM(s.dur) AS total "
+        f"SELECT s.name, {step_of('s.ts', table)} AS step, COUNT(*) AS count, SUM(s.dur) AS total "
         "FROM slice s JOIN _traceaug_kind k USING (category) WHERE k.kind = 'cpu_op' "
         "AND s.name NOT GLOB 'ProfilerStep#*' GROUP BY 1, 2")
 
@@ -127,7 +127,8 @@ def op_groups(trace: Trace) -> tuple[Columns, Columns, list, Columns]:
     (numbering the distinct names, also returned), ``step``, ``count``, ``total``; the GPU ops
     (``gpu_ops`` plus ``category``, for the busy-time headline); the steps."""
     st = steps(trace)
-    cpu, gpu = cpu_op_groups(trace, st), gpu_ops(trace, st)
+    table = step_table(trace, st)
+    cpu, gpu = cpu_op_groups(trace, table), gpu_ops(trace, table)
     n_cpu = len(cpu["step"])
     kind = np.concatenate([np.full(n_cpu, "cpu_op", dtype=object), gpu["kind"]])
     name_code, names = codes(np.concatenate([objects(cpu["name"].tolist()), gpu["name"]]))

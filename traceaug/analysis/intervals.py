@@ -53,18 +53,7 @@ def covered_in(ts: np.ndarray, end: np.ndarray, lo: np.ndarray, hi: np.ndarray) 
     One merge and binary searches, not a union per window: a diff of 20,000 steps clipped
     every op to every step window."""
     a, b = merge(ts, end)
-    if not len(a):
-        return np.zeros(len(lo), np.int64)
-    length = b - a
-    before = np.r_[0, np.cumsum(length)[:-1]]  # union length of the merged intervals before each
-
-    def upto(x: np.ndarray) -> np.ndarray:  # union length below x
-        x = np.asarray(x, np.int64)
-        k = np.searchsorted(a, x, side="right") - 1
-        kk = np.maximum(k, 0)
-        return np.where(k >= 0, before[kk] + np.minimum(x - a[kk], length[kk]), 0)
-
-    return np.maximum(upto(hi) - upto(lo), 0)
+    return covered_by_mask(a, b, np.zeros(len(a), np.int64), lo, hi, 1)[:, 0]
 
 
 def clip(ts: np.ndarray, end: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from ..analysis.tables import sorted_unique
+from ..analysis.tables import among, sorted_unique
 from . import chunks, pass1, source, ui_import
 from .kinds import LoadKind, kind_of
 from .lanes import assign_lanes
@@ -182,12 +182,12 @@ def _place(p: Plan, cols: _Columns) -> None:
     p.moved.update(lanes)
     p.moved_slices = len(lanes)
     # A flow event at the same thread and time as a moved slice binds to it: move it too.
-    moved_x = x[_among(x[:, 3], list(lanes))].tolist()
+    moved_x = x[among(x[:, 3], sorted_unique(list(lanes)))].tolist()
     where = {}
     for k, ts, _dur, seq in moved_x:
         where.setdefault((k, ts), lanes[seq])
     flows = 0
-    for k, ts, seq in f[_among(f[:, 1], [ts for _k, ts in where])].tolist():
+    for k, ts, seq in f[among(f[:, 1], sorted_unique([ts for _k, ts in where]))].tolist():
         lane = where.get((k, ts))
         if lane is not None:
             p.moved[seq] = lane
@@ -199,15 +199,6 @@ def _place(p: Plan, cols: _Columns) -> None:
         lane = lanes[seq]
         base = p.thread_names.get((pid, tid)) or f"{tid}"
         p.lane_threads[(pid, tid, lane)] = f"{base} [overlap lane {lane}]"
-
-
-def _among(values: np.ndarray, keys: list[int]) -> np.ndarray:
-    """Which ``values`` are in ``keys``, by binary search (``np.isin`` imports numpy.ma: 7 ms
-    of a pass-1 child)."""
-    if not keys:
-        return np.zeros(len(values), dtype=bool)
-    keys_sorted = np.sort(np.array(keys, dtype=np.int64))
-    return keys_sorted[np.minimum(np.searchsorted(keys_sorted, values), len(keys) - 1)] == values
 
 
 def lane_tid(tid, lane: int) -> str:

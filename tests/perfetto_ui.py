@@ -116,6 +116,24 @@ def missing() -> str | None:
     return None
 
 
+def require(test_file: str) -> None:
+    """At the top of a browser test module: skip it, with a warning naming it, when Chromium
+    or Playwright is missing; under CI (``CI`` set), fail instead (CI installs both)."""
+    import os
+    import warnings
+
+    import pytest
+
+    why = missing()
+    if why is None:
+        return
+    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+        pytest.fail(f"browser tests cannot run under CI: {why}", pytrace=False)
+    warnings.warn(f"tests/{Path(test_file).name} skipped: {why}", pytest.PytestWarning,
+                  stacklevel=2)
+    pytest.skip(f"browser tests need Chromium and Playwright: {why}", allow_module_level=True)
+
+
 @contextlib.contextmanager
 def chromium():
     """Playwright started and Debian's Chromium launched (``launch``), closed on exit."""

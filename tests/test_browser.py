@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,12 +37,7 @@ import traceaug
 
 SCREENSHOT = ROOT / "docs" / "counters_in_perfetto.png"  # the README's; see photograph()
 
-_MISSING = perfetto_ui.missing()
-if _MISSING:
-    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
-        pytest.fail(f"browser tests cannot run under CI: {_MISSING}", pytrace=False)
-    warnings.warn(f"tests/test_browser.py skipped: {_MISSING}", pytest.PytestWarning, stacklevel=1)
-    pytest.skip(f"browser tests need Chromium and Playwright: {_MISSING}", allow_module_level=True)
+perfetto_ui.require(__file__)
 
 # Per counter track name: rows and the sum of values (the same SQL in both engines).
 COUNTERS_SQL = """

@@ -9,23 +9,15 @@ segments. Why: the arrows and the lane are only useful if the UI users open draw
 
 from __future__ import annotations
 
-import os
-import warnings
 from pathlib import Path
 
 import perfetto_ui
-import pytest
 from conftest import run_cli, shared_trace
 
 import traceaug
 from traceaug.rewrite import critical_path as rewrite
 
-_MISSING = perfetto_ui.missing()
-if _MISSING:
-    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
-        pytest.fail(f"browser tests cannot run under CI: {_MISSING}", pytrace=False)
-    warnings.warn(f"{Path(__file__).name} skipped: {_MISSING}", pytest.PytestWarning, stacklevel=1)
-    pytest.skip(f"browser tests need Chromium and Playwright: {_MISSING}", allow_module_level=True)
+perfetto_ui.require(__file__)
 
 # Every flow as the (thread, start, name) of the slices it joins.
 FLOWS_SQL = """

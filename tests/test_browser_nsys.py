@@ -11,9 +11,7 @@ import perfetto_ui
 import pytest
 from conftest import shared_trace
 
-_MISSING = perfetto_ui.missing()
-if _MISSING:
-    pytest.skip(f"browser tests need Chromium and Playwright: {_MISSING}", allow_module_level=True)
+perfetto_ui.require(__file__)
 
 COUNTS_SQL = """
 SELECT

@@ -15,21 +15,12 @@ Chromium / playwright, as tests/test_browser.py is.
 from __future__ import annotations
 
 import json
-import os
-import warnings
 from pathlib import Path
 
 import perfetto_ui
-import pytest
 from conftest import TESTDATA, run_cli
 
-_MISSING = perfetto_ui.missing()
-if _MISSING:
-    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
-        pytest.fail(f"browser tests cannot run under CI: {_MISSING}", pytrace=False)
-    warnings.warn(f"tests/test_browser_patterns.py skipped: {_MISSING}", pytest.PytestWarning,
-                  stacklevel=1)
-    pytest.skip(f"browser tests need Chromium and Playwright: {_MISSING}", allow_module_level=True)
+perfetto_ui.require(__file__)
 
 SEARCH_JS = """() => {
   const s = window.app.trace.search;

@@ -6,9 +6,6 @@ tests/test_analyses_real.py, and renders from the same code."""
 
 from __future__ import annotations
 
-import os
-import warnings
-
 import perfetto_ui
 import pytest
 from click.testing import CliRunner
@@ -16,12 +13,7 @@ from conftest import shared_trace
 
 from traceaug.cli import main
 
-_MISSING = perfetto_ui.missing()
-if _MISSING:
-    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
-        pytest.fail(f"browser tests cannot run under CI: {_MISSING}", pytrace=False)
-    warnings.warn(f"tests/test_browser_report.py skipped: {_MISSING}", pytest.PytestWarning, stacklevel=1)
-    pytest.skip(f"browser tests need Chromium and Playwright: {_MISSING}", allow_module_level=True)
+perfetto_ui.require(__file__)
 
 LIMIT = 5_000_000
 COUNT_JS = """() => Array.from(document.querySelectorAll('div.chart')).map(d => ({

@@ -15,7 +15,6 @@ TRACEAUG_BROWSER_ALL=1 (about 10 s each).
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 
 import perfetto_ui
@@ -26,13 +25,7 @@ from rawjson import _KIND_OF, events_by_kind
 
 from traceaug.cli import main
 
-_MISSING = perfetto_ui.missing()
-if _MISSING:
-    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
-        pytest.fail(f"browser tests cannot run under CI: {_MISSING}", pytrace=False)
-    warnings.warn(f"tests/test_browser_visible.py skipped: {_MISSING}", pytest.PytestWarning,
-                  stacklevel=1)
-    pytest.skip(f"browser tests need Chromium and Playwright: {_MISSING}", allow_module_level=True)
+perfetto_ui.require(__file__)
 
 LOSS_SQL = """
 SELECT name, SUM(value) AS value FROM stats

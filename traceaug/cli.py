@@ -474,7 +474,7 @@ def _prefetch_ranks(trace: Path, rank: int | None, kind: str) -> Prefetched:
 
 
 def _gpu_ranks(ctx: click.Context, trace: Path, rank: int | None):
-    kind = "gpu"  # the kind analysis.gpu_steps.LOAD loads
+    kind = "gpu_steps"  # the kind analysis.gpu_steps.LOAD loads
     prefetched = _prefetch_ranks(trace, rank, kind) if trace.is_dir() else _prefetch(trace, kind=kind)
     from .commands import analyses
 

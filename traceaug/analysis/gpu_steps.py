@@ -18,9 +18,9 @@ from ..trace import Trace
 from .steps import _STEP, category, check_step, steps
 from .tables import Columns, codes, take
 
-# The load kind these analyses need (GPU ops, their launches, ProfilerSteps of both sides):
-# the one place to change when load kinds move to read/kinds.py.
-LOAD = {"kind": "gpu"}
+# The load kind these analyses need (GPU ops, their launches, ProfilerSteps of both sides),
+# the other events cut unparsed (read/kinds.py).
+LOAD = {"kind": "gpu_steps"}
 MEMORY_NAMES = ("Memcpy", "Memset", "dma")  # HTA's MEMORY_KERNEL_RE
 
 

@@ -9,7 +9,7 @@ formatting; the whole file is never held in memory. Pass 1 discovers the cuts
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import orjson
@@ -69,6 +69,7 @@ class Chunk:
     exact: bool = False  # its timestamps needed the exact (slow) rebase
     ts: object = None  # pass 1: the events' top-level ts column, when the rebase check made it
     write: bool = False  # pass 1: ``ts`` holds rebased values the events do not have yet
+    skimmed: int = 0  # pass 1: events cut from the text unparsed (``read.skim``), not in ``events``
 
 
 class _Buffer:
@@ -137,6 +138,28 @@ def split_header(blocks: Iterable[bytes]) -> tuple[Layout, bytes, Iterator[bytes
 def in_array(text: bytes) -> bytes:
     """``[`` + text + ``]`` with one copy of ``text`` (``+`` makes two: 2 MB per chunk)."""
     return b"".join((b"[", text, b"]"))
+
+
+def parse(text: bytes, last: bool, layout: Layout) -> list:
+    """A chunk's events (``last``: the tail piece, whose trailer goes into ``layout``)."""
+    return _parse_tail(text, layout) if last else orjson.loads(in_array(text))
+
+
+def _as_is(text: bytes, skim: bool = True) -> tuple[bytes, int]:
+    return text, 0
+
+
+def parse_prepared(raw: bytes, last: bool, layout: Layout, prepare: Callable
+                   ) -> tuple[bytes, list, int]:
+    """``prepare(raw)``'s text, its events and how many events it cut; when a cut text does
+    not parse, those of ``prepare(raw, False)`` (its errors are the whole text's)."""
+    text, skimmed = prepare(raw)
+    if skimmed:
+        try:
+            return text, parse(text, last, layout), skimmed
+        except (orjson.JSONDecodeError, NotChromeJson, MalformedJson):
+            text, skimmed = prepare(raw, False)
+    return text, parse(text, last, layout), 0
 
 
 def _parse_tail(text: bytes, layout: Layout) -> list:
@@ -209,14 +232,16 @@ def _copy(buf: bytearray, start: int, end: int) -> bytes:
         return bytes(view[start:end])
 
 
-def scan(blocks: Iterable[bytes], rewrite=lambda t: t, confirm: bool = True
+def scan(blocks: Iterable[bytes], prepare: Callable = _as_is, confirm: bool = True
          ) -> Iterator[Chunk | Layout]:
     """Pass 1: yield parsed chunks, then the ``Layout`` that pass 2 reuses.
 
-    ``rewrite`` maps a chunk's text before parsing (timestamp rebasing). With
-    ``confirm=False`` chunks are cut at the last ``},{`` without parsing (events
-    None, trailer unset): the caller parses them elsewhere and must fall back to a
-    confirmed scan if one fails (a cut between two nested objects).
+    ``prepare(text, skim=True)`` gives a chunk's text to parse and how many events it cut
+    from it (timestamp rebasing, ``read.skim``); a cut text that does not parse is prepared
+    again with ``skim=False``. A cut text still confirms its cut: its first and last events
+    are never cut. With ``confirm=False`` chunks are cut at the last ``},{`` without
+    parsing (events None, trailer unset): the caller parses them elsewhere and must fall
+    back to a confirmed scan if one fails (a cut between two nested objects).
     """
     b = _Buffer(blocks)
     layout = Layout()
@@ -230,23 +255,26 @@ def scan(blocks: Iterable[bytes], rewrite=lambda t: t, confirm: bool = True
             continue
         if b.eof:
             layout.tail_start = pos
-            text = rewrite(_copy(b.buf, pos - b.base, len(b.buf)))
-            events = _parse_tail(text, layout) if confirm else None
-            layout.has_events = layout.has_events or bool(events)
-            yield Chunk(index, text, True, events, layout.array_form)
+            raw = _copy(b.buf, pos - b.base, len(b.buf))
+            text, events, skimmed = (parse_prepared(raw, True, layout, prepare) if confirm
+                                     else (prepare(raw, False)[0], None, 0))
+            layout.has_events = layout.has_events or bool(events) or skimmed > 0
+            yield Chunk(index, text, True, events, layout.array_form, skimmed=skimmed)
             yield layout
             return
         start = pos - b.base
         window = max(start, len(b.buf) - (2 << 20))
-        last, text, events = None, b"", None
+        last, text, events, skimmed = None, b"", None, 0
         for n, match in enumerate(_cut_candidates(b.buf, start, window, confirm)):
-            text = rewrite(_copy(b.buf, start, match.start() + 1))
+            raw = _copy(b.buf, start, match.start() + 1)
             if not confirm:
+                text, _ = prepare(raw, False)
                 last, events = match, []
                 break
             try:
-                events = orjson.loads(in_array(text))
+                text, events, skimmed = parse_prepared(raw, False, layout, prepare)
             except orjson.JSONDecodeError as e:
+                text, _ = prepare(raw, False)  # the text that failed
                 if e.pos <= len(text):  # before the cut: the text itself is not JSON
                     raise malformed(text, e, b.base + start) from None
                 if n + 1 < _TRIES:
@@ -263,7 +291,8 @@ def scan(blocks: Iterable[bytes], rewrite=lambda t: t, confirm: bool = True
         cut = b.base + last.start() + 1
         layout.cuts.append(cut)
         layout.has_events = True
-        yield Chunk(index, text, False, events if confirm else None, layout.array_form)
+        yield Chunk(index, text, False, events if confirm else None, layout.array_form,
+                    skimmed=skimmed)
         index += 1
         pos = b.base + last.end() - 1
         b.drop_to(pos)

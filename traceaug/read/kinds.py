@@ -81,7 +81,11 @@ class LoadKind:
     ``categories``: the categories kept (with metadata and ProfilerSteps); None keeps every
     event. ``skip_calls``: runtime / driver calls left out even so. ``args``: the args kept
     on complete events (None: all); ``whole_args``: categories whose complete events keep
-    all their args. ``flows``: flow events kept."""
+    all their args. ``flows``: flow events kept. ``skim``: the events dropped are cut from
+    the text unparsed where Kineto's layout shows them whole (``read.skim``), so pass 1
+    learns nothing of them: no UI columns, flow ids or span of every event (the plan has
+    none; ``Trace.span`` is the kept events'), and a fault inside one goes unseen. For
+    analyses that write no trace."""
 
     name: str
     categories: frozenset[str] | None = None
@@ -89,6 +93,7 @@ class LoadKind:
     args: frozenset[str] | None = KINETO_ARGS
     whole_args: frozenset[str] = frozenset()
     flows: bool = False
+    skim: bool = False
 
     @property
     def full(self) -> bool:
@@ -105,6 +110,8 @@ KINDS: dict[str, LoadKind] = {k.name: k for k in (
     LoadKind("analysis"),  # every event, the args traceaug's SQL reads, no flows
     LoadKind("full", args=None, flows=True),  # everything, for your own SQL
     LoadKind("gpu", GPU_ONLY_CATEGORIES, HOST_ONLY_CALLS),  # counters
+    # kernels, gaps, breakdown, launches, report (analysis.gpu_steps): "gpu", skimmed
+    LoadKind("gpu_steps", GPU_ONLY_CATEGORIES, HOST_ONLY_CALLS, skim=True),
     LoadKind("ops", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS),  # diff
     LoadKind("sync", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES
              | SYNC_CATEGORIES, args=SYNC_ARGS, whole_args=SYNC_CATEGORIES),  # critical path

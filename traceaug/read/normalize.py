@@ -52,7 +52,9 @@ class Plan:
     chunk_first_seq: list[int] = field(default_factory=list)
     lane_threads: dict[tuple, str] = field(default_factory=dict)  # (pid, tid, lane) -> name
     thread_names: dict[tuple, str] = field(default_factory=dict)
-    ui: ui_import.Columns = field(default_factory=ui_import.Columns)  # what the UI imports
+    # What the UI imports; None for a skimmed load (``kinds.LoadKind.skim``: pass 1 did
+    # not see every event), as ``flow_ids`` and ``span_ns``.
+    ui: ui_import.Columns | None = field(default_factory=ui_import.Columns)
     flow_ids: np.ndarray | None = None  # every flow id of the file (``pass1.used_flow_ids``)
 
     moved_slices: int = 0
@@ -162,11 +164,13 @@ def _plan(path: Path, on_progress, kind: LoadKind, workers: int, rebase: Rebase)
     assert layout is not None
     flow_ids.append(np.array(pass1.nested_flow_ids([layout.header, layout.trailer]), np.int64))
     layout.has_events = layout.has_events or seq > 0
+    whole = not kind.skim  # pass 1 saw every event
     p = Plan(path=path, layout=layout, rebase=rebase, kind=kind.name, held=held, events=seq,
              chunk_first_seq=first_seqs, thread_names=names, exact_chunks=exact_chunks,
-             ui=ui,
-             span_ns=(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None,
-             flow_ids=sorted_unique(np.concatenate(flow_ids)))
+             ui=ui if whole else None,
+             span_ns=(min(s for s, _ in spans), max(e for _, e in spans)) if spans and whole
+             else None,
+             flow_ids=sorted_unique(np.concatenate(flow_ids)) if whole else None)
     _place(p, cols)
     return p
 

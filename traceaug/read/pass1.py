@@ -39,6 +39,7 @@ from .rebase import (
     us_to_ns_array,
     write_ts,
 )
+from .skim import Skim
 
 FLOW_PHASES = ("s", "t", "f")
 SEGMENT = 512  # events per held piece: moving one event re-serializes only its piece
@@ -249,11 +250,11 @@ def nested_flow_ids(value) -> list[int]:
 
 
 def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None,
-           write: bool = False) -> ChunkResult:
+           write: bool = False, skimmed: int = 0) -> ChunkResult:
     """Columns of one chunk's events, keeping what the load ``kind`` keeps (``kinds``): its
     categories, ProfilerSteps and metadata, its args, flow events or not (``ts``: the events'
     ``top_level_ts``, if already made; ``write``: rebased values, from ``Rebase.integers``,
-    that the kept events get).
+    that the kept events get; ``skimmed``: events of the chunk cut unparsed, ``read.skim``).
 
     Columns made by loops in C (``columns``) and numpy, never a Python loop per event."""
     kind = kind_of(kind)
@@ -302,33 +303,41 @@ def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None,
     return ChunkResult(events=len(kept), keys=list(keys), x=x.tobytes(), flows=flows.tobytes(),
                        names=names, held=held, flow_ids=flow_ids.tobytes(),
                        span=_span(events, codes, ts, durs) if kind.subset else None,
-                       parsed=len(events), ui_keys=list(threads.keys), ui_x=ui_x.tobytes(),
+                       parsed=len(events) + skimmed, ui_keys=list(threads.keys), ui_x=ui_x.tobytes(),
                        ui_flows=ui_flows.tobytes())
 
 
-def _parse(text: bytes, tail: bool, layout: chunks.Layout) -> list:
-    return chunks._parse_tail(text, layout) if tail else orjson.loads(chunks.in_array(text))
+def _preparer(rebase: Rebase, kind: LoadKind):
+    """``chunks.scan``'s ``prepare``: ``rebase.rewrite``, cutting the events ``kind`` drops
+    from the text first when it skims (``read.skim``) and the caller lets it."""
+    skim = Skim(kind) if kind.skim else None
+
+    def prepare(text: bytes, cut: bool = True) -> tuple[bytes, int]:
+        return rebase.rewrite(text, skim if cut else None)
+
+    return prepare
 
 
 def _rebased_events(events: list, text: bytes, replaced: int, tail: bool,
-                           layout: chunks.Layout, rebase: Rebase
+                           layout: chunks.Layout, rebase: Rebase, skimmed: int = 0
                            ) -> tuple[list, bool, np.ndarray | None, bool]:
-    """``events`` parsed from ``rebase.fast(text)``, with their rebased ``top_level_ts``
-    from ``Rebase.integers`` when ``rebase.numeric``, if that was exact (then True last: the
-    events do not have those values yet); else the events of ``rebase.exact(text)``. Also
-    whether the exact path was needed, and the events' ``top_level_ts`` if the check made it
-    (gather reuses it). ``BelowBase`` when a timestamp lies below the base."""
+    """``events`` parsed from ``rebase.fast(text)`` (less the ``skimmed`` events cut from
+    ``text`` before), with their rebased ``top_level_ts`` from ``Rebase.integers`` when
+    ``rebase.numeric``, if that was exact (then True last: the events do not have those
+    values yet); else every event of ``rebase.exact(text)``. Also whether the exact path
+    was needed, and the events' ``top_level_ts`` if the check made it (gather reuses it).
+    ``BelowBase`` when a timestamp lies below the base."""
     if rebase.numeric:
         ts = rebase.integers(events)
         if ts is not None:
             return events, False, ts, rebase.prefix is not None
-        original = top_level_ts(events)
+        original = top_level_ts(chunks.parse(text, tail, layout) if skimmed else events)
     else:
         ts = top_level_ts(events) if rebase.prefix is not None else None
         if rebase.verified(ts, replaced):
             return events, False, ts, False
-        original = top_level_ts(_parse(text, tail, layout))  # the exact path is rare
-    events = _parse(rebase.exact(text), tail, layout)
+        original = top_level_ts(chunks.parse(text, tail, layout))  # the exact path is rare
+    events = chunks.parse(rebase.exact(text), tail, layout)
     return events, True, rebase.check(original, top_level_ts(events)), False
 
 
@@ -336,18 +345,19 @@ def read_chunk(text: bytes, tail: bool, array_form: bool, kind: str,
                prefix: bytes | None, sep: bytes | None, numeric: bool) -> ChunkResult:
     """Rebase, parse and gather one chunk cut without confirmation (in a worker process)."""
     layout = chunks.Layout(array_form=array_form)
-    rebase = Rebase(prefix, sep, numeric)
-    rebased, replaced = rebase.fast(text)
+    rebase = Rebase(prefix, sep, numeric, fixed=True)  # the main process chose the prefix
     try:
         with no_gc():
-            events, exact, ts, write = _rebased_events(
-                _parse(rebased, tail, layout), text, replaced, tail, layout, rebase)
+            _, parsed, skimmed = chunks.parse_prepared(text, tail, layout,
+                                                       _preparer(rebase, kind_of(kind)))
+            events, exact, ts, write = _rebased_events(parsed, text, rebase.replaced, tail,
+                                                       layout, rebase, skimmed)
     except (orjson.JSONDecodeError, chunks.NotChromeJson, chunks.MalformedJson) as e:
         return ChunkResult(error=str(e))
     except BelowBase:
         return ChunkResult(below_base=True)
     with no_gc():
-        result = gather(events, kind, ts, write)
+        result = gather(events, kind, ts, write, 0 if exact else skimmed)
         del events
     result.exact = exact
     if tail:
@@ -355,19 +365,22 @@ def read_chunk(text: bytes, tail: bool, array_form: bool, kind: str,
     return result
 
 
-def rebased_chunks(blocks: Iterable[bytes], rebase: Rebase, written: bool = True
-                   ) -> Iterator[chunks.Chunk | chunks.Layout]:
+def rebased_chunks(blocks: Iterable[bytes], rebase: Rebase, written: bool = True,
+                   kind: LoadKind | str = "full") -> Iterator[chunks.Chunk | chunks.Layout]:
     """Confirmed chunks (``chunks.scan``) whose events hold exactly rebased timestamps;
-    ``chunk.exact`` says the chunk needed ``Rebase.exact``. Then the layout. ``written``
-    False: a numeric rebase's values are left in ``chunk.ts`` for the caller to write
-    (``chunk.write`` says so), into the events it keeps only."""
-    for item in chunks.scan(blocks, rewrite=rebase.rewrite):
+    ``chunk.exact`` says the chunk needed ``Rebase.exact`` (then it holds every event of its
+    text: none skimmed). Then the layout. ``written`` False: a numeric rebase's values are
+    left in ``chunk.ts`` for the caller to write (``chunk.write`` says so), into the events
+    it keeps only. ``kind``: a load kind that skims cuts the events it drops unparsed."""
+    for item in chunks.scan(blocks, _preparer(rebase, kind_of(kind))):
         if isinstance(item, chunks.Layout):
             rebase.last_text = b""  # the plan keeps the rebase, not its last chunk
         else:
             item.events, item.exact, item.ts, item.write = _rebased_events(
                 item.events, rebase.last_text, rebase.replaced, item.last,
-                chunks.Layout(array_form=item.array_form), rebase)
+                chunks.Layout(array_form=item.array_form), rebase, item.skimmed)
+            if item.exact:
+                item.skimmed = 0
             if written and item.write:
                 write_ts(item.events, item.ts)
                 item.write = False
@@ -379,12 +392,12 @@ def sequential(blocks: Iterable[bytes], rebase: Rebase, kind: LoadKind | str
     """Results chunk by chunk in this process, each cut confirmed; then the layout."""
     kind = kind_of(kind)
     with no_gc():
-        for item in rebased_chunks(blocks, rebase, written=False):
+        for item in rebased_chunks(blocks, rebase, written=False, kind=kind):
             if isinstance(item, chunks.Layout):
                 yield item
                 return
             events, item.events = item.events, None
-            result = gather(events, kind, item.ts, item.write)
+            result = gather(events, kind, item.ts, item.write, item.skimmed)
             result.exact = item.exact
             del events
             yield result

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Callable
 from decimal import Decimal
 from itertools import compress, repeat
 
@@ -154,12 +155,15 @@ class Rebase:
         out = text.replace(old, new)  # the prefix has 2+ digits: the length says how many
         return out, (len(text) - len(out)) // (len(old) - len(new))
 
-    def rewrite(self, text: bytes) -> bytes:
-        """``choose`` then ``fast``, remembering the input and the count for ``verified``."""
+    def rewrite(self, text: bytes, skim: Callable | None = None) -> tuple[bytes, int]:
+        """``choose`` on the whole text, then ``fast`` on what ``skim`` leaves of it
+        (``read.skim``: the events a load drops, cut unparsed), remembering the input and
+        the count for ``verified``; and how many events were cut."""
         self.choose(text)
         self.last_text = text
-        out, self.replaced = self.fast(text)
-        return out
+        short, cut = skim(text) if skim is not None else (text, 0)
+        out, self.replaced = self.fast(short)
+        return out, cut
 
     def exact(self, text: bytes) -> bytes:
         """Every large timestamp minus the base, exactly (Decimal), whatever its form."""

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -241,6 +242,73 @@ def build_scaled(src: Path, trace: dict[str, Any] | None, target_mb: float, out_
             **{name: n * copies for name, n in per_copy.items()}}
     meta_path.write_text(json.dumps(meta, indent=1))
     return out, meta, trace
+
+
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_KINETO_SEPARATOR = b"},\n  {"  # between two events, in Kineto's own layout
+_TS = re.compile(rb'("ts": )(-?\d+)')
+_IDS = re.compile(rb'("(?:correlation|External id|external id|id)": )(\d+)')
+_STEP = re.compile(rb'"ProfilerStep#(\d+)"')
+
+
+def _kineto_events(text: bytes) -> tuple[bytes, list[bytes]]:
+    """The text before the event array and each event's text, of a trace written in Kineto's
+    layout with traceEvents as its last key (as the profiler writes it)."""
+    m = _EVENTS_KEY.search(text)
+    body = text[m.end():].rstrip() if m else b""
+    if not (body.endswith(b"}") and body[:-1].rstrip().endswith(b"]")):
+        raise ValueError("not a trace in Kineto's layout with traceEvents last")
+    body = body[:-1].rstrip()[:-1].strip()
+    if not (body.startswith(b"{") and body.endswith(b"}")):
+        raise ValueError("not a trace in Kineto's layout")
+    return text[:m.end()], [b"{" + e + b"}" for e in body[1:-1].split(_KINETO_SEPARATOR)]
+
+
+def _shifted_text(event: bytes, shift_us: int, id_shift: int, step_shift: int) -> bytes:
+    """``shifted`` on an event's text: its ts (the integer part), its correlation, external
+    and flow ids and its step number moved, every other byte kept."""
+    event = _TS.sub(lambda m: m.group(1) + str(int(m.group(2)) + shift_us).encode(), event)
+    if id_shift:
+        event = _IDS.sub(lambda m: m.group(1) + str(int(m.group(2)) + id_shift).encode(), event)
+    if step_shift:
+        event = _STEP.sub(lambda m: b'"ProfilerStep#%d"' % (int(m.group(1)) + step_shift), event)
+    return event
+
+
+def build_scaled_text(src: Path, target_mb: float, out_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """``build_scaled`` keeping the source's text: Kineto's layout, every copy's events as
+    the profiler wrote them but for the moved numbers (a parser that reads the layout, as
+    traceaug's skim, sees what it sees in a real trace; orjson's compact text hides it)."""
+    out, meta_path, key = cache_slot(src, out_dir, f"{target_mb:g}mb_kineto",
+                                     {"target_mb": target_mb, "gap_us": GAP_US, "layout": "kineto"})
+    if (meta := cached(out, meta_path, key)) is not None:
+        return out, meta
+    text = src.read_bytes()
+    text = gzip.decompress(text) if text[:2] == b"\x1f\x8b" else text
+    head, pieces = _kineto_events(text)
+    events = orjson.loads(text)["traceEvents"]
+    if len(events) != len(pieces):
+        raise ValueError(f"{src}: {len(pieces)} event texts for {len(events)} events")
+    body = [(e, t) for e, t in zip(events, pieces) if e.get("ph") != "M"]
+    lo, hi = event_span([e for e, _ in body])
+    period = math.ceil(hi - lo) + GAP_US
+    ids, steps = id_offset([e for e, _ in body]), step_count([e for e, _ in body])
+    one_copy = sum(len(t) + len(_KINETO_SEPARATOR) for _, t in body)
+    meta_text = [t for e, t in zip(events, pieces) if e.get("ph") == "M"]
+    copies = max(1, round((target_mb * MB - len(head)) / one_copy))
+    tmp = out.with_suffix(".tmp")
+    with open(tmp, "wb") as f:
+        f.write(head + b"\n  ")
+        copy = ([_shifted_text(t, k * period, k * ids, k * steps) if k else t for _, t in body]
+                for k in range(copies))
+        for n, part in enumerate(chain([meta_text] if meta_text else [], copy)):
+            f.write((b",\n  " if n else b"") + b",\n  ".join(part))
+        f.write(b"\n  ]\n}\n")
+    tmp.replace(out)
+    meta = {"key": key, "bytes": out.stat().st_size, "copies": copies, "period_us": period,
+            "id_offset": ids, **{n: c * copies for n, c in count_phases([e for e, _ in body]).items()}}
+    meta_path.write_text(json.dumps(meta, indent=1))
+    return out, meta
 
 
 def build_small(src: Path, trace: dict[str, Any] | None, out_dir: Path

@@ -14,13 +14,16 @@ set, traceaug's would be compiled again on every run, so traceaug's children kee
 the temporary directory (PYTHONPYCACHEPREFIX; warm-up runs compile them first) while HTA's
 children run in the environment as it is.
 The directory of per-rank traces (``--trace DIR``) and the trace scaled xN (``--scaled N``: N
-copies end to end, bench/load_throughput.py's ``build_scaled``, reused from ``--out-dir``) show
-how the ratio moves when fixed costs (start-up, imports, the engine's start) matter more or less.
+copies end to end, reused from ``--out-dir``) show how the ratio moves when fixed costs
+(start-up, imports, the engine's start) matter more or less. The copies keep the profiler's
+own text (``--layout kineto``, bench/load_throughput.py's ``build_scaled_text``), as a larger
+real trace would have it, which traceaug's skim reads; ``--layout compact`` re-serializes them
+with orjson (``build_scaled``, the other benches' scaled traces), where the skim finds nothing.
 ``--phases`` prints instead where one run spends its time (wall since the process started and
 CPU at each phase: imports, the pass-1 child, engine start, waiting, parse, queries, analyses,
 page).
 Run: ``python bench/report_vs_hta.py [--repeat N] [--json] [--trace PATH|DIR ...] [--scaled N
-[--out-dir DIR]] [--phases]``.
+[--layout kineto|compact] [--out-dir DIR]] [--phases]``.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from counters_vs_hta import (  # noqa: E402
     tool_line,
     warm_up,
 )
-from load_throughput import DEFAULT_OUT, build_scaled  # noqa: E402
+from load_throughput import DEFAULT_OUT, build_scaled, build_scaled_text  # noqa: E402
 
 TRACE = REPO_ROOT.parent / "shared" / "traces" / "kineto" / "a100_rank0_of16_6streams.json.gz"
 TARGET_SPEED_RATIO = 10.0
@@ -243,13 +246,17 @@ def phases(trace: Path) -> str:
     return "\n".join(lines)
 
 
-def scaled(copies: int, out_dir: Path) -> Path:
-    """The A100 6-stream trace ``copies`` times end to end (built once into ``out_dir``)."""
+def scaled(copies: int, out_dir: Path, layout: str = "kineto") -> Path:
+    """The A100 6-stream trace ``copies`` times end to end (built once into ``out_dir``), in
+    its own text (``layout`` "kineto") or re-serialized compactly ("compact")."""
     src = TRACE.resolve()  # the cache key names it: the same as the other benches' from any tree
     target = raw_mb(src) * copies
     path, meta = None, {"copies": 0}
-    for _ in range(4):  # build_scaled rounds to whole copies of its re-serialized events
-        path, meta, _trace = build_scaled(src, None, target, out_dir)
+    for _ in range(4):  # the builders round to whole copies of their events' text
+        if layout == "kineto":
+            path, meta = build_scaled_text(src, target, out_dir)
+        else:
+            path, meta, _trace = build_scaled(src, None, target, out_dir)
         if meta["copies"] == copies:
             break
         target *= copies / meta["copies"]
@@ -277,6 +284,8 @@ def main() -> int:
                         help="a trace or a directory of ranks; repeatable (default: A100 6 streams)")
     parser.add_argument("--scaled", type=int, metavar="N",
                         help="also the A100 6-stream trace N times end to end (run once)")
+    parser.add_argument("--layout", choices=("kineto", "compact"), default="kineto",
+                        help="the scaled trace's text: the profiler's own, or orjson's compact")
     parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT,
                         help="where the scaled trace is built (and reused)")
     parser.add_argument("--phases", action="store_true",
@@ -291,7 +300,7 @@ def main() -> int:
         return 0
     if args.scaled:
         args.out_dir.mkdir(parents=True, exist_ok=True)
-        inputs.append((scaled(args.scaled, args.out_dir), 1))
+        inputs.append((scaled(args.scaled, args.out_dir, args.layout), 1))
     results = [measure(trace, repeat) for trace, repeat in inputs]
     if args.json:
         print(json.dumps(results if len(results) > 1 else results[0], indent=1))

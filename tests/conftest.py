@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -55,3 +58,19 @@ def browser():
             yield chromium
         finally:
             chromium.close()
+
+
+@contextmanager
+def started_by(how: str) -> Iterator[None]:
+    """Children and pass-1 workers fork while this process has no other thread; a live one
+    makes them spawn (``read.workers.can_fork``)."""
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait) if how == "spawn" else None
+    if other is not None:
+        other.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        if other is not None:
+            other.join()

@@ -8,10 +8,10 @@ import json
 import orjson
 import pandas as pd
 import pytest
-from conftest import plan_fields, shared_trace
+from conftest import plan_fields, shared_trace, started_by
 
 import traceaug
-from traceaug.read import chunks, normalize, pass1, source
+from traceaug.read import chunks, normalize, pass1, source, workers
 from traceaug.read.rebase import Rebase
 
 # B200: fractional epoch-µs and 38 overlap lanes; A100: negative tids; V100: ns resolution.
@@ -59,13 +59,16 @@ def test_analysis_load_keeps_every_event_and_the_args_analyses_read(rel: str) ->
     assert len(lean_args) < len(full_args)
 
 
+@pytest.mark.parametrize("how", ["fork", "spawn"])
 @pytest.mark.parametrize("full", [False, True], ids=["analysis", "full"])
-def test_workers_plan_exactly_as_this_process(full: bool, monkeypatch) -> None:
+def test_workers_plan_exactly_as_this_process(full: bool, how: str, monkeypatch) -> None:
     path = shared_trace("kineto/b200_rank0_of8_allgather.json.gz")
     monkeypatch.setattr(chunks, "CHUNK", 256 << 10)  # many chunks (cuts are made here)
     monkeypatch.setattr(source, "BLOCK", 256 << 10)
     here = normalize.plan(path, full=full, workers=0)
-    there = normalize.plan(path, full=full, workers=2)
+    with started_by(how):
+        assert workers.can_fork() == (how == "fork")
+        there = normalize.plan(path, full=full, workers=2)
     assert len(here.chunk_first_seq) > 10
     assert here.moved_slices == 42  # the 38 kernels and 4 CPU events Perfetto would drop
     assert plan_fields(here) == plan_fields(there)

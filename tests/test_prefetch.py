@@ -5,37 +5,19 @@ from __future__ import annotations
 
 import gzip
 import subprocess
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
 import pytest
-from conftest import TESTDATA, plan_fields, shared_trace
+from conftest import TESTDATA, plan_fields, shared_trace, started_by
 
-from traceaug.read import normalize, prefetch
+from traceaug.read import normalize, prefetch, workers
 from traceaug.read.pass1 import GPU_ONLY_CATEGORIES, HOST_ONLY_CALLS
 from traceaug.trace import Trace
 
 
-@contextmanager
-def started_by(how: str) -> Iterator[None]:
-    """Children fork while this process has no other thread; a live one makes them spawn."""
-    stop = threading.Event()
-    other = threading.Thread(target=stop.wait) if how == "spawn" else None
-    if other is not None:
-        other.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        if other is not None:
-            other.join()
-
-
 def _children_are(pre: prefetch.Prefetched, how: str) -> bool:
-    kind = prefetch._Forked if how == "fork" else subprocess.Popen
+    kind = workers.Forked if how == "fork" else subprocess.Popen
     return bool(pre._children) and all(isinstance(c, kind) for c in pre._children.values())
 
 
@@ -115,3 +97,28 @@ def test_no_children_for_large_traces_rank_directories_or_missing_files(
     pre = prefetch.start([small])
     assert len(pre._children) == 1
     pre.close()
+
+
+def test_a_forked_child_does_not_hold_its_siblings_pipes() -> None:
+    """A child forked after another closes its copy of that one's request pipe: else the
+    first would never see the end of its requests while the second lives."""
+    def echo(requests, results) -> None:
+        while True:
+            try:
+                workers.send(results, workers.recv(requests))
+            except EOFError:
+                return
+
+    first = workers.fork(echo, requests=True)
+    second = workers.fork(echo, requests=True)
+    try:
+        first.stdin.close()
+        assert first.wait(timeout=10) == 0
+        workers.send(second.stdin, [7])
+        assert workers.recv(second.stdout) == [7]  # the second still serves
+        second.stdin.close()
+        assert second.wait(timeout=10) == 0
+    finally:
+        for child in (first, second):
+            child.kill()
+            child.stdout.close()

@@ -9,13 +9,10 @@ fails, the loader plans in-process and reports any problem with the file itself.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import pickle
-import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,7 +22,7 @@ from . import source
 from .inputs import resolve
 from .kinds import kind_of
 from .nsys import is_sqlite
-from .workers import recv, send, spawn
+from .workers import Forked, can_fork, fork, recv, send, spawn
 
 if TYPE_CHECKING:
     from .normalize import Plan
@@ -37,7 +34,7 @@ class Prefetched:
     """Plans being made in child processes, one per (file, load kind)."""
 
     def __init__(self) -> None:
-        self._children: dict[tuple[Path, str], subprocess.Popen | _Forked] = {}
+        self._children: dict[tuple[Path, str], subprocess.Popen | Forked] = {}
         atexit.register(self.close)
 
     def start(self, path: Path, full: bool = False, only: str | None = None,
@@ -49,8 +46,10 @@ class Prefetched:
         if key in self._children or source.raw_size_estimate(path) > UP_TO:
             return
         try:
-            if _can_fork():
-                child = _fork(path, kind)
+            if can_fork():
+                from . import normalize  # noqa: F401  (imported before the fork: the child has it)
+
+                child = fork(lambda _, out: _plan_and_send(path, kind, out))
             else:
                 child = spawn("traceaug.read.prefetch")
                 send(child.stdin, (str(path), kind))
@@ -104,55 +103,6 @@ def start(inputs: list[Path], full: bool = False, only: str | None = None,
             except OSError:
                 pass  # unreadable: the loader says so
     return pre
-
-
-def _can_fork() -> bool:
-    """Fork only where it is safe: Linux, and no other thread (a command's first moments)."""
-    others = [t for t in threading.enumerate() if t is not threading.current_thread()]
-    return sys.platform == "linux" and all(interrupt.is_watcher(t) for t in others)
-
-
-class _Forked:
-    """A forked child, with the part of ``subprocess.Popen`` that ``Prefetched`` uses."""
-
-    def __init__(self, pid: int, stdout) -> None:
-        self.pid, self.stdout, self.returncode = pid, stdout, None
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def wait(self) -> int:
-        if self.returncode is None:
-            _, status = os.waitpid(self.pid, 0)
-            self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def kill(self) -> None:
-        if self.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
-
-
-def _fork(path: Path, kind: str) -> _Forked:
-    """Plan in a forked child: it starts at once, with pass 1's modules already imported
-    (a new interpreter takes ~0.1 s of a core to get there)."""
-    from . import normalize  # noqa: F401  (imported before the fork: the child has it)
-
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            interrupt.reset_in_child()  # the parent stops it; a signal to the group ends it
-            os.close(read)
-            _plan_and_send(path, kind, os.fdopen(write, "wb"))
-        finally:
-            os._exit(0)  # never back into the parent's command, its atexit or its buffers
-    os.close(write)
-    return _Forked(pid, os.fdopen(read, "rb"))
 
 
 def _plan_and_send(path: Path, kind: str, out) -> None:

@@ -2,21 +2,28 @@
 
 Not ``multiprocessing``: its spawn start method re-runs the caller's ``__main__``
 (breaking any user script without a main guard), and fork is unsafe in a process
-whose other threads run the wasm engine. Requests go round-robin and results come
+whose other threads run the wasm engine. Workers are forked where that is safe (``can_fork``:
+Linux, no other thread; a forked worker starts with pass 1's modules imported, where a new
+interpreter takes ~0.2 s of a core), else spawned. Requests go round-robin and results come
 back in submission order; a writer thread per worker keeps a large request from
-blocking on a worker that is itself waiting to hand back a result. ``spawn``, ``send``
-and ``recv`` also start and talk to ``read.prefetch``'s child.
+blocking on a worker that is itself waiting to hand back a result. ``spawn``, ``fork``,
+``send`` and ``recv`` also start and talk to ``read.prefetch``'s child.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import queue
+import signal
 import struct
 import subprocess
 import sys
 import threading
+import time
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 from .. import interrupt
@@ -34,6 +41,80 @@ def spawn(module: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **REUSE_ENV}
     return subprocess.Popen([sys.executable, "-m", module], env=env, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+
+def can_fork() -> bool:
+    """Fork only where it is safe: Linux, and no other thread (no engine running, no
+    writer thread: a forked child would inherit their locks held)."""
+    others = [t for t in threading.enumerate() if t is not threading.current_thread()]
+    return sys.platform == "linux" and all(interrupt.is_watcher(t) for t in others)
+
+
+class Forked:
+    """A forked child with the part of ``subprocess.Popen`` its users need (``stdin`` is
+    None for a child that only sends)."""
+
+    def __init__(self, pid: int, stdout, stdin=None) -> None:
+        self.pid, self.stdout, self.stdin, self.returncode = pid, stdout, stdin, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The child's exit code once it ends; ``subprocess.TimeoutExpired`` after
+        ``timeout`` seconds, as Popen's."""
+        if timeout is not None:
+            deadline = time.monotonic() + timeout
+            while self.poll() is None:
+                if time.monotonic() > deadline:
+                    raise subprocess.TimeoutExpired(f"forked child {self.pid}", timeout)
+                time.sleep(0.005)
+        if self.returncode is None:
+            _, status = os.waitpid(self.pid, 0)
+            self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
+_forked: weakref.WeakSet[Forked] = weakref.WeakSet()  # children this process talks to
+
+
+def fork(work: Callable[[Any, Any], None], requests: bool = False) -> Forked:
+    """Run ``work(inp, out)`` in a forked child (``inp``: a pipe from here when ``requests``,
+    else None; ``out``: a pipe back), which then exits at once: never back into this
+    process's command, its atexit handlers or its buffers. The child closes its copies of
+    this process's pipes to its other children: a worker holding another's request pipe
+    open would keep that one from ever seeing its end."""
+    read, write = os.pipe()
+    req_read, req_write = os.pipe() if requests else (None, None)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            interrupt.reset_in_child()  # the parent stops it; a signal to the group ends it
+            for f in [f for child in _forked for f in (child.stdout, child.stdin)
+                      if f is not None and not f.closed]:
+                os.close(f.fileno())
+            os.close(read)
+            if req_write is not None:
+                os.close(req_write)
+            work(os.fdopen(req_read, "rb") if req_read is not None else None,
+                 os.fdopen(write, "wb"))
+        finally:
+            os._exit(0)
+    os.close(write)
+    if req_read is not None:
+        os.close(req_read)
+    child = Forked(pid, os.fdopen(read, "rb"), os.fdopen(req_write, "wb") if requests else None)
+    _forked.add(child)
+    return child
 
 
 def send(stream, obj: Any) -> None:
@@ -61,7 +142,12 @@ class Pool:
 
     def __init__(self, workers: int) -> None:
         try:
-            self.procs = [spawn("traceaug.read.workers") for _ in range(workers)]
+            if can_fork():
+                from . import pass1  # noqa: F401  (imported before the fork: the workers have it)
+
+                self.procs = [fork(_serve, requests=True) for _ in range(workers)]
+            else:
+                self.procs = [spawn("traceaug.read.workers") for _ in range(workers)]
         except OSError as e:
             raise WorkerFailed(str(e)) from None
         for p in self.procs:
@@ -74,7 +160,7 @@ class Pool:
         self.sent = self.received = 0
 
     @staticmethod
-    def _write(proc: subprocess.Popen, q: queue.Queue) -> None:
+    def _write(proc: subprocess.Popen | Forked, q: queue.Queue) -> None:
         try:
             while (request := q.get()) is not None:
                 send(proc.stdin, request)
@@ -119,17 +205,23 @@ class Pool:
         self.close()
 
 
-def main() -> None:
+def _serve(requests, results) -> None:
     """Worker loop: one request in, one ``ChunkResult`` out, until end of input."""
+    from ..memory import reuse_freed
     from .pass1 import read_chunk
 
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    reuse_freed()  # as a spawned worker's environment sets it (``REUSE_ENV``)
     while True:
         try:
-            args = recv(stdin)
+            args = recv(requests)
         except EOFError:
             return
-        send(stdout, read_chunk(*args))
+        send(results, read_chunk(*args))
+
+
+def main() -> None:
+    """A spawned worker: requests on stdin, results on stdout."""
+    _serve(sys.stdin.buffer, sys.stdout.buffer)
 
 
 if __name__ == "__main__":

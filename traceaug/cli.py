@@ -93,13 +93,18 @@ def _options(ctx: click.Context) -> dict:
     return {"tp_bin": ctx.obj.get("tp_bin")}
 
 
-def _prefetch(*inputs: Path, kind: str = "analysis") -> Prefetched:
+def _prefetch(*inputs: Path, kind: str = "analysis", each_rank: bool = False,
+              rank: int | None = None) -> Prefetched:
     """Start pass 1 of the inputs in child processes for a load of ``kind`` before this one
-    imports the engine; then import the perfetto API without pandas (every command prints
-    numpy columns)."""
+    imports the engine (``each_rank``: of a lone directory's ranks, ``rank`` or every one,
+    as the analyses load them: ``prefetch.start_ranks``); then import the perfetto API
+    without pandas (every command prints numpy columns)."""
     from .read import prefetch
 
-    started = prefetch.start(list(inputs), kind=kind)
+    if each_rank and len(inputs) == 1 and inputs[0].is_dir():
+        started = prefetch.start_ranks(inputs[0], rank, kind)
+    else:
+        started = prefetch.start(list(inputs), kind=kind)
     _perfetto_api_without_pandas()
     return started
 
@@ -449,33 +454,9 @@ def _analysis_options(f):
     return click.argument("trace", type=paths.Input())(f)
 
 
-def _prefetch_ranks(trace: Path, rank: int | None, kind: str) -> Prefetched:
-    """Pass 1 of a directory's ranks in forked children, in rank order while their raw sizes
-    add up to at most ``prefetch.UP_TO``: a fork starts with pass 1's modules imported, where
-    the loads' own pass-1 worker processes would each start a new interpreter (~0.15 s of a
-    core per rank, more than pass 1 of a small rank). The other ranks plan as before."""
-    from .read import prefetch, source
-    from .read.inputs import select
-    from .read.nsys import is_sqlite
-
-    pre = prefetch.Prefetched()
-    try:
-        files = [f.path for f in select(trace, rank) if not is_sqlite(f.path)]
-        budget = prefetch.UP_TO
-        for f in files:
-            budget -= source.raw_size_estimate(f)
-            if budget < 0:
-                break
-            pre.start(f, kind=kind)
-    except (TraceaugError, OSError):
-        pass  # the loader reports it
-    _perfetto_api_without_pandas()
-    return pre
-
-
 def _gpu_ranks(ctx: click.Context, trace: Path, rank: int | None):
     kind = "gpu_steps"  # the kind analysis.gpu_steps.LOAD loads
-    prefetched = _prefetch_ranks(trace, rank, kind) if trace.is_dir() else _prefetch(trace, kind=kind)
+    prefetched = _prefetch(trace, kind=kind, each_rank=True, rank=rank)
     from .commands import analyses
 
     return analyses.load(trace, rank, prefetched=prefetched, **_options(ctx))

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import TraceaugError
+from ..sorted_ints import among, sorted_unique
 from ..trace import Trace
 from . import dag
 from .steps import _COMM, check_step, steps
-from .tables import Columns, among, sorted_codes, sorted_unique, take
+from .tables import Columns, sorted_codes, take
 
 CPU_CATEGORIES = ("cpu_op", "Operator", "cuda_runtime", "Runtime", "cuda_driver")
 GPU_CATEGORIES = ("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset")

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from ..analysis.tables import among, sorted_unique
+from ..sorted_ints import among, sorted_unique
 from . import chunks, pass1, source, ui_import
 from .kinds import LoadKind, kind_of
 from .lanes import assign_lanes

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import orjson
 
-from ..analysis.tables import sorted_unique
+from ..sorted_ints import sorted_unique
 from . import chunks, columns
 from .kinds import (  # the kinds' constants stay importable from here too
     GPU_ONLY_CATEGORIES,  # noqa: F401

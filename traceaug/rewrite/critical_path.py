@@ -19,7 +19,7 @@ import orjson
 
 from ..analysis import critical_path as cp
 from ..analysis.steps import shorten
-from ..analysis.tables import sorted_unique
+from ..sorted_ints import sorted_unique
 from .events import flow_events, flow_ids, slice_events, thread_name_events
 
 if TYPE_CHECKING:

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from ..analysis.tables import among
 from ..read import source
 from ..read.kinds import (
     ANNOTATION_CATEGORIES,
@@ -22,6 +21,7 @@ from ..read.kinds import (
     GPU_ONLY_CATEGORIES,
     SYNC_CATEGORIES,
 )
+from ..sorted_ints import among
 
 
 def us(ns: int) -> str:

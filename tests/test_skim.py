@@ -178,3 +178,16 @@ def test_a_fault_inside_a_cut_event_goes_unseen(tmp_path: Path) -> None:
     with pytest.raises(chunks.MalformedJson):
         normalize.plan(broken, kind="gpu", workers=0)
     assert _held_names(normalize.plan(broken, kind="gpu_steps", workers=0)) == ["k"]
+
+
+def test_a_skimmed_load_claims_nothing_about_what_the_ui_drops() -> None:
+    """A skimmed plan never saw the cut events: ``info``'s UI warnings are the parsed load's
+    only (the A100 trace's CPU threads with negative tids), none from a skimmed one."""
+    import traceaug
+    from traceaug.analysis.info import ui_warnings
+
+    path = shared_trace("kineto/a100_rank0_of16_6streams.json.gz")
+    with traceaug.load(path, kind="gpu", progress=False) as parsed:
+        assert any("negative thread ids" in w for w in ui_warnings(parsed))
+    with traceaug.load(path, kind="gpu_steps", progress=False) as skimmed:
+        assert skimmed.kind == "gpu_steps" and ui_warnings(skimmed) == []

@@ -147,8 +147,7 @@ def started(start_children):
         timed(analyses_html, "write_report", "page")
         return out
     return w
-cli._prefetch = started(cli._prefetch)  # a lone trace
-cli._prefetch_ranks = started(cli._prefetch_ranks)  # a directory of ranks
+cli._prefetch = started(cli._prefetch)  # a lone trace or a directory of ranks
 cli.main(["report", sys.argv[1], "--html", sys.argv[2]], standalone_mode=False)
 mark("done")
 os.close(CHILD_FD)

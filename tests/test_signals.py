@@ -16,7 +16,9 @@ import kineto_gen
 import pytest
 
 STEPS = 50_000  # ~48 MB of JSON: pass 1 in worker processes, a few seconds of engine
-WHOLE_RUN_CAP = 20.0  # s: diff of two such traces (50k steps each) runs for minutes
+WHOLE_RUN_CAP = 12.0  # s: diff of two such traces (50k steps each) runs for minutes; its
+# signals land in its first 12 s (both loads, the engines' parse and queries), which keeps
+# this test to ~45 s of the suite's 10 minutes
 
 
 @pytest.fixture(scope="module")

@@ -52,7 +52,8 @@ class Trace:
     """One trace file loaded into Perfetto's trace processor.
 
     ``kind`` (``read.kinds.KINDS``) says what the engine keeps: "analysis" (the default),
-    "full", "gpu", "ops", "sync"; ``full=True`` and ``only="gpu"|"ops"`` are older names."""
+    "full", "gpu", "gpu_steps", "ops", "patterns", "sync"; ``full=True`` and ``only="gpu"|"ops"``
+    are older names."""
 
     def __init__(self, path: str | Path, tp_bin: str | None = None,
                  memory64: bool | None = None, progress: bool | None = None,
@@ -84,7 +85,8 @@ class Trace:
         self.kind: str = self.plan.kind if self.plan else "full"
         # Every arg and flow event (the "full" kind).
         self.full: bool = self.plan.full if self.plan else True
-        # A subset load's kind: "gpu" (what counters read), "ops" (diff), "sync"; else None.
+        # A subset load's kind: "gpu" (what counters read), "gpu_steps" (the analyses), "ops"
+        # (diff), "patterns", "sync"; else None.
         self.only: str | None = self.plan.only if self.plan else None
         self._prepare_sql()
 

@@ -16,6 +16,8 @@ from pathlib import Path
 import orjson
 import pytest
 from conftest import shared_trace
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from traceaug.read import chunks, normalize
 from traceaug.read.kinds import KINDS, RUNTIME_CATEGORIES
@@ -191,3 +193,41 @@ def test_a_skimmed_load_claims_nothing_about_what_the_ui_drops() -> None:
         assert any("negative thread ids" in w for w in ui_warnings(parsed))
     with traceaug.load(path, kind="gpu_steps", progress=False) as skimmed:
         assert skimmed.kind == "gpu_steps" and ui_warnings(skimmed) == []
+
+
+_CATS = ["cpu_op", "kernel", "cuda_runtime", "gpu_memcpy", "user_annotation", "python_function",
+         "gpu_user_annotation", "ac2g", "", 'cpu"op', "κ"]
+_NAMES = ["aten::mm", "ProfilerStep#1", "ProfilerStep#", "cudaEventQuery", "cudaLaunchKernel",
+          "cudaEventQueryAll", 'a"b', "a\\b", "{lambda()#1}", "},{", "é"]
+_ARG_VALUES = st.recursive(st.integers(0, 9) | st.sampled_from(_NAMES),
+                           lambda inner: st.lists(inner, max_size=3)
+                           | st.dictionaries(st.sampled_from(["a", "ph", "x"]), inner, max_size=2),
+                           max_leaves=5)
+
+
+@st.composite
+def _events(draw) -> list[dict]:
+    events = []
+    for i in range(draw(st.integers(2, 14))):
+        e = {"ph": draw(st.sampled_from(["X", "X", "X", "s", "f", "i"])),
+             "cat": draw(st.sampled_from(_CATS)), "name": draw(st.sampled_from(_NAMES)),
+             "pid": draw(st.sampled_from([0, 1])), "tid": draw(st.sampled_from([1, 7])),
+             "ts": B + 10 * i, "dur": draw(st.integers(1, 30))}
+        if e["ph"] in ("s", "f"):
+            e["id"] = i
+        args = draw(st.dictionaries(st.sampled_from(["correlation", "device", "stream", "ph",
+                                                    "Input Dims"]), _ARG_VALUES, max_size=3))
+        if args:
+            e["args"] = args
+        if draw(st.booleans()) and draw(st.booleans()):  # keys in another order, now and then
+            e = dict(sorted(e.items()))
+        events.append(e)
+    return events
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(events=_events())
+def test_skimming_never_changes_what_the_engine_gets(tmp_path: Path, events: list[dict]) -> None:
+    """Random events in Kineto's layout (odd categories and names, escapes, "ph" keys and
+    braces in args, keys out of order): the skimmed load's engine input is the parsed one's."""
+    _same_plan(_write(tmp_path, _kineto_text(events)))

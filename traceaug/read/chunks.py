@@ -145,7 +145,7 @@ def parse(text: bytes, last: bool, layout: Layout) -> list:
     return _parse_tail(text, layout) if last else orjson.loads(in_array(text))
 
 
-def _as_is(text: bytes, skim: bool = True) -> tuple[bytes, int]:
+def _as_is(text: bytes, cut: bool = True) -> tuple[bytes, int]:
     return text, 0
 
 
@@ -236,9 +236,9 @@ def scan(blocks: Iterable[bytes], prepare: Callable = _as_is, confirm: bool = Tr
          ) -> Iterator[Chunk | Layout]:
     """Pass 1: yield parsed chunks, then the ``Layout`` that pass 2 reuses.
 
-    ``prepare(text, skim=True)`` gives a chunk's text to parse and how many events it cut
+    ``prepare(text, cut=True)`` gives a chunk's text to parse and how many events it cut
     from it (timestamp rebasing, ``read.skim``); a cut text that does not parse is prepared
-    again with ``skim=False``. A cut text still confirms its cut: its first and last events
+    again with ``cut=False``. A cut text still confirms its cut: its first and last events
     are never cut. With ``confirm=False`` chunks are cut at the last ``},{`` without
     parsing (events None, trailer unset): the caller parses them elsewhere and must fall
     back to a confirmed scan if one fails (a cut between two nested objects).

@@ -168,8 +168,7 @@ def _plan(path: Path, on_progress, kind: LoadKind, workers: int, rebase: Rebase)
     p = Plan(path=path, layout=layout, rebase=rebase, kind=kind.name, held=held, events=seq,
              chunk_first_seq=first_seqs, thread_names=names, exact_chunks=exact_chunks,
              ui=ui if whole else None,
-             span_ns=(min(s for s, _ in spans), max(e for _, e in spans)) if spans and whole
-             else None,
+             span_ns=(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None,
              flow_ids=sorted_unique(np.concatenate(flow_ids)) if whole else None)
     _place(p, cols)
     return p

@@ -62,7 +62,7 @@ class ChunkResult:
     flow_ids: bytes = b""  # sorted unique int64 ids of the chunk (``used_flow_ids``)
     error: str | None = None  # the chunk did not parse
     below_base: bool = False  # a timestamp lies below the rebase's base (``BelowBase``)
-    parsed: int = 0  # every event of the chunk, kept or not
+    parsed: int = 0  # every event of the chunk parsed, kept or not (none ``read.skim`` cut)
     # What the Perfetto UI imports from the file as it is (read.ui_import), whatever the load
     # keeps: raw (pid, tid) keys, int64 rows (key, ts ns, dur ns, index in chunk) of every
     # complete event and (key, ts ns, index in chunk) of every flow event.
@@ -250,11 +250,12 @@ def nested_flow_ids(value) -> list[int]:
 
 
 def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None,
-           write: bool = False, skimmed: int = 0) -> ChunkResult:
+           write: bool = False) -> ChunkResult:
     """Columns of one chunk's events, keeping what the load ``kind`` keeps (``kinds``): its
     categories, ProfilerSteps and metadata, its args, flow events or not (``ts``: the events'
     ``top_level_ts``, if already made; ``write``: rebased values, from ``Rebase.integers``,
-    that the kept events get; ``skimmed``: events of the chunk cut unparsed, ``read.skim``).
+    that the kept events get). A skimming kind's chunk lacks the events cut unparsed
+    (``read.skim``): its span and flow ids, which would miss them, are not made.
 
     Columns made by loops in C (``columns``) and numpy, never a Python loop per event."""
     kind = kind_of(kind)
@@ -265,7 +266,7 @@ def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None,
         _check_events(events)
         raise
     is_x, is_flow = codes == columns.X, codes == columns.FLOW
-    flow_ids = used_flow_ids(events)
+    flow_ids = used_flow_ids(events) if not kind.skim else np.empty(0, np.int64)
     drop = np.zeros(len(events), dtype=bool) if kind.flows else is_flow.copy()
     if kind.subset:
         drop |= ~_subset_keeps(events, codes, kind, drop)
@@ -302,8 +303,9 @@ def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None,
                               for i in range(0, len(kept), SEGMENT)]
     return ChunkResult(events=len(kept), keys=list(keys), x=x.tobytes(), flows=flows.tobytes(),
                        names=names, held=held, flow_ids=flow_ids.tobytes(),
-                       span=_span(events, codes, ts, durs) if kind.subset else None,
-                       parsed=len(events) + skimmed, ui_keys=list(threads.keys), ui_x=ui_x.tobytes(),
+                       span=_span(events, codes, ts, durs) if kind.subset and not kind.skim
+                       else None,
+                       parsed=len(events), ui_keys=list(threads.keys), ui_x=ui_x.tobytes(),
                        ui_flows=ui_flows.tobytes())
 
 
@@ -357,7 +359,7 @@ def read_chunk(text: bytes, tail: bool, array_form: bool, kind: str,
     except BelowBase:
         return ChunkResult(below_base=True)
     with no_gc():
-        result = gather(events, kind, ts, write, 0 if exact else skimmed)
+        result = gather(events, kind, ts, write)
         del events
     result.exact = exact
     if tail:
@@ -369,7 +371,7 @@ def rebased_chunks(blocks: Iterable[bytes], rebase: Rebase, written: bool = True
                    kind: LoadKind | str = "full") -> Iterator[chunks.Chunk | chunks.Layout]:
     """Confirmed chunks (``chunks.scan``) whose events hold exactly rebased timestamps;
     ``chunk.exact`` says the chunk needed ``Rebase.exact`` (then it holds every event of its
-    text: none skimmed). Then the layout. ``written`` False: a numeric rebase's values are
+    text, none skimmed). Then the layout. ``written`` False: a numeric rebase's values are
     left in ``chunk.ts`` for the caller to write (``chunk.write`` says so), into the events
     it keeps only. ``kind``: a load kind that skims cuts the events it drops unparsed."""
     for item in chunks.scan(blocks, _preparer(rebase, kind_of(kind))):
@@ -379,8 +381,6 @@ def rebased_chunks(blocks: Iterable[bytes], rebase: Rebase, written: bool = True
             item.events, item.exact, item.ts, item.write = _rebased_events(
                 item.events, rebase.last_text, rebase.replaced, item.last,
                 chunks.Layout(array_form=item.array_form), rebase, item.skimmed)
-            if item.exact:
-                item.skimmed = 0
             if written and item.write:
                 write_ts(item.events, item.ts)
                 item.write = False
@@ -397,7 +397,7 @@ def sequential(blocks: Iterable[bytes], rebase: Rebase, kind: LoadKind | str
                 yield item
                 return
             events, item.events = item.events, None
-            result = gather(events, kind, item.ts, item.write, item.skimmed)
+            result = gather(events, kind, item.ts, item.write)
             result.exact = item.exact
             del events
             yield result

@@ -99,13 +99,9 @@ def gpu_ops(trace: Trace, table: str) -> Columns:
     """GPU ops in id order: ``ts``, ``dur``, ``name``, ``kind`` and the ``step`` (of the steps in
     ``table``, ``step_table``) of the runtime call that launched them (the first call with their
     correlation id), else -1."""
-    trace.include("traceaug.kineto")
-    c = trace.columns(
-        "WITH launch AS (SELECT correlation, MIN(id) AS id FROM traceaug_runtime "
-        "WHERE correlation IS NOT NULL GROUP BY correlation) "
-        f"SELECT g.ts, g.dur, g.name, g.kind, {step_of('r.ts', table)} AS step "
-        "FROM traceaug_gpu_op g LEFT JOIN launch l USING (correlation) "
-        "LEFT JOIN slice r ON r.id = l.id ORDER BY g.id")
+    trace.include("traceaug.gpu")
+    c = trace.columns(f"SELECT ts, dur, name, kind, {step_of('launch_ts', table)} AS step "
+                      "FROM traceaug_gpu_op_launch ORDER BY id")
     return {**c, "kind": c["kind"].astype(object)}
 
 

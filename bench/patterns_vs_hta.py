@@ -10,10 +10,9 @@ included; at least the child's own VmHWM; the largest seen). traceaug's wall tim
 running ``traceaug.cli.main`` in-process. traceaug also mines every sub-sequence and every
 stream, which HTA does not; HTA writes its overlay uncompressed-then-gzip as it always does.
 
-HTA 0.5.0 runs with ``HTA_DISABLE_NS_ROUNDING=1`` (without it, it crashes on ns-resolution
-traces: FIELD_NOTES §5) and, under pandas 3, with a one-line shim: its call-stack builder calls
-``np.unique(axis=0)`` on an object array pandas 3 gives it, which numpy refuses; the shim casts
-that array to float first (the values are ints), nothing else changes.
+HTA's newest release (``traceinsight`` 0.6.1) runs with ``HTA_DISABLE_NS_ROUNDING=1`` (without it, it
+crashes on ns-resolution traces: FIELD_NOTES §5). It runs on pandas 3 as it is: the shim HTA 0.5.0
+needed (its call-stack builder gave ``np.unique(axis=0)`` an object array) is gone.
 
 Usage: ``python bench/patterns_vs_hta.py [--trace PATH] [--operator OP] [--repeat N] [--json]``.
 """
@@ -59,18 +58,12 @@ print(TAG + json.dumps({"total_s": time.perf_counter() - t0, "peak_rss_kb": peak
 
 # argv: IN WORKDIR OUTDIR OP. HTA reads every trace in its directory: IN is symlinked into WORKDIR.
 HTA_CHILD = """
-import json, os, sys, time, types, warnings, logging
+import json, os, sys, time, warnings, logging
 warnings.simplefilter("ignore")
 logging.disable(logging.WARNING)
 t0 = time.perf_counter()
 src, work, out, op = sys.argv[1:5]
 os.symlink(src, os.path.join(work, os.path.basename(src)))
-import numpy as np
-import hta.common.trace_call_stack as cs
-def _unique(a, *args, **kw):  # pandas 3 shim, see the module docstring
-    return np.unique(a.astype(np.float64) if getattr(a, "dtype", None) == object else a, *args, **kw)
-cs.np = types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not k.startswith("__")})
-cs.np.unique = _unique
 from hta.trace_analysis import TraceAnalysis
 analyzer = TraceAnalysis(trace_dir=work)
 df = analyzer.get_frequent_cuda_kernel_sequences(operator_name=op, output_dir=out, visualize=False)

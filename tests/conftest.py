@@ -1,7 +1,9 @@
-"""Shared fixtures: where the real traces live, and a skip when they are absent."""
+"""Shared fixtures: where the real traces live, and a skip when they (or the reference tool) are
+absent -- a failure under CI, where both are provided."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -17,12 +19,33 @@ KINETO = SHARED / "kineto"
 TESTDATA = ROOT / "testdata"
 
 
+def under_ci() -> bool:
+    """True under CI (``CI`` set and not false), where nothing the suite needs may be missing."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def skip_or_fail(why: str) -> None:
+    """Skip the test with WHY; under CI fail it instead (CI provides what was missing)."""
+    if under_ci():
+        pytest.fail(f"{why} (required under CI)", pytrace=False)
+    pytest.skip(why)
+
+
 def shared_trace(rel: str) -> Path:
-    """A path under ../shared/traces, or skip the test with the reason."""
+    """A path under ../shared/traces, or skip the test with the reason (fail under CI)."""
     path = SHARED / rel
     if not path.exists():
-        pytest.skip(f"real trace {path} not present (../shared/traces is provided for CI)")
+        skip_or_fail(f"real trace {path} not present (../shared/traces is provided for CI)")
     return path
+
+
+def require_hta() -> None:
+    """The reference tool, HTA's newest release (``traceinsight``, ``import hta``), or skip (fail
+    under CI, whose test extra installs it)."""
+    try:
+        import hta  # noqa: F401
+    except ImportError:
+        skip_or_fail("HTA is not installed (pip install traceinsight, the test extra)")
 
 
 def kineto_files() -> list[str]:

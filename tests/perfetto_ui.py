@@ -119,15 +119,15 @@ def missing() -> str | None:
 def require(test_file: str) -> None:
     """At the top of a browser test module: skip it, with a warning naming it, when Chromium
     or Playwright is missing; under CI (``CI`` set), fail instead (CI installs both)."""
-    import os
     import warnings
 
     import pytest
+    from conftest import under_ci
 
     why = missing()
     if why is None:
         return
-    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+    if under_ci():
         pytest.fail(f"browser tests cannot run under CI: {why}", pytrace=False)
     warnings.warn(f"tests/{Path(test_file).name} skipped: {why}", pytest.PytestWarning,
                   stacklevel=2)

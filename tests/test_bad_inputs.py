@@ -130,6 +130,7 @@ def test_true_messages(tmp_path: Path, name: str, reason: str) -> None:
     assert res.exit_code == 1 and reason in res.stderr, res.stderr
 
 
+@pytest.mark.perf
 def test_nan_costs_no_more_than_a_good_value(tmp_path: Path) -> None:
     """A NaN early in a 20 MB trace is found at once (not by growing a chunk to its limit and
     then by the engine), and its message stays short."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import TESTDATA, shared_trace
+from conftest import TESTDATA, require_hta, shared_trace
 from conftest import run_cli as cli
 from counters_raw import bandwidth_series, queue_series
 from rawjson import ns
@@ -118,7 +118,7 @@ def _at_each_ts(points: list[tuple[int, float]]) -> dict:
 
 def test_hta_style_equals_hta(tmp_path: Path) -> None:
     """Same change points and values as HTA's generate_trace_with_counters (ties aside)."""
-    pytest.importorskip("hta", reason="HolisticTraceAnalysis is not installed")
+    require_hta()
     from hta.trace_analysis import TraceAnalysis
 
     src = shared_trace(A100)

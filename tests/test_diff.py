@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import TESTDATA, shared_trace
+from conftest import TESTDATA, require_hta, shared_trace
 from conftest import run_cli as cli
 from rawjson import _KIND_OF as KIND_OF
 from rawjson import load_raw, ns
@@ -195,7 +195,7 @@ STATUSES = {"added", "removed", "increased", "decreased", "unchanged"}
 
 def test_a100_vs_v100_matches_hta_compare_traces(tmp_path: Path) -> None:
     """Per-name counts and total durations equal HTA's for the same ranks and iteration."""
-    pytest.importorskip("hta", reason="HolisticTraceAnalysis is not installed")
+    require_hta()
     from hta.trace_diff import DeviceType, LabeledTrace, TraceDiff
 
     folder = shared_trace("kineto/diff/a100_vs_v100")

@@ -132,6 +132,7 @@ def test_repeated_blocks_equal_brute_force() -> None:
         assert mined(seqs, min_len) == brute_force(seqs, min_len), (trial, seqs, min_len)
 
 
+@pytest.mark.perf
 def test_mining_is_not_quadratic() -> None:
     """A 200k-kernel stream of a 37-kernel layer with noise mines in well under a second
     per 100k (a quadratic pass over it would take minutes)."""
@@ -273,8 +274,9 @@ def test_operator_glob_and_instances() -> None:
 
 
 # ----- HTA's whole-sequence answer ------------------------------------------------------
-# HTA 0.5.0 get_frequent_cuda_kernel_sequences("aten::conv2d") on the A100 ResNet trace, run
-# with HTA_DISABLE_NS_ROUNDING=1 (and bench/patterns_vs_hta.py's pandas-3 shim): its rows as
+# HTA's get_frequent_cuda_kernel_sequences("aten::conv2d") on the A100 ResNet trace, run with
+# HTA_DISABLE_NS_ROUNDING=1: 0.5.0 (with a pandas-3 shim) and 0.6.1 (traceinsight, as it is, checked
+# 2026-11-26) give the same rows, as
 # (count, first 16 hex digits of sha1 of the pattern's kernel names joined by "|"; HTA's own
 # pattern text is "aten::conv2d|" followed by that).
 HTA_CONV2D = [(12, "9b3457cbefa4ebfa"), (12, "b98a701140184a38"), (10, "aeb5eb1b5275f188"),

@@ -1,7 +1,8 @@
-"""The analyses against HTA's newest release (``traceinsight`` 0.6.1, ``import hta``; 0.5.0 gave the
-same figures here) run on the A100 6-stream trace. HTA drops the last ProfilerStep and every
+"""The analyses against HTA's newest release (``traceinsight`` 0.6.1, ``import hta``; 0.5.0 gave
+the same figures here) run on the A100 6-stream trace. HTA drops the last ProfilerStep and every
 GPU op no CPU event launched (872 here): its figures are compared with ours over the same ops
-(launched before the last step's CPU start). Our command's own figures differ from HTA's only by those choices (documented below)."""
+(launched before the last step's CPU start). Our command's own figures differ from HTA's only by
+those choices (documented below)."""
 
 from __future__ import annotations
 

@@ -208,8 +208,10 @@ def gpu_windows(trace: Trace, cpu: Columns, ts: np.ndarray, end: np.ndarray,
     noted = a != np.iinfo(np.int64).max
     # the ops each step launched, and of those the ones its annotation holds
     own = pos >= 0
-    held = own & noted[np.maximum(pos, 0)]
-    held &= (ts >= a[np.maximum(pos, 0)]) & (end <= b[np.maximum(pos, 0)])
+    held = own.copy()
+    if len(number):
+        at = np.maximum(pos, 0)
+        held &= noted[at] & (ts >= a[at]) & (end <= b[at])
     count = np.bincount(pos[own], minlength=len(number))
     inside = np.bincount(pos[held], minlength=len(number))
     use = noted & ((count == 0) | (2 * inside > count))  # most of its ops, or none to judge by

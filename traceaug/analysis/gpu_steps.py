@@ -38,7 +38,8 @@ class GpuOps:
     # ts, dur, end, name, name_id, kind, category, device, stream, correlation, launched, launch_ts,
     # launch_dur, launch_end, launch_name, step; sorted by (ts, end)
     ops: Columns
-    # step, cpu_ts, cpu_end, ts, end (the GPU window), source ("gpu_annotation" / "launches")
+    # step, cpu_ts, cpu_end, ts, end (the GPU window; the windows tile the steps' GPU time),
+    # source ("gpu_annotation" / "launches"), implausible (a GPU-side annotation set aside)
     steps: Columns
     _reach: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _codes: dict = field(default_factory=dict, init=False, repr=False, compare=False)

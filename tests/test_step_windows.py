@@ -10,13 +10,14 @@ from pathlib import Path
 
 import analyses_raw as rawa
 import kineto_gen as kg
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import shared_trace
 
 import traceaug
 from traceaug.analysis import breakdown
-from traceaug.analysis.gpu_steps import LOAD, gpu_ops
+from traceaug.analysis.gpu_steps import LOAD, gpu_ops, partition
 from traceaug.cli import main
 
 V100 = "kineto/diff/a100_vs_v100/test/rank-1.json.gz"
@@ -98,6 +99,24 @@ def test_mi300_gpu_annotations_that_hold_no_work_are_set_aside() -> None:
     assert [w for w in json.loads(out.output)["warnings"] if "ProfilerStep" in w] == [
         "GPU-side ProfilerStep annotations #15, #16, #17 hold less than half of their step's "
         "GPU ops: those steps' GPU windows come from the ops they launched"]
+
+
+def test_partition_equals_the_plain_tiling_on_random_spans() -> None:
+    """Steps with no GPU span, spans starting before the previous step's, one step, none."""
+    rng = np.random.default_rng(23)
+    none = np.iinfo(np.int64).max
+    for _ in range(300):
+        n = int(rng.integers(0, 9))
+        cpu_ts = np.sort(rng.integers(0, 1000, n))
+        lo = rng.integers(0, 1200, n)
+        hi = lo + rng.integers(0, 400, n)
+        empty = rng.random(n) < 0.3
+        lo, hi = np.where(empty, none, lo), np.where(empty, np.iinfo(np.int64).min, hi)
+        start, stop = partition(lo, hi, cpu_ts)
+        cpu_steps = {k: (int(cpu_ts[k]), int(cpu_ts[k]) + 1) for k in range(n)}
+        spans = {k: (int(lo[k]), int(hi[k])) for k in range(n) if not empty[k]}
+        want = rawa.tile(cpu_steps, spans)
+        assert [(int(a), int(b)) for a, b in zip(start, stop)] == [want[k] for k in range(n)]
 
 
 def _annotated_trace(tmp_path: Path) -> Path:

@@ -3,10 +3,12 @@ construction (worked out by hand in ``ANSWERS`` from the schedule below, never t
 traceaug). Times are µs from the step start; every timestamp is written as epoch µs with
 ``.123`` (ns resolution), durations are whole µs.
 
-Step 1 (CPU [0, 100)) has a GPU-side ProfilerStep#1 annotation [10, 90); step 2 (CPU
-[100, 200)) has none, so its GPU window runs from the first to the last op it launched:
-[140, 180). Two kernels named ``relu`` have no launching call (correlation 999 / 998): one
-starts in step 1's GPU window, the other in no window.
+Step 1 (CPU [0, 100)) has a GPU-side ProfilerStep#1 annotation [10, 90) holding 3 of the 4
+ops it launched, so its GPU window starts there; step 2 (CPU [100, 200)) has none, so its
+GPU work starts at the first op it launched (140) and, as the last step, ends at the last
+one's end (180). The windows tile the GPU time: step 1's runs to step 2's start, [10, 140)
+(its gemm at [112, 130) inside). Two kernels named ``relu`` have no launching call
+(correlation 999 / 998): one starts in step 1's GPU window, the other in no window.
 """
 
 from __future__ import annotations
@@ -32,12 +34,12 @@ UNLAUNCHED = [(999, "kernel", RELU, 7, 60, 5), (998, "kernel", RELU, 7, 185, 5)]
 
 US = 1000
 ANSWERS = {
-    "windows": {1: (10 * US, 90 * US, "gpu_annotation"), 2: (140 * US, 180 * US, "launches")},
+    "windows": {1: (10 * US, 140 * US, "gpu_annotation"), 2: (140 * US, 180 * US, "launches")},
     "op_steps": {GEMM: [1, 1, 2], NCCL: [1, 2], MEMCPY: [1], MEMSET: [2], RELU: [1, -1]},
     # per step row: busy, idle, computation, communication, memory, comp_only, comm_only,
     # mem_only, comp_comm, comp_mem, comm_mem, comp_comm_mem (µs), comm_overlap_pct
     "temporal": {
-        1: (50, 30, 25, 40, 5, 10, 20, 0, 15, 0, 5, 0, 37.5),
+        1: (68, 62, 43, 40, 5, 28, 20, 0, 15, 0, 5, 0, 37.5),
         2: (40, 0, 20, 30, 2, 10, 18, 0, 10, 0, 2, 0, 100 * 10 / 30),
         None: (108, 62, 63, 70, 7, None, None, None, None, None, None, None, None),
     },

@@ -124,10 +124,10 @@ def test_mtia_trace_has_the_same_kernels_and_busy_time(tmp_path: Path) -> None:
     assert int(m.ops["launched"].sum()) == 7
     types = dict(zip(k["name"], k["type"]))  # copies typed by name, as HTA does
     assert (types[gen.MEMCPY], types[gen.MEMSET], types[gen.NCCL]) == ("memory", "memory", "communication")
-    assert breakdown.temporal(m, 1)["busy"][0] == 50 * US
+    assert breakdown.temporal(m, 1)["busy"][0] == 68 * US
     assert traceaug.info(path)[0]["kernels"] == 9
     head = json.loads(_cli("diff", str(path), str(path), "--format", "json"))["ranks"][0]["summary"]["a"]
-    assert head["gpu_busy_ms"] == pytest.approx((50 + 40) / 2 / 1e3)  # diff reads MTIA too
+    assert head["gpu_busy_ms"] == pytest.approx((68 + 40) / 2 / 1e3)  # diff reads MTIA too
 
 
 def test_cli_formats(trace_path: Path) -> None:
@@ -162,13 +162,13 @@ def test_diff_headline_uses_the_gpu_windows(trace_path: Path) -> None:
     data = json.loads(_cli("diff", str(trace_path), str(trace_path), "--format", "json"))
     head = data["ranks"][0]["summary"]["a"]
     assert head["step_ms"] == pytest.approx(0.1)  # the CPU steps
-    assert head["gpu_busy_ms"] == pytest.approx((50 + 40) / 2 / 1e3)  # inside windows, per step
-    assert head["gpu_idle_ms"] == pytest.approx((30 + 0) / 2 / 1e3)
-    assert head["computation_ms"] == pytest.approx((25 + 20) / 2 / 1e3)
+    assert head["gpu_busy_ms"] == pytest.approx((68 + 40) / 2 / 1e3)  # inside windows, per step
+    assert head["gpu_idle_ms"] == pytest.approx((62 + 0) / 2 / 1e3)
+    assert head["computation_ms"] == pytest.approx((43 + 20) / 2 / 1e3)
     assert head["communication_ms"] == pytest.approx((40 + 30) / 2 / 1e3)
     one = json.loads(_cli("diff", str(trace_path), str(trace_path), "--format", "json",
                           "--step", "1"))["ranks"][0]["summary"]["a"]
-    assert (one["gpu_busy_ms"], one["gpu_idle_ms"]) == (pytest.approx(0.05), pytest.approx(0.03))
+    assert (one["gpu_busy_ms"], one["gpu_idle_ms"]) == (pytest.approx(0.068), pytest.approx(0.062))
 
 
 def test_python_api_returns_dataframes(trace_path: Path) -> None:
@@ -178,7 +178,7 @@ def test_python_api_returns_dataframes(trace_path: Path) -> None:
     assert list(k.columns) == list(kernels.COLUMNS)
     assert dict(zip(k["name"], k["count"])) == {n: v[0] for n, v in gen.ANSWERS["kernels"].items()}
     t = ta.temporal_breakdown(trace_path)
-    assert t.loc[t["step"] == 1, "busy"].item() == 50 * US
+    assert t.loc[t["step"] == 1, "busy"].item() == 68 * US
     o = ta.comm_comp_overlap(trace_path, step=1)
     assert o["comm_overlap_pct"].item() == pytest.approx(37.5)
     i = ta.idle_breakdown(trace_path)

@@ -15,7 +15,8 @@ from conftest import require_hta, shared_trace
 
 import traceaug
 from traceaug.analysis import breakdown, kernels, launches
-from traceaug.analysis.gpu_steps import LOAD, gpu_ops
+from traceaug.analysis.gpu_steps import LOAD, gpu_ops, gpu_windows
+from traceaug.analysis.steps import steps
 from traceaug.analysis.tables import take
 
 A100 = "kineto/a100_rank0_of16_6streams.json.gz"
@@ -43,12 +44,17 @@ def hta(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ours():
+    """Our analyses on the whole trace, and on HTA's part of it: its ops, and the windows of
+    the steps before the last one tiled as if the trace ended there."""
     with traceaug.load(shared_trace(A100), progress=False, **LOAD) as t:
         g = gpu_ops(t)
-    last = int(g.steps["cpu_ts"].max())
-    keep = g.ops["launched"] & (g.ops["launch_ts"] < last)  # HTA's ops
-    return g, dataclasses.replace(g, ops=take(g.ops, keep),
-                                  steps=take(g.steps, g.steps["cpu_ts"] < last))
+        last = int(g.steps["cpu_ts"].max())
+        keep = g.ops["launched"] & (g.ops["launch_ts"] < last)  # HTA's ops
+        cpu = steps(t)
+        cpu = take(cpu, cpu["ts"] < last)
+        ops = take(g.ops, keep)
+        windows = gpu_windows(t, cpu, ops["ts"], ops["end"], ops["step"])
+    return g, dataclasses.replace(g, ops=ops, steps=windows)
 
 
 def test_kernel_count_and_total_per_kernel(hta, ours) -> None:

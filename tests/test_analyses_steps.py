@@ -1,14 +1,15 @@
 """The per-step analyses on a trace of many steps, each row against its answer known by
 construction: steps that differ from each other (kernel length, a communication kernel on
 every third step, a GPU-side annotation on every fourth), so a row given to the wrong step
-shows. Also the breakdown of random overlapping windows against the per-window definition
-(ops clipped to the window, their unions and the sweep over types)."""
+shows. Also the breakdown of random overlapping windows against a plain sweep over the ops'
+edges (tests/analyses_raw.py, no traceaug code)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import analyses_raw as rawa
 import kineto_gen as kg
 import numpy as np
 import pytest
@@ -17,7 +18,6 @@ from click.testing import CliRunner
 import traceaug
 from traceaug.analysis import breakdown, kernels
 from traceaug.analysis.gpu_steps import LOAD, GpuOps, gpu_ops, last_reaching
-from traceaug.analysis.intervals import clip, exclusive, union_length
 from traceaug.cli import main
 
 US = 1000
@@ -49,10 +49,21 @@ def _events(i: int) -> list[dict]:
     return evs
 
 
+def _start(i: int) -> int:
+    """Where step ``i``'s GPU window starts, µs from its CPU start: its GPU-side annotation's
+    start, else its first op's."""
+    return 30 if i % 4 == 1 else 50
+
+
 def _answer(i: int) -> dict:
-    """Step ``i``'s breakdown row (µs), worked out from the schedule in ``_events``."""
+    """Step ``i``'s breakdown row (µs), worked out from the schedule in ``_events``: its window
+    runs to the next step's start (1000 µs on), the last one's to its own GPU end."""
     e = _extra(i)
-    start, window = (30, 570) if i % 4 == 1 else (50, 450)
+    start = _start(i)
+    if i < STEPS - 1:
+        window = 1000 + _start(i + 1) - start
+    else:
+        window = (600 if i % 4 == 1 else 500) - start
     if i % 3 == 0:  # gemm [50, 250+e), nccl [150, 450), memcpy [400, 500): one busy span
         row = {"busy": 450, "communication": 300, "comp_only": 100, "comm_only": 150 - e,
                "mem_only": 50, "comp_comm": 100 + e, "comm_mem": 50}
@@ -89,9 +100,10 @@ def test_every_step_row_is_its_known_answer(g: GpuOps) -> None:
         assert t["idle_pct"][i] == pytest.approx(100 * want["idle"] / want["window"])
         assert t["comm_overlap_pct"][i] == pytest.approx(100 * (100 + _extra(i)) / 300
                                                          if i % 3 == 0 else 0.0)
-    # over every step: step 0's window start (50) to the last one's end; busy is each step's
+    # over every step: step 0's window start (50) to the last one's end; the windows tile it
     last = _answer(STEPS - 1)
     window = last["window_start"] + last["window"] - 50
+    assert window == sum(_answer(i)["window"] for i in range(STEPS))
     busy = sum(_answer(i)["busy"] for i in range(STEPS))
     assert [int(t[k][-1]) // US for k in ("window", "busy", "idle", "cpu_step", "communication")] == \
         [window, busy, window - busy, 900 * STEPS, 300 * len(range(0, STEPS, 3))]
@@ -124,37 +136,24 @@ def test_unknown_step_among_many_is_a_short_line(trace_path: Path) -> None:
                           f"(steps: {STEPS} from 0 to {STEPS - 1})\n")
 
 
-def _window_by_definition(ops: dict, lo: int, hi: int) -> dict:
-    """The breakdown of one window as defined: every op clipped to it, unions, the sweep."""
-    spans = {}
-    for t in breakdown.TYPES:
-        m = ops["category"] == t
-        spans[t] = clip(ops["ts"][m], ops["end"][m], lo, hi)
-    ex = exclusive(spans)
-    row = {"busy": union_length(*clip(ops["ts"], ops["end"], lo, hi)) if hi > lo else 0,
-           **{t: union_length(*spans[t]) for t in breakdown.TYPES}}
-    names = ("comp_only", "comm_only", "mem_only", "comp_comm", "comp_mem", "comm_mem",
-             "comp_comm_mem")
-    row.update({n: ex.get(c, 0) for n, c in zip(names, breakdown.COMBOS)})
-    return row
-
-
-def test_windows_breakdown_equals_the_definition_on_random_ops() -> None:
+def test_windows_breakdown_equals_a_plain_sweep_on_random_ops() -> None:
+    """``window_rows`` against analyses_raw's sweep, which shares no code with traceaug."""
     rng = np.random.default_rng(11)
     types = np.array(breakdown.TYPES, dtype=object)
-    for _ in range(40):
+    for _ in range(60):
         n = int(rng.integers(0, 40))
         ts = np.sort(rng.integers(0, 1000, n))
         ops = {"ts": ts, "end": ts + rng.integers(0, 120, n),
                "category": types[rng.integers(0, 3, n)]}
+        plain = [{"ts": int(a), "end": int(b), "type": str(c)}
+                 for a, b, c in zip(ops["ts"], ops["end"], ops["category"])]
         lo = rng.integers(-50, 1000, 25)
         hi = lo + rng.integers(-20, 300, 25)
         g = GpuOps(None, None, ops, {})
         got = breakdown.window_rows(g, lo, hi)
         for w, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
-            want = _window_by_definition(ops, a, b)
+            want = rawa.breakdown_row(plain, a, b)
             assert {k: int(got[k][w]) for k in want} == want
-            assert int(got["idle"][w]) == b - a - want["busy"]
 
 
 def test_last_reaching_equals_a_scan() -> None:

@@ -150,8 +150,9 @@ def compare(a: Columns, b: Columns, threshold: float = DEFAULT_THRESHOLD) -> Col
 
 def headline(side: Side, step: int | None = None) -> dict:
     """Step time (CPU), GPU busy / idle time and compute / communication / memory time, per
-    step (ms). GPU times are inside each step's GPU window (``gpu_steps``): busy = the union of
-    GPU ops there, idle = window − busy; ``step``: the step compared (None: every step)."""
+    step (ms). GPU times are inside each step's GPU window (``gpu_steps``; the windows tile the
+    steps' GPU time, so no op counts in two steps): busy = the union of GPU ops there, idle =
+    window − busy; ``step``: the step compared (None: every step)."""
     n = side.window(side.gpu["step"], step)[1]
     st_dur = side.steps["dur"]
     if step is not None:

@@ -1,11 +1,16 @@
 """GPU ops with their launches and GPU step windows: what the kernel, gap, launch and
 breakdown analyses share.
 
-A step's GPU window is its GPU-side ``ProfilerStep#N`` annotation (``gpu_user_annotation``)
-when the trace has one, as TraceLens uses; else from the first start to the last end of the
-GPU ops launched inside the CPU step. A GPU op belongs to the step of the runtime call that
-launched it (matched by correlation, as HTA assigns iterations); an op that no call in the
-trace launched is placed by time, in the GPU window that holds its start, never dropped.
+The steps' GPU windows partition the GPU timeline, so per-step busy, idle and breakdown
+times sum to the all-steps row: step N's window starts where its GPU work starts and ends
+where step N+1's starts; the first window starts at the first step's GPU start (earlier GPU
+work belongs to no step), the last ends when the steps' GPU work is done (the latest end of
+a step's own GPU span). A step's GPU start is its GPU-side ``ProfilerStep#N`` annotation
+(``gpu_user_annotation``, as TraceLens uses) when that annotation holds most of the GPU ops
+the step launched, else the first start of those ops (a step that launched nothing has an
+empty window). A GPU op belongs to the step of the runtime call that launched it (matched
+by correlation, as HTA assigns iterations); an op that no call in the trace launched is
+placed by time, in the GPU window that holds its start, never dropped.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..trace import Trace
-from .steps import _STEP, category, check_step, steps
+from .steps import category, check_step, step_number, steps
 from .tables import Columns, codes, take
 
 # The load kind these analyses need (GPU ops, their launches, ProfilerSteps of both sides),
@@ -33,7 +38,8 @@ class GpuOps:
     # ts, dur, end, name, name_id, kind, category, device, stream, correlation, launched, launch_ts,
     # launch_dur, launch_end, launch_name, step; sorted by (ts, end)
     ops: Columns
-    # step, cpu_ts, cpu_end, ts, end (the GPU window), source ("gpu_annotation" / "launches")
+    # step, cpu_ts, cpu_end, ts, end (the GPU window; the windows tile the steps' GPU time),
+    # source ("gpu_annotation" / "launches"), implausible (a GPU-side annotation set aside)
     steps: Columns
     _reach: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _codes: dict = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -64,6 +70,11 @@ class GpuOps:
         self.check(step)
         return self.ops["step"] == step
 
+    @property
+    def warnings(self) -> list[str]:
+        """What a user must know of the windows (``window_warnings``)."""
+        return window_warnings(self.steps)
+
     def check(self, step: int) -> None:
         """Raise the user's error when the trace has no ProfilerStep ``step``."""
         check_step(self.trace.path, self.steps["step"], step)
@@ -81,6 +92,16 @@ class GpuOps:
         if not len(self.ops["ts"]):
             return 0, 0, "trace"
         return int(self.ops["ts"].min()), int(self.ops["end"].max()), "trace"
+
+
+def window_warnings(steps: Columns) -> list[str]:
+    """A line for the GPU-side ProfilerStep annotations set aside (``gpu_windows``), if any."""
+    bad = steps["step"][steps["implausible"]].tolist() if len(steps["step"]) else []
+    if not bad:
+        return []
+    names = ", ".join(f"#{n}" for n in bad[:8]) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")
+    return [f"GPU-side ProfilerStep annotations {names} hold less than half of their step's GPU "
+            "ops: those steps' GPU windows come from the ops they launched"]
 
 
 def step_at(t: np.ndarray, start: np.ndarray, end: np.ndarray, number: np.ndarray) -> np.ndarray:
@@ -124,9 +145,8 @@ def _gpu_annotations(trace: Trace) -> dict[int, tuple[int, int]]:
                       "WHERE category = 'gpu_user_annotation' AND name GLOB 'ProfilerStep#*'")
     out: dict[int, tuple[int, int]] = {}
     for ts, dur, name in zip(c["ts"].tolist(), c["dur"].tolist(), c["name"].tolist()):
-        m = _STEP.search(name) if isinstance(name, str) else None
-        if m is not None and dur is not None and dur == dur:
-            n = int(m.group(1))
+        n = step_number(trace.path, name)
+        if n is not None and dur is not None and dur == dur:
             lo, hi = out.get(n, (ts, ts + dur))
             out[n] = (min(lo, ts), max(hi, ts + dur))
     return out
@@ -157,39 +177,81 @@ def _ops(trace: Trace) -> Columns:
     return take(ops, np.lexsort((ops["end"], ops["ts"])))
 
 
-def gpu_windows(trace: Trace, cpu: Columns, ts: np.ndarray, end: np.ndarray,
-                launch_step: np.ndarray) -> Columns:
-    """Each CPU step (``steps.steps``) with its GPU window: ``step``, ``cpu_ts``, ``cpu_end``,
-    ``ts``, ``end``, ``source``; from the GPU ops' ``ts`` / ``end`` and the step of the call
-    that launched each (-1: none)."""
-    notes = _gpu_annotations(trace)
-    number = cpu["step"]
+def _launched_spans(number: np.ndarray, ts: np.ndarray, end: np.ndarray,
+                    launch_step: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per step (``number``): the first start and last end of the GPU ops it launched (int64
+    max / min when none), and each op's position in ``number`` (-1: no step's)."""
     n = len(number)
-    # first start / last end of the ops each step launched (one pass over the ops)
     order = np.argsort(number, kind="stable")
     found = np.searchsorted(number[order], launch_step)
     pos = order[np.minimum(found, max(n - 1, 0))] if n else found
     mine = (launch_step >= 0) & (found < n)
     if n:
         mine &= number[pos] == launch_step
+    pos = np.where(mine, pos, -1)
     lo = np.full(n, np.iinfo(np.int64).max)
     hi = np.full(n, np.iinfo(np.int64).min)
     np.minimum.at(lo, pos[mine], ts[mine])
     np.maximum.at(hi, pos[mine], end[mine])
-    empty = hi == np.iinfo(np.int64).min  # a step that launched nothing: empty, at its start
-    lo[empty] = cpu["ts"][empty]
-    hi[empty] = cpu["ts"][empty]
-    source = np.full(n, "launches", dtype=object)
-    if notes:  # the GPU-side annotations win
-        have = np.fromiter(notes, np.int64, len(notes))
-        span = np.array(list(notes.values()), np.int64).reshape(-1, 2)
-        order = np.argsort(have)
-        at = order[np.minimum(np.searchsorted(have[order], number), len(have) - 1)]
-        noted = have[at] == number
-        lo[noted], hi[noted] = span[at[noted], 0], span[at[noted], 1]
-        source[noted] = "gpu_annotation"
-    return {"step": cpu["step"], "cpu_ts": cpu["ts"], "cpu_end": cpu["ts"] + cpu["dur"],
-            "ts": lo, "end": hi, "source": source}
+    return lo, hi, pos
+
+
+def gpu_windows(trace: Trace, cpu: Columns, ts: np.ndarray, end: np.ndarray,
+                launch_step: np.ndarray) -> Columns:
+    """Each CPU step (``steps.steps``, in time order) with its GPU window, the windows a
+    partition of the steps' GPU time (the module's rules): ``step``, ``cpu_ts``, ``cpu_end``,
+    ``ts``, ``end``, ``source`` (``gpu_annotation`` / ``launches``) and ``implausible`` (a
+    GPU-side annotation not holding most of the step's ops, set aside); from the GPU ops'
+    ``ts`` / ``end`` and the step of the call that launched each (-1: none)."""
+    number = cpu["step"]
+    lo, hi, pos = _launched_spans(number, ts, end, launch_step)
+    a, b = _annotation_spans(trace, number)
+    noted = a != np.iinfo(np.int64).max
+    # the ops each step launched, and of those the ones its annotation holds
+    own = pos >= 0
+    held = own.copy()
+    if len(number):
+        at = np.maximum(pos, 0)
+        held &= noted[at] & (ts >= a[at]) & (end <= b[at])
+    count = np.bincount(pos[own], minlength=len(number))
+    inside = np.bincount(pos[held], minlength=len(number))
+    use = noted & ((count == 0) | (2 * inside > count))  # most of its ops, or none to judge by
+    lo, hi = np.where(use, a, lo), np.where(use, b, hi)
+    start, stop = partition(lo, hi, cpu["ts"])
+    return {"step": number, "cpu_ts": cpu["ts"], "cpu_end": cpu["ts"] + cpu["dur"],
+            "ts": start, "end": stop,
+            "source": np.where(use, "gpu_annotation", "launches").astype(object),
+            "implausible": noted & ~use}
+
+
+def _annotation_spans(trace: Trace, number: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per step (``number``): the span of its GPU-side annotations (int64 max / min: none)."""
+    a = np.full(len(number), np.iinfo(np.int64).max)
+    b = np.full(len(number), np.iinfo(np.int64).min)
+    where = {k: i for i, k in enumerate(number.tolist())}
+    for k, (lo, hi) in _gpu_annotations(trace).items():
+        if k in where:
+            a[where[k]], b[where[k]] = lo, hi
+    return a, b
+
+
+def partition(lo: np.ndarray, hi: np.ndarray, cpu_ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Windows [start, stop) tiling the steps' GPU time, in step order, from each step's own GPU
+    span [lo, hi) (lo = int64 max: none): a window runs from its step's start to the next
+    step's; starts never go back (a step whose GPU work starts before its predecessor's starts
+    where that one's does); a step with no GPU span starts where the next one does (empty);
+    the last window ends at the latest end of any span. No span at all: empty windows at the
+    CPU steps' starts."""
+    n = len(lo)
+    none = lo == np.iinfo(np.int64).max
+    if n == 0 or none.all():
+        return cpu_ts.astype(np.int64).copy(), cpu_ts.astype(np.int64).copy()
+    last = int(hi[~none].max())
+    # a step with no span takes the start of the next one that has one (a backward fill)
+    nxt = np.minimum.accumulate(np.where(none, n, np.arange(n))[::-1])[::-1]
+    start = np.maximum.accumulate(np.r_[lo, last].astype(np.int64)[nxt])
+    stop = np.r_[start[1:], max(last, int(start[-1]))]
+    return start, stop.astype(np.int64)
 
 
 def rank_ops(rank: int | None, trace: Trace) -> GpuOps:

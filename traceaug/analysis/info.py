@@ -25,6 +25,16 @@ def warnings(trace: Trace) -> list[str]:
             f" = {int(value)} ({source})" for name, idx, severity, source, value in rows]
 
 
+def step_warnings(trace: Trace) -> list[str]:
+    """The GPU-side ProfilerStep annotations the step windows set aside (``gpu_steps``); the
+    GPU ops are read only when the trace has such annotations."""
+    from .gpu_steps import gpu_ops
+
+    have = trace.columns("SELECT COUNT(*) AS n FROM slice WHERE category = 'gpu_user_annotation' "
+                         "AND name GLOB 'ProfilerStep#*'")["n"][0]
+    return gpu_ops(trace).warnings if have else []
+
+
 def ui_warnings(trace: Trace) -> list[str]:
     """What the Perfetto UI loses opening the file as it is (``read.ui_import.as_is``; traceaug's
     own loads keep those events, and a rewriter's output moves them unless --keep-bytes);
@@ -72,6 +82,6 @@ def info(trace: Trace) -> dict:
     for key, kind in KIND_COUNTS.items():
         out[key] = int(by_kind.get(kind, 0))
     out["streams"] = [f"{int(d)}:{s}" for d, s in pairs]
-    out["warnings"] = warnings(trace)
+    out["warnings"] = warnings(trace) + step_warnings(trace)
     out["perfetto_ui"] = ui_warnings(trace)
     return out

@@ -21,6 +21,7 @@ from .tables import Columns, codes, objects
 GPU_KINDS = ("kernel", "memcpy", "memset")
 _COMM = re.compile(r"^nccl|ncclKernel|^hip.*nccl|^rccl|ncclDevKernel", re.IGNORECASE)
 _STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
+STEP_MAX = 2**63 - 1  # step numbers are int64 columns
 
 
 def steps(trace: Trace) -> Columns:
@@ -30,13 +31,26 @@ def steps(trace: Trace) -> Columns:
     c = trace.columns("SELECT ts, dur, name FROM traceaug_step ORDER BY ts")
     keep, numbers, seen = [], [], set()  # a set: a list's "in" made 50k steps take minutes
     for i, name in enumerate(c["name"].tolist()):
-        m = _STEP.search(name) if isinstance(name, str) else None
-        if m is not None and (n := int(m.group(1))) not in seen:
+        n = step_number(trace.path, name)
+        if n is not None and n not in seen:
             keep.append(i)
             numbers.append(n)
             seen.add(n)
     return {"step": np.array(numbers, np.int64), "ts": c["ts"][keep].astype(np.int64),
             "dur": c["dur"][keep].astype(np.int64)}
+
+
+def step_number(path, name) -> int | None:
+    """The N of a ``ProfilerStep#N`` name (None for another name); a number beyond int64 is
+    no step a profiler wrote: the user's error naming the file, not a wrapped or dropped step."""
+    m = _STEP.search(name) if isinstance(name, str) else None
+    if m is None:
+        return None
+    digits = m.group(1).lstrip("0") or "0"
+    if len(digits) > 19 or int(digits) > STEP_MAX:
+        raise TraceaugError(f"{path}: ProfilerStep#{m.group(1)[:40]}: step number out of range "
+                            f"(at most {STEP_MAX})")
+    return int(digits)
 
 
 def check_step(path, numbers: np.ndarray, step: int) -> None:

@@ -23,8 +23,6 @@ from traceaug.cli import main
 V100 = "kineto/diff/a100_vs_v100/test/rank-1.json.gz"
 A100 = "kineto/a100_rank0_of16_6streams.json.gz"
 A100_RANK3 = "kineto/diff/a100_vs_v100/control/rank-3.json.gz"
-# TraceLens tests/traces/mi300/resnet_act_checkpoint.json.gz (AMD-AGI/TraceLens, MIT)
-MI300 = "kineto/mi300_resnet_act_checkpoint.json.gz"
 SUMMED = ("window", "cpu_step", "busy", "idle", "computation", "communication", "memory",
           *rawa.COMBOS)
 
@@ -80,25 +78,6 @@ def test_diff_headline_busy_is_the_steps_busy_per_step() -> None:
         for typ in ("computation", "communication", "memory"):
             assert head[f"{typ}_ms"] == pytest.approx(whole[typ] / n / 1e6)
     assert summary["b"]["gpu_busy_ms"] == pytest.approx(717.437 / 6)
-
-
-def test_mi300_gpu_annotations_that_hold_no_work_are_set_aside() -> None:
-    """TraceLens' MI300 ResNet trace: GPU-side ProfilerStep#15..17 last 16-18 µs and hold 3 of
-    the 895 ops each step launched. Before: step 15's window was its 18 µs annotation."""
-    path = shared_trace(MI300)
-    g, t, r = _temporal(MI300)
-    assert r["source"] == {15: "implausible annotation", 16: "implausible annotation",
-                           17: "implausible annotation"}
-    lo, hi = r["windows"][15]
-    assert hi - lo == 18_980_345  # the launches' start to step 16's
-    row = breakdown.temporal(g, 15)
-    assert (row["source"][0], int(row["window"][0])) == ("launches", hi - lo)
-    assert int(row["idle"][0]) == rawa.breakdown_row(r["ops"], lo, hi)["idle"] == 92_619
-    out = CliRunner().invoke(main, ["info", str(path), "--format", "json"])
-    assert out.exit_code == 0, out.output
-    assert [w for w in json.loads(out.output)["warnings"] if "ProfilerStep" in w] == [
-        "GPU-side ProfilerStep annotations #15, #16, #17 hold less than half of their step's "
-        "GPU ops: those steps' GPU windows come from the ops they launched"]
 
 
 def test_partition_equals_the_plain_tiling_on_random_spans() -> None:

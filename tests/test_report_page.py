@@ -1,0 +1,56 @@
+"""The ``report --html`` page's content, read from the written file: plotly.js inlined whole
+even when its cache is damaged, and one bar per kernel name (never two names in one bar)."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import re
+from importlib.util import find_spec
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import shared_trace
+
+from traceaug.cli import main
+from traceaug.engine.wasm_module import cache_dir
+
+PLOTLY_JS = Path(find_spec("plotly").submodule_search_locations[0]) / "package_data" / "plotly.min.js"
+
+
+def _inlined_plotly(page: Path) -> bytes:
+    """plotly.js as the page carries it (the packed string's bytes, unpacked)."""
+    found = re.search(rb'const PLOTLY = "([A-Za-z0-9+/=]*)"', page.read_bytes())
+    assert found, "no packed plotly.js in the page"
+    return gzip.decompress(base64.b64decode(found.group(1)))
+
+
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty cache dir of our own, holding (links to) the compiled engine only."""
+    engine = cache_dir()
+    mine = tmp_path / "xdg" / "traceaug"
+    mine.mkdir(parents=True)
+    for f in engine.glob("*.cwasm*") if engine.is_dir() else ():
+        (mine / f.name).symlink_to(f)
+    monkeypatch.delenv("TRACEAUG_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    return mine
+
+
+def test_a_truncated_plotly_cache_is_packed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A cache file cut short (a crash, a full disk, a copy) is not inlined: the page gets the
+    whole plotly.js, and the cache is repaired."""
+    cache = _private_cache(tmp_path, monkeypatch)
+    st = PLOTLY_JS.stat()
+    cached = cache / f"plotly-{st.st_size}-{st.st_mtime_ns}.min.js.gz.b64"
+    whole = base64.b64encode(gzip.compress(PLOTLY_JS.read_bytes()))
+    cached.write_bytes(whole[:10_000])  # the first 10 KB of a good cache
+    trace = shared_trace("kineto/a100_simple_add_cuda_sync.json.gz")
+    for attempt in range(2):  # the repaired cache serves the second page
+        page = tmp_path / f"r{attempt}.html"
+        result = CliRunner().invoke(main, ["report", str(trace), "--html", str(page)])
+        assert result.exit_code == 0, result.output
+        assert _inlined_plotly(page) == PLOTLY_JS.read_bytes()
+        assert page.stat().st_size > 1_000_000
+    assert len(cached.read_bytes()) > 1_000_000

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import json
 import re
 from importlib.util import find_spec
 from pathlib import Path
@@ -54,3 +55,32 @@ def test_a_truncated_plotly_cache_is_packed_again(tmp_path: Path, monkeypatch: p
         assert _inlined_plotly(page) == PLOTLY_JS.read_bytes()
         assert page.stat().st_size > 1_000_000
     assert len(cached.read_bytes()) > 1_000_000
+
+
+def _figures(page: Path) -> list[dict]:
+    """The page's plotly figures, as the page hands them to plotly.js."""
+    text = page.read_text()
+    start = text.index("const FIGS = ") + len("const FIGS = ")
+    return json.loads(text[start:text.index(";\nconst PLOTLY", start)].replace("<\\/", "</"))
+
+
+def test_one_bar_per_kernel_name(tmp_path: Path):
+    """On the 8-rank DLRM job, where 19 names share their first 59 characters (6
+    ``vectorized_elementwise_kernel`` variants among them): as many bars as distinct GPU op
+    names in the raw JSON, every label distinct, the full name in each bar's hover."""
+    job = shared_trace("kineto/jobs/dlrm_v100_8ranks")
+    names = set()
+    for f in job.glob("*.json.gz"):
+        for e in json.loads(gzip.decompress(f.read_bytes()))["traceEvents"]:
+            if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+                names.add(e["name"])
+    page = tmp_path / "r.html"
+    result = CliRunner().invoke(main, ["report", str(job), "--html", str(page), "--top", "1000"])
+    assert result.exit_code == 0, result.output
+    bars = [f["data"][0] for f in _figures(page) if f["layout"]["title"]["text"].startswith("Top ")]
+    labels = [y for b in bars for y in b["y"]]
+    full = [n for b in bars for n in b["customdata"]]
+    assert len(labels) == len(set(labels)) == len(names) == 81
+    assert sorted(full) == sorted(names)
+    assert all(len(y) <= 64 for y in labels)
+    assert all("%{customdata}" in b["hovertemplate"] for b in bars)

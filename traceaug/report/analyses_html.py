@@ -33,6 +33,42 @@ def _short(name: str, width: int = 60) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
+def bar_labels(names: list[str], width: int = 60) -> list[str]:
+    """Each name cut to ``width`` characters, every label distinct (plotly draws one bar per
+    distinct label, so two names cut alike would become one bar): a name whose cut collides
+    keeps its start and shows the part where it differs from the others (``start…part…``),
+    and a label still taken gets a `` #n`` suffix."""
+    out = [_short(n, width) for n in names]
+    groups: dict[str, list[int]] = {}
+    for i, label in enumerate(out):
+        groups.setdefault(label, []).append(i)
+    head = width // 2
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        ordered = sorted(members, key=lambda i: names[i])
+        for j, i in enumerate(ordered):  # where it first differs from its sorted neighbours
+            d = max(_common(names[i], names[k]) for k in ordered[max(j - 1, 0):j + 2] if k != i)
+            start = max(head, d - 8)
+            out[i] = names[i][:head] + "…" + _short(names[i][start:], width - head - 1)
+    seen: dict[str, int] = {}
+    for i, label in enumerate(out):
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] > 1:
+            out[i] = f"{label} #{seen[label]}"
+    return out
+
+
+def _common(a: str, b: str) -> int:
+    """Length of the common prefix of ``a`` and ``b``."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 def _fig(data: list[dict], title: str, **layout) -> dict:
     """A plotly figure as plain data (plotly.js draws it; no plotly import in Python)."""
     return {"data": data, "layout": {"title": {"text": title}, **layout}}
@@ -67,8 +103,9 @@ def figures(ranks: list[GpuOps], a: dict[str, list[Columns]], top: int) -> list[
         if not len(rows):
             continue
         mean = across["mean_total"][rows] / 1e3
-        bar = {"type": "bar", "orientation": "h", "x": _list(mean),
-               "y": [_short(x) for x in across["name"][rows]],
+        names = across["name"][rows].tolist()
+        bar = {"type": "bar", "orientation": "h", "x": _list(mean), "y": bar_labels(names),
+               "customdata": names, "hovertemplate": "%{customdata}<br>%{x:,.1f} µs<extra></extra>",
                "error_x": {"type": "data", "symmetric": False,
                            "array": _list(across["max_total"][rows] / 1e3 - mean),
                            "arrayminus": _list(mean - across["min_total"][rows] / 1e3)}}

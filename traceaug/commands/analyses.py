@@ -113,7 +113,7 @@ def gaps(ranks: list[GpuOps], step: int | None, hist_min: float | None, hist_max
         trans.append({"rank": objects([g.rank] * len(t["count"])), **t})
     return [("gaps per stream", concat([gp.stream_gaps(g, step) for g in ranks])),
             ("gaps per device (union of its streams)", concat([gp.device_gaps(g, step) for g in ranks])),
-            ("gap histogram (µs, gaps > 0 on every stream)", hist),
+            ("gap histogram (µs, log-spaced bins, gaps > 0 on every stream)", hist),
             ("kernel transitions on a stream (gap after A before B)", concat(trans))]
 
 

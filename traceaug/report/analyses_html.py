@@ -114,13 +114,10 @@ def figures(ranks: list[GpuOps], a: dict[str, list[Columns]], top: int) -> list[
             yaxis={"autorange": "reversed"}, margin={"l": 420},
             height=max(300, 26 * len(rows) + 120))))
     gap = concat(a["pairs"]).get("gap", np.empty(0, np.int64))
-    gap_us = gap[gap > 0] / 1e3
-    edges = (np.geomspace(max(float(gap_us.min()), 1e-3), float(gap_us.max()) * 1.0001, 31)
-             if len(gap_us) else np.array([0.0, 1.0]))
-    counts = np.histogram(gap_us, bins=edges)[0]
+    hist = gp.histogram(gap, bins=30)
     out.append(("gap histogram", _fig(
-        [{"type": "bar", "x": [f"{a:.3g}–{b:.3g}" for a, b in zip(edges[:-1], edges[1:])],
-          "y": _list(counts)}],
+        [{"type": "bar", "x": [f"{a:.3g}–{b:.3g}" for a, b in zip(hist["lo_us"], hist["hi_us"])],
+          "y": _list(hist["count"])}],
         "Idle gaps between ops on a stream (µs, log-spaced bins)",
         xaxis={"title": {"text": "gap (µs)"}}, yaxis={"title": {"text": "gaps"}})))
     idle = concat(a["idle"])

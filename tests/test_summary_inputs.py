@@ -152,3 +152,48 @@ def test_class_map_answers_as_the_analyzer() -> None:
         gpa.class_map({"gemm": "a", "b": "c", "xmma_gemm": "d"}, "m")
     with pytest.raises(gpa.TraceaugError, match="keys 'xmma_gemm' and 'gemm' overlap"):
         gpa.class_map({"xmma_gemm": "a", "b": "c", "gemm": "d"}, "m")
+
+
+# ----- the default class map ---------------------------------------------------------------
+
+KNOWN = {  # real kernel names (the shared traces and CSVs) and the class a reader expects
+    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_nn_n_tilesize128x128x64_warpgroupsize1x1x1": "gemm",
+    "void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm_bf16_128x128_64x3_nn_align8>(T1::Params)":
+        "gemm",
+    "void splitKreduce_kernel<32, 16, int, float, float, float, float, true, true, false>": "gemm",
+    "cudnn_generated_fmha_knob_26_64x64x128_1x4x1_kernel0_0": "attention",
+    "void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 64, 64, 4, false>, true>": "attention",
+    "void transformer_engine::layer_norm::ln_fwd_tuned_kernel<float>": "norm",
+    "void transformer_engine::scaled_masked_softmax_warp_forward<__nv_bfloat16>": "norm",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::sigmoid_kernel_cuda": "elementwise",
+    "loop_add_multiply_fusion_2": "elementwise",
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps>>":
+        "reduction",
+    "input_add_reduce_fusion_5": "reduction",
+    "void at::native::(anonymous namespace)::CatArrayBatchedCopy<float, unsigned int, 1, 128, 1>":
+        "memory",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>": "memory",
+    "loop_dynamic_update_slice_fusion_2_peeled_double_buffer": "memory",
+    "ncclDevKernel_AllGather_RING_LL(ncclDevComm *, unsigned long, ncclWork *)": "nccl",
+    "rccl_AllReduce_kernel": "communication",
+    "fusion_132": "others",
+}
+
+
+def test_summary_without_a_map_uses_default_classes(tmp_path: Path) -> None:
+    """No class map: kernels land in gemm / attention / norm / elementwise / reduction /
+    communication / memory (each 1 µs × 2 here), not 100 % ``others``, and the note says so."""
+    csv = tmp_path / "k.csv"
+    rows = "".join(f'1,1000,2,500,500,500,500,0,"{n}"\n' for n in KNOWN)
+    csv.write_bytes(HEAD + rows.encode())
+    r = CliRunner().invoke(main, ["summary", str(csv), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    (res,) = json.loads(r.stdout)
+    got = dict(zip(res["classes"]["name"], res["classes"]["instances"]))
+    want: dict[str, int] = {}
+    for cls in KNOWN.values():
+        if cls != "nccl":
+            want[cls] = want.get(cls, 0) + 2
+    assert {c: n for c, n in got.items() if n} == want
+    assert res["nccl"]["instances"] == [2]
+    assert any("default map" in n for n in res["notes"])

@@ -45,6 +45,30 @@ class SummaryInput:
     notes: list[str] = field(default_factory=list)
 
 
+# traceaug's map when none is given (the Analyzer's own default puts every kernel in
+# ``others``): class -> name substrings, tried in this order, the first match wins (so
+# ``fmha_..._gemm`` is attention, ``splitKreduce`` gemm, ``elementwise_kernel<..copy..>``
+# memory). NCCL kernels still go to the NCCL table; the rest is ``others``.
+DEFAULT_CLASSES = (
+    ("attention", ("fmha", "flash", "attention", "attn", "sdpa")),
+    ("gemm", ("gemm", "matmul", "cublas", "cutlass", "xmma", "conv", "wgrad", "dgrad", "triton_mm",
+              "triton_tem", "splitkreduce")),
+    ("norm", ("norm", "softmax", "ln_fwd", "ln_bwd", "bn_fw", "bn_bw", "welford")),
+    ("communication", ("allreduce", "all_reduce", "allgather", "all_gather", "reducescatter",
+                       "reduce_scatter", "alltoall", "all_to_all", "sendrecv", "rccl", "nvshmem")),
+    ("reduction", ("reduce", "reduction", "scan", "argmax", "argmin", "topk", "triton_red",
+                   "triton_per")),
+    ("memory", ("copy", "memcpy", "memset", "fill", "transpose", "concat", "catarray", "slice",
+                "gather", "scatter", "index", "embedding", "broadcast", "permute", "pad")),
+    ("elementwise", ("elementwise", "pointwise", "triton_poi", "loop_", "relu", "gelu", "silu",
+                     "sigmoid", "tanh", "dropout", "cast", "add", "mul", "div", "multi_tensor",
+                     "adam", "sgd")),
+)
+DEFAULT_MAP = {key: cls for cls, keys in DEFAULT_CLASSES for key in keys}
+DEFAULT_NOTE = ("no kernel_to_class_map given: kernels classed by traceaug's default map ("
+                + ", ".join(cls for cls, _ in DEFAULT_CLASSES) + ", the rest others)")
+
+
 def class_map(mapping: object, source: str) -> dict[str, str]:
     """The Analyzer's map, lower-cased and checked: an object of strings, no key empty or inside
     another, no class named ``others`` (one pass over the keys: ``Substrings``)."""

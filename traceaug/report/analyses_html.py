@@ -17,6 +17,7 @@ from ..analysis.gpu_steps import GpuOps
 from ..analysis.tables import Columns
 from ..atomic import atomic_output
 from ..commands.analyses import clip_names, concat, shown
+from .findings import Overview, overview
 from .plotly_inline import BOOT, packed_plotly
 
 TYPES = ("computation", "communication", "memory")
@@ -74,6 +75,10 @@ def _fig(data: list[dict], title: str, **layout) -> dict:
     return {"data": data, "layout": {"title": {"text": title}, **layout}}
 
 
+# a µs axis reads as µs: "20,000 µs", never plotly's SI "20k" (20 k µs?) or "1.5M"
+US_AXIS = {"title": {"text": "µs"}, "tickformat": ",~f", "hoverformat": ",.1f", "ticksuffix": " µs"}
+
+
 def _list(values) -> list:
     return values.tolist() if hasattr(values, "tolist") else list(values)
 
@@ -111,7 +116,7 @@ def figures(ranks: list[GpuOps], a: dict[str, list[Columns]], top: int) -> list[
                            "arrayminus": _list(mean - across["min_total"][rows] / 1e3)}}
         out.append((f"top {typ}", _fig(
             [bar], f"Top {typ} kernels: total µs (mean over ranks, bars min–max)",
-            yaxis={"autorange": "reversed"}, margin={"l": 420},
+            yaxis={"autorange": "reversed"}, xaxis=US_AXIS, margin={"l": 420},
             height=max(300, 26 * len(rows) + 120))))
     gap = concat(a["pairs"]).get("gap", np.empty(0, np.int64))
     hist = gp.histogram(gap, bins=30)
@@ -127,14 +132,15 @@ def figures(ranks: list[GpuOps], a: dict[str, list[Columns]], top: int) -> list[
         bars.append({"type": "bar", "name": cat, "y": _list(idle["idle"][m] / 1e3),
                      "x": [f"{_label(r)} stream {s}" for r, s in zip(idle["rank"][m], idle["stream"][m])]})
     out.append(("idle breakdown", _fig(
-        bars, "Idle time per stream (µs): host wait / kernel wait / other", barmode="stack")))
+        bars, "Idle time per stream (µs): host wait / kernel wait / other", barmode="stack",
+        yaxis=US_AXIS)))
     temporal = concat(a["temporal"])
     per_step = np.array([s is not None for s in temporal["step"]], bool)
     x = [f"{_label(r)} step {s}" for r, s in zip(temporal["rank"][per_step], temporal["step"][per_step])]
     bars = [{"type": "bar", "name": label, "x": x, "y": _list(temporal[col][per_step] / 1e3)}
             for col, label in SEGMENTS]
     out.append(("timeline", _fig(bars, "Busy and idle time per step in its GPU window (µs)",
-                                 barmode="stack")))
+                                 barmode="stack", yaxis=US_AXIS)))
     return out
 
 
@@ -142,18 +148,67 @@ def _cells(values: np.ndarray, digits: int) -> list[str]:
     """One column's ``<td>`` cells: floats to ``digits`` places, the rest as text, escaped
     (column by column: a table of 20,000 steps formatted cell by cell took seconds)."""
     if values.dtype.kind == "f":
-        return [f"<td>{v:.{digits}f}</td>" for v in values.tolist()]
-    if values.dtype.kind in "iub":  # nothing to escape in a number
+        return [f"<td>{v:,.{digits}f}</td>" for v in values.tolist()]
+    if values.dtype.kind in "iu":  # nothing to escape in a number
+        return [f"<td>{v:,}</td>" for v in values.tolist()]
+    if values.dtype.kind == "b":
         return [f"<td>{v}</td>" for v in values.tolist()]
-    return [f"<td>{html.escape(f'{v:.{digits}f}' if isinstance(v, float) else str(v))}</td>"
+    return [f"<td>{html.escape(f'{v:,.{digits}f}' if isinstance(v, float) else str(v))}</td>"
             for v in values.tolist()]
 
 
-def _table(t: Columns, digits: int = 3) -> str:
+def _table(t: Columns, digits: int = 1) -> str:
+    """A table to sort by any column; long headers break after their underscores."""
     t = shown(t, "table", full_names=False)
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in t)
+    head = "".join(f"<th title='sort by {html.escape(c)}'>{html.escape(c).replace('_', '_<wbr>')}</th>"
+                   for c in t)
     rows = map("".join, zip(*(_cells(v, digits) for v in t.values())))
-    return f"<table><tr>{head}</tr>{''.join(f'<tr>{r}</tr>' for r in rows)}</table>"
+    return (f"<div class='scroll'><table class='sortable'><thead><tr>{head}</tr></thead><tbody>"
+            f"{''.join(f'<tr>{r}</tr>' for r in rows)}</tbody></table></div>")
+
+
+def _rows(t: Columns) -> int:
+    return len(next(iter(t.values()))) if t else 0
+
+
+def _overview(o: Overview, ranks: int) -> str:
+    """The first screen: the verdict, the top three findings, the key figures."""
+    f = o.figures
+    items = "".join(f"<li>{html.escape(x.text)}</li>" for x in o.findings[:3])
+    return ("<section id='overview'>"
+            f"<p class='verdict'>{html.escape(o.verdict)}</p><ol class='findings'>{items}</ol>"
+            f"<p class='figures'>GPU window {f['window_ns'] / 1e3:,.0f} µs over {ranks} rank(s): "
+            f"busy {f['busy_pct']:.1f} %, idle {f['idle_pct']:.1f} %.</p></section>")
+
+
+# click a column's header to sort by it (numbers as numbers; again: the other way)
+SORT_JS = r"""
+document.querySelectorAll("table.sortable th").forEach((th, col) => th.addEventListener("click", () => {
+  const body = th.closest("table").tBodies[0];
+  const up = th.dataset.order !== "asc";
+  th.closest("tr").querySelectorAll("th").forEach(h => delete h.dataset.order);
+  th.dataset.order = up ? "asc" : "desc";
+  const key = r => { const t = r.cells[col].textContent, n = parseFloat(t.replace(/,/g, ""));
+                     return isNaN(n) || !/^[-+\d.,e]+$/i.test(t.trim()) ? t : n; };
+  const rows = Array.from(body.rows).sort((a, b) => {
+    const x = key(a), y = key(b);
+    const c = typeof x === typeof y ? (x < y ? -1 : x > y ? 1 : 0) : (typeof x === "number" ? -1 : 1);
+    return up ? c : -c; });
+  body.append(...rows);
+}));
+"""
+
+STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1400px}"
+         "#overview{border:1px solid #ccc;border-left:6px solid #c60;padding:.5em 1.2em;"
+         "margin-bottom:1.5em;background:#fffaf5}.verdict{font-size:1.25em;font-weight:bold}"
+         ".findings li{margin:.3em 0;font-size:1.05em}.figures{color:#555}"
+         "details{margin:.6em 0}summary{cursor:pointer;font-weight:bold;font-size:1.1em}"
+         ".scroll{max-width:100%;max-height:32em;overflow:auto}"
+         "table{border-collapse:collapse;font-size:12px;margin:.5em 0}"
+         "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
+         "th{cursor:pointer;position:sticky;top:0;background:#eee;max-width:8em}"
+         "th[data-order=asc]::after{content:' ▲'}"
+         "th[data-order=desc]::after{content:' ▼'}.chart{min-height:300px}")
 
 
 def write_report(ranks: list[GpuOps], path: Path, step: int | None = None, top: int = 10,
@@ -162,11 +217,8 @@ def write_report(ranks: list[GpuOps], path: Path, step: int | None = None, top: 
     a = analyses(ranks, step)
     figs = figures(ranks, a, top)
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
-             f"<title>{html.escape(title)}</title>",
-             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;"
-             "font-size:12px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 6px;"
-             "text-align:right}.chart{min-height:300px}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1>"]
+             f"<title>{html.escape(title)}</title>", f"<style>{STYLE}</style></head><body>",
+             f"<h1>{html.escape(title)}</h1>", _overview(overview(ranks, a, step, _short), len(ranks))]
     specs = []
     for i, (name, fig) in enumerate(figs):
         parts.append(f"<div class='chart' id='chart{i}' data-chart='{html.escape(name)}'></div>")
@@ -179,9 +231,11 @@ def write_report(ranks: list[GpuOps], path: Path, step: int | None = None, top: 
                 ("Launch summary", {k: np.array([r[k] for r in summary],
                                                 dtype=object if k == "rank" else None)
                                     for k in summary[0]})]
+    parts.append("<h2>Tables</h2>")
     for name, t in sections:
-        parts.append(f"<h2>{html.escape(name)}</h2>" + _table(clip_names(t, 60)))
-    parts.append(f"<script>{BOOT}</script>")
+        parts.append(f"<details><summary>{html.escape(name)} ({_rows(t):,} rows)</summary>"
+                     + _table(clip_names(t, 60)) + "</details>")
+    parts.append(f"<script>{SORT_JS}</script><script>{BOOT}</script>")
     parts.append("<script>const FIGS = " + orjson.dumps(specs).decode().replace("</", "<\\/")
                  + ";\nconst PLOTLY = \"")
     tail = ("\";\nbootPlotly(PLOTLY, () => { FIGS.forEach((f, i) => Plotly.newPlot("

@@ -1,8 +1,10 @@
 """``traceaug report --html`` opened from disk in headless Chromium with every request other
 than the page itself blocked: every chart renders (plotly draws its SVG), the page fetches
 nothing, and the file stays under 5 MB. On the 2-rank directory (a pie per rank, min–max bars
-across ranks); the A100 6-stream trace's page is checked for size and content in
-tests/test_analyses_real.py, and renders from the same code."""
+across ranks) and the A100 6-stream trace. The first screen (1366 × 800) holds the verdict
+and three findings, above every chart; µs axes read as µs; tables start collapsed, sort by
+a click on a header, and keep the page within the window's width when opened. A screenshot
+of the first screen is written beside the page (look at it)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,28 @@ COUNT_JS = """() => Array.from(document.querySelectorAll('div.chart')).map(d => 
   title: (d.querySelector('.gtitle') || {}).textContent || ''}))"""
 
 
-CASES = {"two_ranks": ("kineto/multi_rank_sampled", 2)}
+CASES = {"two_ranks": ("kineto/multi_rank_sampled", 2),
+         "a100": ("kineto/a100_rank0_of16_6streams.json.gz", 1)}
+VIEWPORT = {"width": 1366, "height": 800}
+LAYOUT_JS = """() => {
+  const box = e => e.getBoundingClientRect();
+  const charts = Array.from(document.querySelectorAll('div.chart'));
+  return {
+    overview: box(document.querySelector('#overview')).bottom,
+    verdict: document.querySelector('#overview .verdict').textContent,
+    findings: document.querySelectorAll('#overview .findings li').length,
+    first_chart: box(charts[0]).top,
+    us_ticks: charts.flatMap(d => ['x', 'y'].filter(a =>
+        ((d.querySelector('text.' + a + 'title') || {}).textContent || '') === 'µs')
+      .flatMap(a => Array.from(d.querySelectorAll('g.' + a + 'tick text')).map(t => t.textContent))),
+    closed: Array.from(document.querySelectorAll('details')).map(d => !d.open),
+  };
+}"""
+OPEN_ALL_JS = """() => { document.querySelectorAll('details').forEach(d => d.open = true);
+  return [document.documentElement.scrollWidth, window.innerWidth]; }"""
+COLUMN_JS = """([table, col]) => Array.from(
+  document.querySelectorAll('table.sortable')[table].tBodies[0].rows)
+  .map(r => parseFloat(r.cells[col].textContent.replace(/,/g, '')))"""
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +65,7 @@ def rendered(tmp_path_factory) -> dict:
         browser = perfetto_ui.launch(p)
         try:
             for case in out.values():
-                page = browser.new_page()
+                page = browser.new_page(viewport=VIEWPORT)
 
                 def route(r, case=case):
                     if r.request.url.startswith(("file://", "blob:", "data:")):
@@ -56,6 +79,17 @@ def rendered(tmp_path_factory) -> dict:
                 page.goto(case["file"].as_uri())
                 page.wait_for_selector("body[data-ready='1']", timeout=60_000)
                 case["charts"] = page.evaluate(COUNT_JS)
+                case["layout"] = page.evaluate(LAYOUT_JS)
+                case["shot"] = case["file"].with_suffix(".png")
+                page.screenshot(path=str(case["shot"]))
+                case["widths"] = page.evaluate(OPEN_ALL_JS)
+                header = page.locator("table.sortable").first.locator("th", has_text="idle_")
+                col = page.evaluate("() => Array.from(document.querySelector('table.sortable')"
+                                    ".tHead.rows[0].cells).findIndex(c => /^idle_us/.test(c.textContent))")
+                header.first.click()
+                case["ascending"] = page.evaluate(COLUMN_JS, [0, col])
+                header.first.click()
+                case["descending"] = page.evaluate(COLUMN_JS, [0, col])
                 page.close()
         finally:
             browser.close()
@@ -79,3 +113,24 @@ def test_report_renders_offline(rendered: dict, key: str) -> None:
         assert c["title"], c
     assert charts[0]["title"].startswith("GPU time per kernel type")
     assert charts[0]["marks"] >= 2 * case["ranks"]  # a pie (with slices) per rank
+
+
+@pytest.mark.parametrize("key", list(CASES))
+def test_report_answers_on_the_first_screen(rendered: dict, key: str) -> None:
+    case = rendered[key]
+    layout = case["layout"]
+    assert case["shot"].stat().st_size > 10_000  # the first screen, as a user sees it
+    assert layout["verdict"] and layout["findings"] == 3
+    assert layout["overview"] <= VIEWPORT["height"] and layout["overview"] <= layout["first_chart"]
+    ticks = layout["us_ticks"]
+    assert ticks and all(t.endswith(" µs") for t in ticks), [t for t in ticks if not t.endswith(" µs")]
+    assert not any(t[:-3].rstrip()[-1:] in "kMGµm" for t in ticks), ticks
+    assert layout["closed"] and all(layout["closed"])  # tables collapsed
+    scroll_width, window_width = case["widths"]
+    assert scroll_width <= window_width  # every table open: the page stays within the window
+
+
+@pytest.mark.parametrize("key", list(CASES))
+def test_report_tables_sort_on_a_click(rendered: dict, key: str) -> None:
+    up, down = rendered[key]["ascending"], rendered[key]["descending"]
+    assert len(up) >= 2 and up == sorted(up) and down == sorted(up, reverse=True)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import base64
 import gzip
+import html
 import json
 import re
 from importlib.util import find_spec
 from pathlib import Path
 
+import analyses_raw as rawa
 import pytest
 from click.testing import CliRunner
 from conftest import shared_trace
@@ -84,3 +86,52 @@ def test_one_bar_per_kernel_name(tmp_path: Path):
     assert sorted(full) == sorted(names)
     assert all(len(y) <= 64 for y in labels)
     assert all("%{customdata}" in b["hovertemplate"] for b in bars)
+
+
+def _overview_text(page: Path) -> tuple[str, list[str]]:
+    """The verdict and the findings, as the page's first section says them."""
+    text = page.read_text()
+    section = text[text.index("<section id='overview'>"):text.index("</section>")]
+    verdict = html.unescape(re.search(r"<p class='verdict'>(.*?)</p>", section).group(1))
+    items = [html.unescape(x) for x in re.findall(r"<li>(.*?)</li>", section)]
+    return verdict, items
+
+
+@pytest.mark.parametrize("step", [None, 551])
+def test_first_screen_findings_from_the_raw_json(tmp_path: Path, step: int | None) -> None:
+    """On the A100 6-stream trace: the page opens on a verdict and three findings whose figures
+    are the raw JSON's: the GPU's idle share of the window, the launch queue of stream 7 (each
+    op's wait from launch to start, over the window: Little's law), the op with the most GPU
+    time and its share."""
+    path = shared_trace("kineto/a100_rank0_of16_6streams.json.gz")
+    r = rawa.raw(path)
+    if step is None:
+        lo, hi = min(a for a, _ in r["windows"].values()), max(b for _, b in r["windows"].values())
+        ops = r["ops"]
+    else:
+        lo, hi = r["windows"][step]
+        ops = [o for o in r["ops"] if o["step"] == step]
+    idle_pct = 100 * (hi - lo - rawa.busy(r["ops"], lo, hi)) / (hi - lo)
+    waits: dict = {}
+    for o in ops:
+        if o["launch"] is not None:
+            start, launch = min(max(o["ts"], lo), hi), min(max(o["launch"][0], lo), hi)
+            waits[o["stream"]] = waits.get(o["stream"], 0) + max(start - launch, 0)
+    stream, wait = max(waits.items(), key=lambda kv: kv[1])
+    totals = rawa.kernel_totals(ops)
+    name = max(totals, key=lambda n: totals[n][1])
+    share = 100 * totals[name][1] / sum(t for _, t in totals.values())
+
+    page = tmp_path / "r.html"
+    args = ["report", str(path), "--html", str(page)] + ([] if step is None else ["--step", str(step)])
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    verdict, items = _overview_text(page)
+    assert len(items) == 3, items
+    assert verdict.startswith(f"The GPU is starved: idle {idle_pct:.0f} % of the window")
+    joined = "\n".join(items)
+    assert f"GPU idle {idle_pct:.0f} % of " in items[0]
+    assert stream == 7 and f"stream 7's queue holds {wait / (hi - lo):,.0f} launched ops" in joined
+    if step is None:  # in one step, exposed communication outranks it
+        assert f"takes {share:.0f} % of the GPU time ({totals[name][0]:,} runs" in joined
+        assert name[:40] in joined

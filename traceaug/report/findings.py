@@ -162,13 +162,13 @@ def overview(ranks: list[GpuOps], a: dict[str, list[Columns]], step: int | None,
         found.append(Finding(figures["mem_only_pct"], f"Copies and sets run alone "
                              f"{figures['mem_only_pct']:.0f} % of the window.",
                              {"mem_only_pct": figures["mem_only_pct"]}))
-    if len(rows) > 1:
-        busy = [(int(t["window"][i] - t["idle"][i]), t["rank"][i]) for i, t in rows]
-        (lo_b, lo_r), (hi_b, hi_r) = min(busy, key=lambda b: b[0]), max(busy, key=lambda b: b[0])
-        gap = 100 * (hi_b - lo_b) / max(span / len(rows), 1)
-        found.append(Finding(gap, f"Rank {hi_r}'s GPU is busy {(hi_b - lo_b) / 1e3:,.0f} µs longer "
-                                  f"than rank {lo_r}'s: the others wait for it at each collective.",
-                             {"busy_spread_ns": hi_b - lo_b}))
+    if len(rows) > 1:  # compute, not busy: a collective's kernel runs while it waits for peers
+        work = [(int(t["computation"][i]), t["rank"][i]) for i, t in rows]
+        (lo_w, lo_r), (hi_w, hi_r) = min(work, key=lambda w: w[0]), max(work, key=lambda w: w[0])
+        spread = 100 * (hi_w - lo_w) / max(span / len(rows), 1)
+        found.append(Finding(spread, f"Rank {hi_r} computes {(hi_w - lo_w) / 1e3:,.0f} µs longer than "
+                                     f"rank {lo_r}: the other ranks wait for it in their collectives.",
+                             {"compute_spread_ns": hi_w - lo_w}))
     found.sort(key=lambda f: -f.impact_pct)
     found = [f for f in found if f.impact_pct >= MIN_IMPACT_PCT or f is found[0]]
     return Overview(_verdict(figures), found, figures)

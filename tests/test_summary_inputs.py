@@ -110,11 +110,12 @@ def _lines_run(fn, *args) -> int:
     def call(frame, event, arg):
         return local if "/traceaug/" in frame.f_code.co_filename else None
 
+    before = sys.gettrace()  # a coverage tool's, if any: put back after
     sys.settrace(call)
     try:
         fn(*args)
     finally:
-        sys.settrace(None)
+        sys.settrace(before)
     return count
 
 

@@ -4,6 +4,7 @@ the ops' launch times, and ranked by the share of the GPU window it concerns."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -79,99 +80,128 @@ def _rank(rank) -> str:
 
 
 def overview(ranks: list[GpuOps], a: dict[str, list[Columns]], step: int | None,
-             short=lambda n: n) -> Overview:
+             short: Callable[[str], str] = str) -> Overview:
     """The verdict and findings from ``analyses_html.analyses``' tables (``a``); ``short``
     cuts a kernel name for the sentence."""
     rows = [(_window_row(t, step), t) for t in a["temporal"]]
-    window = sum(int(t["window"][i]) for i, t in rows)
-    span = max(window, 1)
-    idle = sum(int(t["idle"][i]) for i, t in rows)
-    comm = sum(int(t["communication"][i]) for i, t in rows)
-    comm_only = sum(int(t["comm_only"][i]) for i, t in rows)
-    mem_only = sum(int(t["mem_only"][i]) for i, t in rows)
-    idle_pct, busy_pct = 100 * idle / span, 100 * (window - idle) / span
-    where = f"ProfilerStep#{step}'s GPU window" if step is not None else "the GPU window"
-    figures = {"window_ns": window, "idle_ns": idle, "idle_pct": idle_pct, "busy_pct": busy_pct,
-               "comm_only_pct": 100 * comm_only / span, "mem_only_pct": 100 * mem_only / span}
-    found: list[Finding] = []
+    f = _figures(rows)
+    found = (_idle(ranks, a["idle"], step, rows, f) + _queues(ranks, step, f)
+             + _top_kernel(a["kernels"], f, short) + _alone(f) + _imbalance(rows, f))
+    found.sort(key=lambda x: -x.impact_pct)
+    found = [x for x in found if x.impact_pct >= MIN_IMPACT_PCT or x is found[0]]
+    return Overview(_verdict(f), found, f)
 
-    # idle, and where the busiest stream's idle time goes (HTA's idle categories; a stream that
-    # runs little is idle nearly all the time, which says nothing)
+
+def _figures(rows: list[tuple[int, Columns]]) -> dict:
+    """The window's totals over every rank (ns) and their shares of it (percent)."""
+    total = {c: sum(int(t[c][i]) for i, t in rows)
+             for c in ("window", "idle", "communication", "comm_only", "mem_only")}
+    span = max(total["window"], 1)
+    return {"window_ns": total["window"], "idle_ns": total["idle"], "span_ns": span,
+            "communication_ns": total["communication"], "comm_only_ns": total["comm_only"],
+            "idle_pct": 100 * total["idle"] / span,
+            "busy_pct": 100 * (total["window"] - total["idle"]) / span,
+            "comm_only_pct": 100 * total["comm_only"] / span,
+            "mem_only_pct": 100 * total["mem_only"] / span}
+
+
+def _idle(ranks: list[GpuOps], idle: list[Columns], step: int | None,
+          rows: list[tuple[int, Columns]], f: dict) -> list[Finding]:
+    """The GPU's idle share and where the busiest stream's idle time goes (HTA's categories;
+    a stream that runs little is idle nearly all the time, which says nothing)."""
     cause = ""
     by_cat: dict[str, int] = {}
     main = []
-    for g, t in zip(ranks, a["idle"]):
+    for g, t in zip(ranks, idle):
         d, s = main_stream(g, step)
         main.append(s)
-        for c, v in zip(t["category"][(t["device"] == d) & (t["stream"] == s)].tolist(),
-                        t["idle"][(t["device"] == d) & (t["stream"] == s)].tolist()):
+        mine = (t["device"] == d) & (t["stream"] == s)
+        for c, v in zip(t["category"][mine].tolist(), t["idle"][mine].tolist()):
             by_cat[c] = by_cat.get(c, 0) + int(v)
-    if by_cat and sum(by_cat.values()):
-        top_cat = max(by_cat, key=by_cat.get)
-        share = 100 * by_cat[top_cat] / sum(by_cat.values())
-        figures.update(idle_cause=top_cat, idle_cause_pct=share)
+    if sum(by_cat.values()):
+        top = max(by_cat, key=by_cat.get)
+        share = 100 * by_cat[top] / sum(by_cat.values())
+        f.update(idle_cause=top, idle_cause_pct=share)
         which = f"stream {main[0]}'s" if len(set(main)) == 1 else "the busiest streams'"
-        cause = f"; {share:.0f} % of {which} idle time is {IDLE_CAUSES[top_cat]}"
-    worst = max(rows, key=lambda r: float(r[1]["idle_pct"][r[0]]))
-    spread = "" if len(rows) < 2 else \
-        f" (most on rank {worst[1]['rank'][worst[0]]}: {float(worst[1]['idle_pct'][worst[0]]):.0f} %)"
-    found.append(Finding(idle_pct, f"GPU idle {idle_pct:.0f} % of {where}{spread}{cause}.",
-                         {"idle_pct": idle_pct}))
+        cause = f"; {share:.0f} % of {which} idle time is {IDLE_CAUSES[top]}"
+    i, worst = max(rows, key=lambda r: float(r[1]["idle_pct"][r[0]]))
+    most = "" if len(rows) < 2 else \
+        f" (most on rank {worst['rank'][i]}: {float(worst['idle_pct'][i]):.0f} %)"
+    where = f"ProfilerStep#{step}'s GPU window" if step is not None else "the GPU window"
+    return [Finding(f["idle_pct"], f"GPU idle {f['idle_pct']:.0f} % of {where}{most}{cause}.",
+                    {"idle_pct": f["idle_pct"]})]
 
-    # the launch queues: a full one means the CPU runs ahead of the GPU
-    queues = [(g.rank, queue_means(g, step)) for g in ranks]
-    best = max(((r, q["device"][i], q["stream"][i], q["mean"][i]) for r, q in queues
-                for i in range(len(q["mean"]))), key=lambda x: x[3], default=None)
-    if best is not None:
-        r, _, s, q = best
-        figures.update(queue_stream=int(s), queue_mean=float(q), queue_rank=r)
-        if q >= FULL_QUEUE_OPS:
-            found.append(Finding(busy_pct, f"The CPU runs ahead: stream {s}'s queue holds {q:,.0f} "
-                                           f"launched ops on average{_rank(r)}; the GPU sets the pace.",
-                                 {"stream": int(s), "queue_mean": float(q)}))
-        elif idle_pct >= 20:
-            found.append(Finding(idle_pct / 2, f"The launch queues stay nearly empty (at most "
-                                               f"{q:.1f} ops waiting on average, stream {s}): the "
-                                               "GPU runs what the CPU sends as soon as it arrives.",
-                                 {"stream": int(s), "queue_mean": float(q)}))
 
-    # the kernel with the most GPU time, over every rank
-    totals: dict[str, list] = {}
-    for t in a["kernels"]:
+def _queues(ranks: list[GpuOps], step: int | None, f: dict) -> list[Finding]:
+    """The fullest launch queue: a full one means the CPU runs ahead of the GPU."""
+    best = None
+    for g in ranks:
+        q = queue_means(g, step)
+        for s, m in zip(q["stream"].tolist(), q["mean"].tolist()):
+            if best is None or m > best[2]:
+                best = (g.rank, s, m)
+    if best is None:
+        return []
+    rank, s, q = best
+    f.update(queue_stream=s, queue_mean=q, queue_rank=rank)
+    if q >= FULL_QUEUE_OPS:
+        return [Finding(f["busy_pct"], f"The CPU runs ahead: stream {s}'s queue holds {q:,.0f} "
+                                       f"launched ops on average{_rank(rank)}; the GPU sets the pace.",
+                        {"stream": s, "queue_mean": q})]
+    if f["idle_pct"] >= 20:
+        return [Finding(f["idle_pct"] / 2, f"The launch queues stay nearly empty (at most {q:.1f} "
+                                           f"ops waiting on average, stream {s}): the GPU runs what "
+                                           "the CPU sends as soon as it arrives.",
+                        {"stream": s, "queue_mean": q})]
+    return []
+
+
+def _top_kernel(kernels: list[Columns], f: dict, short: Callable[[str], str]) -> list[Finding]:
+    """The GPU op name with the most GPU time over every rank, and its share of it."""
+    totals: dict[str, list[int]] = {}
+    for t in kernels:
         for n, tot, cnt in zip(t["name"].tolist(), t["total"].tolist(), t["count"].tolist()):
             e = totals.setdefault(n, [0, 0])
             e[0] += int(tot)
             e[1] += int(cnt)
-    if totals:
-        name = max(totals, key=lambda n: (totals[n][0], n))
-        total, count = totals[name]
-        all_ops = max(sum(v[0] for v in totals.values()), 1)
-        share = 100 * total / all_ops
-        figures.update(top_kernel=name, top_kernel_ns=total, top_kernel_pct=share)
-        found.append(Finding(100 * total / span, f"{short(name)} takes {share:.0f} % of the GPU "
-                                                 f"time ({count:,} runs, {total / 1e3:,.0f} µs).",
-                             {"name": name, "total_ns": total, "share_pct": share}))
+    if not totals:
+        return []
+    name = max(totals, key=lambda n: (totals[n][0], n))
+    total, count = totals[name]
+    share = 100 * total / max(sum(v[0] for v in totals.values()), 1)
+    f.update(top_kernel=name, top_kernel_ns=total, top_kernel_pct=share)
+    return [Finding(100 * total / f["span_ns"], f"{short(name)} takes {share:.0f} % of the GPU time "
+                                                f"({count:,} runs, {total / 1e3:,.0f} µs).",
+                    {"name": name, "total_ns": total, "share_pct": share})]
 
-    if comm:
-        hidden = 100 * (comm - comm_only) / comm
-        found.append(Finding(figures["comm_only_pct"], f"Communication runs alone (not hidden behind "
-                             f"compute) {figures['comm_only_pct']:.0f} % of the window; "
-                             f"{hidden:.0f} % of it overlaps other work.",
-                             {"comm_only_pct": figures["comm_only_pct"]}))
-    if mem_only:
-        found.append(Finding(figures["mem_only_pct"], f"Copies and sets run alone "
-                             f"{figures['mem_only_pct']:.0f} % of the window.",
-                             {"mem_only_pct": figures["mem_only_pct"]}))
-    if len(rows) > 1:  # compute, not busy: a collective's kernel runs while it waits for peers
-        work = [(int(t["computation"][i]), t["rank"][i]) for i, t in rows]
-        (lo_w, lo_r), (hi_w, hi_r) = min(work, key=lambda w: w[0]), max(work, key=lambda w: w[0])
-        spread = 100 * (hi_w - lo_w) / max(span / len(rows), 1)
-        found.append(Finding(spread, f"Rank {hi_r} computes {(hi_w - lo_w) / 1e3:,.0f} µs longer than "
-                                     f"rank {lo_r}: the other ranks wait for it in their collectives.",
-                             {"compute_spread_ns": hi_w - lo_w}))
-    found.sort(key=lambda f: -f.impact_pct)
-    found = [f for f in found if f.impact_pct >= MIN_IMPACT_PCT or f is found[0]]
-    return Overview(_verdict(figures), found, figures)
+
+def _alone(f: dict) -> list[Finding]:
+    """Communication, and copies and sets, running with nothing else to hide them."""
+    out = []
+    if f["communication_ns"]:
+        hidden = 100 * (f["communication_ns"] - f["comm_only_ns"]) / f["communication_ns"]
+        out.append(Finding(f["comm_only_pct"], f"Communication runs alone (not hidden behind "
+                                               f"compute) {f['comm_only_pct']:.0f} % of the window; "
+                                               f"{hidden:.0f} % of it overlaps other work.",
+                           {"comm_only_pct": f["comm_only_pct"]}))
+    if f["mem_only_pct"]:
+        out.append(Finding(f["mem_only_pct"], f"Copies and sets run alone "
+                                              f"{f['mem_only_pct']:.0f} % of the window.",
+                           {"mem_only_pct": f["mem_only_pct"]}))
+    return out
+
+
+def _imbalance(rows: list[tuple[int, Columns]], f: dict) -> list[Finding]:
+    """The spread of compute time over ranks (compute, not busy: a collective's kernel runs
+    while it waits for its peers)."""
+    if len(rows) < 2:
+        return []
+    work = [(int(t["computation"][i]), t["rank"][i]) for i, t in rows]
+    (lo_w, lo_r), (hi_w, hi_r) = min(work, key=lambda w: w[0]), max(work, key=lambda w: w[0])
+    spread = 100 * (hi_w - lo_w) / max(f["span_ns"] / len(rows), 1)
+    return [Finding(spread, f"Rank {hi_r} computes {(hi_w - lo_w) / 1e3:,.0f} µs longer than "
+                            f"rank {lo_r}: the other ranks wait for it in their collectives.",
+                    {"compute_spread_ns": hi_w - lo_w})]
 
 
 def _verdict(f: dict) -> str:

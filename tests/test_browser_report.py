@@ -8,6 +8,8 @@ of the first screen is written beside the page (look at it)."""
 
 from __future__ import annotations
 
+import json
+
 import perfetto_ui
 import pytest
 from click.testing import CliRunner
@@ -82,6 +84,12 @@ def rendered(tmp_path_factory) -> dict:
                 case["layout"] = page.evaluate(LAYOUT_JS)
                 case["shot"] = case["file"].with_suffix(".png")
                 page.screenshot(path=str(case["shot"]))
+                chart = page.locator("div.chart[data-chart='top computation']")
+                chart.scroll_into_view_if_needed()
+                box = chart.locator("g.point path").first.bounding_box()
+                page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+                page.wait_for_selector("g.hovertext")
+                case["hover"] = page.locator("g.hovertext").first.text_content()
                 case["widths"] = page.evaluate(OPEN_ALL_JS)
                 header = page.locator("table.sortable").first.locator("th", has_text="idle_")
                 col = page.evaluate("() => Array.from(document.querySelector('table.sortable')"
@@ -134,3 +142,15 @@ def test_report_answers_on_the_first_screen(rendered: dict, key: str) -> None:
 def test_report_tables_sort_on_a_click(rendered: dict, key: str) -> None:
     up, down = rendered[key]["ascending"], rendered[key]["descending"]
     assert len(up) >= 2 and up == sorted(up) and down == sorted(up, reverse=True)
+
+
+@pytest.mark.parametrize("key", list(CASES))
+def test_report_hover_shows_the_full_name(rendered: dict, key: str) -> None:
+    """Bars are labelled with cut names; hovering the top kernel's bar shows its whole name."""
+    case = rendered[key]
+    text = case["file"].read_text()
+    figs = json.loads(text.split("const FIGS = ", 1)[1].split(";\nconst PLOTLY", 1)[0])
+    top = next(f for f in figs if f["layout"]["title"]["text"].startswith("Top computation"))
+    name = top["data"][0]["customdata"][0]
+    assert len(name) > 60 and name not in top["data"][0]["y"]  # the label is cut
+    assert case["hover"].startswith(name) and case["hover"].endswith(" µs")

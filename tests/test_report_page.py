@@ -85,7 +85,9 @@ def test_one_bar_per_kernel_name(tmp_path: Path):
     assert len(labels) == len(set(labels)) == len(names) == 81
     assert sorted(full) == sorted(names)
     assert all(len(y) <= 64 for y in labels)
-    assert all("%{customdata}" in b["hovertemplate"] for b in bars)
+    assert all(b["hovertemplate"].startswith("%{hovertext}<br>") for b in bars)
+    hover = [h.replace("<br>", "") for b in bars for h in b["hovertext"]]
+    assert hover == full  # the whole name, in lines
 
 
 def _overview_text(page: Path) -> tuple[str, list[str]]:

@@ -60,6 +60,11 @@ def bar_labels(names: list[str], width: int = 60) -> list[str]:
     return out
 
 
+def _wrapped(name: str, width: int = 110) -> str:
+    """The full name in lines of ``width`` characters (a hover box no wider than the page)."""
+    return "<br>".join(name[i:i + width] for i in range(0, len(name), width)) or name
+
+
 def _common(a: str, b: str) -> int:
     """Length of the common prefix of ``a`` and ``b``."""
     n = 0
@@ -110,7 +115,8 @@ def figures(ranks: list[GpuOps], a: dict[str, list[Columns]], top: int) -> list[
         mean = across["mean_total"][rows] / 1e3
         names = across["name"][rows].tolist()
         bar = {"type": "bar", "orientation": "h", "x": _list(mean), "y": bar_labels(names),
-               "customdata": names, "hovertemplate": "%{customdata}<br>%{x:,.1f} µs<extra></extra>",
+               "customdata": names, "hovertext": [_wrapped(n) for n in names],
+               "hovertemplate": "%{hovertext}<br>%{x:,.1f} µs<extra></extra>",
                "error_x": {"type": "data", "symmetric": False,
                            "array": _list(across["max_total"][rows] / 1e3 - mean),
                            "arrayminus": _list(mean - across["min_total"][rows] / 1e3)}}

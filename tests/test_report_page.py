@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import hashlib
 import html
 import json
 import re
@@ -41,13 +42,18 @@ def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return mine
 
 
-def test_a_truncated_plotly_cache_is_packed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+@pytest.mark.parametrize("headed", [False, True])
+def test_a_truncated_plotly_cache_is_packed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  headed: bool):
     """A cache file cut short (a crash, a full disk, a copy) is not inlined: the page gets the
-    whole plotly.js, and the cache is repaired."""
+    whole plotly.js, and the cache is repaired. Cut from a cache as earlier versions wrote it
+    (the packed bytes alone), or as now (after a line with their sha256)."""
     cache = _private_cache(tmp_path, monkeypatch)
     st = PLOTLY_JS.stat()
     cached = cache / f"plotly-{st.st_size}-{st.st_mtime_ns}.min.js.gz.b64"
     whole = base64.b64encode(gzip.compress(PLOTLY_JS.read_bytes()))
+    if headed:
+        whole = b"traceaug-plotly-1 " + hashlib.sha256(whole).hexdigest().encode() + b"\n" + whole
     cached.write_bytes(whole[:10_000])  # the first 10 KB of a good cache
     trace = shared_trace("kineto/a100_simple_add_cuda_sync.json.gz")
     for attempt in range(2):  # the repaired cache serves the second page

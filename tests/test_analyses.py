@@ -93,7 +93,7 @@ def test_gaps_and_transitions(g) -> None:
     tr = gaps.transitions(g)
     got = {(a, b): (c, tot) for a, b, c, tot in zip(tr["from"], tr["to"], tr["count"], tr["total"])}
     assert got == {k: (len(v), sum(v) * US) for k, v in gen.ANSWERS["transitions"].items()}
-    h = gaps.histogram(gaps.stream_pairs(g)["gap"], 0, 100, 10)
+    h = gaps.histogram(gaps.stream_pairs(g)["gap"], 0, 100, 10, log=False)
     assert h["count"].tolist() == [1, 4, 0, 0, 1, 0, 0, 0, 1, 0]  # 5 | 10 10 10 13 | 47 | 80
 
 

@@ -25,6 +25,7 @@ def test_a_cache_miss_says_it_compiles_on_a_terminal(monkeypatch: pytest.MonkeyP
     text = terminal.getvalue()
     assert text.startswith("\r\x1b[Ktraceaug: compiling the trace processor (first run only")
     assert str(tmp_path) in text and text.endswith("…\n") and text.count("\n") == 1
+    assert "takes about 20-30 s" in text  # how long to wait, not "a few seconds"
     again = Terminal()
     monkeypatch.setattr(sys, "stderr", again)
     assert wasm_module._load_build.__wrapped__(False).from_cache  # now cached: nothing said

@@ -92,9 +92,9 @@ def test_csvs_on_the_command_line_and_overrides(tmp_path):
     assert round(res["nvtx"]["non_hidden_per_range_ms"], 3) == 97.020
     (half,) = _json(*files, "--class-map", cmap, "--iters", 5, "--gpus", 2, "--iter-tag", "Train_step")
     assert half["kernel"]["per_iter_ms"] == pytest.approx(res["kernel"]["per_iter_ms"] / 2)
-    # without a class map everything but NCCL is "others"
+    # without a class map: traceaug's default classes (tests/test_summary_inputs.py)
     (plain,) = _json(ex / "demo_cuda_gpu_kern_sum.csv", "--iters", 5)
-    assert list(plain["classes"]["name"]) == ["others"]
+    assert list(plain["classes"]["name"]) == ["others", *(c for c, _ in gpa.DEFAULT_CLASSES)]
     assert plain["kernel"]["total_ms"] == pytest.approx(res["kernel"]["total_ms"])
 
 

@@ -124,14 +124,23 @@ def device_gaps(g: GpuOps, step: int | None = None) -> Columns:
 
 
 def histogram(gap_ns: np.ndarray, lo_us: float | None = None, hi_us: float | None = None,
-              bins: int = 20) -> Columns:
+              bins: int = 20, log: bool = True) -> Columns:
     """Counts of positive gaps per bin of ``[lo_us, hi_us]`` µs (default: the gaps' range):
-    ``lo_us``, ``hi_us``, ``count``."""
+    ``lo_us``, ``hi_us``, ``count``. Bins are log-spaced (gaps span decades: linear bins put
+    nearly all of them in the first), from the smallest positive gap in range when ``lo_us``
+    is 0 or less (the first bin then starts at ``lo_us``); ``log=False``: equal widths."""
     us = gap_ns[gap_ns > 0] / 1e3
     lo = float(us.min()) if lo_us is None and len(us) else (lo_us or 0.0)
     hi = float(us.max()) if hi_us is None and len(us) else (hi_us if hi_us is not None else 1.0)
     hi = max(hi, lo + 1e-3)
-    counts, edges = np.histogram(us, bins=bins, range=(lo, hi))
+    if not log:
+        counts, edges = np.histogram(us, bins=bins, range=(lo, hi))
+        return {"lo_us": edges[:-1], "hi_us": edges[1:], "count": counts.astype(np.int64)}
+    inside = us[(us >= lo) & (us <= hi)]
+    start = lo if lo > 0 else min(float(inside.min()) if len(inside) else 1e-3, hi / 2)
+    edges = np.geomspace(start, hi, bins + 1)
+    edges[0], edges[-1] = lo, hi  # exactly the range asked for
+    counts = np.histogram(us, bins=edges)[0]
     return {"lo_us": edges[:-1], "hi_us": edges[1:], "count": counts.astype(np.int64)}
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import TraceaugError
+from .substrings import Substrings
 
 OTHERS = "others"
 NCCL = "nccl"
@@ -28,6 +29,7 @@ MEM_DISPLAY = {
     "[CUDA memcpy Host-to-Host]": "[CUDA memcpy H2H]",
 }
 NS_PER_MS = 1_000_000
+MAX_PER = 2**62  # iterations × GPUs: a divisor that int64 holds
 
 
 @dataclass
@@ -43,9 +45,33 @@ class SummaryInput:
     notes: list[str] = field(default_factory=list)
 
 
+# traceaug's map when none is given (the Analyzer's own default puts every kernel in
+# ``others``): class -> name substrings, tried in this order, the first match wins (so
+# ``fmha_..._gemm`` is attention, ``splitKreduce`` gemm, ``elementwise_kernel<..copy..>``
+# memory). NCCL kernels still go to the NCCL table; the rest is ``others``.
+DEFAULT_CLASSES = (
+    ("attention", ("fmha", "flash", "attention", "attn", "sdpa")),
+    ("gemm", ("gemm", "matmul", "cublas", "cutlass", "xmma", "conv", "wgrad", "dgrad", "triton_mm",
+              "triton_tem", "splitkreduce")),
+    ("norm", ("norm", "softmax", "ln_fwd", "ln_bwd", "bn_fw", "bn_bw", "welford")),
+    ("communication", ("allreduce", "all_reduce", "allgather", "all_gather", "reducescatter",
+                       "reduce_scatter", "alltoall", "all_to_all", "sendrecv", "rccl", "nvshmem")),
+    ("reduction", ("reduce", "reduction", "scan", "argmax", "argmin", "topk", "triton_red",
+                   "triton_per")),
+    ("memory", ("copy", "memcpy", "memset", "fill", "transpose", "concat", "catarray", "slice",
+                "gather", "scatter", "index", "embedding", "broadcast", "permute", "pad")),
+    ("elementwise", ("elementwise", "pointwise", "triton_poi", "loop_", "relu", "gelu", "silu",
+                     "sigmoid", "tanh", "dropout", "cast", "add", "mul", "div", "multi_tensor",
+                     "adam", "sgd")),
+)
+DEFAULT_MAP = {key: cls for cls, keys in DEFAULT_CLASSES for key in keys}
+DEFAULT_NOTE = ("no kernel_to_class_map given: kernels classed by traceaug's default map ("
+                + ", ".join(cls for cls, _ in DEFAULT_CLASSES) + ", the rest others)")
+
+
 def class_map(mapping: object, source: str) -> dict[str, str]:
-    """The Analyzer's map, lower-cased and checked: an object of strings, no key inside another,
-    no class named ``others``."""
+    """The Analyzer's map, lower-cased and checked: an object of strings, no key empty or inside
+    another, no class named ``others`` (one pass over the keys: ``Substrings``)."""
     if not isinstance(mapping, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                  for k, v in mapping.items()):
         raise TraceaugError(f"{source}: kernel_to_class_map must be an object of "
@@ -53,22 +79,30 @@ def class_map(mapping: object, source: str) -> dict[str, str]:
     out = {k.lower(): v.lower() for k, v in mapping.items()}
     if OTHERS in out.values() or "other" in out.values():
         raise TraceaugError(f"{source}: a class may not be named {OTHERS!r} (it is the rest)")
+    if "" in out:
+        raise TraceaugError(f"{source}: an empty key would match every kernel")
     keys = list(out)
-    for i, a in enumerate(keys):
-        for b in keys[i + 1:]:
-            if a in b or b in a:
-                raise TraceaugError(f"{source}: keys {a!r} and {b!r} overlap (one contains the other)")
+    inside = Substrings(keys)
+    for j, b in enumerate(keys):
+        i = next((i for i in inside.found(b) if i != j), None)
+        if i is not None:
+            a, b = (keys[i], b) if i < j else (b, keys[i])
+            raise TraceaugError(f"{source}: keys {a!r} and {b!r} overlap (one contains the other)")
     return out
 
 
 def classify(names: np.ndarray, mapping: dict[str, str]) -> np.ndarray:
-    """Class of each kernel name (``nccl``, a mapped class, or ``others``)."""
-    lower = np.char.lower(names.astype(str))
-    out = np.full(len(names), OTHERS, dtype=object)
-    for key, cls in reversed(list(mapping.items())):  # the first matching key is written last
-        out[np.char.find(lower, key) >= 0] = cls
-    out[np.char.find(lower, NCCL) >= 0] = NCCL
-    return out
+    """Class of each kernel name (``nccl``, the class of the first key in map order that the
+    lower-cased name contains, or ``others``): each distinct name scanned once."""
+    keys, classes = list(mapping), list(mapping.values())
+    inside = Substrings(keys)
+    distinct, back = np.unique(np.asarray(names).astype(str), return_inverse=True)
+    found = []
+    for name in distinct.tolist():
+        lower = name.lower()
+        first = min(inside.found(lower), default=None)
+        found.append(NCCL if NCCL in lower else OTHERS if first is None else classes[first])
+    return np.array(found, dtype=object)[back.reshape(-1)] if len(found) else np.full(0, OTHERS, object)
 
 
 def _table(labels: np.ndarray, order: list[str], total: np.ndarray, count: np.ndarray,
@@ -114,6 +148,8 @@ def summarize(data: SummaryInput, mapping: dict[str, str], iters: int, gpus: int
     without shares)."""
     if iters < 1 or gpus < 1:
         raise TraceaugError("--iters and --gpus must be at least 1")
+    if iters * gpus > MAX_PER:
+        raise TraceaugError(f"--iters × --gpus is {iters * gpus:,}, more than 2^62")
     per = iters * gpus
     k = data.kernels
     classes = classify(k["name"], mapping)
@@ -294,6 +330,10 @@ def project(trace, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np
     calls = trace.columns("SELECT ts, correlation FROM traceaug_runtime WHERE correlation IS NOT NULL "
                           "ORDER BY correlation")
     # each op's launch call by correlation id (numpy: the engine would join two views row by row)
+    for col in (ops["correlation"], calls["correlation"]):
+        if col.dtype.kind not in "iu":  # Kineto wrote a string (or a float) as the id
+            bad = next((v for v in col.tolist() if not isinstance(v, int)), col.dtype)
+            raise TraceaugError(f"{trace.path}: a correlation id is {bad!r}, not an integer")
     corr, call_corr = ops["correlation"].astype(np.int64), calls["correlation"].astype(np.int64)
     j = np.minimum(np.searchsorted(call_corr, corr), max(len(call_corr) - 1, 0))
     found = (call_corr[j] == corr) if len(call_corr) else np.zeros(len(corr), dtype=bool)

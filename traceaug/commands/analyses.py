@@ -113,14 +113,17 @@ def gaps(ranks: list[GpuOps], step: int | None, hist_min: float | None, hist_max
         trans.append({"rank": objects([g.rank] * len(t["count"])), **t})
     return [("gaps per stream", concat([gp.stream_gaps(g, step) for g in ranks])),
             ("gaps per device (union of its streams)", concat([gp.device_gaps(g, step) for g in ranks])),
-            ("gap histogram (µs, gaps > 0 on every stream)", hist),
+            ("gap histogram (µs, log-spaced bins, gaps > 0 on every stream)", hist),
             ("kernel transitions on a stream (gap after A before B)", concat(trans))]
 
 
 def bars(hist: Columns, width: int = 50) -> str:
     """The histogram drawn in the terminal."""
     peak = max(int(hist["count"].max(initial=0)), 1)
-    lines = [f"{lo:>12.1f} – {hi:<12.1f} {'█' * round(width * n / peak):<{width}} {n}"
+    def us(v: float) -> str:  # log-spaced bins start below 1 µs: 0.0012, not 0.0
+        return f"{v:.1f}" if abs(v) >= 1 or v == 0 else f"{v:.2g}"
+
+    lines = [f"{us(lo):>12} – {us(hi):<12} {'█' * round(width * n / peak):<{width}} {n}"
              for lo, hi, n in zip(hist["lo_us"].tolist(), hist["hi_us"].tolist(),
                                   hist["count"].tolist())]
     return "\n".join(lines) + "\n"

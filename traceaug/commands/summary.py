@@ -71,10 +71,10 @@ def run(inputs: list[Path], config: Path | None, class_map_path: Path | None, it
     if class_map_path is not None:
         mapping_doc = gpa_config.read_json(class_map_path, "class map")
         mapping_source = str(class_map_path)
-    mapping = gpa.class_map(mapping_doc, mapping_source)
+    mapping = gpa.class_map(mapping_doc, mapping_source) if mapping_doc != {} else gpa.DEFAULT_MAP
     results = []
     for spec in specs:
-        notes: list[str] = []
+        notes: list[str] = [gpa.DEFAULT_NOTE] if mapping is gpa.DEFAULT_MAP else []
         it_tag = tag or spec.tag
         if spec.format == "nsys-rep":
             results.append({"title": spec.title, "skipped": (

@@ -17,6 +17,7 @@ import orjson
 from ..errors import TraceaugError
 
 CSV_KEYS = ("kernel_sum", "mem_time_sum", "nvtx_proj_trace")
+MAX_ARG = 2**31 - 1  # num_of_iters / num_of_gpus: far above any run, far below int64
 
 
 @dataclass
@@ -47,9 +48,17 @@ def _int(args: dict, key: str, path: Path) -> int | None:
     value = args.get(key)
     if value is None:
         return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise TraceaugError(f"{path}: analysis_args.{key} must be a whole number ≥ 1, not {value!r}")
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_ARG:
+        raise TraceaugError(f"{path}: analysis_args.{key} must be a whole number from 1 to "
+                            f"{MAX_ARG:,}, not {value!r}")
     return value
+
+
+def _path(folder: Path, given: str, config: Path) -> Path:
+    """A path the config names, relative to its folder; one that no file can have is refused."""
+    if "\x00" in given:
+        raise TraceaugError(f"{config}: the path {given!r} holds a NUL byte")
+    return folder / given
 
 
 def _input(entry: object, n: int, path: Path) -> ConfigInput:
@@ -66,13 +75,14 @@ def _input(entry: object, n: int, path: Path) -> ConfigInput:
         given = entry.get("nsys_csv_file_path")
         if not isinstance(given, dict) or not isinstance(given.get("kernel_sum"), str):
             raise TraceaugError(f"{path}: {title!r} needs nsys_csv_file_path.kernel_sum")
-        files = {k: folder / given[k] if isinstance(given.get(k), str) else None for k in CSV_KEYS}
+        files = {k: _path(folder, given[k], path) if isinstance(given.get(k), str) else None
+                 for k in CSV_KEYS}
     elif fmt in ("nsys-rep", "trace", "sqlite", "json"):
         report = entry.get("nsys_report") if fmt == "nsys-rep" else entry
         where = report.get("path") if isinstance(report, dict) else None
         if not isinstance(where, str):
             raise TraceaugError(f"{path}: {title!r} needs a path")
-        files = {"path": folder / where}
+        files = {"path": _path(folder, where, path)}
         fmt = "nsys-rep" if fmt == "nsys-rep" else "trace"
     else:
         raise TraceaugError(f"{path}: {title!r} has format {fmt!r} (csv, nsys-rep, trace)")

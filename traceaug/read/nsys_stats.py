@@ -29,6 +29,8 @@ REPORTS = {
                      "name": (("Operation", "Name"), None)},
     "nvtx_proj_trace": {"duration": (("Projected Duration",), True), "name": (("Name", "Range"), None)},
 }
+INT64_MAX = 2**63 - 1
+TOO_LARGE = "more than a 64-bit integer holds"
 TITLES = {"kernel_sum": "cuda_gpu_kern_sum", "mem_time_sum": "cuda_gpu_mem_time_sum",
           "nvtx_proj_trace": "nvtx_gpu_proj_trace"}
 
@@ -56,7 +58,12 @@ def _columns(path: Path, report: str, header: dict) -> dict[str, tuple[int, int]
 def kind_of(path: Path) -> str:
     """Which report a CSV is, from its header: kernel_sum, mem_time_sum or nvtx_proj_trace."""
     with _open(path) as f:
-        row = next(csv.reader(f), None)
+        try:
+            row = next(csv.reader(f), None)
+        except csv.Error as e:
+            raise TraceaugError(f"{path}: malformed CSV ({e})") from None
+        except UnicodeDecodeError as e:
+            raise _not_utf8(path, e) from None
     header = _header(path, row or [])
     if "Projected Duration" in header:
         return "nvtx_proj_trace"
@@ -66,6 +73,11 @@ def kind_of(path: Path) -> str:
         return "kernel_sum"
     raise TraceaugError(f"{path}: not an nsys stats CSV this command reads (cuda_gpu_kern_sum, "
                         "cuda_gpu_mem_time_sum, nvtx_gpu_proj_trace, gpukernsum)")
+
+
+def _not_utf8(path: Path, e: UnicodeDecodeError) -> TraceaugError:
+    return TraceaugError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x}); "
+                         "nsys stats writes UTF-8 CSVs")
 
 
 def _open(path: Path):
@@ -78,14 +90,35 @@ def _open(path: Path):
 
 
 def _number(path: Path, line: int, column: str, text: str, scale: int, integral: bool) -> int:
+    """A cell as an int64 (ns or a count); a value int64 cannot hold is refused before any
+    arithmetic on it (``1e999999`` as an int: a million digits, a minute of CPU)."""
     try:
-        value = Decimal(text.strip().replace(",", "")) * scale
+        value = Decimal(text.strip().replace(",", ""))
     except InvalidOperation:
         raise TraceaugError(f"{path}: line {line}: {column} is {text!r}, not a number") from None
-    if not value.is_finite() or value < 0 or (integral and value != value.to_integral_value()):
+    if not value.is_finite() or value < 0:
         raise TraceaugError(f"{path}: line {line}: {column} is {text!r}, not a "
                             f"{'count' if integral else 'duration'}")
-    return int(value.to_integral_value())
+    if value and value.adjusted() > 20:
+        raise TraceaugError(f"{path}: line {line}: {column} is {_cut(text)}, {TOO_LARGE}")
+    value *= scale
+    if integral and value != value.to_integral_value():
+        raise TraceaugError(f"{path}: line {line}: {column} is {text!r}, not a count")
+    out = int(value.to_integral_value())
+    if out > INT64_MAX:
+        raise TraceaugError(f"{path}: line {line}: {column} is {_cut(text)}, {TOO_LARGE}")
+    return out
+
+
+def _cut(text: str) -> str:
+    return repr(text if len(text) <= 40 else text[:39] + "…")
+
+
+def _total(path: Path, column: str, values: list[int]) -> None:
+    """Refuse a column whose sum int64 cannot hold (summed exactly, as Python ints): the
+    summary's sums would wrap around to negative times."""
+    if sum(values) > INT64_MAX:
+        raise TraceaugError(f"{path}: the {column} column sums to {sum(values):,}, {TOO_LARGE}")
 
 
 def read(path: str | Path, report: str) -> dict[str, np.ndarray]:
@@ -116,7 +149,12 @@ def read(path: str | Path, report: str) -> dict[str, np.ndarray]:
                     else:
                         out[field].append(_number(path, line, spec[field][0][0], cell,
                                                   scale, integral=spec[field][1] is False))
-        except (csv.Error, UnicodeDecodeError) as e:
+        except csv.Error as e:
             raise TraceaugError(f"{path}: malformed CSV ({e})") from None
+        except UnicodeDecodeError as e:
+            raise _not_utf8(path, e) from None
+    for field, values in out.items():
+        if spec[field][1] is not None:
+            _total(path, spec[field][0][0], values)
     return {field: np.array(values, dtype=object if spec[field][1] is None else np.int64)
             for field, values in out.items()}

@@ -17,6 +17,7 @@ from ..analysis.gpu_steps import GpuOps
 from ..analysis.tables import Columns
 from ..atomic import atomic_output
 from ..commands.analyses import clip_names, concat, shown
+from .findings import Overview, overview
 from .plotly_inline import BOOT, packed_plotly
 
 TYPES = ("computation", "communication", "memory")
@@ -33,9 +34,54 @@ def _short(name: str, width: int = 60) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
+def bar_labels(names: list[str], width: int = 60) -> list[str]:
+    """Each name cut to ``width`` characters, every label distinct (plotly draws one bar per
+    distinct label, so two names cut alike would become one bar): a name whose cut collides
+    keeps its start and shows the part where it differs from the others (``start…part…``),
+    and a label still taken gets a `` #n`` suffix."""
+    out = [_short(n, width) for n in names]
+    groups: dict[str, list[int]] = {}
+    for i, label in enumerate(out):
+        groups.setdefault(label, []).append(i)
+    head = width // 2
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        ordered = sorted(members, key=lambda i: names[i])
+        for j, i in enumerate(ordered):  # where it first differs from its sorted neighbours
+            d = max(_common(names[i], names[k]) for k in ordered[max(j - 1, 0):j + 2] if k != i)
+            start = max(head, d - 8)
+            out[i] = names[i][:head] + "…" + _short(names[i][start:], width - head - 1)
+    seen: dict[str, int] = {}
+    for i, label in enumerate(out):
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] > 1:
+            out[i] = f"{label} #{seen[label]}"
+    return out
+
+
+def _wrapped(name: str, width: int = 110) -> str:
+    """The full name in lines of ``width`` characters (a hover box no wider than the page)."""
+    return "<br>".join(name[i:i + width] for i in range(0, len(name), width)) or name
+
+
+def _common(a: str, b: str) -> int:
+    """Length of the common prefix of ``a`` and ``b``."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 def _fig(data: list[dict], title: str, **layout) -> dict:
     """A plotly figure as plain data (plotly.js draws it; no plotly import in Python)."""
     return {"data": data, "layout": {"title": {"text": title}, **layout}}
+
+
+# a µs axis reads as µs: "20,000 µs", never plotly's SI "20k" (20 k µs?) or "1.5M"
+US_AXIS = {"title": {"text": "µs"}, "tickformat": ",~f", "hoverformat": ",.1f", "ticksuffix": " µs"}
 
 
 def _list(values) -> list:
@@ -67,23 +113,22 @@ def figures(ranks: list[GpuOps], a: dict[str, list[Columns]], top: int) -> list[
         if not len(rows):
             continue
         mean = across["mean_total"][rows] / 1e3
-        bar = {"type": "bar", "orientation": "h", "x": _list(mean),
-               "y": [_short(x) for x in across["name"][rows]],
+        names = across["name"][rows].tolist()
+        bar = {"type": "bar", "orientation": "h", "x": _list(mean), "y": bar_labels(names),
+               "customdata": names, "hovertext": [_wrapped(n) for n in names],
+               "hovertemplate": "%{hovertext}<br>%{x:,.1f} µs<extra></extra>",
                "error_x": {"type": "data", "symmetric": False,
                            "array": _list(across["max_total"][rows] / 1e3 - mean),
                            "arrayminus": _list(mean - across["min_total"][rows] / 1e3)}}
         out.append((f"top {typ}", _fig(
             [bar], f"Top {typ} kernels: total µs (mean over ranks, bars min–max)",
-            yaxis={"autorange": "reversed"}, margin={"l": 420},
+            yaxis={"autorange": "reversed"}, xaxis=US_AXIS, margin={"l": 420},
             height=max(300, 26 * len(rows) + 120))))
     gap = concat(a["pairs"]).get("gap", np.empty(0, np.int64))
-    gap_us = gap[gap > 0] / 1e3
-    edges = (np.geomspace(max(float(gap_us.min()), 1e-3), float(gap_us.max()) * 1.0001, 31)
-             if len(gap_us) else np.array([0.0, 1.0]))
-    counts = np.histogram(gap_us, bins=edges)[0]
+    hist = gp.histogram(gap, bins=30)
     out.append(("gap histogram", _fig(
-        [{"type": "bar", "x": [f"{a:.3g}–{b:.3g}" for a, b in zip(edges[:-1], edges[1:])],
-          "y": _list(counts)}],
+        [{"type": "bar", "x": [f"{a:.3g}–{b:.3g}" for a, b in zip(hist["lo_us"], hist["hi_us"])],
+          "y": _list(hist["count"])}],
         "Idle gaps between ops on a stream (µs, log-spaced bins)",
         xaxis={"title": {"text": "gap (µs)"}}, yaxis={"title": {"text": "gaps"}})))
     idle = concat(a["idle"])
@@ -93,14 +138,15 @@ def figures(ranks: list[GpuOps], a: dict[str, list[Columns]], top: int) -> list[
         bars.append({"type": "bar", "name": cat, "y": _list(idle["idle"][m] / 1e3),
                      "x": [f"{_label(r)} stream {s}" for r, s in zip(idle["rank"][m], idle["stream"][m])]})
     out.append(("idle breakdown", _fig(
-        bars, "Idle time per stream (µs): host wait / kernel wait / other", barmode="stack")))
+        bars, "Idle time per stream (µs): host wait / kernel wait / other", barmode="stack",
+        yaxis=US_AXIS)))
     temporal = concat(a["temporal"])
     per_step = np.array([s is not None for s in temporal["step"]], bool)
     x = [f"{_label(r)} step {s}" for r, s in zip(temporal["rank"][per_step], temporal["step"][per_step])]
     bars = [{"type": "bar", "name": label, "x": x, "y": _list(temporal[col][per_step] / 1e3)}
             for col, label in SEGMENTS]
     out.append(("timeline", _fig(bars, "Busy and idle time per step in its GPU window (µs)",
-                                 barmode="stack")))
+                                 barmode="stack", yaxis=US_AXIS)))
     return out
 
 
@@ -108,18 +154,67 @@ def _cells(values: np.ndarray, digits: int) -> list[str]:
     """One column's ``<td>`` cells: floats to ``digits`` places, the rest as text, escaped
     (column by column: a table of 20,000 steps formatted cell by cell took seconds)."""
     if values.dtype.kind == "f":
-        return [f"<td>{v:.{digits}f}</td>" for v in values.tolist()]
-    if values.dtype.kind in "iub":  # nothing to escape in a number
+        return [f"<td>{v:,.{digits}f}</td>" for v in values.tolist()]
+    if values.dtype.kind in "iu":  # nothing to escape in a number
+        return [f"<td>{v:,}</td>" for v in values.tolist()]
+    if values.dtype.kind == "b":
         return [f"<td>{v}</td>" for v in values.tolist()]
-    return [f"<td>{html.escape(f'{v:.{digits}f}' if isinstance(v, float) else str(v))}</td>"
+    return [f"<td>{html.escape(f'{v:,.{digits}f}' if isinstance(v, float) else str(v))}</td>"
             for v in values.tolist()]
 
 
-def _table(t: Columns, digits: int = 3) -> str:
+def _table(t: Columns, digits: int = 1) -> str:
+    """A table to sort by any column; long headers break after their underscores."""
     t = shown(t, "table", full_names=False)
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in t)
+    head = "".join(f"<th title='sort by {html.escape(c)}'>{html.escape(c).replace('_', '_<wbr>')}</th>"
+                   for c in t)
     rows = map("".join, zip(*(_cells(v, digits) for v in t.values())))
-    return f"<table><tr>{head}</tr>{''.join(f'<tr>{r}</tr>' for r in rows)}</table>"
+    return (f"<div class='scroll'><table class='sortable'><thead><tr>{head}</tr></thead><tbody>"
+            f"{''.join(f'<tr>{r}</tr>' for r in rows)}</tbody></table></div>")
+
+
+def _rows(t: Columns) -> int:
+    return len(next(iter(t.values()))) if t else 0
+
+
+def _overview(o: Overview, ranks: int) -> str:
+    """The first screen: the verdict, the top three findings, the key figures."""
+    f = o.figures
+    items = "".join(f"<li>{html.escape(x.text)}</li>" for x in o.findings[:3])
+    return ("<section id='overview'>"
+            f"<p class='verdict'>{html.escape(o.verdict)}</p><ol class='findings'>{items}</ol>"
+            f"<p class='figures'>GPU window {f['window_ns'] / 1e3:,.0f} µs over {ranks} rank(s): "
+            f"busy {f['busy_pct']:.1f} %, idle {f['idle_pct']:.1f} %.</p></section>")
+
+
+# click a column's header to sort by it (numbers as numbers; again: the other way)
+SORT_JS = r"""
+document.querySelectorAll("table.sortable th").forEach((th, col) => th.addEventListener("click", () => {
+  const body = th.closest("table").tBodies[0];
+  const up = th.dataset.order !== "asc";
+  th.closest("tr").querySelectorAll("th").forEach(h => delete h.dataset.order);
+  th.dataset.order = up ? "asc" : "desc";
+  const key = r => { const t = r.cells[col].textContent, n = parseFloat(t.replace(/,/g, ""));
+                     return isNaN(n) || !/^[-+\d.,e]+$/i.test(t.trim()) ? t : n; };
+  const rows = Array.from(body.rows).sort((a, b) => {
+    const x = key(a), y = key(b);
+    const c = typeof x === typeof y ? (x < y ? -1 : x > y ? 1 : 0) : (typeof x === "number" ? -1 : 1);
+    return up ? c : -c; });
+  body.append(...rows);
+}));
+"""
+
+STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1400px}"
+         "#overview{border:1px solid #ccc;border-left:6px solid #c60;padding:.5em 1.2em;"
+         "margin-bottom:1.5em;background:#fffaf5}.verdict{font-size:1.25em;font-weight:bold}"
+         ".findings li{margin:.3em 0;font-size:1.05em}.figures{color:#555}"
+         "details{margin:.6em 0}summary{cursor:pointer;font-weight:bold;font-size:1.1em}"
+         ".scroll{max-width:100%;max-height:32em;overflow:auto}"
+         "table{border-collapse:collapse;font-size:12px;margin:.5em 0}"
+         "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
+         "th{cursor:pointer;position:sticky;top:0;background:#eee;max-width:8em}"
+         "th[data-order=asc]::after{content:' ▲'}"
+         "th[data-order=desc]::after{content:' ▼'}.chart{min-height:300px}")
 
 
 def write_report(ranks: list[GpuOps], path: Path, step: int | None = None, top: int = 10,
@@ -128,11 +223,8 @@ def write_report(ranks: list[GpuOps], path: Path, step: int | None = None, top: 
     a = analyses(ranks, step)
     figs = figures(ranks, a, top)
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
-             f"<title>{html.escape(title)}</title>",
-             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;"
-             "font-size:12px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 6px;"
-             "text-align:right}.chart{min-height:300px}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1>"]
+             f"<title>{html.escape(title)}</title>", f"<style>{STYLE}</style></head><body>",
+             f"<h1>{html.escape(title)}</h1>", _overview(overview(ranks, a, step, _short), len(ranks))]
     specs = []
     for i, (name, fig) in enumerate(figs):
         parts.append(f"<div class='chart' id='chart{i}' data-chart='{html.escape(name)}'></div>")
@@ -145,9 +237,11 @@ def write_report(ranks: list[GpuOps], path: Path, step: int | None = None, top: 
                 ("Launch summary", {k: np.array([r[k] for r in summary],
                                                 dtype=object if k == "rank" else None)
                                     for k in summary[0]})]
+    parts.append("<h2>Tables</h2>")
     for name, t in sections:
-        parts.append(f"<h2>{html.escape(name)}</h2>" + _table(clip_names(t, 60)))
-    parts.append(f"<script>{BOOT}</script>")
+        parts.append(f"<details><summary>{html.escape(name)} ({_rows(t):,} rows)</summary>"
+                     + _table(clip_names(t, 60)) + "</details>")
+    parts.append(f"<script>{SORT_JS}</script><script>{BOOT}</script>")
     parts.append("<script>const FIGS = " + orjson.dumps(specs).decode().replace("</", "<\\/")
                  + ";\nconst PLOTLY = \"")
     tail = ("\";\nbootPlotly(PLOTLY, () => { FIGS.forEach((f, i) => Plotly.newPlot("

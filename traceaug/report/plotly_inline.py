@@ -1,17 +1,22 @@
 """plotly.js for a self-contained, offline page: gzip + base64 inline (1.9 MB instead of
 4.8 MB), unpacked in the browser by ``DecompressionStream``. Packed once per plotly.min.js
 (keyed on its size and mtime, which a stat gives, not a package-metadata lookup) into the
-cache directory (packing takes ~0.4 s)."""
+cache directory (packing takes ~0.4 s). The cached copy starts with the sha256 of what follows
+and is used only when that matches (as the engine's cached module is checked): a truncated or
+altered cache is packed again, never inlined as it is (a page with no charts)."""
 
 from __future__ import annotations
 
 import base64
 import gzip
+import hashlib
 from importlib import util
 from pathlib import Path
 
 from ..atomic import atomic_output
 from ..engine.wasm_module import cache_dir
+
+_MAGIC = b"traceaug-plotly-1 "  # then the hex sha256 of the packed bytes, a newline, the bytes
 
 # Runs ``draw()`` once plotly.js is unpacked and loaded (from a blob: URL, no network).
 BOOT = """
@@ -29,6 +34,14 @@ async function bootPlotly(packed, draw) {
 """
 
 
+def _checked(cached: bytes) -> bytes | None:
+    """The packed bytes of a cache file whose header's sha256 matches them; None otherwise."""
+    head, newline, body = cached.partition(b"\n")
+    if not newline or not head.startswith(_MAGIC):
+        return None
+    return body if hashlib.sha256(body).hexdigest().encode() == head[len(_MAGIC):] else None
+
+
 def packed_plotly() -> bytes:
     """plotly.min.js, gzip-compressed and base64-encoded (ASCII bytes, written as they are)."""
     package = Path(util.find_spec("plotly").submodule_search_locations[0])  # never imported
@@ -36,13 +49,16 @@ def packed_plotly() -> bytes:
     stat = js_path.stat()
     cached = cache_dir() / f"plotly-{stat.st_size}-{stat.st_mtime_ns}.min.js.gz.b64"
     try:
-        return cached.read_bytes()
+        packed = _checked(cached.read_bytes())
     except OSError:
-        pass
+        packed = None
+    if packed is not None:
+        return packed
     packed = base64.b64encode(gzip.compress(js_path.read_bytes(), 6, mtime=0))
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
         with atomic_output(cached, "wb", hold=False) as f:
+            f.write(_MAGIC + hashlib.sha256(packed).hexdigest().encode() + b"\n")
             f.write(packed)
     except OSError:  # a read-only cache only costs the packing next time
         pass

@@ -1,0 +1,223 @@
+"""The report's first screen: a verdict and the top findings in plain words, each computed
+from the analyses the page already holds (GPU windows, idle per stream, kernel totals) and
+the ops' launch times, and ranked by the share of the GPU window it concerns."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..analysis.gpu_steps import GpuOps
+from ..analysis.intervals import int_groups
+from ..analysis.tables import Columns
+
+MIN_IMPACT_PCT = 1  # a finding about less of the window than this is left out
+FULL_QUEUE_OPS = 4  # a stream holding this many launched ops on average: the CPU runs ahead
+IDLE_CAUSES = {"host_wait": "waiting for the CPU to launch work",
+               "kernel_wait": "in short gaps between back-to-back ops (launch overhead)",
+               "other": "in long gaps no launch explains (synchronization, data loading)"}
+
+
+@dataclass
+class Finding:
+    """One finding: its share of the GPU window (what ranks it), its sentence, its figures."""
+
+    impact_pct: float
+    text: str
+    figures: dict = field(default_factory=dict)
+
+
+@dataclass
+class Overview:
+    """The verdict, the findings (largest first) and the figures both are made of."""
+
+    verdict: str
+    findings: list[Finding]
+    figures: dict
+
+
+def _window_row(t: Columns, step: int | None) -> int:
+    """The temporal row of the whole window (step None), or the one step's row."""
+    if step is not None:
+        return 0
+    return int(np.flatnonzero(np.array([s is None for s in t["step"]], bool))[0])
+
+
+def queue_means(g: GpuOps, step: int | None) -> Columns:
+    """Per (device, stream): the time-weighted mean number of ops launched but not yet started
+    over the window (Little's law: each op's wait from its launch to its start, summed, over
+    the window's length), and that window's length (ns)."""
+    lo, hi, _ = g.window(step)
+    ops = g.ops
+    rows = g.rows(step) & ops["launched"]
+    start = np.clip(ops["ts"][rows], lo, hi)
+    launch = np.clip(ops["launch_ts"][rows], lo, hi)
+    wait = np.maximum(start - launch, 0).astype(np.float64)
+    dev, stream = ops["device"][rows], ops["stream"][rows]
+    keys = sorted(set(zip(dev.tolist(), stream.tolist())))
+    span = max(hi - lo, 1)
+    mean = [float(wait[(dev == d) & (stream == s)].sum()) / span for d, s in keys]
+    return {"device": np.array([k[0] for k in keys], np.int64),
+            "stream": np.array([k[1] for k in keys], np.int64), "mean": np.array(mean)}
+
+
+def main_stream(g: GpuOps, step: int | None) -> tuple[int, int]:
+    """The (device, stream) whose ops run longest: the one the step's work goes through."""
+    rows = g.rows(step)
+    dev, stream = g.ops["device"][rows], g.ops["stream"][rows]
+    if not len(dev):
+        return -1, -1
+    gid = int_groups(dev, stream)
+    i = int(np.argmax(np.bincount(gid, g.ops["dur"][rows].astype(np.float64))))
+    first = int(np.flatnonzero(gid == i)[0])
+    return int(dev[first]), int(stream[first])
+
+
+def _rank(rank) -> str:
+    return "" if rank is None else f" (rank {rank})"
+
+
+def overview(ranks: list[GpuOps], a: dict[str, list[Columns]], step: int | None,
+             short: Callable[[str], str] = str) -> Overview:
+    """The verdict and findings from ``analyses_html.analyses``' tables (``a``); ``short``
+    cuts a kernel name for the sentence."""
+    rows = [(_window_row(t, step), t) for t in a["temporal"]]
+    f = _figures(rows)
+    found = (_idle(ranks, a["idle"], step, rows, f) + _queues(ranks, step, f)
+             + _top_kernel(a["kernels"], f, short) + _alone(f) + _imbalance(rows, f))
+    found.sort(key=lambda x: -x.impact_pct)
+    found = [x for x in found if x.impact_pct >= MIN_IMPACT_PCT or x is found[0]]
+    return Overview(_verdict(f), found, f)
+
+
+def _figures(rows: list[tuple[int, Columns]]) -> dict:
+    """The window's totals over every rank (ns) and their shares of it (percent)."""
+    total = {c: sum(int(t[c][i]) for i, t in rows)
+             for c in ("window", "idle", "communication", "comm_only", "mem_only")}
+    span = max(total["window"], 1)
+    return {"window_ns": total["window"], "idle_ns": total["idle"], "span_ns": span,
+            "communication_ns": total["communication"], "comm_only_ns": total["comm_only"],
+            "idle_pct": 100 * total["idle"] / span,
+            "busy_pct": 100 * (total["window"] - total["idle"]) / span,
+            "comm_only_pct": 100 * total["comm_only"] / span,
+            "mem_only_pct": 100 * total["mem_only"] / span}
+
+
+def _idle(ranks: list[GpuOps], idle: list[Columns], step: int | None,
+          rows: list[tuple[int, Columns]], f: dict) -> list[Finding]:
+    """The GPU's idle share and where the busiest stream's idle time goes (HTA's categories;
+    a stream that runs little is idle nearly all the time, which says nothing)."""
+    cause = ""
+    by_cat: dict[str, int] = {}
+    main = []
+    for g, t in zip(ranks, idle):
+        d, s = main_stream(g, step)
+        main.append(s)
+        mine = (t["device"] == d) & (t["stream"] == s)
+        for c, v in zip(t["category"][mine].tolist(), t["idle"][mine].tolist()):
+            by_cat[c] = by_cat.get(c, 0) + int(v)
+    if sum(by_cat.values()):
+        top = max(by_cat, key=by_cat.get)
+        share = 100 * by_cat[top] / sum(by_cat.values())
+        f.update(idle_cause=top, idle_cause_pct=share)
+        which = f"stream {main[0]}'s" if len(set(main)) == 1 else "the busiest streams'"
+        cause = f"; {share:.0f} % of {which} idle time is {IDLE_CAUSES[top]}"
+    i, worst = max(rows, key=lambda r: float(r[1]["idle_pct"][r[0]]))
+    most = "" if len(rows) < 2 else \
+        f" (most on rank {worst['rank'][i]}: {float(worst['idle_pct'][i]):.0f} %)"
+    where = f"ProfilerStep#{step}'s GPU window" if step is not None else "the GPU window"
+    return [Finding(f["idle_pct"], f"GPU idle {f['idle_pct']:.0f} % of {where}{most}{cause}.",
+                    {"idle_pct": f["idle_pct"]})]
+
+
+def _queues(ranks: list[GpuOps], step: int | None, f: dict) -> list[Finding]:
+    """The fullest launch queue: a full one means the CPU runs ahead of the GPU."""
+    best = None
+    for g in ranks:
+        q = queue_means(g, step)
+        for s, m in zip(q["stream"].tolist(), q["mean"].tolist()):
+            if best is None or m > best[2]:
+                best = (g.rank, s, m)
+    if best is None:
+        return []
+    rank, s, q = best
+    f.update(queue_stream=s, queue_mean=q, queue_rank=rank)
+    if q >= FULL_QUEUE_OPS:
+        return [Finding(f["busy_pct"], f"The CPU runs ahead: stream {s}'s queue holds {q:,.0f} "
+                                       f"launched ops on average{_rank(rank)}; the GPU sets the pace.",
+                        {"stream": s, "queue_mean": q})]
+    if f["idle_pct"] >= 20:
+        return [Finding(f["idle_pct"] / 2, f"The launch queues stay nearly empty (at most {q:.1f} "
+                                           f"ops waiting on average, stream {s}): the GPU runs what "
+                                           "the CPU sends as soon as it arrives.",
+                        {"stream": s, "queue_mean": q})]
+    return []
+
+
+def _top_kernel(kernels: list[Columns], f: dict, short: Callable[[str], str]) -> list[Finding]:
+    """The GPU op name with the most GPU time over every rank, and its share of it."""
+    totals: dict[str, list[int]] = {}
+    for t in kernels:
+        for n, tot, cnt in zip(t["name"].tolist(), t["total"].tolist(), t["count"].tolist()):
+            e = totals.setdefault(n, [0, 0])
+            e[0] += int(tot)
+            e[1] += int(cnt)
+    if not totals:
+        return []
+    name = max(totals, key=lambda n: (totals[n][0], n))
+    total, count = totals[name]
+    share = 100 * total / max(sum(v[0] for v in totals.values()), 1)
+    f.update(top_kernel=name, top_kernel_ns=total, top_kernel_pct=share)
+    return [Finding(100 * total / f["span_ns"], f"{short(name)} takes {share:.0f} % of the GPU time "
+                                                f"({count:,} runs, {total / 1e3:,.0f} µs).",
+                    {"name": name, "total_ns": total, "share_pct": share})]
+
+
+def _alone(f: dict) -> list[Finding]:
+    """Communication, and copies and sets, running with nothing else to hide them."""
+    out = []
+    if f["communication_ns"]:
+        hidden = 100 * (f["communication_ns"] - f["comm_only_ns"]) / f["communication_ns"]
+        out.append(Finding(f["comm_only_pct"], f"Communication runs alone (not hidden behind "
+                                               f"compute) {f['comm_only_pct']:.0f} % of the window; "
+                                               f"{hidden:.0f} % of it overlaps other work.",
+                           {"comm_only_pct": f["comm_only_pct"]}))
+    if f["mem_only_pct"]:
+        out.append(Finding(f["mem_only_pct"], f"Copies and sets run alone "
+                                              f"{f['mem_only_pct']:.0f} % of the window.",
+                           {"mem_only_pct": f["mem_only_pct"]}))
+    return out
+
+
+def _imbalance(rows: list[tuple[int, Columns]], f: dict) -> list[Finding]:
+    """The spread of compute time over ranks (compute, not busy: a collective's kernel runs
+    while it waits for its peers)."""
+    if len(rows) < 2:
+        return []
+    work = [(int(t["computation"][i]), t["rank"][i]) for i, t in rows]
+    (lo_w, lo_r), (hi_w, hi_r) = min(work, key=lambda w: w[0]), max(work, key=lambda w: w[0])
+    spread = 100 * (hi_w - lo_w) / max(f["span_ns"] / len(rows), 1)
+    return [Finding(spread, f"Rank {hi_r} computes {(hi_w - lo_w) / 1e3:,.0f} µs longer than "
+                            f"rank {lo_r}: the other ranks wait for it in their collectives.",
+                    {"compute_spread_ns": hi_w - lo_w})]
+
+
+def _verdict(f: dict) -> str:
+    """One sentence: what bounds this run (the largest of busy, idle, exposed communication)."""
+    queue_full = f.get("queue_mean", 0) >= FULL_QUEUE_OPS
+    if f["busy_pct"] >= 80:
+        return (f"GPU-bound: the GPU is busy {f['busy_pct']:.0f} % of the window"
+                + (" and the CPU keeps its queue full" if queue_full else "")
+                + ", so faster kernels pay off directly.")
+    if f["idle_pct"] >= 50 and f["idle_pct"] >= f["comm_only_pct"]:
+        why = ("though the CPU runs ahead: look for synchronizations and blocking copies"
+               if queue_full else "waiting for work: the CPU side (launches, data loading, "
+               "synchronization) is the bottleneck")
+        return f"The GPU is starved: idle {f['idle_pct']:.0f} % of the window, {why}."
+    if f["comm_only_pct"] >= 25:
+        return (f"Communication-bound: communication runs alone {f['comm_only_pct']:.0f} % "
+                "of the window.")
+    return (f"Mixed: the GPU is busy {f['busy_pct']:.0f} % and idle {f['idle_pct']:.0f} % of "
+            "the window; the findings below say where the time goes.")

@@ -46,22 +46,22 @@ def compute(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
 
 # ----- the lane ---------------------------------------------------------------------------------
 def segments(result: cp.Result) -> dict[str, np.ndarray]:
-    """The path's timed edges, consecutive ones of one event and category merged: ``pid, ts,
-    dur, name, category`` (engine ns; names without template and argument lists: a kernel's
-    full name can take kilobytes, and the op itself sits beside the lane)."""
-    e = result.edges
-    timed = np.flatnonzero(e["weight"] > 0)
-    start = (e["end"] - e["weight"])[timed]
-    end = e["end"][timed]
-    ev, cat, pid = e["event"][timed], e["category"][timed], e["pid"][timed]
-    new = np.ones(len(timed), bool)
+    """The path's timed pieces (``Result.pieces`` but idle), consecutive ones of one event and
+    category merged: ``pid, ts, dur, name, category`` (engine ns; names without template and
+    argument lists: a kernel's full name can take kilobytes, and the op itself sits beside the
+    lane)."""
+    e, p = result.edges, result.pieces()
+    on = p["category"] != cp.IDLE
+    at = p["edge"][on]
+    start, end, cat = p["ts"][on], p["end"][on], p["category"][on]
+    ev, pid, names = e["event"][at], e["pid"][at], e["event_name"][at]
+    new = np.ones(len(at), bool)
     new[1:] = (ev[1:] != ev[:-1]) | (cat[1:] != cat[:-1]) | (start[1:] != end[:-1])
     first = np.flatnonzero(new)
-    last = np.r_[first[1:] - 1, len(timed) - 1] if len(first) else first
-    short = {n: shorten(n) if isinstance(n, str) else str(n)
-             for n in set(e["event_name"][timed][first].tolist())}
+    last = np.r_[first[1:] - 1, len(at) - 1] if len(first) else first
+    short = {n: shorten(n) if isinstance(n, str) else str(n) for n in set(names[first].tolist())}
     return {"pid": pid[first], "ts": start[first], "dur": end[last] - start[first],
-            "name": np.array([short[n] for n in e["event_name"][timed][first].tolist()], dtype=object),
+            "name": np.array([short[n] for n in names[first].tolist()], dtype=object),
             "category": cat[first]}
 
 

@@ -7,6 +7,7 @@ import gzip
 import importlib.util
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,8 @@ import orjson
 import pytest
 from click.testing import CliRunner
 from conftest import TESTDATA, shared_trace
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import traceaug
 from traceaug.analysis import critical_path as cp
@@ -498,3 +501,65 @@ def test_longest_path_in_runs_is_the_relaxed_one() -> None:
             assert dag.longest_path(ts, order, src, dst, w, hint).tolist() == want
         runs += int(dag.chains(dag.positions(ts, order, src, dst), src, dst, w, lane).link.sum())
     assert runs > 300  # chain edges were taken in runs, not only one by one
+
+
+# ----- random graphs ---------------------------------------------------------------------------------
+CALLS = ("cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemcpy", "hipMemcpy", "cudaStreamSynchronize",
+         "cudaDeviceSynchronize", "cudaEventQuery", "cudaEventSynchronize")
+LAUNCHING = ("cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemcpy", "hipMemcpy")
+
+
+@st.composite
+def random_traces(draw) -> dict:
+    """A Kineto trace of CPU ops on two threads, each with a runtime call of any kind inside,
+    the GPU op each launching call makes (on one of two streams, in order, some to pageable
+    memory), ``cuda_sync`` events for some syncs, and a ProfilerStep#1 over part of it."""
+    base, corr, events = 1_700_000_000_000_000, 1, []
+    stream_free = {7: 0, 20: 0}
+    for tid in (100, 101):
+        t = draw(st.integers(0, 50))
+        for _ in range(draw(st.integers(1, 6))):
+            dur = draw(st.integers(2, 400))
+            events.append({"ph": "X", "cat": "cpu_op", "name": f"op{tid}", "pid": 1, "tid": tid,
+                           "ts": base + t, "dur": dur})
+            name = draw(st.sampled_from(CALLS))
+            c_ts = t + draw(st.integers(0, dur - 1))
+            c_dur = draw(st.integers(1, t + dur - c_ts))
+            events.append({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": tid,
+                           "ts": base + c_ts, "dur": c_dur, "args": {"correlation": corr}})
+            if name in LAUNCHING:
+                s = draw(st.sampled_from((7, 20)))
+                start = max(c_ts + draw(st.integers(0, 300)), stream_free[s])
+                g_dur = draw(st.integers(0, 500))
+                stream_free[s] = start + g_dur + draw(st.integers(0, 20))
+                copy = name != "cudaLaunchKernel"
+                events.append({
+                    "ph": "X", "cat": "gpu_memcpy" if copy else "kernel",
+                    "name": draw(st.sampled_from(("Memcpy DtoH (Device -> Pageable)",
+                                                  "Memcpy HtoD (Pinned -> Device)"))) if copy
+                    else "k", "pid": 0, "tid": s, "ts": base + start, "dur": g_dur,
+                    "args": {"correlation": corr, "device": 0, "stream": s}})
+            elif "Synchronize" in name and draw(st.booleans()):
+                kind = "Context Sync" if "Device" in name else "Stream Sync"
+                events.append({"ph": "X", "cat": "cuda_sync", "name": kind, "pid": 0, "tid": 7,
+                               "ts": base + c_ts + c_dur - 1, "dur": 1,
+                               "args": {"cuda_sync_kind": kind, "correlation": corr, "device": 0,
+                                        "stream": 7}})
+            corr += 1
+            t += dur + draw(st.integers(0, 100))
+    lo = draw(st.integers(0, 200))
+    events.append({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1,
+                   "tid": 102, "ts": base + lo, "dur": draw(st.integers(1, 1500))})
+    return {"schemaVersion": 1, "traceEvents": events}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_traces())
+def test_random_graphs_cut_their_window(trace: dict) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "t.json"
+        path.write_bytes(orjson.dumps(trace))
+        with traceaug.load(path, kind="sync", progress=False) as t:
+            for step in (None, 1):
+                for weights in (True, False):
+                    _assert_cuts_window(cp.analyse(t, step=step, sync_wait=weights))

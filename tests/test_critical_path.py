@@ -8,6 +8,7 @@ import importlib.util
 import json
 import sys
 import tempfile
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -272,13 +273,25 @@ def test_arrows_bind_to_their_events_and_the_lane_holds_the_path(tmp_path: Path,
         if name != "flow_end_without_start":  # Kineto's own unmatched ac2g ends
             assert value == stats_in.get(name, 0), name
     data = orjson.loads(gzip.decompress(out.read_bytes()))
-    lane = [e for e in data["traceEvents"] if e.get("cat") == rewrite.CATEGORY and e["ph"] == "X"]
+    lane = [e for e in data["traceEvents"] if e.get("cat") == rewrite.CATEGORY and e["ph"] == "b"]
+    ends = [e for e in data["traceEvents"] if e.get("cat") == rewrite.CATEGORY and e["ph"] == "e"]
     seg = rewrite.segments(r)
     assert [e["name"] for e in lane] == seg["name"].tolist()
-    assert sum(round(float(e["dur"]) * 1000) for e in lane) == r.length
-    names = {(e["pid"], e["args"]["name"]) for e in data["traceEvents"]
-             if e.get("ph") == "M" and e["name"] == "thread_name"}
-    assert {(p, rewrite.LANE_NAME) for p in seg["pid"].tolist()} <= names
+    # the µs text as written, not a double (epoch µs with decimals)
+    raw = json.loads(gzip.decompress(out.read_bytes()), parse_float=Decimal)["traceEvents"]
+    ts = {ph: [Decimal(e["ts"]) for e in raw if e.get("cat") == rewrite.CATEGORY and e["ph"] == ph]
+          for ph in "be"}
+    assert sum((f - b) * 1000 for b, f in zip(ts["b"], ts["e"], strict=True)) == r.length
+    # one lane, in a process of its own named for it, whatever processes the path crosses
+    pids = {e["pid"] for e in lane + ends}
+    names = [(e["pid"], e["args"]["name"]) for e in data["traceEvents"]
+             if e.get("ph") == "M" and e["name"] == "process_name"]
+    assert len(pids) == 1 and [n for n in names if n[0] in pids] == [(*pids, rewrite.LANE_NAME)]
+    with traceaug.load(out, full=True, progress=False) as t:  # one track, no slice nested
+        c = t.query("SELECT COUNT(DISTINCT s.track_id) AS tracks, MAX(s.depth) AS depth, "
+                    "SUM(s.dur) AS dur FROM slice s JOIN process_track k ON s.track_id = k.id "
+                    f"JOIN process p USING (upid) WHERE p.name = '{rewrite.LANE_NAME}'")
+        assert c.iloc[0].tolist() == [1, 0, r.length]
     # (the UI moves of rewrite.visible have their own entry when the input has any)
     assert [w["name"] for w in data["traceaug"]["rewriters"] if w["name"] != "ui-visible"] == [
         "critical-path"]

@@ -17,14 +17,15 @@ import numpy as np
 
 NONE, COPY, ASYNC_COPY, SYNC = range(4)
 _COPY = re.compile(r"^(cuda|hip|cu)Mem(cpy|set)")
-_SYNC = re.compile(r"^(cuda|hip)(Stream|Event)Synchronize$|^cu(Stream|Event)Synchronize$")
-DEVICE_SYNC = re.compile(r"^(cuda|hip)DeviceSynchronize$|^cuCtxSynchronize$")
+# (cuda|hip)DeviceSynchronize are the graph's device syncs (every stream); the driver's context
+# sync is inferred as a stream sync is.
+_SYNC = re.compile(r"^(cuda|hip)(Stream|Event)Synchronize$|^cu(Stream|Event|Ctx)Synchronize$")
 PAGEABLE = "Pageable"
 
 
 def kind(name) -> int:
     """What a runtime call's name says of its blocking: NONE, COPY (a synchronous copy or
-    set), ASYNC_COPY (blocks only on pageable memory), SYNC (stream / event sync)."""
+    set), ASYNC_COPY (blocks only on pageable memory), SYNC (stream / event / context sync)."""
     if not isinstance(name, str):
         return NONE
     if _COPY.match(name):

@@ -206,7 +206,8 @@ def test_blocking_calls_say_what_was_inferred() -> None:
 
 
 @pytest.mark.parametrize("name,kind", [
-    # the CUDA runtime / driver and HIP documentation: which calls return only when done
+    # by the CUDA runtime / driver and HIP names: the copies and sets without Async (a wait
+    # only where the call returned after its op), the Async ones (pageable memory only), syncs
     ("cudaMemcpy", blocking.COPY), ("cudaMemset", blocking.COPY), ("hipMemcpy", blocking.COPY),
     ("cuMemcpyDtoH_v2", blocking.COPY), ("cudaMemcpyPeer", blocking.COPY),
     ("cudaMemcpyAsync", blocking.ASYNC_COPY), ("hipMemsetAsync", blocking.ASYNC_COPY),

@@ -5,7 +5,8 @@ launch -> GPU op, op -> next op on a stream, GPU -> CPU and GPU -> GPU syncs) an
 its longest path. Each trace here exercises one kind of edge, on a schedule laid out so
 that exactly one path is the longest, and the answers file states that path from the
 schedule itself (never through traceaug): its length with traceaug's weights and with
-HTA's (syncs weigh 0), the events on it in order, and the time per category.
+HTA's (syncs and blocking calls weigh 0), the events on it in order, and the time per
+category, ``idle`` being the rest of the window (the trace's first start to its last end).
 
 Outputs (in ``critical_path/`` next to this file; deterministic): one ``<name>.json`` per
 trace below and ``critical_path.answers.json``. Run ``python testdata/generate_critical_path.py``
@@ -19,6 +20,10 @@ to regenerate, or with a DIR argument to write the same files under DIR.
 * ``stream_wait``: ``cudaStreamWaitEvent`` makes a kernel on stream 20 wait for one on
   stream 7 (without the edge its launch delay would make a longer, wrong path).
 * ``graph_launch``: ``cudaGraphLaunch`` of three kernels (HTA misses graph launches).
+* ``pageable_copy``: a ``cudaMemcpyAsync`` to pageable memory waits for its copy, queued
+  behind a long kernel, with no ``cuda_sync`` event (HTA crosses it with weight 0).
+* ``stream_sync_inferred``: a ``cudaStreamSynchronize`` without its ``cuda_sync`` event
+  waits for the kernel launched before it that ends last while it runs.
 """
 
 from __future__ import annotations
@@ -130,10 +135,10 @@ def stream_wait() -> tuple[Trace, dict]:
            wait_on_cuda_event_record_corr_id=rec)
     c3 = t.call("cudaLaunchKernel", 40, 10)
     t.gpu("consumer", 2150, 1000, 20, c3)
-    c4 = t.call("cudaDeviceSynchronize", 60, 3140)
+    c4 = t.call("cudaDeviceSynchronize", 200, 3000)  # the CPU's calls: 3030 < 3150
     t.sync("Context Sync", 3190, 5, c4)
-    # Launch delay 100, producer 2000, the wait edge (0), consumer 1000, sync wait 50 (after
-    # the last op the device sync waited on: the producer's edge to it weighs as much).
+    # Launch delay 100, producer 2000, the wait edge (0: idle), consumer 1000, sync wait 50
+    # (after the last op the device sync waited on: the producer's edge to it weighs as much).
     return t, answer(3150, 3100, ["producer", "producer", "consumer", "cudaDeviceSynchronize"],
                      launch_delay=100, gpu_compute=3000, sync_wait=50)
 
@@ -150,16 +155,56 @@ def graph_launch() -> tuple[Trace, dict]:
                      launch_delay=100, gpu_compute=1500, kernel_gap=20, sync_wait=80)
 
 
+def pageable_copy() -> tuple[Trace, dict]:
+    t = Trace()
+    c1 = t.call("cudaLaunchKernel", 0, 10)
+    t.gpu("k1", 100, 2000, 7, c1)
+    c2 = t.call("cudaMemcpyAsync", 300, 1900)  # returns once its copy is done
+    t.gpu("Memcpy DtoH (Device -> Pageable)", 2150, 30, 7, c2, cat="gpu_memcpy")
+    t.op("aten::add", 2300, 100)
+    # Launch delay 100, k1 2000, gap 50, the copy 30, the call's wait after it 20, idle 100,
+    # add 100 (the CPU's own: 10 + 1900 + 100). HTA: the copy's end leads nowhere, 2180.
+    return t, answer(2300, 2180, ["k1", "k1", "k1", "Memcpy DtoH (Device -> Pageable)",
+                                  "cudaMemcpyAsync", "aten::add"],
+                     cpu=100, launch_delay=100, gpu_compute=2000, kernel_gap=50, gpu_memory=30,
+                     sync_wait=20)
+
+
+def stream_sync_inferred() -> tuple[Trace, dict]:
+    t = Trace()
+    c1 = t.call("cudaLaunchKernel", 0, 10)
+    t.gpu("k1", 100, 2000, 7, c1)
+    c2 = t.call("cudaLaunchKernel", 20, 10)
+    t.gpu("k2", 150, 500, 20, c2)  # ends before the sync begins: not what it waits for
+    t.call("cudaStreamSynchronize", 400, 1750)  # no cuda_sync event
+    t.op("aten::add", 2200, 100)
+    # Launch delay 100, k1 2000, the sync's wait after k1 50, idle 50, add 100 (the CPU's own:
+    # 10 + 10 + 1750 + 100). HTA: no sync edge, the sync weighs 0: launch delay and k1, 2100.
+    return t, answer(2250, 2100, ["k1", "k1", "cudaStreamSynchronize", "aten::add"],
+                     cpu=100, launch_delay=100, gpu_compute=2000, sync_wait=50)
+
+
 TRACES = {f.__name__: f for f in (cpu_nesting, launch, kernel_gap, event_sync, stream_wait,
-                                  graph_launch)}
+                                  graph_launch, pageable_copy, stream_sync_inferred)}
 
 
 def answer(length_us: int, hta_length_us: int, segments: list[str], **categories: int) -> dict:
     """Path length (ns) with traceaug's and HTA's weights, the names of the path's timed
     segments in order (a launch delay or gap is named for its op, as the lane shows it), and
-    ns per category."""
+    ns per category (``idle`` added by ``with_idle``)."""
     return {"length_ns": length_us * 1000, "hta_length_ns": hta_length_us * 1000,
             "segments": segments, "categories": {k: v * 1000 for k, v in categories.items()}}
+
+
+def with_idle(trace: Trace, answer: dict) -> dict:
+    """``answer`` with ``window_ns`` (first start to last end of the trace's events) and the
+    path's ``idle`` time in it: the window less the path's length."""
+    spans = [(e["ts"], e["ts"] + e["dur"]) for e in trace.events if e["ph"] == "X"]
+    window = (max(b for _, b in spans) - min(a for a, _ in spans)) * 1000
+    answer["window_ns"] = window
+    if window > answer["length_ns"]:
+        answer["categories"]["idle"] = window - answer["length_ns"]
+    return answer
 
 
 def main(out: Path = HERE) -> None:
@@ -167,7 +212,8 @@ def main(out: Path = HERE) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     answers = {}
     for name, make in TRACES.items():
-        trace, answers[name] = make()
+        trace, answer_ = make()
+        answers[name] = with_idle(trace, answer_)
         (folder / f"{name}.json").write_text(trace.text())
     (out / "critical_path.answers.json").write_text(json.dumps(answers, indent=2) + "\n")
 

@@ -80,6 +80,7 @@ TRACKS_JS = """() => window.app.trace.workspace.flatTracks.map((t) => ({
   uri: t.uri ?? null,
   path: t.fullPath,
   registered: !!(t.uri && window.app.trace.tracks.getTrack(t.uri)),
+  expanded: !!t.expanded,
 }))"""
 
 # Expand the groups holding `names`, pin `pin`, scroll to the first of `names`, hide the sidebar,
@@ -96,6 +97,25 @@ SHOW_JS = """([names, pin]) => {
   if (window.app.sidebar.visible) window.app.sidebar.toggleVisibility();
   window.app.raf.scheduleFullRedraw();  // these API calls change state but do not redraw
   return {shown: nodes.map((n) => n.name), pinned: ws.pinnedTracks.map((t) => t.name)};
+}"""
+
+
+# The pinned panel's tracks whose title is wholly inside the panel's box (the panel scrolls:
+# a pinned track can be off screen), top to bottom.
+PINNED_ON_SCREEN_JS = """() => {
+  const panel = document.querySelector('.pf-viewer-page__pinned-track-tree');
+  if (!panel) return [];
+  const box = panel.getBoundingClientRect();
+  const names = new Set(window.app.trace.workspace.pinnedTracks.map((t) => t.name));
+  return [...panel.querySelectorAll('*')]
+    // each title's full name (the title itself may be cut in the middle)
+    .filter((e) => e.classList.contains('pf-track__title-popup') && names.has(e.textContent))
+    .filter((e) => {
+      const r = e.getBoundingClientRect();
+      return r.height > 0 && r.top >= box.top && r.bottom <= box.bottom;
+    })
+    .sort((a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top)
+    .map((e) => e.textContent);
 }"""
 
 
@@ -295,7 +315,8 @@ class PerfettoPage:
             raise AssertionError(f"the UI's engine failed on {sql!r}: {e}") from None
 
     def tracks(self) -> list[dict]:
-        """The workspace's tracks in the UI: name, uri, path (group names) and renderer present."""
+        """The workspace's tracks in the UI: name, uri, path (group names), renderer present,
+        expanded (a group)."""
         return self.page.evaluate(TRACKS_JS)
 
     def show_tracks(self, names: list[str], pin: str | None = None) -> dict:
@@ -303,6 +324,14 @@ class PerfettoPage:
         shown = self.page.evaluate(SHOW_JS, [names, pin])
         self.wait_idle()
         return shown
+
+    def pinned(self) -> list[str]:
+        """The workspace's pinned tracks, in the pinned panel's order."""
+        return self.page.evaluate("() => window.app.trace.workspace.pinnedTracks.map((t) => t.name)")
+
+    def pinned_on_screen(self) -> list[str]:
+        """The titles of the pinned tracks the user sees (wholly inside the pinned panel)."""
+        return self.page.evaluate(PINNED_ON_SCREEN_JS)
 
     def wait_idle(self, settle_s: float = 1.0) -> None:
         """Wait for the engine to answer the tracks' queries and for pending redraws, twice."""

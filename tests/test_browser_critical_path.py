@@ -3,8 +3,9 @@
 What: write OUT for HTA's golden input (the simple_add trace), serve IN and OUT with
 ``traceaug open``, and check in the UI itself that the
 arrows are flows of the UI's engine bound to the same slices traceaug's engine binds them
-to, and that each process's "Critical path" thread is in the track list with the path's
-segments. Why: the arrows and the lane are only useful if the UI users open draws them.
+to, and that the "Critical path" lane, one track in a process of its own, holds the path's
+segments, pinned once (one row, on screen) with its process expanded as the UI opens. Why:
+the arrows and the lane are only useful if the UI users open draws them, where they look.
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ JOIN slice b ON b.id = f.slice_in JOIN thread_track k2 ON b.track_id = k2.id
 JOIN thread t2 ON k2.utid = t2.utid
 """
 LANE_SQL = f"""
-SELECT t.tid AS tid, COUNT(s.id) AS n, SUM(s.dur) AS dur
-FROM slice s JOIN thread_track k ON s.track_id = k.id JOIN thread t USING (utid)
-WHERE t.name = '{rewrite.LANE_NAME}' GROUP BY t.utid ORDER BY t.tid
+SELECT p.pid AS pid, COUNT(s.id) AS n, SUM(s.dur) AS dur, MAX(s.depth) AS depth
+FROM slice s JOIN process_track k ON s.track_id = k.id JOIN process p USING (upid)
+WHERE p.name = '{rewrite.LANE_NAME}' AND s.dur > 0 GROUP BY p.upid ORDER BY p.pid
 """
 
 
@@ -47,16 +48,21 @@ def _added(after: list[tuple], before: list[tuple]) -> list[tuple]:
     return sorted(out)
 
 
-def _ui_flows(browser, path: Path) -> tuple[list[tuple], list[tuple], list, dict]:
-    """Flows, lane rows, lane tracks and flow errors of ``path`` in the UI."""
+def _ui_flows(browser, path: Path) -> tuple[list[tuple], list[tuple], dict, dict]:
+    """Flows, lane rows, what the UI shows of the lane (its track nodes, its process's nodes,
+    the pinned tracks and those on screen) and flow errors of ``path`` in the UI."""
     with perfetto_ui.TraceServer(path) as server, perfetto_ui.PerfettoPage(browser, server.url) as ui:
         state = ui.open()
         assert not ui.errors(), f"the UI showed an error on {path.name}: {ui.errors()}"
         assert state["ready"], f"the UI did not load {path.name}: {state}"
+        ui.wait_idle()
         errors = {r["name"]: r["value"] for r in ui.query(
             "SELECT name, value FROM stats WHERE name GLOB 'flow*' AND value > 0")}
-        lanes = [t for t in ui.tracks() if t["name"].startswith(rewrite.LANE_NAME)]
-        return _rows(ui.query(FLOWS_SQL)), _rows(ui.query(LANE_SQL)), lanes, errors
+        tracks = ui.tracks()
+        shown = {"lane": [t for t in tracks if t["name"] == rewrite.LANE_NAME],
+                 "process": [t for t in tracks if t["name"].startswith(rewrite.LANE_NAME + " ")],
+                 "pinned": ui.pinned(), "on_screen": ui.pinned_on_screen()}
+        return _rows(ui.query(FLOWS_SQL)), _rows(ui.query(LANE_SQL)), shown, errors
 
 
 def _rows(rows) -> list[tuple]:
@@ -82,13 +88,15 @@ def test_arrows_and_lane_in_the_ui(browser, tmp_path: Path) -> None:
     base = tmp_path / "simple_add.moved.json.gz"
     assert run_cli("counters", str(src), str(base), "--series", "queue").returncode == 0
     before, _, _, errors_before = _ui_flows(browser, base)
-    after, lane, lanes, errors_after = _ui_flows(browser, out)
+    after, lane, shown, errors_after = _ui_flows(browser, out)
     # The arrows: flows of the UI's engine, bound to the same slices as in traceaug's engine,
     # and no flow error more than the input has.
     assert _added(after, before) == want_arrows
     assert errors_after == errors_before
-    # The lane: a "Critical path" thread track in the track list, with the path's segments.
-    assert lane == want_lane
-    names = {f"{rewrite.LANE_NAME} {tid}" for tid, *_ in want_lane}
-    assert {t["name"] for t in lanes} == names, f"lane tracks in the UI: {lanes}"
-    assert {t["name"] for t in lanes if t["registered"]} == names, f"no renderer: {lanes}"
+    # The lane: one track in the track list, with the path's segments, no slice nested.
+    assert lane == want_lane and len(lane) == 1 and lane[0][3] == 0
+    assert [(t["name"], t["registered"]) for t in shown["lane"]] == [(rewrite.LANE_NAME, True)]
+    # As the UI opens: the lane pinned once (one row) and on screen, its process expanded.
+    assert shown["pinned"] == [rewrite.LANE_NAME] == shown["on_screen"], shown
+    assert [(t["name"], t["expanded"]) for t in shown["process"]] == [
+        (f"{rewrite.LANE_NAME} {lane[0][0]}", True)], shown

@@ -242,11 +242,33 @@ def patterns(src: str | Path, dst: str | Path | None = None, *, operator: str | 
 
 
 def critical_path(path: str | Path, step: int | None = None, annotation: str | None = None,
-                  instance: int = 0, **options) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``traceaug critical-path`` as data for one trace file: (path, summary) DataFrames
-    (``analysis.critical_path.frames``: one row per edge of the path; time per category)."""
+                  instance: int = 0, *, hta_weights: bool = False, max_gap_us: float = 1500,
+                  top: int = 10, dst: str | Path | None = None, all_edges: bool = False,
+                  rank: int | None = None, **options) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``traceaug critical-path`` as data, with the command's options: (path, summary)
+    DataFrames for one trace file (or ``rank`` of a directory): the window cut along the path,
+    one row per piece, and time per category (``analysis.critical_path.frames``; the whole
+    summary in ``summary.attrs["summary"]``). ``dst``: also write the command's output there
+    (``all_edges`` as its ``--all-edges``). ``options``: ``tp_bin``, ``progress``."""
     from .analysis.critical_path import frames
+    from .read.inputs import select
     from .trace import Trace
 
-    with Trace(path, kind="sync", **options) as trace:
-        return frames(trace, step, annotation, instance)
+    if step is not None and annotation is not None:
+        raise TraceaugError("choose step or annotation, not both")
+    files = select(path, rank)
+    if len(files) != 1:
+        raise TraceaugError(f"{path}: {len(files)} ranks: choose one with rank=")
+    gap_ns = round(max_gap_us * 1000) if max_gap_us else None
+    with Trace(files[0].path, kind="sync", **options) as trace:
+        out = frames(trace, step, annotation, instance, not hta_weights, gap_ns, top)
+    if dst is not None:
+        from .commands.critical_path import CRITICAL_PATH
+        from .rewrite import pipeline
+
+        pipeline.results(CRITICAL_PATH, files[0].path, dst,
+                         {"step": step, "annotation": annotation, "instance": instance,
+                          "all_edges": all_edges, "hta_weights": hta_weights,
+                          "max_gap_us": max_gap_us, "top": top},
+                         tp_bin=options.get("tp_bin"), progress=options.get("progress"))
+    return out

@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import TraceaugError
 from ..sorted_ints import among, sorted_unique
 from ..trace import Trace
-from . import dag
+from . import blocking, dag
 from .steps import _COMM, check_step, steps
 from .tables import Columns, sorted_codes, take
 
@@ -52,7 +52,8 @@ HTA_EDGE_TYPES = ("critical_path_operator", "critical_path_dependency",
                   "critical_path_kernel_launch_delay", "critical_path_kernel_kernel_delay",
                   "critical_path_sync_dependency", "critical_path_sync_dependency")
 CATEGORIES = ("cpu", "gpu_compute", "gpu_communication", "gpu_memory", "launch_delay",
-              "kernel_gap", "sync_wait")
+              "kernel_gap", "sync_wait", "idle")
+IDLE = "idle"  # time of the window no recorded event on the path explains
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ _GROUPS = (
     (CPU_OP, 0, f"category IN {_in(CPU_CATEGORIES[:2])} AND dur > 0", ("depth", "name")),
     (RUNTIME, 0, f"category IN {_in(CPU_CATEGORIES[2:])} AND dur > 0", ("depth", "name")),
     (GPU_OP, 0, f"category IN {_in(_KERNELS)}", ()),
-    (GPU_OP, 1, f"category IN {_in(MEMORY_CATEGORIES)}", ()),
+    (GPU_OP, 1, f"category IN {_in(MEMORY_CATEGORIES)}", ("name",)),  # "... Pageable ..."
     (SYNC_EVENT, 0, f"category = {_sql_text(SYNC_CATEGORY)}", ("name",)),
 )
 # CPU events that take no time: never nodes, but a launch, sync or record call all the same.
@@ -279,6 +280,7 @@ class Graph:
     skipped: int  # edges dropped because they would run backwards in time (clock skew)
     node_order: np.ndarray  # tie-break among nodes of one time (a topological order of most)
     node_lane: np.ndarray  # each node's event's track: nodes that mostly follow one another
+    inferred: dict  # waits of blocking calls no cuda_sync event gave: kind -> calls
 
 
 def build(ev: Columns, win: Window, sync_wait: bool = True,
@@ -319,8 +321,11 @@ def build(ev: Columns, win: Window, sync_wait: bool = True,
     node_ts = np.empty(2 * len(idx), np.int64)
     node_ts[0::2], node_ts[1::2] = start, end
 
-    cpu_part = _cpu_edges(g, node_ts)
+    cpu_part = _cpu_edges(g, node_ts, hta=not sync_wait)
     parts = [cpu_part[:5], _gpu_edges(g, ev, is_cpu, is_gpu, launch, pos, node_ts, max_gap_ns)]
+    inferred: dict = {}
+    if sync_wait:  # beyond HTA: blocking calls wait for their GPU op without cuda_sync events
+        parts.append(_blocking_waits(g, ev, is_cpu, pos, node_ts, inferred))
     # Ties at one time: GPU ends, then CPU points in their walk order, then GPU starts.
     node_order = np.arange(len(node_ts), dtype=np.int64) + 2 * len(node_ts) * np.where(
         np.arange(len(node_ts)) % 2 == 0, 2, 0)
@@ -338,13 +343,39 @@ def build(ev: Columns, win: Window, sync_wait: bool = True,
     weight[sync] = node_ts[dst[sync]] - waited[dst[sync]] if sync_wait else 0
     backwards = node_ts[dst] < node_ts[src]
     fwd = ~backwards
-    return Graph(g, node_ts, src[fwd], dst[fwd], np.maximum(weight[fwd], 0), kind[fwd],
-                 attributed[fwd], int(backwards.sum()), node_order, np.repeat(g["track_id"], 2))
+    # (a weight never exceeds its edge's time: the rest of that time is idle on the path)
+    weight = np.clip(weight, 0, node_ts[dst] - node_ts[src])
+    return Graph(g, node_ts, src[fwd], dst[fwd], weight[fwd], kind[fwd],
+                 attributed[fwd], int(backwards.sum()), node_order, np.repeat(g["track_id"], 2),
+                 inferred)
 
 
-def _cpu_edges(g: Columns, node_ts: np.ndarray):
+def _blocking_waits(g: Columns, ev: Columns, is_cpu, pos, node_ts, inferred: dict):
+    """Sync edges (GPU op end -> call end) of the blocking calls ``blocking`` finds: copies
+    and sets that wait for their op, stream / event syncs without a ``cuda_sync`` event;
+    ``inferred`` gets how many calls of each kind."""
+    calls = _calls_by_corr(ev, is_cpu, ev["correlation"][_sync_rows(ev)])
+    covered = np.zeros(len(g["gpu"]), bool)
+    at = pos[calls[calls >= 0]]
+    covered[at[at >= 0]] = True
+    c_src, c_dst, copies = blocking.copy_waits(g, node_ts)
+    s_src, s_dst, syncs = blocking.sync_waits(g, node_ts, covered)
+    device = int((g["device_sync"].astype(bool) & ~g["gpu"] & ~covered).sum())
+    for key, n in (("blocking copies and sets (their own GPU op)", copies),
+                   ("stream / event syncs without cuda_sync (the GPU op that ended last "
+                    "while they ran)", syncs),
+                   ("device syncs without cuda_sync (every stream)", device)):
+        if n:
+            inferred[key] = n
+    src, dst = np.r_[c_src, s_src], np.r_[c_dst, s_dst]
+    n = len(src)
+    return src, dst, np.full(n, SYNC, np.int64), np.full(n, -1, np.int64), np.zeros(n, bool)
+
+
+def _cpu_edges(g: Columns, node_ts: np.ndarray, hta: bool = True):
     """HTA's call-stack chain on every CPU thread: consecutive start / end points of nested
-    ops, a zero-weight dependency between consecutive top-level ops."""
+    ops, a zero-weight dependency between consecutive top-level ops; ``hta``: a blocking
+    call's own time weighs 0, as HTA weighs it."""
     cpu = np.flatnonzero(~g["gpu"])
     n = len(cpu)
     empty = (np.empty(0, np.int64),) * 4 + (np.empty(0, bool), np.empty(0, np.int64))
@@ -367,8 +398,8 @@ def _cpu_edges(g: Columns, node_ts: np.ndarray):
     top_end = open_after[a] == 0
     kind = np.where(top_end, DEPENDENCY, SPAN)
     ev_a, ev_b = node[a] // 2, node[b] // 2
-    blocking = g["blocking"][ev_b] == 1
-    zero = top_end | (~enter[b] & blocking)
+    blocks = g["blocking"][ev_b] == 1
+    zero = top_end | (~enter[b] & blocks & hta)
     # HTA's attribution: (start, *) -> the source event, (end, end) -> the destination,
     # (end, start) -> the op enclosing both.
     parent = _cpu_parents(node, enter, open_after, len(g["gpu"]))
@@ -688,12 +719,34 @@ class Result:
     length: int
     path: np.ndarray  # the path's edges: indices into the graph's edge arrays
 
+    def pieces(self) -> Columns:
+        """The window cut along the path, in time order: ``ts, end`` (engine ns; each piece
+        ends where the next begins, from the window's start to its end), ``edge`` (index into
+        ``edges``, -1 before or after the path), ``category`` (``IDLE`` for the part of an
+        edge its weight leaves, or time outside the path)."""
+        e, w = self.edges, self.edges["weight"]
+        mid = e["end"] - w
+        n = len(w)
+        first = int(e["ts"][0]) if n else self.window.end
+        last = int(e["end"][-1]) if n else self.window.end
+        ts = np.r_[self.window.start, e["ts"], mid, last]
+        end = np.r_[first, mid, e["end"], self.window.end]
+        edge = np.r_[-1, np.arange(n), np.arange(n), -1]
+        cat = np.r_[[IDLE], np.full(n, IDLE, object), e["category"], [IDLE]].astype(object)
+        order = np.r_[0, np.ravel(np.c_[np.arange(1, n + 1), np.arange(n + 1, 2 * n + 1)]),
+                      2 * n + 1]
+        keep = order[end[order] > ts[order]]
+        return {"ts": ts[keep], "end": end[keep], "edge": edge[keep], "category": cat[keep]}
+
     def summary(self, top: int = 10) -> dict:
-        """Length, share per category and the top events by time on the path."""
+        """Length, time and share of the window per category (``idle`` included: they sum to
+        the window), the top events by time on the path, and the waits inferred."""
+        p = self.pieces()
+        dur = p["end"] - p["ts"]
+        per_cat = {c: int(dur[p["category"] == c].sum()) for c in CATEGORIES}
+        total = max(self.window.end - self.window.start, 1)
         e = self.edges
         timed = e["weight"] > 0
-        per_cat = {c: int(e["weight"][timed & (e["category"] == c)].sum()) for c in CATEGORIES}
-        total = max(self.length, 1)
         names: dict = {}
         for n, w in zip(e["event_name"][timed].tolist(), e["weight"][timed].tolist()):
             names[n] = names.get(n, 0) + w
@@ -708,6 +761,7 @@ class Result:
                     "share": [v / total for _, v in tops]},
             "edges": len(self.graph.src), "nodes": len(self.graph.node_ts),
             "skipped_backwards": self.graph.skipped,
+            "inferred": dict(self.graph.inferred),
         }
 
 
@@ -741,16 +795,28 @@ def analyse(trace: Trace, step: int | None = None, annotation: str | None = None
 
 
 def frames(trace: Trace, step: int | None = None, annotation: str | None = None,
-           instance: int = 0, sync_wait: bool = True):
-    """The path and its summary as pandas DataFrames. Path: one row per edge, in order, with
-    ``ts, end`` (engine ns), ``weight`` (ns it adds), ``kind`` (EDGE_KINDS), ``category``
-    (CATEGORIES), ``event`` (name), ``pid, tid``. Summary: ``category, ns, share``."""
+           instance: int = 0, sync_wait: bool = True,
+           max_gap_ns: int | None = MAX_KERNEL_GAP_NS, top: int = 10):
+    """The path and its summary as pandas DataFrames. Path: the window cut along the path
+    (``Result.pieces``), one row per piece, in order, with ``ts, end`` (engine ns),
+    ``weight`` (ns: end - ts, summing to the window), ``kind`` (EDGE_KINDS, or ``idle``),
+    ``category`` (CATEGORIES), ``event`` (name), ``pid, tid``. Summary: ``category, ns,
+    share`` (of the window); ``attrs["summary"]``: the whole summary (top events, waits
+    inferred)."""
     from .tables import frame
 
-    r = analyse(trace, step, annotation, instance, sync_wait)
-    e = r.edges
-    path = frame({"ts": e["ts"], "end": e["end"], "weight": e["weight"],
-                  "kind": np.array(EDGE_KINDS, dtype=object)[e["kind"]],
-                  "category": e["category"], "event": e["event_name"], "pid": e["pid"],
-                  "tid": e["tid"]})
-    return path, frame(r.summary()["categories"])
+    r = analyse(trace, step, annotation, instance, sync_wait, max_gap_ns)
+    e, p = r.edges, r.pieces()
+    at = np.maximum(p["edge"], 0)
+    on = p["category"] != IDLE
+    kind = np.where(on, np.array(EDGE_KINDS, dtype=object)[e["kind"][at]] if len(at) else at,
+                    IDLE)
+    path = frame({"ts": p["ts"], "end": p["end"], "weight": p["end"] - p["ts"],
+                  "kind": kind.astype(object), "category": p["category"],
+                  "event": np.where(on, e["event_name"][at] if len(at) else at, None),
+                  "pid": np.where(on, e["pid"][at] if len(at) else at, -1),
+                  "tid": np.where(on, e["tid"][at] if len(at) else at, -1)})
+    summary = r.summary(top)
+    out = frame(summary["categories"])
+    out.attrs["summary"] = summary
+    return path, out

@@ -47,6 +47,8 @@ def summary_text(results: list[dict], fmt: str) -> str:
         parts.append(f"{who}critical path of {r['window']}: {r['length_ns'] / 1e3:,.3f} us "
                      f"(window {(r['end_ns'] - r['start_ns']) / 1e3:,.3f} us)")
         cats = r["categories"]
+        for what, calls in r.get("inferred", {}).items():
+            parts.append(f"inferred: {calls:,} {what}")
         parts.append(render_columns({"category": cats["category"],
                                      "us": [v / 1e3 for v in cats["ns"]],
                                      "share": cats["share"]}, "table"))

@@ -1,13 +1,13 @@
-"""``traceaug critical-path``: the path as flow arrows and a "Critical path" lane per process.
+"""``traceaug critical-path``: the path as flow arrows and a "Critical path" lane.
 
 Arrows (``cat`` ``critical_path``) follow the path's jumps between events, the edges HTA
 draws: dependencies between top-level ops, launch delays, syncs (``--all-edges``: every
 such edge of the graph, the ones off the path in ``critical_path_graph``). Each arrow end
 sits where Perfetto's importer has its event on top of the thread's stack, so Perfetto binds
 it to that event and no other; Perfetto points every flow from the slice that starts first,
-so a sync arrow (GPU op -> the call that waited) shows from the call. The lane has one
-slice per segment of the path that takes time, named for its event, with its category in
-args.
+so a sync arrow (GPU op -> the call that waited) shows from the call. The lane, in a
+"Critical path" process of its own, is one track with one slice per segment of the path
+that takes time, named for its event, with its category in args.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import orjson
 from ..analysis import critical_path as cp
 from ..analysis.steps import shorten
 from ..sorted_ints import sorted_unique
-from .events import flow_events, flow_ids, slice_events, thread_name_events
+from .events import async_slice_events, flow_events, flow_ids, process_name_events
 
 if TYPE_CHECKING:
     from ..trace import Trace
@@ -29,6 +29,7 @@ ARROW_KINDS = (cp.DEPENDENCY, cp.LAUNCH, cp.SYNC, cp.GPU_SYNC)
 CATEGORY = "critical_path"
 GRAPH_CATEGORY = "critical_path_graph"
 LANE_NAME = "Critical path"
+LANE_ID = "0xc0"  # the lane's async id (process-scoped: any value of the lane's own process)
 MARGIN_NS = 1000  # how far inside a free stretch an arrow end sits (at most half of it)
 
 
@@ -46,53 +47,52 @@ def compute(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
 
 # ----- the lane ---------------------------------------------------------------------------------
 def segments(result: cp.Result) -> dict[str, np.ndarray]:
-    """The path's timed edges, consecutive ones of one event and category merged: ``pid, ts,
-    dur, name, category`` (engine ns; names without template and argument lists: a kernel's
-    full name can take kilobytes, and the op itself sits beside the lane)."""
-    e = result.edges
-    timed = np.flatnonzero(e["weight"] > 0)
-    start = (e["end"] - e["weight"])[timed]
-    end = e["end"][timed]
-    ev, cat, pid = e["event"][timed], e["category"][timed], e["pid"][timed]
-    new = np.ones(len(timed), bool)
+    """The path's timed pieces (``Result.pieces`` but idle), consecutive ones of one event and
+    category merged: ``pid, ts, dur, name, category`` (engine ns; names without template and
+    argument lists: a kernel's full name can take kilobytes, and the op itself sits beside the
+    lane)."""
+    e, p = result.edges, result.pieces()
+    on = p["category"] != cp.IDLE
+    at = p["edge"][on]
+    start, end, cat = p["ts"][on], p["end"][on], p["category"][on]
+    ev, pid, names = e["event"][at], e["pid"][at], e["event_name"][at]
+    new = np.ones(len(at), bool)
     new[1:] = (ev[1:] != ev[:-1]) | (cat[1:] != cat[:-1]) | (start[1:] != end[:-1])
     first = np.flatnonzero(new)
-    last = np.r_[first[1:] - 1, len(timed) - 1] if len(first) else first
-    short = {n: shorten(n) if isinstance(n, str) else str(n)
-             for n in set(e["event_name"][timed][first].tolist())}
+    last = np.r_[first[1:] - 1, len(at) - 1] if len(first) else first
+    short = {n: shorten(n) if isinstance(n, str) else str(n) for n in set(names[first].tolist())}
     return {"pid": pid[first], "ts": start[first], "dur": end[last] - start[first],
-            "name": np.array([short[n] for n in e["event_name"][timed][first].tolist()], dtype=object),
+            "name": np.array([short[n] for n in names[first].tolist()], dtype=object),
             "category": cat[first]}
 
 
 def lane_events(trace: Trace, result: cp.Result) -> list[bytes]:
-    """A "Critical path" thread in each process with path segments, one slice per segment."""
+    """The "Critical path" lane: a process of its own, sorted first, with one track (process
+    async slices: the Perfetto UI shows it as one row, which ``traceaug open`` pins), one
+    slice per segment. A thread lane would be two nodes of one name in the UI (the thread's
+    group and its track), both pinned by a name: the row twice."""
     seg = segments(result)
     if not len(seg["ts"]):
         return []
-    lanes = lane_tids(trace, sorted(set(seg["pid"].tolist())))
-    pid = seg["pid"]
-    if len(lanes) == 1:  # one lane: its pid and tid written once, into the events' template
-        pid, tid = next(iter(lanes.items()))
-    else:
-        tid = np.array([lanes[p] for p in pid.tolist()], np.int64)
+    pid = lane_pid(trace)
     args = {c: orjson.dumps({"category": c}) for c in set(seg["category"].tolist())}
-    out = thread_name_events(list(lanes), list(lanes.values()), LANE_NAME, sort_index=-1)
-    return out + slice_events(pid, tid, seg["ts"], seg["dur"], seg["name"], CATEGORY,
-                              [args[c] for c in seg["category"].tolist()], base_ns=trace.base_ns)
+    out = process_name_events([pid], LANE_NAME, sort_index=-1)
+    return out + async_slice_events(pid, pid, seg["ts"], seg["dur"], seg["name"], CATEGORY,
+                                    LANE_ID, [args[c] for c in seg["category"].tolist()],
+                                    base_ns=trace.base_ns, track_name=LANE_NAME)
 
 
-def lane_tids(trace: Trace, pids: list[int]) -> dict[int, int]:
-    """A thread id unused in each process: one above its largest below 2**31 - 1 (a tid the UI
-    reads as it is; Kineto's tid -1 arrives as 4294967295)."""
-    if not pids:
-        return {}
-    c = trace.columns("SELECT p.pid, MAX(t.tid) AS tid FROM thread t JOIN process p USING (upid) "
-                      f"WHERE p.pid IN ({', '.join(map(str, pids))}) AND t.tid < {2**31 - 2} "
-                      f"AND t.name IS NOT '{LANE_NAME}' "  # not the lane of a run before
-                      "GROUP BY p.pid")
-    top = dict(zip(c["pid"].tolist(), c["tid"].tolist()))
-    return {p: max(int(top.get(p) or 0), 0) + 1 for p in pids}
+def lane_pid(trace: Trace) -> int:
+    """A process id no process or thread of the trace uses (the lane's process and thread):
+    one above the largest below 2**31 - 2 (an id the UI reads as it is; Kineto's -1 arrives
+    as 4294967295), a lane of a run before left out."""
+    limit = 2**31 - 2
+    c = trace.columns(
+        "SELECT MAX(v) AS v FROM (SELECT p.pid AS v FROM process p WHERE p.name IS NOT "
+        f"'{LANE_NAME}' AND p.pid < {limit} UNION ALL SELECT t.tid FROM thread t LEFT JOIN "
+        f"process p USING (upid) WHERE p.name IS NOT '{LANE_NAME}' AND t.tid < {limit})")
+    top = c["v"][0] if len(c["v"]) else None
+    return max(int(top) if top is not None and top == top else 0, 0) + 1
 
 
 # ----- the arrows -------------------------------------------------------------------------------

@@ -202,6 +202,31 @@ def instant_events(pid, tid, ts, name, cat, args=None, base_ns: int = 0, scope: 
                    None if args is None else _args(args, n))
 
 
+def async_slice_events(pid, tid, ts, dur, name, cat, ident: str, args=None, base_ns: int = 0,
+                       track_name: str | None = None) -> list[bytes]:
+    """One process-scoped async slice (a ``"ph":"b"`` and its ``"ph":"e"``) per row, all of
+    one async id (``id2.local``): Perfetto puts them on one track of the process, named for
+    its first event, ``track_name`` (an instant ``"ph":"n"`` at the first ``ts``) if given.
+    Rows in time order, none overlapping: an ``e`` and the next ``b`` at one time stay in
+    that order in the file."""
+    n = _length(pid, tid, ts, dur, name)
+    durs = np.asarray(_column(dur, n), dtype=np.int64)
+    if (durs < 0).any():
+        raise ValueError("a slice needs dur >= 0")
+    _categories(cat, n)
+    starts = np.asarray(_column(ts, n), dtype=np.int64)
+    common = {"cat": _field(cat, n), "id2": b'{"local":' + _dumps([ident])[0] + b"}",
+              "pid": _field(pid, n), "tid": _field(tid, n)}
+    begin = _events(b"b", n, {**common, "name": _field(name, n),
+                              "ts": _times(starts, n, base_ns)},
+                    None if args is None else _args(args, n))
+    end = _events(b"e", n, {**common, "ts": _times(starts + durs, n, base_ns)}, None)
+    head = [] if track_name is None or not n else _events(
+        b"n", 1, {**{k: v if isinstance(v, bytes) else v[:1] for k, v in common.items()},
+                  "name": _field(track_name, 1), "ts": _times(starts[:1], 1, base_ns)}, None)
+    return head + [e for pair in zip(begin, end) for e in pair]
+
+
 def flow_events(src_pid, src_tid, src_ts, dst_pid, dst_tid, dst_ts, ids, cat, name, args=None,
                 base_ns: int = 0) -> list[bytes]:
     """One arrow per row: a ``"ph":"s"`` bound to the slice open at (src thread, src_ts) and

@@ -25,11 +25,18 @@ TRACE_ROUTE = "/trace/"
 # The UI probes 127.0.0.1:9001 for a native trace processor: never serve there.
 RESERVED_PORTS = (9001,)
 MAX_PATH = 2048  # longer request paths: 414 (the UI's own are under 200 characters)
-# Run by the v52 UI once the trace is loaded (route arg ``startupCommands``; both commands are
-# on its startup allowlist): pin the counter tracks ``traceaug counters`` adds, so they sit at
-# the top of the timeline instead of inside a collapsed process (none pinned in other traces).
+# Run by the v52 UI once the trace is loaded (route arg ``startupCommands``; these commands are
+# on its startup allowlist): pin the counter tracks ``traceaug counters`` adds and the lane
+# ``traceaug critical-path`` adds, and expand the lane's process, so they sit at the top of the
+# timeline instead of inside a collapsed process (none pinned in other traces). The pinned
+# panel (at most 40 % of the page) scrolls to the track pinned last when they do not all fit,
+# so the largest bandwidth track, DtoD, is pinned last: on screen, whatever the page height.
 STARTUP_COMMANDS = json.dumps([
-    {"id": "dev.perfetto.PinTracksByRegex", "args": [r"^(Queue length stream|Bandwidth \(GB/s\)) "]},
+    {"id": "dev.perfetto.PinTracksByRegex", "args": [r"^Bandwidth \(GB/s\) (?!DtoD$)"]},
+    {"id": "dev.perfetto.PinTracksByRegex", "args": [r"^Queue length stream "]},
+    {"id": "dev.perfetto.PinTracksByRegex", "args": [r"^Bandwidth \(GB/s\) DtoD$"]},
+    {"id": "dev.perfetto.PinTracksByRegex", "args": [r"^Critical path$"]},
+    {"id": "dev.perfetto.ExpandTracksByRegex", "args": [r"^Critical path \d+$"]},
 ], separators=(",", ":"))
 
 

@@ -427,11 +427,61 @@ def test_fail_on_regression_exit_code(pair) -> None:
     assert ok.exit_code == 0 and "Top regressions" in ok.stdout and ok.stderr == ""
     ops = invoke("diff", str(a), str(b), "--fail-on-regression", "55")
     assert ops.exit_code == 3 and "Top regressions" in ops.stdout
-    assert "1 op(s), the most gpu gemm<128>(a) (+60.0%)" in ops.stderr and "step time" not in ops.stderr
+    assert ("1 op(s) grew by over 9 us per step, the most gpu gemm<128>(a) (+60.0%, +30.0 us)"
+            in ops.stderr and "step time" not in ops.stderr)  # default floor: 1% of A's 900 µs
     step = invoke("diff", str(a), str(b), "--fail-on-regression", "30", "--format", "json")
     assert step.exit_code == 3 and json.loads(step.stdout)["ranks"]
     assert "step time 0.900 -> 1.200 ms (+33.3%)" in step.stderr
     assert "2 op(s)" in step.stderr  # gemm<128>(a), aten::mm; aten::new is no regression: added
+
+
+def test_gate_floor_and_step_mode_on_a_built_regression(pair) -> None:
+    """A known regression still fails the gate: per step gemm<128>(a) grows 50 -> 80 µs (+60%)
+    and aten::mm 110 -> 160 µs (+45%), the step 900 -> 1200 µs (+33%). ``--min-delta`` drops
+    the ops that grew by less; ``--gate step`` looks at the step time alone."""
+    a, b = pair
+    floor = invoke("diff", str(a), str(b), "--fail-on-regression", "40", "--min-delta", "40")
+    assert floor.exit_code == 3
+    assert "1 op(s) grew by over 40 us per step, the most cpu aten::mm (+45.5%, +50.0 us)" in floor.stderr
+    assert invoke("diff", str(a), str(b), "--fail-on-regression", "40", "--min-delta", "60").exit_code == 0
+    step_only = invoke("diff", str(a), str(b), "--fail-on-regression", "40", "--gate", "step")
+    assert step_only.exit_code == 0 and step_only.stderr == ""  # ops grew 45-60%, the step 33%
+    step = invoke("diff", str(a), str(b), "--fail-on-regression", "30", "--gate", "step")
+    assert step.exit_code == 3 and "step time 0.900 -> 1.200 ms (+33.3%)" in step.stderr
+    assert "op(s)" not in step.stderr
+    lone = invoke("diff", str(a), str(b), "--gate", "step")
+    assert lone.exit_code == 2 and "need --fail-on-regression" in lone.stderr
+
+
+def test_gate_ignores_microsecond_noise_on_two_runs_of_one_script() -> None:
+    """h100_runs: one script run twice. aten::reshape grows by +85.7 % per step, a couple of µs
+    in a ~1 ms step (both from the raw events): the default floor (1 % of A's step) keeps the
+    gate quiet; without a floor the same run fails, as it did."""
+    folder = shared_trace("kineto/diff/h100_runs")
+    a, b = folder / "a" / "trace.json.gz", folder / "b" / "trace.json.gz"
+    want_a, want_b = raw_per_step(a), raw_per_step(b)
+    (ca, ta), (cb, tb) = want_a[("cpu", "aten::reshape")], want_b[("cpu", "aten::reshape")]
+    assert ca == cb and 100 * (tb - ta) / ta == pytest.approx(85.7, abs=0.05) and tb - ta < 3_000
+    steps = raw_steps(raw_events(a))
+    step_ns = sum(e - s for s, e in steps.values()) / len(steps)
+    worst = max((wb[1] - want_a[k][1]) for k, wb in want_b.items() if k in want_a)
+    assert worst < step_ns / 100  # no op grew by 1 % of the step
+    r = cli("diff", str(a), str(b), "--fail-on-regression", "50")
+    assert r.returncode == 0 and "regression" not in r.stderr, r.stderr
+    noisy = cli("diff", str(a), str(b), "--fail-on-regression", "50", "--min-delta", "0")
+    assert noisy.returncode == 3 and "aten::reshape (+85.7%" in noisy.stderr
+
+
+def test_gate_exit_keeps_every_output(pair, tmp_path: Path) -> None:
+    """Exit 3 is a verdict, not a failure: the --html and --trace files it announced exist."""
+    a, b = pair
+    report, merged = tmp_path / "r.html", tmp_path / "m.json"
+    r = cli("diff", str(a), str(b), "--html", str(report), "--trace", str(merged),
+            "--fail-on-regression", "30")
+    assert r.returncode == 3 and f"wrote {report}" in r.stderr and f"wrote {merged}" in r.stderr
+    assert report.read_text().rstrip().endswith("</html>")
+    assert len(json.loads(merged.read_text())["traceEvents"]) > len(json.loads(a.read_text())["traceEvents"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.json", "m.json", "r.html"]
 
 
 def test_api_diff_returns_the_comparison_as_dataframes(pair) -> None:

@@ -180,6 +180,14 @@ def summary_rows(result: DiffResult) -> Columns:
     return {c: objects([row[c] for row in rows]) for c in rows[0]}
 
 
+def top_changes(ops: Columns, top: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of the ``top`` largest regressions and improvements of an ``ops_ms`` table, largest
+    first (it is ordered by |delta|); rows whose status is ``unchanged`` are never among them."""
+    changed = ops["status"] != "unchanged"
+    delta = ops["delta_ms"]
+    return (np.flatnonzero(changed & (delta > 0))[:top], np.flatnonzero(changed & (delta < 0))[:top])
+
+
 def render(result: DiffResult, fmt: str, top: int = 10) -> str:
     """Headline first, then the top regressions and improvements (table); everything (csv/json)."""
     if fmt == "csv":
@@ -204,9 +212,7 @@ def render(result: DiffResult, fmt: str, top: int = 10) -> str:
                             else f"{h['steps']} ProfilerSteps" for h in (r.result["a"], r.result["b"]))
         parts.append(f"rank {r.rank}: A = {r.a}\n{' ' * len(f'rank {r.rank}: ')}B = {r.b}  ({steps})\n")
         parts.append(render_columns(headline_table(r.result), "table"))
-        changed = ops["status"] != "unchanged"
-        worse = np.flatnonzero(changed & (ops["delta_ms"] > 0))[:top]
-        better = np.flatnonzero(changed & (ops["delta_ms"] < 0))[:top]
+        worse, better = top_changes(ops, top)
         counts = Counter(ops["status"].tolist())
         parts.append("status: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
                                    or "no ops in the compared steps") + "\n")

@@ -15,6 +15,7 @@ import shutil
 import threading
 import urllib.parse
 import webbrowser
+import zlib
 from pathlib import Path
 
 from ..engine.wasm_module import web_dist_dir
@@ -55,7 +56,7 @@ def _diff_order(trace: Path) -> list[str] | None:
 
     try:
         entries = read_prior(trace).entries
-    except (TraceaugError, OSError, ValueError):
+    except (TraceaugError, OSError, ValueError, EOFError, zlib.error):  # not ours to judge here
         return None
     for e in entries:
         order = e.get("options", {}).get(UI_ORDER) if e.get("name") == "diff" else None

@@ -270,7 +270,7 @@ def test_failing_second_output_leaves_neither(tmp_path: Path, monkeypatch) -> No
     def fail(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(merge.splice, "write", fail)
+    monkeypatch.setattr(merge.splice.Copy, "finish", fail)
     res = CliRunner().invoke(main, ["diff", str(src), str(other), "--html", str(tmp_path / "r.html"),
                                     "--trace", str(tmp_path / "m.json")])
     assert res.exit_code == 1, res.stdout

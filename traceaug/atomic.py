@@ -3,7 +3,9 @@
 A failure (or Ctrl-C) leaves no partial output and the old file, if any, untouched. Inside
 ``all_or_none`` (every CLI command runs in one), the files a run writes are renamed into place
 together when it succeeds, and none of them is when it fails: a run's outputs are complete or
-absent. ``-`` as an output is a temporary file copied to stdout at that point.
+absent. A commit that fails (or is interrupted) part way puts back the files its first renames
+replaced: each old file is moved aside before its rename, and back on failure.
+``-`` as an output is a temporary file copied to stdout at that point.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
+
+from . import interrupt
 
 _lock = threading.Lock()
 _pending: list[tuple[str, Path]] | None = None  # (temporary, final) while a run is open
@@ -57,28 +61,59 @@ def stdout_spool(directory: Path) -> Path:
     return path
 
 
+def _aside(path: Path) -> str | None:
+    """Move the file now at ``path`` (not a directory) to a hidden name beside it, to put it
+    back if the run's commit fails; None when there is none."""
+    if not os.path.lexists(path) or (os.path.isdir(path) and not os.path.islink(path)):
+        return None  # a directory is never moved: renaming over it fails, and says so
+    fd, old = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".old")
+    os.close(fd)
+    try:
+        os.replace(path, old)
+    except BaseException:
+        os.unlink(old)
+        raise
+    return old
+
+
+def _undo(placed: list[tuple[Path, str | None, bool]]) -> None:
+    """Put back what was at each path before the commit (its old file, or nothing)."""
+    for path, old, renamed in reversed(placed):
+        with contextlib.suppress(OSError):
+            if renamed and old is None:
+                os.unlink(path)
+            elif old is not None:
+                os.replace(old, path)
+
+
 def _commit(pending: list[tuple[str, Path]]) -> None:
-    done: list[Path] = []
+    placed: list[tuple[Path, str | None, bool]] = []  # (path, its old file aside, new one in)
     try:
         for tmp, path in pending:
-            if path in _stdout_spools:
-                with open(tmp, "rb") as f:
-                    out = sys.stdout.buffer
-                    shutil.copyfileobj(f, out, 1 << 20)
-                    out.flush()
-                os.unlink(tmp)
-            else:
+            interrupt.check()  # a signal during the commit undoes it, as a failure does
+            with interrupt.deferred():  # never stopped between moving aside and renaming
+                if path in _stdout_spools:
+                    with open(tmp, "rb") as f:
+                        out = sys.stdout.buffer
+                        shutil.copyfileobj(f, out, 1 << 20)
+                        out.flush()
+                    os.unlink(tmp)
+                    continue
+                placed.append((path, _aside(path), False))
                 os.replace(tmp, path)
-                done.append(path)
+                placed[-1] = (path, placed[-1][1], True)
     except BaseException:
-        for path in done:  # this run's outputs: all or none
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+        with interrupt.deferred():
+            _undo(placed)
         raise
     finally:
         for tmp, _ in pending:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+    for _path, old, _ in placed:  # committed: the old files go
+        if old is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(old)
 
 
 def commit() -> None:

@@ -302,9 +302,16 @@ def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style:
 @click.option("--threshold", type=float, default=5.0, show_default=True,
               help="Per-step time change (percent) still called unchanged.")
 @click.option("--top", type=int, default=10, show_default=True, help="Rows of regressions/improvements.")
-@click.option("--fail-on-regression", "fail_pct", type=float, metavar="PCT",
-              help="Exit with code 3 when the step time, or the time per step of an op present in "
-                   "both, grew by more than PCT percent (for CI).")
+@click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(min=0), metavar="PCT",
+              help="Exit with code 3 (for CI; every output is still written) when the step time "
+                   "grew by more than PCT percent, or an op present in both grew by more than PCT "
+                   "percent and by more than --min-delta per step.")
+@click.option("--min-delta", "min_delta_us", type=click.FloatRange(min=0), metavar="US",
+              help="The per-step growth (µs) an op must also pass to fail the gate "
+                   "[default: 1% of A's step time].")
+@click.option("--gate", type=click.Choice(["all", "step"]), default="all", show_default=True,
+              help="What --fail-on-regression checks: the step time and every op, or the step "
+                   "time alone.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="table: headline and top rows; csv / json: every row.")
 @click.option("--html", "html_out", type=paths.Output(), help="Write a self-contained report.")
@@ -315,12 +322,15 @@ def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style:
 @click.pass_context
 def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, step: int | None,
                  step_a: int | None, step_b: int | None, step_index: int | None,
-                 rank: int | None, threshold: float, top: int, fail_pct: float | None, fmt: str,
+                 rank: int | None, threshold: float, top: int, fail_pct: float | None,
+                 min_delta_us: float | None, gate: str, fmt: str,
                  html_out: Path | None, trace_out: Path | None, open_ui: bool, port: int,
                  no_browser: bool) -> None:
     """Compare two traces (or two directories of per-rank traces): what changed from A to B."""
     if open_ui and trace_out is None:
         raise click.UsageError("--open needs --trace FILE")
+    if fail_pct is None and (min_delta_us is not None or gate != "all"):
+        raise click.UsageError("--min-delta and --gate need --fail-on-regression PCT")
     prefetched = _prefetch(a, b, kind="ops")
     from .commands import diff as cmd
 
@@ -342,9 +352,11 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
             sa, sb = result.sides[0]
             write_merged(sa, sb, trace_out)
             written.append(trace_out)
+        atomic.commit()  # every output in place: the gate's exit below keeps them
         for path in written:
             click.echo(f"wrote {path}", err=True)
-        regressed = cmd.regressions(result, fail_pct) if fail_pct is not None else []
+        regressed = (cmd.regressions(result, fail_pct, min_delta_us, gate)
+                     if fail_pct is not None else [])
     finally:
         cmd.close(result)
     if open_ui:

@@ -74,9 +74,9 @@ def _handler(signum: int, frame) -> None:
 
 
 @contextlib.contextmanager
-def engine_call() -> Iterator[None]:
-    """Wrap every call into the wasm engine: no signal raises inside it; afterwards an
-    interrupted call raises ``Interrupted``."""
+def deferred() -> Iterator[None]:
+    """A block no signal raises inside (a call into the wasm engine, a step of a commit that
+    must not stop half done); afterwards an interrupted block raises ``Interrupted``."""
     global _in_engine
     main = threading.current_thread() is threading.main_thread()
     if main:
@@ -87,6 +87,9 @@ def engine_call() -> Iterator[None]:
         if main:
             _in_engine -= 1
     check()
+
+
+engine_call = deferred  # wraps every call into the wasm engine
 
 
 def install(command_line: bool = False) -> None:

@@ -123,23 +123,40 @@ def ops_ms(ops: Columns) -> Columns:
     return {renamed.get(c, c): v / 1e6 if c in renamed else v for c, v in ops.items()}
 
 
-def regressions(result: DiffResult, pct: float) -> list[str]:
+MIN_DELTA_SHARE_PCT = 1.0  # default --min-delta: this share of A's step time
+
+
+def min_delta_ns(res: dict, min_delta_us: float | None) -> float:
+    """The floor an op's per-step growth must pass to count as a regression: ``min_delta_us``,
+    else ``MIN_DELTA_SHARE_PCT`` % of A's step time (a change too small to move the step is noise)."""
+    if min_delta_us is not None:
+        return min_delta_us * 1e3
+    return res["a"]["step_ms"] * 1e6 * MIN_DELTA_SHARE_PCT / 100
+
+
+def regressions(result: DiffResult, pct: float, min_delta_us: float | None = None,
+                gate: str = "all") -> list[str]:
     """What regressed by more than ``pct`` percent, per step, for ``--fail-on-regression``:
-    a rank's step time, or an op present on both sides (its total time per step)."""
+    a rank's step time, or (``gate`` "all") an op present on both sides whose time per step
+    also grew by more than the floor (``min_delta_ns``)."""
     out = []
     for r in result.ranks:
         where = f"rank {r.rank}: " if len(result.ranks) > 1 else ""
         va, vb = r.result["a"]["step_ms"], r.result["b"]["step_ms"]
         if va > 0 and 100 * (vb - va) / va > pct:
             out.append(f"{where}step time {va:.3f} -> {vb:.3f} ms (+{100 * (vb - va) / va:.1f}%)")
+        if gate == "step":
+            continue
         ops = r.result["ops"]
+        floor = min_delta_ns(r.result, min_delta_us)
         both = (ops["count_a"] > 0) & (ops["count_b"] > 0)
         with np.errstate(invalid="ignore"):
-            worse = np.flatnonzero(both & (ops["delta_pct"] > pct))
+            worse = np.flatnonzero(both & (ops["delta_pct"] > pct) & (ops["delta"] > floor))
         if len(worse):
             i = worse[np.argmax(ops["delta_pct"][worse])]
-            out.append(f"{where}{len(worse)} op(s), the most {ops['device'][i]} {clip(ops['key'][i])} "
-                       f"(+{ops['delta_pct'][i]:.1f}%)")
+            out.append(f"{where}{len(worse)} op(s) grew by over {floor / 1e3:g} us per step, the most "
+                       f"{ops['device'][i]} {clip(ops['key'][i])} (+{ops['delta_pct'][i]:.1f}%, "
+                       f"+{ops['delta'][i] / 1e3:.1f} us)")
     return out
 
 
@@ -161,6 +178,14 @@ def summary_rows(result: DiffResult) -> Columns:
     rows = [{"rank": r.rank, "side": side, "path": str(getattr(r, side)), **r.result[side]}
             for r in result.ranks for side in ("a", "b")]
     return {c: objects([row[c] for row in rows]) for c in rows[0]}
+
+
+def top_changes(ops: Columns, top: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of the ``top`` largest regressions and improvements of an ``ops_ms`` table, largest
+    first (it is ordered by |delta|); rows whose status is ``unchanged`` are never among them."""
+    changed = ops["status"] != "unchanged"
+    delta = ops["delta_ms"]
+    return (np.flatnonzero(changed & (delta > 0))[:top], np.flatnonzero(changed & (delta < 0))[:top])
 
 
 def render(result: DiffResult, fmt: str, top: int = 10) -> str:
@@ -187,9 +212,7 @@ def render(result: DiffResult, fmt: str, top: int = 10) -> str:
                             else f"{h['steps']} ProfilerSteps" for h in (r.result["a"], r.result["b"]))
         parts.append(f"rank {r.rank}: A = {r.a}\n{' ' * len(f'rank {r.rank}: ')}B = {r.b}  ({steps})\n")
         parts.append(render_columns(headline_table(r.result), "table"))
-        changed = ops["status"] != "unchanged"
-        worse = np.flatnonzero(changed & (ops["delta_ms"] > 0))[:top]
-        better = np.flatnonzero(changed & (ops["delta_ms"] < 0))[:top]
+        worse, better = top_changes(ops, top)
         counts = Counter(ops["status"].tolist())
         parts.append("status: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
                                    or "no ops in the compared steps") + "\n")

@@ -1,53 +1,188 @@
-"""``traceaug diff --html``: a self-contained report (plotly.js inlined, works offline)."""
+"""``traceaug diff --html``: one self-contained page (no script from anywhere, works offline).
+
+Per rank, what a reader needs first comes first: a verdict in one sentence (step time A -> B,
+the largest regression and improvement), the headline table, then the top changes with bars
+drawn in plain HTML. Every op follows in a collapsed table that filters, sorts and pages in the
+browser (a few lines of script), so the page stays small: no plotting library is inlined.
+"""
 
 from __future__ import annotations
 
 import html
 from pathlib import Path
 
-import plotly.graph_objects as go
+import numpy as np
 
-from ..analysis.tables import frame
+from ..analysis.tables import Columns
 from ..atomic import atomic_output
-from ..commands.diff import DiffResult, clip, headline_table, ops_ms
+from ..commands.diff import DiffResult, clip, headline_table, ops_ms, top_changes
+
+PAGE_ROWS = 50  # rows of the all-ops table per page
+COLUMNS = (("device", "device"), ("key", "op"), ("status", "status"), ("count_a", "count A"),
+           ("count_b", "count B"), ("total_a_ms", "A (ms)"), ("total_b_ms", "B (ms)"),
+           ("delta_ms", "Δ (ms)"), ("delta_pct", "Δ %"))
+
+STYLE = """
+body{font-family:sans-serif;margin:1.5em 2em;color:#222}
+h2{margin-top:1.5em;border-bottom:1px solid #ccc}
+.verdict{font-size:1.15em;margin:.4em 0 .8em}
+.worse{color:#b03a2e}.better{color:#1e8449}
+.paths{color:#555;font-size:.9em}
+table{border-collapse:collapse;margin:.3em 0}
+td,th{border:1px solid #ddd;padding:2px 6px;text-align:right;font-size:.9em}
+th{background:#f4f4f4}th.name,td.name{text-align:left}
+td.name{max-width:46em;overflow:hidden;white-space:nowrap}
+.key{display:inline-block;width:.8em;height:.6em;margin:0 .2em 0 .5em}
+td.bars{width:18em;text-align:left}
+.bar{height:6px;margin:1px 0}.a{background:#7f8c8d}.b{background:#2e86c1}
+.up{background:#c0392b}.down{background:#27ae60}
+.ops th{cursor:pointer}.pager{margin:.3em 0}
+"""
+
+# Filter (substring of the device, name or status), sort (click a header) and pages of
+# PAGE_ROWS rows, for every all-ops table of the page.
+SCRIPT = """
+document.querySelectorAll('section.ops').forEach(sec => {
+  const table = sec.querySelector('table'), body = table.tBodies[0];
+  const rows = Array.from(body.rows), input = sec.querySelector('input');
+  const info = sec.querySelector('.info'), size = PAGE;
+  let shown = rows, page = 0, col = -1, dir = 1;
+  function draw() {
+    const pages = Math.max(1, Math.ceil(shown.length / size));
+    page = Math.min(page, pages - 1);
+    body.replaceChildren(...shown.slice(page * size, page * size + size));
+    info.textContent = `${shown.length} of ${rows.length} ops, page ${page + 1} of ${pages}`;
+  }
+  function filter() {
+    const q = input.value.toLowerCase();
+    shown = rows.filter(r => r.dataset.text.includes(q));
+    if (col >= 0) sort(col, false);
+    page = 0; draw();
+  }
+  function sort(c, flip) {
+    if (flip) { dir = c === col ? -dir : (c < 3 ? 1 : -1); col = c; }
+    const value = r => { const t = r.cells[c].dataset.v ?? r.cells[c].textContent;
+                         const n = parseFloat(t); return c < 3 ? t : (isNaN(n) ? -Infinity : n); };
+    shown.sort((x, y) => { const a = value(x), b = value(y); return (a < b ? -1 : a > b ? 1 : 0) * dir; });
+  }
+  input.addEventListener('input', filter);
+  table.tHead.querySelectorAll('th').forEach((th, c) =>
+    th.addEventListener('click', () => { sort(c, true); draw(); }));
+  sec.querySelector('.prev').addEventListener('click', () => { page = Math.max(0, page - 1); draw(); });
+  sec.querySelector('.next').addEventListener('click', () => { page += 1; draw(); });
+  draw();
+});
+document.body.dataset.ready = '1';
+"""
 
 
-def _figures(ops, top: int) -> list[go.Figure]:
-    worst = ops.reindex(ops["delta_ms"].abs().sort_values(ascending=False).index).head(top)
-    labels = [f"{d}: {clip(k, 60)}" for d, k in zip(worst["device"], worst["key"], strict=True)]
-    totals = go.Figure([go.Bar(name="A", y=labels, x=worst["total_a_ms"], orientation="h"),
-                        go.Bar(name="B", y=labels, x=worst["total_b_ms"], orientation="h")])
-    totals.update_layout(title="Total time per step (ms), largest changes", barmode="group")
-    counts = go.Figure([go.Bar(name="A", y=labels, x=worst["count_a"], orientation="h"),
-                        go.Bar(name="B", y=labels, x=worst["count_b"], orientation="h")])
-    counts.update_layout(title="Count per step", barmode="group")
-    colors = ["#c0392b" if d > 0 else "#27ae60" for d in worst["delta_ms"]]
-    delta = go.Figure([go.Bar(y=labels, x=worst["delta_ms"], orientation="h", marker_color=colors)])
-    delta.update_layout(title="Δ time per step (ms): B − A")
-    for fig in (totals, counts, delta):
-        fig.update_layout(height=max(400, 28 * len(labels) + 150), yaxis={"autorange": "reversed"},
-                          margin={"l": 420})
-    return [totals, counts, delta]
+DIGITS = {"delta_pct": 1}  # decimals shown per column (4 elsewhere: ms to 0.1 µs)
+LEGEND = ("<th class='name'>A<span class='key a'></span>B<span class='key b'></span>"
+          "Δ<span class='key up'></span><span class='key down'></span></th>")
+
+
+def _number(v, digits: int = 4) -> str:
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return ""
+    return f"{v:.{digits}f}".rstrip("0").rstrip(".") if isinstance(v, float) else str(v)
+
+
+def _verdict(res: dict, ops: Columns, worse: np.ndarray, better: np.ndarray) -> str:
+    """One sentence: the step time A -> B, and the largest regression and improvement."""
+    a, b = res["a"]["step_ms"], res["b"]["step_ms"]
+    change = f" ({100 * (b - a) / a:+.1f} %)" if a else ""
+    cls = "worse" if b > a else "better"
+    parts = [f"Step time <b class='{cls}'>{a:.3f} → {b:.3f} ms{change}</b> per step"]
+    for rows, word, sign in ((worse, "largest regression", "worse"), (better, "largest improvement",
+                                                                        "better")):
+        if len(rows):
+            i = rows[0]
+            name = html.escape(clip(ops["key"][i], 60))
+            parts.append(f"{word}: <span class='{sign}'>{ops['device'][i]} "
+                         f"<span title='{html.escape(str(ops['key'][i]))}'>{name}</span> "
+                         f"{ops['delta_ms'][i]:+.3f} ms</span>")
+    return "<p class='verdict'>" + "; ".join(parts) + ".</p>"
+
+
+def _table(columns: Columns) -> str:
+    """A small table (the headline) from columns."""
+    names = list(columns)
+    head = "".join(f"<th>{html.escape(n)}</th>" for n in names)
+    rows = "".join("<tr>" + "".join(f"<td>{html.escape(_number(columns[n][i], 3))}</td>" for n in names)
+                   + "</tr>" for i in range(len(columns[names[0]])))
+    return f"<table><tr>{head}</tr>{rows}</table>"
+
+
+def _top(ops: Columns, rows: np.ndarray, title: str, scale: float) -> str:
+    """The top rows with their A and B bars (one scale for the whole rank) and a Δ bar."""
+    if not len(rows):
+        return f"<h3>{title}</h3><p>none</p>"
+    head = _head() + LEGEND
+    out = [f"<h3>{title} (per step)</h3><table class='top'><tr>{head}</tr>"]
+    for i in rows.tolist():
+        cells = []
+        for c, _label in COLUMNS:
+            v = ops[c][i]
+            if c == "key":
+                cells.append(f"<td class='name' title='{html.escape(str(v))}'>"
+                             f"{html.escape(clip(v, 90))}</td>")
+            else:
+                cells.append(f"<td>{html.escape(_number(v, DIGITS.get(c, 4)))}</td>")
+        d = ops["delta_ms"][i]
+        widths = [100 * ops["total_a_ms"][i] / scale, 100 * ops["total_b_ms"][i] / scale,
+                  100 * abs(d) / scale]
+        bars = "".join(f"<div class='bar {k}' style='width:{w:.1f}%'></div>"
+                       for k, w in zip(("a", "b", "up" if d > 0 else "down"), widths, strict=True))
+        out.append("<tr>" + "".join(cells) + f"<td class='bars'>{bars}</td></tr>")
+    return "".join(out) + "</table>"
+
+
+def _head() -> str:
+    return "".join(f"<th class='name'>{label}</th>" if c == "key" else f"<th>{label}</th>"
+                   for c, label in COLUMNS)
+
+
+def _all_ops(ops: Columns) -> str:
+    """Every op, collapsed: filter, sort by a header, pages of ``PAGE_ROWS``."""
+    n = len(ops["key"])
+    head = _head()
+    body = []
+    for i in range(n):
+        key = str(ops["key"][i])
+        text = html.escape(f"{ops['device'][i]} {key} {ops['status'][i]}".lower())
+        cells = "".join(
+            f"<td class='name' title='{html.escape(key)}' data-v='{html.escape(key)}'>"
+            f"{html.escape(clip(key, 90))}</td>" if c == "key" else
+            f"<td>{html.escape(_number(ops[c][i], DIGITS.get(c, 4)))}</td>" for c, _l in COLUMNS)
+        body.append(f"<tr data-text='{text}'>{cells}</tr>")
+    return (f"<section class='ops'><details><summary><b>All {n} ops</b> (per step): filter, "
+            f"sort by a column, pages of {PAGE_ROWS}</summary><p><input size='40' "
+            "placeholder='filter: part of a name, device or status'> <button class='prev'>‹</button>"
+            " <span class='info'></span> <button class='next'>›</button></p>"
+            f"<table class='ops'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody>"
+            "</table></details></section>")
 
 
 def write_report(result: DiffResult, path: Path, top: int = 20) -> None:
-    """Write the report atomically."""
+    """Write the page atomically."""
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>traceaug diff</title>",
-             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-             "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}</style></head><body>",
-             "<h1>traceaug diff</h1>"]
-    first = True
+             f"<style>{STYLE}</style></head><body><h1>traceaug diff</h1>"]
+    for side, ranks in result.unmatched.items():
+        if ranks:
+            parts.append(f"<p>only in {side.upper()}: rank(s) {', '.join(map(str, ranks))}</p>")
     for r in result.ranks:
-        ops = frame(ops_ms(r.result["ops"]))
-        parts.append(f"<h2>rank {r.rank}</h2><p>A = {html.escape(str(r.a))}<br>B = "
-                     f"{html.escape(str(r.b))}</p>")
-        parts.append(frame(headline_table(r.result)).to_html(index=False, na_rep=""))
-        for fig in _figures(ops, top):
-            parts.append(fig.to_html(full_html=False, include_plotlyjs=first))
-            first = False
-        cols = ["device", "key", "status", "count_a", "count_b", "total_a_ms", "total_b_ms", "delta_ms",
-                "delta_pct"]
-        parts.append("<h3>All ops (per step)</h3>" + ops[cols].round(4).to_html(index=False, na_rep=""))
-    parts.append("</body></html>")
+        ops = ops_ms(r.result["ops"])
+        worse, better = top_changes(ops, top)
+        shown = np.concatenate([worse, better])
+        scale = max(float(np.max(np.maximum(ops["total_a_ms"][shown], ops["total_b_ms"][shown])))
+                    if len(shown) else 0.0, 1e-12)
+        parts.append(f"<h2>rank {r.rank}</h2>")
+        parts.append(_verdict(r.result, ops, worse, better))
+        parts.append(f"<p class='paths'>A = {html.escape(str(r.a))}<br>B = {html.escape(str(r.b))}</p>")
+        parts.append(_table(headline_table(r.result)))
+        parts.append(_top(ops, worse, "Top regressions", scale))
+        parts.append(_top(ops, better, "Top improvements", scale))
+        parts.append(_all_ops(ops))
+    parts.append(f"<script>const PAGE = {PAGE_ROWS};{SCRIPT}</script></body></html>")
     with atomic_output(path, "w") as f:
         f.write("\n".join(parts))

@@ -1,13 +1,15 @@
 """``traceaug diff --trace``: A and B side by side in one Perfetto file.
 
-A's bytes are kept as they are; B's events are spliced in with their
-processes relabelled (``B: <name>``, pids moved out of A's range), their flow
-ids moved out of A's, and their timestamps shifted exactly so that B's first
+A's bytes are kept as they are, but for the moves every rewriter makes so that the Perfetto UI
+shows every event (``visible``); B's events are spliced in with their processes relabelled
+(``B: <name>``, pids moved out of A's range, sorted after A's), their flow ids moved out of
+A's, the same moves made, and their timestamps shifted exactly so that B's first
 ProfilerStep starts where A's does (the trace starts when there are none).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import orjson
@@ -15,13 +17,16 @@ import orjson
 from .. import guard
 from ..analysis.diff import Side
 from ..errors import TraceaugError
-from ..read import chunks, pass1, source
-from ..read.rebase import Rebase, us_to_ns
+from ..read import chunks, pass1, source, ui_import
+from ..read.rebase import Rebase, unsigned_tid, us_to_ns
 from . import splice
 from .events import us
 
 PID_OFFSET = 1_000_000_000
 FLOW_ID_OFFSET = 1 << 40
+SORT_B = 1 << 30  # B's process_sort_index values start here
+GLOBAL_TRACK = "^Unnamed SliceTrack$"  # the UI's name for the track of global instant events
+UI_ORDER = "ui_order"  # the marker's option for ``view.server``: A's groups, then B's
 
 
 def _anchor(side: Side) -> int:
@@ -34,7 +39,7 @@ def _anchor(side: Side) -> int:
 def _pid(pid):
     if isinstance(pid, int):
         return pid + PID_OFFSET
-    return f"B: {pid}"
+    return f"B: {pid if isinstance(pid, str) else orjson.dumps(pid).decode()}"
 
 
 def _flow_id(value):
@@ -48,43 +53,113 @@ def _flow_id(value):
     return value
 
 
+def _sort_index(side_index, pid, order: int) -> int:
+    """B's ``process_sort_index``: after every A process (Kineto's run below ``SORT_B``: pids,
+    GPUs at 2^24 + device), in B's own order."""
+    own = side_index if isinstance(side_index, int) and 0 <= side_index < SORT_B else (
+        pid if isinstance(pid, int) and 0 <= pid < SORT_B else order)
+    return SORT_B + min(own, SORT_B - 1)
+
+
+def _move(ev: dict, move: tuple, is_slice: bool) -> None:
+    """Put an event on its overlap lane thread, as ``visible.move_event`` does in text."""
+    lane, tid, thread = move
+    ev["tid"] = thread
+    if is_slice:
+        args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+        ev["args"] = {"traceaug_lane": lane, "traceaug_tid": tid, **args}
+
+
 def b_events(side: Side, shift_ns: int) -> list[bytes]:
-    """B's events, relabelled and shifted by ``shift_ns`` (exact)."""
+    """B's events, relabelled and shifted by ``shift_ns`` (exact), made visible in the Perfetto
+    UI as the rewriters make their outputs (``visible``): negative tids unsigned, and the
+    complete events the UI would drop (on the timestamps written here) moved to lanes, with
+    their flow events; every B process sorted after A's (``process_sort_index``)."""
     chosen = side.trace.plan.rebase  # B's load chose it (no base when a ts lies below one)
     rebase = Rebase(chosen.prefix, chosen.sep, chosen.numeric, fixed=True)
+    plan = side.trace.plan
+    moves = ui_import.moves(plan.ui, plan.base_ns - shift_ns, plan.thread_names)
     named: set = set()
     pids: dict = {}  # in order of appearance (a set's order of strings varies by run)
+    sort_index: dict = {}  # B's own process_sort_index per pid
     out: list[bytes] = []
+    index = -1  # the event's position in B's event array (ui_import's index)
     for item in pass1.rebased_chunks(source.iter_blocks(side.trace.file), rebase):
         if isinstance(item, chunks.Layout):
             break
         for ev in item.events:
+            index += 1
             if not isinstance(ev, dict):
                 continue
             ts = ev.get("ts")
             if isinstance(ts, (int, float)):
                 ev["ts"] = orjson.Fragment(us(us_to_ns(ts) + rebase.base_ns - shift_ns))
+            tid = ev.get("tid")
+            if tid.__class__ is int and tid < 0:
+                ev["tid"] = unsigned_tid(tid)
+            if index in moves.slices:
+                _move(ev, moves.slices[index], True)
+            elif index in moves.flows:
+                _move(ev, moves.flows[index], False)
+            pid = ev.get("pid")
             if "pid" in ev:
-                pids.setdefault(ev["pid"])
-                ev["pid"] = _pid(ev["pid"])
+                pids.setdefault(_hashable(pid), pid)
+                ev["pid"] = _pid(pid)
             if ev.get("ph") in pass1.FLOW_PHASES and "id" in ev:
                 ev["id"] = _flow_id(ev["id"])
+            if ev.get("ph") == "M" and ev.get("name") == "process_sort_index":
+                args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+                sort_index[_hashable(pid)] = args.get("sort_index")
+                continue  # written below, after A's
             if ev.get("ph") == "M" and ev.get("name") == "process_name":
                 args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
                 ev["args"] = {**args, "name": f"B: {args.get('name', '')}".rstrip()}
                 named.add(ev["pid"])
             out.append(orjson.dumps(ev))
-    for pid in pids:
+    for order, (key, pid) in enumerate(pids.items()):
         if _pid(pid) not in named:
             out.append(orjson.dumps({"ph": "M", "name": "process_name", "pid": _pid(pid),
                                      "args": {"name": f"B: {pid}"}}))
+        out.append(orjson.dumps({"ph": "M", "name": "process_sort_index", "pid": _pid(pid),
+                                 "args": {"sort_index": _sort_index(sort_index.get(key), pid, order)}}))
+    for (pid, _tid, _lane), name in moves.lane_threads.items():
+        out.append(orjson.dumps({"ph": "M", "name": "thread_name", "pid": _pid(pid), "tid": name,
+                                 "args": {"name": name}}))
     return out
 
 
+def _hashable(value):
+    """A pid as a dict key (a pid written as a list or object is its JSON text)."""
+    try:
+        hash(value)
+        return value
+    except TypeError:
+        return orjson.dumps(value)
+
+
+def ui_order(a: Side) -> list[str]:
+    """Regexes that match the Perfetto UI's top-level tracks: the global one, the group names of
+    A's processes, then B's
+    (``<process name> <pid>``; A's string pids get a number the UI makes up). The v52 UI
+    orders processes by their slice counts, whatever ``process_sort_index`` says, so
+    ``traceaug open`` shows A above B through a workspace built from these (``view.server``)."""
+    names = a.trace.columns("SELECT DISTINCT name FROM process")["name"].tolist()
+    labels = sorted({re.escape(n) for n in names if isinstance(n, str) and n and not n.startswith("B: ")})
+    alternatives = [*labels, "Process"] if labels else ["Process"]
+    return [GLOBAL_TRACK, rf"^(?:{'|'.join(alternatives)}) \d+$", "^B: "]
+
+
 def write_merged(a: Side, b: Side, out: Path) -> None:
-    """Write A with B's events added, B aligned to A."""
+    """Write A with B's events added, B aligned to A; A's events the Perfetto UI would lose
+    are moved as every rewriter moves them (``splice.Copy`` with ``keep_bytes`` False)."""
     if a.trace.plan is None or b.trace.plan is None:
         raise TraceaugError(f"{out}: --trace needs Chrome JSON traces on both sides")
     guard.check([a.trace.path, b.trace.path], [out])
     shift = _anchor(b) - _anchor(a)
-    splice.write(a.trace.file, out, a.trace.plan.layout, b_events(b, shift), "diff")
+    command = splice.entry("diff", {UI_ORDER: ui_order(a)})
+    copy = splice.Copy(a.trace.file, out, command, keep_bytes=False)
+    try:
+        copy.prepare(a.trace.plan)
+        copy.finish(a.trace.plan.layout, b_events(b, shift))
+    finally:
+        copy.cancel()

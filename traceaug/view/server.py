@@ -15,6 +15,7 @@ import shutil
 import threading
 import urllib.parse
 import webbrowser
+import zlib
 from pathlib import Path
 
 from ..engine.wasm_module import web_dist_dir
@@ -38,6 +39,37 @@ STARTUP_COMMANDS = json.dumps([
     {"id": "dev.perfetto.PinTracksByRegex", "args": [r"^Critical path$"]},
     {"id": "dev.perfetto.ExpandTracksByRegex", "args": [r"^Critical path \d+$"]},
 ], separators=(",", ":"))
+
+
+DIFF_WORKSPACE = "traceaug diff: A above B"
+
+
+def startup_commands(trace: Path) -> str:
+    """``STARTUP_COMMANDS``, and for a ``diff --trace`` output a workspace holding A's process
+    groups above B's (the regexes its marker carries: the UI orders processes by slice count)."""
+    commands = json.loads(STARTUP_COMMANDS)
+    order = _diff_order(trace)
+    if order:
+        commands += [{"id": "dev.perfetto.CopyTracksToWorkspaceByRegex", "args": [rx, DIFF_WORKSPACE]}
+                     for rx in order]
+        commands.append({"id": "dev.perfetto.SwitchWorkspace", "args": [DIFF_WORKSPACE]})
+    return json.dumps(commands, separators=(",", ":"))
+
+
+def _diff_order(trace: Path) -> list[str] | None:
+    """The ``ui_order`` regexes of a ``diff --trace`` output's marker, else None."""
+    from ..rewrite.merge import UI_ORDER
+    from ..rewrite.splice import read_prior
+
+    try:
+        entries = read_prior(trace).entries
+    except (TraceaugError, OSError, ValueError, EOFError, zlib.error):  # not ours to judge here
+        return None
+    for e in entries:
+        order = e.get("options", {}).get(UI_ORDER) if e.get("name") == "diff" else None
+        if isinstance(order, list) and order and all(isinstance(rx, str) for rx in order):
+            return order
+    return None
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -96,6 +128,7 @@ class PerfettoServer(http.server.ThreadingHTTPServer):
         self.ui_root = web_dist_dir().parent.resolve()
         self.trace = trace.resolve()
         self.trace_name = urllib.parse.quote(trace.name)
+        self.commands = startup_commands(self.trace)
         try:
             super().__init__((HOST, port), _Handler)
         except OSError as e:
@@ -125,9 +158,9 @@ class PerfettoServer(http.server.ThreadingHTTPServer):
     @property
     def url(self) -> str:
         """The address that opens the UI with the trace loaded, in one navigation, and the
-        counter tracks traceaug adds pinned (``STARTUP_COMMANDS``)."""
+        counter tracks traceaug adds pinned (``startup_commands``)."""
         return (f"{self.base}/#!/?url={urllib.parse.quote(self.trace_url, safe='')}"
-                f"&startupCommands={urllib.parse.quote(STARTUP_COMMANDS, safe='')}")
+                f"&startupCommands={urllib.parse.quote(self.commands, safe='')}")
 
     def resolve(self, path: str) -> Path | None:
         """The file for a request path, or None when it is not ours to serve."""

@@ -26,8 +26,9 @@ import orjson
 
 from ..atomic import atomic_output
 from ..errors import TraceaugError
+from . import source
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
+SQLITE_MAGIC = source.SQLITE_MAGIC
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")  # older / newer exports
 BATCH = 4096  # rows per fetchmany

@@ -10,6 +10,7 @@ naming the file (and the line).
 from __future__ import annotations
 
 import csv
+import io
 import re
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import TraceaugError
+from . import source
 
 _UNIT = re.compile(r"^(?P<base>.*?)\s*(?:\((?P<unit>ns|us|μs|ms|s)\))?$")
 NS_PER = {None: 1, "ns": 1, "us": 1000, "μs": 1000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -68,13 +70,14 @@ def kind_of(path: Path) -> str:
                         "cuda_gpu_mem_time_sum, nvtx_gpu_proj_trace, gpukernsum)")
 
 
-def _open(path: Path):
+def _open(path: Path) -> io.StringIO:
+    """The CSV's text (``source.read_side``: a FIFO or device is read to a bound, never
+    waited on or read without end)."""
+    data = source.read_side(path, "a CSV")
     try:
-        return open(path, newline="", encoding="utf-8")
-    except FileNotFoundError:
-        raise TraceaugError(f"{path}: no such file") from None
-    except OSError as e:
-        raise TraceaugError(f"{path}: cannot read ({e.strerror})") from None
+        return io.StringIO(data.decode("utf-8"), newline="")
+    except UnicodeDecodeError as e:
+        raise TraceaugError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
 
 
 def _number(path: Path, line: int, column: str, text: str, scale: int, integral: bool) -> int:

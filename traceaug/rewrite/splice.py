@@ -72,9 +72,9 @@ def entry(name: str, options: dict | None = None, version: str = __version__) ->
 
 
 def _skip_ws(text: bytes, i: int) -> int:
-    while i < len(text) and text[i] in b" \t\r\n":
-        i += 1
-    return i
+    """The first index at or after ``i`` that is not JSON whitespace (one C scan, not a loop
+    per byte: a trace may start with megabytes of it)."""
+    return chunks.skip_space(text, i)
 
 
 def find_marker(head: bytes) -> tuple[int, int, dict] | None:

@@ -170,7 +170,7 @@ def read_prior(src: Path) -> Prior:
     source.check_readable(src)
     try:
         layout, head, rest = chunks.split_header(source.iter_blocks(src))
-    except chunks.NotChromeJson:
+    except (chunks.NotChromeJson, chunks.MalformedJson):
         return Prior()  # not a file traceaug wrote: the load reports what it is
     try:
         found = None if layout.array_form else find_marker(head)

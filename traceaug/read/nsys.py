@@ -23,6 +23,7 @@ import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import orjson
 
 from ..atomic import atomic_output
@@ -546,9 +547,37 @@ def header(ex: Export) -> bytes:
             + dist + b',\n"nsysExport":' + orjson.dumps(source) + b',\n"traceEvents":[\n')
 
 
+def _time_tables(ex: Export) -> Iterator[tuple[str, str]]:
+    """(table, WHERE clause) of every table whose start / end become an event's ts and dur."""
+    for t in (*GPU_TABLES.values(), RUNTIME):
+        if ex.has_rows(t):
+            yield t, "1"
+    if ex.has_rows("NVTX_EVENTS"):
+        yield "NVTX_EVENTS", _nvtx_where()
+
+
+def check_times(ex: Export) -> None:
+    """Refuse, as every command's load would refuse the conversion (``pass1.check_range``), an
+    export whose ts or dur in µs lie out of range: the extremes of each table are enough."""
+    from .pass1 import BadValue, check_range
+
+    for table, where in _time_tables(ex):
+        sql = (f"SELECT MIN(start), MAX(start), MIN(end - start), MAX(end - start) FROM {table} "
+               f"WHERE {where} AND end IS NOT NULL")
+        for lo_ts, hi_ts, lo_dur, hi_dur in ex.rows(sql):
+            for name, values in (("ts", (lo_ts, hi_ts)), ("dur", (lo_dur, hi_dur))):
+                us_values = [float(us(v)) if isinstance(v, int) else float(v)
+                             for v in values if v is not None]
+                try:
+                    check_range(name, np.array(us_values, dtype=np.float64))
+                except BadValue as e:
+                    raise TraceaugError(f"{ex.path}: {e}") from None
+
+
 def write(ex: Export, out, flush_at: int = 1 << 20) -> int:
     """Write the Chrome JSON of ``ex`` to the binary file ``out``; return the events written
     (one per line: a GPU op's text carries its two flow events on lines of their own)."""
+    check_times(ex)
     out.write(header(ex))
     buf: list[str] = []
     size = n = 0

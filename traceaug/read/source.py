@@ -5,6 +5,7 @@ Every read problem becomes a one-line ``TraceaugError`` naming the file.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 import stat
@@ -20,6 +21,7 @@ from ..errors import TraceaugError
 
 BLOCK = 1 << 20
 GZIP_MAGIC = b"\x1f\x8b"
+ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a zip's first entry, or an empty zip
 GZIP_MINIMUM = 18  # header (10) + empty deflate (~2) + trailer (8): anything shorter is cut
 
 
@@ -46,6 +48,16 @@ def check_readable(path: Path) -> None:
         raise TraceaugError(f"{path}: cannot read ({e.strerror})") from None
     if size == 0:
         raise TraceaugError(f"{path}: empty file")
+    with open(path, "rb") as f:
+        head = f.read(64 << 10)
+    if head[:2] == GZIP_MAGIC:
+        with contextlib.suppress(zlib.error):  # a corrupt gzip: reading it says what is wrong
+            head = zlib.decompressobj(wbits=31).decompress(head, 4)
+        if head[:2] == GZIP_MAGIC:
+            raise TraceaugError(f"{path}: a gzip of a gzip file, not a trace (gunzip it once)")
+    if head[:4] in ZIP_MAGICS:  # Perfetto would open these, the rewriters cannot: no command does
+        raise TraceaugError(f"{path}: a zip archive, not a trace (unzip it: traceaug reads "
+                            ".json, .json.gz and nsys .sqlite files)")
 
 
 def iter_blocks(path: Path, on_progress: Callable[[int], None] | None = None,

@@ -51,10 +51,12 @@ def check_readable(path: Path) -> None:
     with open(path, "rb") as f:
         head = f.read(64 << 10)
     if head[:2] == GZIP_MAGIC:
-        with contextlib.suppress(zlib.error):  # a corrupt gzip: reading it says what is wrong
-            head = zlib.decompressobj(wbits=31).decompress(head, 4)
-        if head[:2] == GZIP_MAGIC:
+        inner = b""
+        with contextlib.suppress(zlib.error):  # zlib refuses what gzip reads (reserved flags)
+            inner = zlib.decompressobj(wbits=31).decompress(head, 4)
+        if inner[:2] == GZIP_MAGIC:
             raise TraceaugError(f"{path}: a gzip of a gzip file, not a trace (gunzip it once)")
+        head = inner
     if head[:4] in ZIP_MAGICS:  # Perfetto would open these, the rewriters cannot: no command does
         raise TraceaugError(f"{path}: a zip archive, not a trace (unzip it: traceaug reads "
                             ".json, .json.gz and nsys .sqlite files)")

@@ -203,3 +203,22 @@ os._exit(0)  # no commit, no rollback
     files = {p: p.read_bytes() for p in (src, journal)}
     assert info_kernels(src) == want
     assert {p: p.read_bytes() for p in folder.iterdir()} == files
+
+
+# ----- 24.17: convert gives the verdict every other command gives -----------------------------
+
+@pytest.mark.parametrize("start,end", [(2**63 - 500, 2**63 - 1), (-(2**63), -(2**63) + 500)])
+def test_convert_refuses_times_no_command_reads(tmp_path: Path, start: int, end: int) -> None:
+    """A kernel at ±2^63 ns: convert wrote a trace (ts ±9.22e15 µs) every command then refused;
+    now convert refuses it too, with the line the others give, and writes nothing."""
+    src = edited(tmp_path, "edge", [
+        f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = {start}, end = {end} "
+        "WHERE rowid = (SELECT MIN(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)"])
+    lines = set()
+    for args in (["convert", src, tmp_path / "out.json"], ["info", src], ["kernels", src],
+                 ["counters", src, tmp_path / "c.json"]):
+        code, _, err = cli(*args)
+        assert code == 1 and err.count("\n") == 1, (args[0], err)
+        lines.add(err)
+    assert len(lines) == 1 and "out of range" in lines.pop()
+    assert sorted(os.listdir(tmp_path)) == ["edge.sqlite"]

@@ -141,6 +141,27 @@ def test_gzip_on_stdin_is_still_read(tmp_path: Path) -> None:
     assert res.returncode == 0 and json.loads(res.stdout)["profiler_steps"] == STEPS
 
 
+def test_magic_number_split_across_pipe_writes(tmp_path: Path) -> None:
+    """A FIFO whose writer sends a gzip's first byte alone: the check waits for enough bytes
+    to see the magic number instead of judging one byte."""
+    fifo = tmp_path / "t.json.gz"
+    os.mkfifo(fifo)
+    data = gzip.compress(json.dumps(kineto_gen.trace()).encode())
+
+    def write() -> None:
+        with open(fifo, "wb", buffering=0) as f:
+            f.write(data[:1])
+            threading.Event().wait(0.3)
+            f.write(data[1:])
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    res = run(["info", "--format", "json", str(fifo)], tmp_path)
+    writer.join(5)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["kernels"] == STEPS
+
+
 # ----- 24.6: whitespace -----------------------------------------------------------------------
 
 def _gzip_spaces(path: Path, mb: int, after: bytes = b"") -> Path:

@@ -149,15 +149,23 @@ class _Sniff:
     def __init__(self, name: str, what: str, json: bool, limit: int) -> None:
         self.name, self.what, self.json, self.limit = name, what, json, limit
         self.seen = 0
+        self.head = b""  # the first bytes, until there are enough to tell a magic number
         self.state = "start"  # -> "lead" (whitespace so far) -> "text" | "binary"
 
-    def feed(self, data: bytes) -> None:
-        name, first = self.name, self.seen == 0
+    def feed(self, data: bytes, final: bool = False) -> None:
+        """Check the next block (``final``: the stream ended; ``data`` is empty)."""
+        name = self.name
         self.seen += len(data)
         if self.seen > self.limit:
             raise TraceaugError(f"{name}: more than {self.limit >> 20} MB from a pipe or device "
                                 f"(the bound for {self.what}); save it to a file first")
-        if first:
+        if self.state == "start":  # a pipe may give a few bytes at a time
+            self.head += data
+            if len(self.head) < len(SQLITE_MAGIC) and not final:
+                return
+            data, self.head = self.head, b""
+            if not data:
+                return
             if not data.strip(b"\0"):
                 raise TraceaugError(f"{name}: reads as NUL bytes only (a device like "
                                     f"/dev/zero?), not {self.what}")
@@ -193,6 +201,7 @@ def _stream_blocks(name: str, path: str | None, sniff: _Sniff) -> Iterator[bytes
             except OSError as e:
                 raise TraceaugError(f"{name}: cannot read ({e.strerror})") from None
             if not data:
+                sniff.feed(b"", final=True)
                 break
             sniff.feed(data)
             yield data

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import copy
 import gzip
+import io
 import json
+import math
+import zipfile
+import zlib
 
 import kineto_gen
 
@@ -169,6 +173,96 @@ def gzip_cases() -> dict[str, bytes]:
     }
 
 
+def wrapper_cases() -> dict[str, bytes]:
+    """Containers no command reads (one verdict for all of them) and whitespace every command
+    reads past."""
+    valid = _dump(_valid())
+    zipped = io.BytesIO()
+    with zipfile.ZipFile(zipped, "w") as z:
+        z.writestr("trace.json", valid)
+    return {"zip_gz": zipped.getvalue(), "lead_space_lines": b" \n" * 100_000 + valid,
+            "lead_space_gz": gzip.compress(b" " * 3_000_000 + valid, mtime=0)}
+
+
 def cases() -> dict[str, bytes]:
     """Every byte case, by name."""
-    return {**truncation_cases(), **gzip_cases(), **structure_cases(), **field_cases()}
+    return {**truncation_cases(), **gzip_cases(), **structure_cases(), **field_cases(),
+            **wrapper_cases()}
+
+
+# ----- the declared verdict, from the bytes alone -------------------------------------------
+
+US_LIMIT = 2.0**63 / 1000  # ts and dur are int64 ns: |µs| at or past this cannot be held
+
+
+class Refused(Exception):
+    """The case must be refused by every command."""
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _utf8(value) -> None:
+    """Every string of a parsed document must be valid Unicode (no lone surrogate)."""
+    if isinstance(value, str):
+        value.encode("utf-8")
+    elif isinstance(value, list):
+        for v in value:
+            _utf8(v)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _utf8(k)
+            _utf8(v)
+
+
+def _document(data: bytes) -> object:
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)  # every member; trailing garbage is an error
+    text = data.decode("utf-8")  # a BOM stays a character, which JSON refuses
+
+    def no_constant(name: str):
+        raise ValueError(f"{name} is not JSON")
+
+    def finite(text: str) -> float:
+        value = float(text)
+        if math.isinf(value):
+            raise ValueError("a number too large for a double")
+        return value
+
+    doc = json.loads(text, parse_constant=no_constant, parse_float=finite)
+    _utf8(doc)
+    return doc
+
+
+def _events(doc: object) -> list:
+    events = doc if isinstance(doc, list) else (
+        doc.get("traceEvents") if isinstance(doc, dict) else None)
+    if not isinstance(events, list) or not events:
+        raise Refused("no trace events")
+    return events
+
+
+def _kept_kernel(ev: dict) -> bool:
+    """Checks one event as every command does; True for a kernel the trace shows: a complete
+    event (with a dur) of category kernel, not before time 0."""
+    if ev.get("ph") == "M":
+        return False
+    if not _number(ev.get("ts")) or abs(ev["ts"]) >= US_LIMIT:
+        raise Refused("ts is not a number in range")
+    if "dur" in ev and (not _number(ev["dur"]) or abs(ev["dur"]) >= US_LIMIT):
+        raise Refused("dur is not a number in range")
+    return ev.get("ph") == "X" and ev.get("cat") == "kernel" and "dur" in ev and ev["ts"] >= 0
+
+
+def expected_kernels(data: bytes) -> int | None:
+    """The kernels every command must see in ``data``, or None when every command must refuse
+    it: from Python's own gzip and strict JSON, and the rules README states (ts / dur numbers
+    that fit int64 ns, events as objects)."""
+    try:
+        events = _events(_document(data))
+        if not all(isinstance(ev, dict) for ev in events):
+            raise Refused("an event is not an object")
+        return sum(_kept_kernel(ev) for ev in events)
+    except (Refused, ValueError, UnicodeError, RecursionError, OSError, EOFError, zlib.error):
+        return None

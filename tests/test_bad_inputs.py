@@ -35,17 +35,40 @@ def file_for(tmp_path: Path, name: str) -> Path:
     return path
 
 
+KERNEL_SQL = "SELECT COUNT(*) AS kernels FROM slice WHERE category = 'kernel'"
+WRITERS = ("counters", "critical-path", "patterns")  # rewriters: OUT keeps every input byte
+
+
 def command(kind: str, path: Path, out: Path) -> list[str]:
+    """The command line that runs ``kind`` on ``path`` (``out``: the file it may write)."""
+    if kind in WRITERS:
+        return [kind, "--format", "json", str(path), str(out)]
     return {"info": ["info", "--format", "json", str(path)],
-            "query": ["query", "--format", "json", str(path),
-                      "SELECT COUNT(*) AS steps FROM slice WHERE name GLOB 'ProfilerStep#*'"],
-            "counters": ["counters", "--format", "json", str(path), str(out)],
-            "diff": ["diff", "--format", "json", str(path), str(path)]}[kind]
+            "query": ["query", "--format", "json", str(path), KERNEL_SQL],
+            "report": ["report", "--format", "json", str(path), "--html", str(out)],
+            "diff": ["diff", "--format", "json", str(path), str(path)],
+            }.get(kind, [kind, "--format", "json", str(path)])
+
+
+def kernels_of(kind: str, stdout: str) -> int | None:
+    """The kernel count a command's JSON reports (None: it reports none)."""
+    if kind in ("report", *WRITERS, "gaps", "breakdown", "launches", "diff"):
+        return None  # report --html writes a page; the rest report no kernel count
+    data = json.loads(stdout)
+    if kind == "info":
+        return data["kernels"]
+    if kind == "query":
+        return data[0]["kernels"]
+    if kind == "kernels":
+        return sum(r["count"] for r in data["kernels"] if r["type"] != "memory")
+    if kind == "summary":
+        return data[0]["kernel"]["instances"]
+    return None
 
 
 def check_run(kind: str, path: Path, before: bytes) -> tuple[int, str]:
     """Run one command on ``path``; assert the corpus rules; return (exit code, stdout)."""
-    out = path.parent / "out.json"
+    out = path.parent / ("out.html" if kind == "report" else "out.json")
     listing = set(os.listdir(path.parent))
     res = CliRunner().invoke(main, command(kind, path, out))
     err = res.stderr
@@ -61,55 +84,62 @@ def check_run(kind: str, path: Path, before: bytes) -> tuple[int, str]:
         assert set(os.listdir(path.parent)) == listing  # no output, no temporary file
     else:
         made = set(os.listdir(path.parent)) - listing
-        assert made == ({"out.json"} if kind == "counters" else set()), made
-        if kind == "counters":  # every original byte kept, the result still JSON
+        assert made == ({out.name} if kind in (*WRITERS, "report") else set()), made
+        if kind in WRITERS:  # every original byte kept, the result still JSON
             written = out.read_bytes()
             raw = gzip.decompress(before) if before[:2] == b"\x1f\x8b" else before
             array = raw.lstrip().startswith(b"[")
             tail = raw[raw.index(b"[", 0 if array else raw.index(b"traceEvents")) + 1:]
             assert tail in written
             json.loads(written)
+        if out.exists():
             out.unlink()
     return res.exit_code, res.stdout
 
 
-def steps_of(kind: str, stdout: str) -> int | None:
-    data = json.loads(stdout)
-    if kind == "info":
-        return data["profiler_steps"]
-    if kind == "query":
-        return data[0]["steps"]
-    return None
+KINDS = ("info", "query", "kernels", "gaps", "breakdown", "launches", "report", "counters",
+         "critical-path", "patterns", "diff", "summary")  # every command that reads a trace
+# Where a command's verdict differs from the rest, by design: counters and critical-path place
+# their events by durations and refuse a trace with none (test_true_messages has the line).
+NEEDS_DURATIONS = {"every_dur_negative": ("counters", "critical-path")}
 
 
-KINDS = ("info", "query", "counters")
+def declared(name: str, kind: str) -> int | None:
+    """The case's verdict for ``kind``: its kernel count, or None for refused."""
+    if kind in NEEDS_DURATIONS.get(name, ()):
+        return None
+    return bad_inputs.expected_kernels(CASES[name])
+
+
+def check_verdict(kind: str, path: Path, name: str) -> None:
+    code, stdout = check_run(kind, path, path.read_bytes())
+    want = declared(name, kind)
+    assert code == (1 if want is None else 0), (kind, code, want)
+    if code == 0 and (got := kernels_of(kind, stdout)) is not None:
+        assert got == want, (kind, got, want)
 
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")  # none may reach a user's terminal
 @pytest.mark.parametrize("name", NAMES)
 def test_corpus_case(tmp_path: Path, name: str) -> None:
-    kind = KINDS[NAMES.index(name) % len(KINDS)]
-    path = file_for(tmp_path, name)
-    code, stdout = check_run(kind, path, path.read_bytes())
-    if code == 0 and name.startswith(("kernel.", "memcpy.")):
-        # One GPU op's field changed: the ProfilerSteps are all still there.
-        assert steps_of(kind, stdout) in (STEPS, None)
+    """Each case through one command (every command in turn over the corpus): refused when
+    its bytes say so, else read with the kernel count its bytes hold."""
+    check_verdict(KINDS[NAMES.index(name) % len(KINDS)], file_for(tmp_path, name), name)
 
 
-ONE_VERDICT = {  # the case -> True when every command must refuse it
-    "bare_number_event": True, "bare_string_event": True, "trailing_garbage": True,
-    "two_objects": True, "nested_args": False, "kernel.ts=true": True, "kernel.ts=null": True,
-    "kernel.ts=huge_float": True, "kernel.dur=int_2p64": True, "kernel.ts=nan": True,
-    "duplicate_keys": False, "array_form": False,
-}
+# One of each kind of case, through every command: the commands used to disagree on these.
+EVERY_COMMAND = ("bare_number_event", "trailing_garbage", "two_objects", "nested_args",
+                 "kernel.ts=null", "kernel.ts=huge_float", "kernel.dur=int_2p64",
+                 "kernel.ts=negative", "duplicate_keys", "array_form", "gz_two_members",
+                 "gz_double", "zip_gz", "lead_space_gz", "truncated_plain_0.8", "bom",
+                 "every_dur_negative")
 
 
-@pytest.mark.parametrize("name", sorted(ONE_VERDICT))
+@pytest.mark.parametrize("name", EVERY_COMMAND)
 def test_one_input_one_verdict(tmp_path: Path, name: str) -> None:
     path = file_for(tmp_path, name)
-    before = path.read_bytes()
-    codes = {kind: check_run(kind, path, before)[0] for kind in ("info", "query", "counters", "diff")}
-    assert set(codes.values()) == ({1} if ONE_VERDICT[name] else {0}), codes
+    for kind in KINDS:
+        check_verdict(kind, path, name)
 
 
 @pytest.mark.parametrize("name,reason", [
@@ -150,17 +180,21 @@ def test_nan_costs_no_more_than_a_good_value(tmp_path: Path) -> None:
 # ----- special files and stdin ---------------------------------------------------------------
 
 def test_special_inputs(tmp_path: Path) -> None:
+    """A directory, devices, a FIFO with no writer and a missing file, through every command
+    (summary reads no rank directories: it says what the directory is instead)."""
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)
-    cases = {str(tmp_path): "no trace files", "/dev/null": "empty input",
+    cases = {str(tmp_path): ("no trace files", "is a directory"), "/dev/null": "empty input",
              "/dev/zero": "NUL bytes only", str(fifo): "no writer",
-             str(tmp_path / "missing.json"): "no such file"}
+             str(tmp_path / "missing.json"): "no such file", "/dev/urandom": "not a trace"}
     for arg, reason in cases.items():
-        for kind in ("info", "counters"):
+        for kind in KINDS:
             res = CliRunner().invoke(main, command(kind, Path(arg), tmp_path / "out.json"))
             assert res.exit_code == 1, (arg, res.stderr)
             line = res.stderr.strip()
-            assert line.startswith(f"traceaug: error: {arg}") and reason in line, line
+            reasons = (reason,) if isinstance(reason, str) else reason
+            assert line.startswith(f"traceaug: error: {arg}"), line
+            assert any(r in line for r in reasons) and "\n" not in line, line
     assert sorted(os.listdir(tmp_path)) == ["fifo.json"]
 
 

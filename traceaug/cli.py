@@ -177,7 +177,8 @@ def _open_options(command):
 @main.command()
 @click.argument("trace", type=paths.Input())
 @click.argument("sql", required=False)
-@click.option("-f", "--file", "sql_file", type=click.File("r"), help="Read the SQL from a file.")
+@click.option("-f", "--file", "sql_file", type=click.Path(allow_dash=True),
+              help="Read the SQL from a file (- for stdin).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="Output format (NULL: empty in csv, null in json; inf as \"inf\" in json).")
 @click.option("--rank", type=int, help="For a directory: the rank to query.")
@@ -189,9 +190,13 @@ def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
           rank: int | None, full: bool | None) -> None:
     """Run PerfettoSQL on TRACE (timestamps are ns from `traceaug_meta.time_base_ns`)."""
     from . import load_for_query
+    from .read import source
 
     if sql_file is not None:
-        sql = sql_file.read()
+        try:
+            sql = source.read_side(sql_file, "an SQL file").decode()
+        except UnicodeDecodeError as e:
+            raise TraceaugError(f"{sql_file}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     if not sql:
         raise click.UsageError("give the SQL as an argument or with -f FILE")
     if full is None:
@@ -400,10 +405,10 @@ def convert_command(src: Path, dst: Path, open_ui: bool, port: int, no_browser: 
 
 
 @main.command("summary")
-@click.argument("inputs", metavar="INPUT...", nargs=-1, type=paths.Input())
-@click.option("--config", type=paths.Input(),
+@click.argument("inputs", metavar="INPUT...", nargs=-1, type=paths.Input(what=None))
+@click.option("--config", type=paths.Input(what="a JSON config"),
               help="A GPU Performance Analyzer JSON config (either layout).")
-@click.option("--class-map", type=paths.Input(),
+@click.option("--class-map", type=paths.Input(what="a JSON class map"),
               help="JSON object: kernel-name substring -> class (replaces the config's).")
 @click.option("--iters", type=click.IntRange(min=1), help="Iterations in the input (divides the totals).")
 @click.option("--gpus", type=click.IntRange(min=1), help="GPUs in the input (divides the totals).")

@@ -56,9 +56,13 @@ def _special(value: str) -> bool:
 
 
 class Input(click.ParamType):
-    """A trace to read: a file or a directory of ranks; ``-``, FIFOs and devices spooled."""
+    """A trace to read: a file or a directory of ranks; ``-``, FIFOs and devices spooled
+    (``what``: what the spool checks the bytes can be, ``source.spool``)."""
 
     name = "path"
+
+    def __init__(self, what: str | None = "a trace") -> None:
+        self.what = what
 
     def convert(self, value, param, ctx) -> Path:
         if isinstance(value, Path):
@@ -69,7 +73,7 @@ class Input(click.ParamType):
         base = "stdin" if value == "-" else Path(value).name or "input"
         dest = _spool_dir() / base
         _shown[str(dest)] = name
-        source.spool(name, None if value == "-" else value, dest)
+        source.spool(name, None if value == "-" else value, dest, self.what)
         return dest
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import orjson
 
 from ..errors import TraceaugError
+from . import source
 
 CSV_KEYS = ("kernel_sum", "mem_time_sum", "nvtx_proj_trace")
 MAX_ARG = 2**31 - 1  # num_of_iters / num_of_gpus: far above any run, far below int64
@@ -35,11 +36,7 @@ class ConfigInput:
 def read_json(path: Path, what: str) -> object:
     """A JSON file, or a one-line error naming it."""
     try:
-        return orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise TraceaugError(f"{path}: no such file") from None
-    except OSError as e:
-        raise TraceaugError(f"{path}: cannot read ({e.strerror})") from None
+        return orjson.loads(source.read_side(path, f"a JSON {what}", json=True))
     except orjson.JSONDecodeError as e:
         raise TraceaugError(f"{path}: not a JSON {what} ({e})") from None
 

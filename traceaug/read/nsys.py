@@ -16,21 +16,29 @@ import contextlib
 import gzip
 import os
 import re
+import shutil
 import sqlite3
 import tempfile
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import orjson
 
 from ..atomic import atomic_output
 from ..errors import TraceaugError
+from . import source
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
+SQLITE_MAGIC = source.SQLITE_MAGIC
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")  # older / newer exports
 BATCH = 4096  # rows per fetchmany
+# What an unfinished write leaves beside a database: a hot rollback journal, a WAL with frames.
+UNFINISHED = (("-journal", bytes.fromhex("d9d505f920a163d7")), ("-wal", bytes.fromhex("377f06")))
+PROGRESS_EVERY = 100_000  # SQLite VM steps between calls of the progress handler
+STEPS_PER_BYTE = 50  # a whole conversion takes a few steps per byte of export at most
+STEPS_FLOOR = 20_000_000  # a fraction of a second of SQLite, for small exports
 GPU_SORT_BASE = 1 << 24  # Kineto's process_sort_index for GPU processes: after the CPU ones
 _VERSION_SUFFIX = re.compile(r"_v\d+$")  # cudaLaunchKernel_v7000 -> cudaLaunchKernel
 
@@ -46,13 +54,17 @@ NVTX_THREAD_NAME = 39  # nvtxNameOsThread: nsys's MPI trace names the rank's thr
 _MPI_RANK = re.compile(r"MPI Rank (\d+)")
 
 
-def is_sqlite(path: Path) -> bool:
-    """True when the file starts with SQLite's magic string."""
+def _starts_with(path: Path, magic: bytes) -> bool:
     try:
         with open(path, "rb") as f:
-            return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+            return f.read(len(magic)) == magic
     except OSError:
         return False
+
+
+def is_sqlite(path: Path) -> bool:
+    """True when the file starts with SQLite's magic string."""
+    return _starts_with(path, SQLITE_MAGIC)
 
 
 def is_report(path: Path) -> bool:
@@ -95,6 +107,21 @@ def _js(value) -> str:
     return orjson.dumps(value).decode()
 
 
+def as_text(value) -> str | None:
+    """A value nsys stores as text, as ``str``: a BLOB (SQLite keeps any type in any column)
+    decoded as UTF-8 with replacements, a number written out, NULL as None."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _is_id(value) -> bool:
+    """An enum or domain id that can go into SQL as a number (anything else is left out)."""
+    return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
+
+
 class Export:
     """An Nsight Systems SQLite export opened read-only, with the tables it has."""
 
@@ -106,13 +133,20 @@ class Export:
             raise TraceaugError(f"{self.path}: no such file")
         if not is_sqlite(self.path):
             raise TraceaugError(f"{self.path}: not an SQLite file (expected `nsys export --type sqlite`)")
-        uri = "file:" + urllib.parse.quote(str(self.path.resolve())) + "?mode=ro"
+        self.copy_dir: str | None = None
+        self.steps_limit = STEPS_FLOOR + STEPS_PER_BYTE * self.path.stat().st_size
+        self.steps = 0
         try:
-            self.con = sqlite3.connect(uri, uri=True)
+            self.con = sqlite3.connect(self._uri(), uri=True)
+            self.con.set_progress_handler(self._progress, PROGRESS_EVERY)
             self.tables = {r[0] for r in self.con.execute(
                 "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
         except sqlite3.Error as e:
-            raise TraceaugError(f"{self.path}: cannot read the SQLite file ({e})") from None
+            self.close()
+            raise self._error(e, "cannot read the SQLite file") from None
+        except OSError as e:
+            self.close()
+            raise TraceaugError(f"{self.path}: cannot read ({e.strerror})") from None
         self.con.execute("PRAGMA temp_store = FILE")  # TEMP tables on disk: memory stays flat
         self.meta_table = next((t for t in META_TABLES if t in self.tables), None)
         if self.meta_table is None or "StringIds" not in self.tables:
@@ -120,8 +154,41 @@ class Export:
             raise TraceaugError(f"{self.path}: not an Nsight Systems export (no {' or '.join(META_TABLES)} "
                                 "and StringIds tables)")
 
+    def _uri(self) -> str:
+        """Where SQLite opens the export so that nothing is ever written beside it: the file
+        itself as immutable (no lock, no -shm / -wal / -journal made); when an unfinished
+        write left a hot journal or a WAL beside it, a private copy of both, which SQLite
+        recovers in the copy (reading the file as it was committed)."""
+        left = [Path(str(self.path) + suffix) for suffix, magic in UNFINISHED
+                if _starts_with(Path(str(self.path) + suffix), magic)]
+        if not left:
+            return "file:" + urllib.parse.quote(str(self.path.resolve())) + "?mode=ro&immutable=1"
+        self.copy_dir = tempfile.mkdtemp(prefix="traceaug-export-")
+        copy = Path(self.copy_dir) / self.path.name
+        for f in (self.path, *left):
+            shutil.copyfile(f, Path(self.copy_dir) / f.name)
+        return "file:" + urllib.parse.quote(str(copy)) + "?mode=rw"
+
+    def _progress(self) -> int:
+        """SQLite's progress handler: stop a statement (non-zero) once the export's reads
+        have run far past what its size explains (a view that never ends)."""
+        self.steps += PROGRESS_EVERY
+        return int(self.steps > self.steps_limit)
+
+    def _error(self, e: sqlite3.Error, what: str = "cannot read the export") -> TraceaugError:
+        if self.steps > self.steps_limit:
+            mb = self.path.stat().st_size / 1e6
+            return TraceaugError(f"{self.path}: stopped after {self.steps_limit:.1e} SQLite steps, far "
+                                 f"more than reading a {mb:.1f} MB export takes (a view that never "
+                                 "ends?)")
+        return TraceaugError(f"{self.path}: {what} ({e})")
+
     def close(self) -> None:
-        self.con.close()
+        if hasattr(self, "con"):
+            self.con.close()
+        if self.copy_dir is not None:
+            shutil.rmtree(self.copy_dir, ignore_errors=True)
+            self.copy_dir = None
 
     def __enter__(self) -> Export:
         return self
@@ -136,7 +203,7 @@ class Export:
             while batch := cur.fetchmany(BATCH):
                 yield from batch
         except sqlite3.Error as e:
-            raise TraceaugError(f"{self.path}: cannot read the export ({e})") from None
+            raise self._error(e) from None
 
     def texts(self, sql: str) -> Iterator[list[str]]:
         """The first column of ``sql``'s rows, a batch at a time (a list per ``fetchmany``:
@@ -146,7 +213,7 @@ class Export:
             while batch := cur.fetchmany(BATCH):
                 yield [text for (text,) in batch]
         except sqlite3.Error as e:
-            raise TraceaugError(f"{self.path}: cannot read the export ({e})") from None
+            raise self._error(e) from None
 
     def execute(self, sql: str, rows: list[tuple] | None = None) -> None:
         """A statement on the connection's TEMP schema (the export itself is read-only), once
@@ -157,7 +224,7 @@ class Export:
             else:
                 self.con.executemany(sql, rows)
         except sqlite3.Error as e:
-            raise TraceaugError(f"{self.path}: cannot read the export ({e})") from None
+            raise self._error(e) from None
 
     def columns(self, table: str) -> set[str]:
         return {r[1] for r in self.rows(f'PRAGMA table_info("{table}")')}
@@ -167,15 +234,19 @@ class Export:
 
     def metadata(self) -> dict[str, str]:
         """The export's name/value metadata (product, schema version, input file...)."""
-        return dict(self.rows(f'SELECT name, value FROM "{self.meta_table}"'))
+        return {as_text(k): as_text(v) for k, v in self.rows(f'SELECT name, value FROM "{self.meta_table}"')}
 
     def enum(self, table: str, default: dict[int, str]) -> dict[int, str]:
-        """An ENUM_* table of newer exports (id -> its label, else name), else ``default``."""
+        """An ENUM_* table of newer exports (id -> its label, else its name, else ``default``'s),
+        else ``default``; rows whose id is not an integer are left out."""
         have = self.columns(table) if table in self.tables else set()
-        text = "label" if "label" in have else "name"
-        if not {"id", text} <= have:
+        cols = [c for c in ("label", "name") if c in have]
+        if "id" not in have or not cols:
             return default
-        return {**default, **dict(self.rows(f'SELECT id, {text} FROM "{table}"'))}
+        found = {i: next((as_text(v) for v in values if v is not None), None)
+                 for i, *values in self.rows(f'SELECT id, {", ".join(cols)} FROM "{table}"')
+                 if _is_id(i)}
+        return {**default, **{i: v for i, v in found.items() if v is not None}}
 
     def mpi_rank(self) -> int | None:
         """The MPI rank nsys recorded (its MPI trace names the rank's thread ``MPI Rank N``);
@@ -187,7 +258,9 @@ class Export:
         join = "LEFT JOIN StringIds n ON n.id = e.textId" if "textId" in have else ""
         sql = (f"SELECT DISTINCT {text} FROM NVTX_EVENTS e {join} "
                f"WHERE e.eventType = {NVTX_THREAD_NAME} AND {text} GLOB 'MPI Rank [0-9]*'")
-        ranks = {int(m.group(1)) for (t,) in self.rows(sql) if (m := _MPI_RANK.fullmatch(t))}
+        ranks = {int(m.group(1)) for (t,) in self.rows(sql)
+                 if (m := _MPI_RANK.fullmatch(as_text(t) or ""))}
+        ranks = {r for r in ranks if r < 2**31}  # an MPI rank is a C int: larger is no rank
         return ranks.pop() if len(ranks) == 1 else None
 
     def device_properties(self) -> list[dict]:
@@ -204,7 +277,8 @@ class Export:
         if "id" not in have:
             return []
         sql = "SELECT " + ", ".join(have) + " FROM TARGET_INFO_GPU ORDER BY id"
-        return [{names[c]: v for c, v in zip(have, row) if v is not None} for row in self.rows(sql)]
+        return [{names[c]: as_text(v) if isinstance(v, bytes) else v for c, v in zip(have, row)
+                 if v is not None} for row in self.rows(sql)]
 
 
 def _lit(text: str) -> str:
@@ -250,8 +324,9 @@ def _tid_sql(g: str) -> str:
 
 
 def _case(expr: str, mapping: dict[int, str], default: str) -> str:
-    """SQL: ``mapping[expr]`` as text (``default`` for other values)."""
-    whens = " ".join(f"WHEN {k} THEN {_lit(v)}" for k, v in mapping.items())
+    """SQL: ``mapping[expr]`` as text (``default`` for other values); keys that are not
+    integers (an export's odd enum ids) are left out, never pasted into the SQL."""
+    whens = " ".join(f"WHEN {int(k)} THEN {_lit(v)}" for k, v in mapping.items() if _is_id(k))
     return f"CASE {expr} {whens} ELSE {_lit(default)} END"
 
 
@@ -357,7 +432,7 @@ def _runtime(ex: Export, launches: bool) -> Iterator[str]:
     heads = []
     for name_id, name in ex.rows(f"SELECT n.id, n.value FROM StringIds n WHERE n.id IN "
                                  f"(SELECT DISTINCT nameId FROM {RUNTIME})"):
-        clean = api_name(name)
+        clean = api_name(as_text(name) or "")
         cat = "cuda_driver" if clean.startswith("cu") and not clean.startswith("cuda") else "cuda_runtime"
         heads.append((name_id, f'{{"ph":"X","cat":"{cat}","name":{_js(clean)},'))
     ex.execute("DROP TABLE IF EXISTS temp._api")
@@ -388,7 +463,7 @@ def _nvtx(ex: Export, launches: bool) -> Iterator[str]:
     have = ex.columns("NVTX_EVENTS")
     domains = {}
     if "domainId" in have:
-        domains = {d: ',"args":{"domain":' + _js(text) + "}" for d, text in ex.rows(
+        domains = {d: ',"args":{"domain":' + _js(as_text(name)) + "}" for d, name in ex.rows(
             f"SELECT domainId, text FROM NVTX_EVENTS WHERE eventType = {NVTX_DOMAIN_CREATE} "
             "AND text IS NOT NULL")}
     args = _case("e.domainId", domains, "") if domains else "''"
@@ -419,7 +494,7 @@ def _names(ex: Export, launches: bool) -> Iterator[str]:
     if "PROCESSES" in ex.tables and pids:
         for pid, name in ex.rows("SELECT pid, name FROM PROCESSES"):
             if pid in pids and name:
-                procs[pid] = name
+                procs[pid] = as_text(name)
     for pid in sorted(pids):
         yield _meta("process_name", pid, 0, {"name": procs.get(pid, f"Process {pid}")})
         yield _meta("process_labels", pid, 0, {"labels": "CPU"})
@@ -428,7 +503,7 @@ def _names(ex: Export, launches: bool) -> Iterator[str]:
     if "ThreadNames" in ex.tables and threads:
         sql = ("SELECT t.globalTid, n.value FROM ThreadNames t JOIN StringIds n ON n.id = t.nameId "
                "ORDER BY t.priority")
-        names = dict(ex.rows(sql))
+        names = {g: as_text(name) for g, name in ex.rows(sql)}
     for gtid in threads:
         name = names.get(gtid) or (procs.get(_pid(gtid)) if _pid(gtid) == _tid(gtid) else None)
         yield _meta("thread_name", _pid(gtid), _tid(gtid), {"name": name or f"Thread {_tid(gtid)}"})
@@ -472,9 +547,37 @@ def header(ex: Export) -> bytes:
             + dist + b',\n"nsysExport":' + orjson.dumps(source) + b',\n"traceEvents":[\n')
 
 
+def _time_tables(ex: Export) -> Iterator[tuple[str, str]]:
+    """(table, WHERE clause) of every table whose start / end become an event's ts and dur."""
+    for t in (*GPU_TABLES.values(), RUNTIME):
+        if ex.has_rows(t):
+            yield t, "1"
+    if ex.has_rows("NVTX_EVENTS"):
+        yield "NVTX_EVENTS", _nvtx_where()
+
+
+def check_times(ex: Export) -> None:
+    """Refuse, as every command's load would refuse the conversion (``pass1.check_range``), an
+    export whose ts or dur in µs lie out of range: the extremes of each table are enough."""
+    from .pass1 import BadValue, check_range
+
+    for table, where in _time_tables(ex):
+        sql = (f"SELECT MIN(start), MAX(start), MIN(end - start), MAX(end - start) FROM {table} "
+               f"WHERE {where} AND end IS NOT NULL")
+        for lo_ts, hi_ts, lo_dur, hi_dur in ex.rows(sql):
+            for name, values in (("ts", (lo_ts, hi_ts)), ("dur", (lo_dur, hi_dur))):
+                us_values = [float(us(v)) if isinstance(v, int) else float(v)
+                             for v in values if v is not None]
+                try:
+                    check_range(name, np.array(us_values, dtype=np.float64))
+                except BadValue as e:
+                    raise TraceaugError(f"{ex.path}: {e}") from None
+
+
 def write(ex: Export, out, flush_at: int = 1 << 20) -> int:
     """Write the Chrome JSON of ``ex`` to the binary file ``out``; return the events written
     (one per line: a GPU op's text carries its two flow events on lines of their own)."""
+    check_times(ex)
     out.write(header(ex))
     buf: list[str] = []
     size = n = 0

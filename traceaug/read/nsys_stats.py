@@ -10,6 +10,7 @@ naming the file (and the line).
 from __future__ import annotations
 
 import csv
+import io
 import re
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import TraceaugError
+from . import source
 
 _UNIT = re.compile(r"^(?P<base>.*?)\s*(?:\((?P<unit>ns|us|μs|ms|s)\))?$")
 NS_PER = {None: 1, "ns": 1, "us": 1000, "μs": 1000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -62,8 +64,6 @@ def kind_of(path: Path) -> str:
             row = next(csv.reader(f), None)
         except csv.Error as e:
             raise TraceaugError(f"{path}: malformed CSV ({e})") from None
-        except UnicodeDecodeError as e:
-            raise _not_utf8(path, e) from None
     header = _header(path, row or [])
     if "Projected Duration" in header:
         return "nvtx_proj_trace"
@@ -80,13 +80,14 @@ def _not_utf8(path: Path, e: UnicodeDecodeError) -> TraceaugError:
                          "nsys stats writes UTF-8 CSVs")
 
 
-def _open(path: Path):
+def _open(path: Path) -> io.StringIO:
+    """The CSV's text (``source.read_side``: a FIFO or device is read to a bound, never
+    waited on or read without end)."""
+    data = source.read_side(path, "a CSV")
     try:
-        return open(path, newline="", encoding="utf-8")
-    except FileNotFoundError:
-        raise TraceaugError(f"{path}: no such file") from None
-    except OSError as e:
-        raise TraceaugError(f"{path}: cannot read ({e.strerror})") from None
+        return io.StringIO(data.decode("utf-8"), newline="")
+    except UnicodeDecodeError as e:
+        raise _not_utf8(path, e) from None
 
 
 def _number(path: Path, line: int, column: str, text: str, scale: int, integral: bool) -> int:
@@ -151,8 +152,6 @@ def read(path: str | Path, report: str) -> dict[str, np.ndarray]:
                                                   scale, integral=spec[field][1] is False))
         except csv.Error as e:
             raise TraceaugError(f"{path}: malformed CSV ({e})") from None
-        except UnicodeDecodeError as e:
-            raise _not_utf8(path, e) from None
     for field, values in out.items():
         if spec[field][1] is not None:
             _total(path, spec[field][0][0], values)

@@ -114,7 +114,7 @@ class BadValue(ValueError):
 NS_LIMIT = 2.0**63  # timestamps and durations are int64 ns
 
 
-def _check_range(name: str, us: np.ndarray) -> None:
+def check_range(name: str, us: np.ndarray) -> None:
     """Refuse µs values that are infinite or whose ns do not fit int64 (1e308, 2^64)."""
     bad = np.abs(us) >= NS_LIMIT / 1000  # NaN compares False: missing values judged elsewhere
     if bad.any():
@@ -156,13 +156,13 @@ def _timed_rows(events: list, ts: np.ndarray, key: np.ndarray, is_x: np.ndarray,
     (key, ts ns, index) of the flow events (``ts``: every event's ``top_level_ts``), after
     refusing values out of range or not numbers; and the complete events' raw durs."""
     x_at, flow_at = np.flatnonzero(is_x), np.flatnonzero(is_flow)
-    _check_range("ts", ts[x_at])
+    check_range("ts", ts[x_at])
     durs = columns.column(columns.select(events, is_x), "dur")
     dur_us = numbers(durs)
-    _check_range("dur", dur_us)
+    check_range("dur", dur_us)
     x_ns, dur_ns = us_to_ns_array(ts[x_at]), us_to_ns_array(dur_us)
     _check_ts(events, x_at, x_ns)
-    _check_range("ts", ts[flow_at])
+    check_range("ts", ts[flow_at])
     flow_ns = us_to_ns_array(ts[flow_at])
     _check_ts(events, flow_at, flow_ns)
     with np.errstate(invalid="ignore"):  # NaN durs (no number): their rows are dropped

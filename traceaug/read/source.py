@@ -5,19 +5,23 @@ Every read problem becomes a one-line ``TraceaugError`` naming the file.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
+import stat
 import struct
 import sys
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from .. import interrupt
 from ..errors import TraceaugError
 
 BLOCK = 1 << 20
 GZIP_MAGIC = b"\x1f\x8b"
+ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a zip's first entry, or an empty zip
 GZIP_MINIMUM = 18  # header (10) + empty deflate (~2) + trailer (8): anything shorter is cut
 
 
@@ -44,6 +48,18 @@ def check_readable(path: Path) -> None:
         raise TraceaugError(f"{path}: cannot read ({e.strerror})") from None
     if size == 0:
         raise TraceaugError(f"{path}: empty file")
+    with open(path, "rb") as f:
+        head = f.read(64 << 10)
+    if head[:2] == GZIP_MAGIC:
+        inner = b""
+        with contextlib.suppress(zlib.error):  # zlib refuses what gzip reads (reserved flags)
+            inner = zlib.decompressobj(wbits=31).decompress(head, 4)
+        if inner[:2] == GZIP_MAGIC:
+            raise TraceaugError(f"{path}: a gzip of a gzip file, not a trace (gunzip it once)")
+        head = inner
+    if head[:4] in ZIP_MAGICS:  # Perfetto would open these, the rewriters cannot: no command does
+        raise TraceaugError(f"{path}: a zip archive, not a trace (unzip it: traceaug reads "
+                            ".json, .json.gz and nsys .sqlite files)")
 
 
 def iter_blocks(path: Path, on_progress: Callable[[int], None] | None = None,
@@ -92,38 +108,142 @@ def raw_size_estimate(path: Path) -> int:
     return isize if isize >= size else size * 20
 
 
-def spool(name: str, path: str | None, dest: Path) -> None:
-    """Copy a non-seekable input (``-`` for stdin, a FIFO, a device, a process substitution)
-    to ``dest``, so that every pass can read it; ``name`` is what error messages call it.
-    A FIFO with no writer reads as empty instead of waiting for one."""
-    if path is None:
-        stream = sys.stdin.buffer
-    else:
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO with no writer: no wait
-        except OSError as e:
-            raise TraceaugError(f"{name}: cannot read ({e.strerror})") from None
-        os.set_blocking(fd, True)
-        stream = os.fdopen(fd, "rb", buffering=0)
-    first = True
+SQLITE_MAGIC = b"SQLite format 3\x00"
+UTF8_BOM = b"\xef\xbb\xbf"
+SPACE_LIMIT = 64 << 20  # leading whitespace no trace has (chunks refuses it too)
+SPOOL_LIMIT_ENV = "TRACEAUG_SPOOL_MAX_MB"
+SPOOL_LIMIT_MB = 64 << 10  # 64 GB: a larger stdin / FIFO / device is refused, not spooled
+SIDE_LIMIT = 256 << 20  # an SQL file, config, class map or CSV read from a FIFO or device
+
+
+def spool_limit() -> int:
+    """Bytes a spool may copy: ``$TRACEAUG_SPOOL_MAX_MB`` MB, else 64 GB."""
+    text = os.environ.get(SPOOL_LIMIT_ENV, "")
     try:
-        with open(dest, "wb") as out:
-            while True:
-                interrupt.check()
-                try:
-                    data = stream.read(BLOCK)
-                except OSError as e:
-                    raise TraceaugError(f"{name}: cannot read ({e.strerror})") from None
-                if not data:
-                    break
-                if first and not data.strip(b"\0"):
-                    raise TraceaugError(f"{name}: reads as NUL bytes only (a device like "
-                                        "/dev/zero?), not a trace")
-                first = False
-                out.write(data)
+        mb = int(text) if text else SPOOL_LIMIT_MB
+    except ValueError:
+        raise TraceaugError(f"${SPOOL_LIMIT_ENV} is {text!r}, not a whole number of MB") from None
+    return max(mb, 1) << 20
+
+
+def _open_stream(name: str, path: str | None) -> BinaryIO:
+    """stdin (``path`` None) or a FIFO / device, unbuffered; a FIFO with no writer reads as
+    empty instead of waiting for one."""
+    if path is None:
+        if sys.stdin is None:
+            raise TraceaugError(f"{name}: cannot read (stdin is closed)")
+        return sys.stdin.buffer
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        raise TraceaugError(f"{name}: cannot read ({e.strerror})") from None
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb", buffering=0)
+
+
+class _Sniff:
+    """Stops a stream as soon as its bytes cannot be what is read (``json``: a trace or a JSON
+    document; else any text, a gzip or an SQLite file): NUL bytes in text, a first byte that
+    is not ``{`` or ``[``, whitespace past ``SPACE_LIMIT`` or more than ``limit`` bytes."""
+
+    def __init__(self, name: str, what: str, json: bool, limit: int) -> None:
+        self.name, self.what, self.json, self.limit = name, what, json, limit
+        self.seen = 0
+        self.head = b""  # the first bytes, until there are enough to tell a magic number
+        self.state = "start"  # -> "lead" (whitespace so far) -> "text" | "binary"
+
+    def feed(self, data: bytes, final: bool = False) -> None:
+        """Check the next block (``final``: the stream ended; ``data`` is empty)."""
+        name = self.name
+        self.seen += len(data)
+        if self.seen > self.limit:
+            raise TraceaugError(f"{name}: more than {self.limit >> 20} MB from a pipe or device "
+                                f"(the bound for {self.what}); save it to a file first")
+        if self.state == "start":  # a pipe may give a few bytes at a time
+            self.head += data
+            if len(self.head) < len(SQLITE_MAGIC) and not final:
+                return
+            data, self.head = self.head, b""
+            if not data:
+                return
+            if not data.strip(b"\0"):
+                raise TraceaugError(f"{name}: reads as NUL bytes only (a device like "
+                                    f"/dev/zero?), not {self.what}")
+            if data.startswith((GZIP_MAGIC, SQLITE_MAGIC)):
+                self.state = "binary"
+                return
+            data = data.removeprefix(UTF8_BOM)
+            self.state = "lead"
+        if self.state == "lead":
+            body = data.lstrip(b" \t\n\r")
+            if not body:
+                if self.seen > SPACE_LIMIT:
+                    raise TraceaugError(f"{name}: more than {SPACE_LIMIT >> 20} MB of whitespace "
+                                        f"and nothing else, not {self.what}")
+                return
+            if self.json and body[:1] not in (b"{", b"["):
+                c = body[0]
+                shown = repr(chr(c)) if 32 < c < 127 else f"byte 0x{c:02x}"
+                raise TraceaugError(f"{name}: starts with {shown}, not {{ or [: not {self.what}")
+            self.state = "text"
+        if self.state == "text" and b"\0" in data:
+            raise TraceaugError(f"{name}: holds NUL bytes (binary data), not {self.what}")
+
+
+def _stream_blocks(name: str, path: str | None, sniff: _Sniff) -> Iterator[bytes]:
+    """Blocks of stdin, a FIFO or a device, each checked by ``sniff`` before it is used."""
+    stream = _open_stream(name, path)
+    try:
+        while True:
+            interrupt.check()
+            try:
+                data = stream.read(BLOCK)
+            except OSError as e:
+                raise TraceaugError(f"{name}: cannot read ({e.strerror})") from None
+            if not data:
+                sniff.feed(b"", final=True)
+                break
+            sniff.feed(data)
+            yield data
     finally:
         if path is not None:
             stream.close()
-    if first:
+    if not sniff.seen:
         why = "nothing to read" if path is None else "nothing to read, or no writer"
         raise TraceaugError(f"{name}: empty input ({why})")
+
+
+def spool(name: str, path: str | None, dest: Path, what: str | None = "a trace") -> None:
+    """Copy a non-seekable input (``-`` for stdin, a FIFO, a device, a process substitution)
+    to ``dest``, so that every pass can read it; ``name`` is what error messages call it.
+    The copy stops with one line as soon as the bytes cannot be ``what`` (None: a trace,
+    a CSV or an export) or pass ``spool_limit()``."""
+    sniff = _Sniff(name, what or "a trace or CSV", what is not None, spool_limit())
+    with open(dest, "wb") as out:
+        for data in _stream_blocks(name, path, sniff):
+            out.write(data)
+
+
+def read_side(path: str | Path, what: str, json: bool = False) -> bytes:
+    """The bytes of a file a command reads beside its traces (an SQL file, a config, a class
+    map, a CSV a config names), with the handling trace inputs get: ``-`` is stdin, FIFOs and
+    devices are read to ``SIDE_LIMIT`` and stop at binary bytes, a FIFO with no writer is
+    empty; every problem is one line naming the file. ``json``: it must start with { or [."""
+    name = str(path)
+    if name == "-":
+        return b"".join(_stream_blocks("stdin", None, _Sniff("stdin", what, json, SIDE_LIMIT)))
+    try:
+        mode = os.stat(name).st_mode
+    except FileNotFoundError:
+        raise TraceaugError(f"{name}: no such file") from None
+    except OSError as e:
+        raise TraceaugError(f"{name}: cannot read ({e.strerror})") from None
+    if stat.S_ISDIR(mode):
+        raise TraceaugError(f"{name}: is a directory, expected {what}")
+    if not stat.S_ISREG(mode):
+        return b"".join(_stream_blocks(name, name, _Sniff(name, what, json, SIDE_LIMIT)))
+    try:
+        with open(name, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise TraceaugError(f"{name}: cannot read ({e.strerror})") from None

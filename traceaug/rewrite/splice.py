@@ -72,9 +72,9 @@ def entry(name: str, options: dict | None = None, version: str = __version__) ->
 
 
 def _skip_ws(text: bytes, i: int) -> int:
-    while i < len(text) and text[i] in b" \t\r\n":
-        i += 1
-    return i
+    """The first index at or after ``i`` that is not JSON whitespace (one C scan, not a loop
+    per byte: a trace may start with megabytes of it)."""
+    return chunks.skip_space(text, i)
 
 
 def find_marker(head: bytes) -> tuple[int, int, dict] | None:
@@ -170,7 +170,7 @@ def read_prior(src: Path) -> Prior:
     source.check_readable(src)
     try:
         layout, head, rest = chunks.split_header(source.iter_blocks(src))
-    except chunks.NotChromeJson:
+    except (chunks.NotChromeJson, chunks.MalformedJson):
         return Prior()  # not a file traceaug wrote: the load reports what it is
     try:
         found = None if layout.array_form else find_marker(head)

@@ -133,13 +133,18 @@ def memory_bandwidth(trace: Trace, style: str = "traceaug") -> Columns:
         dur = np.where(dur == 0, 1000.0, dur)  # HTA rounds zero durations up to 1 µs
         copies["key"] = copies["hta_name"]
         gid = groups(copies["key"])
+        bw = np.nan_to_num(_bandwidth(copies, dur))
     else:
-        keep = dur > 0  # a copy that takes no time moves no bytes per second
-        copies, dur = take(copies, keep), dur[keep]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bw = _bandwidth(copies, dur)
+        # A copy that takes no time moves no bytes per second; one with neither a byte count
+        # nor a bandwidth has no known rate (no all-zero track for it).
+        keep = (dur > 0) & np.isfinite(bw)
+        copies, dur, bw = take(copies, keep), dur[keep], bw[keep]
+        if not len(dur):
+            return _empty_series()
         copies["key"] = copies["copy_kind"]
         gid = groups(copies["device"], copies["key"])
-    bw = _numeric(copies["bw_arg"])
-    bw = np.nan_to_num(np.where(np.isnan(bw), _numeric(copies["bytes"]) / dur, bw))  # GB/s = B/ns
     start = copies["ts"].astype(np.int64)
     ts = np.r_[start, start + dur.astype(np.int64)]
     delta = np.r_[bw, -bw]
@@ -152,6 +157,13 @@ def memory_bandwidth(trace: Trace, style: str = "traceaug") -> Columns:
         out["value"][np.abs(out["value"]) < 1e-9] = 0.0  # float residue of +bw -bw
     out["value"][out["value"] < 0] = 0.0
     return out
+
+
+def _bandwidth(copies: Columns, dur: np.ndarray) -> np.ndarray:
+    """GB/s of each copy (= bytes/ns): Kineto's bandwidth arg, else bytes over duration; NaN
+    when it has neither."""
+    bw = _numeric(copies["bw_arg"])
+    return np.where(np.isnan(bw), _numeric(copies["bytes"]) / dur, bw)
 
 
 def _integrals(series: Columns, end: int) -> tuple[Columns, np.ndarray]:

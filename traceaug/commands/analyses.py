@@ -70,6 +70,8 @@ def shown(table: Columns, fmt: str, full_names: bool = True) -> Columns:
             continue
         if c in NS and v.dtype.kind in "iuf":
             out[f"{c}_us"] = v / 1e3
+        elif c in NS and v.dtype == object:  # integers with missing values (None)
+            out[f"{c}_us"] = objects([None if x is None else x / 1e3 for x in v.tolist()])
         elif c == "window_start":
             continue
         else:

@@ -1,0 +1,244 @@
+"""Figures on traces shaped like the public ones that went wrong (issue 23 item 6, 24 item 10):
+a user-annotation operator for ``patterns``, MTIA launches and DMA ops, memsets without a
+byte count, a stream with one op, kernels no call launched. Each trace is built here, and
+each expected figure is read from its raw JSON, never from traceaug."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import orjson
+from click.testing import CliRunner
+from rawjson import load_raw, ns
+
+import traceaug
+import traceaug.analyses as ta
+from traceaug.cli import main
+
+BASE = 1_712_198_313_370_000  # epoch µs
+HOST = {"pid": 100, "tid": 100}
+
+
+def cli(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def write(path: Path, events: list[dict]) -> Path:
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    return path
+
+
+def csv_rows(text: str) -> list[dict]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+# --- patterns --operator on a user_annotation range (HTA's Optimizer.step#SGD.step) ---------
+
+OPT = "Optimizer.step#SGD.step"
+KERNELS = ("multi_tensor_apply_kernel", "vectorized_elementwise_kernel", "reduce_kernel",
+           "elementwise_kernel")
+
+
+def optimizer_trace(path: Path, steps: int = 3) -> Path:
+    """``steps`` ProfilerSteps, each with an aten::mm (one kernel) and then the optimizer's
+    annotation range holding one CPU op per kernel of KERNELS, each launching its kernel."""
+    ev, corr = [], 0
+    for i in range(steps):
+        t = BASE + i * 10_000
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", **HOST,
+                   "ts": t, "dur": 9_000})
+        corr += 1
+        ev += [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", **HOST, "ts": t + 10, "dur": 50},
+               {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", **HOST,
+                "ts": t + 20, "dur": 10, "args": {"correlation": corr}},
+               {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": t + 100,
+                "dur": 300, "args": {"correlation": corr, "device": 0, "stream": 7}}]
+        ev.append({"ph": "X", "cat": "user_annotation", "name": OPT, **HOST, "ts": t + 1000,
+                   "dur": 2000})
+        for j, name in enumerate(KERNELS):
+            corr += 1
+            c0 = t + 1010 + 100 * j
+            ev += [{"ph": "X", "cat": "cpu_op", "name": "aten::_foreach_add_", **HOST, "ts": c0,
+                    "dur": 50},
+                   {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", **HOST,
+                    "ts": c0 + 10, "dur": 10, "args": {"correlation": corr}},
+                   {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7,
+                    "ts": t + 3000 + 200 * j, "dur": 100 + 10 * j + i,
+                    "args": {"correlation": corr, "device": 0, "stream": 7}}]
+    return write(path, ev)
+
+
+def annotation_instances(path: Path, name: str) -> list[tuple[int, list[str]]]:
+    """From the raw JSON: each range named ``name`` and the GPU ops launched by calls that
+    start inside it: (summed GPU ns, kernel names in GPU start order)."""
+    events = [e for e in load_raw(path)["traceEvents"] if e.get("ph") == "X"]
+    launch = {e["args"]["correlation"]: ns(e["ts"]) for e in events if e["cat"] == "cuda_runtime"}
+    out = []
+    for r in (e for e in events if e["name"] == name):
+        lo, hi = ns(r["ts"]), ns(r["ts"]) + ns(r["dur"])
+        ops = sorted((ns(e["ts"]), e["name"], ns(e["dur"])) for e in events
+                     if e["cat"] == "kernel" and lo <= launch[e["args"]["correlation"]] < hi)
+        out.append((sum(o[2] for o in ops), [o[1] for o in ops]))
+    return out
+
+
+def test_patterns_operator_names_a_user_annotation(tmp_path: Path) -> None:
+    """``--operator`` on a CPU-side annotation range finds every instance with its whole
+    kernel sequence (it found none: the annotation was not a CPU op to it)."""
+    src = optimizer_trace(tmp_path / "opt.json")
+    expected = annotation_instances(src, OPT)
+    assert len(expected) == 3 and all(seq == list(KERNELS) for _, seq in expected)
+    res = cli("patterns", str(src), str(tmp_path / "out.json"), "--operator", OPT, "--format", "csv")
+    assert res.exit_code == 0, res.output
+    whole = [r for r in csv_rows(res.stdout) if r["scope"] == "whole"]
+    assert len(whole) == 1
+    assert whole[0]["operators"] == OPT
+    assert int(whole[0]["count"]) == len(expected)
+    assert int(whole[0]["length"]) == len(KERNELS)
+    assert int(whole[0]["gpu_total_ns"]) == sum(g for g, _ in expected)
+
+
+def test_patterns_default_instances_stay_cpu_ops(tmp_path: Path) -> None:
+    """Without ``--operator`` the instances are the top-level CPU ops, never the annotations
+    (ProfilerStep#N would own every kernel): aten::mm's one kernel, the optimizer's four ops."""
+    src = optimizer_trace(tmp_path / "opt.json")
+    found = traceaug.patterns(src, min_len=1)
+    patterns, occ = found.patterns, found.occurrences
+    whole = patterns[patterns["scope"] == "whole"]
+    assert set(whole["operators"]) == {"aten::mm", "aten::_foreach_add_"}
+    assert OPT not in set(occ["operator"].dropna())
+
+
+# --- patterns with GPU ops no call launched (issue 24 item 10) ------------------------------
+
+def test_patterns_unlaunched_kernels(tmp_path: Path) -> None:
+    """Kernels without any runtime call (the issue's one-kernel trace, and a stream repeating
+    A B C three times): no IndexError; the stream pattern is found with its GPU time."""
+    one = tmp_path / "one.json"
+    one.write_text('{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,'
+                   '"ts":1712198313370000.0,"dur":5,"args":{"device":0,"stream":7}}]}')
+    res = cli("patterns", str(one), str(tmp_path / "one_out.json"), "--format", "csv")
+    assert res.exit_code == 0, res.output
+    assert csv_rows(res.stdout) == []
+    assert (tmp_path / "one_out.json").exists()
+
+    ev = [{"ph": "X", "cat": "kernel", "name": "ABC"[i % 3], "pid": 0, "tid": 7,
+           "ts": BASE + 10 * i, "dur": 5 + i, "args": {"device": 0, "stream": 7}}
+          for i in range(9)]
+    src = write(tmp_path / "abc.json", ev)
+    res = cli("patterns", str(src), str(tmp_path / "abc_out.json"), "--format", "json")
+    assert res.exit_code == 0, res.output
+    rows = orjson.loads(res.stdout)["patterns"] if isinstance(orjson.loads(res.stdout), dict) \
+        else orjson.loads(res.stdout)
+    [row] = rows
+    assert (row["scope"], row["kernels"], row["count"]) == ("stream", "A | B | C", 3)
+    assert row["gpu_total_ns"] == sum(ns(e["dur"]) for e in load_raw(src)["traceEvents"])
+    assert row["cpu_total_ns"] == 0  # no launch: no CPU time
+
+
+# --- MTIA: launches, DMA ops as copies ------------------------------------------------------
+
+MTIA_LAUNCH = "runFunction - job_prep_and_submit_for_execution"
+
+
+def mtia_trace(path: Path) -> Path:
+    """HTA's MTIA layout: ``mtia_runtime`` launches with a correlation id, CCP kernels on
+    device 9 (no ``device`` arg: the pid) carrying it and a ``stream``, DMA requests with a
+    size and direction but no correlation, on their own thread."""
+    ev = [{"ph": "M", "name": "process_name", "pid": 9, "tid": 0, "args": {"name": "MTIA 9"}}]
+    for i in range(6):
+        t = BASE + 1000 * i
+        ev += [{"ph": "X", "cat": "mtia_runtime", "name": MTIA_LAUNCH, **HOST, "ts": t,
+                "dur": 30, "args": {"correlation": 10 + i}},
+               {"ph": "X", "cat": "mtia_ccp_events", "name": f"fc-dtype_Float{i % 2}", "pid": 9,
+                "tid": 408, "ts": t + 100 + 150 * (i % 3), "dur": 80,
+                "args": {"correlation": 10 + i, "stream": 102 + i % 2, "packet_ptr": i}},
+               {"ph": "X", "cat": "mtia_ccp_events", "name": "dma_request", "pid": 9, "tid": 4,
+                "ts": t + 600, "dur": 8,
+                "args": {"direction": "DEVICE_TO_HOST", "size": 16, "packet_ptr": 100 + i}}]
+    return write(path, ev)
+
+
+def test_counters_queue_on_mtia(tmp_path: Path) -> None:
+    """MTIA launches feed the queue-length counters (there were none), each stream's summary
+    equal to the raw JSON's (``counters_raw.queue_summary``)."""
+    from counters_raw import queue_summary
+
+    src = mtia_trace(tmp_path / "mtia.json")
+    expected = queue_summary(src)
+    assert set(expected) == {(9, 102), (9, 103)}
+    res = cli("counters", str(src), str(tmp_path / "out.json"), "--format", "json")
+    assert res.exit_code == 0, res.output
+    got = {(r["device"], r["stream"]): r for r in orjson.loads(res.stdout)["queue"]}
+    assert set(got) == set(expected)
+    for key, want in expected.items():
+        assert got[key]["max"] == want["max"]
+        for metric in ("mean", "empty_share", "full_ms"):
+            assert abs(got[key][metric] - want[metric]) < 1e-12, (key, metric)
+    added = [e for e in orjson.loads((tmp_path / "out.json").read_bytes())["traceEvents"]
+             if e.get("ph") == "C" and e.get("pid") == 9]
+    assert len(added) >= 2 * len(expected)
+
+
+def test_info_and_kernels_agree_on_mtia_dma(tmp_path: Path) -> None:
+    """``info`` counts MTIA's DMA requests as copies, as ``kernels`` types them (memory)."""
+    src = mtia_trace(tmp_path / "mtia.json")
+    raw = [e for e in load_raw(src)["traceEvents"] if e.get("cat") == "mtia_ccp_events"]
+    dma = sum(e["name"] == "dma_request" for e in raw)
+    res = cli("info", str(src), "--format", "json")
+    assert res.exit_code == 0, res.output
+    info = orjson.loads(res.stdout)
+    assert (info["memcpys"], info["kernels"]) == (dma, len(raw) - dma)
+    table = ta.kernels(src)
+    memory = table[table["type"] == "memory"]
+    assert list(memory["name"]) == ["dma_request"]
+    assert int(memory["count"].sum()) == info["memcpys"]
+
+
+# --- memsets without a byte count -----------------------------------------------------------
+
+def test_no_bandwidth_track_for_memsets_without_bytes(tmp_path: Path) -> None:
+    """A memset with neither ``bytes`` nor a bandwidth arg has no rate: no all-zero
+    ``Memset`` track; the copy beside it keeps its own (bytes / ns from the raw JSON)."""
+    ev = [{"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 0, "tid": 7,
+           "ts": BASE + 10 * i, "dur": 4, "args": {"device": 0, "stream": 7}} for i in range(3)]
+    ev.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0,
+               "tid": 7, "ts": BASE + 100, "dur": 2, "args": {"device": 0, "stream": 7,
+                                                               "bytes": 4000}})
+    src = write(tmp_path / "memset.json", ev)
+    res = cli("counters", str(src), str(tmp_path / "out.json"), "--format", "json")
+    assert res.exit_code == 0, res.output
+    bandwidth = orjson.loads(res.stdout)["bandwidth"]
+    assert [r["kind"] for r in bandwidth] == ["HtoD"]
+    assert bandwidth[0]["peak_gbps"] == 4000 / ns(ev[-1]["dur"])
+    names = {e["name"] for e in orjson.loads((tmp_path / "out.json").read_bytes())["traceEvents"]
+             if e.get("ph") == "C"}
+    assert not any("Memset" in n for n in names), names
+
+
+# --- gap statistics of a stream without gaps ------------------------------------------------
+
+def test_gap_statistics_missing_without_gaps(tmp_path: Path) -> None:
+    """A stream with one op has no gap: mean, median, min and max are missing (empty in CSV,
+    null in JSON, NaN / <NA> in pandas), not 0; a stream with one 5 µs gap shows 5000 ns."""
+    ev = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": s, "ts": BASE + t, "dur": 5,
+           "args": {"device": 0, "stream": s}} for s, t in ((7, 0), (8, 0), (8, 10))]
+    src = write(tmp_path / "gaps.json", ev)
+    gap = ns(ev[2]["ts"]) - ns(ev[1]["ts"]) - ns(ev[1]["dur"])
+    res = cli("gaps", str(src), "--format", "json")
+    assert res.exit_code == 0, res.output
+    per_stream = {r["stream"]: r for r in orjson.loads(res.stdout)["gaps per stream"]}
+    stats = [k for k in per_stream[7] if k.split("_")[0] in ("mean", "median", "min", "max")]
+    assert len(stats) == 4
+    assert [per_stream[7][k] for k in stats] == [None] * 4
+    assert [per_stream[8][k] for k in stats] == [gap] * 4
+    res = cli("gaps", str(src), "--format", "csv")
+    head, seven = res.stdout.splitlines()[1:3]
+    row = dict(zip(head.split(","), seven.split(",")))
+    assert [row[k] for k in stats] == [""] * 4
+    frame = ta.stream_gaps(src).set_index("stream")
+    assert frame.loc[7, stats].isna().all()
+    assert frame.loc[8, stats].tolist() == [gap] * 4

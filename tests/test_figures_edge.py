@@ -242,3 +242,27 @@ def test_gap_statistics_missing_without_gaps(tmp_path: Path) -> None:
     frame = ta.stream_gaps(src).set_index("stream")
     assert frame.loc[7, stats].isna().all()
     assert frame.loc[8, stats].tolist() == [gap] * 4
+
+
+def test_patterns_nsys_without_launches(tmp_path: Path) -> None:
+    """An nsys export with no runtime table, or with NULL correlation ids, gives the stream
+    patterns of its GPU ops (it raised IndexError); no launch means no CPU time."""
+    import shutil
+    import sqlite3
+
+    from conftest import shared_trace
+
+    src = shared_trace("nsys/a100_saxpy_mpi_rank0.sqlite")
+    for name, sql in (("norun", "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME"),
+                      ("nullcorr", "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = NULL")):
+        path = tmp_path / f"{name}.sqlite"
+        shutil.copy(src, path)
+        with sqlite3.connect(path) as db:
+            db.execute(sql)
+        db.close()
+        res = cli("patterns", str(path), str(tmp_path / f"{name}.json"), "--format", "json")
+        assert res.exit_code == 0, res.output
+        rows = orjson.loads(res.stdout)
+        rows = rows["patterns"] if isinstance(rows, dict) else rows
+        assert rows and {r["scope"] for r in rows} == {"stream"}
+        assert all(r["cpu_total_ns"] == 0 for r in rows)

@@ -266,3 +266,30 @@ def test_patterns_nsys_without_launches(tmp_path: Path) -> None:
         rows = rows["patterns"] if isinstance(rows, dict) else rows
         assert rows and {r["scope"] for r in rows} == {"stream"}
         assert all(r["cpu_total_ns"] == 0 for r in rows)
+
+
+# --- a directory of traceaug outputs reads back (issue 23 item 10) --------------------------
+
+def test_counters_output_directory_reads_back(tmp_path: Path) -> None:
+    """``counters DIR OUT/`` writes one output per rank; OUT/ holds nothing else, so it is
+    read as those ranks (it was refused: "written by traceaug are skipped"), each with the
+    kernels of its input's raw JSON. Beside its inputs an output is still skipped."""
+    from conftest import TESTDATA
+
+    src = TESTDATA / "rank_dir"
+    out = tmp_path / "out"
+    assert cli("counters", str(src), f"{out}/").exit_code == 0
+    res = cli("info", str(out), "--format", "json")
+    assert res.exit_code == 0, res.output
+    records = orjson.loads(res.stdout)
+    raw = {}
+    for f in src.iterdir():
+        data = load_raw(f)
+        if "traceaug" not in data:
+            raw[data["distributedInfo"]["rank"]] = sum(
+                e.get("cat") == "kernel" for e in data["traceEvents"])
+    assert {r["rank"]: r["kernels"] for r in records} == raw
+    assert all(Path(r["file"]).parent == out for r in records)
+    beside = orjson.loads(cli("info", str(src), "--format", "json").stdout)
+    assert {Path(r["file"]).name for r in beside} == {
+        f.name for f in src.iterdir() if "traceaug" not in load_raw(f)}

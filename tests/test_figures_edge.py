@@ -293,3 +293,40 @@ def test_counters_output_directory_reads_back(tmp_path: Path) -> None:
     beside = orjson.loads(cli("info", str(src), "--format", "json").stdout)
     assert {Path(r["file"]).name for r in beside} == {
         f.name for f in src.iterdir() if "traceaug" not in load_raw(f)}
+
+
+def test_open_names_the_export_not_its_conversion(tmp_path: Path) -> None:
+    """``open run.sqlite`` announces and serves ``run.sqlite`` (it printed the temporary
+    conversion's name, which README says never happens); the URL gives the converted JSON,
+    with the export's kernel count (read with sqlite3)."""
+    import re
+    import shutil
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import urllib.request
+
+    from conftest import shared_trace
+
+    src = tmp_path / "run.sqlite"
+    shutil.copy(shared_trace("nsys/a100_saxpy_mpi_rank0.sqlite"), src)
+    with sqlite3.connect(f"file:{src}?mode=ro", uri=True) as db:
+        kernels = db.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    db.close()
+    proc = subprocess.Popen([sys.executable, "-m", "traceaug", "open", str(src), "--no-browser"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        m = re.fullmatch(r"Perfetto UI with run\.sqlite: (http://127\.0\.0\.1:\d+)/#!/\?url=([^&\s]+)&.*",
+                         line.strip())
+        assert m, line
+        url = urllib.request.unquote(m.group(2))
+        assert url == f"{m.group(1)}/trace/run.sqlite", url
+        with urllib.request.urlopen(url, timeout=30) as r:
+            events = orjson.loads(r.read())["traceEvents"]
+        assert sum(e.get("cat") == "kernel" for e in events) == kernels
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)

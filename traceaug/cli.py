@@ -355,11 +355,11 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
         sys.exit(3)
 
 
-def _open(trace: Path, port: int = 0, browser: bool = True) -> None:
+def _open(trace: Path, port: int = 0, browser: bool = True, name: str | None = None) -> None:
     from .view.server import serve
 
     atomic.commit()  # this run's outputs in place before the UI reads one
-    serve(trace, port=port, browser=browser, announce=lambda m: click.echo(m, err=True))
+    serve(trace, port=port, browser=browser, announce=lambda m: click.echo(m, err=True), name=name)
 
 
 @main.command("open")
@@ -369,7 +369,8 @@ def open_command(trace: Path, port: int, no_browser: bool) -> None:
     """Open TRACE in the Perfetto UI bundled with traceaug (offline, 127.0.0.1 only)."""
     from .read.inputs import trace_input
 
-    _open(trace_input(trace), port=port, browser=not no_browser)
+    # an nsys export is served as its temporary conversion, under the export's own name
+    _open(trace_input(trace), port=port, browser=not no_browser, name=Path(trace).name)
 
 
 @main.command("convert")

@@ -92,8 +92,9 @@ def span(path: Path) -> tuple[int, int]:
 
 
 def queue_summary(path: Path) -> dict:
-    """(device, stream) -> mean (time-weighted over the span), max, empty share (of the span)
-    and ms at a full queue (>= FULL_QUEUE), walking each stream's change points in order."""
+    """(device, stream) -> mean_queued (time-weighted over the span), max_queued, empty_pct
+    (percent of the span) and full_ms (at a full queue, >= FULL_QUEUE), walking each stream's
+    change points in order."""
     start, end = span(path)
     out = {}
     for key, points in queue_series(path).items():
@@ -103,6 +104,7 @@ def queue_summary(path: Path) -> dict:
             weighted += value * held
             empty += held if value == 0 else 0
             full += held if value >= FULL_QUEUE else 0
-        out[key] = {"mean": weighted / (end - start), "max": max(v for _, v in points),
-                    "empty_share": empty / (end - start), "full_ms": full / 1e6}
+        out[key] = {"mean_queued": weighted / (end - start),
+                    "max_queued": max(v for _, v in points),
+                    "empty_pct": 100 * empty / (end - start), "full_ms": full / 1e6}
     return out

@@ -228,7 +228,7 @@ def test_summary_formats() -> None:
     assert data["length_ns"] == ANSWERS["launch"]["length_ns"]
     assert data["categories"]["ns"][data["categories"]["category"].index("launch_delay")] == 490_000
     csv = _run(src, "--summary-only", "--format", "csv").output.splitlines()
-    assert csv[0] == "rank,section,key,ns,share" and ",length,length,2700000,1.0" in csv[1]
+    assert csv[0] == "rank,section,key,ns,share_pct" and ",length,length,2700000,100.0" in csv[1]
 
 
 @pytest.mark.parametrize("args,message", [
@@ -270,16 +270,16 @@ def test_real_traces_give_a_sane_path(rel: str) -> None:
         assert np.all(e["ts"][1:] >= e["end"][:-1])  # one edge after another in time
         s = res.summary()
         assert sum(s["categories"]["ns"]) == res.length
-        assert abs(sum(s["categories"]["share"]) - 1) < 1e-9
+        assert abs(sum(s["categories"]["share_pct"]) - 100) < 1e-7
 
 
 def test_python_api_gives_dataframes() -> None:
     path, summary = traceaug.critical_path(TESTDATA / "critical_path" / "kernel_gap.json",
                                            progress=False)
     want = ANSWERS["kernel_gap"]
-    assert int(path["weight"].sum()) == want["length_ns"]
+    assert int(path["weight_ns"].sum()) == want["length_ns"]
     assert path["kind"].tolist()[:2] == ["launch_delay", "span"]
-    assert (path["ts"].iloc[1:].to_numpy() == path["end"].iloc[:-1].to_numpy()).all()
+    assert (path["ts_ns"].iloc[1:].to_numpy() == path["end_ns"].iloc[:-1].to_numpy()).all()
     got = dict(zip(summary["category"], summary["ns"]))
     assert {k: v for k, v in got.items() if v} == want["categories"]
 

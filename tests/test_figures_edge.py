@@ -175,9 +175,9 @@ def test_counters_queue_on_mtia(tmp_path: Path) -> None:
     got = {(r["device"], r["stream"]): r for r in orjson.loads(res.stdout)["queue"]}
     assert set(got) == set(expected)
     for key, want in expected.items():
-        assert got[key]["max"] == want["max"]
-        for metric in ("mean", "empty_share", "full_ms"):
-            assert abs(got[key][metric] - want[metric]) < 1e-12, (key, metric)
+        assert got[key]["max_queued"] == want["max_queued"]
+        for metric in ("mean_queued", "empty_pct", "full_ms"):
+            assert abs(got[key][metric] - want[metric]) < 1e-9, (key, metric)
     added = [e for e in orjson.loads((tmp_path / "out.json").read_bytes())["traceEvents"]
              if e.get("ph") == "C" and e.get("pid") == 9]
     assert len(added) >= 2 * len(expected)

@@ -500,7 +500,7 @@ def gaps(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fm
     from .commands import analyses
 
     sections = analyses.gaps(ranks, step, hist_min, hist_max, bins, top, sort)
-    click.echo(analyses.render(sections, fmt, fmt != "table"), nl=False)
+    click.echo(analyses.render(sections, fmt), nl=False)
 
 
 @main.command()
@@ -539,7 +539,7 @@ def launches(ctx: click.Context, trace: Path, rank: int | None, step: int | None
         sections = [(t if t != "launches" else f"launches (first {top}; csv / json: all)",
                      {k: v[:top] for k, v in c.items()} if t == "launches" else c)
                     for t, c in sections]
-    click.echo(analyses.render(sections, fmt, fmt != "table"), nl=False)
+    click.echo(analyses.render(sections, fmt), nl=False)
 
 
 @main.command()
@@ -560,7 +560,7 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
     from .commands import analyses
 
     if html_out is None:
-        click.echo(analyses.render(analyses.report(ranks, step, top), fmt, fmt != "table"), nl=False)
+        click.echo(analyses.render(analyses.report(ranks, step, top), fmt), nl=False)
         return
     from .report.analyses_html import write_report
 

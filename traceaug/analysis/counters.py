@@ -187,20 +187,24 @@ def _sorted_codes(column: np.ndarray) -> np.ndarray:
     return np.unique(column, return_inverse=True)[1].reshape(-1)
 
 
+QUEUE_COLUMNS = ("device", "stream", "mean_queued", "max_queued", "empty_pct", "full_ms")
+
+
 def queue_summary(series: Columns, start: int, end: int) -> Columns:
-    """Per stream: time-weighted mean, max, share of time empty, time at a full queue."""
+    """Per stream (``QUEUE_COLUMNS``): time-weighted mean and max of the ops queued, percent
+    of the time empty, ms at a full queue."""
     span = max(end - start, 1)
     s, at = _integrals(series, end)
     if not len(at):
-        return {c: np.empty(0) for c in ("device", "stream", "mean", "max", "empty_share", "full_ms")}
+        return {c: np.empty(0) for c in QUEUE_COLUMNS}
     value, held = s["value"], s["held"]
     first = s["ts"][at].astype(np.int64)  # before its first change point a queue is empty
     return {
         "device": s["device"][at], "stream": s["key"][at],
-        "mean": np.add.reduceat(value * held, at) / span,
-        "max": np.maximum.reduceat(value, at),
-        "empty_share": (np.add.reduceat(np.where(value == 0, held, 0), at)
-                        + np.clip(first - start, 0, None)) / span,
+        "mean_queued": np.add.reduceat(value * held, at) / span,
+        "max_queued": np.maximum.reduceat(value, at),
+        "empty_pct": 100 * (np.add.reduceat(np.where(value == 0, held, 0), at)
+                            + np.clip(first - start, 0, None)) / span,
         "full_ms": np.add.reduceat(np.where(value >= FULL_QUEUE, held, 0), at) / 1e6,
     }
 

@@ -703,9 +703,9 @@ class Result:
             "length_ns": self.length,
             "categories": {"category": list(per_cat),
                            "ns": list(per_cat.values()),
-                           "share": [v / total for v in per_cat.values()]},
+                           "share_pct": [100 * v / total for v in per_cat.values()]},
             "top": {"event": [k for k, _ in tops], "ns": [v for _, v in tops],
-                    "share": [v / total for _, v in tops]},
+                    "share_pct": [100 * v / total for _, v in tops]},
             "edges": len(self.graph.src), "nodes": len(self.graph.node_ts),
             "skipped_backwards": self.graph.skipped,
         }
@@ -743,13 +743,14 @@ def analyse(trace: Trace, step: int | None = None, annotation: str | None = None
 def frames(trace: Trace, step: int | None = None, annotation: str | None = None,
            instance: int = 0, sync_wait: bool = True):
     """The path and its summary as pandas DataFrames. Path: one row per edge, in order, with
-    ``ts, end`` (engine ns), ``weight`` (ns it adds), ``kind`` (EDGE_KINDS), ``category``
-    (CATEGORIES), ``event`` (name), ``pid, tid``. Summary: ``category, ns, share``."""
+    ``ts_ns, end_ns`` (engine ns), ``weight_ns`` (ns it adds), ``kind`` (EDGE_KINDS),
+    ``category`` (CATEGORIES), ``event`` (name), ``pid, tid``. Summary: ``category, ns,
+    share_pct``."""
     from .tables import frame
 
     r = analyse(trace, step, annotation, instance, sync_wait)
     e = r.edges
-    path = frame({"ts": e["ts"], "end": e["end"], "weight": e["weight"],
+    path = frame({"ts_ns": e["ts"], "end_ns": e["end"], "weight_ns": e["weight"],
                   "kind": np.array(EDGE_KINDS, dtype=object)[e["kind"]],
                   "category": e["category"], "event": e["event_name"], "pid": e["pid"],
                   "tid": e["tid"]})

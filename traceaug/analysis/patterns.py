@@ -147,12 +147,13 @@ def compute(trace: Trace, operator: str | None = None, min_len: int = 3) -> Patt
     """Every pattern of every scope and its counted occurrences, as numpy tables.
 
     ``patterns`` columns: pattern (id n of ``P<n>``), scope, operators, kernel_ids
-    (``K1 K2 ...``), kernels (short names, the first SHOWN_NAMES), length, count, gpu_total_ns, gpu_mean_ns,
-    cpu_total_ns, gpu_share. ``occurrences`` columns: pattern, scope, seq, start (index of
-    its first GPU op in that scope's sequence ``seq``), instance (the CPU op's slice id or
-    -1), operator, first_op (slice id of its first GPU op), gpu_pid, device, stream, gpu_ts,
-    gpu_end, gpu_ns (summed GPU op time), cpu_pid, cpu_tid, cpu_ts, cpu_end (instance op or
-    launches; -1 when no launch is known). Times are engine ns."""
+    (``K1 K2 ...``), kernels (short names, the first SHOWN_NAMES), length, count,
+    gpu_total_ns, gpu_mean_ns, cpu_total_ns, gpu_pct (percent of all GPU op time).
+    ``occurrences`` columns: pattern, scope, seq, start (index of its first GPU op in that
+    scope's sequence ``seq``), instance (the CPU op's slice id or -1), operator, first_op
+    (slice id of its first GPU op), gpu_pid, device, stream, gpu_ts, gpu_end, gpu_ns (summed
+    GPU op time), cpu_pid, cpu_tid, cpu_ts, cpu_end (instance op or launches; -1 when no
+    launch is known). Times are engine ns."""
     trace.include("traceaug.kineto")
     gpu = trace.columns(GPU_SQL)
     cpu = _slices(trace, operator)
@@ -287,7 +288,7 @@ def _number(tables: list, kernel_names: list[str], gpu_total: int) -> tuple[Colu
     numbered 1..n, and their occurrences carrying that number."""
     rows: dict[str, list] = {c: [] for c in (
         "pattern", "scope", "operators", "kernel_ids", "kernels", "length", "count",
-        "gpu_total_ns", "gpu_mean_ns", "cpu_total_ns", "gpu_share")}
+        "gpu_total_ns", "gpu_mean_ns", "cpu_total_ns", "gpu_pct")}
     occ_parts, next_id = [], 1
     short = {k: shorten(kernel_names[k]) for k in  # only the names a pattern shows
              {k for _, found, _ in tables for symbols, _ in found for k in symbols[:SHOWN_NAMES]}}
@@ -320,14 +321,14 @@ def _number(tables: list, kernel_names: list[str], gpu_total: int) -> tuple[Colu
             rows["gpu_total_ns"].append(int(gpu_ns[i]))
             rows["gpu_mean_ns"].append(gpu_ns[i] / count[i] if count[i] else float("nan"))
             rows["cpu_total_ns"].append(int(cpu_ns[i]))
-            rows["gpu_share"].append(gpu_ns[i] / gpu_total if gpu_total else float("nan"))
+            rows["gpu_pct"].append(100 * gpu_ns[i] / gpu_total if gpu_total else float("nan"))
         part = {k: v for k, v in occ.items() if k != "group"}
         part["pattern"] = ident[g] if len(g) else np.zeros(0, np.int64)
         part["scope"] = objects([scope] * len(g))
         occ_parts.append(part)
         next_id += len(found)
     patterns = {k: objects(v) if k in ("scope", "operators", "kernel_ids", "kernels")
-                else np.array(v, np.float64 if k in ("gpu_mean_ns", "gpu_share") else np.int64)
+                else np.array(v, np.float64 if k in ("gpu_mean_ns", "gpu_pct") else np.int64)
                 for k, v in rows.items()}
     first = ("pattern", "scope", "seq", "start", "instance", "operator")
     occurrences = {k: np.concatenate([p[k] for p in occ_parts]) for k in

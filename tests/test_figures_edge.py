@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import orjson
+import pytest
 from click.testing import CliRunner
 from rawjson import load_raw, ns
 
@@ -330,3 +331,35 @@ def test_open_names_the_export_not_its_conversion(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
+
+
+def test_counters_queue_summary_full_queue(tmp_path: Path) -> None:
+    """The queue summary against the raw JSON (``counters_raw.queue_summary``, sharing no code
+    with traceaug): 1,100 launches run ahead of their kernels on stream 7, so the queue passes
+    1,024 (time at a full queue > 0); stream 8 has one op at a time."""
+    from counters_raw import FULL_QUEUE, queue_summary
+
+    ev = []
+    for i in range(1100):
+        ev += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", **HOST,
+                "ts": BASE + i, "dur": 1, "args": {"correlation": i + 1}},
+               {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": BASE + 2000 + 2 * i,
+                "dur": 1, "args": {"correlation": i + 1, "device": 0, "stream": 7}}]
+    for j in range(3):
+        c = 5000 + j
+        ev += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 101,
+                "ts": BASE + 300 * j, "dur": 2, "args": {"correlation": c}},
+               {"ph": "X", "cat": "kernel", "name": "k8", "pid": 0, "tid": 8, "ts": BASE + 300 * j + 50,
+                "dur": 20, "args": {"correlation": c, "device": 0, "stream": 8}}]
+    src = write(tmp_path / "full.json", ev)
+    expected = queue_summary(src)
+    assert expected[(0, 7)]["max_queued"] > FULL_QUEUE and expected[(0, 7)]["full_ms"] > 0
+    assert expected[(0, 8)]["max_queued"] == 1
+    res = cli("counters", str(src), "--summary-only", "--format", "json")
+    assert res.exit_code == 0, res.output
+    got = {(r["device"], r["stream"]): r for r in orjson.loads(res.stdout)["queue"]}
+    assert set(got) == set(expected)
+    for key, want in expected.items():
+        assert got[key]["max_queued"] == want["max_queued"]
+        for metric in ("mean_queued", "empty_pct", "full_ms"):
+            assert got[key][metric] == pytest.approx(want[metric], rel=1e-12, abs=1e-12), (key, metric)

@@ -163,6 +163,18 @@ def mtia_trace(path: Path) -> Path:
     return write(path, ev)
 
 
+def assert_queue_summary(expected: dict, src: Path, *args: str) -> None:
+    """``counters SRC ARGS --format json`` prints, per stream, the raw JSON's queue summary."""
+    res = cli("counters", str(src), *args, "--format", "json")
+    assert res.exit_code == 0, res.output
+    got = {(r["device"], r["stream"]): r for r in orjson.loads(res.stdout)["queue"]}
+    assert set(got) == set(expected)
+    for key, want in expected.items():
+        assert got[key]["max_queued"] == want["max_queued"]
+        for metric in ("mean_queued", "empty_pct", "full_ms"):
+            assert got[key][metric] == pytest.approx(want[metric], rel=1e-12, abs=1e-12), (key, metric)
+
+
 def test_counters_queue_on_mtia(tmp_path: Path) -> None:
     """MTIA launches feed the queue-length counters (there were none), each stream's summary
     equal to the raw JSON's (``counters_raw.queue_summary``)."""
@@ -171,14 +183,7 @@ def test_counters_queue_on_mtia(tmp_path: Path) -> None:
     src = mtia_trace(tmp_path / "mtia.json")
     expected = queue_summary(src)
     assert set(expected) == {(9, 102), (9, 103)}
-    res = cli("counters", str(src), str(tmp_path / "out.json"), "--format", "json")
-    assert res.exit_code == 0, res.output
-    got = {(r["device"], r["stream"]): r for r in orjson.loads(res.stdout)["queue"]}
-    assert set(got) == set(expected)
-    for key, want in expected.items():
-        assert got[key]["max_queued"] == want["max_queued"]
-        for metric in ("mean_queued", "empty_pct", "full_ms"):
-            assert abs(got[key][metric] - want[metric]) < 1e-9, (key, metric)
+    assert_queue_summary(expected, src, str(tmp_path / "out.json"))
     added = [e for e in orjson.loads((tmp_path / "out.json").read_bytes())["traceEvents"]
              if e.get("ph") == "C" and e.get("pid") == 9]
     assert len(added) >= 2 * len(expected)
@@ -355,11 +360,4 @@ def test_counters_queue_summary_full_queue(tmp_path: Path) -> None:
     expected = queue_summary(src)
     assert expected[(0, 7)]["max_queued"] > FULL_QUEUE and expected[(0, 7)]["full_ms"] > 0
     assert expected[(0, 8)]["max_queued"] == 1
-    res = cli("counters", str(src), "--summary-only", "--format", "json")
-    assert res.exit_code == 0, res.output
-    got = {(r["device"], r["stream"]): r for r in orjson.loads(res.stdout)["queue"]}
-    assert set(got) == set(expected)
-    for key, want in expected.items():
-        assert got[key]["max_queued"] == want["max_queued"]
-        for metric in ("mean_queued", "empty_pct", "full_ms"):
-            assert got[key][metric] == pytest.approx(want[metric], rel=1e-12, abs=1e-12), (key, metric)
+    assert_queue_summary(expected, src, "--summary-only")

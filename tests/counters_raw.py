@@ -14,9 +14,13 @@ LAUNCHES = {
     "cuGraphLaunch", "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel",
     "hipExtModuleLaunchKernel", "hipLaunchCooperativeKernel", "hipMemcpyAsync", "hipMemsetAsync",
     "hipMemcpyWithStream", "hipGraphLaunch",
+    # MTIA (HTA's MTIA traces): the launch HTA counts, and the queued copies
+    "runFunction - job_prep_and_submit_for_execution", "enqueueCommand memcpyHtoDAsync",
+    "enqueueCommand memcpyDtoHAsync", "enqueueCommand memcpyDtoDAsync",
 }
-GPU_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
-RUNTIME_CATS = {"cuda_runtime", "Runtime", "cuda_driver"}
+GPU_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset", "mtia_ccp_events"}
+RUNTIME_CATS = {"cuda_runtime", "Runtime", "cuda_driver", "mtia_runtime"}
+FULL_QUEUE = 1024  # CUDA's default launch-queue depth
 
 
 def _steps(changes: dict) -> dict:
@@ -47,7 +51,7 @@ def queue_series(path: Path) -> dict:
     for e in events:
         args = e.get("args") or {}
         if e.get("cat") in GPU_CATS and args.get("correlation") in launch:
-            key = (int(args["device"]), int(args["stream"]))
+            key = (int(args.get("device", e["pid"])), int(args["stream"]))  # MTIA: no device arg
             at = launch[args["correlation"]]
             changes[key].append((at, 0, 1))
             changes[key].append((max(ns(e["ts"]), at), 1, -1))
@@ -79,3 +83,28 @@ def bandwidth_series(path: Path) -> dict:
         changes[key].append((ns(e["ts"]), 1, bw))
         changes[key].append((ns(e["ts"]) + dur, 0, -bw))
     return _steps(changes)
+
+
+def span(path: Path) -> tuple[int, int]:
+    """The trace's time span (ns): first start to last end of its complete events."""
+    events = [e for e in load_raw(path)["traceEvents"] if e.get("ph") == "X"]
+    return min(ns(e["ts"]) for e in events), max(ns(e["ts"]) + ns(e["dur"]) for e in events)
+
+
+def queue_summary(path: Path) -> dict:
+    """(device, stream) -> mean_queued (time-weighted over the span), max_queued, empty_pct
+    (percent of the span) and full_ms (at a full queue, >= FULL_QUEUE), walking each stream's
+    change points in order."""
+    start, end = span(path)
+    out = {}
+    for key, points in queue_series(path).items():
+        weighted, empty, full = 0, points[0][0] - start, 0  # empty before its first change
+        for (ts, value), nxt in zip(points, [p[0] for p in points[1:]] + [end]):
+            held = max(nxt - ts, 0)
+            weighted += value * held
+            empty += held if value == 0 else 0
+            full += held if value >= FULL_QUEUE else 0
+        out[key] = {"mean_queued": weighted / (end - start),
+                    "max_queued": max(v for _, v in points),
+                    "empty_pct": 100 * empty / (end - start), "full_ms": full / 1e6}
+    return out

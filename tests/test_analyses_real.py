@@ -105,13 +105,13 @@ def test_directory_every_rank_and_across_ranks() -> None:
     data = json.loads(result.output)
     for rank in (0, 1):
         want = rawa.kernel_totals(rawa.raw(d / f"rank-{rank}.json.gz")["ops"])
-        got = {row["name"]: (row["count"], row["total"]) for row in data["kernels"]
+        got = {row["name"]: (row["count"], row["total_ns"]) for row in data["kernels"]
                if row["rank"] == rank}
         assert got == want
     across = {row["name"]: row for row in data["kernels across ranks"]}
     nccl = [n for n in across if n.startswith("ncclKernel_SendRecv")][0]
-    totals = {row["rank"]: row["total"] for row in data["kernels"] if row["name"] == nccl}
-    assert across[nccl]["max_total"] == max(totals.values())
+    totals = {row["rank"]: row["total_ns"] for row in data["kernels"] if row["name"] == nccl}
+    assert across[nccl]["max_total_ns"] == max(totals.values())
     assert across[nccl]["slowest_rank"] == max(totals, key=totals.get)
 
 
@@ -139,7 +139,7 @@ def test_directory_ranks_are_planned_in_children_up_to_the_budget(
     data = json.loads(result.output)
     for rank in (0, 1):
         want = rawa.kernel_totals(rawa.raw(d / f"rank-{rank}.json.gz")["ops"])
-        assert {row["name"]: (row["count"], row["total"]) for row in data["kernels"]
+        assert {row["name"]: (row["count"], row["total_ns"]) for row in data["kernels"]
                 if row["rank"] == rank} == want
 
 

@@ -125,7 +125,7 @@ def test_one_step_and_each_ops_step(g: GpuOps, trace_path: Path) -> None:
     assert out.exit_code == 0, out.output
     (row,) = json.loads(out.output)["temporal breakdown per step (GPU windows; step None = all steps)"]
     want = _answer(201)
-    assert (row["step"], row["source"], row["window"], row["busy"], row["comp_only"]) == \
+    assert (row["step"], row["source"], row["window_ns"], row["busy_ns"], row["comp_only_ns"]) == \
         (201, want["source"], want["window"] * US, want["busy"] * US, want["comp_only"] * US)
 
 

@@ -332,7 +332,7 @@ def test_summary_formats() -> None:
     assert data["length_ns"] == ANSWERS["launch"]["length_ns"]
     assert data["categories"]["ns"][data["categories"]["category"].index("launch_delay")] == 490_000
     csv = _run(src, "--summary-only", "--format", "csv").output.splitlines()
-    assert csv[0] == "rank,section,key,ns,share" and ",length,length,2700000,1.0" in csv[1]
+    assert csv[0] == "rank,section,key,ns,share_pct" and ",length,length,2700000,100.0" in csv[1]
 
 
 @pytest.mark.parametrize("args,message", [
@@ -370,7 +370,7 @@ def test_real_traces_give_a_sane_path(rel: str) -> None:
     _assert_cuts_window(r)
     s = r.summary()
     assert sum(s["categories"]["ns"]) == r.window.end - r.window.start
-    assert abs(sum(s["categories"]["share"]) - 1) < 1e-9
+    assert abs(sum(s["categories"]["share_pct"]) - 100) < 1e-7
 
 
 # Every shared Kineto trace with ProfilerSteps, one of each pair or job (the others are runs
@@ -435,9 +435,9 @@ def test_python_api_gives_dataframes() -> None:
     path, summary = traceaug.critical_path(TESTDATA / "critical_path" / "kernel_gap.json",
                                            progress=False)
     want = ANSWERS["kernel_gap"]
-    assert int(path["weight"].sum()) == want["length_ns"] == want["window_ns"]  # no idle
+    assert int(path["weight_ns"].sum()) == want["length_ns"] == want["window_ns"]  # no idle
     assert path["kind"].tolist()[:2] == ["launch_delay", "span"]
-    assert (path["ts"].iloc[1:].to_numpy() == path["end"].iloc[:-1].to_numpy()).all()
+    assert (path["ts_ns"].iloc[1:].to_numpy() == path["end_ns"].iloc[:-1].to_numpy()).all()
     got = dict(zip(summary["category"], summary["ns"]))
     assert {k: v for k, v in got.items() if v} == want["categories"]
 
@@ -446,13 +446,13 @@ def test_python_api_takes_the_commands_options(tmp_path: Path) -> None:
     src = TESTDATA / "critical_path" / "pageable_copy.json"
     want = ANSWERS["pageable_copy"]
     path, summary = traceaug.critical_path(src, progress=False)
-    assert int(path["weight"].sum()) == want["window_ns"]  # the pieces cut the window
-    assert int(path["weight"][path["kind"] != "idle"].sum()) == want["length_ns"]
+    assert int(path["weight_ns"].sum()) == want["window_ns"]  # the pieces cut the window
+    assert int(path["weight_ns"][path["kind"] != "idle"].sum()) == want["length_ns"]
     assert summary.attrs["summary"]["inferred"] and len(summary.attrs["summary"]["top"]["event"]) > 1
     out = tmp_path / "out.json"
     path, summary = traceaug.critical_path(src, hta_weights=True, max_gap_us=0, top=1, dst=out,
                                            all_edges=True, rank=None, progress=False)
-    assert int(path["weight"][path["kind"] != "idle"].sum()) == want["hta_length_ns"]
+    assert int(path["weight_ns"][path["kind"] != "idle"].sum()) == want["hta_length_ns"]
     assert summary.attrs["summary"]["length_ns"] == want["hta_length_ns"]
     assert len(summary.attrs["summary"]["top"]["event"]) == 1
     events = orjson.loads(out.read_bytes())["traceEvents"]

@@ -308,7 +308,7 @@ def test_an_edited_marker_is_an_error(tmp_path: Path) -> None:
     assert not out.exists()
 
 
-def test_a_named_traceaug_output_is_an_input_but_not_in_a_directory(tmp_path: Path) -> None:
+def test_a_traceaug_output_is_an_input_unless_beside_its_inputs(tmp_path: Path) -> None:
     own = TESTDATA / "rank_dir" / "node-b.4242.1712198313370.pt.trace.traceaug.json"
     out = tmp_path / "out.json"  # an older marker (no event counts): replaced, its events kept
     pipeline.run(pipeline.Rewriter("none", "analysis", lambda t, o: ({}, []), marks_summary),
@@ -318,8 +318,9 @@ def test_a_named_traceaug_output_is_an_input_but_not_in_a_directory(tmp_path: Pa
     assert raw_events(out) == raw_events(own)
     assert cli("counters", str(TESTDATA / "rank_dir"), str(tmp_path / "dir"), "--rank", "0").exit_code == 0
     assert [p.name for p in (tmp_path / "dir").iterdir()] == ["node-b.4242.1712198313370.pt.trace.json"]
-    result = cli("info", str(tmp_path / "dir"))  # a directory of outputs only: says why it reads none
-    assert result.exit_code == 1 and "1 written by traceaug are skipped here" in result.stderr
+    result = cli("info", str(tmp_path / "dir"))  # a directory of outputs only is read as it is
+    assert result.exit_code == 0, result.stderr
+    assert str(tmp_path / "dir" / "node-b.4242.1712198313370.pt.trace.json") in result.stdout
 
 
 # ----- rank selection and output paths ----------------------------------------------------
@@ -370,8 +371,8 @@ def test_public_counters_returns_dataframes_and_paths(tmp_path: Path) -> None:
     answers = json.loads((TESTDATA / "small_training.answers.json").read_text())
     res = traceaug.counters(SMALL, tmp_path / "o.json", progress=False)
     assert isinstance(res.queue, pd.DataFrame) and isinstance(res.bandwidth, pd.DataFrame)
-    assert list(res.queue.columns) == ["rank", "device", "stream", "mean", "max", "empty_share",
-                                       "full_ms"]
+    assert list(res.queue.columns) == ["rank", "device", "stream", "mean_queued", "max_queued",
+                                       "empty_pct", "full_ms"]
     assert list(res.bandwidth.columns) == ["rank", "device", "kind", "bytes", "busy_ms",
                                            "mean_gbps_busy", "peak_gbps"]
     assert res.queue["stream"].dtype == np.int64 and res.queue["rank"].tolist() == [0, 0]

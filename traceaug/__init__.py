@@ -146,9 +146,9 @@ def counters(src: str | Path, dst: str | Path | None = None, *, series: tuple[st
     ``src`` or when it ends with ``/``) with the counter tracks, unless None, and return
     the summaries, one row per rank and stream / copy kind:
 
-    - ``queue``: ``rank, device, stream`` (int), ``mean`` (time-weighted queue length over
-      the trace), ``max``, ``empty_share`` (share of the time with nothing queued),
-      ``full_ms`` (time at >= 1024 queued).
+    - ``queue``: ``rank, device, stream`` (int), ``mean_queued`` (time-weighted queue length
+      over the trace), ``max_queued``, ``empty_pct`` (percent of the time with nothing
+      queued), ``full_ms`` (time at >= 1024 queued).
     - ``bandwidth``: ``rank, device, kind`` (HtoD, DtoH, DtoD, PtoP, HtoH, Memset),
       ``bytes``, ``busy_ms`` (time with a copy running), ``mean_gbps_busy``, ``peak_gbps``.
     - ``written``: the paths written.
@@ -156,6 +156,7 @@ def counters(src: str | Path, dst: str | Path | None = None, *, series: tuple[st
     ``progress``: show progress lines on stderr (default: when it is a terminal)."""
     import pandas as pd
 
+    from .analysis.counters import QUEUE_COLUMNS
     from .analysis.tables import frame
     from .commands.counters import COUNTERS, with_rank
     from .rewrite import pipeline
@@ -164,8 +165,7 @@ def counters(src: str | Path, dst: str | Path | None = None, *, series: tuple[st
         COUNTERS, src, dst, {"series": list(series), "style": style}, rank=rank, tp_bin=tp_bin,
         progress=progress))
     tables = []
-    for key, columns in (("queue_summary", ("rank", "device", "stream", "mean", "max",
-                                            "empty_share", "full_ms")),
+    for key, columns in (("queue_summary", ("rank", *QUEUE_COLUMNS)),
                          ("bandwidth_summary", ("rank", "device", "kind", "bytes", "busy_ms",
                                                 "mean_gbps_busy", "peak_gbps"))):
         parts = [frame(r[key]).infer_objects() for r in results if key in r]
@@ -216,13 +216,19 @@ class KernelPatterns(NamedTuple):
     written: list[Path]
 
 
+# An occurrence's engine-ns times (``analysis.patterns``), named with their unit in the API.
+OCCURRENCE_TIMES = {c: f"{c}_ns" for c in ("gpu_ts", "gpu_end", "cpu_ts", "cpu_end")}
+
+
 def patterns(src: str | Path, dst: str | Path | None = None, *, operator: str | None = None,
              min_len: int = 3, top_k: int = 5, rank: int | None = None,
              tp_bin: str | None = None, progress: bool | None = None) -> KernelPatterns:
     """``traceaug patterns`` as data: write ``dst`` (a file, or a directory for a directory
     ``src`` or when it ends with ``/``) with the top-k patterns of each scope overlaid,
     unless None, and return every pattern and occurrence, with a leading ``rank`` column
-    (columns: ``traceaug.analysis.patterns.compute``; ``pattern`` is n of ``P<n>``)."""
+    (columns: ``traceaug.analysis.patterns.compute``, an occurrence's times named with their
+    unit: ``gpu_ts_ns``, ``gpu_end_ns``, ``cpu_ts_ns``, ``cpu_end_ns``; ``pattern`` is n of
+    ``P<n>``)."""
     import pandas as pd
 
     from .analysis.tables import frame
@@ -234,7 +240,7 @@ def patterns(src: str | Path, dst: str | Path | None = None, *, operator: str | 
                                progress=progress)
     tables = []
     for key in ("patterns", "occurrences"):
-        parts = [frame(r[key]).infer_objects() for r in results]
+        parts = [frame(r[key]).infer_objects().rename(columns=OCCURRENCE_TIMES) for r in results]
         for r, part in zip(results, parts, strict=True):
             part.insert(0, "rank", r["rank"])
         tables.append(pd.concat(parts, ignore_index=True))

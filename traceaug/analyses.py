@@ -1,7 +1,8 @@
 """The analyses as Python functions returning pandas DataFrames, one per analysis (as HTA's
 ``TraceAnalysis`` methods). Each takes a trace file, a directory (every rank) or a loaded
 ``Trace``; ``rank`` picks one rank of a directory, ``step`` one ProfilerStep (its ops, or its
-GPU window for the breakdowns). Times are exact integer ns (``*_pct`` in percent); every table
+GPU window for the breakdowns). Times are exact integer ns, named ``*_ns`` (shares are percent,
+``*_pct``; a missing value is NaN or ``<NA>``); every table
 has a ``rank`` column (None for a lone file without ``distributedInfo``)::
 
     import traceaug.analyses as ta
@@ -22,7 +23,7 @@ from .analysis import kernels as kn
 from .analysis import launches as ln
 from .analysis.gpu_steps import LOAD, GpuOps, gpu_ops, rank_ops
 from .analysis.tables import Columns, frame
-from .commands.analyses import concat
+from .commands.analyses import concat, public
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -43,32 +44,32 @@ def _ranks(source: Source, rank: int | None) -> list[GpuOps]:
 
 
 def _each(source: Source, rank: int | None, fn) -> pd.DataFrame:
-    return frame(concat([fn(g) for g in _ranks(source, rank)]))
+    return frame(public(concat([fn(g) for g in _ranks(source, rank)])))
 
 
 def kernels(source: Source, step: int | None = None, rank: int | None = None,
             kind: str | None = None, sort: str = "total") -> pd.DataFrame:
     """Per GPU op name (kernels, copies, sets): ``rank``, ``name``, ``type`` (computation /
-    communication / memory), ``count``, ``total``, ``mean``, ``std``, ``min``, ``max`` (ns),
-    ``share_launches``, ``share_time`` (percent). ``kind``: comp, comm or mem only."""
+    communication / memory), ``count``, ``total_ns``, ``mean_ns``, ``std_ns``, ``min_ns``,
+    ``max_ns``, ``launches_pct``, ``time_pct``. ``kind``: comp, comm or mem only."""
     return _each(source, rank, lambda g: kn.sort(kn.kernel_table(g, step, kind), sort))
 
 
 def kernels_across_ranks(source: Source, step: int | None = None) -> pd.DataFrame:
-    """Per kernel name over the ranks: ``name``, ``type``, ``ranks``, ``mean_total``,
-    ``min_total``, ``max_total`` (ns), ``slowest_rank``."""
-    return frame(kn.across_ranks([kn.kernel_table(g, step) for g in _ranks(source, None)]))
+    """Per kernel name over the ranks: ``name``, ``type``, ``ranks``, ``mean_total_ns``,
+    ``min_total_ns``, ``max_total_ns``, ``slowest_rank``."""
+    return frame(public(kn.across_ranks([kn.kernel_table(g, step) for g in _ranks(source, None)])))
 
 
 def stream_gaps(source: Source, step: int | None = None, rank: int | None = None) -> pd.DataFrame:
     """Idle gaps per (device, stream): ``rank``, ``device``, ``stream``, ``ops``, ``gaps``,
-    ``total``, ``mean``, ``median``, ``min``, ``max`` (ns)."""
+    ``total_ns``, ``mean_ns``, ``median_ns``, ``min_ns``, ``max_ns`` (missing without a gap)."""
     return _each(source, rank, lambda g: gp.stream_gaps(g, step))
 
 
 def device_gaps(source: Source, step: int | None = None, rank: int | None = None) -> pd.DataFrame:
     """Idle gaps per device in the union of its streams: ``rank``, ``device``, ``streams``,
-    ``gaps``, ``total``, ``mean``, ``median``, ``min``, ``max`` (ns)."""
+    ``gaps``, ``total_ns``, ``mean_ns``, ``median_ns``, ``min_ns``, ``max_ns``."""
     return _each(source, rank, lambda g: gp.device_gaps(g, step))
 
 
@@ -76,7 +77,7 @@ def kernel_transitions(source: Source, step: int | None = None, rank: int | None
                        sort: str = "count") -> pd.DataFrame:
     """Consecutive ops on a stream: ``rank``, ``transition`` ("A → B", short names), ``from``,
     ``to``, ``count`` and the gap's
-    ``total``, ``mean``, ``std``, ``min``, ``max`` (ns)."""
+    ``total_ns``, ``mean_ns``, ``std_ns``, ``min_ns``, ``max_ns``."""
     def one(g: GpuOps) -> Columns:
         t = gp.transitions(g, step, sort)
         return {"rank": np.array([g.rank] * len(t["count"]), dtype=object), **t}
@@ -95,31 +96,32 @@ def gap_histogram(source: Source, step: int | None = None, rank: int | None = No
 def temporal_breakdown(source: Source, step: int | None = None,
                        rank: int | None = None) -> pd.DataFrame:
     """Per rank and step (and ``step`` None: all steps): ``source`` of the GPU window,
-    ``window_start``, ``window``, ``cpu_step``, ``busy``, ``idle``, ``idle_pct``,
-    ``computation``, ``communication``, ``memory``, the exclusive ``comp_only`` ...
-    ``comp_comm_mem`` and ``comm_overlap_pct`` (communication time overlapped by computation)."""
+    ``window_start_ns``, ``window_ns``, ``cpu_step_ns``, ``busy_ns``, ``idle_ns``, ``idle_pct``,
+    ``computation_ns``, ``communication_ns``, ``memory_ns``, the exclusive ``comp_only_ns`` ...
+    ``comp_comm_mem_ns`` and ``comm_overlap_pct`` (communication time overlapped by computation)."""
     return _each(source, rank, lambda g: bd.temporal(g, step))
 
 
 def idle_breakdown(source: Source, step: int | None = None, rank: int | None = None,
                    kernel_wait_us: float = bd.KERNEL_WAIT_US) -> pd.DataFrame:
     """HTA's idle breakdown per stream: ``rank``, ``device``, ``stream``, ``category``
-    (host_wait / kernel_wait / other), ``count``, ``idle`` (ns), ``ratio``."""
+    (host_wait / kernel_wait / other), ``count``, ``idle_ns``, ``share_pct`` (of the stream's
+    idle time)."""
     return _each(source, rank, lambda g: bd.idle_by_stream(g, step, kernel_wait_us))
 
 
 def comm_comp_overlap(source: Source, step: int | None = None,
                       rank: int | None = None) -> pd.DataFrame:
-    """Per rank and step: ``communication``, ``comp_comm`` (ns, also with memory) and
+    """Per rank and step: ``communication_ns``, ``comp_comm_ns`` (also with memory) and
     ``comm_overlap_pct``, the share of communication time when computation runs too."""
     t = temporal_breakdown(source, step, rank)
-    t["comp_comm"] = t["comp_comm"] + t["comp_comm_mem"]
-    return t[["rank", "step", "communication", "comp_comm", "comm_overlap_pct"]]
+    t["comp_comm_ns"] = t["comp_comm_ns"] + t["comp_comm_mem_ns"]
+    return t[["rank", "step", "communication_ns", "comp_comm_ns", "comm_overlap_pct"]]
 
 
 def launches(source: Source, step: int | None = None, rank: int | None = None) -> pd.DataFrame:
     """Per launched GPU op: ``rank``, ``correlation``, ``launch_name``, ``name``, ``step``,
-    ``cpu_duration``, ``gpu_duration``, ``launch_delay`` (ns)."""
+    ``cpu_duration_ns``, ``gpu_duration_ns``, ``launch_delay_ns``."""
     return _each(source, rank, lambda g: ln.launch_table(g, step))
 
 
@@ -127,8 +129,9 @@ def launch_summary(source: Source, step: int | None = None, rank: int | None = N
                    runtime_cutoff_us: float = ln.RUNTIME_CUTOFF_US,
                    delay_cutoff_us: float = ln.DELAY_CUTOFF_US) -> pd.DataFrame:
     """Per rank: ``launched_ops``, ``unlaunched_ops``, ``short_gpu_ops``, ``runtime_outliers``,
-    ``delay_outliers``, mean / max CPU duration and launch delay (ns)."""
+    ``delay_outliers``, ``mean_cpu_duration_ns``, ``max_cpu_duration_ns``,
+    ``mean_launch_delay_ns``, ``max_launch_delay_ns``."""
     import pandas as pd
 
-    return pd.DataFrame([ln.summary(ln.launch_table(g, step), g, step, runtime_cutoff_us,
-                                    delay_cutoff_us) for g in _ranks(source, rank)])
+    return pd.DataFrame([public(ln.summary(ln.launch_table(g, step), g, step, runtime_cutoff_us,
+                                           delay_cutoff_us)) for g in _ranks(source, rank)])

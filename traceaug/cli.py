@@ -372,11 +372,11 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
         sys.exit(3)
 
 
-def _open(trace: Path, port: int = 0, browser: bool = True) -> None:
+def _open(trace: Path, port: int = 0, browser: bool = True, name: str | None = None) -> None:
     from .view.server import serve
 
     atomic.commit()  # this run's outputs in place before the UI reads one
-    serve(trace, port=port, browser=browser, announce=lambda m: click.echo(m, err=True))
+    serve(trace, port=port, browser=browser, announce=lambda m: click.echo(m, err=True), name=name)
 
 
 @main.command("open")
@@ -386,7 +386,8 @@ def open_command(trace: Path, port: int, no_browser: bool) -> None:
     """Open TRACE in the Perfetto UI bundled with traceaug (offline, 127.0.0.1 only)."""
     from .read.inputs import trace_input
 
-    _open(trace_input(trace), port=port, browser=not no_browser)
+    # an nsys export is served as its temporary conversion, under the export's own name
+    _open(trace_input(trace), port=port, browser=not no_browser, name=Path(trace).name)
 
 
 @main.command("convert")
@@ -516,7 +517,7 @@ def gaps(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fm
     from .commands import analyses
 
     sections = analyses.gaps(ranks, step, hist_min, hist_max, bins, top, sort)
-    click.echo(analyses.render(sections, fmt, fmt != "table"), nl=False)
+    click.echo(analyses.render(sections, fmt), nl=False)
 
 
 @main.command()
@@ -555,7 +556,7 @@ def launches(ctx: click.Context, trace: Path, rank: int | None, step: int | None
         sections = [(t if t != "launches" else f"launches (first {top}; csv / json: all)",
                      {k: v[:top] for k, v in c.items()} if t == "launches" else c)
                     for t, c in sections]
-    click.echo(analyses.render(sections, fmt, fmt != "table"), nl=False)
+    click.echo(analyses.render(sections, fmt), nl=False)
 
 
 @main.command()
@@ -576,7 +577,7 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
     from .commands import analyses
 
     if html_out is None:
-        click.echo(analyses.render(analyses.report(ranks, step, top), fmt, fmt != "table"), nl=False)
+        click.echo(analyses.render(analyses.report(ranks, step, top), fmt), nl=False)
         return
     from .report.analyses_html import write_report
 

@@ -4,7 +4,8 @@ of a second of a command).
 One convention in every format: a missing value (SQL NULL, None, NaN) is ``NULL`` in a
 table, an empty CSV field and JSON ``null``; infinities are ``inf`` / ``-inf`` (JSON has no
 number for them: strings there); floats too small or too large for the table's fixed
-decimals are printed in exponent form (``1e-20``), never rounded to 0."""
+decimals are printed in exponent form (``1e-20``), never rounded to 0; a text cell longer
+than ``CELL_WIDTH`` is cut the same way in every table (``cut``)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import orjson
 
 FORMATS = ("table", "csv", "json")
 MISSING = "NULL"  # a missing value in a table
+CELL_WIDTH = 80  # a longer text cell is cut to this many characters in a table, ending in "…"
 HUGE = 1e15  # from here on a float's fixed decimals would be noise: exponent form
 
 
@@ -51,9 +53,11 @@ def render_records(records: list[dict], fmt: str) -> str:
 LISTED = {"warnings": "warning", "perfetto_ui": "in the Perfetto UI"}
 
 
-def render_columns(columns: dict[str, Sequence], fmt: str, digits: int = 4) -> str:
+def render_columns(columns: dict[str, Sequence], fmt: str, digits: int = 4,
+                   full: bool = False) -> str:
     """Equal-length columns (lists or numpy arrays) as text in one of ``FORMATS``, without
-    pandas; the table rounds floats to ``digits`` decimals, as few as the column needs."""
+    pandas; the table rounds floats to ``digits`` decimals, as few as the column needs, and
+    cuts text longer than ``CELL_WIDTH`` (``cut``) unless ``full`` (csv and json never cut)."""
     names = list(columns)
     values = [[_text_of_blob(v) for v in (c.tolist() if hasattr(c, "tolist") else list(c))]
               for c in columns.values()]
@@ -69,11 +73,17 @@ def render_columns(columns: dict[str, Sequence], fmt: str, digits: int = 4) -> s
         return buf.getvalue()
     if not rows:
         return "(no rows)\n" if names else "(no result)\n"
-    cells = [_cells(col, digits) for col in values]
+    cells = [_cells(col, digits) if full else [cut(c) for c in _cells(col, digits)] for col in values]
     widths = [max(len(n), *map(len, c)) for n, c in zip(names, cells)]
     lines = ["  ".join(n.rjust(w) for n, w in zip(names, widths))]
     lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in zip(*cells)]
     return "\n".join(lines) + "\n"
+
+
+def cut(text: str, width: int = CELL_WIDTH) -> str:
+    """``text`` as every terminal table shows it: at most ``width`` characters, a longer one
+    cut to ``width - 1`` and "…"."""
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def _text_of_blob(value):

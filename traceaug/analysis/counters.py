@@ -133,13 +133,18 @@ def memory_bandwidth(trace: Trace, style: str = "traceaug") -> Columns:
         dur = np.where(dur == 0, 1000.0, dur)  # HTA rounds zero durations up to 1 µs
         copies["key"] = copies["hta_name"]
         gid = groups(copies["key"])
+        bw = np.nan_to_num(_bandwidth(copies, dur))
     else:
-        keep = dur > 0  # a copy that takes no time moves no bytes per second
-        copies, dur = take(copies, keep), dur[keep]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bw = _bandwidth(copies, dur)
+        # A copy that takes no time moves no bytes per second; one with neither a byte count
+        # nor a bandwidth has no known rate (no all-zero track for it).
+        keep = (dur > 0) & np.isfinite(bw)
+        copies, dur, bw = take(copies, keep), dur[keep], bw[keep]
+        if not len(dur):
+            return _empty_series()
         copies["key"] = copies["copy_kind"]
         gid = groups(copies["device"], copies["key"])
-    bw = _numeric(copies["bw_arg"])
-    bw = np.nan_to_num(np.where(np.isnan(bw), _numeric(copies["bytes"]) / dur, bw))  # GB/s = B/ns
     start = copies["ts"].astype(np.int64)
     ts = np.r_[start, start + dur.astype(np.int64)]
     delta = np.r_[bw, -bw]
@@ -152,6 +157,13 @@ def memory_bandwidth(trace: Trace, style: str = "traceaug") -> Columns:
         out["value"][np.abs(out["value"]) < 1e-9] = 0.0  # float residue of +bw -bw
     out["value"][out["value"] < 0] = 0.0
     return out
+
+
+def _bandwidth(copies: Columns, dur: np.ndarray) -> np.ndarray:
+    """GB/s of each copy (= bytes/ns): Kineto's bandwidth arg, else bytes over duration; NaN
+    when it has neither."""
+    bw = _numeric(copies["bw_arg"])
+    return np.where(np.isnan(bw), _numeric(copies["bytes"]) / dur, bw)
 
 
 def _integrals(series: Columns, end: int) -> tuple[Columns, np.ndarray]:
@@ -175,20 +187,24 @@ def _sorted_codes(column: np.ndarray) -> np.ndarray:
     return np.unique(column, return_inverse=True)[1].reshape(-1)
 
 
+QUEUE_COLUMNS = ("device", "stream", "mean_queued", "max_queued", "empty_pct", "full_ms")
+
+
 def queue_summary(series: Columns, start: int, end: int) -> Columns:
-    """Per stream: time-weighted mean, max, share of time empty, time at a full queue."""
+    """Per stream (``QUEUE_COLUMNS``): time-weighted mean and max of the ops queued, percent
+    of the time empty, ms at a full queue."""
     span = max(end - start, 1)
     s, at = _integrals(series, end)
     if not len(at):
-        return {c: np.empty(0) for c in ("device", "stream", "mean", "max", "empty_share", "full_ms")}
+        return {c: np.empty(0) for c in QUEUE_COLUMNS}
     value, held = s["value"], s["held"]
     first = s["ts"][at].astype(np.int64)  # before its first change point a queue is empty
     return {
         "device": s["device"][at], "stream": s["key"][at],
-        "mean": np.add.reduceat(value * held, at) / span,
-        "max": np.maximum.reduceat(value, at),
-        "empty_share": (np.add.reduceat(np.where(value == 0, held, 0), at)
-                        + np.clip(first - start, 0, None)) / span,
+        "mean_queued": np.add.reduceat(value * held, at) / span,
+        "max_queued": np.maximum.reduceat(value, at),
+        "empty_pct": 100 * (np.add.reduceat(np.where(value == 0, held, 0), at)
+                            + np.clip(first - start, 0, None)) / span,
         "full_ms": np.add.reduceat(np.where(value >= FULL_QUEUE, held, 0), at) / 1e6,
     }
 

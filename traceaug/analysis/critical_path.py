@@ -756,9 +756,9 @@ class Result:
             "length_ns": self.length,
             "categories": {"category": list(per_cat),
                            "ns": list(per_cat.values()),
-                           "share": [v / total for v in per_cat.values()]},
+                           "share_pct": [100 * v / total for v in per_cat.values()]},
             "top": {"event": [k for k, _ in tops], "ns": [v for _, v in tops],
-                    "share": [v / total for _, v in tops]},
+                    "share_pct": [100 * v / total for _, v in tops]},
             "edges": len(self.graph.src), "nodes": len(self.graph.node_ts),
             "skipped_backwards": self.graph.skipped,
             "inferred": dict(self.graph.inferred),
@@ -798,10 +798,10 @@ def frames(trace: Trace, step: int | None = None, annotation: str | None = None,
            instance: int = 0, sync_wait: bool = True,
            max_gap_ns: int | None = MAX_KERNEL_GAP_NS, top: int = 10):
     """The path and its summary as pandas DataFrames. Path: the window cut along the path
-    (``Result.pieces``), one row per piece, in order, with ``ts, end`` (engine ns),
-    ``weight`` (ns: end - ts, summing to the window), ``kind`` (EDGE_KINDS, or ``idle``),
+    (``Result.pieces``), one row per piece, in order, with ``ts_ns, end_ns`` (engine ns),
+    ``weight_ns`` (end - ts, summing to the window), ``kind`` (EDGE_KINDS, or ``idle``),
     ``category`` (CATEGORIES), ``event`` (name), ``pid, tid``. Summary: ``category, ns,
-    share`` (of the window); ``attrs["summary"]``: the whole summary (top events, waits
+    share_pct`` (of the window); ``attrs["summary"]``: the whole summary (top events, waits
     inferred)."""
     from .tables import frame
 
@@ -811,7 +811,7 @@ def frames(trace: Trace, step: int | None = None, annotation: str | None = None,
     on = p["category"] != IDLE
     kind = np.where(on, np.array(EDGE_KINDS, dtype=object)[e["kind"][at]] if len(at) else at,
                     IDLE)
-    path = frame({"ts": p["ts"], "end": p["end"], "weight": p["end"] - p["ts"],
+    path = frame({"ts_ns": p["ts"], "end_ns": p["end"], "weight_ns": p["end"] - p["ts"],
                   "kind": kind.astype(object), "category": p["category"],
                   "event": np.where(on, e["event_name"][at] if len(at) else at, None),
                   "pid": np.where(on, e["pid"][at] if len(at) else at, -1),

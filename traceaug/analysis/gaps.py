@@ -97,6 +97,17 @@ def stream_gaps(g: GpuOps, step: int | None = None) -> Columns:
         col = stats.get(name, np.zeros(0))
         dtype = np.float64 if name in ("mean", "median") else np.int64
         out[name] = np.array([col[found[k]] if k in found else 0 for k in keys], dtype)
+    return _no_gap_stats(out)
+
+
+def _no_gap_stats(out: Columns) -> Columns:
+    """Where there is no gap (one op, or ops back to back) mean, median, min and max are
+    missing (NaN; None for the integer min and max), not 0: 0 would read as gaps of 0 ns."""
+    none = out["gaps"] == 0
+    for name in ("mean", "median"):
+        out[name] = np.where(none, np.nan, out[name].astype(np.float64))
+    for name in ("min", "max"):
+        out[name] = objects([None if n else int(v) for v, n in zip(out[name].tolist(), none.tolist())])
     return out
 
 
@@ -120,7 +131,10 @@ def device_gaps(g: GpuOps, step: int | None = None) -> Columns:
         out["median"].append(float(np.median(length)) if len(length) else 0.0)
         out["min"].append(int(length.min()) if len(length) else 0)
         out["max"].append(int(length.max()) if len(length) else 0)
-    return {"rank": objects(out["rank"]), **{k: np.array(v) for k, v in out.items() if k != "rank"}}
+    floats = ("mean", "median")
+    return _no_gap_stats({"rank": objects(out["rank"]),
+                          **{k: np.array(v, np.float64 if k in floats else np.int64)
+                             for k, v in out.items() if k != "rank"}})
 
 
 def histogram(gap_ns: np.ndarray, lo_us: float | None = None, hi_us: float | None = None,

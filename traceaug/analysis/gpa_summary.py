@@ -144,7 +144,7 @@ def collective(name: str) -> str:
 def summarize(data: SummaryInput, mapping: dict[str, str], iters: int, gpus: int,
               tag: str | None) -> dict:
     """Every figure of the report. Tables have columns name, per_iter_ms, per_iter_instances,
-    per_iter_share, total_ms, instances, total_share (kernel classes; NCCL and memory ops
+    per_iter_pct, total_ms, instances, total_pct (kernel classes; NCCL and memory ops
     without shares)."""
     if iters < 1 or gpus < 1:
         raise TraceaugError("--iters and --gpus must be at least 1")
@@ -168,9 +168,9 @@ def summarize(data: SummaryInput, mapping: dict[str, str], iters: int, gpus: int
     out["classes"] = {
         "name": table["name"], "per_iter_ms": _ms(table["per_iter_ns"]),
         "per_iter_instances": table["per_iter_instances"],
-        "per_iter_share": _share(table["per_iter_ns"], per_iter_ns),
+        "per_iter_pct": _share(table["per_iter_ns"], per_iter_ns),
         "total_ms": _ms(table["total_ns"]), "instances": table["instances"],
-        "total_share": _share(table["total_ns"], total_ns),
+        "total_pct": _share(table["total_ns"], total_ns),
     }
     nccl_names = k["name"][~compute]
     colls = np.array([collective(n) for n in nccl_names], dtype=object)

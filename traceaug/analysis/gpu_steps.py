@@ -26,7 +26,6 @@ from .tables import Columns, codes, take
 # The load kind these analyses need (GPU ops, their launches, ProfilerSteps of both sides),
 # the other events cut unparsed (read/kinds.py).
 LOAD = {"kind": "gpu_steps"}
-MEMORY_NAMES = ("Memcpy", "Memset", "dma")  # HTA's MEMORY_KERNEL_RE
 
 
 @dataclass
@@ -161,10 +160,8 @@ def _ops(trace: Trace) -> Columns:
     ops["kind"] = c["kind"].astype(object)
     code, names = codes(ops["name"])
     ops["name_id"] = code  # numbers the distinct names (grouping by it skips hashing strings)
-    cat = category(ops["kind"], code, names)
-    # copies and DMA that run as kernels (MTIA's CCP events): memory by name, as HTA types them
-    copy_name = np.array([isinstance(n, str) and n.startswith(MEMORY_NAMES) for n in names], bool)
-    ops["category"] = np.where((cat == "computation") & copy_name[code], "memory", cat).astype(object)
+    # copies and DMA that run as kernels (MTIA's CCP events) are copies by name (base.sql)
+    ops["category"] = category(ops["kind"], code, names)
     for k in ("device", "stream"):
         ops[k] = np.nan_to_num(c[k].astype(np.float64), nan=-1).astype(np.int64)
     ops["correlation"] = c["correlation"]

@@ -57,7 +57,10 @@ def info(trace: Trace) -> dict:
     """Devices, rank, steps, span, event counts, streams, engine warnings and what the
     Perfetto UI loses opening the file as it is."""
     trace.include("traceaug.kineto")
-    kinds = trace.columns("SELECT kind, COUNT(*) AS n FROM traceaug_event GROUP BY kind")
+    # GPU ops typed as every analysis types them (traceaug_gpu_op: MTIA's DMA ops are copies)
+    kinds = trace.columns("SELECT kind, COUNT(*) AS n FROM traceaug_event "
+                          "WHERE kind NOT IN ('kernel', 'memcpy', 'memset') GROUP BY kind "
+                          "UNION ALL SELECT kind, COUNT(*) AS n FROM traceaug_gpu_op GROUP BY kind")
     by_kind = dict(zip(kinds["kind"].tolist(), kinds["n"].tolist()))
     streams = trace.columns(
         "SELECT device, stream, COUNT(*) AS ops FROM traceaug_gpu_op "

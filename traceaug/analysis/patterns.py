@@ -1,9 +1,10 @@
 """Frequent GPU kernel sequences: HTA's whole-sequence patterns per operator, and repeats
 mined across operator instances and along each stream.
 
-An operator *instance* is an outermost CPU op matching ``operator`` (an exact name or a
-glob; default: every top-level CPU op); its sequence is every GPU op launched anywhere in
-its subtree (launch and GPU op linked by correlation id), in GPU start order. Three scopes:
+An operator *instance* is an outermost CPU op or CPU-side user annotation matching
+``operator`` (an exact name or a glob; default: every top-level CPU op, annotations left
+out); its sequence is every GPU op launched anywhere in its subtree (launch and GPU op
+linked by correlation id), in GPU start order. Three scopes:
 
 - ``whole``: instances grouped by (op name, whole sequence), as HTA's
   ``get_frequent_cuda_kernel_sequences`` does (instances with ``>= min_len`` GPU ops).
@@ -46,11 +47,15 @@ SLICE_SQL = """
 SELECT id, COALESCE(parent_id, -1) AS parent, depth, ts, dur, track_id FROM slice ORDER BY id
 """
 TRACK_SQL = "SELECT track_id, pid, tid FROM _traceaug_track ORDER BY track_id"
-# The CPU ops matching the operator, with their names.
+# The CPU ops matching the operator, with their names. A named operator may also be a CPU-side
+# ``user_annotation`` range (``Optimizer.step#SGD.step``, as HTA finds it); the default (every
+# top-level CPU op) leaves them out, or ``ProfilerStep#N`` would own everything.
 MATCH_SQL = """
-SELECT s.id, s.name FROM slice s WHERE s.category IN ('cpu_op', 'Operator') AND ({match})
+SELECT s.id, s.name FROM slice s WHERE s.category IN ({categories}) AND ({match})
 ORDER BY s.id
 """
+CPU_OP_CATEGORIES = "'cpu_op', 'Operator'"
+NAMED_CATEGORIES = CPU_OP_CATEGORIES + ", 'user_annotation'"
 
 
 def _sql_text(value: str) -> str:
@@ -142,12 +147,13 @@ def compute(trace: Trace, operator: str | None = None, min_len: int = 3) -> Patt
     """Every pattern of every scope and its counted occurrences, as numpy tables.
 
     ``patterns`` columns: pattern (id n of ``P<n>``), scope, operators, kernel_ids
-    (``K1 K2 ...``), kernels (short names, the first SHOWN_NAMES), length, count, gpu_total_ns, gpu_mean_ns,
-    cpu_total_ns, gpu_share. ``occurrences`` columns: pattern, scope, seq, start (index of
-    its first GPU op in that scope's sequence ``seq``), instance (the CPU op's slice id or
-    -1), operator, first_op (slice id of its first GPU op), gpu_pid, device, stream, gpu_ts,
-    gpu_end, gpu_ns (summed GPU op time), cpu_pid, cpu_tid, cpu_ts, cpu_end (instance op or
-    launches; -1 when no launch is known). Times are engine ns."""
+    (``K1 K2 ...``), kernels (short names, the first SHOWN_NAMES), length, count,
+    gpu_total_ns, gpu_mean_ns, cpu_total_ns, gpu_pct (percent of all GPU op time).
+    ``occurrences`` columns: pattern, scope, seq, start (index of its first GPU op in that
+    scope's sequence ``seq``), instance (the CPU op's slice id or -1), operator, first_op
+    (slice id of its first GPU op), gpu_pid, device, stream, gpu_ts, gpu_end, gpu_ns (summed
+    GPU op time), cpu_pid, cpu_tid, cpu_ts, cpu_end (instance op or launches; -1 when no
+    launch is known). Times are engine ns."""
     trace.include("traceaug.kineto")
     gpu = trace.columns(GPU_SQL)
     cpu = _slices(trace, operator)
@@ -156,7 +162,9 @@ def compute(trace: Trace, operator: str | None = None, min_len: int = 3) -> Patt
     kernel_code, kernel_names = codes(gpu["name"])
     launch = trace.columns(LAUNCH_SQL)
     at = first_match(launch["correlation"], gpu["correlation"])
-    launch_id = np.where(at >= 0, launch["id"].astype(np.int64)[np.maximum(at, 0)], -1)
+    ids = launch["id"].astype(np.int64)
+    # no call launched them (no runtime table, NULL correlation ids): no launch, -1
+    launch_id = np.where(at >= 0, ids[np.maximum(at, 0)], -1) if len(ids) else np.full(len(at), -1)
     n_cpu = len(cpu["id"])
     launch_row = np.searchsorted(cpu["id"], launch_id)
     ok = (launch_id >= 0) & (launch_row < n_cpu)
@@ -207,7 +215,8 @@ def _slices(trace: Trace, operator: str | None) -> Columns:
     at = np.where(on, at, 0)
     for c in ("pid", "tid"):
         cpu[c] = np.where(on, tracks[c][at], -1) if on.any() else np.full(len(on), -1, np.int64)
-    matched = trace.columns(MATCH_SQL.format(match=match_sql(operator)))
+    categories = CPU_OP_CATEGORIES if operator is None else NAMED_CATEGORIES
+    matched = trace.columns(MATCH_SQL.format(categories=categories, match=match_sql(operator)))
     rows = np.searchsorted(cpu["id"], matched["id"].astype(np.int64))
     cpu["match"] = np.zeros(len(cpu["id"]), bool)
     cpu["match"][rows] = True
@@ -279,7 +288,7 @@ def _number(tables: list, kernel_names: list[str], gpu_total: int) -> tuple[Colu
     numbered 1..n, and their occurrences carrying that number."""
     rows: dict[str, list] = {c: [] for c in (
         "pattern", "scope", "operators", "kernel_ids", "kernels", "length", "count",
-        "gpu_total_ns", "gpu_mean_ns", "cpu_total_ns", "gpu_share")}
+        "gpu_total_ns", "gpu_mean_ns", "cpu_total_ns", "gpu_pct")}
     occ_parts, next_id = [], 1
     short = {k: shorten(kernel_names[k]) for k in  # only the names a pattern shows
              {k for _, found, _ in tables for symbols, _ in found for k in symbols[:SHOWN_NAMES]}}
@@ -312,14 +321,14 @@ def _number(tables: list, kernel_names: list[str], gpu_total: int) -> tuple[Colu
             rows["gpu_total_ns"].append(int(gpu_ns[i]))
             rows["gpu_mean_ns"].append(gpu_ns[i] / count[i] if count[i] else float("nan"))
             rows["cpu_total_ns"].append(int(cpu_ns[i]))
-            rows["gpu_share"].append(gpu_ns[i] / gpu_total if gpu_total else float("nan"))
+            rows["gpu_pct"].append(100 * gpu_ns[i] / gpu_total if gpu_total else float("nan"))
         part = {k: v for k, v in occ.items() if k != "group"}
         part["pattern"] = ident[g] if len(g) else np.zeros(0, np.int64)
         part["scope"] = objects([scope] * len(g))
         occ_parts.append(part)
         next_id += len(found)
     patterns = {k: objects(v) if k in ("scope", "operators", "kernel_ids", "kernels")
-                else np.array(v, np.float64 if k in ("gpu_mean_ns", "gpu_share") else np.int64)
+                else np.array(v, np.float64 if k in ("gpu_mean_ns", "gpu_pct") else np.int64)
                 for k, v in rows.items()}
     first = ("pattern", "scope", "seq", "start", "instance", "operator")
     occurrences = {k: np.concatenate([p[k] for p in occ_parts]) for k in

@@ -88,4 +88,16 @@ def frame(table: Columns) -> pd.DataFrame:
     """The table as a pandas DataFrame (imports pandas)."""
     import pandas as pd
 
-    return pd.DataFrame(table)
+    return pd.DataFrame({k: _nullable_ints(v, pd) for k, v in table.items()})
+
+
+def _nullable_ints(column, pd):
+    """An object column of integers and None as pandas' nullable Int64 (None is ``<NA>``, the
+    integers stay exact); any other column as it is."""
+    if not isinstance(column, np.ndarray) or column.dtype != object or not len(column):
+        return column
+    values = column.tolist()
+    if None not in values or values.count(None) == len(values) or not all(
+            v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in values):
+        return column
+    return pd.array(values, dtype="Int64")

@@ -1,5 +1,6 @@
 """Run ``traceaug kernels | gaps | breakdown | launches`` over a file or every rank of a
-directory, and render their tables (times in µs in the terminal, exact ns in csv / json)."""
+directory, and render their tables (times in µs in the terminal, exact ns in csv / json,
+every column named with its unit: ``public``)."""
 
 from __future__ import annotations
 
@@ -16,17 +17,21 @@ from ..analysis import launches as ln
 from ..analysis.gpu_steps import LOAD, GpuOps, rank_ops
 from ..analysis.tables import Columns, objects
 from ..errors import TraceaugError
-from ..output import render_columns
+from ..output import CELL_WIDTH, cut, render_columns
 
 if TYPE_CHECKING:
     from ..read.prefetch import Prefetched
 
-# Columns holding ns: shown in µs in the terminal (csv / json keep the exact ns).
-NS = {"total", "mean", "std", "min", "max", "median", "window", "cpu_step", "busy", "idle",
-      "computation", "communication", "memory", "comp_only", "comm_only", "mem_only", "comp_comm",
-      "comp_mem", "comm_mem", "comp_comm_mem", "cpu_duration", "gpu_duration", "launch_delay",
-      "mean_total", "min_total", "max_total", "mean_cpu_duration", "max_cpu_duration",
-      "mean_launch_delay", "max_launch_delay"}
+# Columns the analyses keep in ns under bare names (``analysis.*``, the report reads them so):
+# CSV, JSON and the API's DataFrames name them ``*_ns`` (``public``), the terminal ``*_us``.
+NS = {"total", "mean", "std", "min", "max", "median", "window_start", "window", "cpu_step", "busy",
+      "idle", "computation", "communication", "memory", "comp_only", "comm_only", "mem_only",
+      "comp_comm", "comp_mem", "comm_mem", "comp_comm_mem", "cpu_duration", "gpu_duration",
+      "launch_delay", "mean_total", "min_total", "max_total", "mean_cpu_duration",
+      "max_cpu_duration", "mean_launch_delay", "max_launch_delay"}
+# Shares, as percent (``kernels``'), or as fractions (the idle breakdown's ``ratio``) made percent.
+PERCENT = {"share_launches": "launches_pct", "share_time": "time_pct"}
+FRACTION = {"ratio": "share_pct"}
 
 
 def load(path: Path, rank: int | None = None, tp_bin: str | None = None,
@@ -49,46 +54,67 @@ def concat(tables: list[Columns]) -> Columns:
     return {c: np.concatenate([t[c] for t in tables]) for c in tables[0]}
 
 
-def clip_names(table: Columns, width: int = 80) -> Columns:
-    """Long names shortened for the terminal."""
+def public(table: Columns) -> Columns:
+    """The table as CSV, JSON and the API's DataFrames give it: each time with its unit in its
+    name (``total`` -> ``total_ns``), each share a percent named ``*_pct``."""
+    out = {}
+    for c, v in table.items():
+        if c in NS:
+            out[f"{c}_ns"] = v
+        elif c in PERCENT:
+            out[PERCENT[c]] = v
+        elif c in FRACTION:
+            out[FRACTION[c]] = 100 * v
+        else:
+            out[c] = v
+    return out
+
+
+def clip_names(table: Columns, width: int = CELL_WIDTH) -> Columns:
+    """Long names cut as a terminal table cuts them (``output.cut``), for pages that show
+    tables outside the terminal (the report)."""
     out = dict(table)
     for c in ("name", "from", "to"):
         if c in out:
-            out[c] = objects([n if not isinstance(n, str) or len(n) <= width else n[: width - 1] + "…"
-                              for n in out[c].tolist()])
+            out[c] = objects([cut(n, width) if isinstance(n, str) else n for n in out[c].tolist()])
     return out
 
 
 def shown(table: Columns, fmt: str, full_names: bool = True) -> Columns:
-    """The table as rendered: in the terminal, ns columns become ``*_us`` and names are clipped
-    unless ``full_names``."""
+    """A ``public`` table as rendered: in the terminal ``*_ns`` columns become ``*_us``; the
+    window's start and the full names of a transition's ops are left to csv / json.
+    ``full_names=False``: names cut (``clip_names``)."""
+    table = public(table if full_names else clip_names(table))
     if fmt != "table":
         return table
     out = {}
     for c, v in table.items():
         if c in ("from", "to") and "transition" in table:  # the short "A → B" says it
             continue
-        if c in NS and v.dtype.kind in "iuf":
-            out[f"{c}_us"] = v / 1e3
-        elif c == "window_start":
+        if c == "window_start_ns":
             continue
+        if c.endswith("_ns") and v.dtype.kind in "iuf":
+            out[f"{c[:-3]}_us"] = v / 1e3
+        elif c.endswith("_ns") and v.dtype == object:  # integers with missing values (None)
+            out[f"{c[:-3]}_us"] = objects([None if x is None else x / 1e3 for x in v.tolist()])
         else:
             out[c] = v
-    return out if full_names else clip_names(out)
+    return out
 
 
-def render(sections: list[tuple[str, Columns]], fmt: str, full_names: bool = True) -> str:
+def render(sections: list[tuple[str, Columns]], fmt: str, full_names: bool = False) -> str:
     """Titled tables: in the terminal one after the other (a histogram as bars); in csv each
-    table as its own block after a ``# title`` line; in json one object keyed by title."""
+    table as its own block after a ``# title`` line; in json one object keyed by title. Long
+    names are cut in the terminal unless ``full_names`` (``output.cut``)."""
     if fmt == "json":
-        data = {title: orjson.loads(render_columns(t, "json")) for title, t in sections}
+        data = {title: orjson.loads(render_columns(public(t), "json")) for title, t in sections}
         return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n"
     parts = []
     for title, t in sections:
         if fmt == "table" and "lo_us" in t:
             parts.append(f"{title}\n{bars(t)}")
             continue
-        body = render_columns(shown(t, fmt, full_names), fmt)
+        body = render_columns(shown(t, fmt), fmt, full=full_names)
         parts.append(f"# {title}\n{body}" if fmt == "csv" else f"{title}\n{body}")
     return "\n".join(parts)
 

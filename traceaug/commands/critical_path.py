@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from ..output import render_columns
+from ..output import cut, render_columns
 from ..rewrite import critical_path, pipeline
 
 if TYPE_CHECKING:
@@ -28,15 +28,15 @@ def summary_text(results: list[dict], fmt: str) -> str:
     if fmt == "json":
         data = results[0] if len(results) == 1 else results
         return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n"
-    if fmt == "csv":  # long form: rank, section, key, ns, share
-        rows: dict[str, list] = {c: [] for c in ("rank", "section", "key", "ns", "share")}
+    if fmt == "csv":  # long form: rank, section, key, ns, share_pct
+        rows: dict[str, list] = {c: [] for c in ("rank", "section", "key", "ns", "share_pct")}
         for r in results:
             for section, key in (("length", None), ("categories", "category"), ("top", "event")):
                 if key is None:
-                    items = [("length", r["length_ns"], 1.0)]
+                    items = [("length", r["length_ns"], 100.0)]
                 else:
                     t = r[section]
-                    items = list(zip(t[key], t["ns"], t["share"]))
+                    items = list(zip(t[key], t["ns"], t["share_pct"]))
                 for k, ns, share in items:
                     for c, v in zip(rows, (r["rank"], section, k, ns, share)):
                         rows[c].append(v)
@@ -51,17 +51,16 @@ def summary_text(results: list[dict], fmt: str) -> str:
             parts.append(f"inferred: {calls:,} {what}")
         parts.append(render_columns({"category": cats["category"],
                                      "us": [v / 1e3 for v in cats["ns"]],
-                                     "share": cats["share"]}, "table"))
+                                     "share_pct": cats["share_pct"]}, "table"))
         top = r["top"]
         parts.append("top events on the path\n" + render_columns(
             {"event": [_short(e) for e in top["event"]], "us": [v / 1e3 for v in top["ns"]],
-             "share": top["share"]}, "table"))
+             "share_pct": top["share_pct"]}, "table"))
     return "\n".join(parts)
 
 
 def _short(name, width: int = 60) -> str:
-    name = str(name)
-    return name if len(name) <= width else name[: width - 3] + "..."
+    return cut(str(name), width)
 
 
 CRITICAL_PATH = pipeline.Rewriter(name="critical-path", kind="sync", compute=critical_path.compute,

@@ -12,7 +12,7 @@ import numpy as np
 import orjson
 
 from ..analysis.patterns import SCOPES
-from ..output import render_columns
+from ..output import cut, render_columns
 from ..rewrite import pipeline
 from ..rewrite.patterns import prepare
 
@@ -51,8 +51,7 @@ def _json(r: dict) -> dict:
 
 
 def _clip(values: np.ndarray, width: int) -> np.ndarray:
-    return np.array([v if len(v) <= width else v[:width - 1] + "…" for v in values.tolist()],
-                    dtype=object)
+    return np.array([cut(v, width) for v in values.tolist()], dtype=object)
 
 
 def _table(r: dict) -> str:

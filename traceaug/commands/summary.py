@@ -111,9 +111,9 @@ def _rows(table: dict, cols: list[tuple[str, str, str]]) -> list[str]:
 
 
 KERNEL_COLS = [("name", "Class", ""), ("per_iter_ms", "TimePerIter(ms)", ".2f"),
-               ("per_iter_instances", "InstancePerIter", "d"), ("per_iter_share", "TimePerIter(%)", ".2f"),
+               ("per_iter_instances", "InstancePerIter", "d"), ("per_iter_pct", "TimePerIter(%)", ".2f"),
                ("total_ms", "TotalTime(ms)", ".2f"), ("instances", "TotalInstance", "d"),
-               ("total_share", "TotalTime(%)", ".2f")]
+               ("total_pct", "TotalTime(%)", ".2f")]
 PLAIN_COLS = [("name", "Class", ""), ("per_iter_ms", "TimePerIter(ms)", ".2f"),
               ("per_iter_instances", "InstancePerIter", "d"), ("total_ms", "TotalTime(ms)", ".2f"),
               ("instances", "TotalInstance", "d")]

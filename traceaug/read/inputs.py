@@ -3,7 +3,8 @@
 A rank comes from ``distributedInfo.rank`` (parsed as JSON, compact or not) or an nsys
 export's MPI rank (``nsys.recorded_rank``), else from the file name (``rank-3``,
 ``rank_3``, ``rank3``), else it is reported. Files traceaug wrote itself carry a
-``"traceaug"`` top-level key and are never taken as inputs.
+``"traceaug"`` top-level key and are skipped where the directory also holds traces it did not
+write (their inputs); a directory of outputs alone is read as it is.
 """
 
 from __future__ import annotations
@@ -93,17 +94,22 @@ def resolve(path: str | Path) -> list[TraceFile]:
         if not path.exists():
             raise TraceaugError(f"{path}: no such file or directory")
         return [TraceFile(path, None)]
-    found: dict[int, Path] = {}
-    unranked: list[Path] = []
-    outputs = 0
+    inputs: list[tuple[Path, bytes]] = []
+    outputs: list[tuple[Path, bytes]] = []
     for f in sorted(path.iterdir()):
         if (not f.is_file() or not f.name.endswith((*TRACE_SUFFIXES, *EXPORT_SUFFIXES))
                 or f.stat().st_size == 0):
             continue
         head = _peek(f)
-        if is_traceaug_output(head):
-            outputs += 1
-            continue
+        (outputs if is_traceaug_output(head) else inputs).append((f, head))
+    if not inputs and not outputs:
+        raise TraceaugError(f"{path}: no trace files (*.json, *.json.gz, *.sqlite) in this "
+                            "directory")
+    # traceaug's outputs beside their inputs are derived copies, skipped; a directory of
+    # outputs only (``counters DIR OUT/``) is read as the ranks it holds
+    found: dict[int, Path] = {}
+    unranked: list[Path] = []
+    for f, head in inputs or outputs:
         rank = rank_of(f, head)
         if rank is None:
             unranked.append(f)
@@ -111,11 +117,6 @@ def resolve(path: str | Path) -> list[TraceFile]:
             raise TraceaugError(f"{path}: rank {rank} appears twice: {found[rank].name} and {f.name}")
         else:
             found[rank] = f
-    if not found and not unranked:
-        skipped = (f"; {outputs} written by traceaug are skipped here (name one to read it)"
-                   if outputs else "")
-        raise TraceaugError(f"{path}: no trace files (*.json, *.json.gz, *.sqlite) in this "
-                            f"directory{skipped}")
     if unranked:
         if not found and len(unranked) == 1:
             return [TraceFile(unranked[0], None)]

@@ -36,10 +36,17 @@ JOIN thread t USING (utid)
 LEFT JOIN process p USING (upid)
 LEFT JOIN lanes l ON l.track_id = tt.id;
 
--- GPU work (kernels, copies, sets) keyed by (device, stream).
+-- GPU work (kernels, copies, sets) keyed by (device, stream). Copies and DMA that run as
+-- kernels (MTIA's CCP `dma_request`) are copies by name, as HTA types them (Memcpy|Memset|dma).
 CREATE PERFETTO VIEW traceaug_gpu_op AS
 SELECT
-  s.id, s.ts, s.dur, s.name, s.category, k.kind,
+  s.id, s.ts, s.dur, s.name, s.category,
+  CASE
+    WHEN k.kind != 'kernel' THEN k.kind
+    WHEN s.name GLOB 'Memset*' THEN 'memset'
+    WHEN s.name GLOB 'Memcpy*' OR s.name GLOB 'dma*' THEN 'memcpy'
+    ELSE k.kind
+  END AS kind,
   COALESCE(extract_arg(s.arg_set_id, 'args.correlation'),
            extract_arg(s.arg_set_id, 'args.correlation id')) AS correlation,
   s.arg_set_id, tr.pid,

@@ -1,7 +1,8 @@
 -- traceaug.counters: what the queue-length and memory-bandwidth counters are made of.
 INCLUDE PERFETTO MODULE traceaug.base;
 
--- Runtime / driver calls that enqueue work on a stream (CUDA and ROCm).
+-- Runtime / driver calls that enqueue work on a stream (CUDA, ROCm and MTIA: HTA's MTIA launch
+-- `runFunction - job_prep_and_submit_for_execution`, and the queued copies).
 CREATE PERFETTO TABLE traceaug_launch AS
 SELECT id, ts, dur, name, correlation
 FROM traceaug_runtime
@@ -11,7 +12,9 @@ WHERE correlation IS NOT NULL AND correlation > 0
     'cudaLaunchCooperativeKernel', 'cudaMemcpyAsync', 'cudaMemsetAsync', 'cudaGraphLaunch',
     'cuGraphLaunch', 'hipLaunchKernel', 'hipExtLaunchKernel', 'hipModuleLaunchKernel',
     'hipExtModuleLaunchKernel', 'hipLaunchCooperativeKernel', 'hipMemcpyAsync',
-    'hipMemsetAsync', 'hipMemcpyWithStream', 'hipGraphLaunch');
+    'hipMemsetAsync', 'hipMemcpyWithStream', 'hipGraphLaunch',
+    'runFunction - job_prep_and_submit_for_execution', 'enqueueCommand memcpyHtoDAsync',
+    'enqueueCommand memcpyDtoHAsync', 'enqueueCommand memcpyDtoDAsync');
 
 -- Memory copies and sets with their copy kind, bytes and bandwidth (GB/s = bytes/ns).
 CREATE PERFETTO TABLE traceaug_copy AS

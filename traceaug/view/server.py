@@ -121,13 +121,13 @@ class PerfettoServer(http.server.ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, trace: Path, port: int = 0) -> None:
+    def __init__(self, trace: Path, port: int = 0, name: str | None = None) -> None:
         if port in RESERVED_PORTS:
             raise TraceaugError(f"port {port} is where the Perfetto UI looks for a native trace "
                                 "processor; choose another")
         self.ui_root = web_dist_dir().parent.resolve()
         self.trace = trace.resolve()
-        self.trace_name = urllib.parse.quote(trace.name)
+        self.trace_name = urllib.parse.quote(name or trace.name)  # the name in the URL
         self.commands = startup_commands(self.trace)
         try:
             super().__init__((HOST, port), _Handler)
@@ -173,17 +173,21 @@ class PerfettoServer(http.server.ThreadingHTTPServer):
         return target
 
 
-def serve(trace: Path, port: int = 0, browser: bool = True, announce=print) -> None:
-    """Serve until Ctrl-C; print the URL and (optionally) open the user's browser."""
+def serve(trace: Path, port: int = 0, browser: bool = True, announce=print,
+          name: str | None = None) -> None:
+    """Serve until Ctrl-C; print the URL and (optionally) open the user's browser. ``name``:
+    what the message and the URL call the trace (the user's ``.sqlite`` for its temporary
+    conversion), its own name by default."""
     trace = Path(trace)
+    name = name or trace.name
     if trace.is_dir():
         raise TraceaugError(f"{trace}: is a directory; open takes one trace file")
     if not trace.exists():
         raise TraceaugError(f"{trace}: no such file")
     if not trace.is_file():
         raise TraceaugError(f"{trace}: is not a regular file (a FIFO or device)")
-    server = PerfettoServer(trace, port)
-    announce(f"Perfetto UI with {trace.name}: {server.url}")
+    server = PerfettoServer(trace, port, name)
+    announce(f"Perfetto UI with {name}: {server.url}")
     announce("Press Ctrl-C to stop.")
     if browser:
         threading.Timer(0.2, webbrowser.open, args=(server.url,)).start()

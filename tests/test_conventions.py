@@ -1,0 +1,182 @@
+"""One convention for numbers (issue 23 item 11), checked on every command's CSV and JSON and on
+every DataFrame of the Python API, run on small real traces: a column holding a time names its
+unit, a share is a percent named ``*_pct``, a missing value is empty in CSV and null in JSON
+(never ``nan`` / ``None`` / ``NULL`` text), and a terminal table cuts long text the same way."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from pathlib import Path
+
+import orjson
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from conftest import shared_trace
+
+import traceaug
+import traceaug.analyses as ta
+from traceaug.cli import main
+
+TRACE = "kineto/a100_simple_add_cuda_sync.json.gz"  # 3 streams, steps, syncs: every table has rows
+PAIR = ("kineto/diff/h100_runs/a/trace.json.gz", "kineto/diff/h100_runs/b/trace.json.gz")
+UNITS = ("ns", "us", "ms", "s", "pct", "gbps")
+# Names that hold no time and no share: identities, labels, counts, sizes.
+UNITLESS = {
+    # identities and labels
+    "rank", "world_size", "file", "out", "outputs", "devices", "device", "stream", "streams",
+    "name", "type", "key", "kind", "category", "source", "series", "metric", "section", "event",
+    "transition", "from", "to", "launch_name", "correlation", "status", "scope", "operator",
+    "operators", "pattern", "kernel_ids", "kernels", "window", "title", "notes", "warnings",
+    "perfetto_ui", "slowest_rank", "path", "side", "a", "b",
+    # counts and sizes
+    "count", "count_a", "count_b", "delta_count", "ops", "gaps", "cpu_ops", "runtime_calls",
+    "memcpys", "memsets", "profiler_steps", "step", "steps", "launched_ops", "unlaunched_ops",
+    "short_gpu_ops", "runtime_outliers", "delay_outliers", "ranks", "length", "instances",
+    "bytes", "edges", "nodes", "skipped_backwards", "iters", "gpus",
+    "per_iter_instances", "mean_queued", "max_queued", "seq", "start", "instance", "first_op",
+    "gpu_pid", "cpu_pid", "cpu_tid", "pid", "tid", "value", "events",
+}
+# Texts a missing value must never print as in CSV or JSON.
+MISSING_TEXTS = {"nan", "NaN", "None", "NULL", "<NA>", "null"}
+
+
+def bad_name(name: str) -> str | None:
+    """Why ``name`` breaks the convention, or None."""
+    if name in UNITLESS or any(word in UNITS for word in name.split("_")):  # mean_gbps_busy
+        return None
+    if "share" in name or "ratio" in name:
+        return "a share that is not a percent named *_pct"
+    return "neither a unit suffix (_ns, _us, _ms, _s, _pct, _gbps) nor a known unitless name"
+
+
+def cli(*args: str) -> str:
+    res = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return res.stdout
+
+
+def csv_names(text: str) -> tuple[set[str], list[str]]:
+    """Every header of a CSV output (blocks after ``# title`` lines) and every cell."""
+    names, cells = set(), []
+    for block in re.split(r"(?m)^# .*\n", text):
+        rows = list(csv.reader(io.StringIO(block.strip("\n"))))
+        if rows:
+            names.update(rows[0])
+            cells += [c for r in rows[1:] for c in r]
+    return names, cells
+
+
+def json_names(data, names: set[str], values: list) -> None:
+    """Keys holding a value (a scalar or a list of scalars) anywhere in ``data``; every value."""
+    if isinstance(data, dict):
+        for k, v in data.items():
+            if isinstance(v, dict) or (isinstance(v, list) and v and isinstance(v[0], dict)):
+                json_names(v, names, values)
+            else:
+                names.add(k)
+                values += v if isinstance(v, list) else [v]
+    elif isinstance(data, list):
+        for v in data:
+            json_names(v, names, values)
+
+
+def commands(tmp: Path) -> dict[str, list[str]]:
+    """Every command that prints a table, with its arguments."""
+    src = str(shared_trace(TRACE))
+    a, b = (str(shared_trace(p)) for p in PAIR)
+    return {
+        "info": ["info", src], "kernels": ["kernels", src], "gaps": ["gaps", src],
+        "breakdown": ["breakdown", src], "launches": ["launches", src], "report": ["report", src],
+        "counters": ["counters", src, str(tmp / "c.json")],
+        "patterns": ["patterns", src, str(tmp / "p.json")],
+        "critical-path": ["critical-path", src, str(tmp / "cp.json")],
+        "diff": ["diff", a, b],
+    }
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory) -> dict[tuple[str, str], str]:
+    tmp = tmp_path_factory.mktemp("conventions")
+    return {(name, fmt): cli(*args, "--format", fmt)
+            for name, args in commands(tmp).items() for fmt in ("csv", "json")}
+
+
+def test_every_csv_and_json_column_says_its_unit(outputs) -> None:
+    bad = {}
+    for (command, fmt), text in outputs.items():
+        if fmt == "csv":
+            names, cells = csv_names(text)
+            if command in ("counters", "critical-path"):  # long form: metric names are values too
+                rows = list(csv.DictReader(io.StringIO(text)))
+                names |= {r["metric"] for r in rows if "metric" in r}
+            found = MISSING_TEXTS & set(cells)
+        else:
+            names, values = set(), []
+            json_names(orjson.loads(text), names, values)
+            found = MISSING_TEXTS & {v for v in values if isinstance(v, str)}
+            found |= {"NaN"} if any(isinstance(v, float) and math.isnan(v) for v in values) else set()
+        assert names, (command, fmt)
+        for n in sorted(names):
+            if (why := bad_name(n)) is not None:
+                bad[(command, fmt, n)] = why
+        assert not found, f"{command} --format {fmt} prints a missing value as {found}"
+    assert not bad, "\n".join(f"{c} --format {f}: {n}: {w}" for (c, f, n), w in bad.items())
+
+
+def test_summary_columns_say_their_unit() -> None:
+    """``summary`` (JSON only) on the GPU Performance Analyzer's example config."""
+    config = shared_trace("nsys/gpa/gpt5b_fp8_config.json")
+    names, values = set(), []
+    json_names(orjson.loads(cli("summary", "--config", str(config), "--format", "json")), names,
+               values)
+    assert "per_iter_pct" in names
+    assert not {n: bad_name(n) for n in names if bad_name(n)}
+
+
+def test_every_api_dataframe_column_says_its_unit(tmp_path: Path) -> None:
+    src = shared_trace(TRACE)
+    a, b = (shared_trace(p) for p in PAIR)
+    frames = {f: getattr(ta, f)(src) for f in (
+        "kernels", "kernels_across_ranks", "stream_gaps", "device_gaps", "kernel_transitions",
+        "gap_histogram", "temporal_breakdown", "idle_breakdown", "comm_comp_overlap", "launches",
+        "launch_summary")}
+    res = traceaug.counters(src, tmp_path / "c.json", progress=False)
+    frames |= {"counters.queue": res.queue, "counters.bandwidth": res.bandwidth}
+    found = traceaug.patterns(src, tmp_path / "p.json", progress=False)
+    frames |= {"patterns": found.patterns, "occurrences": found.occurrences}
+    path, summary = traceaug.critical_path(src, progress=False)
+    frames |= {"critical_path": path, "critical_path.summary": summary}
+    comparison = traceaug.diff(a, b, progress=False)
+    frames |= {"diff.summary": comparison.summary, "diff.ops": comparison.ops}
+    frames["info"] = pd.DataFrame(traceaug.info(src, progress=False))
+    bad = {(f, c): bad_name(c) for f, df in frames.items() for c in df.columns if bad_name(c)}
+    assert not bad, "\n".join(f"{f}: {c}: {w}" for (f, c), w in bad.items())
+    assert all(len(df) for f, df in frames.items() if f != "counters.bandwidth"), \
+        [f for f, df in frames.items() if not len(df)]
+
+
+def _cells(line: str) -> list[str]:
+    return [c for c in re.split(r"\s{2,}", line.strip()) if c]
+
+
+def test_terminal_tables_cut_long_text_alike() -> None:
+    """``query`` and ``patterns`` printed 416-character lines: every table cell is at most
+    ``output.CELL_WIDTH`` characters, a longer text cut to 79 and "…"; csv keeps it whole."""
+    from traceaug.output import CELL_WIDTH
+
+    src = shared_trace(TRACE)
+    sql = "SELECT name FROM slice ORDER BY LENGTH(name) DESC, name LIMIT 3"
+    longest = cli("query", str(src), sql, "--format", "csv").splitlines()[1].strip('"')
+    assert len(longest) > CELL_WIDTH  # the trace has names to cut
+    table = cli("query", str(src), sql).splitlines()
+    assert table[1].strip() == longest[:CELL_WIDTH - 1] + "…"
+    for args in (["query", str(src), sql], ["kernels", str(src)], ["gaps", str(src)],
+                 ["launches", str(src)], ["breakdown", str(src)]):
+        for line in cli(*args).splitlines():
+            assert all(len(c) <= CELL_WIDTH for c in _cells(line)), (args[0], line)
+    full = cli("kernels", str(src), "--full-names")
+    assert any(len(c) > CELL_WIDTH for line in full.splitlines() for c in _cells(line))

@@ -114,7 +114,7 @@ def test_implausible_annotation_falls_back_to_the_launches(tmp_path: Path) -> No
     out = CliRunner().invoke(main, ["breakdown", str(path), "--format", "json"])
     assert out.exit_code == 0, out.output
     rows = next(v for k, v in json.loads(out.output).items() if k.startswith("temporal"))
-    got = [(row["step"], row["source"], row["window"] // 1000, row["busy"] // 1000)
+    got = [(row["step"], row["source"], row["window_ns"] // 1000, row["busy_ns"] // 1000)
            for row in rows]
     # step 0: [50, 1030) from its launches to step 1's annotation; 1: to step 2's first op
     # (2050); 2: to its last op's end (2500); busy 300 µs each

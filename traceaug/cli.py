@@ -620,6 +620,33 @@ def critical_path(ctx: click.Context, src: Path, dst: Path | None, step: int | N
     _print_summary(text, dst)
 
 
+@main.command("whatif")
+@click.argument("trace", type=paths.Input())
+@click.option("--step", type=int, help="Only ProfilerStep#N (default: every step).")
+@click.option("--scale", "scales", multiple=True, metavar="SELECTOR=FACTOR",
+              help="Scale the time of the events SELECTOR picks: comp, comm, mem (kernel types), "
+                   "cpu, or a kernel / CPU op name glob. Repeatable: each is one change.")
+@click.option("--no-launch-delay", is_flag=True, help="Also replay with launch delays of 0.")
+@click.option("--rank", type=int, help="For a directory: the rank to replay.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="Output format.")
+@click.pass_context
+def whatif_command(ctx: click.Context, trace: Path, step: int | None, scales: tuple[str, ...],
+                   no_launch_delay: bool, rank: int | None, fmt: str) -> None:
+    """Replay TRACE's critical-path graph per step: the baseline's replay error, then the
+    predicted step time and speedup of each change."""
+    from .analysis.replay import parse_scale
+
+    for s in scales:  # refused before any load
+        parse_scale(s)
+    prefetched = _prefetch(trace, kind="sync")
+    from .commands import whatif as cmd
+
+    steps, changes = cmd.compute(trace, step, scales, no_launch_delay, rank,
+                                 prefetched=prefetched, **_options(ctx))
+    click.echo(cmd.render(steps, changes, fmt), nl=False)
+
+
 def run() -> None:
     """The console entry point: ``main``, then end the process without unloading pandas,
     numpy and the engine module by module (0.08 s of every command, for nothing)."""

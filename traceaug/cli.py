@@ -318,6 +318,9 @@ def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style:
 @click.option("--trace", "trace_out", type=paths.Output(),
               help="Write both traces into one Perfetto file (B relabelled, aligned at the first step).")
 @click.option("--open", "open_ui", is_flag=True, help="Open the --trace file in the Perfetto UI.")
+@click.option("--explain", is_flag=True,
+              help="Also split the step-time change along both critical paths, per category and "
+                   "event (csv / json: only that split).")
 @_open_options
 @click.pass_context
 def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, step: int | None,
@@ -325,7 +328,7 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
                  rank: int | None, threshold: float, top: int, fail_pct: float | None,
                  min_delta_us: float | None, gate: str, fmt: str,
                  html_out: Path | None, trace_out: Path | None, open_ui: bool, port: int,
-                 no_browser: bool) -> None:
+                 no_browser: bool, explain: bool = False) -> None:
     """Compare two traces (or two directories of per-rank traces): what changed from A to B."""
     if open_ui and trace_out is None:
         raise click.UsageError("--open needs --trace FILE")
@@ -334,10 +337,20 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
     prefetched = _prefetch(a, b, kind="ops")
     from .commands import diff as cmd
 
+    if explain:
+        if step_index is not None:
+            raise click.UsageError("--explain takes --step or --step-a/--step-b")
+        split = cmd.explain(a, b, step, step_a, step_b, rank, **_options(ctx))
+        if fmt != "table":
+            click.echo(cmd.render_explain(split, fmt), nl=False)
+            return
+
     result = cmd.run(a, b, by, device, step, threshold, rank, prefetched=prefetched,
                      step_a=step_a, step_b=step_b, step_index=step_index, **_options(ctx))
     try:
         click.echo(cmd.render(result, fmt, top), nl=False)
+        if explain:
+            click.echo(cmd.render_explain(split, fmt, top), nl=False)
         written = []  # said once every output is done: Ctrl-C before then removes them all
         if html_out is not None:
             from .report.diff_html import write_report

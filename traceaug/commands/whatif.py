@@ -34,14 +34,17 @@ def compute(path: str | Path, step: int | None = None, scales: tuple[str, ...] =
 def flat(steps: dict, changes: dict) -> dict:
     """One row per (step, change), the step's figures repeated (csv / json); a step without
     changes keeps one row with an empty change."""
-    rows = {k: [] for k in (*steps, "change", "predicted_ns", "speedup", "saving_pct")}
-    for i, s in enumerate(steps["step"].tolist()):
-        mine = [j for j, c in enumerate(changes["step"].tolist()) if c == s] or [None]
+    per_change = ("change", "predicted_ns", "speedup", "saving_pct")
+    rows = {k: [] for k in (*steps, *per_change)}
+    st = {k: v.tolist() for k, v in steps.items()}  # Python numbers: json writes them
+    ch = {k: v.tolist() for k, v in changes.items()}
+    for i, s in enumerate(st["step"]):
+        mine = [j for j, c in enumerate(ch["step"]) if c == s] or [None]
         for j in mine:
             for k in steps:
-                rows[k].append(steps[k][i])
-            for k in ("change", "predicted_ns", "speedup", "saving_pct"):
-                rows[k].append(None if j is None else changes[k][j])
+                rows[k].append(st[k][i])
+            for k in per_change:
+                rows[k].append(None if j is None else ch[k][j])
     return {k: np.array(v, dtype=object) for k, v in rows.items()}
 
 

@@ -222,3 +222,23 @@ def test_explain_sums_to_the_step_change_on_real_runs(pair: str) -> None:
     assert delta != 0
     assert res["categories"]["delta_ns"].sum() == pytest.approx(delta, abs=1e-6)
     assert res["events"]["delta_ns"].sum() == pytest.approx(delta, abs=1e-6)
+
+
+DLRM_RANK4 = "kineto/jobs/dlrm_v100_8ranks/worker4_step_12.1694128201547.pt.trace.json.gz"
+
+
+@pytest.mark.parametrize("rel", [DLRM_RANK4, "kineto/h100_qwen05b_inference.json.gz"])
+def test_real_traces_replay_exactly_and_changes_move_the_right_way(rel: str) -> None:
+    """Unchanged, the replay is the measured step; a slower class never shortens it, a faster
+    one never lengthens it, and nothing made faster ends before the path's recorded work."""
+    scales = ["comp=2", "comp=0.5", "cpu=0", "comm=0", "mem=1"]
+    w = traceaug.whatif(shared_trace(rel), scale=scales, no_launch_delay=True, progress=False)
+    assert (w.steps["baseline_ns"] == w.steps["measured_ns"]).all()
+    assert (w.steps["baseline_error_pct"] == 0).all()
+    for step, base in zip(w.steps["step"], w.steps["baseline_ns"]):
+        got = dict(zip(w.changes["change"][w.changes["step"] == step],
+                       w.changes["predicted_ns"][w.changes["step"] == step]))
+        assert got["comp=2"] >= base >= got["comp=0.5"]
+        assert got["mem=1"] == base
+        assert max(got["cpu=0"], got["comm=0"], got["no-launch-delay"]) <= base
+        assert got["all"] > 0

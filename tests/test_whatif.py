@@ -242,3 +242,32 @@ def test_real_traces_replay_exactly_and_changes_move_the_right_way(rel: str) -> 
         assert got["mem=1"] == base
         assert max(got["cpu=0"], got["comm=0"], got["no-launch-delay"]) <= base
         assert got["all"] > 0
+
+
+def test_joined_models_wait_for_each_other(tmp_path: Path) -> None:
+    """Two copies of ``pipeline`` joined as ranks 0 and 1 by an edge from rank 0's gemm end to
+    rank 1's all-reduce start (50 µs, as its own gap): alone, rank 1's gemm at half time would
+    end its step at 1500 µs; joined, its all-reduce still waits for rank 0's gemm (1100 + 50),
+    so the job's step stays 2000 µs. Rank 0's gemm at half time shortens rank 0 alone: 2000."""
+    path = _write(tmp_path, pipeline())
+    with traceaug.load(path, kind="sync", progress=False) as t:
+        win = cp.window(t, 1)
+        graph = cp.build(cp.events(t), win)
+        names = replay.event_names(t, graph)
+    m = replay.model(graph, win)
+    gemm, nccl = names.tolist().index("gemm_a"), names.tolist().index("ncclKernel_AllReduce_RING")
+    n = len(m.node_ts)
+    job = replay.join([m, m], np.array([2 * gemm + 1]), np.array([n + 2 * nccl]),
+                      np.array([50 * US]))
+    assert job.replay() == 2000 * US  # unchanged: the measured step
+    half = np.ones(2 * m.events)
+    half[m.events + gemm] = 0.5  # rank 1's gemm
+    f1 = np.ones(m.events)
+    f1[gemm] = 0.5
+    assert m.replay(f1) == 1500 * US
+    assert job.replay(half) == 2000 * US
+    half[:] = 1
+    half[gemm] = 0.5  # rank 0's gemm: rank 1 still takes 2000
+    assert job.replay(half) == 2000 * US
+    half[m.events + gemm] = 0.5  # both: the job's step is one rank's
+    assert job.replay(half) == 1500 * US

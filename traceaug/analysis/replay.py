@@ -24,7 +24,7 @@ through the dependencies recorded; the slack is the part no change can shrink
 from collapsing (dropping it replays every stream as if busy back to back).
 
 The replay itself takes bare arrays (``node_ts``, ``src``, ``dst``, ``delay``): a job's
-graph (per-rank node ids namespaced, collective edges added) replays the same way.
+graph replays the same way, its ranks' models joined by ``join`` with the collectives' edges.
 """
 
 from __future__ import annotations
@@ -103,6 +103,9 @@ class Model:
     launch: np.ndarray
     start: int
     end: int
+    events: int = 0  # how many events ``event`` numbers (the length of a ``factor``)
+    tail_nodes: np.ndarray | None = None  # (``join``) see ``tails``
+    tail_ns: np.ndarray | None = None
 
     def replay(self, factor: np.ndarray | None = None, no_launch_delay: bool = False) -> int:
         """The replayed window length (ns): ``factor`` per event scales its own time."""
@@ -118,12 +121,20 @@ class Model:
         return self.finish(t) - self.start
 
     def finish(self, t: np.ndarray) -> int:
-        """The window's replayed end: as far after its measured last node as measured, and
-        never before any node."""
+        """The window's replayed end: as far after each last node (``tails``) as measured,
+        and never before any node."""
         if not len(t):
             return self.end
+        nodes, after = self.tails()
+        return max(int((t[nodes] + after).max()), int(t.max()))
+
+    def tails(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the last nodes: of the window, or of each model ``join`` joined; the measured time
+        from each to its window's end)."""
+        if self.tail_nodes is not None:
+            return self.tail_nodes, self.tail_ns
         last = int(np.argmax(self.node_ts))
-        return max(int(t[last]) + self.end - int(self.node_ts[last]), int(t.max()))
+        return np.array([last]), np.array([self.end - int(self.node_ts[last])])
 
     def unexplained(self) -> int:
         """Slack (ns) on the baseline's way into the window's end: back from the last node
@@ -131,8 +142,8 @@ class Model:
         window's tail after its last node."""
         if not len(self.node_ts):
             return self.end - self.start
-        v = int(np.argmax(self.node_ts))
-        total = self.end - int(self.node_ts[v])
+        nodes, after = self.tails()
+        v, total = int(nodes[0]), int(after[0])
         bind, slack, src = self.bind.tolist(), self.slack.tolist(), self.src.tolist()
         while bind[v] >= 0:
             total += slack[bind[v]]
@@ -166,7 +177,38 @@ def model(graph: cp.Graph, window: cp.Window) -> Model:
     launch = np.r_[launch, x_launch]
     bind, slack = binding(ts, src, dst, delay)
     return Model(ts, graph.node_order, graph.node_lane, src, dst, delay, slack, bind, event,
-                 launch, window.start, window.end)
+                 launch, window.start, window.end, len(graph.ev["gpu"]))
+
+
+def join(models: list[Model], src: np.ndarray, dst: np.ndarray, delay: np.ndarray) -> Model:
+    """One model of several (a job's ranks, their times in one clock) and the edges joining
+    them (``src``, ``dst``: node ids of the joined model, where each model's nodes follow the
+    previous ones; ``delay``: e.g. a collective's transfer from every member's arrival to each
+    member's end). Delays are capped at their measured time and the slack is found again
+    over every edge, so the unchanged replay stays the measured one; events are numbered
+    model after model (a ``factor`` is the models' factors one after another)."""
+    node_at = np.cumsum([0] + [len(m.node_ts) for m in models])
+    event_at = np.cumsum([0] + [m.events for m in models])
+    ts = np.concatenate([m.node_ts for m in models])
+    order = np.concatenate([m.node_order + 4 * node_at[i] for i, m in enumerate(models)])
+    lanes = None if any(m.node_lane is None for m in models) else np.concatenate(
+        [m.node_lane for m in models])
+    keep = ts[dst] >= ts[src]
+    src, dst = src[keep], dst[keep]
+    delay = np.minimum(delay[keep], ts[dst] - ts[src])
+    all_src = np.concatenate([m.src + node_at[i] for i, m in enumerate(models)] + [src])
+    all_dst = np.concatenate([m.dst + node_at[i] for i, m in enumerate(models)] + [dst])
+    all_delay = np.concatenate([m.delay for m in models] + [delay])
+    event = np.concatenate([np.where(m.event >= 0, m.event + event_at[i], -1)
+                            for i, m in enumerate(models)] + [np.full(len(src), -1, np.int64)])
+    launch = np.concatenate([m.launch for m in models] + [np.zeros(len(src), bool)])
+    bind, slack = binding(ts, all_src, all_dst, all_delay)
+    tails = [(m.tails()[0] + node_at[i], m.tails()[1]) for i, m in enumerate(models)
+             if len(m.node_ts)]
+    nodes = np.concatenate([t[0] for t in tails])
+    return Model(ts, order, lanes, all_src, all_dst, all_delay, slack, bind, event, launch,
+                 min(m.start for m in models), max(m.end for m in models), int(event_at[-1]),
+                 nodes, np.concatenate([t[1] for t in tails]))
 
 
 def _order_edges(graph: cp.Graph, kind: np.ndarray):

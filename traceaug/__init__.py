@@ -7,6 +7,7 @@ The Python API mirrors the CLI::
         t.query("SELECT COUNT(*) FROM slice")
     traceaug.query("trace.json.gz", "SELECT ...")   # -> DataFrame
     traceaug.info("traces/")                         # -> list of dicts, one per rank
+    steps, changes = traceaug.whatif("t.json.gz", scale=["comp=0.5"])  # -> two DataFrames
     summary, ops = traceaug.diff("a.json.gz", "b.json.gz")  # -> two DataFrames
 """
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 __all__ = ["Counters", "KernelPatterns", "Trace", "TraceaugError", "counters", "critical_path",
-           "diff", "info", "load", "load_ranks", "patterns", "query", "__version__"]
+           "diff", "info", "load", "load_ranks", "patterns", "query", "whatif", "__version__"]
 
 
 def __getattr__(name: str):
@@ -278,3 +279,28 @@ def critical_path(path: str | Path, step: int | None = None, annotation: str | N
                           "max_gap_us": max_gap_us, "top": top},
                          tp_bin=options.get("tp_bin"), progress=options.get("progress"))
     return out
+
+
+class WhatIf(NamedTuple):
+    """``traceaug.whatif``'s result: per step the measured and replayed baseline times, and
+    per (step, change) the predicted step time."""
+
+    steps: pd.DataFrame
+    changes: pd.DataFrame
+
+
+def whatif(path: str | Path, step: int | None = None, scale: list[str] | tuple[str, ...] = (),
+           no_launch_delay: bool = False, rank: int | None = None, **options) -> WhatIf:
+    """``traceaug whatif`` as data: ``steps`` (``step, measured_ns, baseline_ns,
+    baseline_error_pct, unexplained_pct``) and ``changes`` (``step, change, predicted_ns,
+    speedup, saving_pct``; one row per ``scale`` entry ``"SELECTOR=FACTOR"``, for
+    ``no_launch_delay``, and ``all`` of them when more than one). ``options``: ``tp_bin``,
+    ``progress``."""
+    from .analysis.tables import frame
+    from .commands.whatif import compute
+
+    if isinstance(scale, str):
+        scale = (scale,)
+    steps, changes = compute(path, step, tuple(scale), no_launch_delay, rank,
+                             tp_bin=options.get("tp_bin"), progress=options.get("progress"))
+    return WhatIf(frame(steps), frame(changes))

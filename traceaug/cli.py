@@ -323,6 +323,9 @@ def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style:
 @click.option("--trace", "trace_out", type=paths.Output(),
               help="Write both traces into one Perfetto file (B relabelled, aligned at the first step).")
 @click.option("--open", "open_ui", is_flag=True, help="Open the --trace file in the Perfetto UI.")
+@click.option("--explain", is_flag=True,
+              help="Also split the step-time change along both critical paths, per category and "
+                   "event (csv / json: only that split).")
 @_open_options
 @click.pass_context
 def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, step: int | None,
@@ -330,7 +333,7 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
                  rank: int | None, threshold: float, top: int, fail_pct: float | None,
                  min_delta_us: float | None, gate: str, fmt: str,
                  html_out: Path | None, trace_out: Path | None, open_ui: bool, port: int,
-                 no_browser: bool) -> None:
+                 no_browser: bool, explain: bool = False) -> None:
     """Compare two traces (or two directories of per-rank traces): what changed from A to B."""
     if open_ui and trace_out is None:
         raise click.UsageError("--open needs --trace FILE")
@@ -339,10 +342,20 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
     prefetched = _prefetch(a, b, kind="ops")
     from .commands import diff as cmd
 
+    if explain:
+        if step_index is not None:
+            raise click.UsageError("--explain takes --step or --step-a/--step-b")
+        split = cmd.explain(a, b, step, step_a, step_b, rank, **_options(ctx))
+        if fmt != "table":
+            click.echo(cmd.render_explain(split, fmt), nl=False)
+            return
+
     result = cmd.run(a, b, by, device, step, threshold, rank, prefetched=prefetched,
                      step_a=step_a, step_b=step_b, step_index=step_index, **_options(ctx))
     try:
         click.echo(cmd.render(result, fmt, top), nl=False)
+        if explain:
+            click.echo(cmd.render_explain(split, fmt, top), nl=False)
         written = []  # said once every output is done: Ctrl-C before then removes them all
         if html_out is not None:
             from .report.diff_html import write_report
@@ -624,6 +637,33 @@ def critical_path(ctx: click.Context, src: Path, dst: Path | None, step: int | N
                open_ui=open_ui,
                **_options(ctx))
     _print_summary(text, dst)
+
+
+@main.command("whatif")
+@click.argument("trace", type=paths.Input())
+@click.option("--step", type=int, help="Only ProfilerStep#N (default: every step).")
+@click.option("--scale", "scales", multiple=True, metavar="SELECTOR=FACTOR",
+              help="Scale the time of the events SELECTOR picks: comp, comm, mem (kernel types), "
+                   "cpu, or a kernel / CPU op name glob. Repeatable: each is one change.")
+@click.option("--no-launch-delay", is_flag=True, help="Also replay with launch delays of 0.")
+@click.option("--rank", type=int, help="For a directory: the rank to replay.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="Output format.")
+@click.pass_context
+def whatif_command(ctx: click.Context, trace: Path, step: int | None, scales: tuple[str, ...],
+                   no_launch_delay: bool, rank: int | None, fmt: str) -> None:
+    """Replay TRACE's critical-path graph per step: the baseline's replay error, then the
+    predicted step time and speedup of each change."""
+    from .analysis.replay import parse_scale
+
+    for s in scales:  # refused before any load
+        parse_scale(s)
+    prefetched = _prefetch(trace, kind="sync")
+    from .commands import whatif as cmd
+
+    steps, changes = cmd.compute(trace, step, scales, no_launch_delay, rank,
+                                 prefetched=prefetched, **_options(ctx))
+    click.echo(cmd.render(steps, changes, fmt), nl=False)
 
 
 def run() -> None:

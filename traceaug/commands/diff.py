@@ -220,3 +220,48 @@ def render(result: DiffResult, fmt: str, top: int = 10) -> str:
             table = render_columns({c: ops[c][rows] for c in cols}, "table")
             parts.append(f"\n{title} (per step)\n{table}")
     return "\n".join(parts)
+
+
+def explain(a: Path, b: Path, step: int | None = None, step_a: int | None = None,
+            step_b: int | None = None, rank: int | None = None, tp_bin: str | None = None,
+            progress: bool | None = None) -> dict:
+    """``analysis.explain`` of one pair of traces (``rank`` of directories), loaded with the
+    runtime calls and syncs the critical path needs."""
+    from ..analysis.explain import explain as split
+
+    pairs, _ = pair_ranks(Path(a), Path(b), rank)
+    if len(pairs) != 1:
+        raise TraceaugError("--explain compares one pair of traces: choose a rank with --rank")
+    if step is not None:
+        step_a = step_b = step
+    with Trace(pairs[0][0].path, kind="sync", tp_bin=tp_bin, progress=progress) as ta, \
+            Trace(pairs[0][1].path, kind="sync", tp_bin=tp_bin, progress=progress) as tb:
+        return split(ta, tb, step_a, step_b)
+
+
+def render_explain(res: dict, fmt: str, top: int = 10) -> str:
+    """The step-time change per category, then the ``top`` events that moved most (table);
+    both tables in full, one long table with a ``section`` column (csv / json)."""
+    cats, events = res["categories"], res["events"]
+    if fmt != "table":
+        n, m = len(cats["category"]), len(events["event"])
+        rows = {"section": objects(["category"] * n + ["event"] * m),
+                "category": np.r_[cats["category"], events["category"]],
+                "event": objects([None] * n + events["event"].tolist()),
+                "a_ns": np.r_[cats["a_ns"], events["a_ns"]],
+                "b_ns": np.r_[cats["b_ns"], events["b_ns"]],
+                "delta_ns": np.r_[cats["delta_ns"], events["delta_ns"]]}
+        text = render_columns(rows, fmt)
+        return text if text.endswith("\n") else text + "\n"
+    head = (f"\nstep time along the critical paths: {res['step_a_ns'] / 1e3:,.3f} -> "
+            f"{res['step_b_ns'] / 1e3:,.3f} us ({res['delta_ns'] / 1e3:+,.3f} us; the rows below "
+            "sum to it, idle included)\n")
+    table = render_columns({"category": cats["category"], "a_us": cats["a_ns"] / 1e3,
+                            "b_us": cats["b_ns"] / 1e3, "delta_us": cats["delta_ns"] / 1e3,
+                            "share_of_change_pct": cats["share_of_change_pct"]}, "table")
+    k = slice(0, top)
+    ev = render_columns({"event": objects([clip(e) for e in events["event"][k].tolist()]),
+                         "category": events["category"][k], "a_us": events["a_ns"][k] / 1e3,
+                         "b_us": events["b_ns"][k] / 1e3, "delta_us": events["delta_ns"][k] / 1e3},
+                        "table")
+    return head + table + f"\nEvents that moved most along the paths (per step)\n{ev}"

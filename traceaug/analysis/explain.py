@@ -1,0 +1,73 @@
+"""``diff --explain``: a step-time change split along the two runs' critical paths.
+
+Why: a diff of op totals says what changed, not what moved the step. Each run's path cuts
+its step's window into pieces (``critical_path.Result.pieces``: every piece a category and
+an event, time off the path ``idle``), and the pieces tile the window, so per run the times
+per category (or per event) sum to its step time. The change per category / event is B's
+time minus A's (per step: over several steps, the mean), and these changes sum to the
+step-time change exactly: the rule is that idle is a category (and an event) of its own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..trace import Trace
+from . import critical_path as cp
+from .steps import steps as all_steps
+from .tables import objects
+
+IDLE_EVENT = "(idle)"
+
+
+def path_times(trace: Trace, step_numbers: list[int | None]) -> tuple[float, dict, dict]:
+    """(mean step time, mean ns per category, mean ns per (event, category)) over the
+    critical paths of ``step_numbers`` (None: the whole trace)."""
+    total, cats, events = 0, {c: 0 for c in cp.CATEGORIES}, {}
+    for n in step_numbers:
+        r = cp.analyse(trace, n)
+        win = r.window
+        p, e = r.pieces(), r.edges
+        dur = (p["end"] - p["ts"]).tolist()
+        idle = p["category"] == cp.IDLE
+        name = np.where(idle, IDLE_EVENT, e["event_name"][np.maximum(p["edge"], 0)]
+                        if len(e["event_name"]) else IDLE_EVENT)
+        for c, x, d in zip(p["category"].tolist(), name.tolist(), dur):
+            cats[c] += d
+            events[(x, c)] = events.get((x, c), 0) + d
+        total += win.end - win.start
+    k = max(len(step_numbers), 1)
+    return total / k, {c: v / k for c, v in cats.items()}, {x: v / k for x, v in events.items()}
+
+
+def numbers(trace: Trace, step: int | None) -> list[int | None]:
+    """The steps compared on one side: ``step``, else every ProfilerStep, else the whole
+    trace (None)."""
+    if step is not None:
+        return [step]
+    found = all_steps(trace)["step"].tolist()
+    return found or [None]
+
+
+def explain(a: Trace, b: Trace, step_a: int | None = None, step_b: int | None = None) -> dict:
+    """``step_a_ns``, ``step_b_ns``, ``delta_ns`` (per step) and two tables: ``categories``
+    (``category, a_ns, b_ns, delta_ns, share_of_change_pct``, in ``CATEGORIES`` order) and
+    ``events`` (``event, category, a_ns, b_ns, delta_ns``, largest |delta| first); each
+    table's ``delta_ns`` sums to ``delta_ns``."""
+    sa, ca, ea = path_times(a, numbers(a, step_a))
+    sb, cb, eb = path_times(b, numbers(b, step_b))
+    delta = sb - sa
+    cat = list(cp.CATEGORIES)
+    da = np.array([cb[c] - ca[c] for c in cat])
+    categories = {"category": objects(cat), "a_ns": np.array([ca[c] for c in cat]),
+                  "b_ns": np.array([cb[c] for c in cat]), "delta_ns": da,
+                  "share_of_change_pct": (100 * da / delta if delta else np.zeros(len(cat))) + 0.0}
+    keys = sorted(ea.keys() | eb.keys(), key=lambda k: (str(k[0]), k[1]))
+    a_ns = np.array([ea.get(k, 0.0) for k in keys])
+    b_ns = np.array([eb.get(k, 0.0) for k in keys])
+    o = np.argsort(-np.abs(b_ns - a_ns), kind="stable")
+    events = {"event": objects([keys[i][0] for i in o]),
+              "category": objects([keys[i][1] for i in o]),
+              "a_ns": a_ns[o], "b_ns": b_ns[o], "delta_ns": (b_ns - a_ns)[o]}
+    return {"step_a_ns": sa, "step_b_ns": sb, "delta_ns": delta, "categories": categories,
+            "events": events}

@@ -1,0 +1,369 @@
+"""What-if replay of a critical-path graph: each node at the time its last dependency allows.
+
+Why: the critical path says what set a step's time; a replay says what the step would take
+if some of it ran faster (a kernel class, the CPU, no launch delays).
+
+The model. Every edge carries a *delay*: an event's own time on its start -> end edge (the
+part a ``--scale`` changes), a measured wait that no change touches (the gap between a
+thread's top-level ops, a kernel-to-kernel gap, a launch delay unless ``no_launch_delay``),
+a blocking call's wait after the GPU op it waited on ended, 0 for a stream-wait-event. Beyond
+the critical path's graph: every GPU op also waits for the op before it on its stream (delay
+0) and for its launch call's start (the median measured launch delay, at most its own), so
+a change never lets a kernel overtake its stream or its launch. A blocking call's own span
+weighs only its wait after the GPU (its sync edges weigh the same), so the call ends when
+the GPU work it waits for does, whenever that is.
+
+Faithful baseline: no delay exceeds the measured time between its edge's two nodes, and
+whatever a node's measured time leaves over its latest dependency (a gap no recorded
+dependency explains: "idle") is kept as *slack* on that one edge, the binding one; nodes
+without dependencies keep their measured times, and the step's end stays as far after its
+last node as measured. So the unchanged replay reproduces every measured time exactly (a
+baseline error of 0 up to what the graph cannot express), and a change moves a node only
+through the dependencies recorded; the slack is the part no change can shrink
+(``unexplained_pct``). Slack kept per node rather than dropped is what keeps the timeline
+from collapsing (dropping it replays every stream as if busy back to back).
+
+The replay itself takes bare arrays (``node_ts``, ``src``, ``dst``, ``delay``): a job's
+graph replays the same way, its ranks' models joined by ``join`` with the collectives' edges.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import TraceaugError
+from . import critical_path as cp
+from . import dag
+from .steps import _COMM
+
+TYPES = ("comp", "comm", "mem", "cpu")
+NO_LAUNCH_DELAY = "no-launch-delay"
+_NONE = np.iinfo(np.int64).min // 4
+
+
+def schedule(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray, dst: np.ndarray,
+             delay: np.ndarray, lane: np.ndarray | None = None) -> np.ndarray:
+    """Each node's replayed time: the latest over its in-edges of the source's time plus the
+    edge's delay; a node without in-edges at its ``node_ts``. Edges must run forward in
+    ``node_ts`` (that gives the topological order, ``dag.positions``); along ``dag.chains``'
+    runs the times are cumulative sums, only the other edges are relaxed one by one."""
+    n = len(node_ts)
+    if not len(src):
+        return node_ts.astype(np.int64).copy()
+    topo = dag.positions(node_ts, node_order, src, dst)
+    runs = dag.chains(topo, src, dst, delay, lane)
+    heads = runs.order[runs.head]
+    has_in = np.bincount(dst, minlength=n) > 0
+    value = np.where(has_in[heads], _NONE, node_ts[heads]).tolist()
+    rest = np.flatnonzero(~runs.link)
+    rest = rest[np.argsort(topo[dst[rest]], kind="stable")]
+    for a, d, x in zip(runs.run[src[rest]].tolist(), runs.run[dst[rest]].tolist(),
+                       (runs.base[src[rest]] + delay[rest]).tolist()):
+        x += value[a]
+        if x > value[d]:
+            value[d] = x
+    return np.array(value, np.int64)[runs.run] + runs.base
+
+
+def binding(node_ts: np.ndarray, src: np.ndarray, dst: np.ndarray, delay: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """(the binding in-edge of each node, -1 at a node without; the slack per edge): the
+    in-edge whose source time plus delay is latest (the first such), and what the node's
+    measured time leaves over it, kept on that edge."""
+    n = len(node_ts)
+    at = node_ts[src] + delay
+    o = np.lexsort((np.arange(len(src)), -at, dst))
+    first = o[np.r_[True, dst[o][1:] != dst[o][:-1]]] if len(o) else o
+    bind = np.full(n, -1, np.int64)
+    bind[dst[first]] = first
+    slack = np.zeros(len(src), np.int64)
+    slack[first] = node_ts[dst[first]] - at[first]
+    return bind, slack
+
+
+@dataclass
+class Model:
+    """A graph ready to replay: edges (``src``, ``dst``), each one's modelled ``delay`` (ns),
+    ``slack`` (measured time the model leaves, on binding edges), ``event`` (whose own time
+    the delay is, -1: a wait no change scales) and ``launch`` (a launch delay); ``end``: the
+    window's end, ``tail_node`` the latest node, ``start`` the window's start."""
+
+    node_ts: np.ndarray
+    node_order: np.ndarray
+    node_lane: np.ndarray | None
+    src: np.ndarray
+    dst: np.ndarray
+    delay: np.ndarray
+    slack: np.ndarray
+    bind: np.ndarray
+    event: np.ndarray
+    launch: np.ndarray
+    start: int
+    end: int
+    events: int = 0  # how many events ``event`` numbers (the length of a ``factor``)
+    tail_nodes: np.ndarray | None = None  # (``join``) see ``tails``
+    tail_ns: np.ndarray | None = None
+
+    def replay(self, factor: np.ndarray | None = None, no_launch_delay: bool = False) -> int:
+        """The replayed window length (ns): ``factor`` per event scales its own time."""
+        d = self.delay
+        if factor is not None:
+            scaled = self.event >= 0
+            d = d.copy()
+            d[scaled] = np.round(d[scaled] * factor[self.event[scaled]]).astype(np.int64)
+        if no_launch_delay:
+            d = np.where(self.launch, 0, d)
+        t = schedule(self.node_ts, self.node_order, self.src, self.dst, d + self.slack,
+                     self.node_lane)
+        return self.finish(t) - self.start
+
+    def finish(self, t: np.ndarray) -> int:
+        """The window's replayed end: as far after each last node (``tails``) as measured,
+        and never before any node."""
+        if not len(t):
+            return self.end
+        nodes, after = self.tails()
+        return max(int((t[nodes] + after).max()), int(t.max()))
+
+    def tails(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the last nodes: of the window, or of each model ``join`` joined; the measured time
+        from each to its window's end)."""
+        if self.tail_nodes is not None:
+            return self.tail_nodes, self.tail_ns
+        last = int(np.argmax(self.node_ts))
+        return np.array([last]), np.array([self.end - int(self.node_ts[last])])
+
+    def unexplained(self) -> int:
+        """Slack (ns) on the baseline's way into the window's end: back from the last node
+        along binding edges, with the first node's distance from the window's start and the
+        window's tail after its last node."""
+        if not len(self.node_ts):
+            return self.end - self.start
+        nodes, after = self.tails()
+        v, total = int(nodes[0]), int(after[0])
+        bind, slack, src = self.bind.tolist(), self.slack.tolist(), self.src.tolist()
+        while bind[v] >= 0:
+            total += slack[bind[v]]
+            v = src[bind[v]]
+        return total + int(self.node_ts[v]) - self.start
+
+
+def model(graph: cp.Graph, window: cp.Window) -> Model:
+    """The replay model of one critical-path graph (see the module's docstring)."""
+    ts = graph.node_ts
+    src, dst, kind = graph.src, graph.dst, graph.kind
+    delta = ts[dst] - ts[src]
+    delay = delta.copy()  # measured waits by default
+    event = np.where(kind == cp.SPAN, graph.event, -1)
+    delay[kind == cp.GPU_SYNC] = 0
+    sync = kind == cp.SYNC
+    delay[sync] = graph.weight[sync]  # the call's wait after the op it waited on ended
+    own = np.full(len(ts), -1, np.int64)  # a blocking call's end: its wait after the GPU
+    own[dst[sync]] = graph.weight[sync]
+    into_call = (kind == cp.SPAN) & (own[dst] >= 0)
+    delay[into_call] = np.minimum(delta[into_call], own[dst[into_call]])
+    launch = kind == cp.LAUNCH
+    typical = int(np.median(delta[launch])) if launch.any() else 0
+    x_src, x_dst, x_launch = _order_edges(graph, kind)
+    x_delta = ts[x_dst] - ts[x_src]
+    ok = x_delta >= 0  # (an op overlapping the one before it on its stream: clock skew)
+    x_src, x_dst, x_launch, x_delta = x_src[ok], x_dst[ok], x_launch[ok], x_delta[ok]
+    src, dst = np.r_[src, x_src], np.r_[dst, x_dst]
+    delay = np.r_[delay, np.where(x_launch, np.minimum(x_delta, typical), 0)]
+    event = np.r_[event, np.full(len(x_src), -1, np.int64)]
+    launch = np.r_[launch, x_launch]
+    bind, slack = binding(ts, src, dst, delay)
+    return Model(ts, graph.node_order, graph.node_lane, src, dst, delay, slack, bind, event,
+                 launch, window.start, window.end, len(graph.ev["gpu"]))
+
+
+def join(models: list[Model], src: np.ndarray, dst: np.ndarray, delay: np.ndarray) -> Model:
+    """One model of several (a job's ranks, their times in one clock) and the edges joining
+    them (``src``, ``dst``: node ids of the joined model, where each model's nodes follow the
+    previous ones; ``delay``: e.g. a collective's transfer from every member's arrival to each
+    member's end). Delays are capped at their measured time and the slack is found again
+    over every edge, so the unchanged replay stays the measured one; events are numbered
+    model after model (a ``factor`` is the models' factors one after another)."""
+    node_at = np.cumsum([0] + [len(m.node_ts) for m in models])
+    event_at = np.cumsum([0] + [m.events for m in models])
+    ts = np.concatenate([m.node_ts for m in models])
+    order = np.concatenate([m.node_order + 4 * node_at[i] for i, m in enumerate(models)])
+    lanes = None if any(m.node_lane is None for m in models) else np.concatenate(
+        [m.node_lane for m in models])
+    keep = ts[dst] >= ts[src]
+    src, dst = src[keep], dst[keep]
+    delay = np.minimum(delay[keep], ts[dst] - ts[src])
+    all_src = np.concatenate([m.src + node_at[i] for i, m in enumerate(models)] + [src])
+    all_dst = np.concatenate([m.dst + node_at[i] for i, m in enumerate(models)] + [dst])
+    all_delay = np.concatenate([m.delay for m in models] + [delay])
+    event = np.concatenate([np.where(m.event >= 0, m.event + event_at[i], -1)
+                            for i, m in enumerate(models)] + [np.full(len(src), -1, np.int64)])
+    launch = np.concatenate([m.launch for m in models] + [np.zeros(len(src), bool)])
+    bind, slack = binding(ts, all_src, all_dst, all_delay)
+    tails = [(m.tails()[0] + node_at[i], m.tails()[1]) for i, m in enumerate(models)
+             if len(m.node_ts)]
+    nodes = np.concatenate([t[0] for t in tails])
+    return Model(ts, order, lanes, all_src, all_dst, all_delay, slack, bind, event, launch,
+                 min(m.start for m in models), max(m.end for m in models), int(event_at[-1]),
+                 nodes, np.concatenate([t[1] for t in tails]))
+
+
+def _order_edges(graph: cp.Graph, kind: np.ndarray):
+    """Edges the graph leaves out but a replay must keep: op -> next op on its stream (where
+    no kernel gap links them) and launch -> op (where no launch delay does): (src, dst, is
+    a launch)."""
+    g, ts = graph.ev, graph.node_ts
+    gpu = np.flatnonzero(g["gpu"])
+    stream = np.where(g["stream"] >= 0, g["stream"], g["tid"])[gpu]
+    device = np.where(g["device"] >= 0, g["device"], g["pid"])[gpu]
+    o = np.lexsort((gpu, ts[2 * gpu], stream, device))
+    gpu, stream, device = gpu[o], stream[o], device[o]
+    same = (stream[1:] == stream[:-1]) & (device[1:] == device[:-1])
+    a, b = gpu[:-1][same], gpu[1:][same]
+    has = np.zeros(len(ts), bool)
+    has[graph.dst[(kind == cp.KERNEL_GAP)]] = True
+    keep = ~has[2 * b]
+    s_src, s_dst = 2 * a[keep] + 1, 2 * b[keep]
+    lch = g["launch"][gpu]
+    has[:] = False
+    has[graph.dst[kind == cp.LAUNCH]] = True
+    need = (lch >= 0) & ~has[2 * gpu]
+    l_src, l_dst = 2 * lch[need], 2 * gpu[need]
+    return (np.r_[s_src, l_src], np.r_[s_dst, l_dst],
+            np.r_[np.zeros(len(s_src), bool), np.ones(len(l_src), bool)])
+
+
+# ----- changes ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Scale:
+    """``--scale SELECTOR=FACTOR``: a type (``TYPES``) or a name glob, and its factor."""
+
+    selector: str
+    factor: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.selector}={self.factor:g}"
+
+
+def parse_scale(text: str) -> Scale:
+    """``SELECTOR=FACTOR`` (the last ``=`` splits: a glob may hold one)."""
+    sel, eq, fac = text.rpartition("=")
+    try:
+        factor = float(fac)
+    except ValueError:
+        factor = -1.0
+    if not eq or not sel or not factor >= 0 or factor == float("inf"):
+        raise TraceaugError(f"--scale {text!r}: expected SELECTOR=FACTOR with a factor >= 0")
+    return Scale(sel, factor)
+
+
+def selected(g: dict, names: np.ndarray, selector: str) -> np.ndarray:
+    """Which graph events a selector picks: ``comp`` / ``comm`` / ``mem`` (HTA's kernel types:
+    copies and sets are memory, NCCL / RCCL kernels communication, other GPU ops
+    computation), ``cpu`` (every CPU event), else the events whose name matches the glob."""
+    gpu = g["gpu"].astype(bool)
+    if selector in ("comp", "comm", "mem", "cpu"):
+        if selector == "cpu":
+            return ~gpu
+        mem = gpu & (g["memory"] == 1)
+        comm = gpu & ~mem & _matches(names, lambda n: _COMM.search(n) is not None)
+        return {"mem": mem, "comm": comm, "comp": gpu & ~mem & ~comm}[selector]
+    return _matches(names, lambda n: fnmatch.fnmatchcase(n, selector))
+
+
+def _matches(names: np.ndarray, test) -> np.ndarray:
+    found = {n: isinstance(n, str) and test(n) for n in set(names.tolist())}
+    return np.fromiter((found[n] for n in names.tolist()), bool, len(names))
+
+
+def event_names(trace, graph: cp.Graph) -> np.ndarray:
+    """Every graph event's name (GPU ops' read here: the graph has only the CPU events')."""
+    out = graph.ev["name"].copy()
+    unread = np.flatnonzero(out == None)  # noqa: E711
+    out[unread] = cp.names(trace, graph.ev["id"][unread])
+    return out
+
+
+@dataclass
+class StepReplay:
+    """One window's replay: measured, baseline and per change the predicted length (ns)."""
+
+    step: int | None
+    measured_ns: int
+    baseline_ns: int
+    unexplained_ns: int
+    predicted_ns: dict  # change label -> ns
+
+
+def replay_window(trace, ev: dict, win: cp.Window, step: int | None, scales: list[Scale],
+                  no_launch_delay: bool, combined: bool = True) -> StepReplay:
+    """Replay one window unchanged, then each change alone, then all of them (``combined``,
+    when more than one)."""
+    graph = cp.build(ev, win)
+    m = model(graph, win)
+    names = event_names(trace, graph) if any(s.selector != "cpu" for s in scales) else None
+    n = len(graph.ev["gpu"])
+    changes: list[tuple[str, np.ndarray | None, bool]] = []
+    for s in scales:
+        f = np.ones(n)
+        f[selected(graph.ev, names if names is not None else graph.ev["name"], s.selector)] = s.factor
+        changes.append((s.label, f, False))
+    if no_launch_delay:
+        changes.append((NO_LAUNCH_DELAY, None, True))
+    if combined and len(changes) > 1:
+        f = np.ones(n)
+        for _, fi, _ in changes:
+            if fi is not None:
+                f *= fi
+        changes.append(("all", f, no_launch_delay))
+    predicted = {label: m.replay(f, nl) for label, f, nl in changes}
+    return StepReplay(step, win.end - win.start, m.replay(), m.unexplained(), predicted)
+
+
+def whatif(trace, step: int | None = None, scales: list[Scale] | tuple = (),
+           no_launch_delay: bool = False) -> list[StepReplay]:
+    """Replays of every ProfilerStep of ``trace`` (or ``step``; the whole trace without
+    steps)."""
+    from .steps import steps as all_steps
+
+    ev = cp.events(trace)
+    st = all_steps(trace)
+    if step is not None or not len(st["step"]):
+        win = cp.window(trace, step)
+        return [replay_window(trace, ev, win, step, list(scales), no_launch_delay)]
+    return [replay_window(trace, ev, cp.Window(int(s), int(s + d), f"ProfilerStep#{k}"), int(k),
+                          list(scales), no_launch_delay)
+            for k, s, d in zip(st["step"].tolist(), st["ts"].tolist(), st["dur"].tolist())]
+
+
+def tables(results: list[StepReplay]) -> tuple[dict, dict]:
+    """(per step: ``step, measured_ns, baseline_ns, baseline_error_pct, unexplained_pct``;
+    per step and change: ``step, change, predicted_ns, speedup, saving_pct`` where speedup is
+    baseline / predicted and saving the share of the baseline a change removes)."""
+    steps = {"step": [], "measured_ns": [], "baseline_ns": [], "baseline_error_pct": [],
+             "unexplained_pct": []}
+    changes = {"step": [], "change": [], "predicted_ns": [], "speedup": [], "saving_pct": []}
+    for r in results:
+        steps["step"].append(r.step)
+        steps["measured_ns"].append(r.measured_ns)
+        steps["baseline_ns"].append(r.baseline_ns)
+        steps["baseline_error_pct"].append(_pct(r.baseline_ns - r.measured_ns, r.measured_ns))
+        steps["unexplained_pct"].append(_pct(r.unexplained_ns, r.measured_ns))
+        for label, ns in r.predicted_ns.items():
+            changes["step"].append(r.step)
+            changes["change"].append(label)
+            changes["predicted_ns"].append(ns)
+            changes["speedup"].append(r.baseline_ns / ns if ns > 0 else float("inf"))
+            changes["saving_pct"].append(_pct(r.baseline_ns - ns, r.baseline_ns))
+    return ({k: np.array(v, dtype=object if k in ("step", "change") else None)
+             for k, v in steps.items()},
+            {k: np.array(v, dtype=object if k in ("step", "change") else None)
+             for k, v in changes.items()})
+
+
+def _pct(part: float, whole: float) -> float:
+    return 100.0 * part / whole if whole else 0.0

@@ -1,0 +1,453 @@
+"""Collectives across ranks: matching, one job clock, waits, stragglers and their causes.
+
+Works on the small per-rank tables of ``collective_rank.extract`` (read through one call
+site, ``read_job``, that takes any ``map``-like executor). Definitions (issue 26):
+
+- Process group: from the args ("Process Group Name") when present; else the NCCL stream
+  (the i-th NCCL stream a rank uses, one communicator per stream); else one group of all.
+- Matching: by sequence number when every instance of a group has one; else the k-th
+  instance of a group on each rank. Kind and message size (when known) must agree; the first
+  position where they do not, or where a rank lacks the instance, is reported with the group
+  and position, and nothing past it in that group is matched.
+- Arrival = GPU start; the last arrival is the straggler; wait = last arrival − arrival;
+  skew = max − min arrival; transfer = median over ranks of (end − last arrival); algbw =
+  bytes ÷ transfer, busbw as nccl-tests.
+- Clock: each rank's offset = median over matched instances shared with an aligned rank of
+  (its end − that rank's end); the residual spread is the largest deviation from it.
+- Cause: the straggler held the second-latest arrival from t2 to its own arrival t1. The part
+  after t2 before its launch call is CPU-side (its CPU issued late), the rest GPU-side (its
+  stream reached the kernel late); the larger names the cause, with the CPU ops or GPU
+  kernels since the group's previous instance that took longer there than the others' median.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .collective_rank import RankTables, extract
+
+BUS_FACTOR = {"AllReduce": lambda n: 2 * (n - 1) / n, "AllGather": lambda n: (n - 1) / n,
+              "ReduceScatter": lambda n: (n - 1) / n, "AllToAll": lambda n: (n - 1) / n}
+NAMED = 3  # ops named per cause
+
+
+def read_job(path: str | Path, rank: int | None = None, options: dict | None = None,
+             mapper: Callable = map) -> list[RankTables]:
+    """Every rank's tables (``--rank``: that one only), read by ``mapper`` (``map`` or an
+    executor's map: ``extract`` is picklable); the rank is the file's, else its name's."""
+    from ..read.inputs import select
+
+    files = select(path, rank)
+    out = list(mapper(partial(extract, options=options or {}), [str(f.path) for f in files]))
+    for f, t in zip(files, out, strict=True):
+        if f.rank is not None:
+            t.rank = f.rank
+        elif t.rank is None:
+            t.rank = 0
+    return out
+
+
+@dataclass
+class Job:
+    """The matched collectives of a job, in the job clock.
+
+    ``instances``: one row per matched instance (iid, group, position, seq, kind, bytes,
+    step, ranks). ``arrivals``: one row per (instance, rank): iid, rank, launch_ns,
+    arrival_ns, end_ns (aligned), wait_ns. ``clock``: per rank offset_ns, residual_ns,
+    reference, applied. ``problems``: lines saying what could not be matched."""
+
+    tables: dict[int, RankTables]
+    instances: pd.DataFrame
+    arrivals: pd.DataFrame
+    clock: pd.DataFrame
+    problems: list[str] = field(default_factory=list)
+
+
+def _group_keys(t: RankTables) -> tuple[list[str], dict[str, str]]:
+    """Each collective's group key on rank ``t`` and the label of each key."""
+    keys, labels, streams = [], {}, {}
+    for pg, desc, dev, stream in zip(t.colls["pg_name"].tolist(), t.colls["pg_desc"].tolist(),
+                                     t.colls["device"].tolist(), t.colls["stream"].tolist()):
+        if isinstance(pg, str) or (pg is not None and pg == pg):
+            key = f"pg {pg}"
+            labels[key] = f"pg {pg}" + (f" ({desc})" if isinstance(desc, str) and desc else "")
+        elif stream is not None and stream == stream:
+            i = streams.setdefault((dev, stream), len(streams))
+            key = f"stream#{i}"
+            labels[key] = f"stream {stream}"
+        else:
+            key = "all"
+            labels[key] = "all ranks"
+        keys.append(key)
+    return keys, labels
+
+
+def _signature(kind, nbytes) -> str:
+    return f"{kind} {nbytes} B" if nbytes is not None and nbytes == nbytes else str(kind)
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    """Kind equal and sizes equal where both known."""
+    return a[0] == b[0] and (a[1] is None or b[1] is None or a[1] == b[1])
+
+
+def match(tables: list[RankTables]) -> Job:
+    """Match the collectives of every rank (recorded clocks; ``align`` moves them)."""
+    by_rank = {t.rank: t for t in tables}
+    rows: dict[str, dict[int, list[int]]] = {}  # group -> rank -> row indices in GPU order
+    labels: dict[str, dict[int, str]] = {}
+    members: dict[str, set[int]] = {}
+    for r, t in by_rank.items():
+        keys, lab = _group_keys(t)
+        for i, k in enumerate(keys):
+            rows.setdefault(k, {}).setdefault(r, []).append(i)
+        for k, v in lab.items():
+            labels.setdefault(k, {})[r] = v
+        for k, ranks in zip(keys, t.colls["pg_ranks"].tolist()):
+            members.setdefault(k, set()).add(r)
+            for m in _ranks_of(ranks):
+                if m in by_rank:
+                    members[k].add(m)
+    inst, arr, problems = [], [], []
+    for key in sorted(rows, key=lambda k: (k.startswith("stream"), k)):
+        label = Counter(labels[key].values()).most_common(1)[0][0]
+        if len(set(labels[key].values())) > 1:
+            label = key
+        ranks = sorted(members[key])
+        per = {r: rows[key].get(r, []) for r in ranks}
+        seqs = {r: by_rank[r].colls["seq"].to_numpy(dtype=object)[per[r]] for r in ranks}
+        by_seq = all(len(s) and all(v is not None and v is not pd.NA for v in s)
+                     for s in seqs.values())
+        if by_seq:
+            for r in ranks:
+                order = np.argsort(np.array([int(v) for v in seqs[r]]), kind="stable")
+                per[r] = [per[r][i] for i in order]
+                seqs[r] = seqs[r][order]
+        sig = {r: list(zip(by_rank[r].colls["kind"].to_numpy(dtype=object)[per[r]].tolist(),
+                           [None if v is pd.NA else v for v in
+                            by_rank[r].colls["bytes"].to_numpy(dtype=object)[per[r]].tolist()],
+                           strict=True)) for r in ranks}
+        n = max(len(v) for v in per.values())
+        for p in range(n):
+            have = {r: sig[r][p] for r in ranks if p < len(sig[r])}
+            seq_at = {r: int(seqs[r][p]) for r in have} if by_seq else {}
+            common = Counter(have.values()).most_common(1)[0][0]
+            if by_seq:
+                common_seq = Counter(seq_at.values()).most_common(1)[0][0]
+                odd = [r for r in have if seq_at[r] != common_seq]
+            else:
+                odd = [r for r in have if not _same(have[r], common)]
+            missing = [r for r in ranks if r not in have]
+            if odd or missing:
+                problems.append(_problem(label, p, common, ranks, have, odd, missing, sig,
+                                         seq_at if by_seq else None))
+                break
+            iid = len(inst)
+            seq = seq_at[ranks[0]] if by_seq else None
+            steps = Counter(int(by_rank[r].colls["step"].iat[per[r][p]]) for r in ranks)
+            sizes = [s[1] for s in have.values() if s[1] is not None]
+            inst.append({"iid": iid, "group": label, "position": p, "seq": seq,
+                         "kind": common[0], "bytes": max(sizes) if sizes else None,
+                         "step": steps.most_common(1)[0][0], "ranks": len(ranks)})
+            for r in ranks:
+                c = by_rank[r].colls
+                i = per[r][p]
+                lt = c["launch_ts"].iat[i]
+                arr.append({"iid": iid, "rank": r, "row": i,
+                            "launch_ns": None if lt is None or lt != lt else int(lt),
+                            "arrival_ns": int(c["ts"].iat[i]), "end_ns": int(c["end"].iat[i])})
+    instances = pd.DataFrame(inst, columns=["iid", "group", "position", "seq", "kind", "bytes",
+                                            "step", "ranks"])
+    arrivals = pd.DataFrame(arr, columns=["iid", "rank", "row", "launch_ns", "arrival_ns",
+                                          "end_ns"])
+    arrivals["launch_ns"] = arrivals["launch_ns"].astype("Int64")
+    clock = pd.DataFrame({"rank": sorted(by_rank), "offset_ns": 0, "residual_ns": 0,
+                          "reference": None, "applied": False})
+    return Job(by_rank, instances, arrivals, clock, problems)
+
+
+def _ranks_of(text) -> list[int]:
+    """The ranks of a "Process Group Ranks" arg ("[0, 1]")."""
+    if not isinstance(text, str):
+        return []
+    try:
+        return [int(x) for x in text.strip("[] ").split(",") if x.strip()]
+    except ValueError:
+        return []
+
+
+def _problem(group: str, p: int, common: tuple, ranks: list[int], have: dict, odd: list,
+             missing: list, sig: dict, seq_at: dict | None) -> str:
+    """The line saying why position ``p`` of ``group`` is not matched."""
+    head = f"group {group}, instance {p}"
+    tail = "; nothing past it in this group is matched"
+    parts = []
+    for r in missing:
+        parts.append(f"rank {r} lacks it (has {len(sig[r])} instances of the group)")
+    for r in odd:
+        if seq_at is not None:
+            parts.append(f"rank {r} has seq {seq_at[r]} where the others have "
+                         f"{Counter(seq_at.values()).most_common(1)[0][0]}")
+            continue
+        nxt = [sig[q][p + 1] for q in ranks if q != r and p + 1 < len(sig[q])]
+        if nxt and _same(have[r], Counter(nxt).most_common(1)[0][0]):
+            parts.append(f"rank {r} lacks it ({_signature(*common)}; its next instance is the "
+                         "others' next one)")
+        else:
+            parts.append(f"rank {r} has {_signature(*have[r])} where the others have "
+                         f"{_signature(*common)}")
+    return f"{head}: {'; '.join(parts)}{tail}"
+
+
+def align(job: Job) -> Job:
+    """Offsets of every rank's clock against the lowest rank (median of end differences over
+    shared instances, through any chain of groups), applied to ``job.arrivals``."""
+    a = job.arrivals
+    ranks = sorted(job.tables)
+    if not len(a) or not ranks:
+        return job
+    end = a.pivot(index="iid", columns="rank", values="end_ns")
+    offset: dict[int, float] = {ranks[0]: 0.0}
+    reference: dict[int, int] = {ranks[0]: ranks[0]}
+    residual: dict[int, float] = {ranks[0]: 0.0}
+    changed = True
+    while changed:
+        changed = False
+        for r in ranks:
+            if r in offset or r not in end:
+                continue
+            for q in sorted(offset):  # an aligned rank sharing instances with r
+                if q not in end:
+                    continue
+                d = (end[r] - end[q]).dropna()
+                if len(d):
+                    off = float(np.median(d.to_numpy(np.float64))) + offset[q]
+                    offset[r] = off
+                    reference[r] = q
+                    residual[r] = float(np.abs(d.to_numpy(np.float64) + offset[q] - off).max())
+                    changed = True
+                    break
+    offs = {r: round(offset.get(r, 0.0)) for r in ranks}
+    shift = a["rank"].map(offs).astype(np.int64)
+    a = a.assign(launch_ns=a["launch_ns"] - shift, arrival_ns=a["arrival_ns"] - shift,
+                 end_ns=a["end_ns"] - shift)
+    clock = pd.DataFrame({"rank": ranks, "offset_ns": [offs[r] for r in ranks],
+                          "residual_ns": [round(residual.get(r, 0.0)) for r in ranks],
+                          "reference": [reference.get(r) for r in ranks],
+                          "applied": [r in offset for r in ranks]})
+    return Job(job.tables, job.instances, a, clock, job.problems)
+
+
+def load_job(path: str | Path, rank: int | None = None, align_clocks: bool = True,
+             options: dict | None = None, mapper: Callable = map) -> Job:
+    """Read every rank of ``path``, match the collectives, align the clocks (unless told
+    not to: the recorded clocks kept)."""
+    job = match(read_job(path, None, options, mapper))
+    del rank  # matching needs every rank: --rank filters the rows shown (see the commands)
+    return align(job) if align_clocks else job
+
+
+def _wait_table(job: Job) -> pd.DataFrame:
+    """``job.arrivals`` with each row's last arrival, wait and straggler of its instance."""
+    a = job.arrivals.copy()
+    if not len(a):
+        return a.assign(last_ns=pd.Series(dtype=np.int64), wait_ns=pd.Series(dtype=np.int64),
+                        straggler=pd.Series(dtype=np.int64))
+    last = a.groupby("iid")["arrival_ns"].transform("max")
+    a["last_ns"] = last
+    a["wait_ns"] = last - a["arrival_ns"]
+    # the straggler: the last arrival (the lowest rank among equal ones)
+    late = a[a["arrival_ns"] == last].sort_values(["iid", "rank"]).drop_duplicates("iid")
+    a["straggler"] = a["iid"].map(late.set_index("iid")["rank"])
+    return a
+
+
+def instance_table(job: Job) -> pd.DataFrame:
+    """One row per matched instance: step, group, position, seq, kind, bytes, ranks,
+    skew_us, straggler, mean_wait_us (of the other ranks), max_wait_us, transfer_us,
+    algbw_gbps, busbw_gbps, cause ("cpu" / "gpu" / None), cause_late_us, cause_ops."""
+    a = _wait_table(job)
+    g = a.groupby("iid")
+    inst = job.instances.set_index("iid")
+    out = inst[["step", "group", "position", "seq", "kind", "bytes", "ranks"]].copy()
+    out["skew_us"] = (g["arrival_ns"].max() - g["arrival_ns"].min()) / 1e3
+    out["straggler"] = g["straggler"].first()
+    others = a[a["rank"] != a["straggler"]]
+    out["mean_wait_us"] = others.groupby("iid")["wait_ns"].mean().reindex(out.index).fillna(0) / 1e3
+    out["max_wait_us"] = g["wait_ns"].max() / 1e3
+    transfer = (a["end_ns"] - a["last_ns"]).groupby(a["iid"]).median()
+    out["transfer_us"] = transfer / 1e3
+    nbytes = out["bytes"].astype("Float64")
+    algbw = nbytes / transfer.where(transfer > 0)  # bytes per ns = GB/s
+    out["algbw_gbps"] = algbw.astype(np.float64)
+    factor = [BUS_FACTOR.get(k, lambda n: 1.0)(n) for k, n in zip(out["kind"], out["ranks"])]
+    out["busbw_gbps"] = out["algbw_gbps"] * np.array(factor, np.float64)
+    causes = [cause(job, a, iid) for iid in out.index]
+    out["cause"] = [c[0] for c in causes]
+    out["cause_late_us"] = [c[1] / 1e3 for c in causes]
+    out["cause_ops"] = ["; ".join(c[2]) if c[2] else None for c in causes]
+    out = out.reset_index(drop=True)
+    for col in ("seq", "bytes"):
+        out[col] = out[col].astype("Int64")
+    return out
+
+
+def cause(job: Job, waits: pd.DataFrame, iid: int) -> tuple[str | None, int, list[str]]:
+    """Why the straggler of ``iid`` arrived late: ("cpu" | "gpu" | None, the late time in ns
+    that kind explains, the ops named)."""
+    rows = waits[waits["iid"] == iid].sort_values("arrival_ns", kind="stable")
+    if len(rows) < 2:
+        return None, 0, []
+    s = rows[rows["rank"] == rows["straggler"].iat[0]].iloc[0]
+    t1 = int(s["arrival_ns"])
+    t2 = int(rows[rows["rank"] != s["rank"]]["arrival_ns"].max())
+    if t1 <= t2:
+        return None, 0, []
+    launch = s["launch_ns"]
+    if launch is pd.NA or launch is None:
+        return None, 0, []
+    cpu_late = min(max(int(launch) - t2, 0), t1 - t2)
+    gpu_late = (t1 - t2) - cpu_late
+    kind = "cpu" if cpu_late >= gpu_late else "gpu"
+    return kind, cpu_late if kind == "cpu" else gpu_late, _named(job, iid, int(s["rank"]), kind)
+
+
+def _window(job: Job, iid: int, rank: int, kind: str) -> tuple[int, int] | None:
+    """On ``rank``'s own clock: from the group's previous instance (its launch for the CPU, its
+    end for the GPU; else the start of the step holding this one) to this launch / arrival."""
+    inst = job.instances.set_index("iid")
+    t = job.tables[rank]
+    a = job.arrivals
+    me = a[(a["iid"] == iid) & (a["rank"] == rank)]
+    if not len(me):
+        return None
+    row = int(me["row"].iat[0])
+    c = t.colls
+    end = c["launch_ts"].iat[row] if kind == "cpu" else c["ts"].iat[row]
+    if end is None or end != end:
+        return None
+    group, position = inst.at[iid, "group"], inst.at[iid, "position"]
+    prev = inst[(inst["group"] == group) & (inst["position"] == position - 1)]
+    start = None
+    if len(prev):
+        p = a[(a["iid"] == prev.index[0]) & (a["rank"] == rank)]
+        if len(p):
+            pr = int(p["row"].iat[0])
+            start = c["launch_ts"].iat[pr] if kind == "cpu" else c["end"].iat[pr]
+    if start is None or start != start:
+        st = t.steps[(t.steps["ts"] <= end) & (t.steps["end"] >= end)]
+        start = int(st["ts"].iat[0]) if len(st) else int(min(t.cpu["ts"].min(), t.gpu["ts"].min()))
+    return int(start), int(end)
+
+
+def _totals(job: Job, iid: int, rank: int, kind: str) -> pd.Series:
+    """Per name, the time of the CPU ops (on the launch thread) or non-communication GPU ops
+    (on the collective's device) wholly inside ``_window``."""
+    w = _window(job, iid, rank, kind)
+    if w is None:
+        return pd.Series(dtype=np.float64)
+    t = job.tables[rank]
+    row = int(job.arrivals.query("iid == @iid and rank == @rank")["row"].iat[0])
+    if kind == "cpu":
+        ops = t.cpu[t.cpu["tid"] == t.colls["launch_tid"].iat[row]]
+    else:
+        ops = t.gpu[~t.gpu["comm"] & (t.gpu["device"] == t.colls["device"].iat[row])]
+    ops = ops[(ops["ts"] >= w[0]) & (ops["end"] <= w[1])]
+    return (ops["end"] - ops["ts"]).groupby(ops["name"]).sum().astype(np.float64)
+
+
+def _named(job: Job, iid: int, rank: int, kind: str) -> list[str]:
+    """The ops that took longer on ``rank`` than the other ranks' median (largest excess
+    first), with that excess."""
+    mine = _totals(job, iid, rank, kind)
+    others = [_totals(job, iid, r, kind) for r in job.arrivals.query("iid == @iid")["rank"]
+              if r != rank]
+    if not len(mine):
+        return []
+    table = pd.concat([o.reindex(mine.index).fillna(0) for o in others], axis=1) if others \
+        else pd.DataFrame(index=mine.index)
+    excess = (mine - table.median(axis=1)).fillna(mine) if others else mine
+    excess = excess[excess > 0].sort_values(ascending=False, kind="stable")
+    return [f"{_short(name)} +{v / 1e3:.1f} us" for name, v in excess.head(NAMED).items()]
+
+
+def _short(name: str, width: int = 60) -> str:
+    """A kernel or op name cut to ``width`` characters (C++ kernel names run to thousands)."""
+    return name if len(name) <= width else name[:width - 1] + "…"
+
+
+def by_rank(job: Job) -> pd.DataFrame:
+    """Per rank: collectives, total_wait_us, straggler_count (instances it arrived last at),
+    caused_wait_us (the other ranks' mean wait for it, summed over those instances)."""
+    a = _wait_table(job)
+    inst = instance_table(job)
+    ranks = sorted(job.tables)
+    caused = (inst.groupby("straggler")["mean_wait_us"].sum() if len(inst)
+              else pd.Series(dtype=np.float64))
+    count = inst["straggler"].value_counts() if len(inst) else pd.Series(dtype=np.int64)
+    wait = a.groupby("rank")["wait_ns"].sum() / 1e3 if len(a) else pd.Series(dtype=np.float64)
+    n = a.groupby("rank")["iid"].count() if len(a) else pd.Series(dtype=np.int64)
+    return pd.DataFrame({"rank": ranks,
+                         "collectives": [int(n.get(r, 0)) for r in ranks],
+                         "total_wait_us": [float(wait.get(r, 0.0)) for r in ranks],
+                         "straggler_count": [int(count.get(r, 0)) for r in ranks],
+                         "caused_wait_us": [float(caused.get(r, 0.0)) for r in ranks]})
+
+
+def step_table(job: Job) -> pd.DataFrame:
+    """Per step and rank: step_us (its ProfilerStep), collectives, wait_us (in collectives),
+    straggler_count, caused_wait_us."""
+    a = _wait_table(job)
+    inst = instance_table(job)
+    a = a.merge(job.instances[["iid", "step"]], on="iid")
+    records = []
+    for r in sorted(job.tables):
+        st = job.tables[r].steps
+        for step, ts, end in zip(st["step"].tolist(), st["ts"].tolist(), st["end"].tolist()):
+            mine = a[(a["rank"] == r) & (a["step"] == step)]
+            strag = inst[(inst["step"] == step) & (inst["straggler"] == r)]
+            records.append({"step": step, "rank": r, "step_us": (end - ts) / 1e3,
+                            "collectives": len(mine), "wait_us": mine["wait_ns"].sum() / 1e3,
+                            "straggler_count": len(strag),
+                            "caused_wait_us": float(strag["mean_wait_us"].sum())})
+    return pd.DataFrame(records, columns=["step", "rank", "step_us", "collectives", "wait_us",
+                                          "straggler_count", "caused_wait_us"])
+
+
+def findings(job: Job, steps: Iterable[int] | None = None) -> list[str]:
+    """Per step, ranked by the time lost: the rank the others waited for most, in plain words."""
+    inst = instance_table(job)
+    out: list[tuple[float, str]] = []
+    for step in sorted(set(inst["step"].tolist()) if steps is None else steps):
+        mine = inst[inst["step"] == step]
+        if not len(mine):
+            continue
+        lost = mine.groupby("straggler")["mean_wait_us"].sum()
+        r = int(lost.idxmax())
+        if lost[r] <= 0:
+            continue
+        led = mine[mine["straggler"] == r]
+        worst = led.sort_values("mean_wait_us", ascending=False).iloc[0]
+        text = (f"step {step}: rank {r} arrived last at {len(led)} of {len(mine)} collectives; "
+                f"the others waited {_time(lost[r])} for it")
+        if worst["cause"] in ("cpu", "gpu"):
+            where = ("its CPU issued" if worst["cause"] == "cpu" else
+                     "its GPU stream reached")
+            text += (f"; at its costliest ({worst['kind']} #{worst['position']} of {worst['group']})"
+                     f" {where} it {_time(worst['cause_late_us'])} late")
+            if worst["cause_ops"]:
+                text += f" ({'longer there' if worst['cause'] == 'cpu' else 'kernels longer there'}:"\
+                        f" {worst['cause_ops']})"
+        out.append((float(lost[r]), text))
+    return [t for _, t in sorted(out, key=lambda x: -x[0])]
+
+
+def _time(us: float) -> str:
+    return f"{us / 1e3:.2f} ms" if us >= 1000 else f"{us:.1f} us"

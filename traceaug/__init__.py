@@ -31,8 +31,9 @@ if TYPE_CHECKING:
     from .trace import Trace
 
 __version__ = "0.1.0"
-__all__ = ["Counters", "KernelPatterns", "Trace", "TraceaugError", "counters", "critical_path",
-           "diff", "info", "load", "load_ranks", "patterns", "query", "__version__"]
+__all__ = ["Counters", "KernelPatterns", "Trace", "TraceaugError", "collectives", "counters",
+           "critical_path", "diff", "info", "load", "load_ranks", "patterns", "query",
+           "stragglers", "__version__"]
 
 
 def __getattr__(name: str):
@@ -250,3 +251,39 @@ def critical_path(path: str | Path, step: int | None = None, annotation: str | N
 
     with Trace(path, kind="sync", **options) as trace:
         return frames(trace, step, annotation, instance)
+
+
+def collectives(path: str | Path, by: str = "instance", step: int | None = None,
+                rank: int | None = None, align: bool = True, mapper=map, **options
+                ) -> pd.DataFrame:
+    """``traceaug collectives`` as data: the collectives of every rank of a job matched.
+
+    ``by="instance"``: one row per matched instance (those ``rank`` takes part in): ``step``,
+    ``group``, ``position``, ``seq``, ``kind``, ``bytes``, ``ranks``, ``skew_us``,
+    ``straggler`` (the last arrival), ``mean_wait_us`` (of the other ranks), ``max_wait_us``,
+    ``transfer_us``, ``algbw_gbps``, ``busbw_gbps``, ``cause`` ("cpu" / "gpu"),
+    ``cause_late_us``, ``cause_ops``. ``by="rank"``: ``rank``, ``collectives``,
+    ``total_wait_us``, ``straggler_count``, ``caused_wait_us``. ``attrs``: ``problems`` (what
+    was not matched) and ``clock`` (per rank ``offset_ns``, ``residual_ns``). ``align=False``
+    keeps the recorded clocks; ``mapper``: a ``map``-like callable reading the ranks (an
+    executor's); ``options``: tp_bin."""
+    from .commands import collectives as cmd
+
+    job = cmd.job_for(path, step, rank, align, options, mapper)
+    out = cmd.collectives_frame(job, by, rank)
+    out.attrs.update(problems=list(job.problems), clock=job.clock.to_dict("list"))
+    return out
+
+
+def stragglers(path: str | Path, step: int | None = None, rank: int | None = None,
+               align: bool = True, mapper=map, **options) -> pd.DataFrame:
+    """``traceaug stragglers`` as data: per step and rank ``step_us``, ``collectives``,
+    ``wait_us`` (in collectives), ``straggler_count``, ``caused_wait_us`` (the others' mean
+    wait for it, summed); ``attrs["findings"]``: the ranked findings in plain words,
+    ``attrs["problems"]``, ``attrs["clock"]`` as ``collectives``."""
+    from .commands import collectives as cmd
+
+    job = cmd.job_for(path, step, rank, align, options, mapper)
+    found, out = cmd.stragglers_frame(job, rank)
+    out.attrs.update(findings=found, problems=list(job.problems), clock=job.clock.to_dict("list"))
+    return out

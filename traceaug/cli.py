@@ -567,6 +567,55 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
     click.echo(f"wrote {html_out} ({charts} charts, {len(ranks)} rank(s))", err=True)
 
 
+def _collective_options(f):
+    """What the collectives commands take besides ``_analysis_options``."""
+    return click.option("--no-align", is_flag=True,
+                        help="Keep each rank's recorded clock (default: align the ranks' clocks "
+                        "on the ends of matched collectives).")(_analysis_options(f))
+
+
+def _job(ctx: click.Context, trace: Path, step: int | None, rank: int | None, no_align: bool):
+    from .commands import collectives as cmd
+
+    job = cmd.job_for(trace, step, rank, not no_align, _options(ctx))
+    for line in cmd.notes(job):
+        click.echo(f"traceaug: {line}", err=True)
+    return job
+
+
+@main.command("collectives")
+@_collective_options
+@click.option("--by", type=click.Choice(["instance", "rank"]), default="instance",
+              show_default=True, help="One row per matched collective, or per rank.")
+@click.pass_context
+def collectives_command(ctx: click.Context, trace: Path, rank: int | None, step: int | None,
+                        fmt: str, no_align: bool, by: str) -> None:
+    """Collectives matched across the ranks of a job: per instance its skew, straggler, waits,
+    transfer time and bandwidth (--by rank: each rank's wait and the wait it caused)."""
+    job = _job(ctx, trace, step, rank, no_align)
+    from .commands import collectives as cmd
+
+    click.echo(cmd.render_table(cmd.collectives_frame(job, by, rank), fmt), nl=False)
+
+
+@main.command("stragglers")
+@_collective_options
+@click.pass_context
+def stragglers_command(ctx: click.Context, trace: Path, rank: int | None, step: int | None,
+                       fmt: str, no_align: bool) -> None:
+    """Who the ranks of a job waited for: findings in plain words (the rank the others waited
+    for most in each step, the time lost and why), then per step each rank's step time and
+    time waiting in collectives."""
+    job = _job(ctx, trace, step, rank, no_align)
+    from .commands import collectives as cmd
+
+    found, table = cmd.stragglers_frame(job, rank)
+    if fmt == "csv":
+        for line in found:
+            click.echo(f"traceaug: {line}", err=True)
+    click.echo(cmd.render_table(table, fmt, None if fmt == "csv" else found), nl=False)
+
+
 @main.command("critical-path")
 @click.argument("src", metavar="IN", type=paths.Input())
 @click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, dash=True))

@@ -56,8 +56,13 @@ def kernels(source: Source, step: int | None = None, rank: int | None = None,
 
 def kernels_across_ranks(source: Source, step: int | None = None) -> pd.DataFrame:
     """Per kernel name over the ranks: ``name``, ``type``, ``ranks``, ``mean_total``,
-    ``min_total``, ``max_total`` (ns), ``slowest_rank``."""
-    return frame(kn.across_ranks([kn.kernel_table(g, step) for g in _ranks(source, None)]))
+    ``min_total``, ``max_total`` (ns), ``max_total_rank``; communication kernels matched across
+    ranks also ``mean_wait``, ``mean_transfer`` (ns) and ``waited_for_rank``."""
+    from .commands.analyses import comm_split
+
+    ranks = _ranks(source, None)
+    return frame(kn.across_ranks([kn.kernel_table(g, step) for g in ranks],
+                                 comm_split(ranks, step)))
 
 
 def stream_gaps(source: Source, step: int | None = None, rank: int | None = None) -> pd.DataFrame:

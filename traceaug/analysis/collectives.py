@@ -451,3 +451,45 @@ def findings(job: Job, steps: Iterable[int] | None = None) -> list[str]:
 
 def _time(us: float) -> str:
     return f"{us / 1e3:.2f} ms" if us >= 1000 else f"{us:.1f} us"
+
+
+def from_gpu_ops(rank: int, base_ns: int, ops: dict, rows: np.ndarray) -> RankTables:
+    """A rank's tables from the GPU ops the kernel analyses load (no args: each NCCL stream a
+    group, kinds from kernel names), its ops ``rows`` only: enough to match and time waits."""
+    from .collective_rank import COLL_COLUMNS, kind_of_name
+
+    pick = rows & (ops["category"] == "communication")
+    names = ops["name"][pick].tolist()
+    colls = pd.DataFrame({c: [None] * len(names) for c in COLL_COLUMNS})
+    if names:
+        colls = colls.assign(
+            ts=ops["ts"][pick] + base_ns, end=ops["end"][pick] + base_ns, name=names,
+            device=ops["device"][pick], stream=ops["stream"][pick],
+            launch_ts=np.where(ops["launched"][pick], ops["launch_ts"][pick] + base_ns, None),
+            kind=[kind_of_name(n) or "Unknown" for n in names], step=-1)
+    colls["bytes"] = pd.array([None] * len(names), dtype="Int64")
+    colls["seq"] = pd.array([None] * len(names), dtype="Int64")
+    return RankTables(path="", rank=rank, base_ns=base_ns, world_size=None, colls=colls)
+
+
+def kernel_split(tables: list[RankTables]) -> dict[str, dict]:
+    """Per communication kernel name, matched across ranks in the job clock: ``wait`` and
+    ``transfer`` (ns, each rank's total, mean over ranks) and ``waited_for`` (the rank whose
+    late arrivals cost the others the most wait at that kernel)."""
+    job = align(match(tables))
+    a = _wait_table(job)
+    if not len(a):
+        return {}
+    a["name"] = [job.tables[r].colls["name"].iat[i] for r, i in zip(a["rank"], a["row"])]
+    a["transfer_ns"] = a["end_ns"] - a["last_ns"]
+    per = a.groupby(["name", "rank"])[["wait_ns", "transfer_ns"]].sum().groupby("name").mean()
+    others = a[a["rank"] != a["straggler"]]
+    caused = others.groupby(["name", "straggler"])["wait_ns"].sum()
+    out = {}
+    for name in per.index:
+        c = caused.get(name)
+        out[name] = {"wait": float(per.at[name, "wait_ns"]),
+                     "transfer": float(per.at[name, "transfer_ns"]),
+                     "waited_for": int(c.idxmax()) if c is not None and len(c) and c.max() > 0
+                     else None}
+    return out

@@ -208,7 +208,8 @@ def _problem(group: str, p: int, common: tuple, ranks: list[int], have: dict, od
 
 def align(job: Job) -> Job:
     """Offsets of every rank's clock against the lowest rank (median of end differences over
-    shared instances, through any chain of groups), applied to ``job.arrivals``."""
+    shared instances, through any chain of groups), applied to ``job.arrivals``. Ranks that
+    share no instance with it (disjoint groups) are aligned on their own lowest rank."""
     a = job.arrivals
     ranks = sorted(job.tables)
     if not len(a) or not ranks:
@@ -218,13 +219,16 @@ def align(job: Job) -> Job:
     reference: dict[int, int] = {ranks[0]: ranks[0]}
     residual: dict[int, float] = {ranks[0]: 0.0}
     changed = True
-    while changed:
+    while changed or len(offset) < len(ranks):
+        if not changed:  # a part of the job no matched instance ties to the aligned ranks
+            r = next(r for r in ranks if r not in offset)
+            offset[r], reference[r], residual[r] = 0.0, r, 0.0
         changed = False
         for r in ranks:
-            if r in offset or r not in end:
+            if r in offset:
                 continue
             for q in sorted(offset):  # an aligned rank sharing instances with r
-                if q not in end:
+                if q not in end or r not in end:
                     continue
                 d = (end[r] - end[q]).dropna()
                 if len(d):
@@ -241,7 +245,7 @@ def align(job: Job) -> Job:
     clock = pd.DataFrame({"rank": ranks, "offset_ns": [offs[r] for r in ranks],
                           "residual_ns": [round(residual.get(r, 0.0)) for r in ranks],
                           "reference": [reference.get(r) for r in ranks],
-                          "applied": [r in offset for r in ranks]})
+                          "applied": True})
     return Job(job.tables, job.instances, a, clock, job.problems)
 
 

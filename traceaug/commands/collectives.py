@@ -72,10 +72,10 @@ def notes(job: co.Job) -> list[str]:
                           zip(moved["rank"].tolist(), moved["offset_ns"].tolist()))
         out.append(f"job clock: offsets vs rank {ref}: {shown or f'all within {spread:.1f} us'}"
                    f" (residual spread up to {spread:.1f} us)")
-        lone = clock[~clock["applied"]]["rank"].tolist()
-        if lone:
-            out.append(f"job clock: ranks {', '.join(map(str, lone))} share no matched collective "
-                       f"with rank {ref}: their recorded clocks are kept")
+        for r in clock[(clock["reference"] == clock["rank"]) & (clock["rank"] != ref)]["rank"]:
+            part = clock[clock["reference"].isin([r]) | (clock["rank"] == r)]["rank"].tolist()
+            out.append(f"job clock: ranks {', '.join(map(str, part))} share no matched collective "
+                       f"with rank {ref}: aligned on rank {r}, not on rank {ref}")
     return out
 
 

@@ -214,7 +214,9 @@ def align(job: Job) -> Job:
     ranks = sorted(job.tables)
     if not len(a) or not ranks:
         return job
-    end = a.pivot(index="iid", columns="rank", values="end_ns")
+    # ends from the earliest: epoch ns as float64 (the pivot's NaN) would be 256 ns coarse
+    end = a.assign(end_ns=a["end_ns"] - a["end_ns"].min()).pivot(index="iid", columns="rank",
+                                                                 values="end_ns")
     offset: dict[int, float] = {ranks[0]: 0.0}
     reference: dict[int, int] = {ranks[0]: ranks[0]}
     residual: dict[int, float] = {ranks[0]: 0.0}

@@ -70,8 +70,17 @@ class Job:
     problems: list[str] = field(default_factory=list)
 
 
-def _group_keys(t: RankTables) -> tuple[list[str], dict[str, str]]:
-    """Each collective's group key on rank ``t`` and the label of each key."""
+def _stream_ids(t: RankTables) -> set:
+    """The NCCL streams of a rank's collectives that carry no process group."""
+    c = t.colls
+    bare = c["pg_name"].isna() & c["stream"].notna()
+    return set(c.loc[bare, "stream"].tolist())
+
+
+def _group_keys(t: RankTables, by_id: bool) -> tuple[list[str], dict[str, str]]:
+    """Each collective's group key on rank ``t`` and the label of each key: its process
+    group, else its NCCL stream (``by_id``: the stream id, when every rank uses the same ones;
+    else the i-th stream the rank used), else "all"."""
     keys, labels, streams = [], {}, {}
     for pg, desc, dev, stream in zip(t.colls["pg_name"].tolist(), t.colls["pg_desc"].tolist(),
                                      t.colls["device"].tolist(), t.colls["stream"].tolist()):
@@ -80,7 +89,7 @@ def _group_keys(t: RankTables) -> tuple[list[str], dict[str, str]]:
             labels[key] = f"pg {pg}" + (f" ({desc})" if isinstance(desc, str) and desc else "")
         elif stream is not None and stream == stream:
             i = streams.setdefault((dev, stream), len(streams))
-            key = f"stream#{i}"
+            key = f"stream {stream}" if by_id else f"stream#{i}"
             labels[key] = f"stream {stream}"
         else:
             key = "all"
@@ -101,11 +110,12 @@ def _same(a: tuple, b: tuple) -> bool:
 def match(tables: list[RankTables]) -> Job:
     """Match the collectives of every rank (recorded clocks; ``align`` moves them)."""
     by_rank = {t.rank: t for t in tables}
+    same_streams = len({frozenset(_stream_ids(t)) for t in tables}) <= 1
     rows: dict[str, dict[int, list[int]]] = {}  # group -> rank -> row indices in GPU order
     labels: dict[str, dict[int, str]] = {}
     members: dict[str, set[int]] = {}
     for r, t in by_rank.items():
-        keys, lab = _group_keys(t)
+        keys, lab = _group_keys(t, same_streams)
         for i, k in enumerate(keys):
             rows.setdefault(k, {}).setdefault(r, []).append(i)
         for k, v in lab.items():
@@ -272,6 +282,8 @@ def _wait_table(job: Job) -> pd.DataFrame:
     # the straggler: the last arrival (the lowest rank among equal ones)
     late = a[a["arrival_ns"] == last].sort_values(["iid", "rank"]).drop_duplicates("iid")
     a["straggler"] = a["iid"].map(late.set_index("iid")["rank"])
+    alone = a.groupby("iid")["rank"].transform("count") < 2  # nobody waits for a lone rank
+    a["straggler"] = a["straggler"].astype("Int64").mask(alone)
     return a
 
 
@@ -285,7 +297,7 @@ def instance_table(job: Job) -> pd.DataFrame:
     out = inst[["step", "group", "position", "seq", "kind", "bytes", "ranks"]].copy()
     out["skew_us"] = (g["arrival_ns"].max() - g["arrival_ns"].min()) / 1e3
     out["straggler"] = g["straggler"].first()
-    others = a[a["rank"] != a["straggler"]]
+    others = a[a["rank"].ne(a["straggler"]).fillna(True).astype(bool)]
     out["mean_wait_us"] = others.groupby("iid")["wait_ns"].mean().reindex(out.index).fillna(0) / 1e3
     out["max_wait_us"] = g["wait_ns"].max() / 1e3
     transfer = (a["end_ns"] - a["last_ns"]).groupby(a["iid"]).median()
@@ -436,6 +448,8 @@ def findings(job: Job, steps: Iterable[int] | None = None) -> list[str]:
         if not len(mine):
             continue
         lost = mine.groupby("straggler")["mean_wait_us"].sum()
+        if not len(lost) or lost.max() <= 0:
+            continue
         r = int(lost.idxmax())
         if lost[r] <= 0:
             continue
@@ -489,7 +503,7 @@ def kernel_split(tables: list[RankTables]) -> dict[str, dict]:
     a["name"] = [job.tables[r].colls["name"].iat[i] for r, i in zip(a["rank"], a["row"])]
     a["transfer_ns"] = a["end_ns"] - a["last_ns"]
     per = a.groupby(["name", "rank"])[["wait_ns", "transfer_ns"]].sum().groupby("name").mean()
-    others = a[a["rank"] != a["straggler"]]
+    others = a[a["rank"].ne(a["straggler"]).fillna(True).astype(bool)]
     caused = others.groupby(["name", "straggler"])["wait_ns"].sum()
     out = {}
     for name in per.index:

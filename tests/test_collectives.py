@@ -344,3 +344,37 @@ def test_two_process_groups_and_a_missing_collective(tmp_path: Path) -> None:
             "the others' next one); nothing past it in this group is matched") in result.stderr
     assert "ranks 4, 5, 6, 7 share no matched collective with rank 0: aligned on rank 4" \
         in result.stderr
+
+
+# ----- matching by sequence number, on tables built so the answer is known ------------------
+def _tables(rank: int, rows: list[tuple[int, int, int | None]]):
+    """A rank with collectives (GPU start µs, end µs, seq), AllReduce of 4 KiB on stream 7."""
+    import pandas as pd
+
+    from traceaug.analysis.collective_rank import COLL_COLUMNS, RankTables
+
+    colls = pd.DataFrame({c: [None] * len(rows) for c in COLL_COLUMNS})
+    colls = colls.assign(ts=[r[0] * 1000 for r in rows], end=[r[1] * 1000 for r in rows],
+                         launch_ts=[r[0] * 1000 for r in rows], device=0, stream=7,
+                         kind="AllReduce", step=1, pg_name="0", pg_ranks="[0, 1]",
+                         seq=pd.array([r[2] for r in rows], dtype="Int64"),
+                         bytes=pd.array([4096] * len(rows), dtype="Int64"))
+    return RankTables(path=f"rank{rank}", rank=rank, base_ns=0, world_size=2, colls=colls)
+
+
+def test_matching_by_sequence_number_and_a_missing_one() -> None:
+    from traceaug.analysis import collectives as co
+
+    # rank 1's GPU ran seq 2 before seq 1: matched by seq, not by position
+    job = co.match([_tables(0, [(0, 10, 0), (20, 30, 1), (40, 50, 2)]),
+                    _tables(1, [(5, 10, 0), (38, 50, 2), (25, 30, 1)])])
+    got = co.instance_table(job)
+    assert got["seq"].tolist() == [0, 1, 2] and job.problems == []
+    assert got["straggler"].tolist() == [1, 1, 0]
+    assert got["skew_us"].tolist() == [5.0, 5.0, 2.0]
+    # rank 1 lacks seq 1: reported with group and position, nothing past it matched
+    job = co.match([_tables(0, [(0, 10, 0), (20, 30, 1), (40, 50, 2)]),
+                    _tables(1, [(5, 10, 0), (38, 50, 2)])])
+    assert co.instance_table(job)["seq"].tolist() == [0]
+    assert job.problems == ["group pg 0, instance 1: rank 1 has seq 2 where the others have 1; "
+                            "nothing past it in this group is matched"]

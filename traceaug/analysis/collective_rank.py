@@ -52,6 +52,8 @@ _ARG = {"Collective name": "coll_name", "In msg nelems": "in_nelems", "Out msg n
 COLL_COLUMNS = ("ts", "end", "dur", "name", "device", "stream", "launch_ts", "launch_tid",
                 "issue_ts", "issue_op", "kind", "coll_name", "in_nelems", "out_nelems", "bytes",
                 "dtype", "group_size", "pg_name", "pg_desc", "pg_ranks", "seq", "step")
+GPU_COLUMNS = ("ts", "end", "name", "device", "stream", "comm")
+CPU_COLUMNS = ("ts", "end", "name", "tid", "depth")
 
 
 def kind_of_name(text: str | None) -> str | None:
@@ -77,10 +79,14 @@ class RankTables:
     base_ns: int
     world_size: int | None
     pg_config: list = field(default_factory=list)
-    colls: pd.DataFrame = field(default_factory=pd.DataFrame)
-    gpu: pd.DataFrame = field(default_factory=pd.DataFrame)
-    cpu: pd.DataFrame = field(default_factory=pd.DataFrame)
-    steps: pd.DataFrame = field(default_factory=pd.DataFrame)
+    colls: pd.DataFrame = field(default_factory=lambda: _empty(COLL_COLUMNS))
+    gpu: pd.DataFrame = field(default_factory=lambda: _empty(GPU_COLUMNS))
+    cpu: pd.DataFrame = field(default_factory=lambda: _empty(CPU_COLUMNS))
+    steps: pd.DataFrame = field(default_factory=lambda: _empty(("step", "ts", "end")))
+
+
+def _empty(columns: tuple[str, ...]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
 
 
 def _args_by_slice(trace: Trace, ids: list[int]) -> dict[int, dict[str, object]]:

@@ -361,7 +361,10 @@ def _window(job: Job, iid: int, rank: int, kind: str) -> tuple[int, int] | None:
             start = c["launch_ts"].iat[pr] if kind == "cpu" else c["end"].iat[pr]
     if start is None or start != start:
         st = t.steps[(t.steps["ts"] <= end) & (t.steps["end"] >= end)]
-        start = int(st["ts"].iat[0]) if len(st) else int(min(t.cpu["ts"].min(), t.gpu["ts"].min()))
+        firsts = [int(x["ts"].min()) for x in (t.cpu, t.gpu) if len(x)]
+        if not len(st) and not firsts:
+            return None
+        start = int(st["ts"].iat[0]) if len(st) else min(firsts)
     return int(start), int(end)
 
 

@@ -616,6 +616,23 @@ def stragglers_command(ctx: click.Context, trace: Path, rank: int | None, step: 
     click.echo(cmd.render_table(table, fmt, None if fmt == "csv" else found), nl=False)
 
 
+@main.command("merge")
+@click.argument("job", metavar="JOB", type=paths.Input())
+@click.argument("dst", metavar="OUT", type=paths.Output())
+@click.option("--no-align", is_flag=True,
+              help="Keep each rank's recorded clock (default: align the ranks' clocks on the "
+              "ends of matched collectives).")
+@click.pass_context
+def merge_command(ctx: click.Context, job: Path, dst: Path, no_align: bool) -> None:
+    """Write OUT: every rank of JOB in one Perfetto trace (processes "rank N: ...", clocks
+    aligned, flow arrows from each collective's last arrival to the ranks that waited)."""
+    from .commands import collectives as cmd
+    from .rewrite.merge_job import write_job
+
+    links = write_job(job, dst, not no_align, _options(ctx))
+    click.echo(f"wrote {dst} ({len(cmd.select(job))} ranks, {links} cross-rank arrows)", err=True)
+
+
 @main.command("critical-path")
 @click.argument("src", metavar="IN", type=paths.Input())
 @click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, dash=True))

@@ -378,3 +378,48 @@ def test_matching_by_sequence_number_and_a_missing_one() -> None:
     assert co.instance_table(job)["seq"].tolist() == [0]
     assert job.problems == ["group pg 0, instance 1: rank 1 has seq 2 where the others have 1; "
                             "nothing past it in this group is matched"]
+
+
+# ----- merge: every rank in one trace, on one clock -----------------------------------------
+def test_merge_aligns_the_clocks_and_joins_each_collective(tmp_path: Path) -> None:
+    job = _copy_job(tmp_path)
+    before = {r: [(k["ts"], k["ts"] + k["dur"]) for k in _kernels(raw)] for r, raw in job.items()}
+    shift_clock(job[6], 300)
+    d = _write(tmp_path, job)
+    out = tmp_path / "merged.json.gz"
+    result = CliRunner().invoke(main, ["merge", str(d), str(out)])
+    assert result.exit_code == 0, result.output
+    assert "wrote" in result.stderr and "8 ranks, 56 cross-rank arrows" in result.stderr
+    want = oracle(raw_ranks(d))
+    merged = load_raw(out)["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in merged
+             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    by_rank: dict[int, list] = {}
+    for k in (e for e in merged if _is_nccl(e)):
+        by_rank.setdefault(int(names[k["pid"]].split(":")[0][5:]), []).append(k)
+    assert sorted(by_rank) == list(range(8))
+    for r, ks in by_rank.items():
+        ks.sort(key=lambda e: e["ts"])
+        assert len(ks) == len(before[r])
+        for k, (ts, _end) in zip(ks, before[r], strict=True):  # rank 6 back on the others' clock
+            assert abs(ns(k["ts"]) - ts * 1000) <= 5000
+            assert ns(k["ts"]) == ts * 1000 + (300_000 if r == 6 else 0) - round(
+                want[("all", 0)]["offset_us"][r] * 1000)
+    # an arrow from every other rank's kernel to the straggler's, per collective
+    starts = {(int(names[k["pid"]].split(":")[0][5:]), ns(k["ts"])): p
+              for r, ks in by_rank.items() for p, k in enumerate(ks)}
+    flows: dict = {}
+    for e in merged:
+        if e.get("cat") == "collective":
+            flows.setdefault(e["id"], {})[e["ph"]] = starts[(
+                int(names[e["pid"]].split(":")[0][5:]), ns(e["ts"]))], int(names[e["pid"]][5])
+    assert len(flows) == 56
+    for ends in flows.values():
+        (p_out, r_out), (p_in, r_in) = ends["s"], ends["f"]
+        assert p_out == p_in and r_in == want[("all", p_in)]["straggler"] != r_out
+
+
+def test_merge_refuses_a_lone_trace(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["merge", str(shared_trace(A100)), str(tmp_path / "o.json")])
+    assert result.exit_code == 1 and "merge needs a directory of two ranks or more" in result.stderr
+    assert not (tmp_path / "o.json").exists()

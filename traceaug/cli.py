@@ -626,11 +626,10 @@ def stragglers_command(ctx: click.Context, trace: Path, rank: int | None, step: 
 def merge_command(ctx: click.Context, job: Path, dst: Path, no_align: bool) -> None:
     """Write OUT: every rank of JOB in one Perfetto trace (processes "rank N: ...", clocks
     aligned, flow arrows from each collective's last arrival to the ranks that waited)."""
-    from .commands import collectives as cmd
     from .rewrite.merge_job import write_job
 
-    links = write_job(job, dst, not no_align, _options(ctx))
-    click.echo(f"wrote {dst} ({len(cmd.select(job))} ranks, {links} cross-rank arrows)", err=True)
+    ranks, links = write_job(job, dst, not no_align, _options(ctx))
+    click.echo(f"wrote {dst} ({ranks} ranks, {links} cross-rank arrows)", err=True)
 
 
 @main.command("critical-path")

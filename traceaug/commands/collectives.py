@@ -15,7 +15,6 @@ from ..analysis import collectives as co
 from ..analysis.steps import check_step
 from ..errors import TraceaugError
 from ..output import render_columns
-from ..read.inputs import select  # noqa: F401  (the merge command counts the ranks)
 
 
 def job_for(path: str | Path, step: int | None, rank: int | None, align: bool,

@@ -1,6 +1,6 @@
 """``traceaug merge JOB OUT``: every rank of a job in one Perfetto trace, on one clock.
 
-Every rank's events are spliced into an empty trace (``merge.relabelled``) with their pids
+Every rank's events are written into one trace (``rank_events``) with their pids
 moved to ``rank × RANK_PIDS + pid``, their flow ids to ``rank × RANK_FLOWS + id``, their
 timestamps moved by the rank's clock offset (``analysis.collectives.align``; none with
 ``align=False``), and every process named ``rank N: <name>``. Each matched collective gets
@@ -18,11 +18,11 @@ import orjson
 from .. import guard
 from ..analysis import collectives as co
 from ..errors import TraceaugError
-from ..read import normalize
+from ..read import chunks, normalize, pass1, source
 from ..read.inputs import select, trace_input
+from ..read.rebase import Rebase, us_to_ns
 from . import splice
 from .events import us
-from .merge import relabelled
 
 RANK_PIDS = 1 << 22  # above Linux's largest pid: every rank's pids stay apart
 RANK_FLOWS = 1 << 40
@@ -37,7 +37,7 @@ def _pid_of(rank: int):
                 raise TraceaugError(f"pid {p} of rank {rank} is out of the range merge moves "
                                     f"(0 to {RANK_PIDS - 1})")
             return rank * RANK_PIDS + p
-        return f"rank {rank}: {p}"
+        return f"rank {rank}: {p if isinstance(p, str) else orjson.dumps(p).decode()}"
     return pid
 
 
@@ -53,6 +53,41 @@ def _flow_of(rank: int):
                 return f"rank {rank}:{v}"
         return v
     return flow
+
+
+def rank_events(file: Path, chosen: Rebase, shift_ns: int, rank: int) -> list[bytes]:
+    """Every event of one rank's ``file``: pids and flow ids moved (``_pid_of``,
+    ``_flow_of``), processes named ``rank N: <name>`` (added where none is) and timestamps
+    ``shift_ns`` earlier (exact), as ``diff --trace`` relabels B (``merge.b_events``)."""
+    rebase = Rebase(chosen.prefix, chosen.sep, chosen.numeric, fixed=True)
+    pid_of, flow_of, label = _pid_of(rank), _flow_of(rank), f"rank {rank}"
+    named: set = set()
+    pids: dict = {}
+    out: list[bytes] = []
+    for item in pass1.rebased_chunks(source.iter_blocks(file), rebase):
+        if isinstance(item, chunks.Layout):
+            break
+        for ev in item.events:
+            if not isinstance(ev, dict):
+                continue
+            ts = ev.get("ts")
+            if isinstance(ts, (int, float)):
+                ev["ts"] = orjson.Fragment(us(us_to_ns(ts) + rebase.base_ns - shift_ns))
+            if "pid" in ev:
+                pids.setdefault(orjson.dumps(ev["pid"]), ev["pid"])
+                ev["pid"] = pid_of(ev["pid"])
+            if ev.get("ph") in pass1.FLOW_PHASES and "id" in ev:
+                ev["id"] = flow_of(ev["id"])
+            if ev.get("ph") == "M" and ev.get("name") == "process_name":
+                args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+                ev["args"] = {**args, "name": f"{label}: {args.get('name', '')}".rstrip()}
+                named.add(orjson.dumps(ev["pid"]))
+            out.append(orjson.dumps(ev))
+    for pid in pids.values():
+        if orjson.dumps(pid_of(pid)) not in named:
+            out.append(orjson.dumps({"ph": "M", "name": "process_name", "pid": pid_of(pid),
+                                     "args": {"name": f"{label}: {pid}"}}))
+    return out
 
 
 def arrows(job: co.Job) -> list[bytes]:
@@ -83,8 +118,8 @@ def arrows(job: co.Job) -> list[bytes]:
 
 
 def write_job(path: str | Path, out: Path, align: bool = True, options: dict | None = None,
-              mapper: Callable = map) -> int:
-    """Write the merged trace of job ``path`` to ``out``; the number of cross-rank arrows."""
+              mapper: Callable = map) -> tuple[int, int]:
+    """Write the merged trace of job ``path`` to ``out``; the ranks and cross-rank arrows."""
     files = select(path)
     if len(files) < 2:
         raise TraceaugError(f"{path}: merge needs a directory of two ranks or more")
@@ -94,12 +129,20 @@ def write_job(path: str | Path, out: Path, align: bool = True, options: dict | N
     events: list[bytes] = []
     for f in files:  # every rank relabelled: the UI keeps a process's first name
         rebase = normalize.plan(trace_input(f.path), kind="full").rebase
-        events += relabelled(trace_input(f.path), rebase, int(offset.get(f.rank, 0)),
-                             _pid_of(f.rank), _flow_of(f.rank), f"rank {f.rank}")
+        events += rank_events(trace_input(f.path), rebase, int(offset.get(f.rank, 0)), f.rank)
     links = arrows(job)
     with tempfile.TemporaryDirectory(prefix="traceaug-merge-") as tmp:
-        base = Path(tmp) / "job.json"  # an empty trace the ranks are spliced into
-        base.write_bytes(orjson.dumps({"schemaVersion": 1, "traceEvents": []}))
-        splice.write(base, out, normalize.plan(base, kind="full").layout, events + links,
-                     "merge")
-    return len(links) // 2
+        # The whole job as one plain trace, then copied as every rewriter's output is: what
+        # the UI would drop (here ns rounding of moved clocks nests slices differently) goes
+        # to overlap lanes (``rewrite.visible``).
+        whole = Path(tmp) / "job.json"
+        with open(whole, "wb") as f:
+            f.write(b'{"schemaVersion": 1, "traceEvents": [\n')
+            for i, ev in enumerate(events + links):
+                f.write(b",\n" + ev if i else ev)
+            f.write(b"\n]}\n")
+        plan = normalize.plan(whole, kind="full")
+        copy = splice.Copy(whole, out, "merge", keep_bytes=False)
+        copy.prepare(plan)
+        copy.finish(plan.layout, [])
+    return len(files), len(links) // 2

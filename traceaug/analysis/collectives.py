@@ -68,6 +68,7 @@ class Job:
     arrivals: pd.DataFrame
     clock: pd.DataFrame
     problems: list[str] = field(default_factory=list)
+    _table: pd.DataFrame | None = field(default=None, init=False, repr=False, compare=False)
 
 
 def _stream_ids(t: RankTables) -> set:
@@ -290,7 +291,14 @@ def _wait_table(job: Job) -> pd.DataFrame:
 def instance_table(job: Job) -> pd.DataFrame:
     """One row per matched instance: step, group, position, seq, kind, bytes, ranks,
     skew_us, straggler, mean_wait_us (of the other ranks), max_wait_us, transfer_us,
-    algbw_gbps, busbw_gbps, cause ("cpu" / "gpu" / None), cause_late_us, cause_ops."""
+    algbw_gbps, busbw_gbps, cause ("cpu" / "gpu" / None), cause_late_us, cause_ops (made
+    once per job)."""
+    if job._table is None:
+        job._table = _instance_table(job)
+    return job._table.copy()
+
+
+def _instance_table(job: Job) -> pd.DataFrame:
     a = _wait_table(job)
     g = a.groupby("iid")
     inst = job.instances.set_index("iid")
@@ -307,7 +315,8 @@ def instance_table(job: Job) -> pd.DataFrame:
     out["algbw_gbps"] = algbw.astype(np.float64)
     factor = [BUS_FACTOR.get(k, lambda n: 1.0)(n) for k, n in zip(out["kind"], out["ranks"])]
     out["busbw_gbps"] = out["algbw_gbps"] * np.array(factor, np.float64)
-    causes = [cause(job, a, iid) for iid in out.index]
+    why = _Causes(job, a)
+    causes = [why(iid) for iid in out.index]
     out["cause"] = [c[0] for c in causes]
     out["cause_late_us"] = [c[1] / 1e3 for c in causes]
     out["cause_ops"] = ["; ".join(c[2]) if c[2] else None for c in causes]
@@ -317,86 +326,105 @@ def instance_table(job: Job) -> pd.DataFrame:
     return out
 
 
-def cause(job: Job, waits: pd.DataFrame, iid: int) -> tuple[str | None, int, list[str]]:
-    """Why the straggler of ``iid`` arrived late: ("cpu" | "gpu" | None, the late time in ns
-    that kind explains, the ops named)."""
-    rows = waits[waits["iid"] == iid].sort_values("arrival_ns", kind="stable")
-    if len(rows) < 2:
-        return None, 0, []
-    s = rows[rows["rank"] == rows["straggler"].iat[0]].iloc[0]
-    t1 = int(s["arrival_ns"])
-    t2 = int(rows[rows["rank"] != s["rank"]]["arrival_ns"].max())
-    if t1 <= t2:
-        return None, 0, []
-    launch = s["launch_ns"]
-    if launch is pd.NA or launch is None:
-        return None, 0, []
-    cpu_late = min(max(int(launch) - t2, 0), t1 - t2)
-    gpu_late = (t1 - t2) - cpu_late
-    kind = "cpu" if cpu_late >= gpu_late else "gpu"
-    return kind, cpu_late if kind == "cpu" else gpu_late, _named(job, iid, int(s["rank"]), kind)
+class _Causes:
+    """Why stragglers arrived late, for every instance of a job: the lookups made once (per
+    instance its rows, per rank and thread / device its ops in start order), so a job of many
+    ranks and instances costs a binary search per window, not a scan of every table."""
 
+    def __init__(self, job: Job, waits: pd.DataFrame) -> None:
+        self.job = job
+        self.rows = {iid: g.sort_values("arrival_ns", kind="stable")
+                     for iid, g in waits.groupby("iid", sort=False)}
+        self.row = {(i, r): int(w) for i, r, w in zip(waits["iid"].tolist(),
+                                                      waits["rank"].tolist(),
+                                                      waits["row"].tolist())}
+        inst = job.instances
+        self.place = dict(zip(inst["iid"].tolist(), zip(inst["group"].tolist(),
+                                                        inst["position"].tolist())))
+        self.iid_at = {v: k for k, v in self.place.items()}
+        self._ops: dict[tuple, tuple] = {}
 
-def _window(job: Job, iid: int, rank: int, kind: str) -> tuple[int, int] | None:
-    """On ``rank``'s own clock: from the group's previous instance (its launch for the CPU, its
-    end for the GPU; else the start of the step holding this one) to this launch / arrival."""
-    inst = job.instances.set_index("iid")
-    t = job.tables[rank]
-    a = job.arrivals
-    me = a[(a["iid"] == iid) & (a["rank"] == rank)]
-    if not len(me):
-        return None
-    row = int(me["row"].iat[0])
-    c = t.colls
-    end = c["launch_ts"].iat[row] if kind == "cpu" else c["ts"].iat[row]
-    if end is None or end != end:
-        return None
-    group, position = inst.at[iid, "group"], inst.at[iid, "position"]
-    prev = inst[(inst["group"] == group) & (inst["position"] == position - 1)]
-    start = None
-    if len(prev):
-        p = a[(a["iid"] == prev.index[0]) & (a["rank"] == rank)]
-        if len(p):
-            pr = int(p["row"].iat[0])
-            start = c["launch_ts"].iat[pr] if kind == "cpu" else c["end"].iat[pr]
-    if start is None or start != start:
-        st = t.steps[(t.steps["ts"] <= end) & (t.steps["end"] >= end)]
-        firsts = [int(x["ts"].min()) for x in (t.cpu, t.gpu) if len(x)]
-        if not len(st) and not firsts:
+    def __call__(self, iid: int) -> tuple[str | None, int, list[str]]:
+        """("cpu" | "gpu" | None, the late time in ns that kind explains, the ops named)."""
+        rows = self.rows.get(iid)
+        if rows is None or len(rows) < 2:
+            return None, 0, []
+        straggler = rows["straggler"].iat[0]
+        s = rows[rows["rank"] == straggler].iloc[0]
+        t1 = int(s["arrival_ns"])
+        t2 = int(rows[rows["rank"] != straggler]["arrival_ns"].max())
+        launch = s["launch_ns"]
+        if t1 <= t2 or launch is pd.NA or launch is None:
+            return None, 0, []
+        cpu_late = min(max(int(launch) - t2, 0), t1 - t2)
+        gpu_late = (t1 - t2) - cpu_late
+        kind = "cpu" if cpu_late >= gpu_late else "gpu"
+        return kind, cpu_late if kind == "cpu" else gpu_late, self.named(iid, int(straggler), kind)
+
+    def window(self, iid: int, rank: int, kind: str) -> tuple[int, int] | None:
+        """On ``rank``'s own clock: from the group's previous instance (its launch for the CPU,
+        its end for the GPU; else the start of the step holding this one) to this launch /
+        arrival."""
+        row = self.row.get((iid, rank))
+        if row is None:
             return None
-        start = int(st["ts"].iat[0]) if len(st) else min(firsts)
-    return int(start), int(end)
+        t = self.job.tables[rank]
+        c = t.colls
+        end = c["launch_ts"].iat[row] if kind == "cpu" else c["ts"].iat[row]
+        if end is None or end != end:
+            return None
+        group, position = self.place[iid]
+        prev = self.row.get((self.iid_at.get((group, position - 1)), rank))
+        start = None
+        if prev is not None:
+            start = c["launch_ts"].iat[prev] if kind == "cpu" else c["end"].iat[prev]
+        if start is None or start != start:
+            st = t.steps[(t.steps["ts"] <= end) & (t.steps["end"] >= end)]
+            firsts = [int(x["ts"].min()) for x in (t.cpu, t.gpu) if len(x)]
+            if not len(st) and not firsts:
+                return None
+            start = int(st["ts"].iat[0]) if len(st) else min(firsts)
+        return int(start), int(end)
 
+    def ops(self, rank: int, kind: str, where) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(ts, end, name) of the CPU ops on thread ``where`` or the non-communication GPU ops
+        on device ``where`` of ``rank``, in start order."""
+        key = (rank, kind, where)
+        if key not in self._ops:
+            t = self.job.tables[rank]
+            ops = (t.cpu[t.cpu["tid"] == where] if kind == "cpu"
+                   else t.gpu[~t.gpu["comm"].astype(bool) & (t.gpu["device"] == where)])
+            ops = ops.sort_values("ts", kind="stable")
+            self._ops[key] = (ops["ts"].to_numpy(np.int64), ops["end"].to_numpy(np.int64),
+                              ops["name"].to_numpy(object))
+        return self._ops[key]
 
-def _totals(job: Job, iid: int, rank: int, kind: str) -> pd.Series:
-    """Per name, the time of the CPU ops (on the launch thread) or non-communication GPU ops
-    (on the collective's device) wholly inside ``_window``."""
-    w = _window(job, iid, rank, kind)
-    if w is None:
-        return pd.Series(dtype=np.float64)
-    t = job.tables[rank]
-    row = int(job.arrivals.query("iid == @iid and rank == @rank")["row"].iat[0])
-    if kind == "cpu":
-        ops = t.cpu[t.cpu["tid"] == t.colls["launch_tid"].iat[row]]
-    else:
-        ops = t.gpu[~t.gpu["comm"] & (t.gpu["device"] == t.colls["device"].iat[row])]
-    ops = ops[(ops["ts"] >= w[0]) & (ops["end"] <= w[1])]
-    return (ops["end"] - ops["ts"]).groupby(ops["name"]).sum().astype(np.float64)
+    def totals(self, iid: int, rank: int, kind: str) -> pd.Series:
+        """Per name, the time of the CPU ops (on the launch thread) or non-communication GPU
+        ops (on the collective's device) wholly inside ``window``."""
+        w = self.window(iid, rank, kind)
+        if w is None:
+            return pd.Series(dtype=np.float64)
+        c = self.job.tables[rank].colls
+        row = self.row[(iid, rank)]
+        ts, end, name = self.ops(rank, kind, c["launch_tid"].iat[row] if kind == "cpu"
+                                 else c["device"].iat[row])
+        lo, hi = np.searchsorted(ts, w[0], "left"), np.searchsorted(ts, w[1], "right")
+        inside = np.flatnonzero(end[lo:hi] <= w[1]) + lo
+        return pd.Series((end[inside] - ts[inside]).astype(np.float64),
+                         index=name[inside]).groupby(level=0).sum()
 
-
-def _named(job: Job, iid: int, rank: int, kind: str) -> list[str]:
-    """The ops that took longer on ``rank`` than the other ranks' median (largest excess
-    first), with that excess."""
-    mine = _totals(job, iid, rank, kind)
-    others = [_totals(job, iid, r, kind) for r in job.arrivals.query("iid == @iid")["rank"]
-              if r != rank]
-    if not len(mine):
-        return []
-    table = pd.concat([o.reindex(mine.index).fillna(0) for o in others], axis=1) if others \
-        else pd.DataFrame(index=mine.index)
-    excess = (mine - table.median(axis=1)).fillna(mine) if others else mine
-    excess = excess[excess > 0].sort_values(ascending=False, kind="stable")
-    return [f"{_short(name)} +{v / 1e3:.1f} us" for name, v in excess.head(NAMED).items()]
+    def named(self, iid: int, rank: int, kind: str) -> list[str]:
+        """The ops that took longer on ``rank`` than the other ranks' median (largest excess
+        first), with that excess."""
+        mine = self.totals(iid, rank, kind)
+        if not len(mine):
+            return []
+        others = [self.totals(iid, r, kind).reindex(mine.index).fillna(0)
+                  for r in self.rows[iid]["rank"].tolist() if r != rank]
+        excess = mine - pd.concat(others, axis=1).median(axis=1) if others else mine
+        excess = excess[excess > 0].sort_values(ascending=False, kind="stable")
+        return [f"{_short(name)} +{v / 1e3:.1f} us" for name, v in excess.head(NAMED).items()]
 
 
 def _short(name: str, width: int = 60) -> str:

@@ -50,12 +50,20 @@ def _flow_id(value):
 
 def b_events(side: Side, shift_ns: int) -> list[bytes]:
     """B's events, relabelled and shifted by ``shift_ns`` (exact)."""
-    chosen = side.trace.plan.rebase  # B's load chose it (no base when a ts lies below one)
+    # B's load chose its rebase (no base when a ts lies below one)
+    return relabelled(side.trace.file, side.trace.plan.rebase, shift_ns, _pid, _flow_id, "B")
+
+
+def relabelled(file: Path, chosen: Rebase, shift_ns: int, pid_of, flow_id_of, label: str
+               ) -> list[bytes]:
+    """Every event of ``file`` with its pid ``pid_of(pid)``, flow ids ``flow_id_of(id)``,
+    process names ``<label>: <name>`` (added for processes that have none) and timestamps
+    ``shift_ns`` earlier (exact)."""
     rebase = Rebase(chosen.prefix, chosen.sep, chosen.numeric, fixed=True)
     named: set = set()
     pids: dict = {}  # in order of appearance (a set's order of strings varies by run)
     out: list[bytes] = []
-    for item in pass1.rebased_chunks(source.iter_blocks(side.trace.file), rebase):
+    for item in pass1.rebased_chunks(source.iter_blocks(file), rebase):
         if isinstance(item, chunks.Layout):
             break
         for ev in item.events:
@@ -66,18 +74,18 @@ def b_events(side: Side, shift_ns: int) -> list[bytes]:
                 ev["ts"] = orjson.Fragment(us(us_to_ns(ts) + rebase.base_ns - shift_ns))
             if "pid" in ev:
                 pids.setdefault(ev["pid"])
-                ev["pid"] = _pid(ev["pid"])
+                ev["pid"] = pid_of(ev["pid"])
             if ev.get("ph") in pass1.FLOW_PHASES and "id" in ev:
-                ev["id"] = _flow_id(ev["id"])
+                ev["id"] = flow_id_of(ev["id"])
             if ev.get("ph") == "M" and ev.get("name") == "process_name":
                 args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
-                ev["args"] = {**args, "name": f"B: {args.get('name', '')}".rstrip()}
+                ev["args"] = {**args, "name": f"{label}: {args.get('name', '')}".rstrip()}
                 named.add(ev["pid"])
             out.append(orjson.dumps(ev))
     for pid in pids:
-        if _pid(pid) not in named:
-            out.append(orjson.dumps({"ph": "M", "name": "process_name", "pid": _pid(pid),
-                                     "args": {"name": f"B: {pid}"}}))
+        if pid_of(pid) not in named:
+            out.append(orjson.dumps({"ph": "M", "name": "process_name", "pid": pid_of(pid),
+                                     "args": {"name": f"{label}: {pid}"}}))
     return out
 
 

@@ -1,9 +1,10 @@
 """``traceaug merge JOB OUT``: every rank of a job in one Perfetto trace, on one clock.
 
-Every rank's events are written into one trace (``rank_events``) with their pids
-moved to ``rank × RANK_PIDS + pid``, their flow ids to ``rank × RANK_FLOWS + id``, their
-timestamps moved by the rank's clock offset (``analysis.collectives.align``; none with
-``align=False``), and every process named ``rank N: <name>``. Each matched collective gets
+Every rank's events are written into one trace (``merge.relabelled``, as ``diff --trace``
+relabels B) with their pids moved to ``rank × RANK_PIDS + pid``, their flow ids to
+``rank × RANK_FLOWS + id``, their timestamps moved by the rank's clock offset
+(``analysis.collectives.align``; none with ``align=False``), and every process named
+``rank N: <name>``. Each matched collective gets
 flow arrows from every other rank's kernel of it to its straggler's (who waited for whom).
 """
 
@@ -18,11 +19,11 @@ import orjson
 from .. import guard
 from ..analysis import collectives as co
 from ..errors import TraceaugError
-from ..read import chunks, normalize, pass1, source
+from ..read import normalize
 from ..read.inputs import select, trace_input
-from ..read.rebase import Rebase, us_to_ns
 from . import splice
 from .events import us
+from .merge import relabelled
 
 RANK_PIDS = 1 << 22  # above Linux's largest pid: every rank's pids stay apart
 RANK_FLOWS = 1 << 40
@@ -53,41 +54,6 @@ def _flow_of(rank: int):
                 return f"rank {rank}:{v}"
         return v
     return flow
-
-
-def rank_events(file: Path, chosen: Rebase, shift_ns: int, rank: int) -> list[bytes]:
-    """Every event of one rank's ``file``: pids and flow ids moved (``_pid_of``,
-    ``_flow_of``), processes named ``rank N: <name>`` (added where none is) and timestamps
-    ``shift_ns`` earlier (exact), as ``diff --trace`` relabels B (``merge.b_events``)."""
-    rebase = Rebase(chosen.prefix, chosen.sep, chosen.numeric, fixed=True)
-    pid_of, flow_of, label = _pid_of(rank), _flow_of(rank), f"rank {rank}"
-    named: set = set()
-    pids: dict = {}
-    out: list[bytes] = []
-    for item in pass1.rebased_chunks(source.iter_blocks(file), rebase):
-        if isinstance(item, chunks.Layout):
-            break
-        for ev in item.events:
-            if not isinstance(ev, dict):
-                continue
-            ts = ev.get("ts")
-            if isinstance(ts, (int, float)):
-                ev["ts"] = orjson.Fragment(us(us_to_ns(ts) + rebase.base_ns - shift_ns))
-            if "pid" in ev:
-                pids.setdefault(orjson.dumps(ev["pid"]), ev["pid"])
-                ev["pid"] = pid_of(ev["pid"])
-            if ev.get("ph") in pass1.FLOW_PHASES and "id" in ev:
-                ev["id"] = flow_of(ev["id"])
-            if ev.get("ph") == "M" and ev.get("name") == "process_name":
-                args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
-                ev["args"] = {**args, "name": f"{label}: {args.get('name', '')}".rstrip()}
-                named.add(orjson.dumps(ev["pid"]))
-            out.append(orjson.dumps(ev))
-    for pid in pids.values():
-        if orjson.dumps(pid_of(pid)) not in named:
-            out.append(orjson.dumps({"ph": "M", "name": "process_name", "pid": pid_of(pid),
-                                     "args": {"name": f"{label}: {pid}"}}))
-    return out
 
 
 def arrows(job: co.Job) -> list[bytes]:
@@ -129,7 +95,8 @@ def write_job(path: str | Path, out: Path, align: bool = True, options: dict | N
     events: list[bytes] = []
     for f in files:  # every rank relabelled: the UI keeps a process's first name
         rebase = normalize.plan(trace_input(f.path), kind="full").rebase
-        events += rank_events(trace_input(f.path), rebase, int(offset.get(f.rank, 0)), f.rank)
+        events += relabelled(trace_input(f.path), rebase, int(offset.get(f.rank, 0)),
+                             _pid_of(f.rank), _flow_of(f.rank), f"rank {f.rank}")
     links = arrows(job)
     with tempfile.TemporaryDirectory(prefix="traceaug-merge-") as tmp:
         # The whole job as one plain trace, then copied as every rewriter's output is: what

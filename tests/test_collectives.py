@@ -347,8 +347,9 @@ def test_two_process_groups_and_a_missing_collective(tmp_path: Path) -> None:
 
 
 # ----- matching by sequence number, on tables built so the answer is known ------------------
-def _tables(rank: int, rows: list[tuple[int, int, int | None]]):
-    """A rank with collectives (GPU start µs, end µs, seq), AllReduce of 4 KiB on stream 7."""
+def _tables(rank: int, rows: list[tuple[int, int, int | None]], kind: str = "AllReduce",
+            nbytes: int = 4096):
+    """A rank with collectives (GPU start µs, end µs, seq) of ``kind`` on stream 7."""
     import pandas as pd
 
     from traceaug.analysis.collective_rank import COLL_COLUMNS, RankTables
@@ -356,9 +357,9 @@ def _tables(rank: int, rows: list[tuple[int, int, int | None]]):
     colls = pd.DataFrame({c: [None] * len(rows) for c in COLL_COLUMNS})
     colls = colls.assign(ts=[r[0] * 1000 for r in rows], end=[r[1] * 1000 for r in rows],
                          launch_ts=[r[0] * 1000 for r in rows], device=0, stream=7,
-                         kind="AllReduce", step=1, pg_name="0", pg_ranks="[0, 1]",
+                         kind=kind, step=1, pg_name="0", pg_ranks="[0, 1]",
                          seq=pd.array([r[2] for r in rows], dtype="Int64"),
-                         bytes=pd.array([4096] * len(rows), dtype="Int64"))
+                         bytes=pd.array([nbytes] * len(rows), dtype="Int64"))
     return RankTables(path=f"rank{rank}", rank=rank, base_ns=0, world_size=2, colls=colls)
 
 
@@ -378,6 +379,19 @@ def test_matching_by_sequence_number_and_a_missing_one() -> None:
     assert co.instance_table(job)["seq"].tolist() == [0]
     assert job.problems == ["group pg 0, instance 1: rank 1 has seq 2 where the others have 1; "
                             "nothing past it in this group is matched"]
+
+
+def test_sizes_must_agree_except_where_they_differ_by_rank() -> None:
+    from traceaug.analysis import collectives as co
+
+    rows = [(0, 10, None), (20, 30, None)]
+    job = co.match([_tables(0, rows, "AllReduce", 4096), _tables(1, rows, "AllReduce", 8192)])
+    assert len(job.instances) == 0
+    assert job.problems == ["group pg 0, instance 0: rank 1 has AllReduce 8192 B where the "
+                            "others have AllReduce 4096 B; nothing past it in this group is matched"]
+    # uneven all_to_all splits: each rank sends its own size
+    job = co.match([_tables(0, rows, "AllToAll", 4096), _tables(1, rows, "AllToAll", 8192)])
+    assert len(job.instances) == 2 and job.problems == []
 
 
 # ----- merge: every rank in one trace, on one clock -----------------------------------------

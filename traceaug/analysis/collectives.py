@@ -6,7 +6,8 @@ site, ``read_job``, that takes any ``map``-like executor). Definitions (issue 26
 - Process group: from the args ("Process Group Name") when present; else the NCCL stream
   (the i-th NCCL stream a rank uses, one communicator per stream); else one group of all.
 - Matching: by sequence number when every instance of a group has one; else the k-th
-  instance of a group on each rank. Kind and message size (when known) must agree; the first
+  instance of a group on each rank. Kind and message size (when known; not for all_to_all,
+  send / recv, gather, scatter, whose sizes differ by rank) must agree; the first
   position where they do not, or where a rank lacks the instance, is reported with the group
   and position, and nothing past it in that group is matched.
 - Arrival = GPU start; the last arrival is the straggler; wait = last arrival − arrival;
@@ -103,9 +104,15 @@ def _signature(kind, nbytes) -> str:
     return f"{kind} {nbytes} B" if nbytes is not None and nbytes == nbytes else str(kind)
 
 
+# Kinds whose message size differs by rank (uneven all_to_all splits, a root's buffer): only
+# their kind must agree.
+PER_RANK_SIZES = frozenset({"AllToAll", "SendRecv", "Send", "Recv", "Gather", "Scatter"})
+
+
 def _same(a: tuple, b: tuple) -> bool:
-    """Kind equal and sizes equal where both known."""
-    return a[0] == b[0] and (a[1] is None or b[1] is None or a[1] == b[1])
+    """Kind equal, and sizes equal where both known and the kind sends the same everywhere."""
+    return a[0] == b[0] and (a[0] in PER_RANK_SIZES or a[1] is None or b[1] is None
+                             or a[1] == b[1])
 
 
 def match(tables: list[RankTables]) -> Job:

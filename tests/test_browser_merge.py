@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import perfetto_ui
+import pytest
 from conftest import run_cli, shared_trace
 
 import traceaug
@@ -34,7 +35,9 @@ WHERE value > 0 AND severity IN ('error', 'data_loss') GROUP BY name
 """
 
 
-def test_merged_job_in_the_ui(browser, tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["merge", "open"])
+def test_merged_job_in_the_ui(browser, tmp_path: Path, how: str) -> None:
+    """``merge JOB OUT`` then ``open OUT``, or ``open JOB`` (which merges it)."""
     job = shared_trace("kineto/jobs/dlrm_v100_8ranks")
     out = tmp_path / "job.merged.json.gz"
     result = run_cli("merge", str(job), str(out))
@@ -43,7 +46,9 @@ def test_merged_job_in_the_ui(browser, tmp_path: Path) -> None:
         want_kernels = t.query(KERNELS_SQL).to_dict("records")
         want_arrows = t.query(ARROWS_SQL).to_dict("records")
     assert len(want_arrows) == 8 * 7  # 8 collectives, 7 ranks waiting at each
-    with perfetto_ui.TraceServer(out) as server, perfetto_ui.PerfettoPage(browser, server.url) as ui:
+    served = perfetto_ui.TraceServer(out) if how == "merge" else perfetto_ui.TraceServer(
+        job, announced=f"{job.name}.merged.json.gz")
+    with served as server, perfetto_ui.PerfettoPage(browser, server.url) as ui:
         state = ui.open()
         assert not ui.errors(), ui.errors()
         assert state["ready"], state

@@ -366,9 +366,20 @@ def _open(trace: Path, port: int = 0, browser: bool = True) -> None:
 @click.argument("trace", type=paths.Input())
 @_open_options
 def open_command(trace: Path, port: int, no_browser: bool) -> None:
-    """Open TRACE in the Perfetto UI bundled with traceaug (offline, 127.0.0.1 only)."""
+    """Open TRACE in the Perfetto UI bundled with traceaug (offline, 127.0.0.1 only); a
+    directory of ranks opens as one trace (what `traceaug merge` writes)."""
     from .read.inputs import trace_input
 
+    if trace.is_dir():
+        import tempfile
+
+        from .rewrite.merge_job import write_job
+
+        with tempfile.TemporaryDirectory(prefix="traceaug-open-") as tmp:
+            merged = Path(tmp) / f"{trace.name}.merged.json.gz"
+            write_job(trace, merged)
+            _open(merged, port=port, browser=not no_browser)
+        return
     _open(trace_input(trace), port=port, browser=not no_browser)
 
 

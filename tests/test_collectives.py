@@ -437,3 +437,20 @@ def test_merge_refuses_a_lone_trace(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["merge", str(shared_trace(A100)), str(tmp_path / "o.json")])
     assert result.exit_code == 1 and "merge needs a directory of two ranks or more" in result.stderr
     assert not (tmp_path / "o.json").exists()
+
+
+def test_bad_input_is_one_line(tmp_path: Path) -> None:
+    broken = tmp_path / "job"
+    broken.mkdir()
+    (broken / "rank-0.json").write_text('{"traceEvents": [{"ph": "X", "cat": "kernel"')
+    (broken / "rank-1.json").write_text('{"traceEvents": []}')
+    for args, message in (
+            (["collectives", str(broken)], f"{broken / 'rank-0.json'}: "),
+            (["stragglers", str(shared_trace(A100)), "--step", "99"],
+             "no ProfilerStep#99 (steps: 4, 5, 6)"),
+            (["collectives", str(shared_trace("kineto/a100_simple_add_cuda_sync.json.gz"))],
+             "no NCCL / RCCL collective kernels to analyse")):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 1 and result.stdout == ""
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("traceaug: error: ") and message in lines[0]

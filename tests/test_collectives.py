@@ -377,8 +377,8 @@ def test_matching_by_sequence_number_and_a_missing_one() -> None:
     job = co.match([_tables(0, [(0, 10, 0), (20, 30, 1), (40, 50, 2)]),
                     _tables(1, [(5, 10, 0), (38, 50, 2)])])
     assert co.instance_table(job)["seq"].tolist() == [0]
-    assert job.problems == ["group pg 0, instance 1: rank 1 has seq 2 where the others have 1; "
-                            "nothing past it in this group is matched"]
+    assert job.problems == ["group pg 0, instance 1: rank 1 has seq 2 where the others have 1 "
+                            "(it lacks that one); nothing past it in this group is matched"]
 
 
 def test_sizes_must_agree_except_where_they_differ_by_rank() -> None:

@@ -159,7 +159,8 @@ def match(tables: list[RankTables]) -> Job:
             common = Counter(have.values()).most_common(1)[0][0]
             if by_seq:
                 common_seq = Counter(seq_at.values()).most_common(1)[0][0]
-                odd = [r for r in have if seq_at[r] != common_seq]
+                odd = [r for r in have if seq_at[r] != common_seq
+                       or not _same(have[r], common)]
             else:
                 odd = [r for r in have if not _same(have[r], common)]
             missing = [r for r in ranks if r not in have]
@@ -209,13 +210,14 @@ def _problem(group: str, p: int, common: tuple, ranks: list[int], have: dict, od
     parts = []
     for r in missing:
         parts.append(f"rank {r} lacks it (has {len(sig[r])} instances of the group)")
+    common_seq = Counter(seq_at.values()).most_common(1)[0][0] if seq_at else None
     for r in odd:
-        if seq_at is not None:
-            parts.append(f"rank {r} has seq {seq_at[r]} where the others have "
-                         f"{Counter(seq_at.values()).most_common(1)[0][0]}")
+        if seq_at is not None and seq_at[r] != common_seq:
+            gap = " (it lacks that one)" if seq_at[r] > common_seq else ""
+            parts.append(f"rank {r} has seq {seq_at[r]} where the others have {common_seq}{gap}")
             continue
         nxt = [sig[q][p + 1] for q in ranks if q != r and p + 1 < len(sig[q])]
-        if nxt and _same(have[r], Counter(nxt).most_common(1)[0][0]):
+        if nxt and seq_at is None and _same(have[r], Counter(nxt).most_common(1)[0][0]):
             parts.append(f"rank {r} lacks it ({_signature(*common)}; its next instance is the "
                          "others' next one)")
         else:
@@ -269,12 +271,11 @@ def align(job: Job) -> Job:
     return Job(job.tables, job.instances, a, clock, job.problems)
 
 
-def load_job(path: str | Path, rank: int | None = None, align_clocks: bool = True,
-             options: dict | None = None, mapper: Callable = map) -> Job:
-    """Read every rank of ``path``, match the collectives, align the clocks (unless told
-    not to: the recorded clocks kept)."""
+def load_job(path: str | Path, align_clocks: bool = True, options: dict | None = None,
+             mapper: Callable = map) -> Job:
+    """Read every rank of ``path`` (matching needs them all: ``--rank`` filters the rows
+    shown), match the collectives, align the clocks (unless told not to)."""
     job = match(read_job(path, None, options, mapper))
-    del rank  # matching needs every rank: --rank filters the rows shown (see the commands)
     return align(job) if align_clocks else job
 
 

@@ -52,8 +52,9 @@ def load(path: str | Path, kind: str | None = None, **options) -> Trace:
     the args traceaug's analyses use, and no flow events (as HTA's parser keeps a minimal arg
     set); "full" keeps everything for your SQL; "gpu" (GPU ops, launches, steps), "gpu_steps"
     (the same, the other events cut unparsed: ``read.skim``), "ops" (CPU ops too), "patterns"
-    (as "ops", fewer calls and args) and "sync" (annotations, every runtime call and
-    ``cuda_sync`` events too) keep less. ``full=True`` and
+    (as "ops", fewer calls and args), "sync" (annotations, every runtime call and
+    ``cuda_sync`` events too) and "collectives" (GPU ops, launches, CPU ops and annotations,
+    the NCCL args; skimmed) keep less. ``full=True`` and
     ``only="gpu"|"ops"`` are the older names of "full", "gpu", "ops"."""
     from .trace import Trace
 

@@ -169,6 +169,28 @@ def test_real_job_stragglers_per_step(real_job) -> None:
                             f"the others waited {lost[top] / 1e3:.2f} ms for it")
 
 
+def test_report_job_section(real_job) -> None:
+    from traceaug.commands.collectives import job_sections
+
+    d, events, mapper = real_job
+    want = oracle(events)
+    sections = dict(job_sections(d, None, 3, mapper=mapper))
+    heat = sections["job: wait per rank at the collectives with the largest skew (µs)"]
+    worst = sorted(want, key=lambda k: -want[k]["skew_us"])[:3]
+    kinds = traceaug.collectives(d, mapper=mapper)["kind"].tolist()
+    assert [c for c in heat if c != "rank"] == [f"{kinds[p]}#{p}" for _, p in worst]
+    for _, p in worst:
+        assert heat[f"{kinds[p]}#{p}"].tolist() == [want[("all", p)]["wait_us"][r] for r in range(8)]
+    assert sections["job: findings"]["finding"][0].startswith("step 10: rank 7 arrived last")
+    # the command puts it first, before the kernels (a lone trace has none)
+    result = CliRunner().invoke(main, ["report", str(shared_trace("kineto/multi_rank_sampled")),
+                                       "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert list(json.loads(result.stdout))[:3] == [
+        "job: findings", "job: step time and wait in collectives per rank",
+        "job: wait per rank at the collectives with the largest skew (µs)"]
+
+
 def test_real_job_against_hta(real_job) -> None:
     """HTA names [2, 7]. Rank 7 is our straggler too; rank 2 is nobody's: HTA's metric is the
     start of each rank's last SendRecv longer than 1% of a step, and ranks 4 and 5, who arrived

@@ -570,7 +570,13 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
     from .commands import analyses
 
     if html_out is None:
-        click.echo(analyses.render(analyses.report(ranks, step, top), fmt, fmt != "table"), nl=False)
+        job = []
+        if trace.is_dir() and len(ranks) > 1:  # a job: who waited for whom, first
+            from .commands.collectives import job_sections
+
+            job = job_sections(trace, step, top, _options(ctx))
+        click.echo(analyses.render(job + analyses.report(ranks, step, top), fmt, fmt != "table"),
+                   nl=False)
         return
     from .report.analyses_html import write_report
 

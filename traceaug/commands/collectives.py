@@ -97,3 +97,44 @@ def render_table(df: pd.DataFrame, fmt: str, findings: list[str] | None = None) 
             "no rank held the others up"
         return f"{head}\n\n{body}"
     return body
+
+
+def _columns(df: pd.DataFrame) -> dict[str, np.ndarray]:
+    """A DataFrame as ``commands.analyses`` sections take it: numpy columns (NA as None)."""
+    out = {}
+    for c in df.columns:
+        values = df[c].to_numpy(dtype=object) if df[c].dtype == object or str(df[c].dtype) in (
+            "Int64", "Float64") else df[c].to_numpy()
+        if values.dtype == object:
+            values = np.array([None if v is pd.NA else v for v in values.tolist()] or [],
+                              dtype=object)
+        out[c] = values
+    return out
+
+
+def job_sections(path: str | Path, step: int | None, top: int, options: dict | None = None,
+                 mapper: Callable = map) -> list[tuple[str, dict]]:
+    """``report JOB``'s job section: the findings, per step each rank's step time and wait
+    in collectives, and the wait heatmap (rank × collective, the ``top`` with the largest
+    skew); none when the job has no collectives."""
+    try:
+        job = job_for(path, step, None, True, options, mapper)
+    except TraceaugError as e:
+        if "no NCCL / RCCL collective kernels" in str(e):
+            return []
+        raise
+    found, table = stragglers_frame(job)
+    inst = co.instance_table(job)
+    worst = inst.sort_values("skew_us", ascending=False, kind="stable").head(top)
+    label = {i: f"{k}#{p}" for i, k, p in zip(job.instances["iid"], job.instances["kind"],
+                                              job.instances["position"])}
+    waits = co._wait_table(job)
+    waits = waits[waits["iid"].isin(job.instances["iid"].iloc[worst.index])]
+    heat = (waits.assign(wait_us=waits["wait_ns"] / 1e3, what=waits["iid"].map(label))
+            .pivot(index="rank", columns="what", values="wait_us"))
+    heat = heat[[label[i] for i in job.instances["iid"].iloc[worst.index]]].reset_index()
+    return [("job: findings", {"finding": np.array(found or ["no rank held the others up"],
+                                                   dtype=object)}),
+            ("job: step time and wait in collectives per rank", _columns(table)),
+            ("job: wait per rank at the collectives with the largest skew (µs)",
+             _columns(heat.rename(columns=str)))]

@@ -11,6 +11,7 @@ import pickle
 import statistics
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from conftest import require_hta, shared_trace
@@ -358,8 +359,6 @@ def test_two_process_groups_and_a_missing_collective(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["collectives", str(d), "--format", "json"])
     assert result.exit_code == 0, result.output
     got = json.loads(result.stdout)
-    import pandas as pd
-
     want = oracle(raw_ranks(d), {"a": [0, 1, 2, 3], "b": [4, 5, 6, 7]}, upto={"b": 4})
     check_against(pd.DataFrame(got), want, {"a": "pg a", "b": "pg b"})
     assert ("group pg b, instance 4: rank 6 lacks it (AllReduce 1576964 B; its next instance is "
@@ -372,8 +371,6 @@ def test_two_process_groups_and_a_missing_collective(tmp_path: Path) -> None:
 def _tables(rank: int, rows: list[tuple[int, int, int | None]], kind: str = "AllReduce",
             nbytes: int = 4096):
     """A rank with collectives (GPU start µs, end µs, seq) of ``kind`` on stream 7."""
-    import pandas as pd
-
     from traceaug.analysis.collective_rank import COLL_COLUMNS, RankTables
 
     colls = pd.DataFrame({c: [None] * len(rows) for c in COLL_COLUMNS})
@@ -476,3 +473,18 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
         assert result.exit_code == 1 and result.stdout == ""
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("traceaug: error: ") and message in lines[0]
+
+
+def test_bandwidth_as_nccl_tests_with_the_group_size() -> None:
+    """A lone rank of 8 (B200, newer ``ncclDevKernel_*`` names): nccl-tests' n is the
+    communicator's size from the args, not the one rank traced; no step holds it."""
+    path = shared_trace("kineto/b200_rank0_of8_allgather.json.gz")
+    (k,) = [e for _, _, e in raw_kernels(load_raw(path)["traceEvents"])]
+    row = traceaug.collectives(path).iloc[0]
+    a = k["args"]
+    nbytes = max(a["In msg nelems"], a["Out msg nelems"]) * 2  # BFloat16
+    assert (row["kind"], row["bytes"], row["ranks"]) == ("AllGather", nbytes, 1)
+    assert row["step"] is pd.NA and row["straggler"] is pd.NA
+    assert row["transfer_us"] == ns(k["dur"]) / 1e3
+    assert row["algbw_gbps"] == pytest.approx(nbytes / ns(k["dur"]))
+    assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * (a["Group size"] - 1) / a["Group size"])

@@ -172,9 +172,13 @@ def match(tables: list[RankTables]) -> Job:
             seq = seq_at[ranks[0]] if by_seq else None
             steps = Counter(int(by_rank[r].colls["step"].iat[per[r][p]]) for r in ranks)
             sizes = [s[1] for s in have.values() if s[1] is not None]
+            group = [by_rank[r].colls["group_size"].iat[per[r][p]] for r in ranks]
+            group = [int(g) for g in group if g is not None and g is not pd.NA and g == g]
+            step = steps.most_common(1)[0][0]
             inst.append({"iid": iid, "group": label, "position": p, "seq": seq,
                          "kind": common[0], "bytes": max(sizes) if sizes else None,
-                         "step": steps.most_common(1)[0][0], "ranks": len(ranks)})
+                         "step": None if step < 0 else step, "ranks": len(ranks),
+                         "group_size": max(group) if group else len(ranks)})
             for r in ranks:
                 c = by_rank[r].colls
                 i = per[r][p]
@@ -183,7 +187,8 @@ def match(tables: list[RankTables]) -> Job:
                             "launch_ns": None if lt is None or lt != lt else int(lt),
                             "arrival_ns": int(c["ts"].iat[i]), "end_ns": int(c["end"].iat[i])})
     instances = pd.DataFrame(inst, columns=["iid", "group", "position", "seq", "kind", "bytes",
-                                            "step", "ranks"])
+                                            "step", "ranks", "group_size"])
+    instances["step"] = instances["step"].astype("Int64")
     arrivals = pd.DataFrame(arr, columns=["iid", "rank", "row", "launch_ns", "arrival_ns",
                                           "end_ns"])
     arrivals["launch_ns"] = arrivals["launch_ns"].astype("Int64")
@@ -321,7 +326,9 @@ def _instance_table(job: Job) -> pd.DataFrame:
     nbytes = out["bytes"].astype("Float64")
     algbw = nbytes / transfer.where(transfer > 0)  # bytes per ns = GB/s
     out["algbw_gbps"] = algbw.astype(np.float64)
-    factor = [BUS_FACTOR.get(k, lambda n: 1.0)(n) for k, n in zip(out["kind"], out["ranks"])]
+    # nccl-tests' n: the ranks of the communicator (the args' group size; else those matched)
+    factor = [BUS_FACTOR.get(k, lambda n: 1.0)(n) for k, n in zip(out["kind"],
+                                                                  inst["group_size"])]
     out["busbw_gbps"] = out["algbw_gbps"] * np.array(factor, np.float64)
     why = _Causes(job, a)
     causes = [why(iid) for iid in out.index]
@@ -329,7 +336,7 @@ def _instance_table(job: Job) -> pd.DataFrame:
     out["cause_late_us"] = [c[1] / 1e3 for c in causes]
     out["cause_ops"] = ["; ".join(c[2]) if c[2] else None for c in causes]
     out = out.reset_index(drop=True)
-    for col in ("seq", "bytes"):
+    for col in ("seq", "bytes", "step"):
         out[col] = out[col].astype("Int64")
     return out
 
@@ -468,8 +475,9 @@ def step_table(job: Job) -> pd.DataFrame:
     for r in sorted(job.tables):
         st = job.tables[r].steps
         for step, ts, end in zip(st["step"].tolist(), st["ts"].tolist(), st["end"].tolist()):
-            mine = a[(a["rank"] == r) & (a["step"] == step)]
-            strag = inst[(inst["step"] == step) & (inst["straggler"] == r)]
+            mine = a[(a["rank"] == r) & a["step"].eq(step).fillna(False).astype(bool)]
+            strag = inst[inst["step"].eq(step).fillna(False).astype(bool)
+                         & inst["straggler"].eq(r).fillna(False).astype(bool)]
             records.append({"step": step, "rank": r, "step_us": (end - ts) / 1e3,
                             "collectives": len(mine), "wait_us": mine["wait_ns"].sum() / 1e3,
                             "straggler_count": len(strag),
@@ -482,8 +490,9 @@ def findings(job: Job, steps: Iterable[int] | None = None) -> list[str]:
     """Per step, ranked by the time lost: the rank the others waited for most, in plain words."""
     inst = instance_table(job)
     out: list[tuple[float, str]] = []
-    for step in sorted(set(inst["step"].tolist()) if steps is None else steps):
-        mine = inst[inst["step"] == step]
+    numbers = sorted(int(s) for s in inst["step"].dropna().unique())
+    for step in numbers if steps is None else steps:
+        mine = inst[inst["step"].eq(step).fillna(False).astype(bool)]
         if not len(mine):
             continue
         lost = mine.groupby("straggler")["mean_wait_us"].sum()

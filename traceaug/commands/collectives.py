@@ -31,7 +31,7 @@ def job_for(path: str | Path, step: int | None, rank: int | None, align: bool,
         numbers = np.unique(np.concatenate([t.steps["step"].to_numpy(np.int64)
                                             for t in job.tables.values()]))
         check_step(path, numbers, step)
-        keep = job.instances[job.instances["step"] == step]
+        keep = job.instances[job.instances["step"].eq(step).fillna(False).astype(bool)]
         job = co.Job(job.tables, keep, job.arrivals[job.arrivals["iid"].isin(keep["iid"])],
                      job.clock, job.problems)
     return job

@@ -32,8 +32,9 @@ if TYPE_CHECKING:
     from .trace import Trace
 
 __version__ = "0.1.0"
-__all__ = ["Counters", "KernelPatterns", "Trace", "TraceaugError", "counters", "critical_path",
-           "diff", "info", "load", "load_ranks", "patterns", "query", "whatif", "__version__"]
+__all__ = ["Counters", "KernelPatterns", "Trace", "TraceaugError", "collectives", "counters",
+           "critical_path", "diff", "info", "load", "load_ranks", "patterns", "query",
+           "stragglers", "whatif", "__version__"]
 
 
 def __getattr__(name: str):
@@ -52,8 +53,9 @@ def load(path: str | Path, kind: str | None = None, **options) -> Trace:
     the args traceaug's analyses use, and no flow events (as HTA's parser keeps a minimal arg
     set); "full" keeps everything for your SQL; "gpu" (GPU ops, launches, steps), "gpu_steps"
     (the same, the other events cut unparsed: ``read.skim``), "ops" (CPU ops too), "patterns"
-    (as "ops", fewer calls and args) and "sync" (annotations, every runtime call and
-    ``cuda_sync`` events too) keep less. ``full=True`` and
+    (as "ops", fewer calls and args), "sync" (annotations, every runtime call and
+    ``cuda_sync`` events too) and "collectives" (GPU ops, launches, CPU ops and annotations,
+    the NCCL args; skimmed) keep less. ``full=True`` and
     ``only="gpu"|"ops"`` are the older names of "full", "gpu", "ops"."""
     from .trace import Trace
 
@@ -304,3 +306,39 @@ def whatif(path: str | Path, step: int | None = None, scale: list[str] | tuple[s
     steps, changes = compute(path, step, tuple(scale), no_launch_delay, rank,
                              tp_bin=options.get("tp_bin"), progress=options.get("progress"))
     return WhatIf(frame(steps), frame(changes))
+
+
+def collectives(path: str | Path, by: str = "instance", step: int | None = None,
+                rank: int | None = None, align: bool = True, mapper=map, **options
+                ) -> pd.DataFrame:
+    """``traceaug collectives`` as data: the collectives of every rank of a job matched.
+
+    ``by="instance"``: one row per matched instance (those ``rank`` takes part in): ``step``,
+    ``group``, ``position``, ``seq``, ``kind``, ``bytes``, ``ranks``, ``skew_us``,
+    ``straggler`` (the last arrival), ``mean_wait_us`` (of the other ranks), ``max_wait_us``,
+    ``transfer_us``, ``algbw_gbps``, ``busbw_gbps``, ``cause`` ("cpu" / "gpu"),
+    ``cause_late_us``, ``cause_ops``. ``by="rank"``: ``rank``, ``collectives``,
+    ``total_wait_us``, ``straggler_count``, ``caused_wait_us``. ``attrs``: ``problems`` (what
+    was not matched) and ``clock`` (per rank ``offset_ns``, ``residual_ns``). ``align=False``
+    keeps the recorded clocks; ``mapper``: a ``map``-like callable reading the ranks (an
+    executor's); ``options``: tp_bin."""
+    from .commands import collectives as cmd
+
+    job = cmd.job_for(path, step, rank, align, options, mapper)
+    out = cmd.collectives_frame(job, by, rank)
+    out.attrs.update(problems=list(job.problems), clock=job.clock.to_dict("list"))
+    return out
+
+
+def stragglers(path: str | Path, step: int | None = None, rank: int | None = None,
+               align: bool = True, mapper=map, **options) -> pd.DataFrame:
+    """``traceaug stragglers`` as data: per step and rank ``step_us``, ``collectives``,
+    ``wait_us`` (in collectives), ``straggler_count``, ``caused_wait_us`` (the others' mean
+    wait for it, summed); ``attrs["findings"]``: the ranked findings in plain words,
+    ``attrs["problems"]``, ``attrs["clock"]`` as ``collectives``."""
+    from .commands import collectives as cmd
+
+    job = cmd.job_for(path, step, rank, align, options, mapper)
+    found, out = cmd.stragglers_frame(job, rank)
+    out.attrs.update(findings=found, problems=list(job.problems), clock=job.clock.to_dict("list"))
+    return out

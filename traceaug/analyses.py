@@ -57,8 +57,13 @@ def kernels(source: Source, step: int | None = None, rank: int | None = None,
 
 def kernels_across_ranks(source: Source, step: int | None = None) -> pd.DataFrame:
     """Per kernel name over the ranks: ``name``, ``type``, ``ranks``, ``mean_total_ns``,
-    ``min_total_ns``, ``max_total_ns``, ``slowest_rank``."""
-    return frame(public(kn.across_ranks([kn.kernel_table(g, step) for g in _ranks(source, None)])))
+    ``min_total_ns``, ``max_total_ns``, ``max_total_rank``; communication kernels matched across
+    ranks also ``mean_wait_ns``, ``mean_transfer_ns`` and ``waited_for_rank``."""
+    from .commands.analyses import comm_split
+
+    ranks = _ranks(source, None)
+    return frame(public(kn.across_ranks([kn.kernel_table(g, step) for g in ranks],
+                                        comm_split(ranks, step))))
 
 
 def stream_gaps(source: Source, step: int | None = None, rank: int | None = None) -> pd.DataFrame:

@@ -396,9 +396,20 @@ def _open(trace: Path, port: int = 0, browser: bool = True, name: str | None = N
 @click.argument("trace", type=paths.Input())
 @_open_options
 def open_command(trace: Path, port: int, no_browser: bool) -> None:
-    """Open TRACE in the Perfetto UI bundled with traceaug (offline, 127.0.0.1 only)."""
+    """Open TRACE in the Perfetto UI bundled with traceaug (offline, 127.0.0.1 only); a
+    directory of ranks opens as one trace (what `traceaug merge` writes)."""
     from .read.inputs import trace_input
 
+    if trace.is_dir():
+        import tempfile
+
+        from .rewrite.merge_job import write_job
+
+        with tempfile.TemporaryDirectory(prefix="traceaug-open-") as tmp:
+            merged = Path(tmp) / f"{trace.name}.merged.json.gz"
+            write_job(trace, merged)
+            _open(merged, port=port, browser=not no_browser, name=merged.name)
+        return
     # an nsys export is served as its temporary conversion, under the export's own name
     _open(trace_input(trace), port=port, browser=not no_browser, name=Path(trace).name)
 
@@ -590,12 +601,82 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
     from .commands import analyses
 
     if html_out is None:
-        click.echo(analyses.render(analyses.report(ranks, step, top), fmt), nl=False)
+        job = []
+        if trace.is_dir() and len(ranks) > 1:  # a job: who waited for whom, first
+            from .commands.collectives import job_sections
+
+            job = job_sections(trace, step, top, _options(ctx))
+        click.echo(analyses.render(job + analyses.report(ranks, step, top), fmt), nl=False)
         return
     from .report.analyses_html import write_report
 
     charts = write_report(ranks, html_out, step, top, title=f"traceaug report: {trace.name}")
     click.echo(f"wrote {html_out} ({charts} charts, {len(ranks)} rank(s))", err=True)
+
+
+def _collective_options(f):
+    """What the collectives commands take besides ``_analysis_options``."""
+    return click.option("--no-align", is_flag=True,
+                        help="Keep each rank's recorded clock (default: align the ranks' clocks "
+                        "on the ends of matched collectives).")(_analysis_options(f))
+
+
+def _job(ctx: click.Context, trace: Path, step: int | None, rank: int | None, no_align: bool):
+    from .commands import collectives as cmd
+
+    job = cmd.job_for(trace, step, rank, not no_align, _options(ctx))
+    for line in cmd.notes(job):
+        click.echo(f"traceaug: {line}", err=True)
+    return job
+
+
+@main.command("collectives")
+@_collective_options
+@click.option("--by", type=click.Choice(["instance", "rank"]), default="instance",
+              show_default=True, help="One row per matched collective, or per rank.")
+@click.pass_context
+def collectives_command(ctx: click.Context, trace: Path, rank: int | None, step: int | None,
+                        fmt: str, no_align: bool, by: str) -> None:
+    """Collectives matched across the ranks of a job: per instance its skew, straggler, waits,
+    transfer time and bandwidth (--by rank: each rank's wait and the wait it caused)."""
+    job = _job(ctx, trace, step, rank, no_align)
+    from .commands import collectives as cmd
+
+    click.echo(cmd.render_table(cmd.collectives_frame(job, by, rank), fmt), nl=False)
+
+
+@main.command("stragglers")
+@_collective_options
+@click.pass_context
+def stragglers_command(ctx: click.Context, trace: Path, rank: int | None, step: int | None,
+                       fmt: str, no_align: bool) -> None:
+    """Who the ranks of a job waited for: findings in plain words (the rank the others waited
+    for most in each step, the time lost and why), then per step each rank's step time and
+    time waiting in collectives."""
+    job = _job(ctx, trace, step, rank, no_align)
+    from .commands import collectives as cmd
+
+    found, table = cmd.stragglers_frame(job, rank)
+    if fmt == "csv":
+        for line in found:
+            click.echo(f"traceaug: {line}", err=True)
+    click.echo(cmd.render_table(table, fmt, None if fmt == "csv" else found), nl=False)
+
+
+@main.command("merge")
+@click.argument("job", metavar="JOB", type=paths.Input())
+@click.argument("dst", metavar="OUT", type=paths.Output())
+@click.option("--no-align", is_flag=True,
+              help="Keep each rank's recorded clock (default: align the ranks' clocks on the "
+              "ends of matched collectives).")
+@click.pass_context
+def merge_command(ctx: click.Context, job: Path, dst: Path, no_align: bool) -> None:
+    """Write OUT: every rank of JOB in one Perfetto trace (processes "rank N: ...", clocks
+    aligned, flow arrows from each collective's last arrival to the ranks that waited)."""
+    from .rewrite.merge_job import write_job
+
+    ranks, links = write_job(job, dst, not no_align, _options(ctx))
+    click.echo(f"wrote {dst} ({ranks} ranks, {links} cross-rank arrows)", err=True)
 
 
 @main.command("critical-path")

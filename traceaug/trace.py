@@ -52,8 +52,8 @@ class Trace:
     """One trace file loaded into Perfetto's trace processor.
 
     ``kind`` (``read.kinds.KINDS``) says what the engine keeps: "analysis" (the default),
-    "full", "gpu", "gpu_steps", "ops", "patterns", "sync"; ``full=True`` and ``only="gpu"|"ops"``
-    are older names."""
+    "full", "gpu", "gpu_steps", "ops", "patterns", "sync", "collectives"; ``full=True`` and
+    ``only="gpu"|"ops"`` are older names."""
 
     def __init__(self, path: str | Path, tp_bin: str | None = None,
                  memory64: bool | None = None, progress: bool | None = None,

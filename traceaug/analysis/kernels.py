@@ -73,9 +73,13 @@ def sort(table: Columns, by: str) -> Columns:
     return {k: v[order] for k, v in table.items()}
 
 
-def across_ranks(tables: list[Columns]) -> Columns:
+def across_ranks(tables: list[Columns], comm: dict[str, dict] | None = None) -> Columns:
     """Per kernel name over ranks: ``ranks`` (holding it), ``mean_total``, ``min_total``,
-    ``max_total`` (ns) and ``slowest_rank`` (largest total), largest mean total first."""
+    ``max_total`` (ns) and ``max_total_rank`` (the rank of the largest total: for a
+    communication kernel the rank that waited longest, not a slow one), largest mean total
+    first. With ``comm`` (``collectives.kernel_split``), communication kernels also get
+    ``mean_wait`` and ``mean_transfer`` (ns; wait + transfer = the kernel's time) and
+    ``waited_for_rank`` (the rank the others waited for most there)."""
     name = np.concatenate([t["name"] for t in tables]) if tables else objects([])
     total = np.concatenate([t["total"] for t in tables]) if tables else np.empty(0, np.int64)
     rank = np.concatenate([t["rank"] for t in tables]) if tables else objects([])
@@ -86,7 +90,12 @@ def across_ranks(tables: list[Columns]) -> Columns:
     slowest = rank[first].tolist()
     out = {"name": objects(keys), "type": objects([None] * len(keys)), "ranks": stats["count"],
            "mean_total": stats["mean"], "min_total": stats["min"], "max_total": stats["max"],
-           "slowest_rank": objects(slowest)}
+           "max_total_rank": objects(slowest)}
+    if comm is not None:
+        split = [comm.get(k, {}) for k in keys]
+        out["mean_wait"] = np.array([s.get("wait", np.nan) for s in split], np.float64)
+        out["mean_transfer"] = np.array([s.get("transfer", np.nan) for s in split], np.float64)
+        out["waited_for_rank"] = objects([s.get("waited_for") for s in split])
     types = {n: t for tb in tables for n, t in zip(tb["name"].tolist(), tb["type"].tolist())}
     out["type"] = objects([types[k] for k in keys])
     order = np.lexsort((out["name"].astype(str), -out["mean_total"]))

@@ -28,7 +28,7 @@ NS = {"total", "mean", "std", "min", "max", "median", "window_start", "window", 
       "idle", "computation", "communication", "memory", "comp_only", "comm_only", "mem_only",
       "comp_comm", "comp_mem", "comm_mem", "comp_comm_mem", "cpu_duration", "gpu_duration",
       "launch_delay", "mean_total", "min_total", "max_total", "mean_cpu_duration",
-      "max_cpu_duration", "mean_launch_delay", "max_launch_delay"}
+      "max_cpu_duration", "mean_launch_delay", "max_launch_delay", "mean_wait", "mean_transfer"}
 # Shares, as percent (``kernels``'), or as fractions (the idle breakdown's ``ratio``) made percent.
 PERCENT = {"share_launches": "launches_pct", "share_time": "time_pct"}
 FRACTION = {"ratio": "share_pct"}
@@ -119,12 +119,24 @@ def render(sections: list[tuple[str, Columns]], fmt: str, full_names: bool = Fal
     return "\n".join(parts)
 
 
+def comm_split(ranks: list[GpuOps], step: int | None) -> dict[str, dict] | None:
+    """Each communication kernel's wait and transfer across the ranks (``kernel_split``),
+    None when no rank has one."""
+    if not any((g.ops["category"] == "communication").any() for g in ranks):
+        return None
+    from ..analysis import collectives as co
+
+    return co.kernel_split([co.from_gpu_ops(g.rank if g.rank is not None else i,
+                                            g.trace.base_ns, g.ops, g.rows(step))
+                            for i, g in enumerate(ranks)])
+
+
 def kernels(ranks: list[GpuOps], step: int | None, kind: str | None, sort: str,
             top: int | None) -> list[tuple[str, Columns]]:
     tables = [kn.sort(kn.kernel_table(g, step, kind), sort) for g in ranks]
     out = [("kernels", concat([{k: v[:top] for k, v in t.items()} for t in tables]))]
     if len(ranks) > 1:
-        across = kn.across_ranks(tables)
+        across = kn.across_ranks(tables, comm_split(ranks, step))
         out.append(("kernels across ranks", {k: v[:top] for k, v in across.items()}))
     return out
 

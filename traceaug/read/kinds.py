@@ -72,6 +72,16 @@ NO_LAUNCH_CALLS = frozenset({
 # What patterns reads of a complete event (analysis.patterns): GPU identity and correlation.
 PATTERNS_ARGS = frozenset({"correlation", "correlation id", "device", "stream", "traceaug_tid",
                            "traceaug_lane"})
+# What the collectives analysis reads (analysis.collectives): the args NCCL / RCCL kernels
+# carry with NCCL metadata on (the same as their record_param_comms op's), the sequence
+# number newer PyTorch writes; the CPU ops that issue a collective keep all their args
+# (``COLLECTIVE_OPS``: their input dims and types size a message when no kernel says).
+COLLECTIVE_ARGS = KINETO_ARGS | frozenset({
+    "Collective name", "In msg nelems", "Out msg nelems", "Group size", "dtype",
+    "In split size", "Out split size", "Process Group Name", "Process Group Description",
+    "Process Group Ranks", "Seq", "seq",
+})
+COLLECTIVE_OPS = ("record_param_comms", "nccl:", "rccl:")
 
 
 @dataclass(frozen=True)
@@ -81,17 +91,18 @@ class LoadKind:
     ``categories``: the categories kept (with metadata and ProfilerSteps); None keeps every
     event. ``skip_calls``: runtime / driver calls left out even so. ``args``: the args kept
     on complete events (None: all); ``whole_args``: categories whose complete events keep
-    all their args. ``flows``: flow events kept. ``skim``: the events dropped are cut from
-    the text unparsed where Kineto's layout shows them whole (``read.skim``), so pass 1
-    learns nothing of them: no UI columns, flow ids or span of every event (the plan has
-    none; ``Trace.span`` is the kept events'), and a fault inside one goes unseen. For
-    analyses that write no trace."""
+    all their args, ``whole_args_names``: name prefixes of events that keep them too.
+    ``flows``: flow events kept. ``skim``: the events dropped are cut from the text unparsed
+    where Kineto's layout shows them whole (``read.skim``), so pass 1 learns nothing of them:
+    no UI columns, flow ids or span of every event (the plan has none; ``Trace.span`` is the
+    kept events'), and a fault inside one goes unseen. For analyses that write no trace."""
 
     name: str
     categories: frozenset[str] | None = None
     skip_calls: frozenset[str] = frozenset()
     args: frozenset[str] | None = KINETO_ARGS
     whole_args: frozenset[str] = frozenset()
+    whole_args_names: tuple[str, ...] = ()
     flows: bool = False
     skim: bool = False
 
@@ -118,6 +129,10 @@ KINDS: dict[str, LoadKind] = {k.name: k for k in (
     # patterns: CPU-side annotations too (``--operator`` may name one, as HTA's does)
     LoadKind("patterns", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | {"user_annotation"},
              HOST_ONLY_CALLS | NO_LAUNCH_CALLS, args=PATTERNS_ARGS),
+    # collectives, stragglers: GPU ops and launches, CPU ops and annotations (a late
+    # arrival's cause), the collective args; flows and polling calls cut unparsed
+    LoadKind("collectives", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES,
+             HOST_ONLY_CALLS, args=COLLECTIVE_ARGS, whole_args_names=COLLECTIVE_OPS, skim=True),
 )}
 
 

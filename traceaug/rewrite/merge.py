@@ -72,19 +72,30 @@ def _move(ev: dict, move: tuple, is_slice: bool) -> None:
 
 def b_events(side: Side, shift_ns: int) -> list[bytes]:
     """B's events, relabelled and shifted by ``shift_ns`` (exact), made visible in the Perfetto
-    UI as the rewriters make their outputs (``visible``): negative tids unsigned, and the
-    complete events the UI would drop (on the timestamps written here) moved to lanes, with
-    their flow events; every B process sorted after A's (``process_sort_index``)."""
-    chosen = side.trace.plan.rebase  # B's load chose it (no base when a ts lies below one)
+    UI as the rewriters make their outputs, every B process sorted after A's (``relabelled``)."""
+    # B's load chose its rebase (no base when a ts lies below one)
+    return relabelled(side.trace.file, side.trace.plan.rebase, shift_ns, _pid, _flow_id, "B",
+                      plan=side.trace.plan)
+
+
+def relabelled(file: Path, chosen: Rebase, shift_ns: int, pid_of, flow_id_of, label: str,
+               plan=None) -> list[bytes]:
+    """Every event of ``file`` with its pid ``pid_of(pid)``, flow ids ``flow_id_of(id)``,
+    process names ``<label>: <name>`` (added for processes that have none), negative tids
+    unsigned and timestamps ``shift_ns`` earlier (exact). With the file's load ``plan``, also
+    made visible in the Perfetto UI as the rewriters make their outputs (``visible``: the
+    complete events the UI would drop, on the timestamps written here, moved to lanes with
+    their flow events) and every process sorted after the other side's
+    (``process_sort_index``); without it the caller copies the result through ``splice.Copy``."""
     rebase = Rebase(chosen.prefix, chosen.sep, chosen.numeric, fixed=True)
-    plan = side.trace.plan
-    moves = ui_import.moves(plan.ui, plan.base_ns - shift_ns, plan.thread_names)
+    moves = (ui_import.moves(plan.ui, plan.base_ns - shift_ns, plan.thread_names)
+             if plan is not None else None)
     named: set = set()
     pids: dict = {}  # in order of appearance (a set's order of strings varies by run)
-    sort_index: dict = {}  # B's own process_sort_index per pid
+    sort_index: dict = {}  # the file's own process_sort_index per pid
     out: list[bytes] = []
-    index = -1  # the event's position in B's event array (ui_import's index)
-    for item in pass1.rebased_chunks(source.iter_blocks(side.trace.file), rebase):
+    index = -1  # the event's position in the file's event array (ui_import's index)
+    for item in pass1.rebased_chunks(source.iter_blocks(file), rebase):
         if isinstance(item, chunks.Layout):
             break
         for ev in item.events:
@@ -97,33 +108,35 @@ def b_events(side: Side, shift_ns: int) -> list[bytes]:
             tid = ev.get("tid")
             if tid.__class__ is int and tid < 0:
                 ev["tid"] = unsigned_tid(tid)
-            if index in moves.slices:
+            if moves is not None and index in moves.slices:
                 _move(ev, moves.slices[index], True)
-            elif index in moves.flows:
+            elif moves is not None and index in moves.flows:
                 _move(ev, moves.flows[index], False)
             pid = ev.get("pid")
             if "pid" in ev:
                 pids.setdefault(_hashable(pid), pid)
-                ev["pid"] = _pid(pid)
+                ev["pid"] = pid_of(pid)
             if ev.get("ph") in pass1.FLOW_PHASES and "id" in ev:
-                ev["id"] = _flow_id(ev["id"])
-            if ev.get("ph") == "M" and ev.get("name") == "process_sort_index":
+                ev["id"] = flow_id_of(ev["id"])
+            if plan is not None and ev.get("ph") == "M" and ev.get("name") == "process_sort_index":
                 args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
                 sort_index[_hashable(pid)] = args.get("sort_index")
-                continue  # written below, after A's
+                continue  # written below, after the other side's
             if ev.get("ph") == "M" and ev.get("name") == "process_name":
                 args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
-                ev["args"] = {**args, "name": f"B: {args.get('name', '')}".rstrip()}
+                ev["args"] = {**args, "name": f"{label}: {args.get('name', '')}".rstrip()}
                 named.add(ev["pid"])
             out.append(orjson.dumps(ev))
     for order, (key, pid) in enumerate(pids.items()):
-        if _pid(pid) not in named:
-            out.append(orjson.dumps({"ph": "M", "name": "process_name", "pid": _pid(pid),
-                                     "args": {"name": f"B: {pid}"}}))
-        out.append(orjson.dumps({"ph": "M", "name": "process_sort_index", "pid": _pid(pid),
-                                 "args": {"sort_index": _sort_index(sort_index.get(key), pid, order)}}))
-    for (pid, _tid, _lane), name in moves.lane_threads.items():
-        out.append(orjson.dumps({"ph": "M", "name": "thread_name", "pid": _pid(pid), "tid": name,
+        if pid_of(pid) not in named:
+            out.append(orjson.dumps({"ph": "M", "name": "process_name", "pid": pid_of(pid),
+                                     "args": {"name": f"{label}: {pid}"}}))
+        if plan is not None:
+            out.append(orjson.dumps({"ph": "M", "name": "process_sort_index", "pid": pid_of(pid),
+                                     "args": {"sort_index": _sort_index(sort_index.get(key), pid,
+                                                                        order)}}))
+    for (pid, _tid, _lane), name in (moves.lane_threads.items() if moves is not None else ()):
+        out.append(orjson.dumps({"ph": "M", "name": "thread_name", "pid": pid_of(pid), "tid": name,
                                  "args": {"name": name}}))
     return out
 

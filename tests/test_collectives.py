@@ -1,0 +1,490 @@
+"""Collectives across ranks (issue 26): the per-rank tables, matching, job clock, waits,
+stragglers and their causes, checked against an oracle computed here from the raw JSON (it
+imports nothing of traceaug's analysis), on the real 8-rank DLRM job and on jobs built from it
+with planted stragglers."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import pickle
+import statistics
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from conftest import require_hta, shared_trace
+from rawjson import load_raw, ns
+
+import traceaug
+from traceaug.analysis.collective_rank import extract
+from traceaug.cli import main
+
+A100 = "kineto/a100_nccl_rank0_of2.json.gz"
+JOB = "kineto/jobs/dlrm_v100_8ranks"
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
+
+
+# ----- the oracle: straight from the raw JSON ---------------------------------------------
+def _is_nccl(e: dict) -> bool:
+    return e.get("ph") == "X" and e.get("cat") == "kernel" and e["name"].startswith("nccl")
+
+
+def raw_ranks(d: Path) -> dict[int, list[dict]]:
+    out = {}
+    for f in sorted(d.iterdir()):
+        raw = load_raw(f)
+        out[raw["distributedInfo"]["rank"]] = raw["traceEvents"]
+    return out
+
+
+def raw_kernels(events: list[dict]) -> list[tuple[int, int, dict]]:
+    """(start ns, end ns, event) of the NCCL kernels in GPU start order."""
+    ks = [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e) for e in events if _is_nccl(e)]
+    return sorted(ks, key=lambda k: k[:2])
+
+
+def oracle(events: dict[int, list[dict]], groups: dict[str, list[int]] | None = None,
+           upto: dict[str, int] | None = None, align: bool = True) -> dict[tuple[str, int], dict]:
+    """Per (group, position): straggler, skew, waits, transfer; the k-th NCCL kernel of a group
+    on each rank is the same collective; each group's ranks aligned on its lowest rank by the
+    median difference of ends."""
+    groups = groups or {"all": sorted(events)}
+    out = {}
+    for g, ranks in groups.items():
+        ks = {r: raw_kernels(events[r]) for r in ranks}
+        n = min(len(k) for k in ks.values()) if upto is None or g not in upto else upto[g]
+        ref = ranks[0]
+        off = {r: (round(statistics.median(ks[r][p][1] - ks[ref][p][1] for p in range(n)))
+                   if align else 0) for r in ranks}  # whole ns: epoch ns do not fit a float
+        for p in range(n):
+            arr = {r: ks[r][p][0] - off[r] for r in ranks}
+            end = {r: ks[r][p][1] - off[r] for r in ranks}
+            last = max(arr.values())
+            straggler = min(r for r in ranks if arr[r] == last)
+            wait = {r: last - arr[r] for r in ranks}
+            out[(g, p)] = {
+                "straggler": straggler, "skew_us": (last - min(arr.values())) / 1e3,
+                "wait_us": {r: w / 1e3 for r, w in wait.items()},
+                "mean_wait_us": statistics.mean(wait[r] for r in ranks if r != straggler) / 1e3,
+                "max_wait_us": max(wait.values()) / 1e3,
+                "transfer_us": statistics.median(end[r] - last for r in ranks) / 1e3,
+                "offset_us": {r: o / 1e3 for r, o in off.items()}}
+    return out
+
+
+def caching_map():
+    """A ``map``-like callable that reads each rank once per test module (the executor seam)."""
+    done: dict = {}
+
+    def mapper(fn, paths):
+        return [done[p] if p in done else done.setdefault(p, fn(p)) for p in paths]
+
+    return mapper
+
+
+def rows_by_position(df) -> dict[tuple[str, int], dict]:
+    return {(r["group"], r["position"]): r for r in df.to_dict("records")}
+
+
+def check_against(df, want: dict, group_names: dict[str, str] | None = None) -> None:
+    got = rows_by_position(df)
+    names = group_names or {"all": "stream 84"}
+    assert set(got) == {(names[g], p) for g, p in want}
+    for (g, p), w in want.items():
+        row = got[(names[g], p)]
+        assert row["straggler"] == w["straggler"], (g, p)
+        for col in ("skew_us", "mean_wait_us", "max_wait_us", "transfer_us"):
+            assert row[col] == pytest.approx(w[col], abs=1e-6), (g, p, col)
+
+
+# ----- the per-rank tables ----------------------------------------------------------------
+def test_collective_args_read_for_every_nccl_kernel() -> None:
+    path = shared_trace(A100)
+    raw = [e for _, _, e in raw_kernels(load_raw(path)["traceEvents"])]
+    tables = extract(path)
+    colls = pickle.loads(pickle.dumps(tables)).colls  # plain data: an executor's task returns it
+    assert len(raw) == len(colls) == 21
+    for e, (_, row) in zip(raw, colls.iterrows(), strict=True):
+        a = e["args"]
+        assert row["ts"] == ns(e["ts"])  # absolute: the file's own clock
+        assert (row["coll_name"], row["in_nelems"], row["out_nelems"], row["dtype"],
+                row["group_size"], row["pg_name"], row["pg_desc"], row["pg_ranks"]) == (
+            a["Collective name"], a["In msg nelems"], a["Out msg nelems"], a["dtype"],
+            a["Group size"], a["Process Group Name"], a["Process Group Description"],
+            a["Process Group Ranks"])
+        assert row["bytes"] == a["In msg nelems"] * {"Float": 4, "Long": 8}[a["dtype"]]
+        assert row["kind"] == {"allreduce": "AllReduce", "broadcast": "Broadcast"}[a["Collective name"]]
+        # the issuing op survives skimming (the gpu_steps kind cut every CPU op)
+        assert row["issue_op"] == {"allreduce": "nccl:all_reduce",
+                                   "broadcast": "nccl:broadcast"}[a["Collective name"]]
+
+
+# ----- the real 8-rank job ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def real_job():
+    d = shared_trace(JOB)
+    return d, raw_ranks(d), caching_map()
+
+
+def test_real_job_every_figure_from_the_raw_json(real_job) -> None:
+    d, events, mapper = real_job
+    want = oracle(events)
+    got = traceaug.collectives(d, mapper=mapper)
+    check_against(got, want)
+    assert got["step"].tolist() == [10] * 8
+    names = [k[2]["name"] for k in raw_kernels(events[0])]
+    assert got["kind"].tolist() == ["AllToAll" if "SendRecv" in n else "AllReduce" for n in names]
+    assert got.attrs["problems"] == []
+    offsets = dict(zip(got.attrs["clock"]["rank"], got.attrs["clock"]["offset_ns"]))
+    assert {r: o / 1e3 for r, o in offsets.items()} == want[("all", 0)]["offset_us"]
+    # --no-align: the recorded clocks (one node: the same stragglers, figures within µs)
+    check_against(traceaug.collectives(d, align=False, mapper=mapper), oracle(events, align=False))
+    # per rank: its total wait, how often it was last, the others' mean wait for it
+    by = traceaug.collectives(d, by="rank", mapper=mapper).set_index("rank")
+    for r in events:
+        assert by.at[r, "total_wait_us"] == pytest.approx(sum(w["wait_us"][r] for w in want.values()))
+        mine = [w for w in want.values() if w["straggler"] == r]
+        assert by.at[r, "straggler_count"] == len(mine)
+        assert by.at[r, "caused_wait_us"] == pytest.approx(sum(w["mean_wait_us"] for w in mine))
+    assert traceaug.collectives(d, rank=3, by="rank", mapper=mapper)["rank"].tolist() == [3]
+
+
+def test_real_job_stragglers_per_step(real_job) -> None:
+    d, events, mapper = real_job
+    want = oracle(events)
+    table = traceaug.stragglers(d, mapper=mapper)
+    for r, evs in events.items():
+        step = next(e for e in evs if e.get("name") == "ProfilerStep#10")
+        row = table[(table["rank"] == r) & (table["step"] == 10)].iloc[0]
+        assert row["step_us"] == ns(step["dur"]) / 1e3
+        assert row["wait_us"] == pytest.approx(sum(w["wait_us"][r] for w in want.values()))
+    lost = {}
+    for w in want.values():
+        lost[w["straggler"]] = lost.get(w["straggler"], 0) + w["mean_wait_us"]
+    top = max(lost, key=lost.get)
+    count = sum(w["straggler"] == top for w in want.values())
+    first = table.attrs["findings"][0]
+    assert first.startswith(f"step 10: rank {top} arrived last at {count} of 8 collectives; "
+                            f"the others waited {lost[top] / 1e3:.2f} ms for it")
+
+
+def test_report_job_section(real_job) -> None:
+    from traceaug.commands.collectives import job_sections
+
+    d, events, mapper = real_job
+    want = oracle(events)
+    sections = dict(job_sections(d, None, 3, mapper=mapper))
+    heat = sections["job: wait per rank at the collectives with the largest skew (µs)"]
+    worst = sorted(want, key=lambda k: -want[k]["skew_us"])[:3]
+    kinds = traceaug.collectives(d, mapper=mapper)["kind"].tolist()
+    assert [c for c in heat if c != "rank"] == [f"{kinds[p]}#{p}" for _, p in worst]
+    for _, p in worst:
+        assert heat[f"{kinds[p]}#{p}"].tolist() == [want[("all", p)]["wait_us"][r] for r in range(8)]
+    assert sections["job: findings"]["finding"][0].startswith("step 10: rank 7 arrived last")
+    # the command puts it first, before the kernels (a lone trace has none)
+    result = CliRunner().invoke(main, ["report", str(shared_trace("kineto/multi_rank_sampled")),
+                                       "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert list(json.loads(result.stdout))[:3] == [
+        "job: findings", "job: step time and wait in collectives per rank",
+        "job: wait per rank at the collectives with the largest skew (µs)"]
+
+
+def test_real_job_against_hta(real_job) -> None:
+    """HTA names [2, 7]. Rank 7 is our straggler too; rank 2 is nobody's: HTA's metric is the
+    start of each rank's last SendRecv longer than 1% of a step, and ranks 4 and 5, who arrived
+    last at that all_to_all, ran it too briefly to pass (they did not wait), so HTA measured an
+    earlier kernel of theirs and found rank 2 late among the rest."""
+    require_hta()
+    import logging
+
+    from hta.trace_analysis import TraceAnalysis
+
+    d, events, mapper = real_job
+    logging.disable(logging.WARNING)
+    try:
+        hta_pick = TraceAnalysis(trace_dir=str(d)).get_potential_stragglers()
+    finally:
+        logging.disable(logging.NOTSET)
+    assert sorted(hta_pick) == [2, 7]
+    ours = traceaug.collectives(d, mapper=mapper)
+    assert 7 in set(ours["straggler"]) and 2 not in set(ours["straggler"])
+    # from the raw events: the last SendRecv (position 5) of each rank
+    sendrecv = {r: [k for k in raw_kernels(evs) if "SendRecv" in k[2]["name"]] for r, evs in events.items()}
+    last = {r: ks[-1] for r, ks in sendrecv.items()}
+    assert min(last[5][0], last[4][0]) > max(last[2][0], last[7][0])  # 4 and 5 came after
+    dur = {r: k[1] - k[0] for r, k in last.items()}  # and did not wait: HTA's cut drops them
+    assert max(dur[4], dur[5]) < min(v for r, v in dur.items() if r not in (4, 5))
+    assert ours[ours["position"] == 5]["straggler"].tolist() == [
+        max(events, key=lambda r: (last[r][0], -r))]
+
+
+def test_kernels_never_call_the_longest_waiter_slowest(real_job) -> None:
+    d, events, _ = real_job
+    result = CliRunner().invoke(main, ["kernels", str(d), "--type", "comm", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    across = {r["name"][:30]: r for r in json.loads(result.output)["kernels across ranks"]}
+    row = across["ncclKernel_SendRecv_RING_SIMPL"]
+    assert "slowest_rank" not in row
+    totals = {r: sum(k[1] - k[0] for k in raw_kernels(evs) if "SendRecv" in k[2]["name"])
+              for r, evs in events.items()}
+    assert row["max_total_rank"] == max(totals, key=totals.get) == 1  # the longest waiter
+    want = oracle(events)
+    names = [k[2]["name"] for k in raw_kernels(events[0])]
+    caused: dict[int, float] = {}
+    for (_, p), w in want.items():
+        if "SendRecv" in names[p]:
+            s = w["straggler"]
+            caused[s] = caused.get(s, 0) + sum(v for r, v in w["wait_us"].items() if r != s)
+    assert row["waited_for_rank"] == max(caused, key=caused.get) == 7
+    assert (row["mean_wait_ns"] + row["mean_transfer_ns"]) == pytest.approx(row["mean_total_ns"])
+
+
+# ----- generated jobs ---------------------------------------------------------------------
+def _copy_job(tmp: Path) -> dict[int, dict]:
+    out = {}
+    for f in sorted(shared_trace(JOB).iterdir()):
+        with gzip.open(f, "rt") as fh:
+            raw = json.load(fh)
+        out[raw["distributedInfo"]["rank"]] = raw
+    return out
+
+
+def _write(tmp: Path, job: dict[int, dict]) -> Path:
+    d = tmp / "job"
+    d.mkdir()
+    for r, raw in job.items():
+        (d / f"worker{r}.json").write_text(json.dumps(raw))
+    return d
+
+
+def _kernels(raw: dict) -> list[dict]:
+    return sorted((e for e in raw["traceEvents"] if _is_nccl(e)), key=lambda e: e["ts"])
+
+
+def _delay(raw: dict, at: int, by: int, cats: tuple[str, ...] | None = None) -> None:
+    """Everything from ``at`` on (of ``cats``) ``by`` µs later; events spanning it longer."""
+    for e in raw["traceEvents"]:
+        if e.get("ph") == "M" or "ts" not in e or (cats and e.get("cat") not in cats):
+            continue
+        if e["ts"] >= at:
+            e["ts"] += by
+        elif e.get("ph") == "X" and e["ts"] < at <= e["ts"] + e["dur"]:
+            e["dur"] += by
+
+
+def plant_cpu(job: dict[int, dict], rank: int, c: int, d_us: int) -> str:
+    """Rank ``rank``'s CPU spends ``d_us`` more in a new data-loader op right before it issues
+    collective ``c``; the others' kernel c waits that much longer."""
+    k = _kernels(job[rank])[c]
+    launch = next(e for e in job[rank]["traceEvents"] if e.get("cat") == "cuda_runtime"
+                  and e["args"].get("correlation") == k["args"]["correlation"])
+    issue = max((e for e in job[rank]["traceEvents"] if e.get("name") == "record_param_comms"
+                 and e["tid"] == launch["tid"] and e["ts"] <= launch["ts"]), key=lambda e: e["ts"])
+    at = issue["ts"]
+    for r, raw in job.items():
+        if r == rank:
+            _delay(raw, at, d_us)
+        else:
+            kr = _kernels(raw)[c]
+            _delay(raw, kr["ts"] + kr["dur"], d_us)
+    name = "enumerate(DataLoader)#planted.__next__"
+    job[rank]["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": name,
+                                     "pid": launch["pid"], "tid": launch["tid"],
+                                     "ts": at, "dur": d_us, "args": {}})
+    return name
+
+
+def plant_gpu(job: dict[int, dict], rank: int, c: int, d_us: int) -> str:
+    """Rank ``rank``'s last compute kernel before collective ``c`` runs ``d_us`` longer (its
+    GPU work after it starts later; its CPU issues on time)."""
+    ks = _kernels(job[rank])
+    prev_end = ks[c - 1]["ts"] + ks[c - 1]["dur"]
+    compute = [e for e in job[rank]["traceEvents"] if e.get("cat") == "kernel" and not _is_nccl(e)
+               and e["ts"] >= prev_end and e["ts"] + e["dur"] <= ks[c]["ts"]]
+    victim = max(compute, key=lambda e: e["ts"] + e["dur"])
+    for r, raw in job.items():
+        if r == rank:
+            _delay(raw, victim["ts"] + victim["dur"], d_us, GPU_CATS)
+        else:
+            kr = _kernels(raw)[c]
+            _delay(raw, kr["ts"] + kr["dur"], d_us)
+    return victim["name"]
+
+
+def shift_clock(raw: dict, by: int) -> None:
+    for e in raw["traceEvents"]:
+        if e.get("ph") != "M" and "ts" in e:
+            e["ts"] += by
+
+
+def test_planted_cpu_and_gpu_stragglers_and_a_shifted_clock(tmp_path: Path) -> None:
+    job = _copy_job(tmp_path)
+    before = {r: [(k["ts"], k["ts"] + k["dur"]) for k in _kernels(raw)] for r, raw in job.items()}
+    cpu_op = plant_cpu(job, rank=3, c=3, d_us=2000)
+    gpu_kernel = plant_gpu(job, rank=2, c=5, d_us=3000)
+    shift_clock(job[6], 300)
+    d = _write(tmp_path, job)
+    got = traceaug.collectives(d)
+    check_against(got, oracle(raw_ranks(d)))
+    rows = rows_by_position(got)
+    offset = dict(zip(got.attrs["clock"]["rank"], got.attrs["clock"]["offset_ns"]))
+    assert abs(offset[6] / 1e3 - 300) <= 5
+    assert all(abs(offset[r]) <= 5000 for r in offset if r != 6)
+    for c, rank, d_us, kind, named in ((3, 3, 2000, "cpu", cpu_op), (5, 2, 3000, "gpu", gpu_kernel)):
+        row = rows[("stream 84", c)]
+        assert (row["straggler"], row["cause"]) == (rank, kind)
+        assert row["cause_ops"].split(" +")[0] == (named if len(named) <= 60 else named[:59] + "…")
+        # each rank waited from its own arrival to the planted rank's, as recorded before the plant
+        late = before[rank][c][0] + d_us
+        waits = [late - before[r][c][0] for r in before if r != rank]
+        assert row["mean_wait_us"] == pytest.approx(statistics.mean(waits), abs=5)
+        assert row["max_wait_us"] == pytest.approx(max(waits), abs=5)
+    # nothing else moved: the other instances keep their stragglers
+    assert [rows[("stream 84", p)]["straggler"] for p in (0, 1, 2, 4, 6, 7)] == [7, 7, 7, 7, 5, 4]
+
+
+def test_two_process_groups_and_a_missing_collective(tmp_path: Path) -> None:
+    job = _copy_job(tmp_path)
+    for r, raw in job.items():
+        name, ranks = ("a", [0, 1, 2, 3]) if r < 4 else ("b", [4, 5, 6, 7])
+        for k in _kernels(raw):
+            k["args"].update({"Process Group Name": name, "Process Group Ranks": str(ranks),
+                              "Group size": 4})
+    gone = _kernels(job[6])[4]
+    job[6]["traceEvents"].remove(gone)  # a sampled trace lost rank 6's fifth collective
+    d = _write(tmp_path, job)
+    result = CliRunner().invoke(main, ["collectives", str(d), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    got = json.loads(result.stdout)
+    want = oracle(raw_ranks(d), {"a": [0, 1, 2, 3], "b": [4, 5, 6, 7]}, upto={"b": 4})
+    check_against(pd.DataFrame(got), want, {"a": "pg a", "b": "pg b"})
+    assert ("group pg b, instance 4: rank 6 lacks it (AllReduce 1576964 B; its next instance is "
+            "the others' next one); nothing past it in this group is matched") in result.stderr
+    assert "ranks 4, 5, 6, 7 share no matched collective with rank 0: aligned on rank 4" \
+        in result.stderr
+
+
+# ----- matching by sequence number, on tables built so the answer is known ------------------
+def _tables(rank: int, rows: list[tuple[int, int, int | None]], kind: str = "AllReduce",
+            nbytes: int = 4096):
+    """A rank with collectives (GPU start µs, end µs, seq) of ``kind`` on stream 7."""
+    from traceaug.analysis.collective_rank import COLL_COLUMNS, RankTables
+
+    colls = pd.DataFrame({c: [None] * len(rows) for c in COLL_COLUMNS})
+    colls = colls.assign(ts=[r[0] * 1000 for r in rows], end=[r[1] * 1000 for r in rows],
+                         launch_ts=[r[0] * 1000 for r in rows], device=0, stream=7,
+                         kind=kind, step=1, pg_name="0", pg_ranks="[0, 1]",
+                         seq=pd.array([r[2] for r in rows], dtype="Int64"),
+                         bytes=pd.array([nbytes] * len(rows), dtype="Int64"))
+    return RankTables(path=f"rank{rank}", rank=rank, base_ns=0, world_size=2, colls=colls)
+
+
+def test_matching_by_sequence_number_and_a_missing_one() -> None:
+    from traceaug.analysis import collectives as co
+
+    # rank 1's GPU ran seq 2 before seq 1: matched by seq, not by position
+    job = co.match([_tables(0, [(0, 10, 0), (20, 30, 1), (40, 50, 2)]),
+                    _tables(1, [(5, 10, 0), (38, 50, 2), (25, 30, 1)])])
+    got = co.instance_table(job)
+    assert got["seq"].tolist() == [0, 1, 2] and job.problems == []
+    assert got["straggler"].tolist() == [1, 1, 0]
+    assert got["skew_us"].tolist() == [5.0, 5.0, 2.0]
+    # rank 1 lacks seq 1: reported with group and position, nothing past it matched
+    job = co.match([_tables(0, [(0, 10, 0), (20, 30, 1), (40, 50, 2)]),
+                    _tables(1, [(5, 10, 0), (38, 50, 2)])])
+    assert co.instance_table(job)["seq"].tolist() == [0]
+    assert job.problems == ["group pg 0, instance 1: rank 1 has seq 2 where the others have 1 "
+                            "(it lacks that one); nothing past it in this group is matched"]
+
+
+def test_sizes_must_agree_except_where_they_differ_by_rank() -> None:
+    from traceaug.analysis import collectives as co
+
+    rows = [(0, 10, None), (20, 30, None)]
+    job = co.match([_tables(0, rows, "AllReduce", 4096), _tables(1, rows, "AllReduce", 8192)])
+    assert len(job.instances) == 0
+    assert job.problems == ["group pg 0, instance 0: rank 1 has AllReduce 8192 B where the "
+                            "others have AllReduce 4096 B; nothing past it in this group is matched"]
+    # uneven all_to_all splits: each rank sends its own size
+    job = co.match([_tables(0, rows, "AllToAll", 4096), _tables(1, rows, "AllToAll", 8192)])
+    assert len(job.instances) == 2 and job.problems == []
+
+
+# ----- merge: every rank in one trace, on one clock -----------------------------------------
+def test_merge_aligns_the_clocks_and_joins_each_collective(tmp_path: Path) -> None:
+    job = _copy_job(tmp_path)
+    before = {r: [(k["ts"], k["ts"] + k["dur"]) for k in _kernels(raw)] for r, raw in job.items()}
+    shift_clock(job[6], 300)
+    d = _write(tmp_path, job)
+    out = tmp_path / "merged.json.gz"
+    result = CliRunner().invoke(main, ["merge", str(d), str(out)])
+    assert result.exit_code == 0, result.output
+    assert "wrote" in result.stderr and "8 ranks, 56 cross-rank arrows" in result.stderr
+    want = oracle(raw_ranks(d))
+    merged = load_raw(out)["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in merged
+             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    by_rank: dict[int, list] = {}
+    for k in (e for e in merged if _is_nccl(e)):
+        by_rank.setdefault(int(names[k["pid"]].split(":")[0][5:]), []).append(k)
+    assert sorted(by_rank) == list(range(8))
+    for r, ks in by_rank.items():
+        ks.sort(key=lambda e: e["ts"])
+        assert len(ks) == len(before[r])
+        for k, (ts, _end) in zip(ks, before[r], strict=True):  # rank 6 back on the others' clock
+            assert abs(ns(k["ts"]) - ts * 1000) <= 5000
+            assert ns(k["ts"]) == ts * 1000 + (300_000 if r == 6 else 0) - round(
+                want[("all", 0)]["offset_us"][r] * 1000)
+    # an arrow from every other rank's kernel to the straggler's, per collective
+    starts = {(int(names[k["pid"]].split(":")[0][5:]), ns(k["ts"])): p
+              for r, ks in by_rank.items() for p, k in enumerate(ks)}
+    flows: dict = {}
+    for e in merged:
+        if e.get("cat") == "collective":
+            flows.setdefault(e["id"], {})[e["ph"]] = starts[(
+                int(names[e["pid"]].split(":")[0][5:]), ns(e["ts"]))], int(names[e["pid"]][5])
+    assert len(flows) == 56
+    for ends in flows.values():
+        (p_out, r_out), (p_in, r_in) = ends["s"], ends["f"]
+        assert p_out == p_in and r_in == want[("all", p_in)]["straggler"] != r_out
+
+
+def test_merge_refuses_a_lone_trace(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["merge", str(shared_trace(A100)), str(tmp_path / "o.json")])
+    assert result.exit_code == 1 and "merge needs a directory of two ranks or more" in result.stderr
+    assert not (tmp_path / "o.json").exists()
+
+
+def test_bad_input_is_one_line(tmp_path: Path) -> None:
+    broken = tmp_path / "job"
+    broken.mkdir()
+    (broken / "rank-0.json").write_text('{"traceEvents": [{"ph": "X", "cat": "kernel"')
+    (broken / "rank-1.json").write_text('{"traceEvents": []}')
+    for args, message in (
+            (["collectives", str(broken)], f"{broken / 'rank-0.json'}: "),
+            (["stragglers", str(shared_trace(A100)), "--step", "99"],
+             "no ProfilerStep#99 (steps: 4, 5, 6)"),
+            (["collectives", str(shared_trace("kineto/a100_simple_add_cuda_sync.json.gz"))],
+             "no NCCL / RCCL collective kernels to analyse")):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 1 and result.stdout == ""
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("traceaug: error: ") and message in lines[0]
+
+
+def test_bandwidth_as_nccl_tests_with_the_group_size() -> None:
+    """A lone rank of 8 (B200, newer ``ncclDevKernel_*`` names): nccl-tests' n is the
+    communicator's size from the args, not the one rank traced; no step holds it."""
+    path = shared_trace("kineto/b200_rank0_of8_allgather.json.gz")
+    (k,) = [e for _, _, e in raw_kernels(load_raw(path)["traceEvents"])]
+    row = traceaug.collectives(path).iloc[0]
+    a = k["args"]
+    nbytes = max(a["In msg nelems"], a["Out msg nelems"]) * 2  # BFloat16
+    assert (row["kind"], row["bytes"], row["ranks"]) == ("AllGather", nbytes, 1)
+    assert row["step"] is pd.NA and row["straggler"] is pd.NA
+    assert row["transfer_us"] == ns(k["dur"]) / 1e3
+    assert row["algbw_gbps"] == pytest.approx(nbytes / ns(k["dur"]))
+    assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * (a["Group size"] - 1) / a["Group size"])

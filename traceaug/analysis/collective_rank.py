@@ -1,0 +1,201 @@
+"""One rank's collectives as plain tables: the per-rank half of the collectives analysis.
+
+``extract(path, options)`` loads one trace (the "collectives" load kind) and returns a
+``RankTables``: small pandas tables and the rank's time base, nothing of the engine, so
+it pickles and runs in any executor's task (``analysis.collectives`` matches the tables of
+every rank). A collective instance is one NCCL / RCCL GPU kernel with its launch call and
+the CPU op that issued it (the ``record_param_comms`` op or ``nccl:*`` annotation holding
+the launch on its thread); its args come from the kernel, else from those ops.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..read.kinds import COLLECTIVE_OPS
+from ..trace import Trace
+from .gpu_steps import step_at
+from .steps import _COMM, steps
+
+LOAD = {"kind": "collectives"}
+# Bytes per element of the dtypes PyTorch writes in "dtype" / "Input type" args.
+DTYPE_BYTES = {
+    "float": 4, "float32": 4, "int": 4, "int32": 4, "uint32": 4, "unsigned int": 4,
+    "double": 8, "float64": 8, "long": 8, "long int": 8, "int64": 8, "long long": 8,
+    "unsigned long": 8, "uint64": 8, "half": 2, "float16": 2, "bfloat16": 2, "c10::half": 2,
+    "c10::bfloat16": 2, "short": 2, "int16": 2, "char": 1, "int8": 1, "byte": 1, "uint8": 1,
+    "bool": 1, "unsigned char": 1, "signed char": 1, "c10::float8_e4m3fn": 1,
+    "c10::float8_e5m2": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
+}
+# Canonical collective kinds, from args ("allreduce", "all_to_all"), annotations
+# ("nccl:all_reduce", "nccl:_allgather_base") or kernel names ("ncclDevKernel_AllGather_RING_LL").
+KINDS = {
+    "allreduce": "AllReduce", "allgather": "AllGather", "allgatherbase": "AllGather",
+    "allgatherintocoalesced": "AllGather", "allgathercoalesced": "AllGather",
+    "allgatherintotensorcoalesced": "AllGather", "reducescatter": "ReduceScatter",
+    "reducescatterbase": "ReduceScatter", "reducescattertensorcoalesced": "ReduceScatter",
+    "alltoall": "AllToAll", "alltoallbase": "AllToAll", "alltoallv": "AllToAll",
+    "broadcast": "Broadcast", "reduce": "Reduce", "sendrecv": "SendRecv", "send": "Send",
+    "recv": "Recv", "gather": "Gather", "scatter": "Scatter", "barrier": "Barrier",
+    "allreducecoalesced": "AllReduce",
+}
+_KERNEL_KIND = re.compile(r"(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+?)(?:_|\(|$)", re.IGNORECASE)
+_ARG = {"Collective name": "coll_name", "In msg nelems": "in_nelems", "Out msg nelems": "out_nelems",
+        "Group size": "group_size", "dtype": "dtype", "Process Group Name": "pg_name",
+        "Process Group Description": "pg_desc", "Process Group Ranks": "pg_ranks", "Seq": "seq",
+        "seq": "seq"}
+COLL_COLUMNS = ("ts", "end", "dur", "name", "device", "stream", "launch_ts", "launch_tid",
+                "issue_ts", "issue_op", "kind", "coll_name", "in_nelems", "out_nelems", "bytes",
+                "dtype", "group_size", "pg_name", "pg_desc", "pg_ranks", "seq", "step")
+GPU_COLUMNS = ("ts", "end", "name", "device", "stream", "comm")
+CPU_COLUMNS = ("ts", "end", "name", "tid", "depth")
+
+
+def kind_of_name(text: str | None) -> str | None:
+    """The canonical kind (``KINDS``) of a collective name, annotation or kernel name."""
+    if not isinstance(text, str) or not text:
+        return None
+    m = _KERNEL_KIND.match(text)
+    key = m.group(1) if m else text.split(":", 1)[-1]
+    return KINDS.get(re.sub(r"[^a-z]", "", key.lower()))
+
+
+@dataclass
+class RankTables:
+    """One rank's collectives and what names a late arrival's cause; times are absolute ns
+    (the file's own clock: engine ns + ``base_ns``).
+
+    ``colls``: one row per NCCL / RCCL kernel (``COLL_COLUMNS``) in GPU start order;
+    ``gpu``: every GPU op (ts, end, name, device, stream, comm); ``cpu``: CPU ops and user
+    annotations (ts, end, name, tid, depth); ``steps``: ProfilerStep (step, ts, end)."""
+
+    path: str
+    rank: int | None
+    base_ns: int
+    world_size: int | None
+    pg_config: list = field(default_factory=list)
+    colls: pd.DataFrame = field(default_factory=lambda: _empty(COLL_COLUMNS))
+    gpu: pd.DataFrame = field(default_factory=lambda: _empty(GPU_COLUMNS))
+    cpu: pd.DataFrame = field(default_factory=lambda: _empty(CPU_COLUMNS))
+    steps: pd.DataFrame = field(default_factory=lambda: _empty(("step", "ts", "end")))
+
+
+def _empty(columns: tuple[str, ...]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+
+
+def _args_by_slice(trace: Trace, ids: list[int]) -> dict[int, dict[str, object]]:
+    """The args of slices ``ids`` as {id: {key without "args.": value}}."""
+    out: dict[int, dict[str, object]] = {i: {} for i in ids}
+    for lo in range(0, len(ids), 2000):
+        chunk = ",".join(map(str, ids[lo:lo + 2000]))
+        c = trace.columns("SELECT s.id, a.key, COALESCE(a.int_value, a.string_value, a.real_value) "
+                          f"AS v FROM slice s JOIN args a USING (arg_set_id) WHERE s.id IN ({chunk})")
+        for i, k, v in zip(c["id"].tolist(), c["key"].tolist(), c["v"].tolist()):
+            out[i][k[5:] if k.startswith("args.") else k] = v
+    return out
+
+
+def _dims_bytes(args: dict) -> int | None:
+    """Bytes of the first tensor an op's ``Input Dims`` / ``Input type`` args describe."""
+    dims = [v for k, v in args.items() if k.startswith("Input Dims[0][")]
+    dtype = args.get("Input type[0]")
+    size = DTYPE_BYTES.get(str(dtype).lower()) if dtype is not None else None
+    if not dims or size is None or not all(isinstance(d, int) for d in dims):
+        return None
+    return int(np.prod(dims)) * size
+
+
+def _collective_args(kernel: dict, ops: list[dict]) -> dict:
+    """The instance's fields from the kernel's args, else its issuing ops' (kernel first)."""
+    out: dict = {}
+    for source in (kernel, *ops):
+        for key, col in _ARG.items():
+            if out.get(col) is None and source.get(key) is not None:
+                out[col] = source[key]
+    nelems = [out.get(k) for k in ("in_nelems", "out_nelems") if isinstance(out.get(k), int)]
+    size = DTYPE_BYTES.get(str(out.get("dtype", "")).lower())
+    out["bytes"] = max(nelems) * size if nelems and size else None
+    if out["bytes"] is None:
+        out["bytes"] = next((b for b in map(_dims_bytes, ops) if b is not None), None)
+    return out
+
+
+def extract(path: str | Path, options: dict | None = None) -> RankTables:
+    """One rank's tables from its trace (``options``: Trace's keyword options, e.g. tp_bin,
+    progress, workers). Pure and picklable both ways: an executor's task."""
+    options = {"progress": False, **(options or {})}
+    with Trace(path, **LOAD, **options) as trace:
+        return _tables(trace)
+
+
+def _tables(trace: Trace) -> RankTables:
+    base = trace.base_ns
+    trace.include("traceaug.gpu")
+    g = trace.columns(
+        "SELECT g.id, g.ts, g.dur, g.name, g.device, g.stream, r.ts AS launch_ts, "
+        "tr.tid AS launch_tid FROM traceaug_gpu_op g "
+        "LEFT JOIN _traceaug_first_launch l USING (correlation) "
+        "LEFT JOIN slice r ON r.id = l.id LEFT JOIN _traceaug_track tr ON tr.track_id = r.track_id "
+        "ORDER BY g.ts, g.id")
+    names = g["name"].tolist()
+    comm = np.fromiter((isinstance(n, str) and bool(_COMM.search(n)) for n in names), bool, len(names))
+    ts = g["ts"].astype(np.int64) + base
+    end = ts + np.maximum(g["dur"].astype(np.int64), 0)
+    gpu = pd.DataFrame({"ts": ts, "end": end, "name": g["name"].astype(object),
+                        "device": g["device"], "stream": g["stream"], "comm": comm})
+    c = trace.columns("SELECT s.id, s.ts, s.dur, s.name, s.depth, tr.tid FROM slice s "
+                      "JOIN _traceaug_track tr USING (track_id) "
+                      "WHERE s.category IN ('cpu_op', 'Operator', 'user_annotation') ORDER BY s.ts")
+    cts = c["ts"].astype(np.int64) + base
+    cpu = pd.DataFrame({"ts": cts, "end": cts + np.maximum(c["dur"].astype(np.int64), 0),
+                        "name": c["name"].astype(object), "tid": c["tid"], "depth": c["depth"]})
+    st = steps(trace)
+    step_df = pd.DataFrame({"step": st["step"], "ts": st["ts"] + base,
+                            "end": st["ts"] + np.maximum(st["dur"], 0) + base})
+    issuing = np.flatnonzero(np.fromiter((isinstance(n, str) and n.startswith(COLLECTIVE_OPS)
+                                          for n in c["name"].tolist()), bool, len(cts)))
+    rows = np.flatnonzero(comm)
+    kernel_ids = g["id"][rows].astype(np.int64).tolist()
+    args = _args_by_slice(trace, kernel_ids + c["id"][issuing].astype(np.int64).tolist())
+    launch = g["launch_ts"].astype(np.float64)
+    records = []
+    for i, kid in zip(rows.tolist(), kernel_ids):
+        lt = launch[i]
+        ops = []
+        if lt == lt:  # the issuing ops: collective ops holding the launch on its thread
+            lts = int(lt) + base
+            hold = issuing[(cts[issuing] <= lts) & (cpu["end"].to_numpy()[issuing] >= lts)
+                           & (c["tid"][issuing] == g["launch_tid"][i])]
+            ops = [int(h) for h in hold]
+        ops_args = [args[int(c["id"][h])] for h in ops]
+        rec = _collective_args(args[kid], ops_args)
+        rec["kind"] = (kind_of_name(rec.get("coll_name"))
+                       or next((kind_of_name(c["name"][h]) for h in ops
+                                if c["name"][h].startswith(("nccl:", "rccl:"))
+                                and kind_of_name(c["name"][h])), None)
+                       or kind_of_name(names[i]) or "Unknown")
+        rec.update(ts=int(ts[i]), end=int(end[i]), dur=int(end[i] - ts[i]), name=names[i],
+                   device=g["device"][i], stream=g["stream"][i],
+                   launch_ts=None if lt != lt else int(lt) + base,
+                   launch_tid=g["launch_tid"][i] if lt == lt else None,
+                   issue_ts=int(cts[ops[0]]) if ops else (None if lt != lt else int(lt) + base),
+                   issue_op=str(c["name"][ops[-1]]) if ops else None)
+        records.append(rec)
+    colls = pd.DataFrame.from_records(records, columns=list(COLL_COLUMNS))
+    when = np.array([r["launch_ts"] if r["launch_ts"] is not None else r["ts"] for r in records],
+                    np.int64)
+    colls["step"] = step_at(when, step_df["ts"].to_numpy(), step_df["end"].to_numpy(),
+                            step_df["step"].to_numpy())
+    for col in ("seq", "group_size", "bytes", "in_nelems", "out_nelems"):
+        colls[col] = pd.array([int(v) if isinstance(v, (int, float, np.integer)) and v == v else None
+                               for v in colls[col].tolist()], dtype="Int64")
+    info = trace.distributed_info
+    return RankTables(path=str(trace.path), rank=trace.rank, base_ns=base,
+                      world_size=trace.world_size, pg_config=list(info.get("pg_config") or []),
+                      colls=colls, gpu=gpu, cpu=cpu, steps=step_df)

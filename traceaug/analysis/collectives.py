@@ -1,0 +1,563 @@
+"""Collectives across ranks: matching, one job clock, waits, stragglers and their causes.
+
+Works on the small per-rank tables of ``collective_rank.extract`` (read through one call
+site, ``read_job``, that takes any ``map``-like executor). Definitions (issue 26):
+
+- Process group: from the args ("Process Group Name") when present; else the NCCL stream
+  (the i-th NCCL stream a rank uses, one communicator per stream); else one group of all.
+- Matching: by sequence number when every instance of a group has one; else the k-th
+  instance of a group on each rank. Kind and message size (when known; not for all_to_all,
+  send / recv, gather, scatter, whose sizes differ by rank) must agree; the first
+  position where they do not, or where a rank lacks the instance, is reported with the group
+  and position, and nothing past it in that group is matched.
+- Arrival = GPU start; the last arrival is the straggler; wait = last arrival − arrival;
+  skew = max − min arrival; transfer = median over ranks of (end − last arrival); algbw =
+  bytes ÷ transfer, busbw as nccl-tests.
+- Clock: each rank's offset = median over matched instances shared with an aligned rank of
+  (its end − that rank's end); the residual spread is the largest deviation from it.
+- Cause: the straggler held the second-latest arrival from t2 to its own arrival t1. The part
+  after t2 before its launch call is CPU-side (its CPU issued late), the rest GPU-side (its
+  stream reached the kernel late); the larger names the cause, with the CPU ops or GPU
+  kernels since the group's previous instance that took longer there than the others' median.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .collective_rank import RankTables, extract
+
+BUS_FACTOR = {"AllReduce": lambda n: 2 * (n - 1) / n, "AllGather": lambda n: (n - 1) / n,
+              "ReduceScatter": lambda n: (n - 1) / n, "AllToAll": lambda n: (n - 1) / n}
+NAMED = 3  # ops named per cause
+
+
+def read_job(path: str | Path, rank: int | None = None, options: dict | None = None,
+             mapper: Callable = map) -> list[RankTables]:
+    """Every rank's tables (``--rank``: that one only), read by ``mapper`` (``map`` or an
+    executor's map: ``extract`` is picklable); the rank is the file's, else its name's."""
+    from ..read.inputs import select
+
+    files = select(path, rank)
+    out = list(mapper(partial(extract, options=options or {}), [str(f.path) for f in files]))
+    for f, t in zip(files, out, strict=True):
+        if f.rank is not None:
+            t.rank = f.rank
+        elif t.rank is None:
+            t.rank = 0
+    return out
+
+
+@dataclass
+class Job:
+    """The matched collectives of a job, in the job clock.
+
+    ``instances``: one row per matched instance (iid, group, position, seq, kind, bytes,
+    step, ranks). ``arrivals``: one row per (instance, rank): iid, rank, launch_ns,
+    arrival_ns, end_ns (aligned), wait_ns. ``clock``: per rank offset_ns, residual_ns,
+    reference, applied. ``problems``: lines saying what could not be matched."""
+
+    tables: dict[int, RankTables]
+    instances: pd.DataFrame
+    arrivals: pd.DataFrame
+    clock: pd.DataFrame
+    problems: list[str] = field(default_factory=list)
+    _table: pd.DataFrame | None = field(default=None, init=False, repr=False, compare=False)
+
+
+def _stream_ids(t: RankTables) -> set:
+    """The NCCL streams of a rank's collectives that carry no process group."""
+    c = t.colls
+    bare = c["pg_name"].isna() & c["stream"].notna()
+    return set(c.loc[bare, "stream"].tolist())
+
+
+def _group_keys(t: RankTables, by_id: bool) -> tuple[list[str], dict[str, str]]:
+    """Each collective's group key on rank ``t`` and the label of each key: its process
+    group, else its NCCL stream (``by_id``: the stream id, when every rank uses the same ones;
+    else the i-th stream the rank used), else "all"."""
+    keys, labels, streams = [], {}, {}
+    for pg, desc, dev, stream in zip(t.colls["pg_name"].tolist(), t.colls["pg_desc"].tolist(),
+                                     t.colls["device"].tolist(), t.colls["stream"].tolist()):
+        if isinstance(pg, str) or (pg is not None and pg == pg):
+            key = f"pg {pg}"
+            labels[key] = f"pg {pg}" + (f" ({desc})" if isinstance(desc, str) and desc else "")
+        elif stream is not None and stream == stream:
+            i = streams.setdefault((dev, stream), len(streams))
+            key = f"stream {stream}" if by_id else f"stream#{i}"
+            labels[key] = f"stream {stream}"
+        else:
+            key = "all"
+            labels[key] = "all ranks"
+        keys.append(key)
+    return keys, labels
+
+
+def _signature(kind, nbytes) -> str:
+    return f"{kind} {nbytes} B" if nbytes is not None and nbytes == nbytes else str(kind)
+
+
+# Kinds whose message size differs by rank (uneven all_to_all splits, a root's buffer): only
+# their kind must agree.
+PER_RANK_SIZES = frozenset({"AllToAll", "SendRecv", "Send", "Recv", "Gather", "Scatter"})
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    """Kind equal, and sizes equal where both known and the kind sends the same everywhere."""
+    return a[0] == b[0] and (a[0] in PER_RANK_SIZES or a[1] is None or b[1] is None
+                             or a[1] == b[1])
+
+
+def match(tables: list[RankTables]) -> Job:
+    """Match the collectives of every rank (recorded clocks; ``align`` moves them)."""
+    by_rank = {t.rank: t for t in tables}
+    same_streams = len({frozenset(_stream_ids(t)) for t in tables}) <= 1
+    rows: dict[str, dict[int, list[int]]] = {}  # group -> rank -> row indices in GPU order
+    labels: dict[str, dict[int, str]] = {}
+    members: dict[str, set[int]] = {}
+    for r, t in by_rank.items():
+        keys, lab = _group_keys(t, same_streams)
+        for i, k in enumerate(keys):
+            rows.setdefault(k, {}).setdefault(r, []).append(i)
+        for k, v in lab.items():
+            labels.setdefault(k, {})[r] = v
+        for k, ranks in zip(keys, t.colls["pg_ranks"].tolist()):
+            members.setdefault(k, set()).add(r)
+            for m in _ranks_of(ranks):
+                if m in by_rank:
+                    members[k].add(m)
+    inst, arr, problems = [], [], []
+    for key in sorted(rows, key=lambda k: (k.startswith("stream"), k)):
+        label = Counter(labels[key].values()).most_common(1)[0][0]
+        if len(set(labels[key].values())) > 1:
+            label = key
+        ranks = sorted(members[key])
+        per = {r: rows[key].get(r, []) for r in ranks}
+        seqs = {r: by_rank[r].colls["seq"].to_numpy(dtype=object)[per[r]] for r in ranks}
+        by_seq = all(len(s) and all(v is not None and v is not pd.NA for v in s)
+                     for s in seqs.values())
+        if by_seq:
+            for r in ranks:
+                order = np.argsort(np.array([int(v) for v in seqs[r]]), kind="stable")
+                per[r] = [per[r][i] for i in order]
+                seqs[r] = seqs[r][order]
+        sig = {r: list(zip(by_rank[r].colls["kind"].to_numpy(dtype=object)[per[r]].tolist(),
+                           [None if v is pd.NA else v for v in
+                            by_rank[r].colls["bytes"].to_numpy(dtype=object)[per[r]].tolist()],
+                           strict=True)) for r in ranks}
+        n = max(len(v) for v in per.values())
+        for p in range(n):
+            have = {r: sig[r][p] for r in ranks if p < len(sig[r])}
+            seq_at = {r: int(seqs[r][p]) for r in have} if by_seq else {}
+            common = Counter(have.values()).most_common(1)[0][0]
+            if by_seq:
+                common_seq = Counter(seq_at.values()).most_common(1)[0][0]
+                odd = [r for r in have if seq_at[r] != common_seq
+                       or not _same(have[r], common)]
+            else:
+                odd = [r for r in have if not _same(have[r], common)]
+            missing = [r for r in ranks if r not in have]
+            if odd or missing:
+                problems.append(_problem(label, p, common, ranks, have, odd, missing, sig,
+                                         seq_at if by_seq else None))
+                break
+            iid = len(inst)
+            seq = seq_at[ranks[0]] if by_seq else None
+            steps = Counter(int(by_rank[r].colls["step"].iat[per[r][p]]) for r in ranks)
+            sizes = [s[1] for s in have.values() if s[1] is not None]
+            group = [by_rank[r].colls["group_size"].iat[per[r][p]] for r in ranks]
+            group = [int(g) for g in group if g is not None and g is not pd.NA and g == g]
+            step = steps.most_common(1)[0][0]
+            inst.append({"iid": iid, "group": label, "position": p, "seq": seq,
+                         "kind": common[0], "bytes": max(sizes) if sizes else None,
+                         "step": None if step < 0 else step, "ranks": len(ranks),
+                         "group_size": max(group) if group else len(ranks)})
+            for r in ranks:
+                c = by_rank[r].colls
+                i = per[r][p]
+                lt = c["launch_ts"].iat[i]
+                arr.append({"iid": iid, "rank": r, "row": i,
+                            "launch_ns": None if lt is None or lt != lt else int(lt),
+                            "arrival_ns": int(c["ts"].iat[i]), "end_ns": int(c["end"].iat[i])})
+    instances = pd.DataFrame(inst, columns=["iid", "group", "position", "seq", "kind", "bytes",
+                                            "step", "ranks", "group_size"])
+    instances["step"] = instances["step"].astype("Int64")
+    arrivals = pd.DataFrame(arr, columns=["iid", "rank", "row", "launch_ns", "arrival_ns",
+                                          "end_ns"])
+    arrivals["launch_ns"] = arrivals["launch_ns"].astype("Int64")
+    clock = pd.DataFrame({"rank": sorted(by_rank), "offset_ns": 0, "residual_ns": 0,
+                          "reference": None, "applied": False})
+    return Job(by_rank, instances, arrivals, clock, problems)
+
+
+def _ranks_of(text) -> list[int]:
+    """The ranks of a "Process Group Ranks" arg ("[0, 1]")."""
+    if not isinstance(text, str):
+        return []
+    try:
+        return [int(x) for x in text.strip("[] ").split(",") if x.strip()]
+    except ValueError:
+        return []
+
+
+def _problem(group: str, p: int, common: tuple, ranks: list[int], have: dict, odd: list,
+             missing: list, sig: dict, seq_at: dict | None) -> str:
+    """The line saying why position ``p`` of ``group`` is not matched."""
+    head = f"group {group}, instance {p}"
+    tail = "; nothing past it in this group is matched"
+    parts = []
+    for r in missing:
+        parts.append(f"rank {r} lacks it (has {len(sig[r])} instances of the group)")
+    common_seq = Counter(seq_at.values()).most_common(1)[0][0] if seq_at else None
+    for r in odd:
+        if seq_at is not None and seq_at[r] != common_seq:
+            gap = " (it lacks that one)" if seq_at[r] > common_seq else ""
+            parts.append(f"rank {r} has seq {seq_at[r]} where the others have {common_seq}{gap}")
+            continue
+        nxt = [sig[q][p + 1] for q in ranks if q != r and p + 1 < len(sig[q])]
+        if nxt and seq_at is None and _same(have[r], Counter(nxt).most_common(1)[0][0]):
+            parts.append(f"rank {r} lacks it ({_signature(*common)}; its next instance is the "
+                         "others' next one)")
+        else:
+            parts.append(f"rank {r} has {_signature(*have[r])} where the others have "
+                         f"{_signature(*common)}")
+    return f"{head}: {'; '.join(parts)}{tail}"
+
+
+def align(job: Job) -> Job:
+    """Offsets of every rank's clock against the lowest rank (median of end differences over
+    shared instances, through any chain of groups), applied to ``job.arrivals``. Ranks that
+    share no instance with it (disjoint groups) are aligned on their own lowest rank."""
+    a = job.arrivals
+    ranks = sorted(job.tables)
+    if not len(a) or not ranks:
+        return job
+    # ends from the earliest: epoch ns as float64 (the pivot's NaN) would be 256 ns coarse
+    end = a.assign(end_ns=a["end_ns"] - a["end_ns"].min()).pivot(index="iid", columns="rank",
+                                                                 values="end_ns")
+    offset: dict[int, float] = {ranks[0]: 0.0}
+    reference: dict[int, int] = {ranks[0]: ranks[0]}
+    residual: dict[int, float] = {ranks[0]: 0.0}
+    changed = True
+    while changed or len(offset) < len(ranks):
+        if not changed:  # a part of the job no matched instance ties to the aligned ranks
+            r = next(r for r in ranks if r not in offset)
+            offset[r], reference[r], residual[r] = 0.0, r, 0.0
+        changed = False
+        for r in ranks:
+            if r in offset:
+                continue
+            for q in sorted(offset):  # an aligned rank sharing instances with r
+                if q not in end or r not in end:
+                    continue
+                d = (end[r] - end[q]).dropna()
+                if len(d):
+                    off = float(np.median(d.to_numpy(np.float64))) + offset[q]
+                    offset[r] = off
+                    reference[r] = q
+                    residual[r] = float(np.abs(d.to_numpy(np.float64) + offset[q] - off).max())
+                    changed = True
+                    break
+    offs = {r: round(offset.get(r, 0.0)) for r in ranks}
+    shift = a["rank"].map(offs).astype(np.int64)
+    a = a.assign(launch_ns=a["launch_ns"] - shift, arrival_ns=a["arrival_ns"] - shift,
+                 end_ns=a["end_ns"] - shift)
+    clock = pd.DataFrame({"rank": ranks, "offset_ns": [offs[r] for r in ranks],
+                          "residual_ns": [round(residual.get(r, 0.0)) for r in ranks],
+                          "reference": [reference.get(r) for r in ranks],
+                          "applied": True})
+    return Job(job.tables, job.instances, a, clock, job.problems)
+
+
+def load_job(path: str | Path, align_clocks: bool = True, options: dict | None = None,
+             mapper: Callable = map) -> Job:
+    """Read every rank of ``path`` (matching needs them all: ``--rank`` filters the rows
+    shown), match the collectives, align the clocks (unless told not to)."""
+    job = match(read_job(path, None, options, mapper))
+    return align(job) if align_clocks else job
+
+
+def _wait_table(job: Job) -> pd.DataFrame:
+    """``job.arrivals`` with each row's last arrival, wait and straggler of its instance."""
+    a = job.arrivals.copy()
+    if not len(a):
+        return a.assign(last_ns=pd.Series(dtype=np.int64), wait_ns=pd.Series(dtype=np.int64),
+                        straggler=pd.Series(dtype=np.int64))
+    last = a.groupby("iid")["arrival_ns"].transform("max")
+    a["last_ns"] = last
+    a["wait_ns"] = last - a["arrival_ns"]
+    # the straggler: the last arrival (the lowest rank among equal ones)
+    late = a[a["arrival_ns"] == last].sort_values(["iid", "rank"]).drop_duplicates("iid")
+    a["straggler"] = a["iid"].map(late.set_index("iid")["rank"])
+    alone = a.groupby("iid")["rank"].transform("count") < 2  # nobody waits for a lone rank
+    a["straggler"] = a["straggler"].astype("Int64").mask(alone)
+    return a
+
+
+def instance_table(job: Job) -> pd.DataFrame:
+    """One row per matched instance: step, group, position, seq, kind, bytes, ranks,
+    skew_us, straggler, mean_wait_us (of the other ranks), max_wait_us, transfer_us,
+    algbw_gbps, busbw_gbps, cause ("cpu" / "gpu" / None), cause_late_us, cause_ops (made
+    once per job)."""
+    if job._table is None:
+        job._table = _instance_table(job)
+    return job._table.copy()
+
+
+def _instance_table(job: Job) -> pd.DataFrame:
+    a = _wait_table(job)
+    g = a.groupby("iid")
+    inst = job.instances.set_index("iid")
+    out = inst[["step", "group", "position", "seq", "kind", "bytes", "ranks"]].copy()
+    out["skew_us"] = (g["arrival_ns"].max() - g["arrival_ns"].min()) / 1e3
+    out["straggler"] = g["straggler"].first()
+    others = a[a["rank"].ne(a["straggler"]).fillna(True).astype(bool)]
+    out["mean_wait_us"] = others.groupby("iid")["wait_ns"].mean().reindex(out.index).fillna(0) / 1e3
+    out["max_wait_us"] = g["wait_ns"].max() / 1e3
+    transfer = (a["end_ns"] - a["last_ns"]).groupby(a["iid"]).median()
+    out["transfer_us"] = transfer / 1e3
+    nbytes = out["bytes"].astype("Float64")
+    algbw = nbytes / transfer.where(transfer > 0)  # bytes per ns = GB/s
+    out["algbw_gbps"] = algbw.astype(np.float64)
+    # nccl-tests' n: the ranks of the communicator (the args' group size; else those matched)
+    factor = [BUS_FACTOR.get(k, lambda n: 1.0)(n) for k, n in zip(out["kind"],
+                                                                  inst["group_size"])]
+    out["busbw_gbps"] = out["algbw_gbps"] * np.array(factor, np.float64)
+    why = _Causes(job, a)
+    causes = [why(iid) for iid in out.index]
+    out["cause"] = [c[0] for c in causes]
+    out["cause_late_us"] = [c[1] / 1e3 for c in causes]
+    out["cause_ops"] = ["; ".join(c[2]) if c[2] else None for c in causes]
+    out = out.reset_index(drop=True)
+    for col in ("seq", "bytes", "step"):
+        out[col] = out[col].astype("Int64")
+    return out
+
+
+class _Causes:
+    """Why stragglers arrived late, for every instance of a job: the lookups made once (per
+    instance its rows, per rank and thread / device its ops in start order), so a job of many
+    ranks and instances costs a binary search per window, not a scan of every table."""
+
+    def __init__(self, job: Job, waits: pd.DataFrame) -> None:
+        self.job = job
+        self.rows = {iid: g.sort_values("arrival_ns", kind="stable")
+                     for iid, g in waits.groupby("iid", sort=False)}
+        self.row = {(i, r): int(w) for i, r, w in zip(waits["iid"].tolist(),
+                                                      waits["rank"].tolist(),
+                                                      waits["row"].tolist())}
+        inst = job.instances
+        self.place = dict(zip(inst["iid"].tolist(), zip(inst["group"].tolist(),
+                                                        inst["position"].tolist())))
+        self.iid_at = {v: k for k, v in self.place.items()}
+        self._ops: dict[tuple, tuple] = {}
+
+    def __call__(self, iid: int) -> tuple[str | None, int, list[str]]:
+        """("cpu" | "gpu" | None, the late time in ns that kind explains, the ops named)."""
+        rows = self.rows.get(iid)
+        if rows is None or len(rows) < 2:
+            return None, 0, []
+        straggler = rows["straggler"].iat[0]
+        s = rows[rows["rank"] == straggler].iloc[0]
+        t1 = int(s["arrival_ns"])
+        t2 = int(rows[rows["rank"] != straggler]["arrival_ns"].max())
+        launch = s["launch_ns"]
+        if t1 <= t2 or launch is pd.NA or launch is None:
+            return None, 0, []
+        cpu_late = min(max(int(launch) - t2, 0), t1 - t2)
+        gpu_late = (t1 - t2) - cpu_late
+        kind = "cpu" if cpu_late >= gpu_late else "gpu"
+        return kind, cpu_late if kind == "cpu" else gpu_late, self.named(iid, int(straggler), kind)
+
+    def window(self, iid: int, rank: int, kind: str) -> tuple[int, int] | None:
+        """On ``rank``'s own clock: from the group's previous instance (its launch for the CPU,
+        its end for the GPU; else the start of the step holding this one) to this launch /
+        arrival."""
+        row = self.row.get((iid, rank))
+        if row is None:
+            return None
+        t = self.job.tables[rank]
+        c = t.colls
+        end = c["launch_ts"].iat[row] if kind == "cpu" else c["ts"].iat[row]
+        if end is None or end != end:
+            return None
+        group, position = self.place[iid]
+        prev = self.row.get((self.iid_at.get((group, position - 1)), rank))
+        start = None
+        if prev is not None:
+            start = c["launch_ts"].iat[prev] if kind == "cpu" else c["end"].iat[prev]
+        if start is None or start != start:
+            st = t.steps[(t.steps["ts"] <= end) & (t.steps["end"] >= end)]
+            firsts = [int(x["ts"].min()) for x in (t.cpu, t.gpu) if len(x)]
+            if not len(st) and not firsts:
+                return None
+            start = int(st["ts"].iat[0]) if len(st) else min(firsts)
+        return int(start), int(end)
+
+    def ops(self, rank: int, kind: str, where) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(ts, end, name) of the CPU ops on thread ``where`` or the non-communication GPU ops
+        on device ``where`` of ``rank``, in start order."""
+        key = (rank, kind, where)
+        if key not in self._ops:
+            t = self.job.tables[rank]
+            ops = (t.cpu[t.cpu["tid"] == where] if kind == "cpu"
+                   else t.gpu[~t.gpu["comm"].astype(bool) & (t.gpu["device"] == where)])
+            ops = ops.sort_values("ts", kind="stable")
+            self._ops[key] = (ops["ts"].to_numpy(np.int64), ops["end"].to_numpy(np.int64),
+                              ops["name"].to_numpy(object))
+        return self._ops[key]
+
+    def totals(self, iid: int, rank: int, kind: str) -> pd.Series:
+        """Per name, the time of the CPU ops (on the launch thread) or non-communication GPU
+        ops (on the collective's device) wholly inside ``window``."""
+        w = self.window(iid, rank, kind)
+        if w is None:
+            return pd.Series(dtype=np.float64)
+        c = self.job.tables[rank].colls
+        row = self.row[(iid, rank)]
+        ts, end, name = self.ops(rank, kind, c["launch_tid"].iat[row] if kind == "cpu"
+                                 else c["device"].iat[row])
+        lo, hi = np.searchsorted(ts, w[0], "left"), np.searchsorted(ts, w[1], "right")
+        inside = np.flatnonzero(end[lo:hi] <= w[1]) + lo
+        return pd.Series((end[inside] - ts[inside]).astype(np.float64),
+                         index=name[inside]).groupby(level=0).sum()
+
+    def named(self, iid: int, rank: int, kind: str) -> list[str]:
+        """The ops that took longer on ``rank`` than the other ranks' median (largest excess
+        first), with that excess."""
+        mine = self.totals(iid, rank, kind)
+        if not len(mine):
+            return []
+        others = [self.totals(iid, r, kind).reindex(mine.index).fillna(0)
+                  for r in self.rows[iid]["rank"].tolist() if r != rank]
+        excess = mine - pd.concat(others, axis=1).median(axis=1) if others else mine
+        excess = excess[excess > 0].sort_values(ascending=False, kind="stable")
+        return [f"{_short(name)} +{v / 1e3:.1f} us" for name, v in excess.head(NAMED).items()]
+
+
+def _short(name: str, width: int = 60) -> str:
+    """A kernel or op name cut to ``width`` characters (C++ kernel names run to thousands)."""
+    return name if len(name) <= width else name[:width - 1] + "…"
+
+
+def by_rank(job: Job) -> pd.DataFrame:
+    """Per rank: collectives, total_wait_us, straggler_count (instances it arrived last at),
+    caused_wait_us (the other ranks' mean wait for it, summed over those instances)."""
+    a = _wait_table(job)
+    inst = instance_table(job)
+    ranks = sorted(job.tables)
+    caused = (inst.groupby("straggler")["mean_wait_us"].sum() if len(inst)
+              else pd.Series(dtype=np.float64))
+    count = inst["straggler"].value_counts() if len(inst) else pd.Series(dtype=np.int64)
+    wait = a.groupby("rank")["wait_ns"].sum() / 1e3 if len(a) else pd.Series(dtype=np.float64)
+    n = a.groupby("rank")["iid"].count() if len(a) else pd.Series(dtype=np.int64)
+    return pd.DataFrame({"rank": ranks,
+                         "collectives": [int(n.get(r, 0)) for r in ranks],
+                         "total_wait_us": [float(wait.get(r, 0.0)) for r in ranks],
+                         "straggler_count": [int(count.get(r, 0)) for r in ranks],
+                         "caused_wait_us": [float(caused.get(r, 0.0)) for r in ranks]})
+
+
+def step_table(job: Job) -> pd.DataFrame:
+    """Per step and rank: step_us (its ProfilerStep), collectives, wait_us (in collectives),
+    straggler_count, caused_wait_us."""
+    a = _wait_table(job)
+    inst = instance_table(job)
+    a = a.merge(job.instances[["iid", "step"]], on="iid")
+    records = []
+    for r in sorted(job.tables):
+        st = job.tables[r].steps
+        for step, ts, end in zip(st["step"].tolist(), st["ts"].tolist(), st["end"].tolist()):
+            mine = a[(a["rank"] == r) & a["step"].eq(step).fillna(False).astype(bool)]
+            strag = inst[inst["step"].eq(step).fillna(False).astype(bool)
+                         & inst["straggler"].eq(r).fillna(False).astype(bool)]
+            records.append({"step": step, "rank": r, "step_us": (end - ts) / 1e3,
+                            "collectives": len(mine), "wait_us": mine["wait_ns"].sum() / 1e3,
+                            "straggler_count": len(strag),
+                            "caused_wait_us": float(strag["mean_wait_us"].sum())})
+    return pd.DataFrame(records, columns=["step", "rank", "step_us", "collectives", "wait_us",
+                                          "straggler_count", "caused_wait_us"])
+
+
+def findings(job: Job, steps: Iterable[int] | None = None) -> list[str]:
+    """Per step, ranked by the time lost: the rank the others waited for most, in plain words."""
+    inst = instance_table(job)
+    out: list[tuple[float, str]] = []
+    numbers = sorted(int(s) for s in inst["step"].dropna().unique())
+    for step in numbers if steps is None else steps:
+        mine = inst[inst["step"].eq(step).fillna(False).astype(bool)]
+        if not len(mine):
+            continue
+        lost = mine.groupby("straggler")["mean_wait_us"].sum()
+        if not len(lost) or lost.max() <= 0:
+            continue
+        r = int(lost.idxmax())
+        if lost[r] <= 0:
+            continue
+        led = mine[mine["straggler"] == r]
+        worst = led.sort_values("mean_wait_us", ascending=False).iloc[0]
+        text = (f"step {step}: rank {r} arrived last at {len(led)} of {len(mine)} collectives; "
+                f"the others waited {_time(lost[r])} for it")
+        if worst["cause"] in ("cpu", "gpu"):
+            where = ("its CPU issued" if worst["cause"] == "cpu" else
+                     "its GPU stream reached")
+            text += (f"; at its costliest ({worst['kind']} #{worst['position']} of {worst['group']})"
+                     f" {where} it {_time(worst['cause_late_us'])} late")
+            if worst["cause_ops"]:
+                text += f" ({'longer there' if worst['cause'] == 'cpu' else 'kernels longer there'}:"\
+                        f" {worst['cause_ops']})"
+        out.append((float(lost[r]), text))
+    return [t for _, t in sorted(out, key=lambda x: -x[0])]
+
+
+def _time(us: float) -> str:
+    return f"{us / 1e3:.2f} ms" if us >= 1000 else f"{us:.1f} us"
+
+
+def from_gpu_ops(rank: int, base_ns: int, ops: dict, rows: np.ndarray) -> RankTables:
+    """A rank's tables from the GPU ops the kernel analyses load (no args: each NCCL stream a
+    group, kinds from kernel names), its ops ``rows`` only: enough to match and time waits."""
+    from .collective_rank import COLL_COLUMNS, kind_of_name
+
+    pick = rows & (ops["category"] == "communication")
+    names = ops["name"][pick].tolist()
+    colls = pd.DataFrame({c: [None] * len(names) for c in COLL_COLUMNS})
+    if names:
+        colls = colls.assign(
+            ts=ops["ts"][pick] + base_ns, end=ops["end"][pick] + base_ns, name=names,
+            device=ops["device"][pick], stream=ops["stream"][pick],
+            launch_ts=np.where(ops["launched"][pick], ops["launch_ts"][pick] + base_ns, None),
+            kind=[kind_of_name(n) or "Unknown" for n in names], step=-1)
+    colls["bytes"] = pd.array([None] * len(names), dtype="Int64")
+    colls["seq"] = pd.array([None] * len(names), dtype="Int64")
+    return RankTables(path="", rank=rank, base_ns=base_ns, world_size=None, colls=colls)
+
+
+def kernel_split(tables: list[RankTables]) -> dict[str, dict]:
+    """Per communication kernel name, matched across ranks in the job clock: ``wait`` and
+    ``transfer`` (ns, each rank's total, mean over ranks) and ``waited_for`` (the rank whose
+    late arrivals cost the others the most wait at that kernel)."""
+    job = align(match(tables))
+    a = _wait_table(job)
+    if not len(a):
+        return {}
+    a["name"] = [job.tables[r].colls["name"].iat[i] for r, i in zip(a["rank"], a["row"])]
+    a["transfer_ns"] = a["end_ns"] - a["last_ns"]
+    per = a.groupby(["name", "rank"])[["wait_ns", "transfer_ns"]].sum().groupby("name").mean()
+    others = a[a["rank"].ne(a["straggler"]).fillna(True).astype(bool)]
+    caused = others.groupby(["name", "straggler"])["wait_ns"].sum()
+    out = {}
+    for name in per.index:
+        c = caused.get(name)
+        out[name] = {"wait": float(per.at[name, "wait_ns"]),
+                     "transfer": float(per.at[name, "transfer_ns"]),
+                     "waited_for": int(c.idxmax()) if c is not None and len(c) and c.max() > 0
+                     else None}
+    return out

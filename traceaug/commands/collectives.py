@@ -1,0 +1,140 @@
+"""``traceaug collectives`` and ``traceaug stragglers``: the tables of
+``analysis.collectives`` for a job (a directory of ranks), filtered by step and rank, and
+rendered; the Python API returns the same DataFrames."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from ..analysis import collectives as co
+from ..analysis.steps import check_step
+from ..errors import TraceaugError
+from ..output import render_columns
+
+
+def job_for(path: str | Path, step: int | None, rank: int | None, align: bool,
+            options: dict | None = None, mapper: Callable = map) -> co.Job:
+    """The matched job of ``path``, only ``step``'s instances when given; ``rank`` must be one
+    of its ranks (every rank is read: matching needs them all)."""
+    job = co.load_job(path, align_clocks=align, options=options, mapper=mapper)
+    if rank is not None and rank not in job.tables:
+        raise TraceaugError(f"{path}: no trace for rank {rank} "
+                            f"(it has {', '.join(map(str, sorted(job.tables)))})")
+    if not sum(len(t.colls) for t in job.tables.values()):
+        raise TraceaugError(f"{path}: no NCCL / RCCL collective kernels to analyse")
+    if step is not None:
+        numbers = np.unique(np.concatenate([t.steps["step"].to_numpy(np.int64)
+                                            for t in job.tables.values()]))
+        check_step(path, numbers, step)
+        keep = job.instances[job.instances["step"].eq(step).fillna(False).astype(bool)]
+        job = co.Job(job.tables, keep, job.arrivals[job.arrivals["iid"].isin(keep["iid"])],
+                     job.clock, job.problems)
+    return job
+
+
+def collectives_frame(job: co.Job, by: str = "instance", rank: int | None = None) -> pd.DataFrame:
+    """``by="instance"``: one row per matched instance (those ``rank`` takes part in);
+    ``by="rank"``: one row per rank (``rank`` only)."""
+    if by == "rank":
+        out = co.by_rank(job)
+        return out[out["rank"] == rank].reset_index(drop=True) if rank is not None else out
+    if by != "instance":
+        raise TraceaugError(f"by must be 'instance' or 'rank', not {by!r}")
+    out = co.instance_table(job)
+    if rank is not None:
+        mine = job.arrivals.loc[job.arrivals["rank"] == rank, "iid"]
+        out = out[job.instances["iid"].isin(mine).to_numpy()].reset_index(drop=True)
+    return out
+
+
+def stragglers_frame(job: co.Job, rank: int | None = None) -> tuple[list[str], pd.DataFrame]:
+    """The ranked findings and the per step and rank table."""
+    table = co.step_table(job)
+    if rank is not None:
+        table = table[table["rank"] == rank].reset_index(drop=True)
+    return co.findings(job), table
+
+
+def notes(job: co.Job) -> list[str]:
+    """Lines for stderr: what could not be matched, and the clock offsets applied."""
+    out = [f"not matched: {p}" for p in job.problems]
+    clock = job.clock
+    if len(clock) > 1 and clock["applied"].any():
+        ref = int(clock["rank"].iat[0])
+        spread = float(clock["residual_ns"].max()) / 1e3
+        moved = clock[clock["offset_ns"].abs() / 1e3 > max(spread, 1.0)]
+        shown = ", ".join(f"rank {r} {o / 1e3:+.1f} us" for r, o in
+                          zip(moved["rank"].tolist(), moved["offset_ns"].tolist()))
+        out.append(f"job clock: offsets vs rank {ref}: {shown or f'all within {spread:.1f} us'}"
+                   f" (residual spread up to {spread:.1f} us)")
+        for r in clock[(clock["reference"] == clock["rank"]) & (clock["rank"] != ref)]["rank"]:
+            part = clock[clock["reference"].isin([r]) | (clock["rank"] == r)]["rank"].tolist()
+            out.append(f"job clock: ranks {', '.join(map(str, part))} share no matched collective "
+                       f"with rank {ref}: aligned on rank {r}, not on rank {ref}")
+    return out
+
+
+def columns_of(df: pd.DataFrame) -> dict[str, list]:
+    """A DataFrame as ``render_columns`` input (pandas' NA as a missing value)."""
+    return {c: [None if v is pd.NA or (isinstance(v, float) and v != v) else v
+                for v in df[c].tolist()] for c in df.columns}
+
+
+def render_table(df: pd.DataFrame, fmt: str, findings: list[str] | None = None) -> str:
+    """The table in ``fmt``; the findings first in a table, as a key of the json object."""
+    if fmt == "json" and findings is not None:
+        rows = orjson.loads(render_columns(columns_of(df), "json"))
+        return orjson.dumps({"findings": findings, "steps": rows},
+                            option=orjson.OPT_INDENT_2).decode() + "\n"
+    body = render_columns(columns_of(df), fmt, digits=2)
+    if fmt == "table" and findings is not None:
+        head = "\n".join(f"{i}. {f}" for i, f in enumerate(findings, 1)) or \
+            "no rank held the others up"
+        return f"{head}\n\n{body}"
+    return body
+
+
+def _columns(df: pd.DataFrame) -> dict[str, np.ndarray]:
+    """A DataFrame as ``commands.analyses`` sections take it: numpy columns (NA as None)."""
+    out = {}
+    for c in df.columns:
+        values = df[c].to_numpy(dtype=object) if df[c].dtype == object or str(df[c].dtype) in (
+            "Int64", "Float64") else df[c].to_numpy()
+        if values.dtype == object:
+            values = np.array([None if v is pd.NA else v for v in values.tolist()] or [],
+                              dtype=object)
+        out[c] = values
+    return out
+
+
+def job_sections(path: str | Path, step: int | None, top: int, options: dict | None = None,
+                 mapper: Callable = map) -> list[tuple[str, dict]]:
+    """``report JOB``'s job section: the findings, per step each rank's step time and wait
+    in collectives, and the wait heatmap (rank × collective, the ``top`` with the largest
+    skew); none when the job has no collectives."""
+    try:
+        job = job_for(path, step, None, True, options, mapper)
+    except TraceaugError as e:
+        if "no NCCL / RCCL collective kernels" in str(e):
+            return []
+        raise
+    found, table = stragglers_frame(job)
+    inst = co.instance_table(job)
+    worst = inst.sort_values("skew_us", ascending=False, kind="stable").head(top)
+    label = {i: f"{k}#{p}" for i, k, p in zip(job.instances["iid"], job.instances["kind"],
+                                              job.instances["position"])}
+    waits = co._wait_table(job)
+    waits = waits[waits["iid"].isin(job.instances["iid"].iloc[worst.index])]
+    heat = (waits.assign(wait_us=waits["wait_ns"] / 1e3, what=waits["iid"].map(label))
+            .pivot(index="rank", columns="what", values="wait_us"))
+    heat = heat[[label[i] for i in job.instances["iid"].iloc[worst.index]]].reset_index()
+    return [("job: findings", {"finding": np.array(found or ["no rank held the others up"],
+                                                   dtype=object)}),
+            ("job: step time and wait in collectives per rank", _columns(table)),
+            ("job: wait per rank at the collectives with the largest skew (µs)",
+             _columns(heat.rename(columns=str)))]

@@ -1,0 +1,115 @@
+"""``traceaug merge JOB OUT``: every rank of a job in one Perfetto trace, on one clock.
+
+Every rank's events are written into one trace (``merge.relabelled``, as ``diff --trace``
+relabels B) with their pids moved to ``rank × RANK_PIDS + pid``, their flow ids to
+``rank × RANK_FLOWS + id``, their timestamps moved by the rank's clock offset
+(``analysis.collectives.align``; none with ``align=False``), and every process named
+``rank N: <name>``. Each matched collective gets
+flow arrows from every other rank's kernel of it to its straggler's (who waited for whom).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+
+from .. import guard
+from ..analysis import collectives as co
+from ..errors import TraceaugError
+from ..read import normalize
+from ..read.inputs import select, trace_input
+from . import splice
+from .events import us
+from .merge import relabelled
+
+RANK_PIDS = 1 << 22  # above Linux's largest pid: every rank's pids stay apart
+RANK_FLOWS = 1 << 40
+ARROWS = (1 << 62) - (1 << 40)  # flow ids of the cross-rank arrows, above every rank's
+
+
+def _pid_of(rank: int):
+    """Rank ``rank``'s pid for a pid of its file."""
+    def pid(p):
+        if isinstance(p, int):
+            if not 0 <= p < RANK_PIDS:
+                raise TraceaugError(f"pid {p} of rank {rank} is out of the range merge moves "
+                                    f"(0 to {RANK_PIDS - 1})")
+            return rank * RANK_PIDS + p
+        return f"rank {rank}: {p if isinstance(p, str) else orjson.dumps(p).decode()}"
+    return pid
+
+
+def _flow_of(rank: int):
+    """Rank ``rank``'s flow id for a flow id of its file."""
+    def flow(v):
+        if isinstance(v, int):
+            return rank * RANK_FLOWS + v
+        if isinstance(v, str):
+            try:  # Perfetto reads string flow ids as hex
+                return rank * RANK_FLOWS + int(v, 16)
+            except ValueError:
+                return f"rank {rank}:{v}"
+        return v
+    return flow
+
+
+def arrows(job: co.Job) -> list[bytes]:
+    """Flow events from each rank's kernel of a matched instance to its straggler's (forward
+    in time: from where the rank started waiting to the arrival it waited for)."""
+    waits = co._wait_table(job)
+    out = []
+    fid = ARROWS
+    for iid, rows in waits.groupby("iid", sort=True):
+        s = rows["straggler"].iat[0]
+        if s is None or s != s:
+            continue
+        first = rows[rows["rank"] == s].iloc[0]
+        inst = job.instances.set_index("iid").loc[iid]
+        name = f"{inst['kind']} #{inst['position']} ({inst['group']})"
+        for _, w in rows[rows["rank"] != s].iterrows():
+            fid += 1
+            for ph, r, row in (("s", int(w["rank"]), w), ("f", int(s), first)):
+                c = job.tables[r].colls
+                ev = {"ph": ph, "id": fid, "cat": "collective", "name": name,
+                      "pid": _pid_of(r)(int(c["device"].iat[int(row["row"])])),
+                      "tid": int(c["stream"].iat[int(row["row"])]),
+                      "ts": orjson.Fragment(us(int(row["arrival_ns"])))}
+                if ph == "f":
+                    ev["bp"] = "e"
+                out.append(orjson.dumps(ev))
+    return out
+
+
+def write_job(path: str | Path, out: Path, align: bool = True, options: dict | None = None,
+              mapper: Callable = map) -> tuple[int, int]:
+    """Write the merged trace of job ``path`` to ``out``; the ranks and cross-rank arrows."""
+    files = select(path)
+    if len(files) < 2:
+        raise TraceaugError(f"{path}: merge needs a directory of two ranks or more")
+    guard.check([f.path for f in files], [out])
+    job = co.load_job(path, align_clocks=align, options=options, mapper=mapper)
+    offset = dict(zip(job.clock["rank"].tolist(), job.clock["offset_ns"].tolist()))
+    events: list[bytes] = []
+    for f in files:  # every rank relabelled: the UI keeps a process's first name
+        rebase = normalize.plan(trace_input(f.path), kind="full").rebase
+        events += relabelled(trace_input(f.path), rebase, int(offset.get(f.rank, 0)),
+                             _pid_of(f.rank), _flow_of(f.rank), f"rank {f.rank}")
+    links = arrows(job)
+    with tempfile.TemporaryDirectory(prefix="traceaug-merge-") as tmp:
+        # The whole job as one plain trace, then copied as every rewriter's output is: what
+        # the UI would drop (here ns rounding of moved clocks nests slices differently) goes
+        # to overlap lanes (``rewrite.visible``).
+        whole = Path(tmp) / "job.json"
+        with open(whole, "wb") as f:
+            f.write(b'{"schemaVersion": 1, "traceEvents": [\n')
+            for i, ev in enumerate(events + links):
+                f.write(b",\n" + ev if i else ev)
+            f.write(b"\n]}\n")
+        plan = normalize.plan(whole, kind="full")
+        copy = splice.Copy(whole, out, "merge", keep_bytes=False)
+        copy.prepare(plan)
+        copy.finish(plan.layout, [])
+    return len(files), len(links) // 2

@@ -22,6 +22,7 @@ import traceaug.analyses as ta
 from traceaug.cli import main
 
 TRACE = "kineto/a100_simple_add_cuda_sync.json.gz"  # 3 streams, steps, syncs: every table has rows
+JOB = "kineto/jobs/dlrm_v100_8ranks"  # every rank of a job: its collectives
 PAIR = ("kineto/diff/h100_runs/a/trace.json.gz", "kineto/diff/h100_runs/b/trace.json.gz")
 UNITS = ("ns", "us", "ms", "s", "pct", "gbps")
 # Names that hold no time and no share: identities, labels, counts, sizes.
@@ -31,14 +32,16 @@ UNITLESS = {
     "name", "type", "key", "kind", "category", "source", "series", "metric", "section", "event",
     "transition", "from", "to", "launch_name", "correlation", "status", "scope", "operator",
     "operators", "pattern", "kernel_ids", "kernels", "window", "title", "notes", "warnings",
-    "perfetto_ui", "slowest_rank", "path", "side", "a", "b",
+    "perfetto_ui", "max_total_rank", "waited_for_rank", "path", "side", "a", "b",
+    "group", "straggler", "cause", "cause_ops", "change", "speedup", "position", "findings",
     # counts and sizes
     "count", "count_a", "count_b", "delta_count", "ops", "gaps", "cpu_ops", "runtime_calls",
     "memcpys", "memsets", "profiler_steps", "step", "steps", "launched_ops", "unlaunched_ops",
     "short_gpu_ops", "runtime_outliers", "delay_outliers", "ranks", "length", "instances",
     "bytes", "edges", "nodes", "skipped_backwards", "iters", "gpus",
     "per_iter_instances", "mean_queued", "max_queued", "seq", "start", "instance", "first_op",
-    "gpu_pid", "cpu_pid", "cpu_tid", "pid", "tid", "value", "events",
+    "gpu_pid", "cpu_pid", "cpu_tid", "pid", "tid", "value", "events", "collectives",
+    "straggler_count",
 }
 # Texts a missing value must never print as in CSV or JSON.
 MISSING_TEXTS = {"nan", "NaN", "None", "NULL", "<NA>", "null"}
@@ -95,6 +98,10 @@ def commands(tmp: Path) -> dict[str, list[str]]:
         "patterns": ["patterns", src, str(tmp / "p.json")],
         "critical-path": ["critical-path", src, str(tmp / "cp.json")],
         "diff": ["diff", a, b],
+        "whatif": ["whatif", src, "--scale", "comp=0.5"],
+        "collectives": ["collectives", str(shared_trace(JOB))],
+        "collectives --by rank": ["collectives", str(shared_trace(JOB)), "--by", "rank"],
+        "stragglers": ["stragglers", str(shared_trace(JOB))],
     }
 
 
@@ -153,6 +160,10 @@ def test_every_api_dataframe_column_says_its_unit(tmp_path: Path) -> None:
     comparison = traceaug.diff(a, b, progress=False)
     frames |= {"diff.summary": comparison.summary, "diff.ops": comparison.ops}
     frames["info"] = pd.DataFrame(traceaug.info(src, progress=False))
+    frames |= dict(zip(("whatif.steps", "whatif.changes"),
+                       traceaug.whatif(src, scale=["comp=0.5"], progress=False)))
+    job = shared_trace(JOB)
+    frames |= {"collectives": traceaug.collectives(job), "stragglers": traceaug.stragglers(job)}
     bad = {(f, c): bad_name(c) for f, df in frames.items() for c in df.columns if bad_name(c)}
     assert not bad, "\n".join(f"{f}: {c}: {w}" for (f, c), w in bad.items())
     assert all(len(df) for f, df in frames.items() if f != "counters.bandwidth"), \

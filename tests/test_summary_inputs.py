@@ -198,3 +198,12 @@ def test_summary_without_a_map_uses_default_classes(tmp_path: Path) -> None:
     assert {c: n for c, n in got.items() if n} == want
     assert res["nccl"]["instances"] == [2]
     assert any("default map" in n for n in res["notes"])
+
+
+def test_summary_of_a_trace_without_a_map_says_so() -> None:
+    """A trace input gets the default map's note as a CSV input does (it printed none)."""
+    trace = Path(__file__).resolve().parent.parent / "testdata" / "small_training.json.gz"
+    r = CliRunner().invoke(main, ["summary", str(trace), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    (res,) = json.loads(r.stdout)
+    assert any("default map" in n for n in res["notes"]), res["notes"]

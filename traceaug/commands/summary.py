@@ -86,6 +86,7 @@ def run(inputs: list[Path], config: Path | None, class_map_path: Path | None, it
             data = _csv_input(spec.title, spec.files, notes)
         else:
             data = _trace_input(spec.files["path"], spec.title, it_tag, tp_bin)
+            data.notes[:0] = notes  # the default class map, said for a trace as for CSVs
             it_tag = it_tag or "ProfilerStep#*"
         n_iter = iters or spec.iters
         if n_iter is None:  # a trace: its iteration ranges, else the whole run as one

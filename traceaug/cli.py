@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from . import __version__, atomic, guard, interrupt, paths
-from .errors import TraceaugError
+from .errors import SumTooLarge, TraceaugError
 from .memory import return_freed_promptly
 from .output import FORMATS, render_columns, render_records
 from .sql_modules import needs_full_load
@@ -48,6 +48,8 @@ class TraceaugCommand(click.Command):
         try:
             with atomic.all_or_none():
                 return super().invoke(ctx)
+        except SumTooLarge as e:  # raised where the input's name is not known
+            raise TraceaugError(f"{' / '.join(map(str, inputs)) or 'traceaug'}: {e}") from None
         except OSError as e:
             target = e.filename or next((str(o) for o in outputs + rank_dirs), None) or "traceaug"
             raise TraceaugError(f"{target}: {e.strerror or e}") from None

@@ -19,15 +19,20 @@ from pathlib import Path
 
 import click
 
-from . import atomic
+from . import atomic, guard
+from .errors import TraceaugError
 from .read import source
 
 _spool_dirs: list[str] = []
 _shown: dict[str, str] = {}  # spooled path -> the name the user gave
 
 
-def _spool_dir() -> Path:
-    d = tempfile.mkdtemp(prefix="traceaug-spool-")
+def _spool_dir(name: str = "-") -> Path:
+    try:
+        d = tempfile.mkdtemp(prefix="traceaug-spool-")
+    except OSError as e:
+        raise TraceaugError(f"{name}: cannot make a temporary copy in {tempfile.gettempdir()} "
+                            f"({e.strerror}); set TMPDIR to a writable directory") from None
     _spool_dirs.append(d)
     return Path(d)
 
@@ -37,6 +42,7 @@ def cleanup() -> None:
     while _spool_dirs:
         shutil.rmtree(_spool_dirs.pop(), ignore_errors=True)
     _shown.clear()
+    guard.forget_spooled()
 
 
 def shown(text: str) -> str:
@@ -67,8 +73,10 @@ class Input(click.ParamType):
             return Path(value)
         name = "stdin" if value == "-" else value
         base = "stdin" if value == "-" else Path(value).name or "input"
-        dest = _spool_dir() / base
+        dest = _spool_dir(name) / base
         _shown[str(dest)] = name
+        if value == "-":  # stdin redirected from a file: no output may be that file
+            guard.spooled(dest, guard.stdin_identity(), name)
         source.spool(name, None if value == "-" else value, dest)
         return dest
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import sums
 from .gpu_steps import GpuOps
 from .intervals import gaps as union_gaps
 from .intervals import int_groups, sorted_groups
 from .kernels import grouped
 from .steps import shorten
+from .sums import group_sums
 from .tables import Columns, objects
 
 # Columns: stream_gaps (device, stream, ops, gaps, total, mean, median, min, max, busy);
@@ -57,8 +59,7 @@ def _stats(key_cols: list[np.ndarray], gap: np.ndarray) -> tuple[np.ndarray, Col
     n = int(gid.max()) + 1
     first = np.unique(gid, return_index=True)[1]
     count = np.bincount(gid[pos], minlength=n)
-    total = np.zeros(n, np.int64)
-    np.add.at(total, gid[pos], gap[pos])
+    total = group_sums(gid[pos], gap[pos], n, "idle gaps")
     med = np.zeros(n)
     lo = np.zeros(n, np.int64)
     hi = np.zeros(n, np.int64)
@@ -115,7 +116,7 @@ def device_gaps(g: GpuOps, step: int | None = None) -> Columns:
         out["device"].append(d)
         out["streams"].append(len(set(ops["stream"][mine].tolist())))
         out["gaps"].append(len(length))
-        out["total"].append(int(length.sum()))
+        out["total"].append(sums.total(length, "idle gaps"))
         out["mean"].append(float(length.mean()) if len(length) else 0.0)
         out["median"].append(float(np.median(length)) if len(length) else 0.0)
         out["min"].append(int(length.min()) if len(length) else 0)

@@ -97,6 +97,8 @@ def spool(name: str, path: str | None, dest: Path) -> None:
     to ``dest``, so that every pass can read it; ``name`` is what error messages call it.
     A FIFO with no writer reads as empty instead of waiting for one."""
     if path is None:
+        if sys.stdin is None:  # closed (<&-): Python has no stdin object at all
+            raise TraceaugError(f"{name}: is closed, nothing to read")
         stream = sys.stdin.buffer
     else:
         try:
@@ -120,7 +122,11 @@ def spool(name: str, path: str | None, dest: Path) -> None:
                     raise TraceaugError(f"{name}: reads as NUL bytes only (a device like "
                                         "/dev/zero?), not a trace")
                 first = False
-                out.write(data)
+                try:
+                    out.write(data)
+                except OSError as e:  # $TMPDIR full
+                    raise TraceaugError(f"{name}: cannot spool it to {dest.parent} ({e.strerror}); "
+                                        "set TMPDIR to a larger disk") from None
     finally:
         if path is not None:
             stream.close()

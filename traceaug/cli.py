@@ -616,6 +616,9 @@ def run() -> None:
     # No BLAS thread pool (traceaug does no linear algebra): numpy's OpenBLAS starts one at
     # import, and on 2 cores its threads spin ~60 ms of CPU while pass 1 needs it.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    for stream in (sys.stdout, sys.stderr):  # a file name that is not UTF-8 (rank-\xff.json)
+        with contextlib.suppress(AttributeError, ValueError):  # printed as its own bytes
+            stream.reconfigure(errors="surrogateescape")
     interrupt.install(command_line=True)  # Ctrl-C / SIGTERM: exit 130 / 143, never in the engine
     try:
         main()

@@ -31,7 +31,9 @@ def _anchor(side: Side) -> int:
     return side.trace.span()[0] + side.trace.base_ns  # diff saw GPU ops: there is a span
 
 
-def _pid(pid):
+def _pid(pid) -> int | str:
+    """B's pid in the merged file: numbers moved past A's, anything else (a string, even a
+    list such as ``[0]``) a string, so that it can be a key."""
     if isinstance(pid, int):
         return pid + PID_OFFSET
     return f"B: {pid}"
@@ -53,7 +55,7 @@ def b_events(side: Side, shift_ns: int) -> list[bytes]:
     chosen = side.trace.plan.rebase  # B's load chose it (no base when a ts lies below one)
     rebase = Rebase(chosen.prefix, chosen.sep, chosen.numeric, fixed=True)
     named: set = set()
-    pids: dict = {}  # in order of appearance (a set's order of strings varies by run)
+    pids: dict = {}  # merged pid -> B's own, in order of appearance (a set's order varies)
     out: list[bytes] = []
     for item in pass1.rebased_chunks(source.iter_blocks(side.trace.file), rebase):
         if isinstance(item, chunks.Layout):
@@ -65,7 +67,7 @@ def b_events(side: Side, shift_ns: int) -> list[bytes]:
             if isinstance(ts, (int, float)):
                 ev["ts"] = orjson.Fragment(us(us_to_ns(ts) + rebase.base_ns - shift_ns))
             if "pid" in ev:
-                pids.setdefault(ev["pid"])
+                pids.setdefault(_pid(ev["pid"]), ev["pid"])
                 ev["pid"] = _pid(ev["pid"])
             if ev.get("ph") in pass1.FLOW_PHASES and "id" in ev:
                 ev["id"] = _flow_id(ev["id"])
@@ -74,9 +76,9 @@ def b_events(side: Side, shift_ns: int) -> list[bytes]:
                 ev["args"] = {**args, "name": f"B: {args.get('name', '')}".rstrip()}
                 named.add(ev["pid"])
             out.append(orjson.dumps(ev))
-    for pid in pids:
-        if _pid(pid) not in named:
-            out.append(orjson.dumps({"ph": "M", "name": "process_name", "pid": _pid(pid),
+    for new, pid in pids.items():
+        if new not in named:
+            out.append(orjson.dumps({"ph": "M", "name": "process_name", "pid": new,
                                      "args": {"name": f"B: {pid}"}}))
     return out
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import math
 import os
 import signal
 import sys
@@ -27,6 +28,27 @@ TP_BIN_HELP = "Use this native trace_processor_shell instead of the embedded was
 
 
 MESSAGE_LIMIT = 299  # characters of an error line
+INT64_MAX = 2**63 - 1
+
+
+class Finite(click.FloatRange):
+    """A float option that is a finite number (click's ranges let nan and inf through)."""
+
+    name = "number"
+
+    def convert(self, value, param, ctx) -> float:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+# The option types of numbers, each defined once: row counts and lengths (kept to int64:
+# numpy takes them), and times in µs (their ns fit in int64).
+COUNT = click.IntRange(0, INT64_MAX)
+POSITIVE = click.IntRange(1, INT64_MAX)
+US = Finite(0, 9.2e15)
+PERCENT = Finite()
 
 
 def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
@@ -301,10 +323,10 @@ def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style:
 @click.option("--step-index", type=int,
               help="Compare the I-th ProfilerStep of each side (0 = first, -1 = last), whatever its number.")
 @click.option("--rank", type=int, help="Only this rank.")
-@click.option("--threshold", type=float, default=5.0, show_default=True,
+@click.option("--threshold", type=Finite(0), default=5.0, show_default=True,
               help="Per-step time change (percent) still called unchanged.")
-@click.option("--top", type=int, default=10, show_default=True, help="Rows of regressions/improvements.")
-@click.option("--fail-on-regression", "fail_pct", type=float, metavar="PCT",
+@click.option("--top", type=COUNT, default=10, show_default=True, help="Rows of regressions/improvements.")
+@click.option("--fail-on-regression", "fail_pct", type=PERCENT, metavar="PCT",
               help="Exit with code 3 when the step time, or the time per step of an op present in "
                    "both, grew by more than PCT percent (for CI).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
@@ -395,8 +417,8 @@ def convert_command(src: Path, dst: Path, open_ui: bool, port: int, no_browser: 
               help="A GPU Performance Analyzer JSON config (either layout).")
 @click.option("--class-map", type=paths.Input(),
               help="JSON object: kernel-name substring -> class (replaces the config's).")
-@click.option("--iters", type=click.IntRange(min=1), help="Iterations in the input (divides the totals).")
-@click.option("--gpus", type=click.IntRange(min=1), help="GPUs in the input (divides the totals).")
+@click.option("--iters", type=POSITIVE, help="Iterations in the input (divides the totals).")
+@click.option("--gpus", type=POSITIVE, help="GPUs in the input (divides the totals).")
 @click.option("--iter-tag", "tag", help="Name of the NVTX range of one iteration (glob with *).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="Output format.")
@@ -419,9 +441,9 @@ def summary_command(ctx: click.Context, inputs: tuple[Path, ...], config: Path |
 @click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, dash=True))
 @click.option("--operator", help="Instances of this CPU op (a name or a glob); default: every "
               "top-level CPU op.")
-@click.option("--min-len", type=click.IntRange(1), default=3, show_default=True,
+@click.option("--min-len", type=POSITIVE, default=3, show_default=True,
               help="Shortest pattern, in GPU ops.")
-@click.option("--top-k", type=click.IntRange(0), default=5, show_default=True,
+@click.option("--top-k", type=COUNT, default=5, show_default=True,
               help="Patterns of each scope overlaid on OUT (and shown in the table).")
 @click.option("--rank", type=int, help="For a directory: only this rank.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
@@ -466,7 +488,7 @@ def _gpu_ranks(ctx: click.Context, trace: Path, rank: int | None):
 
 @main.command()
 @_analysis_options
-@click.option("--top", type=int, help="Only the first N kernels (per rank).")
+@click.option("--top", type=COUNT, help="Only the first N kernels (per rank).")
 @click.option("--sort", type=click.Choice(["total", "count", "mean", "max", "min", "std", "share",
                                            "share_time", "share_launches", "name"]),
               default="total", show_default=True, help="Order of the kernels.")
@@ -486,17 +508,20 @@ def kernels(ctx: click.Context, trace: Path, rank: int | None, step: int | None,
 
 @main.command()
 @_analysis_options
-@click.option("--hist-min", type=float, help="Histogram lower bound (µs).")
-@click.option("--hist-max", type=float, help="Histogram upper bound (µs).")
+@click.option("--hist-min", type=US, help="Histogram lower bound (µs).")
+@click.option("--hist-max", type=US, help="Histogram upper bound (µs).")
 @click.option("--bins", type=click.IntRange(1, 1000), default=20, show_default=True,
               help="Histogram bins.")
-@click.option("--top", type=int, default=20, show_default=True, help="Transitions shown per rank.")
+@click.option("--top", type=COUNT, default=20, show_default=True, help="Transitions shown per rank.")
 @click.option("--sort", type=click.Choice(["count", "total", "mean", "max", "min", "std"]),
               default="count", show_default=True, help="Order of the transitions.")
 @click.pass_context
 def gaps(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
          hist_min: float | None, hist_max: float | None, bins: int, top: int, sort: str) -> None:
     """Idle gaps per stream and per device, their histogram, kernel-to-kernel transitions."""
+    if hist_min is not None and hist_max is not None and hist_min >= hist_max:
+        raise click.BadParameter(f"{hist_max:g} is not above --hist-min {hist_min:g}",
+                                 param_hint="--hist-max")
     ranks = _gpu_ranks(ctx, trace, rank)
     from .commands import analyses
 
@@ -506,7 +531,7 @@ def gaps(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fm
 
 @main.command()
 @_analysis_options
-@click.option("--kernel-wait-us", type=float, default=30.0, show_default=True,
+@click.option("--kernel-wait-us", type=US, default=30.0, show_default=True,
               help="Gaps shorter than this (and not host waits) are kernel waits (HTA's rule).")
 @click.pass_context
 def breakdown(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
@@ -522,11 +547,11 @@ def breakdown(ctx: click.Context, trace: Path, rank: int | None, step: int | Non
 
 @main.command()
 @_analysis_options
-@click.option("--runtime-cutoff", type=float, default=50.0, show_default=True,
+@click.option("--runtime-cutoff", type=US, default=50.0, show_default=True,
               help="Runtime calls longer than this (µs) are outliers.")
-@click.option("--delay-cutoff", type=float, default=100.0, show_default=True,
+@click.option("--delay-cutoff", type=US, default=100.0, show_default=True,
               help="Launch delays above this (µs) are outliers.")
-@click.option("--top", type=int, default=20, show_default=True,
+@click.option("--top", type=COUNT, default=20, show_default=True,
               help="Rows of each outlier list (and of the launch list in the terminal).")
 @click.pass_context
 def launches(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
@@ -547,7 +572,7 @@ def launches(ctx: click.Context, trace: Path, rank: int | None, step: int | None
 @_analysis_options
 @click.option("--html", "html_out", type=paths.Output(),
               help="Write a self-contained page with every chart (works offline).")
-@click.option("--top", type=int, default=10, show_default=True, help="Kernels per chart / table.")
+@click.option("--top", type=COUNT, default=10, show_default=True, help="Kernels per chart / table.")
 @click.pass_context
 def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
            html_out: Path | None, top: int) -> None:
@@ -579,9 +604,9 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
 @click.option("--all-edges", is_flag=True, help="Also draw the graph's edges off the path.")
 @click.option("--hta-weights", is_flag=True,
               help="Weigh syncs 0 as HTA does (default: the CPU's wait after the GPU op).")
-@click.option("--max-gap-us", type=click.FloatRange(0), default=1500, show_default=True,
+@click.option("--max-gap-us", type=US, default=1500, show_default=True,
               help="Longest kernel-to-kernel gap that is a dependency, as HTA (0: any).")
-@click.option("--top", type=int, default=10, show_default=True, help="Top events in the summary.")
+@click.option("--top", type=COUNT, default=10, show_default=True, help="Top events in the summary.")
 @click.option("--rank", type=int, help="For a directory: only this rank.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="Format of the summary printed on stdout.")

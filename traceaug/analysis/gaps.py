@@ -131,7 +131,7 @@ def histogram(gap_ns: np.ndarray, lo_us: float | None = None, hi_us: float | Non
     us = gap_ns[gap_ns > 0] / 1e3
     lo = float(us.min()) if lo_us is None and len(us) else (lo_us or 0.0)
     hi = float(us.max()) if hi_us is None and len(us) else (hi_us if hi_us is not None else 1.0)
-    hi = max(hi, lo + 1e-3)
+    hi = max(hi, lo + 1e-3, lo + abs(lo) * 1e-9 * bins)  # bins of a width a float can tell
     counts, edges = np.histogram(us, bins=bins, range=(lo, hi))
     return {"lo_us": edges[:-1], "hi_us": edges[1:], "count": counts.astype(np.int64)}
 

@@ -65,6 +65,7 @@ class TraceaugCommand(click.Command):
 
     def invoke(self, ctx: click.Context):
         inputs, outputs, rank_dirs = paths.arguments(self, ctx.params)
+        paths.check_stdout(outputs, rank_dirs)
         guard.check(inputs, outputs, rank_dirs)
         new_dirs = [d for d in rank_dirs if not d.exists()]
         try:
@@ -81,6 +82,19 @@ class TraceaugCommand(click.Command):
             for d in new_dirs:  # a rank directory this run made and left empty (it failed)
                 with contextlib.suppress(OSError):
                     d.rmdir()
+
+
+def _print(text: str, err: bool = False) -> None:
+    """Print a command's text as it is; a stdout that cannot take it (a full disk,
+    ``> /dev/full``) is named in the one-line error, not blamed on an output file."""
+    if (sys.stderr if err else sys.stdout) is None:  # closed at the start (>&-)
+        raise TraceaugError(f"{'stderr' if err else 'stdout'}: is closed; nothing printed")
+    try:
+        click.echo(text, nl=False, err=err)
+    except OSError as e:
+        if e.filename is None:
+            e.filename = "stderr" if err else "stdout"
+        raise
 
 
 class _Group(click.Group):
@@ -223,7 +237,7 @@ def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
     kind = "full" if full else "analysis"
     prefetched = _prefetch(trace, kind=kind)
     with load_for_query(trace, sql, rank, kind=kind, prefetched=prefetched, **_options(ctx)) as t:
-        click.echo(render_columns(t.columns(sql), fmt), nl=False)
+        _print(render_columns(t.columns(sql), fmt))
 
 
 @main.command()
@@ -238,7 +252,7 @@ def info(ctx: click.Context, trace: Path, fmt: str, rank: int | None) -> None:
 
     prefetched = _prefetch(trace)
     records = trace_info(trace, rank=rank, prefetched=prefetched, **_options(ctx))
-    click.echo(paths.shown(render_records(records, fmt)), nl=False)  # stdin, not its spool
+    _print(paths.shown(render_records(records, fmt)))  # stdin, not its spool
 
 
 def _rewriter_options(command):
@@ -256,14 +270,14 @@ def _rewriter_arguments(src: Path, dst, summary_only: bool, open_ui: bool, port:
     returns ``pipeline.run``'s ``open_ui`` (the UI server's options, or False)."""
     if dst is None and not summary_only:
         raise click.UsageError("give OUT, or --summary-only")
-    if open_ui and (summary_only or src.is_dir()):
-        raise click.UsageError("--open needs one output file")
+    if open_ui and (summary_only or src.is_dir() or paths.is_stdout(dst)):
+        raise click.UsageError("--open needs one output file (not stdout)")
     return {"port": port, "browser": not no_browser} if open_ui else False
 
 
 def _print_summary(text: str, dst) -> None:
     """A rewriter's summary on stdout, or on stderr when OUT is ``-`` (the trace is there)."""
-    click.echo(paths.shown(text), nl=False, err=paths.is_stdout(dst))
+    _print(paths.shown(text), err=paths.is_stdout(dst))
 
 
 def _series(value: str) -> tuple[str, ...]:
@@ -278,7 +292,7 @@ def _series(value: str) -> tuple[str, ...]:
 
 @main.command()
 @click.argument("src", metavar="IN", type=paths.Input())
-@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, dash=True))
+@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True))
 @click.option("--series", default="bandwidth,queue", show_default=True,
               help="Which counters: bandwidth, queue, or both.")
 @click.option("--style", type=click.Choice(["traceaug", "hta"]), default="traceaug", show_default=True,
@@ -343,15 +357,16 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
                  html_out: Path | None, trace_out: Path | None, open_ui: bool, port: int,
                  no_browser: bool) -> None:
     """Compare two traces (or two directories of per-rank traces): what changed from A to B."""
-    if open_ui and trace_out is None:
-        raise click.UsageError("--open needs --trace FILE")
+    if open_ui and (trace_out is None or paths.is_stdout(trace_out)):
+        raise click.UsageError("--open needs --trace FILE (not stdout)")
+    to_stderr = paths.is_stdout(html_out) or paths.is_stdout(trace_out)  # stdout holds a file
     prefetched = _prefetch(a, b, kind="ops")
     from .commands import diff as cmd
 
     result = cmd.run(a, b, by, device, step, threshold, rank, prefetched=prefetched,
                      step_a=step_a, step_b=step_b, step_index=step_index, **_options(ctx))
     try:
-        click.echo(cmd.render(result, fmt, top), nl=False)
+        _print(cmd.render(result, fmt, top), err=to_stderr)
         written = []  # said once every output is done: Ctrl-C before then removes them all
         if html_out is not None:
             from .report.diff_html import write_report
@@ -367,7 +382,7 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
             write_merged(sa, sb, trace_out)
             written.append(trace_out)
         for path in written:
-            click.echo(f"wrote {path}", err=True)
+            click.echo(f"wrote {paths.shown(str(path))}", err=True)
         regressed = cmd.regressions(result, fail_pct) if fail_pct is not None else []
     finally:
         cmd.close(result)
@@ -404,9 +419,11 @@ def open_command(trace: Path, port: int, no_browser: bool) -> None:
 def convert_command(src: Path, dst: Path, open_ui: bool, port: int, no_browser: bool) -> None:
     """Convert an Nsight Systems SQLite export (`nsys export --type sqlite`) to a Chrome JSON
     trace in Kineto conventions (OUT.json or OUT.json.gz)."""
+    if open_ui and paths.is_stdout(dst):
+        raise click.UsageError("--open needs OUT to be a file (not stdout)")
     from .commands.convert import run as convert_run
 
-    click.echo(convert_run(src, dst), nl=False, err=True)
+    _print(paths.shown(convert_run(src, dst)), err=True)
     if open_ui:
         _open(dst, port=port, browser=not no_browser)
 
@@ -433,12 +450,12 @@ def summary_command(ctx: click.Context, inputs: tuple[Path, ...], config: Path |
     from .commands import summary as cmd
 
     results = cmd.run(list(inputs), config, class_map, iters, gpus, tag, **_options(ctx))
-    click.echo((cmd.render_json if fmt == "json" else cmd.render_text)(results), nl=False)
+    _print((cmd.render_json if fmt == "json" else cmd.render_text)(results))
 
 
 @main.command("patterns")
 @click.argument("src", metavar="IN", type=paths.Input())
-@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, dash=True))
+@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True))
 @click.option("--operator", help="Instances of this CPU op (a name or a glob); default: every "
               "top-level CPU op.")
 @click.option("--min-len", type=POSITIVE, default=3, show_default=True,
@@ -503,7 +520,7 @@ def kernels(ctx: click.Context, trace: Path, rank: int | None, step: int | None,
     from .commands import analyses
 
     sections = analyses.kernels(ranks, step, kind, sort, top)
-    click.echo(analyses.render(sections, fmt, full_names), nl=False)
+    _print(analyses.render(sections, fmt, full_names))
 
 
 @main.command()
@@ -526,7 +543,7 @@ def gaps(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fm
     from .commands import analyses
 
     sections = analyses.gaps(ranks, step, hist_min, hist_max, bins, top, sort)
-    click.echo(analyses.render(sections, fmt, fmt != "table"), nl=False)
+    _print(analyses.render(sections, fmt, fmt != "table"))
 
 
 @main.command()
@@ -542,7 +559,7 @@ def breakdown(ctx: click.Context, trace: Path, rank: int | None, step: int | Non
     from .commands import analyses
 
     sections = analyses.breakdown(ranks, step, kernel_wait_us)
-    click.echo(analyses.render(sections, fmt), nl=False)
+    _print(analyses.render(sections, fmt))
 
 
 @main.command()
@@ -565,7 +582,7 @@ def launches(ctx: click.Context, trace: Path, rank: int | None, step: int | None
         sections = [(t if t != "launches" else f"launches (first {top}; csv / json: all)",
                      {k: v[:top] for k, v in c.items()} if t == "launches" else c)
                     for t, c in sections]
-    click.echo(analyses.render(sections, fmt, fmt != "table"), nl=False)
+    _print(analyses.render(sections, fmt, fmt != "table"))
 
 
 @main.command()
@@ -586,17 +603,18 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
     from .commands import analyses
 
     if html_out is None:
-        click.echo(analyses.render(analyses.report(ranks, step, top), fmt, fmt != "table"), nl=False)
+        _print(analyses.render(analyses.report(ranks, step, top), fmt, fmt != "table"))
         return
     from .report.analyses_html import write_report
 
     charts = write_report(ranks, html_out, step, top, title=f"traceaug report: {trace.name}")
-    click.echo(f"wrote {html_out} ({charts} charts, {len(ranks)} rank(s))", err=True)
+    click.echo(f"wrote {paths.shown(str(html_out))} ({charts} charts, {len(ranks)} rank(s))",
+               err=True)
 
 
 @main.command("critical-path")
 @click.argument("src", metavar="IN", type=paths.Input())
-@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, dash=True))
+@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True))
 @click.option("--step", type=int, help="Only ProfilerStep#N (default: the whole trace).")
 @click.option("--annotation", help="Only the window of a slice whose name contains this text.")
 @click.option("--instance", type=int, default=0, show_default=True,
@@ -661,7 +679,8 @@ def run() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (BrokenPipeError, ValueError):  # a reader that left (| head), a closed stream
+        except (OSError, ValueError, AttributeError):  # a reader that left (| head), a full
+            # disk (said already), a closed stream (None when closed at the start)
             pass
     os._exit(code or 0)
 

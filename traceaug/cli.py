@@ -272,6 +272,8 @@ def _rewriter_arguments(src: Path, dst, summary_only: bool, open_ui: bool, port:
         raise click.UsageError("give OUT, or --summary-only")
     if open_ui and (summary_only or src.is_dir() or paths.is_stdout(dst)):
         raise click.UsageError("--open needs one output file (not stdout)")
+    if open_ui:
+        _check_port(port)
     return {"port": port, "browser": not no_browser} if open_ui else False
 
 
@@ -359,6 +361,8 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
     """Compare two traces (or two directories of per-rank traces): what changed from A to B."""
     if open_ui and (trace_out is None or paths.is_stdout(trace_out)):
         raise click.UsageError("--open needs --trace FILE (not stdout)")
+    if open_ui:
+        _check_port(port)
     to_stderr = paths.is_stdout(html_out) or paths.is_stdout(trace_out)  # stdout holds a file
     prefetched = _prefetch(a, b, kind="ops")
     from .commands import diff as cmd
@@ -394,6 +398,13 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
         sys.exit(3)
 
 
+def _check_port(port: int) -> None:
+    """The ``--port`` of an ``--open`` can be served on: checked before any work."""
+    from .view.server import check_port
+
+    check_port(port)
+
+
 def _open(trace: Path, port: int = 0, browser: bool = True) -> None:
     from .view.server import serve
 
@@ -421,6 +432,8 @@ def convert_command(src: Path, dst: Path, open_ui: bool, port: int, no_browser: 
     trace in Kineto conventions (OUT.json or OUT.json.gz)."""
     if open_ui and paths.is_stdout(dst):
         raise click.UsageError("--open needs OUT to be a file (not stdout)")
+    if open_ui:
+        _check_port(port)
     from .commands.convert import run as convert_run
 
     _print(paths.shown(convert_run(src, dst)), err=True)

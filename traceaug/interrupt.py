@@ -157,6 +157,25 @@ def early() -> None:
         signal.signal(signal.SIGTERM, _early)
 
 
+_STOP = {signal.SIGINT, signal.SIGTERM}
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """SIGINT and SIGTERM held back (blocked) while the main thread forks: a handler that
+    raised inside Python's at-fork callbacks (logging's lock release) would be reported as
+    "Exception ignored in: <function _releaseLock>" and leave that lock as it was. A signal
+    meanwhile is delivered as the block ends, where raising is safe."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def reset_in_child() -> None:
     """In a forked child: default signal actions, no inherited stop request."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)

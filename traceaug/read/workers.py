@@ -95,10 +95,15 @@ def fork(work: Callable[[Any, Any], None], requests: bool = False) -> Forked:
     open would keep that one from ever seeing its end."""
     read, write = os.pipe()
     req_read, req_write = os.pipe() if requests else (None, None)
-    pid = os.fork()
+    with interrupt.held():  # no handler raising inside the at-fork callbacks
+        pid = os.fork()
+        if pid == 0:
+            try:  # still held: the parent's handler never runs here
+                interrupt.reset_in_child()  # the parent stops it; a signal to the group ends it
+            except BaseException:
+                os._exit(1)
     if pid == 0:
         try:
-            interrupt.reset_in_child()  # the parent stops it; a signal to the group ends it
             for f in [f for child in _forked for f in (child.stdout, child.stdin)
                       if f is not None and not f.closed]:
                 os.close(f.fileno())

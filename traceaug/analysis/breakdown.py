@@ -50,7 +50,7 @@ def window_rows(g: GpuOps, lo: np.ndarray, hi: np.ndarray) -> Columns:
     busy = covered_in(ops["ts"], ops["end"], lo, hi)
     idle = window - busy
     out = {"window": window, "busy": busy, "idle": idle,
-           "idle_pct": np.divide(100 * idle, window, out=np.zeros(len(lo)), where=window > 0)}
+           "idle_pct": np.divide(100.0 * idle, window, out=np.zeros(len(lo)), where=window > 0)}
     spans = {t: (ops["ts"][code == i], ops["end"][code == i]) for i, t in enumerate(TYPES)}
     # the time of each set of types running, per window; a type's time is that of its sets
     by_set = covered_by_mask(*combination_segments(spans), lo, hi, 1 << len(TYPES))
@@ -60,7 +60,7 @@ def window_rows(g: GpuOps, lo: np.ndarray, hi: np.ndarray) -> Columns:
         out[_combo_name(c)] = by_set[:, sum(1 << i for i, t in enumerate(TYPES) if t in c)]
     both = out["comp_comm"] + out["comp_comm_mem"]
     comm = out["communication"]
-    out["comm_overlap_pct"] = np.divide(100 * both, comm, out=np.zeros(len(lo)), where=comm != 0)
+    out["comm_overlap_pct"] = np.divide(100.0 * both, comm, out=np.zeros(len(lo)), where=comm != 0)
     return out
 
 

@@ -72,7 +72,7 @@ def _stats(key_cols: list[np.ndarray], gap: np.ndarray) -> tuple[np.ndarray, Col
         lo[have] = vs[starts[have]]
         hi[have] = vs[ends[have] - 1]
         mid_lo, mid_hi = (starts + ends - 1) // 2, (starts + ends) // 2
-        med[have] = (vs[mid_lo[have]] + vs[mid_hi[have]]) / 2
+        med[have] = (vs[mid_lo[have]] / 2 + vs[mid_hi[have]] / 2)  # no int64 sum to wrap
     return first, {"gaps": count, "total": total, "mean": total / np.maximum(count, 1),
                    "median": med, "min": lo, "max": hi}
 

@@ -53,7 +53,7 @@ def kernel_table(g: GpuOps, step: int | None = None, kind: str | None = None) ->
     all_count, all_total = max(int(stats["count"].sum()), 1), max(total(stats["total"]), 1)
     out = {"rank": objects([g.rank] * len(keys)), "name": objects(keys), "type": types, **stats,
            "share_launches": 100 * stats["count"] / all_count,
-           "share_time": 100 * stats["total"] / all_total}
+           "share_time": 100.0 * stats["total"] / all_total}
     if kind is not None:
         if kind not in TYPES:
             raise TraceaugError(f"--type must be one of {', '.join(TYPES)}")

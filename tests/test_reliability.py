@@ -323,6 +323,10 @@ def test_perfetto_errors_without_its_traceback(tmp_path: Path) -> None:
     res = run(["query", "v.json", "-f", "q.sql"], tmp_path)
     assert one_error_line(res) == ("traceaug: error: v.json: SQL error: no such function: foo "
                                    "(line 3 col 3)")
+    overlapping_kernels(tmp_path / "six.json", 6, 4e15)  # summary's SUM(dur) overflows in SQL
+    res = run(["summary", "six.json"], tmp_path)
+    assert one_error_line(res) == ("traceaug: error: six.json: SQL error: integer overflow "
+                                   "(line 1 col 1)")
 
 
 def test_convert_of_a_directory_says_so(tmp_path: Path) -> None:

@@ -156,3 +156,43 @@ def test_a_signal_while_workers_fork_is_no_ignored_exception(tmp_path: Path, sig
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
     assert "Exception ignored" not in proc.stderr, proc.stderr
     assert proc.stdout.split() == ["interrupted", str(128 + sig)], (proc.stdout, proc.stderr)
+
+
+DESCRIPTOR_MODULE = """
+import os, signal, sys
+
+class Named:
+    def __set_name__(self, owner, name):  # a signal here (dataclasses' fields do this)
+        os.kill(os.getpid(), int(sys.argv[1]))
+        self.name = name
+
+class Made:
+    field = Named()
+"""
+IMPORT_WITH_A_SIGNAL = """
+import sys, time
+from traceaug import interrupt
+interrupt.install(command_line=True)
+try:
+    import made_with_a_signal
+    time.sleep(5)
+    print("not interrupted")
+except interrupt.Interrupted as e:
+    print("interrupted", e.exit_code, made_with_a_signal.Made.field.name)
+except RuntimeError as e:
+    print("RuntimeError", e)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_inside_an_import_stops_the_command_after_it(tmp_path: Path, sig: int) -> None:
+    """A signal while a module is imported (a lazy import mid-command) lands in a class's
+    ``__set_name__``: raised there it became ``RuntimeError: Error calling __set_name__`` and a
+    traceback (2 of 200 Ctrl-C's into `counters`). It now stops the command once the import
+    is done."""
+    (tmp_path / "made_with_a_signal.py").write_text(DESCRIPTOR_MODULE)
+    proc = subprocess.run([sys.executable, "-c", IMPORT_WITH_A_SIGNAL, str(int(sig))],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": f"{tmp_path}:{Path(__file__).parents[1]}"})
+    assert proc.stdout.split() == ["interrupted", str(128 + sig), "field"], (proc.stdout, proc.stderr)
+    assert proc.stderr == ""

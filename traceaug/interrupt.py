@@ -64,13 +64,32 @@ def _stop_work() -> None:
             proc.kill()  # never reaps (the owner waits for it): safe in a handler
 
 
+REDELIVER_S = 0.02  # a signal that landed inside an import comes back this much later
+
+
+def _importing(frame) -> bool:
+    """Whether the main thread is inside Python's import machinery: an exception raised
+    there can be swallowed ("Exception ignored in ... _ModuleLock") or turned into another
+    (``RuntimeError: Error calling __set_name__``) by the class being made."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _handler(signum: int, frame) -> None:
     if not _requested:
         _requested.append(signum)
     _stop_work()
-    if _in_engine == 0:
-        raise Interrupted(_requested[0])
-    # inside the engine: it traps at its next check; engine_call raises on the way out
+    if _in_engine:
+        return  # inside the engine: it traps at its next check; engine_call raises after
+    if _importing(frame):  # let the import finish; the signal comes back to raise after it
+        timer = threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signum))
+        timer.daemon = True
+        timer.start()
+        return
+    raise Interrupted(_requested[0])
 
 
 @contextlib.contextmanager

@@ -675,14 +675,16 @@ def run() -> None:
     for stream in (sys.stdout, sys.stderr):  # a file name that is not UTF-8 (rank-\xff.json)
         with contextlib.suppress(AttributeError, ValueError):  # printed as its own bytes
             stream.reconfigure(errors="surrogateescape")
-    interrupt.install(command_line=True)  # Ctrl-C / SIGTERM: exit 130 / 143, never in the engine
     try:
+        interrupt.install(command_line=True)  # Ctrl-C / SIGTERM: exit 130 / 143, never in the engine
         main()
         code = 0
     except SystemExit as e:  # click ends every run this way
         code = e.code
-    except KeyboardInterrupt as e:  # a signal outside a command (while parsing its arguments)
+    except KeyboardInterrupt as e:  # a signal outside a command (installing, parsing arguments)
         code = getattr(e, "exit_code", 130)
+        with contextlib.suppress(Exception):
+            sys.stderr.write("traceaug: interrupted\n")
     for sig in (signal.SIGINT, signal.SIGTERM):  # cleanup below is short: let it finish
         signal.signal(sig, signal.SIG_IGN)
     if isinstance(code, str):

@@ -21,7 +21,9 @@ from collections.abc import Iterator
 _engines: weakref.WeakSet = weakref.WeakSet()
 _children: weakref.WeakSet = weakref.WeakSet()  # subprocess.Popen of pass-1 workers
 _requested: list[int] = []  # the signal received, once
+_raised: list[int] = []  # Interrupted made since (a signal held back need not come again)
 _in_engine = 0  # how deep the main thread is inside engine calls
+_holding = 0  # inside ``held``: a signal raises when it ends
 
 
 class Interrupted(KeyboardInterrupt):
@@ -31,6 +33,7 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
         self.exit_code = 128 + signum
+        _raised.append(signum)
 
 
 def requested() -> bool:
@@ -78,14 +81,22 @@ def _importing(frame) -> bool:
     return False
 
 
+def _again(signum: int) -> None:
+    """The signal once more, unless the command is stopping already (its ``Interrupted``
+    raised meanwhile, by ``check`` in a loop): raised twice, click would say "Aborted!"."""
+    if not _raised:
+        os.kill(os.getpid(), signum)
+
+
 def _handler(signum: int, frame) -> None:
     if not _requested:
         _requested.append(signum)
     _stop_work()
-    if _in_engine:
-        return  # inside the engine: it traps at its next check; engine_call raises after
+    if _in_engine or _holding:
+        return  # inside the engine (it traps at its next check) or held: raised after
     if _importing(frame):  # let the import finish; the signal comes back to raise after it
-        timer = threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signum))
+        _raised.clear()
+        timer = threading.Timer(REDELIVER_S, _again, (signum,))
         timer.daemon = True
         timer.start()
         return
@@ -176,23 +187,21 @@ def early() -> None:
         signal.signal(signal.SIGTERM, _early)
 
 
-_STOP = {signal.SIGINT, signal.SIGTERM}
-
-
 @contextlib.contextmanager
 def held() -> Iterator[None]:
-    """SIGINT and SIGTERM held back (blocked) while the main thread forks: a handler that
-    raised inside Python's at-fork callbacks (logging's lock release) would be reported as
-    "Exception ignored in: <function _releaseLock>" and leave that lock as it was. A signal
-    meanwhile is delivered as the block ends, where raising is safe."""
+    """No ``Interrupted`` raised inside the block (the main thread forking): raised inside
+    Python's at-fork callbacks it was "Exception ignored in: <function _releaseLock>", with
+    logging's lock left as it was. A signal meanwhile stops work at once; the caller's
+    ``check()`` after the block raises it (once what the block made is in hand to undo)."""
+    global _holding
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP)
+    _holding += 1
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        _holding -= 1
 
 
 def reset_in_child() -> None:
@@ -201,6 +210,7 @@ def reset_in_child() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.set_wakeup_fd(-1)  # the parent's watcher reads that pipe, not this process
     _requested.clear()
+    _raised.clear()
 
 
 def new_work() -> None:
@@ -208,4 +218,5 @@ def new_work() -> None:
     caller has already handled (Ctrl-C in a notebook, then another load) is forgotten."""
     if threading.current_thread() is threading.main_thread() and _in_engine == 0:
         _requested.clear()
+        _raised.clear()
 

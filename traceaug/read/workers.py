@@ -95,10 +95,10 @@ def fork(work: Callable[[Any, Any], None], requests: bool = False) -> Forked:
     open would keep that one from ever seeing its end."""
     read, write = os.pipe()
     req_read, req_write = os.pipe() if requests else (None, None)
-    with interrupt.held():  # no handler raising inside the at-fork callbacks
+    with interrupt.held():  # no Interrupted raised inside the at-fork callbacks
         pid = os.fork()
         if pid == 0:
-            try:  # still held: the parent's handler never runs here
+            try:
                 interrupt.reset_in_child()  # the parent stops it; a signal to the group ends it
             except BaseException:
                 os._exit(1)
@@ -119,6 +119,9 @@ def fork(work: Callable[[Any, Any], None], requests: bool = False) -> Forked:
         os.close(req_read)
     child = Forked(pid, os.fdopen(read, "rb"), os.fdopen(req_write, "wb") if requests else None)
     _forked.add(child)
+    if interrupt.requested():  # a signal during the fork: this child is not to run either
+        child.kill()
+        interrupt.check()
     return child
 
 

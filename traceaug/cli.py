@@ -11,7 +11,7 @@ import sys
 import threading
 import types
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -103,6 +103,12 @@ class _Group(click.Group):
 
     command_class = TraceaugCommand
 
+    def make_context(self, *args, **kwargs) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt as e:  # parsing the group's options: click says "Aborted!"
+            _interrupted(e)
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
@@ -110,10 +116,15 @@ class _Group(click.Group):
             click.echo(one_line(f"traceaug: error: {e}"), err=True)
             sys.exit(1)
         except KeyboardInterrupt as e:
-            click.echo("traceaug: interrupted", err=True)
-            sys.exit(getattr(e, "exit_code", 130))
+            _interrupted(e)
         finally:
             paths.cleanup()
+
+
+def _interrupted(e: KeyboardInterrupt) -> NoReturn:
+    """Ctrl-C / SIGTERM said in one line; exit 130 / 143."""
+    click.echo("traceaug: interrupted", err=True)
+    sys.exit(getattr(e, "exit_code", 130))
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

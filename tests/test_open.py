@@ -66,13 +66,15 @@ def listening_addresses(port: int) -> list[str]:
     return out
 
 
-def test_ctrl_c_stops_cleanly(server) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_stops_cleanly(server, sig) -> None:
+    """Stopped by a signal, ``open`` exits as every command does: 128 + its number."""
     proc, base, _url, _trace = server
     assert status(base + "/") == 200
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=10)
-    assert proc.returncode == 0, err
-    assert "stopped" in err and "Traceback" not in err
+    assert proc.returncode == 128 + sig, err
+    assert "interrupted" in err and "Traceback" not in err
     time.sleep(0.2)
     with pytest.raises(OSError):
         urllib.request.urlopen(base + "/", timeout=2)

@@ -128,3 +128,71 @@ def test_ctrl_c_stops_a_long_query_within_a_second(tmp_path: Path) -> None:
     code, err, took = interrupt(["query", trace.name, sql], tmp_path, 3.0)
     assert (code, err) == (130, "traceaug: interrupted\n")
     assert took < 1.0
+
+
+FORK_WITH_A_SIGNAL = """
+import os, signal, sys
+from traceaug import interrupt
+from traceaug.read import workers
+interrupt.install(command_line=True)
+sig = int(sys.argv[1])
+# The signal lands while Python runs its at-fork callbacks in the parent (logging's
+# _releaseLock is one): the moment a Ctrl-C ~0.3 s into `counters` hit 4 times in 200.
+os.register_at_fork(after_in_parent=lambda: os.kill(os.getpid(), sig))
+try:
+    child = workers.fork(lambda _, out: out.write(b"done"))
+    print("not interrupted")
+except interrupt.Interrupted as e:
+    print("interrupted", e.exit_code)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_workers_fork_is_no_ignored_exception(tmp_path: Path, sig: int) -> None:
+    """A signal during a fork's at-fork callbacks is held until the fork is done, then stops
+    the command as anywhere else: no "Exception ignored in: <function _releaseLock>"."""
+    proc = subprocess.run([sys.executable, "-c", FORK_WITH_A_SIGNAL, str(int(sig))],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert "Exception ignored" not in proc.stderr, proc.stderr
+    assert proc.stdout.split() == ["interrupted", str(128 + sig)], (proc.stdout, proc.stderr)
+
+
+DESCRIPTOR_MODULE = """
+import os, signal, sys
+
+class Named:
+    def __set_name__(self, owner, name):  # a signal here (dataclasses' fields do this)
+        os.kill(os.getpid(), int(sys.argv[1]))
+        self.name = name
+
+class Made:
+    field = Named()
+"""
+IMPORT_WITH_A_SIGNAL = """
+import sys, time
+from traceaug import interrupt
+interrupt.install(command_line=True)
+try:
+    import made_with_a_signal
+    time.sleep(5)
+    print("not interrupted")
+except interrupt.Interrupted as e:
+    print("interrupted", e.exit_code, made_with_a_signal.Made.field.name)
+except RuntimeError as e:
+    print("RuntimeError", e)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_inside_an_import_stops_the_command_after_it(tmp_path: Path, sig: int) -> None:
+    """A signal while a module is imported (a lazy import mid-command) lands in a class's
+    ``__set_name__``: raised there it became ``RuntimeError: Error calling __set_name__`` and a
+    traceback (2 of 200 Ctrl-C's into `counters`). It now stops the command once the import
+    is done."""
+    (tmp_path / "made_with_a_signal.py").write_text(DESCRIPTOR_MODULE)
+    proc = subprocess.run([sys.executable, "-c", IMPORT_WITH_A_SIGNAL, str(int(sig))],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": f"{tmp_path}:{Path(__file__).parents[1]}"})
+    assert proc.stdout.split() == ["interrupted", str(128 + sig), "field"], (proc.stdout, proc.stderr)
+    assert proc.stderr == ""

@@ -48,9 +48,11 @@ def atomic_output(path: Path, mode: str = "wb", hold: bool = True) -> Iterator[I
                 _pending.append((tmp, path))
                 return
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename in (None, tmp):  # a full disk: say which output
+            e.filename = str(path)
         raise
 
 

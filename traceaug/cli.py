@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import math
 import os
 import signal
 import sys
 import threading
 import types
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
 from . import __version__, atomic, guard, interrupt, paths
-from .errors import TraceaugError
+from .errors import SumTooLarge, TraceaugError
 from .memory import return_freed_promptly
 from .output import FORMATS, render_columns, render_records
 from .sql_modules import needs_full_load
@@ -27,6 +28,27 @@ TP_BIN_HELP = "Use this native trace_processor_shell instead of the embedded was
 
 
 MESSAGE_LIMIT = 299  # characters of an error line
+INT64_MAX = 2**63 - 1
+
+
+class Finite(click.FloatRange):
+    """A float option that is a finite number (click's ranges let nan and inf through)."""
+
+    name = "number"
+
+    def convert(self, value, param, ctx) -> float:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+# The option types of numbers, each defined once: row counts and lengths (kept to int64:
+# numpy takes them), and times in µs (their ns fit in int64).
+COUNT = click.IntRange(0, INT64_MAX)
+POSITIVE = click.IntRange(1, INT64_MAX)
+US = Finite(0, 9.2e15)
+PERCENT = Finite()
 
 
 def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
@@ -43,11 +65,14 @@ class TraceaugCommand(click.Command):
 
     def invoke(self, ctx: click.Context):
         inputs, outputs, rank_dirs = paths.arguments(self, ctx.params)
+        paths.check_stdout(outputs, rank_dirs)
         guard.check(inputs, outputs, rank_dirs)
         new_dirs = [d for d in rank_dirs if not d.exists()]
         try:
             with atomic.all_or_none():
                 return super().invoke(ctx)
+        except SumTooLarge as e:  # raised where the input's name is not known
+            raise TraceaugError(f"{' / '.join(map(str, inputs)) or 'traceaug'}: {e}") from None
         except OSError as e:
             target = e.filename or next((str(o) for o in outputs + rank_dirs), None) or "traceaug"
             raise TraceaugError(f"{target}: {e.strerror or e}") from None
@@ -59,11 +84,30 @@ class TraceaugCommand(click.Command):
                     d.rmdir()
 
 
+def _print(text: str, err: bool = False) -> None:
+    """Print a command's text as it is; a stdout that cannot take it (a full disk,
+    ``> /dev/full``) is named in the one-line error, not blamed on an output file."""
+    if (sys.stderr if err else sys.stdout) is None:  # closed at the start (>&-)
+        raise TraceaugError(f"{'stderr' if err else 'stdout'}: is closed; nothing printed")
+    try:
+        click.echo(text, nl=False, err=err)
+    except OSError as e:
+        if e.filename is None:
+            e.filename = "stderr" if err else "stdout"
+        raise
+
+
 class _Group(click.Group):
     """Turns every user-facing error into one line on stderr and exit code 1, and Ctrl-C /
     SIGTERM into exit 130 / 143; removes spooled inputs whatever happens."""
 
     command_class = TraceaugCommand
+
+    def make_context(self, *args, **kwargs) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt as e:  # parsing the group's options: click says "Aborted!"
+            _interrupted(e)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -72,10 +116,15 @@ class _Group(click.Group):
             click.echo(one_line(f"traceaug: error: {e}"), err=True)
             sys.exit(1)
         except KeyboardInterrupt as e:
-            click.echo("traceaug: interrupted", err=True)
-            sys.exit(getattr(e, "exit_code", 130))
+            _interrupted(e)
         finally:
             paths.cleanup()
+
+
+def _interrupted(e: KeyboardInterrupt) -> NoReturn:
+    """Ctrl-C / SIGTERM said in one line; exit 130 / 143."""
+    click.echo("traceaug: interrupted", err=True)
+    sys.exit(getattr(e, "exit_code", 130))
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -204,7 +253,7 @@ def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
     kind = "full" if full else "analysis"
     prefetched = _prefetch(trace, kind=kind)
     with load_for_query(trace, sql, rank, kind=kind, prefetched=prefetched, **_options(ctx)) as t:
-        click.echo(render_columns(t.columns(sql), fmt), nl=False)
+        _print(render_columns(t.columns(sql), fmt))
 
 
 @main.command()
@@ -219,7 +268,7 @@ def info(ctx: click.Context, trace: Path, fmt: str, rank: int | None) -> None:
 
     prefetched = _prefetch(trace)
     records = trace_info(trace, rank=rank, prefetched=prefetched, **_options(ctx))
-    click.echo(paths.shown(render_records(records, fmt)), nl=False)  # stdin, not its spool
+    _print(paths.shown(render_records(records, fmt)))  # stdin, not its spool
 
 
 def _rewriter_options(command):
@@ -237,14 +286,16 @@ def _rewriter_arguments(src: Path, dst, summary_only: bool, open_ui: bool, port:
     returns ``pipeline.run``'s ``open_ui`` (the UI server's options, or False)."""
     if dst is None and not summary_only:
         raise click.UsageError("give OUT, or --summary-only")
-    if open_ui and (summary_only or src.is_dir()):
-        raise click.UsageError("--open needs one output file")
+    if open_ui and (summary_only or src.is_dir() or paths.is_stdout(dst)):
+        raise click.UsageError("--open needs one output file (not stdout)")
+    if open_ui:
+        _check_port(port)
     return {"port": port, "browser": not no_browser} if open_ui else False
 
 
 def _print_summary(text: str, dst) -> None:
     """A rewriter's summary on stdout, or on stderr when OUT is ``-`` (the trace is there)."""
-    click.echo(paths.shown(text), nl=False, err=paths.is_stdout(dst))
+    _print(paths.shown(text), err=paths.is_stdout(dst))
 
 
 def _series(value: str) -> tuple[str, ...]:
@@ -259,7 +310,7 @@ def _series(value: str) -> tuple[str, ...]:
 
 @main.command()
 @click.argument("src", metavar="IN", type=paths.Input())
-@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, dash=True))
+@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True))
 @click.option("--series", default="bandwidth,queue", show_default=True,
               help="Which counters: bandwidth, queue, or both.")
 @click.option("--style", type=click.Choice(["traceaug", "hta"]), default="traceaug", show_default=True,
@@ -304,14 +355,14 @@ def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style:
 @click.option("--step-index", type=int,
               help="Compare the I-th ProfilerStep of each side (0 = first, -1 = last), whatever its number.")
 @click.option("--rank", type=int, help="Only this rank.")
-@click.option("--threshold", type=float, default=5.0, show_default=True,
+@click.option("--threshold", type=Finite(0), default=5.0, show_default=True,
               help="Per-step time change (percent) still called unchanged.")
-@click.option("--top", type=int, default=10, show_default=True, help="Rows of regressions/improvements.")
-@click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(min=0), metavar="PCT",
+@click.option("--top", type=COUNT, default=10, show_default=True, help="Rows of regressions/improvements.")
+@click.option("--fail-on-regression", "fail_pct", type=Finite(0), metavar="PCT",
               help="Exit with code 3 (for CI; every output is still written) when the step time "
                    "grew by more than PCT percent, or an op present in both grew by more than PCT "
                    "percent and by more than --min-delta per step.")
-@click.option("--min-delta", "min_delta_us", type=click.FloatRange(min=0), metavar="US",
+@click.option("--min-delta", "min_delta_us", type=US, metavar="US",
               help="The per-step growth (µs) an op must also pass to fail the gate "
                    "[default: 1% of A's step time].")
 @click.option("--gate", type=click.Choice(["all", "step"]), default="all", show_default=True,
@@ -335,10 +386,13 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
                  html_out: Path | None, trace_out: Path | None, open_ui: bool, port: int,
                  no_browser: bool, explain: bool = False) -> None:
     """Compare two traces (or two directories of per-rank traces): what changed from A to B."""
-    if open_ui and trace_out is None:
-        raise click.UsageError("--open needs --trace FILE")
+    if open_ui and (trace_out is None or paths.is_stdout(trace_out)):
+        raise click.UsageError("--open needs --trace FILE (not stdout)")
     if fail_pct is None and (min_delta_us is not None or gate != "all"):
         raise click.UsageError("--min-delta and --gate need --fail-on-regression PCT")
+    if open_ui:
+        _check_port(port)
+    to_stderr = paths.is_stdout(html_out) or paths.is_stdout(trace_out)  # stdout holds a file
     prefetched = _prefetch(a, b, kind="ops")
     from .commands import diff as cmd
 
@@ -353,9 +407,9 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
     result = cmd.run(a, b, by, device, step, threshold, rank, prefetched=prefetched,
                      step_a=step_a, step_b=step_b, step_index=step_index, **_options(ctx))
     try:
-        click.echo(cmd.render(result, fmt, top), nl=False)
+        _print(cmd.render(result, fmt, top), err=to_stderr)
         if explain:
-            click.echo(cmd.render_explain(split, fmt, top), nl=False)
+            _print(cmd.render_explain(split, fmt, top), err=to_stderr)
         written = []  # said once every output is done: Ctrl-C before then removes them all
         if html_out is not None:
             from .report.diff_html import write_report
@@ -372,7 +426,7 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
             written.append(trace_out)
         atomic.commit()  # every output in place: the gate's exit below keeps them
         for path in written:
-            click.echo(f"wrote {path}", err=True)
+            click.echo(f"wrote {paths.shown(str(path))}", err=True)
         regressed = (cmd.regressions(result, fail_pct, min_delta_us, gate)
                      if fail_pct is not None else [])
     finally:
@@ -383,6 +437,13 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
         for line in regressed:
             click.echo(f"traceaug: regression over {fail_pct:g}%: {line}", err=True)
         sys.exit(3)
+
+
+def _check_port(port: int) -> None:
+    """The ``--port`` of an ``--open`` can be served on: checked before any work."""
+    from .view.server import check_port
+
+    check_port(port)
 
 
 def _open(trace: Path, port: int = 0, browser: bool = True, name: str | None = None) -> None:
@@ -422,9 +483,13 @@ def open_command(trace: Path, port: int, no_browser: bool) -> None:
 def convert_command(src: Path, dst: Path, open_ui: bool, port: int, no_browser: bool) -> None:
     """Convert an Nsight Systems SQLite export (`nsys export --type sqlite`) to a Chrome JSON
     trace in Kineto conventions (OUT.json or OUT.json.gz)."""
+    if open_ui and paths.is_stdout(dst):
+        raise click.UsageError("--open needs OUT to be a file (not stdout)")
+    if open_ui:
+        _check_port(port)
     from .commands.convert import run as convert_run
 
-    click.echo(convert_run(src, dst), nl=False, err=True)
+    _print(paths.shown(convert_run(src, dst)), err=True)
     if open_ui:
         _open(dst, port=port, browser=not no_browser)
 
@@ -435,8 +500,8 @@ def convert_command(src: Path, dst: Path, open_ui: bool, port: int, no_browser: 
               help="A GPU Performance Analyzer JSON config (either layout).")
 @click.option("--class-map", type=paths.Input(what="a JSON class map"),
               help="JSON object: kernel-name substring -> class (replaces the config's).")
-@click.option("--iters", type=click.IntRange(min=1), help="Iterations in the input (divides the totals).")
-@click.option("--gpus", type=click.IntRange(min=1), help="GPUs in the input (divides the totals).")
+@click.option("--iters", type=POSITIVE, help="Iterations in the input (divides the totals).")
+@click.option("--gpus", type=POSITIVE, help="GPUs in the input (divides the totals).")
 @click.option("--iter-tag", "tag", help="Name of the NVTX range of one iteration (glob with *).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="Output format.")
@@ -451,17 +516,17 @@ def summary_command(ctx: click.Context, inputs: tuple[Path, ...], config: Path |
     from .commands import summary as cmd
 
     results = cmd.run(list(inputs), config, class_map, iters, gpus, tag, **_options(ctx))
-    click.echo((cmd.render_json if fmt == "json" else cmd.render_text)(results), nl=False)
+    _print((cmd.render_json if fmt == "json" else cmd.render_text)(results))
 
 
 @main.command("patterns")
 @click.argument("src", metavar="IN", type=paths.Input())
-@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, dash=True))
+@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True))
 @click.option("--operator", help="Instances of this CPU op (a name or a glob); default: every "
               "top-level CPU op.")
-@click.option("--min-len", type=click.IntRange(1), default=3, show_default=True,
+@click.option("--min-len", type=POSITIVE, default=3, show_default=True,
               help="Shortest pattern, in GPU ops.")
-@click.option("--top-k", type=click.IntRange(0), default=5, show_default=True,
+@click.option("--top-k", type=COUNT, default=5, show_default=True,
               help="Patterns of each scope overlaid on OUT (and shown in the table).")
 @click.option("--rank", type=int, help="For a directory: only this rank.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
@@ -506,7 +571,7 @@ def _gpu_ranks(ctx: click.Context, trace: Path, rank: int | None):
 
 @main.command()
 @_analysis_options
-@click.option("--top", type=int, help="Only the first N kernels (per rank).")
+@click.option("--top", type=COUNT, help="Only the first N kernels (per rank).")
 @click.option("--sort", type=click.Choice(["total", "count", "mean", "max", "min", "std", "share",
                                            "share_time", "share_launches", "name"]),
               default="total", show_default=True, help="Order of the kernels.")
@@ -521,32 +586,35 @@ def kernels(ctx: click.Context, trace: Path, rank: int | None, step: int | None,
     from .commands import analyses
 
     sections = analyses.kernels(ranks, step, kind, sort, top)
-    click.echo(analyses.render(sections, fmt, full_names), nl=False)
+    _print(analyses.render(sections, fmt, full_names))
 
 
 @main.command()
 @_analysis_options
-@click.option("--hist-min", type=float, help="Histogram lower bound (µs).")
-@click.option("--hist-max", type=float, help="Histogram upper bound (µs).")
+@click.option("--hist-min", type=US, help="Histogram lower bound (µs).")
+@click.option("--hist-max", type=US, help="Histogram upper bound (µs).")
 @click.option("--bins", type=click.IntRange(1, 1000), default=20, show_default=True,
               help="Histogram bins.")
-@click.option("--top", type=int, default=20, show_default=True, help="Transitions shown per rank.")
+@click.option("--top", type=COUNT, default=20, show_default=True, help="Transitions shown per rank.")
 @click.option("--sort", type=click.Choice(["count", "total", "mean", "max", "min", "std"]),
               default="count", show_default=True, help="Order of the transitions.")
 @click.pass_context
 def gaps(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
          hist_min: float | None, hist_max: float | None, bins: int, top: int, sort: str) -> None:
     """Idle gaps per stream and per device, their histogram, kernel-to-kernel transitions."""
+    if hist_min is not None and hist_max is not None and hist_min >= hist_max:
+        raise click.BadParameter(f"{hist_max:g} is not above --hist-min {hist_min:g}",
+                                 param_hint="--hist-max")
     ranks = _gpu_ranks(ctx, trace, rank)
     from .commands import analyses
 
     sections = analyses.gaps(ranks, step, hist_min, hist_max, bins, top, sort)
-    click.echo(analyses.render(sections, fmt), nl=False)
+    _print(analyses.render(sections, fmt))
 
 
 @main.command()
 @_analysis_options
-@click.option("--kernel-wait-us", type=float, default=30.0, show_default=True,
+@click.option("--kernel-wait-us", type=US, default=30.0, show_default=True,
               help="Gaps shorter than this (and not host waits) are kernel waits (HTA's rule).")
 @click.pass_context
 def breakdown(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
@@ -557,16 +625,16 @@ def breakdown(ctx: click.Context, trace: Path, rank: int | None, step: int | Non
     from .commands import analyses
 
     sections = analyses.breakdown(ranks, step, kernel_wait_us)
-    click.echo(analyses.render(sections, fmt), nl=False)
+    _print(analyses.render(sections, fmt))
 
 
 @main.command()
 @_analysis_options
-@click.option("--runtime-cutoff", type=float, default=50.0, show_default=True,
+@click.option("--runtime-cutoff", type=US, default=50.0, show_default=True,
               help="Runtime calls longer than this (µs) are outliers.")
-@click.option("--delay-cutoff", type=float, default=100.0, show_default=True,
+@click.option("--delay-cutoff", type=US, default=100.0, show_default=True,
               help="Launch delays above this (µs) are outliers.")
-@click.option("--top", type=int, default=20, show_default=True,
+@click.option("--top", type=COUNT, default=20, show_default=True,
               help="Rows of each outlier list (and of the launch list in the terminal).")
 @click.pass_context
 def launches(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
@@ -580,14 +648,14 @@ def launches(ctx: click.Context, trace: Path, rank: int | None, step: int | None
         sections = [(t if t != "launches" else f"launches (first {top}; csv / json: all)",
                      {k: v[:top] for k, v in c.items()} if t == "launches" else c)
                     for t, c in sections]
-    click.echo(analyses.render(sections, fmt), nl=False)
+    _print(analyses.render(sections, fmt))
 
 
 @main.command()
 @_analysis_options
 @click.option("--html", "html_out", type=paths.Output(),
               help="Write a self-contained page with every chart (works offline).")
-@click.option("--top", type=int, default=10, show_default=True, help="Kernels per chart / table.")
+@click.option("--top", type=COUNT, default=10, show_default=True, help="Kernels per chart / table.")
 @click.pass_context
 def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
            html_out: Path | None, top: int) -> None:
@@ -606,12 +674,13 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
             from .commands.collectives import job_sections
 
             job = job_sections(trace, step, top, _options(ctx))
-        click.echo(analyses.render(job + analyses.report(ranks, step, top), fmt), nl=False)
+        _print(analyses.render(job + analyses.report(ranks, step, top), fmt))
         return
     from .report.analyses_html import write_report
 
     charts = write_report(ranks, html_out, step, top, title=f"traceaug report: {trace.name}")
-    click.echo(f"wrote {html_out} ({charts} charts, {len(ranks)} rank(s))", err=True)
+    click.echo(f"wrote {paths.shown(str(html_out))} ({charts} charts, {len(ranks)} rank(s))",
+               err=True)
 
 
 def _collective_options(f):
@@ -681,7 +750,7 @@ def merge_command(ctx: click.Context, job: Path, dst: Path, no_align: bool) -> N
 
 @main.command("critical-path")
 @click.argument("src", metavar="IN", type=paths.Input())
-@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, dash=True))
+@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True))
 @click.option("--step", type=int, help="Only ProfilerStep#N (default: the whole trace).")
 @click.option("--annotation", help="Only the window of a slice whose name contains this text.")
 @click.option("--instance", type=int, default=0, show_default=True,
@@ -689,9 +758,9 @@ def merge_command(ctx: click.Context, job: Path, dst: Path, no_align: bool) -> N
 @click.option("--all-edges", is_flag=True, help="Also draw the graph's edges off the path.")
 @click.option("--hta-weights", is_flag=True,
               help="Weigh syncs 0 as HTA does (default: the CPU's wait after the GPU op).")
-@click.option("--max-gap-us", type=click.FloatRange(0), default=1500, show_default=True,
+@click.option("--max-gap-us", type=US, default=1500, show_default=True,
               help="Longest kernel-to-kernel gap that is a dependency, as HTA (0: any).")
-@click.option("--top", type=int, default=10, show_default=True, help="Top events in the summary.")
+@click.option("--top", type=COUNT, default=10, show_default=True, help="Top events in the summary.")
 @click.option("--rank", type=int, help="For a directory: only this rank.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="Format of the summary printed on stdout.")
@@ -753,14 +822,19 @@ def run() -> None:
     # No BLAS thread pool (traceaug does no linear algebra): numpy's OpenBLAS starts one at
     # import, and on 2 cores its threads spin ~60 ms of CPU while pass 1 needs it.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    interrupt.install(command_line=True)  # Ctrl-C / SIGTERM: exit 130 / 143, never in the engine
+    for stream in (sys.stdout, sys.stderr):  # a file name that is not UTF-8 (rank-\xff.json)
+        with contextlib.suppress(AttributeError, ValueError):  # printed as its own bytes
+            stream.reconfigure(errors="surrogateescape")
     try:
+        interrupt.install(command_line=True)  # Ctrl-C / SIGTERM: exit 130 / 143, never in the engine
         main()
         code = 0
     except SystemExit as e:  # click ends every run this way
         code = e.code
-    except KeyboardInterrupt as e:  # a signal outside a command (while parsing its arguments)
+    except KeyboardInterrupt as e:  # a signal outside a command (installing, parsing arguments)
         code = getattr(e, "exit_code", 130)
+        with contextlib.suppress(Exception):
+            sys.stderr.write("traceaug: interrupted\n")
     for sig in (signal.SIGINT, signal.SIGTERM):  # cleanup below is short: let it finish
         signal.signal(sig, signal.SIG_IGN)
     if isinstance(code, str):
@@ -770,7 +844,8 @@ def run() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (BrokenPipeError, ValueError):  # a reader that left (| head), a closed stream
+        except (OSError, ValueError, AttributeError):  # a reader that left (| head), a full
+            # disk (said already), a closed stream (None when closed at the start)
             pass
     os._exit(code or 0)
 

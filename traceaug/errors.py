@@ -17,3 +17,7 @@ class EngineError(TraceaugError):
 
 class EngineOutOfMemory(EngineError):
     """The wasm trace processor ran out of its linear memory."""
+
+
+class SumTooLarge(TraceaugError):
+    """Times that add up past int64 ns: the command names the input it came from."""

@@ -20,6 +20,29 @@ from pathlib import Path
 from .errors import TraceaugError
 
 STDIO = "-"
+TEMP_NAME_EXTRA = 14  # atomic's temporary file: ".NAME.XXXXXXXX.tmp", 14 characters over NAME
+_origins: dict[str, tuple[tuple[int, int], str]] = {}  # spooled copy -> (what it was read from, its name)
+
+
+def spooled(copy: Path, origin: tuple[int, int] | None, name: str) -> None:
+    """``copy`` is a spooled input read from the file of identity ``origin`` (stdin
+    redirected from a file: ``traceaug critical-path - v.json < v.json``), so no output may
+    be that file."""
+    if origin is not None:
+        _origins[str(copy)] = (origin, name)
+
+
+def forget_spooled() -> None:
+    _origins.clear()
+
+
+def stdin_identity() -> tuple[int, int] | None:
+    """(device, inode) of what stdin is, None when it is closed."""
+    try:
+        st = os.fstat(0)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -61,14 +84,42 @@ def _writable_dir(directory: Path) -> str | None:
     return None
 
 
+def _check_name(o: Path) -> None:
+    """An output name the file system takes, temporary file included: checked before any
+    work, so a name too long fails at once and under its own name."""
+    shown = str(o) if len(str(o)) <= 80 else str(o)[:60] + "…"
+    limit = _limit(o.parent, "PC_PATH_MAX", 4096)
+    if len(os.fsencode(str(o.absolute()))) + TEMP_NAME_EXTRA >= limit:
+        raise TraceaugError(f"{shown}: path too long ({len(os.fsencode(str(o)))} bytes; "
+                            f"the limit is {limit})")
+    name_max = _limit(o.parent, "PC_NAME_MAX", 255)
+    if len(os.fsencode(o.name)) + TEMP_NAME_EXTRA > name_max:
+        raise TraceaugError(f"{shown}: file name too long ({len(os.fsencode(o.name))} bytes; "
+                            f"at most {name_max - TEMP_NAME_EXTRA} here)")
+
+
+def _limit(directory: Path, name: str, default: int) -> int:
+    """A file-system limit of ``directory`` (or of the nearest existing parent)."""
+    for d in (directory, *directory.parents, Path(".")):
+        try:
+            return os.pathconf(d, name)
+        except (OSError, ValueError):
+            continue
+    return default
+
+
 def _check_one(o: Path, inputs: list[Path], seen: dict, directory: bool = False,
                probe: bool = True) -> None:
     """One output against every input file and the outputs ``seen`` so far."""
+    _check_name(o)
     ident = _identity(o)
     for i in inputs:
         if (ident is not None and ident == _identity(i)) or o.resolve() == i.resolve():
             same = "" if str(o) == str(i) else f" {i} (another name for it)"
             raise TraceaugError(f"{o}: is the input file{same}; choose another output")
+    for origin, name in _origins.values():
+        if ident is not None and ident == origin:
+            raise TraceaugError(f"{o}: is the input ({name} reads it); choose another output")
     key = ident if ident is not None else str(o.resolve())
     if key in seen:
         raise TraceaugError(f"{o}: is also the output {seen[key]}; give each output its own name")

@@ -21,7 +21,9 @@ from collections.abc import Iterator
 _engines: weakref.WeakSet = weakref.WeakSet()
 _children: weakref.WeakSet = weakref.WeakSet()  # subprocess.Popen of pass-1 workers
 _requested: list[int] = []  # the signal received, once
+_raised: list[int] = []  # Interrupted made since (a signal held back need not come again)
 _in_engine = 0  # how deep the main thread is inside engine calls
+_holding = 0  # inside ``held``: a signal raises when it ends
 
 
 class Interrupted(KeyboardInterrupt):
@@ -31,6 +33,7 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
         self.exit_code = 128 + signum
+        _raised.append(signum)
 
 
 def requested() -> bool:
@@ -64,13 +67,40 @@ def _stop_work() -> None:
             proc.kill()  # never reaps (the owner waits for it): safe in a handler
 
 
+REDELIVER_S = 0.02  # a signal that landed inside an import comes back this much later
+
+
+def _importing(frame) -> bool:
+    """Whether the main thread is inside Python's import machinery: an exception raised
+    there can be swallowed ("Exception ignored in ... _ModuleLock") or turned into another
+    (``RuntimeError: Error calling __set_name__``) by the class being made."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _again(signum: int) -> None:
+    """The signal once more, unless the command is stopping already (its ``Interrupted``
+    raised meanwhile, by ``check`` in a loop): raised twice, click would say "Aborted!"."""
+    if not _raised:
+        os.kill(os.getpid(), signum)
+
+
 def _handler(signum: int, frame) -> None:
     if not _requested:
         _requested.append(signum)
     _stop_work()
-    if _in_engine == 0:
-        raise Interrupted(_requested[0])
-    # inside the engine: it traps at its next check; engine_call raises on the way out
+    if _in_engine or _holding:
+        return  # inside the engine (it traps at its next check) or held: raised after
+    if _importing(frame):  # let the import finish; the signal comes back to raise after it
+        _raised.clear()
+        timer = threading.Timer(REDELIVER_S, _again, (signum,))
+        timer.daemon = True
+        timer.start()
+        return
+    raise Interrupted(_requested[0])
 
 
 @contextlib.contextmanager
@@ -160,12 +190,30 @@ def early() -> None:
         signal.signal(signal.SIGTERM, _early)
 
 
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """No ``Interrupted`` raised inside the block (the main thread forking): raised inside
+    Python's at-fork callbacks it was "Exception ignored in: <function _releaseLock>", with
+    logging's lock left as it was. A signal meanwhile stops work at once; the caller's
+    ``check()`` after the block raises it (once what the block made is in hand to undo)."""
+    global _holding
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _holding += 1
+    try:
+        yield
+    finally:
+        _holding -= 1
+
+
 def reset_in_child() -> None:
     """In a forked child: default signal actions, no inherited stop request."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.set_wakeup_fd(-1)  # the parent's watcher reads that pipe, not this process
     _requested.clear()
+    _raised.clear()
 
 
 def new_work() -> None:
@@ -173,4 +221,5 @@ def new_work() -> None:
     caller has already handled (Ctrl-C in a notebook, then another load) is forgotten."""
     if threading.current_thread() is threading.main_thread() and _in_engine == 0:
         _requested.clear()
+        _raised.clear()
 

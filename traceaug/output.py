@@ -22,11 +22,32 @@ CELL_WIDTH = 80  # a longer text cell is cut to this many characters in a table,
 HUGE = 1e15  # from here on a float's fixed decimals would be noise: exponent form
 
 
+def json_text(data, indent: bool = True) -> str:
+    """``data`` as JSON text (a line at the end). A file name that is not UTF-8 (``rank-\\xff``,
+    a str with surrogates that JSON cannot hold) is written with its bytes escaped as
+    ``\\xff``, as Python shows them."""
+    option = orjson.OPT_INDENT_2 if indent else None
+    try:
+        return orjson.dumps(data, option=option).decode() + "\n"
+    except TypeError:
+        return orjson.dumps(_utf8(data), option=option).decode() + "\n"
+
+
+def _utf8(value):
+    """``value`` with every str made valid UTF-8 (undecodable bytes as ``\\xNN``)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    if isinstance(value, dict):
+        return {_utf8(k): _utf8(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_utf8(v) for v in value]
+    return value
+
+
 def render_records(records: list[dict], fmt: str) -> str:
     """Key/value records (one per trace) as text."""
     if fmt == "json":
-        data = records[0] if len(records) == 1 else records
-        return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n"
+        return json_text(records[0] if len(records) == 1 else records)
     if fmt == "csv":
         flat = [{k: "; ".join(map(str, v)) if isinstance(v, list) else v for k, v in r.items()}
                 for r in records]
@@ -64,7 +85,7 @@ def render_columns(columns: dict[str, Sequence], fmt: str, digits: int = 4,
     rows = list(zip(*values))
     if fmt == "json":
         records = [{k: _json_value(v) for k, v in zip(names, r)} for r in rows]
-        return orjson.dumps(records).decode() + "\n"
+        return json_text(records, indent=False)
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")

@@ -4,8 +4,8 @@ Every CLI command declares its trace arguments with these types; ``cli.TraceaugC
 then checks all outputs against all inputs (``guard.check``) before the command runs. An
 input that cannot be read twice (``-`` for stdin, a FIFO, a process substitution, a device)
 is spooled to a temporary file first; messages still call it by the name the user gave.
-An ``Output(dash=True)`` takes ``-`` for stdout (``atomic`` copies the file there when the
-run succeeds).
+An ``Output`` takes ``-`` for stdout everywhere (``atomic`` copies the file there when the run
+succeeds); the command then prints its own text on stderr.
 """
 
 from __future__ import annotations
@@ -19,15 +19,20 @@ from pathlib import Path
 
 import click
 
-from . import atomic
+from . import atomic, guard
+from .errors import TraceaugError
 from .read import source
 
 _spool_dirs: list[str] = []
 _shown: dict[str, str] = {}  # spooled path -> the name the user gave
 
 
-def _spool_dir() -> Path:
-    d = tempfile.mkdtemp(prefix="traceaug-spool-")
+def _spool_dir(name: str = "-") -> Path:
+    try:
+        d = tempfile.mkdtemp(prefix="traceaug-spool-")
+    except OSError as e:
+        raise TraceaugError(f"{name}: cannot make a temporary copy in {tempfile.gettempdir()} "
+                            f"({e.strerror}); set TMPDIR to a writable directory") from None
     _spool_dirs.append(d)
     return Path(d)
 
@@ -37,6 +42,7 @@ def cleanup() -> None:
     while _spool_dirs:
         shutil.rmtree(_spool_dirs.pop(), ignore_errors=True)
     _shown.clear()
+    guard.forget_spooled()
 
 
 def shown(text: str) -> str:
@@ -71,25 +77,26 @@ class Input(click.ParamType):
             return Path(value)
         name = "stdin" if value == "-" else value
         base = "stdin" if value == "-" else Path(value).name or "input"
-        dest = _spool_dir() / base
+        dest = _spool_dir(name) / base
         _shown[str(dest)] = name
+        if value == "-":  # stdin redirected from a file: no output may be that file
+            guard.spooled(dest, guard.stdin_identity(), name)
         source.spool(name, None if value == "-" else value, dest, self.what)
         return dest
 
 
 class Output(click.ParamType):
-    """A file to write (``rank_dir``: a directory when an input is one; ``dash``: ``-`` is
-    stdout)."""
+    """A file to write, ``-`` for stdout (``rank_dir``: a directory when an input is one)."""
 
     name = "path"
 
-    def __init__(self, rank_dir: bool = False, dash: bool = False) -> None:
-        self.rank_dir, self.dash = rank_dir, dash
+    def __init__(self, rank_dir: bool = False) -> None:
+        self.rank_dir = rank_dir
 
     def convert(self, value, param, ctx) -> Path | str:
         if isinstance(value, Path):
             return value
-        if value == "-" and self.dash:
+        if value == "-":
             dest = atomic.stdout_spool(_spool_dir())
             _shown[str(dest)] = "stdout"
             return dest
@@ -101,6 +108,15 @@ class Output(click.ParamType):
 def is_stdout(path: Path | None) -> bool:
     """True for the file that stands for ``-`` (stdout)."""
     return path is not None and _shown.get(str(path)) == "stdout"
+
+
+def check_stdout(outputs: list[Path], rank_dirs: list[Path]) -> None:
+    """At most one output goes to stdout, and never a directory of ranks."""
+    if any(is_stdout(d) for d in rank_dirs):
+        raise TraceaugError("-: IN is a directory of ranks, so OUT is one too; stdout cannot "
+                            "hold it")
+    if sum(is_stdout(o) for o in outputs) > 1:
+        raise TraceaugError("-: two outputs cannot both go to stdout; name a file for one")
 
 
 _OUTPUT_NAME = re.compile(r"(^|_)(out|dst|output|dest|html|report)($|_)")

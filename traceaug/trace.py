@@ -164,7 +164,7 @@ class Trace:
         except TraceProcessorException as e:
             error = str(e)
         if error:
-            raise TraceaugError(f"{self.path}: SQL error: {' '.join(error.split())}") from None
+            raise TraceaugError(f"{self.path}: SQL error: {perfetto_message(error)}") from None
         return result
 
     def include_for(self, sql: str) -> None:
@@ -185,3 +185,17 @@ class Trace:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def perfetto_message(error: str) -> str:
+    """Perfetto's error as one line: its own "Traceback ... File "stdin" line 1 col 8 ... ^"
+    frame cut down to the message and where the SQL went wrong."""
+    lines = [line.strip() for line in error.strip().splitlines()]
+    if not lines or not lines[0].startswith("Traceback"):
+        return " ".join(error.split())
+    carets = [i for i, line in enumerate(lines) if line and set(line) <= {"^", "~"}]
+    message = " ".join(lines[carets[-1] + 1:] if carets else lines[-1:]) or lines[-1]
+    where = [line for line in lines if line.startswith("File ")]
+    if where and " line " in where[-1]:
+        message += f" ({where[-1][where[-1].index(' line ') + 1:]})"
+    return message

@@ -12,6 +12,7 @@ import numpy as np
 
 from .gpu_steps import GpuOps
 from .intervals import combination_segments, covered_by_mask, covered_in, int_groups
+from .sums import group_sums, total
 from .tables import Columns, objects
 
 KERNEL_WAIT_US = 30  # HTA's consecutive_kernel_delay
@@ -49,7 +50,7 @@ def window_rows(g: GpuOps, lo: np.ndarray, hi: np.ndarray) -> Columns:
     busy = covered_in(ops["ts"], ops["end"], lo, hi)
     idle = window - busy
     out = {"window": window, "busy": busy, "idle": idle,
-           "idle_pct": np.divide(100 * idle, window, out=np.zeros(len(lo)), where=window > 0)}
+           "idle_pct": np.divide(100.0 * idle, window, out=np.zeros(len(lo)), where=window > 0)}
     spans = {t: (ops["ts"][code == i], ops["end"][code == i]) for i, t in enumerate(TYPES)}
     # the time of each set of types running, per window; a type's time is that of its sets
     by_set = covered_by_mask(*combination_segments(spans), lo, hi, 1 << len(TYPES))
@@ -59,7 +60,7 @@ def window_rows(g: GpuOps, lo: np.ndarray, hi: np.ndarray) -> Columns:
         out[_combo_name(c)] = by_set[:, sum(1 << i for i, t in enumerate(TYPES) if t in c)]
     both = out["comp_comm"] + out["comp_comm_mem"]
     comm = out["communication"]
-    out["comm_overlap_pct"] = np.divide(100 * both, comm, out=np.zeros(len(lo)), where=comm != 0)
+    out["comm_overlap_pct"] = np.divide(100.0 * both, comm, out=np.zeros(len(lo)), where=comm != 0)
     return out
 
 
@@ -79,7 +80,7 @@ def temporal(g: GpuOps, step: int | None = None) -> Columns:
         a, b, src = g.window(None)
         number = objects([*number.tolist(), None])
         lo, hi, source = np.r_[lo, a], np.r_[hi, b], objects([*source.tolist(), src])
-        cpu = np.r_[cpu, cpu.sum()]
+        cpu = np.r_[cpu, total(cpu, "CPU step times")]
     out = {"rank": objects([g.rank] * len(lo)), "step": number, "source": source,
            "window_start": lo.astype(np.int64), "cpu_step": cpu.astype(np.int64),
            **window_rows(g, lo, hi)}
@@ -106,8 +107,7 @@ def idle_by_stream(g: GpuOps, step: int | None = None, kernel_wait_us: float = K
     gid = int_groups(dev[i], stream[i], cat_id)
     n = int(gid.max()) + 1 if len(gid) else 0
     first = np.unique(gid, return_index=True)[1]
-    idle = np.zeros(n, np.int64)
-    np.add.at(idle, gid, gap)
+    idle = group_sums(gid, gap, n, "idle gaps")
     count = np.bincount(gid, minlength=n)
     sgid = int_groups(dev[i][first], stream[i][first])
     stream_total = np.bincount(sgid, idle.astype(np.float64))[sgid]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import TraceaugError
+from ..errors import SumTooLarge, TraceaugError
 from ..trace import Trace
 from .tables import Columns, first_match, frame, groups, isin, take
 
@@ -201,7 +201,7 @@ def queue_summary(series: Columns, start: int, end: int) -> Columns:
     first = s["ts"][at].astype(np.int64)  # before its first change point a queue is empty
     return {
         "device": s["device"][at], "stream": s["key"][at],
-        "mean_queued": np.add.reduceat(value * held, at) / span,
+        "mean_queued": np.add.reduceat(value * held.astype(np.float64), at) / span,
         "max_queued": np.maximum.reduceat(value, at),
         "empty_pct": 100 * (np.add.reduceat(np.where(value == 0, held, 0), at)
                             + np.clip(first - start, 0, None)) / span,
@@ -223,11 +223,19 @@ def bandwidth_summary(series: Columns, copies: Columns, end: int) -> Columns:
         total[(d, k)] = total.get((d, k), 0) + b
     device, kind = s["device"][at], s["key"][at]
     with np.errstate(divide="ignore", invalid="ignore"):
-        mean = np.where(busy > 0, np.add.reduceat(value * held, at) / busy, np.nan)
+        mean = np.where(busy > 0, np.add.reduceat(value * held.astype(np.float64), at) / busy, np.nan)
     return dict(zip(names, (
         device, kind,
-        np.array([total.get(k, 0) for k in zip(device.tolist(), kind.tolist())], np.int64),
+        np.array([_fits(total.get(k, 0)) for k in zip(device.tolist(), kind.tolist())], np.int64),
         busy / 1e6, mean, np.maximum.reduceat(value, at))))
+
+
+def _fits(value: int) -> int:
+    """A sum of copy bytes, refused past int64 (each copy's bytes are below 2^63, their sum
+    need not be)."""
+    if value >= 2**63:
+        raise SumTooLarge("copy bytes add up past 2^63 (int64): no real trace does")
+    return value
 
 
 def _check_copy_args(trace: Trace) -> None:

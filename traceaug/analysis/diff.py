@@ -22,6 +22,7 @@ from ..trace import Trace
 from .gpu_steps import gpu_windows
 from .intervals import covered_in
 from .steps import check_step, op_groups, shorten
+from .sums import total
 from .tables import Columns, codes, first_appearance, frame, objects
 
 BY = ("name", "short-name", "category")
@@ -172,10 +173,10 @@ def headline(side: Side, step: int | None = None) -> dict:
     cat = gpu["category"]
 
     def inside(sel: np.ndarray) -> float:
-        return int(covered_in(ts[sel], end[sel], lo, hi).sum()) / n
+        return total(covered_in(ts[sel], end[sel], lo, hi)) / n
 
     busy = inside(np.ones(len(ts), bool))
-    span = int((hi - lo).sum()) / n
+    span = total(hi - lo, "step windows") / n
     out = {"steps": len(st_dur), "step": step, "step_ms": step_ns / 1e6, "gpu_busy_ms": busy / 1e6,
            "gpu_idle_ms": max(span - busy, 0) / 1e6}
     for c in ("computation", "communication", "memory"):

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import sums
 from .gpu_steps import GpuOps
 from .intervals import gaps as union_gaps
 from .intervals import int_groups, sorted_groups
 from .kernels import grouped
 from .steps import shorten
+from .sums import group_sums
 from .tables import Columns, objects
 
 # Columns: stream_gaps (device, stream, ops, gaps, total, mean, median, min, max, busy);
@@ -57,8 +59,7 @@ def _stats(key_cols: list[np.ndarray], gap: np.ndarray) -> tuple[np.ndarray, Col
     n = int(gid.max()) + 1
     first = np.unique(gid, return_index=True)[1]
     count = np.bincount(gid[pos], minlength=n)
-    total = np.zeros(n, np.int64)
-    np.add.at(total, gid[pos], gap[pos])
+    total = group_sums(gid[pos], gap[pos], n, "idle gaps")
     med = np.zeros(n)
     lo = np.zeros(n, np.int64)
     hi = np.zeros(n, np.int64)
@@ -71,7 +72,7 @@ def _stats(key_cols: list[np.ndarray], gap: np.ndarray) -> tuple[np.ndarray, Col
         lo[have] = vs[starts[have]]
         hi[have] = vs[ends[have] - 1]
         mid_lo, mid_hi = (starts + ends - 1) // 2, (starts + ends) // 2
-        med[have] = (vs[mid_lo[have]] + vs[mid_hi[have]]) / 2
+        med[have] = (vs[mid_lo[have]] / 2 + vs[mid_hi[have]] / 2)  # no int64 sum to wrap
     return first, {"gaps": count, "total": total, "mean": total / np.maximum(count, 1),
                    "median": med, "min": lo, "max": hi}
 
@@ -126,7 +127,7 @@ def device_gaps(g: GpuOps, step: int | None = None) -> Columns:
         out["device"].append(d)
         out["streams"].append(len(set(ops["stream"][mine].tolist())))
         out["gaps"].append(len(length))
-        out["total"].append(int(length.sum()))
+        out["total"].append(sums.total(length, "idle gaps"))
         out["mean"].append(float(length.mean()) if len(length) else 0.0)
         out["median"].append(float(np.median(length)) if len(length) else 0.0)
         out["min"].append(int(length.min()) if len(length) else 0)
@@ -146,7 +147,7 @@ def histogram(gap_ns: np.ndarray, lo_us: float | None = None, hi_us: float | Non
     us = gap_ns[gap_ns > 0] / 1e3
     lo = float(us.min()) if lo_us is None and len(us) else (lo_us or 0.0)
     hi = float(us.max()) if hi_us is None and len(us) else (hi_us if hi_us is not None else 1.0)
-    hi = max(hi, lo + 1e-3)
+    hi = max(hi, lo + 1e-3, lo + abs(lo) * 1e-9 * bins)  # bins of a width a float can tell
     if not log:
         counts, edges = np.histogram(us, bins=bins, range=(lo, hi))
         return {"lo_us": edges[:-1], "hi_us": edges[1:], "count": counts.astype(np.int64)}

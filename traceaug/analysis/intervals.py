@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .sums import total
 from .tables import first_appearance
 
 
@@ -45,7 +46,7 @@ def merge(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def union_length(ts: np.ndarray, end: np.ndarray) -> int:
     """Total length of the union of intervals [ts, end)."""
     lo, hi = merge(ts, end)
-    return int((hi - lo).sum())
+    return total(hi - lo)
 
 
 def covered_in(ts: np.ndarray, end: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..errors import TraceaugError
 from .gpu_steps import GpuOps
+from .sums import group_sums, total
 from .tables import Columns, codes, first_appearance, objects
 
 TYPES = {"comp": "computation", "comm": "communication", "mem": "memory"}
@@ -29,8 +30,7 @@ def grouped(key: np.ndarray, values: np.ndarray, code: np.ndarray | None = None
     v = values.astype(np.int64)
     count = np.bincount(code, minlength=n).astype(np.int64)
     total = np.bincount(code, v.astype(np.float64), n)
-    exact_total = np.zeros(n, np.int64)
-    np.add.at(exact_total, code, v)
+    exact_total = group_sums(code, v, n, "kernel durations")
     mean = total / np.maximum(count, 1)
     sq = np.bincount(code, (v - mean[code]) ** 2, n)
     std = np.where(count > 1, np.sqrt(sq / np.maximum(count - 1, 1)), 0.0)
@@ -50,10 +50,10 @@ def kernel_table(g: GpuOps, step: int | None = None, kind: str | None = None) ->
     code = first_appearance(ops["name_id"][rows])
     keys, stats = grouped(ops["name"][rows], ops["dur"][rows], code)
     types = ops["category"][rows][np.unique(code, return_index=True)[1]]
-    all_count, all_total = max(int(stats["count"].sum()), 1), max(int(stats["total"].sum()), 1)
+    all_count, all_total = max(int(stats["count"].sum()), 1), max(total(stats["total"]), 1)
     out = {"rank": objects([g.rank] * len(keys)), "name": objects(keys), "type": types, **stats,
            "share_launches": 100 * stats["count"] / all_count,
-           "share_time": 100 * stats["total"] / all_total}
+           "share_time": 100.0 * stats["total"] / all_total}
     if kind is not None:
         if kind not in TYPES:
             raise TraceaugError(f"--type must be one of {', '.join(TYPES)}")

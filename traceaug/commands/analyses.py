@@ -17,7 +17,7 @@ from ..analysis import launches as ln
 from ..analysis.gpu_steps import LOAD, GpuOps, rank_ops
 from ..analysis.tables import Columns, objects
 from ..errors import TraceaugError
-from ..output import CELL_WIDTH, cut, render_columns
+from ..output import CELL_WIDTH, cut, json_text, render_columns
 
 if TYPE_CHECKING:
     from ..read.prefetch import Prefetched
@@ -108,7 +108,7 @@ def render(sections: list[tuple[str, Columns]], fmt: str, full_names: bool = Fal
     names are cut in the terminal unless ``full_names`` (``output.cut``)."""
     if fmt == "json":
         data = {title: orjson.loads(render_columns(public(t), "json")) for title, t in sections}
-        return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n"
+        return json_text(data)
     parts = []
     for title, t in sections:
         if fmt == "table" and "lo_us" in t:

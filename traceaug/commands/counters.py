@@ -12,7 +12,7 @@ import numpy as np
 import orjson
 
 from ..analysis.counters import SERIES
-from ..output import render_columns
+from ..output import json_text, render_columns
 from ..rewrite import pipeline
 from ..rewrite.counters import prepare
 
@@ -49,7 +49,7 @@ def summary_text(results: list[dict], fmt: str) -> str:
         data = {k.removesuffix("_summary"): orjson.loads(render_columns(v, "json"))
                 for k, v in tables.items()}
         data["outputs"] = [r["out"] for r in results if r["out"]]
-        return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n"
+        return json_text(data)
     if fmt == "csv":  # long form: series, rank, device, key, metric, value
         long: dict[str, list] = {c: [] for c in ("series", "rank", "device", "key", "metric", "value")}
         for key, table in tables.items():

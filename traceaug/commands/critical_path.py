@@ -6,9 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import orjson
-
-from ..output import cut, render_columns
+from ..output import cut, json_text, render_columns
 from ..rewrite import critical_path, pipeline
 
 if TYPE_CHECKING:
@@ -27,7 +25,7 @@ def summary_text(results: list[dict], fmt: str) -> str:
     """Length, share per category and top events of each rank's path."""
     if fmt == "json":
         data = results[0] if len(results) == 1 else results
-        return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n"
+        return json_text(data)
     if fmt == "csv":  # long form: rank, section, key, ns, share_pct
         rows: dict[str, list] = {c: [] for c in ("rank", "section", "key", "ns", "share_pct")}
         for r in results:

@@ -14,7 +14,7 @@ import orjson
 from ..analysis.diff import Side, compute, pick_steps
 from ..analysis.tables import Columns, objects
 from ..errors import TraceaugError
-from ..output import render_columns
+from ..output import json_text, render_columns
 from ..read.inputs import TraceFile, select
 from ..trace import Trace
 
@@ -198,7 +198,7 @@ def render(result: DiffResult, fmt: str, top: int = 10) -> str:
                            "ops": orjson.loads(render_columns(ops_ms(r.result["ops"]), "json"))}
                           for r in result.ranks],
                 "unmatched_ranks": result.unmatched}
-        return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n"
+        return json_text(data)
     parts = []
     for side, ranks in result.unmatched.items():
         if ranks:

@@ -12,7 +12,7 @@ import numpy as np
 import orjson
 
 from ..analysis.patterns import SCOPES
-from ..output import cut, render_columns
+from ..output import cut, json_text, render_columns
 from ..rewrite import pipeline
 from ..rewrite.patterns import prepare
 
@@ -72,8 +72,7 @@ def summary_text(results: list[dict], fmt: str) -> str:
     as a table, for each rank."""
     if fmt == "json":
         data = [_json(r) for r in results]
-        return orjson.dumps(data[0] if len(data) == 1 else data,
-                            option=orjson.OPT_INDENT_2).decode() + "\n"
+        return json_text(data[0] if len(data) == 1 else data)
     if fmt == "csv":
         tables = [_rows(r, len(results) > 1) for r in results]
         return render_columns({k: np.concatenate([t[k] for t in tables]) for k in tables[0]}, "csv")

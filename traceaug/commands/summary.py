@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import orjson
 
 from ..analysis import gpa_summary as gpa
 from ..errors import TraceaugError
+from ..output import json_text
 from ..read import gpa_config, nsys, nsys_stats
 
 
@@ -183,4 +183,4 @@ def _plain(value):
 
 def render_json(results: list[dict]) -> str:
     """Every figure, as JSON (per-range measurements included)."""
-    return orjson.dumps(_plain(results), option=orjson.OPT_INDENT_2).decode() + "\n"
+    return json_text(_plain(results))

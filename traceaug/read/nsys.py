@@ -129,6 +129,8 @@ class Export:
         self.path = Path(path)
         if is_report(self.path):
             raise report_error(self.path)
+        if self.path.is_dir():
+            raise TraceaugError(f"{self.path}: is a directory, expected an nsys SQLite export")
         if not self.path.is_file():
             raise TraceaugError(f"{self.path}: no such file")
         if not is_sqlite(self.path):

@@ -131,7 +131,7 @@ def _open_stream(name: str, path: str | None) -> BinaryIO:
     empty instead of waiting for one."""
     if path is None:
         if sys.stdin is None:
-            raise TraceaugError(f"{name}: cannot read (stdin is closed)")
+            raise TraceaugError(f"{name}: is closed, nothing to read")
         return sys.stdin.buffer
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -221,7 +221,11 @@ def spool(name: str, path: str | None, dest: Path, what: str | None = "a trace")
     sniff = _Sniff(name, what or "a trace or CSV", what is not None, spool_limit())
     with open(dest, "wb") as out:
         for data in _stream_blocks(name, path, sniff):
-            out.write(data)
+            try:
+                out.write(data)
+            except OSError as e:  # $TMPDIR full
+                raise TraceaugError(f"{name}: cannot spool it to {dest.parent} ({e.strerror}); "
+                                    "set TMPDIR to a larger disk") from None
 
 
 def read_side(path: str | Path, what: str, json: bool = False) -> bytes:

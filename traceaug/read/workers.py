@@ -95,10 +95,15 @@ def fork(work: Callable[[Any, Any], None], requests: bool = False) -> Forked:
     open would keep that one from ever seeing its end."""
     read, write = os.pipe()
     req_read, req_write = os.pipe() if requests else (None, None)
-    pid = os.fork()
+    with interrupt.held():  # no Interrupted raised inside the at-fork callbacks
+        pid = os.fork()
+        if pid == 0:
+            try:
+                interrupt.reset_in_child()  # the parent stops it; a signal to the group ends it
+            except BaseException:
+                os._exit(1)
     if pid == 0:
         try:
-            interrupt.reset_in_child()  # the parent stops it; a signal to the group ends it
             for f in [f for child in _forked for f in (child.stdout, child.stdin)
                       if f is not None and not f.closed]:
                 os.close(f.fileno())
@@ -114,6 +119,9 @@ def fork(work: Callable[[Any, Any], None], requests: bool = False) -> Forked:
         os.close(req_read)
     child = Forked(pid, os.fdopen(read, "rb"), os.fdopen(req_write, "wb") if requests else None)
     _forked.add(child)
+    if interrupt.requested():  # a signal during the fork: this child is not to run either
+        child.kill()
+        interrupt.check()
     return child
 
 

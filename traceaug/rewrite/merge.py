@@ -36,7 +36,9 @@ def _anchor(side: Side) -> int:
     return side.trace.span()[0] + side.trace.base_ns  # diff saw GPU ops: there is a span
 
 
-def _pid(pid):
+def _pid(pid) -> int | str:
+    """B's pid in the merged file: numbers moved past A's, anything else (a string, even a
+    list such as ``[0]``) a string, so that it can be a key."""
     if isinstance(pid, int):
         return pid + PID_OFFSET
     return f"B: {pid if isinstance(pid, str) else orjson.dumps(pid).decode()}"

@@ -183,6 +183,9 @@ def run(rewriter: Rewriter, src: str | Path, dst: str | Path | None, options: di
         found, _ = targets(src, dst, rank)
         if dst is None or len(found) != 1:
             raise TraceaugError(f"{src}: --open needs one output file")
+        from ..view.server import check_port
+
+        check_port(open_ui.get("port", 0) if isinstance(open_ui, dict) else 0)
     done = results(rewriter, src, dst, options, rank=rank, tp_bin=tp_bin,
                    prefetched=prefetched, keep_bytes=keep_bytes)
     from ..paths import shown  # the name the user gave ("stdout" for OUT "-")

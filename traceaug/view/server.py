@@ -12,6 +12,7 @@ import json
 import mimetypes
 import os
 import shutil
+import socket
 import threading
 import urllib.parse
 import webbrowser
@@ -116,15 +117,34 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 pass  # the browser went away
 
 
+def _not_reserved(port: int) -> None:
+    if port in RESERVED_PORTS:
+        raise TraceaugError(f"--port {port}: is where the Perfetto UI looks for a native trace "
+                            "processor; choose another")
+
+
+def check_port(port: int) -> None:
+    """Refuse, before a command does any work, a port the UI could not be served on
+    (reserved, or taken by another program); 0 (any free port) always works."""
+    _not_reserved(port)
+    if port == 0:
+        return
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds it
+        try:
+            s.bind((HOST, port))
+        except OSError as e:
+            raise TraceaugError(f"--port {port}: cannot listen on {HOST}:{port} ({e.strerror}); "
+                                "choose another") from None
+
+
 class PerfettoServer(http.server.ThreadingHTTPServer):
     """An HTTP server for the UI's files and one trace file."""
 
     daemon_threads = True
 
     def __init__(self, trace: Path, port: int = 0, name: str | None = None) -> None:
-        if port in RESERVED_PORTS:
-            raise TraceaugError(f"port {port} is where the Perfetto UI looks for a native trace "
-                                "processor; choose another")
+        _not_reserved(port)
         self.ui_root = web_dist_dir().parent.resolve()
         self.trace = trace.resolve()
         self.trace_name = urllib.parse.quote(name or trace.name)  # the name in the URL
@@ -175,9 +195,10 @@ class PerfettoServer(http.server.ThreadingHTTPServer):
 
 def serve(trace: Path, port: int = 0, browser: bool = True, announce=print,
           name: str | None = None) -> None:
-    """Serve until Ctrl-C; print the URL and (optionally) open the user's browser. ``name``:
-    what the message and the URL call the trace (the user's ``.sqlite`` for its temporary
-    conversion), its own name by default."""
+    """Serve until Ctrl-C or SIGTERM (their ``KeyboardInterrupt`` goes on to the caller: the
+    command line exits 130 / 143); print the URL and (optionally) open the user's browser.
+    ``name``: what the message and the URL call the trace (the user's ``.sqlite`` for its
+    temporary conversion), its own name by default."""
     trace = Path(trace)
     name = name or trace.name
     if trace.is_dir():
@@ -193,7 +214,5 @@ def serve(trace: Path, port: int = 0, browser: bool = True, announce=print,
         threading.Timer(0.2, webbrowser.open, args=(server.url,)).start()
     try:
         server.serve_forever(poll_interval=0.2)
-    except KeyboardInterrupt:
-        announce("stopped")
     finally:
         server.server_close()

@@ -300,20 +300,26 @@ def small(tmp_path_factory) -> Path:
     return d
 
 
-@pytest.mark.parametrize("args, outputs, nth, sig", [
-    (["counters", "a.json", "out.json"], ["out.json"], 1, signal.SIGINT),
-    (["diff", "a.json", "b.json", "--html", "r.html", "--trace", "m.json"], ["r.html", "m.json"],
-     1, signal.SIGINT),
-    (["diff", "a.json", "b.json", "--html", "r.html", "--trace", "m.json"], ["r.html", "m.json"],
-     2, signal.SIGTERM),
-    (["counters", "ranks", "out/"], ["out/"], 1, signal.SIGTERM),
-], ids=["counters", "diff-after-1st", "diff-after-2nd", "counters-DIR"])
-def test_signal_while_old_outputs_are_replaced(small: Path, tmpdir_env: dict[str, str], args: list[str],
-                                               outputs: list[str], nth: int, sig: int) -> None:
-    """Ctrl-C / SIGTERM in the middle of the commit of a run whose outputs already exist: the
-    run says it was interrupted, and every old output is still there, unchanged."""
+DIFF = ["diff", "a.json", "b.json", "--html", "r.html", "--trace", "m.json"]
+
+
+@pytest.mark.parametrize("args, old, nth, sig", [
+    (["counters", "a.json", "out.json"], True, 1, signal.SIGINT),
+    (DIFF, True, 1, signal.SIGINT),
+    (DIFF, True, 2, signal.SIGTERM),
+    (DIFF, False, 1, signal.SIGTERM),
+    (["counters", "ranks", "out/"], True, 1, signal.SIGTERM),
+    (["counters", "ranks", "out/"], False, 1, signal.SIGINT),
+], ids=["counters", "diff-after-1st", "diff-after-2nd", "diff-new", "counters-DIR", "counters-new-DIR"])
+def test_signal_in_the_commit(small: Path, tmpdir_env: dict[str, str], args: list[str], old: bool,
+                              nth: int, sig: int) -> None:
+    """Ctrl-C / SIGTERM in the middle of the commit (after its ``nth`` rename): the run says
+    it was interrupted, and its outputs are as before it: every old one still there,
+    unchanged (``old``), or none at all (not even the rank directory it made)."""
     d = small
-    _put_old(d, outputs)
+    outputs = [a for a in args if a in ("out.json", "r.html", "m.json", "out/")]
+    if old:
+        _put_old(d, outputs)
     names = [*(o for o in outputs if not o.endswith("/")), *(RANK_NAMES if "out/" in outputs else ())]
     before = _state(d)
     proc = subprocess.Popen([sys.executable, "-c", AT_RENAME, ",".join(names), str(nth), str(int(sig)),

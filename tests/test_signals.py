@@ -18,12 +18,12 @@ import pytest
 from conftest import shared_trace
 
 STEPS = 50_000  # ~48 MB of JSON: pass 1 in worker processes, a few seconds of engine
-MID_STEPS = 10_000  # critical-path, patterns, report: a few seconds each
-RANK_STEPS = 4_000  # each of the two ranks of the rank-directory forms
+MID_STEPS = 6_000  # critical-path, patterns, report: a few seconds each
+RANK_STEPS = 2_500  # each of the two ranks of the rank-directory forms
 NSYS_COPIES = 2_000  # the saxpy export's GPU work 2,001 times: ~300k events, seconds to convert
 WHOLE_RUN_CAP = 12.0  # s: diff of two such traces (50k steps each) runs for minutes; its
 # signals land in its first 12 s (both loads, the engines' parse and queries), which keeps
-# this test to ~2 minutes of the suite
+# this test to ~1.5 minutes of an idle machine (~4 on one loaded 4 times over)
 SAXPY = "nsys/a100_saxpy_mpi_rank0.sqlite"
 OLD = b"OLD OUTPUT\n"
 
@@ -138,16 +138,16 @@ OUTPUTS = {"counters": ["out.json.gz"], "diff": ["r.html", "m.json"], "info": []
 # Where in each command's run the signals land, as fractions of its uninterrupted run on this
 # machine (measured first), from the moment its handlers are in place. SIGINT and SIGTERM take turns; from
 # the middle on, the outputs already exist (an old version) and must come out unchanged.
-FRACTIONS = {"counters": (0.05, 0.1, 0.18, 0.25, 0.33, 0.4, 0.5, 0.6, 0.7, 0.8, 0.88, 0.95),
-             "diff": (0.08, 0.25, 0.4, 0.55, 0.7, 0.9),
+FRACTIONS = {"counters": (0.05, 0.1, 0.18, 0.25, 0.33, 0.5, 0.95),
+             "diff": (0.08, 0.25, 0.55, 0.9),
              "info": (0.3, 0.7),
-             "critical-path": (0.15, 0.5, 0.85),
-             "patterns": (0.15, 0.5, 0.85),
-             "report": (0.15, 0.5, 0.85),
-             "convert": (0.2, 0.5, 0.8),
-             "counters DIR": (0.2, 0.9),
+             "critical-path": (0.3, 0.8),
+             "patterns": (0.3, 0.8),
+             "report": (0.3, 0.8),
+             "convert": (0.3, 0.8),
+             "counters DIR": (0.3, 0.8),
              "critical-path DIR": (0.55,),
-             "patterns DIR": (0.25, 0.8)}
+             "patterns DIR": (0.55,)}
 RANK_NAMES = ("rank-0.json", "rank-1.json")  # what a rank-directory output holds
 
 
@@ -223,16 +223,21 @@ def test_signals_at_many_points_of_every_writing_command(
     crashed, interrupted, took_s = [], {cmd: 0 for cmd in COMMANDS}, []
 
     def once(cmd: str, fraction: float, sig: int) -> None:
-        """One run of ``cmd`` signalled at ``fraction`` of its whole run, judged."""
-        if fraction >= 0.5:
-            _put_old(d, OUTPUTS[cmd])
-        before = _state(d)
-        code, err, took = interrupt(COMMANDS[cmd], d, fraction * whole_run[cmd], sig, tmpdir_env)
-        where = (cmd, fraction, signal.Signals(sig).name)
-        if code == 0:  # it ended before the signal (a fast moment): nothing to judge
+        """One run of ``cmd`` signalled at ``fraction`` of its whole run, judged; a run that
+        ended before the signal (the machine got faster) is tried again, earlier."""
+        for earlier in (1, 0.5, 0.25):
+            if fraction >= 0.5:
+                _put_old(d, OUTPUTS[cmd])
+            before = _state(d)
+            at = fraction * earlier * whole_run[cmd]
+            code, err, took = interrupt(COMMANDS[cmd], d, at, sig, tmpdir_env)
+            if code != 0:
+                break
             _remove_new(d, baseline)
             _clear(temp)
+        else:
             return
+        where = (cmd, fraction, round(at, 2), signal.Signals(sig).name)
         if (code, err) != (128 + sig, "traceaug: interrupted\n"):
             crashed.append((*where, code, err[-300:]))
         else:
@@ -248,19 +253,21 @@ def test_signals_at_many_points_of_every_writing_command(
     for cmd, fractions in FRACTIONS.items():
         for i, fraction in enumerate(fractions):
             once(cmd, fraction, signal.SIGTERM if i % 2 else signal.SIGINT)
-        for retry in (1, 2, 3):  # every point came after the end (a fast moment): earlier ones
-            if interrupted[cmd] == 0:
-                once(cmd, min(fractions) / 2 ** retry, signal.SIGTERM if retry % 2 else signal.SIGINT)
     assert crashed == []
-    assert sum(interrupted.values()) >= 16 + 10, str(interrupted)  # the signals landed mid-run
+    points = sum(map(len, FRACTIONS.values()))
+    assert sum(interrupted.values()) >= 0.8 * points, str(interrupted)  # they landed mid-run
     assert all(interrupted[cmd] >= 1 for cmd in COMMANDS), str(interrupted)
     print(f"exit after the signal: median {sorted(took_s)[len(took_s) // 2]:.2f} s, "
           f"max {max(took_s):.2f} s over {len(took_s)} runs")
 
 
 def test_sigterm_exits_143(big: Path, whole_run: dict[str, float]) -> None:
-    code, err, _ = interrupt(COMMANDS["counters"], big.parent, 0.5 * whole_run["counters"],
-                             signal.SIGTERM)
+    for fraction in (0.5, 0.25, 0.1):  # earlier when the run ended first (a faster moment)
+        code, err, _ = interrupt(COMMANDS["counters"], big.parent, fraction * whole_run["counters"],
+                                 signal.SIGTERM)
+        if code != 0:
+            break
+        (big.parent / "out.json.gz").unlink()
     assert (code, err) == (143, "traceaug: interrupted\n")
     assert not (big.parent / "out.json.gz").exists()
 

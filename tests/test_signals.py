@@ -353,3 +353,30 @@ def test_ctrl_c_stops_a_long_query_within_a_second(tmp_path: Path) -> None:
     code, err, took = interrupt(["query", trace.name, sql], tmp_path, 3.0)
     assert (code, err) == (130, "traceaug: interrupted\n")
     assert took < 1.0
+
+
+IMPORTS = """
+import signal, sys
+sys.argv = ["-m"]  # as under python -m traceaug
+seen = []
+
+class Watch:  # records, for each module imported from here on, whether SIGTERM is caught yet
+    def find_spec(self, name, path=None, target=None):
+        seen.append((name, signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL))
+
+sys.meta_path.insert(0, Watch())
+import traceaug
+print(seen)
+"""
+
+
+def test_handlers_are_in_place_before_traceaug_imports_its_modules() -> None:
+    """A signal while the command line imports ends it with one line, not a traceback: the
+    handlers are set before any module of traceaug but the one setting them (and what it
+    needs) loads; before, ``threading`` and ``weakref`` loaded first (a signal 0.3 s into
+    ``report`` got a KeyboardInterrupt traceback from ``import threading``)."""
+    res = subprocess.run([sys.executable, "-c", IMPORTS], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    seen = eval(res.stdout)  # noqa: S307 -- our own repr of a list of tuples
+    before = [name for name, caught in seen if not caught]
+    assert seen and all(name in ("traceaug", "traceaug.startup") for name in before), before

@@ -61,9 +61,10 @@ def write(path: Path, obj) -> Path:
     return path
 
 
-def write_large(path: Path, steps: int) -> Path:
-    """``steps`` steps of the same loop, about 1.1 KB of JSON per step."""
-    head = json.dumps({**HEADER, "traceEvents": []})[:-2]
+def write_large(path: Path, steps: int, rank: int = 0) -> Path:
+    """``steps`` steps of the same loop, about 1.1 KB of JSON per step, from rank ``rank``."""
+    header = {**HEADER, "distributedInfo": {"rank": rank, "world_size": max(rank + 1, 1)}}
+    head = json.dumps({**header, "traceEvents": []})[:-2]
     with open(path, "w") as f:
         f.write(head + ",\n".join(json.dumps(e) for e in METADATA))
         for i in range(steps):

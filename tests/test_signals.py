@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -14,19 +15,58 @@ from pathlib import Path
 
 import kineto_gen
 import pytest
+from conftest import shared_trace
 
 STEPS = 50_000  # ~48 MB of JSON: pass 1 in worker processes, a few seconds of engine
+MID_STEPS = 6_000  # critical-path, patterns, report: a few seconds each
+RANK_STEPS = 2_500  # each of the two ranks of the rank-directory forms
+NSYS_COPIES = 2_000  # the saxpy export's GPU work 2,001 times: ~300k events, seconds to convert
 WHOLE_RUN_CAP = 12.0  # s: diff of two such traces (50k steps each) runs for minutes; its
 # signals land in its first 12 s (both loads, the engines' parse and queries), which keeps
-# this test to ~45 s of the suite's 10 minutes
+# this test to ~1.5 minutes of an idle machine (~4 on one loaded 4 times over)
+SAXPY = "nsys/a100_saxpy_mpi_rank0.sqlite"
+OLD = b"OLD OUTPUT\n"
+
+
+def nsys_large(src: Path, dst: Path, copies: int) -> Path:
+    """A copy of the nsys export ``src`` whose kernels, memcpys and runtime calls repeat
+    ``copies`` more times, each copy later than the last, with its own correlation ids."""
+    shutil.copy(src, dst)
+    dst.chmod(0o644)
+    con = sqlite3.connect(dst)
+    (span,), = con.execute("SELECT MAX(end) FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+    (ids,), = con.execute("SELECT MAX(correlationId) + 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+    shifted = {"start": f"start + k * {span}", "end": f"end + k * {span}",
+               "correlationId": f"correlationId + k * {ids}"}
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                  "CUPTI_ACTIVITY_KIND_RUNTIME"):
+        cols = [row[1] for row in con.execute(f"PRAGMA table_info({table})")]
+        con.execute(f"WITH RECURSIVE n(k) AS (SELECT 1 UNION ALL SELECT k + 1 FROM n WHERE k < {copies}) "
+                    f"INSERT INTO {table} ({', '.join(cols)}) "
+                    f"SELECT {', '.join(shifted.get(c, c) for c in cols)} FROM {table}, n")
+    con.commit()
+    con.close()
+    return dst
 
 
 @pytest.fixture(scope="module")
 def big(tmp_path_factory) -> Path:
+    """The inputs of every command, in one directory (the outputs go there too)."""
     d = tmp_path_factory.mktemp("signals")
     path = kineto_gen.write_large(d / "big.json", STEPS)
     shutil.copy(path, d / "big_b.json")
+    kineto_gen.write_large(d / "mid.json", MID_STEPS)
+    (d / "ranks").mkdir()
+    for rank in (0, 1):
+        kineto_gen.write_large(d / "ranks" / f"rank-{rank}.json", RANK_STEPS, rank)
+    nsys_large(shared_trace(SAXPY), d / "export.sqlite", NSYS_COPIES)
     return path
+
+
+@pytest.fixture(scope="module")
+def tmpdir_env(tmp_path_factory) -> dict[str, str]:
+    """The runs' environment: their own $TMPDIR (spools, conversions), checked empty after."""
+    return {**os.environ, "TMPDIR": str(tmp_path_factory.mktemp("signals_tmpdir"))}
 
 
 def live_in_session(sid: int) -> list[str]:
@@ -35,12 +75,14 @@ def live_in_session(sid: int) -> list[str]:
     return [line for line in out.stdout.splitlines() if "Z" not in line.split()[1]]
 
 
-def interrupt(args: list[str], cwd: Path, after: float, sig: int = signal.SIGINT) -> tuple[int, str, float]:
+def interrupt(args: list[str], cwd: Path, after: float, sig: int = signal.SIGINT,
+              env: dict[str, str] | None = None) -> tuple[int, str, float]:
     """Start ``traceaug ARGS`` in its own session, send ``sig`` after ``after`` s; return
     (exit code, stderr, seconds from the signal to the exit)."""
-    proc = subprocess.Popen([sys.executable, "-m", "traceaug", *args], cwd=cwd,
+    proc = subprocess.Popen([sys.executable, "-m", "traceaug", *args], cwd=cwd, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
+    handling(proc.pid)
     time.sleep(after)
     sent = time.perf_counter()
     proc.send_signal(sig)
@@ -51,74 +93,257 @@ def interrupt(args: list[str], cwd: Path, after: float, sig: int = signal.SIGINT
         proc.wait()
         pytest.fail(f"{args} still running 15 s after the signal")
     took = time.perf_counter() - sent
-    deadline = time.monotonic() + 3
-    while live_in_session(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert live_in_session(proc.pid) == [], f"{args}: processes left after the exit"
+    no_process_left(proc.pid, args)
     return proc.returncode, err, took
 
 
+def handling(pid: int) -> None:
+    """Wait until process ``pid`` catches SIGTERM: traceaug's handlers are in place. Before,
+    Python itself is starting (some tens of ms, longer on a loaded machine), where no Python
+    program can turn a signal into its own exit: the signals land after that point."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                status = dict(line.split(":", 1) for line in f)
+        except OSError:  # gone already
+            return
+        if status["State"].split()[0] == "Z" or int(status["SigCgt"], 16) >> (signal.SIGTERM - 1) & 1:
+            return
+        time.sleep(0.002)
+
+
+def no_process_left(sid: int, args: list[str]) -> None:
+    deadline = time.monotonic() + 3
+    while live_in_session(sid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert live_in_session(sid) == [], f"{args}: processes left after the exit"
+
+
+# Every command that writes a file, with its outputs (a trailing "/": a rank directory).
 COMMANDS = {"counters": ["counters", "big.json", "out.json.gz"],
             "diff": ["diff", "big.json", "big_b.json", "--html", "r.html", "--trace", "m.json"],
-            "info": ["info", "big.json"]}
+            "info": ["info", "big.json"],
+            "critical-path": ["critical-path", "mid.json", "cp.json"],
+            "patterns": ["patterns", "mid.json", "pat.json"],
+            "report": ["report", "mid.json", "--html", "rep.html"],
+            "convert": ["convert", "export.sqlite", "conv.json.gz"],
+            "counters DIR": ["counters", "ranks", "c_out/"],
+            "critical-path DIR": ["critical-path", "ranks", "cp_out/"],
+            "patterns DIR": ["patterns", "ranks", "pat_out/"]}
+OUTPUTS = {"counters": ["out.json.gz"], "diff": ["r.html", "m.json"], "info": [],
+           "critical-path": ["cp.json"], "patterns": ["pat.json"], "report": ["rep.html"],
+           "convert": ["conv.json.gz"], "counters DIR": ["c_out/"],
+           "critical-path DIR": ["cp_out/"], "patterns DIR": ["pat_out/"]}
 # Where in each command's run the signals land, as fractions of its uninterrupted run on this
-# machine (measured first), from argument parsing on: 20 tries.
-FRACTIONS = {"counters": (0.05, 0.1, 0.18, 0.25, 0.33, 0.4, 0.5, 0.6, 0.7, 0.8, 0.88, 0.95),
-             "diff": (0.08, 0.25, 0.4, 0.55, 0.7, 0.9),
-             "info": (0.3, 0.7)}
+# machine (measured first), from the moment its handlers are in place. SIGINT and SIGTERM take turns; from
+# the middle on, the outputs already exist (an old version) and must come out unchanged.
+FRACTIONS = {"counters": (0.05, 0.1, 0.18, 0.25, 0.33, 0.5, 0.95),
+             "diff": (0.08, 0.25, 0.55, 0.9),
+             "info": (0.3, 0.7),
+             "critical-path": (0.3, 0.8),
+             "patterns": (0.3, 0.8),
+             "report": (0.3, 0.8),
+             "convert": (0.3, 0.8),
+             "counters DIR": (0.3, 0.8),
+             "critical-path DIR": (0.55,),
+             "patterns DIR": (0.55,)}
+RANK_NAMES = ("rank-0.json", "rank-1.json")  # what a rank-directory output holds
 
 
 @pytest.fixture(scope="module")
-def whole_run(big: Path) -> dict[str, float]:
+def whole_run(big: Path, tmpdir_env: dict[str, str]) -> dict[str, float]:
     """Seconds each command takes uninterrupted here, at most ``WHOLE_RUN_CAP`` (a longer run
     is stopped there: every signal lands inside it anyway); its outputs removed after."""
     d, before = big.parent, set(os.listdir(big.parent))
     took = {}
     for cmd, args in COMMANDS.items():
-        start = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "traceaug", *args], cwd=d,
+        proc = subprocess.Popen([sys.executable, "-m", "traceaug", *args], cwd=d, env=tmpdir_env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True)
+        handling(proc.pid)
+        start = time.perf_counter()
         try:
             assert proc.wait(timeout=WHOLE_RUN_CAP) == 0, f"{args} failed uninterrupted"
+            for out in OUTPUTS[cmd]:  # the outputs the test expects are the ones it writes
+                assert (d / out).is_dir() if out.endswith("/") else (d / out).is_file(), (cmd, out)
+            for out in (o for o in OUTPUTS[cmd] if o.endswith("/")):
+                assert sorted(os.listdir(d / out)) == list(RANK_NAMES), cmd
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         took[cmd] = min(time.perf_counter() - start, WHOLE_RUN_CAP)
         _remove_new(d, before)
+        _clear(Path(tmpdir_env["TMPDIR"]))
     return took
 
 
 def _remove_new(d: Path, before: set[str]) -> None:
     for name in set(os.listdir(d)) - before:
-        (d / name).unlink()
+        if (d / name).is_dir():
+            shutil.rmtree(d / name)
+        else:
+            (d / name).unlink()
 
 
-def test_sigint_at_many_points(big: Path, whole_run: dict[str, float]) -> None:
-    d = big.parent
-    before = sorted(os.listdir(d))
-    crashed, interrupted = [], 0
+def _clear(d: Path) -> None:
+    for name in os.listdir(d):
+        shutil.rmtree(d / name) if (d / name).is_dir() else (d / name).unlink()
+
+
+def _put_old(d: Path, outputs: list[str]) -> None:
+    """An old version of each output: a file of ``OLD``; a rank directory of such files."""
+    for out in outputs:
+        if out.endswith("/"):
+            (d / out).mkdir()
+            for name in RANK_NAMES:
+                (d / out / name).write_bytes(OLD)
+        else:
+            (d / out).write_bytes(OLD)
+
+
+def _state(d: Path) -> dict[str, object]:
+    """Every file and directory under ``d``: small files by content, big ones (the inputs) by
+    size and modification time."""
+    state: dict[str, object] = {}
+    for path in sorted(d.rglob("*")):
+        st = path.lstat()
+        rel = str(path.relative_to(d))
+        if path.is_dir():
+            state[rel + "/"] = None
+        else:
+            state[rel] = path.read_bytes() if st.st_size < 1 << 20 else (st.st_size, st.st_mtime_ns)
+    return state
+
+
+def test_signals_at_many_points_of_every_writing_command(
+        big: Path, whole_run: dict[str, float], tmpdir_env: dict[str, str]) -> None:
+    d, temp = big.parent, Path(tmpdir_env["TMPDIR"])
+    baseline = set(os.listdir(d))
+    crashed, interrupted, took_s = [], {cmd: 0 for cmd in COMMANDS}, []
+
+    def once(cmd: str, fraction: float, sig: int) -> None:
+        """One run of ``cmd`` signalled at ``fraction`` of its whole run, judged; a run that
+        ended before the signal (the machine got faster) is tried again, earlier."""
+        for earlier in (1, 0.5, 0.25):
+            if fraction >= 0.5:
+                _put_old(d, OUTPUTS[cmd])
+            before = _state(d)
+            at = fraction * earlier * whole_run[cmd]
+            code, err, took = interrupt(COMMANDS[cmd], d, at, sig, tmpdir_env)
+            if code != 0:
+                break
+            _remove_new(d, baseline)
+            _clear(temp)
+        else:
+            return
+        where = (cmd, fraction, round(at, 2), signal.Signals(sig).name)
+        if (code, err) != (128 + sig, "traceaug: interrupted\n"):
+            crashed.append((*where, code, err[-300:]))
+        else:
+            interrupted[cmd] += 1
+        after = _state(d)
+        assert after == before, (where, sorted(set(after) ^ set(before)),  # no output, no temp
+                                 [k for k in before if after.get(k, k) != before[k]])  # file
+        assert os.listdir(temp) == [], (where, os.listdir(temp))
+        took_s.append(took)
+        assert took < 5, (where, took)  # typically 0.1 s; slack for a loaded machine
+        _remove_new(d, baseline)
+
     for cmd, fractions in FRACTIONS.items():
-        for fraction in fractions:
-            code, err, took = interrupt(COMMANDS[cmd], d, fraction * whole_run[cmd])
-            if code == 0:  # it ended before the signal (a fast moment): nothing to judge
-                _remove_new(d, set(before))
-                continue
-            if (code, err) != (130, "traceaug: interrupted\n"):
-                crashed.append((cmd, fraction, code, err[-300:]))
-            else:
-                interrupted += 1
-            assert sorted(os.listdir(d)) == before, (cmd, fraction)  # no output, no temp file
-            assert took < 5, (cmd, fraction, took)  # typically 0.1 s; slack for a loaded machine
+        for i, fraction in enumerate(fractions):
+            once(cmd, fraction, signal.SIGTERM if i % 2 else signal.SIGINT)
     assert crashed == []
-    assert interrupted >= 16, interrupted  # the signals did land mid-run
+    points = sum(map(len, FRACTIONS.values()))
+    assert sum(interrupted.values()) >= 0.8 * points, str(interrupted)  # they landed mid-run
+    assert all(interrupted[cmd] >= 1 for cmd in COMMANDS), str(interrupted)
+    print(f"exit after the signal: median {sorted(took_s)[len(took_s) // 2]:.2f} s, "
+          f"max {max(took_s):.2f} s over {len(took_s)} runs")
 
 
 def test_sigterm_exits_143(big: Path, whole_run: dict[str, float]) -> None:
-    code, err, _ = interrupt(COMMANDS["counters"], big.parent, 0.5 * whole_run["counters"],
-                             signal.SIGTERM)
+    for fraction in (0.5, 0.25, 0.1):  # earlier when the run ended first (a faster moment)
+        code, err, _ = interrupt(COMMANDS["counters"], big.parent, fraction * whole_run["counters"],
+                                 signal.SIGTERM)
+        if code != 0:
+            break
+        (big.parent / "out.json.gz").unlink()
     assert (code, err) == (143, "traceaug: interrupted\n")
     assert not (big.parent / "out.json.gz").exists()
+
+
+# A signal in the commit itself: right after the run's n-th rename that touches one of its
+# outputs (a temporary file put in place, or an old version moved aside). Timing cannot hit
+# that window (microseconds); the signal is sent from inside the process at that moment.
+AT_RENAME = """
+import os, signal, sys
+names, nth, sig = sys.argv[1].split(","), int(sys.argv[2]), int(sys.argv[3])
+sys.argv = ["traceaug", *sys.argv[4:]]
+seen = [0]
+
+def hook(real):
+    def rename(src, dst, *args, **kwargs):
+        real(src, dst, *args, **kwargs)
+        if any(n in os.path.basename(os.fspath(p)) for p in (src, dst) for n in names):
+            seen[0] += 1
+            if seen[0] == nth:
+                os.kill(os.getpid(), sig)
+    return rename
+
+os.replace, os.rename = hook(os.replace), hook(os.rename)
+from traceaug.__main__ import main
+main()
+"""
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("signals_commit")
+    kineto_gen.write_large(d / "a.json", 50)
+    kineto_gen.write_large(d / "b.json", 60)
+    (d / "ranks").mkdir()
+    for rank in (0, 1):
+        kineto_gen.write_large(d / "ranks" / f"rank-{rank}.json", 40, rank)
+    return d
+
+
+DIFF = ["diff", "a.json", "b.json", "--html", "r.html", "--trace", "m.json"]
+
+
+@pytest.mark.parametrize("args, old, nth, sig", [
+    (["counters", "a.json", "out.json"], True, 1, signal.SIGINT),
+    (DIFF, True, 1, signal.SIGINT),
+    (DIFF, True, 2, signal.SIGTERM),
+    (DIFF, False, 1, signal.SIGTERM),
+    (["counters", "ranks", "out/"], True, 1, signal.SIGTERM),
+    (["counters", "ranks", "out/"], False, 1, signal.SIGINT),
+], ids=["counters", "diff-after-1st", "diff-after-2nd", "diff-new", "counters-DIR", "counters-new-DIR"])
+def test_signal_in_the_commit(small: Path, tmpdir_env: dict[str, str], args: list[str], old: bool,
+                              nth: int, sig: int) -> None:
+    """Ctrl-C / SIGTERM in the middle of the commit (after its ``nth`` rename): the run says
+    it was interrupted, and its outputs are as before it: every old one still there,
+    unchanged (``old``), or none at all (not even the rank directory it made)."""
+    d = small
+    outputs = [a for a in args if a in ("out.json", "r.html", "m.json", "out/")]
+    if old:
+        _put_old(d, outputs)
+    names = [*(o for o in outputs if not o.endswith("/")), *(RANK_NAMES if "out/" in outputs else ())]
+    before = _state(d)
+    proc = subprocess.Popen([sys.executable, "-c", AT_RENAME, ",".join(names), str(nth), str(int(sig)),
+                             *args], cwd=d, env=tmpdir_env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    _, err = proc.communicate(timeout=120)
+    try:
+        no_process_left(proc.pid, args)
+        assert proc.returncode == 128 + sig and err.endswith("traceaug: interrupted\n"), err
+        assert "Traceback" not in err and "Exception" not in err, err  # ("wrote OUT" is said
+        after = _state(d)  # before the commit: the run's work was done)
+        assert after == before, (sorted(set(after) ^ set(before)),
+                                 {k: after.get(k) for k in before if after.get(k, k) != before[k]})
+        assert os.listdir(tmpdir_env["TMPDIR"]) == []
+    finally:
+        _remove_new(d, {"a.json", "b.json", "ranks"})
+        _clear(Path(tmpdir_env["TMPDIR"]))
 
 
 def test_ctrl_c_stops_a_long_query_within_a_second(tmp_path: Path) -> None:
@@ -196,3 +421,30 @@ def test_a_signal_inside_an_import_stops_the_command_after_it(tmp_path: Path, si
                           env={**os.environ, "PYTHONPATH": f"{tmp_path}:{Path(__file__).parents[1]}"})
     assert proc.stdout.split() == ["interrupted", str(128 + sig), "field"], (proc.stdout, proc.stderr)
     assert proc.stderr == ""
+
+
+IMPORTS = """
+import signal, sys
+sys.argv = ["-m"]  # as under python -m traceaug
+seen = []
+
+class Watch:  # records, for each module imported from here on, whether SIGTERM is caught yet
+    def find_spec(self, name, path=None, target=None):
+        seen.append((name, signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL))
+
+sys.meta_path.insert(0, Watch())
+import traceaug
+print(seen)
+"""
+
+
+def test_handlers_are_in_place_before_traceaug_imports_its_modules() -> None:
+    """A signal while the command line imports ends it with one line, not a traceback: the
+    handlers are set before any module of traceaug but the one setting them (and what it
+    needs) loads; before, ``threading`` and ``weakref`` loaded first (a signal 0.3 s into
+    ``report`` got a KeyboardInterrupt traceback from ``import threading``)."""
+    res = subprocess.run([sys.executable, "-c", IMPORTS], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    seen = eval(res.stdout)  # noqa: S307 -- our own repr of a list of tuples
+    before = [name for name, caught in seen if not caught]
+    assert seen and all(name in ("traceaug", "traceaug.startup") for name in before), before

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 
 if sys.argv[:1] == ["-m"] or sys.argv[0].endswith(("/traceaug", "\\traceaug.exe")):
-    from .interrupt import early  # the command line starting: Ctrl-C ends it cleanly
+    from .startup import early  # the command line starting: Ctrl-C ends it cleanly
 
     early()
 

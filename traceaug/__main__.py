@@ -1,14 +1,14 @@
 """``python -m traceaug`` and the ``traceaug`` script.
 
 A signal while the command line is still importing ends the process at once, with exit
-130 / 143 and no traceback (``interrupt.early``); ``cli.run`` installs the real handlers.
+130 / 143 and no traceback (``startup.early``); ``cli.run`` installs the real handlers.
 """
 
-from . import interrupt
+from . import startup
 
 
 def main() -> None:
-    interrupt.early()
+    startup.early()
     from .cli import run
 
     run()

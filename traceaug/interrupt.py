@@ -177,19 +177,6 @@ def is_watcher(thread: threading.Thread) -> bool:
     return thread in _watcher
 
 
-def _early(signum: int, frame) -> None:
-    os.write(2, b"traceaug: interrupted\n")
-    os._exit(128 + signum)
-
-
-def early() -> None:
-    """While the command line imports (before ``install``): Ctrl-C / SIGTERM exit at once,
-    with no traceback."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, _early)
-        signal.signal(signal.SIGTERM, _early)
-
-
 @contextlib.contextmanager
 def held() -> Iterator[None]:
     """No ``Interrupted`` raised inside the block (the main thread forking): raised inside

@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from . import interrupt
 from .errors import TraceaugError
 
 STDIO = "-"
@@ -74,13 +75,14 @@ def _writable_dir(directory: Path) -> str | None:
     read-only mounts, permissions and /proc are all caught."""
     if not directory.is_dir():
         return f"directory {directory} does not exist"
-    try:
-        fd, probe = tempfile.mkstemp(dir=directory, prefix=".traceaug-probe-")
-    except OSError as e:
-        return f"cannot write in {directory} ({e.strerror})"
-    os.close(fd)
-    with contextlib.suppress(OSError):
-        os.unlink(probe)
+    with interrupt.deferred():  # a signal never lands between the probe and its removal
+        try:
+            fd, probe = tempfile.mkstemp(dir=directory, prefix=".traceaug-probe-")
+        except OSError as e:
+            return f"cannot write in {directory} ({e.strerror})"
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(probe)
     return None
 
 

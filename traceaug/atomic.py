@@ -81,6 +81,37 @@ def _commit(pending: list[tuple[str, Path]]) -> None:
                 os.unlink(tmp)
 
 
+@contextlib.contextmanager
+def held() -> Iterator[list[tuple[str, Path]]]:
+    """In a worker process (``job.tasks``): hold the block's ``atomic_output`` files, complete
+    but unrenamed, and give them (temporary, final) for the parent to ``adopt``; a failure
+    removes them."""
+    global _pending
+    with _lock:
+        outer, _pending = _pending, []
+    mine = _pending
+    try:
+        yield mine
+    except BaseException:
+        for tmp, _ in mine:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise
+    finally:
+        with _lock:
+            _pending = outer
+
+
+def adopt(files: list[tuple[str, Path]]) -> None:
+    """Take a worker's ``held`` files into this run: renamed into place with its other
+    outputs (at once when no run is open)."""
+    with _lock:
+        if _pending is not None:
+            _pending.extend(files)
+            return
+    _commit(list(files))
+
+
 def commit() -> None:
     """Put every file written so far in this run in place (before ``--open`` serves one)."""
     global _pending

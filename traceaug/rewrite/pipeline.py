@@ -4,22 +4,26 @@ A rewriter supplies only its load kind (``read.kinds.KINDS``), its compute funct
 its summary. ``run`` resolves the targets (a file, or every rank of a directory), checks
 every output against the inputs before any work, starts each copy (gzip deflates the
 original text meanwhile), loads the trace with the rewriter's kind, calls ``compute`` and
-splices its events in once the engine is closed. Two ranks run at a time.
+splices its events in once the engine is closed. Several ranks run on the job's executor
+(``job.executor``: a local pool sized to the machine, or Dask).
 """
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import sys
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import TraceaugError
-from ..read.inputs import TRACE_SUFFIXES, TraceFile, output_name, select, trace_input
+from ..job.ranks import TRACE_SUFFIXES, TraceFile, select
+from ..job.run import JobOptions
+from ..read.inputs import output_name, trace_input
 from ..read.kinds import KINDS
 from . import splice
 
@@ -51,14 +55,14 @@ def _names_directory(dst: str | Path) -> bool:
     return text.endswith(("/", os.sep)) or Path(text).is_dir()
 
 
-def targets(src: str | Path, dst: str | Path | None, rank: int | None = None
-            ) -> tuple[list[Target], Path | None]:
+def targets(src: str | Path, dst: str | Path | None, rank: int | None = None,
+            skip_bad: bool = False) -> tuple[list[Target], Path | None]:
     """Every input of ``src`` (``read.inputs.select``) with its output, and the output
     directory to create (None when there is none to make). OUT is a directory when it
     ends with ``/`` or is one: a file IN is written into it under its own name. A directory
     IN needs a directory OUT, never a file-like name."""
     src = Path(src)
-    files = select(src, rank)
+    files = select(src, rank, skip_bad)
     if dst is None:
         return [Target(f, None) for f in files], None
     as_dir, out = _names_directory(dst), Path(dst)
@@ -145,46 +149,84 @@ def _one(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None, 
             "events": len(events) if out is not None else 0}
 
 
+def _task(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None,
+          keep_bytes: bool) -> tuple[dict, list]:
+    """One rank of several (``job.executor``): ``_one``, quiet; in a worker process its output
+    is held complete but unrenamed and handed back (``atomic.held``) for this run to commit
+    with its others."""
+    from .. import atomic
+    from ..job.executor import in_worker
+
+    if not in_worker():
+        return _one(rewriter, target, options, tp_bin, True, None, keep_bytes), []
+    with atomic.held() as files:
+        done = _one(rewriter, target, options, tp_bin, True, None, keep_bytes)
+    return done, list(files)
+
+
+def _leftovers(found: list[Target]) -> None:
+    """Temporary outputs of ranks stopped mid-write (a pool process killed): removed."""
+    for t in found:
+        if t.out is not None:
+            for tmp in t.out.parent.glob(f".{glob.escape(t.out.name)}.*.tmp"):
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+
+
 def results(rewriter: Rewriter, src: str | Path, dst: str | Path | None, options: dict, *,
             rank: int | None = None, tp_bin: str | None = None,
             prefetched: Prefetched | None = None, keep_bytes: bool = False,
-            progress: bool | None = None) -> list[dict]:
-    """Every target's summary data (``_one``), two ranks at a time; no output directory is
-    left behind by a run that fails. ``progress``: progress lines on stderr (default: on a
-    terminal; never with two ranks at once)."""
+            progress: bool | None = None, job: JobOptions | None = None) -> list[dict]:
+    """Every target's summary data (``_one``), the ranks on the job's executor
+    (``job.api.gather``); no output directory is left behind by a run that fails.
+    ``progress``: progress lines on stderr (default: on a terminal; never with several ranks)."""
+    from .. import atomic
+    from ..job.api import gather
+
     if rewriter.kind not in KINDS:
         raise ValueError(f"{rewriter.name}: unknown load kind {rewriter.kind!r}")
-    found, made = targets(src, dst, rank)
+    job = job or JobOptions()
+    found, made = targets(src, dst, rank, job.skip_bad)
     _check(found, made)
     try:
         if len(found) == 1:
             return [_one(rewriter, found[0], options, tp_bin, False, prefetched, keep_bytes,
                          progress)]
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            return list(pool.map(lambda t: _one(rewriter, t, options, tp_bin, True, prefetched,
-                                                keep_bytes), found))
+        by_file = {t.file: t for t in found}
+        task = partial(_by_file, by_file=by_file, rewriter=rewriter, options=options,
+                       tp_bin=tp_bin, keep_bytes=keep_bytes)
+        done = gather(src, task, rewriter.kind, job=job, files=[t.file for t in found],
+                      on_result=lambda _, r: atomic.adopt(r[1]))
+        return [r for r, _ in done.values()]
     except BaseException:
+        _leftovers(found)
         if made is not None:
             with contextlib.suppress(OSError):
                 made.rmdir()  # only when empty: what a run before this one wrote stays
         raise
 
 
+def _by_file(file: TraceFile, _options: dict, by_file: dict, rewriter: Rewriter, options: dict,
+             tp_bin: str | None, keep_bytes: bool) -> tuple[dict, list]:
+    """``_task`` for the target of ``file`` (``job.api.gather`` hands each task its file)."""
+    return _task(rewriter, by_file[file], options, tp_bin, keep_bytes)
+
+
 def run(rewriter: Rewriter, src: str | Path, dst: str | Path | None, options: dict, *,
         rank: int | None = None, fmt: str = "table", tp_bin: str | None = None,
         prefetched: Prefetched | None = None, keep_bytes: bool = False,
-        open_ui: bool | dict = False) -> str:
+        open_ui: bool | dict = False, job: JobOptions | None = None) -> str:
     """Run ``rewriter`` over ``src`` into ``dst`` (None: summary only) and return its summary;
     ``wrote OUT (N events added by NAME)`` goes to stderr for each output.
 
     ``open_ui`` (True, or ``view.server.serve`` options such as port / browser): print the
     summary, then serve the one output in the Perfetto UI until interrupted; returns ""."""
     if open_ui:
-        found, _ = targets(src, dst, rank)
+        found, _ = targets(src, dst, rank, job.skip_bad if job else False)
         if dst is None or len(found) != 1:
             raise TraceaugError(f"{src}: --open needs one output file")
     done = results(rewriter, src, dst, options, rank=rank, tp_bin=tp_bin,
-                   prefetched=prefetched, keep_bytes=keep_bytes)
+                   prefetched=prefetched, keep_bytes=keep_bytes, job=job)
     from ..paths import shown  # the name the user gave ("stdout" for OUT "-")
 
     for r in done:  # what was written is a message (stderr); stdout holds the summary only

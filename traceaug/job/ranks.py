@@ -1,0 +1,187 @@
+"""The ranks of a job: which files of a directory are traces, and the rank of each.
+
+A rank comes from ``distributedInfo.rank`` (parsed as JSON, compact or not) or an nsys
+export's MPI rank (``nsys.recorded_rank``), else from the file name (``rank-3``, ``rank_3``,
+``rank3``), else it is reported. Files traceaug wrote itself carry a ``"traceaug"`` top-level
+key and are never taken as inputs. A trace-named entry that cannot be read (a dangling
+symlink, a symlink loop, a FIFO or device, an empty file) is a bad rank: named, and refused
+unless the caller goes on without it (``skip_bad``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from ..errors import TraceaugError
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+EXPORT_SUFFIXES = (".sqlite",)  # nsys export --type sqlite
+OUTPUT_MARK = b'"traceaug"'
+_DIST = re.compile(rb'"distributedInfo"\s*:\s*(\{[^{}]*\})')
+_NAME_RANK = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+_PEEK = 1 << 20
+
+
+@dataclass(frozen=True)
+class TraceFile:
+    """One input file as the user named it (an nsys export stays its ``.sqlite``: readers take
+    ``read.inputs.trace_input(path)``) and the rank it belongs to (None for a lone file)."""
+
+    path: Path
+    rank: int | None
+
+
+def _peek(path: Path) -> bytes:
+    from ..read import source
+
+    for block in source.iter_blocks(path, block=_PEEK):
+        return block
+    return b""
+
+
+def rank_of(path: Path, head: bytes | None = None) -> int | None:
+    """The rank recorded in the file, else the one in its name, else None."""
+    from ..read import nsys
+
+    head = _peek(path) if head is None else head
+    if head.startswith(nsys.SQLITE_MAGIC):
+        rank = nsys.recorded_rank(path)
+        if rank is not None:
+            return rank
+    elif m := _DIST.search(head):
+        try:
+            rank = orjson.loads(m.group(1)).get("rank")
+        except orjson.JSONDecodeError:
+            rank = None
+        if isinstance(rank, int):
+            return rank
+    m = _NAME_RANK.search(path.name)
+    return int(m.group(1)) if m else None
+
+
+def is_traceaug_output(head: bytes) -> bool:
+    """True for files traceaug wrote (their first bytes carry the marker key)."""
+    start = head.lstrip()[:4096]
+    return start.startswith(b"{") and OUTPUT_MARK in start
+
+
+def unreadable(f: Path) -> str | None:
+    """Why a trace-named directory entry cannot be a rank (None: a regular, non-empty file)."""
+    try:
+        st = os.stat(f)
+    except OSError as e:
+        if f.is_symlink():
+            return "symlink loop" if e.errno == 40 else "dangling symlink"
+        return e.strerror or str(e)
+    if stat.S_ISDIR(st.st_mode):
+        return "a directory"
+    if not stat.S_ISREG(st.st_mode):
+        what = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device or socket"
+        return f"{what}{' (through a symlink)' if f.is_symlink() else ''}, not a trace file"
+    if st.st_size == 0:
+        return "empty file"
+    if not os.access(f, os.R_OK):
+        return "cannot read (Permission denied)"
+    return None
+
+
+def _bad(path: Path, bad: list[tuple[Path, str]], skip_bad: bool) -> None:
+    """Name every bad entry: a warning each when skipped, else one error for all of them."""
+    if not bad:
+        return
+    said = "; ".join(f"{f.name}: {why}" for f, why in bad)
+    if not skip_bad:
+        raise TraceaugError(f"{path}: cannot read {len(bad)} rank file(s): {said} "
+                            "(--skip-bad-ranks goes on without them)")
+    for f, why in bad:
+        print(f"traceaug: warning: {f}: {why}; skipped", file=sys.stderr)
+
+
+def resolve(path: str | Path, skip_bad: bool = False) -> list[TraceFile]:
+    """Files to read for ``path``; a directory must give one file per distinct rank."""
+    path = Path(path)
+    if not path.is_dir():
+        from ..read.nsys import is_report, report_error
+
+        if is_report(path):
+            raise report_error(path)
+        if not path.exists():
+            raise TraceaugError(f"{path}: no such file or directory")
+        return [TraceFile(path, None)]
+    found: dict[int, Path] = {}
+    unranked: list[Path] = []
+    bad: list[tuple[Path, str]] = []
+    outputs = 0
+    for f in sorted(path.iterdir()):
+        if not f.name.endswith((*TRACE_SUFFIXES, *EXPORT_SUFFIXES)) or f.name.startswith("."):
+            continue
+        why = unreadable(f)
+        if why is not None:
+            bad.append((f, why))
+            continue
+        head = _peek(f)
+        if is_traceaug_output(head):
+            outputs += 1
+            continue
+        rank = rank_of(f, head)
+        if rank is None:
+            unranked.append(f)
+        elif rank in found:
+            raise TraceaugError(f"{path}: rank {rank} appears twice: {found[rank].name} and {f.name}")
+        else:
+            found[rank] = f
+    _bad(path, bad, skip_bad)
+    if not found and not unranked:
+        skipped = (f"; {outputs} written by traceaug are skipped here (name one to read it)"
+                   if outputs else "")
+        raise TraceaugError(f"{path}: no trace files (*.json, *.json.gz, *.sqlite) in this "
+                            f"directory{skipped}")
+    if unranked:
+        if not found and len(unranked) == 1:
+            return [TraceFile(unranked[0], None)]
+        names = ", ".join(f.name for f in unranked)
+        raise TraceaugError(f"{path}: cannot tell the rank of {names} (no distributedInfo.rank "
+                            "or MPI rank recorded, no rank in the file name)")
+    return [TraceFile(found[r], r) for r in sorted(found)]
+
+
+def select(path: str | Path, rank: int | None = None, skip_bad: bool = False) -> list[TraceFile]:
+    """The files a command reads for ``path`` and ``--rank``: every rank of a directory, or
+    the one asked for. A lone file is taken for any rank unless the file itself says it
+    holds another one (``rank_of``); it then carries the rank asked for."""
+    files = resolve(path, skip_bad)
+    if rank is None:
+        return files
+    if len(files) == 1 and files[0].rank is None:
+        found = rank_of(files[0].path)
+        if found is not None and found != rank:
+            raise TraceaugError(f"{path}: holds rank {found}, not rank {rank}")
+        return [TraceFile(files[0].path, rank)]
+    chosen = [f for f in files if f.rank == rank]
+    if not chosen:
+        raise TraceaugError(f"{path}: no trace for rank {rank} "
+                            f"(it has {', '.join(str(f.rank) for f in files)})")
+    return chosen
+
+
+def pair(a: Path, b: Path, rank: int | None, skip_bad: bool = False
+         ) -> tuple[list[tuple[TraceFile, TraceFile]], dict]:
+    """Match two jobs' files by rank (``--rank`` picked on each side by ``select``); one
+    trace on each side always pairs. Returns the pairs and the ranks only one side has."""
+    fa, fb = select(a, rank, skip_bad), select(b, rank, skip_bad)
+    if len(fa) == 1 and len(fb) == 1:  # one trace each: compare them whatever their ranks
+        return [(fa[0], fb[0])], {}
+    ra, rb = {f.rank: f for f in fa}, {f.rank: f for f in fb}
+    common = sorted(set(ra) & set(rb), key=lambda r: (r is None, r))
+    unmatched = {"a": sorted(set(ra) - set(rb), key=str), "b": sorted(set(rb) - set(ra), key=str)}
+    if not common:
+        raise TraceaugError(f"{a} and {b}: no common ranks (A has {sorted(ra, key=str)}, "
+                            f"B has {sorted(rb, key=str)})")
+    return [(ra[r], rb[r]) for r in common], unmatched

@@ -17,7 +17,7 @@ import click
 from . import __version__, atomic, guard, interrupt, paths
 from .errors import TraceaugError
 from .memory import return_freed_promptly
-from .output import FORMATS, render_columns, render_records
+from .output import FORMATS, render_columns
 from .sql_modules import needs_full_load
 
 if TYPE_CHECKING:
@@ -166,6 +166,44 @@ def _import_lazily(name: str) -> None:
     setattr(sys.modules[parent], child, module)
 
 
+def _job_option(name: str, **kw):
+    """One job option, kept in ``ctx.meta["job"]`` rather than passed to the command."""
+    def keep(ctx: click.Context, param: click.Parameter, value):
+        ctx.meta.setdefault("job", {})[param.name] = value
+        return value
+    return click.option(name, expose_value=False, callback=keep, **kw)
+
+
+def _job_options(command):
+    """Where a directory's ranks run and what a failing rank does: every command that
+    takes a directory of ranks."""
+    for name, kw in reversed((
+            ("--scheduler", {"metavar": "ADDRESS", "help": "Run the ranks on this Dask scheduler "
+                             "(default: Dask's DASK_SCHEDULER_ADDRESS / config, else this machine)."}),
+            ("--scheduler-file", {"metavar": "FILE",
+                                  "help": "Run the ranks on the Dask scheduler this file names."}),
+            ("--workers", {"type": click.IntRange(1, 4096), "help": "Run the ranks on a Dask "
+                           "cluster of N local processes started for this run."}),
+            ("--retries", {"type": click.IntRange(0, 100), "default": 1, "show_default": True,
+                           "help": "Tries again of a rank that fails."}),
+            ("--fail-fast", {"is_flag": True, "help": "Stop at the first rank that fails."}),
+            ("--skip-bad-ranks", {"is_flag": True, "help": "Go on without rank files that cannot "
+                                  "be read (dangling symlinks, FIFOs, empty files), named on stderr."}))):
+        command = _job_option(name, **kw)(command)
+    return command
+
+
+def _job(ctx: click.Context):
+    """The command's ``job.run.JobOptions``."""
+    from .job.run import JobOptions
+
+    given = ctx.meta.get("job", {})
+    return JobOptions(scheduler=given.get("scheduler"), scheduler_file=given.get("scheduler_file"),
+                      workers=given.get("workers"), retries=given.get("retries", 1),
+                      fail_fast=bool(given.get("fail_fast")),
+                      skip_bad=bool(given.get("skip_bad_ranks")))
+
+
 def _open_options(command):
     """``--port`` and ``--no-browser``, the same on ``open`` and on every ``--open``."""
     command = click.option("--no-browser", is_flag=True,
@@ -207,14 +245,17 @@ def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="Output format.")
 @click.option("--rank", type=int, help="For a directory: only this rank.")
+@_job_options
 @click.pass_context
 def info(ctx: click.Context, trace: Path, fmt: str, rank: int | None) -> None:
-    """Devices, ranks, steps, time span, event counts, streams and Perfetto's warnings."""
+    """Devices, ranks, steps, time span, event counts, streams and Perfetto's warnings (a
+    directory: one row per rank and a job line)."""
     from . import info as trace_info
+    from .commands.info import render
 
     prefetched = _prefetch(trace)
-    records = trace_info(trace, rank=rank, prefetched=prefetched, **_options(ctx))
-    click.echo(paths.shown(render_records(records, fmt)), nl=False)  # stdin, not its spool
+    records = trace_info(trace, rank=rank, prefetched=prefetched, job=_job(ctx), **_options(ctx))
+    click.echo(paths.shown(render(records, fmt)), nl=False)  # stdin, not its spool
 
 
 def _rewriter_options(command):
@@ -266,6 +307,7 @@ def _series(value: str) -> tuple[str, ...]:
               help="Keep every original byte. By default events the Perfetto UI would drop "
                    "(partly overlapping, on negative thread ids) are moved so that it shows them.")
 @_rewriter_options
+@_job_options
 @click.pass_context
 def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style: str,
              rank: int | None, fmt: str, summary_only: bool, open_ui: bool, keep_bytes: bool,
@@ -281,7 +323,7 @@ def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style:
 
     text = run(src, None if summary_only else dst, _series(series), style, rank, fmt,
                prefetched=prefetched, keep_bytes=keep_bytes,
-               open_ui=open_ui,
+               open_ui=open_ui, job=_job(ctx),
                **_options(ctx))
     _print_summary(text, dst)
 
@@ -312,6 +354,7 @@ def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style:
               help="Write both traces into one Perfetto file (B relabelled, aligned at the first step).")
 @click.option("--open", "open_ui", is_flag=True, help="Open the --trace file in the Perfetto UI.")
 @_open_options
+@_job_options
 @click.pass_context
 def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, step: int | None,
                  step_a: int | None, step_b: int | None, step_index: int | None,
@@ -325,7 +368,8 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
     from .commands import diff as cmd
 
     result = cmd.run(a, b, by, device, step, threshold, rank, prefetched=prefetched,
-                     step_a=step_a, step_b=step_b, step_index=step_index, **_options(ctx))
+                     step_a=step_a, step_b=step_b, step_index=step_index, job=_job(ctx),
+                     **_options(ctx))
     try:
         click.echo(cmd.render(result, fmt, top), nl=False)
         written = []  # said once every output is done: Ctrl-C before then removes them all
@@ -425,6 +469,7 @@ def summary_command(ctx: click.Context, inputs: tuple[Path, ...], config: Path |
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="The patterns on stdout: the top k of each scope (table), or all (csv, json).")
 @_rewriter_options
+@_job_options
 @click.pass_context
 def patterns_command(ctx: click.Context, src: Path, dst: str | None, operator: str | None,
                      min_len: int, top_k: int, rank: int | None, fmt: str, summary_only: bool,
@@ -440,7 +485,7 @@ def patterns_command(ctx: click.Context, src: Path, dst: str | None, operator: s
 
     text = run(src, None if summary_only else dst, operator, min_len, top_k, rank, fmt,
                prefetched=prefetched,
-               open_ui=open_ui,
+               open_ui=open_ui, job=_job(ctx),
                **_options(ctx))
     _print_summary(text, dst)
 
@@ -451,6 +496,7 @@ def _analysis_options(f):
                      show_default=True, help="Output format.")(f)
     f = click.option("--step", type=int, help="Only ProfilerStep#N (its GPU window).")(f)
     f = click.option("--rank", type=int, help="For a directory: only this rank.")(f)
+    f = _job_options(f)
     return click.argument("trace", type=paths.Input())(f)
 
 
@@ -459,7 +505,7 @@ def _gpu_ranks(ctx: click.Context, trace: Path, rank: int | None):
     prefetched = _prefetch(trace, kind=kind, each_rank=True, rank=rank)
     from .commands import analyses
 
-    return analyses.load(trace, rank, prefetched=prefetched, **_options(ctx))
+    return analyses.load(trace, rank, prefetched=prefetched, job=_job(ctx), **_options(ctx))
 
 
 @main.command()
@@ -584,6 +630,7 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="Format of the summary printed on stdout.")
 @_rewriter_options
+@_job_options
 @click.pass_context
 def critical_path(ctx: click.Context, src: Path, dst: Path | None, step: int | None,
                   annotation: str | None, instance: int, all_edges: bool, hta_weights: bool,
@@ -603,7 +650,7 @@ def critical_path(ctx: click.Context, src: Path, dst: Path | None, step: int | N
                "all_edges": all_edges, "hta_weights": hta_weights, "max_gap_us": max_gap_us,
                "top": top}
     text = run(src, None if summary_only else dst, options, rank, fmt, prefetched=prefetched,
-               open_ui=open_ui,
+               open_ui=open_ui, job=_job(ctx),
                **_options(ctx))
     _print_summary(text, dst)
 

@@ -216,8 +216,12 @@ def connect(scheduler: str | None = None, scheduler_file: str | None = None,
         elif address is not None:
             client = Client(address, timeout="10s")
         else:
+            import logging
+
+            # its workers' logs (a failed task's traceback) stay out of the command's stderr:
+            # failures are said by rank (job.run)
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                   dashboard_address=":0")
+                                   dashboard_address=":0", silence_logs=logging.CRITICAL)
             return _announced(DaskExecutor(Client(cluster), cluster))
     except (OSError, TimeoutError, ValueError) as e:
         where = scheduler_file or address

@@ -174,8 +174,8 @@ class DaskExecutor(Executor):
         self.client.cancel(list(futures), force=True)
 
     def close(self) -> None:
+        self.client.close()  # a remote cluster stays up: only this run's connection ends
         if self.cluster is not None:
-            self.client.close()
             self.cluster.close()
 
 

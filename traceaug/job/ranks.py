@@ -96,12 +96,12 @@ def _bad(path: Path, bad: list[tuple[Path, str]], skip_bad: bool) -> None:
     """Name every bad entry: a warning each when skipped, else one error for all of them."""
     if not bad:
         return
-    said = "; ".join(f"{f.name}: {why}" for f, why in bad)
-    if not skip_bad:
-        raise TraceaugError(f"{path}: cannot read {len(bad)} rank file(s): {said} "
-                            "(--skip-bad-ranks goes on without them)")
     for f, why in bad:
-        print(f"traceaug: warning: {f}: {why}; skipped", file=sys.stderr)
+        said = "warning" if skip_bad else "error"
+        print(f"traceaug: {said}: {f}: {why}{'; skipped' if skip_bad else ''}", file=sys.stderr)
+    if not skip_bad:
+        raise TraceaugError(f"{path}: cannot read {len(bad)} rank file(s), named above "
+                            "(--skip-bad-ranks goes on without them)")
 
 
 def resolve(path: str | Path, skip_bad: bool = False) -> list[TraceFile]:

@@ -134,10 +134,11 @@ def test_dask_diff_equals_local_pool(cluster) -> None:
 
 
 def _with_truncated_rank(tmp_path: Path, rank: int = 3) -> Path:
+    """Ranks 0-3 of the job, rank 3 cut mid-event."""
     d = shared_trace(JOB)
     job = tmp_path / "job"
     job.mkdir()
-    for r, f in _files(d).items():
+    for r, f in list(_files(d).items())[:4]:
         if r == rank:
             with gzip.open(f) as g:
                 (job / f"rank{r}.json").write_bytes(g.read()[:30000])  # cut mid-event
@@ -156,22 +157,22 @@ def test_failing_rank_is_named_while_the_others_complete(cluster, tmp_path: Path
     assert r.exit_code == 1
     assert f"traceaug: rank 3 failed: {job / 'rank3.json'}: " in r.stderr
     assert "truncated" in r.stderr
-    assert r.stderr.rstrip().endswith("1 of 8 ranks failed: rank(s) 3; nothing was written")
+    assert r.stderr.rstrip().endswith("1 of 4 ranks failed: rank(s) 3; nothing was written")
     assert not out.exists() or not any(out.iterdir())  # no output, no temporary file
 
 
 def test_failing_rank_does_not_stop_the_others(tmp_path: Path) -> None:
-    """Through the pool, the other seven ranks' results all arrive before the run fails."""
+    """Through the pool, the other ranks' results all arrive before the run fails."""
     from traceaug.errors import TraceaugError
     from traceaug.job.api import gather
     from traceaug.job.tasks import gpu_rank
 
     job = _with_truncated_rank(tmp_path)
     arrived = []
-    with pytest.raises(TraceaugError, match=r"1 of 8 ranks failed: rank\(s\) 3"):
+    with pytest.raises(TraceaugError, match=r"1 of 4 ranks failed: rank\(s\) 3"):
         gather(job, gpu_rank, "gpu_steps", job=job_run.JobOptions(progress=False),
                on_result=lambda rank, ops: arrived.append((rank, len(ops.ops["ts"]))))
-    assert sorted(r for r, _ in arrived) == [0, 1, 2, 4, 5, 6, 7]
+    assert sorted(r for r, _ in arrived) == [0, 1, 2]
     assert all(n > 0 for _, n in arrived)
 
 
@@ -219,7 +220,7 @@ def test_unreadable_rank_files_are_named_and_refused(tmp_path: Path) -> None:
     d = shared_trace(JOB)
     job = tmp_path / "job"
     job.mkdir()
-    files = _files(d)
+    files = dict(list(_files(d).items())[:2])
     for f in files.values():
         os.symlink(f, job / f.name)
     said = _bad_entries(job)
@@ -244,7 +245,7 @@ def test_load_job_reads_each_rank_once(tmp_path: Path) -> None:
     job_dir = tmp_path / "job"
     shutil.copytree(shared_trace(JOB), job_dir)
     want_kernels = ta.kernels(job_dir)
-    want_breakdown = ta.temporal_breakdown(job_dir, rank=5)
+    want_breakdown = ta.temporal_breakdown(_files(job_dir)[5])
     job = traceaug.load_job(job_dir)
     assert job.ranks == list(range(8))
     assert ta.kernels(job).equals(want_kernels)

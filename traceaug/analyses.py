@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 def _ranks(source: Source, rank: int | None) -> list[GpuOps]:
     from .job.api import Job, gather
     from .job.run import JobOptions
+    from .job.storage import is_url
     from .job.tasks import gpu_rank
     from .trace import Trace as Loaded
 
@@ -44,7 +45,8 @@ def _ranks(source: Source, rank: int | None) -> list[GpuOps]:
         return [gpu_ops(source)]
     if isinstance(source, Job):  # read once: every analysis of the job reuses its tables
         return source.gpu_ops(rank)
-    return list(gather(Path(source), gpu_rank, LOAD["kind"], rank, JobOptions(progress=False),
+    where = source if is_url(source) else Path(source)
+    return list(gather(where, gpu_rank, LOAD["kind"], rank, JobOptions(progress=False),
                        {"progress": False}).values())
 
 

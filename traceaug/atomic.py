@@ -21,6 +21,7 @@ from typing import IO
 _lock = threading.Lock()
 _pending: list[tuple[str, Path]] | None = None  # (temporary, final) while a run is open
 _stdout_spools: set[Path] = set()  # temporary files that stand for "-" (stdout)
+_remote: dict[Path, str] = {}  # a local stand-in (file or directory) -> the URL it is uploaded to
 
 
 def _finish_mode(tmp: str) -> None:
@@ -57,11 +58,31 @@ def stdout_spool(directory: Path) -> Path:
     return path
 
 
+def remote(local: Path, url: str) -> None:
+    """Files written at ``local`` (or, for a directory, in it) go to ``url`` (or under it) when
+    the run commits (``job.storage.upload``: all of a file or nothing)."""
+    _remote[Path(local)] = url.rstrip("/") if url.endswith("/") else url
+
+
+def _url_of(path: Path) -> str | None:
+    if path in _remote:
+        return _remote[path]
+    if path.parent in _remote:
+        return f"{_remote[path.parent]}/{path.name}"
+    return None
+
+
 def _commit(pending: list[tuple[str, Path]]) -> None:
     done: list[Path] = []
     try:
         for tmp, path in pending:
-            if path in _stdout_spools:
+            url = _url_of(Path(path))
+            if url is not None:
+                from .job import storage
+
+                storage.upload(tmp, url, storage.current())
+                os.unlink(tmp)
+            elif path in _stdout_spools:
                 with open(tmp, "rb") as f:
                     out = sys.stdout.buffer
                     shutil.copyfileobj(f, out, 1 << 20)

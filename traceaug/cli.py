@@ -101,6 +101,7 @@ def _prefetch(*inputs: Path, kind: str = "analysis", each_rank: bool = False,
     without pandas (every command prints numpy columns)."""
     from .read import prefetch
 
+    inputs = tuple(i for i in inputs if isinstance(i, Path))  # URLs: each task fetches its own
     if each_rank and len(inputs) == 1 and inputs[0].is_dir():
         started = prefetch.start_ranks(inputs[0], rank, kind)
     else:
@@ -188,7 +189,10 @@ def _job_options(command):
                            "help": "Tries again of a rank that fails."}),
             ("--fail-fast", {"is_flag": True, "help": "Stop at the first rank that fails."}),
             ("--skip-bad-ranks", {"is_flag": True, "help": "Go on without rank files that cannot "
-                                  "be read (dangling symlinks, FIFOs, empty files), named on stderr."}))):
+                                  "be read (dangling symlinks, FIFOs, empty files), named on stderr."}),
+            ("--storage-option", {"multiple": True, "metavar": "KEY=VALUE",
+                                  "help": "An fsspec storage option for URL inputs and outputs "
+                                  "(s3://...: e.g. endpoint_url=..., anon=true); repeatable."}))):
         command = _job_option(name, **kw)(command)
     return command
 
@@ -196,12 +200,16 @@ def _job_options(command):
 def _job(ctx: click.Context):
     """The command's ``job.run.JobOptions``."""
     from .job.run import JobOptions
+    from .job.storage import parse_options, use
 
     given = ctx.meta.get("job", {})
+    storage = parse_options(given.get("storage_option") or ())
+    use(storage)  # the outputs' uploads too
     return JobOptions(scheduler=given.get("scheduler"), scheduler_file=given.get("scheduler_file"),
                       workers=given.get("workers"), retries=given.get("retries", 1),
                       fail_fast=bool(given.get("fail_fast")),
-                      skip_bad=bool(given.get("skip_bad_ranks")))
+                      skip_bad=bool(given.get("skip_bad_ranks")),
+                      storage=storage)
 
 
 def _open_options(command):
@@ -273,7 +281,7 @@ def _rewriter_arguments(src: Path, dst, summary_only: bool, open_ui: bool, port:
     returns ``pipeline.run``'s ``open_ui`` (the UI server's options, or False)."""
     if dst is None and not summary_only:
         raise click.UsageError("give OUT, or --summary-only")
-    if open_ui and (summary_only or src.is_dir()):
+    if open_ui and (summary_only or not isinstance(src, Path) or src.is_dir()):
         raise click.UsageError("--open needs one output file")
     return {"port": port, "browser": not no_browser} if open_ui else False
 
@@ -609,8 +617,8 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
         return
     from .report.analyses_html import write_report
 
-    charts = write_report(ranks, html_out, step, top, title=f"traceaug report: {trace.name}")
-    click.echo(f"wrote {html_out} ({charts} charts, {len(ranks)} rank(s))", err=True)
+    charts = write_report(ranks, html_out, step, top, title=f"traceaug report: {paths.name_of(trace)}")
+    click.echo(paths.shown(f"wrote {html_out} ({charts} charts, {len(ranks)} rank(s))"), err=True)
 
 
 @main.command("critical-path")

@@ -16,6 +16,7 @@ from ..analysis.tables import Columns, objects
 from ..job.executor import LocalPool
 from ..job.ranks import pair
 from ..job.run import JobOptions
+from ..job.storage import is_url
 from ..output import render_columns
 from ..trace import Trace
 
@@ -64,8 +65,8 @@ def run(a: Path, b: Path, by: str, device: str, step: int | None, threshold: flo
     job's executor (``job.tasks.diff_rank``). ``progress``: progress lines on stderr
     (default: for one pair, when it is a terminal)."""
     job = job or JobOptions()
-    pairs, unmatched = pair(Path(a), Path(b), rank, job.skip_bad)
-    if len(pairs) > 1:
+    pairs, unmatched = pair(a, b, rank, job.skip_bad, job.storage)
+    if len(pairs) > 1 or any(is_url(f.path) for f in pairs[0]):  # URLs: the task fetches them
         from ..job.api import gather
         from ..job.tasks import diff_rank
 
@@ -73,7 +74,7 @@ def run(a: Path, b: Path, by: str, device: str, step: int | None, threshold: flo
                    "step_index": step_index, "threshold": threshold}
         task = partial(diff_rank, b={fa.rank: fb for fa, fb in pairs}, compare=compare)
         done = gather(a, task, "ops", job=job, options={"tp_bin": tp_bin},
-                      files=[fa for fa, _ in pairs])
+                      files=[fa for fa, _ in pairs])  # (URL storage options: job.storage)
         return DiffResult(ranks=list(done.values()), unmatched=unmatched)
     (fa, fb), = pairs
 

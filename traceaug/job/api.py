@@ -24,7 +24,9 @@ def gather(path: str | Path, task: Callable, kind: str, rank: int | None = None,
     rank order. A plan prefetched by the command line is used only in this process."""
     job = job or JobOptions()
     options = dict(options or {})
-    files = select(path, rank, job.skip_bad) if files is None else files
+    files = select(path, rank, job.skip_bad, job.storage) if files is None else files
+    if job.storage:
+        options["storage"] = job.storage
     executor = executor_for(files, kind, job)
     if not isinstance(executor, Inline):
         prefetched = options.pop("prefetched", None)
@@ -47,9 +49,11 @@ class Job:
 
     def __init__(self, path: str | Path, rank: int | None = None, options: JobOptions | None = None,
                  **load: Any) -> None:
-        self.path = Path(path)
+        from .storage import is_url
+
+        self.path = path if is_url(path) else Path(path)
         self.options = options or JobOptions(progress=False)
-        self.files = select(self.path, rank, self.options.skip_bad)
+        self.files = select(self.path, rank, self.options.skip_bad, self.options.storage)
         self.load = load
         if self.options.executor is None:  # one cluster for every analysis of this job
             from .executor import connect
@@ -108,11 +112,12 @@ class Job:
 def load_job(path: str | Path, rank: int | None = None, scheduler: str | None = None, *,
              scheduler_file: str | None = None, workers: int | None = None, retries: int = 1,
              fail_fast: bool = False, skip_bad_ranks: bool = False, progress: bool = False,
-             **load: Any) -> Job:
+             storage_options: dict | None = None, **load: Any) -> Job:
     """A ``Job`` of ``path`` (a directory of ranks, or one trace): ``scheduler`` (a Dask
     address) / ``scheduler_file`` / ``workers`` (a local Dask cluster of N processes) send
-    the ranks to Dask; else a local pool sized to the machine reads them. ``load``: Trace
-    options (``tp_bin``)."""
+    the ranks to Dask; else a local pool sized to the machine reads them. ``path`` may be an
+    fsspec URL (``storage_options``: its filesystem's). ``load``: Trace options (``tp_bin``)."""
     return Job(path, rank, JobOptions(scheduler=scheduler, scheduler_file=scheduler_file,
                                       workers=workers, retries=retries, fail_fast=fail_fast,
-                                      skip_bad=skip_bad_ranks, progress=progress), **load)
+                                      skip_bad=skip_bad_ranks, progress=progress,
+                                      storage=dict(storage_options or {})), **load)

@@ -32,7 +32,8 @@ _PEEK = 1 << 20
 @dataclass(frozen=True)
 class TraceFile:
     """One input file as the user named it (an nsys export stays its ``.sqlite``: readers take
-    ``read.inputs.trace_input(path)``) and the rank it belongs to (None for a lone file)."""
+    ``read.inputs.trace_input(path)``; an fsspec URL stays its text: the task fetches it,
+    ``job.storage``) and the rank it belongs to (None for a lone file)."""
 
     path: Path
     rank: int | None
@@ -92,7 +93,7 @@ def unreadable(f: Path) -> str | None:
     return None
 
 
-def _bad(path: Path, bad: list[tuple[Path, str]], skip_bad: bool) -> None:
+def _bad(path, bad: list, skip_bad: bool) -> None:
     """Name every bad entry: a warning each when skipped, else one error for all of them."""
     if not bad:
         return
@@ -104,8 +105,13 @@ def _bad(path: Path, bad: list[tuple[Path, str]], skip_bad: bool) -> None:
                             "(--skip-bad-ranks goes on without them)")
 
 
-def resolve(path: str | Path, skip_bad: bool = False) -> list[TraceFile]:
-    """Files to read for ``path``; a directory must give one file per distinct rank."""
+def resolve(path: str | Path, skip_bad: bool = False, storage: dict | None = None) -> list[TraceFile]:
+    """Files to read for ``path`` (a file, a directory, or an fsspec URL of an object or a
+    prefix: ``storage``, its options); a directory must give one file per distinct rank."""
+    from .storage import is_url
+
+    if is_url(path):
+        return _resolve_url(str(path), skip_bad, storage)
     path = Path(path)
     if not path.is_dir():
         from ..read.nsys import is_report, report_error
@@ -115,52 +121,92 @@ def resolve(path: str | Path, skip_bad: bool = False) -> list[TraceFile]:
         if not path.exists():
             raise TraceaugError(f"{path}: no such file or directory")
         return [TraceFile(path, None)]
-    found: dict[int, Path] = {}
-    unranked: list[Path] = []
+    found: list[tuple[Path, bytes]] = []
     bad: list[tuple[Path, str]] = []
-    outputs = 0
     for f in sorted(path.iterdir()):
         if not f.name.endswith((*TRACE_SUFFIXES, *EXPORT_SUFFIXES)) or f.name.startswith("."):
             continue
         why = unreadable(f)
         if why is not None:
             bad.append((f, why))
+        else:
+            found.append((f, _peek(f)))
+    _bad(path, bad, skip_bad)
+    return _ranked(path, found, "*.json, *.json.gz, *.sqlite")
+
+
+def _resolve_url(url: str, skip_bad: bool, storage: dict | None) -> list[TraceFile]:
+    """``resolve`` for a URL: the object, or the trace objects under the prefix."""
+    from .storage import head, listing, size
+
+    names, prefix = listing(url, storage)
+    if not prefix:
+        return [TraceFile(url, None)]  # type: ignore[arg-type]  (a URL: tasks fetch it)
+    found: list[tuple[str, bytes]] = []
+    bad: list[tuple[str, str]] = []
+    for name in names:
+        if not name.endswith(TRACE_SUFFIXES) or name.rsplit("/", 1)[-1].startswith("."):
             continue
-        head = _peek(f)
-        if is_traceaug_output(head):
+        if size(name, storage) == 0:
+            bad.append((name, "empty object"))
+        else:
+            found.append((name, head(name, storage, _PEEK)))
+    _bad(url, bad, skip_bad)
+    return _ranked(url, found, "*.json, *.json.gz")
+
+
+def _ranked(where, found: list, kinds: str) -> list[TraceFile]:
+    """The ranks of ``found`` (file or URL, its first bytes), by the one precedence rule
+    (``rank_of``); traceaug's own outputs left out; a rank twice, or files without a rank
+    beside others, refused."""
+    ranks: dict[int, object] = {}
+    unranked: list = []
+    outputs = 0
+    for f, first in found:
+        if is_traceaug_output(first):
             outputs += 1
             continue
-        rank = rank_of(f, head)
+        rank = rank_of(f if isinstance(f, Path) else Path(_name(f)), first)
         if rank is None:
             unranked.append(f)
-        elif rank in found:
-            raise TraceaugError(f"{path}: rank {rank} appears twice: {found[rank].name} and {f.name}")
+        elif rank in ranks:
+            raise TraceaugError(f"{where}: rank {rank} appears twice: {_name(ranks[rank])} and "
+                                f"{_name(f)}")
         else:
-            found[rank] = f
-    _bad(path, bad, skip_bad)
-    if not found and not unranked:
+            ranks[rank] = f
+    if not ranks and not unranked:
         skipped = (f"; {outputs} written by traceaug are skipped here (name one to read it)"
                    if outputs else "")
-        raise TraceaugError(f"{path}: no trace files (*.json, *.json.gz, *.sqlite) in this "
-                            f"directory{skipped}")
+        raise TraceaugError(f"{where}: no trace files ({kinds}) in this directory{skipped}")
     if unranked:
-        if not found and len(unranked) == 1:
+        if not ranks and len(unranked) == 1:
             return [TraceFile(unranked[0], None)]
-        names = ", ".join(f.name for f in unranked)
-        raise TraceaugError(f"{path}: cannot tell the rank of {names} (no distributedInfo.rank "
+        names = ", ".join(_name(f) for f in unranked)
+        raise TraceaugError(f"{where}: cannot tell the rank of {names} (no distributedInfo.rank "
                             "or MPI rank recorded, no rank in the file name)")
-    return [TraceFile(found[r], r) for r in sorted(found)]
+    return [TraceFile(ranks[r], r) for r in sorted(ranks)]  # type: ignore[arg-type]
 
 
-def select(path: str | Path, rank: int | None = None, skip_bad: bool = False) -> list[TraceFile]:
+def _name(f) -> str:
+    return f.name if isinstance(f, Path) else str(f).rstrip("/").rsplit("/", 1)[-1]
+
+
+def select(path: str | Path, rank: int | None = None, skip_bad: bool = False,
+           storage: dict | None = None) -> list[TraceFile]:
     """The files a command reads for ``path`` and ``--rank``: every rank of a directory, or
     the one asked for. A lone file is taken for any rank unless the file itself says it
     holds another one (``rank_of``); it then carries the rank asked for."""
-    files = resolve(path, skip_bad)
+    files = resolve(path, skip_bad, storage)
     if rank is None:
         return files
     if len(files) == 1 and files[0].rank is None:
-        found = rank_of(files[0].path)
+        only = files[0].path
+        if isinstance(only, Path):
+            found = rank_of(only)
+        else:
+            from .storage import head
+
+            found = rank_of(Path(_name(only)), head(str(only), storage, _PEEK))
         if found is not None and found != rank:
             raise TraceaugError(f"{path}: holds rank {found}, not rank {rank}")
         return [TraceFile(files[0].path, rank)]
@@ -171,11 +217,11 @@ def select(path: str | Path, rank: int | None = None, skip_bad: bool = False) ->
     return chosen
 
 
-def pair(a: Path, b: Path, rank: int | None, skip_bad: bool = False
+def pair(a: Path, b: Path, rank: int | None, skip_bad: bool = False, storage: dict | None = None
          ) -> tuple[list[tuple[TraceFile, TraceFile]], dict]:
     """Match two jobs' files by rank (``--rank`` picked on each side by ``select``); one
     trace on each side always pairs. Returns the pairs and the ranks only one side has."""
-    fa, fb = select(a, rank, skip_bad), select(b, rank, skip_bad)
+    fa, fb = select(a, rank, skip_bad, storage), select(b, rank, skip_bad, storage)
     if len(fa) == 1 and len(fb) == 1:  # one trace each: compare them whatever their ranks
         return [(fa[0], fb[0])], {}
     ra, rb = {f.rank: f for f in fa}, {f.rank: f for f in fb}

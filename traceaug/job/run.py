@@ -30,6 +30,7 @@ class JobOptions:
     fail_fast: bool = False
     skip_bad: bool = False
     progress: bool | None = None
+    storage: dict = field(default_factory=dict)  # fsspec storage options for URLs
     executor: Executor | None = field(default=None, repr=False)  # one the caller owns
 
 
@@ -77,8 +78,10 @@ def executor_for(files: list, kind: str, options: JobOptions) -> Executor:
     if len(files) <= 1:
         return Inline()
     from ..read.source import raw_size_estimate
+    from .storage import is_url, size
 
-    peak = max(rank_peak(raw_size_estimate(f.path), kind) for f in files)
+    peak = max(rank_peak(size(f.path, options.storage) * 20 if is_url(f.path)
+                         else raw_size_estimate(f.path), kind) for f in files)
     size = pool_size(len(files), peak)
     return Inline() if size == 1 else LocalPool(size)
 

@@ -5,6 +5,8 @@ in place of the live trace): what crosses a process or a network is tables, neve
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,9 +25,10 @@ class Detached:
     world_size: int | None = None
 
     @classmethod
-    def of(cls, trace, rank: int | None) -> Detached:
-        return cls(trace.path, trace.rank if trace.rank is not None else rank, trace.base_ns,
-                   trace.world_size)
+    def of(cls, trace, rank: int | None, named=None) -> Detached:
+        """``trace`` detached; ``named``: what the user named (a URL fetched to ``trace.path``)."""
+        return cls(named if named is not None else trace.path,
+                   trace.rank if trace.rank is not None else rank, trace.base_ns, trace.world_size)
 
     def absolute(self, ts: int) -> int:
         return ts + self.base_ns
@@ -45,10 +48,31 @@ def load_options(options: dict) -> dict:
     process (no children), with no progress and no prefetched plan."""
     from .executor import in_worker
 
+    options = {k: v for k, v in options.items() if k != "storage"}
     if not in_worker():
         return options
     return {**{k: v for k, v in options.items() if k != "prefetched"}, "workers": 0,
             "progress": False}
+
+
+@contextlib.contextmanager
+def local(file: TraceFile, options: dict) -> Iterator[Path]:
+    """The local file to load for ``file``: itself, or a URL's object fetched in blocks to a
+    temporary file for the task's time (``storage.local_copy``; messages name the URL)."""
+    from .storage import is_url, local_copy
+
+    if not is_url(file.path):
+        yield Path(file.path)
+        return
+    with local_copy(str(file.path), options.get("storage")) as path:
+        yield path
+
+
+def _named(file: TraceFile):
+    """What messages and results call the file: its URL, else None (the trace's path)."""
+    from .storage import is_url
+
+    return file.path if is_url(file.path) else None
 
 
 def gpu_rank(file: TraceFile, options: dict) -> Any:
@@ -56,9 +80,9 @@ def gpu_rank(file: TraceFile, options: dict) -> Any:
     from ..analysis.gpu_steps import LOAD, rank_ops
     from ..trace import Trace
 
-    with Trace(file.path, **LOAD, **load_options(options)) as trace:
+    with local(file, options) as path, Trace(path, **LOAD, **load_options(options)) as trace:
         ops = rank_ops(file.rank, trace)
-        ops.trace = Detached.of(trace, file.rank)
+        ops.trace = Detached.of(trace, file.rank, _named(file))
     return ops
 
 
@@ -69,10 +93,10 @@ def then_rank(file: TraceFile, options: dict, then) -> Any:
 
     from ..trace import Trace
 
-    with Trace(file.path, **load_options(options)) as trace:
+    with local(file, options) as path, Trace(path, **load_options(options)) as trace:
         out = then(file.rank, trace)
         if dataclasses.is_dataclass(out) and getattr(out, "trace", None) is trace:
-            out.trace = Detached.of(trace, file.rank)
+            out.trace = Detached.of(trace, file.rank, _named(file))
     return out
 
 
@@ -82,10 +106,12 @@ def info_rank(file: TraceFile, options: dict) -> dict:
     from ..analysis.info import info
     from ..trace import Trace
 
-    with Trace(file.path, **load_options(options)) as trace:
+    with local(file, options) as path, Trace(path, **load_options(options)) as trace:
         record = info(trace)
     if record["rank"] is None:
         record["rank"] = file.rank
+    if _named(file) is not None:
+        record["file"] = str(file.path)
     return record
 
 
@@ -97,7 +123,8 @@ def diff_rank(fa: TraceFile, options: dict, b: dict, compare: dict) -> Any:
     from ..trace import Trace
 
     fb, opts = b[fa.rank], load_options(options)
-    with Trace(fa.path, only="ops", **opts) as ta, Trace(fb.path, only="ops", **opts) as tb:
+    with local(fa, options) as pa, local(fb, options) as pb, \
+            Trace(pa, only="ops", **opts) as ta, Trace(pb, only="ops", **opts) as tb:
         sa, sb = Side.of(ta), Side.of(tb)
         steps = pick_steps(sa, sb, compare["step"], compare["step_a"], compare["step_b"],
                            compare["step_index"])

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 from ..errors import TraceaugError
 from ..job.ranks import TRACE_SUFFIXES, TraceFile, select
 from ..job.run import JobOptions
+from ..job.storage import is_url
+from ..paths import name_of
 from ..read.inputs import output_name, trace_input
 from ..read.kinds import KINDS
 from . import splice
@@ -56,17 +58,20 @@ def _names_directory(dst: str | Path) -> bool:
 
 
 def targets(src: str | Path, dst: str | Path | None, rank: int | None = None,
-            skip_bad: bool = False) -> tuple[list[Target], Path | None]:
+            skip_bad: bool = False, storage: dict | None = None) -> tuple[list[Target], Path | None]:
     """Every input of ``src`` (``read.inputs.select``) with its output, and the output
     directory to create (None when there is none to make). OUT is a directory when it
     ends with ``/`` or is one: a file IN is written into it under its own name. A directory
     IN needs a directory OUT, never a file-like name."""
-    src = Path(src)
-    files = select(src, rank, skip_bad)
+    url = is_url(src)
+    src = src if url else Path(src)
+    files = select(src, rank, skip_bad, storage)
     if dst is None:
         return [Target(f, None) for f in files], None
     as_dir, out = _names_directory(dst), Path(dst)
-    if src.is_dir():
+    if url and (len(files) > 1 or str(src).endswith("/")):  # a URL prefix of ranks
+        as_dir = True
+    elif not url and src.is_dir():
         if out.exists() and not out.is_dir():
             raise TraceaugError(f"{out}: IN is a directory, so OUT must be one too")
         if not as_dir and out.name.endswith((*TRACE_SUFFIXES, ".gz")):
@@ -77,14 +82,16 @@ def targets(src: str | Path, dst: str | Path | None, rank: int | None = None,
         as_dir = True
     if as_dir:
         made = None if out.is_dir() else out
-        return [Target(f, out / output_name(f.path)) for f in files], made
+        return [Target(f, out / (name_of(f.path) if url else output_name(f.path))) for f in files], made
     return [Target(f, out) for f in files], None
 
 
 def _check(found: list[Target], made: Path | None) -> None:
     """Outputs never replace an input; a missing output directory is made (only here)."""
-    inputs = {t.file.path.resolve() for t in found}
+    inputs = {t.file.path.resolve() for t in found if not is_url(t.file.path)}
     for t in found:
+        if is_url(t.file.path):
+            continue
         if t.out is not None and t.out.resolve() in inputs and t.out.resolve() != t.file.path.resolve():
             raise TraceaugError(f"{t.out}: is one of the input files; choose another output")
     if made is not None:
@@ -96,7 +103,7 @@ def _check(found: list[Target], made: Path | None) -> None:
             raise TraceaugError(f"{made}: cannot make the output directory ({e.strerror})") from None
     for t in found:
         if t.out is not None:
-            splice.check_output(t.file.path, t.out)
+            splice.check_output(Path(os.devnull) if is_url(t.file.path) else t.file.path, t.out)
 
 
 class _PrepareOnTake:
@@ -116,22 +123,34 @@ class _PrepareOnTake:
 
 
 def _one(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None, quiet: bool,
-         prefetched: Prefetched | None, keep_bytes: bool, progress: bool | None = None) -> dict:
-    """Load, compute and write one target; its summary data with ``rank``, ``file``, ``out``
-    and ``events`` (how many were added)."""
+         prefetched: Prefetched | None, keep_bytes: bool, progress: bool | None = None,
+         storage: dict | None = None) -> dict:
+    """Load, compute and write one target (a URL input fetched first: ``job.tasks.local``);
+    its summary data with ``rank``, ``file``, ``out`` and ``events`` (how many were added)."""
+    from ..job.executor import in_worker
+    from ..job.tasks import local
+
+    with local(target.file, {"storage": storage}) as path:
+        return _loaded(rewriter, target, path, options, tp_bin, quiet, prefetched, keep_bytes,
+                       progress, 0 if in_worker() else 1 if quiet else None)
+
+
+def _loaded(rewriter: Rewriter, target: Target, path: Path, options: dict, tp_bin: str | None,
+            quiet: bool, prefetched: Prefetched | None, keep_bytes: bool, progress: bool | None,
+            workers: int | None) -> dict:
     from ..trace import Trace
 
     tf, out = target.file, target.out
     copy = early = None
     if out is not None:  # started first: gzip output deflates the original text meanwhile
-        copy = splice.Copy(trace_input(tf.path), out, splice.entry(rewriter.name, options),
+        copy = splice.Copy(trace_input(path), out, splice.entry(rewriter.name, options),
                            keep_bytes=keep_bytes)
         early = _PrepareOnTake(copy, prefetched)
     try:
-        # quiet: two ranks at once, one pass-1 worker process each
+        # quiet: several ranks at once
         show = False if quiet else progress
-        with Trace(tf.path, tp_bin=tp_bin, progress=show, kind=rewriter.kind,
-                   workers=1 if quiet else None, prefetched=early or prefetched) as trace:
+        with Trace(path, tp_bin=tp_bin, progress=show, kind=rewriter.kind,
+                   workers=workers, prefetched=early or prefetched) as trace:
             if out is not None and trace.plan is None:
                 raise TraceaugError(f"{tf.path}: not a Chrome JSON trace; {rewriter.name} "
                                     "needs one")
@@ -150,7 +169,7 @@ def _one(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None, 
 
 
 def _task(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None,
-          keep_bytes: bool) -> tuple[dict, list]:
+          keep_bytes: bool, storage: dict | None = None) -> tuple[dict, list]:
     """One rank of several (``job.executor``): ``_one``, quiet; in a worker process its output
     is held complete but unrenamed and handed back (``atomic.held``) for this run to commit
     with its others."""
@@ -158,9 +177,9 @@ def _task(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None,
     from ..job.executor import in_worker
 
     if not in_worker():
-        return _one(rewriter, target, options, tp_bin, True, None, keep_bytes), []
+        return _one(rewriter, target, options, tp_bin, True, None, keep_bytes, storage=storage), []
     with atomic.held() as files:
-        done = _one(rewriter, target, options, tp_bin, True, None, keep_bytes)
+        done = _one(rewriter, target, options, tp_bin, True, None, keep_bytes, storage=storage)
     return done, list(files)
 
 
@@ -186,12 +205,12 @@ def results(rewriter: Rewriter, src: str | Path, dst: str | Path | None, options
     if rewriter.kind not in KINDS:
         raise ValueError(f"{rewriter.name}: unknown load kind {rewriter.kind!r}")
     job = job or JobOptions()
-    found, made = targets(src, dst, rank, job.skip_bad)
+    found, made = targets(src, dst, rank, job.skip_bad, job.storage)
     _check(found, made)
     try:
         if len(found) == 1:
             return [_one(rewriter, found[0], options, tp_bin, False, prefetched, keep_bytes,
-                         progress)]
+                         progress, job.storage)]
         by_file = {t.file: t for t in found}
         task = partial(_by_file, by_file=by_file, rewriter=rewriter, options=options,
                        tp_bin=tp_bin, keep_bytes=keep_bytes)
@@ -208,8 +227,9 @@ def results(rewriter: Rewriter, src: str | Path, dst: str | Path | None, options
 
 def _by_file(file: TraceFile, _options: dict, by_file: dict, rewriter: Rewriter, options: dict,
              tp_bin: str | None, keep_bytes: bool) -> tuple[dict, list]:
-    """``_task`` for the target of ``file`` (``job.api.gather`` hands each task its file)."""
-    return _task(rewriter, by_file[file], options, tp_bin, keep_bytes)
+    """``_task`` for the target of ``file`` (``job.api.gather`` hands each task its file and
+    the job's options: ``storage`` for URLs)."""
+    return _task(rewriter, by_file[file], options, tp_bin, keep_bytes, _options.get("storage"))
 
 
 def run(rewriter: Rewriter, src: str | Path, dst: str | Path | None, options: dict, *,
@@ -222,7 +242,8 @@ def run(rewriter: Rewriter, src: str | Path, dst: str | Path | None, options: di
     ``open_ui`` (True, or ``view.server.serve`` options such as port / browser): print the
     summary, then serve the one output in the Perfetto UI until interrupted; returns ""."""
     if open_ui:
-        found, _ = targets(src, dst, rank, job.skip_bad if job else False)
+        found, _ = targets(src, dst, rank, job.skip_bad if job else False,
+                           job.storage if job else None)
         if dst is None or len(found) != 1:
             raise TraceaugError(f"{src}: --open needs one output file")
     done = results(rewriter, src, dst, options, rank=rank, tp_bin=tp_bin,

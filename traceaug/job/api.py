@@ -34,10 +34,14 @@ def gather(path: str | Path, task: Callable, kind: str, rank: int | None = None,
             prefetched.close()  # children planning for this process: the workers plan
         options.update(progress=False, workers=1)  # threads: one pass-1 child each
     try:
-        return run_ranks(task, [(f.rank, (f, options)) for f in files], executor, job, on_result)
-    finally:
+        done = run_ranks(task, [(f.rank, (f, options)) for f in files], executor, job, on_result)
+    except BaseException:  # a failure, Ctrl-C: running ranks stopped, pending ones cancelled
         if executor is not job.executor:
-            executor.close()
+            executor.close(cancel=True)
+        raise
+    if executor is not job.executor:
+        executor.close()
+    return done
 
 
 class Job:

@@ -77,14 +77,14 @@ class Executor:
         for f in futures:
             f.cancel()
 
-    def close(self) -> None:
-        pass
+    def close(self, cancel: bool = False) -> None:
+        """Release the workers (``cancel``: stop what still runs, now)."""
 
     def __enter__(self) -> Executor:
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, *exc) -> None:
+        self.close(cancel=exc_type is not None)
 
 
 class Inline(Executor):
@@ -148,9 +148,6 @@ class LocalPool(Executor):
                 p.kill()
         self.pool.shutdown(wait=True, cancel_futures=True)
 
-    def __exit__(self, exc_type, *exc) -> None:
-        self.close(cancel=exc_type is not None)
-
 
 class DaskExecutor(Executor):
     """Tasks on a Dask ``distributed`` cluster (``client``); ``cluster``: one this run started
@@ -161,9 +158,12 @@ class DaskExecutor(Executor):
     def __init__(self, client, cluster=None) -> None:
         self.client, self.cluster = client, cluster
         self.size = max(1, len(client.scheduler_info().get("workers", {})))
+        self.futures: list = []
 
     def submit(self, fn: Callable, /, *args: Any):
-        return self.client.submit(fn, *args, pure=False)
+        future = self.client.submit(fn, *args, pure=False)
+        self.futures.append(future)
+        return future
 
     def as_completed(self, futures: Iterable) -> Iterator:
         from distributed import as_completed
@@ -173,7 +173,16 @@ class DaskExecutor(Executor):
     def cancel(self, futures: Iterable) -> None:
         self.client.cancel(list(futures), force=True)
 
-    def close(self) -> None:
+    def close(self, cancel: bool = False) -> None:
+        import contextlib
+
+        running = [f for f in self.futures if not f.done()]
+        if cancel and running:
+            with contextlib.suppress(Exception):
+                self.client.cancel(running, force=True)
+            if self.cluster is None:
+                print(f"traceaug: {len(running)} rank task(s) on the cluster cancelled",
+                      file=sys.stderr)
         self.client.close()  # a remote cluster stays up: only this run's connection ends
         if self.cluster is not None:
             self.cluster.close()

@@ -72,6 +72,9 @@ def executor_for(files: list, kind: str, options: JobOptions) -> Executor:
     else a local pool sized to the machine (``pool_size``); one rank runs in this process."""
     if options.executor is not None:
         return options.executor
+    asked = options.scheduler or options.scheduler_file or options.workers
+    if len(files) <= 1 and not asked:  # one trace: here, as always (Dask's config not read)
+        return Inline()
     dask = connect(options.scheduler, options.scheduler_file, options.workers)
     if dask is not None:
         return dask

@@ -151,7 +151,8 @@ def test_nan_costs_no_more_than_a_good_value(tmp_path: Path) -> None:
 def test_special_inputs(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)
-    cases = {str(tmp_path): "no trace files", "/dev/null": "empty input",
+    cases = {str(tmp_path): "fifo.json: a FIFO, not a trace file",  # named (24.22)
+             "/dev/null": "empty input",
              "/dev/zero": "NUL bytes only", str(fifo): "no writer",
              str(tmp_path / "missing.json"): "no such file"}
     for arg, reason in cases.items():

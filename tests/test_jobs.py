@@ -111,7 +111,11 @@ def test_dask_cluster_equals_local_pool(cluster, command: tuple, tmp_path: Path,
     byte, as the local pool."""
     d = shared_trace(JOB)
     outs = []
-    for where, extra in (("local", ()), ("dask", ("--scheduler", cluster.scheduler_address))):
+    scheduler_file = tmp_path / "scheduler.json"  # what `dask scheduler --scheduler-file` writes
+    scheduler_file.write_text(json.dumps({"address": cluster.scheduler_address}))
+    dask = (("--scheduler-file", str(scheduler_file)) if command[0] == "info"
+            else ("--scheduler", cluster.scheduler_address))
+    for where, extra in (("local", ()), ("dask", dask)):
         args = [command[0], str(d), *command[1:]]
         if command in REWRITERS:
             args += [str(tmp_path / where) + "/", "--format", "csv"]
@@ -237,9 +241,10 @@ def test_unreadable_rank_files_are_named_and_refused(tmp_path: Path) -> None:
     assert {row["rank"] for row in json.loads(r.stdout)["kernels"]} == set(files)
 
 
-def test_load_job_reads_each_rank_once(tmp_path: Path) -> None:
-    """``load_job``: the analyses of ``traceaug.analyses`` take the Job and reuse its tables:
-    they still answer once the files are gone, and equal those read from the directory."""
+def test_load_job_reads_each_rank_once(cluster, tmp_path: Path) -> None:
+    """``load_job`` (its ranks read on the Dask cluster): the analyses of ``traceaug.analyses``
+    take the Job and reuse its tables: they still answer once the files are gone, and equal
+    those read from the directory here."""
     import traceaug
     import traceaug.analyses as ta
 
@@ -247,12 +252,13 @@ def test_load_job_reads_each_rank_once(tmp_path: Path) -> None:
     shutil.copytree(shared_trace(JOB), job_dir)
     want_kernels = ta.kernels(job_dir)
     want_breakdown = ta.temporal_breakdown(_files(job_dir)[5])
-    job = traceaug.load_job(job_dir)
+    job = traceaug.load_job(job_dir, scheduler=cluster.scheduler_address)
     assert job.ranks == list(range(8))
     assert ta.kernels(job).equals(want_kernels)
     shutil.rmtree(job_dir)  # a second read would fail now
     assert ta.temporal_breakdown(job, rank=5).equals(want_breakdown)
     assert len(ta.launch_summary(job)) == 8
+    job.close()
 
 
 def test_pool_size_is_cores_ranks_and_memory() -> None:

@@ -62,10 +62,11 @@ def load(path: str | Path, kind: str | None = None, **options) -> Trace:
 
 def load_ranks(path: str | Path, rank: int | None = None, then=None, **options) -> dict:
     """Load a file or every rank of a directory; keyed by rank. With ``then``, each trace goes
-    to ``then(rank, trace)`` (a module-level function: it may run in a pool process) and is
-    closed right after; its result is kept instead of the trace (a result holding the
+    to ``then(rank, trace)`` (in a pool process when it pickles; else, as a lambda, in a
+    thread here) and is closed right after; its result is kept instead of the trace (a result holding the
     trace gets it detached: ``job.tasks.Detached``). Without, the traces stay loaded (in
     this process, a few at a time)."""
+    import pickle
     from functools import partial
 
     from .job.api import gather
@@ -75,14 +76,24 @@ def load_ranks(path: str | Path, rank: int | None = None, then=None, **options) 
     from .job.tasks import then_rank
     from .trace import Trace
 
+    kind = options.get("kind") or "analysis"
     if then is not None:
-        return gather(path, partial(then_rank, then=then), options.get("kind") or "analysis",
-                      rank, JobOptions(progress=False), options)
+        job = JobOptions(progress=False)
+        try:
+            pickle.dumps(then)
+        except (pickle.PicklingError, AttributeError, TypeError):  # a lambda: threads here
+            files = select(path, rank)
+            job.executor = LocalPool(pool_size(len(files), rank_peak(0, kind)), processes=False)
+        try:
+            return gather(path, partial(then_rank, then=then), kind, rank, job, options)
+        finally:
+            if job.executor is not None:
+                job.executor.close()
     files = select(path, rank)
     if len(files) == 1:
         return {files[0].rank: Trace(files[0].path, **options)}
     options = {**options, "progress": False, "workers": 1}
-    size = pool_size(len(files), rank_peak(0, options.get("kind") or "analysis"))
+    size = pool_size(len(files), rank_peak(0, kind))
     with LocalPool(size, processes=False) as pool:
         traces = list(pool.map(lambda f: Trace(f.path, **options), files))
     return {f.rank: t for f, t in zip(files, traces)}

@@ -278,3 +278,46 @@ def test_no_cluster_unless_asked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     assert ex.connect() is None
     monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://127.0.0.1:1")
     assert ex.dask_address(None) == "tcp://127.0.0.1:1"
+
+
+def _generated_job(directory: Path, ranks: int = 32) -> dict[int, dict[str, int]]:
+    """``ranks`` ranks made from the shared H100 BERT trace: each with its distributedInfo
+    rank, its timestamps shifted by rank-specific whole µs, and every k-th kernel (k = 3 +
+    rank % 5) dropped; returns each rank's GPU op count per name (the oracle)."""
+    base = json.loads(gzip.open(shared_trace("kineto/h100_bert_small_inference.json.gz")).read())
+    directory.mkdir()
+    want = {}
+    for r in range(ranks):
+        k, seen, events = 3 + r % 5, 0, []
+        for e in base["traceEvents"]:
+            if e.get("cat") == "kernel":
+                seen += 1
+                if seen % k == 0:
+                    continue
+            if "ts" in e:
+                e = {**e, "ts": e["ts"] + 1000 * r + r % 7}
+            events.append(e)
+        counts: dict[str, int] = {}
+        for e in events:  # GPU ops: what `kernels` counts
+            if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e.get("ph") == "X":
+                counts[e["name"]] = counts.get(e["name"], 0) + 1
+        want[r] = counts
+        doc = {**base, "distributedInfo": {"rank": r, "world_size": ranks}, "traceEvents": events}
+        (directory / f"gen-{r:02d}.json").write_text(json.dumps(doc))
+    return want
+
+
+def test_generated_32_ranks_on_dask_equal_the_pool_and_the_raw_json(cluster, tmp_path: Path) -> None:
+    """32 generated ranks: per rank, the kernel counts of the raw JSON; the Dask cluster's
+    output byte for byte the local pool's."""
+    want = _generated_job(tmp_path / "job")
+    local = _cli("kernels", str(tmp_path / "job"), "--format", "json")
+    dask = _cli("kernels", str(tmp_path / "job"), "--format", "json",
+                "--scheduler", cluster.scheduler_address)
+    assert local.exit_code == dask.exit_code == 0, local.output + dask.output
+    assert dask.stdout == local.stdout
+    rows = json.loads(local.stdout)["kernels"]
+    got: dict = {r: {} for r in want}
+    for row in rows:
+        got[row["rank"]][row["name"]] = row["count"]
+    assert got == want

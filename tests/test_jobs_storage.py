@@ -122,3 +122,18 @@ def test_an_interrupted_upload_leaves_no_object(s3, tmp_path: Path, monkeypatch)
     fs.invalidate_cache()
     assert not fs.exists("bucket/up/big.bin")
     assert fs.list_multipart_uploads("bucket") == []
+
+
+def test_urls_where_they_cannot_be_read_are_one_line(monkeypatch) -> None:
+    """A command that reads local files refuses a URL in one line; storage errors (no
+    credentials) are one line naming the URL, never a traceback."""
+    r = _cli("summary", "s3://bucket/k.json")
+    assert r.exit_code == 1 and r.stderr.startswith("traceaug: error: s3://bucket/k.json: this "
+                                                    "command reads local files")
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    r = _cli("kernels", "s3://bucket/job/", "--storage-option", "endpoint_url=http://127.0.0.1:9")
+    assert r.exit_code == 1 and "Traceback" not in r.stderr
+    assert r.stderr.startswith("traceaug: error: s3://bucket/job/: ") and r.stderr.count("\n") == 1

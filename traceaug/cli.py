@@ -249,7 +249,7 @@ def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
 
 
 @main.command()
-@click.argument("trace", type=paths.Input())
+@click.argument("trace", type=paths.Input(urls=True))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="Output format.")
 @click.option("--rank", type=int, help="For a directory: only this rank.")
@@ -302,8 +302,9 @@ def _series(value: str) -> tuple[str, ...]:
 
 
 @main.command()
-@click.argument("src", metavar="IN", type=paths.Input())
-@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, dash=True))
+@click.argument("src", metavar="IN", type=paths.Input(urls=True))
+@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, dash=True,
+                                                                        urls=True))
 @click.option("--series", default="bandwidth,queue", show_default=True,
               help="Which counters: bandwidth, queue, or both.")
 @click.option("--style", type=click.Choice(["traceaug", "hta"]), default="traceaug", show_default=True,
@@ -337,8 +338,8 @@ def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style:
 
 
 @main.command("diff")
-@click.argument("a", type=paths.Input())
-@click.argument("b", type=paths.Input())
+@click.argument("a", type=paths.Input(urls=True))
+@click.argument("b", type=paths.Input(urls=True))
 @click.option("--by", type=click.Choice(["name", "short-name", "category"]), default="name",
               show_default=True, help="Group ops by full name, name without template/arguments, or type.")
 @click.option("--device", type=click.Choice(["cpu", "gpu", "all"]), default="all", show_default=True,
@@ -357,7 +358,7 @@ def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style:
                    "both, grew by more than PCT percent (for CI).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="table: headline and top rows; csv / json: every row.")
-@click.option("--html", "html_out", type=paths.Output(), help="Write a self-contained report.")
+@click.option("--html", "html_out", type=paths.Output(urls=True), help="Write a self-contained report.")
 @click.option("--trace", "trace_out", type=paths.Output(),
               help="Write both traces into one Perfetto file (B relabelled, aligned at the first step).")
 @click.option("--open", "open_ui", is_flag=True, help="Open the --trace file in the Perfetto UI.")
@@ -465,8 +466,9 @@ def summary_command(ctx: click.Context, inputs: tuple[Path, ...], config: Path |
 
 
 @main.command("patterns")
-@click.argument("src", metavar="IN", type=paths.Input())
-@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, dash=True))
+@click.argument("src", metavar="IN", type=paths.Input(urls=True))
+@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, dash=True,
+                                                                        urls=True))
 @click.option("--operator", help="Instances of this CPU op (a name or a glob); default: every "
               "top-level CPU op.")
 @click.option("--min-len", type=click.IntRange(1), default=3, show_default=True,
@@ -505,7 +507,7 @@ def _analysis_options(f):
     f = click.option("--step", type=int, help="Only ProfilerStep#N (its GPU window).")(f)
     f = click.option("--rank", type=int, help="For a directory: only this rank.")(f)
     f = _job_options(f)
-    return click.argument("trace", type=paths.Input())(f)
+    return click.argument("trace", type=paths.Input(urls=True))(f)
 
 
 def _gpu_ranks(ctx: click.Context, trace: Path, rank: int | None):
@@ -597,7 +599,7 @@ def launches(ctx: click.Context, trace: Path, rank: int | None, step: int | None
 
 @main.command()
 @_analysis_options
-@click.option("--html", "html_out", type=paths.Output(),
+@click.option("--html", "html_out", type=paths.Output(urls=True),
               help="Write a self-contained page with every chart (works offline).")
 @click.option("--top", type=int, default=10, show_default=True, help="Kernels per chart / table.")
 @click.pass_context
@@ -622,8 +624,9 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
 
 
 @main.command("critical-path")
-@click.argument("src", metavar="IN", type=paths.Input())
-@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, dash=True))
+@click.argument("src", metavar="IN", type=paths.Input(urls=True))
+@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, dash=True,
+                                                                        urls=True))
 @click.option("--step", type=int, help="Only ProfilerStep#N (default: the whole trace).")
 @click.option("--annotation", help="Only the window of a slice whose name contains this text.")
 @click.option("--instance", type=int, default=0, show_default=True,

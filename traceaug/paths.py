@@ -67,14 +67,28 @@ def name_of(value: Path | str) -> str:
     return value.name if isinstance(value, Path) else value.rstrip("/").rsplit("/", 1)[-1]
 
 
+JOB_COMMANDS = "info, kernels, gaps, breakdown, launches, report, counters, critical-path, " \
+    "patterns and diff"
+
+
 class Input(click.ParamType):
-    """A trace to read: a file or a directory of ranks, or an fsspec URL (kept as text: the
-    job's tasks fetch it); ``-``, FIFOs and devices spooled."""
+    """A trace to read: a file or a directory of ranks, or (``urls``) an fsspec URL (kept as
+    text: the job's tasks fetch it); ``-``, FIFOs and devices spooled."""
 
     name = "path"
 
+    def __init__(self, urls: bool = False) -> None:
+        self.urls = urls
+
     def convert(self, value, param, ctx) -> Path | str:
-        if isinstance(value, Path) or is_url(value):
+        if is_url(value):
+            if not self.urls:
+                from .errors import TraceaugError
+
+                raise TraceaugError(f"{value}: this command reads local files; URLs are read "
+                                    f"by {JOB_COMMANDS}")
+            return value
+        if isinstance(value, Path):
             return value
         if value != "-" and not _special(value):
             return Path(value)
@@ -88,12 +102,12 @@ class Input(click.ParamType):
 
 class Output(click.ParamType):
     """A file to write (``rank_dir``: a directory when an input is one; ``dash``: ``-`` is
-    stdout)."""
+    stdout; ``urls``: an fsspec URL, uploaded when the run commits)."""
 
     name = "path"
 
-    def __init__(self, rank_dir: bool = False, dash: bool = False) -> None:
-        self.rank_dir, self.dash = rank_dir, dash
+    def __init__(self, rank_dir: bool = False, dash: bool = False, urls: bool = False) -> None:
+        self.rank_dir, self.dash, self.urls = rank_dir, dash, urls
 
     def convert(self, value, param, ctx) -> Path | str:
         if isinstance(value, Path):
@@ -103,6 +117,11 @@ class Output(click.ParamType):
             _shown[str(dest)] = "stdout"
             return dest
         if is_url(value):  # written here, uploaded when the run commits (all or nothing)
+            if not self.urls:
+                from .errors import TraceaugError
+
+                raise TraceaugError(f"{value}: this output is a local file; URLs are written "
+                                    f"by {JOB_COMMANDS}")
             directory = value.endswith("/")
             dest = _spool_dir() / (name_of(value) or "out")
             atomic.remote(dest, value)

@@ -64,11 +64,15 @@ def filesystem(url: str, storage: dict | None = None):
         raise TraceaugError(f"{url}: reading URLs needs fsspec: pip install 'traceaug[s3]'") from None
     try:
         return fsspec.core.url_to_fs(url, **(storage or {}))
-    except (ImportError, ValueError) as e:
-        raise TraceaugError(f"{url}: {e}") from None
+    except Exception as e:
+        raise _error(url, e) from None
 
 
 def _error(url: str, e: Exception) -> TraceaugError:
+    """A storage failure (OSError, or the storage library's own: missing credentials...)
+    in one line naming the URL."""
+    if isinstance(e, TraceaugError):
+        return e
     text = getattr(e, "strerror", None) or " ".join(str(e).split()) or type(e).__name__
     return TraceaugError(f"{url}: {text}")
 
@@ -82,7 +86,7 @@ def listing(url: str, storage: dict | None = None) -> tuple[list[str], bool]:
         names = sorted(fs.ls(path.rstrip("/"), detail=False))
     except FileNotFoundError:
         raise TraceaugError(f"{url}: no such object or prefix") from None
-    except OSError as e:
+    except Exception as e:
         raise _error(url, e) from None
     base = url.rstrip("/")
     return [f"{base}/{n.rstrip('/').rsplit('/', 1)[-1]}" for n in names], True
@@ -104,7 +108,7 @@ def head(url: str, storage: dict | None = None, size: int = 1 << 20) -> bytes:
                     except (OSError, EOFError):
                         return b""
             return f.read(size)
-    except OSError as e:
+    except Exception as e:
         raise _error(url, e) from None
 
 
@@ -112,7 +116,7 @@ def size(url: str, storage: dict | None = None) -> int:
     fs, path = filesystem(url, storage)
     try:
         return int(fs.size(path) or 0)
-    except OSError:
+    except Exception:
         return 0
 
 
@@ -127,7 +131,7 @@ def local_copy(url: str, storage: dict | None = None) -> Iterator[Path]:
         try:
             with fs.open(path, "rb") as src, open(local, "wb") as dst:
                 shutil.copyfileobj(src, dst, BLOCK)
-        except OSError as e:
+        except Exception as e:
             raise _error(url, e) from None
         try:
             yield local
@@ -143,7 +147,7 @@ def upload(local: str | Path, url: str, storage: dict | None = None) -> None:
     fs, path = filesystem(url, storage)
     try:
         out = fs.open(path, "wb", autocommit=False)
-    except OSError as e:
+    except Exception as e:
         raise _error(url, e) from None
     try:
         with open(local, "rb") as src:
@@ -153,6 +157,6 @@ def upload(local: str | Path, url: str, storage: dict | None = None) -> None:
     except BaseException as e:
         with contextlib.suppress(Exception):
             out.discard()
-        if isinstance(e, OSError):
+        if isinstance(e, Exception):
             raise _error(url, e) from None
         raise

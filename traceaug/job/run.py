@@ -3,8 +3,8 @@
 A rank whose task fails (a bad file, out of memory, a worker lost) is tried again
 ``retries`` times; if it still fails, its one-line error is said by rank while the others
 finish, and the run then fails naming every failed rank (``fail_fast``: at the first, the
-rest cancelled). Progress (ranks done / total, the slowest rank still running) is shown on
-a terminal only.
+rest cancelled). Progress (ranks done / total, the rank longest unfinished) is shown on a
+terminal only.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def message(error: BaseException) -> str:
 
 
 class _Progress:
-    """``ranks: 3/8 done (slowest running: rank 5, 2.1 s)`` on a terminal, quiet when piped."""
+    """``ranks: 3/8 done (longest unfinished: rank 5, 2.1 s)`` on a terminal, quiet when piped."""
 
     def __init__(self, total: int, enabled: bool | None) -> None:
         from ..progress import shown
@@ -57,7 +57,7 @@ class _Progress:
             return
         now = time.monotonic()
         slow = min(self.started.items(), key=lambda kv: kv[1], default=None)
-        tail = f" (slowest running: rank {slow[0]}, {now - slow[1]:.1f} s)" if slow else ""
+        tail = f" (longest unfinished: rank {slow[0]}, {now - slow[1]:.1f} s)" if slow else ""
         sys.stderr.write(f"\r\033[Kranks: {self.done}/{self.total} done{tail}")
         sys.stderr.flush()
 

@@ -3,7 +3,8 @@
 A rank comes from ``distributedInfo.rank`` (parsed as JSON, compact or not) or an nsys
 export's MPI rank (``nsys.recorded_rank``), else from the file name (``rank-3``, ``rank_3``,
 ``rank3``), else it is reported. Files traceaug wrote itself carry a ``"traceaug"`` top-level
-key and are never taken as inputs. A trace-named entry that cannot be read (a dangling
+key and are skipped where the directory also holds traces it did not write (their inputs); a
+directory of outputs alone is read as it is. A trace-named entry that cannot be read (a dangling
 symlink, a symlink loop, a FIFO or device, an empty file) is a bad rank: named, and refused
 unless the caller goes on without it (``skip_bad``).
 """
@@ -157,15 +158,15 @@ def _resolve_url(url: str, skip_bad: bool, storage: dict | None) -> list[TraceFi
 
 def _ranked(where, found: list, kinds: str) -> list[TraceFile]:
     """The ranks of ``found`` (file or URL, its first bytes), by the one precedence rule
-    (``rank_of``); traceaug's own outputs left out; a rank twice, or files without a rank
-    beside others, refused."""
+    (``rank_of``); traceaug's outputs beside their inputs are derived copies, skipped, and a
+    directory of outputs only (``counters DIR OUT/``) is read as the ranks it holds; a rank
+    twice, or files without a rank beside others, refused."""
+    if not found:
+        raise TraceaugError(f"{where}: no trace files ({kinds}) in this directory")
+    inputs = [(f, first) for f, first in found if not is_traceaug_output(first)]
     ranks: dict[int, object] = {}
     unranked: list = []
-    outputs = 0
-    for f, first in found:
-        if is_traceaug_output(first):
-            outputs += 1
-            continue
+    for f, first in inputs or found:
         rank = rank_of(f if isinstance(f, Path) else Path(_name(f)), first)
         if rank is None:
             unranked.append(f)
@@ -174,10 +175,6 @@ def _ranked(where, found: list, kinds: str) -> list[TraceFile]:
                                 f"{_name(f)}")
         else:
             ranks[rank] = f
-    if not ranks and not unranked:
-        skipped = (f"; {outputs} written by traceaug are skipped here (name one to read it)"
-                   if outputs else "")
-        raise TraceaugError(f"{where}: no trace files ({kinds}) in this directory{skipped}")
     if unranked:
         if not ranks and len(unranked) == 1:
             return [TraceFile(unranked[0], None)]

@@ -321,3 +321,39 @@ def test_generated_32_ranks_on_dask_equal_the_pool_and_the_raw_json(cluster, tmp
     for row in rows:
         got[row["rank"]][row["name"]] = row["count"]
     assert got == want
+
+
+def test_ctrl_c_on_a_local_cluster_run_leaves_nothing(tmp_path: Path) -> None:
+    """SIGINT once the run's Dask workers are up: exit 130, no output directory, no temporary
+    file, and none of the processes it started left running."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    psutil = pytest.importorskip("psutil")
+    _generated_job(tmp_path / "job", ranks=16)
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "traceaug", "counters", str(tmp_path / "job"),
+                             f"{out}/", "--workers", "2"], stderr=subprocess.PIPE, text=True)
+    me = psutil.Process(proc.pid)
+    started: list = []
+    while proc.poll() is None and len(started) < 2:  # the two workers (beside their nannies)
+        started = [p for p in me.children(recursive=True) if _is_worker(p)]
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.stderr.read()
+    others = me.children(recursive=True)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert not out.exists()
+    assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".")]
+    _, alive = psutil.wait_procs(others, timeout=30)
+    assert alive == []
+
+
+def _is_worker(p) -> bool:
+    try:
+        return "spawn_main" in " ".join(p.cmdline())
+    except Exception:
+        return False

@@ -343,19 +343,24 @@ def build_small(src: Path, trace: dict[str, Any] | None, out_dir: Path
 
 
 # ----- measuring --------------------------------------------------------------------------------
-def tree_rss_kb(pid: int) -> int:
-    """Resident memory of a process and all its descendants (Linux /proc), in kB."""
-    total, todo = 0, [pid]
+def tree_rss(pid: int) -> list[int]:
+    """Resident memory of a process and of each of its descendants (Linux /proc), in kB."""
+    each, todo = [], [pid]
     while todo:
         p = todo.pop()
         try:
             with open(f"/proc/{p}/status") as f:
-                total += next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
+                each.append(next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0))
             with open(f"/proc/{p}/task/{p}/children") as f:
                 todo += [int(c) for c in f.read().split()]
         except (OSError, ValueError):
             pass
-    return total
+    return each
+
+
+def tree_rss_kb(pid: int) -> int:
+    """Resident memory of a process and all its descendants (Linux /proc), in kB."""
+    return sum(tree_rss(pid))
 
 
 def run_tree(cmd: list[str], timeout: float | None, what: str) -> tuple[float, str, int]:

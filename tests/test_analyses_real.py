@@ -15,7 +15,7 @@ import traceaug
 from traceaug.analysis import breakdown, gaps, kernels, launches
 from traceaug.analysis.gpu_steps import LOAD, gpu_ops
 from traceaug.cli import main
-from traceaug.read import normalize, prefetch, source
+from traceaug.read import normalize, prefetch
 
 A100 = "kineto/a100_rank0_of16_6streams.json.gz"
 QWEN = "kineto/h100_qwen05b_inference.json.gz"
@@ -115,14 +115,11 @@ def test_directory_every_rank_and_across_ranks() -> None:
     assert across[nccl]["max_total_rank"] == max(totals, key=totals.get)
 
 
-@pytest.mark.parametrize("budget_ranks", [2, 1])
-def test_directory_ranks_are_planned_in_children_up_to_the_budget(
-        monkeypatch: pytest.MonkeyPatch, budget_ranks: int) -> None:
-    """A directory's ranks get pass 1 in children (forked, not new interpreters) while their raw
-    sizes fit ``prefetch.UP_TO``; the others plan here; the tables are the same either way."""
+def test_directory_ranks_are_planned_in_the_pool_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A directory's ranks run in the job's pool (``job.executor.LocalPool``): pass 1 of each
+    happens in a pool process, none here and no prefetch child is started for them; the
+    tables are the same as the raw JSON's."""
     d = shared_trace("kineto/multi_rank_sampled")
-    sizes = [source.raw_size_estimate(d / f"rank-{r}.json.gz") for r in (0, 1)]
-    monkeypatch.setattr(prefetch, "UP_TO", sum(sizes[:budget_ranks]))
     started, here = [], []
     start, plan = prefetch.Prefetched.start, normalize.plan
     monkeypatch.setattr(prefetch.Prefetched, "start",
@@ -133,9 +130,7 @@ def test_directory_ranks_are_planned_in_children_up_to_the_budget(
                                                plan(path, *a, **k))[1])
     result = CliRunner().invoke(main, ["kernels", str(d), "--format", "json"])
     assert result.exit_code == 0, result.output
-    names = ["rank-0.json.gz", "rank-1.json.gz"]
-    assert started == names[:budget_ranks]
-    assert here == names[budget_ranks:]
+    assert started == [] and here == []
     data = json.loads(result.output)
     for rank in (0, 1):
         want = rawa.kernel_totals(rawa.raw(d / f"rank-{rank}.json.gz")["ops"])

@@ -184,7 +184,9 @@ def test_special_inputs(tmp_path: Path) -> None:
     (summary reads no rank directories: it says what the directory is instead)."""
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)
-    cases = {str(tmp_path): ("no trace files", "is a directory"), "/dev/null": "empty input",
+    cases = {str(tmp_path): ("fifo.json: a FIFO, not a trace file",  # named (24.22)
+                             "is a directory"),  # summary reads no rank directories
+             "/dev/null": "empty input",
              "/dev/zero": "NUL bytes only", str(fifo): "no writer",
              str(tmp_path / "missing.json"): "no such file", "/dev/urandom": "not a trace"}
     for arg, reason in cases.items():

@@ -29,11 +29,12 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from .commands.diff import Comparison
+    from .job.api import Job
     from .trace import Trace
 
 __version__ = "0.1.0"
 __all__ = ["Counters", "KernelPatterns", "Trace", "TraceaugError", "collectives", "counters",
-           "critical_path", "diff", "info", "load", "load_ranks", "patterns", "query",
+           "critical_path", "diff", "info", "load", "load_job", "load_ranks", "patterns", "query",
            "stragglers", "whatif", "__version__"]
 
 
@@ -63,29 +64,41 @@ def load(path: str | Path, kind: str | None = None, **options) -> Trace:
 
 
 def load_ranks(path: str | Path, rank: int | None = None, then=None, **options) -> dict:
-    """Load a file or every rank of a directory, two at a time; keyed by rank. With ``then``,
-    each trace goes to ``then(rank, trace)`` in the thread that loaded it and is closed right
-    after; its result is kept instead of the trace (two engines open at most, and one rank's
-    queries overlap the next rank's load)."""
-    from .read.inputs import select
+    """Load a file or every rank of a directory; keyed by rank. With ``then``, each trace goes
+    to ``then(rank, trace)`` (in a pool process when it pickles; else, as a lambda, in a
+    thread here) and is closed right after; its result is kept instead of the trace (a result holding the
+    trace gets it detached: ``job.tasks.Detached``). Without, the traces stay loaded (in
+    this process, a few at a time)."""
+    import pickle
+    from functools import partial
+
+    from .job.api import gather
+    from .job.executor import LocalPool, pool_size, rank_peak
+    from .job.ranks import select
+    from .job.run import JobOptions
+    from .job.tasks import then_rank
     from .trace import Trace
 
-    def one(f):
-        trace = Trace(f.path, **options)
-        if then is None:
-            return trace
-        with trace:
-            return then(f.rank, trace)
-
+    kind = options.get("kind") or "analysis"
+    if then is not None:
+        job = JobOptions(progress=False)
+        try:
+            pickle.dumps(then)
+        except (pickle.PicklingError, AttributeError, TypeError):  # a lambda: threads here
+            files = select(path, rank)
+            job.executor = LocalPool(pool_size(len(files), rank_peak(0, kind)), processes=False)
+        try:
+            return gather(path, partial(then_rank, then=then), kind, rank, job, options)
+        finally:
+            if job.executor is not None:
+                job.executor.close()
     files = select(path, rank)
     if len(files) == 1:
-        return {files[0].rank: one(files[0])}
-    options.setdefault("progress", False)
-    options.setdefault("workers", 1)  # two loads at once: one pass-1 worker process each
-    from concurrent.futures import ThreadPoolExecutor  # here: it imports logging (a command's 10 ms)
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        traces = list(pool.map(one, files))
+        return {files[0].rank: Trace(files[0].path, **options)}
+    options = {**options, "progress": False, "workers": 1}
+    size = pool_size(len(files), rank_peak(0, kind))
+    with LocalPool(size, processes=False) as pool:
+        traces = list(pool.map(lambda f: Trace(f.path, **options), files))
     return {f.rank: t for f, t in zip(files, traces)}
 
 
@@ -101,7 +114,7 @@ def query(path: str | Path, sql: str, rank: int | None = None, **options) -> pd.
 def load_for_query(path: str | Path, sql: str, rank: int | None = None, **options) -> Trace:
     """The one trace ``sql`` runs on, loaded as that SQL needs (``sql_modules``) with the
     modules it names included: ``traceaug query`` and ``traceaug.query`` both load this way."""
-    from .read.inputs import select
+    from .job.ranks import select
     from .sql_modules import needs_full_load
     from .trace import Trace
 
@@ -121,17 +134,24 @@ def load_for_query(path: str | Path, sql: str, rank: int | None = None, **option
 
 
 def info(path: str | Path, rank: int | None = None, **options) -> list[dict]:
-    """``traceaug info`` as data: one dict per trace (rank)."""
-    from .analysis.info import info as trace_info
+    """``traceaug info`` as data: one dict per trace (rank), in rank order."""
+    from .job.api import gather
+    from .job.run import JobOptions
+    from .job.tasks import info_rank
 
-    out = []
-    for r, trace in load_ranks(path, rank=rank, **options).items():
-        with trace:
-            record = trace_info(trace)
-            if record["rank"] is None:
-                record["rank"] = r
-            out.append(record)
-    return out
+    job = options.pop("job", None) or JobOptions(progress=False)
+    return list(gather(path, info_rank, "analysis", rank, job, options).values())
+
+
+def load_job(path: str | Path, rank: int | None = None, scheduler: str | None = None,
+             **options) -> Job:
+    """Every rank of a job (a directory, or one trace), each read once and kept as tables:
+    pass the ``Job`` to any function of ``traceaug.analyses``. ``scheduler``: a Dask
+    scheduler's address (also ``scheduler_file``, ``workers`` for a local cluster of N
+    processes, ``retries``, ``fail_fast``, ``skip_bad_ranks``: ``job.api.load_job``)."""
+    from .job.api import load_job as load
+
+    return load(path, rank, scheduler, **options)
 
 
 class Counters(NamedTuple):
@@ -260,7 +280,7 @@ def critical_path(path: str | Path, step: int | None = None, annotation: str | N
     summary in ``summary.attrs["summary"]``). ``dst``: also write the command's output there
     (``all_edges`` as its ``--all-edges``). ``options``: ``tp_bin``, ``progress``."""
     from .analysis.critical_path import frames
-    from .read.inputs import select
+    from .job.ranks import select
     from .trace import Trace
 
     if step is not None and annotation is not None:

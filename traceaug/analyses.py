@@ -1,8 +1,9 @@
 """The analyses as Python functions returning pandas DataFrames, one per analysis (as HTA's
-``TraceAnalysis`` methods). Each takes a trace file, a directory (every rank) or a loaded
-``Trace``; ``rank`` picks one rank of a directory, ``step`` one ProfilerStep (its ops, or its
-GPU window for the breakdowns). Times are exact integer ns, named ``*_ns`` (shares are percent,
-``*_pct``; a missing value is NaN or ``<NA>``); every table
+``TraceAnalysis`` methods). Each takes a trace file, a directory (every rank), a loaded
+``Trace`` or a ``Job`` (``traceaug.load_job``: every rank read once, for many analyses);
+``rank`` picks one rank of a directory, ``step`` one ProfilerStep (its ops, or its GPU window
+for the breakdowns). Times are exact integer ns, named ``*_ns`` (shares are percent, ``*_pct``;
+a missing value is NaN or ``<NA>``); every table
 has a ``rank`` column (None for a lone file without ``distributedInfo``)::
 
     import traceaug.analyses as ta
@@ -21,26 +22,33 @@ from .analysis import breakdown as bd
 from .analysis import gaps as gp
 from .analysis import kernels as kn
 from .analysis import launches as ln
-from .analysis.gpu_steps import LOAD, GpuOps, gpu_ops, rank_ops
+from .analysis.gpu_steps import LOAD, GpuOps, gpu_ops
 from .analysis.tables import Columns, frame
 from .commands.analyses import concat, public
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .job.api import Job
     from .trace import Trace
 
-    Source = str | Path | Trace  # a file, a directory of ranks, or a loaded trace
+    Source = str | Path | Trace | Job  # a file, a directory of ranks, a loaded trace or job
 
 
 def _ranks(source: Source, rank: int | None) -> list[GpuOps]:
+    from .job.api import Job, gather
+    from .job.run import JobOptions
+    from .job.storage import is_url
+    from .job.tasks import gpu_rank
     from .trace import Trace as Loaded
 
     if isinstance(source, Loaded):
         return [gpu_ops(source)]
-    from . import load_ranks
-
-    return list(load_ranks(Path(source), rank=rank, then=rank_ops, progress=False, **LOAD).values())
+    if isinstance(source, Job):  # read once: every analysis of the job reuses its tables
+        return source.gpu_ops(rank)
+    where = source if is_url(source) else Path(source)
+    return list(gather(where, gpu_rank, LOAD["kind"], rank, JobOptions(progress=False),
+                       {"progress": False}).values())
 
 
 def _each(source: Source, rank: int | None, fn) -> pd.DataFrame:

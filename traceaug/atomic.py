@@ -25,6 +25,7 @@ from . import interrupt
 _lock = threading.Lock()
 _pending: list[tuple[str, Path]] | None = None  # (temporary, final) while a run is open
 _stdout_spools: set[Path] = set()  # temporary files that stand for "-" (stdout)
+_remote: dict[Path, str] = {}  # a local stand-in (file or directory) -> the URL it is uploaded to
 
 
 def _finish_mode(tmp: str) -> None:
@@ -88,11 +89,32 @@ def _undo(placed: list[tuple[Path, str | None, bool]]) -> None:
                 os.replace(old, path)
 
 
+def remote(local: Path, url: str) -> None:
+    """Files written at ``local`` (or, for a directory, in it) go to ``url`` (or under it) when
+    the run commits (``job.storage.upload``: all of a file or nothing)."""
+    _remote[Path(local)] = url.rstrip("/") if url.endswith("/") else url
+
+
+def _url_of(path: Path) -> str | None:
+    if path in _remote:
+        return _remote[path]
+    if path.parent in _remote:
+        return f"{_remote[path.parent]}/{path.name}"
+    return None
+
+
 def _commit(pending: list[tuple[str, Path]]) -> None:
     placed: list[tuple[Path, str | None, bool]] = []  # (path, its old file aside, new one in)
     try:
         for tmp, path in pending:
             interrupt.check()  # a signal during the commit undoes it, as a failure does
+            url = _url_of(Path(path))
+            if url is not None:  # all of the object or nothing (an interrupt discards it)
+                from .job import storage
+
+                storage.upload(tmp, url, storage.current())
+                os.unlink(tmp)
+                continue
             with interrupt.deferred():  # never stopped between moving aside and renaming
                 if path in _stdout_spools:
                     with open(tmp, "rb") as f:
@@ -116,6 +138,37 @@ def _commit(pending: list[tuple[str, Path]]) -> None:
         if old is not None:
             with contextlib.suppress(OSError):
                 os.unlink(old)
+
+
+@contextlib.contextmanager
+def held() -> Iterator[list[tuple[str, Path]]]:
+    """In a worker process (``job.tasks``): hold the block's ``atomic_output`` files, complete
+    but unrenamed, and give them (temporary, final) for the parent to ``adopt``; a failure
+    removes them."""
+    global _pending
+    with _lock:
+        outer, _pending = _pending, []
+    mine = _pending
+    try:
+        yield mine
+    except BaseException:
+        for tmp, _ in mine:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise
+    finally:
+        with _lock:
+            _pending = outer
+
+
+def adopt(files: list[tuple[str, Path]]) -> None:
+    """Take a worker's ``held`` files into this run: renamed into place with its other
+    outputs (at once when no run is open)."""
+    with _lock:
+        if _pending is not None:
+            _pending.extend(files)
+            return
+    _commit(list(files))
 
 
 def commit() -> None:

@@ -18,7 +18,7 @@ import click
 from . import __version__, atomic, guard, interrupt, paths
 from .errors import SumTooLarge, TraceaugError
 from .memory import return_freed_promptly
-from .output import FORMATS, render_columns, render_records
+from .output import FORMATS, render_columns
 from .sql_modules import needs_full_load
 
 if TYPE_CHECKING:
@@ -150,6 +150,7 @@ def _prefetch(*inputs: Path, kind: str = "analysis", each_rank: bool = False,
     without pandas (every command prints numpy columns)."""
     from .read import prefetch
 
+    inputs = tuple(i for i in inputs if isinstance(i, Path))  # URLs: each task fetches its own
     if each_rank and len(inputs) == 1 and inputs[0].is_dir():
         started = prefetch.start_ranks(inputs[0], rank, kind)
     else:
@@ -215,6 +216,51 @@ def _import_lazily(name: str) -> None:
     setattr(sys.modules[parent], child, module)
 
 
+def _job_option(name: str, **kw):
+    """One job option, kept in ``ctx.meta["job"]`` rather than passed to the command."""
+    def keep(ctx: click.Context, param: click.Parameter, value):
+        ctx.meta.setdefault("job", {})[param.name] = value
+        return value
+    return click.option(name, expose_value=False, callback=keep, **kw)
+
+
+def _job_options(command):
+    """Where a directory's ranks run and what a failing rank does: every command that
+    takes a directory of ranks."""
+    for name, kw in reversed((
+            ("--scheduler", {"metavar": "ADDRESS", "help": "Run the ranks on this Dask scheduler "
+                             "(default: Dask's DASK_SCHEDULER_ADDRESS / config, else this machine)."}),
+            ("--scheduler-file", {"metavar": "FILE",
+                                  "help": "Run the ranks on the Dask scheduler this file names."}),
+            ("--workers", {"type": click.IntRange(1, 4096), "help": "Run the ranks on a Dask "
+                           "cluster of N local processes started for this run."}),
+            ("--retries", {"type": click.IntRange(0, 100), "default": 1, "show_default": True,
+                           "help": "Tries again of a rank that fails."}),
+            ("--fail-fast", {"is_flag": True, "help": "Stop at the first rank that fails."}),
+            ("--skip-bad-ranks", {"is_flag": True, "help": "Go on without rank files that cannot "
+                                  "be read (dangling symlinks, FIFOs, empty files), named on stderr."}),
+            ("--storage-option", {"multiple": True, "metavar": "KEY=VALUE",
+                                  "help": "An fsspec storage option for URL inputs and outputs "
+                                  "(s3://...: e.g. endpoint_url=..., anon=true); repeatable."}))):
+        command = _job_option(name, **kw)(command)
+    return command
+
+
+def _job(ctx: click.Context):
+    """The command's ``job.run.JobOptions``."""
+    from .job.run import JobOptions
+    from .job.storage import parse_options, use
+
+    given = ctx.meta.get("job", {})
+    storage = parse_options(given.get("storage_option") or ())
+    use(storage)  # the outputs' uploads too
+    return JobOptions(scheduler=given.get("scheduler"), scheduler_file=given.get("scheduler_file"),
+                      workers=given.get("workers"), retries=given.get("retries", 1),
+                      fail_fast=bool(given.get("fail_fast")),
+                      skip_bad=bool(given.get("skip_bad_ranks")),
+                      storage=storage)
+
+
 def _open_options(command):
     """``--port`` and ``--no-browser``, the same on ``open`` and on every ``--open``."""
     command = click.option("--no-browser", is_flag=True,
@@ -257,18 +303,21 @@ def query(ctx: click.Context, trace: Path, sql: str | None, sql_file, fmt: str,
 
 
 @main.command()
-@click.argument("trace", type=paths.Input())
+@click.argument("trace", type=paths.Input(urls=True))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="Output format.")
 @click.option("--rank", type=int, help="For a directory: only this rank.")
+@_job_options
 @click.pass_context
 def info(ctx: click.Context, trace: Path, fmt: str, rank: int | None) -> None:
-    """Devices, ranks, steps, time span, event counts, streams and Perfetto's warnings."""
+    """Devices, ranks, steps, time span, event counts, streams and Perfetto's warnings (a
+    directory: one row per rank and a job line)."""
     from . import info as trace_info
+    from .commands.info import render
 
     prefetched = _prefetch(trace)
-    records = trace_info(trace, rank=rank, prefetched=prefetched, **_options(ctx))
-    _print(paths.shown(render_records(records, fmt)))  # stdin, not its spool
+    records = trace_info(trace, rank=rank, prefetched=prefetched, job=_job(ctx), **_options(ctx))
+    _print(paths.shown(render(records, fmt)))  # stdin, not its spool
 
 
 def _rewriter_options(command):
@@ -286,7 +335,8 @@ def _rewriter_arguments(src: Path, dst, summary_only: bool, open_ui: bool, port:
     returns ``pipeline.run``'s ``open_ui`` (the UI server's options, or False)."""
     if dst is None and not summary_only:
         raise click.UsageError("give OUT, or --summary-only")
-    if open_ui and (summary_only or src.is_dir() or paths.is_stdout(dst)):
+    if open_ui and (summary_only or not isinstance(src, Path) or src.is_dir()
+                    or paths.is_stdout(dst)):
         raise click.UsageError("--open needs one output file (not stdout)")
     if open_ui:
         _check_port(port)
@@ -309,8 +359,8 @@ def _series(value: str) -> tuple[str, ...]:
 
 
 @main.command()
-@click.argument("src", metavar="IN", type=paths.Input())
-@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True))
+@click.argument("src", metavar="IN", type=paths.Input(urls=True))
+@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, urls=True))
 @click.option("--series", default="bandwidth,queue", show_default=True,
               help="Which counters: bandwidth, queue, or both.")
 @click.option("--style", type=click.Choice(["traceaug", "hta"]), default="traceaug", show_default=True,
@@ -322,6 +372,7 @@ def _series(value: str) -> tuple[str, ...]:
               help="Keep every original byte. By default events the Perfetto UI would drop "
                    "(partly overlapping, on negative thread ids) are moved so that it shows them.")
 @_rewriter_options
+@_job_options
 @click.pass_context
 def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style: str,
              rank: int | None, fmt: str, summary_only: bool, open_ui: bool, keep_bytes: bool,
@@ -337,14 +388,14 @@ def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style:
 
     text = run(src, None if summary_only else dst, _series(series), style, rank, fmt,
                prefetched=prefetched, keep_bytes=keep_bytes,
-               open_ui=open_ui,
+               open_ui=open_ui, job=_job(ctx),
                **_options(ctx))
     _print_summary(text, dst)
 
 
 @main.command("diff")
-@click.argument("a", type=paths.Input())
-@click.argument("b", type=paths.Input())
+@click.argument("a", type=paths.Input(urls=True))
+@click.argument("b", type=paths.Input(urls=True))
 @click.option("--by", type=click.Choice(["name", "short-name", "category"]), default="name",
               show_default=True, help="Group ops by full name, name without template/arguments, or type.")
 @click.option("--device", type=click.Choice(["cpu", "gpu", "all"]), default="all", show_default=True,
@@ -370,7 +421,7 @@ def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style:
                    "time alone.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="table: headline and top rows; csv / json: every row.")
-@click.option("--html", "html_out", type=paths.Output(), help="Write a self-contained report.")
+@click.option("--html", "html_out", type=paths.Output(urls=True), help="Write a self-contained report.")
 @click.option("--trace", "trace_out", type=paths.Output(),
               help="Write both traces into one Perfetto file (B relabelled, aligned at the first step).")
 @click.option("--open", "open_ui", is_flag=True, help="Open the --trace file in the Perfetto UI.")
@@ -378,6 +429,7 @@ def counters(ctx: click.Context, src: Path, dst: str | None, series: str, style:
               help="Also split the step-time change along both critical paths, per category and "
                    "event (csv / json: only that split).")
 @_open_options
+@_job_options
 @click.pass_context
 def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, step: int | None,
                  step_a: int | None, step_b: int | None, step_index: int | None,
@@ -405,7 +457,8 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
             return
 
     result = cmd.run(a, b, by, device, step, threshold, rank, prefetched=prefetched,
-                     step_a=step_a, step_b=step_b, step_index=step_index, **_options(ctx))
+                     step_a=step_a, step_b=step_b, step_index=step_index, job=_job(ctx),
+                     **_options(ctx))
     try:
         _print(cmd.render(result, fmt, top), err=to_stderr)
         if explain:
@@ -520,8 +573,8 @@ def summary_command(ctx: click.Context, inputs: tuple[Path, ...], config: Path |
 
 
 @main.command("patterns")
-@click.argument("src", metavar="IN", type=paths.Input())
-@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True))
+@click.argument("src", metavar="IN", type=paths.Input(urls=True))
+@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, urls=True))
 @click.option("--operator", help="Instances of this CPU op (a name or a glob); default: every "
               "top-level CPU op.")
 @click.option("--min-len", type=POSITIVE, default=3, show_default=True,
@@ -532,6 +585,7 @@ def summary_command(ctx: click.Context, inputs: tuple[Path, ...], config: Path |
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="The patterns on stdout: the top k of each scope (table), or all (csv, json).")
 @_rewriter_options
+@_job_options
 @click.pass_context
 def patterns_command(ctx: click.Context, src: Path, dst: str | None, operator: str | None,
                      min_len: int, top_k: int, rank: int | None, fmt: str, summary_only: bool,
@@ -547,7 +601,7 @@ def patterns_command(ctx: click.Context, src: Path, dst: str | None, operator: s
 
     text = run(src, None if summary_only else dst, operator, min_len, top_k, rank, fmt,
                prefetched=prefetched,
-               open_ui=open_ui,
+               open_ui=open_ui, job=_job(ctx),
                **_options(ctx))
     _print_summary(text, dst)
 
@@ -558,7 +612,8 @@ def _analysis_options(f):
                      show_default=True, help="Output format.")(f)
     f = click.option("--step", type=int, help="Only ProfilerStep#N (its GPU window).")(f)
     f = click.option("--rank", type=int, help="For a directory: only this rank.")(f)
-    return click.argument("trace", type=paths.Input())(f)
+    f = _job_options(f)
+    return click.argument("trace", type=paths.Input(urls=True))(f)
 
 
 def _gpu_ranks(ctx: click.Context, trace: Path, rank: int | None):
@@ -566,7 +621,7 @@ def _gpu_ranks(ctx: click.Context, trace: Path, rank: int | None):
     prefetched = _prefetch(trace, kind=kind, each_rank=True, rank=rank)
     from .commands import analyses
 
-    return analyses.load(trace, rank, prefetched=prefetched, **_options(ctx))
+    return analyses.load(trace, rank, prefetched=prefetched, job=_job(ctx), **_options(ctx))
 
 
 @main.command()
@@ -653,7 +708,7 @@ def launches(ctx: click.Context, trace: Path, rank: int | None, step: int | None
 
 @main.command()
 @_analysis_options
-@click.option("--html", "html_out", type=paths.Output(),
+@click.option("--html", "html_out", type=paths.Output(urls=True),
               help="Write a self-contained page with every chart (works offline).")
 @click.option("--top", type=COUNT, default=10, show_default=True, help="Kernels per chart / table.")
 @click.pass_context
@@ -678,9 +733,8 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
         return
     from .report.analyses_html import write_report
 
-    charts = write_report(ranks, html_out, step, top, title=f"traceaug report: {trace.name}")
-    click.echo(f"wrote {paths.shown(str(html_out))} ({charts} charts, {len(ranks)} rank(s))",
-               err=True)
+    charts = write_report(ranks, html_out, step, top, title=f"traceaug report: {paths.name_of(trace)}")
+    click.echo(paths.shown(f"wrote {html_out} ({charts} charts, {len(ranks)} rank(s))"), err=True)
 
 
 def _collective_options(f):
@@ -690,7 +744,8 @@ def _collective_options(f):
                         "on the ends of matched collectives).")(_analysis_options(f))
 
 
-def _job(ctx: click.Context, trace: Path, step: int | None, rank: int | None, no_align: bool):
+def _collectives_job(ctx: click.Context, trace: Path, step: int | None, rank: int | None,
+                     no_align: bool):
     from .commands import collectives as cmd
 
     job = cmd.job_for(trace, step, rank, not no_align, _options(ctx))
@@ -708,7 +763,7 @@ def collectives_command(ctx: click.Context, trace: Path, rank: int | None, step:
                         fmt: str, no_align: bool, by: str) -> None:
     """Collectives matched across the ranks of a job: per instance its skew, straggler, waits,
     transfer time and bandwidth (--by rank: each rank's wait and the wait it caused)."""
-    job = _job(ctx, trace, step, rank, no_align)
+    job = _collectives_job(ctx, trace, step, rank, no_align)
     from .commands import collectives as cmd
 
     click.echo(cmd.render_table(cmd.collectives_frame(job, by, rank), fmt), nl=False)
@@ -722,7 +777,7 @@ def stragglers_command(ctx: click.Context, trace: Path, rank: int | None, step: 
     """Who the ranks of a job waited for: findings in plain words (the rank the others waited
     for most in each step, the time lost and why), then per step each rank's step time and
     time waiting in collectives."""
-    job = _job(ctx, trace, step, rank, no_align)
+    job = _collectives_job(ctx, trace, step, rank, no_align)
     from .commands import collectives as cmd
 
     found, table = cmd.stragglers_frame(job, rank)
@@ -749,8 +804,8 @@ def merge_command(ctx: click.Context, job: Path, dst: Path, no_align: bool) -> N
 
 
 @main.command("critical-path")
-@click.argument("src", metavar="IN", type=paths.Input())
-@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True))
+@click.argument("src", metavar="IN", type=paths.Input(urls=True))
+@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, urls=True))
 @click.option("--step", type=int, help="Only ProfilerStep#N (default: the whole trace).")
 @click.option("--annotation", help="Only the window of a slice whose name contains this text.")
 @click.option("--instance", type=int, default=0, show_default=True,
@@ -765,6 +820,7 @@ def merge_command(ctx: click.Context, job: Path, dst: Path, no_align: bool) -> N
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="Format of the summary printed on stdout.")
 @_rewriter_options
+@_job_options
 @click.pass_context
 def critical_path(ctx: click.Context, src: Path, dst: Path | None, step: int | None,
                   annotation: str | None, instance: int, all_edges: bool, hta_weights: bool,
@@ -784,7 +840,7 @@ def critical_path(ctx: click.Context, src: Path, dst: Path | None, step: int | N
                "all_edges": all_edges, "hta_weights": hta_weights, "max_gap_us": max_gap_us,
                "top": top}
     text = run(src, None if summary_only else dst, options, rank, fmt, prefetched=prefetched,
-               open_ui=open_ui,
+               open_ui=open_ui, job=_job(ctx),
                **_options(ctx))
     _print_summary(text, dst)
 

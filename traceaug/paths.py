@@ -61,16 +61,40 @@ def _special(value: str) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
+def is_url(value) -> bool:
+    """An fsspec URL (``s3://bucket/key``...), read by ``job.storage``, never a local path."""
+    from .job.storage import is_url as url
+
+    return url(value)
+
+
+def name_of(value: Path | str) -> str:
+    """The last part of a path or URL."""
+    return value.name if isinstance(value, Path) else value.rstrip("/").rsplit("/", 1)[-1]
+
+
+JOB_COMMANDS = "info, kernels, gaps, breakdown, launches, report, counters, critical-path, " \
+    "patterns and diff"
+
+
 class Input(click.ParamType):
-    """A trace to read: a file or a directory of ranks; ``-``, FIFOs and devices spooled
-    (``what``: what the spool checks the bytes can be, ``source.spool``)."""
+    """A trace to read: a file or a directory of ranks, or (``urls``) an fsspec URL (kept as
+    text: the job's tasks fetch it); ``-``, FIFOs and devices spooled (``what``: what the spool
+    checks the bytes can be, ``source.spool``)."""
 
     name = "path"
 
-    def __init__(self, what: str | None = "a trace") -> None:
-        self.what = what
+    def __init__(self, what: str | None = "a trace", urls: bool = False) -> None:
+        self.what, self.urls = what, urls
 
-    def convert(self, value, param, ctx) -> Path:
+    def convert(self, value, param, ctx) -> Path | str:
+        if is_url(value):
+            if not self.urls:
+                from .errors import TraceaugError
+
+                raise TraceaugError(f"{value}: this command reads local files; URLs are read "
+                                    f"by {JOB_COMMANDS}")
+            return value
         if isinstance(value, Path):
             return value
         if value != "-" and not _special(value):
@@ -86,12 +110,13 @@ class Input(click.ParamType):
 
 
 class Output(click.ParamType):
-    """A file to write, ``-`` for stdout (``rank_dir``: a directory when an input is one)."""
+    """A file to write, ``-`` for stdout (``rank_dir``: a directory when an input is one;
+    ``urls``: an fsspec URL, uploaded when the run commits)."""
 
     name = "path"
 
-    def __init__(self, rank_dir: bool = False) -> None:
-        self.rank_dir = rank_dir
+    def __init__(self, rank_dir: bool = False, urls: bool = False) -> None:
+        self.rank_dir, self.urls = rank_dir, urls
 
     def convert(self, value, param, ctx) -> Path | str:
         if isinstance(value, Path):
@@ -100,6 +125,17 @@ class Output(click.ParamType):
             dest = atomic.stdout_spool(_spool_dir())
             _shown[str(dest)] = "stdout"
             return dest
+        if is_url(value):  # written here, uploaded when the run commits (all or nothing)
+            if not self.urls:
+                from .errors import TraceaugError
+
+                raise TraceaugError(f"{value}: this output is a local file; URLs are written "
+                                    f"by {JOB_COMMANDS}")
+            directory = value.endswith("/")
+            dest = _spool_dir() / (name_of(value) or "out")
+            atomic.remote(dest, value)
+            _shown[str(dest)] = value.rstrip("/")
+            return f"{dest}/" if directory and self.rank_dir else dest
         if self.rank_dir and value.endswith(("/", os.sep)):
             return value  # a trailing / says "a directory": a Path would drop it
         return Path(value)
@@ -136,14 +172,17 @@ def _role(param: click.Parameter) -> str | None:
 
 
 def _values(value) -> list[Path]:
+    """The local paths of a parameter's value (URLs are checked where they are written)."""
     values = list(value) if isinstance(value, (list, tuple)) else [value]
-    return [Path(v) for v in values if v is not None and not hasattr(v, "read")]
+    return [Path(v) for v in values if v is not None and not hasattr(v, "read") and not is_url(v)]
 
 
 def arguments(command: click.Command, params: dict) -> tuple[list[Path], list[Path], list[Path]]:
     """The command's inputs, output files and rank-directory outputs, from its parameters."""
     inputs = [v for p in command.params if _role(p) == "in" for v in _values(params.get(p.name))]
-    any_dir = any(p.is_dir() for p in inputs)
+    prefixes = [p for p in command.params if _role(p) == "in" and is_url(params.get(p.name))
+                and params[p.name].endswith("/")]  # a URL prefix of ranks
+    any_dir = any(p.is_dir() for p in inputs) or bool(prefixes)
     files: list[Path] = []
     dirs: list[Path] = []
     for p in command.params:

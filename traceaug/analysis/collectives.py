@@ -43,7 +43,7 @@ def read_job(path: str | Path, rank: int | None = None, options: dict | None = N
              mapper: Callable = map) -> list[RankTables]:
     """Every rank's tables (``--rank``: that one only), read by ``mapper`` (``map`` or an
     executor's map: ``extract`` is picklable); the rank is the file's, else its name's."""
-    from ..read.inputs import select
+    from ..job.ranks import select
 
     files = select(path, rank)
     out = list(mapper(partial(extract, options=options or {}), [str(f.path) for f in files]))

@@ -14,12 +14,13 @@ from ..analysis import breakdown as bd
 from ..analysis import gaps as gp
 from ..analysis import kernels as kn
 from ..analysis import launches as ln
-from ..analysis.gpu_steps import LOAD, GpuOps, rank_ops
+from ..analysis.gpu_steps import LOAD, GpuOps
 from ..analysis.tables import Columns, objects
 from ..errors import TraceaugError
 from ..output import CELL_WIDTH, cut, json_text, render_columns
 
 if TYPE_CHECKING:
+    from ..job.run import JobOptions
     from ..read.prefetch import Prefetched
 
 # Columns the analyses keep in ns under bare names (``analysis.*``, the report reads them so):
@@ -35,13 +36,14 @@ FRACTION = {"ratio": "share_pct"}
 
 
 def load(path: Path, rank: int | None = None, tp_bin: str | None = None,
-         prefetched: Prefetched | None = None) -> list[GpuOps]:
-    """Every rank's GPU ops (one for a file), ranks in order; each rank's engine is closed
-    once its ops are read."""
-    from .. import load_ranks
+         prefetched: Prefetched | None = None, job: JobOptions | None = None) -> list[GpuOps]:
+    """Every rank's GPU ops (one for a file), ranks in order, read by the job's executor
+    (``job.api.gather``); each rank's engine is closed once its ops are read."""
+    from ..job.api import gather
+    from ..job.tasks import gpu_rank
 
-    out = list(load_ranks(path, rank=rank, then=rank_ops, tp_bin=tp_bin, prefetched=prefetched,
-                          **LOAD).values())
+    out = list(gather(path, gpu_rank, LOAD["kind"], rank, job,
+                      {"tp_bin": tp_bin, "prefetched": prefetched}).values())
     if not any(len(g.ops["ts"]) for g in out):
         raise TraceaugError(f"{path}: no GPU kernels, copies or sets to analyse")
     return out

@@ -17,6 +17,7 @@ from ..rewrite import pipeline
 from ..rewrite.counters import prepare
 
 if TYPE_CHECKING:
+    from ..job.run import JobOptions
     from ..read.prefetch import Prefetched
     from ..trace import Trace
 
@@ -75,9 +76,10 @@ COUNTERS = pipeline.Rewriter(name="counters", kind="gpu", compute=compute, summa
 
 def run(src: Path, dst: str | Path | None, series: tuple[str, ...], style: str, rank: int | None,
         fmt: str, tp_bin: str | None = None, prefetched: Prefetched | None = None,
-        open_ui: bool | dict = False, keep_bytes: bool = False) -> str:
+        open_ui: bool | dict = False, keep_bytes: bool = False,
+        job: JobOptions | None = None) -> str:
     """``counters`` over every target, through the pipeline; the formatted summary.
     ``keep_bytes``: every original byte kept (else the UI shows every event: ``rewrite.visible``)."""
     return pipeline.run(COUNTERS, src, dst, {"series": list(series), "style": style}, rank=rank,
                         fmt=fmt, tp_bin=tp_bin, prefetched=prefetched, open_ui=open_ui,
-                        keep_bytes=keep_bytes)
+                        keep_bytes=keep_bytes, job=job)

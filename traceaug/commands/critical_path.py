@@ -10,15 +10,16 @@ from ..output import cut, json_text, render_columns
 from ..rewrite import critical_path, pipeline
 
 if TYPE_CHECKING:
+    from ..job.run import JobOptions
     from ..read.prefetch import Prefetched
 
 
 def run(src: Path, dst: str | Path | None, options: dict, rank: int | None = None,
         fmt: str = "table", tp_bin: str | None = None, prefetched: Prefetched | None = None,
-        open_ui: bool | dict = False) -> str:
+        open_ui: bool | dict = False, job: JobOptions | None = None) -> str:
     """``critical-path`` over every target, through the pipeline; the formatted summary."""
     return pipeline.run(CRITICAL_PATH, src, dst, options, rank=rank, fmt=fmt, tp_bin=tp_bin,
-                        prefetched=prefetched, open_ui=open_ui)
+                        prefetched=prefetched, open_ui=open_ui, job=job)
 
 
 def summary_text(results: list[dict], fmt: str) -> str:

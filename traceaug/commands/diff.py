@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -14,8 +14,11 @@ import orjson
 from ..analysis.diff import Side, compute, pick_steps
 from ..analysis.tables import Columns, objects
 from ..errors import TraceaugError
+from ..job.executor import LocalPool
+from ..job.ranks import pair
+from ..job.run import JobOptions
+from ..job.storage import is_url
 from ..output import json_text, render_columns
-from ..read.inputs import TraceFile, select
 from ..trace import Trace
 
 if TYPE_CHECKING:
@@ -52,50 +55,44 @@ class Comparison(NamedTuple):
     ops: pd.DataFrame
 
 
-def pair_ranks(a: Path, b: Path, rank: int | None) -> tuple[list[tuple[TraceFile, TraceFile]], dict]:
-    """Match A's and B's files by rank (``--rank`` picked on each side by ``read.inputs.select``,
-    as every command picks it); one trace on each side always pairs."""
-    fa, fb = select(a, rank), select(b, rank)
-    if len(fa) == 1 and len(fb) == 1:  # one trace each: compare them whatever their ranks
-        return [(fa[0], fb[0])], {}
-    ra, rb = {f.rank: f for f in fa}, {f.rank: f for f in fb}
-    common = sorted(set(ra) & set(rb), key=lambda r: (r is None, r))
-    unmatched = {"a": sorted(set(ra) - set(rb), key=str), "b": sorted(set(rb) - set(ra), key=str)}
-    if not common:
-        raise TraceaugError(f"{a} and {b}: no common ranks (A has {sorted(ra, key=str)}, "
-                            f"B has {sorted(rb, key=str)})")
-    return [(ra[r], rb[r]) for r in common], unmatched
-
-
 def run(a: Path, b: Path, by: str, device: str, step: int | None, threshold: float,
         rank: int | None = None, tp_bin: str | None = None,
         prefetched: Prefetched | None = None, step_a: int | None = None,
         step_b: int | None = None, step_index: int | None = None,
-        progress: bool | None = None) -> DiffResult:
-    """Load every paired file (two at a time) and compare each rank; the steps compared are
-    chosen per side by ``analysis.diff.pick_steps``. ``progress``: progress lines on stderr
+        progress: bool | None = None, job: JobOptions | None = None) -> DiffResult:
+    """Compare each rank of A with the same rank of B (``job.ranks.pair``); the steps compared
+    are chosen per side by ``analysis.diff.pick_steps``. One pair loads here, both sides at
+    once, and keeps its sides (``--trace`` merges them); more run one task per rank on the
+    job's executor (``job.tasks.diff_rank``). ``progress``: progress lines on stderr
     (default: for one pair, when it is a terminal)."""
-    pairs, unmatched = pair_ranks(Path(a), Path(b), rank)
-    files = [f.path for pair in pairs for f in pair]
-    quiet = len(files) > 2
+    job = job or JobOptions()
+    pairs, unmatched = pair(a, b, rank, job.skip_bad, job.storage)
+    if len(pairs) > 1 or any(is_url(f.path) for f in pairs[0]):  # URLs: the task fetches them
+        from ..job.api import gather
+        from ..job.tasks import diff_rank
 
-    def load(path: Path) -> Side:  # two loads at once: one pass-1 worker process each
-        return Side.of(Trace(path, tp_bin=tp_bin, progress=False if quiet else progress, workers=1,
-                             only="ops", prefetched=prefetched))
+        compare = {"by": by, "device": device, "step": step, "step_a": step_a, "step_b": step_b,
+                   "step_index": step_index, "threshold": threshold}
+        task = partial(diff_rank, b={fa.rank: fb for fa, fb in pairs}, compare=compare)
+        done = gather(a, task, "ops", job=job, options={"tp_bin": tp_bin},
+                      files=[fa for fa, _ in pairs])  # (URL storage options: job.storage)
+        return DiffResult(ranks=list(done.values()), unmatched=unmatched)
+    (fa, fb), = pairs
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        sides = list(pool.map(load, files))
-    out = DiffResult(ranks=[], unmatched=unmatched)
-    for i, (fa, fb) in enumerate(pairs):
-        sa, sb = sides[2 * i], sides[2 * i + 1]
+    def load(path: Path) -> Side:  # both sides at once: one pass-1 worker process each
+        return Side.of(Trace(path, tp_bin=tp_bin, progress=progress, workers=1, only="ops",
+                             prefetched=prefetched))
+
+    with LocalPool(2, processes=False) as pool:  # live sides: in this process
+        sa, sb = pool.map(load, (fa.path, fb.path))
+    out = DiffResult(ranks=[], unmatched=unmatched, sides=[(sa, sb)])
+    try:
+        steps = pick_steps(sa, sb, step, step_a, step_b, step_index)
         r = sa.trace.rank if sa.trace.rank is not None else fa.rank
-        out.sides.append((sa, sb))
-        try:
-            steps = pick_steps(sa, sb, step, step_a, step_b, step_index)
-            out.ranks.append(RankDiff(r, fa.path, fb.path, compute(sa, sb, by, device, steps, threshold)))
-        except BaseException:
-            close(out)
-            raise
+        out.ranks.append(RankDiff(r, fa.path, fb.path, compute(sa, sb, by, device, steps, threshold)))
+    except BaseException:
+        close(out)
+        raise
     return out
 
 
@@ -229,7 +226,7 @@ def explain(a: Path, b: Path, step: int | None = None, step_a: int | None = None
     runtime calls and syncs the critical path needs."""
     from ..analysis.explain import explain as split
 
-    pairs, _ = pair_ranks(Path(a), Path(b), rank)
+    pairs, _ = pair(Path(a), Path(b), rank)
     if len(pairs) != 1:
         raise TraceaugError("--explain compares one pair of traces: choose a rank with --rank")
     if step is not None:

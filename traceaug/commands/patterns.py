@@ -17,6 +17,7 @@ from ..rewrite import pipeline
 from ..rewrite.patterns import prepare
 
 if TYPE_CHECKING:
+    from ..job.run import JobOptions
     from ..read.prefetch import Prefetched
     from ..trace import Trace
 
@@ -84,8 +85,9 @@ PATTERNS = pipeline.Rewriter(name="patterns", kind="patterns", compute=compute, 
 
 def run(src: Path, dst: str | Path | None, operator: str | None, min_len: int, top_k: int,
         rank: int | None, fmt: str, tp_bin: str | None = None,
-        prefetched: Prefetched | None = None, open_ui: bool | dict = False) -> str:
+        prefetched: Prefetched | None = None, open_ui: bool | dict = False,
+        job: JobOptions | None = None) -> str:
     """``patterns`` over a trace or every rank of a directory, through the pipeline."""
     options = {"operator": operator, "min_len": min_len, "top_k": top_k}
     return pipeline.run(PATTERNS, src, dst, options, rank=rank, fmt=fmt, tp_bin=tp_bin,
-                        prefetched=prefetched, open_ui=open_ui)
+                        prefetched=prefetched, open_ui=open_ui, job=job)

@@ -9,8 +9,8 @@ import numpy as np
 
 from ..analysis import replay
 from ..errors import TraceaugError
+from ..job.ranks import select
 from ..output import render_columns
-from ..read.inputs import select
 from ..trace import Trace
 
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 from .. import interrupt
 from ..errors import TraceaugError
+from ..job.ranks import resolve
 from . import source
-from .inputs import resolve
 from .kinds import kind_of
 from .nsys import is_sqlite
 from .workers import Forked, can_fork, fork, recv, send, spawn
@@ -106,17 +106,18 @@ def start(inputs: list[Path], full: bool = False, only: str | None = None,
 
 
 def start_ranks(directory: Path, rank: int | None, kind: str) -> Prefetched:
-    """Pass 1 of a directory's ranks (``rank``, or every one) in children, in rank order
-    while their raw sizes add up to at most ``UP_TO``: a fork starts with pass 1's modules
-    imported, where the loads' own pass-1 worker processes would each start a new
-    interpreter when the command loads two ranks at a time (~0.15 s of a core per rank,
-    more than pass 1 of a small rank). The other ranks plan as before."""
-    from .inputs import select
+    """Pass 1 of a directory's one rank (``rank``, or its only one) in a child, if under
+    ``UP_TO``; several ranks run in the job's pool (``job.executor``), whose processes plan
+    them."""
+    from ..job.ranks import select
 
     pre = Prefetched()
     try:
         budget = UP_TO
-        for f in [f.path for f in select(directory, rank) if not is_sqlite(f.path)]:
+        files = select(directory, rank)
+        if len(files) > 1:
+            return pre  # the ranks run in a pool (job.executor): its processes plan them
+        for f in [f.path for f in files if not is_sqlite(f.path)]:
             budget -= source.raw_size_estimate(f)
             if budget < 0:
                 break

@@ -19,8 +19,9 @@ import orjson
 from .. import guard
 from ..analysis import collectives as co
 from ..errors import TraceaugError
+from ..job.ranks import select
 from ..read import normalize
-from ..read.inputs import select, trace_input
+from ..read.inputs import trace_input
 from . import splice
 from .events import us
 from .merge import relabelled

@@ -4,22 +4,28 @@ A rewriter supplies only its load kind (``read.kinds.KINDS``), its compute funct
 its summary. ``run`` resolves the targets (a file, or every rank of a directory), checks
 every output against the inputs before any work, starts each copy (gzip deflates the
 original text meanwhile), loads the trace with the rewriter's kind, calls ``compute`` and
-splices its events in once the engine is closed. Two ranks run at a time.
+splices its events in once the engine is closed. Several ranks run on the job's executor
+(``job.executor``: a local pool sized to the machine, or Dask).
 """
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import sys
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import TraceaugError
-from ..read.inputs import TRACE_SUFFIXES, TraceFile, output_name, select, trace_input
+from ..job.ranks import TRACE_SUFFIXES, TraceFile, select
+from ..job.run import JobOptions
+from ..job.storage import is_url
+from ..paths import name_of
+from ..read.inputs import output_name, trace_input
 from ..read.kinds import KINDS
 from . import splice
 
@@ -51,18 +57,21 @@ def _names_directory(dst: str | Path) -> bool:
     return text.endswith(("/", os.sep)) or Path(text).is_dir()
 
 
-def targets(src: str | Path, dst: str | Path | None, rank: int | None = None
-            ) -> tuple[list[Target], Path | None]:
+def targets(src: str | Path, dst: str | Path | None, rank: int | None = None,
+            skip_bad: bool = False, storage: dict | None = None) -> tuple[list[Target], Path | None]:
     """Every input of ``src`` (``read.inputs.select``) with its output, and the output
     directory to create (None when there is none to make). OUT is a directory when it
     ends with ``/`` or is one: a file IN is written into it under its own name. A directory
     IN needs a directory OUT, never a file-like name."""
-    src = Path(src)
-    files = select(src, rank)
+    url = is_url(src)
+    src = src if url else Path(src)
+    files = select(src, rank, skip_bad, storage)
     if dst is None:
         return [Target(f, None) for f in files], None
     as_dir, out = _names_directory(dst), Path(dst)
-    if src.is_dir():
+    if url and (len(files) > 1 or str(src).endswith("/")):  # a URL prefix of ranks
+        as_dir = True
+    elif not url and src.is_dir():
         if out.exists() and not out.is_dir():
             raise TraceaugError(f"{out}: IN is a directory, so OUT must be one too")
         if not as_dir and out.name.endswith((*TRACE_SUFFIXES, ".gz")):
@@ -73,14 +82,16 @@ def targets(src: str | Path, dst: str | Path | None, rank: int | None = None
         as_dir = True
     if as_dir:
         made = None if out.is_dir() else out
-        return [Target(f, out / output_name(f.path)) for f in files], made
+        return [Target(f, out / (name_of(f.path) if url else output_name(f.path))) for f in files], made
     return [Target(f, out) for f in files], None
 
 
 def _check(found: list[Target], made: Path | None) -> None:
     """Outputs never replace an input; a missing output directory is made (only here)."""
-    inputs = {t.file.path.resolve() for t in found}
+    inputs = {t.file.path.resolve() for t in found if not is_url(t.file.path)}
     for t in found:
+        if is_url(t.file.path):
+            continue
         if t.out is not None and t.out.resolve() in inputs and t.out.resolve() != t.file.path.resolve():
             raise TraceaugError(f"{t.out}: is one of the input files; choose another output")
     if made is not None:
@@ -92,7 +103,7 @@ def _check(found: list[Target], made: Path | None) -> None:
             raise TraceaugError(f"{made}: cannot make the output directory ({e.strerror})") from None
     for t in found:
         if t.out is not None:
-            splice.check_output(t.file.path, t.out)
+            splice.check_output(Path(os.devnull) if is_url(t.file.path) else t.file.path, t.out)
 
 
 class _PrepareOnTake:
@@ -112,22 +123,34 @@ class _PrepareOnTake:
 
 
 def _one(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None, quiet: bool,
-         prefetched: Prefetched | None, keep_bytes: bool, progress: bool | None = None) -> dict:
-    """Load, compute and write one target; its summary data with ``rank``, ``file``, ``out``
-    and ``events`` (how many were added)."""
+         prefetched: Prefetched | None, keep_bytes: bool, progress: bool | None = None,
+         storage: dict | None = None) -> dict:
+    """Load, compute and write one target (a URL input fetched first: ``job.tasks.local``);
+    its summary data with ``rank``, ``file``, ``out`` and ``events`` (how many were added)."""
+    from ..job.executor import in_worker
+    from ..job.tasks import local
+
+    with local(target.file, {"storage": storage}) as path:
+        return _loaded(rewriter, target, path, options, tp_bin, quiet, prefetched, keep_bytes,
+                       progress, 0 if in_worker() else 1 if quiet else None)
+
+
+def _loaded(rewriter: Rewriter, target: Target, path: Path, options: dict, tp_bin: str | None,
+            quiet: bool, prefetched: Prefetched | None, keep_bytes: bool, progress: bool | None,
+            workers: int | None) -> dict:
     from ..trace import Trace
 
     tf, out = target.file, target.out
     copy = early = None
     if out is not None:  # started first: gzip output deflates the original text meanwhile
-        copy = splice.Copy(trace_input(tf.path), out, splice.entry(rewriter.name, options),
+        copy = splice.Copy(trace_input(path), out, splice.entry(rewriter.name, options),
                            keep_bytes=keep_bytes)
         early = _PrepareOnTake(copy, prefetched)
     try:
-        # quiet: two ranks at once, one pass-1 worker process each
+        # quiet: several ranks at once
         show = False if quiet else progress
-        with Trace(tf.path, tp_bin=tp_bin, progress=show, kind=rewriter.kind,
-                   workers=1 if quiet else None, prefetched=early or prefetched) as trace:
+        with Trace(path, tp_bin=tp_bin, progress=show, kind=rewriter.kind,
+                   workers=workers, prefetched=early or prefetched) as trace:
             if out is not None and trace.plan is None:
                 raise TraceaugError(f"{tf.path}: not a Chrome JSON trace; {rewriter.name} "
                                     "needs one")
@@ -145,49 +168,89 @@ def _one(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None, 
             "events": len(events) if out is not None else 0}
 
 
+def _task(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None,
+          keep_bytes: bool, storage: dict | None = None) -> tuple[dict, list]:
+    """One rank of several (``job.executor``): ``_one``, quiet; in a worker process its output
+    is held complete but unrenamed and handed back (``atomic.held``) for this run to commit
+    with its others."""
+    from .. import atomic
+    from ..job.executor import in_worker
+
+    if not in_worker():
+        return _one(rewriter, target, options, tp_bin, True, None, keep_bytes, storage=storage), []
+    with atomic.held() as files:
+        done = _one(rewriter, target, options, tp_bin, True, None, keep_bytes, storage=storage)
+    return done, list(files)
+
+
+def _leftovers(found: list[Target]) -> None:
+    """Temporary outputs of ranks stopped mid-write (a pool process killed): removed."""
+    for t in found:
+        if t.out is not None:
+            for tmp in t.out.parent.glob(f".{glob.escape(t.out.name)}.*.tmp"):
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+
+
 def results(rewriter: Rewriter, src: str | Path, dst: str | Path | None, options: dict, *,
             rank: int | None = None, tp_bin: str | None = None,
             prefetched: Prefetched | None = None, keep_bytes: bool = False,
-            progress: bool | None = None) -> list[dict]:
-    """Every target's summary data (``_one``), two ranks at a time; no output directory is
-    left behind by a run that fails. ``progress``: progress lines on stderr (default: on a
-    terminal; never with two ranks at once)."""
+            progress: bool | None = None, job: JobOptions | None = None) -> list[dict]:
+    """Every target's summary data (``_one``), the ranks on the job's executor
+    (``job.api.gather``); no output directory is left behind by a run that fails.
+    ``progress``: progress lines on stderr (default: on a terminal; never with several ranks)."""
+    from .. import atomic
+    from ..job.api import gather
+
     if rewriter.kind not in KINDS:
         raise ValueError(f"{rewriter.name}: unknown load kind {rewriter.kind!r}")
-    found, made = targets(src, dst, rank)
+    job = job or JobOptions()
+    found, made = targets(src, dst, rank, job.skip_bad, job.storage)
     _check(found, made)
     try:
         if len(found) == 1:
             return [_one(rewriter, found[0], options, tp_bin, False, prefetched, keep_bytes,
-                         progress)]
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            return list(pool.map(lambda t: _one(rewriter, t, options, tp_bin, True, prefetched,
-                                                keep_bytes), found))
+                         progress, job.storage)]
+        by_file = {t.file: t for t in found}
+        task = partial(_by_file, by_file=by_file, rewriter=rewriter, options=options,
+                       tp_bin=tp_bin, keep_bytes=keep_bytes)
+        done = gather(src, task, rewriter.kind, job=job, files=[t.file for t in found],
+                      on_result=lambda _, r: atomic.adopt(r[1]))
+        return [r for r, _ in done.values()]
     except BaseException:
+        _leftovers(found)
         if made is not None:
             with contextlib.suppress(OSError):
                 made.rmdir()  # only when empty: what a run before this one wrote stays
         raise
 
 
+def _by_file(file: TraceFile, _options: dict, by_file: dict, rewriter: Rewriter, options: dict,
+             tp_bin: str | None, keep_bytes: bool) -> tuple[dict, list]:
+    """``_task`` for the target of ``file`` (``job.api.gather`` hands each task its file and
+    the job's options: ``storage`` for URLs)."""
+    return _task(rewriter, by_file[file], options, tp_bin, keep_bytes, _options.get("storage"))
+
+
 def run(rewriter: Rewriter, src: str | Path, dst: str | Path | None, options: dict, *,
         rank: int | None = None, fmt: str = "table", tp_bin: str | None = None,
         prefetched: Prefetched | None = None, keep_bytes: bool = False,
-        open_ui: bool | dict = False) -> str:
+        open_ui: bool | dict = False, job: JobOptions | None = None) -> str:
     """Run ``rewriter`` over ``src`` into ``dst`` (None: summary only) and return its summary;
     ``wrote OUT (N events added by NAME)`` goes to stderr for each output.
 
     ``open_ui`` (True, or ``view.server.serve`` options such as port / browser): print the
     summary, then serve the one output in the Perfetto UI until interrupted; returns ""."""
     if open_ui:
-        found, _ = targets(src, dst, rank)
+        found, _ = targets(src, dst, rank, job.skip_bad if job else False,
+                           job.storage if job else None)
         if dst is None or len(found) != 1:
             raise TraceaugError(f"{src}: --open needs one output file")
         from ..view.server import check_port
 
         check_port(open_ui.get("port", 0) if isinstance(open_ui, dict) else 0)
     done = results(rewriter, src, dst, options, rank=rank, tp_bin=tp_bin,
-                   prefetched=prefetched, keep_bytes=keep_bytes)
+                   prefetched=prefetched, keep_bytes=keep_bytes, job=job)
     from ..paths import shown  # the name the user gave ("stdout" for OUT "-")
 
     for r in done:  # what was written is a message (stderr); stdout holds the summary only

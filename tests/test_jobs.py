@@ -1,0 +1,359 @@
+"""Jobs (issue 25): a directory of ranks through the job executor, locally and on a real
+Dask ``LocalCluster``; failures said by rank; unreadable rank files named (24.22);
+``info DIR`` one row per rank; ``load_job`` reading each rank once.
+
+The oracle for the local pool is each rank's file run alone (the single-file path, in this
+process, no pool) and the raw JSON; the Dask cluster's output must equal the pool's byte
+for byte, outputs written included.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import shared_trace
+
+from traceaug.cli import main
+from traceaug.job import executor as ex
+from traceaug.job import run as job_run
+
+JOB = "kineto/jobs/dlrm_v100_8ranks"
+
+
+def _files(d: Path) -> dict[int, Path]:
+    """Rank -> file of the DLRM job, from its raw JSON's distributedInfo (not traceaug's)."""
+    out = {}
+    for f in sorted(d.glob("*.json.gz")):
+        with gzip.open(f) as g:
+            out[json.load(g)["distributedInfo"]["rank"]] = f
+    return out
+
+
+def _cli(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A real two-process Dask cluster, shared by this module's tests."""
+    distributed = pytest.importorskip("distributed")
+    import logging
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0", silence_logs=logging.CRITICAL) as c:
+        yield c
+
+
+@pytest.fixture
+def used(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The executors the runs chose (a spy on ``job.run.executor_for``)."""
+    seen: list = []
+    from traceaug.job import api
+
+    real = api.executor_for
+
+    def spy(files, kind, options):
+        e = real(files, kind, options)
+        seen.append(e)
+        return e
+    monkeypatch.setattr(api, "executor_for", spy)
+    return seen
+
+
+def test_local_pool_gives_each_rank_as_its_file_alone(used: list) -> None:
+    """``report DIR`` through the pool (processes, as many as the machine allows) has, for
+    every rank, the rows ``report FILE`` gives for that rank's file alone."""
+    d = shared_trace(JOB)
+    r = _cli("report", str(d), "--format", "json")
+    assert r.exit_code == 0, r.output
+    pool = [e for e in used if isinstance(e, ex.LocalPool)]
+    assert pool and pool[0].processes and pool[0].size == min(ex.cores(), 8)
+    whole = json.loads(r.stdout)
+    for rank, f in _files(d).items():
+        alone = _cli("report", str(f), "--format", "json")
+        assert alone.exit_code == 0, alone.output
+        for title, rows in json.loads(alone.stdout).items():
+            if rows and "rank" in rows[0]:
+                assert [x for x in whole[title] if x["rank"] == rank] == rows, (rank, title)
+
+
+def test_info_directory_is_one_row_per_rank() -> None:
+    """``info DIR``: one row per rank with its kernels (counted in the raw JSON) and a job line."""
+    d = shared_trace(JOB)
+    r = _cli("info", str(d))
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["rank", "file", "size_mb", "devices", "steps", "span_ms",
+                                "kernels", "warnings"]
+    rows = [line.split() for line in lines[1:9]]
+    for rank, f in _files(d).items():
+        with gzip.open(f) as g:
+            kernels = sum(e.get("cat") == "kernel" for e in json.load(g)["traceEvents"])
+        row = rows[rank]
+        assert (int(row[0]), row[1], int(row[6])) == (rank, f.name, kernels)
+    assert lines[9].startswith("job: 8 ranks (world size 8), 8 devices")
+    assert "ranks:" not in r.stderr  # no progress when stderr is not a terminal
+
+
+COMMANDS = [("report", "--format", "json"), ("info", "--format", "csv")]
+REWRITERS = [("counters",), ("critical-path",), ("patterns",)]
+
+
+@pytest.mark.parametrize("command", COMMANDS + REWRITERS, ids=lambda c: c[0])
+def test_dask_cluster_equals_local_pool(cluster, command: tuple, tmp_path: Path, used: list) -> None:
+    """Every rank on the Dask cluster: the same stdout and the same output files, byte for
+    byte, as the local pool."""
+    d = shared_trace(JOB)
+    outs = []
+    scheduler_file = tmp_path / "scheduler.json"  # what `dask scheduler --scheduler-file` writes
+    scheduler_file.write_text(json.dumps({"address": cluster.scheduler_address}))
+    dask = (("--scheduler-file", str(scheduler_file)) if command[0] == "info"
+            else ("--scheduler", cluster.scheduler_address))
+    for where, extra in (("local", ()), ("dask", dask)):
+        args = [command[0], str(d), *command[1:]]
+        if command in REWRITERS:
+            args += [str(tmp_path / where) + "/", "--format", "csv"]
+        r = _cli(*args, *extra)
+        assert r.exit_code == 0, r.output
+        written = {p.name: p.read_bytes() for p in sorted((tmp_path / where).glob("*"))}
+        outs.append((r.stdout, written))
+    assert isinstance(used[0], ex.LocalPool) and isinstance(used[1], ex.DaskExecutor)
+    assert outs[0] == outs[1]
+    if command in REWRITERS:
+        assert len(outs[0][1]) == 8
+
+
+def test_dask_diff_equals_local_pool(cluster) -> None:
+    d = shared_trace(JOB)
+    local = _cli("diff", str(d), str(d), "--format", "csv")
+    dask = _cli("diff", str(d), str(d), "--format", "csv", "--scheduler", cluster.scheduler_address)
+    assert local.exit_code == dask.exit_code == 0, local.output + dask.output
+    assert local.stdout == dask.stdout and local.stdout.count("\n") > 8
+
+
+def _with_truncated_rank(tmp_path: Path, rank: int = 3) -> Path:
+    """Ranks 0-3 of the job, rank 3 cut mid-event."""
+    d = shared_trace(JOB)
+    job = tmp_path / "job"
+    job.mkdir()
+    for r, f in list(_files(d).items())[:4]:
+        if r == rank:
+            with gzip.open(f) as g:
+                (job / f"rank{r}.json").write_bytes(g.read()[:30000])  # cut mid-event
+        else:
+            os.symlink(f, job / f.name)
+    return job
+
+
+@pytest.mark.parametrize("where", ["local", "dask"])
+def test_failing_rank_is_named_while_the_others_complete(tmp_path: Path, where: str) -> None:
+    """A truncated rank: its error said by rank, the run exits 1 naming it, nothing written."""
+    job = _with_truncated_rank(tmp_path)
+    out = tmp_path / "out"
+    extra = ("--workers", "2") if where == "dask" else ()  # a LocalCluster of its own
+    r = _cli("counters", str(job), str(out) + "/", *extra)
+    assert r.exit_code == 1
+    assert "Traceback" not in r.stderr  # the workers' logs stay out
+    assert f"traceaug: rank 3 failed: {job / 'rank3.json'}: " in r.stderr
+    assert "truncated" in r.stderr
+    assert r.stderr.rstrip().endswith("1 of 4 ranks failed: rank(s) 3; nothing was written")
+    assert not out.exists() or not any(out.iterdir())  # no output, no temporary file
+
+
+def test_failing_rank_does_not_stop_the_others(tmp_path: Path) -> None:
+    """Through the pool, the other ranks' results all arrive before the run fails."""
+    from traceaug.errors import TraceaugError
+    from traceaug.job.api import gather
+    from traceaug.job.tasks import gpu_rank
+
+    job = _with_truncated_rank(tmp_path)
+    arrived = []
+    with pytest.raises(TraceaugError, match=r"1 of 4 ranks failed: rank\(s\) 3"):
+        gather(job, gpu_rank, "gpu_steps", job=job_run.JobOptions(progress=False),
+               on_result=lambda rank, ops: arrived.append((rank, len(ops.ops["ts"]))))
+    assert sorted(r for r, _ in arrived) == [0, 1, 2]
+    assert all(n > 0 for _, n in arrived)
+
+
+def flaky(file, options: dict) -> int:
+    """Fails the first time it runs for a file (a marker beside it says so), then counts
+    the file's bytes."""
+    marker = Path(str(file.path) + ".tried")
+    if not marker.exists():
+        marker.write_text("1")
+        raise OSError("worker lost")
+    return file.path.stat().st_size
+
+
+@pytest.mark.parametrize("retries", [1, 0])
+def test_a_failing_rank_is_tried_again(tmp_path: Path, retries: int) -> None:
+    from traceaug.errors import TraceaugError
+    from traceaug.job.ranks import select
+
+    job = tmp_path / "job"
+    job.mkdir()
+    for r in range(3):
+        (job / f"rank{r}.json").write_text("{}" + " " * r)
+    items = [(f.rank, (f, {})) for f in select(job)]
+    options = job_run.JobOptions(retries=retries, progress=False)
+    with ex.LocalPool(2) as pool:
+        if retries:
+            assert job_run.run_ranks(flaky, items, pool, options) == {0: 2, 1: 3, 2: 4}
+        else:
+            with pytest.raises(TraceaugError, match=r"3 of 3 ranks failed: rank\(s\) 0, 1, 2"):
+                job_run.run_ranks(flaky, items, pool, options)
+
+
+def _bad_entries(job: Path) -> list[str]:
+    (job / "rank-9.json").symlink_to(job / "missing.json")
+    (job / "rank-10.json.gz").symlink_to("/dev/zero")
+    (job / "rank-11.json").symlink_to("rank-11.json")
+    os.mkfifo(job / "rank-12.json")
+    return ["rank-9.json: dangling symlink", "rank-10.json.gz: a device or socket",
+            "rank-11.json: symlink loop", "rank-12.json: a FIFO"]
+
+
+def test_unreadable_rank_files_are_named_and_refused(tmp_path: Path) -> None:
+    """24.22: a dangling symlink, a symlink to /dev/zero, a loop and a FIFO among the ranks:
+    each named, exit 1; with --skip-bad-ranks the others are read and each is warned of."""
+    d = shared_trace(JOB)
+    job = tmp_path / "job"
+    job.mkdir()
+    files = dict(list(_files(d).items())[:2])
+    for f in files.values():
+        os.symlink(f, job / f.name)
+    said = _bad_entries(job)
+    r = _cli("kernels", str(job))
+    assert r.exit_code == 1 and r.stdout == ""
+    assert "cannot read 4 rank file(s), named above" in r.stderr and "--skip-bad-ranks" in r.stderr
+    for s in said:
+        assert f"traceaug: error: {job / s}" in r.stderr
+    r = _cli("kernels", str(job), "--skip-bad-ranks", "--format", "json")
+    assert r.exit_code == 0, r.output
+    for s in said:
+        assert f"traceaug: warning: {job / s}" in r.stderr
+    assert {row["rank"] for row in json.loads(r.stdout)["kernels"]} == set(files)
+
+
+def test_load_job_reads_each_rank_once(cluster, tmp_path: Path) -> None:
+    """``load_job`` (its ranks read on the Dask cluster): the analyses of ``traceaug.analyses``
+    take the Job and reuse its tables: they still answer once the files are gone, and equal
+    those read from the directory here."""
+    import traceaug
+    import traceaug.analyses as ta
+
+    job_dir = tmp_path / "job"
+    shutil.copytree(shared_trace(JOB), job_dir)
+    want_kernels = ta.kernels(job_dir)
+    want_breakdown = ta.temporal_breakdown(_files(job_dir)[5])
+    job = traceaug.load_job(job_dir, scheduler=cluster.scheduler_address)
+    assert job.ranks == list(range(8))
+    assert ta.kernels(job).equals(want_kernels)
+    shutil.rmtree(job_dir)  # a second read would fail now
+    assert ta.temporal_breakdown(job, rank=5).equals(want_breakdown)
+    assert len(ta.launch_summary(job)) == 8
+    job.close()
+
+
+def test_pool_size_is_cores_ranks_and_memory() -> None:
+    """``min(cores, ranks, 0.8 × available RAM ÷ the rank's peak)``, at least one."""
+    gb = 1 << 30
+    assert ex.pool_size(8, gb, ram=4 * gb, ncores=16) == 3
+    assert ex.pool_size(2, gb, ram=64 * gb, ncores=16) == 2
+    assert ex.pool_size(64, gb, ram=64 * gb, ncores=6) == 6
+    assert ex.pool_size(8, 8 * gb, ram=4 * gb, ncores=16) == 1
+    assert ex.rank_peak(100 << 20, "gpu_steps") < ex.rank_peak(100 << 20, "full")
+
+
+def test_no_cluster_unless_asked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Without --scheduler / --workers / Dask's own address, nothing connects to Dask."""
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    monkeypatch.setenv("DASK_CONFIG", str(tmp_path / "none"))
+    assert ex.connect() is None
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://127.0.0.1:1")
+    assert ex.dask_address(None) == "tcp://127.0.0.1:1"
+
+
+def _generated_job(directory: Path, ranks: int = 32) -> dict[int, dict[str, int]]:
+    """``ranks`` ranks made from the shared H100 BERT trace: each with its distributedInfo
+    rank, its timestamps shifted by rank-specific whole µs, and every k-th kernel (k = 3 +
+    rank % 5) dropped; returns each rank's GPU op count per name (the oracle)."""
+    base = json.loads(gzip.open(shared_trace("kineto/h100_bert_small_inference.json.gz")).read())
+    directory.mkdir()
+    want = {}
+    for r in range(ranks):
+        k, seen, events = 3 + r % 5, 0, []
+        for e in base["traceEvents"]:
+            if e.get("cat") == "kernel":
+                seen += 1
+                if seen % k == 0:
+                    continue
+            if "ts" in e:
+                e = {**e, "ts": e["ts"] + 1000 * r + r % 7}
+            events.append(e)
+        counts: dict[str, int] = {}
+        for e in events:  # GPU ops: what `kernels` counts
+            if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e.get("ph") == "X":
+                counts[e["name"]] = counts.get(e["name"], 0) + 1
+        want[r] = counts
+        doc = {**base, "distributedInfo": {"rank": r, "world_size": ranks}, "traceEvents": events}
+        (directory / f"gen-{r:02d}.json").write_text(json.dumps(doc))
+    return want
+
+
+def test_generated_32_ranks_on_dask_equal_the_pool_and_the_raw_json(cluster, tmp_path: Path) -> None:
+    """32 generated ranks: per rank, the kernel counts of the raw JSON; the Dask cluster's
+    output byte for byte the local pool's."""
+    want = _generated_job(tmp_path / "job")
+    local = _cli("kernels", str(tmp_path / "job"), "--format", "json")
+    dask = _cli("kernels", str(tmp_path / "job"), "--format", "json",
+                "--scheduler", cluster.scheduler_address)
+    assert local.exit_code == dask.exit_code == 0, local.output + dask.output
+    assert dask.stdout == local.stdout
+    rows = json.loads(local.stdout)["kernels"]
+    got: dict = {r: {} for r in want}
+    for row in rows:
+        got[row["rank"]][row["name"]] = row["count"]
+    assert got == want
+
+
+def test_ctrl_c_on_a_local_cluster_run_leaves_nothing(tmp_path: Path) -> None:
+    """SIGINT once the run's Dask workers are up: exit 130, no output directory, no temporary
+    file, and none of the processes it started left running."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    psutil = pytest.importorskip("psutil")
+    _generated_job(tmp_path / "job", ranks=16)
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "traceaug", "counters", str(tmp_path / "job"),
+                             f"{out}/", "--workers", "2"], stderr=subprocess.PIPE, text=True)
+    me = psutil.Process(proc.pid)
+    started: list = []
+    while proc.poll() is None and len(started) < 2:  # the two workers (beside their nannies)
+        started = [p for p in me.children(recursive=True) if _is_worker(p)]
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.stderr.read()
+    others = me.children(recursive=True)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert not out.exists()
+    assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".")]
+    _, alive = psutil.wait_procs(others, timeout=30)
+    assert alive == []
+
+
+def _is_worker(p) -> bool:
+    try:
+        return "spawn_main" in " ".join(p.cmdline())
+    except Exception:
+        return False

@@ -1,0 +1,268 @@
+"""One executor interface for per-rank tasks, two implementations.
+
+``Executor`` is ``concurrent.futures``-like: ``submit`` returns a future, ``as_completed``
+yields futures as they finish, ``map`` keeps the order. ``LocalPool`` is a pool of processes
+on this machine sized by ``pool_size`` (forked with the engine's modules imported; threads
+where a fork is not safe); ``DaskExecutor`` sends the tasks to a Dask ``distributed``
+cluster. Tasks take paths and options and return small plain tables, never engines.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+ENGINE_BASE = 160 << 20  # bytes: an engine process before any trace (wasm module, numpy)
+# Peak bytes per raw trace byte, by load kind: "full" holds every event twice (pass 1's
+# text, the engine's tables); the subset kinds keep less (read.kinds.KINDS).
+PEAK_PER_BYTE = {"full": 6.0, "analysis": 4.0, "sync": 3.0, "ops": 3.0, "patterns": 3.0,
+                 "gpu": 2.5, "gpu_steps": 2.0}
+RAM_SHARE = 0.8  # of the available RAM, as HTA sizes its pool
+
+
+def available_ram() -> int:
+    """Bytes of RAM available now (``MemAvailable``; total RAM where that is not known)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def rank_peak(raw_bytes: int, kind: str) -> int:
+    """Expected peak memory of one rank's task: an engine plus a share of its raw size."""
+    return ENGINE_BASE + int(PEAK_PER_BYTE.get(kind, PEAK_PER_BYTE["full"]) * raw_bytes)
+
+
+def pool_size(ranks: int, peak: int, ram: int | None = None, ncores: int | None = None) -> int:
+    """``min(cores, ranks, 0.8 × available RAM ÷ peak)``, at least 1."""
+    ram = available_ram() if ram is None else ram
+    ncores = cores() if ncores is None else ncores
+    return max(1, min(ncores, ranks, int(RAM_SHARE * ram // max(peak, 1))))
+
+
+class Executor:
+    """Runs tasks; ``embedded``: tasks run in processes that must not start children."""
+
+    size: int = 1
+    remote: bool = False
+
+    def submit(self, fn: Callable, /, *args: Any) -> Any:
+        raise NotImplementedError
+
+    def as_completed(self, futures: Iterable) -> Iterator:
+        raise NotImplementedError
+
+    def map(self, fn: Callable, items: Iterable) -> Iterator:
+        futures = [self.submit(fn, item) for item in items]
+        return (f.result() for f in futures)
+
+    def cancel(self, futures: Iterable) -> None:
+        for f in futures:
+            f.cancel()
+
+    def close(self, cancel: bool = False) -> None:
+        """Release the workers (``cancel``: stop what still runs, now)."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        self.close(cancel=exc_type is not None)
+
+
+class Inline(Executor):
+    """Every task in this process, at once (one rank: a command keeps its single-file path)."""
+
+    def submit(self, fn: Callable, /, *args: Any):
+        from concurrent.futures import Future
+
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args))
+        except Exception as e:
+            future.set_exception(e)
+        return future
+
+    def as_completed(self, futures: Iterable) -> Iterator:
+        return iter(list(futures))
+
+
+def _worker_start() -> None:
+    """A pool process: default signal actions (the parent stops it), BLAS single-threaded."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.environ["TRACEAUG_POOL_WORKER"] = "1"
+
+
+class LocalPool(Executor):
+    """``size`` processes on this machine, forked with the modules imported (a task starts
+    at once); threads in this process where a fork is not safe (other threads running)."""
+
+    def __init__(self, size: int, processes: bool = True) -> None:
+        import concurrent.futures as cf
+        import multiprocessing
+
+        from ..read.workers import can_fork
+
+        self.size = size
+        if processes and can_fork():
+            from .. import trace  # noqa: F401  (imported before the fork: the workers have it)
+
+            self.pool: cf.Executor = cf.ProcessPoolExecutor(
+                size, mp_context=multiprocessing.get_context("fork"), initializer=_worker_start)
+            self.processes = True
+        else:
+            self.pool = cf.ThreadPoolExecutor(size)
+            self.processes = False
+
+    def submit(self, fn: Callable, /, *args: Any):
+        return self.pool.submit(fn, *args)
+
+    def as_completed(self, futures: Iterable) -> Iterator:
+        import concurrent.futures as cf
+
+        return cf.as_completed(list(futures))
+
+    def close(self, cancel: bool = False) -> None:
+        if cancel and self.processes:  # stop running ranks now: nothing they write is kept
+            for p in list(getattr(self.pool, "_processes", {}).values()):
+                p.kill()
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+class DaskExecutor(Executor):
+    """Tasks on a Dask ``distributed`` cluster (``client``); ``cluster``: one this run started
+    (``--workers N``), closed with it."""
+
+    remote = True
+
+    def __init__(self, client, cluster=None) -> None:
+        self.client, self.cluster = client, cluster
+        self.size = max(1, len(client.scheduler_info().get("workers", {})))
+        self.futures: list = []
+
+    def submit(self, fn: Callable, /, *args: Any):
+        future = self.client.submit(fn, *args, pure=False)
+        self.futures.append(future)
+        return future
+
+    def as_completed(self, futures: Iterable) -> Iterator:
+        from distributed import as_completed
+
+        return iter(as_completed(list(futures)))
+
+    def cancel(self, futures: Iterable) -> None:
+        self.client.cancel(list(futures), force=True)
+
+    def close(self, cancel: bool = False) -> None:
+        import contextlib
+
+        running = [f for f in self.futures if not f.done()]
+        if cancel and running:
+            with contextlib.suppress(Exception):
+                self.client.cancel(running, force=True)
+            if self.cluster is None:
+                print(f"traceaug: {len(running)} rank task(s) on the cluster cancelled",
+                      file=sys.stderr)
+        self.client.close()  # a remote cluster stays up: only this run's connection ends
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+def dask_address(scheduler: str | None) -> str | None:
+    """The scheduler to use: ``--scheduler``, else Dask's own ``DASK_SCHEDULER_ADDRESS`` or
+    ``scheduler-address`` config (read only when a Dask config directory exists)."""
+    if scheduler:
+        return scheduler
+    if os.environ.get("DASK_SCHEDULER_ADDRESS"):
+        return os.environ["DASK_SCHEDULER_ADDRESS"]
+    config = os.environ.get("DASK_CONFIG", os.path.expanduser("~/.config/dask"))
+    if os.path.isdir(config):
+        import dask.config
+
+        return dask.config.get("scheduler-address", None)
+    return None
+
+
+def connect(scheduler: str | None = None, scheduler_file: str | None = None,
+            workers: int | None = None) -> DaskExecutor | None:
+    """A Dask executor when the user named a cluster (an address, a scheduler file, Dask's
+    config) or asked for ``workers`` local processes; else None. Never a bare ``Client()``
+    (it would start a cluster nobody asked for)."""
+    address = dask_address(scheduler) if scheduler_file is None else None
+    if address is None and scheduler_file is None and not workers:
+        return None
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        from ..errors import TraceaugError
+
+        raise TraceaugError("a Dask cluster needs distributed: pip install 'traceaug[dask]'") from None
+    from ..errors import TraceaugError
+
+    try:
+        if scheduler_file is not None:
+            client = Client(scheduler_file=scheduler_file, timeout="10s")
+        elif address is not None:
+            client = Client(address, timeout="10s")
+        else:
+            import logging
+
+            # its workers' logs (a failed task's traceback) stay out of the command's stderr:
+            # failures are said by rank (job.run)
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                   dashboard_address=":0", silence_logs=logging.CRITICAL)
+            return _announced(DaskExecutor(Client(cluster), cluster))
+    except (OSError, TimeoutError, ValueError) as e:
+        where = scheduler_file or address
+        raise TraceaugError(f"{where}: cannot reach the Dask scheduler ({e})") from None
+    return _announced(DaskExecutor(client))
+
+
+def _announced(executor: DaskExecutor) -> DaskExecutor:
+    """The dashboard link, once, on a terminal."""
+    from ..progress import note
+
+    link = getattr(executor.client, "dashboard_link", None)
+    if link:
+        note(f"Dask dashboard: {link}")
+    return executor
+
+
+def in_worker() -> bool:
+    """True inside a pool or Dask worker process: the embedded mode (no pass-1 children, no
+    prefetch child, no signal handlers of our own; Dask workers are daemonic and cannot fork
+    multiprocessing children)."""
+    import multiprocessing
+
+    return multiprocessing.current_process().daemon or "TRACEAUG_POOL_WORKER" in os.environ \
+        or "distributed.worker" in sys.modules and _dask_worker()
+
+
+def _dask_worker() -> bool:
+    try:
+        from distributed import get_worker
+
+        get_worker()
+        return True
+    except (ImportError, ValueError):
+        return False

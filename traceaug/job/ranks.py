@@ -1,0 +1,230 @@
+"""The ranks of a job: which files of a directory are traces, and the rank of each.
+
+A rank comes from ``distributedInfo.rank`` (parsed as JSON, compact or not) or an nsys
+export's MPI rank (``nsys.recorded_rank``), else from the file name (``rank-3``, ``rank_3``,
+``rank3``), else it is reported. Files traceaug wrote itself carry a ``"traceaug"`` top-level
+key and are skipped where the directory also holds traces it did not write (their inputs); a
+directory of outputs alone is read as it is. A trace-named entry that cannot be read (a dangling
+symlink, a symlink loop, a FIFO or device, an empty file) is a bad rank: named, and refused
+unless the caller goes on without it (``skip_bad``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from ..errors import TraceaugError
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+EXPORT_SUFFIXES = (".sqlite",)  # nsys export --type sqlite
+OUTPUT_MARK = b'"traceaug"'
+_DIST = re.compile(rb'"distributedInfo"\s*:\s*(\{[^{}]*\})')
+_NAME_RANK = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+_PEEK = 1 << 20
+
+
+@dataclass(frozen=True)
+class TraceFile:
+    """One input file as the user named it (an nsys export stays its ``.sqlite``: readers take
+    ``read.inputs.trace_input(path)``; an fsspec URL stays its text: the task fetches it,
+    ``job.storage``) and the rank it belongs to (None for a lone file)."""
+
+    path: Path
+    rank: int | None
+
+
+def _peek(path: Path) -> bytes:
+    from ..read import source
+
+    for block in source.iter_blocks(path, block=_PEEK):
+        return block
+    return b""
+
+
+def rank_of(path: Path, head: bytes | None = None) -> int | None:
+    """The rank recorded in the file, else the one in its name, else None."""
+    from ..read import nsys
+
+    head = _peek(path) if head is None else head
+    if head.startswith(nsys.SQLITE_MAGIC):
+        rank = nsys.recorded_rank(path)
+        if rank is not None:
+            return rank
+    elif m := _DIST.search(head):
+        try:
+            rank = orjson.loads(m.group(1)).get("rank")
+        except orjson.JSONDecodeError:
+            rank = None
+        if isinstance(rank, int):
+            return rank
+    m = _NAME_RANK.search(path.name)
+    return int(m.group(1)) if m else None
+
+
+def is_traceaug_output(head: bytes) -> bool:
+    """True for files traceaug wrote (their first bytes carry the marker key)."""
+    start = head.lstrip()[:4096]
+    return start.startswith(b"{") and OUTPUT_MARK in start
+
+
+def unreadable(f: Path) -> str | None:
+    """Why a trace-named directory entry cannot be a rank (None: a regular, non-empty file)."""
+    try:
+        st = os.stat(f)
+    except OSError as e:
+        if f.is_symlink():
+            return "symlink loop" if e.errno == 40 else "dangling symlink"
+        return e.strerror or str(e)
+    if stat.S_ISDIR(st.st_mode):
+        return "a directory"
+    if not stat.S_ISREG(st.st_mode):
+        what = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device or socket"
+        return f"{what}{' (through a symlink)' if f.is_symlink() else ''}, not a trace file"
+    if st.st_size == 0:
+        return "empty file"
+    if not os.access(f, os.R_OK):
+        return "cannot read (Permission denied)"
+    return None
+
+
+def _bad(path, bad: list, skip_bad: bool) -> None:
+    """Name every bad entry: a warning each when skipped, else one error for all of them."""
+    if not bad:
+        return
+    for f, why in bad:
+        said = "warning" if skip_bad else "error"
+        print(f"traceaug: {said}: {f}: {why}{'; skipped' if skip_bad else ''}", file=sys.stderr)
+    if not skip_bad:
+        raise TraceaugError(f"{path}: cannot read {len(bad)} rank file(s), named above "
+                            "(--skip-bad-ranks goes on without them)")
+
+
+def resolve(path: str | Path, skip_bad: bool = False, storage: dict | None = None) -> list[TraceFile]:
+    """Files to read for ``path`` (a file, a directory, or an fsspec URL of an object or a
+    prefix: ``storage``, its options); a directory must give one file per distinct rank."""
+    from .storage import is_url
+
+    if is_url(path):
+        return _resolve_url(str(path), skip_bad, storage)
+    path = Path(path)
+    if not path.is_dir():
+        from ..read.nsys import is_report, report_error
+
+        if is_report(path):
+            raise report_error(path)
+        if not path.exists():
+            raise TraceaugError(f"{path}: no such file or directory")
+        return [TraceFile(path, None)]
+    found: list[tuple[Path, bytes]] = []
+    bad: list[tuple[Path, str]] = []
+    for f in sorted(path.iterdir()):
+        if not f.name.endswith((*TRACE_SUFFIXES, *EXPORT_SUFFIXES)) or f.name.startswith("."):
+            continue
+        why = unreadable(f)
+        if why is not None:
+            bad.append((f, why))
+        else:
+            found.append((f, _peek(f)))
+    _bad(path, bad, skip_bad)
+    return _ranked(path, found, "*.json, *.json.gz, *.sqlite")
+
+
+def _resolve_url(url: str, skip_bad: bool, storage: dict | None) -> list[TraceFile]:
+    """``resolve`` for a URL: the object, or the trace objects under the prefix."""
+    from .storage import head, listing, size
+
+    names, prefix = listing(url, storage)
+    if not prefix:
+        return [TraceFile(url, None)]  # type: ignore[arg-type]  (a URL: tasks fetch it)
+    found: list[tuple[str, bytes]] = []
+    bad: list[tuple[str, str]] = []
+    for name in names:
+        if not name.endswith(TRACE_SUFFIXES) or name.rsplit("/", 1)[-1].startswith("."):
+            continue
+        if size(name, storage) == 0:
+            bad.append((name, "empty object"))
+        else:
+            found.append((name, head(name, storage, _PEEK)))
+    _bad(url, bad, skip_bad)
+    return _ranked(url, found, "*.json, *.json.gz")
+
+
+def _ranked(where, found: list, kinds: str) -> list[TraceFile]:
+    """The ranks of ``found`` (file or URL, its first bytes), by the one precedence rule
+    (``rank_of``); traceaug's outputs beside their inputs are derived copies, skipped, and a
+    directory of outputs only (``counters DIR OUT/``) is read as the ranks it holds; a rank
+    twice, or files without a rank beside others, refused."""
+    if not found:
+        raise TraceaugError(f"{where}: no trace files ({kinds}) in this directory")
+    inputs = [(f, first) for f, first in found if not is_traceaug_output(first)]
+    ranks: dict[int, object] = {}
+    unranked: list = []
+    for f, first in inputs or found:
+        rank = rank_of(f if isinstance(f, Path) else Path(_name(f)), first)
+        if rank is None:
+            unranked.append(f)
+        elif rank in ranks:
+            raise TraceaugError(f"{where}: rank {rank} appears twice: {_name(ranks[rank])} and "
+                                f"{_name(f)}")
+        else:
+            ranks[rank] = f
+    if unranked:
+        if not ranks and len(unranked) == 1:
+            return [TraceFile(unranked[0], None)]
+        names = ", ".join(_name(f) for f in unranked)
+        raise TraceaugError(f"{where}: cannot tell the rank of {names} (no distributedInfo.rank "
+                            "or MPI rank recorded, no rank in the file name)")
+    return [TraceFile(ranks[r], r) for r in sorted(ranks)]  # type: ignore[arg-type]
+
+
+def _name(f) -> str:
+    return f.name if isinstance(f, Path) else str(f).rstrip("/").rsplit("/", 1)[-1]
+
+
+def select(path: str | Path, rank: int | None = None, skip_bad: bool = False,
+           storage: dict | None = None) -> list[TraceFile]:
+    """The files a command reads for ``path`` and ``--rank``: every rank of a directory, or
+    the one asked for. A lone file is taken for any rank unless the file itself says it
+    holds another one (``rank_of``); it then carries the rank asked for."""
+    files = resolve(path, skip_bad, storage)
+    if rank is None:
+        return files
+    if len(files) == 1 and files[0].rank is None:
+        only = files[0].path
+        if isinstance(only, Path):
+            found = rank_of(only)
+        else:
+            from .storage import head
+
+            found = rank_of(Path(_name(only)), head(str(only), storage, _PEEK))
+        if found is not None and found != rank:
+            raise TraceaugError(f"{path}: holds rank {found}, not rank {rank}")
+        return [TraceFile(files[0].path, rank)]
+    chosen = [f for f in files if f.rank == rank]
+    if not chosen:
+        raise TraceaugError(f"{path}: no trace for rank {rank} "
+                            f"(it has {', '.join(str(f.rank) for f in files)})")
+    return chosen
+
+
+def pair(a: Path, b: Path, rank: int | None, skip_bad: bool = False, storage: dict | None = None
+         ) -> tuple[list[tuple[TraceFile, TraceFile]], dict]:
+    """Match two jobs' files by rank (``--rank`` picked on each side by ``select``); one
+    trace on each side always pairs. Returns the pairs and the ranks only one side has."""
+    fa, fb = select(a, rank, skip_bad, storage), select(b, rank, skip_bad, storage)
+    if len(fa) == 1 and len(fb) == 1:  # one trace each: compare them whatever their ranks
+        return [(fa[0], fb[0])], {}
+    ra, rb = {f.rank: f for f in fa}, {f.rank: f for f in fb}
+    common = sorted(set(ra) & set(rb), key=lambda r: (r is None, r))
+    unmatched = {"a": sorted(set(ra) - set(rb), key=str), "b": sorted(set(rb) - set(ra), key=str)}
+    if not common:
+        raise TraceaugError(f"{a} and {b}: no common ranks (A has {sorted(ra, key=str)}, "
+                            f"B has {sorted(rb, key=str)})")
+    return [(ra[r], rb[r]) for r in common], unmatched

@@ -1,0 +1,162 @@
+"""Object storage: trace inputs and outputs named by fsspec URLs (``s3://``, ``gs://``,
+``file://``...; ``s3fs`` is the ``traceaug[s3]`` extra).
+
+An input object is copied in blocks to a temporary file where the task runs (a rank's task
+fetches its own rank: no trace bytes go through the command), and messages name the URL.
+An output is uploaded only when the run commits, written with ``autocommit=False`` then
+``commit()``, and ``discard()`` on any failure or Ctrl-C (fsspec's ``with fs.open(url,
+"wb")`` would commit a partial object). Storage options come from the environment (each
+filesystem's own) and ``--storage-option KEY=VALUE``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..errors import TraceaugError
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
+BLOCK = 8 << 20
+_current: dict = {}  # the command's --storage-option values (for its outputs' uploads)
+
+
+def use(options: dict) -> None:
+    """Set the storage options this process's output uploads use (the command line's)."""
+    _current.clear()
+    _current.update(options)
+
+
+def current() -> dict:
+    return dict(_current)
+
+
+def is_url(path) -> bool:
+    """True for an fsspec URL (``scheme://...``), never for a local path."""
+    return isinstance(path, str) and bool(_URL.match(path))
+
+
+def parse_options(pairs: tuple[str, ...] | list[str]) -> dict:
+    """``KEY=VALUE`` pairs as fsspec storage options (a VALUE that is JSON is parsed: true,
+    3, {"a": 1}; else it stays text)."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise TraceaugError(f"--storage-option {pair}: expected KEY=VALUE")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
+def filesystem(url: str, storage: dict | None = None):
+    """(filesystem, path inside it) for ``url``."""
+    try:
+        import fsspec
+    except ImportError:
+        raise TraceaugError(f"{url}: reading URLs needs fsspec: pip install 'traceaug[s3]'") from None
+    try:
+        return fsspec.core.url_to_fs(url, **(storage or {}))
+    except Exception as e:
+        raise _error(url, e) from None
+
+
+def _error(url: str, e: Exception) -> TraceaugError:
+    """A storage failure (OSError, or the storage library's own: missing credentials...)
+    in one line naming the URL."""
+    if isinstance(e, TraceaugError):
+        return e
+    text = getattr(e, "strerror", None) or " ".join(str(e).split()) or type(e).__name__
+    return TraceaugError(f"{url}: {text}")
+
+
+def listing(url: str, storage: dict | None = None) -> tuple[list[str], bool]:
+    """The objects ``url`` names: itself (False), or those under it as a prefix (True)."""
+    fs, path = filesystem(url, storage)
+    try:
+        if fs.isfile(path):
+            return [url], False
+        names = sorted(fs.ls(path.rstrip("/"), detail=False))
+    except FileNotFoundError:
+        raise TraceaugError(f"{url}: no such object or prefix") from None
+    except Exception as e:
+        raise _error(url, e) from None
+    base = url.rstrip("/")
+    return [f"{base}/{n.rstrip('/').rsplit('/', 1)[-1]}" for n in names], True
+
+
+def head(url: str, storage: dict | None = None, size: int = 1 << 20) -> bytes:
+    """The first ``size`` bytes of an object (decompressed when it is gzip)."""
+    import gzip
+
+    fs, path = filesystem(url, storage)
+    try:
+        with fs.open(path, "rb") as f:
+            start = f.read(2)
+            f.seek(0)
+            if start == b"\x1f\x8b":
+                with gzip.GzipFile(fileobj=f) as g:
+                    try:
+                        return g.read(size)
+                    except (OSError, EOFError):
+                        return b""
+            return f.read(size)
+    except Exception as e:
+        raise _error(url, e) from None
+
+
+def size(url: str, storage: dict | None = None) -> int:
+    fs, path = filesystem(url, storage)
+    try:
+        return int(fs.size(path) or 0)
+    except Exception:
+        return 0
+
+
+@contextlib.contextmanager
+def local_copy(url: str, storage: dict | None = None) -> Iterator[Path]:
+    """The object copied in blocks to a temporary file (same name), removed afterwards;
+    errors raised inside name the URL, not the copy."""
+    fs, path = filesystem(url, storage)
+    tmp = Path(tempfile.mkdtemp(prefix="traceaug-fetch-"))
+    local = tmp / url.rstrip("/").rsplit("/", 1)[-1]
+    try:
+        try:
+            with fs.open(path, "rb") as src, open(local, "wb") as dst:
+                shutil.copyfileobj(src, dst, BLOCK)
+        except Exception as e:
+            raise _error(url, e) from None
+        try:
+            yield local
+        except TraceaugError as e:
+            raise TraceaugError(str(e).replace(str(local), url)) from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def upload(local: str | Path, url: str, storage: dict | None = None) -> None:
+    """Put the file ``local`` at ``url`` whole or not at all: written uncommitted, then
+    committed; discarded (a multipart upload aborted) on any failure or interrupt."""
+    fs, path = filesystem(url, storage)
+    try:
+        out = fs.open(path, "wb", autocommit=False)
+    except Exception as e:
+        raise _error(url, e) from None
+    try:
+        with open(local, "rb") as src:
+            shutil.copyfileobj(src, out, BLOCK)
+        out.close()
+        out.commit()
+    except BaseException as e:
+        with contextlib.suppress(Exception):
+            out.discard()
+        if isinstance(e, Exception):
+            raise _error(url, e) from None
+        raise

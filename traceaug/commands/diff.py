@@ -18,7 +18,7 @@ from ..job.executor import LocalPool
 from ..job.ranks import pair
 from ..job.run import JobOptions
 from ..job.storage import is_url
-from ..output import json_text, render_columns
+from ..output import cut, json_text, render_columns
 from ..trace import Trace
 
 if TYPE_CHECKING:
@@ -158,8 +158,9 @@ def regressions(result: DiffResult, pct: float, min_delta_us: float | None = Non
 
 
 def clip(name, width: int = 70):
-    """A long key shortened to ``width`` characters for the terminal."""
-    return name if not isinstance(name, str) or len(name) <= width else name[: width - 1] + "…"
+    """A long key shortened to ``width`` characters (``output.cut``); a key that is not text
+    (NULL) as it is."""
+    return cut(name, width) if isinstance(name, str) else name
 
 
 def all_rows(result: DiffResult) -> Columns:

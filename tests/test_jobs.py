@@ -101,7 +101,8 @@ def test_info_directory_is_one_row_per_rank() -> None:
     assert "ranks:" not in r.stderr  # no progress when stderr is not a terminal
 
 
-COMMANDS = [("report", "--format", "json"), ("info", "--format", "csv")]
+COMMANDS = [("report", "--format", "json"), ("info", "--format", "csv"),
+            ("collectives", "--format", "csv"), ("stragglers", "--format", "json")]
 REWRITERS = [("counters",), ("critical-path",), ("patterns",)]
 
 
@@ -115,7 +116,9 @@ def test_dask_cluster_equals_local_pool(cluster, command: tuple, tmp_path: Path,
     scheduler_file.write_text(json.dumps({"address": cluster.scheduler_address}))
     dask = (("--scheduler-file", str(scheduler_file)) if command[0] == "info"
             else ("--scheduler", cluster.scheduler_address))
+    local_runs = 0
     for where, extra in (("local", ()), ("dask", dask)):
+        local_runs = local_runs or len(used)  # report JOB reads the ranks twice (its job section)
         args = [command[0], str(d), *command[1:]]
         if command in REWRITERS:
             args += [str(tmp_path / where) + "/", "--format", "csv"]
@@ -123,10 +126,21 @@ def test_dask_cluster_equals_local_pool(cluster, command: tuple, tmp_path: Path,
         assert r.exit_code == 0, r.output
         written = {p.name: p.read_bytes() for p in sorted((tmp_path / where).glob("*"))}
         outs.append((r.stdout, written))
-    assert isinstance(used[0], ex.LocalPool) and isinstance(used[1], ex.DaskExecutor)
+    assert all(isinstance(e, ex.LocalPool) for e in used[:local_runs]), used
+    assert used[local_runs:] and all(isinstance(e, ex.DaskExecutor) for e in used[local_runs:])
     assert outs[0] == outs[1]
     if command in REWRITERS:
         assert len(outs[0][1]) == 8
+
+
+def test_dask_merge_equals_local_pool(cluster, tmp_path: Path, used: list) -> None:
+    """``merge JOB OUT``: the ranks' collectives read on the cluster give the same trace."""
+    d = shared_trace(JOB)
+    local = _cli("merge", str(d), str(tmp_path / "local.json"))
+    dask = _cli("merge", str(d), str(tmp_path / "dask.json"), "--scheduler", cluster.scheduler_address)
+    assert local.exit_code == dask.exit_code == 0, local.output + dask.output
+    assert isinstance(used[0], ex.LocalPool) and isinstance(used[1], ex.DaskExecutor)
+    assert (tmp_path / "local.json").read_bytes() == (tmp_path / "dask.json").read_bytes()
 
 
 def test_dask_diff_equals_local_pool(cluster) -> None:

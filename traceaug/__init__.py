@@ -329,7 +329,7 @@ def whatif(path: str | Path, step: int | None = None, scale: list[str] | tuple[s
 
 
 def collectives(path: str | Path, by: str = "instance", step: int | None = None,
-                rank: int | None = None, align: bool = True, mapper=map, **options
+                rank: int | None = None, align: bool = True, mapper=None, **options
                 ) -> pd.DataFrame:
     """``traceaug collectives`` as data: the collectives of every rank of a job matched.
 
@@ -340,8 +340,8 @@ def collectives(path: str | Path, by: str = "instance", step: int | None = None,
     ``cause_late_us``, ``cause_ops``. ``by="rank"``: ``rank``, ``collectives``,
     ``total_wait_us``, ``straggler_count``, ``caused_wait_us``. ``attrs``: ``problems`` (what
     was not matched) and ``clock`` (per rank ``offset_ns``, ``residual_ns``). ``align=False``
-    keeps the recorded clocks; ``mapper``: a ``map``-like callable reading the ranks (an
-    executor's); ``options``: tp_bin."""
+    keeps the recorded clocks; the ranks are read as ``traceaug.load_job`` reads them (a local
+    pool), or by ``mapper``, a ``map``-like callable over their paths; ``options``: tp_bin."""
     from .commands import collectives as cmd
 
     job = cmd.job_for(path, step, rank, align, options, mapper)
@@ -351,7 +351,7 @@ def collectives(path: str | Path, by: str = "instance", step: int | None = None,
 
 
 def stragglers(path: str | Path, step: int | None = None, rank: int | None = None,
-               align: bool = True, mapper=map, **options) -> pd.DataFrame:
+               align: bool = True, mapper=None, **options) -> pd.DataFrame:
     """``traceaug stragglers`` as data: per step and rank ``step_us``, ``collectives``,
     ``wait_us`` (in collectives), ``straggler_count``, ``caused_wait_us`` (the others' mean
     wait for it, summed); ``attrs["findings"]``: the ranked findings in plain words,

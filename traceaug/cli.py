@@ -728,7 +728,7 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
         if trace.is_dir() and len(ranks) > 1:  # a job: who waited for whom, first
             from .commands.collectives import job_sections
 
-            job = job_sections(trace, step, top, _options(ctx))
+            job = job_sections(trace, step, top, _options(ctx), run=_job(ctx))
         _print(analyses.render(job + analyses.report(ranks, step, top), fmt))
         return
     from .report.analyses_html import write_report
@@ -748,7 +748,7 @@ def _collectives_job(ctx: click.Context, trace: Path, step: int | None, rank: in
                      no_align: bool):
     from .commands import collectives as cmd
 
-    job = cmd.job_for(trace, step, rank, not no_align, _options(ctx))
+    job = cmd.job_for(trace, step, rank, not no_align, _options(ctx), run=_job(ctx))
     for line in cmd.notes(job):
         click.echo(f"traceaug: {line}", err=True)
     return job
@@ -756,6 +756,7 @@ def _collectives_job(ctx: click.Context, trace: Path, step: int | None, rank: in
 
 @main.command("collectives")
 @_collective_options
+@_job_options
 @click.option("--by", type=click.Choice(["instance", "rank"]), default="instance",
               show_default=True, help="One row per matched collective, or per rank.")
 @click.pass_context
@@ -771,6 +772,7 @@ def collectives_command(ctx: click.Context, trace: Path, rank: int | None, step:
 
 @main.command("stragglers")
 @_collective_options
+@_job_options
 @click.pass_context
 def stragglers_command(ctx: click.Context, trace: Path, rank: int | None, step: int | None,
                        fmt: str, no_align: bool) -> None:
@@ -793,13 +795,14 @@ def stragglers_command(ctx: click.Context, trace: Path, rank: int | None, step: 
 @click.option("--no-align", is_flag=True,
               help="Keep each rank's recorded clock (default: align the ranks' clocks on the "
               "ends of matched collectives).")
+@_job_options
 @click.pass_context
 def merge_command(ctx: click.Context, job: Path, dst: Path, no_align: bool) -> None:
     """Write OUT: every rank of JOB in one Perfetto trace (processes "rank N: ...", clocks
     aligned, flow arrows from each collective's last arrival to the ranks that waited)."""
     from .rewrite.merge_job import write_job
 
-    ranks, links = write_job(job, dst, not no_align, _options(ctx))
+    ranks, links = write_job(job, dst, not no_align, _options(ctx), run=_job(ctx))
     click.echo(f"wrote {dst} ({ranks} ranks, {links} cross-rank arrows)", err=True)
 
 

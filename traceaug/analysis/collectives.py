@@ -40,16 +40,25 @@ NAMED = 3  # ops named per cause
 
 
 def read_job(path: str | Path, rank: int | None = None, options: dict | None = None,
-             mapper: Callable = map) -> list[RankTables]:
-    """Every rank's tables (``--rank``: that one only), read by ``mapper`` (``map`` or an
-    executor's map: ``extract`` is picklable); the rank is the file's, else its name's."""
+             mapper: Callable | None = None, job=None) -> list[RankTables]:
+    """Every rank's tables (``--rank``: that one only), read as every job command reads its
+    ranks (``job.api.gather``: a local pool or Dask, as ``job``, a ``JobOptions``, says), or
+    by ``mapper`` when given (a ``map``-like callable over the files' paths); the rank is the
+    file's, else its name's."""
+    from ..job.api import gather
     from ..job.ranks import select
+    from ..job.tasks import collectives_rank
 
-    files = select(path, rank)
-    out = list(mapper(partial(extract, options=options or {}), [str(f.path) for f in files]))
-    for f, t in zip(files, out, strict=True):
-        if f.rank is not None:
-            t.rank = f.rank
+    if mapper is None:
+        done = gather(path, collectives_rank, "collectives", rank, job=job, options=options)
+        ranks, out = list(done), list(done.values())
+    else:
+        files = select(path, rank)
+        ranks = [f.rank for f in files]
+        out = list(mapper(partial(extract, options=options or {}), [str(f.path) for f in files]))
+    for r, t in zip(ranks, out, strict=True):
+        if r is not None:
+            t.rank = r
         elif t.rank is None:
             t.rank = 0
     return out
@@ -277,11 +286,11 @@ def align(job: Job) -> Job:
 
 
 def load_job(path: str | Path, align_clocks: bool = True, options: dict | None = None,
-             mapper: Callable = map) -> Job:
+             mapper: Callable | None = None, job=None) -> Job:
     """Read every rank of ``path`` (matching needs them all: ``--rank`` filters the rows
     shown), match the collectives, align the clocks (unless told not to)."""
-    job = match(read_job(path, None, options, mapper))
-    return align(job) if align_clocks else job
+    found = match(read_job(path, None, options, mapper, job))
+    return align(found) if align_clocks else found
 
 
 def _wait_table(job: Job) -> pd.DataFrame:

@@ -18,10 +18,10 @@ from ..output import render_columns
 
 
 def job_for(path: str | Path, step: int | None, rank: int | None, align: bool,
-            options: dict | None = None, mapper: Callable = map) -> co.Job:
+            options: dict | None = None, mapper: Callable | None = None, run=None) -> co.Job:
     """The matched job of ``path``, only ``step``'s instances when given; ``rank`` must be one
     of its ranks (every rank is read: matching needs them all)."""
-    job = co.load_job(path, align_clocks=align, options=options, mapper=mapper)
+    job = co.load_job(path, align_clocks=align, options=options, mapper=mapper, job=run)
     if rank is not None and rank not in job.tables:
         raise TraceaugError(f"{path}: no trace for rank {rank} "
                             f"(it has {', '.join(map(str, sorted(job.tables)))})")
@@ -113,12 +113,12 @@ def _columns(df: pd.DataFrame) -> dict[str, np.ndarray]:
 
 
 def job_sections(path: str | Path, step: int | None, top: int, options: dict | None = None,
-                 mapper: Callable = map) -> list[tuple[str, dict]]:
+                 mapper: Callable | None = None, run=None) -> list[tuple[str, dict]]:
     """``report JOB``'s job section: the findings, per step each rank's step time and wait
     in collectives, and the wait heatmap (rank × collective, the ``top`` with the largest
     skew); none when the job has no collectives."""
     try:
-        job = job_for(path, step, None, True, options, mapper)
+        job = job_for(path, step, None, True, options, mapper, run)
     except TraceaugError as e:
         if "no NCCL / RCCL collective kernels" in str(e):
             return []

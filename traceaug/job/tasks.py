@@ -100,6 +100,14 @@ def then_rank(file: TraceFile, options: dict, then) -> Any:
     return out
 
 
+def collectives_rank(file: TraceFile, options: dict) -> Any:
+    """One rank's collective tables (``analysis.collective_rank.extract``)."""
+    from ..analysis.collective_rank import extract
+
+    with local(file, options) as path:
+        return extract(path, load_options(options))
+
+
 def info_rank(file: TraceFile, options: dict) -> dict:
     """One rank's ``traceaug info`` record (its file's rank when the trace records none),
     with the file's size."""

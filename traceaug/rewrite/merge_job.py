@@ -85,13 +85,13 @@ def arrows(job: co.Job) -> list[bytes]:
 
 
 def write_job(path: str | Path, out: Path, align: bool = True, options: dict | None = None,
-              mapper: Callable = map) -> tuple[int, int]:
+              mapper: Callable | None = None, run=None) -> tuple[int, int]:
     """Write the merged trace of job ``path`` to ``out``; the ranks and cross-rank arrows."""
     files = select(path)
     if len(files) < 2:
         raise TraceaugError(f"{path}: merge needs a directory of two ranks or more")
     guard.check([f.path for f in files], [out])
-    job = co.load_job(path, align_clocks=align, options=options, mapper=mapper)
+    job = co.load_job(path, align_clocks=align, options=options, mapper=mapper, job=run)
     offset = dict(zip(job.clock["rank"].tolist(), job.clock["offset_ns"].tolist()))
     events: list[bytes] = []
     for f in files:  # every rank relabelled: the UI keeps a process's first name

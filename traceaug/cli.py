@@ -756,7 +756,6 @@ def _collectives_job(ctx: click.Context, trace: Path, step: int | None, rank: in
 
 @main.command("collectives")
 @_collective_options
-@_job_options
 @click.option("--by", type=click.Choice(["instance", "rank"]), default="instance",
               show_default=True, help="One row per matched collective, or per rank.")
 @click.pass_context
@@ -772,7 +771,6 @@ def collectives_command(ctx: click.Context, trace: Path, rank: int | None, step:
 
 @main.command("stragglers")
 @_collective_options
-@_job_options
 @click.pass_context
 def stragglers_command(ctx: click.Context, trace: Path, rank: int | None, step: int | None,
                        fmt: str, no_align: bool) -> None:

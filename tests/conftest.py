@@ -97,3 +97,14 @@ def started_by(how: str) -> Iterator[None]:
         stop.set()
         if other is not None:
             other.join()
+
+
+# Modules whose tests start a Dask client in this process run last: the client leaves
+# distributed's idle offload thread ("Dask-Offload_0") behind, and with another thread alive
+# traceaug rightly stops forking its pass-1 and prefetch children (``workers.can_fork``), which
+# the tests of those children assert.
+LAST_MODULES = ("test_jobs.py", "test_jobs_storage.py")
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    items.sort(key=lambda item: item.path.name in LAST_MODULES)  # stable: the rest keep order

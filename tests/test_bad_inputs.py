@@ -184,7 +184,7 @@ def test_special_inputs(tmp_path: Path) -> None:
     (summary reads no rank directories: it says what the directory is instead)."""
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)
-    cases = {str(tmp_path): ("fifo.json: a FIFO, not a trace file",  # named (24.22)
+    cases = {str(tmp_path): ("cannot read 1 rank file(s), named above",  # the FIFO named (24.22)
                              "is a directory"),  # summary reads no rank directories
              "/dev/null": "empty input",
              "/dev/zero": "NUL bytes only", str(fifo): "no writer",
@@ -193,7 +193,11 @@ def test_special_inputs(tmp_path: Path) -> None:
         for kind in KINDS:
             res = CliRunner().invoke(main, command(kind, Path(arg), tmp_path / "out.json"))
             assert res.exit_code == 1, (arg, res.stderr)
-            line = res.stderr.strip()
+            *named, line = res.stderr.strip().splitlines()
+            if arg == str(tmp_path) and kind != "summary":  # each bad rank file named once
+                assert named == [f"traceaug: error: {fifo}: a FIFO, not a trace file"], named
+            else:
+                assert named == [], named
             reasons = (reason,) if isinstance(reason, str) else reason
             assert line.startswith(f"traceaug: error: {arg}"), line
             assert any(r in line for r in reasons) and "\n" not in line, line

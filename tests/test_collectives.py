@@ -458,13 +458,17 @@ def test_merge_refuses_a_lone_trace(tmp_path: Path) -> None:
     assert not (tmp_path / "o.json").exists()
 
 
-def test_bad_input_is_one_line(tmp_path: Path) -> None:
+def test_bad_input_is_named(tmp_path: Path) -> None:
     broken = tmp_path / "job"
     broken.mkdir()
     (broken / "rank-0.json").write_text('{"traceEvents": [{"ph": "X", "cat": "kernel"')
     (broken / "rank-1.json").write_text('{"traceEvents": []}')
+    result = CliRunner().invoke(main, ["collectives", str(broken)])  # a job: named by rank
+    assert result.exit_code == 1 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith(f"traceaug: rank 0 failed: {broken / 'rank-0.json'}: ")
+    assert lines[1] == "traceaug: error: 1 of 2 ranks failed: rank(s) 0; nothing was written"
     for args, message in (
-            (["collectives", str(broken)], f"{broken / 'rank-0.json'}: "),
             (["stragglers", str(shared_trace(A100)), "--step", "99"],
              "no ProfilerStep#99 (steps: 4, 5, 6)"),
             (["collectives", str(shared_trace("kineto/a100_simple_add_cuda_sync.json.gz"))],

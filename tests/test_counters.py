@@ -224,10 +224,9 @@ def test_directory_in_directory_out(tmp_path: Path) -> None:
         events = added_events(out / name)
         assert events and all(e["name"] == "Queue length" for e in events)
         assert gzip.open(out / name).read(1) == b"{"
-    again = cli("info", str(out))  # a directory of its outputs alone reads back, rank by rank
+    again = cli("info", str(out), "--format", "json")  # its outputs alone read back, by rank
     assert again.returncode == 0, again.stderr
-    assert [line.split()[1] for line in again.stdout.splitlines() if line.startswith("rank ")] == \
-        ["0", "1"]
+    assert [r["rank"] for r in json.loads(again.stdout)] == [0, 1]
 
 
 def test_counter_timestamps_are_exact_microsecond_text() -> None:

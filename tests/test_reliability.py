@@ -131,7 +131,7 @@ def test_a_rank_file_name_that_is_not_utf8(tmp_path: Path) -> None:
                                                            "ranks/rank-\\xff.json"]
     res = run(["info", "ranks"], tmp_path, env=strict)
     assert res.returncode == 0, res.stderr
-    assert b"ranks/rank-\xff.json" in res.stdout  # the name's own bytes, as ls prints them
+    assert b" rank-\xff.json " in res.stdout  # the name's own bytes, as ls prints them
     res = run(["patterns", "ranks", "out/", "--format", "json"], tmp_path, env=strict)
     assert res.returncode == 0, res.stderr
     assert sorted(os.listdir(os.fsencode(tmp_path / "out"))) == [b"rank-0.json", b"rank-\xff.json"]

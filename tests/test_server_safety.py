@@ -68,7 +68,9 @@ def test_open_port_out_of_range(port: str) -> None:
     assert "--port" in res.output and "Traceback" not in res.output
 
 
-def test_open_on_a_directory_says_so(tmp_path) -> None:
+def test_open_on_a_directory_without_ranks_says_so(tmp_path) -> None:
+    """``open JOB`` opens a job's ranks merged; a directory with no trace says so, in one line."""
     res = CliRunner().invoke(main, ["open", str(tmp_path), "--no-browser"])
     assert res.exit_code == 1
-    assert res.output.strip() == f"traceaug: error: {tmp_path}: is a directory; open takes one trace file"
+    assert res.output.strip() == (f"traceaug: error: {tmp_path}: no trace files (*.json, "
+                                  "*.json.gz, *.sqlite) in this directory")

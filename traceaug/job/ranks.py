@@ -94,11 +94,12 @@ def unreadable(f: Path) -> str | None:
     return None
 
 
-def _bad(path, bad: list, skip_bad: bool) -> None:
-    """Name every bad entry: a warning each when skipped, else one error for all of them."""
+def _bad(path, bad: list, skip_bad: bool, quiet: bool = False) -> None:
+    """Name every bad entry: a warning each when skipped, else one error for all of them
+    (``quiet``: a look ahead, the prefetch's, names none: the command does)."""
     if not bad:
         return
-    for f, why in bad:
+    for f, why in bad if not quiet else ():
         said = "warning" if skip_bad else "error"
         print(f"traceaug: {said}: {f}: {why}{'; skipped' if skip_bad else ''}", file=sys.stderr)
     if not skip_bad:
@@ -106,9 +107,11 @@ def _bad(path, bad: list, skip_bad: bool) -> None:
                             "(--skip-bad-ranks goes on without them)")
 
 
-def resolve(path: str | Path, skip_bad: bool = False, storage: dict | None = None) -> list[TraceFile]:
+def resolve(path: str | Path, skip_bad: bool = False, storage: dict | None = None,
+            quiet: bool = False) -> list[TraceFile]:
     """Files to read for ``path`` (a file, a directory, or an fsspec URL of an object or a
-    prefix: ``storage``, its options); a directory must give one file per distinct rank."""
+    prefix: ``storage``, its options); a directory must give one file per distinct rank
+    (``quiet``: its unreadable entries are not named, ``_bad``)."""
     from .storage import is_url
 
     if is_url(path):
@@ -132,7 +135,7 @@ def resolve(path: str | Path, skip_bad: bool = False, storage: dict | None = Non
             bad.append((f, why))
         else:
             found.append((f, _peek(f)))
-    _bad(path, bad, skip_bad)
+    _bad(path, bad, skip_bad, quiet)
     return _ranked(path, found, "*.json, *.json.gz, *.sqlite")
 
 
@@ -189,11 +192,11 @@ def _name(f) -> str:
 
 
 def select(path: str | Path, rank: int | None = None, skip_bad: bool = False,
-           storage: dict | None = None) -> list[TraceFile]:
+           storage: dict | None = None, quiet: bool = False) -> list[TraceFile]:
     """The files a command reads for ``path`` and ``--rank``: every rank of a directory, or
     the one asked for. A lone file is taken for any rank unless the file itself says it
     holds another one (``rank_of``); it then carries the rank asked for."""
-    files = resolve(path, skip_bad, storage)
+    files = resolve(path, skip_bad, storage, quiet)
     if rank is None:
         return files
     if len(files) == 1 and files[0].rank is None:

@@ -91,7 +91,7 @@ def start(inputs: list[Path], full: bool = False, only: str | None = None,
     export is not converted here: the command checks its outputs against it first."""
     pre = Prefetched()
     try:
-        files = [resolve(p) for p in inputs]
+        files = [resolve(p, quiet=True) for p in inputs]
     except (TraceaugError, OSError):
         return pre  # the command reports it
     if all(len(f) == 1 for f in files):
@@ -114,7 +114,7 @@ def start_ranks(directory: Path, rank: int | None, kind: str) -> Prefetched:
     pre = Prefetched()
     try:
         budget = UP_TO
-        files = select(directory, rank)
+        files = select(directory, rank, quiet=True)
         if len(files) > 1:
             return pre  # the ranks run in a pool (job.executor): its processes plan them
         for f in [f.path for f in files if not is_sqlite(f.path)]:

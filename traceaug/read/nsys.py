@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from .. import interrupt
 from ..atomic import atomic_output
 from ..errors import TraceaugError
 from . import source
@@ -178,6 +179,7 @@ class Export:
         return int(self.steps > self.steps_limit)
 
     def _error(self, e: sqlite3.Error, what: str = "cannot read the export") -> TraceaugError:
+        interrupt.check()  # a Ctrl-C inside the progress handler stops SQLite as "interrupted"
         if self.steps > self.steps_limit:
             mb = self.path.stat().st_size / 1e6
             return TraceaugError(f"{self.path}: stopped after {self.steps_limit:.1e} SQLite steps, far "

@@ -79,10 +79,18 @@ def notes(job: co.Job) -> list[str]:
     return out
 
 
-def columns_of(df: pd.DataFrame) -> dict[str, list]:
-    """A DataFrame as ``render_columns`` input (pandas' NA as a missing value)."""
-    return {c: [None if v is pd.NA or (isinstance(v, float) and v != v) else v
-                for v in df[c].tolist()] for c in df.columns}
+def columns_of(df: pd.DataFrame) -> dict[str, np.ndarray]:
+    """A DataFrame as ``render_columns`` and ``commands.analyses`` sections take it: numpy
+    columns, pandas' NA as None (NaN is missing to ``render_columns`` as it is)."""
+    out = {}
+    for c in df.columns:
+        values = df[c].to_numpy(dtype=object) if df[c].dtype == object or str(df[c].dtype) in (
+            "Int64", "Float64") else df[c].to_numpy()
+        if values.dtype == object:
+            values = np.array([None if v is pd.NA else v for v in values.tolist()] or [],
+                              dtype=object)
+        out[c] = values
+    return out
 
 
 def render_table(df: pd.DataFrame, fmt: str, findings: list[str] | None = None) -> str:
@@ -97,19 +105,6 @@ def render_table(df: pd.DataFrame, fmt: str, findings: list[str] | None = None) 
             "no rank held the others up"
         return f"{head}\n\n{body}"
     return body
-
-
-def _columns(df: pd.DataFrame) -> dict[str, np.ndarray]:
-    """A DataFrame as ``commands.analyses`` sections take it: numpy columns (NA as None)."""
-    out = {}
-    for c in df.columns:
-        values = df[c].to_numpy(dtype=object) if df[c].dtype == object or str(df[c].dtype) in (
-            "Int64", "Float64") else df[c].to_numpy()
-        if values.dtype == object:
-            values = np.array([None if v is pd.NA else v for v in values.tolist()] or [],
-                              dtype=object)
-        out[c] = values
-    return out
 
 
 def job_sections(path: str | Path, step: int | None, top: int, options: dict | None = None,
@@ -135,6 +130,6 @@ def job_sections(path: str | Path, step: int | None, top: int, options: dict | N
     heat = heat[[label[i] for i in job.instances["iid"].iloc[worst.index]]].reset_index()
     return [("job: findings", {"finding": np.array(found or ["no rank held the others up"],
                                                    dtype=object)}),
-            ("job: step time and wait in collectives per rank", _columns(table)),
+            ("job: step time and wait in collectives per rank", columns_of(table)),
             ("job: wait per rank at the collectives with the largest skew (µs)",
-             _columns(heat.rename(columns=str)))]
+             columns_of(heat.rename(columns=str)))]

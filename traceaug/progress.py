@@ -12,12 +12,17 @@ def shown() -> bool:
     return sys.stderr.isatty() and not os.environ.get("TRACEAUG_NO_PROGRESS")
 
 
+def line(text: str = "") -> None:
+    """Replace the progress line on stderr with ``text`` (nothing: clear it)."""
+    sys.stderr.write(f"\r\033[K{text}")
+    sys.stderr.flush()
+
+
 def note(message: str) -> None:
     """Say on stderr, on a line of its own (over any progress line), what a pause is for;
     nothing unless ``shown()``."""
     if shown():
-        sys.stderr.write(f"\r\033[K{message}\n")
-        sys.stderr.flush()
+        line(f"{message}\n")
 
 
 class Progress:
@@ -46,5 +51,4 @@ class Progress:
 
     def close(self) -> None:
         if self.enabled:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
+            line()

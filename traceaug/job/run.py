@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import TraceaugError
+from ..progress import line, shown
 from .executor import Executor, Inline, LocalPool, connect, pool_size, rank_peak
 
 
@@ -46,7 +47,6 @@ class _Progress:
     """``ranks: 3/8 done (longest unfinished: rank 5, 2.1 s)`` on a terminal, quiet when piped."""
 
     def __init__(self, total: int, enabled: bool | None) -> None:
-        from ..progress import shown
 
         self.total, self.done = total, 0
         self.enabled = shown() if enabled is None else enabled
@@ -58,13 +58,11 @@ class _Progress:
         now = time.monotonic()
         slow = min(self.started.items(), key=lambda kv: kv[1], default=None)
         tail = f" (longest unfinished: rank {slow[0]}, {now - slow[1]:.1f} s)" if slow else ""
-        sys.stderr.write(f"\r\033[Kranks: {self.done}/{self.total} done{tail}")
-        sys.stderr.flush()
+        line(f"ranks: {self.done}/{self.total} done{tail}")
 
     def close(self) -> None:
         if self.enabled:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
+            line()
 
 
 def executor_for(files: list, kind: str, options: JobOptions) -> Executor:
@@ -149,7 +147,7 @@ def run_ranks(fn: Callable, items: list[tuple[Any, tuple]], executor: Executor,
 
 def _say(rank, text: str, progress: _Progress) -> None:
     if progress.enabled:
-        sys.stderr.write("\r\033[K")
+        line()
     print(f"traceaug: rank {rank} failed: {text}", file=sys.stderr)
 
 

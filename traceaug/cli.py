@@ -335,11 +335,8 @@ def _rewriter_arguments(src: Path, dst, summary_only: bool, open_ui: bool, port:
     returns ``pipeline.run``'s ``open_ui`` (the UI server's options, or False)."""
     if dst is None and not summary_only:
         raise click.UsageError("give OUT, or --summary-only")
-    if open_ui and (summary_only or not isinstance(src, Path) or src.is_dir()
-                    or paths.is_stdout(dst)):
-        raise click.UsageError("--open needs one output file (not stdout)")
-    if open_ui:
-        _check_port(port)
+    _open_checks(open_ui, None if summary_only or not isinstance(src, Path) or src.is_dir() else dst,
+                 port, "one output file")
     return {"port": port, "browser": not no_browser} if open_ui else False
 
 
@@ -438,12 +435,9 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
                  html_out: Path | None, trace_out: Path | None, open_ui: bool, port: int,
                  no_browser: bool, explain: bool = False) -> None:
     """Compare two traces (or two directories of per-rank traces): what changed from A to B."""
-    if open_ui and (trace_out is None or paths.is_stdout(trace_out)):
-        raise click.UsageError("--open needs --trace FILE (not stdout)")
+    _open_checks(open_ui, trace_out, port, "--trace FILE")
     if fail_pct is None and (min_delta_us is not None or gate != "all"):
         raise click.UsageError("--min-delta and --gate need --fail-on-regression PCT")
-    if open_ui:
-        _check_port(port)
     to_stderr = paths.is_stdout(html_out) or paths.is_stdout(trace_out)  # stdout holds a file
     prefetched = _prefetch(a, b, kind="ops")
     from .commands import diff as cmd
@@ -492,8 +486,13 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
         sys.exit(3)
 
 
-def _check_port(port: int) -> None:
-    """The ``--port`` of an ``--open`` can be served on: checked before any work."""
+def _open_checks(open_ui: bool, out, port: int, needs: str) -> None:
+    """What an ``--open`` asks, checked before any work: one output file to open (``out``;
+    None or stdout cannot be opened) and a ``--port`` that can be served on."""
+    if not open_ui:
+        return
+    if out is None or paths.is_stdout(out):
+        raise click.UsageError(f"--open needs {needs} (not stdout)")
     from .view.server import check_port
 
     check_port(port)
@@ -536,10 +535,7 @@ def open_command(trace: Path, port: int, no_browser: bool) -> None:
 def convert_command(src: Path, dst: Path, open_ui: bool, port: int, no_browser: bool) -> None:
     """Convert an Nsight Systems SQLite export (`nsys export --type sqlite`) to a Chrome JSON
     trace in Kineto conventions (OUT.json or OUT.json.gz)."""
-    if open_ui and paths.is_stdout(dst):
-        raise click.UsageError("--open needs OUT to be a file (not stdout)")
-    if open_ui:
-        _check_port(port)
+    _open_checks(open_ui, dst, port, "OUT to be a file")
     from .commands.convert import run as convert_run
 
     _print(paths.shown(convert_run(src, dst)), err=True)

@@ -5,7 +5,6 @@ with planted stragglers."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import pickle
 import statistics
@@ -14,6 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from collectives_gen import copy_job, kernels, plant_cpu, plant_gpu, shift_clock, split_groups, write_job
+from collectives_raw import is_nccl, oracle, raw_kernels, raw_ranks
 from conftest import require_hta, shared_trace
 from rawjson import load_raw, ns
 
@@ -23,55 +24,6 @@ from traceaug.cli import main
 
 A100 = "kineto/a100_nccl_rank0_of2.json.gz"
 JOB = "kineto/jobs/dlrm_v100_8ranks"
-GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
-
-
-# ----- the oracle: straight from the raw JSON ---------------------------------------------
-def _is_nccl(e: dict) -> bool:
-    return e.get("ph") == "X" and e.get("cat") == "kernel" and e["name"].startswith("nccl")
-
-
-def raw_ranks(d: Path) -> dict[int, list[dict]]:
-    out = {}
-    for f in sorted(d.iterdir()):
-        raw = load_raw(f)
-        out[raw["distributedInfo"]["rank"]] = raw["traceEvents"]
-    return out
-
-
-def raw_kernels(events: list[dict]) -> list[tuple[int, int, dict]]:
-    """(start ns, end ns, event) of the NCCL kernels in GPU start order."""
-    ks = [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e) for e in events if _is_nccl(e)]
-    return sorted(ks, key=lambda k: k[:2])
-
-
-def oracle(events: dict[int, list[dict]], groups: dict[str, list[int]] | None = None,
-           upto: dict[str, int] | None = None, align: bool = True) -> dict[tuple[str, int], dict]:
-    """Per (group, position): straggler, skew, waits, transfer; the k-th NCCL kernel of a group
-    on each rank is the same collective; each group's ranks aligned on its lowest rank by the
-    median difference of ends."""
-    groups = groups or {"all": sorted(events)}
-    out = {}
-    for g, ranks in groups.items():
-        ks = {r: raw_kernels(events[r]) for r in ranks}
-        n = min(len(k) for k in ks.values()) if upto is None or g not in upto else upto[g]
-        ref = ranks[0]
-        off = {r: (round(statistics.median(ks[r][p][1] - ks[ref][p][1] for p in range(n)))
-                   if align else 0) for r in ranks}  # whole ns: epoch ns do not fit a float
-        for p in range(n):
-            arr = {r: ks[r][p][0] - off[r] for r in ranks}
-            end = {r: ks[r][p][1] - off[r] for r in ranks}
-            last = max(arr.values())
-            straggler = min(r for r in ranks if arr[r] == last)
-            wait = {r: last - arr[r] for r in ranks}
-            out[(g, p)] = {
-                "straggler": straggler, "skew_us": (last - min(arr.values())) / 1e3,
-                "wait_us": {r: w / 1e3 for r, w in wait.items()},
-                "mean_wait_us": statistics.mean(wait[r] for r in ranks if r != straggler) / 1e3,
-                "max_wait_us": max(wait.values()) / 1e3,
-                "transfer_us": statistics.median(end[r] - last for r in ranks) / 1e3,
-                "offset_us": {r: o / 1e3 for r, o in off.items()}}
-    return out
 
 
 def caching_map():
@@ -243,127 +195,58 @@ def test_kernels_never_call_the_longest_waiter_slowest(real_job) -> None:
 
 
 # ----- generated jobs ---------------------------------------------------------------------
-def _copy_job(tmp: Path) -> dict[int, dict]:
-    out = {}
-    for f in sorted(shared_trace(JOB).iterdir()):
-        with gzip.open(f, "rt") as fh:
-            raw = json.load(fh)
-        out[raw["distributedInfo"]["rank"]] = raw
-    return out
-
-
-def _write(tmp: Path, job: dict[int, dict]) -> Path:
-    d = tmp / "job"
-    d.mkdir()
-    for r, raw in job.items():
-        (d / f"worker{r}.json").write_text(json.dumps(raw))
-    return d
-
-
-def _kernels(raw: dict) -> list[dict]:
-    return sorted((e for e in raw["traceEvents"] if _is_nccl(e)), key=lambda e: e["ts"])
-
-
-def _delay(raw: dict, at: int, by: int, cats: tuple[str, ...] | None = None) -> None:
-    """Everything from ``at`` on (of ``cats``) ``by`` µs later; events spanning it longer."""
-    for e in raw["traceEvents"]:
-        if e.get("ph") == "M" or "ts" not in e or (cats and e.get("cat") not in cats):
-            continue
-        if e["ts"] >= at:
-            e["ts"] += by
-        elif e.get("ph") == "X" and e["ts"] < at <= e["ts"] + e["dur"]:
-            e["dur"] += by
-
-
-def plant_cpu(job: dict[int, dict], rank: int, c: int, d_us: int) -> str:
-    """Rank ``rank``'s CPU spends ``d_us`` more in a new data-loader op right before it issues
-    collective ``c``; the others' kernel c waits that much longer."""
-    k = _kernels(job[rank])[c]
-    launch = next(e for e in job[rank]["traceEvents"] if e.get("cat") == "cuda_runtime"
-                  and e["args"].get("correlation") == k["args"]["correlation"])
-    issue = max((e for e in job[rank]["traceEvents"] if e.get("name") == "record_param_comms"
-                 and e["tid"] == launch["tid"] and e["ts"] <= launch["ts"]), key=lambda e: e["ts"])
-    at = issue["ts"]
-    for r, raw in job.items():
-        if r == rank:
-            _delay(raw, at, d_us)
-        else:
-            kr = _kernels(raw)[c]
-            _delay(raw, kr["ts"] + kr["dur"], d_us)
-    name = "enumerate(DataLoader)#planted.__next__"
-    job[rank]["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": name,
-                                     "pid": launch["pid"], "tid": launch["tid"],
-                                     "ts": at, "dur": d_us, "args": {}})
-    return name
-
-
-def plant_gpu(job: dict[int, dict], rank: int, c: int, d_us: int) -> str:
-    """Rank ``rank``'s last compute kernel before collective ``c`` runs ``d_us`` longer (its
-    GPU work after it starts later; its CPU issues on time)."""
-    ks = _kernels(job[rank])
-    prev_end = ks[c - 1]["ts"] + ks[c - 1]["dur"]
-    compute = [e for e in job[rank]["traceEvents"] if e.get("cat") == "kernel" and not _is_nccl(e)
-               and e["ts"] >= prev_end and e["ts"] + e["dur"] <= ks[c]["ts"]]
-    victim = max(compute, key=lambda e: e["ts"] + e["dur"])
-    for r, raw in job.items():
-        if r == rank:
-            _delay(raw, victim["ts"] + victim["dur"], d_us, GPU_CATS)
-        else:
-            kr = _kernels(raw)[c]
-            _delay(raw, kr["ts"] + kr["dur"], d_us)
-    return victim["name"]
-
-
-def shift_clock(raw: dict, by: int) -> None:
-    for e in raw["traceEvents"]:
-        if e.get("ph") != "M" and "ts" in e:
-            e["ts"] += by
+RANKS = 16  # a generated job: rank r is the real rank r % 8
 
 
 def test_planted_cpu_and_gpu_stragglers_and_a_shifted_clock(tmp_path: Path) -> None:
-    job = _copy_job(tmp_path)
-    before = {r: [(k["ts"], k["ts"] + k["dur"]) for k in _kernels(raw)] for r, raw in job.items()}
-    cpu_op = plant_cpu(job, rank=3, c=3, d_us=2000)
+    job = copy_job(shared_trace(JOB), RANKS)
+    before = {r: [(k["ts"], k["ts"] + k["dur"]) for k in kernels(raw)] for r, raw in job.items()}
+    cpu_op = plant_cpu(job, rank=11, c=3, d_us=2000)
     gpu_kernel = plant_gpu(job, rank=2, c=5, d_us=3000)
-    shift_clock(job[6], 300)
-    d = _write(tmp_path, job)
+    shift_clock(job[14], 300)  # rank 14's host clock runs 300 µs ahead of its twin rank 6's
+    d = write_job(tmp_path / "job", job)
     got = traceaug.collectives(d)
-    check_against(got, oracle(raw_ranks(d)))
+    want = oracle(raw_ranks(d))
+    check_against(got, want)
+    assert len(got) == 8 and set(got["ranks"]) == {RANKS}
     rows = rows_by_position(got)
     offset = dict(zip(got.attrs["clock"]["rank"], got.attrs["clock"]["offset_ns"]))
-    assert abs(offset[6] / 1e3 - 300) <= 5
-    assert all(abs(offset[r]) <= 5000 for r in offset if r != 6)
-    for c, rank, d_us, kind, named in ((3, 3, 2000, "cpu", cpu_op), (5, 2, 3000, "gpu", gpu_kernel)):
+    assert {r: o / 1e3 for r, o in offset.items()} == want[("all", 0)]["offset_us"]
+    assert abs((offset[14] - offset[6]) / 1e3 - 300) <= 5
+    assert all(abs(offset[r]) <= 5000 for r in offset if r != 14)
+    for c, rank, d_us, kind, named in ((3, 11, 2000, "cpu", cpu_op), (5, 2, 3000, "gpu", gpu_kernel)):
         row = rows[("stream 84", c)]
         assert (row["straggler"], row["cause"]) == (rank, kind)
         assert row["cause_ops"].split(" +")[0] == (named if len(named) <= 60 else named[:59] + "…")
         # each rank waited from its own arrival to the planted rank's, as recorded before the plant
         late = before[rank][c][0] + d_us
-        waits = [late - before[r][c][0] for r in before if r != rank]
+        waits = [late - before[r][c][0] for r in before if r != rank]  # before the shift
         assert row["mean_wait_us"] == pytest.approx(statistics.mean(waits), abs=5)
         assert row["max_wait_us"] == pytest.approx(max(waits), abs=5)
-    # nothing else moved: the other instances keep their stragglers
+    # nothing else moved: the other instances keep their stragglers (the lower of two twins)
     assert [rows[("stream 84", p)]["straggler"] for p in (0, 1, 2, 4, 6, 7)] == [7, 7, 7, 7, 5, 4]
+    by = traceaug.collectives(d, by="rank").set_index("rank")
+    assert by.at[11, "straggler_count"] == 1 and by.at[2, "straggler_count"] == 1
+    assert by.at[11, "caused_wait_us"] == pytest.approx(rows[("stream 84", 3)]["mean_wait_us"])
 
 
 def test_two_process_groups_and_a_missing_collective(tmp_path: Path) -> None:
-    job = _copy_job(tmp_path)
-    for r, raw in job.items():
-        name, ranks = ("a", [0, 1, 2, 3]) if r < 4 else ("b", [4, 5, 6, 7])
-        for k in _kernels(raw):
-            k["args"].update({"Process Group Name": name, "Process Group Ranks": str(ranks),
-                              "Group size": 4})
-    gone = _kernels(job[6])[4]
-    job[6]["traceEvents"].remove(gone)  # a sampled trace lost rank 6's fifth collective
-    d = _write(tmp_path, job)
+    job = copy_job(shared_trace(JOB), RANKS)
+    groups = {"a": list(range(0, RANKS, 2)), "b": list(range(1, RANKS, 2))}
+    split_groups(job, groups)
+    gone = kernels(job[13])[4]
+    job[13]["traceEvents"].remove(gone)  # a sampled trace lost rank 13's fifth collective
+    d = write_job(tmp_path / "job", job)
     result = CliRunner().invoke(main, ["collectives", str(d), "--format", "json"])
     assert result.exit_code == 0, result.output
     got = json.loads(result.stdout)
-    want = oracle(raw_ranks(d), {"a": [0, 1, 2, 3], "b": [4, 5, 6, 7]}, upto={"b": 4})
+    want = oracle(raw_ranks(d), groups, upto={"b": 4})
     check_against(pd.DataFrame(got), want, {"a": "pg a", "b": "pg b"})
-    assert ("group pg b, instance 4: rank 6 lacks it (AllReduce 1576964 B; its next instance is "
+    assert {(r["group"], r["ranks"]) for r in got} == {("pg a", 8), ("pg b", 8)}
+    assert ("group pg b, instance 4: rank 13 lacks it (AllReduce 1576964 B; its next instance is "
             "the others' next one); nothing past it in this group is matched") in result.stderr
-    assert "ranks 4, 5, 6, 7 share no matched collective with rank 0: aligned on rank 4" \
+    odd = ", ".join(map(str, groups["b"]))
+    assert f"ranks {odd} share no matched collective with rank 0: aligned on rank 1" \
         in result.stderr
 
 
@@ -415,10 +298,10 @@ def test_sizes_must_agree_except_where_they_differ_by_rank() -> None:
 
 # ----- merge: every rank in one trace, on one clock -----------------------------------------
 def test_merge_aligns_the_clocks_and_joins_each_collective(tmp_path: Path) -> None:
-    job = _copy_job(tmp_path)
-    before = {r: [(k["ts"], k["ts"] + k["dur"]) for k in _kernels(raw)] for r, raw in job.items()}
+    job = copy_job(shared_trace(JOB))
+    before = {r: [(k["ts"], k["ts"] + k["dur"]) for k in kernels(raw)] for r, raw in job.items()}
     shift_clock(job[6], 300)
-    d = _write(tmp_path, job)
+    d = write_job(tmp_path / "job", job)
     out = tmp_path / "merged.json.gz"
     result = CliRunner().invoke(main, ["merge", str(d), str(out)])
     assert result.exit_code == 0, result.output
@@ -428,7 +311,7 @@ def test_merge_aligns_the_clocks_and_joins_each_collective(tmp_path: Path) -> No
     names = {e["pid"]: e["args"]["name"] for e in merged
              if e.get("ph") == "M" and e.get("name") == "process_name"}
     by_rank: dict[int, list] = {}
-    for k in (e for e in merged if _is_nccl(e)):
+    for k in (e for e in merged if is_nccl(e)):
         by_rank.setdefault(int(names[k["pid"]].split(":")[0][5:]), []).append(k)
     assert sorted(by_rank) == list(range(8))
     for r, ks in by_rank.items():

@@ -719,17 +719,20 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
     ranks = _gpu_ranks(ctx, trace, rank)
     from .commands import analyses
 
-    if html_out is None:
-        job = []
-        if trace.is_dir() and len(ranks) > 1:  # a job: who waited for whom, first
-            from .commands.collectives import job_sections
+    job = []
+    if trace.is_dir() and len(ranks) > 1:  # a job: who waited for whom, first
+        from .commands.collectives import job_sections
 
-            job = job_sections(trace, step, top, _options(ctx), run=_job(ctx))
+        # the page's heatmap: every collective in order; the terminal's: the ``top`` worst
+        job = job_sections(trace, step, top if html_out is None else None, _options(ctx),
+                           run=_job(ctx))
+    if html_out is None:
         _print(analyses.render(job + analyses.report(ranks, step, top), fmt))
         return
     from .report.analyses_html import write_report
 
-    charts = write_report(ranks, html_out, step, top, title=f"traceaug report: {paths.name_of(trace)}")
+    charts = write_report(ranks, html_out, step, top, title=f"traceaug report: {paths.name_of(trace)}",
+                          job=job)
     click.echo(paths.shown(f"wrote {html_out} ({charts} charts, {len(ranks)} rank(s))"), err=True)
 
 

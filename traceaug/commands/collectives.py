@@ -107,11 +107,31 @@ def render_table(df: pd.DataFrame, fmt: str, findings: list[str] | None = None) 
     return body
 
 
-def job_sections(path: str | Path, step: int | None, top: int, options: dict | None = None,
+JOB_FINDINGS = "job: findings"
+JOB_STEPS = "job: step time and wait in collectives per rank"
+JOB_WAITS = "job: wait per rank at "  # then which collectives, and the unit
+
+
+def instance_labels(job: co.Job) -> dict[int, str]:
+    """Each matched instance's name in the job section: ``kind#position`` in its group, the
+    group first when the job has more than one (positions repeat across groups)."""
+    inst = job.instances
+    many = inst["group"].nunique() > 1
+    return {i: (f"{g} " if many else "") + f"{k}#{p}"
+            for i, g, k, p in zip(inst["iid"], inst["group"], inst["kind"], inst["position"])}
+
+
+def kind_of_label(label: str) -> str:
+    """The collective kind in an ``instance_labels`` label (kinds hold no space or ``#``)."""
+    return label.rsplit("#", 1)[0].rsplit(" ", 1)[-1]
+
+
+def job_sections(path: str | Path, step: int | None, top: int | None, options: dict | None = None,
                  mapper: Callable | None = None, run=None) -> list[tuple[str, dict]]:
     """``report JOB``'s job section: the findings, per step each rank's step time and wait
-    in collectives, and the wait heatmap (rank × collective, the ``top`` with the largest
-    skew); none when the job has no collectives."""
+    in collectives, and the wait heatmap (rank × collective: the ``top`` with the largest
+    skew; ``top=None``: every matched instance in job-clock order, as the page draws it);
+    none when the job has no collectives."""
     try:
         job = job_for(path, step, None, True, options, mapper, run)
     except TraceaugError as e:
@@ -119,17 +139,21 @@ def job_sections(path: str | Path, step: int | None, top: int, options: dict | N
             return []
         raise
     found, table = stragglers_frame(job)
-    inst = co.instance_table(job)
-    worst = inst.sort_values("skew_us", ascending=False, kind="stable").head(top)
-    label = {i: f"{k}#{p}" for i, k, p in zip(job.instances["iid"], job.instances["kind"],
-                                              job.instances["position"])}
+    label = instance_labels(job)
     waits = co._wait_table(job)
-    waits = waits[waits["iid"].isin(job.instances["iid"].iloc[worst.index])]
+    if top is None:  # in the order the collectives completed gathering (their last arrival)
+        shown_iids = waits.groupby("iid")["arrival_ns"].max().sort_values(kind="stable").index
+        what = "every matched collective, in job-clock order (µs)"
+    else:
+        inst = co.instance_table(job)
+        worst = inst.sort_values("skew_us", ascending=False, kind="stable").head(top)
+        shown_iids = job.instances["iid"].iloc[worst.index]
+        what = "the collectives with the largest skew (µs)"
+    waits = waits[waits["iid"].isin(shown_iids)]
     heat = (waits.assign(wait_us=waits["wait_ns"] / 1e3, what=waits["iid"].map(label))
             .pivot(index="rank", columns="what", values="wait_us"))
-    heat = heat[[label[i] for i in job.instances["iid"].iloc[worst.index]]].reset_index()
-    return [("job: findings", {"finding": np.array(found or ["no rank held the others up"],
-                                                   dtype=object)}),
-            ("job: step time and wait in collectives per rank", columns_of(table)),
-            ("job: wait per rank at the collectives with the largest skew (µs)",
-             columns_of(heat.rename(columns=str)))]
+    heat = heat[[label[i] for i in shown_iids]].reset_index()
+    return [(JOB_FINDINGS, {"finding": np.array(found or ["no rank held the others up"],
+                                                dtype=object)}),
+            (JOB_STEPS, columns_of(table)),
+            (JOB_WAITS + what, columns_of(heat.rename(columns=str)))]

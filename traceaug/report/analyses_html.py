@@ -18,6 +18,7 @@ from ..analysis.tables import Columns
 from ..atomic import atomic_output
 from ..commands.analyses import clip_names, concat, shown
 from .findings import Overview, overview
+from .job_html import job_parts
 from .plotly_inline import BOOT, packed_plotly
 
 TYPES = ("computation", "communication", "memory")
@@ -218,17 +219,19 @@ STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1400px}"
 
 
 def write_report(ranks: list[GpuOps], path: Path, step: int | None = None, top: int = 10,
-                 title: str = "traceaug report") -> int:
-    """Write the page atomically; the number of charts."""
+                 title: str = "traceaug report", job: list[tuple[str, Columns]] | None = None) -> int:
+    """Write the page atomically; the number of charts. ``job``: a job's section
+    (``commands.collectives.job_sections``), drawn first after the overview."""
     a = analyses(ranks, step)
     figs = figures(ranks, a, top)
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
              f"<title>{html.escape(title)}</title>", f"<style>{STYLE}</style></head><body>",
              f"<h1>{html.escape(title)}</h1>", _overview(overview(ranks, a, step, _short), len(ranks))]
-    specs = []
-    for i, (name, fig) in enumerate(figs):
-        parts.append(f"<div class='chart' id='chart{i}' data-chart='{html.escape(name)}'></div>")
-        specs.append(fig)
+    head, tail, job_figs = job_parts(job, _table) if job else ("", "", [])
+    charts = [f"<div class='chart' id='chart{i}' data-chart='{html.escape(name)}'></div>"
+              for i, (name, _) in enumerate(job_figs + figs)]
+    parts += [head, *charts[:len(job_figs)], tail, *charts[len(job_figs):]]
+    specs = [fig for _, fig in job_figs + figs]
     summary = a["launches"]
     sections = [("Temporal breakdown per step", concat(a["temporal"])),
                 ("Idle breakdown per stream", concat(a["idle"])),
@@ -251,5 +254,5 @@ def write_report(ranks: list[GpuOps], path: Path, step: int | None = None, top: 
         f.write("\n".join(parts).encode())
         f.write(packed_plotly())
         f.write(tail.encode())
-    return len(figs)
+    return len(job_figs) + len(figs)
 

@@ -135,6 +135,13 @@ def test_report_job_section(real_job) -> None:
     for _, p in worst:
         assert heat[f"{kinds[p]}#{p}"].tolist() == [want[("all", p)]["wait_us"][r] for r in range(8)]
     assert sections["job: findings"]["finding"][0].startswith("step 10: rank 7 arrived last")
+    # the page's heatmap: every instance, in the order their last rank arrived (the job clock)
+    every = dict(job_sections(d, None, None, mapper=mapper))
+    heat = every["job: wait per rank at every matched collective, in job-clock order (µs)"]
+    order = sorted(range(8), key=lambda p: want[("all", p)]["arrival_ns"])
+    assert [c for c in heat if c != "rank"] == [f"{kinds[p]}#{p}" for p in order]
+    for p in order:
+        assert heat[f"{kinds[p]}#{p}"].tolist() == [want[("all", p)]["wait_us"][r] for r in range(8)]
     # the command puts it first, before the kernels (a lone trace has none)
     result = CliRunner().invoke(main, ["report", str(shared_trace("kineto/multi_rank_sampled")),
                                        "--format", "json"])

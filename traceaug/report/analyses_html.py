@@ -190,8 +190,8 @@ def _overview(o: Overview, ranks: int) -> str:
 
 # click a column's header to sort by it (numbers as numbers; again: the other way)
 SORT_JS = r"""
-document.querySelectorAll("table.sortable th").forEach((th, col) => th.addEventListener("click", () => {
-  const body = th.closest("table").tBodies[0];
+document.querySelectorAll("table.sortable th").forEach(th => th.addEventListener("click", () => {
+  const body = th.closest("table").tBodies[0], col = th.cellIndex;
   const up = th.dataset.order !== "asc";
   th.closest("tr").querySelectorAll("th").forEach(h => delete h.dataset.order);
   th.dataset.order = up ? "asc" : "desc";

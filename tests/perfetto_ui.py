@@ -173,6 +173,24 @@ def launch(playwright):
                                       headless=True)
 
 
+def open_offline(page, path: Path, record: dict) -> None:
+    """Open the page file ``path`` with every request other than the file's own (``file:``,
+    ``blob:``, ``data:``) blocked and listed in ``record["blocked"]``, its script errors in
+    ``record["errors"]``; return once the page says it is drawn (``body[data-ready]``)."""
+
+    def route(r) -> None:
+        if r.request.url.startswith(("file://", "blob:", "data:")):
+            r.continue_()
+        else:  # nothing leaves the machine
+            record["blocked"].append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+    page.on("pageerror", lambda e: record["errors"].append(str(e)))
+    page.goto(Path(path).as_uri())
+    page.wait_for_selector("body[data-ready='1']", timeout=60_000)
+
+
 class TraceServer:
     """``traceaug open TRACE --no-browser`` as a subprocess; a context manager that always stops it."""
 

@@ -68,18 +68,7 @@ def rendered(tmp_path_factory) -> dict:
         try:
             for case in out.values():
                 page = browser.new_page(viewport=VIEWPORT)
-
-                def route(r, case=case):
-                    if r.request.url.startswith(("file://", "blob:", "data:")):
-                        r.continue_()
-                    else:  # nothing leaves the machine
-                        case["blocked"].append(r.request.url)
-                        r.abort()
-
-                page.route("**/*", route)
-                page.on("pageerror", lambda e, case=case: case["errors"].append(str(e)))
-                page.goto(case["file"].as_uri())
-                page.wait_for_selector("body[data-ready='1']", timeout=60_000)
+                perfetto_ui.open_offline(page, case["file"], case)
                 case["charts"] = page.evaluate(COUNT_JS)
                 case["layout"] = page.evaluate(LAYOUT_JS)
                 case["shot"] = case["file"].with_suffix(".png")

@@ -35,45 +35,27 @@ READ_JS = """(sel) => {
 
 @pytest.fixture(scope="module")
 def page_data(tmp_path_factory) -> dict:
-    from playwright.sync_api import sync_playwright
-
     d = shared_trace(JOB)
     out = tmp_path_factory.mktemp("job") / "report.html"
     result = CliRunner().invoke(main, ["report", str(d), "--html", str(out)])
     assert result.exit_code == 0, result.output
     got = {"output": result.output, "blocked": [], "errors": []}
-    with sync_playwright() as p:
-        browser = perfetto_ui.launch(p)
-        try:
-            page = browser.new_page(viewport={"width": 1366, "height": 800})
-
-            def route(r):
-                if r.request.url.startswith(("file://", "blob:", "data:")):
-                    r.continue_()
-                else:  # nothing leaves the machine
-                    got["blocked"].append(r.request.url)
-                    r.abort()
-
-            page.route("**/*", route)
-            page.on("pageerror", lambda e: got["errors"].append(str(e)))
-            page.goto(out.as_uri())
-            page.wait_for_selector("body[data-ready='1']", timeout=60_000)
-            got.update(page.evaluate(READ_JS, HEAT))
-            # hover the cell of the largest wait: the middle of its (row, column) in the plot area
-            z = got["z"]
-            row, col = max(((i, j) for i in range(len(z)) for j in range(len(z[i]))),
-                           key=lambda ij: z[ij[0]][ij[1]])
-            heat = page.locator(HEAT)
-            heat.scroll_into_view_if_needed()
-            box = heat.locator("rect.nsewdrag").first.bounding_box()
-            page.mouse.move(box["x"] + box["width"] * (col + 0.5) / len(z[0]),
-                            box["y"] + box["height"] * (row + 0.5) / len(z))
-            page.wait_for_selector("g.hovertext")
-            got["hover"] = page.locator("g.hovertext").first.text_content()
-            got["hovered"] = (row, col)
-            page.close()
-        finally:
-            browser.close()
+    with perfetto_ui.chromium() as browser:
+        page = browser.new_page(viewport={"width": 1366, "height": 800})
+        perfetto_ui.open_offline(page, out, got)
+        got.update(page.evaluate(READ_JS, HEAT))
+        # hover the cell of the largest wait: the middle of its (row, column) in the plot area
+        z = got["z"]
+        row, col = max(((i, j) for i in range(len(z)) for j in range(len(z[i]))),
+                       key=lambda ij: z[ij[0]][ij[1]])
+        heat = page.locator(HEAT)
+        heat.scroll_into_view_if_needed()
+        box = heat.locator("rect.nsewdrag").first.bounding_box()
+        page.mouse.move(box["x"] + box["width"] * (col + 0.5) / len(z[0]),
+                        box["y"] + box["height"] * (row + 0.5) / len(z))
+        page.wait_for_selector("g.hovertext")
+        got["hover"] = page.locator("g.hovertext").first.text_content()
+        got["hovered"] = (row, col)
     got["events"] = raw_ranks(d)
     return got
 

@@ -342,6 +342,19 @@ def test_merge_aligns_the_clocks_and_joins_each_collective(tmp_path: Path) -> No
         assert p_out == p_in and r_in == want[("all", p_in)]["straggler"] != r_out
 
 
+@pytest.mark.parametrize("rel", [A100, "kineto/multi_rank_sampled/rank-1.json.gz",
+                                 f"{JOB}/worker3_step_12.1694128201557.pt.trace.json.gz"])
+def test_merge_rebases_each_rank_as_a_full_plan_would(rel: str) -> None:
+    """merge rebases each rank's text with the prefix its collectives read chose, not a second
+    plan of the file: the same choice as a full plan's (epoch µs with and without fractions)."""
+    from traceaug.read import normalize
+
+    path = shared_trace(rel)
+    full = normalize.plan(path, kind="full").rebase
+    assert full.prefix is not None
+    assert extract(path).text_base == (full.prefix, full.sep)
+
+
 def test_merge_refuses_a_lone_trace(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["merge", str(shared_trace(A100)), str(tmp_path / "o.json")])
     assert result.exit_code == 1 and "merge needs a directory of two ranks or more" in result.stderr

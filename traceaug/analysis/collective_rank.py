@@ -83,6 +83,9 @@ class RankTables:
     gpu: pd.DataFrame = field(default_factory=lambda: _empty(GPU_COLUMNS))
     cpu: pd.DataFrame = field(default_factory=lambda: _empty(CPU_COLUMNS))
     steps: pd.DataFrame = field(default_factory=lambda: _empty(("step", "ts", "end")))
+    # the read's text rebase (prefix, spacing; ``read.rebase.Rebase``), which every load of
+    # the file chooses alike: merge rebases the file's text with it instead of planning again
+    text_base: tuple[bytes | None, bytes | None] | None = None
 
 
 def _empty(columns: tuple[str, ...]) -> pd.DataFrame:
@@ -198,4 +201,6 @@ def _tables(trace: Trace) -> RankTables:
     info = trace.distributed_info
     return RankTables(path=str(trace.path), rank=trace.rank, base_ns=base,
                       world_size=trace.world_size, pg_config=list(info.get("pg_config") or []),
-                      colls=colls, gpu=gpu, cpu=cpu, steps=step_df)
+                      colls=colls, gpu=gpu, cpu=cpu, steps=step_df,
+                      text_base=(trace.plan.rebase.prefix, trace.plan.rebase.sep)
+                      if trace.plan is not None else None)

@@ -19,9 +19,10 @@ import orjson
 from .. import guard
 from ..analysis import collectives as co
 from ..errors import TraceaugError
-from ..job.ranks import select
+from ..job.ranks import TraceFile, select
 from ..read import normalize
 from ..read.inputs import trace_input
+from ..read.rebase import Rebase
 from . import splice
 from .events import us
 from .merge import relabelled
@@ -84,6 +85,15 @@ def arrows(job: co.Job) -> list[bytes]:
     return out
 
 
+def _rebase(f: TraceFile, job: co.Job) -> Rebase:
+    """The text rebase of rank file ``f``: the one its read chose (a full plan of the file
+    chooses the same prefix and spacing), else from a plan of its own."""
+    t = job.tables.get(f.rank)
+    if t is not None and t.text_base is not None:
+        return Rebase(*t.text_base, fixed=True)
+    return normalize.plan(trace_input(f.path), kind="full").rebase
+
+
 def write_job(path: str | Path, out: Path, align: bool = True, options: dict | None = None,
               mapper: Callable | None = None, run=None) -> tuple[int, int]:
     """Write the merged trace of job ``path`` to ``out``; the ranks and cross-rank arrows."""
@@ -95,8 +105,7 @@ def write_job(path: str | Path, out: Path, align: bool = True, options: dict | N
     offset = dict(zip(job.clock["rank"].tolist(), job.clock["offset_ns"].tolist()))
     events: list[bytes] = []
     for f in files:  # every rank relabelled: the UI keeps a process's first name
-        rebase = normalize.plan(trace_input(f.path), kind="full").rebase
-        events += relabelled(trace_input(f.path), rebase, int(offset.get(f.rank, 0)),
+        events += relabelled(trace_input(f.path), _rebase(f, job), int(offset.get(f.rank, 0)),
                              _pid_of(f.rank), _flow_of(f.rank), f"rank {f.rank}")
     links = arrows(job)
     with tempfile.TemporaryDirectory(prefix="traceaug-merge-") as tmp:

@@ -41,20 +41,25 @@ def kernels(raw: dict) -> list[dict]:
     return sorted((e for e in raw["traceEvents"] if is_nccl(e)), key=lambda e: e["ts"])
 
 
-def _delay(raw: dict, at: int, by: int, cats: tuple[str, ...] | None = None) -> None:
-    """Everything from ``at`` on (of ``cats``) ``by`` µs later; events spanning it longer."""
+def _delay(raw: dict, at: int, by: int, gpu: bool | None = None, stretch: bool = True) -> None:
+    """Every event from ``at`` on (``gpu``: only the GPU's / only the others) ``by`` µs later;
+    ``stretch``: events spanning ``at`` that much longer."""
     for e in raw["traceEvents"]:
-        if e.get("ph") == "M" or "ts" not in e or (cats and e.get("cat") not in cats):
+        if e.get("ph") == "M" or "ts" not in e:
+            continue
+        if gpu is not None and (e.get("cat") in GPU_CATS) != gpu:
             continue
         if e["ts"] >= at:
             e["ts"] += by
-        elif e.get("ph") == "X" and e["ts"] < at <= e["ts"] + e["dur"]:
+        elif stretch and e.get("ph") == "X" and e["ts"] < at <= e["ts"] + e["dur"]:
             e["dur"] += by
 
 
 def plant_cpu(job: dict[int, dict], rank: int, c: int, d_us: int) -> str:
     """Rank ``rank``'s CPU spends ``d_us`` more in a new data-loader op right before it issues
-    collective ``c``; the others' kernel c waits that much longer."""
+    collective ``c``: its CPU events from there on, and its GPU work from collective ``c`` on
+    (what it launched since), ``d_us`` later (the GPU work already queued runs as it ran); the
+    others' kernel c waits that much longer."""
     k = kernels(job[rank])[c]
     launch = next(e for e in job[rank]["traceEvents"] if e.get("cat") == "cuda_runtime"
                   and e["args"].get("correlation") == k["args"]["correlation"])
@@ -63,7 +68,8 @@ def plant_cpu(job: dict[int, dict], rank: int, c: int, d_us: int) -> str:
     at = issue["ts"]
     for r, raw in job.items():
         if r == rank:
-            _delay(raw, at, d_us)
+            _delay(raw, at, d_us, gpu=False)
+            _delay(raw, k["ts"], d_us, gpu=True, stretch=False)
         else:
             kr = kernels(raw)[c]
             _delay(raw, kr["ts"] + kr["dur"], d_us)
@@ -84,7 +90,7 @@ def plant_gpu(job: dict[int, dict], rank: int, c: int, d_us: int) -> str:
     victim = max(compute, key=lambda e: e["ts"] + e["dur"])
     for r, raw in job.items():
         if r == rank:
-            _delay(raw, victim["ts"] + victim["dur"], d_us, GPU_CATS)
+            _delay(raw, victim["ts"] + victim["dur"], d_us, gpu=True)
         else:
             kr = kernels(raw)[c]
             _delay(raw, kr["ts"] + kr["dur"], d_us)

@@ -221,6 +221,7 @@ def test_planted_cpu_and_gpu_stragglers_and_a_shifted_clock(tmp_path: Path) -> N
     assert {r: o / 1e3 for r, o in offset.items()} == want[("all", 0)]["offset_us"]
     assert abs((offset[14] - offset[6]) / 1e3 - 300) <= 5
     assert all(abs(offset[r]) <= 5000 for r in offset if r != 14)
+    assert max(got.attrs["clock"]["residual_ns"]) <= 10_000  # the ends agree within µs
     for c, rank, d_us, kind, named in ((3, 11, 2000, "cpu", cpu_op), (5, 2, 3000, "gpu", gpu_kernel)):
         row = rows[("stream 84", c)]
         assert (row["straggler"], row["cause"]) == (rank, kind)

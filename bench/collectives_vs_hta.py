@@ -1,15 +1,18 @@
-"""Benchmark collectives across ranks: ``traceaug collectives`` and ``traceaug stragglers`` on a
-generated job of N ranks against HTA (``traceinsight``, ``import hta``)
-``TraceAnalysis(trace_dir).get_potential_stragglers()`` on the same directory.
+"""Benchmark traceaug collectives / stragglers against HTA on a generated job of N ranks.
+
+``traceaug collectives`` and ``traceaug stragglers`` against HTA (``traceinsight``, ``import
+hta``) ``TraceAnalysis(trace_dir).get_potential_stragglers()`` on the same directory.
 
 Why: issue 26 asks, on a generated 64-rank job, >= 10x HTA's wall time and <= 0.25x its peak
-memory. The job is the real 8-rank DLRM job (rank r is its rank r % 8, ``distributedInfo`` saying
-r of N), with the planted stragglers of the tests (``tests/collectives_gen.py``): a CPU-side
-delay, a GPU-side one and a rank's clock 300 µs off; written as plain JSON (``worker{r}.json``)
-into ``--out-dir`` and reused from there. Each run is a fresh process, measured as
-``bench/job_scale.py`` measures (wall time; the largest process's and the whole tree's peak RSS,
-sampled every 20 ms).
-Run: ``python bench/collectives_vs_hta.py [--ranks 64] [--out-dir DIR] [--skip-hta] [--json]``.
+memory. The job is built from a real one (``--base``: by default the 8-rank DLRM job, ~0.9 MB
+a rank; or one rank's trace, e.g. the 9.8 MB ``a100_nccl_rank0_of2.json.gz``): rank r is its
+rank r % n, ``distributedInfo`` saying r of N, with the planted stragglers of the tests
+(``tests/collectives_gen.py``): a CPU-side delay, a GPU-side one and a rank's clock 300 µs off;
+written as plain JSON (``rank-{r}.json``) into ``--out-dir`` and reused from there. Each run
+is a fresh process, measured as ``bench/job_scale.py`` measures (wall time; the largest
+process's and the whole tree's peak RSS, sampled every 20 ms).
+Run: ``python bench/collectives_vs_hta.py [--ranks 64] [--base DIR|FILE] [--out-dir DIR]
+[--skip-hta] [--json]``.
 """
 
 from __future__ import annotations
@@ -40,16 +43,17 @@ print(TraceAnalysis(trace_dir=sys.argv[1]).get_potential_stragglers())
 """
 
 
-def generate(ranks: int, out_dir: Path) -> Path:
-    """The job of ``ranks`` ranks with its planted stragglers (reused when complete)."""
-    job = out_dir / f"collectives_{ranks}"
-    if job.is_dir() and len(list(job.glob("worker*.json"))) == ranks:
+def generate(ranks: int, out_dir: Path, base: Path = BASE) -> Path:
+    """The job of ``ranks`` ranks from ``base`` with its planted stragglers (reused when
+    complete)."""
+    job = out_dir / f"collectives_{base.name.split('.')[0]}_{ranks}"
+    if job.is_dir() and len(list(job.glob("rank-*.json"))) == ranks:
         return job
-    raw = copy_job(BASE, ranks)
+    raw = copy_job(base, ranks)
     plant_cpu(raw, rank=ranks - 5, c=3, d_us=2000)
     plant_gpu(raw, rank=2, c=5, d_us=3000)
     shift_clock(raw[ranks - 2], 300)
-    partial = out_dir / f"collectives_{ranks}.partial"
+    partial = job.with_name(job.name + ".partial")
     if partial.exists():  # a run killed while writing
         for f in partial.iterdir():
             f.unlink()
@@ -70,9 +74,9 @@ def measure(job: Path, ranks: int, skip_hta: bool) -> list[dict[str, Any]]:
     return rows
 
 
-def report(rows: list[dict[str, Any]], ranks: int, job: Path) -> str:
+def report(rows: list[dict[str, Any]], ranks: int, job: Path, base: Path) -> str:
     size = sum(f.stat().st_size for f in job.iterdir()) / 1e6
-    lines = [f"job of {ranks} ranks from {BASE.name} with planted stragglers ({size:.0f} MB of JSON)",
+    lines = [f"job of {ranks} ranks from {base.name} with planted stragglers ({size:.0f} MB of JSON)",
              f"{'tool':<9} {'command':<25} {'wall s':>8} {'largest MB':>11} {'tree MB':>9}"]
     for r in rows:
         lines.append(f"{r['tool']:<9} {r['command']:<25} {r['wall_s']:>8.2f} "
@@ -91,6 +95,8 @@ def report(rows: list[dict[str, Any]], ranks: int, job: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=64)
+    parser.add_argument("--base", type=Path, default=BASE,
+                        help="a real job's directory or one rank's trace to build the job from")
     parser.add_argument("--out-dir", type=Path, default=Path(tempfile.gettempdir()) / "traceaug-jobs")
     parser.add_argument("--skip-hta", action="store_true")
     parser.add_argument("--json", action="store_true")
@@ -98,9 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.ranks < 8:
         parser.error("--ranks: at least 8 (the planted stragglers need them)")
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    job = generate(args.ranks, args.out_dir)
+    job = generate(args.ranks, args.out_dir, args.base)
     rows = measure(job, args.ranks, args.skip_hta)
-    print(json.dumps(rows, indent=2) if args.json else report(rows, args.ranks, job), end="")
+    print(json.dumps(rows, indent=2) if args.json else report(rows, args.ranks, job, args.base), end="")
     return 0
 
 

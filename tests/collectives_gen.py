@@ -15,25 +15,27 @@ GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 
 
 def copy_job(base: Path, ranks: int = 8) -> dict[int, dict]:
-    """``ranks`` ranks, rank r the raw JSON of rank r % n of the real job of n ranks ``base``."""
+    """``ranks`` ranks, rank r the raw JSON of rank r % n of the real job of n ranks ``base``
+    (a directory of ranks, or one rank's file)."""
     texts = {}
-    for f in sorted(base.iterdir()):
+    for f in sorted(base.iterdir()) if base.is_dir() else [base]:
         with gzip.open(f, "rt") as fh:
             text = fh.read()
         texts[json.loads(text)["distributedInfo"]["rank"]] = text
     out = {}
     for r in range(ranks):
-        raw = json.loads(texts[r % len(texts)])
+        raw = json.loads(texts[sorted(texts)[r % len(texts)]])
         raw["distributedInfo"].update(rank=r, world_size=ranks)
         out[r] = raw
     return out
 
 
 def write_job(d: Path, job: dict[int, dict]) -> Path:
-    """Each rank as ``worker{r}.json`` in the new directory ``d``."""
+    """Each rank as ``rank-{r}.json`` in the new directory ``d`` (the name says the rank where
+    ``distributedInfo`` comes after the events, beyond what a job reads to tell ranks apart)."""
     d.mkdir(parents=True)
     for r, raw in job.items():
-        (d / f"worker{r}.json").write_text(json.dumps(raw))
+        (d / f"rank-{r}.json").write_text(json.dumps(raw))
     return d
 
 

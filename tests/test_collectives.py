@@ -205,15 +205,24 @@ def test_kernels_never_call_the_longest_waiter_slowest(real_job) -> None:
 RANKS = 16  # a generated job: rank r is the real rank r % 8
 
 
-def test_planted_cpu_and_gpu_stragglers_and_a_shifted_clock(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory) -> dict:
+    """A generated job of ``RANKS`` ranks: rank 11's CPU issues collective 3 late, rank 2's
+    GPU reaches collective 5 late, rank 14's clock is 300 µs ahead."""
     job = copy_job(shared_trace(JOB), RANKS)
     before = {r: [(k["ts"], k["ts"] + k["dur"]) for k in kernels(raw)] for r, raw in job.items()}
     cpu_op = plant_cpu(job, rank=11, c=3, d_us=2000)
     gpu_kernel = plant_gpu(job, rank=2, c=5, d_us=3000)
     shift_clock(job[14], 300)  # rank 14's host clock runs 300 µs ahead of its twin rank 6's
-    d = write_job(tmp_path / "job", job)
-    got = traceaug.collectives(d)
-    want = oracle(raw_ranks(d))
+    d = write_job(tmp_path_factory.mktemp("planted") / "job", job)
+    return {"dir": d, "before": before, "cpu_op": cpu_op, "gpu_kernel": gpu_kernel,
+            "events": raw_ranks(d), "mapper": caching_map()}
+
+
+def test_planted_cpu_and_gpu_stragglers_and_a_shifted_clock(planted: dict) -> None:
+    d, before, cpu_op, gpu_kernel = (planted[k] for k in ("dir", "before", "cpu_op", "gpu_kernel"))
+    got = traceaug.collectives(d, mapper=planted["mapper"])
+    want = oracle(planted["events"])
     check_against(got, want)
     assert len(got) == 8 and set(got["ranks"]) == {RANKS}
     rows = rows_by_position(got)
@@ -233,9 +242,31 @@ def test_planted_cpu_and_gpu_stragglers_and_a_shifted_clock(tmp_path: Path) -> N
         assert row["max_wait_us"] == pytest.approx(max(waits), abs=5)
     # nothing else moved: the other instances keep their stragglers (the lower of two twins)
     assert [rows[("stream 84", p)]["straggler"] for p in (0, 1, 2, 4, 6, 7)] == [7, 7, 7, 7, 5, 4]
-    by = traceaug.collectives(d, by="rank").set_index("rank")
+    by = traceaug.collectives(d, by="rank", mapper=planted["mapper"]).set_index("rank")
     assert by.at[11, "straggler_count"] == 1 and by.at[2, "straggler_count"] == 1
     assert by.at[11, "caused_wait_us"] == pytest.approx(rows[("stream 84", 3)]["mean_wait_us"])
+
+
+def test_planted_job_against_hta(planted: dict) -> None:
+    """HTA names [2, 5]: the two latest starters of the last SendRecv (collective 5). Rank 2
+    is our straggler there (its GPU reached it 3 ms late); rank 5 arrived second-latest there
+    (tied with its twin 13, as the raw events show) and is our straggler at collective 6."""
+    require_hta()
+    import logging
+
+    from hta.trace_analysis import TraceAnalysis
+
+    logging.disable(logging.WARNING)
+    try:
+        hta_pick = TraceAnalysis(trace_dir=str(planted["dir"])).get_potential_stragglers()
+    finally:
+        logging.disable(logging.NOTSET)
+    assert sorted(hta_pick) == [2, 5]
+    ours = rows_by_position(traceaug.collectives(planted["dir"], mapper=planted["mapper"]))
+    assert ours[("stream 84", 5)]["straggler"] == 2 and ours[("stream 84", 6)]["straggler"] == 5
+    wait = oracle(planted["events"])[("all", 5)]["wait_us"]
+    second = min(w for r, w in wait.items() if r != 2)
+    assert {r for r, w in wait.items() if w == second} == {5, 13}
 
 
 def test_two_process_groups_and_a_missing_collective(tmp_path: Path) -> None:

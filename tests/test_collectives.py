@@ -287,6 +287,18 @@ def test_two_process_groups_and_a_missing_collective(tmp_path: Path) -> None:
     odd = ", ".join(map(str, groups["b"]))
     assert f"ranks {odd} share no matched collective with rank 0: aligned on rank 1" \
         in result.stderr
+    # report's heatmap: a column per instance of each group (positions repeat across groups),
+    # each rank's wait there, none where the rank is not in the group
+    from traceaug.commands.collectives import job_sections
+
+    heat = dict(job_sections(d, None, None))[
+        "job: wait per rank at every matched collective, in job-clock order (µs)"]
+    kinds = {p: r["kind"] for r in got for p in [r["position"]]}
+    assert sorted(c for c in heat if c != "rank") == sorted(
+        f"pg {g} {kinds[p]}#{p}" for g, p in want)
+    for (g, p), w in want.items():
+        column = dict(zip(heat["rank"].tolist(), heat[f"pg {g} {kinds[p]}#{p}"].tolist()))
+        assert {r: v for r, v in column.items() if v == v} == pytest.approx(w["wait_us"], abs=1e-6)
 
 
 # ----- matching by sequence number, on tables built so the answer is known ------------------

@@ -334,6 +334,20 @@ def test_matching_by_sequence_number_and_a_missing_one() -> None:
                             "(it lacks that one); nothing past it in this group is matched"]
 
 
+def test_clock_note_names_each_offset_beyond_its_own_residual() -> None:
+    from traceaug.analysis import collectives as co
+    from traceaug.commands.collectives import notes
+
+    # rank 1's clock is 300 µs ahead; rank 2's last collective ended 2 ms late (its residual)
+    job = co.align(co.match([_tables(0, [(0, 10, None), (20, 30, None), (40, 50, None)]),
+                             _tables(1, [(300, 310, None), (320, 330, None), (340, 350, None)]),
+                             _tables(2, [(0, 10, None), (20, 30, None), (40, 2050, None)])]))
+    assert job.clock["offset_ns"].tolist() == [0, 300_000, 0]
+    assert job.clock["residual_ns"].tolist() == [0, 0, 2_000_000]
+    assert notes(job) == ["job clock: offsets vs rank 0: rank 1 +300.0 us "
+                          "(residual spread up to 2000.0 us)"]
+
+
 def test_sizes_must_agree_except_where_they_differ_by_rank() -> None:
     from traceaug.analysis import collectives as co
 

@@ -67,7 +67,8 @@ def notes(job: co.Job) -> list[str]:
     if len(clock) > 1 and clock["applied"].any():
         ref = int(clock["rank"].iat[0])
         spread = float(clock["residual_ns"].max()) / 1e3
-        moved = clock[clock["offset_ns"].abs() / 1e3 > max(spread, 1.0)]
+        # each rank against its own uncertainty: one odd rank's spread hides no other's offset
+        moved = clock[clock["offset_ns"].abs() > clock["residual_ns"].clip(lower=1000)]
         shown = ", ".join(f"rank {r} {o / 1e3:+.1f} us" for r, o in
                           zip(moved["rank"].tolist(), moved["offset_ns"].tolist()))
         out.append(f"job clock: offsets vs rank {ref}: {shown or f'all within {spread:.1f} us'}"

@@ -63,7 +63,8 @@ def generate(ranks: int, out_dir: Path, base: Path = BASE) -> Path:
     return job
 
 
-def measure(job: Path, ranks: int, skip_hta: bool) -> list[dict[str, Any]]:
+def measure(job: Path, skip_hta: bool) -> list[dict[str, Any]]:
+    """Each traceaug command, then HTA, on ``job``: one fresh process each."""
     rows = []
     for command in COMMANDS:
         r = run_measured([sys.executable, "-m", "traceaug", command, str(job), "--format", "csv"])
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--ranks: at least 8 (the planted stragglers need them)")
     args.out_dir.mkdir(parents=True, exist_ok=True)
     job = generate(args.ranks, args.out_dir, args.base)
-    rows = measure(job, args.ranks, args.skip_hta)
+    rows = measure(job, args.skip_hta)
     print(json.dumps(rows, indent=2) if args.json else report(rows, args.ranks, job, args.base), end="")
     return 0
 

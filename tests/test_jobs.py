@@ -101,6 +101,52 @@ def test_info_directory_is_one_row_per_rank() -> None:
     assert "ranks:" not in r.stderr  # no progress when stderr is not a terminal
 
 
+def _on_terminal(out: Path, *args: str) -> str:
+    """``traceaug ARGS`` with stderr on a pseudo-terminal (stdout to ``out``): what a user at
+    a terminal sees on stderr."""
+    import pty
+    import subprocess
+    import sys
+
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "TRACEAUG_NO_PROGRESS"}
+    with out.open("wb") as stdout:
+        proc = subprocess.Popen([sys.executable, "-m", "traceaug", *args], stdout=stdout,
+                                stderr=slave, env=env)
+    os.close(slave)
+    seen = bytearray()
+    while True:
+        try:
+            data = os.read(master, 1 << 16)
+        except OSError:  # EIO: every process holding the terminal has ended
+            break
+        if not data:
+            break
+        seen += data
+    os.close(master)
+    assert proc.wait(timeout=300) == 0, seen.decode(errors="replace")
+    return seen.decode()
+
+
+def test_report_job_reads_each_rank_once(tmp_path: Path) -> None:
+    """``report JOB``: its job section's collective tables come from the same read of each rank
+    as its GPU ops: one run over the 8 ranks on the terminal (the rank progress reaches 8/8
+    once), and the same bytes as ``stragglers`` (which reads only the collectives) gives."""
+    d = shared_trace(JOB)
+    seen = _on_terminal(tmp_path / "report.json", "report", str(d), "--format", "json")
+    assert seen.count("ranks: 8/8 done") == 1, seen
+    assert seen.count("ranks: 1/8 done") == 1, seen
+    report = json.loads((tmp_path / "report.json").read_bytes())
+    r = _cli("stragglers", str(d), "--format", "json")
+    assert r.exit_code == 0, r.output
+    alone = json.loads(r.stdout)
+    assert [x["finding"] for x in report["job: findings"]] == alone["findings"]
+    steps = report["job: step time and wait in collectives per rank"]
+    assert len(steps) == 8 and alone["findings"]
+    assert [(x["rank"], x["wait_us"]) for x in steps] == \
+        [(x["rank"], x["wait_us"]) for x in alone["steps"]]
+
+
 COMMANDS = [("report", "--format", "json"), ("info", "--format", "csv"),
             ("collectives", "--format", "csv"), ("stragglers", "--format", "json")]
 REWRITERS = [("counters",), ("critical-path",), ("patterns",)]
@@ -118,7 +164,7 @@ def test_dask_cluster_equals_local_pool(cluster, command: tuple, tmp_path: Path,
             else ("--scheduler", cluster.scheduler_address))
     local_runs = 0
     for where, extra in (("local", ()), ("dask", dask)):
-        local_runs = local_runs or len(used)  # report JOB reads the ranks twice (its job section)
+        local_runs = local_runs or len(used)
         args = [command[0], str(d), *command[1:]]
         if command in REWRITERS:
             args += [str(tmp_path / where) + "/", "--format", "csv"]

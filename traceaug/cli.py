@@ -613,11 +613,18 @@ def _analysis_options(f):
 
 
 def _gpu_ranks(ctx: click.Context, trace: Path, rank: int | None):
-    kind = "gpu_steps"  # the kind analysis.gpu_steps.LOAD loads
+    return _job_ranks(ctx, trace, rank, collectives=False)[0]
+
+
+def _job_ranks(ctx: click.Context, trace: Path, rank: int | None, collectives: bool):
+    """Every rank's GPU ops, and (``collectives``) a job's collective tables read with them
+    (``analyses.load_job``)."""
+    kind = "gpu_steps"  # the kind analysis.gpu_steps.LOAD loads (a lone rank's: prefetched)
     prefetched = _prefetch(trace, kind=kind, each_rank=True, rank=rank)
     from .commands import analyses
 
-    return analyses.load(trace, rank, prefetched=prefetched, job=_job(ctx), **_options(ctx))
+    return analyses.load_job(trace, rank, prefetched=prefetched, job=_job(ctx),
+                             collectives=collectives, **_options(ctx))
 
 
 @main.command()
@@ -716,15 +723,16 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
         from .report.paths import check_output
 
         check_output(html_out, trace)
-    ranks = _gpu_ranks(ctx, trace, rank)
+    ranks, tables = _job_ranks(ctx, trace, rank, collectives=html_out is None)
     from .commands import analyses
 
     if html_out is None:
         job = []
-        if trace.is_dir() and len(ranks) > 1:  # a job: who waited for whom, first
+        if tables is not None:  # a job: who waited for whom, first
             from .commands.collectives import job_sections
 
-            job = job_sections(trace, step, top, _options(ctx), run=_job(ctx))
+            job = job_sections(trace, step, top, tables=tables)
+            del tables
         _print(analyses.render(job + analyses.report(ranks, step, top), fmt))
         return
     from .report.analyses_html import write_report

@@ -139,12 +139,46 @@ def test_report_job_reads_each_rank_once(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "report.json").read_bytes())
     r = _cli("stragglers", str(d), "--format", "json")
     assert r.exit_code == 0, r.output
+    assert "ranks:" not in r.stderr  # no progress when stderr is not a terminal
     alone = json.loads(r.stdout)
     assert [x["finding"] for x in report["job: findings"]] == alone["findings"]
     steps = report["job: step time and wait in collectives per rank"]
     assert len(steps) == 8 and alone["findings"]
     assert [(x["rank"], x["wait_us"]) for x in steps] == \
         [(x["rank"], x["wait_us"]) for x in alone["steps"]]
+
+
+def test_progress_on_a_terminal_says_ranks_bytes_read_and_the_slowest_running(tmp_path: Path) -> None:
+    """On a terminal: ranks done / total, the bytes of the ranks done (their files' sizes, as
+    stored) of the job's, the slowest rank still running; the line cleared at the end."""
+    import re
+
+    job = tmp_path / "job"
+    job.mkdir()
+    sizes = []
+    for rank, f in _files(shared_trace(JOB)).items():
+        with gzip.open(f) as g:
+            (job / f"rank-{rank}.json").write_bytes(g.read())
+        sizes.append((job / f"rank-{rank}.json").stat().st_size)
+    seen = _on_terminal(tmp_path / "out.csv", "kernels", str(job), "--format", "csv")
+    lines = [x for x in seen.split("\r\x1b[K") if x]
+    whole = sum(sizes) / 1e6
+    assert lines[-1] == f"ranks: 8/8 done, {whole:.1f} of {whole:.1f} MB read"
+    assert seen.endswith("\r\x1b[K")  # cleared
+    form = re.compile(r"ranks: (\d)/8 done, ([\d.]+) of ([\d.]+) MB read"
+                      r"(?: \(slowest running: rank (\d), ([\d.]+) s\))?")
+    running = 0
+    for x in lines:
+        m = form.fullmatch(x)
+        assert m, x
+        done, read = int(m[1]), float(m[2])
+        assert float(m[3]) == round(whole, 1)
+        small, large = sorted(sizes)[:done], sorted(sizes)[len(sizes) - done:]
+        assert round(sum(small) / 1e6, 1) <= read <= round(sum(large) / 1e6, 1), x
+        running += m[4] is not None
+        if m[4] is not None:
+            assert done < 8 and 0 <= int(m[4]) < 8
+    assert running  # while ranks run, the slowest one is named
 
 
 COMMANDS = [("report", "--format", "json"), ("info", "--format", "csv"),

@@ -1,7 +1,8 @@
 """One executor interface for per-rank tasks, two implementations.
 
-``Executor`` is ``concurrent.futures``-like: ``submit`` returns a future, ``as_completed``
-yields futures as they finish, ``map`` keeps the order. ``LocalPool`` is a pool of processes
+``Executor`` is ``concurrent.futures``-like: ``submit`` returns a future, ``wait`` returns
+the futures finished (at least one, or none after ``timeout``), ``running`` those started,
+``map`` keeps the order. ``LocalPool`` is a pool of processes
 on this machine sized by ``pool_size`` (forked with the engine's modules imported; threads
 where a fork is not safe); ``DaskExecutor`` sends the tasks to a Dask ``distributed``
 cluster. Tasks take paths and options and return small plain tables, never engines.
@@ -66,8 +67,14 @@ class Executor:
     def submit(self, fn: Callable, /, *args: Any) -> Any:
         raise NotImplementedError
 
-    def as_completed(self, futures: Iterable) -> Iterator:
+    def wait(self, futures: list, timeout: float | None = None) -> list:
+        """The futures of ``futures`` finished, in their order, once one is (or ``timeout``
+        seconds have passed: maybe none)."""
         raise NotImplementedError
+
+    def running(self, futures: list) -> list:
+        """The futures of ``futures`` running now (as far as the executor tells)."""
+        return []
 
     def map(self, fn: Callable, items: Iterable) -> Iterator:
         futures = [self.submit(fn, item) for item in items]
@@ -100,8 +107,8 @@ class Inline(Executor):
             future.set_exception(e)
         return future
 
-    def as_completed(self, futures: Iterable) -> Iterator:
-        return iter(list(futures))
+    def wait(self, futures: list, timeout: float | None = None) -> list:
+        return list(futures)
 
 
 def _worker_start() -> None:
@@ -137,10 +144,16 @@ class LocalPool(Executor):
     def submit(self, fn: Callable, /, *args: Any):
         return self.pool.submit(fn, *args)
 
-    def as_completed(self, futures: Iterable) -> Iterator:
+    def wait(self, futures: list, timeout: float | None = None) -> list:
         import concurrent.futures as cf
 
-        return cf.as_completed(list(futures))
+        done = cf.wait(futures, timeout, return_when=cf.FIRST_COMPLETED).done
+        return [f for f in futures if f in done]
+
+    def running(self, futures: list) -> list:
+        """The first ``size`` futures the pool took (in order: the pool is first in, first
+        out); it takes one more than it runs, queued in its call queue."""
+        return [f for f in futures if f.running()][:self.size]
 
     def close(self, cancel: bool = False) -> None:
         if cancel and self.processes:  # stop running ranks now: nothing they write is kept
@@ -165,10 +178,22 @@ class DaskExecutor(Executor):
         self.futures.append(future)
         return future
 
-    def as_completed(self, futures: Iterable) -> Iterator:
-        from distributed import as_completed
+    def wait(self, futures: list, timeout: float | None = None) -> list:
+        from distributed import wait
 
-        return iter(as_completed(list(futures)))
+        try:
+            wait(futures, timeout, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            pass
+        return [f for f in futures if f.done()]
+
+    def running(self, futures: list) -> list:
+        """The futures whose task a worker is processing (the scheduler's word)."""
+        try:
+            busy = {k for keys in self.client.processing().values() for k in keys}
+        except Exception:  # the scheduler gone: the next wait says what happened
+            return []
+        return [f for f in futures if f.key in busy]
 
     def cancel(self, futures: Iterable) -> None:
         self.client.cancel(list(futures), force=True)

@@ -365,6 +365,30 @@ def test_pool_size_is_cores_ranks_and_memory() -> None:
     assert ex.rank_peak(100 << 20, "gpu_steps") < ex.rank_peak(100 << 20, "full")
 
 
+def test_every_load_kind_has_a_measured_peak_that_bounds_a_real_rank(tmp_path: Path) -> None:
+    """Each load kind has its measured factor (``bench/rank_peak.py``; none falls back to
+    another kind's), and ``report JOB``'s task on a real 9.8 MB rank, run as a pool worker
+    runs it, peaks (its VmHWM) under the estimate the pool is sized by."""
+    import subprocess
+    import sys
+
+    from traceaug.read.kinds import KINDS
+
+    assert set(ex.PEAK_PER_BYTE) == set(KINDS)
+    raw = tmp_path / "rank.json"
+    with gzip.open(shared_trace("kineto/a100_nccl_rank0_of2.json.gz")) as g:
+        raw.write_bytes(g.read())
+    child = ("import os, sys; os.environ['TRACEAUG_POOL_WORKER'] = '1'\n"
+             "from pathlib import Path\nfrom traceaug.job import tasks\n"
+             "from traceaug.job.ranks import TraceFile\n"
+             "tasks.report_rank(TraceFile(Path(sys.argv[1]), 0), {})\n"
+             "print([int(x.split()[1]) * 1024 for x in open('/proc/self/status') "
+             "if x.startswith('VmHWM:')][0])")
+    out = subprocess.run([sys.executable, "-c", child, str(raw)], capture_output=True,
+                         text=True, check=True)
+    assert int(out.stdout) <= ex.rank_peak(raw.stat().st_size, "collectives")
+
+
 def test_no_cluster_unless_asked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Without --scheduler / --workers / Dask's own address, nothing connects to Dask."""
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)

@@ -398,11 +398,25 @@ def test_no_cluster_unless_asked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     assert ex.dask_address(None) == "tcp://127.0.0.1:1"
 
 
+WINDOW_US = (160_000, 170_000)  # of the A100 trace, from its first event: 10 ms of step 550
+
+
+def _a100_window() -> dict:
+    """The shared A100 trace (rank 0 of 16, 6 streams) cut to the events that start in
+    ``WINDOW_US`` (1,956 real events, 481 kernels), its metadata events all kept."""
+    base = json.loads(gzip.open(shared_trace("kineto/a100_rank0_of16_6streams.json.gz")).read())
+    t0 = min(e["ts"] for e in base["traceEvents"] if e.get("ph") != "M" and "ts" in e)
+    lo, hi = t0 + WINDOW_US[0], t0 + WINDOW_US[1]
+    events = [e for e in base["traceEvents"] if e.get("ph") == "M" or lo <= e.get("ts", -1) < hi]
+    return {**base, "traceEvents": events}
+
+
 def _generated_job(directory: Path, ranks: int = 32) -> dict[int, dict[str, int]]:
-    """``ranks`` ranks made from the shared H100 BERT trace: each with its distributedInfo
-    rank, its timestamps shifted by rank-specific whole µs, and every k-th kernel (k = 3 +
-    rank % 5) dropped; returns each rank's GPU op count per name (the oracle)."""
-    base = json.loads(gzip.open(shared_trace("kineto/h100_bert_small_inference.json.gz")).read())
+    """``ranks`` ranks made from a window of the shared A100 trace (``_a100_window``): each
+    with its distributedInfo rank, its timestamps shifted by rank-specific whole µs, and every
+    k-th kernel (k = 3 + rank % 5) dropped; returns each rank's GPU op count per name (the
+    oracle)."""
+    base = _a100_window()
     directory.mkdir()
     want = {}
     for r in range(ranks):
@@ -412,7 +426,7 @@ def _generated_job(directory: Path, ranks: int = 32) -> dict[int, dict[str, int]
                 seen += 1
                 if seen % k == 0:
                     continue
-            if "ts" in e:
+            if "ts" in e and e.get("ph") != "M":
                 e = {**e, "ts": e["ts"] + 1000 * r + r % 7}
             events.append(e)
         counts: dict[str, int] = {}
@@ -420,7 +434,8 @@ def _generated_job(directory: Path, ranks: int = 32) -> dict[int, dict[str, int]
             if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e.get("ph") == "X":
                 counts[e["name"]] = counts.get(e["name"], 0) + 1
         want[r] = counts
-        doc = {**base, "distributedInfo": {"rank": r, "world_size": ranks}, "traceEvents": events}
+        doc = {**base, "distributedInfo": {**base.get("distributedInfo", {}), "rank": r,
+                                           "world_size": ranks}, "traceEvents": events}
         (directory / f"gen-{r:02d}.json").write_text(json.dumps(doc))
     return want
 

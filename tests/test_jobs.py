@@ -128,14 +128,20 @@ def _on_terminal(out: Path, *args: str) -> str:
     return seen.decode()
 
 
-def test_report_job_reads_each_rank_once(tmp_path: Path) -> None:
-    """``report JOB``: its job section's collective tables come from the same read of each rank
-    as its GPU ops: one run over the 8 ranks on the terminal (the rank progress reaches 8/8
-    once), and the same bytes as ``stragglers`` (which reads only the collectives) gives."""
+@pytest.mark.parametrize("page", [False, True], ids=["json", "html"])
+def test_report_job_reads_each_rank_once(tmp_path: Path, page: bool) -> None:
+    """``report JOB`` (and ``--html``): its job section's collective tables come from the same
+    read of each rank as its GPU ops: one run over the 8 ranks on the terminal (the rank
+    progress reaches 8/8 once), and the same findings and waits as ``stragglers`` (which
+    reads only the collectives) gives."""
     d = shared_trace(JOB)
-    seen = _on_terminal(tmp_path / "report.json", "report", str(d), "--format", "json")
+    out = ("--html", str(tmp_path / "report.html")) if page else ("--format", "json")
+    seen = _on_terminal(tmp_path / "report.json", "report", str(d), *out)
     assert seen.count("ranks: 8/8 done") == 1, seen
     assert seen.count("ranks: 1/8 done") == 1, seen
+    if page:
+        assert (tmp_path / "report.html").stat().st_size > 0
+        return
     report = json.loads((tmp_path / "report.json").read_bytes())
     r = _cli("stragglers", str(d), "--format", "json")
     assert r.exit_code == 0, r.output

@@ -154,6 +154,16 @@ def test_report_job_reads_each_rank_once(tmp_path: Path, page: bool) -> None:
         [(x["rank"], x["wait_us"]) for x in alone["steps"]]
 
 
+def test_report_of_a_url_prefix_is_the_report_of_its_directory() -> None:
+    """``report URL/`` (a prefix of ranks, here ``file://``): the job section and every rank,
+    as ``report DIR``; it used to fail with a traceback (a URL has no ``is_dir``)."""
+    d = shared_trace(JOB)
+    by_dir = _cli("report", str(d), "--format", "csv")
+    by_url = _cli("report", f"file://{d.resolve()}/", "--format", "csv")
+    assert by_dir.exit_code == by_url.exit_code == 0, by_url.output
+    assert by_url.stdout == by_dir.stdout and "job: findings" in by_url.stdout
+
+
 def test_progress_on_a_terminal_says_ranks_bytes_read_and_the_slowest_running(tmp_path: Path) -> None:
     """On a terminal: ranks done / total, the bytes of the ranks done (their files' sizes, as
     stored) of the job's, the slowest rank still running; the line cleared at the end."""

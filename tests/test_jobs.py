@@ -101,6 +101,104 @@ def test_info_directory_is_one_row_per_rank() -> None:
     assert "ranks:" not in r.stderr  # no progress when stderr is not a terminal
 
 
+def _on_terminal(out: Path, *args: str) -> str:
+    """``traceaug ARGS`` with stderr on a pseudo-terminal (stdout to ``out``): what a user at
+    a terminal sees on stderr."""
+    import pty
+    import subprocess
+    import sys
+
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "TRACEAUG_NO_PROGRESS"}
+    with out.open("wb") as stdout:
+        proc = subprocess.Popen([sys.executable, "-m", "traceaug", *args], stdout=stdout,
+                                stderr=slave, env=env)
+    os.close(slave)
+    seen = bytearray()
+    while True:
+        try:
+            data = os.read(master, 1 << 16)
+        except OSError:  # EIO: every process holding the terminal has ended
+            break
+        if not data:
+            break
+        seen += data
+    os.close(master)
+    assert proc.wait(timeout=300) == 0, seen.decode(errors="replace")
+    return seen.decode()
+
+
+@pytest.mark.parametrize("page", [False, True], ids=["json", "html"])
+def test_report_job_reads_each_rank_once(tmp_path: Path, page: bool) -> None:
+    """``report JOB`` (and ``--html``): its job section's collective tables come from the same
+    read of each rank as its GPU ops: one run over the 8 ranks on the terminal (the rank
+    progress reaches 8/8 once), and the same findings and waits as ``stragglers`` (which
+    reads only the collectives) gives."""
+    d = shared_trace(JOB)
+    out = ("--html", str(tmp_path / "report.html")) if page else ("--format", "json")
+    seen = _on_terminal(tmp_path / "report.json", "report", str(d), *out)
+    import re
+
+    done = [int(k) for k in re.findall(r"ranks: (\d)/8 done", seen)]
+    assert done == sorted(done) and done.count(8) == 1, seen  # never back to fewer: one run
+    if page:
+        assert (tmp_path / "report.html").stat().st_size > 0
+        return
+    report = json.loads((tmp_path / "report.json").read_bytes())
+    r = _cli("stragglers", str(d), "--format", "json")
+    assert r.exit_code == 0, r.output
+    assert "ranks:" not in r.stderr  # no progress when stderr is not a terminal
+    alone = json.loads(r.stdout)
+    assert [x["finding"] for x in report["job: findings"]] == alone["findings"]
+    steps = report["job: step time and wait in collectives per rank"]
+    assert len(steps) == 8 and alone["findings"]
+    assert [(x["rank"], x["wait_us"]) for x in steps] == \
+        [(x["rank"], x["wait_us"]) for x in alone["steps"]]
+
+
+def test_report_of_a_url_prefix_is_the_report_of_its_directory() -> None:
+    """``report URL/`` (a prefix of ranks, here ``file://``): the job section and every rank,
+    as ``report DIR``; it used to fail with a traceback (a URL has no ``is_dir``)."""
+    d = shared_trace(JOB)
+    by_dir = _cli("report", str(d), "--format", "csv")
+    by_url = _cli("report", f"file://{d.resolve()}/", "--format", "csv")
+    assert by_dir.exit_code == by_url.exit_code == 0, by_url.output
+    assert by_url.stdout == by_dir.stdout and "job: findings" in by_url.stdout
+
+
+def test_progress_on_a_terminal_says_ranks_bytes_read_and_the_slowest_running(tmp_path: Path) -> None:
+    """On a terminal: ranks done / total, the bytes of the ranks done (their files' sizes, as
+    stored) of the job's, the slowest rank still running; the line cleared at the end."""
+    import re
+
+    job = tmp_path / "job"
+    job.mkdir()
+    sizes = []
+    for rank, f in _files(shared_trace(JOB)).items():
+        with gzip.open(f) as g:
+            (job / f"rank-{rank}.json").write_bytes(g.read())
+        sizes.append((job / f"rank-{rank}.json").stat().st_size)
+    seen = _on_terminal(tmp_path / "out.csv", "kernels", str(job), "--format", "csv")
+    lines = [x for x in seen.split("\r\x1b[K") if x]
+    whole = sum(sizes) / 1e6
+    assert lines[-1] == f"ranks: 8/8 done, {whole:.1f} of {whole:.1f} MB read"
+    assert seen.endswith("\r\x1b[K")  # cleared
+    form = re.compile(r"ranks: (\d)/8 done, ([\d.]+) of ([\d.]+) MB read"
+                      r"(?: \(slowest running: rank (\d), ([\d.]+) s\))?")
+    running = 0
+    for x in lines:
+        m = form.fullmatch(x)
+        assert m, x
+        done, read = int(m[1]), float(m[2])
+        assert float(m[3]) == round(whole, 1)
+        small, large = sorted(sizes)[:done], sorted(sizes)[len(sizes) - done:]
+        assert round(sum(small) / 1e6, 1) <= read <= round(sum(large) / 1e6, 1), x
+        running += m[4] is not None
+        if m[4] is not None:
+            assert done < 8 and 0 <= int(m[4]) < 8
+    assert running or ex.cores() == 1  # while ranks run, the slowest one is named (a pool)
+
+
 COMMANDS = [("report", "--format", "json"), ("info", "--format", "csv"),
             ("collectives", "--format", "csv"), ("stragglers", "--format", "json")]
 REWRITERS = [("counters",), ("critical-path",), ("patterns",)]
@@ -118,7 +216,7 @@ def test_dask_cluster_equals_local_pool(cluster, command: tuple, tmp_path: Path,
             else ("--scheduler", cluster.scheduler_address))
     local_runs = 0
     for where, extra in (("local", ()), ("dask", dask)):
-        local_runs = local_runs or len(used)  # report JOB reads the ranks twice (its job section)
+        local_runs = local_runs or len(used)
         args = [command[0], str(d), *command[1:]]
         if command in REWRITERS:
             args += [str(tmp_path / where) + "/", "--format", "csv"]
@@ -285,6 +383,30 @@ def test_pool_size_is_cores_ranks_and_memory() -> None:
     assert ex.rank_peak(100 << 20, "gpu_steps") < ex.rank_peak(100 << 20, "full")
 
 
+def test_every_load_kind_has_a_measured_peak_that_bounds_a_real_rank(tmp_path: Path) -> None:
+    """Each load kind has its measured factor (``bench/rank_peak.py``; none falls back to
+    another kind's), and ``report JOB``'s task on a real 9.8 MB rank, run as a pool worker
+    runs it, peaks (its VmHWM) under the estimate the pool is sized by."""
+    import subprocess
+    import sys
+
+    from traceaug.read.kinds import KINDS
+
+    assert set(ex.PEAK_PER_BYTE) == set(KINDS)
+    raw = tmp_path / "rank.json"
+    with gzip.open(shared_trace("kineto/a100_nccl_rank0_of2.json.gz")) as g:
+        raw.write_bytes(g.read())
+    child = ("import os, sys; os.environ['TRACEAUG_POOL_WORKER'] = '1'\n"
+             "from pathlib import Path\nfrom traceaug.job import tasks\n"
+             "from traceaug.job.ranks import TraceFile\n"
+             "tasks.report_rank(TraceFile(Path(sys.argv[1]), 0), {})\n"
+             "print([int(x.split()[1]) * 1024 for x in open('/proc/self/status') "
+             "if x.startswith('VmHWM:')][0])")
+    out = subprocess.run([sys.executable, "-c", child, str(raw)], capture_output=True,
+                         text=True, check=True)
+    assert int(out.stdout) <= ex.rank_peak(raw.stat().st_size, "collectives")
+
+
 def test_no_cluster_unless_asked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Without --scheduler / --workers / Dask's own address, nothing connects to Dask."""
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
@@ -294,11 +416,25 @@ def test_no_cluster_unless_asked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     assert ex.dask_address(None) == "tcp://127.0.0.1:1"
 
 
+WINDOW_US = (160_000, 170_000)  # of the A100 trace, from its first event: 10 ms of step 550
+
+
+def _a100_window() -> dict:
+    """The shared A100 trace (rank 0 of 16, 6 streams) cut to the events that start in
+    ``WINDOW_US`` (1,956 real events, 481 kernels), its metadata events all kept."""
+    base = json.loads(gzip.open(shared_trace("kineto/a100_rank0_of16_6streams.json.gz")).read())
+    t0 = min(e["ts"] for e in base["traceEvents"] if e.get("ph") != "M" and "ts" in e)
+    lo, hi = t0 + WINDOW_US[0], t0 + WINDOW_US[1]
+    events = [e for e in base["traceEvents"] if e.get("ph") == "M" or lo <= e.get("ts", -1) < hi]
+    return {**base, "traceEvents": events}
+
+
 def _generated_job(directory: Path, ranks: int = 32) -> dict[int, dict[str, int]]:
-    """``ranks`` ranks made from the shared H100 BERT trace: each with its distributedInfo
-    rank, its timestamps shifted by rank-specific whole µs, and every k-th kernel (k = 3 +
-    rank % 5) dropped; returns each rank's GPU op count per name (the oracle)."""
-    base = json.loads(gzip.open(shared_trace("kineto/h100_bert_small_inference.json.gz")).read())
+    """``ranks`` ranks made from a window of the shared A100 trace (``_a100_window``): each
+    with its distributedInfo rank, its timestamps shifted by rank-specific whole µs, and every
+    k-th kernel (k = 3 + rank % 5) dropped; returns each rank's GPU op count per name (the
+    oracle)."""
+    base = _a100_window()
     directory.mkdir()
     want = {}
     for r in range(ranks):
@@ -308,7 +444,7 @@ def _generated_job(directory: Path, ranks: int = 32) -> dict[int, dict[str, int]
                 seen += 1
                 if seen % k == 0:
                     continue
-            if "ts" in e:
+            if "ts" in e and e.get("ph") != "M":
                 e = {**e, "ts": e["ts"] + 1000 * r + r % 7}
             events.append(e)
         counts: dict[str, int] = {}
@@ -316,7 +452,8 @@ def _generated_job(directory: Path, ranks: int = 32) -> dict[int, dict[str, int]
             if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e.get("ph") == "X":
                 counts[e["name"]] = counts.get(e["name"], 0) + 1
         want[r] = counts
-        doc = {**base, "distributedInfo": {"rank": r, "world_size": ranks}, "traceEvents": events}
+        doc = {**base, "distributedInfo": {**base.get("distributedInfo", {}), "rank": r,
+                                           "world_size": ranks}, "traceEvents": events}
         (directory / f"gen-{r:02d}.json").write_text(json.dumps(doc))
     return want
 

@@ -613,11 +613,18 @@ def _analysis_options(f):
 
 
 def _gpu_ranks(ctx: click.Context, trace: Path, rank: int | None):
-    kind = "gpu_steps"  # the kind analysis.gpu_steps.LOAD loads
+    return _job_ranks(ctx, trace, rank, collectives=False)[0]
+
+
+def _job_ranks(ctx: click.Context, trace: Path, rank: int | None, collectives: bool):
+    """Every rank's GPU ops, and (``collectives``) a job's collective tables read with them
+    (``analyses.load_job``)."""
+    kind = "gpu_steps"  # the kind analysis.gpu_steps.LOAD loads (a lone rank's: prefetched)
     prefetched = _prefetch(trace, kind=kind, each_rank=True, rank=rank)
     from .commands import analyses
 
-    return analyses.load(trace, rank, prefetched=prefetched, job=_job(ctx), **_options(ctx))
+    return analyses.load_job(trace, rank, prefetched=prefetched, job=_job(ctx),
+                             collectives=collectives, **_options(ctx))
 
 
 @main.command()
@@ -716,16 +723,16 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
         from .report.paths import check_output
 
         check_output(html_out, trace)
-    ranks = _gpu_ranks(ctx, trace, rank)
+    ranks, tables = _job_ranks(ctx, trace, rank, collectives=True)
     from .commands import analyses
 
     job = []
-    if trace.is_dir() and len(ranks) > 1:  # a job: who waited for whom, first
+    if tables is not None:  # a job: who waited for whom, first
         from .commands.collectives import job_sections
 
         # the page's heatmap: every collective in order; the terminal's: the ``top`` worst
-        job = job_sections(trace, step, top if html_out is None else None, _options(ctx),
-                           run=_job(ctx))
+        job = job_sections(trace, step, top if html_out is None else None, tables=tables)
+        del tables
     if html_out is None:
         _print(analyses.render(job + analyses.report(ranks, step, top), fmt))
         return

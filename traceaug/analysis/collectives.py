@@ -50,18 +50,21 @@ def read_job(path: str | Path, rank: int | None = None, options: dict | None = N
     from ..job.tasks import collectives_rank
 
     if mapper is None:
-        done = gather(path, collectives_rank, "collectives", rank, job=job, options=options)
-        ranks, out = list(done), list(done.values())
-    else:
-        files = select(path, rank)
-        ranks = [f.rank for f in files]
-        out = list(mapper(partial(extract, options=options or {}), [str(f.path) for f in files]))
-    for r, t in zip(ranks, out, strict=True):
+        return ranked(gather(path, collectives_rank, "collectives", rank, job=job, options=options))
+    files = select(path, rank)
+    out = mapper(partial(extract, options=options or {}), [str(f.path) for f in files])
+    return ranked(dict(zip([f.rank for f in files], out, strict=True)))
+
+
+def ranked(done: dict) -> list[RankTables]:
+    """The tables of ``done`` ({file's rank: tables}, as ``job.api.gather`` gives them), each
+    with its rank: the file's, else the trace's, else 0."""
+    for r, t in done.items():
         if r is not None:
             t.rank = r
         elif t.rank is None:
             t.rank = 0
-    return out
+    return list(done.values())
 
 
 @dataclass
@@ -286,10 +289,12 @@ def align(job: Job) -> Job:
 
 
 def load_job(path: str | Path, align_clocks: bool = True, options: dict | None = None,
-             mapper: Callable | None = None, job=None) -> Job:
+             mapper: Callable | None = None, job=None, tables: list[RankTables] | None = None
+             ) -> Job:
     """Read every rank of ``path`` (matching needs them all: ``--rank`` filters the rows
-    shown), match the collectives, align the clocks (unless told not to)."""
-    found = match(read_job(path, None, options, mapper, job))
+    shown), or take ``tables`` already read (``ranked``), match the collectives, align the
+    clocks (unless told not to)."""
+    found = match(read_job(path, None, options, mapper, job) if tables is None else tables)
     return align(found) if align_clocks else found
 
 

@@ -39,14 +39,34 @@ def load(path: Path, rank: int | None = None, tp_bin: str | None = None,
          prefetched: Prefetched | None = None, job: JobOptions | None = None) -> list[GpuOps]:
     """Every rank's GPU ops (one for a file), ranks in order, read by the job's executor
     (``job.api.gather``); each rank's engine is closed once its ops are read."""
-    from ..job.api import gather
-    from ..job.tasks import gpu_rank
+    return load_job(path, rank, tp_bin, prefetched, job, collectives=False)[0]
 
-    out = list(gather(path, gpu_rank, LOAD["kind"], rank, job,
-                      {"tp_bin": tp_bin, "prefetched": prefetched}).values())
+
+def load_job(path: Path, rank: int | None = None, tp_bin: str | None = None,
+             prefetched: Prefetched | None = None, job: JobOptions | None = None,
+             collectives: bool = True) -> tuple[list[GpuOps], list | None]:
+    """``load``, and for a job of several ranks (``collectives``) each rank's collective
+    tables (``analysis.collectives.ranked``) taken from the same read of the rank
+    (``job.tasks.report_rank``); None for one rank (no job to match)."""
+    from ..analysis.collectives import ranked
+    from ..job.api import gather
+    from ..job.ranks import select
+    from ..job.run import JobOptions
+    from ..job.tasks import gpu_rank, report_rank
+
+    job = job or JobOptions()
+    files = select(path, rank, job.skip_bad, job.storage)
+    options = {"tp_bin": tp_bin, "prefetched": prefetched}
+    tables = None
+    if collectives and len(files) > 1:
+        both = gather(path, report_rank, "collectives", rank, job, options, files=files)
+        out = [ops for ops, _ in both.values()]
+        tables = ranked({r: t for r, (_, t) in both.items()})
+    else:
+        out = list(gather(path, gpu_rank, LOAD["kind"], rank, job, options, files=files).values())
     if not any(len(g.ops["ts"]) for g in out):
         raise TraceaugError(f"{path}: no GPU kernels, copies or sets to analyse")
-    return out
+    return out, tables
 
 
 def concat(tables: list[Columns]) -> Columns:

@@ -18,10 +18,13 @@ from ..output import render_columns
 
 
 def job_for(path: str | Path, step: int | None, rank: int | None, align: bool,
-            options: dict | None = None, mapper: Callable | None = None, run=None) -> co.Job:
-    """The matched job of ``path``, only ``step``'s instances when given; ``rank`` must be one
-    of its ranks (every rank is read: matching needs them all)."""
-    job = co.load_job(path, align_clocks=align, options=options, mapper=mapper, job=run)
+            options: dict | None = None, mapper: Callable | None = None, run=None,
+            tables: list | None = None) -> co.Job:
+    """The matched job of ``path`` (``tables``: its ranks' already read), only ``step``'s
+    instances when given; ``rank`` must be one of its ranks (every rank is read: matching
+    needs them all)."""
+    job = co.load_job(path, align_clocks=align, options=options, mapper=mapper, job=run,
+                      tables=tables)
     if rank is not None and rank not in job.tables:
         raise TraceaugError(f"{path}: no trace for rank {rank} "
                             f"(it has {', '.join(map(str, sorted(job.tables)))})")
@@ -128,13 +131,15 @@ def kind_of_label(label: str) -> str:
 
 
 def job_sections(path: str | Path, step: int | None, top: int | None, options: dict | None = None,
-                 mapper: Callable | None = None, run=None) -> list[tuple[str, dict]]:
+                 mapper: Callable | None = None, run=None, tables: list | None = None
+                 ) -> list[tuple[str, dict]]:
     """``report JOB``'s job section: the findings, per step each rank's step time and wait
     in collectives, and the wait heatmap (rank × collective: the ``top`` with the largest
     skew; ``top=None``: every matched instance in job-clock order, as the page draws it);
-    none when the job has no collectives."""
+    none when the job has no collectives. ``tables``: the ranks' collective tables when
+    already read (``analyses.load_job``: with their GPU ops, one read per rank)."""
     try:
-        job = job_for(path, step, None, True, options, mapper, run)
+        job = job_for(path, step, None, True, options, mapper, run, tables)
     except TraceaugError as e:
         if "no NCCL / RCCL collective kernels" in str(e):
             return []

@@ -69,13 +69,16 @@ def run(a: Path, b: Path, by: str, device: str, step: int | None, threshold: flo
     pairs, unmatched = pair(a, b, rank, job.skip_bad, job.storage)
     if len(pairs) > 1 or any(is_url(f.path) for f in pairs[0]):  # URLs: the task fetches them
         from ..job.api import gather
+        from ..job.run import stored_size
         from ..job.tasks import diff_rank
 
         compare = {"by": by, "device": device, "step": step, "step_a": step_a, "step_b": step_b,
                    "step_index": step_index, "threshold": threshold}
         task = partial(diff_rank, b={fa.rank: fb for fa, fb in pairs}, compare=compare)
+        sizes = {fa.rank: stored_size(fa.path, job.storage) + stored_size(fb.path, job.storage)
+                 for fa, fb in pairs}  # each task reads both sides
         done = gather(a, task, "ops", job=job, options={"tp_bin": tp_bin},
-                      files=[fa for fa, _ in pairs])  # (URL storage options: job.storage)
+                      files=[fa for fa, _ in pairs], sizes=sizes)  # (URL storage options: job.storage)
         return DiffResult(ranks=list(done.values()), unmatched=unmatched)
     (fa, fb), = pairs
 

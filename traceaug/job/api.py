@@ -14,14 +14,16 @@ from typing import Any
 
 from .executor import Inline
 from .ranks import TraceFile, select
-from .run import JobOptions, executor_for, run_ranks
+from .run import JobOptions, executor_for, run_ranks, stored_size
 
 
 def gather(path: str | Path, task: Callable, kind: str, rank: int | None = None,
            job: JobOptions | None = None, options: dict | None = None,
-           on_result: Callable | None = None, files: list[TraceFile] | None = None) -> dict:
+           on_result: Callable | None = None, files: list[TraceFile] | None = None,
+           sizes: dict | None = None) -> dict:
     """``task(file, options)`` on each rank of ``path`` (or ``files``): {rank: result}, in
-    rank order. A plan prefetched by the command line is used only in this process."""
+    rank order. A plan prefetched by the command line is used only in this process.
+    ``sizes``: bytes each rank's task reads, for the progress line (default: its file's)."""
     job = job or JobOptions()
     options = dict(options or {})
     files = select(path, rank, job.skip_bad, job.storage) if files is None else files
@@ -34,7 +36,10 @@ def gather(path: str | Path, task: Callable, kind: str, rank: int | None = None,
             prefetched.close()  # children planning for this process: the workers plan
         options.update(progress=False, workers=1)  # threads: one pass-1 child each
     try:
-        done = run_ranks(task, [(f.rank, (f, options)) for f in files], executor, job, on_result)
+        if sizes is None and len(files) > 1:
+            sizes = {f.rank: stored_size(f.path, job.storage) for f in files}
+        done = run_ranks(task, [(f.rank, (f, options)) for f in files], executor, job, on_result,
+                         sizes)
     except BaseException:  # a failure, Ctrl-C: running ranks stopped, pending ones cancelled
         if executor is not job.executor:
             executor.close(cancel=True)

@@ -1,7 +1,8 @@
 """One executor interface for per-rank tasks, two implementations.
 
-``Executor`` is ``concurrent.futures``-like: ``submit`` returns a future, ``as_completed``
-yields futures as they finish, ``map`` keeps the order. ``LocalPool`` is a pool of processes
+``Executor`` is ``concurrent.futures``-like: ``submit`` returns a future, ``wait`` returns
+the futures finished (at least one, or none after ``timeout``), ``running`` those started,
+``map`` keeps the order. ``LocalPool`` is a pool of processes
 on this machine sized by ``pool_size`` (forked with the engine's modules imported; threads
 where a fork is not safe); ``DaskExecutor`` sends the tasks to a Dask ``distributed``
 cluster. Tasks take paths and options and return small plain tables, never engines.
@@ -14,11 +15,18 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-ENGINE_BASE = 160 << 20  # bytes: an engine process before any trace (wasm module, numpy)
-# Peak bytes per raw trace byte, by load kind: "full" holds every event twice (pass 1's
-# text, the engine's tables); the subset kinds keep less (read.kinds.KINDS).
-PEAK_PER_BYTE = {"full": 6.0, "analysis": 4.0, "sync": 3.0, "ops": 3.0, "patterns": 3.0,
-                 "gpu": 2.5, "gpu_steps": 2.0}
+# A rank's peak = ENGINE_BASE + PEAK_PER_BYTE[kind] x its raw bytes, measured by
+# bench/rank_peak.py (2026-11-26, VmHWM of one child per run, pass 1 in the process as in a
+# worker): the engine with a 71-event trace peaks at 112 MB; a kind's factor is the largest
+# (peak - 112 MB) / raw bytes over 4 shared traces of 9.8-34 MB, of the load and of the job's
+# task for that kind, rounded up: full 4.14 (load), analysis 2.11 (info), sync 5.20 (the
+# critical path's graph), ops 4.91 (diff: both sides in one task, A = B here), patterns 2.80,
+# gpu 2.19 (counters, writing its copy), gpu_steps 1.24, collectives 2.23 (report JOB's task).
+# Each is largest on the smallest trace (a fixed part per trace): conservative for large
+# ranks (sync 3.23, ops 2.52 at 25.8 MB). A gz input peaks as its raw text (within 1 %).
+ENGINE_BASE = 112 << 20
+PEAK_PER_BYTE = {"full": 4.2, "analysis": 2.2, "sync": 5.2, "ops": 5.0, "patterns": 2.8,
+                 "gpu": 2.2, "gpu_steps": 1.3, "collectives": 2.3}
 RAM_SHARE = 0.8  # of the available RAM, as HTA sizes its pool
 
 
@@ -66,8 +74,14 @@ class Executor:
     def submit(self, fn: Callable, /, *args: Any) -> Any:
         raise NotImplementedError
 
-    def as_completed(self, futures: Iterable) -> Iterator:
+    def wait(self, futures: list, timeout: float | None = None) -> list:
+        """The futures of ``futures`` finished, in their order, once one is (or ``timeout``
+        seconds have passed: maybe none)."""
         raise NotImplementedError
+
+    def running(self, futures: list) -> list:
+        """The futures of ``futures`` running now (as far as the executor tells)."""
+        return []
 
     def map(self, fn: Callable, items: Iterable) -> Iterator:
         futures = [self.submit(fn, item) for item in items]
@@ -100,8 +114,8 @@ class Inline(Executor):
             future.set_exception(e)
         return future
 
-    def as_completed(self, futures: Iterable) -> Iterator:
-        return iter(list(futures))
+    def wait(self, futures: list, timeout: float | None = None) -> list:
+        return list(futures)
 
 
 def _worker_start() -> None:
@@ -137,10 +151,16 @@ class LocalPool(Executor):
     def submit(self, fn: Callable, /, *args: Any):
         return self.pool.submit(fn, *args)
 
-    def as_completed(self, futures: Iterable) -> Iterator:
+    def wait(self, futures: list, timeout: float | None = None) -> list:
         import concurrent.futures as cf
 
-        return cf.as_completed(list(futures))
+        done = cf.wait(futures, timeout, return_when=cf.FIRST_COMPLETED).done
+        return [f for f in futures if f in done]
+
+    def running(self, futures: list) -> list:
+        """The first ``size`` futures the pool took (in order: the pool is first in, first
+        out); it takes one more than it runs, queued in its call queue."""
+        return [f for f in futures if f.running()][:self.size]
 
     def close(self, cancel: bool = False) -> None:
         if cancel and self.processes:  # stop running ranks now: nothing they write is kept
@@ -165,10 +185,22 @@ class DaskExecutor(Executor):
         self.futures.append(future)
         return future
 
-    def as_completed(self, futures: Iterable) -> Iterator:
-        from distributed import as_completed
+    def wait(self, futures: list, timeout: float | None = None) -> list:
+        from distributed import wait
 
-        return iter(as_completed(list(futures)))
+        try:
+            wait(futures, timeout, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            pass
+        return [f for f in futures if f.done()]
+
+    def running(self, futures: list) -> list:
+        """The futures whose task a worker is processing (the scheduler's word)."""
+        try:
+            busy = {k for keys in self.client.processing().values() for k in keys}
+        except Exception:  # the scheduler gone: the next wait says what happened
+            return []
+        return [f for f in futures if f.key in busy]
 
     def cancel(self, futures: Iterable) -> None:
         self.client.cancel(list(futures), force=True)

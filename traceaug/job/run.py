@@ -3,12 +3,13 @@
 A rank whose task fails (a bad file, out of memory, a worker lost) is tried again
 ``retries`` times; if it still fails, its one-line error is said by rank while the others
 finish, and the run then fails naming every failed rank (``fail_fast``: at the first, the
-rest cancelled). Progress (ranks done / total, the rank longest unfinished) is shown on a
-terminal only.
+rest cancelled). Progress (ranks done / total, bytes read, the slowest rank still running)
+is shown on a terminal only.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -18,6 +19,8 @@ from typing import Any
 from ..errors import TraceaugError
 from ..progress import line, shown
 from .executor import Executor, Inline, LocalPool, connect, pool_size, rank_peak
+
+TICK_S = 1.0  # the progress line's refresh while no rank finishes
 
 
 @dataclass
@@ -44,25 +47,53 @@ def message(error: BaseException) -> str:
 
 
 class _Progress:
-    """``ranks: 3/8 done (longest unfinished: rank 5, 2.1 s)`` on a terminal, quiet when piped."""
+    """``ranks: 3/8 done, 41.2 of 112.0 MB read (slowest running: rank 5, 2.1 s)`` on a
+    terminal, quiet when piped. ``sizes``: bytes each rank's task reads (its files as stored);
+    a rank's bytes count as read once it is done; a rank's time, from when it was first seen
+    running (an executor that cannot tell: from its submission)."""
 
-    def __init__(self, total: int, enabled: bool | None) -> None:
-
-        self.total, self.done = total, 0
+    def __init__(self, sizes: dict, enabled: bool | None) -> None:
+        self.sizes, self.total, self.done, self.read = sizes, len(sizes), 0, 0
+        self.whole = sum(sizes.values())
         self.enabled = shown() if enabled is None else enabled
         self.started: dict[Any, float] = {}
+
+    def finished(self, rank) -> None:
+        self.started.pop(rank, None)
+        self.done += 1
+        self.read += self.sizes.get(rank, 0)
 
     def show(self) -> None:
         if not self.enabled:
             return
         now = time.monotonic()
         slow = min(self.started.items(), key=lambda kv: kv[1], default=None)
-        tail = f" (longest unfinished: rank {slow[0]}, {now - slow[1]:.1f} s)" if slow else ""
-        line(f"ranks: {self.done}/{self.total} done{tail}")
+        tail = f" (slowest running: rank {slow[0]}, {now - slow[1]:.1f} s)" if slow else ""
+        read = f", {_amount(self.read, self.whole)} read" if self.whole else ""
+        line(f"ranks: {self.done}/{self.total} done{read}{tail}")
 
     def close(self) -> None:
         if self.enabled:
             line()
+
+
+def _amount(part: int, whole: int) -> str:
+    """``41.2 of 112.0 MB`` (GB from 1 GB up), both in the whole's unit."""
+    unit, scale = ("GB", 1e9) if whole >= 1e9 else ("MB", 1e6)
+    return f"{part / scale:.1f} of {whole / scale:.1f} {unit}"
+
+
+def stored_size(path, storage: dict | None = None) -> int:
+    """Bytes ``path`` holds as stored (on disk, or its object's): what reading it reads; 0
+    when it cannot be told (reading it says why)."""
+    from .storage import is_url, size
+
+    if is_url(path):
+        return size(str(path), storage)
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def executor_for(files: list, kind: str, options: JobOptions) -> Executor:
@@ -79,42 +110,52 @@ def executor_for(files: list, kind: str, options: JobOptions) -> Executor:
     if len(files) <= 1:
         return Inline()
     from ..read.source import raw_size_estimate
-    from .storage import is_url, size
+    from .storage import is_url
 
-    peak = max(rank_peak(size(f.path, options.storage) * 20 if is_url(f.path)
+    peak = max(rank_peak(stored_size(f.path, options.storage) * 20 if is_url(f.path)
                          else raw_size_estimate(f.path), kind) for f in files)
     size = pool_size(len(files), peak)
     return Inline() if size == 1 else LocalPool(size)
 
 
 def run_ranks(fn: Callable, items: list[tuple[Any, tuple]], executor: Executor,
-              options: JobOptions, on_result: Callable[[Any, Any], None] | None = None) -> dict:
+              options: JobOptions, on_result: Callable[[Any, Any], None] | None = None,
+              sizes: dict | None = None) -> dict:
     """``fn(*args)`` for each ``(rank, args)``; returns {rank: result} in the items' order
     (``on_result(rank, result)`` is called as each arrives). Raises ``TraceaugError`` naming
     every rank that failed after its retries. One rank in this process runs as it is: its
-    error is the command's."""
+    error is the command's. ``sizes``: bytes each rank reads, for the progress line."""
     if isinstance(executor, Inline) and len(items) == 1:
         rank, args = items[0]
         result = fn(*args)
         if on_result is not None:
             on_result(rank, result)
         return {rank: result}
-    progress = _Progress(len(items), options.progress)
+    progress = _Progress({rank: (sizes or {}).get(rank, 0) for rank, _ in items}, options.progress)
     results: dict = {}
     failed: dict = {}
     tries = {rank: 0 for rank, _ in items}
     args = dict(items)
     owner: dict = {}
-    pending = []
-    for rank, a in items:
-        f = executor.submit(fn, *a)
+    submitted: dict = {}
+    pending: list = []
+
+    def submit(rank) -> None:
+        f = executor.submit(fn, *args[rank])
         owner[id(f)] = rank
-        progress.started[rank] = time.monotonic()
+        submitted[rank] = time.monotonic()
+        progress.started.pop(rank, None)
         pending.append(f)
+
+    for rank, _ in items:
+        submit(rank)
+    looked = time.monotonic()  # the last look at which ranks run
     try:
         while pending:
-            batch, pending = pending, []
-            for f in executor.as_completed(batch):
+            done = executor.wait(pending, TICK_S if progress.enabled else None)
+            finished = {id(f) for f in done}
+            pending[:] = [f for f in pending if id(f) not in finished]
+            for f in done:
                 rank = owner.pop(id(f))
                 error = f.exception()
                 if error is None:
@@ -125,18 +166,20 @@ def run_ranks(fn: Callable, items: list[tuple[Any, tuple]], executor: Executor,
                     raise error
                 elif tries[rank] < options.retries and not options.fail_fast:
                     tries[rank] += 1
-                    g = executor.submit(fn, *args[rank])
-                    owner[id(g)] = rank
-                    pending.append(g)
+                    submit(rank)
                     continue
                 else:
                     failed[rank] = message(error)
                     _say(rank, failed[rank], progress)
                     if options.fail_fast:
-                        executor.cancel([x for x in batch + pending if not x.done()])
+                        executor.cancel([x for x in pending if not x.done()])
                         raise _failure(failed, len(items), fail_fast=True)
-                progress.started.pop(rank, None)
-                progress.done += 1
+                progress.finished(rank)
+            if progress.enabled:  # a rank first seen running started after the last look
+                for f in executor.running(pending):
+                    r = owner[id(f)]
+                    progress.started.setdefault(r, max(submitted[r], looked))
+                looked = time.monotonic()
                 progress.show()
     finally:
         progress.close()

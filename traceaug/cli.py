@@ -814,6 +814,9 @@ def merge_command(ctx: click.Context, job: Path, dst: Path, no_align: bool) -> N
               help="Longest kernel-to-kernel gap that is a dependency, as HTA (0: any).")
 @click.option("--top", type=COUNT, default=10, show_default=True, help="Top events in the summary.")
 @click.option("--rank", type=int, help="For a directory: only this rank.")
+@click.option("--job", "whole_job", is_flag=True,
+              help="IN a directory of ranks: one path per step across every rank, joined at "
+                   "each collective; OUT the merged job trace with the path drawn.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="Format of the summary printed on stdout.")
 @_rewriter_options
@@ -821,12 +824,25 @@ def merge_command(ctx: click.Context, job: Path, dst: Path, no_align: bool) -> N
 @click.pass_context
 def critical_path(ctx: click.Context, src: Path, dst: Path | None, step: int | None,
                   annotation: str | None, instance: int, all_edges: bool, hta_weights: bool,
-                  max_gap_us: float, top: int, rank: int | None, fmt: str, summary_only: bool,
-                  open_ui: bool, port: int, no_browser: bool) -> None:
+                  max_gap_us: float, top: int, rank: int | None, whole_job: bool, fmt: str,
+                  summary_only: bool, open_ui: bool, port: int, no_browser: bool) -> None:
     """Write OUT: IN with its critical path as flow arrows and a "Critical path" lane.
 
     IN and OUT may be directories of per-rank traces (one output per rank, same names).
+    With --job, IN is a job's directory and OUT one file: the merged job trace.
     """
+    if whole_job:
+        if annotation is not None or rank is not None or all_edges or hta_weights or open_ui:
+            raise click.UsageError("--job takes --step, --format, --summary-only and the job "
+                                   "options only")
+        if dst is None and not summary_only:
+            raise click.UsageError("give OUT, or --summary-only")
+        from .commands.critical_path import run_job
+
+        text = run_job(src, None if summary_only else dst, step, fmt, _options(ctx),
+                       job=_job(ctx))
+        _print_summary(text, dst)
+        return
     open_ui = _rewriter_arguments(src, dst, summary_only, open_ui, port, no_browser)
     if step is not None and annotation is not None:
         raise click.UsageError("choose --step or --annotation, not both")

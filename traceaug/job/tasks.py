@@ -139,3 +139,12 @@ def diff_rank(fa: TraceFile, options: dict, b: dict, compare: dict) -> Any:
         result = compute(sa, sb, compare["by"], compare["device"], steps, compare["threshold"])
         rank = ta.rank if ta.rank is not None else fa.rank
     return RankDiff(rank, fa.path, fb.path, result)
+
+
+def job_path_rank(file: TraceFile, options: dict) -> Any:
+    """One rank's part of the job's critical path (``analysis.job_path.rank_part``)."""
+    from ..analysis.job_path import LOAD, rank_part
+    from ..trace import Trace
+
+    with local(file, options) as path, Trace(path, **LOAD, **load_options(options)) as trace:
+        return rank_part(trace, file.rank)

@@ -1,8 +1,8 @@
 """Generated jobs whose critical path and what-if answers are known by hand.
 
 Each rank, each step: a data-loader op (``LOADER_US``, the straggler's ``delay_us`` longer),
-a matmul launching a gemm, a ``record_param_comms`` launching an NCCL all_reduce on its own
-stream (it arrives ``ARRIVE_US`` after the step's start plus the loader's excess, and ends
+a matmul launching a gemm, a ``record_param_comms`` launching an NCCL all_reduce on the
+gemm's stream (it arrives ``ARRIVE_US`` after the step's start plus the loader's excess, and ends
 ``TRANSFER_US`` after the last rank's arrival on every rank), a stream sync waiting for it,
 an add launching a small kernel, the step's end ``TAIL_US`` after the all_reduce's end. One
 clock for every rank. So a step lasts ``STEP_US + delay_us``, ``STEP_US`` without the
@@ -30,9 +30,11 @@ def _x(cat, name, ts, dur, tid=1000, pid=1000, **args) -> dict:
             "args": args}
 
 
-def job(n: int, straggler: int, delay_us: int, steps: int = 1) -> dict[int, dict]:
+def job(n: int, straggler: int, delay_us: int, steps: int = 1, where: str = "cpu"
+        ) -> dict[int, dict]:
     """{rank: trace} of an ``n``-rank job where ``straggler``'s loader takes ``delay_us``
-    more at every step."""
+    more at every step (``where="gpu"``: its gemm instead, the all_reduce queued behind it
+    on its stream, its CPU on time)."""
     out = {}
     for r in range(n):
         evs = [{"ph": "M", "name": "process_name", "pid": 1000, "tid": 0,
@@ -42,7 +44,9 @@ def job(n: int, straggler: int, delay_us: int, steps: int = 1) -> dict[int, dict
         t0 = BASE_US
         corr = 1
         for k in range(steps):
-            mine = delay_us if r == straggler else 0
+            late = delay_us if r == straggler else 0
+            mine = late if where == "cpu" else 0
+            gemm = 20 if where == "cpu" or r != straggler else 55 + late
             end = t0 + ARRIVE_US + delay_us + TRANSFER_US  # every rank's all_reduce end
             p = t0 + 10 + LOADER_US + mine + 10
             q = p + 60
@@ -51,12 +55,12 @@ def job(n: int, straggler: int, delay_us: int, steps: int = 1) -> dict[int, dict
                 _x("cpu_op", LOADER, t0 + 10, LOADER_US + mine),
                 _x("cpu_op", "aten::mm", p, 50),
                 _x("cuda_runtime", "cudaLaunchKernel", p + 10, 10, correlation=corr),
-                _x("kernel", "gemm_kernel", p + 30, 20, tid=7, pid=0, correlation=corr,
+                _x("kernel", "gemm_kernel", p + 30, gemm, tid=7, pid=0, correlation=corr,
                    device=0, stream=7),
                 _x("cpu_op", "record_param_comms", q, 30),
                 _x("cuda_runtime", "cudaLaunchKernel", q + 5, 10, correlation=corr + 1),
-                _x("kernel", NCCL, q + 25, end - (q + 25), tid=20, pid=0,
-                   correlation=corr + 1, device=0, stream=20),
+                _x("kernel", NCCL, q + 25 + late - mine, end - (q + 25 + late - mine), tid=7,
+                   pid=0, correlation=corr + 1, device=0, stream=7),
                 _x("cuda_runtime", "cudaStreamSynchronize", q + 40, end + 5 - (q + 40),
                    correlation=corr + 2),
                 _x("cpu_op", "aten::add", end + 10, 20),

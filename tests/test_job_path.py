@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from conftest import shared_trace
 from job_path_raw import longest
 
+import traceaug
 from traceaug.analysis import critical_path as cp
 from traceaug.analysis import job_path as jp
 from traceaug.cli import main
@@ -106,3 +107,36 @@ def test_cli_job_writes_the_merged_trace_with_the_path(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["critical-path", str(d), "--job", "--summary-only",
                                   "--step", "7"])
     assert r.exit_code != 0 and "ProfilerStep#7" in r.output
+
+
+# ----- what-if replay of a job --------------------------------------------------------------
+def test_job_whatif_removing_a_gpu_straggler_gives_the_step_without_it(tmp_path: Path) -> None:
+    delay = 1000
+    d = job_gen.write(tmp_path / "job", job_gen.job(8, 2, delay, steps=2, where="gpu"))
+    w = traceaug.whatif(d, scale=["comm=0.5"], no_stragglers=True)
+    assert w.steps["measured_ns"].tolist() == [(job_gen.STEP_US + delay) * 1000] * 2
+    assert w.steps["baseline_error_pct"].tolist() == [0.0, 0.0]
+    got = {(s, c): ns for s, c, ns in zip(w.changes["step"], w.changes["change"],
+                                          w.changes["predicted_ns"])}
+    for step in (0, 1):
+        # every rank at the median arrival: nobody waits for rank 2's long gemm
+        assert got[(step, "no-stragglers")] == job_gen.STEP_US * 1000
+        # the all_reduce's transfer halved, on every rank
+        assert got[(step, "comm=0.5")] == (job_gen.STEP_US + delay - job_gen.TRANSFER_US // 2) * 1000
+        assert got[(step, "all")] == (job_gen.STEP_US - job_gen.TRANSFER_US // 2) * 1000
+
+
+def test_job_whatif_real_job_baseline_and_cli(tmp_path: Path) -> None:
+    d = shared_trace(JOB)
+    r = CliRunner().invoke(main, ["whatif", str(d), "--no-stragglers", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    assert [x["step"] for x in rows] == [10]
+    # the job's step: first rank's ProfilerStep start to last rank's end, in the job clock
+    _, paths = jp.paths(jp.read(d, job=LOCAL))
+    assert rows[0]["measured_ns"] == paths[0].window.end - paths[0].window.start
+    assert abs(rows[0]["baseline_error_pct"]) <= 3.0
+    # one file has no stragglers to remove
+    one = next(iter(sorted(d.iterdir())))
+    r = CliRunner().invoke(main, ["whatif", str(one), "--no-stragglers"])
+    assert r.exit_code != 0 and "needs a job" in r.output

@@ -312,11 +312,14 @@ class WhatIf(NamedTuple):
 
 
 def whatif(path: str | Path, step: int | None = None, scale: list[str] | tuple[str, ...] = (),
-           no_launch_delay: bool = False, rank: int | None = None, **options) -> WhatIf:
+           no_launch_delay: bool = False, rank: int | None = None, no_stragglers: bool = False,
+           **options) -> WhatIf:
     """``traceaug whatif`` as data: ``steps`` (``step, measured_ns, baseline_ns,
     baseline_error_pct, unexplained_pct``) and ``changes`` (``step, change, predicted_ns,
     speedup, saving_pct``; one row per ``scale`` entry ``"SELECTOR=FACTOR"``, for
-    ``no_launch_delay``, and ``all`` of them when more than one). ``options``: ``tp_bin``,
+    ``no_launch_delay``, ``no_stragglers`` (a job: every rank at each collective's median
+    arrival), and ``all`` of them when more than one). A directory of ranks without ``rank``:
+    the whole job, its ranks' graphs joined at every collective. ``options``: ``tp_bin``,
     ``progress``."""
     from .analysis.tables import frame
     from .commands.whatif import compute
@@ -324,7 +327,8 @@ def whatif(path: str | Path, step: int | None = None, scale: list[str] | tuple[s
     if isinstance(scale, str):
         scale = (scale,)
     steps, changes = compute(path, step, tuple(scale), no_launch_delay, rank,
-                             tp_bin=options.get("tp_bin"), progress=options.get("progress"))
+                             tp_bin=options.get("tp_bin"), progress=options.get("progress"),
+                             no_stragglers=no_stragglers)
     return WhatIf(frame(steps), frame(changes))
 
 

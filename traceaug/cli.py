@@ -865,14 +865,18 @@ def critical_path(ctx: click.Context, src: Path, dst: Path | None, step: int | N
               help="Scale the time of the events SELECTOR picks: comp, comm, mem (kernel types), "
                    "cpu, or a kernel / CPU op name glob. Repeatable: each is one change.")
 @click.option("--no-launch-delay", is_flag=True, help="Also replay with launch delays of 0.")
-@click.option("--rank", type=int, help="For a directory: the rank to replay.")
+@click.option("--no-stragglers", is_flag=True,
+              help="A job: also replay with every rank at the median arrival of each collective.")
+@click.option("--rank", type=int, help="For a directory: the rank to replay (default: the job).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="Output format.")
+@_job_options
 @click.pass_context
 def whatif_command(ctx: click.Context, trace: Path, step: int | None, scales: tuple[str, ...],
-                   no_launch_delay: bool, rank: int | None, fmt: str) -> None:
+                   no_launch_delay: bool, no_stragglers: bool, rank: int | None, fmt: str) -> None:
     """Replay TRACE's critical-path graph per step: the baseline's replay error, then the
-    predicted step time and speedup of each change."""
+    predicted step time and speedup of each change. A directory of ranks: the whole job,
+    the ranks' graphs joined at every collective."""
     from .analysis.replay import parse_scale
 
     for s in scales:  # refused before any load
@@ -881,7 +885,8 @@ def whatif_command(ctx: click.Context, trace: Path, step: int | None, scales: tu
     from .commands import whatif as cmd
 
     steps, changes = cmd.compute(trace, step, scales, no_launch_delay, rank,
-                                 prefetched=prefetched, **_options(ctx))
+                                 prefetched=prefetched, no_stragglers=no_stragglers,
+                                 job=_job(ctx), **_options(ctx))
     click.echo(cmd.render(steps, changes, fmt), nl=False)
 
 

@@ -15,6 +15,7 @@ clock); the path cuts it as the single-rank path cuts its window (idle where no 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,7 +26,7 @@ import pandas as pd
 
 from . import collectives as co
 from . import critical_path as cp
-from . import dag
+from . import dag, replay
 from .collective_rank import RankTables, _tables
 from .steps import steps as all_steps
 
@@ -61,6 +62,8 @@ class RankGraph:
     event: np.ndarray
     ev: dict
     coll_event: np.ndarray
+    model: replay.Model | None = None  # the step's replay model (absolute ns)
+    picked: dict | None = None  # per ``--scale`` label: the events it picks (bool per event)
 
 
 @dataclass
@@ -72,8 +75,9 @@ class RankPart:
     graphs: dict[int, RankGraph]
 
 
-def rank_part(trace: Trace, rank: int | None = None) -> RankPart:
-    """One rank's ``RankPart`` (one load of kind ``LOAD``); picklable, nothing of the engine."""
+def rank_part(trace: Trace, rank: int | None = None, scales: tuple = ()) -> RankPart:
+    """One rank's ``RankPart`` (one load of kind ``LOAD``); picklable, nothing of the engine.
+    ``scales`` (``replay.Scale``): the events each picks, for a replay."""
     from ..rewrite.critical_path import bind_points
     from .replay import event_names
 
@@ -103,22 +107,30 @@ def rank_part(trace: Trace, rank: int | None = None) -> RankPart:
                               np.int64)
         nodes = np.arange(len(g.node_ts))
         bind = bind_points(trace, g, nodes) + base if len(nodes) else nodes
+        names = event_names(trace, g)
+        m = replay.model(g, win)
+        m = dataclasses.replace(m, node_ts=m.node_ts + base, start=m.start + base,
+                                end=m.end + base)
+        picked = {s.label: replay.selected(g.ev, names, s.selector) for s in scales}
         graphs[k] = RankGraph(
             win.start + base, win.end + base, g.node_ts + base, g.node_order, g.node_lane,
             bind, g.src, g.dst, g.weight, g.kind, g.event,
             {"gpu": e["gpu"].astype(bool), "memory": e["memory"], "pid": e["pid"],
-             "tid": e["tid"], "dur": e["dur"].astype(np.int64), "name": event_names(trace, g)},
-            coll_event)
+             "tid": e["tid"], "dur": e["dur"].astype(np.int64), "name": names},
+            coll_event, m, picked)
     return RankPart(tables, graphs)
 
 
-def read(path: str | Path, options: dict | None = None, job: JobOptions | None = None
-         ) -> dict[int, RankPart]:
+def read(path: str | Path, options: dict | None = None, job: JobOptions | None = None,
+         scales: tuple = ()) -> dict[int, RankPart]:
     """Every rank's ``RankPart``, one task per rank on the job's executor (``job.api.gather``)."""
+    from functools import partial
+
     from ..job.api import gather
     from ..job.tasks import job_path_rank
 
-    done = gather(path, job_path_rank, "job_path", job=job, options=options)
+    task = partial(job_path_rank, scales=tuple(scales)) if scales else job_path_rank
+    done = gather(path, task, "job_path", job=job, options=options)
     out = {}
     for r, part in done.items():
         if r is not None:
@@ -176,7 +188,7 @@ def join(parts: dict[int, RankPart], job: co.Job, step: int) -> JobPath | None:
     weight = np.concatenate([g.weight for g in gs])
     kind = [g.kind for g in gs]
     event = [np.where(g.event >= 0, g.event + ev_at[i], -1) for i, g in enumerate(gs)]
-    j_src, j_dst, j_w = _joins(parts, job, ranks, gs, node_at, ts)
+    j_src, j_dst, j_w = _joins(job, ranks, gs, node_at, ts)
     src_all, dst_all = np.concatenate(src), np.concatenate(dst)
     # a member's own kernel weighs its transfer only (its wait is for the others' arrival)
     span_into = np.full(len(ts), -1, np.int64)
@@ -213,10 +225,10 @@ def join(parts: dict[int, RankPart], job: co.Job, step: int) -> JobPath | None:
     return JobPath(None if step == WHOLE else step, win, edges, int(edges["weight"].sum()))
 
 
-def _joins(parts, job, ranks, gs, node_at, ts):
-    """The edges of every matched instance in this step: (src, dst, weight) arrays, from
-    each member's kernel start to each member's kernel end (its own included), weighing the
-    end's transfer: the end minus the last arrival."""
+def members(job: co.Job, ranks: list[int], gs: list[RankGraph], node_at: np.ndarray
+            ) -> list[np.ndarray]:
+    """Per matched instance of this step with two members or more: the start nodes of its
+    kernels (joined numbering: rank ``ranks[i]``'s nodes from ``node_at[i]``)."""
     a = job.arrivals
     where = {r: i for i, r in enumerate(ranks)}
     keep = a["rank"].isin(ranks).to_numpy()
@@ -230,11 +242,16 @@ def _joins(parts, job, ranks, gs, node_at, ts):
     o = np.argsort(iid, kind="stable")
     iid, start = iid[o], start[o]
     cut = np.flatnonzero(np.r_[True, iid[1:] != iid[:-1]]) if len(iid) else iid
+    groups = [start[lo:hi] for lo, hi in zip(cut.tolist(), np.r_[cut[1:], len(iid)].tolist())]
+    return [m for m in groups if len(m) >= 2]
+
+
+def _joins(job, ranks, gs, node_at, ts):
+    """The edges of every matched instance in this step: (src, dst, weight) arrays, from
+    each member's kernel start to each member's kernel end (its own included), weighing the
+    end's transfer: the end minus the last arrival."""
     srcs, dsts, ws = [], [], []
-    for lo, hi in zip(cut.tolist(), np.r_[cut[1:], len(iid)].tolist()):
-        m = start[lo:hi]
-        if len(m) < 2:
-            continue
+    for m in members(job, ranks, gs, node_at):
         last = ts[m].max()
         transfer = np.maximum(ts[m + 1] - last, 0)
         srcs.append(np.repeat(m, len(m)))

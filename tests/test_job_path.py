@@ -140,3 +140,19 @@ def test_job_whatif_real_job_baseline_and_cli(tmp_path: Path) -> None:
     one = next(iter(sorted(d.iterdir())))
     r = CliRunner().invoke(main, ["whatif", str(one), "--no-stragglers"])
     assert r.exit_code != 0 and "needs a job" in r.output
+
+
+# ----- diff --explain of two jobs ------------------------------------------------------------
+def test_diff_explain_of_two_jobs_splits_the_change_along_the_job_paths(tmp_path: Path) -> None:
+    a = job_gen.write(tmp_path / "a", job_gen.job(8, 2, 300, steps=2, where="gpu"))
+    b = job_gen.write(tmp_path / "b", job_gen.job(8, 2, 1000, steps=2, where="gpu"))
+    r = CliRunner().invoke(main, ["diff", str(a), str(b), "--explain", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    cats = {x["category"]: x["delta_ns"] for x in rows if x["section"] == "category"}
+    events = {(x["event"], x["category"]): x["delta_ns"] for x in rows if x["section"] == "event"}
+    # each job step: STEP_US + the straggler's excess (its gemm, on the job's path)
+    assert sum(cats.values()) == pytest.approx((1000 - 300) * 1000)
+    assert cats["gpu_compute"] == pytest.approx(700_000)
+    assert events[("gemm_kernel", "gpu_compute")] == pytest.approx(700_000)
+    assert sum(events.values()) == pytest.approx(700_000)

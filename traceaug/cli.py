@@ -445,7 +445,7 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
     if explain:
         if step_index is not None:
             raise click.UsageError("--explain takes --step or --step-a/--step-b")
-        split = cmd.explain(a, b, step, step_a, step_b, rank, **_options(ctx))
+        split = cmd.explain(a, b, step, step_a, step_b, rank, job=_job(ctx), **_options(ctx))
         if fmt != "table":
             click.echo(cmd.render_explain(split, fmt), nl=False)
             return

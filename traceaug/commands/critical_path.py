@@ -72,14 +72,18 @@ def run_job(src: str | Path, dst: str | Path | None, step: int | None = None,
             ) -> str:
     """The job's critical path per step (``analysis.job_path``); OUT (unless None): the
     merged job trace (``merge``'s) with the path as lanes and arrows. The formatted text."""
+    from .. import guard
     from ..analysis import job_path as jp
     from ..errors import TraceaugError
     from ..job.ranks import select
     from ..rewrite import job_path as drawn
     from ..rewrite.merge_job import write_job
 
-    if len(select(src)) < 2:
+    files = select(src)
+    if len(files) < 2:
         raise TraceaugError(f"{src}: --job needs a directory of two ranks or more")
+    if dst is not None:  # before any work, as merge checks it
+        guard.check([f.path for f in files], [Path(dst)])
     parts = jp.read(src, options, job)
     found, paths = jp.paths(parts, step)
     if dst is not None:

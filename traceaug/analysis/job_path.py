@@ -75,9 +75,11 @@ class RankPart:
     graphs: dict[int, RankGraph]
 
 
-def rank_part(trace: Trace, rank: int | None = None, scales: tuple = ()) -> RankPart:
+def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
+              models: bool = False) -> RankPart:
     """One rank's ``RankPart`` (one load of kind ``LOAD``); picklable, nothing of the engine.
-    ``scales`` (``replay.Scale``): the events each picks, for a replay."""
+    ``models``: with each step's replay model, and for each of ``scales`` (``replay.Scale``)
+    the events it picks."""
     from ..rewrite.critical_path import bind_points
     from .replay import event_names
 
@@ -108,10 +110,12 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple = ()) -> Rank
         nodes = np.arange(len(g.node_ts))
         bind = bind_points(trace, g, nodes) + base if len(nodes) else nodes
         names = event_names(trace, g)
-        m = replay.model(g, win)
-        m = dataclasses.replace(m, node_ts=m.node_ts + base, start=m.start + base,
-                                end=m.end + base)
-        picked = {s.label: replay.selected(g.ev, names, s.selector) for s in scales}
+        m = picked = None
+        if models:
+            m = replay.model(g, win)
+            m = dataclasses.replace(m, node_ts=m.node_ts + base, start=m.start + base,
+                                    end=m.end + base)
+            picked = {s.label: replay.selected(g.ev, names, s.selector) for s in scales}
         graphs[k] = RankGraph(
             win.start + base, win.end + base, g.node_ts + base, g.node_order, g.node_lane,
             bind, g.src, g.dst, g.weight, g.kind, g.event,
@@ -122,14 +126,16 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple = ()) -> Rank
 
 
 def read(path: str | Path, options: dict | None = None, job: JobOptions | None = None,
-         scales: tuple = ()) -> dict[int, RankPart]:
-    """Every rank's ``RankPart``, one task per rank on the job's executor (``job.api.gather``)."""
+         scales: tuple | None = None) -> dict[int, RankPart]:
+    """Every rank's ``RankPart``, one task per rank on the job's executor (``job.api.gather``);
+    ``scales`` (a tuple, maybe empty): with the replay models, for a what-if."""
     from functools import partial
 
     from ..job.api import gather
     from ..job.tasks import job_path_rank
 
-    task = partial(job_path_rank, scales=tuple(scales)) if scales else job_path_rank
+    task = job_path_rank if scales is None else partial(job_path_rank, scales=tuple(scales),
+                                                        models=True)
     done = gather(path, task, "job_path", job=job, options=options)
     out = {}
     for r, part in done.items():

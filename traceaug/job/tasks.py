@@ -141,11 +141,12 @@ def diff_rank(fa: TraceFile, options: dict, b: dict, compare: dict) -> Any:
     return RankDiff(rank, fa.path, fb.path, result)
 
 
-def job_path_rank(file: TraceFile, options: dict, scales: tuple = ()) -> Any:
+def job_path_rank(file: TraceFile, options: dict, scales: tuple = (), models: bool = False
+                  ) -> Any:
     """One rank's part of the job's critical path and replay (``analysis.job_path.rank_part``;
-    ``scales``: the ``--scale`` changes whose events it picks)."""
+    ``models``: with the replay models, ``scales``: the changes whose events it picks)."""
     from ..analysis.job_path import LOAD, rank_part
     from ..trace import Trace
 
     with local(file, options) as path, Trace(path, **LOAD, **load_options(options)) as trace:
-        return rank_part(trace, file.rank, scales)
+        return rank_part(trace, file.rank, scales, models)

@@ -1,7 +1,8 @@
 """The critical path of a whole job (issue 27): each rank's graph joined at every matched
-collective. Checked against the longest path computed in ``job_path_raw`` (the collectives
-matched, the clocks aligned and the graph joined there, from the raw JSON), and on generated
-jobs (``job_gen``) whose path runs through a planted straggler by construction."""
+collective. Checked against the longest path computed in ``job_path_raw`` (each rank's graph,
+the collectives matched, the clocks aligned and the graph joined there, all from the raw
+JSON), and on generated jobs (``job_gen``) whose path runs through a planted straggler by
+construction; the job's what-if replay and ``diff --explain`` of two jobs on those."""
 
 from __future__ import annotations
 
@@ -12,31 +13,21 @@ import job_gen
 import pytest
 from click.testing import CliRunner
 from conftest import shared_trace
-from job_path_raw import longest
+from job_path_raw import longest, rank_graph
 
 import traceaug
 from traceaug.analysis import critical_path as cp
 from traceaug.analysis import job_path as jp
 from traceaug.cli import main
 from traceaug.job.run import JobOptions
-from traceaug.trace import Trace
 
 JOB = "kineto/jobs/dlrm_v100_8ranks"
 LOCAL = JobOptions(progress=False)
 
 
 def _rank_graphs(d: Path, step: int) -> dict[int, dict]:
-    """Each rank's single-rank graph of ``step`` as plain lists (absolute ns)."""
-    out = {}
-    for f in sorted(d.iterdir()):
-        with Trace(f, kind="sync", progress=False) as t:
-            g = cp.build(cp.events(t), cp.window(t, step))
-            out[t.rank] = {"node_ts": (g.node_ts + t.base_ns).tolist(), "src": g.src.tolist(),
-                           "dst": g.dst.tolist(), "weight": g.weight.tolist(),
-                           "ev_ts": (g.ev["ts"] + t.base_ns).tolist(),
-                           "ev_stream": [s if gpu else -1 for s, gpu in
-                                         zip(g.ev["stream"].tolist(), g.ev["gpu"].tolist())]}
-    return out
+    """Each rank's graph of ``step``, built from its raw JSON (``job_path_raw.rank_graph``)."""
+    return dict(rank_graph(f, step) for f in sorted(d.iterdir()))
 
 
 def _sums_to_the_step(p: jp.JobPath) -> None:

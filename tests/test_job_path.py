@@ -147,3 +147,15 @@ def test_diff_explain_of_two_jobs_splits_the_change_along_the_job_paths(tmp_path
     assert cats["gpu_compute"] == pytest.approx(700_000)
     assert events[("gemm_kernel", "gpu_compute")] == pytest.approx(700_000)
     assert sum(events.values()) == pytest.approx(700_000)
+
+
+def test_python_api_gives_the_job_path_as_dataframes(tmp_path: Path) -> None:
+    d = job_gen.write(tmp_path / "job", job_gen.job(4, 1, 400, steps=2))
+    segments, summary = traceaug.critical_path(d, job=True, dst=tmp_path / "out.json")
+    assert sorted(set(segments["step"])) == [0, 1]
+    per_step = segments.groupby("step")["weight_ns"].sum()
+    assert per_step.tolist() == [(job_gen.STEP_US + 400) * 1000] * 2
+    assert summary.groupby("step")["ns"].sum().tolist() == per_step.tolist()
+    ranks = summary.attrs["ranks"]
+    assert 1 in ranks[ranks["step"] == 0]["rank"].tolist()
+    assert (tmp_path / "out.json").stat().st_size > 0

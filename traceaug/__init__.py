@@ -273,18 +273,22 @@ def patterns(src: str | Path, dst: str | Path | None = None, *, operator: str | 
 def critical_path(path: str | Path, step: int | None = None, annotation: str | None = None,
                   instance: int = 0, *, hta_weights: bool = False, max_gap_us: float = 1500,
                   top: int = 10, dst: str | Path | None = None, all_edges: bool = False,
-                  rank: int | None = None, **options) -> tuple[pd.DataFrame, pd.DataFrame]:
+                  rank: int | None = None, job: bool = False, **options
+                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``traceaug critical-path`` as data, with the command's options: (path, summary)
     DataFrames for one trace file (or ``rank`` of a directory): the window cut along the path,
     one row per piece, and time per category (``analysis.critical_path.frames``; the whole
     summary in ``summary.attrs["summary"]``). ``dst``: also write the command's output there
-    (``all_edges`` as its ``--all-edges``). ``options``: ``tp_bin``, ``progress``."""
+    (``all_edges`` as its ``--all-edges``). ``job``: ``--job`` (``_job_critical_path``).
+    ``options``: ``tp_bin``, ``progress``."""
     from .analysis.critical_path import frames
     from .job.ranks import select
     from .trace import Trace
 
     if step is not None and annotation is not None:
         raise TraceaugError("choose step or annotation, not both")
+    if job:
+        return _job_critical_path(path, step, dst, tp_bin=options.get("tp_bin"))
     files = select(path, rank)
     if len(files) != 1:
         raise TraceaugError(f"{path}: {len(files)} ranks: choose one with rank=")
@@ -301,6 +305,31 @@ def critical_path(path: str | Path, step: int | None = None, annotation: str | N
                           "max_gap_us": max_gap_us, "top": top},
                          tp_bin=options.get("tp_bin"), progress=options.get("progress"))
     return out
+
+
+def _job_critical_path(path: str | Path, step: int | None = None, dst: str | Path | None = None,
+                      **options) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``traceaug critical-path JOB --job`` as data: (segments: per step the job's step cut
+    along its path across ranks, ``step, rank, ts_ns, end_ns, weight_ns, kind, category,
+    event``, summing to the step; summary: per step and category ``step, category, ns,
+    share_pct``, per rank in ``summary.attrs["ranks"]``). ``dst``: also write the merged job
+    trace with the path drawn. ``options``: ``tp_bin``."""
+    import pandas as pd
+
+    from .analysis import job_path as jp
+    from .commands.critical_path import job_paths
+    from .job.run import JobOptions
+
+    found = job_paths(path, dst, step, options, JobOptions(progress=False))
+    segments = pd.concat([jp.segments(p) for p in found], ignore_index=True)
+    cats, ranks = [], []
+    for p in found:
+        s = jp.summary(p)
+        cats.append(pd.DataFrame({"step": p.step, **s["categories"]}))
+        ranks.append(pd.DataFrame({"step": p.step, **s["ranks"]}))
+    summary = pd.concat(cats, ignore_index=True)
+    summary.attrs["ranks"] = pd.concat(ranks, ignore_index=True)
+    return segments, summary
 
 
 class WhatIf(NamedTuple):

@@ -70,8 +70,14 @@ CRITICAL_PATH = pipeline.Rewriter(name="critical-path", kind="sync", compute=cri
 def run_job(src: str | Path, dst: str | Path | None, step: int | None = None,
             fmt: str = "table", options: dict | None = None, job: JobOptions | None = None
             ) -> str:
+    """``job_paths``, formatted (``job_text``)."""
+    return job_text(job_paths(src, dst, step, options, job), fmt)
+
+
+def job_paths(src: str | Path, dst: str | Path | None, step: int | None = None,
+              options: dict | None = None, job: JobOptions | None = None) -> list:
     """The job's critical path per step (``analysis.job_path``); OUT (unless None): the
-    merged job trace (``merge``'s) with the path as lanes and arrows. The formatted text."""
+    merged job trace (``merge``'s) with the path as lanes and arrows."""
     from .. import guard
     from ..analysis import job_path as jp
     from ..errors import TraceaugError
@@ -88,7 +94,7 @@ def run_job(src: str | Path, dst: str | Path | None, step: int | None = None,
     found, paths = jp.paths(parts, step)
     if dst is not None:
         write_job(src, Path(dst), found=found, extra=drawn.events(paths))
-    return job_text(paths, fmt)
+    return paths
 
 
 def job_text(paths: list, fmt: str) -> str:

@@ -46,7 +46,8 @@ class RankGraph:
 
     Nodes (2i, 2i+1: start, end of event i) with their time, tie order, lane and bind time
     (where an arrow binds to the event in the UI); edges ``src, dst, weight, kind, event``
-    (as ``critical_path.Graph``); per event ``gpu, memory, pid, tid, dur, name``;
+    (as ``critical_path.Graph``); per event ``gpu, memory, pid, tid, dur, name`` (a code:
+    the rank's ``RankPart.names``);
     ``coll_event``: per row of the rank's collectives table its event here (-1: none)."""
 
     start: int
@@ -73,6 +74,7 @@ class RankPart:
 
     tables: RankTables
     graphs: dict[int, RankGraph]
+    names: np.ndarray | None = None  # the event names the graphs' ``ev["name"]`` codes number
 
 
 def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
@@ -98,6 +100,7 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
     colls = tables.colls
     key_ts = colls["ts"].to_numpy(np.int64) - base if len(colls) else np.empty(0, np.int64)
     graphs = {}
+    codes: dict = {}  # each name once per rank (kernel names run to kilobytes)
     for k, win in windows.items():
         g = cp.build(ev, win)
         e = g.ev
@@ -120,9 +123,13 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
             win.start + base, win.end + base, g.node_ts + base, g.node_order, g.node_lane,
             bind, g.src, g.dst, g.weight, g.kind, g.event,
             {"gpu": e["gpu"].astype(bool), "memory": e["memory"], "pid": e["pid"],
-             "tid": e["tid"], "dur": e["dur"].astype(np.int64), "name": names},
+             "tid": e["tid"], "dur": e["dur"].astype(np.int64),
+             "name": np.fromiter((codes.setdefault(x, len(codes)) for x in names.tolist()),
+                                 np.int64, len(names))},
             coll_event, m, picked)
-    return RankPart(tables, graphs)
+    table = np.empty(len(codes), object)
+    table[:] = list(codes)
+    return RankPart(tables, graphs, table)
 
 
 def read(path: str | Path, options: dict | None = None, job: JobOptions | None = None,
@@ -210,7 +217,8 @@ def join(parts: dict[int, RankPart], job: co.Job, step: int) -> JobPath | None:
     kind_all = np.r_[np.concatenate(kind), np.full(int(cross.sum()), JOIN, np.int64)]
     event_all = np.r_[np.concatenate(event), j_dst[cross] // 2]
     path = dag.longest_path(ts, order, src_all, dst_all, weight, lane)
-    ev = {k: np.concatenate([g.ev[k] for g in gs]) for k in gs[0].ev}
+    ev = {k: np.concatenate([g.ev[k] for g in gs]) for k in gs[0].ev if k != "name"}
+    ev["name"] = np.concatenate([parts[r].names[g.ev["name"]] for r, g in zip(ranks, gs)])
     ev_rank = np.repeat(ranks, [len(g.node_ts) // 2 for g in gs])
     bind = np.concatenate([g.bind_ns - s for g, s in zip(gs, shift)])
     s, d, k, e = src_all[path], dst_all[path], kind_all[path], event_all[path]

@@ -288,7 +288,8 @@ def step_keys(parts: dict[int, RankPart], step: int | None = None) -> list[int]:
         return found
     if step not in found:
         have = ", ".join(str(k) for k in found if k != WHOLE) or "none"
-        raise TraceaugError(f"no rank has ProfilerStep#{step} (steps: {have})")
+        where = Path(next(iter(parts.values())).tables.path).parent if parts else "job"
+        raise TraceaugError(f"{where}: no rank has ProfilerStep#{step} (steps: {have})")
     return [step]
 
 

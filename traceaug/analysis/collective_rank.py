@@ -131,10 +131,12 @@ def extract(path: str | Path, options: dict | None = None) -> RankTables:
     progress, workers). Pure and picklable both ways: an executor's task."""
     options = {"progress": False, **(options or {})}
     with Trace(path, **LOAD, **options) as trace:
-        return _tables(trace)
+        return tables(trace)
 
 
-def _tables(trace: Trace) -> RankTables:
+def tables(trace: Trace) -> RankTables:
+    """One rank's tables from its loaded trace (a ``LOAD`` kind, or any kind keeping its
+    events: ``job.tasks.report_rank`` takes them from the load that gives its GPU ops)."""
     base = trace.base_ns
     trace.include("traceaug.gpu")
     g = trace.columns(

@@ -27,7 +27,8 @@ import pandas as pd
 from . import collectives as co
 from . import critical_path as cp
 from . import dag, replay
-from .collective_rank import RankTables, _tables
+from .collective_rank import RankTables
+from .collective_rank import tables as rank_tables
 from .steps import steps as all_steps
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
     from ..rewrite.critical_path import bind_points
     from .replay import event_names
 
-    tables = _tables(trace)
+    tables = rank_tables(trace)
     if tables.rank is None:
         tables.rank = rank
     tables.gpu, tables.cpu = tables.gpu.iloc[:0], tables.cpu.iloc[:0]  # causes: not needed

@@ -2,10 +2,11 @@
 
 Why: issue 27 asks that ``critical-path JOB --job`` (every rank's graph, joined at each
 collective) run within 2x the time of ``collectives`` on the generated 64-rank job. The job
-is ``job_scale``'s (N copies of the A100 trace, each with its rank and shifted clock); each
-command runs as a fresh process (wall time and peak memory of its process tree, as
-``job_scale`` measures them), ``--summary-only``: no merged trace written.
-Run: ``python bench/job_path.py [--ranks 64] [--out-dir DIR] [--json]``.
+is ``collectives_vs_hta``'s (the DLRM ranks with planted stragglers) where that bench
+exists, else (or ``--job a100``) ``job_scale``'s (N copies of the A100 trace, each with its
+rank and shifted clock); each command runs as a fresh process (wall time and peak memory of
+its process tree, as ``job_scale`` measures them), ``--summary-only``: no merged trace.
+Run: ``python bench/job_path.py [--ranks 64] [--job collectives|a100] [--out-dir DIR] [--json]``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from job_scale import generate, run_measured  # noqa: E402
+from job_scale import generate as generate_a100  # noqa: E402
+from job_scale import run_measured  # noqa: E402
+
+try:  # issue 26's generated job (the DLRM ranks, planted stragglers), where its bench exists
+    from collectives_vs_hta import generate as generate_dlrm
+except ImportError:
+    generate_dlrm = None
 
 TARGET_RATIO = 2.0
 
@@ -36,9 +43,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranks", type=int, default=64)
     parser.add_argument("--out-dir", type=Path, default=Path(tempfile.gettempdir()) / "traceaug-jobs")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--job", choices=("collectives", "a100"), default=None,
+                        help="collectives: bench/collectives_vs_hta.py's job (the default where "
+                             "it exists); a100: bench/job_scale.py's")
     args = parser.parse_args(argv)
-    job = generate(args.ranks, args.out_dir)
-    row = {"ranks": args.ranks, **measure(job)}
+    kind = args.job or ("collectives" if generate_dlrm is not None else "a100")
+    if kind == "collectives" and generate_dlrm is None:
+        parser.error("bench/collectives_vs_hta.py is missing: --job a100")
+    make = generate_dlrm if kind == "collectives" else generate_a100
+    job = make(args.ranks, args.out_dir)
+    row = {"ranks": args.ranks, "job": kind, **measure(job)}
     if args.json:
         print(json.dumps(row, indent=2))
     else:

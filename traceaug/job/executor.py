@@ -17,7 +17,7 @@ from typing import Any
 ENGINE_BASE = 160 << 20  # bytes: an engine process before any trace (wasm module, numpy)
 # Peak bytes per raw trace byte, by load kind: "full" holds every event twice (pass 1's
 # text, the engine's tables); the subset kinds keep less (read.kinds.KINDS).
-PEAK_PER_BYTE = {"full": 6.0, "analysis": 4.0, "sync": 3.0, "job_path": 3.0, "ops": 3.0, "patterns": 3.0,
+PEAK_PER_BYTE = {"full": 6.0, "analysis": 4.0, "sync": 3.0, "ops": 3.0, "patterns": 3.0,
                  "gpu": 2.5, "gpu_steps": 2.0}
 RAM_SHARE = 0.8  # of the available RAM, as HTA sizes its pool
 

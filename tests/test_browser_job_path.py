@@ -18,12 +18,11 @@ import traceaug
 perfetto_ui.require(__file__)
 
 FLOWS_SQL = """
-SELECT pa.name AS out_process, a.name AS out_name, pb.name AS in_process, b.name AS in_name
-FROM flow f
-JOIN slice a ON a.id = f.slice_out JOIN thread_track ka ON a.track_id = ka.id
-JOIN thread ta ON ka.utid = ta.utid JOIN process pa ON ta.upid = pa.upid
-JOIN slice b ON b.id = f.slice_in JOIN thread_track kb ON b.track_id = kb.id
-JOIN thread tb ON kb.utid = tb.utid JOIN process pb ON tb.upid = pb.upid
+WITH sp AS (SELECT s.id, s.name, p.name AS process FROM slice s
+            JOIN thread_track k ON s.track_id = k.id JOIN thread t USING (utid)
+            JOIN process p USING (upid))
+SELECT a.process AS out_process, a.name AS out_name, b.process AS in_process, b.name AS in_name
+FROM flow f JOIN sp a ON a.id = f.slice_out JOIN sp b ON b.id = f.slice_in
 ORDER BY 1, 2, 3, 4
 """
 LANE_SQL = """
@@ -65,11 +64,8 @@ def test_job_path_in_the_ui(browser, tmp_path: Path, which: str) -> None:
         assert all(f["in_process"].startswith("rank 2:") for f in crossing)
     with perfetto_ui.TraceServer(out) as server, perfetto_ui.PerfettoPage(browser, server.url) as ui:
         state = ui.open()
-        assert not ui.errors(), ui.errors()
-        assert state["ready"], state
-        flows = ui.query(FLOWS_SQL)
-        lane = ui.query(LANE_SQL)
-        errors = ui.query(ERRORS_SQL)
+        assert state["ready"] and not ui.errors(), (state, ui.errors())
+        flows, lane, errors = (ui.query(sql) for sql in (FLOWS_SQL, LANE_SQL, ERRORS_SQL))
     assert [{k: int(v) if isinstance(v, float) else v for k, v in r.items()} for r in errors] \
         == want_errors
     # the lanes: their slices, each within a ns of traceaug's (the UI reads the merged

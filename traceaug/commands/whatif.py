@@ -28,7 +28,9 @@ def compute(path: str | Path, step: int | None = None, scales: tuple[str, ...] =
     files = select(path, rank)
     if len(files) > 1:
         from ..analysis import job_replay
+        from ..job.run import JobOptions
 
+        job = job or JobOptions(progress=progress)
         if prefetched is not None:
             prefetched.close()
         return replay.tables(job_replay.whatif(path, step, parsed, no_launch_delay,

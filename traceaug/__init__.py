@@ -273,18 +273,22 @@ def patterns(src: str | Path, dst: str | Path | None = None, *, operator: str | 
 def critical_path(path: str | Path, step: int | None = None, annotation: str | None = None,
                   instance: int = 0, *, hta_weights: bool = False, max_gap_us: float = 1500,
                   top: int = 10, dst: str | Path | None = None, all_edges: bool = False,
-                  rank: int | None = None, **options) -> tuple[pd.DataFrame, pd.DataFrame]:
+                  rank: int | None = None, job: bool = False, **options
+                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``traceaug critical-path`` as data, with the command's options: (path, summary)
     DataFrames for one trace file (or ``rank`` of a directory): the window cut along the path,
     one row per piece, and time per category (``analysis.critical_path.frames``; the whole
     summary in ``summary.attrs["summary"]``). ``dst``: also write the command's output there
-    (``all_edges`` as its ``--all-edges``). ``options``: ``tp_bin``, ``progress``."""
+    (``all_edges`` as its ``--all-edges``). ``job``: ``--job`` (``_job_critical_path``).
+    ``options``: ``tp_bin``, ``progress``."""
     from .analysis.critical_path import frames
     from .job.ranks import select
     from .trace import Trace
 
     if step is not None and annotation is not None:
         raise TraceaugError("choose step or annotation, not both")
+    if job:
+        return _job_critical_path(path, step, dst, tp_bin=options.get("tp_bin"))
     files = select(path, rank)
     if len(files) != 1:
         raise TraceaugError(f"{path}: {len(files)} ranks: choose one with rank=")
@@ -303,6 +307,31 @@ def critical_path(path: str | Path, step: int | None = None, annotation: str | N
     return out
 
 
+def _job_critical_path(path: str | Path, step: int | None = None, dst: str | Path | None = None,
+                      **options) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``traceaug critical-path JOB --job`` as data: (segments: per step the job's step cut
+    along its path across ranks, ``step, rank, ts_ns, end_ns, weight_ns, kind, category,
+    event``, summing to the step; summary: per step and category ``step, category, ns,
+    share_pct``, per rank in ``summary.attrs["ranks"]``). ``dst``: also write the merged job
+    trace with the path drawn. ``options``: ``tp_bin``."""
+    import pandas as pd
+
+    from .analysis import job_path as jp
+    from .commands.critical_path import job_paths
+    from .job.run import JobOptions
+
+    found = job_paths(path, dst, step, options, JobOptions(progress=False))
+    segments = pd.concat([jp.segments(p) for p in found], ignore_index=True)
+    cats, ranks = [], []
+    for p in found:
+        s = jp.summary(p)
+        cats.append(pd.DataFrame({"step": p.step, **s["categories"]}))
+        ranks.append(pd.DataFrame({"step": p.step, **s["ranks"]}))
+    summary = pd.concat(cats, ignore_index=True)
+    summary.attrs["ranks"] = pd.concat(ranks, ignore_index=True)
+    return segments, summary
+
+
 class WhatIf(NamedTuple):
     """``traceaug.whatif``'s result: per step the measured and replayed baseline times, and
     per (step, change) the predicted step time."""
@@ -312,11 +341,14 @@ class WhatIf(NamedTuple):
 
 
 def whatif(path: str | Path, step: int | None = None, scale: list[str] | tuple[str, ...] = (),
-           no_launch_delay: bool = False, rank: int | None = None, **options) -> WhatIf:
+           no_launch_delay: bool = False, rank: int | None = None, no_stragglers: bool = False,
+           **options) -> WhatIf:
     """``traceaug whatif`` as data: ``steps`` (``step, measured_ns, baseline_ns,
     baseline_error_pct, unexplained_pct``) and ``changes`` (``step, change, predicted_ns,
     speedup, saving_pct``; one row per ``scale`` entry ``"SELECTOR=FACTOR"``, for
-    ``no_launch_delay``, and ``all`` of them when more than one). ``options``: ``tp_bin``,
+    ``no_launch_delay``, ``no_stragglers`` (a job: every rank at each collective's median
+    arrival), and ``all`` of them when more than one). A directory of ranks without ``rank``:
+    the whole job, its ranks' graphs joined at every collective. ``options``: ``tp_bin``,
     ``progress``."""
     from .analysis.tables import frame
     from .commands.whatif import compute
@@ -324,7 +356,8 @@ def whatif(path: str | Path, step: int | None = None, scale: list[str] | tuple[s
     if isinstance(scale, str):
         scale = (scale,)
     steps, changes = compute(path, step, tuple(scale), no_launch_delay, rank,
-                             tp_bin=options.get("tp_bin"), progress=options.get("progress"))
+                             tp_bin=options.get("tp_bin"), progress=options.get("progress"),
+                             no_stragglers=no_stragglers)
     return WhatIf(frame(steps), frame(changes))
 
 

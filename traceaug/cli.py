@@ -445,7 +445,7 @@ def diff_command(ctx: click.Context, a: Path, b: Path, by: str, device: str, ste
     if explain:
         if step_index is not None:
             raise click.UsageError("--explain takes --step or --step-a/--step-b")
-        split = cmd.explain(a, b, step, step_a, step_b, rank, **_options(ctx))
+        split = cmd.explain(a, b, step, step_a, step_b, rank, job=_job(ctx), **_options(ctx))
         if fmt != "table":
             click.echo(cmd.render_explain(split, fmt), nl=False)
             return
@@ -824,6 +824,9 @@ def merge_command(ctx: click.Context, job: Path, dst: Path, no_align: bool) -> N
               help="Longest kernel-to-kernel gap that is a dependency, as HTA (0: any).")
 @click.option("--top", type=COUNT, default=10, show_default=True, help="Top events in the summary.")
 @click.option("--rank", type=int, help="For a directory: only this rank.")
+@click.option("--job", "whole_job", is_flag=True,
+              help="IN a directory of ranks: one path per step across every rank, joined at "
+                   "each collective; OUT the merged job trace with the path drawn.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="Format of the summary printed on stdout.")
 @_rewriter_options
@@ -831,12 +834,25 @@ def merge_command(ctx: click.Context, job: Path, dst: Path, no_align: bool) -> N
 @click.pass_context
 def critical_path(ctx: click.Context, src: Path, dst: Path | None, step: int | None,
                   annotation: str | None, instance: int, all_edges: bool, hta_weights: bool,
-                  max_gap_us: float, top: int, rank: int | None, fmt: str, summary_only: bool,
-                  open_ui: bool, port: int, no_browser: bool) -> None:
+                  max_gap_us: float, top: int, rank: int | None, whole_job: bool, fmt: str,
+                  summary_only: bool, open_ui: bool, port: int, no_browser: bool) -> None:
     """Write OUT: IN with its critical path as flow arrows and a "Critical path" lane.
 
     IN and OUT may be directories of per-rank traces (one output per rank, same names).
+    With --job, IN is a job's directory and OUT one file: the merged job trace.
     """
+    if whole_job:
+        if annotation is not None or rank is not None or all_edges or hta_weights or open_ui:
+            raise click.UsageError("--job takes --step, --format, --summary-only and the job "
+                                   "options only")
+        if dst is None and not summary_only:
+            raise click.UsageError("give OUT, or --summary-only")
+        from .commands.critical_path import run_job
+
+        text = run_job(src, None if summary_only else dst, step, fmt, _options(ctx),
+                       job=_job(ctx))
+        _print_summary(text, dst)
+        return
     open_ui = _rewriter_arguments(src, dst, summary_only, open_ui, port, no_browser)
     if step is not None and annotation is not None:
         raise click.UsageError("choose --step or --annotation, not both")
@@ -859,14 +875,18 @@ def critical_path(ctx: click.Context, src: Path, dst: Path | None, step: int | N
               help="Scale the time of the events SELECTOR picks: comp, comm, mem (kernel types), "
                    "cpu, or a kernel / CPU op name glob. Repeatable: each is one change.")
 @click.option("--no-launch-delay", is_flag=True, help="Also replay with launch delays of 0.")
-@click.option("--rank", type=int, help="For a directory: the rank to replay.")
+@click.option("--no-stragglers", is_flag=True,
+              help="A job: also replay with every rank at the median arrival of each collective.")
+@click.option("--rank", type=int, help="For a directory: the rank to replay (default: the job).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="Output format.")
+@_job_options
 @click.pass_context
 def whatif_command(ctx: click.Context, trace: Path, step: int | None, scales: tuple[str, ...],
-                   no_launch_delay: bool, rank: int | None, fmt: str) -> None:
+                   no_launch_delay: bool, no_stragglers: bool, rank: int | None, fmt: str) -> None:
     """Replay TRACE's critical-path graph per step: the baseline's replay error, then the
-    predicted step time and speedup of each change."""
+    predicted step time and speedup of each change. A directory of ranks: the whole job,
+    the ranks' graphs joined at every collective."""
     from .analysis.replay import parse_scale
 
     for s in scales:  # refused before any load
@@ -875,7 +895,8 @@ def whatif_command(ctx: click.Context, trace: Path, step: int | None, scales: tu
     from .commands import whatif as cmd
 
     steps, changes = cmd.compute(trace, step, scales, no_launch_delay, rank,
-                                 prefetched=prefetched, **_options(ctx))
+                                 prefetched=prefetched, no_stragglers=no_stragglers,
+                                 job=_job(ctx), **_options(ctx))
     click.echo(cmd.render(steps, changes, fmt), nl=False)
 
 

@@ -1,5 +1,8 @@
 """``diff --explain``: a step-time change split along the two runs' critical paths.
 
+Two runs are two traces, or two jobs: then each step's path is the job's (``job_path``:
+across ranks, the step from the first rank's start to the last rank's end).
+
 Why: a diff of op totals says what changed, not what moved the step. Each run's path cuts
 its step's window into pieces (``critical_path.Result.pieces``: every piece a category and
 an event, time off the path ``idle``), and the pieces tile the window, so per run the times
@@ -23,20 +26,38 @@ IDLE_EVENT = "(idle)"
 def path_times(trace: Trace, step_numbers: list[int | None]) -> tuple[float, dict, dict]:
     """(mean step time, mean ns per category, mean ns per (event, category)) over the
     critical paths of ``step_numbers`` (None: the whole trace)."""
-    total, cats, events = 0, {c: 0 for c in cp.CATEGORIES}, {}
+    cut = []
     for n in step_numbers:
         r = cp.analyse(trace, n)
-        win = r.window
         p, e = r.pieces(), r.edges
-        dur = (p["end"] - p["ts"]).tolist()
         idle = p["category"] == cp.IDLE
         name = np.where(idle, IDLE_EVENT, e["event_name"][np.maximum(p["edge"], 0)]
                         if len(e["event_name"]) else IDLE_EVENT)
-        for c, x, d in zip(p["category"].tolist(), name.tolist(), dur):
+        cut.append((r.window.end - r.window.start, p["category"], name, p["end"] - p["ts"]))
+    return tally(cut)
+
+
+def job_path_times(paths: list) -> tuple[float, dict, dict]:
+    """``path_times`` of a job's paths (``job_path.JobPath``, one per step)."""
+    cut = []
+    for jpath in paths:
+        p = jpath.pieces()
+        name = np.where(p["category"] == cp.IDLE, IDLE_EVENT, p["event"])
+        cut.append((jpath.window.end - jpath.window.start, p["category"], name,
+                    p["end"] - p["ts"]))
+    return tally(cut)
+
+
+def tally(cut: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]) -> tuple[float, dict, dict]:
+    """Means over steps, each (its window's length, and per piece category, event name and
+    duration): (step time, ns per category, ns per (event, category))."""
+    total, cats, events = 0, {c: 0 for c in cp.CATEGORIES}, {}
+    for length, category, name, dur in cut:
+        for c, x, d in zip(category.tolist(), name.tolist(), dur.tolist()):
             cats[c] += d
             events[(x, c)] = events.get((x, c), 0) + d
-        total += win.end - win.start
-    k = max(len(step_numbers), 1)
+        total += length
+    k = max(len(cut), 1)
     return total / k, {c: v / k for c, v in cats.items()}, {x: v / k for x, v in events.items()}
 
 
@@ -54,8 +75,12 @@ def explain(a: Trace, b: Trace, step_a: int | None = None, step_b: int | None = 
     (``category, a_ns, b_ns, delta_ns, share_of_change_pct``, in ``CATEGORIES`` order) and
     ``events`` (``event, category, a_ns, b_ns, delta_ns``, largest |delta| first); each
     table's ``delta_ns`` sums to ``delta_ns``."""
-    sa, ca, ea = path_times(a, numbers(a, step_a))
-    sb, cb, eb = path_times(b, numbers(b, step_b))
+    return split(path_times(a, numbers(a, step_a)), path_times(b, numbers(b, step_b)))
+
+
+def split(side_a: tuple[float, dict, dict], side_b: tuple[float, dict, dict]) -> dict:
+    """``explain``'s result from each side's ``path_times`` (or ``job_path_times``)."""
+    (sa, ca, ea), (sb, cb, eb) = side_a, side_b
     delta = sb - sa
     cat = list(cp.CATEGORIES)
     da = np.array([cb[c] - ca[c] for c in cat])

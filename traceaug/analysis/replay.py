@@ -106,6 +106,7 @@ class Model:
     events: int = 0  # how many events ``event`` numbers (the length of a ``factor``)
     tail_nodes: np.ndarray | None = None  # (``join``) see ``tails``
     tail_ns: np.ndarray | None = None
+    every_node: bool = True  # the window ends after every node (False: after ``tails`` only)
 
     def replay(self, factor: np.ndarray | None = None, no_launch_delay: bool = False) -> int:
         """The replayed window length (ns): ``factor`` per event scales its own time."""
@@ -122,11 +123,12 @@ class Model:
 
     def finish(self, t: np.ndarray) -> int:
         """The window's replayed end: as far after each last node (``tails``) as measured,
-        and never before any node."""
+        and never before any node (unless ``every_node`` is False: work a change left
+        feeding nothing does not hold the end)."""
         if not len(t):
             return self.end
         nodes, after = self.tails()
-        return max(int((t[nodes] + after).max()), int(t.max()))
+        return max(int((t[nodes] + after).max()), int(t.max()) if self.every_node else 0)
 
     def tails(self) -> tuple[np.ndarray, np.ndarray]:
         """(the last nodes: of the window, or of each model ``join`` joined; the measured time
@@ -180,11 +182,13 @@ def model(graph: cp.Graph, window: cp.Window) -> Model:
                  launch, window.start, window.end, len(graph.ev["gpu"]))
 
 
-def join(models: list[Model], src: np.ndarray, dst: np.ndarray, delay: np.ndarray) -> Model:
+def join(models: list[Model], src: np.ndarray, dst: np.ndarray, delay: np.ndarray,
+         event: np.ndarray | None = None) -> Model:
     """One model of several (a job's ranks, their times in one clock) and the edges joining
     them (``src``, ``dst``: node ids of the joined model, where each model's nodes follow the
     previous ones; ``delay``: e.g. a collective's transfer from every member's arrival to each
-    member's end). Delays are capped at their measured time and the slack is found again
+    member's end; ``event``: whose own time each delay is, in the joined numbering, -1 or
+    None: none). Delays are capped at their measured time and the slack is found again
     over every edge, so the unchanged replay stays the measured one; events are numbered
     model after model (a ``factor`` is the models' factors one after another)."""
     node_at = np.cumsum([0] + [len(m.node_ts) for m in models])
@@ -195,12 +199,14 @@ def join(models: list[Model], src: np.ndarray, dst: np.ndarray, delay: np.ndarra
         [m.node_lane for m in models])
     keep = ts[dst] >= ts[src]
     src, dst = src[keep], dst[keep]
+    joined_event = (np.full(len(src), -1, np.int64) if event is None
+                    else np.asarray(event, np.int64)[keep])
     delay = np.minimum(delay[keep], ts[dst] - ts[src])
     all_src = np.concatenate([m.src + node_at[i] for i, m in enumerate(models)] + [src])
     all_dst = np.concatenate([m.dst + node_at[i] for i, m in enumerate(models)] + [dst])
     all_delay = np.concatenate([m.delay for m in models] + [delay])
     event = np.concatenate([np.where(m.event >= 0, m.event + event_at[i], -1)
-                            for i, m in enumerate(models)] + [np.full(len(src), -1, np.int64)])
+                            for i, m in enumerate(models)] + [joined_event])
     launch = np.concatenate([m.launch for m in models] + [np.zeros(len(src), bool)])
     bind, slack = binding(ts, all_src, all_dst, all_delay)
     tails = [(m.tails()[0] + node_at[i], m.tails()[1]) for i, m in enumerate(models)

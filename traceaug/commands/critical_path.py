@@ -64,3 +64,82 @@ def _short(name, width: int = 60) -> str:
 
 CRITICAL_PATH = pipeline.Rewriter(name="critical-path", kind="sync", compute=critical_path.compute,
                                   summary=summary_text)
+
+
+# ----- a whole job (``--job``) ------------------------------------------------------------------
+def run_job(src: str | Path, dst: str | Path | None, step: int | None = None,
+            fmt: str = "table", options: dict | None = None, job: JobOptions | None = None
+            ) -> str:
+    """``job_paths``, formatted (``job_text``)."""
+    return job_text(job_paths(src, dst, step, options, job), fmt)
+
+
+def job_paths(src: str | Path, dst: str | Path | None, step: int | None = None,
+              options: dict | None = None, job: JobOptions | None = None) -> list:
+    """The job's critical path per step (``analysis.job_path``); OUT (unless None): the
+    merged job trace (``merge``'s) with the path as lanes and arrows."""
+    from .. import guard
+    from ..analysis import job_path as jp
+    from ..errors import TraceaugError
+    from ..job.ranks import select
+    from ..rewrite import job_path as drawn
+    from ..rewrite.merge_job import write_job
+
+    files = select(src)
+    if len(files) < 2:
+        raise TraceaugError(f"{src}: --job needs a directory of two ranks or more")
+    if dst is not None:  # before any work, as merge checks it
+        guard.check([f.path for f in files], [Path(dst)])
+    parts = jp.read(src, options, job)
+    found, paths = jp.paths(parts, step)
+    if dst is not None:
+        write_job(src, Path(dst), found=found, extra=drawn.events(paths))
+    return paths
+
+
+def job_text(paths: list, fmt: str) -> str:
+    """Per step: the path's length, its time per category and per rank, its segments."""
+    from ..analysis import job_path as jp
+
+    summaries = [jp.summary(p) for p in paths]
+    segs = [jp.segments(p) for p in paths]
+    if fmt == "json":
+        for s, seg in zip(summaries, segs):
+            s["segments"] = {k: v.tolist() for k, v in seg.items()}
+        return json_text(summaries)
+    if fmt == "csv":  # long form: step, section, rank, category, event, ts_ns, ns, share_pct
+        rows: dict[str, list] = {c: [] for c in ("step", "section", "rank", "category", "event",
+                                                  "ts_ns", "ns", "share_pct")}
+
+        def add(*values):
+            for c, v in zip(rows, values):
+                rows[c].append(v)
+        for s, seg in zip(summaries, segs):
+            total = max(s["step_ns"], 1)
+            for c, ns, share in zip(*s["categories"].values()):
+                add(s["step"], "category", None, c, None, None, ns, share)
+            for r, ns, share in zip(*s["ranks"].values()):
+                add(s["step"], "rank", r, None, None, None, ns, share)
+            for r, ts, w, c, e in zip(seg["rank"], seg["ts_ns"], seg["weight_ns"],
+                                      seg["category"], seg["event"]):
+                add(s["step"], "segment", int(r), c, e, int(ts), int(w), 100 * w / total)
+        return render_columns(rows, "csv")
+    parts = []
+    for s, seg in zip(summaries, segs):
+        ranks = s["ranks"]["rank"]
+        parts.append(f"job critical path of {s['window']}: {s['length_ns'] / 1e3:,.3f} us of the "
+                     f"step's {s['step_ns'] / 1e3:,.3f} us (first rank's start to last rank's "
+                     f"end, job clock), through rank(s) {', '.join(map(str, ranks)) or 'none'}")
+        cats = s["categories"]
+        parts.append(render_columns({"category": cats["category"],
+                                     "us": [v / 1e3 for v in cats["ns"]],
+                                     "share_pct": cats["share_pct"]}, "table"))
+        parts.append("per rank\n" + render_columns(
+            {"rank": ranks, "us": [v / 1e3 for v in s["ranks"]["ns"]],
+             "share_pct": s["ranks"]["share_pct"]}, "table"))
+        timed = seg[seg["category"] != "idle"]
+        parts.append("segments (us from the step's start)\n" + render_columns(
+            {"rank": timed["rank"].to_numpy(), "at_us": (timed["ts_ns"] - s["start_ns"]) / 1e3,
+             "us": timed["weight_ns"] / 1e3, "category": timed["category"].to_numpy(),
+             "event": [_short(e) for e in timed["event"].tolist()]}, "table"))
+    return "\n".join(parts)

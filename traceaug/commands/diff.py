@@ -13,7 +13,6 @@ import orjson
 
 from ..analysis.diff import Side, compute, pick_steps
 from ..analysis.tables import Columns, objects
-from ..errors import TraceaugError
 from ..job.executor import LocalPool
 from ..job.ranks import pair
 from ..job.run import JobOptions
@@ -225,19 +224,34 @@ def render(result: DiffResult, fmt: str, top: int = 10) -> str:
 
 def explain(a: Path, b: Path, step: int | None = None, step_a: int | None = None,
             step_b: int | None = None, rank: int | None = None, tp_bin: str | None = None,
-            progress: bool | None = None) -> dict:
+            progress: bool | None = None, job: JobOptions | None = None) -> dict:
     """``analysis.explain`` of one pair of traces (``rank`` of directories), loaded with the
-    runtime calls and syncs the critical path needs."""
+    runtime calls and syncs the critical path needs; of two jobs (directories of ranks
+    without ``rank``): along the jobs' paths (``explain_jobs``)."""
     from ..analysis.explain import explain as split
 
     pairs, _ = pair(Path(a), Path(b), rank)
-    if len(pairs) != 1:
-        raise TraceaugError("--explain compares one pair of traces: choose a rank with --rank")
     if step is not None:
         step_a = step_b = step
+    if len(pairs) != 1:
+        return explain_jobs(a, b, step_a, step_b, tp_bin, job)
     with Trace(pairs[0][0].path, kind="sync", tp_bin=tp_bin, progress=progress) as ta, \
             Trace(pairs[0][1].path, kind="sync", tp_bin=tp_bin, progress=progress) as tb:
         return split(ta, tb, step_a, step_b)
+
+
+def explain_jobs(a: Path, b: Path, step_a: int | None, step_b: int | None,
+                 tp_bin: str | None = None, job: JobOptions | None = None) -> dict:
+    """``analysis.explain.split`` along the two jobs' critical paths (``analysis.job_path``;
+    the steps of ``step_a`` / ``step_b``, else every step of each job)."""
+    from ..analysis import explain as ex
+    from ..analysis import job_path as jp
+
+    sides = []
+    for path, step in ((a, step_a), (b, step_b)):
+        _, found = jp.paths(jp.read(path, {"tp_bin": tp_bin}, job), step)
+        sides.append(ex.job_path_times(found))
+    return ex.split(*sides)
 
 
 def render_explain(res: dict, fmt: str, top: int = 10) -> str:

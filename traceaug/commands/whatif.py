@@ -14,18 +14,29 @@ from ..output import render_columns
 from ..trace import Trace
 
 if TYPE_CHECKING:
+    from ..job.run import JobOptions
     from ..read.prefetch import Prefetched
 
 
 def compute(path: str | Path, step: int | None = None, scales: tuple[str, ...] = (),
             no_launch_delay: bool = False, rank: int | None = None, tp_bin: str | None = None,
-            prefetched: Prefetched | None = None, progress: bool | None = None
-            ) -> tuple[dict, dict]:
-    """``replay.tables`` of one trace file (or ``rank`` of a directory)."""
+            prefetched: Prefetched | None = None, progress: bool | None = None,
+            no_stragglers: bool = False, job: JobOptions | None = None) -> tuple[dict, dict]:
+    """``replay.tables`` of one trace file (or ``rank`` of a directory), or of a whole job
+    (a directory of ranks without ``rank``: ``analysis.job_replay``)."""
     parsed = [replay.parse_scale(s) for s in scales]  # bad input refused before any load
     files = select(path, rank)
-    if len(files) != 1:
-        raise TraceaugError(f"{path}: {len(files)} ranks: choose one with --rank")
+    if len(files) > 1:
+        from ..analysis import job_replay
+        from ..job.run import JobOptions
+
+        job = job or JobOptions(progress=progress)
+        if prefetched is not None:
+            prefetched.close()
+        return replay.tables(job_replay.whatif(path, step, parsed, no_launch_delay,
+                                               no_stragglers, {"tp_bin": tp_bin}, job))
+    if no_stragglers:
+        raise TraceaugError(f"{path}: --no-stragglers needs a job (a directory of ranks)")
     with Trace(files[0].path, kind="sync", tp_bin=tp_bin, prefetched=prefetched,
                progress=progress) as trace:
         return replay.tables(replay.whatif(trace, step, parsed, no_launch_delay))

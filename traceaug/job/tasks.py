@@ -154,3 +154,14 @@ def diff_rank(fa: TraceFile, options: dict, b: dict, compare: dict) -> Any:
         result = compute(sa, sb, compare["by"], compare["device"], steps, compare["threshold"])
         rank = ta.rank if ta.rank is not None else fa.rank
     return RankDiff(rank, fa.path, fb.path, result)
+
+
+def job_path_rank(file: TraceFile, options: dict, scales: tuple = (), models: bool = False
+                  ) -> Any:
+    """One rank's part of the job's critical path and replay (``analysis.job_path.rank_part``;
+    ``models``: with the replay models, ``scales``: the changes whose events it picks)."""
+    from ..analysis.job_path import LOAD, rank_part
+    from ..trace import Trace
+
+    with local(file, options) as path, Trace(path, **LOAD, **load_options(options)) as trace:
+        return rank_part(trace, file.rank, scales, models)

@@ -133,6 +133,11 @@ KINDS: dict[str, LoadKind] = {k.name: k for k in (
     # arrival's cause), the collective args; flows and polling calls cut unparsed
     LoadKind("collectives", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES,
              HOST_ONLY_CALLS, args=COLLECTIVE_ARGS, whole_args_names=COLLECTIVE_OPS, skim=True),
+    # the job's critical path (analysis.job_path): the critical path's events and the
+    # collectives' args in one load per rank; it writes no rank's trace, so skimmed
+    LoadKind("job_path", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES
+             | SYNC_CATEGORIES, args=SYNC_ARGS | COLLECTIVE_ARGS, whole_args=SYNC_CATEGORIES,
+             whole_args_names=COLLECTIVE_OPS, skim=True),
 )}
 
 

@@ -95,19 +95,24 @@ def _rebase(f: TraceFile, job: co.Job) -> Rebase:
 
 
 def write_job(path: str | Path, out: Path, align: bool = True, options: dict | None = None,
-              mapper: Callable | None = None, run=None) -> tuple[int, int]:
-    """Write the merged trace of job ``path`` to ``out``; the ranks and cross-rank arrows."""
+              mapper: Callable | None = None, run=None, found: co.Job | None = None,
+              extra: list[bytes] | None = None) -> tuple[int, int]:
+    """Write the merged trace of job ``path`` to ``out``; the ranks and cross-rank arrows.
+    ``found``: the job's collectives already matched (not read again); ``extra``: events
+    to add, in the merged trace's pids and clock (e.g. the job's critical path)."""
     files = select(path)
     if len(files) < 2:
         raise TraceaugError(f"{path}: merge needs a directory of two ranks or more")
     guard.check([f.path for f in files], [out])
-    job = co.load_job(path, align_clocks=align, options=options, mapper=mapper, job=run)
+    job = found if found is not None else co.load_job(path, align_clocks=align, options=options,
+                                                        mapper=mapper, job=run)
     offset = dict(zip(job.clock["rank"].tolist(), job.clock["offset_ns"].tolist()))
     events: list[bytes] = []
     for f in files:  # every rank relabelled: the UI keeps a process's first name
         events += relabelled(trace_input(f.path), _rebase(f, job), int(offset.get(f.rank, 0)),
                              _pid_of(f.rank), _flow_of(f.rank), f"rank {f.rank}")
     links = arrows(job)
+    added = list(extra or ())
     with tempfile.TemporaryDirectory(prefix="traceaug-merge-") as tmp:
         # The whole job as one plain trace, then copied as every rewriter's output is: what
         # the UI would drop (here ns rounding of moved clocks nests slices differently) goes
@@ -115,7 +120,7 @@ def write_job(path: str | Path, out: Path, align: bool = True, options: dict | N
         whole = Path(tmp) / "job.json"
         with open(whole, "wb") as f:
             f.write(b'{"schemaVersion": 1, "traceEvents": [\n')
-            for i, ev in enumerate(events + links):
+            for i, ev in enumerate(events + links + added):
                 f.write(b",\n" + ev if i else ev)
             f.write(b"\n]}\n")
         plan = normalize.plan(whole, kind="full")

@@ -1,0 +1,161 @@
+"""The critical path of a whole job (issue 27): each rank's graph joined at every matched
+collective. Checked against the longest path computed in ``job_path_raw`` (each rank's graph,
+the collectives matched, the clocks aligned and the graph joined there, all from the raw
+JSON), and on generated jobs (``job_gen``) whose path runs through a planted straggler by
+construction; the job's what-if replay and ``diff --explain`` of two jobs on those."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import job_gen
+import pytest
+from click.testing import CliRunner
+from conftest import shared_trace
+from job_path_raw import longest, rank_graph
+
+import traceaug
+from traceaug.analysis import critical_path as cp
+from traceaug.analysis import job_path as jp
+from traceaug.cli import main
+from traceaug.job.run import JobOptions
+
+JOB = "kineto/jobs/dlrm_v100_8ranks"
+LOCAL = JobOptions(progress=False)
+
+
+def _rank_graphs(d: Path, step: int) -> dict[int, dict]:
+    """Each rank's graph of ``step``, built from its raw JSON (``job_path_raw.rank_graph``)."""
+    return dict(rank_graph(f, step) for f in sorted(d.iterdir()))
+
+
+def _sums_to_the_step(p: jp.JobPath) -> None:
+    seg = jp.segments(p)
+    assert int(seg["weight_ns"].sum()) == p.window.end - p.window.start
+    assert (seg["end_ns"].to_numpy()[:-1] == seg["ts_ns"].to_numpy()[1:]).all()
+    timed = seg[seg["category"] != cp.IDLE]
+    assert int(timed["weight_ns"].sum()) == p.length
+
+
+def test_real_job_path_is_the_longest_path_of_the_joined_graph() -> None:
+    d = shared_trace(JOB)
+    _, paths = jp.paths(jp.read(d, job=LOCAL))
+    assert [p.step for p in paths] == [10]
+    want = longest(d, _rank_graphs(d, 10))
+    assert paths[0].length == want
+    _sums_to_the_step(paths[0])
+    # the job's step: the first rank's ProfilerStep start to the last rank's end (job clock)
+    assert paths[0].window.end - paths[0].window.start > 14_455_000
+
+
+@pytest.mark.parametrize("straggler,delay_us", [(2, 1000), (5, 300)])
+def test_path_runs_through_a_planted_straggler(tmp_path: Path, straggler: int,
+                                               delay_us: int) -> None:
+    d = job_gen.write(tmp_path / "job", job_gen.job(8, straggler, delay_us, steps=2))
+    _, paths = jp.paths(jp.read(d, job=LOCAL))
+    assert [p.step for p in paths] == [0, 1]
+    for p in paths:
+        assert p.window.end - p.window.start == (job_gen.STEP_US + delay_us) * 1000
+        _sums_to_the_step(p)
+        assert p.length == longest(d, _rank_graphs(d, p.step))
+        seg = jp.segments(p)
+        loader = seg[seg["event"] == job_gen.LOADER]
+        assert loader["rank"].tolist() == [straggler]
+        assert loader["weight_ns"].tolist() == [(job_gen.LOADER_US + delay_us) * 1000]
+        # then across ranks at the all_reduce: its transfer, on the rank the path ends on
+        coll = seg[seg["kind"] == "collective"]
+        assert coll["weight_ns"].tolist() == [job_gen.TRANSFER_US * 1000]
+
+
+def test_cli_job_writes_the_merged_trace_with_the_path(tmp_path: Path) -> None:
+    d = job_gen.write(tmp_path / "job", job_gen.job(4, 3, 500))
+    out = tmp_path / "path.json"
+    r = CliRunner().invoke(main, ["critical-path", str(d), str(out), "--job", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert [s["step"] for s in data] == [0]
+    assert sum(data[0]["segments"]["weight_ns"]) == (job_gen.STEP_US + 500) * 1000
+    assert 3 in data[0]["ranks"]["rank"]
+    events = json.loads(out.read_text())["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    lane_pids = {p for p, n in names.items() if n.endswith(": Critical path")}
+    assert names and {names[p] for p in lane_pids} >= {"rank 3: Critical path"}
+    lane = [e for e in events if e.get("ph") == "b" and e["pid"] in lane_pids]
+    assert any(e["name"].endswith("DataLoaderIter.__next__") and e["pid"] == 3 * (1 << 22)
+               + (1 << 22) - 1 for e in lane)
+    # an arrow across ranks at the all_reduce, from the straggler's kernel
+    flows = [e for e in events if e.get("cat") == "critical_path" and e.get("ph") in ("s", "f")]
+    start = {e["id"]: e for e in flows if e["ph"] == "s"}
+    ends = {e["id"]: e for e in flows if e["ph"] == "f"}
+    crossing = [(start[i]["pid"] >> 22, ends[i]["pid"] >> 22) for i in start if i in ends
+                and start[i]["pid"] >> 22 != ends[i]["pid"] >> 22]
+    assert len(crossing) == 1 and crossing[0][0] == 3
+    # without OUT the summary alone; a missing step is one line
+    r = CliRunner().invoke(main, ["critical-path", str(d), "--job", "--summary-only"])
+    assert r.exit_code == 0 and "job critical path of ProfilerStep#0" in r.stdout
+    r = CliRunner().invoke(main, ["critical-path", str(d), "--job", "--summary-only",
+                                  "--step", "7"])
+    assert r.exit_code != 0 and "ProfilerStep#7" in r.output
+
+
+# ----- what-if replay of a job --------------------------------------------------------------
+def test_job_whatif_removing_a_gpu_straggler_gives_the_step_without_it(tmp_path: Path) -> None:
+    delay = 1000
+    d = job_gen.write(tmp_path / "job", job_gen.job(8, 2, delay, steps=2, where="gpu"))
+    w = traceaug.whatif(d, scale=["comm=0.5"], no_stragglers=True)
+    assert w.steps["measured_ns"].tolist() == [(job_gen.STEP_US + delay) * 1000] * 2
+    assert w.steps["baseline_error_pct"].tolist() == [0.0, 0.0]
+    got = {(s, c): ns for s, c, ns in zip(w.changes["step"], w.changes["change"],
+                                          w.changes["predicted_ns"])}
+    for step in (0, 1):
+        # every rank at the median arrival: nobody waits for rank 2's long gemm
+        assert got[(step, "no-stragglers")] == job_gen.STEP_US * 1000
+        # the all_reduce's transfer halved, on every rank
+        assert got[(step, "comm=0.5")] == (job_gen.STEP_US + delay - job_gen.TRANSFER_US // 2) * 1000
+        assert got[(step, "all")] == (job_gen.STEP_US - job_gen.TRANSFER_US // 2) * 1000
+
+
+def test_job_whatif_real_job_baseline_and_cli(tmp_path: Path) -> None:
+    d = shared_trace(JOB)
+    r = CliRunner().invoke(main, ["whatif", str(d), "--no-stragglers", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    assert [x["step"] for x in rows] == [10]
+    # the job's step: first rank's ProfilerStep start to last rank's end, in the job clock
+    _, paths = jp.paths(jp.read(d, job=LOCAL))
+    assert rows[0]["measured_ns"] == paths[0].window.end - paths[0].window.start
+    assert abs(rows[0]["baseline_error_pct"]) <= 3.0
+    # one file has no stragglers to remove
+    one = next(iter(sorted(d.iterdir())))
+    r = CliRunner().invoke(main, ["whatif", str(one), "--no-stragglers"])
+    assert r.exit_code != 0 and "needs a job" in r.output
+
+
+# ----- diff --explain of two jobs ------------------------------------------------------------
+def test_diff_explain_of_two_jobs_splits_the_change_along_the_job_paths(tmp_path: Path) -> None:
+    a = job_gen.write(tmp_path / "a", job_gen.job(8, 2, 300, steps=2, where="gpu"))
+    b = job_gen.write(tmp_path / "b", job_gen.job(8, 2, 1000, steps=2, where="gpu"))
+    r = CliRunner().invoke(main, ["diff", str(a), str(b), "--explain", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    cats = {x["category"]: x["delta_ns"] for x in rows if x["section"] == "category"}
+    events = {(x["event"], x["category"]): x["delta_ns"] for x in rows if x["section"] == "event"}
+    # each job step: STEP_US + the straggler's excess (its gemm, on the job's path)
+    assert sum(cats.values()) == pytest.approx((1000 - 300) * 1000)
+    assert cats["gpu_compute"] == pytest.approx(700_000)
+    assert events[("gemm_kernel", "gpu_compute")] == pytest.approx(700_000)
+    assert sum(events.values()) == pytest.approx(700_000)
+
+
+def test_python_api_gives_the_job_path_as_dataframes(tmp_path: Path) -> None:
+    d = job_gen.write(tmp_path / "job", job_gen.job(4, 1, 400, steps=2))
+    segments, summary = traceaug.critical_path(d, job=True, dst=tmp_path / "out.json")
+    assert sorted(set(segments["step"])) == [0, 1]
+    per_step = segments.groupby("step")["weight_ns"].sum()
+    assert per_step.tolist() == [(job_gen.STEP_US + 400) * 1000] * 2
+    assert summary.groupby("step")["ns"].sum().tolist() == per_step.tolist()
+    ranks = summary.attrs["ranks"]
+    assert 1 in ranks[ranks["step"] == 0]["rank"].tolist()
+    assert (tmp_path / "out.json").stat().st_size > 0

@@ -1,0 +1,340 @@
+"""The critical path of a whole job: every rank's graph, joined at each matched collective.
+
+Per rank (a task of the job executor, ``rank_part``): one load, the collectives' tables
+(``collective_rank``) and, per ProfilerStep, the critical path's graph (``critical_path.build``)
+as plain arrays in the rank's absolute clock, with the graph event of each collective kernel.
+In the main process (``join``): the clocks aligned by the collectives matching, each step's
+rank graphs side by side (nodes numbered rank after rank) and, for every matched instance,
+its end on every member rank made to depend on every member's arrival plus the transfer:
+an edge from each member's kernel start to each member's kernel end weighing that rank's
+transfer (its end minus the last arrival); a rank's own kernel weighs its transfer too (its
+wait for the others is not work). The longest path then runs through the rank that arrived
+last. A job step runs from the first rank's step start to the last rank's step end (job
+clock); the path cuts it as the single-rank path cuts its window (idle where no edge weighs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from . import collectives as co
+from . import critical_path as cp
+from . import dag, replay
+from .collective_rank import RankTables
+from .collective_rank import tables as rank_tables
+from .steps import steps as all_steps
+
+if TYPE_CHECKING:
+    from ..job.run import JobOptions
+    from ..trace import Trace
+
+LOAD = {"kind": "job_path"}
+JOIN = len(cp.EDGE_KINDS)  # the kind of a collective's edges between ranks
+EDGE_KINDS = (*cp.EDGE_KINDS, "collective")
+WHOLE = -1  # the step key of a trace without ProfilerSteps (its whole span)
+
+
+@dataclass
+class RankGraph:
+    """One rank's graph of one step as plain arrays, times absolute ns of the rank's clock.
+
+    Nodes (2i, 2i+1: start, end of event i) with their time, tie order, lane and bind time
+    (where an arrow binds to the event in the UI); edges ``src, dst, weight, kind, event``
+    (as ``critical_path.Graph``); per event ``gpu, memory, pid, tid, dur, name`` (a code:
+    the rank's ``RankPart.names``);
+    ``coll_event``: per row of the rank's collectives table its event here (-1: none)."""
+
+    start: int
+    end: int
+    node_ts: np.ndarray
+    node_order: np.ndarray
+    node_lane: np.ndarray
+    bind_ns: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    weight: np.ndarray
+    kind: np.ndarray
+    event: np.ndarray
+    ev: dict
+    coll_event: np.ndarray
+    model: replay.Model | None = None  # the step's replay model (absolute ns)
+    picked: dict | None = None  # per ``--scale`` label: the events it picks (bool per event)
+
+
+@dataclass
+class RankPart:
+    """What one rank's task returns: its collectives (``colls`` and ``steps`` only) and its
+    graph per step."""
+
+    tables: RankTables
+    graphs: dict[int, RankGraph]
+    names: np.ndarray | None = None  # the event names the graphs' ``ev["name"]`` codes number
+
+
+def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
+              models: bool = False) -> RankPart:
+    """One rank's ``RankPart`` (one load of kind ``LOAD``); picklable, nothing of the engine.
+    ``models``: with each step's replay model, and for each of ``scales`` (``replay.Scale``)
+    the events it picks."""
+    from ..rewrite.critical_path import bind_points
+    from .replay import event_names
+
+    tables = rank_tables(trace)
+    if tables.rank is None:
+        tables.rank = rank
+    tables.gpu, tables.cpu = tables.gpu.iloc[:0], tables.cpu.iloc[:0]  # causes: not needed
+    base = trace.base_ns
+    ev = cp.events(trace)
+    st = all_steps(trace)
+    if len(st["step"]):
+        windows = {int(k): cp.Window(int(s), int(s + d), f"ProfilerStep#{k}")
+                   for k, s, d in zip(st["step"].tolist(), st["ts"].tolist(), st["dur"].tolist())}
+    else:
+        windows = {WHOLE: cp.window(trace)}
+    colls = tables.colls
+    key_ts = colls["ts"].to_numpy(np.int64) - base if len(colls) else np.empty(0, np.int64)
+    graphs = {}
+    codes: dict = {}  # each name once per rank (kernel names run to kilobytes)
+    for k, win in windows.items():
+        g = cp.build(ev, win)
+        e = g.ev
+        gpu = np.flatnonzero(e["gpu"])
+        at = {(int(t), s): int(i) for t, s, i in zip(e["ts"][gpu].tolist(),
+                                                     e["stream"][gpu].tolist(), gpu.tolist())}
+        coll_event = np.array([at.get((int(t), int(s) if s == s and s is not None else -1), -1)
+                               for t, s in zip(key_ts.tolist(), colls["stream"].tolist())],
+                              np.int64)
+        nodes = np.arange(len(g.node_ts))
+        bind = bind_points(trace, g, nodes) + base if len(nodes) else nodes
+        names = event_names(trace, g)
+        m = picked = None
+        if models:
+            m = replay.model(g, win)
+            m = dataclasses.replace(m, node_ts=m.node_ts + base, start=m.start + base,
+                                    end=m.end + base)
+            picked = {s.label: replay.selected(g.ev, names, s.selector) for s in scales}
+        graphs[k] = RankGraph(
+            win.start + base, win.end + base, g.node_ts + base, g.node_order, g.node_lane,
+            bind, g.src, g.dst, g.weight, g.kind, g.event,
+            {"gpu": e["gpu"].astype(bool), "memory": e["memory"], "pid": e["pid"],
+             "tid": e["tid"], "dur": e["dur"].astype(np.int64),
+             "name": np.fromiter((codes.setdefault(x, len(codes)) for x in names.tolist()),
+                                 np.int64, len(names))},
+            coll_event, m, picked)
+    table = np.empty(len(codes), object)
+    table[:] = list(codes)
+    return RankPart(tables, graphs, table)
+
+
+def read(path: str | Path, options: dict | None = None, job: JobOptions | None = None,
+         scales: tuple | None = None) -> dict[int, RankPart]:
+    """Every rank's ``RankPart``, one task per rank on the job's executor (``job.api.gather``);
+    ``scales`` (a tuple, maybe empty): with the replay models, for a what-if."""
+    from functools import partial
+
+    from ..job.api import gather
+    from ..job.tasks import job_path_rank
+
+    task = job_path_rank if scales is None else partial(job_path_rank, scales=tuple(scales),
+                                                        models=True)
+    done = gather(path, task, "job_path", job=job, options=options)
+    out = {}
+    for r, part in done.items():
+        if r is not None:
+            part.tables.rank = r
+        elif part.tables.rank is None:
+            part.tables.rank = 0
+        out[part.tables.rank] = part
+    return out
+
+
+@dataclass
+class JobPath:
+    """One step's path across ranks: ``edges`` (columns as ``critical_path.Result.edges``
+    plus ``rank``, ``src_bind``, ``dst_bind``), its length, the step's window (job clock)."""
+
+    step: int | None
+    window: cp.Window
+    edges: dict
+    length: int
+
+    def pieces(self) -> dict:
+        """The step cut along the path (``critical_path.Result.pieces``), with each piece's
+        rank (-1 outside the path)."""
+        p = cp.Result(self.window, None, self.edges, self.length, np.empty(0)).pieces()
+        at = np.maximum(p["edge"], 0)
+        p["rank"] = np.where(p["edge"] >= 0, self.edges["rank"][at] if len(at) else at, -1)
+        p["kind"] = np.where(p["category"] == cp.IDLE, cp.IDLE, np.array(EDGE_KINDS, object)[
+            self.edges["kind"][at]] if len(at) else at).astype(object)
+        p["event"] = np.where(p["category"] == cp.IDLE, None,
+                              self.edges["event_name"][at] if len(at) else at).astype(object)
+        return p
+
+
+def matched(parts: dict[int, RankPart]) -> co.Job:
+    """The collectives of every rank matched, the clocks aligned."""
+    return co.align(co.match([parts[r].tables for r in sorted(parts)]))
+
+
+def join(parts: dict[int, RankPart], job: co.Job, step: int) -> JobPath | None:
+    """The path of ``step`` over every rank that has it (None: no rank has it)."""
+    ranks = [r for r in sorted(parts) if step in parts[r].graphs]
+    if not ranks:
+        return None
+    off = dict(zip(job.clock["rank"].tolist(), job.clock["offset_ns"].tolist()))
+    gs = [parts[r].graphs[step] for r in ranks]
+    node_at = np.cumsum([0] + [len(g.node_ts) for g in gs])
+    ev_at = node_at // 2
+    shift = [int(off.get(r, 0)) for r in ranks]
+    ts = np.concatenate([g.node_ts - s for g, s in zip(gs, shift)])
+    order = np.concatenate([g.node_order + 8 * node_at[i] for i, g in enumerate(gs)])
+    lane_at = np.cumsum([0] + [int(g.node_lane.max(initial=0)) + 1 for g in gs])
+    lane = np.concatenate([g.node_lane + lane_at[i] for i, g in enumerate(gs)])
+    src = [g.src + node_at[i] for i, g in enumerate(gs)]
+    dst = [g.dst + node_at[i] for i, g in enumerate(gs)]
+    weight = np.concatenate([g.weight for g in gs])
+    kind = [g.kind for g in gs]
+    event = [np.where(g.event >= 0, g.event + ev_at[i], -1) for i, g in enumerate(gs)]
+    j_src, j_dst, j_w = _joins(job, ranks, gs, node_at, ts)
+    src_all, dst_all = np.concatenate(src), np.concatenate(dst)
+    # a member's own kernel weighs its transfer only (its wait is for the others' arrival)
+    span_into = np.full(len(ts), -1, np.int64)
+    spans = np.flatnonzero((np.concatenate(kind) == cp.SPAN) & (dst_all == src_all + 1)
+                           & (src_all % 2 == 0))
+    span_into[dst_all[spans]] = spans
+    own = (j_src + 1 == j_dst) & (span_into[j_dst] >= 0)
+    weight[span_into[j_dst[own]]] = np.minimum(weight[span_into[j_dst[own]]], j_w[own])
+    cross = ~own
+    src_all = np.r_[src_all, j_src[cross]]
+    dst_all = np.r_[dst_all, j_dst[cross]]
+    weight = np.r_[weight, j_w[cross]]
+    kind_all = np.r_[np.concatenate(kind), np.full(int(cross.sum()), JOIN, np.int64)]
+    event_all = np.r_[np.concatenate(event), j_dst[cross] // 2]
+    path = dag.longest_path(ts, order, src_all, dst_all, weight, lane)
+    ev = {k: np.concatenate([g.ev[k] for g in gs]) for k in gs[0].ev if k != "name"}
+    ev["name"] = np.concatenate([parts[r].names[g.ev["name"]] for r, g in zip(ranks, gs)])
+    ev_rank = np.repeat(ranks, [len(g.node_ts) // 2 for g in gs])
+    bind = np.concatenate([g.bind_ns - s for g, s in zip(gs, shift)])
+    s, d, k, e = src_all[path], dst_all[path], kind_all[path], event_all[path]
+    shown = np.where(e >= 0, e, d // 2)
+    names = ev["name"][shown]
+    edges = {"src_node": s, "dst_node": d, "ts": ts[s], "end": ts[d], "weight": weight[path],
+             "kind": k, "event": shown, "event_name": names, "pid": ev["pid"][shown],
+             "tid": ev["tid"][shown], "rank": ev_rank[shown],
+             "src_rank": ev_rank[s // 2], "dst_rank": ev_rank[d // 2],
+             "src_pid": ev["pid"][s // 2], "src_tid": ev["tid"][s // 2],
+             "dst_pid": ev["pid"][d // 2], "dst_tid": ev["tid"][d // 2],
+             "src_dur": ev["dur"][s // 2], "dst_dur": ev["dur"][d // 2],
+             "src_bind": bind[s], "dst_bind": bind[d],
+             "category": cp.category_of(SimpleNamespace(ev=ev), k, shown, names)}
+    win = cp.Window(min(g.start - x for g, x in zip(gs, shift)),
+                    max(g.end - x for g, x in zip(gs, shift)),
+                    "whole trace" if step == WHOLE else f"ProfilerStep#{step}")
+    return JobPath(None if step == WHOLE else step, win, edges, int(edges["weight"].sum()))
+
+
+def members(job: co.Job, ranks: list[int], gs: list[RankGraph], node_at: np.ndarray
+            ) -> list[np.ndarray]:
+    """Per matched instance of this step with two members or more: the start nodes of its
+    kernels (joined numbering: rank ``ranks[i]``'s nodes from ``node_at[i]``)."""
+    a = job.arrivals
+    where = {r: i for i, r in enumerate(ranks)}
+    keep = a["rank"].isin(ranks).to_numpy()
+    a = a[keep]
+    i_of = a["rank"].map(where).to_numpy(np.int64)
+    e = np.array([gs[i].coll_event[row] for i, row in zip(i_of.tolist(), a["row"].tolist())],
+                 np.int64)
+    on = e >= 0
+    start = node_at[i_of[on]] + 2 * e[on]
+    iid = a["iid"].to_numpy(np.int64)[on]
+    o = np.argsort(iid, kind="stable")
+    iid, start = iid[o], start[o]
+    cut = np.flatnonzero(np.r_[True, iid[1:] != iid[:-1]]) if len(iid) else iid
+    groups = [start[lo:hi] for lo, hi in zip(cut.tolist(), np.r_[cut[1:], len(iid)].tolist())]
+    return [m for m in groups if len(m) >= 2]
+
+
+def _joins(job, ranks, gs, node_at, ts):
+    """The edges of every matched instance in this step: (src, dst, weight) arrays, from
+    each member's kernel start to each member's kernel end (its own included), weighing the
+    end's transfer: the end minus the last arrival."""
+    srcs, dsts, ws = [], [], []
+    for m in members(job, ranks, gs, node_at):
+        last = ts[m].max()
+        transfer = np.maximum(ts[m + 1] - last, 0)
+        srcs.append(np.repeat(m, len(m)))
+        dsts.append(np.tile(m + 1, len(m)))
+        ws.append(np.tile(transfer, len(m)))
+    if not srcs:
+        z = np.empty(0, np.int64)
+        return z, z, z
+    s, d, w = np.concatenate(srcs), np.concatenate(dsts), np.concatenate(ws)
+    fwd = ts[d] >= ts[s]  # (clocks aligned within their residual: a few may run backwards)
+    return s[fwd], d[fwd], np.minimum(w[fwd], ts[d[fwd]] - ts[s[fwd]])
+
+
+def step_keys(parts: dict[int, RankPart], step: int | None = None) -> list[int]:
+    """The steps of the job (every rank's, in order), or ``step`` alone."""
+    from ..errors import TraceaugError
+
+    found = sorted({k for p in parts.values() for k in p.graphs})
+    if step is None:
+        return found
+    if step not in found:
+        have = ", ".join(str(k) for k in found if k != WHOLE) or "none"
+        where = Path(next(iter(parts.values())).tables.path).parent if parts else "job"
+        raise TraceaugError(f"{where}: no rank has ProfilerStep#{step} (steps: {have})")
+    return [step]
+
+
+def paths(parts: dict[int, RankPart], step: int | None = None) -> tuple[co.Job, list[JobPath]]:
+    """The matched job and the path of each step (or ``step``)."""
+    job = matched(parts)
+    out = [join(parts, job, k) for k in step_keys(parts, step)]
+    return job, [p for p in out if p is not None]
+
+
+# ----- tables -----------------------------------------------------------------------------------
+def segments(p: JobPath) -> pd.DataFrame:
+    """The step cut along the path, consecutive pieces of one rank, event and category merged:
+    ``step, rank, ts_ns, end_ns, weight_ns`` (job clock; summing to the step), ``kind,
+    category, event``."""
+    q = p.pieces()
+    n = len(q["ts"])
+    new = np.ones(n, bool)
+    if n:
+        new[1:] = ((q["rank"][1:] != q["rank"][:-1]) | (q["category"][1:] != q["category"][:-1])
+                   | (q["event"][1:] != q["event"][:-1]) | (q["kind"][1:] != q["kind"][:-1]))
+    first = np.flatnonzero(new)
+    last = np.r_[first[1:] - 1, n - 1] if len(first) else first
+    return pd.DataFrame({"step": p.step, "rank": q["rank"][first], "ts_ns": q["ts"][first],
+                         "end_ns": q["end"][last],
+                         "weight_ns": q["end"][last] - q["ts"][first],
+                         "kind": q["kind"][first], "category": q["category"][first],
+                         "event": q["event"][first]})
+
+
+def summary(p: JobPath) -> dict:
+    """Per category (idle included: they sum to the step) and per rank (its time on the
+    path, idle apart), with shares of the step."""
+    seg = segments(p)
+    total = max(p.window.end - p.window.start, 1)
+    cats = seg.groupby("category")["weight_ns"].sum()
+    cat_ns = [int(cats.get(c, 0)) for c in cp.CATEGORIES]
+    timed = seg[seg["category"] != cp.IDLE]
+    by_rank = timed.groupby("rank")["weight_ns"].sum()
+    return {"step": p.step, "window": p.window.label, "start_ns": p.window.start,
+            "end_ns": p.window.end, "step_ns": p.window.end - p.window.start,
+            "length_ns": p.length,
+            "categories": {"category": list(cp.CATEGORIES), "ns": cat_ns,
+                           "share_pct": [100 * v / total for v in cat_ns]},
+            "ranks": {"rank": [int(r) for r in by_rank.index],
+                      "ns": [int(v) for v in by_rank.tolist()],
+                      "share_pct": [100 * v / total for v in by_rank.tolist()]}}

@@ -1,0 +1,130 @@
+"""What-if replay of a whole job: every rank's replay model joined at each matched collective.
+
+Each rank's model (``replay.model``, built in its task with the path's graph: ``job_path``)
+moved to the job clock; at every matched instance, each member's kernel end waits for every
+member's arrival plus its own transfer (end − last arrival; its own kernel's time is that
+transfer, so an earlier last arrival ends it earlier). ``replay.join`` keeps the unchanged
+replay the measured one. A job step runs from the first rank's step start to the last
+rank's step end. ``no_stragglers``: every member's end waits for the median arrival instead
+(the member arriving at the median, lower median for an even count) plus its transfer, with
+no slack, and the step ends after each rank's last node (work of a straggler that no longer
+feeds anything does not hold it): the cost of stragglers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from . import collectives as co
+from . import job_path as jp
+from . import replay
+
+if TYPE_CHECKING:
+    from ..job.run import JobOptions
+
+NO_STRAGGLERS = "no-stragglers"
+
+
+def _cat(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.empty(0, np.int64)
+
+
+def _span_edges(m: replay.Model) -> np.ndarray:
+    """Per node: the edge of its event's own time into it (an end node), else -1."""
+    out = np.full(len(m.node_ts), -1, np.int64)
+    own = np.flatnonzero((m.src % 2 == 0) & (m.dst == m.src + 1) & (m.event == m.src // 2))
+    out[m.dst[own]] = own
+    return out
+
+
+def replay_step(parts: dict[int, jp.RankPart], job: co.Job, step: int,
+                scales: list[replay.Scale], no_launch_delay: bool, no_stragglers: bool
+                ) -> replay.StepReplay:
+    """One job step unchanged, then each change alone, then all (as ``replay.replay_window``)."""
+    ranks = [r for r in sorted(parts) if step in parts[r].graphs]
+    gs = [parts[r].graphs[step] for r in ranks]
+    off = dict(zip(job.clock["rank"].tolist(), job.clock["offset_ns"].tolist()))
+    models = []
+    for r, g in zip(ranks, gs):
+        s = int(off.get(r, 0))
+        m = g.model
+        models.append(dataclasses.replace(m, node_ts=m.node_ts - s, start=m.start - s,
+                                          end=m.end - s, delay=m.delay.copy()))
+    node_at = np.cumsum([0] + [len(m.node_ts) for m in models])
+    edge_at = np.cumsum([0] + [len(m.src) for m in models])
+    ts = np.concatenate([m.node_ts for m in models])
+    spans = [_span_edges(m) for m in models]
+    rank_of = np.repeat(np.arange(len(models)), np.diff(node_at))
+    own_edges, j_src, j_dst, j_w, med_src, med_dst, med_w = [], [], [], [], [], [], []
+    for mem in jp.members(job, ranks, gs, node_at):
+        last = ts[mem].max()
+        transfer = np.maximum(ts[mem + 1] - last, 0)
+        for end, w in zip((mem + 1).tolist(), transfer.tolist()):
+            i = int(rank_of[end])
+            e = int(spans[i][end - node_at[i]])
+            if e >= 0:
+                models[i].delay[e] = min(int(models[i].delay[e]), w)
+                own_edges.append(int(edge_at[i]) + e)
+        cross = np.repeat(mem, len(mem)) != np.tile(mem, len(mem))
+        j_src.append(np.repeat(mem, len(mem))[cross])
+        j_dst.append(np.tile(mem + 1, len(mem))[cross])
+        j_w.append(np.tile(transfer, len(mem))[cross])
+        median = mem[np.argsort(ts[mem], kind="stable")[(len(mem) - 1) // 2]]
+        med_src.append(np.full(len(mem), median))
+        med_dst.append(mem + 1)
+        med_w.append(transfer)
+    # a join's time is the destination kernel's (a --scale of it scales the transfer)
+    joined = replay.join(models, _cat(j_src), _cat(j_dst), _cat(j_w), _cat(j_dst) // 2)
+    changes: list[tuple[str, replay.Model, np.ndarray | None, bool]] = []
+    events = joined.events
+    for s in scales:
+        f = np.ones(events)
+        f[np.concatenate([g.picked[s.label] for g in gs])] = s.factor
+        changes.append((s.label, joined, f, False))
+    if no_launch_delay:
+        changes.append((replay.NO_LAUNCH_DELAY, joined, None, True))
+    if no_stragglers:
+        changes.append((NO_STRAGGLERS, _at_the_median(joined, int(edge_at[-1]), own_edges,
+                                                      _cat(med_src), _cat(med_dst), _cat(med_w)),
+                        None, False))
+    if len(changes) > 1:
+        f = np.ones(events)
+        for _, _, fi, _ in changes:
+            if fi is not None:
+                f *= fi
+        changes.append(("all", changes[-1][1] if no_stragglers else joined, f, no_launch_delay))
+    predicted = {label: m.replay(f, nl) for label, m, f, nl in changes}
+    return replay.StepReplay(None if step == jp.WHOLE else step, joined.end - joined.start,
+                             joined.replay(), joined.unexplained(), predicted)
+
+
+def _at_the_median(joined: replay.Model, ranks_edges: int, own: list[int], src: np.ndarray,
+                   dst: np.ndarray, delay: np.ndarray) -> replay.Model:
+    """``joined`` with each collective's edges (the joins, each member's own kernel time)
+    replaced by the median arrival's: end after it plus the member's transfer, no slack."""
+    keep = np.ones(len(joined.src), bool)
+    keep[ranks_edges:] = False  # the joins (``replay.join`` puts them last)
+    keep[np.array(own, np.int64)] = False
+    cap = np.minimum(delay, np.maximum(joined.node_ts[dst] - joined.node_ts[src], 0))
+    k = np.flatnonzero(keep)
+    return dataclasses.replace(
+        joined, src=np.r_[joined.src[k], src], dst=np.r_[joined.dst[k], dst],
+        delay=np.r_[joined.delay[k], cap], slack=np.r_[joined.slack[k], np.zeros(len(src), np.int64)],
+        event=np.r_[joined.event[k], dst // 2],
+        launch=np.r_[joined.launch[k], np.zeros(len(src), bool)], every_node=False)
+
+
+def whatif(path: str | Path, step: int | None = None, scales: list[replay.Scale] | tuple = (),
+           no_launch_delay: bool = False, no_stragglers: bool = False,
+           options: dict | None = None, job: JobOptions | None = None
+           ) -> list[replay.StepReplay]:
+    """The job replay of every step of job ``path`` (or ``step``): each rank read once, in a
+    task of the job executor."""
+    parts = jp.read(path, options, job, tuple(scales))
+    found = jp.matched(parts)
+    return [replay_step(parts, found, k, list(scales), no_launch_delay, no_stragglers)
+            for k in jp.step_keys(parts, step)]

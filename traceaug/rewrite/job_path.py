@@ -1,0 +1,68 @@
+"""The job's critical path drawn on the merged job trace (``merge_job``): a "Critical path"
+lane per rank (``rank N: Critical path``: one slice per segment of the path on that rank)
+and flow arrows along the path's jumps, across ranks at the collectives it passes through.
+Times are the job clock's (the merged trace's), pids the merged trace's (``merge_job``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import orjson
+
+from ..analysis import job_path as jp
+from ..analysis.steps import shorten
+from ..read.rebase import unsigned_tid
+from .critical_path import ARROW_KINDS, CATEGORY, LANE_ID, LANE_NAME
+from .events import async_slice_events, flow_events, process_name_events
+from .merge_job import ARROWS, RANK_PIDS
+
+LANE_PID = RANK_PIDS - 1  # within each rank's pids: the lane's process
+PATH_FLOWS = ARROWS + (1 << 39)  # flow ids of the path's arrows, above the collectives' ones
+
+
+def events(paths: list[jp.JobPath]) -> list[bytes]:
+    """The lanes (one per rank the paths pass through) and the arrows of every step's path."""
+    lanes: dict[int, list] = {}
+    for p in paths:
+        seg = jp.segments(p)
+        seg = seg[seg["category"] != "idle"]
+        for r, rows in seg.groupby("rank", sort=True):
+            lanes.setdefault(int(r), []).append(rows)
+    out: list[bytes] = []
+    for r in sorted(lanes):
+        rows = lanes[r]
+        ts = np.concatenate([x["ts_ns"].to_numpy(np.int64) for x in rows])
+        dur = np.concatenate([x["weight_ns"].to_numpy(np.int64) for x in rows])
+        name = np.concatenate([x["event"].to_numpy(object) for x in rows])
+        cat = np.concatenate([x["category"].to_numpy(object) for x in rows])
+        short = {n: shorten(n) if isinstance(n, str) else str(n) for n in set(name.tolist())}
+        args = {c: orjson.dumps({"category": c}) for c in set(cat.tolist())}
+        pid = r * RANK_PIDS + LANE_PID
+        out += process_name_events([pid], f"rank {r}: {LANE_NAME}", sort_index=-len(lanes) + r)
+        out += async_slice_events(pid, pid, ts, dur, [short[n] for n in name.tolist()], CATEGORY,
+                                  LANE_ID, [args[c] for c in cat.tolist()], track_name=LANE_NAME)
+    return out + arrows(paths)
+
+
+def arrows(paths: list[jp.JobPath]) -> list[bytes]:
+    """An arrow per jump of each path (dependencies, launches, syncs, and the collectives'
+    edges between ranks) whose two events take time (an arrow binds to a slice)."""
+    cols: dict[str, list] = {k: [] for k in ("sp", "st", "sts", "dp", "dt", "dts", "args")}
+    for p in paths:
+        e = p.edges
+        jump = np.isin(e["kind"], (*ARROW_KINDS, jp.JOIN)) & (e["src_dur"] > 0) & (e["dst_dur"] > 0)
+        for i in np.flatnonzero(jump).tolist():
+            cols["sp"].append(int(e["src_rank"][i]) * RANK_PIDS + int(e["src_pid"][i]))
+            cols["st"].append(unsigned_tid(int(e["src_tid"][i])))
+            cols["sts"].append(int(e["src_bind"][i]))
+            cols["dp"].append(int(e["dst_rank"][i]) * RANK_PIDS + int(e["dst_pid"][i]))
+            cols["dt"].append(unsigned_tid(int(e["dst_tid"][i])))
+            cols["dts"].append(int(e["dst_bind"][i]))
+            cols["args"].append({"type": jp.EDGE_KINDS[int(e["kind"][i])],
+                                 "weight_us": int(e["weight"][i]) / 1e3, "step": p.step})
+    n = len(cols["sp"])
+    if not n:
+        return []
+    ids = PATH_FLOWS + np.arange(1, n + 1, dtype=np.int64)
+    return flow_events(np.array(cols["sp"]), np.array(cols["st"]), np.array(cols["sts"]),
+                       np.array(cols["dp"]), np.array(cols["dt"]), np.array(cols["dts"]), ids,
+                       CATEGORY, CATEGORY, cols["args"])

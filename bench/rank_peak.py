@@ -31,7 +31,8 @@ KINETO = REPO_ROOT.parent / "shared" / "traces" / "kineto"
 TINY = KINETO / "a100_triton.json.gz"
 TRACES = ("a100_nccl_rank0_of2.json.gz", "v100_ns_resolution.json.gz",
           "a100_rank0_of16_6streams.json.gz", "vllm_decode_cudagraph.json.gz")
-KINDS = ("full", "analysis", "sync", "ops", "patterns", "gpu", "gpu_steps", "collectives")
+KINDS = ("full", "analysis", "sync", "ops", "patterns", "gpu", "gpu_steps", "collectives",
+         "job_path")
 MB = 1_000_000
 
 CHILD = """
@@ -64,7 +65,8 @@ for line in open("/proc/self/status"):
         print(int(line.split()[1]) * 1024)
 """
 # The task each kind's job runs (``job.tasks``, ``rewrite.pipeline``), with the CLI's defaults.
-TASKS = {"gpu_steps": "gpu_rank", "collectives": "report_rank", "analysis": "info_rank"}
+TASKS = {"gpu_steps": "gpu_rank", "collectives": "report_rank", "analysis": "info_rank",
+         "job_path": "job_path_rank"}
 REWRITERS = {
     "gpu": (("counters", "COUNTERS"), {"series": ["bandwidth", "queue"], "style": "traceaug"}),
     "sync": (("critical_path", "CRITICAL_PATH"), {"step": None, "annotation": None, "instance": 0,

@@ -201,7 +201,8 @@ EVERY_COMMAND = ("bare_number_event", "trailing_garbage", "two_objects", "nested
                  "kernel.ts=null", "kernel.ts=huge_float", "kernel.dur=int_2p64",
                  "kernel.ts=negative", "duplicate_keys", "array_form", "gz_two_members",
                  "gz_double", "zip_gz", "lead_space_gz", "truncated_plain_0.8", "bom",
-                 "every_dur_negative", "kernel.pid=negative")
+                 "every_dur_negative", "kernel.pid=negative", "kernel.args.stream=huge_float",
+                 "kernel.args.correlation=huge_float")
 
 
 @pytest.mark.parametrize("name", EVERY_COMMAND)

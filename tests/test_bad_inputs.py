@@ -205,6 +205,7 @@ EVERY_COMMAND = ("bare_number_event", "trailing_garbage", "two_objects", "nested
                  "kernel.args.correlation=huge_float")
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")
 @pytest.mark.parametrize("name", EVERY_COMMAND)
 def test_one_input_one_verdict(tmp_path: Path, name: str) -> None:
     path = file_for(tmp_path, name)

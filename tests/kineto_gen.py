@@ -44,6 +44,31 @@ def step(i: int) -> list[dict]:
     ]
 
 
+NCCL_KERNEL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def collective(i: int, rank: int) -> list[dict]:
+    """Step ``i``'s all-reduce on rank ``rank`` (of 2): its launch and NCCL kernel, which
+    starts ``5 * rank`` µs late on that rank and ends with the other's."""
+    t = BASE_US + i * STEP_US
+    c = 1_000_000 + i
+    return [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1000,
+         "tid": 1000, "ts": t + 600, "dur": 10, "args": {"correlation": c}},
+        {"ph": "X", "cat": "kernel", "name": NCCL_KERNEL, "pid": 0, "tid": 20,
+         "ts": t + 650 + 5 * rank, "dur": 100 - 5 * rank,
+         "args": {"correlation": c, "device": 0, "stream": 20, "Collective name": "allreduce",
+                  "In msg nelems": 1024, "Out msg nelems": 1024, "dtype": "Float",
+                  "Group size": 2}},
+    ]
+
+
+def rank_trace(rank: int, steps: int = 3) -> dict:
+    """Rank ``rank`` of a 2-rank job: ``events(steps)`` and an all-reduce in each step."""
+    evs = [*METADATA, *(e for i in range(steps) for e in (*step(i), *collective(i, rank)))]
+    return trace(evs, distributedInfo={"rank": rank, "world_size": 2})
+
+
 def events(steps: int = 3) -> list[dict]:
     """The metadata, then ``steps`` steps."""
     return [*METADATA, *(e for i in range(steps) for e in step(i))]
@@ -61,13 +86,15 @@ def write(path: Path, obj) -> Path:
     return path
 
 
-def write_large(path: Path, steps: int, rank: int = 0) -> Path:
-    """``steps`` steps of the same loop, about 1.1 KB of JSON per step, from rank ``rank``."""
+def write_large(path: Path, steps: int, rank: int = 0, collectives: bool = False) -> Path:
+    """``steps`` steps of the same loop, about 1.1 KB of JSON per step, from rank ``rank``
+    (``collectives``: each step with its all-reduce, ``collective``)."""
     header = {**HEADER, "distributedInfo": {"rank": rank, "world_size": max(rank + 1, 1)}}
     head = json.dumps({**header, "traceEvents": []})[:-2]
     with open(path, "w") as f:
         f.write(head + ",\n".join(json.dumps(e) for e in METADATA))
         for i in range(steps):
-            f.write(",\n" + ",\n".join(json.dumps(e) for e in step(i)))
+            evs = [*step(i), *(collective(i, rank) if collectives else ())]
+            f.write(",\n" + ",\n".join(json.dumps(e) for e in evs))
         f.write("]}")
     return path

@@ -3,8 +3,10 @@
 Each case must end in a non-zero exit with one line under 300 characters naming the file,
 or in a correct result; never a traceback, never an output or temporary file left behind,
 and the input unchanged. To stay fast (in-process, ~0.4 s a run) each case goes through one
-of info / query / counters in turn; the structural cases, where the commands used to
-disagree, go through all four commands including diff and must get one verdict.
+command in turn; the structural cases, where the commands used to disagree, go through every
+command and must get one verdict. The job commands (collectives, stragglers, merge) read a
+directory of ranks: the case is rank 0 of a job whose rank 1 is good (an all-reduce per
+step), and a case refused is named once by its file (the job's closing line after it).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -47,12 +50,13 @@ def command(kind: str, path: Path, out: Path) -> list[str]:
             "query": ["query", "--format", "json", str(path), KERNEL_SQL],
             "report": ["report", "--format", "json", str(path), "--html", str(out)],
             "diff": ["diff", "--format", "json", str(path), str(path)],
+            "merge": ["merge", str(path), str(out)],
             }.get(kind, [kind, "--format", "json", str(path)])
 
 
 def kernels_of(kind: str, stdout: str) -> int | None:
     """The kernel count a command's JSON reports (None: it reports none)."""
-    if kind in ("report", *WRITERS, "gaps", "breakdown", "launches", "diff"):
+    if kind in ("report", *WRITERS, "gaps", "breakdown", "launches", "diff", "whatif"):
         return None  # report --html writes a page; the rest report no kernel count
     data = json.loads(stdout)
     if kind == "info":
@@ -97,8 +101,10 @@ def check_run(kind: str, path: Path, before: bytes) -> tuple[int, str]:
     return res.exit_code, res.stdout
 
 
+JOB_KINDS = ("collectives", "stragglers", "merge")  # the case as rank 0 of a job (job_of)
 KINDS = ("info", "query", "kernels", "gaps", "breakdown", "launches", "report", "counters",
-         "critical-path", "patterns", "diff", "summary")  # every command that reads a trace
+         "critical-path", "patterns", "diff", "summary", "whatif",
+         *JOB_KINDS)  # every command that reads a trace
 # Where a command's verdict differs from the rest, by design: counters and critical-path place
 # their events by durations and refuse a trace with none (test_true_messages has the line).
 NEEDS_DURATIONS = {"every_dur_negative": ("counters", "critical-path")}
@@ -111,7 +117,70 @@ def declared(name: str, kind: str) -> int | None:
     return bad_inputs.expected_kernels(CASES[name])
 
 
+def job_of(path: Path) -> Path:
+    """The job beside ``path`` (made once): a copy of the case as its rank 0 (named
+    ``rank-0.json[.gz]``: a rank by its name where its bytes say none), and a good rank 1
+    with an all-reduce in each of its 3 steps."""
+    job = path.parent / "job"
+    if not job.is_dir():
+        job.mkdir()
+        shutil.copyfile(path, job / ("rank-0.json.gz" if path.name.endswith(".gz") else "rank-0.json"))
+        kineto_gen.write(job / "rank-1.json", kineto_gen.rank_trace(1))
+    return job
+
+
+def raw_kernel_events(data: bytes) -> int:
+    """The complete kernel events of a case's bytes (each one kept by merge, which copies
+    every event of every rank)."""
+    doc = bad_inputs._document(data)
+    events = doc if isinstance(doc, list) else doc["traceEvents"]
+    return sum(e.get("ph") == "X" and e.get("cat") == "kernel" for e in events)
+
+
+def check_job_run(kind: str, job: Path, want: int | None) -> None:
+    """Run a job command on ``job`` (its rank 0 a corpus case, ``want`` that case's verdict):
+    refused, the case's file named once by its problem (and the job's closing line); or the
+    good rank's 3 all-reduces reported, merge's output holding every kernel of both ranks."""
+    (case,) = job.glob("rank-0.*")
+    out = job.parent / "out.json"
+    before = {p.name: p.read_bytes() for p in job.iterdir()}
+    listing = set(os.listdir(job.parent))
+    args = [kind, str(job), str(out)] if kind == "merge" else [kind, "--format", "json", str(job)]
+    res = CliRunner().invoke(main, args)
+    err = res.stderr
+    assert "Traceback" not in err + res.stdout, err
+    assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
+    assert "Warning" not in err, err
+    assert {p.name: p.read_bytes() for p in job.iterdir()} == before  # input unchanged
+    assert res.exit_code == (1 if want is None else 0), (kind, res.exit_code, want, err)
+    if want is None:
+        lines = err.strip().splitlines()
+        named = [line for line in lines if line.startswith(
+            (f"traceaug: error: {case}: ", f"traceaug: rank 0 failed: {case}: "))]
+        assert len(named) == 1 and len(lines) <= 2, err
+        assert lines[-1].startswith("traceaug: error: ") and all(len(x) < 300 for x in lines), err
+        assert set(os.listdir(job.parent)) == listing and res.stdout == ""  # nothing written
+        return
+    if kind == "collectives":
+        rows = json.loads(res.stdout)
+        assert len(rows) == 3 and all(r["ranks"] == 1 for r in rows), rows
+    elif kind == "stragglers":
+        got = json.loads(res.stdout)
+        assert got["findings"] == [], got
+        assert [sum(r["collectives"] for r in got["steps"] if r["rank"] == rank)
+                for rank in (0, 1)] == [0, 3], got
+    else:
+        assert set(os.listdir(job.parent)) - listing == {out.name}
+        events = json.loads(out.read_bytes())["traceEvents"]
+        kernels = sum(e.get("ph") == "X" and e.get("cat") == "kernel" for e in events)
+        assert kernels == raw_kernel_events(before[case.name]) + 2 * 3, kernels
+        out.unlink()
+
+
 def check_verdict(kind: str, path: Path, name: str) -> None:
+    if kind in JOB_KINDS:
+        check_job_run(kind, job_of(path), declared(name, kind))
+        return
     code, stdout = check_run(kind, path, path.read_bytes())
     want = declared(name, kind)
     assert code == (1 if want is None else 0), (kind, code, want)
@@ -132,9 +201,11 @@ EVERY_COMMAND = ("bare_number_event", "trailing_garbage", "two_objects", "nested
                  "kernel.ts=null", "kernel.ts=huge_float", "kernel.dur=int_2p64",
                  "kernel.ts=negative", "duplicate_keys", "array_form", "gz_two_members",
                  "gz_double", "zip_gz", "lead_space_gz", "truncated_plain_0.8", "bom",
-                 "every_dur_negative")
+                 "every_dur_negative", "kernel.pid=negative", "kernel.args.stream=huge_float",
+                 "kernel.args.correlation=huge_float")
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")
 @pytest.mark.parametrize("name", EVERY_COMMAND)
 def test_one_input_one_verdict(tmp_path: Path, name: str) -> None:
     path = file_for(tmp_path, name)
@@ -345,3 +416,109 @@ def test_failing_rank_leaves_no_output_of_the_other(tmp_path: Path) -> None:
     assert sorted(os.listdir(src)) == ["rank0.json", "rank1.json"]
     res = CliRunner().invoke(main, ["counters", str(src), str(src)])
     assert res.exit_code == 1 and "is the input directory" in res.stderr
+
+
+# ----- hostile rank directories (the job commands) --------------------------------------------
+
+NON_UTF8 = os.fsdecode(b"rank-\xff.json")  # a name no UTF-8 terminal can show as it is
+
+
+def _hostile_job(job: Path, kind: str) -> str | None:
+    """Rank 1 good, and beside it one hostile entry of ``kind``; the entry the run must name
+    (None: the directory itself is at fault)."""
+    kineto_gen.write(job / "rank-1.json", kineto_gen.rank_trace(1))
+    good = json.dumps(kineto_gen.rank_trace(0)).encode()
+    entry = job / "rank-0.json"
+    if kind == "garbage":
+        entry.write_bytes(bytes(range(256)) * 4)
+    elif kind == "truncated_gz":
+        entry = job / "rank-0.json.gz"
+        packed = gzip.compress(good, mtime=0)
+        entry.write_bytes(packed[: len(packed) // 2])
+    elif kind == "truncated":
+        entry.write_bytes(good[: len(good) // 2])
+    elif kind == "fifo":
+        os.mkfifo(entry)
+    elif kind == "a_directory":
+        entry.mkdir()
+    elif kind == "empty_file":
+        entry.write_bytes(b"")
+    elif kind == "dangling_symlink":
+        entry.symlink_to(job / "missing.json")
+    elif kind == "symlink_to_dev_zero":
+        entry.symlink_to("/dev/zero")
+    elif kind == "symlink_loop":
+        entry.symlink_to(entry.name)
+    elif kind == "non_utf8_name_truncated":
+        entry = job / NON_UTF8
+        entry.write_bytes(good[: len(good) // 2])
+    elif kind == "rank_twice":
+        kineto_gen.write(entry, kineto_gen.rank_trace(1))
+        return None
+    elif kind == "no_rank":
+        t = kineto_gen.rank_trace(0)
+        del t["distributedInfo"]
+        kineto_gen.write(job / "worker.json", t)
+        return None
+    elif kind == "empty_job":
+        (job / "rank-1.json").unlink()
+        return None
+    return str(entry)
+
+
+HOSTILE_JOBS = ("garbage", "truncated_gz", "truncated", "fifo", "a_directory", "empty_file",
+                "dangling_symlink", "symlink_to_dev_zero", "symlink_loop",
+                "non_utf8_name_truncated", "rank_twice", "no_rank", "empty_job")
+
+
+def _listing(d: Path) -> dict[str, object]:
+    return {p.name: (os.readlink(p) if p.is_symlink() else p.read_bytes() if p.is_file()
+                     else p.is_dir()) for p in d.iterdir()}
+
+
+@pytest.mark.parametrize("hostile", HOSTILE_JOBS)
+def test_hostile_rank_directories(tmp_path: Path, hostile: str) -> None:
+    """collectives, stragglers and merge on a job with one hostile entry: exit 1, the entry
+    named once (or the directory, when it is the fault), a closing line, nothing written,
+    the job unchanged."""
+    job = tmp_path / "job"
+    job.mkdir()
+    entry = _hostile_job(job, hostile)
+    before = _listing(job)
+    for kind in JOB_KINDS:
+        out = tmp_path / "out.json"
+        args = [kind, str(job), str(out)] if kind == "merge" else [kind, str(job)]
+        res = CliRunner().invoke(main, args)
+        err = res.stderr
+        assert res.exit_code == 1 and res.stdout == "", (kind, hostile, err)
+        assert "Traceback" not in err and isinstance(res.exception, SystemExit), err
+        lines = err.strip().splitlines()
+        assert 1 <= len(lines) <= 2 and all(len(x) < 300 for x in lines), err
+        assert lines[-1].startswith("traceaug: error: "), err
+        shown = entry and entry.encode("utf-8", "backslashreplace").decode()  # as said
+        if shown is None:
+            assert lines == [lines[-1]] and lines[0].startswith(f"traceaug: error: {job}: "), err
+        else:
+            named = [x for x in lines if x.startswith((f"traceaug: error: {shown}: ",
+                                                       f"traceaug: rank 0 failed: {shown}: "))]
+            assert len(named) == 1, err
+        assert sorted(os.listdir(tmp_path)) == ["job"] and _listing(job) == before
+
+
+def test_a_good_rank_under_a_non_utf8_name(tmp_path: Path) -> None:
+    """A good rank 0 under a name that is not UTF-8, beside rank 1: read. Each of the 3
+    all-reduces (in the raw JSON: rank 1's kernel starts 5 µs after rank 0's) has both ranks,
+    rank 1 the straggler 5 µs late; merge draws one arrow for each."""
+    job = tmp_path / "job"
+    job.mkdir()
+    kineto_gen.write(job / "rank-1.json", kineto_gen.rank_trace(1))
+    kineto_gen.write(job / NON_UTF8, kineto_gen.rank_trace(0))
+    starts = {r: [e["ts"] for e in kineto_gen.rank_trace(r)["traceEvents"]
+                  if e.get("name") == kineto_gen.NCCL_KERNEL] for r in (0, 1)}
+    skews = [b - a for a, b in zip(starts[0], starts[1], strict=True)]
+    res = CliRunner().invoke(main, ["collectives", "--format", "json", str(job)])
+    assert res.exit_code == 0, res.stderr
+    rows = json.loads(res.stdout)
+    assert [(r["ranks"], r["straggler"], r["skew_us"]) for r in rows] == [(2, 1, s) for s in skews]
+    res = CliRunner().invoke(main, ["merge", str(job), str(tmp_path / "m.json")])
+    assert res.exit_code == 0 and f"(2 ranks, {len(skews)} cross-rank arrows)" in res.stderr

@@ -355,3 +355,34 @@ def test_open_port_busy_or_reserved_is_refused_before_any_work(tmp_path: Path) -
                 assert res.stdout == b"" and not (tmp_path / "o.json").exists(), args
             res = run(["open", "v.json", "--no-browser", "--port", port], tmp_path)
             assert problem in one_error_line(res)
+
+
+INT64_MAX = 2**63 - 1
+
+
+def test_a_stream_past_int64_is_one_id_for_every_command(tmp_path: Path) -> None:
+    """A kernel whose ``stream`` is 1e308 and one whose ``stream`` is 2^64 (``device`` 1e308):
+    kernels, gaps, breakdown and launches read them, with no numpy warning, as the one stream
+    id info and counters already give them: Kineto's value held at int64's largest."""
+    events = kineto_gen.events(3)
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    kernels[0]["args"]["stream"] = "__BIG_FLOAT__"
+    kernels[1]["args"]["stream"] = "__BIG_INT__"
+    kernels[2]["args"]["device"] = "__BIG_FLOAT__"
+    text = json.dumps(kineto_gen.trace(events)).replace('"__BIG_FLOAT__"', "1e308")
+    trace = tmp_path / "t.json"
+    trace.write_text(text.replace('"__BIG_INT__"', str(2**64)))
+    # the oracle, from the raw JSON: (device, stream) of every GPU op, held at int64's largest
+    raw = json.loads(trace.read_text())["traceEvents"]
+    want: dict[tuple[int, int], int] = {}
+    for e in raw:
+        if e.get("cat") in ("kernel", "gpu_memcpy"):
+            key = tuple(min(int(e["args"][k]), INT64_MAX) for k in ("device", "stream"))
+            want[key] = want.get(key, 0) + 1
+    assert want == {(0, 7): 3, (0, INT64_MAX): 2, (INT64_MAX, 7): 1}
+    for command in ("kernels", "gaps", "breakdown", "launches"):
+        res = run([command, "--format", "json", trace], tmp_path)
+        assert res.returncode == 0 and res.stderr == b"", (command, res.stderr.decode())
+        if command == "gaps":
+            rows = json.loads(res.stdout)["gaps per stream"]
+            assert {(r["device"], r["stream"]): r["ops"] for r in rows} == want

@@ -59,6 +59,9 @@ def big(tmp_path_factory) -> Path:
     (d / "ranks").mkdir()
     for rank in (0, 1):
         kineto_gen.write_large(d / "ranks" / f"rank-{rank}.json", RANK_STEPS, rank)
+    (d / "job").mkdir()  # the job commands': the same ranks, an all-reduce in every step
+    for rank in (0, 1):
+        kineto_gen.write_large(d / "job" / f"rank-{rank}.json", RANK_STEPS, rank, collectives=True)
     nsys_large(shared_trace(SAXPY), d / "export.sqlite", NSYS_COPIES)
     return path
 
@@ -130,11 +133,16 @@ COMMANDS = {"counters": ["counters", "big.json", "out.json.gz"],
             "convert": ["convert", "export.sqlite", "conv.json.gz"],
             "counters DIR": ["counters", "ranks", "c_out/"],
             "critical-path DIR": ["critical-path", "ranks", "cp_out/"],
-            "patterns DIR": ["patterns", "ranks", "pat_out/"]}
+            "patterns DIR": ["patterns", "ranks", "pat_out/"],
+            "whatif": ["whatif", "mid.json"],
+            "collectives": ["collectives", "job"],
+            "stragglers": ["stragglers", "job"],
+            "merge": ["merge", "job", "merged.json"]}
 OUTPUTS = {"counters": ["out.json.gz"], "diff": ["r.html", "m.json"], "info": [],
            "critical-path": ["cp.json"], "patterns": ["pat.json"], "report": ["rep.html"],
            "convert": ["conv.json.gz"], "counters DIR": ["c_out/"],
-           "critical-path DIR": ["cp_out/"], "patterns DIR": ["pat_out/"]}
+           "critical-path DIR": ["cp_out/"], "patterns DIR": ["pat_out/"], "whatif": [],
+           "collectives": [], "stragglers": [], "merge": ["merged.json"]}
 # Where in each command's run the signals land, as fractions of its uninterrupted run on this
 # machine (measured first), from the moment its handlers are in place. SIGINT and SIGTERM take turns; from
 # the middle on, the outputs already exist (an old version) and must come out unchanged.
@@ -147,7 +155,11 @@ FRACTIONS = {"counters": (0.05, 0.1, 0.18, 0.25, 0.33, 0.5, 0.95),
              "convert": (0.3, 0.8),
              "counters DIR": (0.3, 0.8),
              "critical-path DIR": (0.55,),
-             "patterns DIR": (0.55,)}
+             "patterns DIR": (0.55,),
+             "whatif": (0.3, 0.8),
+             "collectives": (0.3, 0.7),
+             "stragglers": (0.5,),
+             "merge": (0.1, 0.3, 0.55, 0.8)}
 RANK_NAMES = ("rank-0.json", "rank-1.json")  # what a rank-directory output holds
 
 
@@ -317,7 +329,10 @@ DIFF = ["diff", "a.json", "b.json", "--html", "r.html", "--trace", "m.json"]
     (DIFF, False, 1, signal.SIGTERM),
     (["counters", "ranks", "out/"], True, 1, signal.SIGTERM),
     (["counters", "ranks", "out/"], False, 1, signal.SIGINT),
-], ids=["counters", "diff-after-1st", "diff-after-2nd", "diff-new", "counters-DIR", "counters-new-DIR"])
+    (["merge", "ranks", "out.json"], True, 1, signal.SIGTERM),
+    (["merge", "ranks", "out.json"], False, 1, signal.SIGINT),
+], ids=["counters", "diff-after-1st", "diff-after-2nd", "diff-new", "counters-DIR", "counters-new-DIR",
+        "merge", "merge-new"])
 def test_signal_in_the_commit(small: Path, tmpdir_env: dict[str, str], args: list[str], old: bool,
                               nth: int, sig: int) -> None:
     """Ctrl-C / SIGTERM in the middle of the commit (after its ``nth`` rename): the run says

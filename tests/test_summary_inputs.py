@@ -86,12 +86,58 @@ def test_config_path_with_a_nul_byte(tmp_path: Path, key: str) -> None:
     _one_line_error(*_summary("--config", cfg), cfg, "holds a NUL byte")
 
 
+def _projected_ms(events: list[dict]) -> tuple[float, float]:
+    """From the raw JSON: (total NVTX range time, measured non-hidden time), in ms, of the
+    ProfilerStep ranges, each projected onto the GPU ops whose launch (the first runtime call
+    with the op's correlation id, an integer) began inside it; the non-hidden time is each
+    window minus the compute kernels inside it (they never overlap here)."""
+    calls: dict[int, float] = {}
+    for e in events:
+        c = e.get("args", {}).get("correlation")
+        if e.get("cat") == "cuda_runtime" and type(c) is int:
+            calls.setdefault(c, e["ts"])
+    gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy")]
+    total = hidden = 0.0
+    for r in (e for e in events if e["name"].startswith("ProfilerStep#")):
+        mine = [g for g in gpu if r["ts"] <= calls.get(g["args"]["correlation"], -1) < r["ts"] + r["dur"]]
+        lo, hi = (min(g["ts"] for g in mine), max(g["ts"] + g["dur"] for g in mine)) if mine else (
+            r["ts"], r["ts"] + r["dur"])
+        total += hi - lo
+        hidden += sum(g["dur"] for g in mine if g["cat"] == "kernel" and lo <= g["ts"] < hi)
+    return total / 1e3, (total - hidden) / 1e3
+
+
 def test_trace_with_a_string_correlation(tmp_path: Path) -> None:
-    events = kineto_gen.events(3)
-    launch = next(e for e in events if e["name"] == "cudaLaunchKernel")
-    launch["args"]["correlation"] = "abc"
+    """A launch whose correlation id is "abc" (or 1e308) links nothing: summary reads the trace
+    as every other command does (it used to refuse it alone), its kernel launched by no call."""
+    for value in ("abc", 1e308):
+        events = kineto_gen.events(3)
+        launch = next(e for e in events if e["name"] == "cudaLaunchKernel")
+        launch["args"]["correlation"] = value
+        trace = kineto_gen.write(tmp_path / "t.json", kineto_gen.trace(events))
+        r = CliRunner().invoke(main, ["summary", "--format", "json", str(trace)])
+        assert r.exit_code == 0, r.output
+        (got,) = json.loads(r.stdout)
+        total_ms, non_hidden_ms = _projected_ms(events)
+        assert (total_ms, non_hidden_ms) == (1.0, 0.6)  # step 0: its copy alone (100 µs)
+        assert got["nvtx"]["total_ms"] == pytest.approx(total_ms)
+        assert got["measured"]["non_hidden_total_ms"] == pytest.approx(non_hidden_ms)
+        for command in ("kernels", "gaps", "breakdown", "launches", "counters"):  # one verdict
+            out = [str(tmp_path / "o.json")] if command == "counters" else []
+            r = CliRunner().invoke(main, [command, str(trace), *out])
+            assert r.exit_code == 0, (command, r.output)
+
+
+def test_ranges_of_no_time(tmp_path: Path) -> None:
+    """Every event 0 µs long: the ranges' shares are 0 %, as every share of no time is
+    (a ZeroDivisionError traceback before)."""
+    events = [{**e, "dur": 0} if "dur" in e else e for e in kineto_gen.events(3)]
     trace = kineto_gen.write(tmp_path / "t.json", kineto_gen.trace(events))
-    _one_line_error(*_summary(trace), trace, "a correlation id is 'abc', not an integer")
+    r = CliRunner().invoke(main, ["summary", "--format", "json", str(trace)])
+    assert r.exit_code == 0, r.output
+    nvtx = json.loads(r.stdout)[0]["nvtx"]
+    assert (nvtx["count"], nvtx["total_ms"]) == (3, 0.0)
+    assert nvtx["non_hidden_per_range_pct"] == nvtx["non_hidden_total_pct"] == 0.0
 
 
 # ----- a class map's cost ------------------------------------------------------------------

@@ -754,10 +754,17 @@ def _collectives_job(ctx: click.Context, trace: Path, step: int | None, rank: in
                      no_align: bool):
     from .commands import collectives as cmd
 
-    job = cmd.job_for(trace, step, rank, not no_align, _options(ctx), run=_job(ctx))
-    for line in cmd.notes(job):
+    return cmd.job_for(trace, step, rank, not no_align, _options(ctx), run=_job(ctx))
+
+
+def _collectives_out(job, text: str, found: tuple[str, ...] = ()) -> None:
+    """The job's notes (and ``found``) on stderr, then ``text``: said together once every
+    figure is computed, so a run stopped before says nothing but that it was."""
+    from .commands import collectives as cmd
+
+    for line in (*cmd.notes(job), *found):
         click.echo(f"traceaug: {line}", err=True)
-    return job
+    click.echo(text, nl=False)
 
 
 @main.command("collectives")
@@ -772,7 +779,7 @@ def collectives_command(ctx: click.Context, trace: Path, rank: int | None, step:
     job = _collectives_job(ctx, trace, step, rank, no_align)
     from .commands import collectives as cmd
 
-    click.echo(cmd.render_table(cmd.collectives_frame(job, by, rank), fmt), nl=False)
+    _collectives_out(job, cmd.render_table(cmd.collectives_frame(job, by, rank), fmt))
 
 
 @main.command("stragglers")
@@ -787,10 +794,8 @@ def stragglers_command(ctx: click.Context, trace: Path, rank: int | None, step: 
     from .commands import collectives as cmd
 
     found, table = cmd.stragglers_frame(job, rank)
-    if fmt == "csv":
-        for line in found:
-            click.echo(f"traceaug: {line}", err=True)
-    click.echo(cmd.render_table(table, fmt, None if fmt == "csv" else found), nl=False)
+    _collectives_out(job, cmd.render_table(table, fmt, None if fmt == "csv" else found),
+                     tuple(found) if fmt == "csv" else ())
 
 
 @main.command("merge")

@@ -217,9 +217,10 @@ def _ranges(data: SummaryInput, tag: str | None, iters: int, kernel: dict) -> di
     mean_ms = total_ms / n
     est = mean_ms - kernel["per_iter_ms"]
     est_total = total_ms - kernel["total_ms"]
-    return {"count": n, "mean_ms": mean_ms, "total_ms": total_ms,
-            "non_hidden_per_range_ms": est, "non_hidden_per_range_pct": est / mean_ms * 100,
-            "non_hidden_total_ms": est_total, "non_hidden_total_pct": est_total / total_ms * 100}
+    return {"count": n, "mean_ms": mean_ms, "total_ms": total_ms,  # shares of no time: 0, as _share
+            "non_hidden_per_range_ms": est, "non_hidden_per_range_pct": _share([est], mean_ms)[0],
+            "non_hidden_total_ms": est_total,
+            "non_hidden_total_pct": _share([est_total], total_ms)[0]}
 
 
 def union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -325,20 +326,10 @@ def from_trace(trace, title: str, tag: str | None) -> SummaryInput:
 def project(trace, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each CPU range [start, end) projected onto the GPU: from the first start to the last end
     of the GPU ops whose launch call began inside it (the range itself when it launched none)."""
-    ops = trace.columns("SELECT ts, ts + dur AS e, correlation FROM traceaug_gpu_op "
-                        "WHERE correlation IS NOT NULL")
-    calls = trace.columns("SELECT ts, correlation FROM traceaug_runtime WHERE correlation IS NOT NULL "
-                          "ORDER BY correlation")
-    # each op's launch call by correlation id (numpy: the engine would join two views row by row)
-    for col in (ops["correlation"], calls["correlation"]):
-        if col.dtype.kind not in "iu":  # Kineto wrote a string (or a float) as the id
-            bad = next((v for v in col.tolist() if not isinstance(v, int)), col.dtype)
-            raise TraceaugError(f"{trace.path}: a correlation id is {bad!r}, not an integer")
-    corr, call_corr = ops["correlation"].astype(np.int64), calls["correlation"].astype(np.int64)
-    j = np.minimum(np.searchsorted(call_corr, corr), max(len(call_corr) - 1, 0))
-    found = (call_corr[j] == corr) if len(call_corr) else np.zeros(len(corr), dtype=bool)
-    ops = {k: v[found] for k, v in ops.items()}
-    launch = calls["ts"].astype(np.int64)[j[found]]
+    trace.include("traceaug.gpu")  # the launch join every analysis reads
+    ops = trace.columns("SELECT ts, ts + dur AS e, launch_ts FROM traceaug_gpu_op_launch "
+                        "WHERE launch_ts IS NOT NULL")
+    launch = ops["launch_ts"].astype(np.int64)
     i = np.searchsorted(starts, launch, side="right") - 1
     inside = (i >= 0) & (launch < ends[np.maximum(i, 0)])
     ws, we = starts.copy(), ends.copy()

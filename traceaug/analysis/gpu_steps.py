@@ -21,7 +21,7 @@ import numpy as np
 
 from ..trace import Trace
 from .steps import category, check_step, step_number, steps
-from .tables import Columns, codes, take
+from .tables import Columns, codes, ints, take
 
 # The load kind these analyses need (GPU ops, their launches, ProfilerSteps of both sides),
 # the other events cut unparsed (read/kinds.py).
@@ -162,8 +162,8 @@ def _ops(trace: Trace) -> Columns:
     ops["name_id"] = code  # numbers the distinct names (grouping by it skips hashing strings)
     # copies and DMA that run as kernels (MTIA's CCP events) are copies by name (base.sql)
     ops["category"] = category(ops["kind"], code, names)
-    for k in ("device", "stream"):
-        ops[k] = np.nan_to_num(c[k].astype(np.float64), nan=-1).astype(np.int64)
+    for k in ("device", "stream"):  # the engine's ids as they are (1e308 is int64's max)
+        ops[k] = ints(c[k])
     ops["correlation"] = c["correlation"]
     launch_ts = c["launch_ts"].astype(np.float64)  # NaN: no launch
     ops["launched"] = ~np.isnan(launch_ts)

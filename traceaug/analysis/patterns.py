@@ -28,7 +28,7 @@ import numpy as np
 from ..trace import Trace
 from .repeats import range_reduce, repeats
 from .steps import shorten
-from .tables import Columns, codes, first_match, objects
+from .tables import Columns, codes, first_match, ints, objects
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -195,20 +195,12 @@ def compute(trace: Trace, operator: str | None = None, min_len: int = 3) -> Patt
     return Patterns(patterns, occurrences, gpu, kernel_names, gpu_total, len(inst_key))
 
 
-def _ints(column: np.ndarray) -> np.ndarray:
-    """A column as int64, -1 where a value is not an integer (NULL, a string tid)."""
-    if column.dtype != object:
-        return column.astype(np.int64)
-    return np.fromiter((v if v.__class__ is int else -1 for v in column.tolist()), np.int64,
-                       len(column))
-
-
 def _slices(trace: Trace, operator: str | None) -> Columns:
     """Every slice (id order) with its parent, depth, ts, dur, thread (pid, tid; -1 off
     thread tracks), whether it is a CPU op matching ``operator`` (``match``) and, for
     those, its name (None elsewhere)."""
     cpu = {k: v.astype(np.int64) for k, v in trace.columns(SLICE_SQL).items()}
-    tracks = {k: _ints(v) for k, v in trace.columns(TRACK_SQL).items()}
+    tracks = {k: ints(v) for k, v in trace.columns(TRACK_SQL).items()}
     at = np.searchsorted(tracks["track_id"], cpu["track_id"])
     on = at < len(tracks["track_id"])
     on[on] = tracks["track_id"][at[on]] == cpu["track_id"][on]

@@ -78,6 +78,15 @@ def objects(values: list) -> np.ndarray:
     return out
 
 
+def ints(column: np.ndarray, missing: int = -1) -> np.ndarray:
+    """An engine column as int64, ``missing`` where a value is no integer (NULL, text, a real):
+    ids stay exact (through float64 they round past 2^53, and int64's ends overflow)."""
+    if column.dtype.kind in "iub":
+        return column.astype(np.int64)
+    return np.fromiter((v if v.__class__ is int else missing for v in column.tolist()), np.int64,
+                       len(column))
+
+
 def isin(column: np.ndarray, values) -> np.ndarray:
     """Membership by equality of hashable values (None and mixed types too)."""
     allowed = set(values.tolist() if isinstance(values, np.ndarray) else values)

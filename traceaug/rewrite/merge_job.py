@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+import pandas as pd
 
 from .. import guard
 from ..analysis import collectives as co
@@ -33,12 +34,10 @@ ARROWS = (1 << 62) - (1 << 40)  # flow ids of the cross-rank arrows, above every
 
 
 def _pid_of(rank: int):
-    """Rank ``rank``'s pid for a pid of its file."""
+    """Rank ``rank``'s pid for a pid of its file: moved into the rank's range, or (a pid that
+    is no number in 0 .. RANK_PIDS - 1: text, -5, 2^40) named by the rank, as the UI shows it."""
     def pid(p):
-        if isinstance(p, int):
-            if not 0 <= p < RANK_PIDS:
-                raise TraceaugError(f"pid {p} of rank {rank} is out of the range merge moves "
-                                    f"(0 to {RANK_PIDS - 1})")
+        if isinstance(p, int) and 0 <= p < RANK_PIDS:
             return rank * RANK_PIDS + p
         return f"rank {rank}: {p if isinstance(p, str) else orjson.dumps(p).decode()}"
     return pid
@@ -66,7 +65,7 @@ def arrows(job: co.Job) -> list[bytes]:
     fid = ARROWS
     for iid, rows in waits.groupby("iid", sort=True):
         s = rows["straggler"].iat[0]
-        if s is None or s != s:
+        if pd.isna(s):  # a collective of one rank only: no one waited
             continue
         first = rows[rows["rank"] == s].iloc[0]
         inst = job.instances.set_index("iid").loc[iid]

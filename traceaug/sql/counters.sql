@@ -2,11 +2,12 @@
 INCLUDE PERFETTO MODULE traceaug.base;
 
 -- Runtime / driver calls that enqueue work on a stream (CUDA, ROCm and MTIA: HTA's MTIA launch
--- `runFunction - job_prep_and_submit_for_execution`, and the queued copies).
+-- `runFunction - job_prep_and_submit_for_execution`, and the queued copies). Integer ids only
+-- (a text or real one links nothing, as in traceaug.gpu).
 CREATE PERFETTO TABLE traceaug_launch AS
 SELECT id, ts, dur, name, correlation
 FROM traceaug_runtime
-WHERE correlation IS NOT NULL AND correlation > 0
+WHERE typeof(correlation) = 'integer' AND correlation > 0
   AND name IN (
     'cudaLaunchKernel', 'cudaLaunchKernelExC', 'cuLaunchKernel', 'cuLaunchKernelEx',
     'cudaLaunchCooperativeKernel', 'cudaMemcpyAsync', 'cudaMemsetAsync', 'cudaGraphLaunch',
@@ -19,7 +20,8 @@ WHERE correlation IS NOT NULL AND correlation > 0
 -- Memory copies and sets with their copy kind, bytes and bandwidth (GB/s = bytes/ns).
 CREATE PERFETTO TABLE traceaug_copy AS
 SELECT
-  id, pid, device, stream, ts, dur, name, correlation,
+  id, pid, device, stream, ts, dur, name,
+  IIF(typeof(correlation) = 'integer', correlation, NULL) AS correlation,
   CASE
     WHEN kind = 'memset' THEN 'Memset'
     WHEN name GLOB 'Memcpy HtoD*' THEN 'HtoD'

@@ -2,11 +2,12 @@
 -- launch and breakdown analyses read.
 INCLUDE PERFETTO MODULE traceaug.base;
 
--- The first runtime / driver call of each correlation id (the launch of its GPU ops).
+-- The first runtime / driver call of each correlation id (the launch of its GPU ops). An id
+-- that is no integer ("abc", 1e308) links nothing, as in every analysis (critical path too).
 CREATE PERFETTO TABLE _traceaug_first_launch AS
 SELECT correlation, MIN(id) AS id
 FROM traceaug_runtime
-WHERE correlation IS NOT NULL
+WHERE typeof(correlation) = 'integer'
 GROUP BY correlation;
 
 -- Every GPU op (kernel, copy, set; MTIA CCP event) with its launch, NULL when no call in

@@ -122,7 +122,9 @@ def rank_graph(path: Path, step: int) -> tuple[int, dict]:
     under 1.5 ms), and the waits of blocking calls: a copy to or from pageable memory on its
     own op, a stream sync on the op launched before it that ended last while it ran, a device
     sync on the last op started on each stream by its end (weighing the call's end minus the
-    latest of its start and those ops' ends)."""
+    latest of its start and those ops' ends), and the cross-stream waits the trace does not
+    record (``_stream_waits``: an op held long after its stream and its launch allowed, just
+    after an op of another stream ended; their time apart)."""
     raw = load_raw(path)
     evs = [e for e in raw["traceEvents"] if e.get("ph") == "X"]
     win = next(e for e in evs if e.get("name") == f"ProfilerStep#{step}")
@@ -160,6 +162,7 @@ def rank_graph(path: Path, step: int) -> tuple[int, dict]:
         if e.get("cat") in GPU_CATS:
             edge(2 * i, 2 * i + 1, t[2 * i + 1] - t[2 * i])
             streams.setdefault((e["args"]["device"], e["args"]["stream"]), []).append(i)
+    launch_delays = []
     for ops in streams.values():
         ops.sort(key=lambda i: (t[2 * i], i))
         for k, i in enumerate(ops):
@@ -169,8 +172,11 @@ def rank_graph(path: Path, step: int) -> tuple[int, dict]:
             if (c is not None and queued[id(nodes[i])]
                     and (prev_end is None or prev_end < t[2 * c])):
                 edge(2 * c, 2 * i, t[2 * i] - t[2 * c])
+                launch_delays.append(t[2 * i] - t[2 * c])
             elif k and t[2 * i] - prev_end < MAX_GAP_NS:
                 edge(2 * ops[k - 1] + 1, 2 * i, t[2 * i] - prev_end)
+    for a, b in _stream_waits(nodes, t, index, corr_of, gpu_all, launch_delays):
+        edge(2 * a + 1, 2 * b, t[2 * b] - t[2 * a + 1])
     waits = _blocking(nodes, t, index, corr_of, streams)
     for call_end, ops in waits.items():
         weight = t[call_end] - max([t[call_end - 1]] + [t[o] for o in ops])
@@ -208,6 +214,43 @@ def _cpu_walk(nodes: list[dict], t: list[int], edge) -> None:
         for (_, enter_a, _, a), (_, _, _, b) in zip(points, points[1:]):
             open_ += 1 if enter_a else -1
             edge(a, b, 0 if open_ == 0 else t[b] - t[a])
+
+
+LATE_NS, NEAR_NS = 50_000, 10_000
+
+
+def _stream_waits(nodes, t, index, corr_of, gpu_all, launch_delays) -> list[tuple[int, int]]:
+    """(a, b) node events: GPU op b started more than 50 us after both the end of the op before
+    it on its stream (over the whole file) and its launch call's start plus the median launch
+    delay (of the launch edges), and op a of another stream of its device ended at most 10 us
+    before b started (the latest such end; each op ending then)."""
+    typical = statistics.median(launch_delays) if launch_delays else 0
+    prev_end = {}
+    per_stream: dict = {}
+    for e in gpu_all:
+        per_stream.setdefault((e["args"]["device"], e["args"]["stream"]), []).append(e)
+    for ops in per_stream.values():
+        ops.sort(key=lambda e: ns(e["ts"]))
+        for p, e in zip(ops, ops[1:]):
+            prev_end[id(e)] = ns(p["ts"]) + max(ns(p["dur"]), 0)
+    gpu = [i for i, e in enumerate(nodes) if e.get("cat") in GPU_CATS]
+    out = []
+    for b in gpu:
+        eb = nodes[b]
+        start = t[2 * b]
+        if id(eb) in prev_end and start - prev_end[id(eb)] <= LATE_NS:
+            continue
+        call = corr_of.get(eb["args"].get("correlation"))
+        c = index.get(id(call)) if call is not None else None
+        if c is not None and start - t[2 * c] - typical <= LATE_NS:
+            continue
+        near = [a for a in gpu if nodes[a]["args"]["device"] == eb["args"]["device"]
+                and nodes[a]["args"]["stream"] != eb["args"]["stream"]
+                and 0 <= start - t[2 * a + 1] <= NEAR_NS]
+        if near:
+            last = max(t[2 * a + 1] for a in near)
+            out += [(a, b) for a in near if t[2 * a + 1] == last]
+    return out
 
 
 def _queue_free(gpu: list[dict], corr_of: dict) -> dict:

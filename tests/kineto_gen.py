@@ -98,3 +98,26 @@ def write_large(path: Path, steps: int, rank: int = 0, collectives: bool = False
             f.write(",\n" + ",\n".join(json.dumps(e) for e in evs))
         f.write("]}")
     return path
+
+
+def unrecorded_stream_wait(gap_us: int = 2) -> dict:
+    """Stream 20's ``consumer`` kernel waits on stream 7's ``producer`` (a
+    ``cudaStreamWaitEvent`` the trace does not record: no ``cuda_sync`` event), µs from
+    ``BASE_US``: launch 0..10 -> producer 15..315 on stream 7; launch 20..30 -> consumer from
+    315 + ``gap_us`` for 100 on stream 20; ``cudaStreamSynchronize`` 40 until 3 after the
+    consumer's end."""
+    t = BASE_US
+    consumer = 315 + gap_us
+    cpu = {"ph": "X", "cat": "cuda_runtime", "pid": 1000, "tid": 1000}
+    gpu = {"ph": "X", "cat": "kernel", "pid": 0}
+    return trace([
+        *METADATA,
+        {**cpu, "name": "cudaLaunchKernel", "ts": t, "dur": 10, "args": {"correlation": 1}},
+        {**gpu, "name": "producer", "tid": 7, "ts": t + 15, "dur": 300,
+         "args": {"correlation": 1, "device": 0, "stream": 7}},
+        {**cpu, "name": "cudaLaunchKernel", "ts": t + 20, "dur": 10, "args": {"correlation": 2}},
+        {**gpu, "name": "consumer", "tid": 20, "ts": t + consumer, "dur": 100,
+         "args": {"correlation": 2, "device": 0, "stream": 20}},
+        {**cpu, "name": "cudaStreamSynchronize", "ts": t + 40, "dur": consumer + 100 + 3 - 40,
+         "args": {"correlation": 3}},
+    ])

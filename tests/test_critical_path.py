@@ -11,6 +11,7 @@ import tempfile
 from decimal import Decimal
 from pathlib import Path
 
+import kineto_gen
 import numpy as np
 import orjson
 import pytest
@@ -596,3 +597,40 @@ def test_random_graphs_cut_their_window(trace: dict) -> None:
                 _assert_cuts_window(hta)
                 # traceaug's graph is HTA's with more edges and no weight less: never shorter
                 assert ours.length >= hta.length
+
+
+# ----- cross-stream waits the trace does not record ---------------------------------------------
+def test_an_unrecorded_stream_wait_puts_the_other_streams_kernel_on_the_path(tmp_path: Path) -> None:
+    """The consumer (stream 20) starts 297 µs after its launch, 2 µs after the producer (stream
+    7) ends: it waited for it. By hand (µs): the producer's launch delay 15, its 300, the 2 µs
+    wait, the consumer's 100, the sync's 3 after it: 420, the whole window (without the
+    inference: 410, the CPU's 10 then a 297 µs "launch delay" of the consumer)."""
+    path = kineto_gen.write(tmp_path / "t.json", kineto_gen.unrecorded_stream_wait())
+    with traceaug.load(path, kind="sync", progress=False) as t:
+        r = cp.analyse(t)
+        assert r.length == 420_000
+        seg = rewrite.segments(r)
+        assert list(zip(seg["name"].tolist(), seg["category"].tolist(), seg["dur"].tolist())) == [
+            ("producer", "launch_delay", 15_000), ("producer", "gpu_compute", 300_000),
+            ("consumer", "sync_wait", 2_000), ("consumer", "gpu_compute", 100_000),
+            ("cudaStreamSynchronize", "sync_wait", 3_000)]
+        s = r.summary()
+        cats = {c: n for c, n in zip(s["categories"]["category"], s["categories"]["ns"]) if n}
+        assert cats == {"launch_delay": 15_000, "gpu_compute": 400_000, "sync_wait": 5_000}
+        waits = r.edges["kind"] == cp.STREAM_WAIT
+        assert r.edges["weight"][waits].tolist() == [2_000]
+        assert list(s["inferred"].values())[0] == 1
+        assert next(iter(s["inferred"])).startswith("cross-stream waits")
+        assert cp.STREAM_WAIT not in cp.analyse(t, sync_wait=False).graph.kind  # HTA's weights
+    assert "inferred: 1 cross-stream waits" in _run(path, "--summary-only").output
+
+
+def test_no_stream_wait_is_inferred_without_an_op_ending_just_before(tmp_path: Path) -> None:
+    # the consumer starts 15 µs after the producer's end: more than the 10 µs a wait's release
+    # takes, so nothing says it waited for it
+    path = kineto_gen.write(tmp_path / "t.json", kineto_gen.unrecorded_stream_wait(gap_us=15))
+    with traceaug.load(path, kind="sync", progress=False) as t:
+        r = cp.analyse(t)
+        assert cp.STREAM_WAIT not in r.graph.kind
+        assert not any(k.startswith("cross-stream") for k in r.summary()["inferred"])
+        assert "producer" not in rewrite.segments(r)["name"].tolist()

@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import TraceaugError
 from ..sorted_ints import among, sorted_unique
 from ..trace import Trace
-from . import blocking, dag
+from . import blocking, dag, stream_wait
 from .steps import _COMM, check_step, steps
 from .tables import Columns, sorted_codes, take
 
@@ -45,12 +45,15 @@ BLOCKING_CALLS = frozenset({
 DEVICE_SYNC_CALLS = ("cudaDeviceSynchronize", "hipDeviceSynchronize")
 _BLOCKING = BLOCKING_CALLS | set(DEVICE_SYNC_CALLS)
 
-# Edge kinds: HTA's five types, its sync type split into GPU -> CPU and GPU -> GPU.
-SPAN, DEPENDENCY, LAUNCH, KERNEL_GAP, SYNC, GPU_SYNC = range(6)
-EDGE_KINDS = ("span", "dependency", "launch_delay", "kernel_gap", "sync", "gpu_sync")
+# Edge kinds: HTA's five types, its sync type split into GPU -> CPU and GPU -> GPU, and
+# beyond HTA a GPU -> GPU wait no cuda_sync event records (``stream_wait``).
+SPAN, DEPENDENCY, LAUNCH, KERNEL_GAP, SYNC, GPU_SYNC, STREAM_WAIT = range(7)
+EDGE_KINDS = ("span", "dependency", "launch_delay", "kernel_gap", "sync", "gpu_sync",
+              "stream_wait")
 HTA_EDGE_TYPES = ("critical_path_operator", "critical_path_dependency",
                   "critical_path_kernel_launch_delay", "critical_path_kernel_kernel_delay",
-                  "critical_path_sync_dependency", "critical_path_sync_dependency")
+                  "critical_path_sync_dependency", "critical_path_sync_dependency",
+                  "critical_path_sync_dependency")
 CATEGORIES = ("cpu", "gpu_compute", "gpu_communication", "gpu_memory", "launch_delay",
               "kernel_gap", "sync_wait", "idle")
 IDLE = "idle"  # time of the window no recorded event on the path explains
@@ -322,8 +325,9 @@ def build(ev: Columns, win: Window, sync_wait: bool = True,
     node_ts[0::2], node_ts[1::2] = start, end
 
     cpu_part = _cpu_edges(g, node_ts, hta=not sync_wait)
-    parts = [cpu_part[:5], _gpu_edges(g, ev, is_cpu, is_gpu, launch, pos, node_ts, max_gap_ns)]
     inferred: dict = {}
+    parts = [cpu_part[:5], _gpu_edges(g, ev, is_cpu, is_gpu, launch, pos, node_ts, max_gap_ns,
+                                      inferred if sync_wait else None)]
     if sync_wait:  # beyond HTA: blocking calls wait for their GPU op without cuda_sync events
         parts.append(_blocking_waits(g, ev, is_cpu, pos, node_ts, inferred))
     # Ties at one time: GPU ends, then CPU points in their walk order, then GPU starts.
@@ -438,8 +442,11 @@ def _cpu_parents(node: np.ndarray, enter: np.ndarray, open_after: np.ndarray, n:
     return parent
 
 
-def _gpu_edges(g: Columns, ev: Columns, is_cpu, is_gpu, launch_all, pos, node_ts, max_gap_ns):
-    """Launch, kernel-gap and sync edges (HTA's ``_construct_graph_from_kernels``)."""
+def _gpu_edges(g: Columns, ev: Columns, is_cpu, is_gpu, launch_all, pos, node_ts, max_gap_ns,
+               inferred: dict | None = None):
+    """Launch, kernel-gap and sync edges (HTA's ``_construct_graph_from_kernels``); with
+    ``inferred`` (a dict: what was inferred, counted there) the cross-stream waits no
+    ``cuda_sync`` event records too (``stream_wait``)."""
     out_s, out_d, out_k, out_e, out_z = [], [], [], [], []
 
     def add(s, d, k, e, z):
@@ -485,10 +492,23 @@ def _gpu_edges(g: Columns, ev: Columns, is_cpu, is_gpu, launch_all, pos, node_ts
     l_ts = np.where(lch >= 0, node_ts[2 * np.maximum(lch, 0)], np.iinfo(np.int64).max)
     prev_end = np.where(prev >= 0, node_ts[2 * np.maximum(prev, 0) + 1], np.iinfo(np.int64).min)
     is_launch = (lch >= 0) & queued[rows] & (prev_end < l_ts) & (ws_end < l_ts)
-    add(2 * lch[is_launch], 2 * gpu[is_launch], LAUNCH, gpu[is_launch], False)
     is_gap = ~is_launch & (prev >= 0) & (ws_end < prev_end)
     if max_gap_ns is not None:  # a longer idle stream waited on something else than its queue
         is_gap &= node_ts[2 * gpu] - prev_end < max_gap_ns
+    if inferred is not None:  # beyond HTA: the waits on other streams no cuda_sync event records
+        delays = node_ts[2 * gpu[is_launch]] - node_ts[2 * lch[is_launch]]
+        a, b = stream_wait.waits(
+            node_ts[2 * gpu], node_ts[2 * gpu + 1], _previous_end(ev, all_gpu, stream_code)[rows],
+            np.where(lch >= 0, l_ts, _NONE), dev_all[rows], sc, ws >= 0,
+            float(np.median(delays)) if len(delays) else 0.0)
+        add(2 * gpu[a] + 1, 2 * gpu[b], STREAM_WAIT, -1, False)
+        # the wait, not its launch nor the op before it, set its start: no launch delay or
+        # kernel gap into it (a replay keeps both orders, ``replay._order_edges``)
+        is_launch[b], is_gap[b] = False, False
+        if len(b):
+            inferred["cross-stream waits without cuda_sync (the op of another stream that "
+                     "ended just before)"] = len(np.unique(b))
+    add(2 * lch[is_launch], 2 * gpu[is_launch], LAUNCH, gpu[is_launch], False)
     add(2 * prev[is_gap] + 1, 2 * gpu[is_gap], KERNEL_GAP, prev[is_gap], False)
 
     # GPU -> CPU syncs: the last op started on the stream(s) by the sync's end -> the call's end.
@@ -497,6 +517,20 @@ def _gpu_edges(g: Columns, ev: Columns, is_cpu, is_gpu, launch_all, pos, node_ts
     add(s_src, s_dst, SYNC, -1, False)
     return (np.concatenate(out_s), np.concatenate(out_d), np.concatenate(out_k),
             np.concatenate(out_e), np.concatenate(out_z))
+
+
+_NONE = np.iinfo(np.int64).min // 4
+
+
+def _previous_end(ev: Columns, gpu: np.ndarray, stream_code: np.ndarray) -> np.ndarray:
+    """Per row (of the GPU ops ``gpu``): the end of the op before it on its stream over the
+    whole trace, by start (``_NONE``: none)."""
+    out = np.full(len(ev["ts"]), _NONE, np.int64)
+    ts = ev["ts"].astype(np.int64)
+    o = gpu[np.lexsort((gpu, ts[gpu], stream_code[gpu]))]
+    same = stream_code[o[1:]] == stream_code[o[:-1]]
+    out[o[1:][same]] = (ts + np.maximum(ev["dur"].astype(np.int64), 0))[o[:-1][same]]
+    return out
 
 
 def _stream_codes(device: np.ndarray, stream: np.ndarray) -> np.ndarray:
@@ -704,7 +738,7 @@ def category_of(graph: Graph, kind: np.ndarray, event: np.ndarray, name: np.ndar
                                            np.where(comm, "gpu_communication", "gpu_compute")))
     out = np.where(kind == LAUNCH, "launch_delay",
                    np.where(kind == KERNEL_GAP, "kernel_gap",
-                            np.where((kind == SYNC) | (kind == GPU_SYNC), "sync_wait", span)))
+                            np.where(np.isin(kind, (SYNC, GPU_SYNC, STREAM_WAIT)), "sync_wait", span)))
     return out.astype(object)
 
 

@@ -25,7 +25,7 @@ from .events import async_slice_events, flow_events, flow_ids, process_name_even
 if TYPE_CHECKING:
     from ..trace import Trace
 
-ARROW_KINDS = (cp.DEPENDENCY, cp.LAUNCH, cp.SYNC, cp.GPU_SYNC)
+ARROW_KINDS = (cp.DEPENDENCY, cp.LAUNCH, cp.SYNC, cp.GPU_SYNC, cp.STREAM_WAIT)
 CATEGORY = "critical_path"
 GRAPH_CATEGORY = "critical_path_graph"
 LANE_NAME = "Critical path"

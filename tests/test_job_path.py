@@ -7,13 +7,15 @@ construction; the job's what-if replay and ``diff --explain`` of two jobs on tho
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import job_gen
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import shared_trace
-from job_path_raw import longest, rank_graph
+from job_path_raw import instances, longest, nccl_kernels, offsets, rank_graph
 
 import traceaug
 from traceaug.analysis import critical_path as cp
@@ -127,6 +129,16 @@ def test_job_whatif_real_job_baseline_and_cli(tmp_path: Path) -> None:
     _, paths = jp.paths(jp.read(d, job=LOCAL))
     assert rows[0]["measured_ns"] == paths[0].window.end - paths[0].window.start
     assert abs(rows[0]["baseline_error_pct"]) <= 3.0
+    # Rank 1's sync waits on its stream 7, which waited (no recorded event) for the all_to_all
+    # that waited for rank 7: stragglers at the median arrival move the step (20,823.5 ->
+    # 20,022.5 µs; before the inferred waits, nothing moved it). At most by the latest
+    # collective arrival's lead over the median one, from the raw JSON.
+    insts = instances(nccl_kernels(d))
+    off = offsets(insts)
+    lead = max(max(s - off[r] for r, (s, _) in i.items())
+               - statistics.median(s - off[r] for r, (s, _) in i.items()) for i in insts)
+    saving = rows[0]["measured_ns"] - rows[0]["predicted_ns"]
+    assert rows[0]["change"] == "no-stragglers" and 0 < saving <= lead
     # one file has no stragglers to remove
     one = next(iter(sorted(d.iterdir())))
     r = CliRunner().invoke(main, ["whatif", str(one), "--no-stragglers"])
@@ -159,3 +171,25 @@ def test_python_api_gives_the_job_path_as_dataframes(tmp_path: Path) -> None:
     ranks = summary.attrs["ranks"]
     assert 1 in ranks[ranks["step"] == 0]["rank"].tolist()
     assert (tmp_path / "out.json").stat().st_size > 0
+
+
+# ----- waits between streams the trace does not record --------------------------------------
+def test_real_rank_path_follows_the_unrecorded_stream_wait_to_the_all_to_all() -> None:
+    """Rank 1's ``cudaStreamSynchronize`` (6,561 µs from ...425430 µs) waits on stream 7, whose
+    next kernel (launched ~80 µs before the sync) starts 2 µs after the ``SendRecv`` kernel on
+    stream 84 ends (the trace has the ``cudaStreamWaitEvent`` calls, no ``cuda_sync`` event):
+    the path runs through that kernel (its 7,635 µs), as the raw JSON's own graph says."""
+    d = shared_trace(JOB)
+    f = next(p for p in sorted(d.iterdir()) if p.name.startswith("worker1_"))
+    rank, graph = rank_graph(f, 10)
+    with traceaug.load(f, kind="sync", progress=False) as t:
+        r = cp.analyse(t, step=10)
+        assert r.length == longest(d, {rank: graph})  # 12,352 µs (without the waits: 11,750)
+        e = r.edges
+        waits = np.flatnonzero(e["kind"] == cp.STREAM_WAIT)
+        # ...431941 -> ...431943 µs; a DtoH copy on stream 24 after the next SendRecv: 5 µs
+        assert e["weight"][waits].tolist() == [2_000, 5_000]
+        before = waits[0] - 1  # the SendRecv's own time, just before on the path
+        assert str(e["event_name"][before]).startswith("ncclKernel_SendRecv")
+        assert e["weight"][before] == 7_635_000
+        assert int(t.base_ns + e["end"][before]) == 1694128201431941 * 1000  # its end (raw JSON)

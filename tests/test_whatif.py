@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+import kineto_gen
 import numpy as np
 import orjson
 import pytest
@@ -271,3 +272,16 @@ def test_joined_models_wait_for_each_other(tmp_path: Path) -> None:
     assert job.replay(half) == 2000 * US
     half[m.events + gemm] = 0.5  # both: the job's step is one rank's
     assert job.replay(half) == 1500 * US
+
+
+def test_an_unrecorded_stream_wait_is_a_dependency_of_the_replay(tmp_path: Path) -> None:
+    """``kineto_gen.unrecorded_stream_wait``: the consumer (stream 20) waited for the producer
+    (stream 7) through a wait the trace does not record. By hand (µs): producer 15..315 at
+    0.5 -> 15..165, the consumer 2 later 167..267, the sync returning 3 after it: 270 (without
+    the inferred wait, the consumer's 297 µs from its launch held it at 317: no saving);
+    the consumer at 0.5: 370."""
+    path = kineto_gen.write(tmp_path / "t.json", kineto_gen.unrecorded_stream_wait())
+    w = traceaug.whatif(path, scale=["producer=0.5", "consumer=0.5"], progress=False)
+    assert w.steps["baseline_ns"].tolist() == w.steps["measured_ns"].tolist() == [420 * US]
+    got = dict(zip(w.changes["change"], w.changes["predicted_ns"]))
+    assert got == {"producer=0.5": 270 * US, "consumer=0.5": 370 * US, "all": 220 * US}

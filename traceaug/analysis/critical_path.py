@@ -9,7 +9,8 @@ the ``cuda_sync`` events: device / stream sync and event sync (GPU -> CPU), stre
 event (GPU -> GPU, through the ``cudaEventRecord`` correlation). Beyond HTA: every call
 that launches a GPU op by correlation (graph launches, ``cuLaunchKernel(Ex)``, ``hip*``),
 ``cudaDeviceSynchronize`` without a ``cuda_sync`` event, and a weight for the CPU's wait
-after the last GPU op a sync call waited on (``sync_wait``), which HTA drops.
+after the last GPU op a sync call waited on (``sync_wait``), which HTA drops, and the waits
+between streams no ``cuda_sync`` event records (``stream_wait``; ``stream_wait.waits``).
 
 The graph is a set of edge arrays (``src``, ``dst``, ``weight``, ``kind``, ``event``); the
 longest path is one pass over the edges sorted by their destination's topological

@@ -6,7 +6,8 @@ if some of it ran faster (a kernel class, the CPU, no launch delays).
 The model. Every edge carries a *delay*: an event's own time on its start -> end edge (the
 part a ``--scale`` changes), a measured wait that no change touches (the gap between a
 thread's top-level ops, a kernel-to-kernel gap, a launch delay unless ``no_launch_delay``),
-a blocking call's wait after the GPU op it waited on ended, 0 for a stream-wait-event. Beyond
+a blocking call's wait after the GPU op it waited on ended, 0 for a recorded
+stream-wait-event, the measured gap for an inferred one (``critical_path.STREAM_WAIT``). Beyond
 the critical path's graph: every GPU op also waits for the op before it on its stream (delay
 0) and for its launch call's start (the median measured launch delay, at most its own), so
 a change never lets a kernel overtake its stream or its launch. A blocking call's own span

@@ -124,7 +124,8 @@ def rank_graph(path: Path, step: int) -> tuple[int, dict]:
     sync on the last op started on each stream by its end (weighing the call's end minus the
     latest of its start and those ops' ends), and the cross-stream waits the trace does not
     record (``_stream_waits``: an op held long after its stream and its launch allowed, just
-    after an op of another stream ended; their time apart)."""
+    after an op of another stream ended; their time apart, in place of its launch or
+    kernel-gap edge)."""
     raw = load_raw(path)
     evs = [e for e in raw["traceEvents"] if e.get("ph") == "X"]
     win = next(e for e in evs if e.get("name") == f"ProfilerStep#{step}")
@@ -162,7 +163,7 @@ def rank_graph(path: Path, step: int) -> tuple[int, dict]:
         if e.get("cat") in GPU_CATS:
             edge(2 * i, 2 * i + 1, t[2 * i + 1] - t[2 * i])
             streams.setdefault((e["args"]["device"], e["args"]["stream"]), []).append(i)
-    launch_delays = []
+    order_edges, launch_delays = [], []  # launch -> op where its stream was idle, else op -> op
     for ops in streams.values():
         ops.sort(key=lambda i: (t[2 * i], i))
         for k, i in enumerate(ops):
@@ -171,14 +172,17 @@ def rank_graph(path: Path, step: int) -> tuple[int, dict]:
             prev_end = t[2 * ops[k - 1] + 1] if k else None
             if (c is not None and queued[id(nodes[i])]
                     and (prev_end is None or prev_end < t[2 * c])):
-                edge(2 * c, 2 * i, t[2 * i] - t[2 * c])
+                order_edges.append((2 * c, 2 * i))
                 launch_delays.append(t[2 * i] - t[2 * c])
             elif k and t[2 * i] - prev_end < MAX_GAP_NS:
-                edge(2 * ops[k - 1] + 1, 2 * i, t[2 * i] - prev_end)
-    for a, b in _stream_waits(nodes, t, index, corr_of, gpu_all, launch_delays):
-        edge(2 * a + 1, 2 * b, t[2 * b] - t[2 * a + 1])
-    waits = _blocking(nodes, t, index, corr_of, streams)
-    for call_end, ops in waits.items():
+                order_edges.append((2 * ops[k - 1] + 1, 2 * i))
+    waits = _stream_waits(nodes, t, index, corr_of, gpu_all, launch_delays)
+    waited = {2 * b for _, b in waits}  # the wait, not the launch nor the op before, set these
+    for a, b in [e for e in order_edges if e[1] not in waited] + [
+            (2 * a + 1, 2 * b) for a, b in waits]:
+        edge(a, b, t[b] - t[a])
+    blocked = _blocking(nodes, t, index, corr_of, streams)
+    for call_end, ops in blocked.items():
         weight = t[call_end] - max([t[call_end - 1]] + [t[o] for o in ops])
         for o in ops:
             edge(o, call_end, weight)
@@ -187,7 +191,8 @@ def rank_graph(path: Path, step: int) -> tuple[int, dict]:
              "weight": [max(0, min(w[k], t[dst[k]] - t[src[k]])) for k in keep],
              "ev_ts": [ns(e["ts"]) for e in nodes],
              "ev_stream": [e["args"]["stream"] if e.get("cat") in GPU_CATS else -1
-                           for e in nodes]}
+                           for e in nodes],
+             "stream_waits": len({b for _, b in waits})}  # ops that waited on another stream
     return int(raw["distributedInfo"]["rank"]), graph
 
 

@@ -44,8 +44,12 @@ def test_real_job_path_is_the_longest_path_of_the_joined_graph() -> None:
     d = shared_trace(JOB)
     _, paths = jp.paths(jp.read(d, job=LOCAL))
     assert [p.step for p in paths] == [10]
-    want = longest(d, _rank_graphs(d, 10))
+    graphs = _rank_graphs(d, 10)
+    want = longest(d, graphs)
     assert paths[0].length == want
+    # the waits on other streams no cuda_sync event records: 18 over the 8 ranks, said so
+    waits = {k: n for k, n in paths[0].inferred.items() if k.startswith("cross-stream")}
+    assert list(waits.values()) == [sum(g["stream_waits"] for g in graphs.values())] == [18]
     _sums_to_the_step(paths[0])
     # the job's step: the first rank's ProfilerStep start to the last rank's end (job clock)
     assert paths[0].window.end - paths[0].window.start > 14_455_000

@@ -66,6 +66,7 @@ class RankGraph:
     coll_event: np.ndarray
     model: replay.Model | None = None  # the step's replay model (absolute ns)
     picked: dict | None = None  # per ``--scale`` label: the events it picks (bool per event)
+    inferred: dict | None = None  # the waits its graph inferred (``critical_path.Graph``)
 
 
 @dataclass
@@ -127,7 +128,7 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
              "tid": e["tid"], "dur": e["dur"].astype(np.int64),
              "name": np.fromiter((codes.setdefault(x, len(codes)) for x in names.tolist()),
                                  np.int64, len(names))},
-            coll_event, m, picked)
+            coll_event, m, picked, dict(g.inferred))
     table = np.empty(len(codes), object)
     table[:] = list(codes)
     return RankPart(tables, graphs, table)
@@ -164,6 +165,7 @@ class JobPath:
     window: cp.Window
     edges: dict
     length: int
+    inferred: dict = dataclasses.field(default_factory=dict)  # over the ranks' graphs
 
     def pieces(self) -> dict:
         """The step cut along the path (``critical_path.Result.pieces``), with each piece's
@@ -237,7 +239,12 @@ def join(parts: dict[int, RankPart], job: co.Job, step: int) -> JobPath | None:
     win = cp.Window(min(g.start - x for g, x in zip(gs, shift)),
                     max(g.end - x for g, x in zip(gs, shift)),
                     "whole trace" if step == WHOLE else f"ProfilerStep#{step}")
-    return JobPath(None if step == WHOLE else step, win, edges, int(edges["weight"].sum()))
+    inferred: dict = {}
+    for g in gs:
+        for what, n in (g.inferred or {}).items():
+            inferred[what] = inferred.get(what, 0) + n
+    return JobPath(None if step == WHOLE else step, win, edges, int(edges["weight"].sum()),
+                   inferred)
 
 
 def members(job: co.Job, ranks: list[int], gs: list[RankGraph], node_at: np.ndarray
@@ -332,7 +339,7 @@ def summary(p: JobPath) -> dict:
     by_rank = timed.groupby("rank")["weight_ns"].sum()
     return {"step": p.step, "window": p.window.label, "start_ns": p.window.start,
             "end_ns": p.window.end, "step_ns": p.window.end - p.window.start,
-            "length_ns": p.length,
+            "length_ns": p.length, "inferred": dict(p.inferred),
             "categories": {"category": list(cp.CATEGORIES), "ns": cat_ns,
                            "share_pct": [100 * v / total for v in cat_ns]},
             "ranks": {"rank": [int(r) for r in by_rank.index],

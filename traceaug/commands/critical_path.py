@@ -46,8 +46,7 @@ def summary_text(results: list[dict], fmt: str) -> str:
         parts.append(f"{who}critical path of {r['window']}: {r['length_ns'] / 1e3:,.3f} us "
                      f"(window {(r['end_ns'] - r['start_ns']) / 1e3:,.3f} us)")
         cats = r["categories"]
-        for what, calls in r.get("inferred", {}).items():
-            parts.append(f"inferred: {calls:,} {what}")
+        parts += inferred_lines(r)
         parts.append(render_columns({"category": cats["category"],
                                      "us": [v / 1e3 for v in cats["ns"]],
                                      "share_pct": cats["share_pct"]}, "table"))
@@ -56,6 +55,11 @@ def summary_text(results: list[dict], fmt: str) -> str:
             {"event": [_short(e) for e in top["event"]], "us": [v / 1e3 for v in top["ns"]],
              "share_pct": top["share_pct"]}, "table"))
     return "\n".join(parts)
+
+
+def inferred_lines(summary: dict) -> list[str]:
+    """A line per kind of wait the graph inferred (``critical_path.Result.summary``)."""
+    return [f"inferred: {calls:,} {what}" for what, calls in summary.get("inferred", {}).items()]
 
 
 def _short(name, width: int = 60) -> str:
@@ -130,6 +134,7 @@ def job_text(paths: list, fmt: str) -> str:
         parts.append(f"job critical path of {s['window']}: {s['length_ns'] / 1e3:,.3f} us of the "
                      f"step's {s['step_ns'] / 1e3:,.3f} us (first rank's start to last rank's "
                      f"end, job clock), through rank(s) {', '.join(map(str, ranks)) or 'none'}")
+        parts += inferred_lines(s)  # over every rank's graph
         cats = s["categories"]
         parts.append(render_columns({"category": cats["category"],
                                      "us": [v / 1e3 for v in cats["ns"]],

@@ -739,7 +739,8 @@ def category_of(graph: Graph, kind: np.ndarray, event: np.ndarray, name: np.ndar
                                            np.where(comm, "gpu_communication", "gpu_compute")))
     out = np.where(kind == LAUNCH, "launch_delay",
                    np.where(kind == KERNEL_GAP, "kernel_gap",
-                            np.where(np.isin(kind, (SYNC, GPU_SYNC, STREAM_WAIT)), "sync_wait", span)))
+                            np.where(np.isin(kind, (SYNC, GPU_SYNC, STREAM_WAIT)), "sync_wait",
+                                     span)))
     return out.astype(object)
 
 

@@ -3,7 +3,7 @@ critical path's cross-stream edges beyond the ``cuda_sync`` events (issue 27).
 
 Why: ``cudaStreamWaitEvent`` holds a stream until an op of another stream ends; Kineto
 records that only as a ``cuda_sync`` event with its ``cudaEventRecord``, which most traces
-lack (the DLRM job has 44 such calls and no record). Without the edge, a sync waiting on the
+lack (each DLRM rank has 44 such calls, no record, no ``cuda_sync``). Without it, a sync on the
 stream is charged to the CPU and the path never reaches the collective (and the straggler)
 the stream really waited for. Inferred as the blocking calls' waits are: an op that starts
 more than ``LATE_NS`` after both its stream's previous op ended and its launch call began plus

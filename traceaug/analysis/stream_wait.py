@@ -3,9 +3,10 @@ critical path's cross-stream edges beyond the ``cuda_sync`` events (issue 27).
 
 Why: ``cudaStreamWaitEvent`` holds a stream until an op of another stream ends; Kineto
 records that only as a ``cuda_sync`` event with its ``cudaEventRecord``, which most traces
-lack (each DLRM rank has 44 such calls, no record, no ``cuda_sync``). Without it, a sync on the
-stream is charged to the CPU and the path never reaches the collective (and the straggler)
-the stream really waited for. Inferred as the blocking calls' waits are: an op that starts
+lack (each DLRM rank has 44 such calls, no record, no ``cuda_sync``). Without the edge, the
+wait reads as a launch delay of the waiting op (or as nothing), the path never reaches the
+op waited for (a collective, on the DLRM ranks), and no what-if of that op moves the step.
+Inferred as the blocking calls' waits are: an op that starts
 more than ``LATE_NS`` after both its stream's previous op ended and its launch call began plus
 the typical launch delay was held by something else than its stream or its launch; if an op
 of another stream of its device ended at most ``NEAR_NS`` before it started, it waited for

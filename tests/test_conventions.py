@@ -41,7 +41,7 @@ UNITLESS = {
     "bytes", "edges", "nodes", "skipped_backwards", "iters", "gpus",
     "per_iter_instances", "mean_queued", "max_queued", "seq", "start", "instance", "first_op",
     "gpu_pid", "cpu_pid", "cpu_tid", "pid", "tid", "value", "events", "collectives",
-    "straggler_count",
+    "straggler_count", "inferred",
 }
 # Texts a missing value must never print as in CSV or JSON.
 MISSING_TEXTS = {"nan", "NaN", "None", "NULL", "<NA>", "null"}
@@ -77,7 +77,10 @@ def json_names(data, names: set[str], values: list) -> None:
     """Keys holding a value (a scalar or a list of scalars) anywhere in ``data``; every value."""
     if isinstance(data, dict):
         for k, v in data.items():
-            if isinstance(v, dict) or (isinstance(v, list) and v and isinstance(v[0], dict)):
+            if k == "inferred" and isinstance(v, dict):  # what was inferred (a text) -> how many
+                names.add(k)
+                values += list(v.values())
+            elif isinstance(v, dict) or (isinstance(v, list) and v and isinstance(v[0], dict)):
                 json_names(v, names, values)
             else:
                 names.add(k)

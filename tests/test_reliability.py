@@ -386,3 +386,22 @@ def test_a_stream_past_int64_is_one_id_for_every_command(tmp_path: Path) -> None
         if command == "gaps":
             rows = json.loads(res.stdout)["gaps per stream"]
             assert {(r["device"], r["stream"]): r["ops"] for r in rows} == want
+
+
+def test_critical_path_job_writes_over_an_old_out(tmp_path: Path) -> None:
+    """``critical-path --job JOB OUT`` with an OUT left by an earlier run: OUT is one file
+    (the merged job trace), replaced; it was taken for a rank directory and refused ("IN is
+    a directory, so OUT must be one too"). The new OUT holds every kernel of both ranks."""
+    job = tmp_path / "job"
+    job.mkdir()
+    raw = [kineto_gen.rank_trace(rank) for rank in (0, 1)]
+    for rank, t in enumerate(raw):
+        kineto_gen.write(job / f"rank-{rank}.json", t)
+    (tmp_path / "out.json").write_bytes(b"OLD\n")
+    res = run(["critical-path", "--job", "--summary-only", "job", "out.json"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    res = run(["critical-path", "--job", "job", "out.json"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    events = json.loads((tmp_path / "out.json").read_bytes())["traceEvents"]
+    kernels = sum(e.get("cat") == "kernel" for e in events)
+    assert kernels == sum(e.get("cat") == "kernel" for t in raw for e in t["traceEvents"]) == 12

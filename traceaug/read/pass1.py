@@ -354,8 +354,8 @@ def read_chunk(text: bytes, tail: bool, array_form: bool, kind: str,
         with no_gc():
             _, parsed, skimmed = chunks.parse_prepared(text, tail, layout,
                                                        _preparer(rebase, kind_of(kind)))
-            events, exact, ts, write = _rebased_events(parsed, text, rebase.replaced, tail,
-                                                       layout, rebase, skimmed)
+            events, exact, ts, write = _rebased_events(parsed, rebase.last_text, rebase.replaced,
+                                                       tail, layout, rebase, skimmed)
     except (orjson.JSONDecodeError, chunks.NotChromeJson, chunks.MalformedJson) as e:
         return ChunkResult(error=str(e))
     except BelowBase:

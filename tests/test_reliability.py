@@ -410,10 +410,11 @@ def test_critical_path_job_writes_over_an_old_out(tmp_path: Path) -> None:
 WIDE = (2**63, 2**64 - 1, 2**64 + 5, -(2**63) - 1, 10**30, 7)  # kernel streams, as written
 
 
-def wide_trace(d: Path) -> tuple[Path, list[int]]:
+def wide_trace(d: Path, exponent: bool = False) -> tuple[Path, list[int]]:
     """A trace whose kernels' streams are ``WIDE`` (one kernel named with such digits, one
     copy's bandwidth a fraction of 19 digits: text, not integers), and what int64 holds of
-    each stream: the value held at int64's bounds, from the raw numbers."""
+    each stream: the value held at int64's bounds, from the raw numbers. ``exponent``: the
+    first kernel's ts written with one (its chunk rebased one timestamp at a time)."""
     events = kineto_gen.events(len(WIDE))
     kernels = [e for e in events if e.get("cat") == "kernel"]
     for i, k in enumerate(kernels):
@@ -424,6 +425,10 @@ def wide_trace(d: Path) -> tuple[Path, list[int]]:
     text = json.dumps(kineto_gen.trace(events)).replace('"__FRACTION__"', "0.0011061946902654867")
     for i, v in enumerate(WIDE):
         text = text.replace(f'"__WIDE{i}__"', str(v))
+    if exponent:
+        ts = kernels[0]["ts"]
+        text = text.replace(f'"ts": {ts}', f'"ts": {ts / 1e15!r}e15', 1)
+        assert json.loads(text)["traceEvents"][5]["ts"] == ts
     path = d / "wide.json"
     path.write_text(text)
     raw = [e["args"]["stream"] for e in json.loads(text)["traceEvents"] if e.get("cat") == "kernel"]
@@ -456,14 +461,16 @@ def test_an_integer_past_int64_is_one_value_in_query_too(tmp_path: Path) -> None
     assert per_stream == tally
 
 
-@pytest.mark.parametrize("kind", ["full", "analysis"])
-@pytest.mark.parametrize("workers", [0, 2])
-def test_the_engine_reads_no_integer_past_int64(tmp_path: Path, kind: str, workers: int) -> None:
-    """What pass 2 gives the engine, from pass 1 in this process or in worker processes:
-    each wide stream held at int64's bounds, every other byte of meaning unchanged."""
+@pytest.mark.parametrize("kind", ["full", "analysis", "gpu_steps"])
+@pytest.mark.parametrize("workers,exponent", [(0, False), (2, False), (0, True)])
+def test_the_engine_reads_no_integer_past_int64(tmp_path: Path, kind: str, workers: int,
+                                                exponent: bool) -> None:
+    """What pass 2 gives the engine, from pass 1 in this process or in worker processes, a
+    chunk rebased at once or one timestamp at a time: each wide stream held at int64's
+    bounds, every other byte of meaning unchanged."""
     from traceaug.read import normalize
 
-    path, want = wide_trace(tmp_path)
+    path, want = wide_trace(tmp_path, exponent)
     p = normalize.plan(path, kind=kind, workers=workers)
     fed = json.loads(b"".join(normalize.engine_stream(p)))["traceEvents"]
     assert [e["args"]["stream"] for e in fed if e.get("cat") == "kernel"] == want

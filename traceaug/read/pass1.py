@@ -33,6 +33,7 @@ from .kinds import (  # the kinds' constants stay importable from here too
 from .rebase import (
     BelowBase,
     Rebase,
+    clamp_wide_ints,
     numbers,
     top_level_ts,
     unsigned_tid,
@@ -341,7 +342,7 @@ def _rebased_events(events: list, text: bytes, replaced: int, tail: bool,
         if rebase.verified(ts, replaced):
             return events, False, ts, False
         original = top_level_ts(chunks.parse(text, tail, layout))  # the exact path is rare
-    events = chunks.parse(rebase.exact(text), tail, layout)
+    events = chunks.parse(clamp_wide_ints(rebase.exact(text)), tail, layout)
     return events, True, rebase.check(original, top_level_ts(events)), False
 
 
@@ -354,8 +355,8 @@ def read_chunk(text: bytes, tail: bool, array_form: bool, kind: str,
         with no_gc():
             _, parsed, skimmed = chunks.parse_prepared(text, tail, layout,
                                                        _preparer(rebase, kind_of(kind)))
-            events, exact, ts, write = _rebased_events(parsed, rebase.last_text, rebase.replaced,
-                                                       tail, layout, rebase, skimmed)
+            events, exact, ts, write = _rebased_events(parsed, text, rebase.replaced, tail,
+                                                       layout, rebase, skimmed)
     except (orjson.JSONDecodeError, chunks.NotChromeJson, chunks.MalformedJson) as e:
         return ChunkResult(error=str(e))
     except BelowBase:

@@ -174,7 +174,7 @@ class Rebase:
         # unless the first large timestamp has a fraction (its writer's are not integers).
         self.numeric = numeric
         self.replaced = 0  # by the last ``rewrite``
-        self.last_text = b""  # the last text given to ``rewrite``, wide integers clamped
+        self.last_text = b""  # the last text given to ``rewrite``, as it was
 
     def without_base(self) -> Rebase:
         """A rebase that subtracts nothing, for a trace with a timestamp below the base."""
@@ -217,12 +217,12 @@ class Rebase:
         """``choose`` on the whole text, then ``fast`` on what ``skim`` leaves of it
         (``read.skim``: the events a load drops, cut unparsed), remembering the input and
         the count for ``verified``; and how many events were cut. Integers outside int64
-        are held at its bounds first (``clamp_wide_ints``)."""
-        text = clamp_wide_ints(text)
+        are held at its bounds in what is left (``clamp_wide_ints``: the less text, the less
+        its scan costs)."""
         self.choose(text)
         self.last_text = text
         short, cut = skim(text) if skim is not None else (text, 0)
-        out, self.replaced = self.fast(short)
+        out, self.replaced = self.fast(clamp_wide_ints(short))
         return out, cut
 
     def exact(self, text: bytes) -> bytes:

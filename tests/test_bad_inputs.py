@@ -4,9 +4,10 @@ Each case must end in a non-zero exit with one line under 300 characters naming 
 or in a correct result; never a traceback, never an output or temporary file left behind,
 and the input unchanged. To stay fast (in-process, ~0.4 s a run) each case goes through one
 command in turn; the structural cases, where the commands used to disagree, go through every
-command and must get one verdict. The job commands (collectives, stragglers, merge) read a
-directory of ranks: the case is rank 0 of a job whose rank 1 is good (an all-reduce per
-step), and a case refused is named once by its file (the job's closing line after it).
+command and must get one verdict. The job commands (collectives, stragglers, merge,
+critical-path --job, whatif JOB, diff --explain of two jobs) read a directory of ranks: the
+case is rank 0 of a job whose rank 1 is good (an all-reduce per step), and a case refused is
+named once by its file (the job's closing line after it).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import shutil
 import stat
 from pathlib import Path
@@ -40,12 +42,15 @@ def file_for(tmp_path: Path, name: str) -> Path:
 
 KERNEL_SQL = "SELECT COUNT(*) AS kernels FROM slice WHERE category = 'kernel'"
 WRITERS = ("counters", "critical-path", "patterns")  # rewriters: OUT keeps every input byte
+NEGATIVE_TID = re.compile(rb'("tid"\s*:\s*)-(\d+)')
 
 
 def command(kind: str, path: Path, out: Path) -> list[str]:
     """The command line that runs ``kind`` on ``path`` (``out``: the file it may write)."""
     if kind in WRITERS:
         return [kind, "--format", "json", str(path), str(out)]
+    if kind in JOB_KINDS:
+        return job_command(kind, path, out)
     return {"info": ["info", "--format", "json", str(path)],
             "query": ["query", "--format", "json", str(path), KERNEL_SQL],
             "report": ["report", "--format", "json", str(path), "--html", str(out)],
@@ -89,9 +94,10 @@ def check_run(kind: str, path: Path, before: bytes) -> tuple[int, str]:
     else:
         made = set(os.listdir(path.parent)) - listing
         assert made == ({out.name} if kind in (*WRITERS, "report") else set()), made
-        if kind in WRITERS:  # every original byte kept, the result still JSON
-            written = out.read_bytes()
+        if kind in WRITERS:  # every original byte kept (a negative tid as its unsigned
+            written = out.read_bytes()  # 32-bit value: the UI folds negative ones), still JSON
             raw = gzip.decompress(before) if before[:2] == b"\x1f\x8b" else before
+            raw = NEGATIVE_TID.sub(lambda m: m[1] + b"%d" % (-int(m[2]) % 2**32), raw)
             array = raw.lstrip().startswith(b"[")
             tail = raw[raw.index(b"[", 0 if array else raw.index(b"traceEvents")) + 1:]
             assert tail in written
@@ -101,13 +107,16 @@ def check_run(kind: str, path: Path, before: bytes) -> tuple[int, str]:
     return res.exit_code, res.stdout
 
 
-JOB_KINDS = ("collectives", "stragglers", "merge")  # the case as rank 0 of a job (job_of)
+JOB_KINDS = ("collectives", "stragglers", "merge", "critical-path --job", "whatif JOB",
+             "diff --explain")  # the case as rank 0 of a job (job_of)
 KINDS = ("info", "query", "kernels", "gaps", "breakdown", "launches", "report", "counters",
          "critical-path", "patterns", "diff", "summary", "whatif",
          *JOB_KINDS)  # every command that reads a trace
 # Where a command's verdict differs from the rest, by design: counters and critical-path place
-# their events by durations and refuse a trace with none (test_true_messages has the line).
-NEEDS_DURATIONS = {"every_dur_negative": ("counters", "critical-path")}
+# their events by durations and refuse a trace with none; counters sums copies' bytes and
+# refuses a size that is text (test_true_messages has the lines).
+NEEDS_DURATIONS = {"every_dur_negative": ("counters", "critical-path"),
+                   "memcpy.args.bytes=lots": ("counters",)}
 
 
 def declared(name: str, kind: str) -> int | None:
@@ -129,23 +138,66 @@ def job_of(path: Path) -> Path:
     return job
 
 
+def good_job(where: Path) -> Path:
+    """A job of two good ranks in ``where`` (made once): side B of ``diff --explain``."""
+    job = where / "good_job"
+    if not job.is_dir():
+        job.mkdir()
+        for rank in (0, 1):
+            kineto_gen.write(job / f"rank-{rank}.json", kineto_gen.rank_trace(rank))
+    return job
+
+
+def job_command(kind: str, job: Path, out: Path, other: Path | None = None) -> list[str]:
+    """The command line of job command ``kind`` on ``job`` (``out``: the file it may write;
+    ``other``: diff's side B, else ``job`` again)."""
+    other = job if other is None else other
+    return {"merge": ["merge", str(job), str(out)],
+            "critical-path --job": ["critical-path", "--job", "--format", "json", str(job),
+                                    str(out)],
+            "whatif JOB": ["whatif", "--no-stragglers", "--format", "json", str(job)],
+            "diff --explain": ["diff", "--explain", "--format", "json", str(job), str(other)],
+            }.get(kind, [kind, "--format", "json", str(job)])
+
+
+def _events_of(data: bytes) -> list:
+    doc = bad_inputs._document(data)
+    return doc if isinstance(doc, list) else doc["traceEvents"]
+
+
+def raw_job_steps(*ranks: bytes) -> dict[int, int]:
+    """Each ProfilerStep#k of a job's ranks (their raw bytes) as the job's: the first rank's
+    start to the last rank's end, ns (one clock: the case's rank 0 has no collective to
+    align by, a good job's ranks start their steps together)."""
+    spans: dict[int, list[int]] = {}
+    for data in ranks:
+        for e in _events_of(data):
+            name = e.get("name")
+            if e.get("ph") == "X" and isinstance(name, str) and name.startswith("ProfilerStep#"):
+                start, end = round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000)
+                k = int(name.removeprefix("ProfilerStep#"))
+                spans[k] = [min(spans.get(k, [start])[0], start), max(spans.get(k, [0, end])[1], end)]
+    return {k: end - start for k, (start, end) in sorted(spans.items())}
+
+
 def raw_kernel_events(data: bytes) -> int:
     """The complete kernel events of a case's bytes (each one kept by merge, which copies
     every event of every rank)."""
-    doc = bad_inputs._document(data)
-    events = doc if isinstance(doc, list) else doc["traceEvents"]
-    return sum(e.get("ph") == "X" and e.get("cat") == "kernel" for e in events)
+    return sum(e.get("ph") == "X" and e.get("cat") == "kernel" for e in _events_of(data))
 
 
 def check_job_run(kind: str, job: Path, want: int | None) -> None:
     """Run a job command on ``job`` (its rank 0 a corpus case, ``want`` that case's verdict):
     refused, the case's file named once by its problem (and the job's closing line); or the
-    good rank's 3 all-reduces reported, merge's output holding every kernel of both ranks."""
+    good rank's 3 all-reduces reported; merge's and critical-path --job's output holding
+    every kernel of both ranks; each step's job time (from the raw ProfilerSteps) as whatif's
+    measured time, as the sum of critical-path --job's segments and of diff --explain's
+    categories (B a good job)."""
     (case,) = job.glob("rank-0.*")
     out = job.parent / "out.json"
+    args = job_command(kind, job, out, good_job(job.parent))
     before = {p.name: p.read_bytes() for p in job.iterdir()}
     listing = set(os.listdir(job.parent))
-    args = [kind, str(job), str(out)] if kind == "merge" else [kind, "--format", "json", str(job)]
     res = CliRunner().invoke(main, args)
     err = res.stderr
     assert "Traceback" not in err + res.stdout, err
@@ -160,6 +212,22 @@ def check_job_run(kind: str, job: Path, want: int | None) -> None:
         assert len(named) == 1 and len(lines) <= 2, err
         assert lines[-1].startswith("traceaug: error: ") and all(len(x) < 300 for x in lines), err
         assert set(os.listdir(job.parent)) == listing and res.stdout == ""  # nothing written
+        return
+    steps = raw_job_steps(*before.values())
+    if kind == "critical-path --job":
+        rows = json.loads(res.stdout)
+        assert {r["step"]: r["step_ns"] for r in rows} == steps, (rows, steps)
+        assert all(sum(r["segments"]["weight_ns"]) == r["step_ns"] for r in rows), rows
+    elif kind == "whatif JOB":
+        rows = json.loads(res.stdout)
+        assert {r["step"]: r["measured_ns"] for r in rows} == steps, (rows, steps)
+        assert all(r["change"] == "no-stragglers" for r in rows), rows
+        return
+    elif kind == "diff --explain":
+        rows = [r for r in json.loads(res.stdout) if r["section"] == "category"]
+        good = raw_job_steps(*(p.read_bytes() for p in good_job(job.parent).iterdir()))
+        for side, want in (("a_ns", steps), ("b_ns", good)):  # the mean step, idle included
+            assert sum(r[side] for r in rows) == pytest.approx(sum(want.values()) / len(want))
         return
     if kind == "collectives":
         rows = json.loads(res.stdout)
@@ -478,17 +546,17 @@ def _listing(d: Path) -> dict[str, object]:
 
 @pytest.mark.parametrize("hostile", HOSTILE_JOBS)
 def test_hostile_rank_directories(tmp_path: Path, hostile: str) -> None:
-    """collectives, stragglers and merge on a job with one hostile entry: exit 1, the entry
+    """Every job command on a job with one hostile entry: exit 1, the entry
     named once (or the directory, when it is the fault), a closing line, nothing written,
     the job unchanged."""
     job = tmp_path / "job"
     job.mkdir()
     entry = _hostile_job(job, hostile)
+    good = good_job(tmp_path)  # diff --explain's side B
     before = _listing(job)
     for kind in JOB_KINDS:
         out = tmp_path / "out.json"
-        args = [kind, str(job), str(out)] if kind == "merge" else [kind, str(job)]
-        res = CliRunner().invoke(main, args)
+        res = CliRunner().invoke(main, job_command(kind, job, out, good))
         err = res.stderr
         assert res.exit_code == 1 and res.stdout == "", (kind, hostile, err)
         assert "Traceback" not in err and isinstance(res.exception, SystemExit), err
@@ -502,7 +570,7 @@ def test_hostile_rank_directories(tmp_path: Path, hostile: str) -> None:
             named = [x for x in lines if x.startswith((f"traceaug: error: {shown}: ",
                                                        f"traceaug: rank 0 failed: {shown}: "))]
             assert len(named) == 1, err
-        assert sorted(os.listdir(tmp_path)) == ["job"] and _listing(job) == before
+        assert sorted(os.listdir(tmp_path)) == ["good_job", "job"] and _listing(job) == before
 
 
 def test_a_good_rank_under_a_non_utf8_name(tmp_path: Path) -> None:

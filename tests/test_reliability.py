@@ -386,3 +386,92 @@ def test_a_stream_past_int64_is_one_id_for_every_command(tmp_path: Path) -> None
         if command == "gaps":
             rows = json.loads(res.stdout)["gaps per stream"]
             assert {(r["device"], r["stream"]): r["ops"] for r in rows} == want
+
+
+def test_critical_path_job_writes_over_an_old_out(tmp_path: Path) -> None:
+    """``critical-path --job JOB OUT`` with an OUT left by an earlier run: OUT is one file
+    (the merged job trace), replaced; it was taken for a rank directory and refused ("IN is
+    a directory, so OUT must be one too"). The new OUT holds every kernel of both ranks."""
+    job = tmp_path / "job"
+    job.mkdir()
+    raw = [kineto_gen.rank_trace(rank) for rank in (0, 1)]
+    for rank, t in enumerate(raw):
+        kineto_gen.write(job / f"rank-{rank}.json", t)
+    (tmp_path / "out.json").write_bytes(b"OLD\n")
+    res = run(["critical-path", "--job", "--summary-only", "job", "out.json"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    res = run(["critical-path", "--job", "job", "out.json"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    events = json.loads((tmp_path / "out.json").read_bytes())["traceEvents"]
+    kernels = sum(e.get("cat") == "kernel" for e in events)
+    assert kernels == sum(e.get("cat") == "kernel" for t in raw for e in t["traceEvents"]) == 12
+
+
+WIDE = (2**63, 2**64 - 1, 2**64 + 5, -(2**63) - 1, 10**30, 7)  # kernel streams, as written
+
+
+def wide_trace(d: Path, exponent: bool = False) -> tuple[Path, list[int]]:
+    """A trace whose kernels' streams are ``WIDE`` (one kernel named with such digits, one
+    copy's bandwidth a fraction of 19 digits: text, not integers), and what int64 holds of
+    each stream: the value held at int64's bounds, from the raw numbers. ``exponent``: the
+    first kernel's ts written with one (its chunk rebased one timestamp at a time)."""
+    events = kineto_gen.events(len(WIDE))
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    for i, k in enumerate(kernels):
+        k["args"]["stream"] = f"__WIDE{i}__"
+    kernels[0]["name"] = f"gemm {2**64 + 5}"
+    copy = next(e for e in events if e.get("cat") == "gpu_memcpy")
+    copy["args"]["memory bandwidth (GB/s)"] = "__FRACTION__"
+    text = json.dumps(kineto_gen.trace(events)).replace('"__FRACTION__"', "0.0011061946902654867")
+    for i, v in enumerate(WIDE):
+        text = text.replace(f'"__WIDE{i}__"', str(v))
+    if exponent:
+        ts = kernels[0]["ts"]
+        text = text.replace(f'"ts": {ts}', f'"ts": {ts / 1e15!r}e15', 1)
+        assert json.loads(text)["traceEvents"][5]["ts"] == ts
+    path = d / "wide.json"
+    path.write_text(text)
+    raw = [e["args"]["stream"] for e in json.loads(text)["traceEvents"] if e.get("cat") == "kernel"]
+    assert raw == list(WIDE)  # Python's json reads them exactly
+    return path, [min(max(v, -(2**63)), INT64_MAX) for v in raw]
+
+
+def test_an_integer_past_int64_is_one_value_in_query_too(tmp_path: Path) -> None:
+    """A kernel ``stream`` past int64 (2^63, 2^64 - 1, 2^64 + 5, -2^63 - 1, 10^30): `query`
+    (a full load, which Perfetto parses itself: it wrapped 2^64 + 5 to 5) reads int64's
+    largest / smallest value, as gaps does (which read 2^63 and 2^64 - 1 wrapped too, as
+    -2^63 and -1); a name with those digits and a long fraction stay as written."""
+    path, want = wide_trace(tmp_path)
+    sql = ("SELECT name, EXTRACT_ARG(arg_set_id, 'args.stream') AS stream FROM slice "
+           "WHERE category = 'kernel' ORDER BY ts")
+    res = run(["query", "--format", "json", path, sql], tmp_path)
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout)
+    assert [r["stream"] for r in rows] == want
+    assert rows[0]["name"] == f"gemm {2**64 + 5}"
+    sql = "SELECT real_value FROM args WHERE key = 'args.memory bandwidth (GB/s)' LIMIT 1"
+    res = run(["query", "--format", "json", path, sql], tmp_path)
+    assert json.loads(res.stdout)[0]["real_value"] == 0.0011061946902654867
+    res = run(["gaps", "--format", "json", path], tmp_path)
+    assert res.returncode == 0, res.stderr
+    per_stream = {(r["device"], r["stream"]): r["ops"] for r in json.loads(res.stdout)["gaps per stream"]}
+    tally: dict[tuple[int, int], int] = {(0, 7): len(WIDE)}  # every copy on stream 7
+    for s in want:
+        tally[(0, s)] = tally.get((0, s), 0) + 1
+    assert per_stream == tally
+
+
+@pytest.mark.parametrize("kind", ["full", "analysis", "gpu_steps"])
+@pytest.mark.parametrize("workers,exponent", [(0, False), (2, False), (0, True)])
+def test_the_engine_reads_no_integer_past_int64(tmp_path: Path, kind: str, workers: int,
+                                                exponent: bool) -> None:
+    """What pass 2 gives the engine, from pass 1 in this process or in worker processes, a
+    chunk rebased at once or one timestamp at a time: each wide stream held at int64's
+    bounds, every other byte of meaning unchanged."""
+    from traceaug.read import normalize
+
+    path, want = wide_trace(tmp_path, exponent)
+    p = normalize.plan(path, kind=kind, workers=workers)
+    fed = json.loads(b"".join(normalize.engine_stream(p)))["traceEvents"]
+    assert [e["args"]["stream"] for e in fed if e.get("cat") == "kernel"] == want
+    assert [e["name"] for e in fed if e.get("cat") == "kernel"][0] == f"gemm {2**64 + 5}"

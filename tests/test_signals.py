@@ -62,6 +62,7 @@ def big(tmp_path_factory) -> Path:
     (d / "job").mkdir()  # the job commands': the same ranks, an all-reduce in every step
     for rank in (0, 1):
         kineto_gen.write_large(d / "job" / f"rank-{rank}.json", RANK_STEPS, rank, collectives=True)
+    shutil.copytree(d / "job", d / "job_b")  # diff --explain's side B
     nsys_large(shared_trace(SAXPY), d / "export.sqlite", NSYS_COPIES)
     return path
 
@@ -137,12 +138,16 @@ COMMANDS = {"counters": ["counters", "big.json", "out.json.gz"],
             "whatif": ["whatif", "mid.json"],
             "collectives": ["collectives", "job"],
             "stragglers": ["stragglers", "job"],
-            "merge": ["merge", "job", "merged.json"]}
+            "merge": ["merge", "job", "merged.json"],
+            "critical-path --job": ["critical-path", "--job", "job", "cpj.json"],
+            "whatif JOB": ["whatif", "--no-stragglers", "job"],
+            "diff --explain": ["diff", "--explain", "job", "job_b", "--html", "x.html"]}
 OUTPUTS = {"counters": ["out.json.gz"], "diff": ["r.html", "m.json"], "info": [],
            "critical-path": ["cp.json"], "patterns": ["pat.json"], "report": ["rep.html"],
            "convert": ["conv.json.gz"], "counters DIR": ["c_out/"],
            "critical-path DIR": ["cp_out/"], "patterns DIR": ["pat_out/"], "whatif": [],
-           "collectives": [], "stragglers": [], "merge": ["merged.json"]}
+           "collectives": [], "stragglers": [], "merge": ["merged.json"],
+           "critical-path --job": ["cpj.json"], "whatif JOB": [], "diff --explain": ["x.html"]}
 # Where in each command's run the signals land, as fractions of its uninterrupted run on this
 # machine (measured first), from the moment its handlers are in place. SIGINT and SIGTERM take turns; from
 # the middle on, the outputs already exist (an old version) and must come out unchanged.
@@ -159,7 +164,10 @@ FRACTIONS = {"counters": (0.05, 0.1, 0.18, 0.25, 0.33, 0.5, 0.95),
              "whatif": (0.3, 0.8),
              "collectives": (0.3, 0.7),
              "stragglers": (0.5,),
-             "merge": (0.1, 0.3, 0.55, 0.8)}
+             "merge": (0.1, 0.3, 0.55, 0.8),
+             "critical-path --job": (0.3, 0.8),
+             "whatif JOB": (0.5,),
+             "diff --explain": (0.55,)}
 RANK_NAMES = ("rank-0.json", "rank-1.json")  # what a rank-directory output holds
 
 
@@ -331,8 +339,9 @@ DIFF = ["diff", "a.json", "b.json", "--html", "r.html", "--trace", "m.json"]
     (["counters", "ranks", "out/"], False, 1, signal.SIGINT),
     (["merge", "ranks", "out.json"], True, 1, signal.SIGTERM),
     (["merge", "ranks", "out.json"], False, 1, signal.SIGINT),
+    (["critical-path", "--job", "ranks", "out.json"], True, 1, signal.SIGINT),
 ], ids=["counters", "diff-after-1st", "diff-after-2nd", "diff-new", "counters-DIR", "counters-new-DIR",
-        "merge", "merge-new"])
+        "merge", "merge-new", "critical-path-job"])
 def test_signal_in_the_commit(small: Path, tmpdir_env: dict[str, str], args: list[str], old: bool,
                               nth: int, sig: int) -> None:
     """Ctrl-C / SIGTERM in the middle of the commit (after its ``nth`` rename): the run says

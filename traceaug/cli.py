@@ -817,7 +817,8 @@ def merge_command(ctx: click.Context, job: Path, dst: Path, no_align: bool) -> N
 
 @main.command("critical-path")
 @click.argument("src", metavar="IN", type=paths.Input(urls=True))
-@click.argument("dst", metavar="OUT", required=False, type=paths.Output(rank_dir=True, urls=True))
+@click.argument("dst", metavar="OUT", required=False, type=paths.Output(
+    rank_dir=True, urls=True, one_file="whole_job"))
 @click.option("--step", type=int, help="Only ProfilerStep#N (default: the whole trace).")
 @click.option("--annotation", help="Only the window of a slice whose name contains this text.")
 @click.option("--instance", type=int, default=0, show_default=True,

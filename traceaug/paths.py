@@ -110,13 +110,15 @@ class Input(click.ParamType):
 
 
 class Output(click.ParamType):
-    """A file to write, ``-`` for stdout (``rank_dir``: a directory when an input is one;
-    ``urls``: an fsspec URL, uploaded when the run commits)."""
+    """A file to write, ``-`` for stdout (``rank_dir``: a directory when an input is one,
+    unless the flag parameter ``one_file`` is given; ``urls``: an fsspec URL, uploaded when
+    the run commits)."""
 
     name = "path"
 
-    def __init__(self, rank_dir: bool = False, urls: bool = False) -> None:
-        self.rank_dir, self.urls = rank_dir, urls
+    def __init__(self, rank_dir: bool = False, urls: bool = False,
+                 one_file: str | None = None) -> None:
+        self.rank_dir, self.urls, self.one_file = rank_dir, urls, one_file
 
     def convert(self, value, param, ctx) -> Path | str:
         if isinstance(value, Path):
@@ -189,7 +191,8 @@ def arguments(command: click.Command, params: dict) -> tuple[list[Path], list[Pa
         if _role(p) == "out":
             for v in _values(params.get(p.name)):
                 if isinstance(p.type, Output):
-                    rank_dir = p.type.rank_dir and any_dir
+                    rank_dir = (p.type.rank_dir and any_dir
+                                and not (p.type.one_file and params.get(p.type.one_file)))
                 else:  # undeclared: a directory beside directory inputs is taken as one
                     rank_dir = any_dir and (v.is_dir() or not v.suffix)
                 (dirs if rank_dir else files).append(v)

@@ -485,19 +485,30 @@ def step_table(job: Job) -> pd.DataFrame:
     a = _wait_table(job)
     inst = instance_table(job)
     a = a.merge(job.instances[["iid", "step"]], on="iid")
+    # the rows of each (rank, step) and (step, straggler), found once: a scan of both tables
+    # per step and rank made a job of 2,500 steps take 13 s here
+    waits, mine_at = a["wait_ns"], _rows_of(a, ["rank", "step"])
+    caused, strag_at = inst["mean_wait_us"], _rows_of(inst, ["step", "straggler"])
+    none = np.empty(0, np.int64)
     records = []
     for r in sorted(job.tables):
         st = job.tables[r].steps
         for step, ts, end in zip(st["step"].tolist(), st["ts"].tolist(), st["end"].tolist()):
-            mine = a[(a["rank"] == r) & a["step"].eq(step).fillna(False).astype(bool)]
-            strag = inst[inst["step"].eq(step).fillna(False).astype(bool)
-                         & inst["straggler"].eq(r).fillna(False).astype(bool)]
+            mine = waits.take(mine_at.get((r, step), none))
+            strag = caused.take(strag_at.get((step, r), none))
             records.append({"step": step, "rank": r, "step_us": (end - ts) / 1e3,
-                            "collectives": len(mine), "wait_us": mine["wait_ns"].sum() / 1e3,
-                            "straggler_count": len(strag),
-                            "caused_wait_us": float(strag["mean_wait_us"].sum())})
+                            "collectives": len(mine), "wait_us": mine.sum() / 1e3,
+                            "straggler_count": len(strag), "caused_wait_us": float(strag.sum())})
     return pd.DataFrame(records, columns=["step", "rank", "step_us", "collectives", "wait_us",
                                           "straggler_count", "caused_wait_us"])
+
+
+def _rows_of(df: pd.DataFrame, keys: list[str]) -> dict[tuple | int, np.ndarray]:
+    """The positions of ``df``'s rows per value of ``keys`` (rows with a missing key in none),
+    in table order."""
+    if not len(df):
+        return {}
+    return df.groupby(keys if len(keys) > 1 else keys[0], sort=False).indices
 
 
 def findings(job: Job, steps: Iterable[int] | None = None) -> list[str]:
@@ -505,10 +516,11 @@ def findings(job: Job, steps: Iterable[int] | None = None) -> list[str]:
     inst = instance_table(job)
     out: list[tuple[float, str]] = []
     numbers = sorted(int(s) for s in inst["step"].dropna().unique())
+    rows_at = _rows_of(inst, ["step"])  # found once, not by a scan per step
     for step in numbers if steps is None else steps:
-        mine = inst[inst["step"].eq(step).fillna(False).astype(bool)]
-        if not len(mine):
+        if step not in rows_at:
             continue
+        mine = inst.take(rows_at[step])
         lost = mine.groupby("straggler")["mean_wait_us"].sum()
         if not len(lost) or lost.max() <= 0:
             continue

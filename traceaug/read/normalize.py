@@ -30,7 +30,7 @@ from ..sorted_ints import among, sorted_unique
 from . import chunks, pass1, source, ui_import
 from .kinds import LoadKind, kind_of
 from .lanes import assign_lanes
-from .rebase import BelowBase, Rebase, fix_negative_tids
+from .rebase import BelowBase, Rebase, clamp_wide_ints, fix_negative_tids
 
 PARALLEL_ABOVE = 48 << 20  # raw bytes from which pass 1 runs in worker processes
 WORKERS = 2
@@ -250,7 +250,8 @@ def engine_stream(p: Plan, on_progress: Callable[[int], None] | None = None) -> 
             yield b","
     moved_chunks = _chunks_with_moves(p)
     for chunk in chunks.recut(source.iter_blocks(p.path, on_progress), layout):
-        text = p.rebase.exact(chunk.text) if chunk.index in p.exact_chunks else p.rebase.fast(chunk.text)[0]
+        text = clamp_wide_ints(chunk.text)  # as pass 1 saw it (``Rebase.rewrite``)
+        text = p.rebase.exact(text) if chunk.index in p.exact_chunks else p.rebase.fast(text)[0]
         text = fix_negative_tids(text)
         if chunk.index in moved_chunks and not chunk.last:
             text = _move(text, p.chunk_first_seq[chunk.index], p)

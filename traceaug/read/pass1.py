@@ -33,6 +33,7 @@ from .kinds import (  # the kinds' constants stay importable from here too
 from .rebase import (
     BelowBase,
     Rebase,
+    clamp_wide_ints,
     numbers,
     top_level_ts,
     unsigned_tid,
@@ -341,7 +342,7 @@ def _rebased_events(events: list, text: bytes, replaced: int, tail: bool,
         if rebase.verified(ts, replaced):
             return events, False, ts, False
         original = top_level_ts(chunks.parse(text, tail, layout))  # the exact path is rare
-    events = chunks.parse(rebase.exact(text), tail, layout)
+    events = chunks.parse(clamp_wide_ints(rebase.exact(text)), tail, layout)
     return events, True, rebase.check(original, top_level_ts(events)), False
 
 

@@ -33,6 +33,64 @@ _EXACT = re.compile(rb'"ts"(\s*):(\s*)(\d{%d,}(?:\.\d+)?|-?\d+(?:\.\d+)?[eE][+-]
 _ANY = re.compile(rb'"ts"\s*:\s*-?\d')
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_DIGITS = bytes.maketrans(b"123456789", b"000000000")  # every digit a 0: one find for a run
+_RUN = b"0" * 19  # an integer literal outside int64 has 19 digits or more
+_DIGIT_RUN = re.compile(rb"\d+")
+# A string (skipped whole: a name's digits are text), with a wide integer after it as the
+# value of that key; or a wide integer literal elsewhere (an array item). Not a fraction's
+# or an exponent's digits, nor digits after a leading 0 (not JSON: refused as written).
+_WIDE = re.compile(rb'("[^"\\]*(?:\\.[^"\\]*)*")(?:(\s*:\s*)(-?)([1-9]\d{18,})(?![\d.eE]))?'
+                   rb'|(?<![\w.+-])(-?)([1-9]\d{18,})(?![\d.eE])')
+_RANGE_CHECKED = (b'"ts"', b'"dur"')  # pass 1 refuses these out of range, by their value
+
+
+def _outside(digits: bytes, negative: bool) -> bool:
+    """Whether the integer of ``digits`` (no leading 0; ``negative``: after a ``-``) lies
+    outside int64, compared as text (``int`` refuses literals of 4,300 digits or more)."""
+    return len(digits) > 19 or (len(digits) == 19 and digits > (b"9223372036854775808" if negative
+                                                                 else b"9223372036854775807"))
+
+
+def _may_be_wide(text: bytes) -> bool:
+    """Whether ``text`` may hold an integer literal outside int64: a run of 19 digits or
+    more, not after a ``.`` or an exponent, that is out of range (at C speed: real traces
+    have none, but fractions of 19 digits are common)."""
+    digits = text.translate(_DIGITS)
+    at = digits.find(_RUN)
+    while at >= 0:
+        end = _DIGIT_RUN.match(text, at).end()
+        sign = at > 0 and text[at - 1] == 45  # "-"
+        before = text[at - 1 - sign : at - sign]
+        if (before not in (b".", b"e", b"E", b"+") and text[end : end + 1] not in (b".", b"e", b"E")
+                and text[at] != 48 and _outside(text[at:end], sign)):
+            return True
+        at = digits.find(_RUN, end)
+    return False
+
+
+def _bound(sign: bytes, digits: bytes) -> bytes:
+    if not _outside(digits, sign == b"-"):
+        return sign + digits
+    return b"%d" % (INT64_MIN if sign else INT64_MAX)
+
+
+def _clamp(m: re.Match) -> bytes:
+    if m.group(6) is not None:
+        return _bound(m.group(5), m.group(6))
+    if m.group(4) is None or m.group(1) in _RANGE_CHECKED:
+        return m.group(0)
+    return m.group(1) + m.group(2) + _bound(m.group(3), m.group(4))
+
+
+def clamp_wide_ints(text: bytes) -> bytes:
+    """Integer literals outside int64 held at its bounds, before any parse: Perfetto's own
+    parser wraps them (a stream of 2^64 + 5 read as 5), orjson keeps those below 2^64 (which
+    the engine then wraps) and makes the rest doubles; held at int64's largest (or smallest)
+    every load reads one value. ``ts`` and ``dur`` keep theirs: pass 1 refuses them."""
+    return _WIDE.sub(_clamp, text) if _may_be_wide(text) else text
+
+
 class BelowBase(Exception):
     """A timestamp lies below the chosen base (Perfetto would drop it once rebased):
     plan again with ``Rebase.without_base``."""
@@ -158,11 +216,13 @@ class Rebase:
     def rewrite(self, text: bytes, skim: Callable | None = None) -> tuple[bytes, int]:
         """``choose`` on the whole text, then ``fast`` on what ``skim`` leaves of it
         (``read.skim``: the events a load drops, cut unparsed), remembering the input and
-        the count for ``verified``; and how many events were cut."""
+        the count for ``verified``; and how many events were cut. Integers outside int64
+        are held at its bounds in what is left (``clamp_wide_ints``: the less text, the less
+        its scan costs)."""
         self.choose(text)
         self.last_text = text
         short, cut = skim(text) if skim is not None else (text, 0)
-        out, self.replaced = self.fast(short)
+        out, self.replaced = self.fast(clamp_wide_ints(short))
         return out, cut
 
     def exact(self, text: bytes) -> bytes:

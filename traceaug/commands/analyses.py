@@ -1,6 +1,8 @@
 """Run ``traceaug kernels | gaps | breakdown | launches`` over a file or every rank of a
 directory, and render their tables (times in µs in the terminal, exact ns in csv / json,
-every column named with its unit: ``public``)."""
+every column named with its unit: ``public``). Each command is a per-rank part (``*_part``,
+run in the rank's task where its ops are: only its tables come back) and a combine of the
+ranks' parts, so the main process never holds a rank's ops."""
 
 from __future__ import annotations
 

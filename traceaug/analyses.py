@@ -67,11 +67,11 @@ def kernels_across_ranks(source: Source, step: int | None = None) -> pd.DataFram
     """Per kernel name over the ranks: ``name``, ``type``, ``ranks``, ``mean_total_ns``,
     ``min_total_ns``, ``max_total_ns``, ``max_total_rank``; communication kernels matched across
     ranks also ``mean_wait_ns``, ``mean_transfer_ns`` and ``waited_for_rank``."""
-    from .commands.analyses import comm_split
+    from .commands.analyses import comm_rows, comm_split
 
     ranks = _ranks(source, None)
     return frame(public(kn.across_ranks([kn.kernel_table(g, step) for g in ranks],
-                                        comm_split(ranks, step))))
+                                        comm_split([comm_rows(g, step) for g in ranks]))))
 
 
 def stream_gaps(source: Source, step: int | None = None, rank: int | None = None) -> pd.DataFrame:

@@ -612,19 +612,33 @@ def _analysis_options(f):
     return click.argument("trace", type=paths.Input(urls=True))(f)
 
 
-def _gpu_ranks(ctx: click.Context, trace: Path, rank: int | None):
-    return _job_ranks(ctx, trace, rank, collectives=False)[0]
-
-
-def _job_ranks(ctx: click.Context, trace: Path, rank: int | None, collectives: bool):
-    """Every rank's GPU ops, and (``collectives``) a job's collective tables read with them
-    (``analyses.load_job``)."""
-    kind = "gpu_steps"  # the kind analysis.gpu_steps.LOAD loads (a lone rank's: prefetched)
-    prefetched = _prefetch(trace, kind=kind, each_rank=True, rank=rank)
+def _rank_tables(ctx: click.Context, trace: Path, rank: int | None, part: str,
+                 **params) -> list[dict]:
+    """Each rank's tables of ``commands.analyses``' ``part`` (a ``*_part`` with ``params``),
+    made where the rank is read."""
+    parts = _job_ranks(ctx, trace, rank, part, params, collectives=False)[0]
     from .commands import analyses
 
-    return analyses.load_job(trace, rank, prefetched=prefetched, job=_job(ctx),
-                             collectives=collectives, **_options(ctx))
+    return analyses.tables(parts)
+
+
+def _job_ranks(ctx: click.Context, trace: Path, rank: int | None, part: str, params: dict,
+               collectives: bool):
+    """Every rank's ``RankPart`` of ``part`` (a ``*_part`` of ``commands.analyses``, or
+    ``"page"``: ``report.analyses_html.analyses``) with ``params``, and (``collectives``) a
+    job's collective tables read with them (``analyses.load_job``)."""
+    kind = "gpu_steps"  # the kind analysis.gpu_steps.LOAD loads (a lone rank's: prefetched)
+    prefetched = _prefetch(trace, kind=kind, each_rank=True, rank=rank)
+    from functools import partial  # after the prefetch: its children start first
+
+    from .commands import analyses
+
+    if part == "page":
+        from .report.analyses_html import analyses as fn
+    else:
+        fn = getattr(analyses, part)
+    return analyses.load_job(trace, partial(fn, **params), rank, prefetched=prefetched,
+                             job=_job(ctx), collectives=collectives, **_options(ctx))
 
 
 @main.command()
@@ -640,10 +654,10 @@ def _job_ranks(ctx: click.Context, trace: Path, rank: int | None, collectives: b
 def kernels(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
             top: int | None, sort: str, kind: str | None, full_names: bool) -> None:
     """Per GPU kernel / copy / set: count, total, mean, std, min, max, shares and type."""
-    ranks = _gpu_ranks(ctx, trace, rank)  # first: it imports the engine without pandas
+    ranks = _rank_tables(ctx, trace, rank, "kernels_part", step=step, kind=kind, sort=sort)
     from .commands import analyses
 
-    sections = analyses.kernels(ranks, step, kind, sort, top)
+    sections = analyses.kernels(ranks, top)
     _print(analyses.render(sections, fmt, full_names))
 
 
@@ -663,10 +677,10 @@ def gaps(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fm
     if hist_min is not None and hist_max is not None and hist_min >= hist_max:
         raise click.BadParameter(f"{hist_max:g} is not above --hist-min {hist_min:g}",
                                  param_hint="--hist-max")
-    ranks = _gpu_ranks(ctx, trace, rank)
+    ranks = _rank_tables(ctx, trace, rank, "gaps_part", step=step, top=top, sort=sort)
     from .commands import analyses
 
-    sections = analyses.gaps(ranks, step, hist_min, hist_max, bins, top, sort)
+    sections = analyses.gaps(ranks, hist_min, hist_max, bins)
     _print(analyses.render(sections, fmt))
 
 
@@ -679,10 +693,11 @@ def breakdown(ctx: click.Context, trace: Path, rank: int | None, step: int | Non
               kernel_wait_us: float) -> None:
     """Per rank and step: busy / idle / computation / communication / memory and overlaps,
     idle per stream, communication-computation overlap."""
-    ranks = _gpu_ranks(ctx, trace, rank)
+    ranks = _rank_tables(ctx, trace, rank, "breakdown_part", step=step,
+                         kernel_wait_us=kernel_wait_us)
     from .commands import analyses
 
-    sections = analyses.breakdown(ranks, step, kernel_wait_us)
+    sections = analyses.breakdown(ranks)
     _print(analyses.render(sections, fmt))
 
 
@@ -698,10 +713,11 @@ def breakdown(ctx: click.Context, trace: Path, rank: int | None, step: int | Non
 def launches(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
              runtime_cutoff: float, delay_cutoff: float, top: int) -> None:
     """Per launch: runtime call duration, GPU duration, launch delay; outliers."""
-    ranks = _gpu_ranks(ctx, trace, rank)
+    ranks = _rank_tables(ctx, trace, rank, "launches_part", step=step,
+                         runtime_cutoff=runtime_cutoff, delay_cutoff=delay_cutoff, top=top)
     from .commands import analyses
 
-    sections = analyses.launches(ranks, step, runtime_cutoff, delay_cutoff, top)
+    sections = analyses.launches(ranks)
     if fmt == "table":
         sections = [(t if t != "launches" else f"launches (first {top}; csv / json: all)",
                      {k: v[:top] for k, v in c.items()} if t == "launches" else c)
@@ -723,7 +739,9 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
         from .report.paths import check_output
 
         check_output(html_out, trace)
-    ranks, tables = _job_ranks(ctx, trace, rank, collectives=True)
+    params = {"step": step, "top": top} if html_out is None else {"step": step}
+    parts, tables = _job_ranks(ctx, trace, rank, "report_part" if html_out is None else "page",
+                               params, collectives=True)
     from .commands import analyses
 
     job = []
@@ -734,10 +752,11 @@ def report(ctx: click.Context, trace: Path, rank: int | None, step: int | None, 
         job = job_sections(trace, step, top if html_out is None else None, tables=tables)
         del tables
     if html_out is None:
-        _print(analyses.render(job + analyses.report(ranks, step, top), fmt))
+        _print(analyses.render(job + analyses.report(analyses.tables(parts), top), fmt))
         return
     from .report.analyses_html import write_report
 
+    ranks = analyses.tables(parts)
     charts = write_report(ranks, html_out, step, top, title=f"traceaug report: {paths.name_of(trace)}",
                           job=job)
     click.echo(paths.shown(f"wrote {html_out} ({charts} charts, {len(ranks)} rank(s))"), err=True)

@@ -1,11 +1,16 @@
 """Run ``traceaug kernels | gaps | breakdown | launches`` over a file or every rank of a
 directory, and render their tables (times in µs in the terminal, exact ns in csv / json,
-every column named with its unit: ``public``)."""
+every column named with its unit: ``public``). Each command is a per-rank part (``*_part``,
+run in the rank's task where its ops are: only its tables come back) and a combine of the
+ranks' parts, so the main process never holds a rank's ops."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -35,38 +40,65 @@ PERCENT = {"share_launches": "launches_pct", "share_time": "time_pct"}
 FRACTION = {"ratio": "share_pct"}
 
 
-def load(path: Path, rank: int | None = None, tp_bin: str | None = None,
-         prefetched: Prefetched | None = None, job: JobOptions | None = None) -> list[GpuOps]:
-    """Every rank's GPU ops (one for a file), ranks in order, read by the job's executor
-    (``job.api.gather``); each rank's engine is closed once its ops are read."""
-    return load_job(path, rank, tp_bin, prefetched, job, collectives=False)[0]
+@dataclass
+class RankPart:
+    """One rank's share of an analysis command, computed where the rank was read (its task,
+    ``job.tasks.analysis_rank``): the command's small tables (``tables``), never the rank's ops,
+    so the main process holds tables, not a job's ops. ``error``: the analysis's user error (a
+    step the rank lacks), raised by the main process in rank order as it always was."""
+
+    rank: int | None
+    ops: int  # the rank's GPU ops (a job with none on any rank is an error)
+    tables: dict
+    collectives: Any = None  # report: the rank's collective tables from the same read
+    error: TraceaugError | None = None
 
 
-def load_job(path: Path, rank: int | None = None, tp_bin: str | None = None,
+def run_part(part: Callable, g: GpuOps, job: bool, collectives: Any = None) -> RankPart:
+    """``part(g, job)`` (a rank's tables; ``job``: one rank of several) as a ``RankPart``."""
+    try:
+        return RankPart(g.rank, len(g.ops["ts"]), part(g, job), collectives)
+    except TraceaugError as e:
+        return RankPart(g.rank, len(g.ops["ts"]), {}, collectives, e)
+
+
+def load_job(path: Path, part: Callable, rank: int | None = None, tp_bin: str | None = None,
              prefetched: Prefetched | None = None, job: JobOptions | None = None,
-             collectives: bool = True) -> tuple[list[GpuOps], list | None]:
-    """``load``, and for a job of several ranks (``collectives``) each rank's collective
-    tables (``analysis.collectives.ranked``) taken from the same read of the rank
+             collectives: bool = True) -> tuple[list[RankPart], list | None]:
+    """Each rank's ``RankPart`` of ``part`` (``part(ops, job) -> dict``, picklable: a
+    module-level function or a ``functools.partial`` of one), ranks in order, computed in each
+    rank's task of the job's executor (``job.api.gather``) so that only tables come back; and
+    for a job of several ranks (``collectives``) each rank's collective tables
+    (``analysis.collectives.ranked``) taken from the same read of the rank
     (``job.tasks.report_rank``); None for one rank (no job to match)."""
     from ..analysis.collectives import ranked
     from ..job.api import gather
     from ..job.ranks import select
     from ..job.run import JobOptions
-    from ..job.tasks import gpu_rank, report_rank
+    from ..job.tasks import analysis_rank
 
     job = job or JobOptions()
     files = select(path, rank, job.skip_bad, job.storage)
     options = {"tp_bin": tp_bin, "prefetched": prefetched}
-    tables = None
-    if collectives and len(files) > 1:
-        both = gather(path, report_rank, "collectives", rank, job, options, files=files)
-        out = [ops for ops, _ in both.values()]
-        tables = ranked({r: t for r, (_, t) in both.items()})
-    else:
-        out = list(gather(path, gpu_rank, LOAD["kind"], rank, job, options, files=files).values())
-    if not any(len(g.ops["ts"]) for g in out):
+    both = collectives and len(files) > 1
+    task = partial(analysis_rank, part=part, job=len(files) > 1, collectives=both)
+    done = gather(path, task, "collectives" if both else LOAD["kind"], rank, job, options,
+                  files=files)
+    if not any(p.ops for p in done.values()):
         raise TraceaugError(f"{path}: no GPU kernels, copies or sets to analyse")
-    return out, tables
+    tables = ranked({r: p.collectives for r, p in done.items()}) if both else None
+    for p in done.values():
+        p.collectives = None
+    return list(done.values()), tables
+
+
+def tables(parts: list[RankPart]) -> list[dict]:
+    """Each rank's tables; the first rank's analysis error (in rank order) raised, as the
+    analyses raised it when they ran here."""
+    for p in parts:
+        if p.error is not None:
+            raise p.error
+    return [p.tables for p in parts]
 
 
 def concat(tables: list[Columns]) -> Columns:
@@ -141,40 +173,63 @@ def render(sections: list[tuple[str, Columns]], fmt: str, full_names: bool = Fal
     return "\n".join(parts)
 
 
-def comm_split(ranks: list[GpuOps], step: int | None) -> dict[str, dict] | None:
-    """Each communication kernel's wait and transfer across the ranks (``kernel_split``),
-    None when no rank has one."""
-    if not any((g.ops["category"] == "communication").any() for g in ranks):
+def comm_rows(g: GpuOps, step: int | None) -> tuple[bool, Any]:
+    """A rank's part of ``comm_split``: whether it has a communication kernel, and its
+    communication kernels' rows (``collectives.from_gpu_ops``; rank None: set by the job)."""
+    from ..analysis import collectives as co
+
+    return (bool((g.ops["category"] == "communication").any()),
+            co.from_gpu_ops(g.rank, g.trace.base_ns, g.ops, g.rows(step)))
+
+
+def comm_split(rows: list[tuple[bool, Any]]) -> dict[str, dict] | None:
+    """Each communication kernel's wait and transfer across the ranks (``kernel_split``) from
+    each rank's ``comm_rows`` (a rank without a number: its place), None when no rank has one."""
+    if not any(has for has, _ in rows):
         return None
     from ..analysis import collectives as co
 
-    return co.kernel_split([co.from_gpu_ops(g.rank if g.rank is not None else i,
-                                            g.trace.base_ns, g.ops, g.rows(step))
-                            for i, g in enumerate(ranks)])
+    return co.kernel_split([t if t.rank is not None else replace(t, rank=i)
+                            for i, (_, t) in enumerate(rows)])
 
 
-def kernels(ranks: list[GpuOps], step: int | None, kind: str | None, sort: str,
-            top: int | None) -> list[tuple[str, Columns]]:
-    tables = [kn.sort(kn.kernel_table(g, step, kind), sort) for g in ranks]
+def kernels_part(g: GpuOps, job: bool, step: int | None, kind: str | None = None,
+                 sort: str = "total") -> dict:
+    """A rank's part of ``kernels``: its sorted kernel table, and in a job its ``comm_rows``."""
+    out = {"kernels": kn.sort(kn.kernel_table(g, step, kind), sort)}
+    if job:
+        out["comm"] = comm_rows(g, step)
+    return out
+
+
+def kernels(parts: list[dict], top: int | None) -> list[tuple[str, Columns]]:
+    """``kernels``' sections from each rank's ``kernels_part``."""
+    tables = [p["kernels"] for p in parts]
     out = [("kernels", concat([{k: v[:top] for k, v in t.items()} for t in tables]))]
-    if len(ranks) > 1:
-        across = kn.across_ranks(tables, comm_split(ranks, step))
+    if len(parts) > 1:
+        across = kn.across_ranks(tables, comm_split([p["comm"] for p in parts]))
         out.append(("kernels across ranks", {k: v[:top] for k, v in across.items()}))
     return out
 
 
-def gaps(ranks: list[GpuOps], step: int | None, hist_min: float | None, hist_max: float | None,
-         bins: int, top: int | None, sort: str) -> list[tuple[str, Columns]]:
-    pairs = [gp.stream_pairs(g, step) for g in ranks]
-    hist = gp.histogram(np.concatenate([p["gap"] for p in pairs]), hist_min, hist_max, bins)
-    trans = []
-    for g in ranks:
-        t = {k: v[:top] for k, v in gp.transitions(g, step, sort).items()}
-        trans.append({"rank": objects([g.rank] * len(t["count"])), **t})
-    return [("gaps per stream", concat([gp.stream_gaps(g, step) for g in ranks])),
-            ("gaps per device (union of its streams)", concat([gp.device_gaps(g, step) for g in ranks])),
+def gaps_part(g: GpuOps, job: bool, step: int | None, top: int | None, sort: str) -> dict:
+    """A rank's part of ``gaps``: its gap tables, its ``top`` transitions, and its positive
+    gaps (what the job's histogram counts)."""
+    gap = gp.stream_pairs(g, step)["gap"]
+    t = {k: v[:top] for k, v in gp.transitions(g, step, sort).items()}
+    return {"gap": gap[gap > 0], "transitions": {"rank": objects([g.rank] * len(t["count"])), **t},
+            "stream": gp.stream_gaps(g, step), "device": gp.device_gaps(g, step)}
+
+
+def gaps(parts: list[dict], hist_min: float | None, hist_max: float | None,
+         bins: int) -> list[tuple[str, Columns]]:
+    """``gaps``' sections from each rank's ``gaps_part``."""
+    hist = gp.histogram(np.concatenate([p["gap"] for p in parts]), hist_min, hist_max, bins)
+    return [("gaps per stream", concat([p["stream"] for p in parts])),
+            ("gaps per device (union of its streams)", concat([p["device"] for p in parts])),
             ("gap histogram (µs, log-spaced bins, gaps > 0 on every stream)", hist),
-            ("kernel transitions on a stream (gap after A before B)", concat(trans))]
+            ("kernel transitions on a stream (gap after A before B)",
+             concat([p["transitions"] for p in parts]))]
 
 
 def bars(hist: Columns, width: int = 50) -> str:
@@ -189,37 +244,65 @@ def bars(hist: Columns, width: int = 50) -> str:
     return "\n".join(lines) + "\n"
 
 
-def breakdown(ranks: list[GpuOps], step: int | None, kernel_wait_us: float) -> list[tuple[str, Columns]]:
+def breakdown_part(g: GpuOps, job: bool, step: int | None, kernel_wait_us: float) -> dict:
+    """A rank's part of ``breakdown``: its temporal and idle breakdowns."""
+    return {"temporal": bd.temporal(g, step), "idle": bd.idle_by_stream(g, step, kernel_wait_us)}
+
+
+def breakdown(parts: list[dict]) -> list[tuple[str, Columns]]:
+    """``breakdown``'s sections from each rank's ``breakdown_part``."""
     return [("temporal breakdown per step (GPU windows; step None = all steps)",
-             concat([bd.temporal(g, step) for g in ranks])),
-            ("idle breakdown per stream (HTA's rules)",
-             concat([bd.idle_by_stream(g, step, kernel_wait_us) for g in ranks]))]
+             concat([p["temporal"] for p in parts])),
+            ("idle breakdown per stream (HTA's rules)", concat([p["idle"] for p in parts]))]
 
 
-def launches(ranks: list[GpuOps], step: int | None, runtime_cutoff: float,
-             delay_cutoff: float, top: int | None) -> list[tuple[str, Columns]]:
-    tables = [ln.launch_table(g, step) for g in ranks]
-    summary = [ln.summary(t, g, step, runtime_cutoff, delay_cutoff) for t, g in zip(tables, ranks)]
-    summ = {k: objects([s[k] for s in summary]) if k == "rank" else np.array([s[k] for s in summary])
-            for k in summary[0]}
-    out = [("launch summary", summ)]
-    for title, key, col in (("runtime outliers", "runtime", "cpu_duration"),
-                            ("launch-delay outliers", "delay", "launch_delay"),
-                            ("short GPU ops (shorter than their runtime call)", "short", "gpu_duration")):
-        parts = []
-        for t in tables:
-            mask = ln.outliers(t, runtime_cutoff, delay_cutoff)[key]
-            rows = np.flatnonzero(mask)
-            rows = rows[np.argsort(-t[col][rows], kind="stable")][:top]
-            parts.append({k: v[rows] for k, v in t.items()})
-        out.append((title, concat(parts)))
-    out.append(("launches", concat(tables)))
+OUTLIERS = (("runtime outliers", "runtime", "cpu_duration"),
+            ("launch-delay outliers", "delay", "launch_delay"),
+            ("short GPU ops (shorter than their runtime call)", "short", "gpu_duration"))
+
+
+def launches_part(g: GpuOps, job: bool, step: int | None, runtime_cutoff: float,
+                  delay_cutoff: float, top: int | None, full: bool = True) -> dict:
+    """A rank's part of ``launches``: its summary, its ``top`` outliers of each kind, and
+    (``full``) its launch table."""
+    t = ln.launch_table(g, step)
+    out = {"summary": ln.summary(t, g, step, runtime_cutoff, delay_cutoff)}
+    masks = ln.outliers(t, runtime_cutoff, delay_cutoff)
+    for _, key, col in OUTLIERS:
+        rows = np.flatnonzero(masks[key])
+        rows = rows[np.argsort(-t[col][rows], kind="stable")][:top]
+        out[key] = {k: v[rows] for k, v in t.items()}
+    if full:
+        out["launches"] = t
     return out
 
 
-def report(ranks: list[GpuOps], step: int | None, top: int) -> list[tuple[str, Columns]]:
-    """Every analysis's tables (the text form of ``report``)."""
-    return (kernels(ranks, step, None, "total", top)
-            + breakdown(ranks, step, bd.KERNEL_WAIT_US)
-            + gaps(ranks, step, None, None, 20, top, "count")
-            + launches(ranks, step, ln.RUNTIME_CUTOFF_US, ln.DELAY_CUTOFF_US, top)[:-1])
+def launches(parts: list[dict]) -> list[tuple[str, Columns]]:
+    """``launches``' sections from each rank's ``launches_part`` (the launch list when the
+    parts hold it)."""
+    summary = [p["summary"] for p in parts]
+    summ = {k: objects([s[k] for s in summary]) if k == "rank" else np.array([s[k] for s in summary])
+            for k in summary[0]}
+    out = [("launch summary", summ)]
+    out += [(title, concat([p[key] for p in parts])) for title, key, _ in OUTLIERS]
+    if "launches" in parts[0]:
+        out.append(("launches", concat([p["launches"] for p in parts])))
+    return out
+
+
+def report_part(g: GpuOps, job: bool, step: int | None, top: int) -> dict:
+    """A rank's part of ``report``'s text: each analysis's part with the report's options."""
+    return {"kernels": kernels_part(g, job, step),
+            "breakdown": breakdown_part(g, job, step, bd.KERNEL_WAIT_US),
+            "gaps": gaps_part(g, job, step, top, "count"),
+            "launches": launches_part(g, job, step, ln.RUNTIME_CUTOFF_US, ln.DELAY_CUTOFF_US, top,
+                                      full=False)}
+
+
+def report(parts: list[dict], top: int) -> list[tuple[str, Columns]]:
+    """Every analysis's tables (the text form of ``report``) from each rank's ``report_part``."""
+    def each(name: str) -> list[dict]:
+        return [p[name] for p in parts]
+
+    return (kernels(each("kernels"), top) + breakdown(each("breakdown"))
+            + gaps(each("gaps"), None, None, 20) + launches(each("launches")))

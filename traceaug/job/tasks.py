@@ -101,6 +101,17 @@ def report_rank(file: TraceFile, options: dict) -> tuple[Any, Any]:
     return ops, found
 
 
+def analysis_rank(file: TraceFile, options: dict, part, job: bool, collectives: bool) -> Any:
+    """One rank read as ``gpu_rank`` reads it (``collectives``: as ``report_rank``), then
+    ``part(ops, job)``: its ``commands.analyses.RankPart``, small tables; the ops stay here."""
+    from ..commands.analyses import run_part
+
+    if collectives:
+        ops, found = report_rank(file, options)
+        return run_part(part, ops, job, found)
+    return run_part(part, gpu_rank(file, options), job)
+
+
 def then_rank(file: TraceFile, options: dict, then) -> Any:
     """``then(rank, trace)`` on one rank (``traceaug.load_ranks``); a result that holds the
     trace gets it detached."""

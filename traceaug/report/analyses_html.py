@@ -17,7 +17,7 @@ from ..analysis.gpu_steps import GpuOps
 from ..analysis.tables import Columns
 from ..atomic import atomic_output
 from ..commands.analyses import clip_names, concat, shown
-from .findings import Overview, overview
+from .findings import Overview, overview, rank_figures
 from .job_html import job_parts
 from .plotly_inline import BOOT, packed_plotly
 
@@ -89,24 +89,30 @@ def _list(values) -> list:
     return values.tolist() if hasattr(values, "tolist") else list(values)
 
 
-def analyses(ranks: list[GpuOps], step: int | None) -> dict[str, list[Columns]]:
-    """Each analysis the page shows, computed once per rank."""
-    return {"kernels": [kn.kernel_table(g, step) for g in ranks],
-            "pairs": [gp.stream_pairs(g, step) for g in ranks],
-            "stream_gaps": [gp.stream_gaps(g, step) for g in ranks],
-            "idle": [bd.idle_by_stream(g, step) for g in ranks],
-            "temporal": [bd.temporal(g, step) for g in ranks],
-            "launches": [ln.summary(ln.launch_table(g, step), g, step) for g in ranks]}
+def analyses(g: GpuOps, job: bool = False, step: int | None = None) -> dict:
+    """What the page shows of one rank, computed where the rank is read (``job``: one rank
+    of several): each analysis's table, its positive gaps between ops on a stream, and what
+    the overview needs of its ops (``findings.rank_figures``)."""
+    gap = gp.stream_pairs(g, step)["gap"]
+    return {"rank": g.rank, "kernels": kn.kernel_table(g, step), "gap": gap[gap > 0],
+            "stream_gaps": gp.stream_gaps(g, step), "idle": bd.idle_by_stream(g, step),
+            "temporal": bd.temporal(g, step),
+            "launches": ln.summary(ln.launch_table(g, step), g, step), **rank_figures(g, step)}
 
 
-def figures(ranks: list[GpuOps], a: dict[str, list[Columns]], top: int) -> list[tuple[str, dict]]:
-    """Every chart of the report, named, from ``analyses``."""
+def by_name(parts: list[dict]) -> dict[str, list]:
+    """The ranks' ``analyses``, each name's values in rank order."""
+    return {k: [p[k] for p in parts] for k in parts[0]}
+
+
+def figures(a: dict[str, list], top: int) -> list[tuple[str, dict]]:
+    """Every chart of the report, named, from the ranks' ``analyses`` (``by_name``)."""
     tables = a["kernels"]
-    n = len(ranks)
-    pies = [{"type": "pie", "labels": list(TYPES), "sort": False, "name": _label(g.rank),
-             "title": {"text": _label(g.rank)}, "domain": {"x": [i / n, (i + 1) / n]},
+    n = len(tables)
+    pies = [{"type": "pie", "labels": list(TYPES), "sort": False, "name": _label(rank),
+             "title": {"text": _label(rank)}, "domain": {"x": [i / n, (i + 1) / n]},
              "values": [int(t["total"][t["type"] == typ].sum()) / 1e3 for typ in TYPES]}
-            for i, (g, t) in enumerate(zip(ranks, tables))]
+            for i, (rank, t) in enumerate(zip(a["rank"], tables))]
     out = [("kernel types", _fig(pies, "GPU time per kernel type (µs), per rank"))]
     across = kn.across_ranks(tables)
     for typ in TYPES:
@@ -125,8 +131,7 @@ def figures(ranks: list[GpuOps], a: dict[str, list[Columns]], top: int) -> list[
             [bar], f"Top {typ} kernels: total µs (mean over ranks, bars min–max)",
             yaxis={"autorange": "reversed"}, xaxis=US_AXIS, margin={"l": 420},
             height=max(300, 26 * len(rows) + 120))))
-    gap = concat(a["pairs"]).get("gap", np.empty(0, np.int64))
-    hist = gp.histogram(gap, bins=30)
+    hist = gp.histogram(np.concatenate(a["gap"]), bins=30)
     out.append(("gap histogram", _fig(
         [{"type": "bar", "x": [f"{a:.3g}–{b:.3g}" for a, b in zip(hist["lo_us"], hist["hi_us"])],
           "y": _list(hist["count"])}],
@@ -218,15 +223,16 @@ STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1400px}"
          "th[data-order=desc]::after{content:' ▼'}.chart{min-height:300px}")
 
 
-def write_report(ranks: list[GpuOps], path: Path, step: int | None = None, top: int = 10,
+def write_report(parts: list[dict], path: Path, step: int | None = None, top: int = 10,
                  title: str = "traceaug report", job: list[tuple[str, Columns]] | None = None) -> int:
-    """Write the page atomically; the number of charts. ``job``: a job's section
-    (``commands.collectives.job_sections``), drawn first after the overview."""
-    a = analyses(ranks, step)
-    figs = figures(ranks, a, top)
+    """Write the page atomically from each rank's ``analyses``; the number of charts.
+    ``job``: a job's section (``commands.collectives.job_sections``), drawn first after the
+    overview."""
+    a = by_name(parts)
+    figs = figures(a, top)
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
              f"<title>{html.escape(title)}</title>", f"<style>{STYLE}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1>", _overview(overview(ranks, a, step, _short), len(ranks))]
+             f"<h1>{html.escape(title)}</h1>", _overview(overview(a, step, _short), len(parts))]
     head, tail, job_figs = job_parts(job, _table) if job else ("", "", [])
     charts = [f"<div class='chart' id='chart{i}' data-chart='{html.escape(name)}'></div>"
               for i, (name, _) in enumerate(job_figs + figs)]

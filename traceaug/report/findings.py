@@ -75,17 +75,23 @@ def main_stream(g: GpuOps, step: int | None) -> tuple[int, int]:
     return int(dev[first]), int(stream[first])
 
 
+def rank_figures(g: GpuOps, step: int | None) -> dict:
+    """What ``overview`` needs of a rank's ops, computed where they are: its ``main_stream``
+    (``main``) and its ``queue_means`` (``queue``)."""
+    return {"main": main_stream(g, step), "queue": queue_means(g, step)}
+
+
 def _rank(rank) -> str:
     return "" if rank is None else f" (rank {rank})"
 
 
-def overview(ranks: list[GpuOps], a: dict[str, list[Columns]], step: int | None,
-             short: Callable[[str], str] = str) -> Overview:
-    """The verdict and findings from ``analyses_html.analyses``' tables (``a``); ``short``
-    cuts a kernel name for the sentence."""
+def overview(a: dict[str, list], step: int | None, short: Callable[[str], str] = str) -> Overview:
+    """The verdict and findings from the ranks' ``analyses_html.analyses`` (``a``: each name's
+    values in rank order, with ``rank_figures``'); ``short`` cuts a kernel name for the
+    sentence."""
     rows = [(_window_row(t, step), t) for t in a["temporal"]]
     f = _figures(rows)
-    found = (_idle(ranks, a["idle"], step, rows, f) + _queues(ranks, step, f)
+    found = (_idle(a["main"], a["idle"], step, rows, f) + _queues(a["rank"], a["queue"], f)
              + _top_kernel(a["kernels"], f, short) + _alone(f) + _imbalance(rows, f))
     found.sort(key=lambda x: -x.impact_pct)
     found = [x for x in found if x.impact_pct >= MIN_IMPACT_PCT or x is found[0]]
@@ -105,15 +111,14 @@ def _figures(rows: list[tuple[int, Columns]]) -> dict:
             "mem_only_pct": 100 * total["mem_only"] / span}
 
 
-def _idle(ranks: list[GpuOps], idle: list[Columns], step: int | None,
+def _idle(streams: list[tuple[int, int]], idle: list[Columns], step: int | None,
           rows: list[tuple[int, Columns]], f: dict) -> list[Finding]:
     """The GPU's idle share and where the busiest stream's idle time goes (HTA's categories;
     a stream that runs little is idle nearly all the time, which says nothing)."""
     cause = ""
     by_cat: dict[str, int] = {}
     main = []
-    for g, t in zip(ranks, idle):
-        d, s = main_stream(g, step)
+    for (d, s), t in zip(streams, idle):
         main.append(s)
         mine = (t["device"] == d) & (t["stream"] == s)
         for c, v in zip(t["category"][mine].tolist(), t["idle"][mine].tolist()):
@@ -132,14 +137,14 @@ def _idle(ranks: list[GpuOps], idle: list[Columns], step: int | None,
                     {"idle_pct": f["idle_pct"]})]
 
 
-def _queues(ranks: list[GpuOps], step: int | None, f: dict) -> list[Finding]:
-    """The fullest launch queue: a full one means the CPU runs ahead of the GPU."""
+def _queues(ranks: list, queues: list[Columns], f: dict) -> list[Finding]:
+    """The fullest launch queue (each rank's ``queue_means``): a full one means the CPU runs
+    ahead of the GPU."""
     best = None
-    for g in ranks:
-        q = queue_means(g, step)
+    for r, q in zip(ranks, queues):
         for s, m in zip(q["stream"].tolist(), q["mean"].tolist()):
             if best is None or m > best[2]:
-                best = (g.rank, s, m)
+                best = (r, s, m)
     if best is None:
         return []
     rank, s, q = best

@@ -84,8 +84,9 @@ def errors(trace) -> dict:
 # ----- load kinds ------------------------------------------------------------------------
 def test_kinds_and_their_older_names() -> None:
     assert set(KINDS) == {"analysis", "full", "gpu", "gpu_steps", "ops", "sync", "patterns",
-                          "collectives"}
-    assert [k.name for k in KINDS.values() if k.skim] == ["gpu_steps", "collectives"]  # writes no trace
+                          "collectives", "job_path"}
+    assert [k.name for k in KINDS.values() if k.skim] == ["gpu_steps", "collectives",
+                                                          "job_path"]  # writes no trace
     assert kind_of().name == "analysis" and kind_of(full=True).name == "full"
     assert kind_of(only="gpu").name == "gpu" and kind_of("sync").name == "sync"
     assert [k.name for k in KINDS.values() if k.full] == ["full"]

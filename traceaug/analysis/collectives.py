@@ -83,6 +83,10 @@ class Job:
     problems: list[str] = field(default_factory=list)
     _table: pd.DataFrame | None = field(default=None, init=False, repr=False, compare=False)
 
+    def offsets(self) -> dict:
+        """Each rank's clock offset (ns): its time minus this, in the job clock."""
+        return dict(zip(self.clock["rank"].tolist(), self.clock["offset_ns"].tolist()))
+
 
 def _stream_ids(t: RankTables) -> set:
     """The NCCL streams of a rank's collectives that carry no process group."""

@@ -187,14 +187,11 @@ def matched(parts: dict[int, RankPart]) -> co.Job:
 
 def join(parts: dict[int, RankPart], job: co.Job, step: int) -> JobPath | None:
     """The path of ``step`` over every rank that has it (None: no rank has it)."""
-    ranks = [r for r in sorted(parts) if step in parts[r].graphs]
+    ranks, gs, shift = step_graphs(parts, job, step)
     if not ranks:
         return None
-    off = dict(zip(job.clock["rank"].tolist(), job.clock["offset_ns"].tolist()))
-    gs = [parts[r].graphs[step] for r in ranks]
     node_at = np.cumsum([0] + [len(g.node_ts) for g in gs])
     ev_at = node_at // 2
-    shift = [int(off.get(r, 0)) for r in ranks]
     ts = np.concatenate([g.node_ts - s for g, s in zip(gs, shift)])
     order = np.concatenate([g.node_order + 8 * node_at[i] for i, g in enumerate(gs)])
     lane_at = np.cumsum([0] + [int(g.node_lane.max(initial=0)) + 1 for g in gs])
@@ -247,6 +244,21 @@ def join(parts: dict[int, RankPart], job: co.Job, step: int) -> JobPath | None:
                    inferred)
 
 
+def step_graphs(parts: dict[int, RankPart], job: co.Job, step: int
+                ) -> tuple[list[int], list[RankGraph], list[int]]:
+    """The ranks that have ``step`` (in order), their graphs of it, and each one's clock
+    offset (ns: its times minus this are the job clock's)."""
+    ranks = [r for r in sorted(parts) if step in parts[r].graphs]
+    off = job.offsets()
+    return ranks, [parts[r].graphs[step] for r in ranks], [int(off.get(r, 0)) for r in ranks]
+
+
+def transfers(ts: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Each member's transfer at one instance (``starts``: its members' kernel start nodes,
+    each kernel's end the next node): its end minus the last arrival, at least 0."""
+    return np.maximum(ts[starts + 1] - ts[starts].max(), 0)
+
+
 def members(job: co.Job, ranks: list[int], gs: list[RankGraph], node_at: np.ndarray
             ) -> list[np.ndarray]:
     """Per matched instance of this step with two members or more: the start nodes of its
@@ -274,8 +286,7 @@ def _joins(job, ranks, gs, node_at, ts):
     end's transfer: the end minus the last arrival."""
     srcs, dsts, ws = [], [], []
     for m in members(job, ranks, gs, node_at):
-        last = ts[m].max()
-        transfer = np.maximum(ts[m + 1] - last, 0)
+        transfer = transfers(ts, m)
         srcs.append(np.repeat(m, len(m)))
         dsts.append(np.tile(m + 1, len(m)))
         ws.append(np.tile(transfer, len(m)))

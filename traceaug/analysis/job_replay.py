@@ -45,12 +45,9 @@ def replay_step(parts: dict[int, jp.RankPart], job: co.Job, step: int,
                 scales: list[replay.Scale], no_launch_delay: bool, no_stragglers: bool
                 ) -> replay.StepReplay:
     """One job step unchanged, then each change alone, then all (as ``replay.replay_window``)."""
-    ranks = [r for r in sorted(parts) if step in parts[r].graphs]
-    gs = [parts[r].graphs[step] for r in ranks]
-    off = dict(zip(job.clock["rank"].tolist(), job.clock["offset_ns"].tolist()))
+    ranks, gs, shift = jp.step_graphs(parts, job, step)
     models = []
-    for r, g in zip(ranks, gs):
-        s = int(off.get(r, 0))
+    for g, s in zip(gs, shift):
         m = g.model
         models.append(dataclasses.replace(m, node_ts=m.node_ts - s, start=m.start - s,
                                           end=m.end - s, delay=m.delay.copy()))
@@ -61,8 +58,7 @@ def replay_step(parts: dict[int, jp.RankPart], job: co.Job, step: int,
     rank_of = np.repeat(np.arange(len(models)), np.diff(node_at))
     own_edges, j_src, j_dst, j_w, med_src, med_dst, med_w = [], [], [], [], [], [], []
     for mem in jp.members(job, ranks, gs, node_at):
-        last = ts[mem].max()
-        transfer = np.maximum(ts[mem + 1] - last, 0)
+        transfer = jp.transfers(ts, mem)
         for end, w in zip((mem + 1).tolist(), transfer.tolist()):
             i = int(rank_of[end])
             e = int(spans[i][end - node_at[i]])

@@ -223,16 +223,16 @@ STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1400px}"
          "th[data-order=desc]::after{content:' ▼'}.chart{min-height:300px}")
 
 
-def write_report(parts: list[dict], path: Path, step: int | None = None, top: int = 10,
+def write_report(ranks: list[dict], path: Path, step: int | None = None, top: int = 10,
                  title: str = "traceaug report", job: list[tuple[str, Columns]] | None = None) -> int:
     """Write the page atomically from each rank's ``analyses``; the number of charts.
     ``job``: a job's section (``commands.collectives.job_sections``), drawn first after the
     overview."""
-    a = by_name(parts)
+    a = by_name(ranks)
     figs = figures(a, top)
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
              f"<title>{html.escape(title)}</title>", f"<style>{STYLE}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1>", _overview(overview(a, step, _short), len(parts))]
+             f"<h1>{html.escape(title)}</h1>", _overview(overview(a, step, _short), len(ranks))]
     head, tail, job_figs = job_parts(job, _table) if job else ("", "", [])
     charts = [f"<div class='chart' id='chart{i}' data-chart='{html.escape(name)}'></div>"
               for i, (name, _) in enumerate(job_figs + figs)]

@@ -105,7 +105,7 @@ def write_job(path: str | Path, out: Path, align: bool = True, options: dict | N
     guard.check([f.path for f in files], [out])
     job = found if found is not None else co.load_job(path, align_clocks=align, options=options,
                                                         mapper=mapper, job=run)
-    offset = dict(zip(job.clock["rank"].tolist(), job.clock["offset_ns"].tolist()))
+    offset = job.offsets()
     events: list[bytes] = []
     for f in files:  # every rank relabelled: the UI keeps a process's first name
         events += relabelled(trace_input(f.path), _rebase(f, job), int(offset.get(f.rank, 0)),

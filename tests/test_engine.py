@@ -179,3 +179,65 @@ def test_commands_never_import_pandas(tmp_path: Path, command: str) -> None:
     assert not {m for m in imported if m.startswith("pandas.")}  # only the halted "import pandas"
     with traceaug.load(TESTDATA / "small_training.json", progress=False) as t:  # in-process:
         assert len(t.query("SELECT name FROM slice")) > 0  # DataFrames as ever
+
+
+def _heap(instance) -> np.ndarray:
+    return np.frombuffer(instance._view(0, instance.memory.data_len(instance.store)), np.uint8).copy()
+
+
+def test_an_engine_started_from_the_image_is_a_fresh_engine() -> None:
+    """From the second start in a process, engines start from an image of a started heap:
+    their memory is byte for byte a fully started engine's, but where two full starts differ
+    from each other (the start's time, which only progress logs read)."""
+    from traceaug.engine import wasm_instance
+    from traceaug.engine.wasm_module import load_build
+
+    build = load_build(False)
+    wasm_instance._IMAGES.pop(build.name, None)
+    first = wasm_instance.WasmInstance(build)  # full starts: the second of the process keeps
+    second = wasm_instance.WasmInstance(build)  # an image (the first one may already have)
+    assert build.name in wasm_instance._IMAGES
+    starts = dict(wasm_instance._FULL_STARTS)
+    imaged = wasm_instance.WasmInstance(build)
+    assert wasm_instance._FULL_STARTS == starts  # started from the image, not in full
+    a, b, c = _heap(first), _heap(second), _heap(imaged)
+    assert len(a) == len(b) == len(c) == 57_081_856
+    own = a != b  # what differs between any two full starts
+    assert 0 < own.sum() <= 8
+    assert np.array_equal(c[~own], b[~own])
+    for i in (first, second, imaged):
+        i.close()
+
+
+def test_engines_of_one_process_never_see_an_earlier_trace() -> None:
+    """Two ranks in sequence through one process's engines (the second started from the
+    image the first ranks' starts left): the second rank's collective tables are exactly its
+    raw JSON's NCCL kernels, GPU ops and CPU ops, none of the first rank's."""
+    from collectives_raw import raw_kernels
+    from rawjson import load_raw, ns
+
+    from traceaug.analysis.collective_rank import extract
+    from traceaug.engine import wasm_instance
+
+    first = shared_trace("kineto/jobs/dlrm_v100_8ranks/worker0_step_12.1694128201545.pt.trace.json.gz")
+    second = shared_trace("kineto/a100_nccl_rank0_of2.json.gz")
+    extract(first)
+    extract(first)
+    starts = dict(wasm_instance._FULL_STARTS)
+    got = extract(second)
+    assert wasm_instance._FULL_STARTS == starts  # the second trace's engine: from the image
+    raw = load_raw(second)["traceEvents"]
+    kernels = raw_kernels(raw)
+    assert len(kernels) == 21
+    assert list(zip(got.colls["ts"], got.colls["end"], got.colls["name"])) == \
+        [(ts, end, e["name"]) for ts, end, e in kernels]
+
+    def spans(cats: set[str]) -> list[tuple[int, int, str]]:
+        return sorted((ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["name"]) for e in raw
+                      if e.get("ph") == "X" and e.get("cat") in cats)
+
+    gpu = spans({"kernel", "gpu_memcpy", "gpu_memset"})
+    cpu = spans({"cpu_op", "user_annotation"})
+    assert len(gpu) == 3774 and len(cpu) == 14388
+    assert sorted(zip(got.gpu["ts"], got.gpu["end"], got.gpu["name"])) == gpu
+    assert sorted(zip(got.cpu["ts"], got.cpu["end"], got.cpu["name"])) == cpu

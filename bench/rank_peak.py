@@ -8,8 +8,10 @@ Each load runs in a fresh child process as a pool or Dask worker runs it (pass 1
 process: ``workers=0``; no progress) and then answers one query ("load"), or runs the job's
 task for that kind ("task": ``job.tasks`` / a rewriter's rank, which hold more than the load:
 diff two traces, the critical path its graph); its peak is the child's VmHWM (``ru_maxrss``
-would carry the parent's over exec). The base is the same child on a 71-event trace (the
-engine, numpy, the wasm module); a kind's factor is the largest over the traces and runs of
+would carry the parent's over exec). Each child is a warm worker: it first runs two ranks of a
+71-event trace (so it holds what a pool worker keeps across ranks: the engine's start image,
+``engine.wasm_instance``). The base is such a child loading that trace (the engine, numpy, the
+wasm module, the image); a kind's factor is the largest over the traces and runs of
 (peak - base) / raw bytes. Traces are read as plain JSON; the A100 one also gz.
 Run: ``python bench/rank_peak.py [--kinds gpu_steps,collectives] [--json]`` (about 2 min on
 2 cores).
@@ -39,12 +41,16 @@ CHILD = """
 import os, sys
 from pathlib import Path
 path, kind, mode = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+os.environ["TRACEAUG_POOL_WORKER"] = "1"  # a warm worker: two ranks done, its engine image kept
+from traceaug.job import tasks as warm
+from traceaug.job.ranks import TraceFile as WarmFile
+for _ in range(2):
+    warm.collectives_rank(WarmFile(Path(TINY), 0), {})
 if mode == "load":
     from traceaug.trace import Trace
     with Trace(path, kind=kind, workers=0, progress=False) as t:
         t.columns("SELECT COUNT(*) AS n FROM slice")
 else:  # the job's task for this kind, as a pool worker runs it (embedded: pass 1 here)
-    os.environ["TRACEAUG_POOL_WORKER"] = "1"
     from traceaug.job import tasks
     from traceaug.job.ranks import TraceFile
     f = TraceFile(path, 0)
@@ -80,7 +86,7 @@ GZ_TOO = "a100_rank0_of16_6streams.json.gz"  # the job bench's rank: loaded gz a
 def peak(path: Path, kind: str, mode: str = "load", work: Path | None = None) -> int:
     """Bytes: the child's peak RSS loading ``path`` with ``kind`` (``mode`` "task": running
     the job's task for that kind; ``work``: where a rewriter writes)."""
-    child = f"TASKS = {TASKS!r}\nREWRITERS = {REWRITERS!r}\n" + CHILD
+    child = f"TASKS = {TASKS!r}\nREWRITERS = {REWRITERS!r}\nTINY = {str(TINY)!r}\n" + CHILD
     out = subprocess.run([sys.executable, "-c", child, str(path), kind, mode, str(work)],
                          cwd=REPO_ROOT, capture_output=True, text=True, check=True)
     return int(out.stdout.split()[-1])

@@ -303,7 +303,10 @@ class WasmInstance:
         now = _pages(heap)
         changed = now.any(axis=1)
         numbers, data = fresh
-        changed[numbers] = (now[numbers] != data).any(axis=1)
+        at = 0
+        for lo, hi in _runs(np.isin(np.arange(len(now)), numbers)):  # compared in place
+            changed[lo:hi] = (now[lo:hi] != data[at:at + hi - lo]).any(axis=1)
+            at += hi - lo
         with memoryview(heap) as view:
             runs = tuple((lo * PAGE, bytes(view[lo * PAGE:hi * PAGE])) for lo, hi in _runs(changed))
         return _Image(size=size, runs=runs, reply_index=index, buf=self._buf, request=REQUEST_BUFFER)

@@ -141,7 +141,10 @@ class LocalPool(Executor):
 
         self.size = size
         if processes and can_fork():
-            from .. import trace  # noqa: F401  (imported before the fork: the workers have it)
+            # imported before the fork: the workers have them (20 ms of each one's first task)
+            from .. import trace  # noqa: F401
+            from ..read import inputs  # noqa: F401
+            from . import storage, tasks  # noqa: F401
 
             self.pool: cf.Executor = cf.ProcessPoolExecutor(
                 size, mp_context=multiprocessing.get_context("fork"), initializer=_worker_start)

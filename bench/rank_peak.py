@@ -8,10 +8,10 @@ Each load runs in a fresh child process as a pool or Dask worker runs it (pass 1
 process: ``workers=0``; no progress) and then answers one query ("load"), or runs the job's
 task for that kind ("task": ``job.tasks`` / a rewriter's rank, which hold more than the load:
 diff two traces, the critical path its graph); its peak is the child's VmHWM (``ru_maxrss``
-would carry the parent's over exec). Each child is a warm worker: it first runs two ranks of a
-71-event trace (so it holds what a pool worker keeps across ranks: the engine's start image,
-``engine.wasm_instance``). The base is such a child loading that trace (the engine, numpy, the
-wasm module, the image); a kind's factor is the largest over the traces and runs of
+would carry the parent's over exec). The base is the same child on a 71-event trace (the
+engine, numpy, the wasm module), and again in a warm worker (two ranks of it first: a worker
+keeps the engine's start image, ``engine.wasm_instance``, ~6 MB, and its second start peaks
+higher): the pool's base covers the warm one; a kind's factor is the largest over the traces and runs of
 (peak - base) / raw bytes. Traces are read as plain JSON; the A100 one also gz.
 Run: ``python bench/rank_peak.py [--kinds gpu_steps,collectives] [--json]`` (about 2 min on
 2 cores).
@@ -41,16 +41,18 @@ CHILD = """
 import os, sys
 from pathlib import Path
 path, kind, mode = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
-os.environ["TRACEAUG_POOL_WORKER"] = "1"  # a warm worker: two ranks done, its engine image kept
-from traceaug.job import tasks as warm
-from traceaug.job.ranks import TraceFile as WarmFile
-for _ in range(2):
-    warm.collectives_rank(WarmFile(Path(TINY), 0), {})
+if sys.argv[5:] == ["warm"]:  # a warm worker: two ranks done (it keeps the engine's start image)
+    os.environ["TRACEAUG_POOL_WORKER"] = "1"
+    from traceaug.job import tasks as warm
+    from traceaug.job.ranks import TraceFile as WarmFile
+    for _ in range(2):
+        warm.collectives_rank(WarmFile(path, 0), {})
 if mode == "load":
     from traceaug.trace import Trace
     with Trace(path, kind=kind, workers=0, progress=False) as t:
         t.columns("SELECT COUNT(*) AS n FROM slice")
 else:  # the job's task for this kind, as a pool worker runs it (embedded: pass 1 here)
+    os.environ["TRACEAUG_POOL_WORKER"] = "1"
     from traceaug.job import tasks
     from traceaug.job.ranks import TraceFile
     f = TraceFile(path, 0)
@@ -83,17 +85,21 @@ REWRITERS = {
 GZ_TOO = "a100_rank0_of16_6streams.json.gz"  # the job bench's rank: loaded gz as well
 
 
-def peak(path: Path, kind: str, mode: str = "load", work: Path | None = None) -> int:
+def peak(path: Path, kind: str, mode: str = "load", work: Path | None = None,
+         warm: bool = False) -> int:
     """Bytes: the child's peak RSS loading ``path`` with ``kind`` (``mode`` "task": running
-    the job's task for that kind; ``work``: where a rewriter writes)."""
-    child = f"TASKS = {TASKS!r}\nREWRITERS = {REWRITERS!r}\nTINY = {str(TINY)!r}\n" + CHILD
-    out = subprocess.run([sys.executable, "-c", child, str(path), kind, mode, str(work)],
-                         cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    the job's task for that kind; ``work``: where a rewriter writes; ``warm``: after two ranks
+    of ``path``, as a pool worker that has run some)."""
+    child = f"TASKS = {TASKS!r}\nREWRITERS = {REWRITERS!r}\n" + CHILD
+    out = subprocess.run([sys.executable, "-c", child, str(path), kind, mode, str(work)]
+                         + ["warm"] * warm, cwd=REPO_ROOT, capture_output=True, text=True,
+                         check=True)
     return int(out.stdout.split()[-1])
 
 
 def measure(kinds: tuple[str, ...], work: Path) -> dict:
     base = peak(TINY, "analysis")
+    warm = peak(TINY, "analysis", warm=True)
     rows = []
     for name in TRACES:
         gz = KINETO / name
@@ -116,11 +122,12 @@ def measure(kinds: tuple[str, ...], work: Path) -> dict:
                              "peak_mb": p / MB, "per_raw_byte": (p - base) / size})
         raw.unlink()
     factors = {k: max(r["per_raw_byte"] for r in rows if r["kind"] == k) for k in kinds}
-    return {"base_mb": base / MB, "rows": rows, "factors": factors}
+    return {"base_mb": base / MB, "warm_base_mb": warm / MB, "rows": rows, "factors": factors}
 
 
 def render(found: dict) -> str:
-    lines = [f"base (engine, 71-event trace): {found['base_mb']:.0f} MB", "",
+    lines = [f"base (engine, 71-event trace): {found['base_mb']:.0f} MB; in a warm worker "
+             f"(two ranks before, its engine image kept): {found['warm_base_mb']:.0f} MB", "",
              f"{'trace':34} {'input':5} {'kind':11} {'run':4} {'raw_MB':>6} {'file_MB':>7} "
              f"{'peak_MB':>7} {'(peak-base)/raw':>15}"]
     for r in found["rows"]:

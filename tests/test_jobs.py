@@ -386,7 +386,8 @@ def test_pool_size_is_cores_ranks_and_memory() -> None:
 def test_every_load_kind_has_a_measured_peak_that_bounds_a_real_rank(tmp_path: Path) -> None:
     """Each load kind has its measured factor (``bench/rank_peak.py``; none falls back to
     another kind's), and ``report JOB``'s task on a real 9.8 MB rank, run as a pool worker
-    runs it, peaks (its VmHWM) under the estimate the pool is sized by."""
+    runs it (three ranks in one process: from the second, the worker keeps its engine's start
+    image), peaks (its VmHWM) under the estimate the pool is sized by."""
     import subprocess
     import sys
 
@@ -399,7 +400,7 @@ def test_every_load_kind_has_a_measured_peak_that_bounds_a_real_rank(tmp_path: P
     child = ("import os, sys; os.environ['TRACEAUG_POOL_WORKER'] = '1'\n"
              "from pathlib import Path\nfrom traceaug.job import tasks\n"
              "from traceaug.job.ranks import TraceFile\n"
-             "tasks.report_rank(TraceFile(Path(sys.argv[1]), 0), {})\n"
+             "for _ in range(3): tasks.report_rank(TraceFile(Path(sys.argv[1]), 0), {})\n"
              "print([int(x.split()[1]) * 1024 for x in open('/proc/self/status') "
              "if x.startswith('VmHWM:')][0])")
     out = subprocess.run([sys.executable, "-c", child, str(raw)], capture_output=True,

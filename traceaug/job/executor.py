@@ -18,7 +18,8 @@ from typing import Any
 # A rank's peak = ENGINE_BASE + PEAK_PER_BYTE[kind] x its raw bytes, measured by
 # bench/rank_peak.py (2026-11-26, VmHWM of one child per run, pass 1 in the process as in a
 # worker): the engine with a 71-event trace peaks at 112 MB (123 MB in a fresh CI venv of the
-# same packages: the base is taken as 128 MB); a kind's factor is the largest
+# same packages), 125 MB in a warm worker (after two ranks: it keeps the engine's start image,
+# engine.wasm_instance), so the base is taken as 140 MB; a kind's factor is the largest
 # (peak - 112 MB) / raw bytes over 4 shared traces of 9.8-34 MB, of the load and of the job's
 # task for that kind, rounded up: full 4.14 (load), analysis 2.11 (info), sync 5.20 (the
 # critical path's graph), ops 4.91 (diff: both sides in one task, A = B here), patterns 2.80,
@@ -26,7 +27,7 @@ from typing import Any
 # job_path 3.49 (a rank's graph for the job's critical path / replay).
 # Each is largest on the smallest trace (a fixed part per trace): conservative for large
 # ranks (sync 3.23, ops 2.52 at 25.8 MB). A gz input peaks as its raw text (within 1 %).
-ENGINE_BASE = 128 << 20
+ENGINE_BASE = 140 << 20
 PEAK_PER_BYTE = {"full": 4.2, "analysis": 2.2, "sync": 5.2, "ops": 5.0, "patterns": 2.8,
                  "gpu": 2.2, "gpu_steps": 1.3, "collectives": 2.3, "job_path": 3.5}
 RAM_SHARE = 0.8  # of the available RAM, as HTA sizes its pool

@@ -243,3 +243,17 @@ def test_engines_of_one_process_never_see_an_earlier_trace() -> None:
     assert len(gpu) == 3774 and len(cpu) == 14388
     assert sorted(zip(got.gpu["ts"], got.gpu["end"], got.gpu["name"])) == gpu
     assert sorted(zip(got.cpu["ts"], got.cpu["end"], got.cpu["name"])) == cpu
+
+
+def test_engines_share_one_set_of_rpc_message_classes() -> None:
+    """Upstream builds its RPC message classes from their descriptors for every engine
+    (10 ms); ours are built once per process, and an engine still answers through them."""
+    a, b = TraceProcessor(), TraceProcessor()
+    try:
+        assert a.protos is b.protos
+        b.backend.parse(b'{"traceEvents":[{"ph":"X","name":"k","pid":1,"tid":2,"ts":5,"dur":3}]}')
+        assert b.backend.notify_eof() == ""
+        assert [(r.name, r.dur) for r in b.query("SELECT name, dur FROM slice")] == [("k", 3000)]
+    finally:
+        a.close()
+        b.close()

@@ -6,11 +6,13 @@ exposes ``send(bytes)`` / ``read(n)``: the transport the upstream
 instance: later calls raise instead of touching a broken heap.
 
 Starting the RPC layer (``trace_processor_rpc_init``: a new TraceProcessor, its tables
-and SQL functions) costs ~30 ms of CPU, a third of a small rank's whole task. So the first
-start in a process after its first keeps an image of the heap it leaves (``_Image``, as Wizer
-pre-initialises a module); later instances copy that image into their fresh memory instead: the same bytes,
-~6 MB of them, in a few ms. Each instance still has its own store and memory: nothing of
-one trace reaches the next, and a closed instance's heap is released as before.
+and SQL functions) costs ~30 ms of CPU, a third of a small rank's whole task. So a
+process's second start keeps an image of the heap it leaves (``_Image``, as Wizer
+pre-initialises a module); later instances copy that image into their fresh memory instead:
+the same bytes, ~6 MB of them, in a few ms. Each instance still has its own store and
+memory: nothing of one trace reaches the next, and a closed instance's heap is released as
+before (Perfetto's TPM_RESET_TRACE_PROCESSOR would keep one instance, but it costs the same
+30 ms and a wasm heap never shrinks: a worker would hold its largest rank's heap).
 """
 
 from __future__ import annotations

@@ -113,3 +113,19 @@ def test_a_removed_hook_is_named() -> None:
     assert gone == "TraceProcessorRpc._read_payload is gone"
     assert hook_problem(fake, "TraceProcessorRpc", "_check_envelope") is None
     assert hook_problem(fake, "Gone", "x") == "perfetto.trace_processor.rpc.Gone is gone"
+
+
+def test_our_init_sets_what_upstream_init_sets() -> None:
+    """``backend.TraceProcessor.__init__`` replaces upstream's (to share one ProtoFactory per
+    process): an upgrade whose ``__init__`` sets another attribute must be copied there."""
+    from perfetto.trace_processor.api import TraceProcessor
+
+    from traceaug.engine.backend import TraceProcessor as Ours
+
+    def assigned(fn) -> set[str]:
+        return set(re.findall(r"^\s*self\.(\w+)\s*=", inspect.getsource(fn), re.M))
+
+    upstream = assigned(TraceProcessor.__init__)
+    assert upstream == {"config", "platform_delegate", "protos", "resolver_registry", "_backend",
+                        "http"}, f"perfetto upgrade: TraceProcessor.__init__ now sets {upstream}"
+    assert upstream <= assigned(Ours.__init__)

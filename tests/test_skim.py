@@ -9,10 +9,8 @@ counted here independently, from the raw JSON.
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import json
-import re
 from pathlib import Path
 
 import orjson
@@ -233,102 +231,3 @@ def test_skimming_never_changes_what_the_engine_gets(tmp_path: Path, events: lis
     """Random events in Kineto's layout (odd categories and names, escapes, "ph" keys and
     braces in args, keys out of order): the skimmed load's engine input is the parsed one's."""
     _same_plan(_write(tmp_path, _kineto_text(events)))
-
-
-# The kinds that cut the args of the CPU ops and annotations they keep, and the same kinds
-# parsing every event: what the engine gets must not differ.
-ARGS_KINDS = ["collectives", "job_path"]
-
-
-def _twin_held(path: Path, kind: str) -> normalize.Plan:
-    """The ``kind`` plan, after checking it gives the engine what parsing every event does."""
-    skimmed = normalize.plan(path, kind=kind, workers=0)
-    parsed = normalize.plan(path, kind=dataclasses.replace(KINDS[kind], skim=False), workers=0)
-    assert skimmed.held == parsed.held
-    assert (skimmed.events, skimmed.moved, skimmed.thread_names, skimmed.base_ns) == \
-        (parsed.events, parsed.moved, parsed.thread_names, parsed.base_ns)
-    return skimmed
-
-
-def _args_of(text: bytes) -> list:
-    return [e.get("args") for e in json.loads(text)["traceEvents"]]
-
-
-def test_the_args_a_kind_deletes_are_cut_unparsed(tmp_path: Path) -> None:
-    """"collectives" keeps CPU ops and annotations but none of their args: args with no
-    brace or escape go from the text (arrays hold no key); any other stays for the parser (a
-    key it keeps, even spaced from its colon, a collective op's, a nested object, an escape,
-    a brace in a string, a second "args" before them)."""
-    events = [
-        _op("first"),  # cut
-        _op("aten::mm", ts=1, **{"External id": 2, "Input Dims": [[1, 2], []],
-                                 "Input type": ["float", "a]b", ""], "Fwd thread id": 0}),  # cut
-        _op("marker", "user_annotation", 2),  # cut
-        _op("aten::to", ts=3, stream=7),  # a key the kind keeps
-        _op("nccl:all_reduce", ts=4, **{"Input Dims": [[4]]}),  # a collective: every arg kept
-        _op("record_param_comms", ts=5, Seq=1),
-        _op("aten::x", ts=6, a={"b": 1}),  # a nested object
-        _op("aten::y", ts=7, a='q"r'),  # an escape
-        _op("aten::z", ts=8, a=[["s", 1], []]),  # cut: arrays hold no key
-        _op("aten::brace", ts=8, a="}"),  # a brace, even in a string
-        _op("aten::twice", ts=9, a=1),  # a second args below
-        _op("aten::spaced", ts=9, correlation=4),  # a key it keeps, a space before its colon
-        _kernel(10),
-        _op("last", ts=11),  # cut: its args end the event, no comma needed
-    ]
-    text = _kineto_text(events).replace(b'"dur": 1,\n    "args": {\n      "a": 1',
-                                        b'"dur": 1, "args": {"stream": 3},\n    "args": {\n      "a": 1')
-    text = text.replace(b'"correlation": 4', b'"correlation" : 4')
-    assert text.count(b'"args": {"stream": 3}') == text.count(b'"correlation" : 4') == 1
-    short, cut = Skim(KINDS["collectives"])(text)
-    assert cut == 5
-    assert _args_of(short) == [None, None, None, {"stream": 7},
-                               {"Input Dims": [[4]]}, {"Seq": 1}, {"a": {"b": 1}}, {"a": 'q"r'},
-                               None, {"a": "}"}, {"a": 1}, {"correlation": 4},
-                               _kernel(10)["args"], None]
-    plan = _twin_held(_write(tmp_path, text), "collectives")
-    assert _held_names(plan)[3:5] == ["aten::to", "nccl:all_reduce"]
-
-
-_ARG_KEYS = ["External id", "Input Dims", "Input type", "Ev Idx", "a", "correlation", "stream",
-             "Seq", "xSeq", "streams", "Seq ", "ph", "args"]  # kept keys, keys like them
-_ARG_LEAVES = (st.integers(-3, 9) | st.sampled_from([0.5, True, None]) | st.sampled_from(_NAMES)
-               | st.sampled_from(["", "a]b", "[", "x, \"y\": 1", "Seq"]))
-_ARG_VALUES_FLAT = st.recursive(_ARG_LEAVES, lambda inner: st.lists(inner, max_size=3), max_leaves=6)
-_ARGS = st.one_of(*[_ARG_VALUES_FLAT] * 4, st.dictionaries(st.sampled_from(_ARG_KEYS),
-                                                           _ARG_VALUES_FLAT, max_size=2))
-
-
-@st.composite
-def _ops(draw) -> list[dict]:
-    events = []
-    for i in range(draw(st.integers(2, 12))):
-        e = {"ph": draw(st.sampled_from(["X", "X", "X", "i"])),
-             "cat": draw(st.sampled_from(["cpu_op", "user_annotation", "gpu_user_annotation",
-                                          "cuda_sync", "kernel", "cuda_runtime", "Operator"])),
-             "name": draw(st.sampled_from(["aten::mm", "nccl:all_reduce", "record_param_comms",
-                                           "ProfilerStep#1", 'a"b', "cudaLaunchKernel"])),
-             "pid": 1, "tid": draw(st.sampled_from([1, -7])), "ts": B + 10 * i, "dur": 3}
-        if draw(st.integers(0, 3)):
-            e["args"] = draw(st.dictionaries(st.sampled_from(_ARG_KEYS[:-2] * 4 + _ARG_KEYS[-2:]),
-                                             _ARGS, max_size=4))
-        if draw(st.integers(0, 5)) == 0:  # keys in another order, now and then
-            e = dict(sorted(e.items()))
-        events.append(e)
-    return events
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(events=_ops(), spaced=st.booleans())
-def test_cutting_args_never_changes_what_the_engine_gets(tmp_path: Path, events: list[dict],
-                                                        spaced: bool) -> None:
-    """Random CPU ops, annotations, syncs and GPU events in Kineto's layout, with random args
-    (kept keys and keys like them, "ph" and "args" keys, nested objects and arrays, strings
-    with brackets and quotes; a space before each colon, now and then): each kind that cuts
-    args gives the engine what parsing every event gives."""
-    text = _kineto_text(events)
-    if spaced:  # in args only: the event's first keys stay as the cut finds them
-        text = re.sub(rb"(?m)^      .*$", lambda m: m.group().replace(b'": ', b'" : '), text)
-    path = _write(tmp_path, text)
-    for kind in ARGS_KINDS:
-        _twin_held(path, kind)

@@ -70,8 +70,8 @@ def among(events: list, key: str, names: frozenset) -> np.ndarray:
                         dtype=bool)
 
 
-def starts_with(events: list, key: str, prefix: str) -> np.ndarray:
-    """Which events' values of ``key`` are strings starting with ``prefix``."""
+def starts_with(events: list, key: str, prefix: str | tuple[str, ...]) -> np.ndarray:
+    """Which events' values of ``key`` are strings starting with ``prefix`` (or one of them)."""
     try:
         return np.fromiter(map(str.startswith, values(events, key), repeat(prefix)), bool,
                            len(events))

@@ -291,8 +291,9 @@ def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None,
         trimmed = is_x & ~drop
         if kind.whole_args:
             trimmed[trimmed] = ~columns.among(columns.select(events, trimmed), "cat", kind.whole_args)
-        for prefix in kind.whole_args_names:
-            trimmed[trimmed] = ~columns.starts_with(columns.select(events, trimmed), "name", prefix)
+        if kind.whole_args_names:
+            trimmed[trimmed] = ~columns.starts_with(columns.select(events, trimmed), "name",
+                                                    kind.whole_args_names)
         columns.keep_args(columns.select(events, trimmed), kind.args)
     names: dict = {}
     for ev in columns.select(events, codes == columns.META):

@@ -18,6 +18,7 @@ This module imports nothing heavy: pass-1 worker processes import it.
 from __future__ import annotations
 
 import re
+import sys
 from functools import lru_cache
 
 from .columns import PROFILER_STEP
@@ -26,6 +27,7 @@ from .kinds import RUNTIME_CATEGORIES, LoadKind
 # The head of the first complete event: its indentation and the white space between keys.
 _HEAD = re.compile(rb'\n( *)\{(\s*)"ph": "X",(\s*)"cat": "[^"\\\n]*",(\s*)"name": "')
 _PH = b'"ph":'
+_POSSESSIVE = b"+" if sys.version_info >= (3, 11) else b""
 
 
 def _any_of(names: frozenset[str]) -> bytes:
@@ -66,8 +68,13 @@ def _pattern(kind: LoadKind, indent: bytes, gap: bytes, sep_cat: bytes, sep_name
     phases = [rb'X",' + s1 + rb'"cat": "(?:' + b"|".join(cats) + b")"]
     if not kind.flows:
         phases.append(rb'[stf]"')
+    # Possessive (``*+``): a line given back never lets the event's end match (the next line
+    # starts with the indent and a space, not ``}``), so ``re`` keeps no backtrack points
+    # (a quarter of the cut's time). Python 3.10's ``re`` has none: the same match, slower.
+    own = _POSSESSIVE
     return re.compile(rb'\n' + i + rb'\{' + g + rb'"ph": "(?:' + b"|".join(phases) + rb')'
-                      rb'[^\n]*(?:\n' + i + rb' [^\n]*)*\n' + i + rb'\},')
+                      rb'[^\n]*' + own + rb'(?:\n' + i + rb' [^\n]*' + own + rb')*' + own
+                      + rb'\n' + i + rb'\},')
 
 
 class Skim:

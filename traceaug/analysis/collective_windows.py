@@ -78,13 +78,16 @@ def windows(colls: pd.DataFrame, gpu: pd.DataFrame, cpu: pd.DataFrame,
     name, device, comm; ``cpu``: ts, end, name, tid) and ``steps`` (ts, end), all in one clock."""
     ops = _Ops(gpu, cpu)
     firsts = [int(x["ts"].min()) for x in (cpu, gpu) if len(x)]
+    col = {c: colls[c].to_numpy(dtype=object) for c in ("ts", "end", "launch_ts", "launch_tid",
+                                                        "device")}
+    held = (steps["ts"].to_numpy(), steps["end"].to_numpy())
     kinds, rows, prevs, sizes, codes, totals = [], [], [], [], [], []
     for k, kind in enumerate(KINDS):
         for row, prev in sorted(predecessors(colls)):
-            w = _window(colls, steps, firsts, kind, row, prev)
+            w = _window(col, held, firsts, kind, row, prev)
             code = total = np.empty(0, np.int64)
             if w is not None:
-                where = colls["launch_tid"].iat[row] if kind == "cpu" else colls["device"].iat[row]
+                where = col["launch_tid"][row] if kind == "cpu" else col["device"][row]
                 code, total = _sums(*ops.of(kind, where), *w)
             kinds.append(k)
             rows.append(row)
@@ -101,20 +104,21 @@ def windows(colls: pd.DataFrame, gpu: pd.DataFrame, cpu: pd.DataFrame,
                    np.concatenate(totals) if totals else np.empty(0, np.int64))
 
 
-def _window(colls: pd.DataFrame, steps: pd.DataFrame, firsts: list[int], kind: str, row: int,
-            prev: int) -> tuple[int, int] | None:
-    """Collective ``row``'s window after ``prev`` (-1: none), on the rank's clock."""
-    end = colls["launch_ts"].iat[row] if kind == "cpu" else colls["ts"].iat[row]
+def _window(col: dict, steps: tuple[np.ndarray, np.ndarray], firsts: list[int], kind: str,
+            row: int, prev: int) -> tuple[int, int] | None:
+    """Collective ``row``'s window after ``prev`` (-1: none), on the rank's clock (``col``:
+    the collectives' columns; ``steps``: the steps' starts and ends)."""
+    end = col["launch_ts"][row] if kind == "cpu" else col["ts"][row]
     if end is None or end != end:
         return None
     start = None
     if prev >= 0:
-        start = colls["launch_ts"].iat[prev] if kind == "cpu" else colls["end"].iat[prev]
+        start = col["launch_ts"][prev] if kind == "cpu" else col["end"][prev]
     if start is None or start != start:
-        st = steps[(steps["ts"] <= end) & (steps["end"] >= end)]
-        if not len(st) and not firsts:
+        held = np.flatnonzero((steps[0] <= end) & (steps[1] >= end))
+        if not len(held) and not firsts:
             return None
-        start = int(st["ts"].iat[0]) if len(st) else min(firsts)
+        start = int(steps[0][held[0]]) if len(held) else min(firsts)
     return int(start), int(end)
 
 

@@ -75,3 +75,70 @@ def test_a_ranks_report_result_holds_no_ops(ranks: dict, part) -> None:
     result = pickle.loads(sent)
     assert result.ops == 10_000 and result.error is None
     assert len(pickle.dumps(result.tables)) < ops / 4, (len(pickle.dumps(result.tables)), ops)
+
+
+OPS = ("aten::mm", "aten::relu", "aten::softmax", "aten::layer_norm")
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def _job_rank(path: Path, per_step: int, steps: int = 2) -> TraceFile:
+    """A rank of ``steps`` steps, each ``per_step`` CPU ops (four names, 4 µs each) launching
+    as many kernels (four names, 9 µs each) on stream 7, then an all-reduce on stream 20 that
+    starts after them: the ranks built differ only in their number of non-collective events."""
+    evs = list(kg.METADATA)
+    span = per_step * 20 + 100
+    for i in range(steps):
+        t = kg.BASE_US + i * span
+        evs.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1000,
+                    "tid": 1000, "ts": t, "dur": span - 5})
+        for k in range(per_step):
+            c = i * per_step + k + 1
+            evs += [{"ph": "X", "cat": "cpu_op", "name": OPS[k % 4], "pid": 1000, "tid": 1000,
+                     "ts": t + k * 5, "dur": 4},
+                    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1000,
+                     "tid": 1000, "ts": t + k * 5 + 1, "dur": 2, "args": {"correlation": c}},
+                    {"ph": "X", "cat": "kernel", "name": NAMES[k % 4], "pid": 0, "tid": 7,
+                     "ts": t + 10 + k * 10, "dur": 9,
+                     "args": {"correlation": c, "device": 0, "stream": 7}}]
+        c = 1_000_000 + i
+        evs += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1000,
+                 "tid": 1000, "ts": t + per_step * 5 + 15, "dur": 5, "args": {"correlation": c}},
+                {"ph": "X", "cat": "kernel", "name": NCCL, "pid": 0, "tid": 20,
+                 "ts": t + per_step * 10 + 20, "dur": 20,
+                 "args": {"correlation": c, "device": 0, "stream": 20,
+                          "Collective name": "allreduce", "In msg nelems": 1024,
+                          "Out msg nelems": 1024, "dtype": "Float", "Group size": 2}}]
+    return TraceFile(kg.write(path, kg.trace(evs)), 0)
+
+
+@pytest.fixture(scope="module")
+def job_ranks(tmp_path_factory: pytest.TempPathFactory) -> dict[int, TraceFile]:
+    d = tmp_path_factory.mktemp("reduce_job")
+    return {n: _job_rank(d / f"rank_{n}.json", n) for n in (100, 5000)}
+
+
+def test_a_ranks_collective_tables_do_not_grow_with_its_other_events(job_ranks: dict) -> None:
+    """``collectives`` / ``stragglers`` / ``merge``'s per-rank result (``collectives_rank``)
+    and ``report JOB``'s collective tables: as small for a rank of 10,000 CPU ops and kernels
+    as for one of 200 (the old result carried every op); what names a cause still comes back:
+    per name, the time of the ops between the two all-reduces (step 1's)."""
+    from traceaug.job.tasks import collectives_rank
+
+    found = {n: collectives_rank(job_ranks[n], {"progress": False}) for n in (100, 5000)}
+    small, big = (len(pickle.dumps(found[n])) for n in (100, 5000))
+    assert len(found[5000].colls) == 2
+    assert big <= small + 512, (small, big)
+    part = partial(analyses.report_part, step=None, top=10)
+    sent = {n: pickle.loads(_sent(job_ranks[n], part, collectives=True)).collectives
+            for n in (100, 5000)}
+    assert len(pickle.dumps(sent[5000])) <= len(pickle.dumps(sent[100])) + 512
+    for n in (100, 5000):
+        for t in (found[n], sent[n]):
+            at = t.windows.index()
+            # the second all-reduce (row 1) after the first (row 0): step 1's ops, each name
+            # n / 4 times, kernels 9 µs, CPU ops 4 µs (kernels from the first one's end,
+            # CPU ops from its launch)
+            gpu = t.windows.totals(at[("gpu", 1, 0)])
+            cpu = t.windows.totals(at[("cpu", 1, 0)])
+            assert gpu.to_dict() == {name: n // 4 * 9_000.0 for name in NAMES}
+            assert cpu.to_dict() == {name: n // 4 * 4_000.0 for name in OPS}

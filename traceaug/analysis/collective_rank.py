@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..read.kinds import COLLECTIVE_OPS
 from ..trace import Trace
+from .collective_windows import Windows, windows
 from .gpu_steps import step_at
 from .steps import _COMM, steps
 
@@ -52,8 +53,6 @@ _ARG = {"Collective name": "coll_name", "In msg nelems": "in_nelems", "Out msg n
 COLL_COLUMNS = ("ts", "end", "dur", "name", "device", "stream", "launch_ts", "launch_tid",
                 "issue_ts", "issue_op", "kind", "coll_name", "in_nelems", "out_nelems", "bytes",
                 "dtype", "group_size", "pg_name", "pg_desc", "pg_ranks", "seq", "step")
-GPU_COLUMNS = ("ts", "end", "name", "device", "stream", "comm")
-CPU_COLUMNS = ("ts", "end", "name", "tid", "depth")
 
 
 def kind_of_name(text: str | None) -> str | None:
@@ -71,8 +70,9 @@ class RankTables:
     (the file's own clock: engine ns + ``base_ns``).
 
     ``colls``: one row per NCCL / RCCL kernel (``COLL_COLUMNS``) in GPU start order;
-    ``gpu``: every GPU op (ts, end, name, device, stream, comm); ``cpu``: CPU ops and user
-    annotations (ts, end, name, tid, depth); ``steps``: ProfilerStep (step, ts, end)."""
+    ``steps``: ProfilerStep (step, ts, end); ``windows``: per collective, the time per name
+    of the ops before it (``collective_windows``; None: the rank's ops are not known). The
+    rank's ops stay in its task: these tables grow with its collectives, not its events."""
 
     path: str
     rank: int | None
@@ -80,9 +80,8 @@ class RankTables:
     world_size: int | None
     pg_config: list = field(default_factory=list)
     colls: pd.DataFrame = field(default_factory=lambda: _empty(COLL_COLUMNS))
-    gpu: pd.DataFrame = field(default_factory=lambda: _empty(GPU_COLUMNS))
-    cpu: pd.DataFrame = field(default_factory=lambda: _empty(CPU_COLUMNS))
     steps: pd.DataFrame = field(default_factory=lambda: _empty(("step", "ts", "end")))
+    windows: Windows | None = None
     # the read's text rebase (prefix, spacing; ``read.rebase.Rebase``), which every load of
     # the file chooses alike: merge rebases the file's text with it instead of planning again
     text_base: tuple[bytes | None, bytes | None] | None = None
@@ -137,9 +136,10 @@ def extract(path: str | Path, options: dict | None = None) -> RankTables:
         return tables(trace)
 
 
-def tables(trace: Trace) -> RankTables:
+def tables(trace: Trace, causes: bool = True) -> RankTables:
     """One rank's tables from its loaded trace (a ``LOAD`` kind, or any kind keeping its
-    events: ``job.tasks.report_rank`` takes them from the load that gives its GPU ops)."""
+    events: ``job.tasks.report_rank`` takes them from the load that gives its GPU ops);
+    ``causes``: with the cause windows (``collective_windows``), made here from the ops."""
     base = trace.base_ns
     trace.include("traceaug.gpu")
     g = trace.columns(
@@ -203,6 +203,7 @@ def tables(trace: Trace) -> RankTables:
     info = trace.distributed_info
     return RankTables(path=str(trace.path), rank=trace.rank, base_ns=base,
                       world_size=trace.world_size, pg_config=list(info.get("pg_config") or []),
-                      colls=colls, gpu=gpu, cpu=cpu, steps=step_df,
+                      colls=colls, steps=step_df,
+                      windows=windows(colls, gpu, cpu, step_df) if causes else None,
                       text_base=(trace.plan.rebase.prefix, trace.plan.rebase.sep)
                       if trace.plan is not None else None)

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .collective_groups import group_keys, has_seqs, seq_order, seqs_of, stream_ids
 from .collective_rank import RankTables, extract
 
 BUS_FACTOR = {"AllReduce": lambda n: 2 * (n - 1) / n, "AllGather": lambda n: (n - 1) / n,
@@ -72,7 +73,8 @@ class Job:
     """The matched collectives of a job, in the job clock.
 
     ``instances``: one row per matched instance (iid, group, position, seq, kind, bytes,
-    step, ranks). ``arrivals``: one row per (instance, rank): iid, rank, launch_ns,
+    step, ranks). ``arrivals``: one row per (instance, rank): iid, rank, row (and prev_row:
+    the group's previous instance's; -1 for the first) in the rank's tables, launch_ns,
     arrival_ns, end_ns (aligned), wait_ns. ``clock``: per rank offset_ns, residual_ns,
     reference, applied. ``problems``: lines saying what could not be matched."""
 
@@ -86,34 +88,6 @@ class Job:
     def offsets(self) -> dict:
         """Each rank's clock offset (ns): its time minus this, in the job clock."""
         return dict(zip(self.clock["rank"].tolist(), self.clock["offset_ns"].tolist()))
-
-
-def _stream_ids(t: RankTables) -> set:
-    """The NCCL streams of a rank's collectives that carry no process group."""
-    c = t.colls
-    bare = c["pg_name"].isna() & c["stream"].notna()
-    return set(c.loc[bare, "stream"].tolist())
-
-
-def _group_keys(t: RankTables, by_id: bool) -> tuple[list[str], dict[str, str]]:
-    """Each collective's group key on rank ``t`` and the label of each key: its process
-    group, else its NCCL stream (``by_id``: the stream id, when every rank uses the same ones;
-    else the i-th stream the rank used), else "all"."""
-    keys, labels, streams = [], {}, {}
-    for pg, desc, dev, stream in zip(t.colls["pg_name"].tolist(), t.colls["pg_desc"].tolist(),
-                                     t.colls["device"].tolist(), t.colls["stream"].tolist()):
-        if isinstance(pg, str) or (pg is not None and pg == pg):
-            key = f"pg {pg}"
-            labels[key] = f"pg {pg}" + (f" ({desc})" if isinstance(desc, str) and desc else "")
-        elif stream is not None and stream == stream:
-            i = streams.setdefault((dev, stream), len(streams))
-            key = f"stream {stream}" if by_id else f"stream#{i}"
-            labels[key] = f"stream {stream}"
-        else:
-            key = "all"
-            labels[key] = "all ranks"
-        keys.append(key)
-    return keys, labels
 
 
 def _signature(kind, nbytes) -> str:
@@ -134,12 +108,12 @@ def _same(a: tuple, b: tuple) -> bool:
 def match(tables: list[RankTables]) -> Job:
     """Match the collectives of every rank (recorded clocks; ``align`` moves them)."""
     by_rank = {t.rank: t for t in tables}
-    same_streams = len({frozenset(_stream_ids(t)) for t in tables}) <= 1
+    same_streams = len({frozenset(stream_ids(t.colls)) for t in tables}) <= 1
     rows: dict[str, dict[int, list[int]]] = {}  # group -> rank -> row indices in GPU order
     labels: dict[str, dict[int, str]] = {}
     members: dict[str, set[int]] = {}
     for r, t in by_rank.items():
-        keys, lab = _group_keys(t, same_streams)
+        keys, lab = group_keys(t.colls, same_streams)
         for i, k in enumerate(keys):
             rows.setdefault(k, {}).setdefault(r, []).append(i)
         for k, v in lab.items():
@@ -156,12 +130,11 @@ def match(tables: list[RankTables]) -> Job:
             label = key
         ranks = sorted(members[key])
         per = {r: rows[key].get(r, []) for r in ranks}
-        seqs = {r: by_rank[r].colls["seq"].to_numpy(dtype=object)[per[r]] for r in ranks}
-        by_seq = all(len(s) and all(v is not None and v is not pd.NA for v in s)
-                     for s in seqs.values())
+        seqs = {r: seqs_of(by_rank[r].colls, per[r]) for r in ranks}
+        by_seq = all(has_seqs(s) for s in seqs.values())
         if by_seq:
             for r in ranks:
-                order = np.argsort(np.array([int(v) for v in seqs[r]]), kind="stable")
+                order = seq_order(seqs[r])
                 per[r] = [per[r][i] for i in order]
                 seqs[r] = seqs[r][order]
         sig = {r: list(zip(by_rank[r].colls["kind"].to_numpy(dtype=object)[per[r]].tolist(),
@@ -200,13 +173,14 @@ def match(tables: list[RankTables]) -> Job:
                 i = per[r][p]
                 lt = c["launch_ts"].iat[i]
                 arr.append({"iid": iid, "rank": r, "row": i,
+                            "prev_row": per[r][p - 1] if p else -1,
                             "launch_ns": None if lt is None or lt != lt else int(lt),
                             "arrival_ns": int(c["ts"].iat[i]), "end_ns": int(c["end"].iat[i])})
     instances = pd.DataFrame(inst, columns=["iid", "group", "position", "seq", "kind", "bytes",
                                             "step", "ranks", "group_size"])
     instances["step"] = instances["step"].astype("Int64")
-    arrivals = pd.DataFrame(arr, columns=["iid", "rank", "row", "launch_ns", "arrival_ns",
-                                          "end_ns"])
+    arrivals = pd.DataFrame(arr, columns=["iid", "rank", "row", "prev_row", "launch_ns",
+                                          "arrival_ns", "end_ns"])
     arrivals["launch_ns"] = arrivals["launch_ns"].astype("Int64")
     clock = pd.DataFrame({"rank": sorted(by_rank), "offset_ns": 0, "residual_ns": 0,
                           "reference": None, "applied": False})
@@ -361,21 +335,17 @@ def _instance_table(job: Job) -> pd.DataFrame:
 
 class _Causes:
     """Why stragglers arrived late, for every instance of a job: the lookups made once (per
-    instance its rows, per rank and thread / device its ops in start order), so a job of many
-    ranks and instances costs a binary search per window, not a scan of every table."""
+    instance its rows, per rank its windows' entries), so a job of many ranks and instances
+    costs a dictionary lookup per window, not a scan of every table."""
 
     def __init__(self, job: Job, waits: pd.DataFrame) -> None:
         self.job = job
         self.rows = {iid: g.sort_values("arrival_ns", kind="stable")
                      for iid, g in waits.groupby("iid", sort=False)}
-        self.row = {(i, r): int(w) for i, r, w in zip(waits["iid"].tolist(),
-                                                      waits["rank"].tolist(),
-                                                      waits["row"].tolist())}
-        inst = job.instances
-        self.place = dict(zip(inst["iid"].tolist(), zip(inst["group"].tolist(),
-                                                        inst["position"].tolist())))
-        self.iid_at = {v: k for k, v in self.place.items()}
-        self._ops: dict[tuple, tuple] = {}
+        self.row = {(i, r): (int(w), int(p)) for i, r, w, p in zip(
+            waits["iid"].tolist(), waits["rank"].tolist(), waits["row"].tolist(),
+            waits["prev_row"].tolist())}
+        self._entries: dict[int, dict] = {}
 
     def __call__(self, iid: int) -> tuple[str | None, int, list[str]]:
         """("cpu" | "gpu" | None, the late time in ns that kind explains, the ops named)."""
@@ -394,58 +364,17 @@ class _Causes:
         kind = "cpu" if cpu_late >= gpu_late else "gpu"
         return kind, cpu_late if kind == "cpu" else gpu_late, self.named(iid, int(straggler), kind)
 
-    def window(self, iid: int, rank: int, kind: str) -> tuple[int, int] | None:
-        """On ``rank``'s own clock: from the group's previous instance (its launch for the CPU,
-        its end for the GPU; else the start of the step holding this one) to this launch /
-        arrival."""
-        row = self.row.get((iid, rank))
-        if row is None:
-            return None
-        t = self.job.tables[rank]
-        c = t.colls
-        end = c["launch_ts"].iat[row] if kind == "cpu" else c["ts"].iat[row]
-        if end is None or end != end:
-            return None
-        group, position = self.place[iid]
-        prev = self.row.get((self.iid_at.get((group, position - 1)), rank))
-        start = None
-        if prev is not None:
-            start = c["launch_ts"].iat[prev] if kind == "cpu" else c["end"].iat[prev]
-        if start is None or start != start:
-            st = t.steps[(t.steps["ts"] <= end) & (t.steps["end"] >= end)]
-            firsts = [int(x["ts"].min()) for x in (t.cpu, t.gpu) if len(x)]
-            if not len(st) and not firsts:
-                return None
-            start = int(st["ts"].iat[0]) if len(st) else min(firsts)
-        return int(start), int(end)
-
-    def ops(self, rank: int, kind: str, where) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(ts, end, name) of the CPU ops on thread ``where`` or the non-communication GPU ops
-        on device ``where`` of ``rank``, in start order."""
-        key = (rank, kind, where)
-        if key not in self._ops:
-            t = self.job.tables[rank]
-            ops = (t.cpu[t.cpu["tid"] == where] if kind == "cpu"
-                   else t.gpu[~t.gpu["comm"].astype(bool) & (t.gpu["device"] == where)])
-            ops = ops.sort_values("ts", kind="stable")
-            self._ops[key] = (ops["ts"].to_numpy(np.int64), ops["end"].to_numpy(np.int64),
-                              ops["name"].to_numpy(object))
-        return self._ops[key]
-
     def totals(self, iid: int, rank: int, kind: str) -> pd.Series:
         """Per name, the time of the CPU ops (on the launch thread) or non-communication GPU
-        ops (on the collective's device) wholly inside ``window``."""
-        w = self.window(iid, rank, kind)
-        if w is None:
+        ops (on the collective's device) wholly inside its window on ``rank``
+        (``collective_windows``: made in the rank's task)."""
+        windows = self.job.tables[rank].windows
+        if windows is None or (iid, rank) not in self.row:
             return pd.Series(dtype=np.float64)
-        c = self.job.tables[rank].colls
-        row = self.row[(iid, rank)]
-        ts, end, name = self.ops(rank, kind, c["launch_tid"].iat[row] if kind == "cpu"
-                                 else c["device"].iat[row])
-        lo, hi = np.searchsorted(ts, w[0], "left"), np.searchsorted(ts, w[1], "right")
-        inside = np.flatnonzero(end[lo:hi] <= w[1]) + lo
-        return pd.Series((end[inside] - ts[inside]).astype(np.float64),
-                         index=name[inside]).groupby(level=0).sum()
+        if rank not in self._entries:
+            self._entries[rank] = windows.index()
+        row, prev = self.row[(iid, rank)]
+        return windows.totals(self._entries[rank][(kind, row, prev)])
 
     def named(self, iid: int, rank: int, kind: str) -> list[str]:
         """The ops that took longer on ``rank`` than the other ranks' median (largest excess

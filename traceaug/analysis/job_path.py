@@ -87,10 +87,9 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
     from ..rewrite.critical_path import bind_points
     from .replay import event_names
 
-    tables = rank_tables(trace)
+    tables = rank_tables(trace, causes=False)  # the path needs no cause windows
     if tables.rank is None:
         tables.rank = rank
-    tables.gpu, tables.cpu = tables.gpu.iloc[:0], tables.cpu.iloc[:0]  # causes: not needed
     base = trace.base_ns
     ev = cp.events(trace)
     st = all_steps(trace)

@@ -1,0 +1,73 @@
+"""A rank's collectives by process group, in matching order: the one partition and order that
+matching (``collectives.match``) and each rank's cause windows (``collective_windows``) share.
+
+Group: the process group from the args when present; else the NCCL stream (its id when every
+rank uses the same ones, else the i-th stream the rank used); else "all". Order: GPU order,
+or by sequence number when every instance of the group has one on every rank.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def stream_ids(colls: pd.DataFrame) -> set:
+    """The NCCL streams of a rank's collectives that carry no process group."""
+    bare = colls["pg_name"].isna() & colls["stream"].notna()
+    return set(colls.loc[bare, "stream"].tolist())
+
+
+def group_keys(colls: pd.DataFrame, by_id: bool) -> tuple[list[str], dict[str, str]]:
+    """Each collective's group key on a rank and the label of each key: its process group,
+    else its NCCL stream (``by_id``: the stream id, when every rank uses the same ones; else
+    the i-th stream the rank used), else "all"."""
+    keys, labels, streams = [], {}, {}
+    for pg, desc, dev, stream in zip(colls["pg_name"].tolist(), colls["pg_desc"].tolist(),
+                                     colls["device"].tolist(), colls["stream"].tolist()):
+        if isinstance(pg, str) or (pg is not None and pg == pg):
+            key = f"pg {pg}"
+            labels[key] = f"pg {pg}" + (f" ({desc})" if isinstance(desc, str) and desc else "")
+        elif stream is not None and stream == stream:
+            i = streams.setdefault((dev, stream), len(streams))
+            key = f"stream {stream}" if by_id else f"stream#{i}"
+            labels[key] = f"stream {stream}"
+        else:
+            key = "all"
+            labels[key] = "all ranks"
+        keys.append(key)
+    return keys, labels
+
+
+def seqs_of(colls: pd.DataFrame, rows: list[int]) -> np.ndarray:
+    """The sequence numbers of ``rows`` (object: None / NA where a row has none)."""
+    return colls["seq"].to_numpy(dtype=object)[rows]
+
+
+def has_seqs(seqs: np.ndarray) -> bool:
+    """Whether a rank's instances of a group all carry a sequence number (and it has some)."""
+    return bool(len(seqs)) and all(v is not None and v is not pd.NA for v in seqs)
+
+
+def seq_order(seqs: np.ndarray) -> np.ndarray:
+    """The positions of ``seqs`` (all present) in sequence order, ties in GPU order."""
+    return np.argsort(np.array([int(v) for v in seqs]), kind="stable")
+
+
+def predecessors(colls: pd.DataFrame) -> set[tuple[int, int]]:
+    """Every (row, previous row of its group; -1 for a group's first) that matching may
+    pair on this rank: its groups keyed by stream id and by stream order, each in GPU order
+    and, where the rank's instances of the group all have one, in sequence order."""
+    out: set[tuple[int, int]] = set()
+    for by_id in (True, False):
+        rows: dict[str, list[int]] = {}
+        for i, k in enumerate(group_keys(colls, by_id)[0]):
+            rows.setdefault(k, []).append(i)
+        for mine in rows.values():
+            orders = [mine]
+            seqs = seqs_of(colls, mine)
+            if has_seqs(seqs):
+                orders.append([mine[i] for i in seq_order(seqs)])
+            for order in orders:
+                out.update(zip(order, [-1, *order[:-1]]))
+    return out

@@ -42,7 +42,6 @@ from .steps import _COMM
 
 TYPES = ("comp", "comm", "mem", "cpu")
 NO_LAUNCH_DELAY = "no-launch-delay"
-_NONE = np.iinfo(np.int64).min // 4
 
 
 def schedule(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray, dst: np.ndarray,
@@ -58,7 +57,7 @@ def schedule(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray, dst: 
     runs = dag.chains(topo, src, dst, delay, lane)
     heads = runs.order[runs.head]
     has_in = np.bincount(dst, minlength=n) > 0
-    value = np.where(has_in[heads], _NONE, node_ts[heads]).tolist()
+    value = np.where(has_in[heads], dag.NEVER, node_ts[heads]).tolist()
     rest = np.flatnonzero(~runs.link)
     rest = rest[np.argsort(topo[dst[rest]], kind="stable")]
     for a, d, x in zip(runs.run[src[rest]].tolist(), runs.run[dst[rest]].tolist(),

@@ -40,9 +40,9 @@ def _sums_to_the_step(p: jp.JobPath) -> None:
     assert int(timed["weight_ns"].sum()) == p.length
 
 
-def test_real_job_path_is_the_longest_path_of_the_joined_graph() -> None:
+def test_real_job_hta_weights_path_is_the_longest_path_of_the_joined_graph() -> None:
     d = shared_trace(JOB)
-    _, paths = jp.paths(jp.read(d, job=LOCAL))
+    _, paths = jp.paths(jp.read(d, job=LOCAL, scales=None), hta_weights=True)
     assert [p.step for p in paths] == [10]
     graphs = _rank_graphs(d, 10)
     want = longest(d, graphs)
@@ -56,10 +56,10 @@ def test_real_job_path_is_the_longest_path_of_the_joined_graph() -> None:
 
 
 @pytest.mark.parametrize("straggler,delay_us", [(2, 1000), (5, 300)])
-def test_path_runs_through_a_planted_straggler(tmp_path: Path, straggler: int,
-                                               delay_us: int) -> None:
+def test_hta_weights_path_runs_through_a_planted_straggler(tmp_path: Path, straggler: int,
+                                                           delay_us: int) -> None:
     d = job_gen.write(tmp_path / "job", job_gen.job(8, straggler, delay_us, steps=2))
-    _, paths = jp.paths(jp.read(d, job=LOCAL))
+    _, paths = jp.paths(jp.read(d, job=LOCAL), hta_weights=True)
     assert [p.step for p in paths] == [0, 1]
     for p in paths:
         assert p.window.end - p.window.start == (job_gen.STEP_US + delay_us) * 1000

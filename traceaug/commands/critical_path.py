@@ -72,16 +72,18 @@ CRITICAL_PATH = pipeline.Rewriter(name="critical-path", kind="sync", compute=cri
 
 # ----- a whole job (``--job``) ------------------------------------------------------------------
 def run_job(src: str | Path, dst: str | Path | None, step: int | None = None,
-            fmt: str = "table", options: dict | None = None, job: JobOptions | None = None
-            ) -> str:
+            fmt: str = "table", options: dict | None = None, job: JobOptions | None = None,
+            hta_weights: bool = False) -> str:
     """``job_paths``, formatted (``job_text``)."""
-    return job_text(job_paths(src, dst, step, options, job), fmt)
+    return job_text(job_paths(src, dst, step, options, job, hta_weights), fmt)
 
 
 def job_paths(src: str | Path, dst: str | Path | None, step: int | None = None,
-              options: dict | None = None, job: JobOptions | None = None) -> list:
-    """The job's critical path per step (``analysis.job_path``); OUT (unless None): the
-    merged job trace (``merge``'s) with the path as lanes and arrows."""
+              options: dict | None = None, job: JobOptions | None = None,
+              hta_weights: bool = False) -> list:
+    """The job's critical path per step (``analysis.job_path``: the timing path, or with
+    ``hta_weights`` the longest by weight); OUT (unless None): the merged job trace
+    (``merge``'s) with the path as lanes and arrows."""
     from .. import guard
     from ..analysis import job_path as jp
     from ..errors import TraceaugError
@@ -94,10 +96,10 @@ def job_paths(src: str | Path, dst: str | Path | None, step: int | None = None,
         raise TraceaugError(f"{src}: --job needs a directory of two ranks or more")
     if dst is not None:  # before any work, as merge checks it
         guard.check([f.path for f in files], [Path(dst)])
-    parts = jp.read(src, options, job)
-    found, paths = jp.paths(parts, step)
+    parts = jp.read(src, options, job, None if hta_weights else ())
+    found, paths = jp.paths(parts, step, hta_weights)
     if dst is not None:
-        write_job(src, Path(dst), found=found, extra=drawn.events(paths))
+        write_job(src, Path(dst), found=found, extra=drawn.events(paths), checked=True)
     return paths
 
 

@@ -96,6 +96,15 @@ def test_real_job_timing_path_is_the_walk_back_along_the_joined_replay() -> None
         assert (p.window.start, p.window.end) == facts["window"]
         assert _rows(p) == want
         _sums_to_the_step(p)
+    # README's figures, the oracle's: 4,254 of 20,823.5 µs on ranks 7 and 4, 79.6 % idle
+    timed = [(r, b - a) for r, a, b, _, c, _ in want if c != cp.IDLE]
+    assert sum(w for _, w in timed) == 4_254_000
+    assert {r: sum(w for q, w in timed if q == r) for r, _ in timed} == {7: 3_040_000,
+                                                                         4: 1_214_000}
+    idle = [(r, b - a, k) for r, a, b, k, c, _ in want if c == cp.IDLE]
+    step = facts["window"][1] - facts["window"][0]
+    assert round(100 * sum(w for _, w, _ in idle) / step, 1) == 79.6
+    assert max(w for r, w, k in idle if k == "idle") == 4_285_000
 
 
 def test_real_job_step_10_path_runs_through_rank_7s_late_arrival() -> None:
@@ -209,6 +218,11 @@ def test_cli_job_writes_the_merged_trace_with_the_path(tmp_path: Path) -> None:
     # without OUT the summary alone; a missing step is one line
     r = CliRunner().invoke(main, ["critical-path", str(d), "--job", "--summary-only"])
     assert r.exit_code == 0 and "job critical path of ProfilerStep#0" in r.stdout
+    # --hta-weights: the longest path by weight, through the straggler's loader too
+    r = CliRunner().invoke(main, ["critical-path", str(d), "--job", "--summary-only",
+                                  "--hta-weights", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert 3 in json.loads(r.stdout)[0]["ranks"]["rank"]
     r = CliRunner().invoke(main, ["critical-path", str(d), "--job", "--summary-only",
                                   "--step", "7"])
     assert r.exit_code != 0 and "ProfilerStep#7" in r.output

@@ -106,6 +106,7 @@ def job_paths(src: str | Path, dst: str | Path | None, step: int | None = None,
 def job_text(paths: list, fmt: str) -> str:
     """Per step: the path's length, its time per category and per rank, its segments."""
     from ..analysis import job_path as jp
+    from ..analysis.job_timing import LATE_START
 
     summaries = [jp.summary(p) for p in paths]
     segs = [jp.segments(p) for p in paths]
@@ -136,6 +137,9 @@ def job_text(paths: list, fmt: str) -> str:
         parts.append(f"job critical path of {s['window']}: {s['length_ns'] / 1e3:,.3f} us of the "
                      f"step's {s['step_ns'] / 1e3:,.3f} us (first rank's start to last rank's "
                      f"end, job clock), through rank(s) {', '.join(map(str, ranks)) or 'none'}")
+        late = seg[seg["kind"] == LATE_START]
+        parts += [f"rank {int(r)}'s step started {us / 1e3:,.3f} us after the first rank's "
+                  f"(idle on the path)" for r, us in zip(late["rank"], late["weight_ns"])]
         parts += inferred_lines(s)  # over every rank's graph
         cats = s["categories"]
         parts.append(render_columns({"category": cats["category"],

@@ -228,6 +228,22 @@ def test_cli_job_writes_the_merged_trace_with_the_path(tmp_path: Path) -> None:
     assert r.exit_code != 0 and "ProfilerStep#7" in r.output
 
 
+def test_a_step_no_rank_has_an_event_in_is_idle(tmp_path: Path) -> None:
+    """ProfilerStep#5 (100 µs) holds no event on either rank: both paths give it whole as
+    idle and the replay replays it as measured (a traceback before)."""
+    traces = job_gen.job(2, 1, 100)
+    for t in traces.values():
+        t["traceEvents"].append(job_gen._x("user_annotation", "ProfilerStep#5",
+                                           job_gen.BASE_US + 5000, 100))
+    d = job_gen.write(tmp_path / "job", traces)
+    for weights in (False, True):
+        segments, _ = traceaug.critical_path(d, step=5, job=True, hta_weights=weights)
+        assert segments[["rank", "weight_ns", "category"]].values.tolist() == [
+            [-1, 100_000, "idle"]]
+    w = traceaug.whatif(d, step=5)
+    assert w.steps[["measured_ns", "baseline_ns"]].values.tolist() == [[100_000, 100_000]]
+
+
 # ----- what-if replay of a job --------------------------------------------------------------
 def test_job_whatif_removing_a_gpu_straggler_gives_the_step_without_it(tmp_path: Path) -> None:
     delay = 1000

@@ -172,13 +172,14 @@ class JobPath:
         """The step cut along the path (``critical_path.Result.pieces``), with each piece's
         rank (-1 outside the path)."""
         p = cp.Result(self.window, None, self.edges, self.length, np.empty(0)).pieces()
+        on = len(self.edges["weight"]) > 0  # (else one piece: the step, idle)
         at = np.maximum(p["edge"], 0)
-        p["rank"] = np.where(p["edge"] >= 0, self.edges["rank"][at] if len(at) else at, -1)
+        p["rank"] = np.where(p["edge"] >= 0, self.edges["rank"][at] if on else -1, -1)
         p["kind"] = np.where(p["category"] == cp.IDLE, cp.IDLE, np.array(EDGE_KINDS, object)[
-            self.edges["kind"][at]] if len(at) else at).astype(object)
+            self.edges["kind"][at]] if on else cp.IDLE).astype(object)
         p["event"] = np.where(p["category"] == cp.IDLE, None,
-                              self.edges["event_name"][at] if len(at) else at).astype(object)
-        if "idle_kind" in self.edges and len(at):  # idle with a named cause (``job_timing``)
+                              self.edges["event_name"][at] if on else None).astype(object)
+        if "idle_kind" in self.edges and on:  # idle with a named cause (``job_timing``)
             named = (p["edge"] >= 0) & (self.edges["idle_kind"][at] != None)  # noqa: E711
             p["kind"][named] = self.edges["idle_kind"][at][named]
             p["event"][named] = self.edges["idle_event"][at][named]

@@ -34,10 +34,10 @@ def timing_path(parts: dict[int, jp.RankPart], job: co.Job, step: int) -> jp.Job
     j = job_replay.joined_model(parts, job, step)
     m, gs = j.joined, j.graphs
     ts = m.node_ts
+    if not len(ts):  # no rank has an event in the step: all of it idle
+        return _path(parts, j, step, [])
     kind, event = _kinds(j)
     start = jp.step_window(gs, j.shift, step).start
-    if not len(ts):  # no rank has an event in the step: all of it idle
-        return _path(parts, j, step, [(0, 0, start, m.end, 0, -1, -1, None)][:0])
     nodes, after = m.tails()
     v = int(nodes[int(np.argmax(ts[nodes] + after))])
     rank_of_node = np.repeat(np.arange(len(gs)), [len(g.node_ts) for g in gs])

@@ -160,7 +160,9 @@ def read(path: str | Path, options: dict | None = None, job: JobOptions | None =
 @dataclass
 class JobPath:
     """One step's path across ranks: ``edges`` (columns as ``critical_path.Result.edges``
-    plus ``rank``, ``src_bind``, ``dst_bind``), its length, the step's window (job clock)."""
+    plus ``rank``, ``src_bind``, ``dst_bind``; the timing path's also ``idle_kind`` and
+    ``idle_event``: an idle piece's named cause, None for none), its length, the step's
+    window (job clock)."""
 
     step: int | None
     window: cp.Window

@@ -62,7 +62,8 @@ def timing_path(parts: dict[int, jp.RankPart], job: co.Job, step: int) -> jp.Job
 def _kinds(j: job_replay.Joined) -> tuple[np.ndarray, np.ndarray]:
     """Per edge of the joined model: its kind (``job_path.EDGE_KINDS``: the graph's, a
     replay's order edge as a launch delay or a kernel gap, ``JOIN`` for the joins) and the
-    event it is shown with (-1: its destination's)."""
+    event it is shown with (-1: its destination's). ``replay.model`` keeps a rank's graph
+    edges first, in order, then its order edges; ``replay.join`` puts the joins last."""
     m = j.joined
     kinds, events = [], []
     ev_at = 0

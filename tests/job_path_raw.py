@@ -150,18 +150,20 @@ def rank_graph(path: Path, step: int) -> tuple[int, dict]:
     t = []
     for e in nodes:
         t += [min(max(ns(e["ts"]), lo), hi), min(max(ns(e["ts"]) + ns(e["dur"]), lo), hi)]
-    src, dst, w = [], [], []
+    src, dst, w, kinds, attributed = [], [], [], [], []
 
-    def edge(a, b, weight):
+    def edge(a, b, weight, kind="span", event=-1):
         src.append(a)
         dst.append(b)
         w.append(weight)
+        kinds.append(kind)
+        attributed.append(event)
 
     _cpu_walk(nodes, t, edge)
     streams: dict = {}
     for i, e in enumerate(nodes):
         if e.get("cat") in GPU_CATS:
-            edge(2 * i, 2 * i + 1, t[2 * i + 1] - t[2 * i])
+            edge(2 * i, 2 * i + 1, t[2 * i + 1] - t[2 * i], "span", i)
             streams.setdefault((e["args"]["device"], e["args"]["stream"]), []).append(i)
     order_edges, launch_delays = [], []  # launch -> op where its stream was idle, else op -> op
     for ops in streams.values():
@@ -172,27 +174,34 @@ def rank_graph(path: Path, step: int) -> tuple[int, dict]:
             prev_end = t[2 * ops[k - 1] + 1] if k else None
             if (c is not None and queued[id(nodes[i])]
                     and (prev_end is None or prev_end < t[2 * c])):
-                order_edges.append((2 * c, 2 * i))
+                order_edges.append((2 * c, 2 * i, "launch", i))
                 launch_delays.append(t[2 * i] - t[2 * c])
             elif k and t[2 * i] - prev_end < MAX_GAP_NS:
-                order_edges.append((2 * ops[k - 1] + 1, 2 * i))
+                order_edges.append((2 * ops[k - 1] + 1, 2 * i, "gap", ops[k - 1]))
     waits = _stream_waits(nodes, t, index, corr_of, gpu_all, launch_delays)
     waited = {2 * b for _, b in waits}  # the wait, not the launch nor the op before, set these
-    for a, b in [e for e in order_edges if e[1] not in waited] + [
-            (2 * a + 1, 2 * b) for a, b in waits]:
-        edge(a, b, t[b] - t[a])
+    for a, b, kind, ev in [e for e in order_edges if e[1] not in waited] + [
+            (2 * a + 1, 2 * b, "wait", -1) for a, b in waits]:
+        edge(a, b, t[b] - t[a], kind, ev)
     blocked = _blocking(nodes, t, index, corr_of, streams)
     for call_end, ops in blocked.items():
         weight = t[call_end] - max([t[call_end - 1]] + [t[o] for o in ops])
         for o in ops:
-            edge(o, call_end, weight)
+            edge(o, call_end, weight, "sync", -1)
     keep = [k for k in range(len(src)) if t[dst[k]] >= t[src[k]]]
     graph = {"node_ts": t, "src": [src[k] for k in keep], "dst": [dst[k] for k in keep],
              "weight": [max(0, min(w[k], t[dst[k]] - t[src[k]])) for k in keep],
              "ev_ts": [ns(e["ts"]) for e in nodes],
              "ev_stream": [e["args"]["stream"] if e.get("cat") in GPU_CATS else -1
                            for e in nodes],
-             "stream_waits": len({b for _, b in waits})}  # ops that waited on another stream
+             "stream_waits": len({b for _, b in waits}),  # ops that waited on another stream
+             # for a replay (``job_timing_raw``): each edge's kind and the event it is
+             # attributed to (-1: none), the events, the window, the GPU ops' launch calls
+             "kind": [kinds[k] for k in keep], "event": [attributed[k] for k in keep],
+             "events": nodes, "window": (lo, hi),
+             "launch": [index.get(id(corr_of[e["args"]["correlation"]]))
+                        if e.get("cat") in GPU_CATS and e["args"].get("correlation") in corr_of
+                        else None for e in nodes]}
     return int(raw["distributedInfo"]["rank"]), graph
 
 
@@ -215,10 +224,17 @@ def _cpu_walk(nodes: list[dict], t: list[int], edge) -> None:
             stack.append(i)
         points = sorted([(t[2 * i], 1, depth[i], 2 * i) for i in ops]
                         + [(t[2 * i + 1], 0, -depth[i], 2 * i + 1) for i in ops])
-        open_ = 0
+        open_, inside = 0, []
         for (_, enter_a, _, a), (_, _, _, b) in zip(points, points[1:]):
             open_ += 1 if enter_a else -1
-            edge(a, b, 0 if open_ == 0 else t[b] - t[a])
+            if enter_a:
+                inside.append(a // 2)
+            else:
+                inside.remove(a // 2)
+            # the time from a start is its op's; to an end, that op's; else the enclosing op's
+            owner = a // 2 if enter_a else b // 2 if b % 2 else inside[-1] if inside else -1
+            edge(a, b, 0 if open_ == 0 else t[b] - t[a], "dependency" if open_ == 0 else "span",
+                 -1 if open_ == 0 else owner)
 
 
 LATE_NS, NEAR_NS = 50_000, 10_000

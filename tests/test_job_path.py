@@ -1,8 +1,10 @@
 """The critical path of a whole job (issue 27): each rank's graph joined at every matched
-collective. Checked against the longest path computed in ``job_path_raw`` (each rank's graph,
-the collectives matched, the clocks aligned and the graph joined there, all from the raw
-JSON), and on generated jobs (``job_gen``) whose path runs through a planted straggler by
-construction; the job's what-if replay and ``diff --explain`` of two jobs on those."""
+collective. The timing path (the default) checked against the walk back along the joined
+replay computed in ``job_timing_raw``, the path by weight (``--hta-weights``) against the
+longest path computed in ``job_path_raw`` (each rank's graph, the collectives matched, the
+clocks aligned and the graph joined there, all from the raw JSON), and both on generated
+jobs (``job_gen``) whose path runs through a planted straggler by construction; the job's
+what-if replay and ``diff --explain`` of two jobs on those."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ import pytest
 from click.testing import CliRunner
 from conftest import shared_trace
 from job_path_raw import instances, longest, nccl_kernels, offsets, rank_graph
+from job_timing_raw import segments as raw_timing
+from rawjson import load_raw, ns
 
 import traceaug
 from traceaug.analysis import critical_path as cp
@@ -40,9 +44,9 @@ def _sums_to_the_step(p: jp.JobPath) -> None:
     assert int(timed["weight_ns"].sum()) == p.length
 
 
-def test_real_job_path_is_the_longest_path_of_the_joined_graph() -> None:
+def test_real_job_hta_weights_path_is_the_longest_path_of_the_joined_graph() -> None:
     d = shared_trace(JOB)
-    _, paths = jp.paths(jp.read(d, job=LOCAL))
+    _, paths = jp.paths(jp.read(d, job=LOCAL, scales=None), hta_weights=True)
     assert [p.step for p in paths] == [10]
     graphs = _rank_graphs(d, 10)
     want = longest(d, graphs)
@@ -56,10 +60,10 @@ def test_real_job_path_is_the_longest_path_of_the_joined_graph() -> None:
 
 
 @pytest.mark.parametrize("straggler,delay_us", [(2, 1000), (5, 300)])
-def test_path_runs_through_a_planted_straggler(tmp_path: Path, straggler: int,
-                                               delay_us: int) -> None:
+def test_hta_weights_path_runs_through_a_planted_straggler(tmp_path: Path, straggler: int,
+                                                           delay_us: int) -> None:
     d = job_gen.write(tmp_path / "job", job_gen.job(8, straggler, delay_us, steps=2))
-    _, paths = jp.paths(jp.read(d, job=LOCAL))
+    _, paths = jp.paths(jp.read(d, job=LOCAL), hta_weights=True)
     assert [p.step for p in paths] == [0, 1]
     for p in paths:
         assert p.window.end - p.window.start == (job_gen.STEP_US + delay_us) * 1000
@@ -72,6 +76,119 @@ def test_path_runs_through_a_planted_straggler(tmp_path: Path, straggler: int,
         # then across ranks at the all_reduce: its transfer, on the rank the path ends on
         coll = seg[seg["kind"] == "collective"]
         assert coll["weight_ns"].tolist() == [job_gen.TRANSFER_US * 1000]
+
+
+def _rows(p: jp.JobPath) -> list[tuple]:
+    """The path's segments as (rank, ts, end, kind, category, event), ns of the job clock."""
+    seg = jp.segments(p)
+    return [(int(r), int(a), int(b), k, c, e if isinstance(e, str) else None)
+            for r, a, b, k, c, e in zip(seg["rank"], seg["ts_ns"], seg["end_ns"], seg["kind"],
+                                        seg["category"], seg["event"])]
+
+
+def test_real_job_timing_path_is_the_walk_back_along_the_joined_replay() -> None:
+    d = shared_trace(JOB)
+    _, paths = jp.paths(jp.read(d, job=LOCAL))
+    assert [p.step for p in paths] == [10]
+    for p in paths:
+        want, facts = raw_timing(d, p.step)
+        assert facts["ties"] == 0  # one binding edge at every node of the walk: one path
+        assert (p.window.start, p.window.end) == facts["window"]
+        assert _rows(p) == want
+        _sums_to_the_step(p)
+    # README's figures, the oracle's: 4,254 of 20,823.5 µs on ranks 7 and 4, 79.6 % idle
+    timed = [(r, b - a) for r, a, b, _, c, _ in want if c != cp.IDLE]
+    assert sum(w for _, w in timed) == 4_254_000
+    assert {r: sum(w for q, w in timed if q == r) for r, _ in timed} == {7: 3_040_000,
+                                                                         4: 1_214_000}
+    idle = [(r, b - a, k) for r, a, b, k, c, _ in want if c == cp.IDLE]
+    step = facts["window"][1] - facts["window"][0]
+    assert round(100 * sum(w for _, w, _ in idle) / step, 1) == 79.6
+    assert max(w for r, w, k in idle if k == "idle") == 4_285_000
+
+
+def test_real_job_step_10_path_runs_through_rank_7s_late_arrival() -> None:
+    """Rank 7 starts step 10 late and arrives last at the all_to_all the step waits for: the
+    timing path runs from its late start through it (the path by weight stayed on rank 1)."""
+    d = shared_trace(JOB)
+    _, paths = jp.paths(jp.read(d, job=LOCAL), 10)
+    p = paths[0]
+    rows = _rows(p)
+    # from the raw JSON: each rank's step start and its NCCL kernels, in the aligned clock
+    insts = instances(nccl_kernels(d))
+    off = offsets(insts)
+    starts = {}
+    for f in sorted(d.iterdir()):
+        raw = load_raw(f)
+        step = next(e for e in raw["traceEvents"] if e.get("name") == "ProfilerStep#10")
+        starts[int(raw["distributedInfo"]["rank"])] = ns(step["ts"]) - off[
+            int(raw["distributedInfo"]["rank"])]
+    first = min(starts.values())
+    assert max(starts, key=starts.get) == 7
+    assert rows[0] == (7, first, starts[7], "late_start", "idle", "ProfilerStep#10")
+    assert starts[7] - first == 7_513_500
+    # the path crosses ranks once, at the collective where rank 7 arrived last
+    e = p.edges
+    crossings = np.flatnonzero(e["kind"] == jp.JOIN)
+    assert len(crossings) == 1
+    i = int(crossings[0])
+    assert int(e["src_rank"][i]) == 7
+    arrival = int(e["ts"][i])  # rank 7's kernel start, job clock
+    inst = next(x for x in insts if x[7][0] - off[7] == arrival)
+    aligned = {r: s - off[r] for r, (s, _) in inst.items()}
+    assert max(aligned, key=aligned.get) == 7
+    assert {r for r, *_ in rows} == {7, int(e["dst_rank"][i])}
+    _sums_to_the_step(p)
+
+
+def _planted(straggler: int, delay_us: int, where: str, end_rank: int = 0) -> list[tuple]:
+    """The timing path of a ``job_gen`` step by hand (µs from the step's start): the
+    straggler's loader (CPU-side) or gemm (GPU-side) to its all_reduce's launch, the
+    all_reduce's transfer on the rank where the step ends (every rank ends then: the first),
+    that rank's sync, its add and kernel, its tail."""
+    k, x = straggler, delay_us
+    comm, idle = (job_gen.NCCL, "idle")
+    if where == "cpu":
+        head = [(k, 0, 10, idle, idle, None),
+                (k, 10, 110 + x, "span", "cpu", job_gen.LOADER),
+                (k, 110 + x, 120 + x, idle, idle, None),
+                (k, 120 + x, 130 + x, "span", "cpu", "aten::mm"),
+                (k, 130 + x, 140 + x, "span", "cpu", "cudaLaunchKernel"),
+                (k, 140 + x, 170 + x, "span", "cpu", "aten::mm"),
+                (k, 170 + x, 180 + x, idle, idle, None),
+                (k, 180 + x, 185 + x, "span", "cpu", "record_param_comms"),
+                (k, 185 + x, 205 + x, "launch_delay", "launch_delay", comm)]
+    else:
+        head = [(k, 0, 10, idle, idle, None),
+                (k, 10, 110, "span", "cpu", job_gen.LOADER),
+                (k, 110, 120, idle, idle, None),
+                (k, 120, 130, "span", "cpu", "aten::mm"),
+                (k, 130, 150, "launch_delay", "launch_delay", "gemm_kernel"),
+                (k, 150, 205 + x, "span", "gpu_compute", "gemm_kernel")]
+    r = end_rank
+    return head + [(r, 205 + x, 305 + x, "collective", "gpu_communication", comm),
+                   (r, 305 + x, 310 + x, "sync", "sync_wait", "cudaStreamSynchronize"),
+                   (r, 310 + x, 315 + x, idle, idle, None),
+                   (r, 315 + x, 320 + x, "span", "cpu", "aten::add"),
+                   (r, 320 + x, 340 + x, "launch_delay", "launch_delay", "add_kernel"),
+                   (r, 340 + x, 350 + x, "span", "gpu_compute", "add_kernel"),
+                   (r, 350 + x, 365 + x, idle, idle, None)]
+
+
+@pytest.mark.parametrize("straggler,delay_us,where", [(2, 1000, "cpu"), (5, 300, "cpu"),
+                                                      (3, 1000, "gpu")])
+def test_timing_path_runs_through_a_planted_straggler(tmp_path: Path, straggler: int,
+                                                      delay_us: int, where: str) -> None:
+    d = job_gen.write(tmp_path / "job", job_gen.job(8, straggler, delay_us, steps=2,
+                                                     where=where))
+    _, paths = jp.paths(jp.read(d, job=LOCAL))
+    assert [p.step for p in paths] == [0, 1]
+    for p in paths:
+        assert p.window.end - p.window.start == (job_gen.STEP_US + delay_us) * 1000
+        got = [(r, (a - p.window.start) / 1000, (b - p.window.start) / 1000, k, c, e)
+               for r, a, b, k, c, e in _rows(p)]
+        assert got == _planted(straggler, delay_us, where)
+        _sums_to_the_step(p)
 
 
 def test_cli_job_writes_the_merged_trace_with_the_path(tmp_path: Path) -> None:
@@ -101,9 +218,30 @@ def test_cli_job_writes_the_merged_trace_with_the_path(tmp_path: Path) -> None:
     # without OUT the summary alone; a missing step is one line
     r = CliRunner().invoke(main, ["critical-path", str(d), "--job", "--summary-only"])
     assert r.exit_code == 0 and "job critical path of ProfilerStep#0" in r.stdout
+    # --hta-weights: the longest path by weight, through the straggler's loader too
+    r = CliRunner().invoke(main, ["critical-path", str(d), "--job", "--summary-only",
+                                  "--hta-weights", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert 3 in json.loads(r.stdout)[0]["ranks"]["rank"]
     r = CliRunner().invoke(main, ["critical-path", str(d), "--job", "--summary-only",
                                   "--step", "7"])
     assert r.exit_code != 0 and "ProfilerStep#7" in r.output
+
+
+def test_a_step_no_rank_has_an_event_in_is_idle(tmp_path: Path) -> None:
+    """ProfilerStep#5 (100 µs) holds no event on either rank: both paths give it whole as
+    idle and the replay replays it as measured (a traceback before)."""
+    traces = job_gen.job(2, 1, 100)
+    for t in traces.values():
+        t["traceEvents"].append(job_gen._x("user_annotation", "ProfilerStep#5",
+                                           job_gen.BASE_US + 5000, 100))
+    d = job_gen.write(tmp_path / "job", traces)
+    for weights in (False, True):
+        segments, _ = traceaug.critical_path(d, step=5, job=True, hta_weights=weights)
+        assert segments[["rank", "weight_ns", "category"]].values.tolist() == [
+            [-1, 100_000, "idle"]]
+    w = traceaug.whatif(d, step=5)
+    assert w.steps[["measured_ns", "baseline_ns"]].values.tolist() == [[100_000, 100_000]]
 
 
 # ----- what-if replay of a job --------------------------------------------------------------

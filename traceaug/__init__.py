@@ -288,7 +288,7 @@ def critical_path(path: str | Path, step: int | None = None, annotation: str | N
     if step is not None and annotation is not None:
         raise TraceaugError("choose step or annotation, not both")
     if job:
-        return _job_critical_path(path, step, dst, tp_bin=options.get("tp_bin"))
+        return _job_critical_path(path, step, dst, hta_weights, tp_bin=options.get("tp_bin"))
     files = select(path, rank)
     if len(files) != 1:
         raise TraceaugError(f"{path}: {len(files)} ranks: choose one with rank=")
@@ -308,19 +308,20 @@ def critical_path(path: str | Path, step: int | None = None, annotation: str | N
 
 
 def _job_critical_path(path: str | Path, step: int | None = None, dst: str | Path | None = None,
-                      **options) -> tuple[pd.DataFrame, pd.DataFrame]:
+                       hta_weights: bool = False, **options) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``traceaug critical-path JOB --job`` as data: (segments: per step the job's step cut
-    along its path across ranks, ``step, rank, ts_ns, end_ns, weight_ns, kind, category,
-    event``, summing to the step; summary: per step and category ``step, category, ns,
-    share_pct``, per rank in ``summary.attrs["ranks"]``). ``dst``: also write the merged job
-    trace with the path drawn. ``options``: ``tp_bin``."""
+    along its timing path across ranks (``hta_weights``: the longest path by weight), ``step,
+    rank, ts_ns, end_ns, weight_ns, kind, category, event``, summing to the step; summary: per
+    step and category ``step, category, ns, share_pct``, per rank in
+    ``summary.attrs["ranks"]``). ``dst``: also write the merged job trace with the path
+    drawn. ``options``: ``tp_bin``."""
     import pandas as pd
 
     from .analysis import job_path as jp
     from .commands.critical_path import job_paths
     from .job.run import JobOptions
 
-    found = job_paths(path, dst, step, options, JobOptions(progress=False))
+    found = job_paths(path, dst, step, options, JobOptions(progress=False), hta_weights)
     segments = pd.concat([jp.segments(p) for p in found], ignore_index=True)
     cats, ranks = [], []
     for p in found:

@@ -844,7 +844,8 @@ def merge_command(ctx: click.Context, job: Path, dst: Path, no_align: bool) -> N
               help="Which --annotation slice, 0 = the first in time.")
 @click.option("--all-edges", is_flag=True, help="Also draw the graph's edges off the path.")
 @click.option("--hta-weights", is_flag=True,
-              help="Weigh syncs 0 as HTA does (default: the CPU's wait after the GPU op).")
+              help="Weigh syncs 0 as HTA does (default: the CPU's wait after the GPU op); "
+                   "with --job: the longest path by weight (default: the timing path).")
 @click.option("--max-gap-us", type=US, default=1500, show_default=True,
               help="Longest kernel-to-kernel gap that is a dependency, as HTA (0: any).")
 @click.option("--top", type=COUNT, default=10, show_default=True, help="Top events in the summary.")
@@ -867,15 +868,15 @@ def critical_path(ctx: click.Context, src: Path, dst: Path | None, step: int | N
     With --job, IN is a job's directory and OUT one file: the merged job trace.
     """
     if whole_job:
-        if annotation is not None or rank is not None or all_edges or hta_weights or open_ui:
-            raise click.UsageError("--job takes --step, --format, --summary-only and the job "
-                                   "options only")
+        if annotation is not None or rank is not None or all_edges or open_ui:
+            raise click.UsageError("--job takes --step, --format, --summary-only, "
+                                   "--hta-weights and the job options only")
         if dst is None and not summary_only:
             raise click.UsageError("give OUT, or --summary-only")
         from .commands.critical_path import run_job
 
         text = run_job(src, None if summary_only else dst, step, fmt, _options(ctx),
-                       job=_job(ctx))
+                       job=_job(ctx), hta_weights=hta_weights)
         _print_summary(text, dst)
         return
     open_ui = _rewriter_arguments(src, dst, summary_only, open_ui, port, no_browser)

@@ -500,7 +500,7 @@ def _gpu_edges(g: Columns, ev: Columns, is_cpu, is_gpu, launch_all, pos, node_ts
         delays = node_ts[2 * gpu[is_launch]] - node_ts[2 * lch[is_launch]]
         a, b = stream_wait.waits(
             node_ts[2 * gpu], node_ts[2 * gpu + 1], _previous_end(ev, all_gpu, stream_code)[rows],
-            np.where(lch >= 0, l_ts, _NONE), dev_all[rows], sc, ws >= 0,
+            np.where(lch >= 0, l_ts, dag.NEVER), dev_all[rows], sc, ws >= 0,
             float(np.median(delays)) if len(delays) else 0.0)
         add(2 * gpu[a] + 1, 2 * gpu[b], STREAM_WAIT, -1, False)
         # the wait, not its launch nor the op before it, set its start: no launch delay or
@@ -520,13 +520,10 @@ def _gpu_edges(g: Columns, ev: Columns, is_cpu, is_gpu, launch_all, pos, node_ts
             np.concatenate(out_e), np.concatenate(out_z))
 
 
-_NONE = np.iinfo(np.int64).min // 4
-
-
 def _previous_end(ev: Columns, gpu: np.ndarray, stream_code: np.ndarray) -> np.ndarray:
     """Per row (of the GPU ops ``gpu``): the end of the op before it on its stream over the
-    whole trace, by start (``_NONE``: none)."""
-    out = np.full(len(ev["ts"]), _NONE, np.int64)
+    whole trace, by start (``dag.NEVER``: none)."""
+    out = np.full(len(ev["ts"]), dag.NEVER, np.int64)
     ts = ev["ts"].astype(np.int64)
     o = gpu[np.lexsort((gpu, ts[gpu], stream_code[gpu]))]
     same = stream_code[o[1:]] == stream_code[o[:-1]]

@@ -18,6 +18,8 @@ import numpy as np
 
 from ..errors import TraceaugError
 
+NEVER = np.iinfo(np.int64).min // 4  # a time before any (none: no op before, no way in yet)
+
 
 def longest_path(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray, dst: np.ndarray,
                  w: np.ndarray, lane: np.ndarray | None = None) -> np.ndarray:

@@ -134,9 +134,10 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
 
 
 def read(path: str | Path, options: dict | None = None, job: JobOptions | None = None,
-         scales: tuple | None = None) -> dict[int, RankPart]:
+         scales: tuple | None = ()) -> dict[int, RankPart]:
     """Every rank's ``RankPart``, one task per rank on the job's executor (``job.api.gather``);
-    ``scales`` (a tuple, maybe empty): with the replay models, for a what-if."""
+    with the replay models (the timing path's and a what-if's) and the events each of
+    ``scales`` picks; ``scales`` None: the graphs alone (the path by weight)."""
     from functools import partial
 
     from ..job.api import gather
@@ -158,7 +159,9 @@ def read(path: str | Path, options: dict | None = None, job: JobOptions | None =
 @dataclass
 class JobPath:
     """One step's path across ranks: ``edges`` (columns as ``critical_path.Result.edges``
-    plus ``rank``, ``src_bind``, ``dst_bind``), its length, the step's window (job clock)."""
+    plus ``rank``, ``src_bind``, ``dst_bind``; the timing path's also ``idle_kind`` and
+    ``idle_event``: an idle piece's named cause, None for none), its length, the step's
+    window (job clock)."""
 
     step: int | None
     window: cp.Window
@@ -170,12 +173,17 @@ class JobPath:
         """The step cut along the path (``critical_path.Result.pieces``), with each piece's
         rank (-1 outside the path)."""
         p = cp.Result(self.window, None, self.edges, self.length, np.empty(0)).pieces()
+        on = len(self.edges["weight"]) > 0  # (else one piece: the step, idle)
         at = np.maximum(p["edge"], 0)
-        p["rank"] = np.where(p["edge"] >= 0, self.edges["rank"][at] if len(at) else at, -1)
+        p["rank"] = np.where(p["edge"] >= 0, self.edges["rank"][at] if on else -1, -1)
         p["kind"] = np.where(p["category"] == cp.IDLE, cp.IDLE, np.array(EDGE_KINDS, object)[
-            self.edges["kind"][at]] if len(at) else at).astype(object)
+            self.edges["kind"][at]] if on else cp.IDLE).astype(object)
         p["event"] = np.where(p["category"] == cp.IDLE, None,
-                              self.edges["event_name"][at] if len(at) else at).astype(object)
+                              self.edges["event_name"][at] if on else None).astype(object)
+        if "idle_kind" in self.edges and on:  # idle with a named cause (``job_timing``)
+            named = (p["edge"] >= 0) & (self.edges["idle_kind"][at] != None)  # noqa: E711
+            p["kind"][named] = self.edges["idle_kind"][at][named]
+            p["event"][named] = self.edges["idle_event"][at][named]
         return p
 
 
@@ -203,10 +211,7 @@ def join(parts: dict[int, RankPart], job: co.Job, step: int) -> JobPath | None:
     j_src, j_dst, j_w = _joins(job, ranks, gs, node_at, ts)
     src_all, dst_all = np.concatenate(src), np.concatenate(dst)
     # a member's own kernel weighs its transfer only (its wait is for the others' arrival)
-    span_into = np.full(len(ts), -1, np.int64)
-    spans = np.flatnonzero((np.concatenate(kind) == cp.SPAN) & (dst_all == src_all + 1)
-                           & (src_all % 2 == 0))
-    span_into[dst_all[spans]] = spans
+    span_into = span_into_nodes(len(ts), src_all, dst_all, np.concatenate(event))
     own = (j_src + 1 == j_dst) & (span_into[j_dst] >= 0)
     weight[span_into[j_dst[own]]] = np.minimum(weight[span_into[j_dst[own]]], j_w[own])
     cross = ~own
@@ -216,31 +221,60 @@ def join(parts: dict[int, RankPart], job: co.Job, step: int) -> JobPath | None:
     kind_all = np.r_[np.concatenate(kind), np.full(int(cross.sum()), JOIN, np.int64)]
     event_all = np.r_[np.concatenate(event), j_dst[cross] // 2]
     path = dag.longest_path(ts, order, src_all, dst_all, weight, lane)
+    s, d = src_all[path], dst_all[path]
+    edges = path_edges(parts, ranks, gs, shift, s, d, ts[s], ts[d], weight[path],
+                       kind_all[path], event_all[path])
+    return JobPath(None if step == WHOLE else step, step_window(gs, shift, step), edges,
+                   int(edges["weight"].sum()), step_inferred(gs))
+
+
+def path_edges(parts: dict[int, RankPart], ranks: list[int], gs: list[RankGraph],
+               shift: list[int], src: np.ndarray, dst: np.ndarray, ts: np.ndarray,
+               end: np.ndarray, weight: np.ndarray, kind: np.ndarray, event: np.ndarray
+               ) -> dict:
+    """A path's edges (joined node numbering; ``event`` -1: shown with the destination's)
+    with the columns of ``JobPath.edges``: each one's event, rank, pid, tid, its two ends'
+    and their bind times (job clock), its category."""
     ev = {k: np.concatenate([g.ev[k] for g in gs]) for k in gs[0].ev if k != "name"}
     ev["name"] = np.concatenate([parts[r].names[g.ev["name"]] for r, g in zip(ranks, gs)])
     ev_rank = np.repeat(ranks, [len(g.node_ts) // 2 for g in gs])
-    bind = np.concatenate([g.bind_ns - s for g, s in zip(gs, shift)])
-    s, d, k, e = src_all[path], dst_all[path], kind_all[path], event_all[path]
-    shown = np.where(e >= 0, e, d // 2)
+    bind = np.concatenate([g.bind_ns - x for g, x in zip(gs, shift)])
+    shown = np.where(event >= 0, event, dst // 2)
     names = ev["name"][shown]
-    edges = {"src_node": s, "dst_node": d, "ts": ts[s], "end": ts[d], "weight": weight[path],
-             "kind": k, "event": shown, "event_name": names, "pid": ev["pid"][shown],
-             "tid": ev["tid"][shown], "rank": ev_rank[shown],
-             "src_rank": ev_rank[s // 2], "dst_rank": ev_rank[d // 2],
-             "src_pid": ev["pid"][s // 2], "src_tid": ev["tid"][s // 2],
-             "dst_pid": ev["pid"][d // 2], "dst_tid": ev["tid"][d // 2],
-             "src_dur": ev["dur"][s // 2], "dst_dur": ev["dur"][d // 2],
-             "src_bind": bind[s], "dst_bind": bind[d],
-             "category": cp.category_of(SimpleNamespace(ev=ev), k, shown, names)}
-    win = cp.Window(min(g.start - x for g, x in zip(gs, shift)),
-                    max(g.end - x for g, x in zip(gs, shift)),
-                    "whole trace" if step == WHOLE else f"ProfilerStep#{step}")
-    inferred: dict = {}
+    return {"src_node": src, "dst_node": dst, "ts": ts, "end": end, "weight": weight,
+            "kind": kind, "event": shown, "event_name": names, "pid": ev["pid"][shown],
+            "tid": ev["tid"][shown], "rank": ev_rank[shown],
+            "src_rank": ev_rank[src // 2], "dst_rank": ev_rank[dst // 2],
+            "src_pid": ev["pid"][src // 2], "src_tid": ev["tid"][src // 2],
+            "dst_pid": ev["pid"][dst // 2], "dst_tid": ev["tid"][dst // 2],
+            "src_dur": ev["dur"][src // 2], "dst_dur": ev["dur"][dst // 2],
+            "src_bind": bind[src], "dst_bind": bind[dst],
+            "category": cp.category_of(SimpleNamespace(ev=ev), kind, shown, names)}
+
+
+def step_window(gs: list[RankGraph], shift: list[int], step: int) -> cp.Window:
+    """A job step: the first rank's step start to the last rank's step end (job clock)."""
+    return cp.Window(min(g.start - x for g, x in zip(gs, shift)),
+                     max(g.end - x for g, x in zip(gs, shift)),
+                     "whole trace" if step == WHOLE else f"ProfilerStep#{step}")
+
+
+def step_inferred(gs: list[RankGraph]) -> dict:
+    """The waits the ranks' graphs inferred, summed over the ranks."""
+    out: dict = {}
     for g in gs:
         for what, n in (g.inferred or {}).items():
-            inferred[what] = inferred.get(what, 0) + n
-    return JobPath(None if step == WHOLE else step, win, edges, int(edges["weight"].sum()),
-                   inferred)
+            out[what] = out.get(what, 0) + n
+    return out
+
+
+def span_into_nodes(n: int, src: np.ndarray, dst: np.ndarray, event: np.ndarray) -> np.ndarray:
+    """Per node (of ``n``): the edge of its event's own time into it (an event's start ->
+    end edge, attributed to that event), else -1."""
+    out = np.full(n, -1, np.int64)
+    own = np.flatnonzero((src % 2 == 0) & (dst == src + 1) & (event == src // 2))
+    out[dst[own]] = own
+    return out
 
 
 def step_graphs(parts: dict[int, RankPart], job: co.Job, step: int
@@ -311,10 +345,16 @@ def step_keys(parts: dict[int, RankPart], step: int | None = None) -> list[int]:
     return [step]
 
 
-def paths(parts: dict[int, RankPart], step: int | None = None) -> tuple[co.Job, list[JobPath]]:
-    """The matched job and the path of each step (or ``step``)."""
+def paths(parts: dict[int, RankPart], step: int | None = None, hta_weights: bool = False
+          ) -> tuple[co.Job, list[JobPath]]:
+    """The matched job and the path of each step (or ``step``): the timing path
+    (``job_timing``; ``parts`` read with their models), or with ``hta_weights`` the longest
+    path by weight (``join``)."""
+    from .job_timing import timing_path
+
     job = matched(parts)
-    out = [join(parts, job, k) for k in step_keys(parts, step)]
+    find = join if hta_weights else timing_path
+    out = [find(parts, job, k) for k in step_keys(parts, step)]
     return job, [p for p in out if p is not None]
 
 

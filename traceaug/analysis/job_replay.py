@@ -14,6 +14,7 @@ feeds anything does not hold it): the cost of stragglers.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,18 +34,26 @@ def _cat(parts: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
 
-def _span_edges(m: replay.Model) -> np.ndarray:
-    """Per node: the edge of its event's own time into it (an end node), else -1."""
-    out = np.full(len(m.node_ts), -1, np.int64)
-    own = np.flatnonzero((m.src % 2 == 0) & (m.dst == m.src + 1) & (m.event == m.src // 2))
-    out[m.dst[own]] = own
-    return out
+@dataclass
+class Joined:
+    """One job step's replay model (``joined``: the ranks' models, then the joins) and what
+    built it: the ranks, their graphs, each rank's first edge in ``joined`` (``edge_at``),
+    the members' own kernel edges, each member's end after the median arrival (``median``:
+    src, dst, delay)."""
+
+    ranks: list[int]
+    graphs: list[jp.RankGraph]
+    joined: replay.Model
+    edge_at: np.ndarray
+    own_edges: list[int]
+    shift: list[int]  # each rank's clock offset (``job_path.step_graphs``)
+    median: tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-def replay_step(parts: dict[int, jp.RankPart], job: co.Job, step: int,
-                scales: list[replay.Scale], no_launch_delay: bool, no_stragglers: bool
-                ) -> replay.StepReplay:
-    """One job step unchanged, then each change alone, then all (as ``replay.replay_window``)."""
+def joined_model(parts: dict[int, jp.RankPart], job: co.Job, step: int) -> Joined:
+    """The ranks' replay models of ``step`` in the job clock, joined at every matched
+    instance: each member's end after every other member's arrival plus its transfer, its
+    own kernel's time capped at that transfer."""
     ranks, gs, shift = jp.step_graphs(parts, job, step)
     models = []
     for g, s in zip(gs, shift):
@@ -54,7 +63,7 @@ def replay_step(parts: dict[int, jp.RankPart], job: co.Job, step: int,
     node_at = np.cumsum([0] + [len(m.node_ts) for m in models])
     edge_at = np.cumsum([0] + [len(m.src) for m in models])
     ts = np.concatenate([m.node_ts for m in models])
-    spans = [_span_edges(m) for m in models]
+    spans = [jp.span_into_nodes(len(m.node_ts), m.src, m.dst, m.event) for m in models]
     rank_of = np.repeat(np.arange(len(models)), np.diff(node_at))
     own_edges, j_src, j_dst, j_w, med_src, med_dst, med_w = [], [], [], [], [], [], []
     for mem in jp.members(job, ranks, gs, node_at):
@@ -75,6 +84,16 @@ def replay_step(parts: dict[int, jp.RankPart], job: co.Job, step: int,
         med_w.append(transfer)
     # a join's time is the destination kernel's (a --scale of it scales the transfer)
     joined = replay.join(models, _cat(j_src), _cat(j_dst), _cat(j_w), _cat(j_dst) // 2)
+    return Joined(ranks, gs, joined, edge_at, own_edges, shift,
+                  (_cat(med_src), _cat(med_dst), _cat(med_w)))
+
+
+def replay_step(parts: dict[int, jp.RankPart], job: co.Job, step: int,
+                scales: list[replay.Scale], no_launch_delay: bool, no_stragglers: bool
+                ) -> replay.StepReplay:
+    """One job step unchanged, then each change alone, then all (as ``replay.replay_window``)."""
+    j = joined_model(parts, job, step)
+    joined, gs = j.joined, j.graphs
     changes: list[tuple[str, replay.Model, np.ndarray | None, bool]] = []
     events = joined.events
     for s in scales:
@@ -84,9 +103,8 @@ def replay_step(parts: dict[int, jp.RankPart], job: co.Job, step: int,
     if no_launch_delay:
         changes.append((replay.NO_LAUNCH_DELAY, joined, None, True))
     if no_stragglers:
-        changes.append((NO_STRAGGLERS, _at_the_median(joined, int(edge_at[-1]), own_edges,
-                                                      _cat(med_src), _cat(med_dst), _cat(med_w)),
-                        None, False))
+        changes.append((NO_STRAGGLERS, _at_the_median(joined, int(j.edge_at[-1]), j.own_edges,
+                                                      *j.median), None, False))
     if len(changes) > 1:
         f = np.ones(events)
         for _, _, fi, _ in changes:

@@ -42,7 +42,6 @@ from .steps import _COMM
 
 TYPES = ("comp", "comm", "mem", "cpu")
 NO_LAUNCH_DELAY = "no-launch-delay"
-_NONE = np.iinfo(np.int64).min // 4
 
 
 def schedule(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray, dst: np.ndarray,
@@ -58,7 +57,7 @@ def schedule(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray, dst: 
     runs = dag.chains(topo, src, dst, delay, lane)
     heads = runs.order[runs.head]
     has_in = np.bincount(dst, minlength=n) > 0
-    value = np.where(has_in[heads], _NONE, node_ts[heads]).tolist()
+    value = np.where(has_in[heads], dag.NEVER, node_ts[heads]).tolist()
     rest = np.flatnonzero(~runs.link)
     rest = rest[np.argsort(topo[dst[rest]], kind="stable")]
     for a, d, x in zip(runs.run[src[rest]].tolist(), runs.run[dst[rest]].tolist(),
@@ -212,10 +211,11 @@ def join(models: list[Model], src: np.ndarray, dst: np.ndarray, delay: np.ndarra
     bind, slack = binding(ts, all_src, all_dst, all_delay)
     tails = [(m.tails()[0] + node_at[i], m.tails()[1]) for i, m in enumerate(models)
              if len(m.node_ts)]
-    nodes = np.concatenate([t[0] for t in tails])
+    none = np.empty(0, np.int64)  # (a step no rank has an event in: no last node)
     return Model(ts, order, lanes, all_src, all_dst, all_delay, slack, bind, event, launch,
                  min(m.start for m in models), max(m.end for m in models), int(event_at[-1]),
-                 nodes, np.concatenate([t[1] for t in tails]))
+                 np.concatenate([none] + [t[0] for t in tails]),
+                 np.concatenate([none] + [t[1] for t in tails]))
 
 
 def _order_edges(graph: cp.Graph, kind: np.ndarray):

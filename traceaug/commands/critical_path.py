@@ -72,16 +72,18 @@ CRITICAL_PATH = pipeline.Rewriter(name="critical-path", kind="sync", compute=cri
 
 # ----- a whole job (``--job``) ------------------------------------------------------------------
 def run_job(src: str | Path, dst: str | Path | None, step: int | None = None,
-            fmt: str = "table", options: dict | None = None, job: JobOptions | None = None
-            ) -> str:
+            fmt: str = "table", options: dict | None = None, job: JobOptions | None = None,
+            hta_weights: bool = False) -> str:
     """``job_paths``, formatted (``job_text``)."""
-    return job_text(job_paths(src, dst, step, options, job), fmt)
+    return job_text(job_paths(src, dst, step, options, job, hta_weights), fmt)
 
 
 def job_paths(src: str | Path, dst: str | Path | None, step: int | None = None,
-              options: dict | None = None, job: JobOptions | None = None) -> list:
-    """The job's critical path per step (``analysis.job_path``); OUT (unless None): the
-    merged job trace (``merge``'s) with the path as lanes and arrows."""
+              options: dict | None = None, job: JobOptions | None = None,
+              hta_weights: bool = False) -> list:
+    """The job's critical path per step (``analysis.job_path``: the timing path, or with
+    ``hta_weights`` the longest by weight); OUT (unless None): the merged job trace
+    (``merge``'s) with the path as lanes and arrows."""
     from .. import guard
     from ..analysis import job_path as jp
     from ..errors import TraceaugError
@@ -94,16 +96,17 @@ def job_paths(src: str | Path, dst: str | Path | None, step: int | None = None,
         raise TraceaugError(f"{src}: --job needs a directory of two ranks or more")
     if dst is not None:  # before any work, as merge checks it
         guard.check([f.path for f in files], [Path(dst)])
-    parts = jp.read(src, options, job)
-    found, paths = jp.paths(parts, step)
+    parts = jp.read(src, options, job, None if hta_weights else ())
+    found, paths = jp.paths(parts, step, hta_weights)
     if dst is not None:
-        write_job(src, Path(dst), found=found, extra=drawn.events(paths))
+        write_job(src, Path(dst), found=found, extra=drawn.events(paths), checked=True)
     return paths
 
 
 def job_text(paths: list, fmt: str) -> str:
     """Per step: the path's length, its time per category and per rank, its segments."""
     from ..analysis import job_path as jp
+    from ..analysis.job_timing import LATE_START
 
     summaries = [jp.summary(p) for p in paths]
     segs = [jp.segments(p) for p in paths]
@@ -134,6 +137,9 @@ def job_text(paths: list, fmt: str) -> str:
         parts.append(f"job critical path of {s['window']}: {s['length_ns'] / 1e3:,.3f} us of the "
                      f"step's {s['step_ns'] / 1e3:,.3f} us (first rank's start to last rank's "
                      f"end, job clock), through rank(s) {', '.join(map(str, ranks)) or 'none'}")
+        late = seg[seg["kind"] == LATE_START]
+        parts += [f"rank {int(r)}'s step started {us / 1e3:,.3f} us after the first rank's "
+                  f"(idle on the path)" for r, us in zip(late["rank"], late["weight_ns"])]
         parts += inferred_lines(s)  # over every rank's graph
         cats = s["categories"]
         parts.append(render_columns({"category": cats["category"],

@@ -95,14 +95,16 @@ def _rebase(f: TraceFile, job: co.Job) -> Rebase:
 
 def write_job(path: str | Path, out: Path, align: bool = True, options: dict | None = None,
               mapper: Callable | None = None, run=None, found: co.Job | None = None,
-              extra: list[bytes] | None = None) -> tuple[int, int]:
+              extra: list[bytes] | None = None, checked: bool = False) -> tuple[int, int]:
     """Write the merged trace of job ``path`` to ``out``; the ranks and cross-rank arrows.
     ``found``: the job's collectives already matched (not read again); ``extra``: events
-    to add, in the merged trace's pids and clock (e.g. the job's critical path)."""
+    to add, in the merged trace's pids and clock (e.g. the job's critical path);
+    ``checked``: the caller has ``guard.check``-ed ``out`` against the job's files."""
     files = select(path)
     if len(files) < 2:
         raise TraceaugError(f"{path}: merge needs a directory of two ranks or more")
-    guard.check([f.path for f in files], [out])
+    if not checked:
+        guard.check([f.path for f in files], [out])
     job = found if found is not None else co.load_job(path, align_clocks=align, options=options,
                                                         mapper=mapper, job=run)
     offset = job.offsets()

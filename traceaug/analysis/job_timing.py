@@ -1,0 +1,95 @@
+"""The timing path of a job step: what set its end, walked back along the joined replay.
+
+The job's replay model (``job_replay.joined_model``: every rank's model in the job clock,
+joined at each matched collective) reproduces every measured time; each node's *binding*
+edge is the dependency that released it last (``replay.binding``). From the step's end
+(the last rank's step end) back along binding edges to a node nothing released: each edge
+its own time (its delay: an op's own time, a launch delay, a kernel gap, a sync's wait after
+the GPU, a collective's transfer from the last member's arrival; the gap between two
+top-level ops of a thread is idle), then what the node's measured time leaves over it
+(idle: it started later than any dependency allows); before the first node, the rank's
+idle from its step start and, when that rank's step starts after the job's, its late
+start (kind ``late_start``). So the pieces sum to the job step and at a collective the path
+goes on from the member that arrived last. ``--hta-weights`` keeps the longest path by
+weight (``job_path.join``, HTA's definition).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import collectives as co
+from . import critical_path as cp
+from . import job_path as jp
+from . import job_replay
+
+LATE_START = "late_start"
+
+
+def timing_path(parts: dict[int, jp.RankPart], job: co.Job, step: int) -> jp.JobPath | None:
+    """The timing path of ``step`` over every rank that has it (None: no rank has it)."""
+    ranks, _, _ = jp.step_graphs(parts, job, step)
+    if not ranks:
+        return None
+    j = job_replay.joined_model(parts, job, step)
+    m, gs = j.joined, j.graphs
+    ts = m.node_ts
+    if not len(ts):  # no rank has an event in the step: all of it idle
+        return _path(parts, j, step, [])
+    kind, event = _kinds(j)
+    start = jp.step_window(gs, j.shift, step).start
+    nodes, after = m.tails()
+    v = int(nodes[int(np.argmax(ts[nodes] + after))])
+    rank_of_node = np.repeat(np.arange(len(gs)), [len(g.node_ts) for g in gs])
+    recs: list[tuple] = [(v, v, int(ts[v]), m.end, 0, -1, -1, None)]  # the tail after v
+    bind, src, delay = m.bind, m.src, m.delay
+    while bind[v] >= 0:
+        e = int(bind[v])
+        u = int(src[e])
+        work = 0 if kind[e] == cp.DEPENDENCY else int(delay[e])
+        mid = int(ts[u]) + work
+        recs.append((u, v, mid, int(ts[v]), 0, -1, -1, None))  # started later than allowed
+        recs.append((u, v, int(ts[u]), mid, work, int(kind[e]), int(event[e]), None))
+        v = u
+    r = int(rank_of_node[v])
+    rank_start = j.graphs[r].start - j.shift[r]
+    recs.append((v, v, rank_start, int(ts[v]), 0, -1, -1, None))
+    recs.append((v, v, start, rank_start, 0, -1, -1, LATE_START))
+    recs.reverse()
+    return _path(parts, j, step, recs)
+
+
+def _kinds(j: job_replay.Joined) -> tuple[np.ndarray, np.ndarray]:
+    """Per edge of the joined model: its kind (``job_path.EDGE_KINDS``: the graph's, a
+    replay's order edge as a launch delay or a kernel gap, ``JOIN`` for the joins) and the
+    event it is shown with (-1: its destination's). ``replay.model`` keeps a rank's graph
+    edges first, in order, then its order edges; ``replay.join`` puts the joins last."""
+    m = j.joined
+    kinds, events = [], []
+    ev_at = 0
+    for g, lo, hi in zip(j.graphs, j.edge_at[:-1].tolist(), j.edge_at[1:].tolist()):
+        extra = hi - lo - len(g.src)
+        kinds += [g.kind, np.where(m.launch[lo + len(g.src):hi], cp.LAUNCH, cp.KERNEL_GAP)]
+        events += [np.where(g.event >= 0, g.event + ev_at, -1), np.full(extra, -1, np.int64)]
+        ev_at += len(g.node_ts) // 2
+    joins = len(m.src) - int(j.edge_at[-1])
+    kinds.append(np.full(joins, jp.JOIN, np.int64))
+    events.append(m.dst[int(j.edge_at[-1]):] // 2)
+    return np.concatenate(kinds).astype(np.int64), np.concatenate(events).astype(np.int64)
+
+
+def _path(parts, j: job_replay.Joined, step: int, recs: list[tuple]) -> jp.JobPath:
+    """The records ``(src node, dst node, ts, end, weight, kind, event, idle kind)`` as a
+    ``JobPath`` (``job_path.path_edges``; with each idle piece's named cause)."""
+    col = list(zip(*recs)) or [()] * 8
+    weight = np.array(col[4], np.int64)
+    edges = jp.path_edges(parts, j.ranks, j.graphs, j.shift, np.array(col[0], np.int64),
+                          np.array(col[1], np.int64), np.array(col[2], np.int64),
+                          np.array(col[3], np.int64), weight, np.array(col[5], np.int64),
+                          np.array(col[6], np.int64))
+    win = jp.step_window(j.graphs, j.shift, step)
+    edges["idle_kind"] = np.array(col[7], object)
+    edges["idle_event"] = np.where(edges["idle_kind"] == None, None,  # noqa: E711
+                                   win.label).astype(object)
+    return jp.JobPath(None if step == jp.WHOLE else step, win, edges, int(weight.sum()),
+                      jp.step_inferred(j.graphs))

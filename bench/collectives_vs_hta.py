@@ -7,7 +7,7 @@ Why: issue 26 asks, on a generated 64-rank job, >= 10x HTA's wall time and <= 0.
 memory. The job is built from a real one (``--base``: by default the 8-rank DLRM job, ~0.9 MB
 a rank; or one rank's trace, e.g. the 9.8 MB ``a100_nccl_rank0_of2.json.gz``): rank r is its
 rank r % n, ``distributedInfo`` saying r of N, with the planted stragglers of the tests
-(``tests/collectives_gen.py``): a CPU-side delay, a GPU-side one and a rank's clock 300 µs off;
+(``tests/jobgen.py``): a CPU-side delay, a GPU-side one and a rank's clock 300 µs off;
 written as plain JSON (``rank-{r}.json``) into ``--out-dir`` and reused from there. Each run
 is a fresh process, measured as ``bench/job_scale.py`` measures (wall time; the largest
 process's and the whole tree's peak RSS, sampled every 20 ms).
@@ -29,7 +29,7 @@ from job_scale import TARGET_RSS_RATIO, TARGET_SPEED_RATIO, run_measured  # noqa
 from load_throughput import REPO_ROOT, SHARED  # noqa: E402
 
 sys.path.insert(0, str(REPO_ROOT / "tests"))
-from collectives_gen import copy_job, plant_cpu, plant_gpu, shift_clock, write_job  # noqa: E402
+from jobgen import copy_job, plant_cpu, plant_gpu, shift_clock, write  # noqa: E402
 
 BASE = SHARED / "traces" / "kineto" / "jobs" / "dlrm_v100_8ranks"
 COMMANDS = ("collectives", "stragglers")
@@ -58,7 +58,7 @@ def generate(ranks: int, out_dir: Path, base: Path = BASE) -> Path:
         for f in partial.iterdir():
             f.unlink()
         partial.rmdir()
-    write_job(partial, raw)
+    write(partial, raw)
     partial.rename(job)
     return job
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import job_gen
+import jobgen
 import perfetto_ui
 import pytest
 from conftest import run_cli, shared_trace
@@ -39,7 +39,7 @@ WHERE value > 0 AND (severity IN ('error', 'data_loss') OR name GLOB 'flow*') GR
 @pytest.mark.parametrize("which", ["generated", "dlrm"])
 def test_job_path_in_the_ui(browser, tmp_path: Path, which: str) -> None:
     if which == "generated":
-        job = job_gen.write(tmp_path / "job", job_gen.job(4, 2, 500))
+        job = jobgen.write(tmp_path / "job", jobgen.job(4, 2, 500))
     else:
         job = shared_trace("kineto/jobs/dlrm_v100_8ranks")
     out = tmp_path / "job.path.json.gz"

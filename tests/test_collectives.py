@@ -13,9 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from collectives_gen import copy_job, kernels, plant_cpu, plant_gpu, shift_clock, split_groups, write_job
 from collectives_raw import is_nccl, oracle, raw_kernels, raw_ranks
 from conftest import require_hta, shared_trace
+from jobgen import copy_job, kernels, plant_cpu, plant_gpu, shift_clock, split_groups, write
 from rawjson import load_raw, ns
 
 import traceaug
@@ -214,7 +214,7 @@ def planted(tmp_path_factory) -> dict:
     cpu_op = plant_cpu(job, rank=11, c=3, d_us=2000)
     gpu_kernel = plant_gpu(job, rank=2, c=5, d_us=3000)
     shift_clock(job[14], 300)  # rank 14's host clock runs 300 µs ahead of its twin rank 6's
-    d = write_job(tmp_path_factory.mktemp("planted") / "job", job)
+    d = write(tmp_path_factory.mktemp("planted") / "job", job)
     return {"dir": d, "before": before, "cpu_op": cpu_op, "gpu_kernel": gpu_kernel,
             "events": raw_ranks(d), "mapper": caching_map()}
 
@@ -275,7 +275,7 @@ def test_two_process_groups_and_a_missing_collective(tmp_path: Path) -> None:
     split_groups(job, groups)
     gone = kernels(job[13])[4]
     job[13]["traceEvents"].remove(gone)  # a sampled trace lost rank 13's fifth collective
-    d = write_job(tmp_path / "job", job)
+    d = write(tmp_path / "job", job)
     result = CliRunner().invoke(main, ["collectives", str(d), "--format", "json"])
     assert result.exit_code == 0, result.output
     got = json.loads(result.stdout)
@@ -366,7 +366,7 @@ def test_merge_aligns_the_clocks_and_joins_each_collective(tmp_path: Path) -> No
     job = copy_job(shared_trace(JOB))
     before = {r: [(k["ts"], k["ts"] + k["dur"]) for k in kernels(raw)] for r, raw in job.items()}
     shift_clock(job[6], 300)
-    d = write_job(tmp_path / "job", job)
+    d = write(tmp_path / "job", job)
     out = tmp_path / "merged.json.gz"
     result = CliRunner().invoke(main, ["merge", str(d), str(out)])
     assert result.exit_code == 0, result.output

@@ -55,9 +55,13 @@ def test_two_threads_share_one_build() -> None:
 
 
 def test_corrupt_cache_is_rebuilt(tmp_path: Path) -> None:
-    probe(tmp_path)
-    (cached,) = tmp_path.glob("*.cwasm")
-    cached.write_bytes(cached.read_bytes()[:1000])
+    from traceaug.engine import wasm_module
+
+    wasm_module.load_build(False)  # the user cache holds the compiled module: a copy of it, cut
+    src = wasm_module.cache_path(False)
+    (tmp_path / src.name).write_bytes(src.read_bytes()[:1000])
+    sha = src.with_name(src.name + ".sha256")
+    (tmp_path / sha.name).write_bytes(sha.read_bytes())
     assert probe(tmp_path) == ["False", "True"]  # rebuilt, not fatal
     assert probe(tmp_path) == ["True", "True"]
 

@@ -12,7 +12,7 @@ import json
 import statistics
 from pathlib import Path
 
-import job_gen
+import jobgen as job_gen
 import numpy as np
 import pytest
 from click.testing import CliRunner

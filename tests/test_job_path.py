@@ -3,7 +3,7 @@ collective. The timing path (the default) checked against the walk back along th
 replay computed in ``job_timing_raw``, the path by weight (``--hta-weights``) against the
 longest path computed in ``job_path_raw`` (each rank's graph, the collectives matched, the
 clocks aligned and the graph joined there, all from the raw JSON), and both on generated
-jobs (``job_gen``) whose path runs through a planted straggler by construction; the job's
+jobs (``jobgen``) whose path runs through a planted straggler by construction; the job's
 what-if replay and ``diff --explain`` of two jobs on those."""
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def test_real_job_step_10_path_runs_through_rank_7s_late_arrival() -> None:
 
 
 def _planted(straggler: int, delay_us: int, where: str, end_rank: int = 0) -> list[tuple]:
-    """The timing path of a ``job_gen`` step by hand (µs from the step's start): the
+    """The timing path of a ``jobgen`` step by hand (µs from the step's start): the
     straggler's loader (CPU-side) or gemm (GPU-side) to its all_reduce's launch, the
     all_reduce's transfer on the rank where the step ends (every rank ends then: the first),
     that rank's sync, its add and kernel, its tail."""

@@ -403,6 +403,51 @@ def test_a_signal_while_workers_fork_is_no_ignored_exception(tmp_path: Path, sig
     assert proc.stdout.split() == ["interrupted", str(128 + sig)], (proc.stdout, proc.stderr)
 
 
+CLOSE_WITH_A_SIGNAL = """
+import gc, os, signal, sys, threading, time
+from traceaug import interrupt
+from traceaug.read import workers
+interrupt.install(command_line=True)
+sig = int(sys.argv[1])
+pool = workers.Pool(1)
+slow = workers.fork(lambda _, out: time.sleep(5))  # a worker still ending when the pool closes
+interrupt.watch_child(slow)
+pool.procs.append(slow)
+
+def reading():  # as pass 1 reads: its pool closes when the generator is dropped
+    with pool:
+        yield 1
+        yield 2
+
+gen = reading()
+next(gen)
+threading.Timer(0.3, os.kill, (os.getpid(), sig)).start()
+try:
+    del gen  # the garbage collector closes it: Pool.close waits for the slow worker
+    gc.collect()
+    print("closed", slow.returncode is not None)
+    interrupt.check()
+    print("not interrupted")
+except interrupt.Interrupted as e:
+    print("interrupted", e.exit_code)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_a_dropped_reader_closes_its_pool_is_no_ignored_exception(
+        tmp_path: Path, sig: int) -> None:
+    """A signal while a pass-1 pool closes from a dropped generator (the garbage collector
+    runs the close): it was raised inside ``Pool.close``'s wait, so "Exception ignored in
+    <generator>" and a traceback (1 of 2 signal-test runs with pass-1 workers). The workers
+    are killed, the pool closes, and the command stops at its next check."""
+    proc = subprocess.run([sys.executable, "-c", CLOSE_WITH_A_SIGNAL, str(int(sig))],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout.split() == ["closed", "True", "interrupted", str(128 + sig)], \
+        (proc.stdout, proc.stderr)
+
+
 DESCRIPTOR_MODULE = """
 import os, signal, sys
 

@@ -210,7 +210,13 @@ class Pool:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.close()
+        # A signal while closing (it kills the workers) is raised after it, and only where
+        # nothing is unwinding: a pass-1 generator dropped mid-read closes its pool from the
+        # garbage collector, where an exception is "Exception ignored" and a traceback.
+        with interrupt.held():
+            self.close()
+        if exc[0] is None:
+            interrupt.check()
 
 
 def _serve(requests, results) -> None:

@@ -125,7 +125,7 @@ def resolve(path: str | Path, skip_bad: bool = False, storage: dict | None = Non
         if not path.exists():
             raise TraceaugError(f"{path}: no such file or directory")
         return [TraceFile(path, None)]
-    found: list[tuple[Path, bytes]] = []
+    found: list[tuple[Path, Peeked]] = []
     bad: list[tuple[Path, str]] = []
     for f in sorted(path.iterdir()):
         if not f.name.endswith((*TRACE_SUFFIXES, *EXPORT_SUFFIXES)) or f.name.startswith("."):
@@ -134,7 +134,7 @@ def resolve(path: str | Path, skip_bad: bool = False, storage: dict | None = Non
         if why is not None:
             bad.append((f, why))
         else:
-            found.append((f, _peek(f)))
+            found.append((f, _peeked(f, _peek(f))))
     _bad(path, bad, skip_bad, quiet)
     return _ranked(path, found, "*.json, *.json.gz, *.sqlite")
 
@@ -146,7 +146,7 @@ def _resolve_url(url: str, skip_bad: bool, storage: dict | None) -> list[TraceFi
     names, prefix = listing(url, storage)
     if not prefix:
         return [TraceFile(url, None)]  # type: ignore[arg-type]  (a URL: tasks fetch it)
-    found: list[tuple[str, bytes]] = []
+    found: list[tuple[str, Peeked]] = []
     bad: list[tuple[str, str]] = []
     for name in names:
         if not name.endswith(TRACE_SUFFIXES) or name.rsplit("/", 1)[-1].startswith("."):
@@ -154,23 +154,23 @@ def _resolve_url(url: str, skip_bad: bool, storage: dict | None) -> list[TraceFi
         if size(name, storage) == 0:
             bad.append((name, "empty object"))
         else:
-            found.append((name, head(name, storage, _PEEK)))
+            found.append((name, _peeked(name, head(name, storage, _PEEK))))
     _bad(url, bad, skip_bad)
     return _ranked(url, found, "*.json, *.json.gz")
 
 
 def _ranked(where, found: list, kinds: str) -> list[TraceFile]:
-    """The ranks of ``found`` (file or URL, its first bytes), by the one precedence rule
-    (``rank_of``); traceaug's outputs beside their inputs are derived copies, skipped, and a
-    directory of outputs only (``counters DIR OUT/``) is read as the ranks it holds; a rank
+    """The ranks of ``found`` (file or URL, what its first bytes say), by the one precedence
+    rule (``rank_of``); traceaug's outputs beside their inputs are derived copies, skipped, and
+    a directory of outputs only (``counters DIR OUT/``) is read as the ranks it holds; a rank
     twice, or files without a rank beside others, refused."""
     if not found:
         raise TraceaugError(f"{where}: no trace files ({kinds}) in this directory")
-    inputs = [(f, first) for f, first in found if not is_traceaug_output(first)]
+    inputs = [(f, seen) for f, seen in found if not seen.output]
     ranks: dict[int, object] = {}
     unranked: list = []
-    for f, first in inputs or found:
-        rank = rank_of(f if isinstance(f, Path) else Path(_name(f)), first)
+    for f, seen in inputs or found:
+        rank = seen.rank
         if rank is None:
             unranked.append(f)
         elif rank in ranks:
@@ -185,6 +185,20 @@ def _ranked(where, found: list, kinds: str) -> list[TraceFile]:
         raise TraceaugError(f"{where}: cannot tell the rank of {names} (no distributedInfo.rank "
                             "or MPI rank recorded, no rank in the file name)")
     return [TraceFile(ranks[r], r) for r in sorted(ranks)]  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Peeked:
+    """What a file's first bytes say, kept in place of the bytes (a MB a rank: 4 GB for a job
+    of 4,096 ranks held at once)."""
+
+    output: bool  # traceaug wrote it (``is_traceaug_output``)
+    rank: int | None  # ``rank_of``
+
+
+def _peeked(f, head: bytes) -> Peeked:
+    return Peeked(is_traceaug_output(head),
+                  rank_of(f if isinstance(f, Path) else Path(_name(f)), head))
 
 
 def _name(f) -> str:

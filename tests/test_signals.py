@@ -403,6 +403,36 @@ def test_a_signal_while_workers_fork_is_no_ignored_exception(tmp_path: Path, sig
     assert proc.stdout.split() == ["interrupted", str(128 + sig)], (proc.stdout, proc.stderr)
 
 
+POOL_FORK_WITH_A_SIGNAL = """
+import os, sys
+from traceaug import interrupt
+from traceaug.job.executor import LocalPool
+interrupt.install(command_line=True)
+sig = int(sys.argv[1])
+pool = LocalPool(1)
+os.register_at_fork(after_in_parent=lambda: os.kill(os.getpid(), sig))
+try:
+    pool.submit(abs, -1)  # the pool forks its worker here
+    print("not interrupted")
+except interrupt.Interrupted as e:
+    print("interrupted", e.exit_code)
+finally:
+    pool.close(cancel=True)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_job_pool_forks_is_no_ignored_exception(tmp_path: Path, sig: int) -> None:
+    """The job's local pool forks its workers inside ``submit``: a signal in the at-fork
+    callbacks was "Exception ignored in: <function _releaseLock>" and a traceback (`patterns
+    DIR` in a CI run of the many-points test). Held until the fork is done, then raised."""
+    proc = subprocess.run([sys.executable, "-c", POOL_FORK_WITH_A_SIGNAL, str(int(sig))],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout.split() == ["interrupted", str(128 + sig)], (proc.stdout, proc.stderr)
+
+
 CLOSE_WITH_A_SIGNAL = """
 import gc, os, signal, sys, threading, time
 from traceaug import interrupt

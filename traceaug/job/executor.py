@@ -155,7 +155,14 @@ class LocalPool(Executor):
             self.processes = False
 
     def submit(self, fn: Callable, /, *args: Any):
-        return self.pool.submit(fn, *args)
+        if not self.processes:
+            return self.pool.submit(fn, *args)
+        from .. import interrupt
+
+        with interrupt.held():  # the pool forks its workers in here: no Interrupted raised
+            future = self.pool.submit(fn, *args)  # inside the at-fork callbacks
+        interrupt.check()
+        return future
 
     def wait(self, futures: list, timeout: float | None = None) -> list:
         import concurrent.futures as cf

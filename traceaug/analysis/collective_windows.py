@@ -82,8 +82,9 @@ def windows(colls: pd.DataFrame, gpu: pd.DataFrame, cpu: pd.DataFrame,
                                                         "device")}
     held = (steps["ts"].to_numpy(), steps["end"].to_numpy())
     kinds, rows, prevs, sizes, codes, totals = [], [], [], [], [], []
+    pairs = sorted(predecessors(colls))
     for k, kind in enumerate(KINDS):
-        for row, prev in sorted(predecessors(colls)):
+        for row, prev in pairs:
             w = _window(col, held, firsts, kind, row, prev)
             code = total = np.empty(0, np.int64)
             if w is not None:

@@ -331,16 +331,21 @@ def _bad_entries(job: Path) -> list[str]:
             "rank-11.json: symlink loop", "rank-12.json: a FIFO"]
 
 
+def _two_ranks_and_bad_entries(tmp_path: Path) -> tuple[Path, dict, list[str]]:
+    """A job of the real job's first two ranks (symlinked) and ``_bad_entries``: the job,
+    its readable files by rank, and what is said of each bad entry."""
+    job = tmp_path / "job"
+    job.mkdir()
+    files = dict(list(_files(shared_trace(JOB)).items())[:2])
+    for f in files.values():
+        os.symlink(f, job / f.name)
+    return job, files, _bad_entries(job)
+
+
 def test_unreadable_rank_files_are_named_and_refused(tmp_path: Path) -> None:
     """24.22: a dangling symlink, a symlink to /dev/zero, a loop and a FIFO among the ranks:
     each named, exit 1; with --skip-bad-ranks the others are read and each is warned of."""
-    d = shared_trace(JOB)
-    job = tmp_path / "job"
-    job.mkdir()
-    files = dict(list(_files(d).items())[:2])
-    for f in files.values():
-        os.symlink(f, job / f.name)
-    said = _bad_entries(job)
+    job, files, said = _two_ranks_and_bad_entries(tmp_path)
     r = _cli("kernels", str(job))
     assert r.exit_code == 1 and r.stdout == ""
     assert "cannot read 4 rank file(s), named above" in r.stderr and "--skip-bad-ranks" in r.stderr
@@ -351,6 +356,24 @@ def test_unreadable_rank_files_are_named_and_refused(tmp_path: Path) -> None:
     for s in said:
         assert f"traceaug: warning: {job / s}" in r.stderr
     assert {row["rank"] for row in json.loads(r.stdout)["kernels"]} == set(files)
+
+
+@pytest.mark.parametrize("command", ["merge", "critical-path"])
+def test_job_writers_go_on_without_unreadable_ranks(tmp_path: Path, command: str) -> None:
+    """``merge`` and ``critical-path --job`` took --skip-bad-ranks but found the ranks again
+    without it (and refused); now the others are read once, each bad entry warned of once,
+    and the merged trace holds exactly the readable ranks."""
+    import re
+
+    job, files, said = _two_ranks_and_bad_entries(tmp_path)
+    out = tmp_path / "out.json"
+    args = [command, str(job), str(out), "--skip-bad-ranks"]
+    r = _cli(*args, *(["--job"] if command == "critical-path" else []))
+    assert r.exit_code == 0, r.output
+    for s in said:
+        assert r.stderr.count(f"traceaug: warning: {job / s}") == 1, r.stderr
+    names = {m for m in re.findall(r'"name": ?"rank (\d+): ', out.read_text())}
+    assert {int(n) for n in names} == set(files)
 
 
 def test_load_job_reads_each_rank_once(cluster, tmp_path: Path) -> None:

@@ -41,18 +41,20 @@ NAMED = 3  # ops named per cause
 
 
 def read_job(path: str | Path, rank: int | None = None, options: dict | None = None,
-             mapper: Callable | None = None, job=None) -> list[RankTables]:
+             mapper: Callable | None = None, job=None, files: list | None = None
+             ) -> list[RankTables]:
     """Every rank's tables (``--rank``: that one only), read as every job command reads its
     ranks (``job.api.gather``: a local pool or Dask, as ``job``, a ``JobOptions``, says), or
     by ``mapper`` when given (a ``map``-like callable over the files' paths); the rank is the
-    file's, else its name's."""
+    file's, else its name's. ``files``: the ranks already selected."""
     from ..job.api import gather
     from ..job.ranks import select
     from ..job.tasks import collectives_rank
 
     if mapper is None:
-        return ranked(gather(path, collectives_rank, "collectives", rank, job=job, options=options))
-    files = select(path, rank)
+        return ranked(gather(path, collectives_rank, "collectives", rank, job=job, options=options,
+                             files=files))
+    files = select(path, rank) if files is None else files
     out = mapper(partial(extract, options=options or {}), [str(f.path) for f in files])
     return ranked(dict(zip([f.rank for f in files], out, strict=True)))
 
@@ -267,12 +269,12 @@ def align(job: Job) -> Job:
 
 
 def load_job(path: str | Path, align_clocks: bool = True, options: dict | None = None,
-             mapper: Callable | None = None, job=None, tables: list[RankTables] | None = None
-             ) -> Job:
+             mapper: Callable | None = None, job=None, tables: list[RankTables] | None = None,
+             files: list | None = None) -> Job:
     """Read every rank of ``path`` (matching needs them all: ``--rank`` filters the rows
     shown), or take ``tables`` already read (``ranked``), match the collectives, align the
-    clocks (unless told not to)."""
-    found = match(read_job(path, None, options, mapper, job) if tables is None else tables)
+    clocks (unless told not to). ``files``: the ranks already selected."""
+    found = match(read_job(path, None, options, mapper, job, files) if tables is None else tables)
     return align(found) if align_clocks else found
 
 

@@ -134,10 +134,11 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
 
 
 def read(path: str | Path, options: dict | None = None, job: JobOptions | None = None,
-         scales: tuple | None = ()) -> dict[int, RankPart]:
-    """Every rank's ``RankPart``, one task per rank on the job's executor (``job.api.gather``);
-    with the replay models (the timing path's and a what-if's) and the events each of
-    ``scales`` picks; ``scales`` None: the graphs alone (the path by weight)."""
+         scales: tuple | None = (), files: list | None = None) -> dict[int, RankPart]:
+    """Every rank's ``RankPart``, one task per rank on the job's executor (``job.api.gather``;
+    ``files``: the ranks already selected); with the replay models (the timing path's and a
+    what-if's) and the events each of ``scales`` picks; ``scales`` None: the graphs alone
+    (the path by weight)."""
     from functools import partial
 
     from ..job.api import gather
@@ -145,7 +146,7 @@ def read(path: str | Path, options: dict | None = None, job: JobOptions | None =
 
     task = job_path_rank if scales is None else partial(job_path_rank, scales=tuple(scales),
                                                         models=True)
-    done = gather(path, task, "job_path", job=job, options=options)
+    done = gather(path, task, "job_path", job=job, options=options, files=files)
     out = {}
     for r, part in done.items():
         if r is not None:

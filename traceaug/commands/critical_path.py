@@ -88,18 +88,20 @@ def job_paths(src: str | Path, dst: str | Path | None, step: int | None = None,
     from ..analysis import job_path as jp
     from ..errors import TraceaugError
     from ..job.ranks import select
+    from ..job.run import JobOptions
     from ..rewrite import job_path as drawn
     from ..rewrite.merge_job import write_job
 
-    files = select(src)
+    job = job or JobOptions()
+    files = select(src, None, job.skip_bad, job.storage)  # once: the tasks and OUT's merge take them
     if len(files) < 2:
         raise TraceaugError(f"{src}: --job needs a directory of two ranks or more")
     if dst is not None:  # before any work, as merge checks it
         guard.check([f.path for f in files], [Path(dst)])
-    parts = jp.read(src, options, job, None if hta_weights else ())
+    parts = jp.read(src, options, job, None if hta_weights else (), files=files)
     found, paths = jp.paths(parts, step, hta_weights)
     if dst is not None:
-        write_job(src, Path(dst), found=found, extra=drawn.events(paths), checked=True)
+        write_job(src, Path(dst), found=found, extra=drawn.events(paths), files=files)
     return paths
 
 

@@ -95,18 +95,22 @@ def _rebase(f: TraceFile, job: co.Job) -> Rebase:
 
 def write_job(path: str | Path, out: Path, align: bool = True, options: dict | None = None,
               mapper: Callable | None = None, run=None, found: co.Job | None = None,
-              extra: list[bytes] | None = None, checked: bool = False) -> tuple[int, int]:
+              extra: list[bytes] | None = None, files: list[TraceFile] | None = None
+              ) -> tuple[int, int]:
     """Write the merged trace of job ``path`` to ``out``; the ranks and cross-rank arrows.
     ``found``: the job's collectives already matched (not read again); ``extra``: events
-    to add, in the merged trace's pids and clock (e.g. the job's critical path);
-    ``checked``: the caller has ``guard.check``-ed ``out`` against the job's files."""
-    files = select(path)
+    to add, in the merged trace's pids and clock (e.g. the job's critical path); ``files``:
+    the job's ranks as the caller selected them and checked ``out`` against (else selected
+    here, with ``run``'s --skip-bad-ranks and storage options, and checked)."""
+    given = files is not None
+    if files is None:
+        files = select(path, None, run.skip_bad, run.storage) if run is not None else select(path)
     if len(files) < 2:
         raise TraceaugError(f"{path}: merge needs a directory of two ranks or more")
-    if not checked:
+    if not given:
         guard.check([f.path for f in files], [out])
     job = found if found is not None else co.load_job(path, align_clocks=align, options=options,
-                                                        mapper=mapper, job=run)
+                                                        mapper=mapper, job=run, files=files)
     offset = job.offsets()
     events: list[bytes] = []
     for f in files:  # every rank relabelled: the UI keeps a process's first name

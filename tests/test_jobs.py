@@ -376,6 +376,16 @@ def test_job_writers_go_on_without_unreadable_ranks(tmp_path: Path, command: str
     assert {int(n) for n in names} == set(files)
 
 
+def test_whatif_job_goes_on_without_unreadable_ranks(tmp_path: Path) -> None:
+    """``whatif JOB --skip-bad-ranks`` found the ranks without the flag and refused; now it
+    replays the readable ranks, each bad entry warned of."""
+    job, files, said = _two_ranks_and_bad_entries(tmp_path)
+    r = _cli("whatif", str(job), "--skip-bad-ranks", "--format", "json")
+    assert r.exit_code == 0, r.output
+    for s in said:
+        assert f"traceaug: warning: {job / s}" in r.stderr
+
+
 def test_load_job_reads_each_rank_once(cluster, tmp_path: Path) -> None:
     """``load_job`` (its ranks read on the Dask cluster): the analyses of ``traceaug.analyses``
     take the Job and reuse its tables: they still answer once the files are gone, and equal

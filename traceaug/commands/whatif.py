@@ -24,13 +24,14 @@ def compute(path: str | Path, step: int | None = None, scales: tuple[str, ...] =
             no_stragglers: bool = False, job: JobOptions | None = None) -> tuple[dict, dict]:
     """``replay.tables`` of one trace file (or ``rank`` of a directory), or of a whole job
     (a directory of ranks without ``rank``: ``analysis.job_replay``)."""
+    from ..job.run import JobOptions
+
     parsed = [replay.parse_scale(s) for s in scales]  # bad input refused before any load
-    files = select(path, rank)
+    job = job or JobOptions(progress=progress)
+    files = select(path, rank, job.skip_bad, job.storage)  # as the job's tasks find them
     if len(files) > 1:
         from ..analysis import job_replay
-        from ..job.run import JobOptions
 
-        job = job or JobOptions(progress=progress)
         if prefetched is not None:
             prefetched.close()
         return replay.tables(job_replay.whatif(path, step, parsed, no_launch_delay,

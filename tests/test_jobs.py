@@ -386,6 +386,24 @@ def test_whatif_job_goes_on_without_unreadable_ranks(tmp_path: Path) -> None:
         assert f"traceaug: warning: {job / s}" in r.stderr
 
 
+def test_diff_explain_of_jobs_goes_on_without_unreadable_ranks(tmp_path: Path) -> None:
+    """``diff --explain A/ B/ --skip-bad-ranks`` paired the ranks without the flag and
+    refused; now each side's readable ranks are compared, each bad entry warned of once, and
+    the result equals that of the same ranks without the bad entries."""
+    job, files, said = _two_ranks_and_bad_entries(tmp_path)
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    for f in files.values():
+        os.symlink(f, clean / f.name)
+    r = _cli("diff", "--explain", str(job), str(clean), "--skip-bad-ranks", "--format", "json")
+    assert r.exit_code == 0, r.output
+    for s in said:
+        assert r.stderr.count(f"traceaug: warning: {job / s}") == 1, r.stderr
+    want = _cli("diff", "--explain", str(clean), str(clean), "--format", "json")
+    assert want.exit_code == 0, want.output
+    assert json.loads(r.stdout) == json.loads(want.stdout)
+
+
 def test_load_job_reads_each_rank_once(cluster, tmp_path: Path) -> None:
     """``load_job`` (its ranks read on the Dask cluster): the analyses of ``traceaug.analyses``
     take the Job and reuse its tables: they still answer once the files are gone, and equal

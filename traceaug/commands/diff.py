@@ -14,7 +14,7 @@ import orjson
 from ..analysis.diff import Side, compute, pick_steps
 from ..analysis.tables import Columns, objects
 from ..job.executor import LocalPool
-from ..job.ranks import pair
+from ..job.ranks import pair, select
 from ..job.run import JobOptions
 from ..job.storage import is_url
 from ..output import cut, json_text, render_columns
@@ -227,29 +227,34 @@ def explain(a: Path, b: Path, step: int | None = None, step_a: int | None = None
             progress: bool | None = None, job: JobOptions | None = None) -> dict:
     """``analysis.explain`` of one pair of traces (``rank`` of directories), loaded with the
     runtime calls and syncs the critical path needs; of two jobs (directories of ranks
-    without ``rank``): along the jobs' paths (``explain_jobs``)."""
+    without ``rank``): along the jobs' paths (``explain_jobs``). Each side's ranks are
+    found once, with the job's options (``--skip-bad-ranks``, storage), as its tasks read them."""
     from ..analysis.explain import explain as split
 
-    pairs, _ = pair(Path(a), Path(b), rank)
+    job = job or JobOptions(progress=progress)
+    files = (select(a, rank, job.skip_bad, job.storage), select(b, rank, job.skip_bad, job.storage))
+    pairs, _ = pair(Path(a), Path(b), rank, files=files)
     if step is not None:
         step_a = step_b = step
     if len(pairs) != 1:
-        return explain_jobs(a, b, step_a, step_b, tp_bin, job)
+        return explain_jobs(a, b, step_a, step_b, tp_bin, job, files)
     with Trace(pairs[0][0].path, kind="sync", tp_bin=tp_bin, progress=progress) as ta, \
             Trace(pairs[0][1].path, kind="sync", tp_bin=tp_bin, progress=progress) as tb:
         return split(ta, tb, step_a, step_b)
 
 
 def explain_jobs(a: Path, b: Path, step_a: int | None, step_b: int | None,
-                 tp_bin: str | None = None, job: JobOptions | None = None) -> dict:
+                 tp_bin: str | None = None, job: JobOptions | None = None,
+                 files: tuple[list, list] = (None, None)) -> dict:
     """``analysis.explain.split`` along the two jobs' critical paths (``analysis.job_path``;
-    the steps of ``step_a`` / ``step_b``, else every step of each job)."""
+    the steps of ``step_a`` / ``step_b``, else every step of each job; ``files``: each
+    side's ranks, already selected)."""
     from ..analysis import explain as ex
     from ..analysis import job_path as jp
 
     sides = []
-    for path, step in ((a, step_a), (b, step_b)):
-        _, found = jp.paths(jp.read(path, {"tp_bin": tp_bin}, job), step)
+    for path, step, chosen in ((a, step_a, files[0]), (b, step_b, files[1])):
+        _, found = jp.paths(jp.read(path, {"tp_bin": tp_bin}, job, files=chosen), step)
         sides.append(ex.job_path_times(found))
     return ex.split(*sides)
 

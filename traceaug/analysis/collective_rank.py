@@ -21,7 +21,7 @@ from ..read.kinds import COLLECTIVE_OPS
 from ..trace import Trace
 from .collective_windows import Windows, windows
 from .gpu_steps import step_at
-from .steps import _COMM, steps
+from .steps import is_comm, steps
 
 LOAD = {"kind": "collectives"}
 # Bytes per element of the dtypes PyTorch writes in "dtype" / "Input type" args.
@@ -149,7 +149,7 @@ def tables(trace: Trace, causes: bool = True) -> RankTables:
         "LEFT JOIN slice r ON r.id = l.id LEFT JOIN _traceaug_track tr ON tr.track_id = r.track_id "
         "ORDER BY g.ts, g.id")
     names = g["name"].tolist()
-    comm = np.fromiter((isinstance(n, str) and bool(_COMM.search(n)) for n in names), bool, len(names))
+    comm = is_comm(names)
     ts = g["ts"].astype(np.int64) + base
     end = ts + np.maximum(g["dur"].astype(np.int64), 0)
     gpu = pd.DataFrame({"ts": ts, "end": end, "name": g["name"].astype(object),

@@ -27,7 +27,7 @@ from ..errors import TraceaugError
 from ..sorted_ints import among, sorted_unique
 from ..trace import Trace
 from . import blocking, dag, stream_wait
-from .steps import _COMM, check_step, steps
+from .steps import check_step, is_comm, steps
 from .tables import Columns, sorted_codes, take
 
 CPU_CATEGORIES = ("cpu_op", "Operator", "cuda_runtime", "Runtime", "cuda_driver")
@@ -729,8 +729,7 @@ def category_of(graph: Graph, kind: np.ndarray, event: np.ndarray, name: np.ndar
     g = graph.ev
     ev = np.maximum(event, 0)
     gpu = g["gpu"][ev]
-    found = {x: isinstance(x, str) and _COMM.search(x) is not None for x in set(name.tolist())}
-    comm = gpu & np.array([found[x] for x in name.tolist()], bool)
+    comm = gpu & is_comm(name)
     memory = g["memory"][ev] == 1
     span = np.where(~gpu, "cpu", np.where(memory, "gpu_memory",
                                            np.where(comm, "gpu_communication", "gpu_compute")))

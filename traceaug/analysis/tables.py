@@ -71,6 +71,16 @@ def first_match(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return np.fromiter((first.get(q, -1) for q in queries.tolist()), np.int64, len(queries))
 
 
+def matches(values: np.ndarray | list, test) -> np.ndarray:
+    """Which values pass ``test`` (a str's predicate; no other value passes), each distinct
+    value tested once: names repeat by the thousand, and a regex over a long kernel name is
+    the cost."""
+    code, distinct = codes(values)
+    found = np.fromiter((isinstance(v, str) and bool(test(v)) for v in distinct), bool,
+                        len(distinct))
+    return found[code]
+
+
 def objects(values: list) -> np.ndarray:
     """A list as a 1-D object array (never split into dimensions, whatever the items)."""
     out = np.empty(len(values), dtype=object)

@@ -20,8 +20,10 @@ import pandas as pd
 from ..read.kinds import COLLECTIVE_OPS
 from ..trace import Trace
 from .collective_windows import Windows, windows
-from .gpu_steps import step_at
-from .steps import is_comm, steps
+from .critical_path import sql_in
+from .gpu_steps import GpuOps, gpu_ops, step_at
+from .steps import steps
+from .tables import matches
 
 LOAD = {"kind": "collectives"}
 # Bytes per element of the dtypes PyTorch writes in "dtype" / "Input type" args.
@@ -92,12 +94,14 @@ def _empty(columns: tuple[str, ...]) -> pd.DataFrame:
 
 
 def _args_by_slice(trace: Trace, ids: list[int]) -> dict[int, dict[str, object]]:
-    """The args of slices ``ids`` as {id: {key without "args.": value}}."""
+    """The args of slices ``ids`` as {id: {key without "args.": value}}. The ids come as a
+    VALUES table joined to the slices (looked up by id): ``id IN (...)`` read every slice."""
     out: dict[int, dict[str, object]] = {i: {} for i in ids}
     for lo in range(0, len(ids), 2000):
-        chunk = ",".join(map(str, ids[lo:lo + 2000]))
+        chunk = ",".join(f"({i})" for i in ids[lo:lo + 2000])
         c = trace.columns("SELECT s.id, a.key, COALESCE(a.int_value, a.string_value, a.real_value) "
-                          f"AS v FROM slice s JOIN args a USING (arg_set_id) WHERE s.id IN ({chunk})")
+                          f"AS v FROM (VALUES {chunk}) v JOIN slice s ON s.id = v.column1 "
+                          "JOIN args a ON a.arg_set_id = s.arg_set_id")
         for i, k, v in zip(c["id"].tolist(), c["key"].tolist(), c["v"].tolist()):
             out[i][k[5:] if k.startswith("args.") else k] = v
     return out
@@ -136,37 +140,40 @@ def extract(path: str | Path, options: dict | None = None) -> RankTables:
         return tables(trace)
 
 
-def tables(trace: Trace, causes: bool = True) -> RankTables:
+def tables(trace: Trace, causes: bool = True, ops: GpuOps | None = None) -> RankTables:
     """One rank's tables from its loaded trace (a ``LOAD`` kind, or any kind keeping its
     events: ``job.tasks.report_rank`` takes them from the load that gives its GPU ops);
-    ``causes``: with the cause windows (``collective_windows``), made here from the ops."""
+    ``causes``: with the cause windows (``collective_windows``), made here from the ops;
+    ``ops``: the trace's ``gpu_steps.gpu_ops`` when the caller has them (read here if not):
+    only the NCCL / RCCL kernels among them are read again, with their launch threads."""
     base = trace.base_ns
-    trace.include("traceaug.gpu")
+    o = (ops if ops is not None else gpu_ops(trace)).ops
+    # every GPU op's kind is kernel / memcpy / memset: its category is "communication"
+    # exactly where ``steps.is_comm`` says so (``steps.category``)
+    comm = o["category"] == "communication"
     g = trace.columns(
         "SELECT g.id, g.ts, g.dur, g.name, g.device, g.stream, r.ts AS launch_ts, "
         "tr.tid AS launch_tid FROM traceaug_gpu_op g "
         "LEFT JOIN _traceaug_first_launch l USING (correlation) "
         "LEFT JOIN slice r ON r.id = l.id LEFT JOIN _traceaug_track tr ON tr.track_id = r.track_id "
-        "ORDER BY g.ts, g.id")
+        f"WHERE g.name IN {sql_in(sorted(set(o['name'][comm].tolist())))} ORDER BY g.ts, g.id")
     names = g["name"].tolist()
-    comm = is_comm(names)
     ts = g["ts"].astype(np.int64) + base
     end = ts + np.maximum(g["dur"].astype(np.int64), 0)
-    gpu = pd.DataFrame({"ts": ts, "end": end, "name": g["name"].astype(object),
-                        "device": g["device"], "stream": g["stream"], "comm": comm})
-    c = trace.columns("SELECT s.id, s.ts, s.dur, s.name, s.depth, tr.tid FROM slice s "
+    gpu = pd.DataFrame({"ts": o["ts"] + base, "end": o["end"] + base, "name": o["name"],
+                        "device": o["device"], "comm": comm})
+    c = trace.columns("SELECT s.id, s.ts, s.dur, s.name, tr.tid FROM slice s "
                       "JOIN _traceaug_track tr USING (track_id) "
                       "WHERE s.category IN ('cpu_op', 'Operator', 'user_annotation') ORDER BY s.ts")
     cts = c["ts"].astype(np.int64) + base
     cpu = pd.DataFrame({"ts": cts, "end": cts + np.maximum(c["dur"].astype(np.int64), 0),
-                        "name": c["name"].astype(object), "tid": c["tid"], "depth": c["depth"]})
+                        "name": c["name"].astype(object), "tid": c["tid"]})
     st = steps(trace)
     step_df = pd.DataFrame({"step": st["step"], "ts": st["ts"] + base,
                             "end": st["ts"] + np.maximum(st["dur"], 0) + base})
-    issuing = np.flatnonzero(np.fromiter((isinstance(n, str) and n.startswith(COLLECTIVE_OPS)
-                                          for n in c["name"].tolist()), bool, len(cts)))
-    rows = np.flatnonzero(comm)
-    kernel_ids = g["id"][rows].astype(np.int64).tolist()
+    issuing = np.flatnonzero(matches(c["name"], lambda n: n.startswith(COLLECTIVE_OPS)))
+    rows = np.arange(len(names))
+    kernel_ids = g["id"].astype(np.int64).tolist()
     args = _args_by_slice(trace, kernel_ids + c["id"][issuing].astype(np.int64).tolist())
     launch = g["launch_ts"].astype(np.float64)
     records = []

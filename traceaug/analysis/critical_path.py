@@ -97,7 +97,8 @@ def _sql_text(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def _in(values) -> str:
+def sql_in(values) -> str:
+    """An SQL list of texts, ``('a', 'b')``, each quoted."""
     return "(" + ", ".join(_sql_text(v) for v in values) + ")"
 
 
@@ -114,16 +115,16 @@ _KERNELS = tuple(c for c in GPU_CATEGORIES if c not in MEMORY_CATEGORIES)
 # can take kilobytes each: ``names`` reads the path's).
 _BASE = ("id", "ts", "dur", "track_id", "IFNULL(arg_set_id, -1) AS arg_set_id")
 _GROUPS = (
-    (CPU_OP, 0, f"category IN {_in(CPU_CATEGORIES[:2])} AND dur > 0", ("depth", "name")),
-    (RUNTIME, 0, f"category IN {_in(CPU_CATEGORIES[2:])} AND dur > 0", ("depth", "name")),
-    (GPU_OP, 0, f"category IN {_in(_KERNELS)}", ()),
-    (GPU_OP, 1, f"category IN {_in(MEMORY_CATEGORIES)}", ("name",)),  # "... Pageable ..."
+    (CPU_OP, 0, f"category IN {sql_in(CPU_CATEGORIES[:2])} AND dur > 0", ("depth", "name")),
+    (RUNTIME, 0, f"category IN {sql_in(CPU_CATEGORIES[2:])} AND dur > 0", ("depth", "name")),
+    (GPU_OP, 0, f"category IN {sql_in(_KERNELS)}", ()),
+    (GPU_OP, 1, f"category IN {sql_in(MEMORY_CATEGORIES)}", ("name",)),  # "... Pageable ..."
     (SYNC_EVENT, 0, f"category = {_sql_text(SYNC_CATEGORY)}", ("name",)),
 )
 # CPU events that take no time: never nodes, but a launch, sync or record call all the same.
 _INSTANT_GROUPS = (
-    (CPU_OP, 0, f"category IN {_in(CPU_CATEGORIES[:2])} AND dur <= 0", ()),
-    (RUNTIME, 0, f"category IN {_in(CPU_CATEGORIES[2:])} AND dur <= 0", ()),
+    (CPU_OP, 0, f"category IN {sql_in(CPU_CATEGORIES[:2])} AND dur <= 0", ()),
+    (RUNTIME, 0, f"category IN {sql_in(CPU_CATEGORIES[2:])} AND dur <= 0", ()),
 )
 
 

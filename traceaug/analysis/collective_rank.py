@@ -23,7 +23,7 @@ from .collective_windows import Windows, windows
 from .critical_path import sql_in
 from .gpu_steps import GpuOps, gpu_ops, step_at
 from .steps import steps
-from .tables import matches
+from .tables import matches, take
 
 LOAD = {"kind": "collectives"}
 # Bytes per element of the dtypes PyTorch writes in "dtype" / "Input type" args.
@@ -164,7 +164,10 @@ def tables(trace: Trace, causes: bool = True, ops: GpuOps | None = None) -> Rank
                         "device": o["device"], "comm": comm})
     c = trace.columns("SELECT s.id, s.ts, s.dur, s.name, tr.tid FROM slice s "
                       "JOIN _traceaug_track tr USING (track_id) "
-                      "WHERE s.category IN ('cpu_op', 'Operator', 'user_annotation') ORDER BY s.ts")
+                      "WHERE s.category IN ('cpu_op', 'Operator', 'user_annotation')")
+    # in start order, ties in the engine's order as SQL's ORDER BY gave them (its sort was
+    # 10 of the query's 25 ms; numpy's stable one takes 1)
+    c = take(c, np.argsort(c["ts"], kind="stable"))
     cts = c["ts"].astype(np.int64) + base
     cpu = pd.DataFrame({"ts": cts, "end": cts + np.maximum(c["dur"].astype(np.int64), 0),
                         "name": c["name"].astype(object), "tid": c["tid"]})

@@ -175,18 +175,18 @@ def tables(trace: Trace, causes: bool = True, ops: GpuOps | None = None) -> Rank
     step_df = pd.DataFrame({"step": st["step"], "ts": st["ts"] + base,
                             "end": st["ts"] + np.maximum(st["dur"], 0) + base})
     issuing = np.flatnonzero(matches(c["name"], lambda n: n.startswith(COLLECTIVE_OPS)))
-    rows = np.arange(len(names))
     kernel_ids = g["id"].astype(np.int64).tolist()
     args = _args_by_slice(trace, kernel_ids + c["id"][issuing].astype(np.int64).tolist())
     launch = g["launch_ts"].astype(np.float64)
+    i_ts, i_end = cts[issuing], cpu["end"].to_numpy()[issuing]
+    i_tid = c["tid"][issuing]
     records = []
-    for i, kid in zip(rows.tolist(), kernel_ids):
+    for i, kid in enumerate(kernel_ids):
         lt = launch[i]
         ops = []
         if lt == lt:  # the issuing ops: collective ops holding the launch on its thread
             lts = int(lt) + base
-            hold = issuing[(cts[issuing] <= lts) & (cpu["end"].to_numpy()[issuing] >= lts)
-                           & (c["tid"][issuing] == g["launch_tid"][i])]
+            hold = issuing[(i_ts <= lts) & (i_end >= lts) & (i_tid == g["launch_tid"][i])]
             ops = [int(h) for h in hold]
         ops_args = [args[int(c["id"][h])] for h in ops]
         rec = _collective_args(args[kid], ops_args)

@@ -75,10 +75,9 @@ def matches(values: np.ndarray | list, test) -> np.ndarray:
     """Which values pass ``test`` (a str's predicate; no other value passes), each distinct
     value tested once: names repeat by the thousand, and a regex over a long kernel name is
     the cost."""
-    code, distinct = codes(values)
-    found = np.fromiter((isinstance(v, str) and bool(test(v)) for v in distinct), bool,
-                        len(distinct))
-    return found[code]
+    values = values.tolist() if isinstance(values, np.ndarray) else values
+    found = {v: isinstance(v, str) and bool(test(v)) for v in set(values)}
+    return np.fromiter(map(found.__getitem__, values), bool, len(values))
 
 
 def objects(values: list) -> np.ndarray:

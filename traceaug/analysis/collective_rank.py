@@ -22,7 +22,7 @@ from ..trace import Trace
 from .collective_windows import Windows, windows
 from .critical_path import sql_in
 from .gpu_steps import GpuOps, gpu_ops, step_at
-from .steps import steps
+from .steps import is_comm, steps
 from .tables import matches, take
 
 LOAD = {"kind": "collectives"}
@@ -140,28 +140,40 @@ def extract(path: str | Path, options: dict | None = None) -> RankTables:
         return tables(trace)
 
 
+def _gpu_frame(o: dict, comm: np.ndarray, base: int) -> pd.DataFrame:
+    """The GPU ops (``GpuOps.ops``) as ``collective_windows.windows`` takes them."""
+    return pd.DataFrame({"ts": o["ts"] + base, "end": o["end"] + base, "name": o["name"],
+                         "device": o["device"], "comm": comm})
+
+
 def tables(trace: Trace, causes: bool = True, ops: GpuOps | None = None) -> RankTables:
     """One rank's tables from its loaded trace (a ``LOAD`` kind, or any kind keeping its
     events: ``job.tasks.report_rank`` takes them from the load that gives its GPU ops);
     ``causes``: with the cause windows (``collective_windows``), made here from the ops;
-    ``ops``: the trace's ``gpu_steps.gpu_ops`` when the caller has them (read here if not):
-    only the NCCL / RCCL kernels among them are read again, with their launch threads."""
+    ``ops``: the trace's ``gpu_steps.gpu_ops`` when the caller has them (read here if the
+    windows need them, else only the GPU ops' names): only the NCCL / RCCL kernels among
+    them are read again, with their launch threads."""
     base = trace.base_ns
-    o = (ops if ops is not None else gpu_ops(trace)).ops
-    # every GPU op's kind is kernel / memcpy / memset: its category is "communication"
-    # exactly where ``steps.is_comm`` says so (``steps.category``)
-    comm = o["category"] == "communication"
+    trace.include("traceaug.gpu")
+    if ops is None and causes:  # the windows take every GPU op
+        ops = gpu_ops(trace)
+    if ops is not None:
+        # every GPU op's kind is kernel / memcpy / memset: its category is "communication"
+        # exactly where ``steps.is_comm`` says so (``steps.category``)
+        comm = ops.ops["category"] == "communication"
+        comm_names = ops.ops["name"][comm]
+    else:  # no windows: of the GPU ops, the NCCL / RCCL kernels' names are all it needs
+        comm_names = trace.columns("SELECT DISTINCT name FROM traceaug_gpu_op")["name"]
+        comm_names = comm_names[is_comm(comm_names)]
     g = trace.columns(
         "SELECT g.id, g.ts, g.dur, g.name, g.device, g.stream, r.ts AS launch_ts, "
         "tr.tid AS launch_tid FROM traceaug_gpu_op g "
         "LEFT JOIN _traceaug_first_launch l USING (correlation) "
         "LEFT JOIN slice r ON r.id = l.id LEFT JOIN _traceaug_track tr ON tr.track_id = r.track_id "
-        f"WHERE g.name IN {sql_in(sorted(set(o['name'][comm].tolist())))} ORDER BY g.ts, g.id")
+        f"WHERE g.name IN {sql_in(sorted(set(comm_names.tolist())))} ORDER BY g.ts, g.id")
     names = g["name"].tolist()
     ts = g["ts"].astype(np.int64) + base
     end = ts + np.maximum(g["dur"].astype(np.int64), 0)
-    gpu = pd.DataFrame({"ts": o["ts"] + base, "end": o["end"] + base, "name": o["name"],
-                        "device": o["device"], "comm": comm})
     c = trace.columns("SELECT s.id, s.ts, s.dur, s.name, tr.tid FROM slice s "
                       "JOIN _traceaug_track tr USING (track_id) "
                       "WHERE s.category IN ('cpu_op', 'Operator', 'user_annotation')")
@@ -183,15 +195,15 @@ def tables(trace: Trace, causes: bool = True, ops: GpuOps | None = None) -> Rank
     records = []
     for i, kid in enumerate(kernel_ids):
         lt = launch[i]
-        ops = []
+        issuers = []
         if lt == lt:  # the issuing ops: collective ops holding the launch on its thread
             lts = int(lt) + base
             hold = issuing[(i_ts <= lts) & (i_end >= lts) & (i_tid == g["launch_tid"][i])]
-            ops = [int(h) for h in hold]
-        ops_args = [args[int(c["id"][h])] for h in ops]
+            issuers = [int(h) for h in hold]
+        ops_args = [args[int(c["id"][h])] for h in issuers]
         rec = _collective_args(args[kid], ops_args)
         rec["kind"] = (kind_of_name(rec.get("coll_name"))
-                       or next((kind_of_name(c["name"][h]) for h in ops
+                       or next((kind_of_name(c["name"][h]) for h in issuers
                                 if c["name"][h].startswith(("nccl:", "rccl:"))
                                 and kind_of_name(c["name"][h])), None)
                        or kind_of_name(names[i]) or "Unknown")
@@ -199,8 +211,8 @@ def tables(trace: Trace, causes: bool = True, ops: GpuOps | None = None) -> Rank
                    device=g["device"][i], stream=g["stream"][i],
                    launch_ts=None if lt != lt else int(lt) + base,
                    launch_tid=g["launch_tid"][i] if lt == lt else None,
-                   issue_ts=int(cts[ops[0]]) if ops else (None if lt != lt else int(lt) + base),
-                   issue_op=str(c["name"][ops[-1]]) if ops else None)
+                   issue_ts=int(cts[issuers[0]]) if issuers else (None if lt != lt else int(lt) + base),
+                   issue_op=str(c["name"][issuers[-1]]) if issuers else None)
         records.append(rec)
     colls = pd.DataFrame.from_records(records, columns=list(COLL_COLUMNS))
     when = np.array([r["launch_ts"] if r["launch_ts"] is not None else r["ts"] for r in records],
@@ -214,6 +226,7 @@ def tables(trace: Trace, causes: bool = True, ops: GpuOps | None = None) -> Rank
     return RankTables(path=str(trace.path), rank=trace.rank, base_ns=base,
                       world_size=trace.world_size, pg_config=list(info.get("pg_config") or []),
                       colls=colls, steps=step_df,
-                      windows=windows(colls, gpu, cpu, step_df) if causes else None,
+                      windows=windows(colls, _gpu_frame(ops.ops, comm, base), cpu, step_df)
+                      if causes else None,
                       text_base=(trace.plan.rebase.prefix, trace.plan.rebase.sep)
                       if trace.plan is not None else None)

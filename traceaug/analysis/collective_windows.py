@@ -95,7 +95,7 @@ def windows(colls: pd.DataFrame, gpu: pd.DataFrame, cpu: pd.DataFrame,
     found = [_sums(*ops.of(*key), *map(np.array, span)) for key, span in spans.items()]
     entry, code, total = (np.concatenate([f[i] for f in found]) if found else np.empty(0, np.int64)
                           for i in range(3))
-    order = np.lexsort((code, entry))  # each entry's names in code order, as before
+    order = np.lexsort((code, entry))  # by entry, each entry's names in code order
     entry, code, total = entry[order], code[order], total[order]
     used, code = np.unique(code, return_inverse=True)  # only the names the windows hold
     return Windows(np.asarray(ops.names, dtype=object)[used], kinds, rows, prevs,

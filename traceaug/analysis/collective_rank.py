@@ -20,8 +20,10 @@ import pandas as pd
 from ..read.kinds import COLLECTIVE_OPS
 from ..trace import Trace
 from .collective_windows import Windows, windows
-from .gpu_steps import step_at
-from .steps import _COMM, steps
+from .critical_path import sql_in
+from .gpu_steps import GpuOps, gpu_ops, step_at
+from .steps import is_comm, steps
+from .tables import matches, take
 
 LOAD = {"kind": "collectives"}
 # Bytes per element of the dtypes PyTorch writes in "dtype" / "Input type" args.
@@ -92,12 +94,14 @@ def _empty(columns: tuple[str, ...]) -> pd.DataFrame:
 
 
 def _args_by_slice(trace: Trace, ids: list[int]) -> dict[int, dict[str, object]]:
-    """The args of slices ``ids`` as {id: {key without "args.": value}}."""
+    """The args of slices ``ids`` as {id: {key without "args.": value}}. The ids come as a
+    VALUES table joined to the slices (looked up by id): ``id IN (...)`` read every slice."""
     out: dict[int, dict[str, object]] = {i: {} for i in ids}
     for lo in range(0, len(ids), 2000):
-        chunk = ",".join(map(str, ids[lo:lo + 2000]))
+        chunk = ",".join(f"({i})" for i in ids[lo:lo + 2000])
         c = trace.columns("SELECT s.id, a.key, COALESCE(a.int_value, a.string_value, a.real_value) "
-                          f"AS v FROM slice s JOIN args a USING (arg_set_id) WHERE s.id IN ({chunk})")
+                          f"AS v FROM (VALUES {chunk}) v JOIN slice s ON s.id = v.column1 "
+                          "JOIN args a ON a.arg_set_id = s.arg_set_id")
         for i, k, v in zip(c["id"].tolist(), c["key"].tolist(), c["v"].tolist()):
             out[i][k[5:] if k.startswith("args.") else k] = v
     return out
@@ -136,52 +140,70 @@ def extract(path: str | Path, options: dict | None = None) -> RankTables:
         return tables(trace)
 
 
-def tables(trace: Trace, causes: bool = True) -> RankTables:
+def _gpu_frame(o: dict, comm: np.ndarray, base: int) -> pd.DataFrame:
+    """The GPU ops (``GpuOps.ops``) as ``collective_windows.windows`` takes them."""
+    return pd.DataFrame({"ts": o["ts"] + base, "end": o["end"] + base, "name": o["name"],
+                         "device": o["device"], "comm": comm})
+
+
+def tables(trace: Trace, causes: bool = True, ops: GpuOps | None = None) -> RankTables:
     """One rank's tables from its loaded trace (a ``LOAD`` kind, or any kind keeping its
     events: ``job.tasks.report_rank`` takes them from the load that gives its GPU ops);
-    ``causes``: with the cause windows (``collective_windows``), made here from the ops."""
+    ``causes``: with the cause windows (``collective_windows``), made here from the ops;
+    ``ops``: the trace's ``gpu_steps.gpu_ops`` when the caller has them (read here if the
+    windows need them, else only the GPU ops' names): only the NCCL / RCCL kernels among
+    them are read again, with their launch threads."""
     base = trace.base_ns
     trace.include("traceaug.gpu")
+    if ops is None and causes:  # the windows take every GPU op
+        ops = gpu_ops(trace)
+    if ops is not None:
+        # every GPU op's kind is kernel / memcpy / memset: its category is "communication"
+        # exactly where ``steps.is_comm`` says so (``steps.category``)
+        comm = ops.ops["category"] == "communication"
+        comm_names = ops.ops["name"][comm]
+    else:  # no windows: of the GPU ops, the NCCL / RCCL kernels' names are all it needs
+        comm_names = trace.columns("SELECT DISTINCT name FROM traceaug_gpu_op")["name"]
+        comm_names = comm_names[is_comm(comm_names)]
     g = trace.columns(
         "SELECT g.id, g.ts, g.dur, g.name, g.device, g.stream, r.ts AS launch_ts, "
         "tr.tid AS launch_tid FROM traceaug_gpu_op g "
         "LEFT JOIN _traceaug_first_launch l USING (correlation) "
         "LEFT JOIN slice r ON r.id = l.id LEFT JOIN _traceaug_track tr ON tr.track_id = r.track_id "
-        "ORDER BY g.ts, g.id")
+        f"WHERE g.name IN {sql_in(sorted(set(comm_names.tolist())))} ORDER BY g.ts, g.id")
     names = g["name"].tolist()
-    comm = np.fromiter((isinstance(n, str) and bool(_COMM.search(n)) for n in names), bool, len(names))
     ts = g["ts"].astype(np.int64) + base
     end = ts + np.maximum(g["dur"].astype(np.int64), 0)
-    gpu = pd.DataFrame({"ts": ts, "end": end, "name": g["name"].astype(object),
-                        "device": g["device"], "stream": g["stream"], "comm": comm})
-    c = trace.columns("SELECT s.id, s.ts, s.dur, s.name, s.depth, tr.tid FROM slice s "
+    c = trace.columns("SELECT s.id, s.ts, s.dur, s.name, tr.tid FROM slice s "
                       "JOIN _traceaug_track tr USING (track_id) "
-                      "WHERE s.category IN ('cpu_op', 'Operator', 'user_annotation') ORDER BY s.ts")
+                      "WHERE s.category IN ('cpu_op', 'Operator', 'user_annotation')")
+    # in start order, ties in the engine's order as SQL's ORDER BY gave them (its sort was
+    # 10 of the query's 25 ms; numpy's stable one takes 1)
+    c = take(c, np.argsort(c["ts"], kind="stable"))
     cts = c["ts"].astype(np.int64) + base
     cpu = pd.DataFrame({"ts": cts, "end": cts + np.maximum(c["dur"].astype(np.int64), 0),
-                        "name": c["name"].astype(object), "tid": c["tid"], "depth": c["depth"]})
+                        "name": c["name"].astype(object), "tid": c["tid"]})
     st = steps(trace)
     step_df = pd.DataFrame({"step": st["step"], "ts": st["ts"] + base,
                             "end": st["ts"] + np.maximum(st["dur"], 0) + base})
-    issuing = np.flatnonzero(np.fromiter((isinstance(n, str) and n.startswith(COLLECTIVE_OPS)
-                                          for n in c["name"].tolist()), bool, len(cts)))
-    rows = np.flatnonzero(comm)
-    kernel_ids = g["id"][rows].astype(np.int64).tolist()
+    issuing = np.flatnonzero(matches(c["name"], lambda n: n.startswith(COLLECTIVE_OPS)))
+    kernel_ids = g["id"].astype(np.int64).tolist()
     args = _args_by_slice(trace, kernel_ids + c["id"][issuing].astype(np.int64).tolist())
     launch = g["launch_ts"].astype(np.float64)
+    i_ts, i_end = cts[issuing], cpu["end"].to_numpy()[issuing]
+    i_tid = c["tid"][issuing]
     records = []
-    for i, kid in zip(rows.tolist(), kernel_ids):
+    for i, kid in enumerate(kernel_ids):
         lt = launch[i]
-        ops = []
+        issuers = []
         if lt == lt:  # the issuing ops: collective ops holding the launch on its thread
             lts = int(lt) + base
-            hold = issuing[(cts[issuing] <= lts) & (cpu["end"].to_numpy()[issuing] >= lts)
-                           & (c["tid"][issuing] == g["launch_tid"][i])]
-            ops = [int(h) for h in hold]
-        ops_args = [args[int(c["id"][h])] for h in ops]
+            hold = issuing[(i_ts <= lts) & (i_end >= lts) & (i_tid == g["launch_tid"][i])]
+            issuers = [int(h) for h in hold]
+        ops_args = [args[int(c["id"][h])] for h in issuers]
         rec = _collective_args(args[kid], ops_args)
         rec["kind"] = (kind_of_name(rec.get("coll_name"))
-                       or next((kind_of_name(c["name"][h]) for h in ops
+                       or next((kind_of_name(c["name"][h]) for h in issuers
                                 if c["name"][h].startswith(("nccl:", "rccl:"))
                                 and kind_of_name(c["name"][h])), None)
                        or kind_of_name(names[i]) or "Unknown")
@@ -189,8 +211,8 @@ def tables(trace: Trace, causes: bool = True) -> RankTables:
                    device=g["device"][i], stream=g["stream"][i],
                    launch_ts=None if lt != lt else int(lt) + base,
                    launch_tid=g["launch_tid"][i] if lt == lt else None,
-                   issue_ts=int(cts[ops[0]]) if ops else (None if lt != lt else int(lt) + base),
-                   issue_op=str(c["name"][ops[-1]]) if ops else None)
+                   issue_ts=int(cts[issuers[0]]) if issuers else (None if lt != lt else int(lt) + base),
+                   issue_op=str(c["name"][issuers[-1]]) if issuers else None)
         records.append(rec)
     colls = pd.DataFrame.from_records(records, columns=list(COLL_COLUMNS))
     when = np.array([r["launch_ts"] if r["launch_ts"] is not None else r["ts"] for r in records],
@@ -204,6 +226,7 @@ def tables(trace: Trace, causes: bool = True) -> RankTables:
     return RankTables(path=str(trace.path), rank=trace.rank, base_ns=base,
                       world_size=trace.world_size, pg_config=list(info.get("pg_config") or []),
                       colls=colls, steps=step_df,
-                      windows=windows(colls, gpu, cpu, step_df) if causes else None,
+                      windows=windows(colls, _gpu_frame(ops.ops, comm, base), cpu, step_df)
+                      if causes else None,
                       text_base=(trace.plan.rebase.prefix, trace.plan.rebase.sep)
                       if trace.plan is not None else None)

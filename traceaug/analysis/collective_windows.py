@@ -62,13 +62,12 @@ class _Ops:
         on device ``where``."""
         key = (kind, where)
         if key not in self._at:
-            pick = (self.cpu["tid"] == where if kind == "cpu"
-                    else ~self.gpu["comm"].astype(bool) & (self.gpu["device"] == where))
-            ops = (self.cpu if kind == "cpu" else self.gpu)[pick.to_numpy()]
-            code = self.codes[kind][pick.to_numpy()]
-            order = np.argsort(ops["ts"].to_numpy(np.int64), kind="stable")
-            self._at[key] = (ops["ts"].to_numpy(np.int64)[order],
-                             ops["end"].to_numpy(np.int64)[order], code[order])
+            ops = self.cpu if kind == "cpu" else self.gpu
+            pick = (ops["tid"].to_numpy() == where if kind == "cpu"
+                    else ~ops["comm"].to_numpy(bool) & (ops["device"].to_numpy() == where))
+            ts, end = ops["ts"].to_numpy(np.int64)[pick], ops["end"].to_numpy(np.int64)[pick]
+            order = np.argsort(ts, kind="stable")
+            self._at[key] = (ts[order], end[order], self.codes[kind][pick][order])
         return self._at[key]
 
 
@@ -81,28 +80,27 @@ def windows(colls: pd.DataFrame, gpu: pd.DataFrame, cpu: pd.DataFrame,
     col = {c: colls[c].to_numpy(dtype=object) for c in ("ts", "end", "launch_ts", "launch_tid",
                                                         "device")}
     held = (steps["ts"].to_numpy(), steps["end"].to_numpy())
-    kinds, rows, prevs, sizes, codes, totals = [], [], [], [], [], []
     pairs = sorted(predecessors(colls))
-    for k, kind in enumerate(KINDS):
-        for row, prev in pairs:
-            w = _window(col, held, firsts, kind, row, prev)
-            code = total = np.empty(0, np.int64)
-            if w is not None:
-                where = col["launch_tid"][row] if kind == "cpu" else col["device"][row]
-                code, total = _sums(*ops.of(kind, where), *w)
-            kinds.append(k)
-            rows.append(row)
-            prevs.append(prev)
-            sizes.append(len(code))
-            codes.append(code)
-            totals.append(total)
-    code = np.concatenate(codes) if codes else np.empty(0, np.int64)
+    kinds = np.repeat(np.arange(len(KINDS), dtype=np.int8), len(pairs))
+    rows = np.array([r for _ in KINDS for r, _p in pairs], np.int64)
+    prevs = np.array([p for _ in KINDS for _r, p in pairs], np.int64)
+    # the entries' windows by the ops they cover: (kind, thread or device) -> entries, bounds
+    spans: dict[tuple, tuple[list, list, list]] = {}
+    for e, (k, row, prev) in enumerate(zip(kinds.tolist(), rows.tolist(), prevs.tolist())):
+        w = _window(col, held, firsts, KINDS[k], row, prev)
+        if w is not None:
+            where = col["launch_tid"][row] if KINDS[k] == "cpu" else col["device"][row]
+            for part, x in zip(spans.setdefault((KINDS[k], where), ([], [], [])), (e, *w)):
+                part.append(x)
+    found = [_sums(*ops.of(*key), *map(np.array, span)) for key, span in spans.items()]
+    entry, code, total = (np.concatenate([f[i] for f in found]) if found else np.empty(0, np.int64)
+                          for i in range(3))
+    order = np.lexsort((code, entry))  # by entry, each entry's names in code order
+    entry, code, total = entry[order], code[order], total[order]
     used, code = np.unique(code, return_inverse=True)  # only the names the windows hold
-    return Windows(np.asarray(ops.names, dtype=object)[used], np.array(kinds, np.int8),
-                   np.array(rows, np.int64), np.array(prevs, np.int64),
-                   np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]),
-                   code.astype(np.int32),
-                   np.concatenate(totals) if totals else np.empty(0, np.int64))
+    return Windows(np.asarray(ops.names, dtype=object)[used], kinds, rows, prevs,
+                   np.r_[0, np.cumsum(np.bincount(entry, minlength=len(kinds)))].astype(np.int64),
+                   code.astype(np.int32), total.astype(np.int64))
 
 
 def _window(col: dict, steps: tuple[np.ndarray, np.ndarray], firsts: list[int], kind: str,
@@ -123,16 +121,22 @@ def _window(col: dict, steps: tuple[np.ndarray, np.ndarray], firsts: list[int], 
     return int(start), int(end)
 
 
-def _sums(ts: np.ndarray, end: np.ndarray, code: np.ndarray, lo_ns: int, hi_ns: int
-          ) -> tuple[np.ndarray, np.ndarray]:
-    """(codes, summed durations) of the named ops wholly inside [lo_ns, hi_ns]."""
+def _sums(ts: np.ndarray, end: np.ndarray, code: np.ndarray, entry: np.ndarray,
+          lo_ns: np.ndarray, hi_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(entry, code, summed durations) of the named ops (``ts``-sorted) wholly inside each
+    entry's window [lo_ns, hi_ns]: every window at once, one row per (entry, code)."""
     lo, hi = np.searchsorted(ts, lo_ns, "left"), np.searchsorted(ts, hi_ns, "right")
-    inside = np.flatnonzero(end[lo:hi] <= hi_ns) + lo
-    inside = inside[code[inside] >= 0]
-    c = code[inside]
-    order = np.argsort(c, kind="stable")
-    c, d = c[order], (end[inside] - ts[inside])[order]
+    size = np.maximum(hi - lo, 0)
+    owner = np.repeat(np.arange(len(entry)), size)  # each window's ops' positions, in a row
+    at = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size) + lo[owner]
+    keep = (end[at] <= hi_ns[owner]) & (code[at] >= 0)
+    owner, at = owner[keep], at[keep]
+    c = code[at].astype(np.int64)
+    key = owner * (int(c.max(initial=0)) + 1) + c  # by window, then name
+    order = np.argsort(key)
+    key, owner, c, d = key[order], owner[order], c[order], (end[at] - ts[at])[order]
     if not len(c):
-        return c.astype(np.int64), d.astype(np.int64)
-    first = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
-    return c[first].astype(np.int64), np.add.reduceat(d, first).astype(np.int64)
+        return entry[owner].astype(np.int64), c, d.astype(np.int64)
+    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    return (entry[owner[first]].astype(np.int64), c[first],
+            np.add.reduceat(d, first).astype(np.int64))

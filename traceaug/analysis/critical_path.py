@@ -27,7 +27,7 @@ from ..errors import TraceaugError
 from ..sorted_ints import among, sorted_unique
 from ..trace import Trace
 from . import blocking, dag, stream_wait
-from .steps import _COMM, check_step, steps
+from .steps import check_step, is_comm, steps
 from .tables import Columns, sorted_codes, take
 
 CPU_CATEGORIES = ("cpu_op", "Operator", "cuda_runtime", "Runtime", "cuda_driver")
@@ -97,7 +97,8 @@ def _sql_text(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def _in(values) -> str:
+def sql_in(values) -> str:
+    """An SQL list of texts, ``('a', 'b')``, each quoted."""
     return "(" + ", ".join(_sql_text(v) for v in values) + ")"
 
 
@@ -114,16 +115,16 @@ _KERNELS = tuple(c for c in GPU_CATEGORIES if c not in MEMORY_CATEGORIES)
 # can take kilobytes each: ``names`` reads the path's).
 _BASE = ("id", "ts", "dur", "track_id", "IFNULL(arg_set_id, -1) AS arg_set_id")
 _GROUPS = (
-    (CPU_OP, 0, f"category IN {_in(CPU_CATEGORIES[:2])} AND dur > 0", ("depth", "name")),
-    (RUNTIME, 0, f"category IN {_in(CPU_CATEGORIES[2:])} AND dur > 0", ("depth", "name")),
-    (GPU_OP, 0, f"category IN {_in(_KERNELS)}", ()),
-    (GPU_OP, 1, f"category IN {_in(MEMORY_CATEGORIES)}", ("name",)),  # "... Pageable ..."
+    (CPU_OP, 0, f"category IN {sql_in(CPU_CATEGORIES[:2])} AND dur > 0", ("depth", "name")),
+    (RUNTIME, 0, f"category IN {sql_in(CPU_CATEGORIES[2:])} AND dur > 0", ("depth", "name")),
+    (GPU_OP, 0, f"category IN {sql_in(_KERNELS)}", ()),
+    (GPU_OP, 1, f"category IN {sql_in(MEMORY_CATEGORIES)}", ("name",)),  # "... Pageable ..."
     (SYNC_EVENT, 0, f"category = {_sql_text(SYNC_CATEGORY)}", ("name",)),
 )
 # CPU events that take no time: never nodes, but a launch, sync or record call all the same.
 _INSTANT_GROUPS = (
-    (CPU_OP, 0, f"category IN {_in(CPU_CATEGORIES[:2])} AND dur <= 0", ()),
-    (RUNTIME, 0, f"category IN {_in(CPU_CATEGORIES[2:])} AND dur <= 0", ()),
+    (CPU_OP, 0, f"category IN {sql_in(CPU_CATEGORIES[:2])} AND dur <= 0", ()),
+    (RUNTIME, 0, f"category IN {sql_in(CPU_CATEGORIES[2:])} AND dur <= 0", ()),
 )
 
 
@@ -729,8 +730,7 @@ def category_of(graph: Graph, kind: np.ndarray, event: np.ndarray, name: np.ndar
     g = graph.ev
     ev = np.maximum(event, 0)
     gpu = g["gpu"][ev]
-    found = {x: isinstance(x, str) and _COMM.search(x) is not None for x in set(name.tolist())}
-    comm = gpu & np.array([found[x] for x in name.tolist()], bool)
+    comm = gpu & is_comm(name)
     memory = g["memory"][ev] == 1
     span = np.where(~gpu, "cpu", np.where(memory, "gpu_memory",
                                            np.where(comm, "gpu_communication", "gpu_compute")))

@@ -38,7 +38,8 @@ import numpy as np
 from ..errors import TraceaugError
 from . import critical_path as cp
 from . import dag
-from .steps import _COMM
+from .steps import is_comm
+from .tables import matches
 
 TYPES = ("comp", "comm", "mem", "cpu")
 NO_LAUNCH_DELAY = "no-launch-delay"
@@ -277,14 +278,9 @@ def selected(g: dict, names: np.ndarray, selector: str) -> np.ndarray:
         if selector == "cpu":
             return ~gpu
         mem = gpu & (g["memory"] == 1)
-        comm = gpu & ~mem & _matches(names, lambda n: _COMM.search(n) is not None)
+        comm = gpu & ~mem & is_comm(names)
         return {"mem": mem, "comm": comm, "comp": gpu & ~mem & ~comm}[selector]
-    return _matches(names, lambda n: fnmatch.fnmatchcase(n, selector))
-
-
-def _matches(names: np.ndarray, test) -> np.ndarray:
-    found = {n: isinstance(n, str) and test(n) for n in set(names.tolist())}
-    return np.fromiter((found[n] for n in names.tolist()), bool, len(names))
+    return matches(names, lambda n: fnmatch.fnmatchcase(n, selector))
 
 
 def event_names(trace, graph: cp.Graph) -> np.ndarray:

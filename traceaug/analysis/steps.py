@@ -16,12 +16,18 @@ import numpy as np
 
 from ..errors import TraceaugError
 from ..trace import Trace
-from .tables import Columns, codes, objects
+from .tables import Columns, codes, matches, objects
 
 GPU_KINDS = ("kernel", "memcpy", "memset")
 _COMM = re.compile(r"^nccl|ncclKernel|^hip.*nccl|^rccl|ncclDevKernel", re.IGNORECASE)
 _STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 STEP_MAX = 2**63 - 1  # step numbers are int64 columns
+
+
+def is_comm(names: np.ndarray | list) -> np.ndarray:
+    """Which names are NCCL / RCCL communication kernels' (``_COMM``; None and non-text: no),
+    as a boolean array, each distinct name matched once."""
+    return matches(names, _COMM.search)
 
 
 def steps(trace: Trace) -> Columns:
@@ -100,7 +106,7 @@ def is_gpu(kind: np.ndarray) -> np.ndarray:
 def category(kind: np.ndarray, name_code: np.ndarray, names: list) -> np.ndarray:
     """HTA's kernel types for GPU ops (communication, memory, computation); the kind otherwise.
     ``name_code`` numbers each row's name in ``names`` (each name is matched once)."""
-    comm = np.array([isinstance(n, str) and _COMM.search(n) is not None for n in names], dtype=bool)
+    comm = is_comm(names)
     gpu = is_gpu(kind)
     out = kind.astype(object)
     out[gpu] = "computation"  # each assignment overrides the last: communication wins

@@ -71,6 +71,15 @@ def first_match(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return np.fromiter((first.get(q, -1) for q in queries.tolist()), np.int64, len(queries))
 
 
+def matches(values: np.ndarray | list, test) -> np.ndarray:
+    """Which values pass ``test`` (a str's predicate; no other value passes), each distinct
+    value tested once: names repeat by the thousand, and a regex over a long kernel name is
+    the cost."""
+    values = values.tolist() if isinstance(values, np.ndarray) else values
+    found = {v: isinstance(v, str) and bool(test(v)) for v in set(values)}
+    return np.fromiter(map(found.__getitem__, values), bool, len(values))
+
+
 def objects(values: list) -> np.ndarray:
     """A list as a 1-D object array (never split into dimensions, whatever the items)."""
     out = np.empty(len(values), dtype=object)

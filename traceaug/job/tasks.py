@@ -89,14 +89,15 @@ def gpu_rank(file: TraceFile, options: dict) -> Any:
 def report_rank(file: TraceFile, options: dict) -> tuple[Any, Any]:
     """One rank's ``GpuOps`` (its trace detached) and its collective tables
     (``analysis.collective_rank.tables``) from one load: the "collectives" kind keeps every
-    event the "gpu_steps" kind does, so ``report JOB`` reads each rank once."""
+    event the "gpu_steps" kind does, so ``report JOB`` reads each rank once (and its GPU ops
+    once: the tables take them from ``rank_ops``)."""
     from ..analysis.collective_rank import LOAD, tables
     from ..analysis.gpu_steps import rank_ops
     from ..trace import Trace
 
     with local(file, options) as path, Trace(path, **LOAD, **load_options(options)) as trace:
         ops = rank_ops(file.rank, trace)
-        found = tables(trace)
+        found = tables(trace, ops=ops)
         ops.trace = Detached.of(trace, file.rank, _named(file))
     return ops, found
 

@@ -271,3 +271,27 @@ def test_engines_share_one_set_of_rpc_message_classes() -> None:
     finally:
         a.close()
         b.close()
+
+
+EPOCH_PROBE = (
+    "from traceaug.engine.backend import TraceProcessor;"
+    "from traceaug.errors import EngineError;"
+    "tp = TraceProcessor(); b = tp.backend.instance.build; b.engine.increment_epoch()\n"
+    "try:\n"
+    "    print(b.interruptible, list(tp.backend.execute_query('SELECT 6 * 7 AS x').batch[0].varint_cells))\n"
+    "except EngineError as e:\n"
+    "    print(b.interruptible, 'stopped')"
+)
+
+
+@pytest.mark.parametrize("worker, answer", [(False, "True stopped"), (True, "False [42]")])
+def test_only_engines_a_signal_can_reach_check_the_epoch(worker: bool, answer: str) -> None:
+    """Epoch checks (how Ctrl-C stops a running engine call) cost ~20-30% of the engine's CPU,
+    so a job's pool worker, which the parent stops by killing it, runs a build without them:
+    a bumped epoch stops the main process's engine, never a worker's."""
+    env = {k: v for k, v in os.environ.items() if k != "TRACEAUG_POOL_WORKER"}
+    if worker:
+        env["TRACEAUG_POOL_WORKER"] = "1"
+    out = subprocess.run([sys.executable, "-c", EPOCH_PROBE], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.stdout.strip() == answer, out.stderr

@@ -166,6 +166,22 @@ def test_columns_are_typed_numpy_arrays() -> None:
     assert [n["n"][0], n["total"][0]] == [df["n"][0], df["total"][0]] and n["n"][0] > 0
 
 
+def test_a_column_is_typed_whatever_the_batches_the_engine_sends() -> None:
+    """The engine splits a large result into batches; a column mixing integers, a float and a
+    string is one object column of the values as they are (each integer a Python int), not
+    typed batch by batch (the first batch's integers became floats beside the float there)."""
+    rows = 100_000
+    with traceaug.load(TESTDATA / "small_training.json", progress=False) as t:
+        sql = (f"WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < {rows - 1}) "
+               f"SELECT CASE i WHEN 0 THEN 0.5 WHEN {rows - 1} THEN 'x' ELSE i END AS v, i FROM n")
+        assert len(t.tp.backend.execute_query(sql).batch) > 1  # the case this test is about
+        c = t.columns(sql)
+    want = [0.5, *range(1, rows - 1), "x"]
+    assert c["v"].dtype == object and c["v"].tolist() == want
+    assert [type(v) for v in c["v"].tolist()] == [type(v) for v in want]
+    assert c["i"].dtype == np.int64 and c["i"].tolist() == list(range(rows))
+
+
 @pytest.mark.parametrize("command", ["counters", "diff", "query", "info"])
 def test_commands_never_import_pandas(tmp_path: Path, command: str) -> None:
     """counters, diff, query and info work on numpy tables and hide pandas from the perfetto API's

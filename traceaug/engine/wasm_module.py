@@ -225,7 +225,7 @@ def load_build(memory64: bool = False, interruptible: bool | None = None) -> Was
 
 
 @lru_cache(maxsize=4)
-def _load_build(memory64: bool, interruptible: bool) -> WasmBuild:
+def _load_build(memory64: bool, interruptible: bool = True) -> WasmBuild:
     name = "trace_processor_memory64.wasm" if memory64 else "trace_processor.wasm"
     engine = _make_engine(memory64, interruptible)
     interrupt.watch_engine(engine)

@@ -311,3 +311,16 @@ def test_only_engines_a_signal_can_reach_check_the_epoch(worker: bool, answer: s
     out = subprocess.run([sys.executable, "-c", EPOCH_PROBE], env=env, capture_output=True,
                          text=True, timeout=300)
     assert out.stdout.strip() == answer, out.stderr
+
+
+def test_job_workers_starting_together_compile_the_engine_once(tmp_path: Path) -> None:
+    """The first job on a machine starts its pool workers at once, each missing the worker
+    build in the cache: one compiles it, the others wait for it and map the cached module."""
+    env = {**os.environ, "TRACEAUG_CACHE_DIR": str(tmp_path), "TRACEAUG_POOL_WORKER": "1"}
+    code = "from traceaug.engine.wasm_module import load_build; print(load_build(False).from_cache)"
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert sorted(o.strip() for o, _ in outs) == ["False", "True"], outs
+    # the build without epoch checks (its cache name has no "-epoch")
+    assert [p.name.endswith("-r0.cwasm") for p in tmp_path.glob("*.cwasm")] == [True]

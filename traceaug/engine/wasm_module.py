@@ -252,9 +252,9 @@ def _compiling(cached: Path):
         yield
         return
     try:
-        import fcntl
+        with contextlib.suppress(OSError, ImportError):  # no fcntl (Windows): no lock
+            import fcntl
 
-        with contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:

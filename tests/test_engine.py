@@ -166,6 +166,22 @@ def test_columns_are_typed_numpy_arrays() -> None:
     assert [n["n"][0], n["total"][0]] == [df["n"][0], df["total"][0]] and n["n"][0] > 0
 
 
+def test_a_column_is_typed_whatever_the_batches_the_engine_sends() -> None:
+    """The engine splits a large result into batches; a column mixing integers, a float and a
+    string is one object column of the values as they are (each integer a Python int), not
+    typed batch by batch (the first batch's integers became floats beside the float there)."""
+    rows = 100_000
+    with traceaug.load(TESTDATA / "small_training.json", progress=False) as t:
+        sql = (f"WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < {rows - 1}) "
+               f"SELECT CASE i WHEN 0 THEN 0.5 WHEN {rows - 1} THEN 'x' ELSE i END AS v, i FROM n")
+        assert len(t.tp.backend.execute_query(sql).batch) > 1  # the case this test is about
+        c = t.columns(sql)
+    want = [0.5, *range(1, rows - 1), "x"]
+    assert c["v"].dtype == object and c["v"].tolist() == want
+    assert [type(v) for v in c["v"].tolist()] == [type(v) for v in want]
+    assert c["i"].dtype == np.int64 and c["i"].tolist() == list(range(rows))
+
+
 @pytest.mark.parametrize("command", ["counters", "diff", "query", "info"])
 def test_commands_never_import_pandas(tmp_path: Path, command: str) -> None:
     """counters, diff, query and info work on numpy tables and hide pandas from the perfetto API's
@@ -271,3 +287,40 @@ def test_engines_share_one_set_of_rpc_message_classes() -> None:
     finally:
         a.close()
         b.close()
+
+
+EPOCH_PROBE = (
+    "from traceaug.engine.backend import TraceProcessor;"
+    "from traceaug.errors import EngineError;"
+    "tp = TraceProcessor(); b = tp.backend.instance.build; b.engine.increment_epoch()\n"
+    "try:\n"
+    "    print(b.interruptible, list(tp.backend.execute_query('SELECT 6 * 7 AS x').batch[0].varint_cells))\n"
+    "except EngineError as e:\n"
+    "    print(b.interruptible, 'stopped')"
+)
+
+
+@pytest.mark.parametrize("worker, answer", [(False, "True stopped"), (True, "False [42]")])
+def test_only_engines_a_signal_can_reach_check_the_epoch(worker: bool, answer: str) -> None:
+    """Epoch checks (how Ctrl-C stops a running engine call) cost ~20-30% of the engine's CPU,
+    so a job's pool worker, which the parent stops by killing it, runs a build without them:
+    a bumped epoch stops the main process's engine, never a worker's."""
+    env = {k: v for k, v in os.environ.items() if k != "TRACEAUG_POOL_WORKER"}
+    if worker:
+        env["TRACEAUG_POOL_WORKER"] = "1"
+    out = subprocess.run([sys.executable, "-c", EPOCH_PROBE], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.stdout.strip() == answer, out.stderr
+
+
+def test_job_workers_starting_together_compile_the_engine_once(tmp_path: Path) -> None:
+    """The first job on a machine starts its pool workers at once, each missing the worker
+    build in the cache: one compiles it, the others wait for it and map the cached module."""
+    env = {**os.environ, "TRACEAUG_CACHE_DIR": str(tmp_path), "TRACEAUG_POOL_WORKER": "1"}
+    code = "from traceaug.engine.wasm_module import load_build; print(load_build(False).from_cache)"
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert sorted(o.strip() for o, _ in outs) == ["False", "True"], outs
+    # the build without epoch checks (its cache name has no "-epoch")
+    assert [p.name.endswith("-r0.cwasm") for p in tmp_path.glob("*.cwasm")] == [True]

@@ -8,6 +8,8 @@ be rebased for exactness); ``Trace.absolute`` maps them back.
 
 from __future__ import annotations
 
+import re
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -88,6 +90,7 @@ class Trace:
         # A subset load's kind: "gpu" (what counters read), "gpu_steps" (the analyses), "ops"
         # (diff), "patterns", "sync"; else None.
         self.only: str | None = self.plan.only if self.plan else None
+        self._included: set[str] = set()  # modules (with what they include) already included
         self._prepare_sql()
 
     # ----- metadata --------------------------------------------------------
@@ -174,8 +177,13 @@ class Trace:
             self.include(module)
 
     def include(self, module: str) -> None:
-        """``INCLUDE PERFETTO MODULE`` (ours or the standard library's)."""
+        """``INCLUDE PERFETTO MODULE`` (ours or the standard library's); once per trace: the
+        engine answers an include it has done with nothing, but a round trip and a statement
+        (a rank's analyses include ``traceaug.gpu`` / ``.base`` several times)."""
+        if module in self._included:
+            return
         self.execute(f"INCLUDE PERFETTO MODULE {module}")
+        self._included |= _with_includes(module)
 
     def close(self) -> None:
         self.tp.close()
@@ -185,6 +193,18 @@ class Trace:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+_INCLUDES = re.compile(r"^\s*INCLUDE\s+PERFETTO\s+MODULE\s+([\w.]+)\s*;", re.MULTILINE | re.IGNORECASE)
+
+
+@cache
+def _with_includes(module: str) -> frozenset[str]:
+    """``module`` and the traceaug modules it includes, directly or not (including it
+    included those)."""
+    text = sql_modules().get(module, "")
+    return frozenset({module}).union(*(_with_includes(m) for m in _INCLUDES.findall(text)
+                                       if m != module))
 
 
 def perfetto_message(error: str) -> str:

@@ -38,11 +38,14 @@ LEFT JOIN lanes l ON l.track_id = tt.id;
 
 -- GPU work (kernels, copies, sets) keyed by (device, stream). Copies and DMA that run as
 -- kernels (MTIA's CCP `dma_request`) are copies by name, as HTA types them (Memcpy|Memset|dma).
+-- Each use of s.name fetches and measures the name (kernel names run to hundreds of bytes):
+-- only a name starting with 'M' (77) or 'd' (100) is matched against the patterns.
 CREATE PERFETTO VIEW traceaug_gpu_op AS
 SELECT
   s.id, s.ts, s.dur, s.name, s.category,
   CASE
     WHEN k.kind != 'kernel' THEN k.kind
+    WHEN unicode(s.name) NOT IN (77, 100) THEN k.kind
     WHEN s.name GLOB 'Memset*' THEN 'memset'
     WHEN s.name GLOB 'Memcpy*' OR s.name GLOB 'dma*' THEN 'memcpy'
     ELSE k.kind

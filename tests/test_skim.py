@@ -19,7 +19,7 @@ from conftest import shared_trace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from traceaug.read import chunks, normalize
+from traceaug.read import chunks, normalize, skim
 from traceaug.read.kinds import KINDS, RUNTIME_CATEGORIES
 from traceaug.read.skim import Skim
 
@@ -166,6 +166,28 @@ def test_a_piece_that_is_not_one_event_is_parsed(tmp_path: Path) -> None:
                            _kernel(3), _op("last", ts=4)])
     assert Skim(KIND)(ph_arg) == (ph_arg, 0)
     assert _held_names(_same_plan(_write(tmp_path, ph_arg))) == ["k"]
+
+
+def test_a_ph_string_anywhere_in_a_piece_has_it_parsed(tmp_path: Path) -> None:
+    """The check counts ``"ph"`` strings, values too: a dropped op whose args hold the string
+    "ph" leaves its chunk parsed whole, and the engine gets what it gets from the parsed load."""
+    events = [_op("first"), _op("aten::mm", ts=1, **{"Input type": ["ph"]}), _kernel(2),
+              _op("last", ts=3)]
+    text = _kineto_text(events)
+    assert text.count(b'["ph"]') == 1
+    assert Skim(KIND)(text) == (text, 0)
+    assert _held_names(_same_plan(_write(tmp_path, text))) == ["k"]
+    plain = [_op("first"), _op("aten::mm", ts=1), _kernel(2), _op("last", ts=3)]
+    assert Skim(KIND)(_kineto_text(plain))[1] == sum(map(_cuttable, plain[:-1])) == 2  # cut
+
+
+@pytest.mark.parametrize("text", [b"", b'"ph', b'"ph"', b'x"ph"', b'"ph"ph"', b'ab"ph"cd"ph"',
+                                  b'"ph": 1, "ph" , "p h", "PH", "ph"'])
+def test_ph_strings_are_counted_at_every_offset(text: bytes) -> None:
+    for pad in range(5):  # each start modulo 4, and a tail shorter than a word
+        padded = b" " * pad + text + b" " * (4 - pad)
+        assert skim._count_ph(padded) == sum(padded.startswith(b'"ph"', i)
+                                             for i in range(len(padded)))
 
 
 def test_a_fault_inside_a_cut_event_goes_unseen(tmp_path: Path) -> None:

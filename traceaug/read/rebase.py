@@ -34,8 +34,7 @@ _ANY = re.compile(rb'"ts"\s*:\s*-?\d')
 
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-_DIGITS = bytes.maketrans(b"123456789", b"000000000")  # every digit a 0: one find for a run
-_RUN = b"0" * 19  # an integer literal outside int64 has 19 digits or more
+_RUN = b"\x01" * 19  # in ``_digit_mask``: an integer literal outside int64 has 19 digits or more
 _DIGIT_RUN = re.compile(rb"\d+")
 # A string (skipped whole: a name's digits are text), with a wide integer after it as the
 # value of that key; or a wide integer literal elsewhere (an array item). Not a fraction's
@@ -52,11 +51,17 @@ def _outside(digits: bytes, negative: bool) -> bool:
                                                                  else b"9223372036854775807"))
 
 
+def _digit_mask(text: bytes) -> bytes:
+    """``text`` with each digit as byte 1 and any other byte as 0 (numpy: a third of the time
+    ``bytes.translate`` took to make every digit a 0), for one ``find`` per run of digits."""
+    return ((np.frombuffer(text, np.uint8) - np.uint8(48)) < 10).tobytes()
+
+
 def _may_be_wide(text: bytes) -> bool:
     """Whether ``text`` may hold an integer literal outside int64: a run of 19 digits or
     more, not after a ``.`` or an exponent, that is out of range (at C speed: real traces
     have none, but fractions of 19 digits are common)."""
-    digits = text.translate(_DIGITS)
+    digits = _digit_mask(text)
     at = digits.find(_RUN)
     while at >= 0:
         end = _DIGIT_RUN.match(text, at).end()

@@ -585,7 +585,7 @@ def kernel_split(tables: list[RankTables]) -> dict[str, dict]:
     a = _wait_table(job)
     if not len(a):
         return {}
-    a["name"] = [job.tables[r].colls["name"].iat[i] for r, i in zip(a["rank"], a["row"])]
+    a["name"] = _at_rows(job, a, "name")
     a["transfer_ns"] = a["end_ns"] - a["last_ns"]
     per = a.groupby(["name", "rank"])[["wait_ns", "transfer_ns"]].sum().groupby("name").mean()
     others = a[a["rank"].ne(a["straggler"]).fillna(True).astype(bool)]
@@ -597,4 +597,14 @@ def kernel_split(tables: list[RankTables]) -> dict[str, dict]:
                      "transfer": float(per.at[name, "transfer_ns"]),
                      "waited_for": int(c.idxmax()) if c is not None and len(c) and c.max() > 0
                      else None}
+    return out
+
+
+def _at_rows(job: Job, a: pd.DataFrame, column: str) -> np.ndarray:
+    """Each row of ``a`` (arrivals: rank, row)'s ``column`` in its rank's collectives, one
+    take per rank."""
+    out = np.empty(len(a), dtype=object)
+    rows = a["row"].to_numpy(np.int64)
+    for r, at in a.groupby("rank", sort=False).indices.items():
+        out[at] = job.tables[r].colls[column].to_numpy(dtype=object)[rows[at]]
     return out

@@ -418,8 +418,30 @@ class _Causes:
 
     def __init__(self, job: Job, waits: pd.DataFrame) -> None:
         self.job = job
-        self.rows = {iid: g.sort_values("arrival_ns", kind="stable")
-                     for iid, g in waits.groupby("iid", sort=False)}
+        iid = waits["iid"].to_numpy(np.int64)
+        rank = waits["rank"].to_numpy(np.int64)
+        arrival = waits["arrival_ns"].to_numpy(np.int64)
+        late = waits["straggler"].astype("Int64")
+        me = (rank == late.to_numpy(np.int64, na_value=-1)) & late.notna().to_numpy()
+        launch = waits["launch_ns"].astype("Int64")
+        has_launch = launch.notna().to_numpy()
+        launch = launch.to_numpy(np.int64, na_value=0)
+        # per instance: its ranks by arrival (ties in table order), the straggler's row
+        order = np.lexsort((arrival, iid))
+        cut = np.flatnonzero(np.r_[True, iid[order][1:] != iid[order][:-1]]) if len(iid) \
+            else np.empty(0, np.int64)
+        self.ranks: dict[int, list[int]] = {}
+        self.late: dict[int, tuple[int, int, int, int | None]] = {}  # straggler, t1, t2, launch
+        for lo, hi in zip(cut.tolist(), [*cut[1:].tolist(), len(order)]):
+            at = order[lo:hi]
+            i = int(iid[at[0]])
+            self.ranks[i] = rank[at].tolist()
+            mine = at[me[at]]
+            if hi - lo < 2 or not len(mine):
+                continue
+            s = int(mine[0])
+            self.late[i] = (int(rank[s]), int(arrival[s]), int(arrival[at[~me[at]]].max()),
+                            int(launch[s]) if has_launch[s] else None)
         self.row = {(i, r): (int(w), int(p)) for i, r, w, p in zip(
             waits["iid"].tolist(), waits["rank"].tolist(), waits["row"].tolist(),
             waits["prev_row"].tolist())}
@@ -427,20 +449,15 @@ class _Causes:
 
     def __call__(self, iid: int) -> tuple[str | None, int, list[str]]:
         """("cpu" | "gpu" | None, the late time in ns that kind explains, the ops named)."""
-        rows = self.rows.get(iid)
-        if rows is None or len(rows) < 2:
+        if iid not in self.late:
             return None, 0, []
-        straggler = rows["straggler"].iat[0]
-        s = rows[rows["rank"] == straggler].iloc[0]
-        t1 = int(s["arrival_ns"])
-        t2 = int(rows[rows["rank"] != straggler]["arrival_ns"].max())
-        launch = s["launch_ns"]
-        if t1 <= t2 or launch is pd.NA or launch is None:
+        straggler, t1, t2, launch = self.late[iid]
+        if t1 <= t2 or launch is None:
             return None, 0, []
-        cpu_late = min(max(int(launch) - t2, 0), t1 - t2)
+        cpu_late = min(max(launch - t2, 0), t1 - t2)
         gpu_late = (t1 - t2) - cpu_late
         kind = "cpu" if cpu_late >= gpu_late else "gpu"
-        return kind, cpu_late if kind == "cpu" else gpu_late, self.named(iid, int(straggler), kind)
+        return kind, cpu_late if kind == "cpu" else gpu_late, self.named(iid, straggler, kind)
 
     def totals(self, iid: int, rank: int, kind: str) -> pd.Series:
         """Per name, the time of the CPU ops (on the launch thread) or non-communication GPU
@@ -461,7 +478,7 @@ class _Causes:
         if not len(mine):
             return []
         others = [self.totals(iid, r, kind).reindex(mine.index).fillna(0)
-                  for r in self.rows[iid]["rank"].tolist() if r != rank]
+                  for r in self.ranks[iid] if r != rank]
         excess = mine - pd.concat(others, axis=1).median(axis=1) if others else mine
         excess = excess[excess > 0].sort_values(ascending=False, kind="stable")
         return [f"{_short(name)} +{v / 1e3:.1f} us" for name, v in excess.head(NAMED).items()]

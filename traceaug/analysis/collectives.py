@@ -515,15 +515,15 @@ def step_table(job: Job) -> pd.DataFrame:
     a = a.merge(job.instances[["iid", "step"]], on="iid")
     # the rows of each (rank, step) and (step, straggler), found once: a scan of both tables
     # per step and rank made a job of 2,500 steps take 13 s here
-    waits, mine_at = a["wait_ns"], _rows_of(a, ["rank", "step"])
-    caused, strag_at = inst["mean_wait_us"], _rows_of(inst, ["step", "straggler"])
+    waits, mine_at = a["wait_ns"].to_numpy(), _rows_of(a, ["rank", "step"])
+    caused, strag_at = inst["mean_wait_us"].to_numpy(), _rows_of(inst, ["step", "straggler"])
     none = np.empty(0, np.int64)
     records = []
     for r in sorted(job.tables):
         st = job.tables[r].steps
         for step, ts, end in zip(st["step"].tolist(), st["ts"].tolist(), st["end"].tolist()):
-            mine = waits.take(mine_at.get((r, step), none))
-            strag = caused.take(strag_at.get((step, r), none))
+            mine = waits[mine_at.get((r, step), none)]  # numpy: a pandas take here cost 0.1 ms
+            strag = caused[strag_at.get((step, r), none)]
             records.append({"step": step, "rank": r, "step_us": (end - ts) / 1e3,
                             "collectives": len(mine), "wait_us": mine.sum() / 1e3,
                             "straggler_count": len(strag), "caused_wait_us": float(strag.sum())})

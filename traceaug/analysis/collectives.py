@@ -119,15 +119,21 @@ class _Columns:
         self.sig = np.array([ids.setdefault(s, len(ids)) for s in self.sigs], np.int64)
         self.seq = colls["seq"].to_numpy(dtype=object)
         self.step = colls["step"].to_numpy().astype(np.int64)
-        self.bytes, self.has_bytes = _ints(nbytes)
-        self.group, self.has_group = _ints(colls["group_size"].tolist())
-        self.launch, self.has_launch = _ints(colls["launch_ts"].tolist())
+        self.bytes, self.has_bytes = _ints(colls["bytes"])
+        self.group, self.has_group = _ints(colls["group_size"])
+        self.launch, self.has_launch = _ints(colls["launch_ts"])
         self.ts = colls["ts"].to_numpy().astype(np.int64)
         self.end = colls["end"].to_numpy().astype(np.int64)
 
 
-def _ints(values: list) -> tuple[np.ndarray, np.ndarray]:
-    """``values`` as int64 (0 where missing: None, NA, NaN) and where present."""
+def _ints(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``values`` as int64 (as ``int()`` makes them; 0 where missing: None, NA, NaN) and
+    where present."""
+    if values.dtype.kind in "iuf" or isinstance(values.dtype, pd.Int64Dtype):
+        has = values.notna().to_numpy()
+        return values.to_numpy(np.float64 if values.dtype.kind == "f" else np.int64,
+                               na_value=0).astype(np.int64), has
+    values = values.tolist()
     has = np.array([v is not None and v is not pd.NA and v == v for v in values], bool)
     return np.array([int(v) if h else 0 for v, h in zip(values, has.tolist())], np.int64), has
 

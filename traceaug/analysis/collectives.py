@@ -448,10 +448,18 @@ class _Causes:
             s = int(mine[0])
             self.late[i] = (int(rank[s]), int(arrival[s]), int(arrival[at[~me[at]]].max()),
                             int(launch[s]) if has_launch[s] else None)
-        self.row = {(i, r): (int(w), int(p)) for i, r, w, p in zip(
-            waits["iid"].tolist(), waits["rank"].tolist(), waits["row"].tolist(),
-            waits["prev_row"].tolist())}
+        self.waits = waits
+        self._row: dict | None = None  # (iid, rank) -> (row, prev_row): made when a cause is named
         self._entries: dict[int, dict] = {}
+
+    @property
+    def row(self) -> dict[tuple[int, int], tuple[int, int]]:
+        """Each arrival's (row, previous row of its group), by (iid, rank)."""
+        if self._row is None:
+            w = self.waits
+            self._row = {(i, r): (int(x), int(p)) for i, r, x, p in zip(
+                w["iid"].tolist(), w["rank"].tolist(), w["row"].tolist(), w["prev_row"].tolist())}
+        return self._row
 
     def __call__(self, iid: int) -> tuple[str | None, int, list[str]]:
         """("cpu" | "gpu" | None, the late time in ns that kind explains, the ops named)."""

@@ -361,6 +361,35 @@ def test_sizes_must_agree_except_where_they_differ_by_rank() -> None:
     assert len(job.instances) == 2 and job.problems == []
 
 
+def test_positions_where_ranks_differ_yet_match_and_the_first_that_does_not() -> None:
+    """Matching looks one by one only at the positions where the ranks' (kind, size) differ:
+    sizes an AllToAll sends per rank and a size one rank does not know still match there, and
+    matching goes on; a kind that differs stops it at that position."""
+    from traceaug.analysis import collectives as co
+
+    kinds = ["AllReduce", "AllToAll", "AllReduce", "AllReduce", "AllReduce"]
+    sizes = {0: [4096, 100, 4096, 4096, 4096], 1: [4096, 200, 4096, 4096, 4096],
+             2: [4096, 300, None, 4096, 4096]}
+    tables = []
+    for r in range(3):
+        t = _tables(r, [(100 * p + r, 100 * p + 50, None) for p in range(5)])
+        t.colls["kind"] = kinds if r != 1 else kinds[:4] + ["Broadcast"]
+        t.colls["bytes"] = pd.array(sizes[r], dtype="Int64")
+        t.colls["pg_ranks"] = "[0, 1, 2]"
+        tables.append(t)
+    job = co.match(tables)
+    assert job.instances["position"].tolist() == [0, 1, 2, 3]
+    assert job.instances["kind"].tolist() == kinds[:4]
+    assert job.instances["bytes"].tolist() == [4096, 300, 4096, 4096]
+    assert job.problems == ["group pg 0, instance 4: rank 1 has Broadcast 4096 B where the others "
+                            "have AllReduce 4096 B; nothing past it in this group is matched"]
+    a = job.arrivals
+    assert a["rank"].tolist() == [0, 1, 2] * 4 and a["row"].tolist() == [0] * 3 + [1] * 3 + [2] * 3 + [3] * 3
+    assert a["prev_row"].tolist() == [-1] * 3 + [0] * 3 + [1] * 3 + [2] * 3
+    assert a["arrival_ns"].tolist() == [(100 * p + r) * 1000 for p in range(4) for r in range(3)]
+    assert a["launch_ns"].tolist() == a["arrival_ns"].tolist()
+
+
 # ----- merge: every rank in one trace, on one clock -----------------------------------------
 def test_merge_aligns_the_clocks_and_joins_each_collective(tmp_path: Path) -> None:
     job = copy_job(shared_trace(JOB))

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .collective_groups import group_keys, has_seqs, seq_order, seqs_of, stream_ids
+from .collective_groups import group_keys, has_seqs, seq_order, stream_ids
 from .collective_rank import RankTables, extract
 
 BUS_FACTOR = {"AllReduce": lambda n: 2 * (n - 1) / n, "AllGather": lambda n: (n - 1) / n,
@@ -107,6 +107,37 @@ def _same(a: tuple, b: tuple) -> bool:
                              or a[1] == b[1])
 
 
+class _Columns:
+    """A rank's collective columns taken once, in table order, as matching reads them: its
+    (kind, bytes) signatures, and numpy arrays with a ``has_*`` mask where values may be
+    missing (a pandas lookup per rank and position made a job of 64 ranks match in 1.5 s)."""
+
+    def __init__(self, colls: pd.DataFrame, ids: dict) -> None:
+        kinds = colls["kind"].to_numpy(dtype=object).tolist()
+        nbytes = [None if v is pd.NA else v for v in colls["bytes"].to_numpy(dtype=object).tolist()]
+        self.sigs = list(zip(kinds, nbytes, strict=True))
+        self.sig = np.array([ids.setdefault(s, len(ids)) for s in self.sigs], np.int64)
+        self.seq = colls["seq"].to_numpy(dtype=object)
+        self.step = colls["step"].to_numpy().astype(np.int64)
+        self.bytes, self.has_bytes = _ints(colls["bytes"])
+        self.group, self.has_group = _ints(colls["group_size"])
+        self.launch, self.has_launch = _ints(colls["launch_ts"])
+        self.ts = colls["ts"].to_numpy().astype(np.int64)
+        self.end = colls["end"].to_numpy().astype(np.int64)
+
+
+def _ints(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``values`` as int64 (as ``int()`` makes them; 0 where missing: None, NA, NaN) and
+    where present."""
+    if values.dtype.kind in "iuf" or isinstance(values.dtype, pd.Int64Dtype):
+        has = values.notna().to_numpy()
+        return values.to_numpy(np.float64 if values.dtype.kind == "f" else np.int64,
+                               na_value=0).astype(np.int64), has
+    values = values.tolist()
+    has = np.array([v is not None and v is not pd.NA and v == v for v in values], bool)
+    return np.array([int(v) if h else 0 for v, h in zip(values, has.tolist())], np.int64), has
+
+
 def match(tables: list[RankTables]) -> Job:
     """Match the collectives of every rank (recorded clocks; ``align`` moves them)."""
     by_rank = {t.rank: t for t in tables}
@@ -114,17 +145,21 @@ def match(tables: list[RankTables]) -> Job:
     rows: dict[str, dict[int, list[int]]] = {}  # group -> rank -> row indices in GPU order
     labels: dict[str, dict[int, str]] = {}
     members: dict[str, set[int]] = {}
+    ids: dict[tuple, int] = {}  # (kind, bytes) -> a number, the same on every rank
+    cols = {r: _Columns(t.colls, ids) for r, t in by_rank.items()}
+    listed: dict = {}  # "Process Group Ranks" text -> its ranks, parsed once
     for r, t in by_rank.items():
         keys, lab = group_keys(t.colls, same_streams)
         for i, k in enumerate(keys):
             rows.setdefault(k, {}).setdefault(r, []).append(i)
         for k, v in lab.items():
             labels.setdefault(k, {})[r] = v
-        for k, ranks in zip(keys, t.colls["pg_ranks"].tolist()):
+        for k, text in zip(keys, t.colls["pg_ranks"].tolist()):
             members.setdefault(k, set()).add(r)
-            for m in _ranks_of(ranks):
-                if m in by_rank:
-                    members[k].add(m)
+            if isinstance(text, str):
+                if text not in listed:
+                    listed[text] = [m for m in _ranks_of(text) if m in by_rank]
+                members[k].update(listed[text])
     inst, arr, problems = [], [], []
     for key in sorted(rows, key=lambda k: (k.startswith("stream"), k)):
         label = Counter(labels[key].values()).most_common(1)[0][0]
@@ -132,61 +167,108 @@ def match(tables: list[RankTables]) -> Job:
             label = key
         ranks = sorted(members[key])
         per = {r: rows[key].get(r, []) for r in ranks}
-        seqs = {r: seqs_of(by_rank[r].colls, per[r]) for r in ranks}
+        seqs = {r: cols[r].seq[per[r]] for r in ranks}
         by_seq = all(has_seqs(s) for s in seqs.values())
         if by_seq:
             for r in ranks:
                 order = seq_order(seqs[r])
                 per[r] = [per[r][i] for i in order]
                 seqs[r] = seqs[r][order]
-        sig = {r: list(zip(by_rank[r].colls["kind"].to_numpy(dtype=object)[per[r]].tolist(),
-                           [None if v is pd.NA else v for v in
-                            by_rank[r].colls["bytes"].to_numpy(dtype=object)[per[r]].tolist()],
-                           strict=True)) for r in ranks}
-        n = max(len(v) for v in per.values())
-        for p in range(n):
-            have = {r: sig[r][p] for r in ranks if p < len(sig[r])}
-            seq_at = {r: int(seqs[r][p]) for r in have} if by_seq else {}
-            common = Counter(have.values()).most_common(1)[0][0]
-            if by_seq:
-                common_seq = Counter(seq_at.values()).most_common(1)[0][0]
-                odd = [r for r in have if seq_at[r] != common_seq
-                       or not _same(have[r], common)]
-            else:
-                odd = [r for r in have if not _same(have[r], common)]
-            missing = [r for r in ranks if r not in have]
-            if odd or missing:
-                problems.append(_problem(label, p, common, ranks, have, odd, missing, sig,
-                                         seq_at if by_seq else None))
-                break
-            iid = len(inst)
-            seq = seq_at[ranks[0]] if by_seq else None
-            steps = Counter(int(by_rank[r].colls["step"].iat[per[r][p]]) for r in ranks)
-            sizes = [s[1] for s in have.values() if s[1] is not None]
-            group = [by_rank[r].colls["group_size"].iat[per[r][p]] for r in ranks]
-            group = [int(g) for g in group if g is not None and g is not pd.NA and g == g]
-            step = steps.most_common(1)[0][0]
-            inst.append({"iid": iid, "group": label, "position": p, "seq": seq,
-                         "kind": common[0], "bytes": max(sizes) if sizes else None,
-                         "step": None if step < 0 else step, "ranks": len(ranks),
-                         "group_size": max(group) if group else len(ranks)})
-            for r in ranks:
-                c = by_rank[r].colls
-                i = per[r][p]
-                lt = c["launch_ts"].iat[i]
-                arr.append({"iid": iid, "rank": r, "row": i,
-                            "prev_row": per[r][p - 1] if p else -1,
-                            "launch_ns": None if lt is None or lt != lt else int(lt),
-                            "arrival_ns": int(c["ts"].iat[i]), "end_ns": int(c["end"].iat[i])})
+        m, problem = _matched(label, ranks, per, cols, seqs if by_seq else None)
+        if problem:
+            problems.append(problem)
+        if not m:
+            continue
+        at = np.array([per[r][:m] for r in ranks], np.int64)  # (rank, position) -> row
+        take = partial(_take, [cols[r] for r in ranks], at)
+        steps, sizes, group = take("step"), _most(take("bytes"), take("has_bytes")), \
+            _most(take("group"), take("has_group"))
+        first = len(inst)
+        for p in range(m):
+            column = steps[:, p]
+            step = int(column[0]) if (column == column[0]).all() else \
+                Counter(column.tolist()).most_common(1)[0][0]
+            inst.append({"iid": first + p, "group": label, "position": p,
+                         "seq": int(seqs[ranks[0]][p]) if by_seq else None,
+                         "kind": cols[ranks[0]].sigs[per[ranks[0]][p]][0],
+                         "bytes": sizes[p], "step": None if step < 0 else step,
+                         "ranks": len(ranks),
+                         "group_size": len(ranks) if group[p] is None else group[p]})
+        prev = np.concatenate([np.full((len(ranks), 1), -1, np.int64), at[:, :-1]], axis=1)
+        arr.append({"iid": np.repeat(np.arange(first, first + m), len(ranks)),
+                    "rank": np.tile(np.array(ranks, np.int64), m),
+                    **{c: v.T.ravel() for c, v in (("row", at), ("prev_row", prev),
+                                                   ("launch", take("launch")),
+                                                   ("has_launch", take("has_launch")),
+                                                   ("arrival_ns", take("ts")),
+                                                   ("end_ns", take("end")))}})
     instances = pd.DataFrame(inst, columns=["iid", "group", "position", "seq", "kind", "bytes",
                                             "step", "ranks", "group_size"])
     instances["step"] = instances["step"].astype("Int64")
-    arrivals = pd.DataFrame(arr, columns=["iid", "rank", "row", "prev_row", "launch_ns",
-                                          "arrival_ns", "end_ns"])
-    arrivals["launch_ns"] = arrivals["launch_ns"].astype("Int64")
+    arrivals = _arrivals(arr)
     clock = pd.DataFrame({"rank": sorted(by_rank), "offset_ns": 0, "residual_ns": 0,
                           "reference": None, "applied": False})
     return Job(by_rank, instances, arrivals, clock, problems)
+
+
+def _take(cols: list[_Columns], at: np.ndarray, name: str) -> np.ndarray:
+    """Column ``name`` of each rank (``cols``) at its rows ``at`` (rank, position)."""
+    return np.array([getattr(c, name)[rows] for c, rows in zip(cols, at)])
+
+
+ARRIVALS = ["iid", "rank", "row", "prev_row", "launch_ns", "arrival_ns", "end_ns"]
+
+
+def _arrivals(parts: list[dict]) -> pd.DataFrame:
+    """``Job.arrivals`` from each group's columns (``match``)."""
+    if not parts:
+        out = pd.DataFrame([], columns=ARRIVALS)
+        out["launch_ns"] = out["launch_ns"].astype("Int64")
+        return out
+    col = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
+    launch, has = col.pop("launch"), col.pop("has_launch")
+    if not has.all():  # pandas made a column of ints and None float64: epoch ns to its step
+        launch = launch.astype(np.float64).astype(np.int64)
+    launch = pd.arrays.IntegerArray(launch, ~has)
+    return pd.DataFrame({c: launch if c == "launch_ns" else col[c] for c in ARRIVALS})
+
+
+def _most(values: np.ndarray, has: np.ndarray) -> list[int | None]:
+    """Per position (column), the largest of the ranks' values present, None if none is."""
+    top = np.where(has, values, np.iinfo(np.int64).min).max(axis=0, initial=np.iinfo(np.int64).min)
+    return [int(v) if h else None for v, h in zip(top.tolist(), has.any(axis=0).tolist())]
+
+
+def _matched(label: str, ranks: list[int], per: dict, cols: dict, seqs: dict | None
+             ) -> tuple[int, str | None]:
+    """How many positions of a group match from the first on (every rank has the instance,
+    same kind and size where they must agree, same sequence number when ``seqs``), and the
+    problem line at the first that does not (None if all do). Positions where every rank has
+    the same (kind, bytes) and seq are matched as a whole; only the others are looked at."""
+    sig = {r: [cols[r].sigs[i] for i in per[r]] for r in ranks}
+    n = max(len(v) for v in per.values())
+    shortest = min(len(v) for v in per.values())
+    ids = np.array([cols[r].sig[per[r][:shortest]] for r in ranks], np.int64).reshape(
+        len(ranks), shortest)
+    same = (ids == ids[:1]).all(axis=0)
+    if seqs is not None:
+        s = np.array([[int(v) for v in seqs[r][:shortest]] for r in ranks], np.int64).reshape(
+            len(ranks), shortest)
+        same &= (s == s[:1]).all(axis=0)
+    for p in [*np.flatnonzero(~same).tolist(), *([shortest] if shortest < n else [])]:
+        have = {r: sig[r][p] for r in ranks if p < len(sig[r])}
+        seq_at = {r: int(seqs[r][p]) for r in have} if seqs is not None else {}
+        common = Counter(have.values()).most_common(1)[0][0]
+        if seqs is not None:
+            common_seq = Counter(seq_at.values()).most_common(1)[0][0]
+            odd = [r for r in have if seq_at[r] != common_seq or not _same(have[r], common)]
+        else:
+            odd = [r for r in have if not _same(have[r], common)]
+        missing = [r for r in ranks if r not in have]
+        if odd or missing:
+            return p, _problem(label, p, common, ranks, have, odd, missing, sig,
+                               seq_at if seqs is not None else None)
+    return n, None
 
 
 def _ranks_of(text) -> list[int]:
@@ -342,29 +424,54 @@ class _Causes:
 
     def __init__(self, job: Job, waits: pd.DataFrame) -> None:
         self.job = job
-        self.rows = {iid: g.sort_values("arrival_ns", kind="stable")
-                     for iid, g in waits.groupby("iid", sort=False)}
-        self.row = {(i, r): (int(w), int(p)) for i, r, w, p in zip(
-            waits["iid"].tolist(), waits["rank"].tolist(), waits["row"].tolist(),
-            waits["prev_row"].tolist())}
+        iid = waits["iid"].to_numpy(np.int64)
+        rank = waits["rank"].to_numpy(np.int64)
+        arrival = waits["arrival_ns"].to_numpy(np.int64)
+        late = waits["straggler"].astype("Int64")
+        me = (rank == late.to_numpy(np.int64, na_value=-1)) & late.notna().to_numpy()
+        launch = waits["launch_ns"].astype("Int64")
+        has_launch = launch.notna().to_numpy()
+        launch = launch.to_numpy(np.int64, na_value=0)
+        # per instance: its ranks by arrival (ties in table order), the straggler's row
+        order = np.lexsort((arrival, iid))
+        cut = np.flatnonzero(np.r_[True, iid[order][1:] != iid[order][:-1]]) if len(iid) \
+            else np.empty(0, np.int64)
+        self.ranks: dict[int, list[int]] = {}
+        self.late: dict[int, tuple[int, int, int, int | None]] = {}  # straggler, t1, t2, launch
+        for lo, hi in zip(cut.tolist(), [*cut[1:].tolist(), len(order)]):
+            at = order[lo:hi]
+            i = int(iid[at[0]])
+            self.ranks[i] = rank[at].tolist()
+            mine = at[me[at]]
+            if hi - lo < 2 or not len(mine):
+                continue
+            s = int(mine[0])
+            self.late[i] = (int(rank[s]), int(arrival[s]), int(arrival[at[~me[at]]].max()),
+                            int(launch[s]) if has_launch[s] else None)
+        self.waits = waits
+        self._row: dict | None = None  # (iid, rank) -> (row, prev_row): made when a cause is named
         self._entries: dict[int, dict] = {}
+
+    @property
+    def row(self) -> dict[tuple[int, int], tuple[int, int]]:
+        """Each arrival's (row, previous row of its group), by (iid, rank)."""
+        if self._row is None:
+            w = self.waits
+            self._row = {(i, r): (int(x), int(p)) for i, r, x, p in zip(
+                w["iid"].tolist(), w["rank"].tolist(), w["row"].tolist(), w["prev_row"].tolist())}
+        return self._row
 
     def __call__(self, iid: int) -> tuple[str | None, int, list[str]]:
         """("cpu" | "gpu" | None, the late time in ns that kind explains, the ops named)."""
-        rows = self.rows.get(iid)
-        if rows is None or len(rows) < 2:
+        if iid not in self.late:
             return None, 0, []
-        straggler = rows["straggler"].iat[0]
-        s = rows[rows["rank"] == straggler].iloc[0]
-        t1 = int(s["arrival_ns"])
-        t2 = int(rows[rows["rank"] != straggler]["arrival_ns"].max())
-        launch = s["launch_ns"]
-        if t1 <= t2 or launch is pd.NA or launch is None:
+        straggler, t1, t2, launch = self.late[iid]
+        if t1 <= t2 or launch is None:
             return None, 0, []
-        cpu_late = min(max(int(launch) - t2, 0), t1 - t2)
+        cpu_late = min(max(launch - t2, 0), t1 - t2)
         gpu_late = (t1 - t2) - cpu_late
         kind = "cpu" if cpu_late >= gpu_late else "gpu"
-        return kind, cpu_late if kind == "cpu" else gpu_late, self.named(iid, int(straggler), kind)
+        return kind, cpu_late if kind == "cpu" else gpu_late, self.named(iid, straggler, kind)
 
     def totals(self, iid: int, rank: int, kind: str) -> pd.Series:
         """Per name, the time of the CPU ops (on the launch thread) or non-communication GPU
@@ -385,7 +492,7 @@ class _Causes:
         if not len(mine):
             return []
         others = [self.totals(iid, r, kind).reindex(mine.index).fillna(0)
-                  for r in self.rows[iid]["rank"].tolist() if r != rank]
+                  for r in self.ranks[iid] if r != rank]
         excess = mine - pd.concat(others, axis=1).median(axis=1) if others else mine
         excess = excess[excess > 0].sort_values(ascending=False, kind="stable")
         return [f"{_short(name)} +{v / 1e3:.1f} us" for name, v in excess.head(NAMED).items()]
@@ -422,15 +529,15 @@ def step_table(job: Job) -> pd.DataFrame:
     a = a.merge(job.instances[["iid", "step"]], on="iid")
     # the rows of each (rank, step) and (step, straggler), found once: a scan of both tables
     # per step and rank made a job of 2,500 steps take 13 s here
-    waits, mine_at = a["wait_ns"], _rows_of(a, ["rank", "step"])
-    caused, strag_at = inst["mean_wait_us"], _rows_of(inst, ["step", "straggler"])
+    waits, mine_at = a["wait_ns"].to_numpy(), _rows_of(a, ["rank", "step"])
+    caused, strag_at = inst["mean_wait_us"].to_numpy(), _rows_of(inst, ["step", "straggler"])
     none = np.empty(0, np.int64)
     records = []
     for r in sorted(job.tables):
         st = job.tables[r].steps
         for step, ts, end in zip(st["step"].tolist(), st["ts"].tolist(), st["end"].tolist()):
-            mine = waits.take(mine_at.get((r, step), none))
-            strag = caused.take(strag_at.get((step, r), none))
+            mine = waits[mine_at.get((r, step), none)]  # numpy: a pandas take here cost 0.1 ms
+            strag = caused[strag_at.get((step, r), none)]
             records.append({"step": step, "rank": r, "step_us": (end - ts) / 1e3,
                             "collectives": len(mine), "wait_us": mine.sum() / 1e3,
                             "straggler_count": len(strag), "caused_wait_us": float(strag.sum())})
@@ -509,7 +616,7 @@ def kernel_split(tables: list[RankTables]) -> dict[str, dict]:
     a = _wait_table(job)
     if not len(a):
         return {}
-    a["name"] = [job.tables[r].colls["name"].iat[i] for r, i in zip(a["rank"], a["row"])]
+    a["name"] = _at_rows(job, a, "name")
     a["transfer_ns"] = a["end_ns"] - a["last_ns"]
     per = a.groupby(["name", "rank"])[["wait_ns", "transfer_ns"]].sum().groupby("name").mean()
     others = a[a["rank"].ne(a["straggler"]).fillna(True).astype(bool)]
@@ -521,4 +628,14 @@ def kernel_split(tables: list[RankTables]) -> dict[str, dict]:
                      "transfer": float(per.at[name, "transfer_ns"]),
                      "waited_for": int(c.idxmax()) if c is not None and len(c) and c.max() > 0
                      else None}
+    return out
+
+
+def _at_rows(job: Job, a: pd.DataFrame, column: str) -> np.ndarray:
+    """Each row of ``a`` (arrivals: rank, row)'s ``column`` in its rank's collectives, one
+    take per rank."""
+    out = np.empty(len(a), dtype=object)
+    rows = a["row"].to_numpy(np.int64)
+    for r, at in a.groupby("rank", sort=False).indices.items():
+        out[at] = job.tables[r].colls[column].to_numpy(dtype=object)[rows[at]]
     return out

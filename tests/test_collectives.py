@@ -52,6 +52,30 @@ def check_against(df, want: dict, group_names: dict[str, str] | None = None) -> 
 
 
 # ----- the per-rank tables ----------------------------------------------------------------
+def test_launch_times_stay_exact_ns_beside_a_collective_without_launch(tmp_path: Path) -> None:
+    """A rank one of whose NCCL kernels has no launch call: the others' launch and issue
+    times are still exact epoch ns (pandas made the column float64 there, 256 ns coarse),
+    in the rank's tables and in the matched arrivals; from the raw JSON."""
+    from traceaug.analysis.collectives import match
+
+    job = copy_job(shared_trace(JOB), ranks=2)
+    lost = kernels(job[0])[-1]
+    lost["args"]["correlation"] = 999_999_999  # no runtime call has it
+    want = []
+    for k in kernels(job[0]):
+        calls = [e for e in job[0]["traceEvents"] if e.get("cat") == "cuda_runtime"
+                 and e.get("args", {}).get("correlation") == k["args"]["correlation"]]
+        want.append(ns(calls[0]["ts"]) if calls else None)
+    assert want[-1] is None and any(w is not None and w % 256 for w in want)
+    d = write(tmp_path / "job", job)
+    tables = [extract(f) for f in sorted(d.iterdir())]
+    colls = tables[0].colls
+    assert [None if v is pd.NA else int(v) for v in colls["launch_ts"]] == want
+    a = match(tables).arrivals
+    a = a[a["rank"] == tables[0].rank].sort_values("row")
+    assert [None if v is pd.NA else int(v) for v in a["launch_ns"]] == [want[r] for r in a["row"]]
+
+
 def test_collective_args_read_for_every_nccl_kernel() -> None:
     path = shared_trace(A100)
     raw = [e for _, _, e in raw_kernels(load_raw(path)["traceEvents"])]

@@ -219,9 +219,11 @@ def tables(trace: Trace, causes: bool = True, ops: GpuOps | None = None) -> Rank
                     np.int64)
     colls["step"] = step_at(when, step_df["ts"].to_numpy(), step_df["end"].to_numpy(),
                             step_df["step"].to_numpy())
-    for col in ("seq", "group_size", "bytes", "in_nelems", "out_nelems"):
+    for col in ("seq", "group_size", "bytes", "in_nelems", "out_nelems", "launch_ts", "issue_ts"):
+        # from the records, not the frame: pandas makes ints beside None float64, which
+        # rounds epoch ns to 256 ns
         colls[col] = pd.array([int(v) if isinstance(v, (int, float, np.integer)) and v == v else None
-                               for v in colls[col].tolist()], dtype="Int64")
+                               for v in (r.get(col) for r in records)], dtype="Int64")
     info = trace.distributed_info
     return RankTables(path=str(trace.path), rank=trace.rank, base_ns=base,
                       world_size=trace.world_size, pg_config=list(info.get("pg_config") or []),

@@ -227,8 +227,6 @@ def _arrivals(parts: list[dict]) -> pd.DataFrame:
         return out
     col = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
     launch, has = col.pop("launch"), col.pop("has_launch")
-    if not has.all():  # pandas made a column of ints and None float64: epoch ns to its step
-        launch = launch.astype(np.float64).astype(np.int64)
     launch = pd.arrays.IntegerArray(launch, ~has)
     return pd.DataFrame({c: launch if c == "launch_ns" else col[c] for c in ARRIVALS})
 

@@ -98,6 +98,26 @@ def test_a100_kernels_gaps_launches(a100) -> None:
     assert int(lt["cpu_duration"].sum()) == sum(o["launch"][1] - o["launch"][0] for o in launched)
 
 
+@pytest.mark.parametrize("rel", [A100, QWEN])
+def test_kernels_without_a_step_read_the_gpu_ops_alone(rel: str) -> None:
+    """``kernels`` without --step loads "gpu_ops" (``kernels.load_kind``): the engine holds
+    none of the raw JSON's runtime calls, and every GPU op's count and total per name equal
+    the raw JSON's, as the CLI prints them."""
+    path = shared_trace(rel)
+    r = rawa.raw(path)
+    assert kernels.load_kind(None) == "gpu_ops" and kernels.load_kind(3) == LOAD["kind"]
+    with traceaug.load(path, kind=kernels.load_kind(None), progress=False) as t:
+        calls = t.query("SELECT count(*) AS n FROM slice WHERE category = 'cuda_runtime'")
+        assert int(calls["n"][0]) == 0
+        k = kernels.kernel_table(gpu_ops(t))
+    assert dict(zip(k["name"], zip(k["count"].tolist(), k["total"].tolist()))) == \
+        rawa.kernel_totals(r["ops"])
+    out = CliRunner().invoke(main, ["kernels", str(path), "--format", "json"])
+    assert out.exit_code == 0, out.output
+    got = {row["name"]: (row["count"], row["total_ns"]) for row in json.loads(out.output)["kernels"]}
+    assert got == rawa.kernel_totals(r["ops"])
+
+
 def test_directory_every_rank_and_across_ranks() -> None:
     d = shared_trace("kineto/multi_rank_sampled")
     result = CliRunner().invoke(main, ["kernels", str(d), "--format", "json"])

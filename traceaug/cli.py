@@ -613,22 +613,22 @@ def _analysis_options(f):
 
 
 def _rank_tables(ctx: click.Context, trace: Path, rank: int | None, part: str,
-                 **params) -> list[dict]:
+                 load: str = "gpu_steps", **params) -> list[dict]:
     """Each rank's tables of ``commands.analyses``' ``part`` (a ``*_part`` with ``params``),
-    made where the rank is read."""
-    parts = _job_ranks(ctx, trace, rank, part, params, collectives=False)[0]
+    made where the rank is read (with the load kind ``load``)."""
+    parts = _job_ranks(ctx, trace, rank, part, params, collectives=False, load=load)[0]
     from .commands import analyses
 
     return analyses.tables(parts)
 
 
 def _job_ranks(ctx: click.Context, trace: Path, rank: int | None, part: str, params: dict,
-               collectives: bool):
+               collectives: bool, load: str = "gpu_steps"):
     """Every rank's ``RankPart`` of ``part`` (a ``*_part`` of ``commands.analyses``, or
     ``"page"``: ``report.analyses_html.analyses``) with ``params``, and (``collectives``) a
-    job's collective tables read with them (``analyses.load_job``)."""
-    kind = "gpu_steps"  # the kind analysis.gpu_steps.LOAD loads (a lone rank's: prefetched)
-    prefetched = _prefetch(trace, kind=kind, each_rank=True, rank=rank)
+    job's collective tables read with them (``analyses.load_job``); ``load``: the load kind
+    the part needs (analysis.gpu_steps.LOAD's, or less; a lone rank's is prefetched)."""
+    prefetched = _prefetch(trace, kind=load, each_rank=True, rank=rank)
     from functools import partial  # after the prefetch: its children start first
 
     from .commands import analyses
@@ -638,7 +638,7 @@ def _job_ranks(ctx: click.Context, trace: Path, rank: int | None, part: str, par
     else:
         fn = getattr(analyses, part)
     return analyses.load_job(trace, partial(fn, **params), rank, prefetched=prefetched,
-                             job=_job(ctx), collectives=collectives, **_options(ctx))
+                             job=_job(ctx), collectives=collectives, kind=load, **_options(ctx))
 
 
 @main.command()
@@ -654,7 +654,10 @@ def _job_ranks(ctx: click.Context, trace: Path, rank: int | None, part: str, par
 def kernels(ctx: click.Context, trace: Path, rank: int | None, step: int | None, fmt: str,
             top: int | None, sort: str, kind: str | None, full_names: bool) -> None:
     """Per GPU kernel / copy / set: count, total, mean, std, min, max, shares and type."""
-    ranks = _rank_tables(ctx, trace, rank, "kernels_part", step=step, kind=kind, sort=sort)
+    from .analysis.kernels import load_kind
+
+    ranks = _rank_tables(ctx, trace, rank, "kernels_part", load_kind(step), step=step, kind=kind,
+                         sort=sort)
     from .commands import analyses
 
     sections = analyses.kernels(ranks, top)

@@ -41,6 +41,12 @@ def grouped(key: np.ndarray, values: np.ndarray, code: np.ndarray | None = None
     return keys, {"count": count, "total": exact_total, "mean": mean, "std": std, "min": lo, "max": hi}
 
 
+def load_kind(step: int | None) -> str:
+    """What ``kernel_table`` needs loaded: a step's ops are told by their launches
+    (``gpu_steps``); every op needs only the GPU ops ("gpu_ops": no launch is read)."""
+    return "gpu_steps" if step is not None else "gpu_ops"
+
+
 def kernel_table(g: GpuOps, step: int | None = None, kind: str | None = None) -> Columns:
     """One row per GPU op name (``COLUMNS``): count, total / mean / std / min / max ns, type
     (computation, communication, memory), share of launches and of GPU time (percent, of the

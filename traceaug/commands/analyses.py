@@ -64,13 +64,15 @@ def run_part(part: Callable, g: GpuOps, job: bool, collectives: Any = None) -> R
 
 def load_job(path: Path, part: Callable, rank: int | None = None, tp_bin: str | None = None,
              prefetched: Prefetched | None = None, job: JobOptions | None = None,
-             collectives: bool = True) -> tuple[list[RankPart], list | None]:
+             collectives: bool = True, kind: str = LOAD["kind"]
+             ) -> tuple[list[RankPart], list | None]:
     """Each rank's ``RankPart`` of ``part`` (``part(ops, job) -> dict``, picklable: a
     module-level function or a ``functools.partial`` of one), ranks in order, computed in each
     rank's task of the job's executor (``job.api.gather``) so that only tables come back; and
     for a job of several ranks (``collectives``) each rank's collective tables
     (``analysis.collectives.ranked``) taken from the same read of the rank
-    (``job.tasks.report_rank``); None for one rank (no job to match)."""
+    (``job.tasks.report_rank``); None for one rank (no job to match). ``kind``: the load
+    kind ``part`` needs (without collectives)."""
     from ..analysis.collectives import ranked
     from ..job.api import gather
     from ..job.ranks import select
@@ -81,8 +83,9 @@ def load_job(path: Path, part: Callable, rank: int | None = None, tp_bin: str | 
     files = select(path, rank, job.skip_bad, job.storage)
     options = {"tp_bin": tp_bin, "prefetched": prefetched}
     both = collectives and len(files) > 1
-    task = partial(analysis_rank, part=part, job=len(files) > 1, collectives=both)
-    done = gather(path, task, "collectives" if both else LOAD["kind"], rank, job, options,
+    task = partial(analysis_rank, part=part, job=len(files) > 1, collectives=both,
+                   kind=None if both else kind)
+    done = gather(path, task, "collectives" if both else kind, rank, job, options,
                   files=files)
     if not any(p.ops for p in done.values()):
         raise TraceaugError(f"{path}: no GPU kernels, copies or sets to analyse")

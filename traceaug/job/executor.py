@@ -29,7 +29,7 @@ from typing import Any
 # ranks (sync 3.23, ops 2.52 at 25.8 MB). A gz input peaks as its raw text (within 1 %).
 ENGINE_BASE = 140 << 20
 PEAK_PER_BYTE = {"full": 4.2, "analysis": 2.2, "sync": 5.2, "ops": 5.0, "patterns": 2.8,
-                 "gpu": 2.2, "gpu_steps": 1.3, "collectives": 2.3, "job_path": 3.5}
+                 "gpu": 2.2, "gpu_steps": 1.3, "gpu_ops": 1.3, "collectives": 2.3, "job_path": 3.5}
 RAM_SHARE = 0.8  # of the available RAM, as HTA sizes its pool
 
 

@@ -75,12 +75,14 @@ def _named(file: TraceFile):
     return file.path if is_url(file.path) else None
 
 
-def gpu_rank(file: TraceFile, options: dict) -> Any:
-    """One rank's ``analysis.gpu_steps.GpuOps`` with its trace detached."""
+def gpu_rank(file: TraceFile, options: dict, kind: str | None = None) -> Any:
+    """One rank's ``analysis.gpu_steps.GpuOps`` with its trace detached (``kind``: a load
+    kind keeping less than its ``LOAD``, for analyses that read less)."""
     from ..analysis.gpu_steps import LOAD, rank_ops
     from ..trace import Trace
 
-    with local(file, options) as path, Trace(path, **LOAD, **load_options(options)) as trace:
+    with local(file, options) as path, \
+            Trace(path, kind=kind or LOAD["kind"], **load_options(options)) as trace:
         ops = rank_ops(file.rank, trace)
         ops.trace = Detached.of(trace, file.rank, _named(file))
     return ops
@@ -102,15 +104,17 @@ def report_rank(file: TraceFile, options: dict) -> tuple[Any, Any]:
     return ops, found
 
 
-def analysis_rank(file: TraceFile, options: dict, part, job: bool, collectives: bool) -> Any:
-    """One rank read as ``gpu_rank`` reads it (``collectives``: as ``report_rank``), then
-    ``part(ops, job)``: its ``commands.analyses.RankPart``, small tables; the ops stay here."""
+def analysis_rank(file: TraceFile, options: dict, part, job: bool, collectives: bool,
+                  kind: str | None = None) -> Any:
+    """One rank read as ``gpu_rank`` reads it (of ``kind``; ``collectives``: as
+    ``report_rank``), then ``part(ops, job)``: its ``commands.analyses.RankPart``, small
+    tables; the ops stay here."""
     from ..commands.analyses import run_part
 
     if collectives:
         ops, found = report_rank(file, options)
         return run_part(part, ops, job, found)
-    return run_part(part, gpu_rank(file, options), job)
+    return run_part(part, gpu_rank(file, options, kind), job)
 
 
 def then_rank(file: TraceFile, options: dict, then) -> Any:

@@ -3,12 +3,16 @@ as HTA's ``get_gpu_kernel_breakdown`` and the GPU Kernel Analyzer's kernel table
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..errors import TraceaugError
-from .gpu_steps import GpuOps
 from .sums import group_sums, total
 from .tables import Columns, codes, first_appearance, objects
+
+if TYPE_CHECKING:
+    from .gpu_steps import GpuOps
 
 TYPES = {"comp": "computation", "comm": "communication", "mem": "memory"}
 SORTS = ("total", "count", "mean", "max", "min", "std", "share", "share_time", "share_launches", "name")

@@ -53,7 +53,8 @@ def load(path: str | Path, kind: str | None = None, **options) -> Trace:
     ``kind`` (``traceaug.read.kinds.KINDS``) says what is kept. By default ("analysis") only
     the args traceaug's analyses use, and no flow events (as HTA's parser keeps a minimal arg
     set); "full" keeps everything for your SQL; "gpu" (GPU ops, launches, steps), "gpu_steps"
-    (the same, the other events cut unparsed: ``read.skim``), "ops" (CPU ops too), "patterns"
+    (the same, the other events cut unparsed: ``read.skim``), "gpu_ops" (the GPU ops alone,
+    skimmed: ``kernels`` without a step), "ops" (CPU ops too), "patterns"
     (as "ops", fewer calls and args), "sync" (annotations, every runtime call and
     ``cuda_sync`` events too) and "collectives" (GPU ops, launches, CPU ops and annotations,
     the NCCL args; skimmed) keep less. ``full=True`` and

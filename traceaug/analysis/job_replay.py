@@ -134,11 +134,11 @@ def _at_the_median(joined: replay.Model, ranks_edges: int, own: list[int], src: 
 
 def whatif(path: str | Path, step: int | None = None, scales: list[replay.Scale] | tuple = (),
            no_launch_delay: bool = False, no_stragglers: bool = False,
-           options: dict | None = None, job: JobOptions | None = None
-           ) -> list[replay.StepReplay]:
+           options: dict | None = None, job: JobOptions | None = None,
+           files: list | None = None) -> list[replay.StepReplay]:
     """The job replay of every step of job ``path`` (or ``step``): each rank read once, in a
-    task of the job executor."""
-    parts = jp.read(path, options, job, tuple(scales))
+    task of the job executor (``files``: the ranks already selected)."""
+    parts = jp.read(path, options, job, tuple(scales), files=files)
     found = jp.matched(parts)
     return [replay_step(parts, found, k, list(scales), no_launch_delay, no_stragglers)
             for k in jp.step_keys(parts, step)]

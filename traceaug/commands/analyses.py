@@ -75,12 +75,11 @@ def load_job(path: Path, part: Callable, rank: int | None = None, tp_bin: str | 
     kind ``part`` needs (without collectives)."""
     from ..analysis.collectives import ranked
     from ..job.api import gather
-    from ..job.ranks import select
     from ..job.run import JobOptions
     from ..job.tasks import analysis_rank
 
     job = job or JobOptions()
-    files = select(path, rank, job.skip_bad, job.storage)
+    files = job.select(path, rank)
     options = {"tp_bin": tp_bin, "prefetched": prefetched}
     both = collectives and len(files) > 1
     task = partial(analysis_rank, part=part, job=len(files) > 1, collectives=both,

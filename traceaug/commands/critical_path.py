@@ -87,13 +87,12 @@ def job_paths(src: str | Path, dst: str | Path | None, step: int | None = None,
     from .. import guard
     from ..analysis import job_path as jp
     from ..errors import TraceaugError
-    from ..job.ranks import select
     from ..job.run import JobOptions
     from ..rewrite import job_path as drawn
     from ..rewrite.merge_job import write_job
 
     job = job or JobOptions()
-    files = select(src, None, job.skip_bad, job.storage)  # once: the tasks and OUT's merge take them
+    files = job.select(src)  # once: the tasks and OUT's merge take them
     if len(files) < 2:
         raise TraceaugError(f"{src}: --job needs a directory of two ranks or more")
     if dst is not None:  # before any work, as merge checks it

@@ -14,7 +14,7 @@ import orjson
 from ..analysis.diff import Side, compute, pick_steps
 from ..analysis.tables import Columns, objects
 from ..job.executor import LocalPool
-from ..job.ranks import pair, select
+from ..job.ranks import pair
 from ..job.run import JobOptions
 from ..job.storage import is_url
 from ..output import cut, json_text, render_columns
@@ -65,7 +65,7 @@ def run(a: Path, b: Path, by: str, device: str, step: int | None, threshold: flo
     job's executor (``job.tasks.diff_rank``). ``progress``: progress lines on stderr
     (default: for one pair, when it is a terminal)."""
     job = job or JobOptions()
-    pairs, unmatched = pair(a, b, rank, job.skip_bad, job.storage)
+    pairs, unmatched = pair(a, b, (job.select(a, rank), job.select(b, rank)))
     if len(pairs) > 1 or any(is_url(f.path) for f in pairs[0]):  # URLs: the task fetches them
         from ..job.api import gather
         from ..job.run import stored_size
@@ -232,8 +232,8 @@ def explain(a: Path, b: Path, step: int | None = None, step_a: int | None = None
     from ..analysis.explain import explain as split
 
     job = job or JobOptions(progress=progress)
-    files = (select(a, rank, job.skip_bad, job.storage), select(b, rank, job.skip_bad, job.storage))
-    pairs, _ = pair(Path(a), Path(b), rank, files=files)
+    files = (job.select(a, rank), job.select(b, rank))
+    pairs, _ = pair(Path(a), Path(b), files)
     if step is not None:
         step_a = step_b = step
     if len(pairs) != 1:

@@ -9,7 +9,6 @@ import numpy as np
 
 from ..analysis import replay
 from ..errors import TraceaugError
-from ..job.ranks import select
 from ..output import render_columns
 from ..trace import Trace
 
@@ -28,14 +27,15 @@ def compute(path: str | Path, step: int | None = None, scales: tuple[str, ...] =
 
     parsed = [replay.parse_scale(s) for s in scales]  # bad input refused before any load
     job = job or JobOptions(progress=progress)
-    files = select(path, rank, job.skip_bad, job.storage)  # as the job's tasks find them
+    files = job.select(path, rank)
     if len(files) > 1:
         from ..analysis import job_replay
 
         if prefetched is not None:
             prefetched.close()
         return replay.tables(job_replay.whatif(path, step, parsed, no_launch_delay,
-                                               no_stragglers, {"tp_bin": tp_bin}, job))
+                                               no_stragglers, {"tp_bin": tp_bin}, job,
+                                               files))
     if no_stragglers:
         raise TraceaugError(f"{path}: --no-stragglers needs a job (a directory of ranks)")
     with Trace(files[0].path, kind="sync", tp_bin=tp_bin, prefetched=prefetched,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .executor import Inline
-from .ranks import TraceFile, select
+from .ranks import TraceFile
 from .run import JobOptions, executor_for, run_ranks, stored_size
 
 
@@ -26,7 +26,7 @@ def gather(path: str | Path, task: Callable, kind: str, rank: int | None = None,
     ``sizes``: bytes each rank's task reads, for the progress line (default: its file's)."""
     job = job or JobOptions()
     options = dict(options or {})
-    files = select(path, rank, job.skip_bad, job.storage) if files is None else files
+    files = job.select(path, rank) if files is None else files
     if job.storage:
         options["storage"] = job.storage
     executor = executor_for(files, kind, job)
@@ -62,7 +62,7 @@ class Job:
 
         self.path = path if is_url(path) else Path(path)
         self.options = options or JobOptions(progress=False)
-        self.files = select(self.path, rank, self.options.skip_bad, self.options.storage)
+        self.files = self.options.select(self.path, rank)
         self.load = load
         if self.options.executor is None:  # one cluster for every analysis of this job
             from .executor import connect

@@ -231,13 +231,12 @@ def select(path: str | Path, rank: int | None = None, skip_bad: bool = False,
     return chosen
 
 
-def pair(a: Path, b: Path, rank: int | None, skip_bad: bool = False, storage: dict | None = None,
-         files: tuple[list[TraceFile], list[TraceFile]] | None = None
+def pair(a: Path, b: Path, files: tuple[list[TraceFile], list[TraceFile]]
          ) -> tuple[list[tuple[TraceFile, TraceFile]], dict]:
-    """Match two jobs' files by rank (``--rank`` picked on each side by ``select``, or
-    ``files``: each side's, already selected); one trace on each side always pairs. Returns
-    the pairs and the ranks only one side has."""
-    fa, fb = files or (select(a, rank, skip_bad, storage), select(b, rank, skip_bad, storage))
+    """Match two jobs' files by rank (``files``: each side's, as ``select`` found them with
+    ``--rank``); one trace on each side always pairs. Returns the pairs and the ranks only
+    one side has."""
+    fa, fb = files
     if len(fa) == 1 and len(fb) == 1:  # one trace each: compare them whatever their ranks
         return [(fa[0], fb[0])], {}
     ra, rb = {f.rank: f for f in fa}, {f.rank: f for f in fb}

@@ -37,6 +37,13 @@ class JobOptions:
     storage: dict = field(default_factory=dict)  # fsspec storage options for URLs
     executor: Executor | None = field(default=None, repr=False)  # one the caller owns
 
+    def select(self, path, rank: int | None = None) -> list:
+        """The job's rank files for ``path`` (and ``--rank``) as its tasks read them: with
+        --skip-bad-ranks and the storage options (``job.ranks.select``)."""
+        from .ranks import select
+
+        return select(path, rank, self.skip_bad, self.storage)
+
 
 def message(error: BaseException) -> str:
     """A failure in one line: a traceaug error as it is, anything else with its type."""

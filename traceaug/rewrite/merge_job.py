@@ -104,7 +104,7 @@ def write_job(path: str | Path, out: Path, align: bool = True, options: dict | N
     here, with ``run``'s --skip-bad-ranks and storage options, and checked)."""
     given = files is not None
     if files is None:
-        files = select(path, None, run.skip_bad, run.storage) if run is not None else select(path)
+        files = run.select(path) if run is not None else select(path)
     if len(files) < 2:
         raise TraceaugError(f"{path}: merge needs a directory of two ranks or more")
     if not given:

@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 
 from ..read.kinds import COLLECTIVE_OPS
+from ..sql_text import literal_list
 from ..trace import Trace
 from .collective_windows import Windows, windows
-from .critical_path import sql_in
 from .gpu_steps import GpuOps, gpu_ops, step_at
 from .steps import is_comm, steps
 from .tables import matches, take
@@ -170,7 +170,7 @@ def tables(trace: Trace, causes: bool = True, ops: GpuOps | None = None) -> Rank
         "tr.tid AS launch_tid FROM traceaug_gpu_op g "
         "LEFT JOIN _traceaug_first_launch l USING (correlation) "
         "LEFT JOIN slice r ON r.id = l.id LEFT JOIN _traceaug_track tr ON tr.track_id = r.track_id "
-        f"WHERE g.name IN {sql_in(sorted(set(comm_names.tolist())))} ORDER BY g.ts, g.id")
+        f"WHERE g.name IN {literal_list(sorted(set(comm_names.tolist())))} ORDER BY g.ts, g.id")
     names = g["name"].tolist()
     ts = g["ts"].astype(np.int64) + base
     end = ts + np.maximum(g["dur"].astype(np.int64), 0)

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import TraceaugError
 from ..sorted_ints import among, sorted_unique
+from ..sql_text import literal, literal_list
 from ..trace import Trace
 from . import blocking, dag, stream_wait
 from .steps import check_step, is_comm, steps
@@ -81,7 +82,7 @@ def window(trace: Trace, step: int | None = None, annotation: str | None = None,
         return Window(s, s + d, f"ProfilerStep#{step}")
     if annotation is not None:
         c = trace.columns("SELECT ts, dur FROM slice WHERE dur >= 0 AND instr(name, "
-                          f"{_sql_text(annotation)}) > 0 ORDER BY ts, id")
+                          f"{literal(annotation)}) > 0 ORDER BY ts, id")
         if instance < 0 or instance >= len(c["ts"]):
             raise TraceaugError(f"{trace.path}: annotation {annotation!r} has {len(c['ts'])} "
                                 f"instance(s); no instance {instance}")
@@ -91,15 +92,6 @@ def window(trace: Trace, step: int | None = None, annotation: str | None = None,
     if span is None:
         raise TraceaugError(f"{trace.path}: no complete events: no critical path")
     return Window(span[0], span[1], "whole trace")
-
-
-def _sql_text(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
-
-
-def sql_in(values) -> str:
-    """An SQL list of texts, ``('a', 'b')``, each quoted."""
-    return "(" + ", ".join(_sql_text(v) for v in values) + ")"
 
 
 # Event groups (``events``' ``grp``) and sync kinds (``sync``).
@@ -115,16 +107,16 @@ _KERNELS = tuple(c for c in GPU_CATEGORIES if c not in MEMORY_CATEGORIES)
 # can take kilobytes each: ``names`` reads the path's).
 _BASE = ("id", "ts", "dur", "track_id", "IFNULL(arg_set_id, -1) AS arg_set_id")
 _GROUPS = (
-    (CPU_OP, 0, f"category IN {sql_in(CPU_CATEGORIES[:2])} AND dur > 0", ("depth", "name")),
-    (RUNTIME, 0, f"category IN {sql_in(CPU_CATEGORIES[2:])} AND dur > 0", ("depth", "name")),
-    (GPU_OP, 0, f"category IN {sql_in(_KERNELS)}", ()),
-    (GPU_OP, 1, f"category IN {sql_in(MEMORY_CATEGORIES)}", ("name",)),  # "... Pageable ..."
-    (SYNC_EVENT, 0, f"category = {_sql_text(SYNC_CATEGORY)}", ("name",)),
+    (CPU_OP, 0, f"category IN {literal_list(CPU_CATEGORIES[:2])} AND dur > 0", ("depth", "name")),
+    (RUNTIME, 0, f"category IN {literal_list(CPU_CATEGORIES[2:])} AND dur > 0", ("depth", "name")),
+    (GPU_OP, 0, f"category IN {literal_list(_KERNELS)}", ()),
+    (GPU_OP, 1, f"category IN {literal_list(MEMORY_CATEGORIES)}", ("name",)),  # "... Pageable ..."
+    (SYNC_EVENT, 0, f"category = {literal(SYNC_CATEGORY)}", ("name",)),
 )
 # CPU events that take no time: never nodes, but a launch, sync or record call all the same.
 _INSTANT_GROUPS = (
-    (CPU_OP, 0, f"category IN {sql_in(CPU_CATEGORIES[:2])} AND dur <= 0", ()),
-    (RUNTIME, 0, f"category IN {sql_in(CPU_CATEGORIES[2:])} AND dur <= 0", ()),
+    (CPU_OP, 0, f"category IN {literal_list(CPU_CATEGORIES[:2])} AND dur <= 0", ()),
+    (RUNTIME, 0, f"category IN {literal_list(CPU_CATEGORIES[2:])} AND dur <= 0", ()),
 )
 
 
@@ -197,7 +189,7 @@ def _arg(trace: Trace, key: str, text: bool = False) -> tuple[np.ndarray, np.nda
     """One arg of every arg set that has it: (arg set ids, sorted; their values: int64 with
     -1 for a non-integer, or objects when ``text``)."""
     a = trace.columns(f"SELECT arg_set_id, {'string_value' if text else 'int_value'} AS v "
-                      f"FROM args WHERE key = {_sql_text(key)}")
+                      f"FROM args WHERE key = {literal(key)}")
     n = len(a["arg_set_id"])
     keys, values = _sorted_by(_ints(a["arg_set_id"], n), a["v"] if text else _ints(a["v"], n))
     return keys, values if n else np.empty(0, object if text else np.int64)

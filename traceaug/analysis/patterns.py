@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..sql_text import literal
 from ..trace import Trace
 from .repeats import range_reduce, repeats
 from .steps import shorten
@@ -58,18 +59,14 @@ CPU_OP_CATEGORIES = "'cpu_op', 'Operator'"
 NAMED_CATEGORIES = CPU_OP_CATEGORIES + ", 'user_annotation'"
 
 
-def _sql_text(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 def match_sql(operator: str | None) -> str:
     """The SQL condition on ``s.name`` for ``--operator``: an exact name, or a GLOB (SQLite's:
     ``*``, ``?``, ``[...]``, case-sensitive) when it has one of ``*?[``."""
     if operator is None:
         return "1"
     if any(c in operator for c in "*?["):
-        return f"s.name GLOB {_sql_text(operator)}"
-    return f"s.name = {_sql_text(operator)}"
+        return f"s.name GLOB {literal(operator)}"
+    return f"s.name = {literal(operator)}"
 
 
 @dataclass

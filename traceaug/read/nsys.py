@@ -29,6 +29,7 @@ import orjson
 from .. import interrupt
 from ..atomic import atomic_output
 from ..errors import TraceaugError
+from ..sql_text import literal
 from . import source
 
 SQLITE_MAGIC = source.SQLITE_MAGIC
@@ -285,11 +286,6 @@ class Export:
                  if v is not None} for row in self.rows(sql)]
 
 
-def _lit(text: str) -> str:
-    """A SQL string literal."""
-    return "'" + text.replace("'", "''") + "'"
-
-
 def _us(x: str) -> str:
     """SQL: the integer ns expression ``x`` as µs text with exactly three decimals."""
     return (f"CASE WHEN ({x}) >= 0 THEN printf('%d.%03d', ({x}) / 1000, ({x}) % 1000) "
@@ -312,10 +308,10 @@ def _printf(fmt: str, *args: str) -> str:
         flat += [f"({arg}) / 1000", f"({arg}) % 1000"] if spec == "%T" else [arg]
         each.append(_us(arg) if spec == "%T" else arg)
     times = [arg for spec, arg in zip(specs, args) if spec == "%T"]
-    slow = f"printf({_lit(fmt.replace('%T', '%s'))}, {', '.join(each)})"
+    slow = f"printf({literal(fmt.replace('%T', '%s'))}, {', '.join(each)})"
     if not times:
         return slow
-    fast = f"printf({_lit(fmt.replace('%T', '%d.%03d'))}, {', '.join(flat)})"
+    fast = f"printf({literal(fmt.replace('%T', '%d.%03d'))}, {', '.join(flat)})"
     return f"CASE WHEN {' AND '.join(f'({t}) >= 0' for t in times)} THEN {fast} ELSE {slow} END"
 
 
@@ -330,8 +326,8 @@ def _tid_sql(g: str) -> str:
 def _case(expr: str, mapping: dict[int, str], default: str) -> str:
     """SQL: ``mapping[expr]`` as text (``default`` for other values); keys that are not
     integers (an export's odd enum ids) are left out, never pasted into the SQL."""
-    whens = " ".join(f"WHEN {int(k)} THEN {_lit(v)}" for k, v in mapping.items() if _is_id(k))
-    return f"CASE {expr} {whens} ELSE {_lit(default)} END"
+    whens = " ".join(f"WHEN {int(k)} THEN {literal(v)}" for k, v in mapping.items() if _is_id(k))
+    return f"CASE {expr} {whens} ELSE {literal(default)} END"
 
 
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -365,7 +361,7 @@ def _gpu_sql(ex: Export, cat: str, name: str, extra_fmt: str, extra_args: tuple[
     start, dur = "o.start", "(o.end - o.start)"
     fmt = ('{"ph":"X","cat":"%s","name":%s,"pid":%d,"tid":%d,"ts":%T,"dur":%T,"args":{"device":%d,'
            '"context":%d,"stream":%d,"correlation":%s' + extra_fmt + '}}')
-    text = _printf(fmt, _lit(cat), name, "o.deviceId", "o.streamId", start, dur, "o.deviceId",
+    text = _printf(fmt, literal(cat), name, "o.deviceId", "o.streamId", start, dur, "o.deviceId",
                    "o.contextId", "o.streamId", "COALESCE(o.correlationId, 'null')", *extra_args)
     if not launches:
         return f"SELECT {text} FROM {t} o {joins}"

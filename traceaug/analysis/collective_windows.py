@@ -108,22 +108,17 @@ def _window(col: dict, steps: tuple[np.ndarray, np.ndarray], firsts: list[int], 
     """Collective ``row``'s window after ``prev`` (-1: none), on the rank's clock (``col``:
     the collectives' columns; ``steps``: the steps' starts and ends)."""
     end = col["launch_ts"][row] if kind == "cpu" else col["ts"][row]
-    if _missing(end):
+    if pd.isna(end):  # None, an Int64 column's NA, NaN
         return None
     start = None
     if prev >= 0:
         start = col["launch_ts"][prev] if kind == "cpu" else col["end"][prev]
-    if _missing(start):
+    if pd.isna(start):
         held = np.flatnonzero((steps[0] <= end) & (steps[1] >= end))
         if not len(held) and not firsts:
             return None
         start = int(steps[0][held[0]]) if len(held) else min(firsts)
     return int(start), int(end)
-
-
-def _missing(value) -> bool:
-    """None, NA (an Int64 column's) or NaN."""
-    return value is None or value is pd.NA or value != value
 
 
 def _sums(ts: np.ndarray, end: np.ndarray, code: np.ndarray, entry: np.ndarray,

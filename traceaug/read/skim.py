@@ -12,7 +12,7 @@ another order) is parsed as before. A chunk whose removed pieces are not one eve
 (as many ``"ph"`` strings, keys or values, as pieces) is parsed whole. The removed events
 are never parsed, so a fault inside one (a ts that is no number, broken JSON in its args)
 goes unseen: only loads for analyses that write no trace skim (``kinds.LoadKind.skim``).
-This module imports nothing heavy: pass-1 worker processes import it.
+This module imports nothing pass 1 does not already (numpy): pass-1 worker processes import it.
 """
 
 from __future__ import annotations

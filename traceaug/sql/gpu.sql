@@ -4,8 +4,9 @@ INCLUDE PERFETTO MODULE traceaug.base;
 
 -- The runtime / driver calls whose correlation id is an integer: grouped here, the id is
 -- read from the args for the filter and the value only, not again for the grouping key
--- (12% of the launches' cost on a 6,700-call rank). An id that is no integer ("abc", 1e308) links nothing, as in every analysis (critical
--- path too); a table column holds one type.
+-- (12% of the launches' cost on a 6,700-call rank). An id that is no integer ("abc",
+-- 1e308) links nothing, as in every analysis (critical path too); a table column holds
+-- one type.
 CREATE PERFETTO TABLE _traceaug_runtime_correlation AS
 SELECT correlation, id
 FROM traceaug_runtime

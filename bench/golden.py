@@ -226,7 +226,9 @@ API = {
     "api-patterns": "import traceaug\nr = traceaug.patterns(S, None)\nshow(r.patterns); show(r.occurrences)",
     "api-diff": "import traceaug\ns, o = traceaug.diff(HA, HB, step_index=0)\nshow(s); show(o)",
     "api-cp": "import traceaug\np, s = traceaug.critical_path(SYNC)\nshow(p); show(s)",
-    "api-cp-job": "import traceaug\np, s = traceaug.critical_path(JOB, job=True)\n"
+    "api-cp-job": "import inspect, traceaug\n"  # (job=True before issue 33 named it whole_job)
+                  "named = 'whole_job' in inspect.signature(traceaug.critical_path).parameters\n"
+                  "p, s = traceaug.critical_path(JOB, **{'whole_job' if named else 'job': True})\n"
                   "show(p); show(s); show(s.attrs['ranks'])",
     "api-whatif": "import traceaug\nr = traceaug.whatif(S, scale=['comp=0.5'])\n"
                   "show(r.steps); show(r.changes)",

@@ -44,7 +44,7 @@ path, kind, mode = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 if sys.argv[5:] == ["warm"]:  # a warm worker: two ranks done (it keeps the engine's start image)
     os.environ["TRACEAUG_POOL_WORKER"] = "1"
     from traceaug.job import tasks as warm
-    from traceaug.job.ranks import TraceFile as WarmFile
+    from traceaug.read.ranks import TraceFile as WarmFile
     for _ in range(2):
         warm.collectives_rank(WarmFile(path, 0), {})
 if mode == "load":
@@ -54,7 +54,7 @@ if mode == "load":
 else:  # the job's task for this kind, as a pool worker runs it (embedded: pass 1 here)
     os.environ["TRACEAUG_POOL_WORKER"] = "1"
     from traceaug.job import tasks
-    from traceaug.job.ranks import TraceFile
+    from traceaug.read.ranks import TraceFile
     f = TraceFile(path, 0)
     if kind in TASKS:
         getattr(tasks, TASKS[kind])(f, {})

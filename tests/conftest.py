@@ -55,9 +55,21 @@ def kineto_files() -> list[str]:
     return sorted(str(p.relative_to(SHARED)) for p in KINETO.rglob("*.json.gz"))
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    """``python -m traceaug ARGS`` in a fresh process, its output captured."""
-    return subprocess.run([sys.executable, "-m", "traceaug", *args], capture_output=True, text=True)
+def run_cli(*args: str, text: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``python -m traceaug ARGS`` in a fresh process, its output captured (``text=False``: as
+    bytes); ``env``: its whole environment (default: this process's)."""
+    return subprocess.run([sys.executable, "-m", "traceaug", *args], capture_output=True,
+                          text=text, env=env)
+
+
+def other_threads() -> list[threading.Thread]:
+    """This process's threads but the main one and traceaug's signal watcher: with any alive,
+    traceaug stops forking its children (``processes.can_fork``). Tests that use Dask or
+    object storage keep them out of this process (their clients' threads never end)."""
+    from traceaug import interrupt
+
+    return [t for t in threading.enumerate()
+            if t is not threading.main_thread() and not interrupt.is_watcher(t)]
 
 
 def plan_fields(p) -> dict:
@@ -86,7 +98,7 @@ def browser():
 @contextmanager
 def started_by(how: str) -> Iterator[None]:
     """Children and pass-1 workers fork while this process has no other thread; a live one
-    makes them spawn (``read.workers.can_fork``)."""
+    makes them spawn (``processes.can_fork``)."""
     stop = threading.Event()
     other = threading.Thread(target=stop.wait) if how == "spawn" else None
     if other is not None:
@@ -97,14 +109,3 @@ def started_by(how: str) -> Iterator[None]:
         stop.set()
         if other is not None:
             other.join()
-
-
-# Modules whose tests start a Dask client in this process run last: the client leaves
-# distributed's idle offload thread ("Dask-Offload_0") behind, and with another thread alive
-# traceaug rightly stops forking its pass-1 and prefetch children (``workers.can_fork``), which
-# the tests of those children assert.
-LAST_MODULES = ("test_jobs.py", "test_jobs_storage.py")
-
-
-def pytest_collection_modifyitems(session, config, items) -> None:
-    items.sort(key=lambda item: item.path.name in LAST_MODULES)  # stable: the rest keep order

@@ -141,9 +141,10 @@ def test_directory_ranks_are_planned_in_the_pool_processes(monkeypatch: pytest.M
     tables are the same as the raw JSON's."""
     d = shared_trace("kineto/multi_rank_sampled")
     started, here = [], []
-    start, plan = prefetch.Prefetched.start, normalize.plan
-    monkeypatch.setattr(prefetch.Prefetched, "start",
-                        lambda self, path, **k: (started.append(path.name), start(self, path, **k)))
+    start, plan = prefetch.start, normalize.plan
+    monkeypatch.setattr(prefetch, "start",
+                        lambda files, kind: (started.extend(p.name for p in files),
+                                             start(files, kind)))
     parent = os.getpid()
     monkeypatch.setattr(normalize, "plan",  # a forked child runs it too: count this process's
                         lambda path, *a, **k: (os.getpid() == parent and here.append(path.name),

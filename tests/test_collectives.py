@@ -19,21 +19,24 @@ from jobgen import copy_job, kernels, plant_cpu, plant_gpu, shift_clock, split_g
 from rawjson import load_raw, ns
 
 import traceaug
-from traceaug.analysis.collective_rank import extract
+from traceaug.analysis import collectives as co
+from traceaug.analysis.collective_rank import tables as rank_tables
 from traceaug.cli import main
+from traceaug.report.job_sections import job_sections
 
 A100 = "kineto/a100_nccl_rank0_of2.json.gz"
 JOB = "kineto/jobs/dlrm_v100_8ranks"
 
 
-def caching_map():
-    """A ``map``-like callable that reads each rank once per test module (the executor seam)."""
-    done: dict = {}
+def extract(path: Path):
+    """One rank's collective tables, loaded as the job's tasks load it."""
+    with traceaug.load(path, kind="collectives", progress=False) as t:
+        return rank_tables(t)
 
-    def mapper(fn, paths):
-        return [done[p] if p in done else done.setdefault(p, fn(p)) for p in paths]
 
-    return mapper
+def matched_of(d: Path, align: bool = True) -> co.Matched:
+    """Every rank of job ``d`` matched (its clocks aligned)."""
+    return co.match_job([extract(f) for f in sorted(d.glob("*.json*"))], align)
 
 
 def rows_by_position(df) -> dict[tuple[str, int], dict]:
@@ -101,13 +104,14 @@ def test_collective_args_read_for_every_nccl_kernel() -> None:
 @pytest.fixture(scope="module")
 def real_job():
     d = shared_trace(JOB)
-    return d, raw_ranks(d), caching_map()
+    with traceaug.load_job(d) as job:  # each rank read once for the module's tests
+        yield d, raw_ranks(d), job
 
 
 def test_real_job_every_figure_from_the_raw_json(real_job) -> None:
-    d, events, mapper = real_job
+    d, events, job = real_job
     want = oracle(events)
-    got = traceaug.collectives(d, mapper=mapper)
+    got = traceaug.collectives(job)
     check_against(got, want)
     assert got["step"].tolist() == [10] * 8
     names = [k[2]["name"] for k in raw_kernels(events[0])]
@@ -116,21 +120,21 @@ def test_real_job_every_figure_from_the_raw_json(real_job) -> None:
     offsets = dict(zip(got.attrs["clock"]["rank"], got.attrs["clock"]["offset_ns"]))
     assert {r: o / 1e3 for r, o in offsets.items()} == want[("all", 0)]["offset_us"]
     # --no-align: the recorded clocks (one node: the same stragglers, figures within µs)
-    check_against(traceaug.collectives(d, align=False, mapper=mapper), oracle(events, align=False))
+    check_against(traceaug.collectives(job, align=False), oracle(events, align=False))
     # per rank: its total wait, how often it was last, the others' mean wait for it
-    by = traceaug.collectives(d, by="rank", mapper=mapper).set_index("rank")
+    by = traceaug.collectives(job, by="rank").set_index("rank")
     for r in events:
         assert by.at[r, "total_wait_us"] == pytest.approx(sum(w["wait_us"][r] for w in want.values()))
         mine = [w for w in want.values() if w["straggler"] == r]
         assert by.at[r, "straggler_count"] == len(mine)
         assert by.at[r, "caused_wait_us"] == pytest.approx(sum(w["mean_wait_us"] for w in mine))
-    assert traceaug.collectives(d, rank=3, by="rank", mapper=mapper)["rank"].tolist() == [3]
+    assert traceaug.collectives(job, rank=3, by="rank")["rank"].tolist() == [3]
 
 
 def test_real_job_stragglers_per_step(real_job) -> None:
-    d, events, mapper = real_job
+    d, events, job = real_job
     want = oracle(events)
-    table = traceaug.stragglers(d, mapper=mapper)
+    table = traceaug.stragglers(job)
     for r, evs in events.items():
         step = next(e for e in evs if e.get("name") == "ProfilerStep#10")
         row = table[(table["rank"] == r) & (table["step"] == 10)].iloc[0]
@@ -147,20 +151,18 @@ def test_real_job_stragglers_per_step(real_job) -> None:
 
 
 def test_report_job_section(real_job) -> None:
-    from traceaug.commands.collectives import job_sections
-
-    d, events, mapper = real_job
+    d, events, job = real_job
     want = oracle(events)
-    sections = dict(job_sections(d, None, 3, mapper=mapper))
+    sections = dict(job_sections(matched_of(d), 3))
     heat = sections["job: wait per rank at the collectives with the largest skew (µs)"]
     worst = sorted(want, key=lambda k: -want[k]["skew_us"])[:3]
-    kinds = traceaug.collectives(d, mapper=mapper)["kind"].tolist()
+    kinds = traceaug.collectives(job)["kind"].tolist()
     assert [c for c in heat if c != "rank"] == [f"{kinds[p]}#{p}" for _, p in worst]
     for _, p in worst:
         assert heat[f"{kinds[p]}#{p}"].tolist() == [want[("all", p)]["wait_us"][r] for r in range(8)]
     assert sections["job: findings"]["finding"][0].startswith("step 10: rank 7 arrived last")
     # the page's heatmap: every instance, in the order their last rank arrived (the job clock)
-    every = dict(job_sections(d, None, None, mapper=mapper))
+    every = dict(job_sections(matched_of(d), None))
     heat = every["job: wait per rank at every matched collective, in job-clock order (µs)"]
     order = sorted(range(8), key=lambda p: want[("all", p)]["arrival_ns"])
     assert [c for c in heat if c != "rank"] == [f"{kinds[p]}#{p}" for p in order]
@@ -185,14 +187,14 @@ def test_real_job_against_hta(real_job) -> None:
 
     from hta.trace_analysis import TraceAnalysis
 
-    d, events, mapper = real_job
+    d, events, job = real_job
     logging.disable(logging.WARNING)
     try:
         hta_pick = TraceAnalysis(trace_dir=str(d)).get_potential_stragglers()
     finally:
         logging.disable(logging.NOTSET)
     assert sorted(hta_pick) == [2, 7]
-    ours = traceaug.collectives(d, mapper=mapper)
+    ours = traceaug.collectives(job)
     assert 7 in set(ours["straggler"]) and 2 not in set(ours["straggler"])
     # from the raw events: the last SendRecv (position 5) of each rank
     sendrecv = {r: [k for k in raw_kernels(evs) if "SendRecv" in k[2]["name"]] for r, evs in events.items()}
@@ -240,12 +242,12 @@ def planted(tmp_path_factory) -> dict:
     shift_clock(job[14], 300)  # rank 14's host clock runs 300 µs ahead of its twin rank 6's
     d = write(tmp_path_factory.mktemp("planted") / "job", job)
     return {"dir": d, "before": before, "cpu_op": cpu_op, "gpu_kernel": gpu_kernel,
-            "events": raw_ranks(d), "mapper": caching_map()}
+            "events": raw_ranks(d), "job": traceaug.load_job(d)}
 
 
 def test_planted_cpu_and_gpu_stragglers_and_a_shifted_clock(planted: dict) -> None:
     d, before, cpu_op, gpu_kernel = (planted[k] for k in ("dir", "before", "cpu_op", "gpu_kernel"))
-    got = traceaug.collectives(d, mapper=planted["mapper"])
+    got = traceaug.collectives(planted["job"])
     want = oracle(planted["events"])
     check_against(got, want)
     assert len(got) == 8 and set(got["ranks"]) == {RANKS}
@@ -266,7 +268,7 @@ def test_planted_cpu_and_gpu_stragglers_and_a_shifted_clock(planted: dict) -> No
         assert row["max_wait_us"] == pytest.approx(max(waits), abs=5)
     # nothing else moved: the other instances keep their stragglers (the lower of two twins)
     assert [rows[("stream 84", p)]["straggler"] for p in (0, 1, 2, 4, 6, 7)] == [7, 7, 7, 7, 5, 4]
-    by = traceaug.collectives(d, by="rank", mapper=planted["mapper"]).set_index("rank")
+    by = traceaug.collectives(planted["job"], by="rank").set_index("rank")
     assert by.at[11, "straggler_count"] == 1 and by.at[2, "straggler_count"] == 1
     assert by.at[11, "caused_wait_us"] == pytest.approx(rows[("stream 84", 3)]["mean_wait_us"])
 
@@ -286,7 +288,7 @@ def test_planted_job_against_hta(planted: dict) -> None:
     finally:
         logging.disable(logging.NOTSET)
     assert sorted(hta_pick) == [2, 5]
-    ours = rows_by_position(traceaug.collectives(planted["dir"], mapper=planted["mapper"]))
+    ours = rows_by_position(traceaug.collectives(planted["job"]))
     assert ours[("stream 84", 5)]["straggler"] == 2 and ours[("stream 84", 6)]["straggler"] == 5
     wait = oracle(planted["events"])[("all", 5)]["wait_us"]
     second = min(w for r, w in wait.items() if r != 2)
@@ -313,9 +315,7 @@ def test_two_process_groups_and_a_missing_collective(tmp_path: Path) -> None:
         in result.stderr
     # report's heatmap: a column per instance of each group (positions repeat across groups),
     # each rank's wait there, none where the rank is not in the group
-    from traceaug.commands.collectives import job_sections
-
-    heat = dict(job_sections(d, None, None))[
+    heat = dict(job_sections(matched_of(d), None))[
         "job: wait per rank at every matched collective, in job-clock order (µs)"]
     kinds = {p: r["kind"] for r in got for p in [r["position"]]}
     assert sorted(c for c in heat if c != "rank") == sorted(
@@ -360,7 +360,7 @@ def test_matching_by_sequence_number_and_a_missing_one() -> None:
 
 def test_clock_note_names_each_offset_beyond_its_own_residual() -> None:
     from traceaug.analysis import collectives as co
-    from traceaug.commands.collectives import notes
+    from traceaug.report.collectives_text import notes
 
     # rank 1's clock is 300 µs ahead; rank 2's last collective ended 2 ms late (its residual)
     job = co.align(co.match([_tables(0, [(0, 10, None), (20, 30, None), (40, 50, None)]),

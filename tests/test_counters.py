@@ -19,8 +19,8 @@ from rawjson import ns
 
 import traceaug
 from traceaug.cli import main
+from traceaug.read.marker import find_marker
 from traceaug.read.source import read_all
-from traceaug.rewrite.splice import find_marker
 
 A100 = "kineto/a100_rank0_of16_6streams.json.gz"
 

@@ -238,14 +238,15 @@ def test_engines_of_one_process_never_see_an_earlier_trace() -> None:
     from collectives_raw import raw_kernels
     from rawjson import load_raw, ns
 
-    from traceaug.analysis.collective_rank import LOAD, extract, tables
+    from traceaug.analysis.collective_rank import LOAD, tables
     from traceaug.engine import wasm_instance
     from traceaug.trace import Trace
 
     first = shared_trace("kineto/jobs/dlrm_v100_8ranks/worker0_step_12.1694128201545.pt.trace.json.gz")
     second = shared_trace("kineto/a100_nccl_rank0_of2.json.gz")
-    extract(first)
-    extract(first)
+    for _ in range(2):
+        with Trace(first, progress=False, **LOAD) as trace:
+            tables(trace)
     starts = dict(wasm_instance._FULL_STARTS)
     with Trace(second, progress=False, **LOAD) as trace:
         assert wasm_instance._FULL_STARTS == starts  # the second trace's engine: from the image
@@ -290,8 +291,10 @@ def test_engines_share_one_set_of_rpc_message_classes() -> None:
 
 
 EPOCH_PROBE = (
+    "import sys; from traceaug import runtime;"
     "from traceaug.engine.backend import TraceProcessor;"
     "from traceaug.errors import EngineError;"
+    "runtime.enter(runtime.Runtime(worker=sys.argv[1] == 'worker'));"
     "tp = TraceProcessor(); b = tp.backend.instance.build; b.engine.increment_epoch()\n"
     "try:\n"
     "    print(b.interruptible, list(tp.backend.execute_query('SELECT 6 * 7 AS x').batch[0].varint_cells))\n"
@@ -305,19 +308,17 @@ def test_only_engines_a_signal_can_reach_check_the_epoch(worker: bool, answer: s
     """Epoch checks (how Ctrl-C stops a running engine call) cost ~20-30% of the engine's CPU,
     so a job's pool worker, which the parent stops by killing it, runs a build without them:
     a bumped epoch stops the main process's engine, never a worker's."""
-    env = {k: v for k, v in os.environ.items() if k != "TRACEAUG_POOL_WORKER"}
-    if worker:
-        env["TRACEAUG_POOL_WORKER"] = "1"
-    out = subprocess.run([sys.executable, "-c", EPOCH_PROBE], env=env, capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", EPOCH_PROBE, "worker" if worker else "main"],
+                         capture_output=True, text=True, timeout=300)
     assert out.stdout.strip() == answer, out.stderr
 
 
 def test_job_workers_starting_together_compile_the_engine_once(tmp_path: Path) -> None:
     """The first job on a machine starts its pool workers at once, each missing the worker
     build in the cache: one compiles it, the others wait for it and map the cached module."""
-    env = {**os.environ, "TRACEAUG_CACHE_DIR": str(tmp_path), "TRACEAUG_POOL_WORKER": "1"}
-    code = "from traceaug.engine.wasm_module import load_build; print(load_build(False).from_cache)"
+    env = {**os.environ, "TRACEAUG_CACHE_DIR": str(tmp_path)}
+    code = ("from traceaug import runtime; runtime.enter(runtime.Runtime(worker=True));"
+            "from traceaug.engine.wasm_module import load_build; print(load_build(False).from_cache)")
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]

@@ -25,10 +25,19 @@ import traceaug
 from traceaug.analysis import critical_path as cp
 from traceaug.analysis import job_path as jp
 from traceaug.cli import main
-from traceaug.job.run import JobOptions
+from traceaug.job import parts
+from traceaug.job.run import JobOptions, Work, items_of, run
+from traceaug.read.ranks import select
 
 JOB = "kineto/jobs/dlrm_v100_8ranks"
 LOCAL = JobOptions(progress=False)
+
+
+def read(d: Path, scales: tuple | None = ()) -> dict:
+    """Every rank's part of the job's path (``scales`` None: the graphs alone), as
+    ``critical-path --job`` reads them."""
+    return jp.keyed(run(Work("job_path", parts.job_path, {"scales": scales}), items_of(select(d)),
+                        LOCAL))
 
 
 def _rank_graphs(d: Path, step: int) -> dict[int, dict]:
@@ -46,7 +55,7 @@ def _sums_to_the_step(p: jp.JobPath) -> None:
 
 def test_real_job_hta_weights_path_is_the_longest_path_of_the_joined_graph() -> None:
     d = shared_trace(JOB)
-    _, paths = jp.paths(jp.read(d, job=LOCAL, scales=None), hta_weights=True)
+    _, paths = jp.paths(read(d, None), hta_weights=True)
     assert [p.step for p in paths] == [10]
     graphs = _rank_graphs(d, 10)
     want = longest(d, graphs)
@@ -63,7 +72,7 @@ def test_real_job_hta_weights_path_is_the_longest_path_of_the_joined_graph() -> 
 def test_hta_weights_path_runs_through_a_planted_straggler(tmp_path: Path, straggler: int,
                                                            delay_us: int) -> None:
     d = job_gen.write(tmp_path / "job", job_gen.job(8, straggler, delay_us, steps=2))
-    _, paths = jp.paths(jp.read(d, job=LOCAL), hta_weights=True)
+    _, paths = jp.paths(read(d), hta_weights=True)
     assert [p.step for p in paths] == [0, 1]
     for p in paths:
         assert p.window.end - p.window.start == (job_gen.STEP_US + delay_us) * 1000
@@ -88,7 +97,7 @@ def _rows(p: jp.JobPath) -> list[tuple]:
 
 def test_real_job_timing_path_is_the_walk_back_along_the_joined_replay() -> None:
     d = shared_trace(JOB)
-    _, paths = jp.paths(jp.read(d, job=LOCAL))
+    _, paths = jp.paths(read(d))
     assert [p.step for p in paths] == [10]
     for p in paths:
         want, facts = raw_timing(d, p.step)
@@ -111,7 +120,7 @@ def test_real_job_step_10_path_runs_through_rank_7s_late_arrival() -> None:
     """Rank 7 starts step 10 late and arrives last at the all_to_all the step waits for: the
     timing path runs from its late start through it (the path by weight stayed on rank 1)."""
     d = shared_trace(JOB)
-    _, paths = jp.paths(jp.read(d, job=LOCAL), 10)
+    _, paths = jp.paths(read(d), 10)
     p = paths[0]
     rows = _rows(p)
     # from the raw JSON: each rank's step start and its NCCL kernels, in the aligned clock
@@ -181,7 +190,7 @@ def test_timing_path_runs_through_a_planted_straggler(tmp_path: Path, straggler:
                                                       delay_us: int, where: str) -> None:
     d = job_gen.write(tmp_path / "job", job_gen.job(8, straggler, delay_us, steps=2,
                                                      where=where))
-    _, paths = jp.paths(jp.read(d, job=LOCAL))
+    _, paths = jp.paths(read(d))
     assert [p.step for p in paths] == [0, 1]
     for p in paths:
         assert p.window.end - p.window.start == (job_gen.STEP_US + delay_us) * 1000
@@ -237,7 +246,7 @@ def test_a_step_no_rank_has_an_event_in_is_idle(tmp_path: Path) -> None:
                                            job_gen.BASE_US + 5000, 100))
     d = job_gen.write(tmp_path / "job", traces)
     for weights in (False, True):
-        segments, _ = traceaug.critical_path(d, step=5, job=True, hta_weights=weights)
+        segments, _ = traceaug.critical_path(d, step=5, whole_job=True, hta_weights=weights)
         assert segments[["rank", "weight_ns", "category"]].values.tolist() == [
             [-1, 100_000, "idle"]]
     w = traceaug.whatif(d, step=5)
@@ -268,7 +277,7 @@ def test_job_whatif_real_job_baseline_and_cli(tmp_path: Path) -> None:
     rows = json.loads(r.stdout)
     assert [x["step"] for x in rows] == [10]
     # the job's step: first rank's ProfilerStep start to last rank's end, in the job clock
-    _, paths = jp.paths(jp.read(d, job=LOCAL))
+    _, paths = jp.paths(read(d))
     assert rows[0]["measured_ns"] == paths[0].window.end - paths[0].window.start
     assert abs(rows[0]["baseline_error_pct"]) <= 3.0
     # Rank 1's sync waits on its stream 7, which waited (no recorded event) for the all_to_all
@@ -305,7 +314,7 @@ def test_diff_explain_of_two_jobs_splits_the_change_along_the_job_paths(tmp_path
 
 def test_python_api_gives_the_job_path_as_dataframes(tmp_path: Path) -> None:
     d = job_gen.write(tmp_path / "job", job_gen.job(4, 1, 400, steps=2))
-    segments, summary = traceaug.critical_path(d, job=True, dst=tmp_path / "out.json")
+    segments, summary = traceaug.critical_path(d, tmp_path / "out.json", whole_job=True)
     assert sorted(set(segments["step"])) == [0, 1]
     per_step = segments.groupby("step")["weight_ns"].sum()
     assert per_step.tolist() == [(job_gen.STEP_US + 400) * 1000] * 2

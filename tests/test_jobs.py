@@ -1,29 +1,48 @@
 """Jobs (issue 25): a directory of ranks through the job executor, locally and on a real
-Dask ``LocalCluster``; failures said by rank; unreadable rank files named (24.22);
-``info DIR`` one row per rank; ``load_job`` reading each rank once.
+Dask cluster (a scheduler and two workers, each a process of its own); failures said by rank;
+unreadable rank files named (24.22); ``info DIR`` one row per rank; ``load_job`` reading each
+rank once.
 
 The oracle for the local pool is each rank's file run alone (the single-file path, in this
 process, no pool) and the raw JSON; the Dask cluster's output must equal the pool's byte
-for byte, outputs written included.
+for byte, outputs written included, and the cluster's workers must have run every rank's task
+(their own count of the tasks they ran, asked by a client of its own).
+
+Nothing here starts Dask in this process: a Dask client leaves threads behind that never end
+(its event loop, "Dask-Offload_0"), and with another thread alive traceaug rightly stops
+forking its children (``processes.can_fork``), which other modules' tests assert. Every
+command that talks to Dask runs as ``python -m traceaug``; the local pool's runs stay here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import importlib.util
 import json
 import os
+import select
 import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import shared_trace
+from conftest import other_threads, run_cli, shared_trace
 
+from traceaug import processes
 from traceaug.cli import main
 from traceaug.job import executor as ex
+from traceaug.job import parts
 from traceaug.job import run as job_run
 
 JOB = "kineto/jobs/dlrm_v100_8ranks"
+WORKERS = 2  # the cluster's worker processes, one thread each
 
 
 def _files(d: Path) -> dict[int, Path]:
@@ -39,30 +58,123 @@ def _cli(*args: str):
     return CliRunner().invoke(main, list(args))
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    """A real two-process Dask cluster, shared by this module's tests."""
-    distributed = pytest.importorskip("distributed")
-    import logging
+# A client of its own, in a process of its own, that waits for the workers, then, for each
+# line it reads, says how many tasks each worker has run so far (``executed_count``).
+OBSERVER = """\
+import json, sys
+from distributed import Client
 
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=":0", silence_logs=logging.CRITICAL) as c:
-        yield c
+with Client(scheduler_file=sys.argv[1], timeout="60s") as client:
+    client.wait_for_workers(int(sys.argv[2]), timeout=120)
+    print(json.dumps("ready"), flush=True)
+    for _ in sys.stdin:
+        print(json.dumps(client.run(lambda dask_worker: dask_worker.state.executed_count)),
+              flush=True)
+"""
+
+
+@dataclass
+class Cluster:
+    """A running Dask cluster: its scheduler's address and file, and its observer."""
+
+    address: str
+    scheduler_file: Path
+    observer: subprocess.Popen
+
+    def executed(self) -> int:
+        """Tasks the cluster's workers have run so far (each is asked)."""
+        self.observer.stdin.write("\n")
+        self.observer.stdin.flush()
+        line = self.observer.stdout.readline()
+        assert line, "the cluster's observer has ended"
+        counts = json.loads(line)
+        assert len(counts) == WORKERS, counts
+        return sum(counts.values())
+
+    def run(self, *args: str) -> tuple[subprocess.CompletedProcess, int]:
+        """``python -m traceaug ARGS`` (its output as bytes) and the tasks the cluster's
+        workers ran meanwhile."""
+        before = self.executed()
+        done = run_cli(*args, text=False)
+        return done, self.executed() - before
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    """Each process (and what it started: its session) asked to end, then killed."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[Cluster]:
+    """A real Dask cluster shared by this module's tests: ``dask scheduler`` and two ``dask
+    worker`` processes (one thread each), started at once (the workers and the observer wait
+    for the scheduler's file), ready once both workers have registered."""
+    if importlib.util.find_spec("distributed") is None:
+        pytest.skip("distributed is not installed (the test extra)")
+    d = tmp_path_factory.mktemp("dask")
+    scheduler_file = d / "scheduler.json"
+    started: list[subprocess.Popen] = []  # the scheduler, the workers, the observer
+    logs: list[Path] = []
+
+    def start(name: str, module: str, *args: str) -> None:
+        logs.append(d / f"{name}.log")
+        with logs[-1].open("wb") as log:
+            started.append(subprocess.Popen([sys.executable, "-m", module, *args], cwd=d,
+                                            stdin=subprocess.DEVNULL, stdout=log,
+                                            stderr=subprocess.STDOUT, start_new_session=True))
+
+    try:
+        start("scheduler", "distributed.cli.dask_scheduler", "--scheduler-file",
+              str(scheduler_file), "--host", "127.0.0.1", "--port", "0",
+              "--dashboard-address", ":0")
+        for i in range(WORKERS):
+            start(f"worker{i}", "distributed.cli.dask_worker", "--scheduler-file",
+                  str(scheduler_file), "--nworkers", "1", "--nthreads", "1", "--no-nanny",
+                  "--no-dashboard", "--local-directory", str(d / f"worker{i}"))
+        observer = subprocess.Popen([sys.executable, "-c", OBSERVER, str(scheduler_file),
+                                     str(WORKERS)], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, text=True, start_new_session=True)
+        started.append(observer)
+        deadline = time.monotonic() + 120
+        while not select.select([observer.stdout], [], [], 0.2)[0]:
+            ended = [p for p in started if p.poll() is not None]
+            if ended or time.monotonic() > deadline:
+                said = "\n".join(f"{f.name}: {f.read_text(errors='replace')}" for f in logs)
+                pytest.fail(f"the Dask cluster did not start\n{said}")
+        assert json.loads(observer.stdout.readline()) == "ready"
+        address = json.loads(scheduler_file.read_text())["address"]
+        yield Cluster(address, scheduler_file, observer)
+    finally:
+        # the observer, the workers, then the scheduler (a worker told to stop once its
+        # scheduler is gone waits for it)
+        if len(started) > WORKERS + 1:
+            started[-1].stdin.close()  # the observer's client closes, then it ends
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                started[-1].wait(timeout=10)
+            _stop(started[-1:])
+        _stop(started[1:WORKERS + 1])
+        _stop(started[:1])
 
 
 @pytest.fixture
 def used(monkeypatch: pytest.MonkeyPatch) -> list:
-    """The executors the runs chose (a spy on ``job.run.executor_for``)."""
+    """The executors the runs in this process chose (a spy on ``job.run.choose``)."""
     seen: list = []
-    from traceaug.job import api
+    real = job_run.choose
 
-    real = api.executor_for
-
-    def spy(files, kind, options):
-        e = real(files, kind, options)
+    def spy(items, kind, options):
+        e = real(items, kind, options)
         seen.append(e)
         return e
-    monkeypatch.setattr(api, "executor_for", spy)
+    monkeypatch.setattr(job_run, "choose", spy)
     return seen
 
 
@@ -73,7 +185,7 @@ def test_local_pool_gives_each_rank_as_its_file_alone(used: list) -> None:
     r = _cli("report", str(d), "--format", "json")
     assert r.exit_code == 0, r.output
     pool = [e for e in used if isinstance(e, ex.LocalPool)]
-    assert pool and pool[0].processes and pool[0].size == min(ex.cores(), 8)
+    assert pool and pool[0].processes and pool[0].size == min(processes.cores(), 8)
     whole = json.loads(r.stdout)
     for rank, f in _files(d).items():
         alone = _cli("report", str(f), "--format", "json")
@@ -196,7 +308,7 @@ def test_progress_on_a_terminal_says_ranks_bytes_read_and_the_slowest_running(tm
         running += m[4] is not None
         if m[4] is not None:
             assert done < 8 and 0 <= int(m[4]) < 8
-    assert running or ex.cores() == 1  # while ranks run, the slowest one is named (a pool)
+    assert running or processes.cores() == 1  # while ranks run, the slowest one is named (a pool)
 
 
 COMMANDS = [("report", "--format", "json"), ("info", "--format", "csv"),
@@ -205,48 +317,59 @@ REWRITERS = [("counters",), ("critical-path",), ("patterns",)]
 
 
 @pytest.mark.parametrize("command", COMMANDS + REWRITERS, ids=lambda c: c[0])
-def test_dask_cluster_equals_local_pool(cluster, command: tuple, tmp_path: Path, used: list) -> None:
-    """Every rank on the Dask cluster: the same stdout and the same output files, byte for
-    byte, as the local pool."""
+def test_dask_cluster_equals_local_pool(cluster: Cluster, command: tuple, tmp_path: Path,
+                                        used: list) -> None:
+    """Every rank on the Dask cluster (each rank's task run by its workers, once): the same
+    stdout and the same output files, byte for byte, as the local pool."""
     d = shared_trace(JOB)
-    outs = []
-    scheduler_file = tmp_path / "scheduler.json"  # what `dask scheduler --scheduler-file` writes
-    scheduler_file.write_text(json.dumps({"address": cluster.scheduler_address}))
-    dask = (("--scheduler-file", str(scheduler_file)) if command[0] == "info"
-            else ("--scheduler", cluster.scheduler_address))
-    local_runs = 0
-    for where, extra in (("local", ()), ("dask", dask)):
-        local_runs = local_runs or len(used)
-        args = [command[0], str(d), *command[1:]]
+    dask = (("--scheduler-file", str(cluster.scheduler_file)) if command[0] == "info"
+            else ("--scheduler", cluster.address))
+
+    def args(where: str) -> list[str]:
+        out = [command[0], str(d), *command[1:]]
         if command in REWRITERS:
-            args += [str(tmp_path / where) + "/", "--format", "csv"]
-        r = _cli(*args, *extra)
-        assert r.exit_code == 0, r.output
-        written = {p.name: p.read_bytes() for p in sorted((tmp_path / where).glob("*"))}
-        outs.append((r.stdout, written))
-    assert all(isinstance(e, ex.LocalPool) for e in used[:local_runs]), used
-    assert used[local_runs:] and all(isinstance(e, ex.DaskExecutor) for e in used[local_runs:])
-    assert outs[0] == outs[1]
+            out += [str(tmp_path / where) + "/", "--format", "csv"]
+        return out
+
+    def written(where: str) -> dict[str, bytes]:
+        return {p.name: p.read_bytes() for p in sorted((tmp_path / where).glob("*"))}
+
+    before = cluster.executed()
+    local = _cli(*args("local"))
+    assert local.exit_code == 0, local.output
+    assert used and all(isinstance(e, ex.LocalPool) for e in used), used
+    assert cluster.executed() == before  # the local run sent nothing to the cluster
+    there, ran = cluster.run(*args("dask"), *dask)
+    assert there.returncode == 0, there.stderr.decode()
+    assert ran == 8  # each rank's task, on the cluster's workers
+    assert (there.stdout, written("dask")) == (local.stdout_bytes, written("local"))
     if command in REWRITERS:
-        assert len(outs[0][1]) == 8
+        assert len(written("local")) == 8
 
 
-def test_dask_merge_equals_local_pool(cluster, tmp_path: Path, used: list) -> None:
+def test_dask_merge_equals_local_pool(cluster: Cluster, tmp_path: Path, used: list) -> None:
     """``merge JOB OUT``: the ranks' collectives read on the cluster give the same trace."""
     d = shared_trace(JOB)
     local = _cli("merge", str(d), str(tmp_path / "local.json"))
-    dask = _cli("merge", str(d), str(tmp_path / "dask.json"), "--scheduler", cluster.scheduler_address)
-    assert local.exit_code == dask.exit_code == 0, local.output + dask.output
-    assert isinstance(used[0], ex.LocalPool) and isinstance(used[1], ex.DaskExecutor)
+    assert local.exit_code == 0, local.output
+    assert used and all(isinstance(e, ex.LocalPool) for e in used), used
+    dask, ran = cluster.run("merge", str(d), str(tmp_path / "dask.json"), "--scheduler",
+                            cluster.address)
+    assert dask.returncode == 0, dask.stderr.decode()
+    assert ran == 8
     assert (tmp_path / "local.json").read_bytes() == (tmp_path / "dask.json").read_bytes()
 
 
-def test_dask_diff_equals_local_pool(cluster) -> None:
+def test_dask_diff_equals_local_pool(cluster: Cluster) -> None:
+    """``diff JOB JOB``: each pair of ranks compared on the cluster gives the pool's rows."""
     d = shared_trace(JOB)
     local = _cli("diff", str(d), str(d), "--format", "csv")
-    dask = _cli("diff", str(d), str(d), "--format", "csv", "--scheduler", cluster.scheduler_address)
-    assert local.exit_code == dask.exit_code == 0, local.output + dask.output
-    assert local.stdout == dask.stdout and local.stdout.count("\n") > 8
+    assert local.exit_code == 0, local.output
+    dask, ran = cluster.run("diff", str(d), str(d), "--format", "csv", "--scheduler",
+                            cluster.address)
+    assert dask.returncode == 0, dask.stderr.decode()
+    assert ran == 8  # a task per pair of ranks
+    assert dask.stdout == local.stdout_bytes and local.stdout.count("\n") > 8
 
 
 def _with_truncated_rank(tmp_path: Path, rank: int = 3) -> Path:
@@ -268,58 +391,64 @@ def test_failing_rank_is_named_while_the_others_complete(tmp_path: Path, where: 
     """A truncated rank: its error said by rank, the run exits 1 naming it, nothing written."""
     job = _with_truncated_rank(tmp_path)
     out = tmp_path / "out"
-    extra = ("--workers", "2") if where == "dask" else ()  # a LocalCluster of its own
-    r = _cli("counters", str(job), str(out) + "/", *extra)
-    assert r.exit_code == 1
-    assert "Traceback" not in r.stderr  # the workers' logs stay out
-    assert f"traceaug: rank 3 failed: {job / 'rank3.json'}: " in r.stderr
-    assert "truncated" in r.stderr
-    assert r.stderr.rstrip().endswith("1 of 4 ranks failed: rank(s) 3; nothing was written")
+    args = ("counters", str(job), str(out) + "/")
+    if where == "dask":  # a LocalCluster of its own: in a process of its own
+        done = run_cli(*args, "--workers", "2")
+        code, stderr = done.returncode, done.stderr
+    else:
+        r = _cli(*args)
+        code, stderr = r.exit_code, r.stderr
+    assert code == 1, stderr
+    assert "Traceback" not in stderr  # the workers' logs stay out
+    assert f"traceaug: rank 3 failed: {job / 'rank3.json'}: " in stderr
+    assert "truncated" in stderr
+    assert stderr.rstrip().endswith("1 of 4 ranks failed: rank(s) 3; nothing was written")
     assert not out.exists() or not any(out.iterdir())  # no output, no temporary file
 
 
-def test_failing_rank_does_not_stop_the_others(tmp_path: Path) -> None:
+def test_failing_rank_does_not_stop_the_others(tmp_path: Path, used: list) -> None:
     """Through the pool, the other ranks' results all arrive before the run fails."""
     from traceaug.errors import TraceaugError
-    from traceaug.job.api import gather
-    from traceaug.job.tasks import gpu_rank
 
     job = _with_truncated_rank(tmp_path)
     arrived = []
+    options = job_run.JobOptions(progress=False)
+    work = job_run.Work("gpu_steps", parts.ops, opens=parts.open_ops)  # each rank's GPU ops
     with pytest.raises(TraceaugError, match=r"1 of 4 ranks failed: rank\(s\) 3"):
-        gather(job, gpu_rank, "gpu_steps", job=job_run.JobOptions(progress=False),
-               on_result=lambda rank, ops: arrived.append((rank, len(ops.ops["ts"]))))
+        job_run.run(work, job_run.items_of(options.select(job)), options,
+                    on_result=lambda rank, ops: arrived.append((rank, len(ops.ops["ts"]))))
+    assert len(used) == 1 and isinstance(used[0], ex.LocalPool), used
     assert sorted(r for r, _ in arrived) == [0, 1, 2]
     assert all(n > 0 for _, n in arrived)
 
 
-def flaky(file, options: dict) -> int:
+def flaky(path: Path, item: job_run.Item) -> int:
     """Fails the first time it runs for a file (a marker beside it says so), then counts
     the file's bytes."""
-    marker = Path(str(file.path) + ".tried")
+    marker = Path(str(path) + ".tried")
     if not marker.exists():
         marker.write_text("1")
         raise OSError("worker lost")
-    return file.path.stat().st_size
+    return path.stat().st_size
 
 
 @pytest.mark.parametrize("retries", [1, 0])
 def test_a_failing_rank_is_tried_again(tmp_path: Path, retries: int) -> None:
     from traceaug.errors import TraceaugError
-    from traceaug.job.ranks import select
 
     job = tmp_path / "job"
     job.mkdir()
     for r in range(3):
         (job / f"rank{r}.json").write_text("{}" + " " * r)
-    items = [(f.rank, (f, {})) for f in select(job)]
-    options = job_run.JobOptions(retries=retries, progress=False)
+    work = job_run.Work("analysis", flaky, opens=parts.local_file)  # each rank's file as a path
     with ex.LocalPool(2) as pool:
+        options = job_run.JobOptions(retries=retries, progress=False, executor=pool)
+        items = job_run.items_of(options.select(job))
         if retries:
-            assert job_run.run_ranks(flaky, items, pool, options) == {0: 2, 1: 3, 2: 4}
+            assert job_run.run(work, items, options) == {0: 2, 1: 3, 2: 4}
         else:
             with pytest.raises(TraceaugError, match=r"3 of 3 ranks failed: rank\(s\) 0, 1, 2"):
-                job_run.run_ranks(flaky, items, pool, options)
+                job_run.run(work, items, options)
 
 
 def _bad_entries(job: Path) -> list[str]:
@@ -404,24 +533,46 @@ def test_diff_explain_of_jobs_goes_on_without_unreadable_ranks(tmp_path: Path) -
     assert json.loads(r.stdout) == json.loads(want.stdout)
 
 
-def test_load_job_reads_each_rank_once(cluster, tmp_path: Path) -> None:
-    """``load_job`` (its ranks read on the Dask cluster): the analyses of ``traceaug.analyses``
-    take the Job and reuse its tables: they still answer once the files are gone, and equal
-    those read from the directory here."""
-    import traceaug
+# ``load_job`` on the cluster, in a process of its own: the job's results pickled to argv[3].
+LOAD_JOB = """\
+import pickle, shutil, sys
+import traceaug
+import traceaug.analyses as ta
+
+job_dir, address, out = sys.argv[1:]
+job = traceaug.load_job(job_dir, scheduler=address)
+got = {"ranks": job.ranks, "kernels": ta.kernels(job)}
+shutil.rmtree(job_dir)  # a second read would fail now
+got["breakdown"] = ta.temporal_breakdown(job, rank=5)
+got["launches"] = len(ta.launch_summary(job))
+job.close()
+with open(out, "wb") as f:
+    pickle.dump(got, f)
+"""
+
+
+def test_load_job_reads_each_rank_once(cluster: Cluster, tmp_path: Path) -> None:
+    """``load_job`` (its ranks read on the Dask cluster, each once: one task per rank for three
+    analyses): the analyses of ``traceaug.analyses`` take the Job and reuse its tables: they
+    still answer once the files are gone, and equal those read from the directory here."""
+    import pickle
+
     import traceaug.analyses as ta
 
     job_dir = tmp_path / "job"
     shutil.copytree(shared_trace(JOB), job_dir)
     want_kernels = ta.kernels(job_dir)
     want_breakdown = ta.temporal_breakdown(_files(job_dir)[5])
-    job = traceaug.load_job(job_dir, scheduler=cluster.scheduler_address)
-    assert job.ranks == list(range(8))
-    assert ta.kernels(job).equals(want_kernels)
-    shutil.rmtree(job_dir)  # a second read would fail now
-    assert ta.temporal_breakdown(job, rank=5).equals(want_breakdown)
-    assert len(ta.launch_summary(job)) == 8
-    job.close()
+    before = cluster.executed()
+    subprocess.run([sys.executable, "-c", LOAD_JOB, str(job_dir), cluster.address,
+                    str(tmp_path / "got.pickle")], check=True)
+    assert cluster.executed() - before == 8
+    assert not job_dir.exists()
+    got = pickle.loads((tmp_path / "got.pickle").read_bytes())
+    assert got["ranks"] == list(range(8))
+    assert got["kernels"].equals(want_kernels)
+    assert got["breakdown"].equals(want_breakdown)
+    assert got["launches"] == 8
 
 
 def test_pool_size_is_cores_ranks_and_memory() -> None:
@@ -434,27 +585,39 @@ def test_pool_size_is_cores_ranks_and_memory() -> None:
     assert ex.rank_peak(100 << 20, "gpu_steps") < ex.rank_peak(100 << 20, "full")
 
 
+# ``report JOB``'s task (``commands.report``: the report's part of each rank's GPU ops and its
+# collective tables, from one load) three times in one process started as a pool worker is
+# (``processes.child_start`` with the worker's runtime); then its peak (VmHWM).
+REPORT_RANK = """\
+import sys
+from pathlib import Path
+from traceaug import processes, runtime
+from traceaug.analysis import report
+from traceaug.job import parts
+from traceaug.job.run import Item, Work, task
+from traceaug.read.ranks import TraceFile
+
+processes.child_start(runtime.Runtime().for_worker())
+work = Work("collectives", parts.part, {"fn": report.part, "in_job": True, "step": None, "top": 10},
+            parts.open_ops_and_tables)
+for _ in range(3):
+    task(work, Item(0, TraceFile(Path(sys.argv[1]), 0)), runtime.current())
+print([int(x.split()[1]) * 1024 for x in open("/proc/self/status") if x.startswith("VmHWM:")][0])
+"""
+
+
 def test_every_load_kind_has_a_measured_peak_that_bounds_a_real_rank(tmp_path: Path) -> None:
     """Each load kind has its measured factor (``bench/rank_peak.py``; none falls back to
     another kind's), and ``report JOB``'s task on a real 9.8 MB rank, run as a pool worker
     runs it (three ranks in one process: from the second, the worker keeps its engine's start
     image), peaks (its VmHWM) under the estimate the pool is sized by."""
-    import subprocess
-    import sys
-
     from traceaug.read.kinds import KINDS
 
     assert set(ex.PEAK_PER_BYTE) == set(KINDS)
     raw = tmp_path / "rank.json"
     with gzip.open(shared_trace("kineto/a100_nccl_rank0_of2.json.gz")) as g:
         raw.write_bytes(g.read())
-    child = ("import os, sys; os.environ['TRACEAUG_POOL_WORKER'] = '1'\n"
-             "from pathlib import Path\nfrom traceaug.job import tasks\n"
-             "from traceaug.job.ranks import TraceFile\n"
-             "for _ in range(3): tasks.report_rank(TraceFile(Path(sys.argv[1]), 0), {})\n"
-             "print([int(x.split()[1]) * 1024 for x in open('/proc/self/status') "
-             "if x.startswith('VmHWM:')][0])")
-    out = subprocess.run([sys.executable, "-c", child, str(raw)], capture_output=True,
+    out = subprocess.run([sys.executable, "-c", REPORT_RANK, str(raw)], capture_output=True,
                          text=True, check=True)
     assert int(out.stdout) <= ex.rank_peak(raw.stat().st_size, "collectives")
 
@@ -510,15 +673,18 @@ def _generated_job(directory: Path, ranks: int = 32) -> dict[int, dict[str, int]
     return want
 
 
-def test_generated_32_ranks_on_dask_equal_the_pool_and_the_raw_json(cluster, tmp_path: Path) -> None:
+def test_generated_32_ranks_on_dask_equal_the_pool_and_the_raw_json(cluster: Cluster,
+                                                                     tmp_path: Path) -> None:
     """32 generated ranks: per rank, the kernel counts of the raw JSON; the Dask cluster's
-    output byte for byte the local pool's."""
+    output (each rank's task run by its workers) byte for byte the local pool's."""
     want = _generated_job(tmp_path / "job")
     local = _cli("kernels", str(tmp_path / "job"), "--format", "json")
-    dask = _cli("kernels", str(tmp_path / "job"), "--format", "json",
-                "--scheduler", cluster.scheduler_address)
-    assert local.exit_code == dask.exit_code == 0, local.output + dask.output
-    assert dask.stdout == local.stdout
+    assert local.exit_code == 0, local.output
+    dask, ran = cluster.run("kernels", str(tmp_path / "job"), "--format", "json",
+                            "--scheduler", cluster.address)
+    assert dask.returncode == 0, dask.stderr.decode()
+    assert ran == 32
+    assert dask.stdout == local.stdout_bytes
     rows = json.loads(local.stdout)["kernels"]
     got: dict = {r: {} for r in want}
     for row in rows:
@@ -529,11 +695,6 @@ def test_generated_32_ranks_on_dask_equal_the_pool_and_the_raw_json(cluster, tmp
 def test_ctrl_c_on_a_local_cluster_run_leaves_nothing(tmp_path: Path) -> None:
     """SIGINT once the run's Dask workers are up: exit 130, no output directory, no temporary
     file, and none of the processes it started left running."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
     psutil = pytest.importorskip("psutil")
     _generated_job(tmp_path / "job", ranks=16)
     out = tmp_path / "out"
@@ -560,3 +721,15 @@ def _is_worker(p) -> bool:
         return "spawn_main" in " ".join(p.cmdline())
     except Exception:
         return False
+
+
+def test_no_thread_is_left_in_this_process(cluster: Cluster, tmp_path: Path) -> None:
+    """After this module's Dask runs (whatever the order: its cluster is up here, and a job
+    runs through the local pool first): this process has no thread but the main one and
+    traceaug's signal watcher, so traceaug still forks its children (``processes.can_fork``),
+    as other modules' tests assert."""
+    cluster.executed()
+    r = _cli("kernels", str(shared_trace(JOB)), "--format", "csv")
+    assert r.exit_code == 0, r.output
+    assert other_threads() == []
+    assert processes.can_fork()

@@ -14,10 +14,12 @@ from pathlib import Path
 import kineto_gen as kg
 import pytest
 
-from traceaug.commands import analyses
-from traceaug.job.ranks import TraceFile
-from traceaug.job.tasks import analysis_rank, gpu_rank
+from traceaug.analysis import kernels, report
+from traceaug.job import parts
+from traceaug.job.run import Item, Work, task
+from traceaug.read.ranks import TraceFile
 from traceaug.report.analyses_html import analyses as page
+from traceaug.runtime import Runtime
 
 NAMES = ("gemm_kernel", "relu_kernel", "softmax_kernel", "layernorm_kernel")
 
@@ -46,17 +48,33 @@ def ranks(tmp_path_factory: pytest.TempPathFactory) -> dict[int, TraceFile]:
     return {n: _rank(d / f"rank_{n}.json", n) for n in (100, 5000)}
 
 
+WORKER = Runtime(progress=False).for_worker()
+
+
+def _task(file: TraceFile, work: Work):
+    """``work``'s task on ``file``, as a job's worker runs it."""
+    return task(work, Item(file.rank, file), WORKER)
+
+
 def _sent(file: TraceFile, part, collectives: bool = False) -> bytes:
-    """What ``file``'s task sends back, as it crosses a process."""
-    return pickle.dumps(analysis_rank(file, {"progress": False}, part, True, collectives))
+    """What ``file``'s task of an analysis command sends back, as it crosses a process."""
+    work = Work("collectives" if collectives else "gpu_steps", parts.part,
+                {"fn": part.func, "in_job": True, **part.keywords},
+                parts.open_ops_and_tables if collectives else parts.open_ops)
+    return pickle.dumps(_task(file, work))
+
+
+def _ops(file: TraceFile):
+    """A rank's GPU ops, as ``traceaug.load_job`` keeps them."""
+    return _task(file, Work("gpu_steps", parts.ops, opens=parts.open_ops))
 
 
 def test_a_ranks_kernels_result_does_not_grow_with_its_kernels(ranks: dict) -> None:
     """``kernels``' per-rank result: one row per kernel name (4 here), whether the rank ran
     200 kernels or 10,000; its GPU ops, which the main process used to receive, grow 50×."""
-    part = partial(analyses.kernels_part, step=None)
+    part = partial(kernels.part, step=None)
     small, big = (_sent(ranks[n], part) for n in (100, 5000))
-    ops = {n: len(pickle.dumps(gpu_rank(ranks[n], {"progress": False}))) for n in (100, 5000)}
+    ops = {n: len(pickle.dumps(_ops(ranks[n]))) for n in (100, 5000)}
     assert ops[5000] > 20 * ops[100]  # the old result: every op
     assert len(big) <= len(small) + 256, (len(small), len(big))
     tables = pickle.loads(big).tables
@@ -64,13 +82,13 @@ def test_a_ranks_kernels_result_does_not_grow_with_its_kernels(ranks: dict) -> N
     assert tables["kernels"]["count"].tolist() == [2500] * 4  # 2 steps × 5,000 / 4 names
 
 
-@pytest.mark.parametrize("part", [partial(analyses.report_part, step=None, top=10),
+@pytest.mark.parametrize("part", [partial(report.part, step=None, top=10),
                                   partial(page, step=None)], ids=["report", "report-html"])
 def test_a_ranks_report_result_holds_no_ops(ranks: dict, part) -> None:
     """``report``'s per-rank result (text and page, with the rank's collective tables):
     no ``GpuOps`` in it, and a small part of the ops' size on a rank of 10,000 kernels."""
     sent = _sent(ranks[5000], part, collectives=True)
-    ops = len(pickle.dumps(gpu_rank(ranks[5000], {"progress": False})))
+    ops = len(pickle.dumps(_ops(ranks[5000])))
     assert b"GpuOps" not in sent
     result = pickle.loads(sent)
     assert result.ops == 10_000 and result.error is None
@@ -118,17 +136,17 @@ def job_ranks(tmp_path_factory: pytest.TempPathFactory) -> dict[int, TraceFile]:
 
 
 def test_a_ranks_collective_tables_do_not_grow_with_its_other_events(job_ranks: dict) -> None:
-    """``collectives`` / ``stragglers`` / ``merge``'s per-rank result (``collectives_rank``)
+    """``collectives`` / ``stragglers`` / ``merge``'s per-rank result (``commands.collectives``)
     and ``report JOB``'s collective tables: as small for a rank of 10,000 CPU ops and kernels
     as for one of 200 (the old result carried every op); what names a cause still comes back:
     per name, the time of the ops between the two all-reduces (step 1's)."""
-    from traceaug.job.tasks import collectives_rank
+    from traceaug.commands.collectives import TABLES
 
-    found = {n: collectives_rank(job_ranks[n], {"progress": False}) for n in (100, 5000)}
+    found = {n: _task(job_ranks[n], TABLES) for n in (100, 5000)}
     small, big = (len(pickle.dumps(found[n])) for n in (100, 5000))
     assert len(found[5000].colls) == 2
     assert big <= small + 512, (small, big)
-    part = partial(analyses.report_part, step=None, top=10)
+    part = partial(report.part, step=None, top=10)
     sent = {n: pickle.loads(_sent(job_ranks[n], part, collectives=True)).collectives
             for n in (100, 5000)}
     assert len(pickle.dumps(sent[5000])) <= len(pickle.dumps(sent[100])) + 512
@@ -152,7 +170,7 @@ def test_finding_the_ranks_holds_no_files_first_bytes(tmp_path: Path) -> None:
     ones (not the names': the files are named in reverse)."""
     import tracemalloc
 
-    from traceaug.job.ranks import resolve
+    from traceaug.read.ranks import resolve
 
     pad = [{"ph": "i", "name": "pad", "pid": 1, "tid": 1, "ts": kg.BASE_US + i, "s": "t",
             "args": {"text": "x" * 200}} for i in range(6000)]

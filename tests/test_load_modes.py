@@ -11,7 +11,8 @@ import pytest
 from conftest import plan_fields, shared_trace, started_by
 
 import traceaug
-from traceaug.read import chunks, normalize, pass1, source, workers
+from traceaug import processes
+from traceaug.read import chunks, normalize, pass1, source
 from traceaug.read.rebase import Rebase
 
 # B200: fractional epoch-µs and 38 overlap lanes; A100: negative tids; V100: ns resolution.
@@ -67,7 +68,7 @@ def test_workers_plan_exactly_as_this_process(full: bool, how: str, monkeypatch)
     monkeypatch.setattr(source, "BLOCK", 256 << 10)
     here = normalize.plan(path, full=full, workers=0)
     with started_by(how):
-        assert workers.can_fork() == (how == "fork")
+        assert processes.can_fork() == (how == "fork")
         there = normalize.plan(path, full=full, workers=2)
     assert len(here.chunk_first_seq) > 10
     assert here.moved_slices == 42  # the 38 kernels and 4 CPU events Perfetto would drop

@@ -148,7 +148,7 @@ def _export_with_rank(src: Path, dst: Path, rank: int | None) -> Path:
 def test_directory_of_exports_resolves_ranks(tmp_path):
     """Per-rank exports in a directory: the rank nsys recorded (its MPI thread name) wins over
     the file name, which counts when nsys recorded none."""
-    from traceaug.job.ranks import resolve, select
+    from traceaug.read.ranks import resolve, select
 
     src = shared_trace(SAXPY)
     runs = tmp_path / "runs"

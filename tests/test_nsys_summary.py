@@ -12,9 +12,10 @@ import pytest
 from click.testing import CliRunner
 from conftest import shared_trace
 
+import traceaug
 from traceaug.analysis import gpa_summary as gpa
 from traceaug.cli import main
-from traceaug.commands import summary as cmd
+from traceaug.report.gpa_text import render_text
 
 
 def _run(*args):
@@ -214,8 +215,8 @@ def test_config_errors_name_the_file(tmp_path):
 def test_render_text_matches_the_analyzer_layout():
     """Rows of the text report carry the same figures as the JSON (one renderer, one source)."""
     cfg = shared_trace("nsys/gpa/gpt5b_fp8_config.json")
-    results = cmd.run([], cfg, None, None, None, None)
-    text = cmd.render_text(results)
+    results = traceaug.summary(config=cfg)
+    text = render_text(results)
     line = next(x for x in text.splitlines() if x.startswith("fp8_gemm"))
     assert line.split()[1:3] == ["109.21", "360"]
 

@@ -191,18 +191,18 @@ def test_moves_the_same_from_the_childs_plan(tmp_path: Path) -> None:
     src = shared_trace("kineto/a100_simple_add_cuda_sync.json.gz")
     child, api = tmp_path / "child.json", tmp_path / "api.json"
     took = []
-    real_take = prefetch.Prefetched.take
+    real_take = prefetch.take
 
-    def take(self, path, **kind):
-        plan = real_take(self, path, **kind)
+    def take(path, kind):
+        plan = real_take(path, kind)
         took.append(plan is not None)
         return plan
 
-    prefetch.Prefetched.take = take
+    prefetch.take = take
     try:
         assert cli("patterns", str(src), str(child)).exit_code == 0
     finally:
-        prefetch.Prefetched.take = real_take
+        prefetch.take = real_take
     assert took == [True]  # the child's plan was used
     traceaug.patterns(src, api)
     assert child.read_bytes() == api.read_bytes()

@@ -129,3 +129,31 @@ def test_our_init_sets_what_upstream_init_sets() -> None:
     assert upstream == {"config", "platform_delegate", "protos", "resolver_registry", "_backend",
                         "http"}, f"perfetto upgrade: TraceProcessor.__init__ now sets {upstream}"
     assert upstream <= assigned(Ours.__init__)
+
+
+AS_PANDAS = """
+import sys
+from traceaug.engine.imports import perfetto_light
+perfetto_light()
+import perfetto.common.query_result_iterator as q
+print("pandas unrun", type(sys.modules["pandas"]).__name__ == "_LazyModule", q.HAS_PANDAS)
+from traceaug.engine.backend import TraceProcessor
+tp = TraceProcessor()
+tp.backend.parse(b'{"traceEvents":[{"ph":"X","name":"k","pid":1,"tid":2,"ts":5,"dur":3}]}')
+tp.backend.notify_eof()
+df = tp.query("SELECT name, dur FROM slice").as_pandas_dataframe()
+print(type(df).__name__, df.to_dict("records"))
+"""
+
+
+def test_as_pandas_dataframe_works_with_the_light_perfetto_import() -> None:
+    """The command line imports the perfetto API with pandas unrun (``engine.imports``, for
+    perfetto==0.59.1, whose ``query_result_iterator`` binds ``pd`` and ``HAS_PANDAS`` at
+    import): upstream's ``as_pandas_dataframe`` still works, pandas running on first use."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", AS_PANDAS], capture_output=True, text=True,
+                         timeout=300, cwd=ROOT)
+    assert out.stdout.splitlines() == ["pandas unrun True True",
+                                       "DataFrame [{'name': 'k', 'dur': 3000}]"], out.stderr

@@ -18,12 +18,13 @@ from rawjson import ns
 
 import traceaug
 from traceaug.cli import main
-from traceaug.commands.counters import COUNTERS
 from traceaug.read.kinds import KINDS, kind_of
+from traceaug.read.marker import find_marker
+from traceaug.read.ranks import select
 from traceaug.read.source import read_all
 from traceaug.rewrite import events as ev
 from traceaug.rewrite import pipeline
-from traceaug.rewrite.splice import find_marker
+from traceaug.rewrite.counters import REWRITER as COUNTERS
 
 SMALL = TESTDATA / "small_training.json.gz"
 MARK_TID = 999_999  # a thread the test rewriter adds to the CPU process (pid 1000)
@@ -71,8 +72,15 @@ def marks_summary(results: list[dict], fmt: str) -> str:
     return "".join(f"{r['file']}: {r.get('steps', 0)} marks\n" for r in results)
 
 
-MARKS = pipeline.Rewriter(name="marks", kind="analysis", compute=marks_compute,
-                          summary=marks_summary)
+MARKS = pipeline.Rewriter(name="marks", kind="analysis", compute=marks_compute)
+
+
+def rewrite(rewriter: pipeline.Rewriter, src: Path, out: Path, options: dict,
+            keep_bytes: bool = False) -> str:
+    """``rewriter`` through the pipeline on one file, and the marks' summary of it."""
+    found = pipeline.targets(src, out, select(src))
+    return marks_summary(pipeline.results(rewriter, found, options, keep_bytes=keep_bytes),
+                         "table")
 
 
 def errors(trace) -> dict:
@@ -130,7 +138,7 @@ def test_sync_kind_keeps_sync_events_with_their_args_and_every_runtime_call() ->
 # ----- event builders, reloaded in the engine -------------------------------------------
 def test_builders_reload_as_slices_flows_instants_and_names(tmp_path: Path) -> None:
     out = tmp_path / "marks.json"
-    text = pipeline.run(MARKS, SMALL, out, {"k": 1})
+    text = rewrite(MARKS, SMALL, out, {"k": 1})
     assert text == f"{SMALL}: 3 marks\n"
     answers = json.loads((TESTDATA / "small_training.answers.json").read_text())
     raw = json.loads(read_all(SMALL), parse_float=Decimal)["traceEvents"]
@@ -258,7 +266,7 @@ def test_two_rewriters_chain_in_either_order(tmp_path: Path, order: tuple[str, s
     for i, name in enumerate([*order, order[0]]):  # the first one again at the end
         out = tmp_path / f"step{i}.json"
         rewriter, options = rewriters[name]
-        pipeline.run(rewriter, src, out, options, keep_bytes=True)  # bytes checked below
+        rewrite(rewriter, src, out, options, keep_bytes=True)  # bytes checked below
         src = out
     events = raw_events(src)
     assert sum(e.get("ph") == "C" for e in events) == 46
@@ -313,8 +321,7 @@ def test_an_edited_marker_is_an_error(tmp_path: Path) -> None:
 def test_a_traceaug_output_is_an_input_unless_beside_its_inputs(tmp_path: Path) -> None:
     own = TESTDATA / "rank_dir" / "node-b.4242.1712198313370.pt.trace.traceaug.json"
     out = tmp_path / "out.json"  # an older marker (no event counts): replaced, its events kept
-    pipeline.run(pipeline.Rewriter("none", "analysis", lambda t, o: ({}, []), marks_summary),
-                 own, out, {})
+    rewrite(pipeline.Rewriter("none", "analysis", lambda t, o: ({}, [])), own, out, {})
     assert marker_of(out)["rewriters"] == [{"name": "none", "version": traceaug.__version__,
                                             "options": {}, "events": 0, "bytes": 0}]
     assert raw_events(out) == raw_events(own)

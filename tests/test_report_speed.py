@@ -22,8 +22,8 @@ from traceaug.report.plotly_inline import packed_plotly
 
 STARTUP = """
 import json, sys
-from traceaug.cli import _perfetto_api_without_pandas
-_perfetto_api_without_pandas()
+from traceaug.engine.imports import perfetto_light
+perfetto_light()
 import perfetto.trace_processor.api  # noqa: F401
 before = sorted(m for m in ("ssl", "email.parser", "http.client", "logging", "numpy.ma")
                 if m in sys.modules and type(sys.modules[m]).__name__ == "module")
@@ -43,8 +43,8 @@ def test_perfetto_api_imports_no_http_until_used():
 
 THREADS = """
 import sys, threading
-from traceaug.cli import _perfetto_api_without_pandas
-_perfetto_api_without_pandas()
+from traceaug.engine.imports import perfetto_light
+perfetto_light()
 from urllib import request  # unrun: running it reads http.client, unrun too
 errors = []
 def use():

@@ -377,15 +377,14 @@ def test_ctrl_c_stops_a_long_query_within_a_second(tmp_path: Path) -> None:
 
 FORK_WITH_A_SIGNAL = """
 import os, signal, sys
-from traceaug import interrupt
-from traceaug.read import workers
+from traceaug import interrupt, processes
 interrupt.install(command_line=True)
 sig = int(sys.argv[1])
 # The signal lands while Python runs its at-fork callbacks in the parent (logging's
 # _releaseLock is one): the moment a Ctrl-C ~0.3 s into `counters` hit 4 times in 200.
 os.register_at_fork(after_in_parent=lambda: os.kill(os.getpid(), sig))
 try:
-    child = workers.fork(lambda _, out: out.write(b"done"))
+    child = processes.fork(lambda _, out: out.write(b"done"))
     print("not interrupted")
 except interrupt.Interrupted as e:
     print("interrupted", e.exit_code)
@@ -409,23 +408,25 @@ from traceaug import interrupt
 from traceaug.job.executor import LocalPool
 interrupt.install(command_line=True)
 sig = int(sys.argv[1])
-pool = LocalPool(1)
 os.register_at_fork(after_in_parent=lambda: os.kill(os.getpid(), sig))
+pool = None
 try:
-    pool.submit(abs, -1)  # the pool forks its worker here
+    pool = LocalPool(1)  # the pool forks its worker here
+    pool.submit(abs, -1)
     print("not interrupted")
 except interrupt.Interrupted as e:
     print("interrupted", e.exit_code)
 finally:
-    pool.close(cancel=True)
+    if pool is not None:
+        pool.close(cancel=True)
 """
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_while_the_job_pool_forks_is_no_ignored_exception(tmp_path: Path, sig: int) -> None:
-    """The job's local pool forks its workers inside ``submit``: a signal in the at-fork
-    callbacks was "Exception ignored in: <function _releaseLock>" and a traceback (`patterns
-    DIR` in a CI run of the many-points test). Held until the fork is done, then raised."""
+    """The job's local pool forks its workers: a signal in the at-fork callbacks was
+    "Exception ignored in: <function _releaseLock>" and a traceback (`patterns DIR` in a CI run
+    of the many-points test). Held until the fork is done, then raised."""
     proc = subprocess.run([sys.executable, "-c", POOL_FORK_WITH_A_SIGNAL, str(int(sig))],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path,
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
@@ -435,12 +436,11 @@ def test_a_signal_while_the_job_pool_forks_is_no_ignored_exception(tmp_path: Pat
 
 CLOSE_WITH_A_SIGNAL = """
 import gc, os, signal, sys, threading, time
-from traceaug import interrupt
-from traceaug.read import workers
+from traceaug import interrupt, processes
 interrupt.install(command_line=True)
 sig = int(sys.argv[1])
-pool = workers.Pool(1)
-slow = workers.fork(lambda _, out: time.sleep(5))  # a worker still ending when the pool closes
+pool = processes.Workers(1)
+slow = processes.fork(lambda _, out: time.sleep(5))  # a worker still ending when the pool closes
 interrupt.watch_child(slow)
 pool.procs.append(slow)
 
@@ -519,17 +519,15 @@ def test_a_signal_inside_an_import_stops_the_command_after_it(tmp_path: Path, si
 
 
 IMPORTS = """
-import signal, sys
-sys.argv = ["-m"]  # as under python -m traceaug
-seen = []
+import runpy, signal, sys
 
-class Watch:  # records, for each module imported from here on, whether SIGTERM is caught yet
+class Watch:  # says, for each module imported from here on, whether SIGTERM is caught yet
     def find_spec(self, name, path=None, target=None):
-        seen.append((name, signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL))
+        print(repr((name, signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL)), flush=True)
 
 sys.meta_path.insert(0, Watch())
-import traceaug
-print(seen)
+sys.argv = ["traceaug", "--version"]
+runpy.run_module("traceaug", run_name="__main__", alter_sys=True)  # as python -m traceaug
 """
 
 
@@ -540,6 +538,8 @@ def test_handlers_are_in_place_before_traceaug_imports_its_modules() -> None:
     ``report`` got a KeyboardInterrupt traceback from ``import threading``)."""
     res = subprocess.run([sys.executable, "-c", IMPORTS], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
-    seen = eval(res.stdout)  # noqa: S307 -- our own repr of a list of tuples
+    seen = [eval(line) for line in res.stdout.splitlines() if line.startswith("(")]  # noqa: S307
     before = [name for name, caught in seen if not caught]
-    assert seen and all(name in ("traceaug", "traceaug.startup") for name in before), before
+    assert len(seen) > 20 and "traceaug.cli" in [n for n, _ in seen], seen
+    assert all(name in ("traceaug", "traceaug.__main__", "traceaug.startup") for name in before), \
+        before

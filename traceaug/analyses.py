@@ -23,32 +23,34 @@ from .analysis import gaps as gp
 from .analysis import kernels as kn
 from .analysis import launches as ln
 from .analysis.gpu_steps import LOAD, GpuOps, gpu_ops
-from .analysis.tables import Columns, frame
-from .commands.analyses import concat, public
+from .analysis.tables import Columns, concat, frame
+from .report.sections import public
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .job.api import Job
+    from .job.loaded import Job
     from .trace import Trace
 
     Source = str | Path | Trace | Job  # a file, a directory of ranks, a loaded trace or job
 
 
 def _ranks(source: Source, rank: int | None) -> list[GpuOps]:
-    from .job.api import Job, gather
-    from .job.run import JobOptions
-    from .job.storage import is_url
-    from .job.tasks import gpu_rank
+    from . import runtime
+    from .job import parts
+    from .job.loaded import Job
+    from .job.run import JobOptions, Work, items_of, run
+    from .read.ranks import select
     from .trace import Trace as Loaded
 
     if isinstance(source, Loaded):
         return [gpu_ops(source)]
     if isinstance(source, Job):  # read once: every analysis of the job reuses its tables
         return source.gpu_ops(rank)
-    where = source if is_url(source) else Path(source)
-    return list(gather(where, gpu_rank, LOAD["kind"], rank, JobOptions(progress=False),
-                       {"progress": False}).values())
+    with runtime.using(progress=False):
+        done = run(Work(LOAD["kind"], parts.ops, opens=parts.open_ops),
+                   items_of(select(source, rank)), JobOptions(progress=False))
+    return list(done.values())
 
 
 def _each(source: Source, rank: int | None, fn) -> pd.DataFrame:
@@ -60,18 +62,16 @@ def kernels(source: Source, step: int | None = None, rank: int | None = None,
     """Per GPU op name (kernels, copies, sets): ``rank``, ``name``, ``type`` (computation /
     communication / memory), ``count``, ``total_ns``, ``mean_ns``, ``std_ns``, ``min_ns``,
     ``max_ns``, ``launches_pct``, ``time_pct``. ``kind``: comp, comm or mem only."""
-    return _each(source, rank, lambda g: kn.sort(kn.kernel_table(g, step, kind), sort))
+    return _each(source, rank, lambda g: kn.sort_by(kn.kernel_table(g, step, kind), sort))
 
 
 def kernels_across_ranks(source: Source, step: int | None = None) -> pd.DataFrame:
     """Per kernel name over the ranks: ``name``, ``type``, ``ranks``, ``mean_total_ns``,
     ``min_total_ns``, ``max_total_ns``, ``max_total_rank``; communication kernels matched across
     ranks also ``mean_wait_ns``, ``mean_transfer_ns`` and ``waited_for_rank``."""
-    from .commands.analyses import comm_rows, comm_split
-
     ranks = _ranks(source, None)
     return frame(public(kn.across_ranks([kn.kernel_table(g, step) for g in ranks],
-                                        comm_split([comm_rows(g, step) for g in ranks]))))
+                                        kn.comm_split([kn.comm_rows(g, step) for g in ranks]))))
 
 
 def stream_gaps(source: Source, step: int | None = None, rank: int | None = None) -> pd.DataFrame:

@@ -16,7 +16,7 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -25,7 +25,8 @@ from . import interrupt
 _lock = threading.Lock()
 _pending: list[tuple[str, Path]] | None = None  # (temporary, final) while a run is open
 _stdout_spools: set[Path] = set()  # temporary files that stand for "-" (stdout)
-_remote: dict[Path, str] = {}  # a local stand-in (file or directory) -> the URL it is uploaded to
+# a local stand-in (file or directory) -> the URL it is uploaded to, and how
+_remote: dict[Path, tuple[str, Callable[[str, str], None]]] = {}
 
 
 def _finish_mode(tmp: str) -> None:
@@ -89,17 +90,18 @@ def _undo(placed: list[tuple[Path, str | None, bool]]) -> None:
                 os.replace(old, path)
 
 
-def remote(local: Path, url: str) -> None:
+def remote(local: Path, url: str, upload: Callable[[str, str], None]) -> None:
     """Files written at ``local`` (or, for a directory, in it) go to ``url`` (or under it) when
-    the run commits (``job.storage.upload``: all of a file or nothing)."""
-    _remote[Path(local)] = url.rstrip("/") if url.endswith("/") else url
+    the run commits, by ``upload(file, url)`` (all of a file or nothing)."""
+    _remote[Path(local)] = (url.rstrip("/") if url.endswith("/") else url, upload)
 
 
-def _url_of(path: Path) -> str | None:
+def _url_of(path: Path) -> tuple[str, Callable[[str, str], None]] | None:
     if path in _remote:
         return _remote[path]
     if path.parent in _remote:
-        return f"{_remote[path.parent]}/{path.name}"
+        url, upload = _remote[path.parent]
+        return f"{url}/{path.name}", upload
     return None
 
 
@@ -108,11 +110,9 @@ def _commit(pending: list[tuple[str, Path]]) -> None:
     try:
         for tmp, path in pending:
             interrupt.check()  # a signal during the commit undoes it, as a failure does
-            url = _url_of(Path(path))
-            if url is not None:  # all of the object or nothing (an interrupt discards it)
-                from .job import storage
-
-                storage.upload(tmp, url, storage.current())
+            remote = _url_of(Path(path))
+            if remote is not None:  # all of the object or nothing (an interrupt discards it)
+                remote[1](tmp, remote[0])
                 os.unlink(tmp)
                 continue
             with interrupt.deferred():  # never stopped between moving aside and renaming
@@ -142,7 +142,7 @@ def _commit(pending: list[tuple[str, Path]]) -> None:
 
 @contextlib.contextmanager
 def held() -> Iterator[list[tuple[str, Path]]]:
-    """In a worker process (``job.tasks``): hold the block's ``atomic_output`` files, complete
+    """In a job's worker process (``rewrite.pipeline``): hold the block's ``atomic_output`` files, complete
     but unrenamed, and give them (temporary, final) for the parent to ``adopt``; a failure
     removes them."""
     global _pending

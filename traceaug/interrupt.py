@@ -194,11 +194,8 @@ def held() -> Iterator[None]:
         _holding -= 1
 
 
-def reset_in_child() -> None:
-    """In a forked child: default signal actions, no inherited stop request."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.set_wakeup_fd(-1)  # the parent's watcher reads that pipe, not this process
+def forget() -> None:
+    """A new process (a forked child): no stop request inherited."""
     _requested.clear()
     _raised.clear()
 

@@ -62,10 +62,18 @@ def _special(value: str) -> bool:
 
 
 def is_url(value) -> bool:
-    """An fsspec URL (``s3://bucket/key``...), read by ``job.storage``, never a local path."""
-    from .job.storage import is_url as url
+    """An fsspec URL (``s3://bucket/key``...), read by ``read.storage``, never a local path."""
+    from .read.storage import is_url as url
 
     return url(value)
+
+
+def _upload(local: str, url: str) -> None:
+    """An output's upload when the run commits, with the command's storage options."""
+    from . import runtime
+    from .read import storage
+
+    storage.upload(local, url, runtime.current().storage)
 
 
 def name_of(value: Path | str) -> str:
@@ -135,7 +143,7 @@ class Output(click.ParamType):
                                     f"by {JOB_COMMANDS}")
             directory = value.endswith("/")
             dest = _spool_dir() / (name_of(value) or "out")
-            atomic.remote(dest, value)
+            atomic.remote(dest, value, _upload)
             _shown[str(dest)] = value.rstrip("/")
             return f"{dest}/" if directory and self.rank_dir else dest
         if self.rank_dir and value.endswith(("/", os.sep)):

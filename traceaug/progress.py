@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
+from . import runtime
+
 
 def shown() -> bool:
-    """Whether progress and notes are shown: stderr is a terminal, and TRACEAUG_NO_PROGRESS unset."""
-    return sys.stderr.isatty() and not os.environ.get("TRACEAUG_NO_PROGRESS")
+    """Whether progress and notes are shown (``runtime.Runtime.shows_progress``)."""
+    return runtime.current().shows_progress()
 
 
 def line(text: str = "") -> None:

@@ -9,6 +9,7 @@ be rebased for exactness); ``Trace.absolute`` maps them back.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from perfetto.trace_processor.api import TraceProcessorException
 
+from . import runtime
 from .engine.loader import load
 from .engine.results import typed_columns
 from .errors import TraceaugError
@@ -24,8 +26,6 @@ from .sql_modules import PACKAGE, modules_for, sql_modules
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from .read.prefetch import Prefetched
 
 SQL_PACKAGE = PACKAGE
 
@@ -42,12 +42,43 @@ def _series_values(column: np.ndarray):
     return column
 
 
+def frame(columns: dict[str, np.ndarray]) -> pd.DataFrame:
+    """``Trace.columns``' result as ``Trace.query`` gives it: a DataFrame, integers with NULL
+    as nullable ``Int64``."""
+    import pandas as pd  # here: the command line imports it only when a command needs it
+
+    return pd.DataFrame({name: _series_values(values) for name, values in columns.items()})
+
+
 def named_for(error: TraceaugError, read: Path, named: Path) -> TraceaugError:
     """``error`` naming ``named`` (the file the user gave) where it names ``read`` (the file
     read in its place: an nsys export's temporary conversion)."""
     if read == named:
         return error
     return TraceaugError(str(error).replace(str(read), str(named)).replace(read.name, named.name))
+
+
+@dataclass(frozen=True)
+class Detached:
+    """What a result keeps of its trace once the engine is closed (a job's task returns it):
+    where it came from, its rank and its absolute time base (engine ns + ``base_ns``)."""
+
+    path: Path | str
+    rank: int | None
+    base_ns: int
+    world_size: int | None = None
+
+    def absolute(self, ts: int) -> int:
+        return ts + self.base_ns
+
+    def close(self) -> None:
+        """Nothing to close: results may be used as a trace was (``with``)."""
+
+    def __enter__(self) -> Detached:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
 
 
 class Trace:
@@ -57,22 +88,22 @@ class Trace:
     "full", "gpu", "gpu_steps", "ops", "patterns", "sync", "collectives"; ``full=True`` and
     ``only="gpu"|"ops"`` are older names."""
 
-    def __init__(self, path: str | Path, tp_bin: str | None = None,
-                 memory64: bool | None = None, progress: bool | None = None,
-                 full: bool = False, only: str | None = None, workers: int | None = None,
-                 prefetched: Prefetched | None = None, kind: str | None = None) -> None:
+    def __init__(self, path: str | Path, kind: str | None = None, *,
+                 memory64: bool | None = None, on_plan=None, **options) -> None:
+        """``options``: ``tp_bin``, ``progress``, ``workers`` (this load's, over the runtime's:
+        ``runtime.Runtime``), or the older ``full`` / ``only`` in place of ``kind``."""
         from .read.inputs import trace_input
 
         self.path = Path(path)  # the file named: every message names it (an nsys export too)
+        older = {k: options.pop(k) for k in ("full", "only") if k in options}
         try:
-            load_kind = kind_of(kind, full=full, only=only)
+            load_kind = kind_of(kind, **older)
         except ValueError as e:
             raise TraceaugError(f"{self.path}: {e}") from None
         self.file = trace_input(path)  # the file read: an nsys export's Chrome JSON conversion
         try:
-            loaded = load(self.file, bin_path=tp_bin, memory64=memory64, show_progress=progress,
-                          kind=load_kind.name, workers=workers, prefetched=prefetched,
-                          label=self.path.name)
+            with runtime.using(**options):
+                loaded = load(self.file, load_kind.name, memory64, self.path.name, on_plan)
         except TraceaugError as e:
             raise named_for(e, self.file, self.path) from None
         self.tp = loaded.tp
@@ -145,10 +176,7 @@ class Trace:
         """Run PerfettoSQL into a DataFrame typed as ``columns`` types: int64, float64 (NULL
         as NaN), integers with NULL as pandas' nullable ``Int64`` (exact, NULL as <NA>), text
         as strings; a bad query raises ``TraceaugError`` with Perfetto's message."""
-        import pandas as pd  # here: cli._perfetto_api_without_pandas kept it out of upstream
-
-        return pd.DataFrame({name: _series_values(values)
-                             for name, values in self.columns(sql).items()})
+        return frame(self.columns(sql))
 
     def columns(self, sql: str) -> dict[str, np.ndarray]:
         """Run PerfettoSQL; each result column as a numpy array: int64 or float64 when every
@@ -184,6 +212,13 @@ class Trace:
             return
         self.execute(f"INCLUDE PERFETTO MODULE {module}")
         self._included |= _with_includes(module)
+
+    def detached(self, rank: int | None = None, named: str | None = None) -> Detached:
+        """This trace's ``Detached`` (its rank, else ``rank``; ``named``: what the user named,
+        a URL fetched to ``path``)."""
+        return Detached(named if named is not None else self.path,
+                        self.rank if self.rank is not None else rank, self.base_ns,
+                        self.world_size)
 
     def close(self) -> None:
         self.tp.close()

@@ -13,7 +13,7 @@ import numpy as np
 from .gpu_steps import GpuOps
 from .intervals import combination_segments, covered_by_mask, covered_in, int_groups
 from .sums import group_sums, total
-from .tables import Columns, objects
+from .tables import Columns, concat, objects
 
 KERNEL_WAIT_US = 30  # HTA's consecutive_kernel_delay
 TYPES = ("computation", "communication", "memory")
@@ -116,3 +116,15 @@ def idle_by_stream(g: GpuOps, step: int | None = None, kernel_wait_us: float = K
            "ratio": np.divide(idle, stream_total, out=np.zeros(n), where=stream_total != 0)}
     o = np.lexsort((out["category"].astype(str), out["stream"], out["device"]))
     return {k: v[o] for k, v in out.items()}
+
+
+def part(g: GpuOps, in_job: bool, step: int | None, kernel_wait_us: float) -> dict:
+    """A rank's part of the ``breakdown`` command: its temporal and idle breakdowns."""
+    return {"temporal": temporal(g, step), "idle": idle_by_stream(g, step, kernel_wait_us)}
+
+
+def combine(parts: list[dict]) -> list[tuple[str, Columns]]:
+    """The ``breakdown`` command's sections from each rank's ``part``."""
+    return [("temporal breakdown per step (GPU windows; step None = all steps)",
+             concat([p["temporal"] for p in parts])),
+            ("idle breakdown per stream (HTA's rules)", concat([p["idle"] for p in parts]))]

@@ -1,29 +1,31 @@
 """One rank's collectives as plain tables: the per-rank half of the collectives analysis.
 
-``extract(path, options)`` loads one trace (the "collectives" load kind) and returns a
-``RankTables``: small pandas tables and the rank's time base, nothing of the engine, so
-it pickles and runs in any executor's task (``analysis.collectives`` matches the tables of
-every rank). A collective instance is one NCCL / RCCL GPU kernel with its launch call and
-the CPU op that issued it (the ``record_param_comms`` op or ``nccl:*`` annotation holding
-the launch on its thread); its args come from the kernel, else from those ops.
+``tables(trace)`` of a trace loaded as ``LOAD`` is a ``RankTables``: small pandas tables and
+the rank's time base, nothing of the engine, so it pickles back from any executor's task
+(``analysis.collectives`` matches the tables of every rank). A collective instance is one
+NCCL / RCCL GPU kernel with its launch call and the CPU op that issued it (the
+``record_param_comms`` op or ``nccl:*`` annotation holding the launch on its thread); its args
+come from the kernel, else from those ops.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from ..read.kinds import COLLECTIVE_OPS
 from ..sql_text import literal_list
-from ..trace import Trace
 from .collective_windows import Windows, windows
 from .gpu_steps import GpuOps, gpu_ops, step_at
 from .steps import is_comm, steps
 from .tables import matches, take
+
+if TYPE_CHECKING:
+    from ..trace import Trace
 
 LOAD = {"kind": "collectives"}
 # Bytes per element of the dtypes PyTorch writes in "dtype" / "Input type" args.
@@ -132,14 +134,6 @@ def _collective_args(kernel: dict, ops: list[dict]) -> dict:
     return out
 
 
-def extract(path: str | Path, options: dict | None = None) -> RankTables:
-    """One rank's tables from its trace (``options``: Trace's keyword options, e.g. tp_bin,
-    progress, workers). Pure and picklable both ways: an executor's task."""
-    options = {"progress": False, **(options or {})}
-    with Trace(path, **LOAD, **options) as trace:
-        return tables(trace)
-
-
 def _gpu_frame(o: dict, comm: np.ndarray, base: int) -> pd.DataFrame:
     """The GPU ops (``GpuOps.ops``) as ``collective_windows.windows`` takes them."""
     return pd.DataFrame({"ts": o["ts"] + base, "end": o["end"] + base, "name": o["name"],
@@ -148,7 +142,7 @@ def _gpu_frame(o: dict, comm: np.ndarray, base: int) -> pd.DataFrame:
 
 def tables(trace: Trace, causes: bool = True, ops: GpuOps | None = None) -> RankTables:
     """One rank's tables from its loaded trace (a ``LOAD`` kind, or any kind keeping its
-    events: ``job.tasks.report_rank`` takes them from the load that gives its GPU ops);
+    events: ``job.parts.open_ops_and_tables`` takes them from the load that gives its GPU ops);
     ``causes``: with the cause windows (``collective_windows``), made here from the ops;
     ``ops``: the trace's ``gpu_steps.gpu_ops`` when the caller has them (read here if the
     windows need them, else only the GPU ops' names): only the NCCL / RCCL kernels among

@@ -1,7 +1,7 @@
 """Collectives across ranks: matching, one job clock, waits, stragglers and their causes.
 
-Works on the small per-rank tables of ``collective_rank.extract`` (read through one call
-site, ``read_job``, that takes any ``map``-like executor). Definitions (issue 26):
+Works on the small per-rank tables of ``collective_rank.tables`` (each rank's task of the job
+runner makes them). Definitions (issue 26):
 
 - Process group: from the args ("Process Group Name") when present; else the NCCL stream
   (the i-th NCCL stream a rank uses, one communicator per stream); else one group of all.
@@ -24,43 +24,23 @@ site, ``read_job``, that takes any ``map``-like executor). Definitions (issue 26
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from .collective_groups import group_keys, has_seqs, seq_order, stream_ids
-from .collective_rank import RankTables, extract
+from .collective_rank import RankTables
 
 BUS_FACTOR = {"AllReduce": lambda n: 2 * (n - 1) / n, "AllGather": lambda n: (n - 1) / n,
               "ReduceScatter": lambda n: (n - 1) / n, "AllToAll": lambda n: (n - 1) / n}
 NAMED = 3  # ops named per cause
 
 
-def read_job(path: str | Path, rank: int | None = None, options: dict | None = None,
-             mapper: Callable | None = None, job=None, files: list | None = None
-             ) -> list[RankTables]:
-    """Every rank's tables (``--rank``: that one only), read as every job command reads its
-    ranks (``job.api.gather``: a local pool or Dask, as ``job``, a ``JobOptions``, says), or
-    by ``mapper`` when given (a ``map``-like callable over the files' paths); the rank is the
-    file's, else its name's. ``files``: the ranks already selected."""
-    from ..job.api import gather
-    from ..job.ranks import select
-    from ..job.tasks import collectives_rank
-
-    if mapper is None:
-        return ranked(gather(path, collectives_rank, "collectives", rank, job=job, options=options,
-                             files=files))
-    files = select(path, rank) if files is None else files
-    out = mapper(partial(extract, options=options or {}), [str(f.path) for f in files])
-    return ranked(dict(zip([f.rank for f in files], out, strict=True)))
-
-
 def ranked(done: dict) -> list[RankTables]:
-    """The tables of ``done`` ({file's rank: tables}, as ``job.api.gather`` gives them), each
+    """The tables of ``done`` ({file's rank: tables}, as the job runner gives them), each
     with its rank: the file's, else the trace's, else 0."""
     for r, t in done.items():
         if r is not None:
@@ -71,7 +51,7 @@ def ranked(done: dict) -> list[RankTables]:
 
 
 @dataclass
-class Job:
+class Matched:
     """The matched collectives of a job, in the job clock.
 
     ``instances``: one row per matched instance (iid, group, position, seq, kind, bytes,
@@ -138,7 +118,7 @@ def _ints(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return np.array([int(v) if h else 0 for v, h in zip(values, has.tolist())], np.int64), has
 
 
-def match(tables: list[RankTables]) -> Job:
+def match(tables: list[RankTables]) -> Matched:
     """Match the collectives of every rank (recorded clocks; ``align`` moves them)."""
     by_rank = {t.rank: t for t in tables}
     same_streams = len({frozenset(stream_ids(t.colls)) for t in tables}) <= 1
@@ -208,7 +188,7 @@ def match(tables: list[RankTables]) -> Job:
     arrivals = _arrivals(arr)
     clock = pd.DataFrame({"rank": sorted(by_rank), "offset_ns": 0, "residual_ns": 0,
                           "reference": None, "applied": False})
-    return Job(by_rank, instances, arrivals, clock, problems)
+    return Matched(by_rank, instances, arrivals, clock, problems)
 
 
 def _take(cols: list[_Columns], at: np.ndarray, name: str) -> np.ndarray:
@@ -220,7 +200,7 @@ ARRIVALS = ["iid", "rank", "row", "prev_row", "launch_ns", "arrival_ns", "end_ns
 
 
 def _arrivals(parts: list[dict]) -> pd.DataFrame:
-    """``Job.arrivals`` from each group's columns (``match``)."""
+    """``Matched.arrivals`` from each group's columns (``match``)."""
     if not parts:
         out = pd.DataFrame([], columns=ARRIVALS)
         out["launch_ns"] = out["launch_ns"].astype("Int64")
@@ -303,14 +283,14 @@ def _problem(group: str, p: int, common: tuple, ranks: list[int], have: dict, od
     return f"{head}: {'; '.join(parts)}{tail}"
 
 
-def align(job: Job) -> Job:
+def align(matched: Matched) -> Matched:
     """Offsets of every rank's clock against the lowest rank (median of end differences over
-    shared instances, through any chain of groups), applied to ``job.arrivals``. Ranks that
+    shared instances, through any chain of groups), applied to ``matched.arrivals``. Ranks that
     share no instance with it (disjoint groups) are aligned on their own lowest rank."""
-    a = job.arrivals
-    ranks = sorted(job.tables)
+    a = matched.arrivals
+    ranks = sorted(matched.tables)
     if not len(a) or not ranks:
-        return job
+        return matched
     # ends from the earliest: epoch ns as float64 (the pivot's NaN) would be 256 ns coarse
     end = a.assign(end_ns=a["end_ns"] - a["end_ns"].min()).pivot(index="iid", columns="rank",
                                                                  values="end_ns")
@@ -345,22 +325,19 @@ def align(job: Job) -> Job:
                           "residual_ns": [round(residual.get(r, 0.0)) for r in ranks],
                           "reference": [reference.get(r) for r in ranks],
                           "applied": True})
-    return Job(job.tables, job.instances, a, clock, job.problems)
+    return Matched(matched.tables, matched.instances, a, clock, matched.problems)
 
 
-def load_job(path: str | Path, align_clocks: bool = True, options: dict | None = None,
-             mapper: Callable | None = None, job=None, tables: list[RankTables] | None = None,
-             files: list | None = None) -> Job:
-    """Read every rank of ``path`` (matching needs them all: ``--rank`` filters the rows
-    shown), or take ``tables`` already read (``ranked``), match the collectives, align the
-    clocks (unless told not to). ``files``: the ranks already selected."""
-    found = match(read_job(path, None, options, mapper, job, files) if tables is None else tables)
+def match_job(tables: list[RankTables], align_clocks: bool = True) -> Matched:
+    """Every rank's tables (matching needs them all: ``--rank`` filters the rows shown)
+    matched, and the clocks aligned unless told not to."""
+    found = match(tables)
     return align(found) if align_clocks else found
 
 
-def _wait_table(job: Job) -> pd.DataFrame:
-    """``job.arrivals`` with each row's last arrival, wait and straggler of its instance."""
-    a = job.arrivals.copy()
+def wait_table(matched: Matched) -> pd.DataFrame:
+    """``matched.arrivals`` with each row's last arrival, wait and straggler of its instance."""
+    a = matched.arrivals.copy()
     if not len(a):
         return a.assign(last_ns=pd.Series(dtype=np.int64), wait_ns=pd.Series(dtype=np.int64),
                         straggler=pd.Series(dtype=np.int64))
@@ -375,20 +352,20 @@ def _wait_table(job: Job) -> pd.DataFrame:
     return a
 
 
-def instance_table(job: Job) -> pd.DataFrame:
+def instance_table(matched: Matched) -> pd.DataFrame:
     """One row per matched instance: step, group, position, seq, kind, bytes, ranks,
     skew_us, straggler, mean_wait_us (of the other ranks), max_wait_us, transfer_us,
     algbw_gbps, busbw_gbps, cause ("cpu" / "gpu" / None), cause_late_us, cause_ops (made
     once per job)."""
-    if job._table is None:
-        job._table = _instance_table(job)
-    return job._table.copy()
+    if matched._table is None:
+        matched._table = _instance_table(matched)
+    return matched._table.copy()
 
 
-def _instance_table(job: Job) -> pd.DataFrame:
-    a = _wait_table(job)
+def _instance_table(matched: Matched) -> pd.DataFrame:
+    a = wait_table(matched)
     g = a.groupby("iid")
-    inst = job.instances.set_index("iid")
+    inst = matched.instances.set_index("iid")
     out = inst[["step", "group", "position", "seq", "kind", "bytes", "ranks"]].copy()
     out["skew_us"] = (g["arrival_ns"].max() - g["arrival_ns"].min()) / 1e3
     out["straggler"] = g["straggler"].first()
@@ -404,7 +381,7 @@ def _instance_table(job: Job) -> pd.DataFrame:
     factor = [BUS_FACTOR.get(k, lambda n: 1.0)(n) for k, n in zip(out["kind"],
                                                                   inst["group_size"])]
     out["busbw_gbps"] = out["algbw_gbps"] * np.array(factor, np.float64)
-    why = _Causes(job, a)
+    why = _Causes(matched, a)
     causes = [why(iid) for iid in out.index]
     out["cause"] = [c[0] for c in causes]
     out["cause_late_us"] = [c[1] / 1e3 for c in causes]
@@ -420,8 +397,8 @@ class _Causes:
     instance its rows, per rank its windows' entries), so a job of many ranks and instances
     costs a dictionary lookup per window, not a scan of every table."""
 
-    def __init__(self, job: Job, waits: pd.DataFrame) -> None:
-        self.job = job
+    def __init__(self, matched: Matched, waits: pd.DataFrame) -> None:
+        self.matched = matched
         iid = waits["iid"].to_numpy(np.int64)
         rank = waits["rank"].to_numpy(np.int64)
         arrival = waits["arrival_ns"].to_numpy(np.int64)
@@ -475,7 +452,7 @@ class _Causes:
         """Per name, the time of the CPU ops (on the launch thread) or non-communication GPU
         ops (on the collective's device) wholly inside its window on ``rank``
         (``collective_windows``: made in the rank's task)."""
-        windows = self.job.tables[rank].windows
+        windows = self.matched.tables[rank].windows
         if windows is None or (iid, rank) not in self.row:
             return pd.Series(dtype=np.float64)
         if rank not in self._entries:
@@ -501,12 +478,12 @@ def _short(name: str, width: int = 60) -> str:
     return name if len(name) <= width else name[:width - 1] + "…"
 
 
-def by_rank(job: Job) -> pd.DataFrame:
+def by_rank(matched: Matched) -> pd.DataFrame:
     """Per rank: collectives, total_wait_us, straggler_count (instances it arrived last at),
     caused_wait_us (the other ranks' mean wait for it, summed over those instances)."""
-    a = _wait_table(job)
-    inst = instance_table(job)
-    ranks = sorted(job.tables)
+    a = wait_table(matched)
+    inst = instance_table(matched)
+    ranks = sorted(matched.tables)
     caused = (inst.groupby("straggler")["mean_wait_us"].sum() if len(inst)
               else pd.Series(dtype=np.float64))
     count = inst["straggler"].value_counts() if len(inst) else pd.Series(dtype=np.int64)
@@ -519,20 +496,20 @@ def by_rank(job: Job) -> pd.DataFrame:
                          "caused_wait_us": [float(caused.get(r, 0.0)) for r in ranks]})
 
 
-def step_table(job: Job) -> pd.DataFrame:
+def step_table(matched: Matched) -> pd.DataFrame:
     """Per step and rank: step_us (its ProfilerStep), collectives, wait_us (in collectives),
     straggler_count, caused_wait_us."""
-    a = _wait_table(job)
-    inst = instance_table(job)
-    a = a.merge(job.instances[["iid", "step"]], on="iid")
+    a = wait_table(matched)
+    inst = instance_table(matched)
+    a = a.merge(matched.instances[["iid", "step"]], on="iid")
     # the rows of each (rank, step) and (step, straggler), found once: a scan of both tables
     # per step and rank made a job of 2,500 steps take 13 s here
     waits, mine_at = a["wait_ns"].to_numpy(), _rows_of(a, ["rank", "step"])
     caused, strag_at = inst["mean_wait_us"].to_numpy(), _rows_of(inst, ["step", "straggler"])
     none = np.empty(0, np.int64)
     records = []
-    for r in sorted(job.tables):
-        st = job.tables[r].steps
+    for r in sorted(matched.tables):
+        st = matched.tables[r].steps
         for step, ts, end in zip(st["step"].tolist(), st["ts"].tolist(), st["end"].tolist()):
             mine = waits[mine_at.get((r, step), none)]  # numpy: a pandas take here cost 0.1 ms
             strag = caused[strag_at.get((step, r), none)]
@@ -551,9 +528,9 @@ def _rows_of(df: pd.DataFrame, keys: list[str]) -> dict[tuple | int, np.ndarray]
     return df.groupby(keys if len(keys) > 1 else keys[0], sort=False).indices
 
 
-def findings(job: Job, steps: Iterable[int] | None = None) -> list[str]:
+def findings(matched: Matched, steps: Iterable[int] | None = None) -> list[str]:
     """Per step, ranked by the time lost: the rank the others waited for most, in plain words."""
-    inst = instance_table(job)
+    inst = instance_table(matched)
     out: list[tuple[float, str]] = []
     numbers = sorted(int(s) for s in inst["step"].dropna().unique())
     rows_at = _rows_of(inst, ["step"])  # found once, not by a scan per step
@@ -610,11 +587,11 @@ def kernel_split(tables: list[RankTables]) -> dict[str, dict]:
     """Per communication kernel name, matched across ranks in the job clock: ``wait`` and
     ``transfer`` (ns, each rank's total, mean over ranks) and ``waited_for`` (the rank whose
     late arrivals cost the others the most wait at that kernel)."""
-    job = align(match(tables))
-    a = _wait_table(job)
+    matched = align(match(tables))
+    a = wait_table(matched)
     if not len(a):
         return {}
-    a["name"] = _at_rows(job, a, "name")
+    a["name"] = _at_rows(matched, a, "name")
     a["transfer_ns"] = a["end_ns"] - a["last_ns"]
     per = a.groupby(["name", "rank"])[["wait_ns", "transfer_ns"]].sum().groupby("name").mean()
     others = a[a["rank"].ne(a["straggler"]).fillna(True).astype(bool)]
@@ -629,11 +606,11 @@ def kernel_split(tables: list[RankTables]) -> dict[str, dict]:
     return out
 
 
-def _at_rows(job: Job, a: pd.DataFrame, column: str) -> np.ndarray:
+def _at_rows(matched: Matched, a: pd.DataFrame, column: str) -> np.ndarray:
     """Each row of ``a`` (arrivals: rank, row)'s ``column`` in its rank's collectives, one
     take per rank."""
     out = np.empty(len(a), dtype=object)
     rows = a["row"].to_numpy(np.int64)
     for r, at in a.groupby("rank", sort=False).indices.items():
-        out[at] = job.tables[r].colls[column].to_numpy(dtype=object)[rows[at]]
+        out[at] = matched.tables[r].colls[column].to_numpy(dtype=object)[rows[at]]
     return out

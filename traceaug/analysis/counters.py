@@ -17,11 +17,15 @@ one point per event rather than per timestamp.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..errors import SumTooLarge, TraceaugError
-from ..trace import Trace
 from .tables import Columns, first_match, frame, groups, isin, take
+
+if TYPE_CHECKING:
+    from ..trace import Trace
 
 FULL_QUEUE = 1024  # CUDA's default launch-queue depth
 HTA_LAUNCHES = (

@@ -20,16 +20,19 @@ position. Times are engine ns, clipped to the window, so the path never leaves i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import TraceaugError
 from ..sorted_ints import among, sorted_unique
 from ..sql_text import literal, literal_list
-from ..trace import Trace
 from . import blocking, dag, stream_wait
 from .steps import check_step, is_comm, steps
 from .tables import Columns, sorted_codes, take
+
+if TYPE_CHECKING:
+    from ..trace import Trace
 
 CPU_CATEGORIES = ("cpu_op", "Operator", "cuda_runtime", "Runtime", "cuda_driver")
 GPU_CATEGORIES = ("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset")
@@ -845,3 +848,33 @@ def frames(trace: Trace, step: int | None = None, annotation: str | None = None,
     out = frame(summary["categories"])
     out.attrs["summary"] = summary
     return path, out
+
+
+MARGIN_NS = 1000  # how far inside a free stretch an arrow end sits (at most half of it)
+
+
+def bind_points(trace: Trace, g: Graph, nodes: np.ndarray) -> np.ndarray:
+    """For each node, a time at which Perfetto's importer has its event on top of its
+    thread's stack (engine ns): before its first child begins (an ended child stays on the
+    stack until the next slice on the thread begins). MARGIN_NS (or half that stretch) from
+    the stretch's start for a start node, from its end for an end node; the event's start
+    when a child begins with it (the child would take the arrow either way)."""
+    ev = g.ev
+    events = nodes // 2
+    at_start = nodes % 2 == 0
+    ts = ev["ts"][events].astype(np.int64)
+    end = ts + ev["dur"][events].astype(np.int64)
+    eid = ev["id"][events].astype(np.int64)
+    ids = sorted_unique(eid)
+    kids = trace.columns("SELECT parent_id, MIN(ts) AS ts FROM slice WHERE dur >= 0 AND parent_id IN "
+                         f"({', '.join(map(str, ids.tolist()))}) GROUP BY parent_id")
+    parent = kids["parent_id"].astype(np.int64)
+    o = np.argsort(parent, kind="stable")
+    parent, first_child = parent[o], kids["ts"].astype(np.int64)[o]
+    b = end.copy()
+    if len(parent):
+        at = np.minimum(np.searchsorted(parent, eid), len(parent) - 1)
+        has = parent[at] == eid
+        b[has] = first_child[at[has]]
+    step = np.minimum((b - ts) // 2, MARGIN_NS)
+    return np.where(b <= ts, ts, np.where(at_start, ts + step, b - step))

@@ -13,17 +13,22 @@ a third of a second of ``traceaug diff``); ``diff`` gives the op table as a Data
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import TraceaugError
-from ..trace import Trace
+from ..output import cut
 from .gpu_steps import gpu_windows
 from .intervals import covered_in
 from .steps import check_step, op_groups, shorten
 from .sums import total
-from .tables import Columns, codes, first_appearance, frame, objects
+from .tables import Columns, codes, first_appearance, objects
+
+if TYPE_CHECKING:
+    from ..trace import Trace
 
 BY = ("name", "short-name", "category")
 DEVICES = ("cpu", "gpu", "all")
@@ -202,9 +207,61 @@ def compute(a: Side, b: Side, by: str = "name", device: str = "all",
     return {"a": headline(a, step_a), "b": headline(b, step_b), "ops": ops}
 
 
-def diff(a: Side, b: Side, by: str = "name", device: str = "all",
-         step: int | None | Steps = None, threshold: float = DEFAULT_THRESHOLD) -> dict:
-    """``compute`` with the op table as a pandas DataFrame."""
-    out = compute(a, b, by, device, step, threshold)
-    out["ops"] = frame(out["ops"])
+@dataclass
+class RankDiff:
+    """The comparison of one rank."""
+
+    rank: int | None
+    a: Path
+    b: Path
+    result: dict
+
+
+@dataclass
+class DiffResult:
+    ranks: list[RankDiff]
+    unmatched: dict[str, list] = field(default_factory=dict)
+    sides: list[tuple[Side, Side]] = field(default_factory=list)
+
+
+MIN_DELTA_SHARE_PCT = 1.0  # default --min-delta: this share of A's step time
+
+
+def min_delta_ns(res: dict, min_delta_us: float | None) -> float:
+    """The floor an op's per-step growth must pass to count as a regression: ``min_delta_us``,
+    else ``MIN_DELTA_SHARE_PCT`` % of A's step time (a change too small to move the step is noise)."""
+    if min_delta_us is not None:
+        return min_delta_us * 1e3
+    return res["a"]["step_ms"] * 1e6 * MIN_DELTA_SHARE_PCT / 100
+
+
+def regressions(result: DiffResult, pct: float, min_delta_us: float | None = None,
+                gate: str = "all") -> list[str]:
+    """What regressed by more than ``pct`` percent, per step, for ``--fail-on-regression``:
+    a rank's step time, or (``gate`` "all") an op present on both sides whose time per step
+    also grew by more than the floor (``min_delta_ns``)."""
+    out = []
+    for r in result.ranks:
+        where = f"rank {r.rank}: " if len(result.ranks) > 1 else ""
+        va, vb = r.result["a"]["step_ms"], r.result["b"]["step_ms"]
+        if va > 0 and 100 * (vb - va) / va > pct:
+            out.append(f"{where}step time {va:.3f} -> {vb:.3f} ms (+{100 * (vb - va) / va:.1f}%)")
+        if gate == "step":
+            continue
+        ops = r.result["ops"]
+        floor = min_delta_ns(r.result, min_delta_us)
+        both = (ops["count_a"] > 0) & (ops["count_b"] > 0)
+        with np.errstate(invalid="ignore"):
+            worse = np.flatnonzero(both & (ops["delta_pct"] > pct) & (ops["delta"] > floor))
+        if len(worse):
+            i = worse[np.argmax(ops["delta_pct"][worse])]
+            out.append(f"{where}{len(worse)} op(s) grew by over {floor / 1e3:g} us per step, the most "
+                       f"{ops['device'][i]} {clip(ops['key'][i])} (+{ops['delta_pct'][i]:.1f}%, "
+                       f"+{ops['delta'][i] / 1e3:.1f} us)")
     return out
+
+
+def clip(name, width: int = 70):
+    """A long key shortened to ``width`` characters (``output.cut``); a key that is not text
+    (NULL) as it is."""
+    return cut(name, width) if isinstance(name, str) else name

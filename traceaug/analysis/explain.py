@@ -13,12 +13,16 @@ step-time change exactly: the rule is that idle is a category (and an event) of 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from ..trace import Trace
 from . import critical_path as cp
 from .steps import steps as all_steps
 from .tables import objects
+
+if TYPE_CHECKING:
+    from ..trace import Trace
 
 IDLE_EVENT = "(idle)"
 

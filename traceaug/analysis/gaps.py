@@ -13,7 +13,7 @@ from .intervals import int_groups, sorted_groups
 from .kernels import grouped
 from .steps import shorten
 from .sums import group_sums
-from .tables import Columns, objects
+from .tables import Columns, concat, objects
 
 # Columns: stream_gaps (device, stream, ops, gaps, total, mean, median, min, max, busy);
 # device_gaps (device, streams, gaps, total, mean, median, min, max, busy, span);
@@ -171,3 +171,23 @@ def transitions(g: GpuOps, step: int | None = None, sort: str = "count") -> Colu
     names = np.array([f"{a}\x00{b}" for a, b in keys], dtype=object).astype(str)
     order = np.lexsort((names, -out[sort].astype(np.float64)))
     return {k: v[order] for k, v in out.items()}
+
+
+def part(g: GpuOps, in_job: bool, step: int | None, top: int | None, sort: str) -> dict:
+    """A rank's part of the ``gaps`` command: its gap tables, its ``top`` transitions, and its
+    positive gaps (what the job's histogram counts)."""
+    gap = stream_pairs(g, step)["gap"]
+    t = {k: v[:top] for k, v in transitions(g, step, sort).items()}
+    return {"gap": gap[gap > 0], "transitions": {"rank": objects([g.rank] * len(t["count"])), **t},
+            "stream": stream_gaps(g, step), "device": device_gaps(g, step)}
+
+
+def combine(parts: list[dict], hist_min: float | None, hist_max: float | None,
+         bins: int) -> list[tuple[str, Columns]]:
+    """The ``gaps`` command's sections from each rank's ``part``."""
+    hist = histogram(np.concatenate([p["gap"] for p in parts]), hist_min, hist_max, bins)
+    return [("gaps per stream", concat([p["stream"] for p in parts])),
+            ("gaps per device (union of its streams)", concat([p["device"] for p in parts])),
+            ("gap histogram (µs, log-spaced bins, gaps > 0 on every stream)", hist),
+            ("kernel transitions on a stream (gap after A before B)",
+             concat([p["transitions"] for p in parts]))]

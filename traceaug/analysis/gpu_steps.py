@@ -16,12 +16,15 @@ placed by time, in the GPU window that holds its start, never dropped.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..trace import Trace
 from .steps import category, check_step, step_number, steps
 from .tables import Columns, codes, ints, take
+
+if TYPE_CHECKING:
+    from ..trace import Trace
 
 # The load kind these analyses need (GPU ops, their launches, ProfilerSteps of both sides),
 # the other events cut unparsed (read/kinds.py).

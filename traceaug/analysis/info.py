@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..read import ui_import
-from ..trace import Trace
+
+if TYPE_CHECKING:
+    from ..trace import Trace
 
 KIND_COUNTS = {
     "cpu_ops": "cpu_op",

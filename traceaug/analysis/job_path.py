@@ -32,7 +32,6 @@ from .collective_rank import tables as rank_tables
 from .steps import steps as all_steps
 
 if TYPE_CHECKING:
-    from ..job.run import JobOptions
     from ..trace import Trace
 
 LOAD = {"kind": "job_path"}
@@ -84,7 +83,6 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
     """One rank's ``RankPart`` (one load of kind ``LOAD``); picklable, nothing of the engine.
     ``models``: with each step's replay model, and for each of ``scales`` (``replay.Scale``)
     the events it picks."""
-    from ..rewrite.critical_path import bind_points
     from .replay import event_names
 
     tables = rank_tables(trace, causes=False)  # the path needs no cause windows
@@ -112,7 +110,7 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
                                for t, s in zip(key_ts.tolist(), colls["stream"].tolist())],
                               np.int64)
         nodes = np.arange(len(g.node_ts))
-        bind = bind_points(trace, g, nodes) + base if len(nodes) else nodes
+        bind = cp.bind_points(trace, g, nodes) + base if len(nodes) else nodes
         names = event_names(trace, g)
         m = picked = None
         if models:
@@ -133,20 +131,9 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
     return RankPart(tables, graphs, table)
 
 
-def read(path: str | Path, options: dict | None = None, job: JobOptions | None = None,
-         scales: tuple | None = (), files: list | None = None) -> dict[int, RankPart]:
-    """Every rank's ``RankPart``, one task per rank on the job's executor (``job.api.gather``;
-    ``files``: the ranks already selected); with the replay models (the timing path's and a
-    what-if's) and the events each of ``scales`` picks; ``scales`` None: the graphs alone
-    (the path by weight)."""
-    from functools import partial
-
-    from ..job.api import gather
-    from ..job.tasks import job_path_rank
-
-    task = job_path_rank if scales is None else partial(job_path_rank, scales=tuple(scales),
-                                                        models=True)
-    done = gather(path, task, "job_path", job=job, options=options, files=files)
+def keyed(done: dict) -> dict[int, RankPart]:
+    """Each rank's ``RankPart`` ({file's rank: part}, as the job runner gives them) by its rank:
+    the file's, else the trace's, else 0."""
     out = {}
     for r, part in done.items():
         if r is not None:
@@ -188,14 +175,14 @@ class JobPath:
         return p
 
 
-def matched(parts: dict[int, RankPart]) -> co.Job:
+def match_parts(parts: dict[int, RankPart]) -> co.Matched:
     """The collectives of every rank matched, the clocks aligned."""
     return co.align(co.match([parts[r].tables for r in sorted(parts)]))
 
 
-def join(parts: dict[int, RankPart], job: co.Job, step: int) -> JobPath | None:
+def join(parts: dict[int, RankPart], matched: co.Matched, step: int) -> JobPath | None:
     """The path of ``step`` over every rank that has it (None: no rank has it)."""
-    ranks, gs, shift = step_graphs(parts, job, step)
+    ranks, gs, shift = step_graphs(parts, matched, step)
     if not ranks:
         return None
     node_at = np.cumsum([0] + [len(g.node_ts) for g in gs])
@@ -209,7 +196,7 @@ def join(parts: dict[int, RankPart], job: co.Job, step: int) -> JobPath | None:
     weight = np.concatenate([g.weight for g in gs])
     kind = [g.kind for g in gs]
     event = [np.where(g.event >= 0, g.event + ev_at[i], -1) for i, g in enumerate(gs)]
-    j_src, j_dst, j_w = _joins(job, ranks, gs, node_at, ts)
+    j_src, j_dst, j_w = _joins(matched, ranks, gs, node_at, ts)
     src_all, dst_all = np.concatenate(src), np.concatenate(dst)
     # a member's own kernel weighs its transfer only (its wait is for the others' arrival)
     span_into = span_into_nodes(len(ts), src_all, dst_all, np.concatenate(event))
@@ -278,12 +265,12 @@ def span_into_nodes(n: int, src: np.ndarray, dst: np.ndarray, event: np.ndarray)
     return out
 
 
-def step_graphs(parts: dict[int, RankPart], job: co.Job, step: int
+def step_graphs(parts: dict[int, RankPart], matched: co.Matched, step: int
                 ) -> tuple[list[int], list[RankGraph], list[int]]:
     """The ranks that have ``step`` (in order), their graphs of it, and each one's clock
     offset (ns: its times minus this are the job clock's)."""
     ranks = [r for r in sorted(parts) if step in parts[r].graphs]
-    off = job.offsets()
+    off = matched.offsets()
     return ranks, [parts[r].graphs[step] for r in ranks], [int(off.get(r, 0)) for r in ranks]
 
 
@@ -293,11 +280,11 @@ def transfers(ts: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return np.maximum(ts[starts + 1] - ts[starts].max(), 0)
 
 
-def members(job: co.Job, ranks: list[int], gs: list[RankGraph], node_at: np.ndarray
+def members(matched: co.Matched, ranks: list[int], gs: list[RankGraph], node_at: np.ndarray
             ) -> list[np.ndarray]:
     """Per matched instance of this step with two members or more: the start nodes of its
     kernels (joined numbering: rank ``ranks[i]``'s nodes from ``node_at[i]``)."""
-    a = job.arrivals
+    a = matched.arrivals
     where = {r: i for i, r in enumerate(ranks)}
     keep = a["rank"].isin(ranks).to_numpy()
     a = a[keep]
@@ -314,12 +301,12 @@ def members(job: co.Job, ranks: list[int], gs: list[RankGraph], node_at: np.ndar
     return [m for m in groups if len(m) >= 2]
 
 
-def _joins(job, ranks, gs, node_at, ts):
+def _joins(matched, ranks, gs, node_at, ts):
     """The edges of every matched instance in this step: (src, dst, weight) arrays, from
     each member's kernel start to each member's kernel end (its own included), weighing the
     end's transfer: the end minus the last arrival."""
     srcs, dsts, ws = [], [], []
-    for m in members(job, ranks, gs, node_at):
+    for m in members(matched, ranks, gs, node_at):
         transfer = transfers(ts, m)
         srcs.append(np.repeat(m, len(m)))
         dsts.append(np.tile(m + 1, len(m)))
@@ -347,13 +334,13 @@ def step_keys(parts: dict[int, RankPart], step: int | None = None) -> list[int]:
 
 
 def paths(parts: dict[int, RankPart], step: int | None = None, hta_weights: bool = False
-          ) -> tuple[co.Job, list[JobPath]]:
+          ) -> tuple[co.Matched, list[JobPath]]:
     """The matched job and the path of each step (or ``step``): the timing path
     (``job_timing``; ``parts`` read with their models), or with ``hta_weights`` the longest
     path by weight (``join``)."""
     from .job_timing import timing_path
 
-    job = matched(parts)
+    job = match_parts(parts)
     find = join if hta_weights else timing_path
     out = [find(parts, job, k) for k in step_keys(parts, step)]
     return job, [p for p in out if p is not None]

@@ -15,17 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import collectives as co
 from . import job_path as jp
 from . import replay
-
-if TYPE_CHECKING:
-    from ..job.run import JobOptions
 
 NO_STRAGGLERS = "no-stragglers"
 
@@ -50,11 +45,11 @@ class Joined:
     median: tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-def joined_model(parts: dict[int, jp.RankPart], job: co.Job, step: int) -> Joined:
+def joined_model(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) -> Joined:
     """The ranks' replay models of ``step`` in the job clock, joined at every matched
     instance: each member's end after every other member's arrival plus its transfer, its
     own kernel's time capped at that transfer."""
-    ranks, gs, shift = jp.step_graphs(parts, job, step)
+    ranks, gs, shift = jp.step_graphs(parts, matched, step)
     models = []
     for g, s in zip(gs, shift):
         m = g.model
@@ -66,7 +61,7 @@ def joined_model(parts: dict[int, jp.RankPart], job: co.Job, step: int) -> Joine
     spans = [jp.span_into_nodes(len(m.node_ts), m.src, m.dst, m.event) for m in models]
     rank_of = np.repeat(np.arange(len(models)), np.diff(node_at))
     own_edges, j_src, j_dst, j_w, med_src, med_dst, med_w = [], [], [], [], [], [], []
-    for mem in jp.members(job, ranks, gs, node_at):
+    for mem in jp.members(matched, ranks, gs, node_at):
         transfer = jp.transfers(ts, mem)
         for end, w in zip((mem + 1).tolist(), transfer.tolist()):
             i = int(rank_of[end])
@@ -88,11 +83,11 @@ def joined_model(parts: dict[int, jp.RankPart], job: co.Job, step: int) -> Joine
                   (_cat(med_src), _cat(med_dst), _cat(med_w)))
 
 
-def replay_step(parts: dict[int, jp.RankPart], job: co.Job, step: int,
+def replay_step(parts: dict[int, jp.RankPart], matched: co.Matched, step: int,
                 scales: list[replay.Scale], no_launch_delay: bool, no_stragglers: bool
                 ) -> replay.StepReplay:
     """One job step unchanged, then each change alone, then all (as ``replay.replay_window``)."""
-    j = joined_model(parts, job, step)
+    j = joined_model(parts, matched, step)
     joined, gs = j.joined, j.graphs
     changes: list[tuple[str, replay.Model, np.ndarray | None, bool]] = []
     events = joined.events
@@ -132,13 +127,11 @@ def _at_the_median(joined: replay.Model, ranks_edges: int, own: list[int], src: 
         launch=np.r_[joined.launch[k], np.zeros(len(src), bool)], every_node=False)
 
 
-def whatif(path: str | Path, step: int | None = None, scales: list[replay.Scale] | tuple = (),
-           no_launch_delay: bool = False, no_stragglers: bool = False,
-           options: dict | None = None, job: JobOptions | None = None,
-           files: list | None = None) -> list[replay.StepReplay]:
-    """The job replay of every step of job ``path`` (or ``step``): each rank read once, in a
-    task of the job executor (``files``: the ranks already selected)."""
-    parts = jp.read(path, options, job, tuple(scales), files=files)
-    found = jp.matched(parts)
+def whatif(parts: dict[int, jp.RankPart], step: int | None = None,
+           scales: list[replay.Scale] | tuple = (), no_launch_delay: bool = False,
+           no_stragglers: bool = False) -> list[replay.StepReplay]:
+    """The job replay of every step (or ``step``) from its ranks' parts (``job_path.keyed``,
+    read with the replay models and the events each of ``scales`` picks)."""
+    found = jp.match_parts(parts)
     return [replay_step(parts, found, k, list(scales), no_launch_delay, no_stragglers)
             for k in jp.step_keys(parts, step)]

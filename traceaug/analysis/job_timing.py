@@ -26,12 +26,12 @@ from . import job_replay
 LATE_START = "late_start"
 
 
-def timing_path(parts: dict[int, jp.RankPart], job: co.Job, step: int) -> jp.JobPath | None:
+def timing_path(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) -> jp.JobPath | None:
     """The timing path of ``step`` over every rank that has it (None: no rank has it)."""
-    ranks, _, _ = jp.step_graphs(parts, job, step)
+    ranks, _, _ = jp.step_graphs(parts, matched, step)
     if not ranks:
         return None
-    j = job_replay.joined_model(parts, job, step)
+    j = job_replay.joined_model(parts, matched, step)
     m, gs = j.joined, j.graphs
     ts = m.node_ts
     if not len(ts):  # no rank has an event in the step: all of it idle

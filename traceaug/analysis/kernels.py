@@ -3,13 +3,14 @@ as HTA's ``get_gpu_kernel_breakdown`` and the GPU Kernel Analyzer's kernel table
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import TraceaugError
 from .sums import group_sums, total
-from .tables import Columns, codes, first_appearance, objects
+from .tables import Columns, codes, concat, first_appearance, objects
 
 if TYPE_CHECKING:
     from .gpu_steps import GpuOps
@@ -69,10 +70,10 @@ def kernel_table(g: GpuOps, step: int | None = None, kind: str | None = None) ->
             raise TraceaugError(f"--type must be one of {', '.join(TYPES)}")
         keep = types == TYPES[kind]
         out = {k: v[keep] for k, v in out.items()}
-    return sort(out, "total")
+    return sort_by(out, "total")
 
 
-def sort(table: Columns, by: str) -> Columns:
+def sort_by(table: Columns, by: str) -> Columns:
     """Rows ordered by column ``by`` (``share``: share of GPU time): largest first, names
     alphabetically (ties by name)."""
     by = "share_time" if by == "share" else by
@@ -110,3 +111,43 @@ def across_ranks(tables: list[Columns], comm: dict[str, dict] | None = None) -> 
     out["type"] = objects([types[k] for k in keys])
     order = np.lexsort((out["name"].astype(str), -out["mean_total"]))
     return {k: v[order] for k, v in out.items()}
+
+
+def comm_rows(g: GpuOps, step: int | None) -> tuple[bool, Any]:
+    """A rank's part of ``comm_split``: whether it has a communication kernel, and its
+    communication kernels' rows (``collectives.from_gpu_ops``; rank None: set by the job)."""
+    from . import collectives as co
+
+    return (bool((g.ops["category"] == "communication").any()),
+            co.from_gpu_ops(g.rank, g.trace.base_ns, g.ops, g.rows(step)))
+
+
+def comm_split(rows: list[tuple[bool, Any]]) -> dict[str, dict] | None:
+    """Each communication kernel's wait and transfer across the ranks (``kernel_split``) from
+    each rank's ``comm_rows`` (a rank without a number: its place), None when no rank has one."""
+    if not any(has for has, _ in rows):
+        return None
+    from . import collectives as co
+
+    return co.kernel_split([t if t.rank is not None else replace(t, rank=i)
+                            for i, (_, t) in enumerate(rows)])
+
+
+def part(g: GpuOps, in_job: bool, step: int | None, kind: str | None = None,
+         sort: str = "total") -> dict:
+    """A rank's part of the ``kernels`` command: its sorted kernel table, and in a job of
+    several ranks (``in_job``) its ``comm_rows``."""
+    out = {"kernels": sort_by(kernel_table(g, step, kind), sort)}
+    if in_job:
+        out["comm"] = comm_rows(g, step)
+    return out
+
+
+def combine(parts: list[dict], top: int | None) -> list[tuple[str, Columns]]:
+    """The ``kernels`` command's sections from each rank's ``part``."""
+    tables = [p["kernels"] for p in parts]
+    out = [("kernels", concat([{k: v[:top] for k, v in t.items()} for t in tables]))]
+    if len(parts) > 1:
+        across = across_ranks(tables, comm_split([p["comm"] for p in parts]))
+        out.append(("kernels across ranks", {k: v[:top] for k, v in across.items()}))
+    return out

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .gpu_steps import GpuOps
-from .tables import Columns, objects
+from .tables import Columns, concat, objects
 
 RUNTIME_CUTOFF_US = 50  # HTA's defaults
 DELAY_CUTOFF_US = 100
@@ -56,3 +56,37 @@ def summary(table: Columns, g: GpuOps, step: int | None = None,
             "max_cpu_duration": int(table["cpu_duration"].max()) if n else 0,
             "mean_launch_delay": float(table["launch_delay"].mean()) if n else 0.0,
             "max_launch_delay": int(table["launch_delay"].max()) if n else 0}
+
+
+OUTLIERS = (("runtime outliers", "runtime", "cpu_duration"),
+            ("launch-delay outliers", "delay", "launch_delay"),
+            ("short GPU ops (shorter than their runtime call)", "short", "gpu_duration"))
+
+
+def part(g: GpuOps, in_job: bool, step: int | None, runtime_cutoff: float,
+         delay_cutoff: float, top: int | None, full: bool = True) -> dict:
+    """A rank's part of the ``launches`` command: its summary, its ``top`` outliers of each
+    kind, and (``full``) its launch table."""
+    t = launch_table(g, step)
+    out = {"summary": summary(t, g, step, runtime_cutoff, delay_cutoff)}
+    masks = outliers(t, runtime_cutoff, delay_cutoff)
+    for _, key, col in OUTLIERS:
+        rows = np.flatnonzero(masks[key])
+        rows = rows[np.argsort(-t[col][rows], kind="stable")][:top]
+        out[key] = {k: v[rows] for k, v in t.items()}
+    if full:
+        out["launches"] = t
+    return out
+
+
+def combine(parts: list[dict]) -> list[tuple[str, Columns]]:
+    """The ``launches`` command's sections from each rank's ``part`` (the launch list when
+    the parts hold it)."""
+    rows = [p["summary"] for p in parts]
+    summ = {k: objects([s[k] for s in rows]) if k == "rank" else np.array([s[k] for s in rows])
+            for k in rows[0]}
+    out = [("launch summary", summ)]
+    out += [(title, concat([p[key] for p in parts])) for title, key, _ in OUTLIERS]
+    if "launches" in parts[0]:
+        out.append(("launches", concat([p["launches"] for p in parts])))
+    return out

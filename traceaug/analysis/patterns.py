@@ -26,13 +26,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..sql_text import literal
-from ..trace import Trace
 from .repeats import range_reduce, repeats
 from .steps import shorten
 from .tables import Columns, codes, first_match, ints, objects
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from ..trace import Trace
 
 SCOPES = ("whole", "operator", "stream")
 SHOWN_NAMES = 12  # short kernel names in a pattern's ``kernels`` text (kernel_ids has all)

@@ -11,12 +11,15 @@ more than the rest of the comparison. Tables are numpy ``Columns``
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import TraceaugError
-from ..trace import Trace
 from .tables import Columns, codes, matches, objects
+
+if TYPE_CHECKING:
+    from ..trace import Trace
 
 GPU_KINDS = ("kernel", "memcpy", "memset")
 _COMM = re.compile(r"^nccl|ncclKernel|^hip.*nccl|^rccl|ncclDevKernel", re.IGNORECASE)

@@ -119,3 +119,26 @@ def _nullable_ints(column, pd):
             v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in values):
         return column
     return pd.array(values, dtype="Int64")
+
+
+def concat(tables: list[Columns]) -> Columns:
+    """Tables with the same columns, one after the other."""
+    if not tables:
+        return {}
+    return {c: np.concatenate([t[c] for t in tables]) for c in tables[0]}
+
+
+def columns_of(df: pd.DataFrame) -> dict[str, np.ndarray]:
+    """A DataFrame as ``render_columns`` and report sections take it (``frame``'s inverse): numpy
+    columns, pandas' NA as None (NaN is missing to ``render_columns`` as it is)."""
+    import pandas as pd
+
+    out = {}
+    for c in df.columns:
+        values = df[c].to_numpy(dtype=object) if df[c].dtype == object or str(df[c].dtype) in (
+            "Int64", "Float64") else df[c].to_numpy()
+        if values.dtype == object:
+            values = np.array([None if v is pd.NA else v for v in values.tolist()] or [],
+                              dtype=object)
+        out[c] = values
+    return out

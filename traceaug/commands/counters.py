@@ -1,85 +1,85 @@
-"""``traceaug counters`` as a rewriter: the GPU load kind, its compute and its summary.
-
-Everything else (targets, the copy, the load, the splice) is ``rewrite.pipeline``'s.
-"""
+"""``traceaug counters``: a copy of IN with memory-bandwidth and queue-length counter tracks
+(``rewrite.counters``), and the per-stream and per-copy-kind summaries printed."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-import numpy as np
-import orjson
+import click
 
-from ..analysis.counters import SERIES
-from ..output import json_text, render_columns
-from ..rewrite import pipeline
-from ..rewrite.counters import prepare
+from . import rewriters
+from .declare import Call, fmt, option, rank
 
 if TYPE_CHECKING:
-    from ..job.run import JobOptions
-    from ..read.prefetch import Prefetched
-    from ..trace import Trace
+    import pandas as pd
 
 
-def compute(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
-    """The series, their summaries and the counter events (options: series, style)."""
-    return prepare(trace, tuple(options.get("series", SERIES)), options.get("style", "traceaug"))
+def series(value: str | tuple | list) -> list[str]:
+    """``--series``: a comma-separated choice of ``analysis.counters.SERIES`` (or a sequence)."""
+    from ..analysis.counters import SERIES
+
+    chosen = [v.strip() for v in (value.split(",") if isinstance(value, str) else value)
+              if v.strip()]
+    if not chosen or any(v not in SERIES for v in chosen):
+        raise click.BadParameter(f"choose from {', '.join(SERIES)} (comma-separated)")
+    return chosen
 
 
-def with_rank(results: list[dict]) -> list[dict]:
-    """Each result's summary tables with a leading ``rank`` column."""
-    out = []
-    for r in results:
-        r = dict(r)
-        for key in ("queue_summary", "bandwidth_summary"):
-            if key in r:
-                table = r[key]
-                r[key] = {"rank": np.full(len(table["device"]), r["rank"], dtype=object), **table}
-        out.append(r)
-    return out
+class Counters(NamedTuple):
+    """What ``traceaug.counters`` returns: its two summary tables and the files it wrote."""
+
+    queue: pd.DataFrame
+    bandwidth: pd.DataFrame
+    written: list[Path]
+
+
+def _api(results: list[dict], call: Call) -> Counters:
+    """The summaries, one row per rank and stream / copy kind: ``queue`` (``rank, device,
+    stream``, ``mean_queued`` time-weighted over the trace, ``max_queued``, ``empty_pct``,
+    ``full_ms``) and ``bandwidth`` (``rank, device, kind``, ``bytes``, ``busy_ms``,
+    ``mean_gbps_busy``, ``peak_gbps``), and the paths written."""
+    import pandas as pd
+
+    from ..analysis.counters import QUEUE_COLUMNS
+    from ..analysis.tables import frame
+    from ..report.counters_text import with_rank
+
+    results = with_rank(results)
+    tables = []
+    for key, columns in (("queue_summary", ("rank", *QUEUE_COLUMNS)),
+                         ("bandwidth_summary", ("rank", "device", "kind", "bytes", "busy_ms",
+                                                "mean_gbps_busy", "peak_gbps"))):
+        found = [frame(r[key]).infer_objects() for r in results if key in r]
+        tables.append(pd.concat(found, ignore_index=True) if found
+                      else pd.DataFrame({c: [] for c in columns}))
+    return Counters(tables[0], tables[1], [Path(r["out"]) for r in results if r["out"]])
+
+
+def _rewriter():
+    from ..rewrite.counters import REWRITER
+
+    return REWRITER
 
 
 def summary_text(results: list[dict], fmt: str) -> str:
-    """The per-stream and per-copy-kind summaries as a table, CSV (long form) or JSON."""
-    results = with_rank(results)
-    tables = {key: {c: np.concatenate([r[key][c] for r in results if key in r])
-                    for c in next(r[key] for r in results if key in r)}
-              for key in ("queue_summary", "bandwidth_summary") if any(key in r for r in results)}
-    if fmt == "json":
-        data = {k.removesuffix("_summary"): orjson.loads(render_columns(v, "json"))
-                for k, v in tables.items()}
-        data["outputs"] = [r["out"] for r in results if r["out"]]
-        return json_text(data)
-    if fmt == "csv":  # long form: series, rank, device, key, metric, value
-        long: dict[str, list] = {c: [] for c in ("series", "rank", "device", "key", "metric", "value")}
-        for key, table in tables.items():
-            ident = "stream" if key == "queue_summary" else "kind"
-            for metric in [c for c in table if c not in ("rank", "device", ident)]:
-                n = len(table[metric])
-                long["series"] += [key.removesuffix("_summary")] * n
-                long["metric"] += [metric] * n
-                for column, source in (("rank", "rank"), ("device", "device"), ("key", ident),
-                                       ("value", metric)):
-                    long[column] += table[source].tolist()
-        return render_columns(long, "csv") if tables else ""
-    parts = []
-    titles = {"queue_summary": "Queue length per stream (time-weighted over the trace)",
-              "bandwidth_summary": "Memory bandwidth per copy kind"}
-    for key, table in tables.items():
-        parts.append(titles[key] + "\n" + render_columns(table, "table"))
-    return "\n".join(parts)
+    from ..report.counters_text import summary_text as text
+
+    return text(results, fmt)
 
 
-COUNTERS = pipeline.Rewriter(name="counters", kind="gpu", compute=compute, summary=summary_text)
-
-
-def run(src: Path, dst: str | Path | None, series: tuple[str, ...], style: str, rank: int | None,
-        fmt: str, tp_bin: str | None = None, prefetched: Prefetched | None = None,
-        open_ui: bool | dict = False, keep_bytes: bool = False,
-        job: JobOptions | None = None) -> str:
-    """``counters`` over every target, through the pipeline; the formatted summary.
-    ``keep_bytes``: every original byte kept (else the UI shows every event: ``rewrite.visible``)."""
-    return pipeline.run(COUNTERS, src, dst, {"series": list(series), "style": style}, rank=rank,
-                        fmt=fmt, tp_bin=tp_bin, prefetched=prefetched, open_ui=open_ui,
-                        keep_bytes=keep_bytes, job=job)
+COUNTERS = rewriters.command(
+    "counters", "Write OUT: a copy of IN with memory-bandwidth and queue-length counter tracks."
+    "\n\nIN and OUT may be directories of per-rank traces (one output per rank, same names);\n"
+    "an OUT ending in / is a directory (made if missing) that gets IN's name.",
+    (option("--series", default="bandwidth,queue", show_default=True,
+            help="Which counters: bandwidth, queue, or both."),
+     option("--style", type=click.Choice(["traceaug", "hta"]), default="traceaug",
+            show_default=True,
+            help="hta: HTA's exact event shapes, for scripts built on HTA's output."),
+     rank(), fmt("Format of the summary printed on stdout."),
+     option("--keep-bytes", is_flag=True,
+            help="Keep every original byte. By default events the Perfetto UI would drop "
+                 "(partly overlapping, on negative thread ids) are moved so that it shows them.")),
+    lambda call: {"series": series(call["series"]), "style": call["style"]}, api=_api,
+    load_kind="gpu", rewriter=_rewriter, summary=summary_text)

@@ -1,57 +1,29 @@
-"""``traceaug info`` rendered: one trace as its key/value block; a job (several ranks) in the
-terminal as one row per rank and a job line (csv / json: every field of every rank)."""
+"""``traceaug info``: devices, ranks, steps, span, counts, streams and warnings, one record
+per rank (``analysis.info``)."""
 
 from __future__ import annotations
 
-import os
-
-from ..analysis.tables import objects
-from ..output import render_columns, render_records
-
-
-def rank_rows(records: list[dict]) -> dict:
-    """One row per rank: ``rank``, ``file`` (its name), ``size_mb`` (on disk), ``devices``,
-    ``steps``, ``span_ms``, ``kernels``, ``warnings`` (how many)."""
-    def size(path: str):
-        try:
-            return round(os.path.getsize(path) / 1e6, 3)
-        except OSError:
-            return None
-    rows = {
-        "rank": [r["rank"] for r in records],
-        "file": [os.path.basename(r["file"]) for r in records],
-        "size_mb": [size(r["file"]) for r in records],
-        "devices": [", ".join(d.split(":")[0] for d in r["devices"]) for r in records],
-        "steps": [r["profiler_steps"] for r in records],
-        "span_ms": [r["duration_ms"] for r in records],
-        "kernels": [r["kernels"] for r in records],
-        "warnings": [len(r["warnings"]) + len(r["perfetto_ui"]) for r in records],
-    }
-    return {k: objects(v) for k, v in rows.items()}
+from .. import paths
+from ..job import parts
+from .declare import JOB, Call, Command, argument, echo, fmt, rank
 
 
-def job_line(records: list[dict]) -> str:
-    """The job at a glance: ranks, world size, devices, the span over every rank, kernels,
-    warnings."""
-    starts = [r["start_ns"] for r in records if r["start_ns"] is not None]
-    ends = [r["end_ns"] for r in records if r["end_ns"] is not None]
-    span = f"{(max(ends) - min(starts)) / 1e6:.3f} ms" if starts and ends else "none"
-    sizes = {r["world_size"] for r in records if r["world_size"] is not None}
-    world = ", ".join(map(str, sorted(sizes))) or "unknown"
-    devices = sum(len(r["devices"]) for r in records)
-    warned = sum(len(r["warnings"]) + len(r["perfetto_ui"]) for r in records)
-    kernels = sum(r["kernels"] for r in records)
-    return (f"job: {len(records)} ranks (world size {world}), {devices} devices, span {span} "
-            f"(first start to last end over the ranks), {kernels} kernels, {warned} warnings\n")
+def compute(call: Call) -> list[dict]:
+    """Every rank's record, in rank order."""
+    from ..job.run import Work
+
+    return list(call.run(Work("analysis", parts.info), "info").values())
 
 
-def render(records: list[dict], fmt: str) -> str:
-    """``info``'s output for ``records`` (one per rank)."""
-    if len(records) == 1 or fmt != "table":
-        return render_records(records, fmt)
-    text = render_columns(rank_rows(records), "table") + job_line(records)
-    warned = [r for r in records if r["warnings"] or r["perfetto_ui"]]
-    for r in warned:  # what the counts stand for, rank by rank
-        for w in r["warnings"] + r["perfetto_ui"]:
-            text += f"  rank {r['rank']}: {w}\n"
-    return text
+def show(records: list[dict], call: Call) -> None:
+    from ..report.info_text import render
+
+    echo(paths.shown(render(records, call["fmt"])))  # stdin, not its spool
+
+
+INFO = Command(
+    "info", "Devices, ranks, steps, time span, event counts, streams and Perfetto's warnings (a "
+    "directory: one row per rank and a job line).",
+    (argument("trace", type=paths.Input(urls=True)), fmt(), rank(), JOB),
+    compute, show,
+    api=lambda records, call: records, kind=lambda p: "analysis", inputs=("trace",))

@@ -1,93 +1,69 @@
-"""``traceaug patterns`` as a rewriter: the "patterns" load kind, its compute and its summary.
-
-Everything else (targets, the copy, the load, the splice) is ``rewrite.pipeline``'s.
-"""
+"""``traceaug patterns``: IN with its frequent GPU kernel sequences overlaid
+(``rewrite.patterns``), and the patterns printed."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-import numpy as np
-import orjson
-
-from ..analysis.patterns import SCOPES
-from ..output import cut, json_text, render_columns
-from ..rewrite import pipeline
-from ..rewrite.patterns import prepare
+from . import rewriters
+from .declare import COUNT, POSITIVE, Call, fmt, option, rank
 
 if TYPE_CHECKING:
-    from ..job.run import JobOptions
-    from ..read.prefetch import Prefetched
-    from ..trace import Trace
+    import pandas as pd
 
-TABLE_KERNELS = 70  # characters of short kernel names shown per row in the table format
-
-
-def compute(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
-    """Patterns, occurrences and overlay events (options: operator, min_len, top_k)."""
-    result, events = prepare(trace, options.get("operator"), options.get("min_len", 3),
-                             options.get("top_k", 5))
-    return {**result, **options}, events
+# An occurrence's engine-ns times (``analysis.patterns``), named with their unit in the API.
+OCCURRENCE_TIMES = {c: f"{c}_ns" for c in ("gpu_ts", "gpu_end", "cpu_ts", "cpu_end")}
 
 
-def _rows(result: dict, rank: bool) -> dict[str, np.ndarray]:
-    """The pattern table with ``P<n>`` ids (and a leading rank column for several ranks)."""
-    p = result["patterns"]
-    n = len(p["pattern"])
-    lead = {"rank": np.full(n, result["rank"], dtype=object)} if rank else {}
-    return {**lead, "pattern": np.array([f"P{i}" for i in p["pattern"].tolist()], dtype=object),
-            **{k: v for k, v in p.items() if k != "pattern"}}
+class KernelPatterns(NamedTuple):
+    """What ``traceaug.patterns`` returns: every pattern, every counted occurrence, the files
+    written."""
+
+    patterns: pd.DataFrame
+    occurrences: pd.DataFrame
+    written: list[Path]
 
 
-def _json(r: dict) -> dict:
-    o = r["occurrences"]
-    data = orjson.loads(render_columns(_rows(r, False), "json"))
-    ids = r["patterns"]["pattern"]  # occurrences are sorted by pattern, then GPU start
-    lo, hi = np.searchsorted(o["pattern"], ids), np.searchsorted(o["pattern"], ids, "right")
-    for d, a, b in zip(data, lo.tolist(), hi.tolist(), strict=True):
-        d["occurrence_gpu_ts_ns"] = o["gpu_ts"][a:b].tolist()
-    return {"file": r["file"], "rank": r["rank"], "out": r["out"], "operator": r["operator"],
-            "instances": r["instances"], "patterns": data}
+def _api(results: list[dict], call: Call) -> KernelPatterns:
+    """Every pattern and occurrence with a leading ``rank`` column (``analysis.patterns``'
+    columns, an occurrence's times named with their unit; ``pattern`` is n of ``P<n>``)."""
+    import pandas as pd
+
+    from ..analysis.tables import frame
+
+    tables = []
+    for key in ("patterns", "occurrences"):
+        found = [frame(r[key]).infer_objects().rename(columns=OCCURRENCE_TIMES) for r in results]
+        for r, part in zip(results, found, strict=True):
+            part.insert(0, "rank", r["rank"])
+        tables.append(pd.concat(found, ignore_index=True))
+    return KernelPatterns(tables[0], tables[1], [Path(r["out"]) for r in results if r["out"]])
 
 
-def _clip(values: np.ndarray, width: int) -> np.ndarray:
-    return np.array([cut(v, width) for v in values.tolist()], dtype=object)
+def _rewriter():
+    from ..rewrite.patterns import REWRITER
 
-
-def _table(r: dict) -> str:
-    rows, top_k = _rows(r, False), r["top_k"]
-    keep = np.sort(np.concatenate([np.flatnonzero(rows["scope"] == s)[:top_k] for s in SCOPES]))
-    table = {k: v[keep] for k, v in rows.items()}
-    table["kernels"] = _clip(table["kernels"], TABLE_KERNELS)
-    table["kernel_ids"] = _clip(table["kernel_ids"], 40)
-    counts = ", ".join(f"{int((rows['scope'] == s).sum())} {s}" for s in SCOPES)
-    what = r["operator"] or "top-level CPU ops"
-    return (f"Kernel patterns of {r['file']}: {r['instances']} instances of {what} launched "
-            f"GPU work; {counts} patterns (top {top_k} of each scope shown, --format csv lists "
-            f"every one)\n" + render_columns(table, "table"))
+    return REWRITER
 
 
 def summary_text(results: list[dict], fmt: str) -> str:
-    """Every pattern (csv; json with its occurrences' GPU starts), or the top-k of each scope
-    as a table, for each rank."""
-    if fmt == "json":
-        data = [_json(r) for r in results]
-        return json_text(data[0] if len(data) == 1 else data)
-    if fmt == "csv":
-        tables = [_rows(r, len(results) > 1) for r in results]
-        return render_columns({k: np.concatenate([t[k] for t in tables]) for k in tables[0]}, "csv")
-    return "\n".join(_table(r) for r in results)
+    from ..report.patterns_text import summary_text as text
+
+    return text(results, fmt)
 
 
-PATTERNS = pipeline.Rewriter(name="patterns", kind="patterns", compute=compute, summary=summary_text)
-
-
-def run(src: Path, dst: str | Path | None, operator: str | None, min_len: int, top_k: int,
-        rank: int | None, fmt: str, tp_bin: str | None = None,
-        prefetched: Prefetched | None = None, open_ui: bool | dict = False,
-        job: JobOptions | None = None) -> str:
-    """``patterns`` over a trace or every rank of a directory, through the pipeline."""
-    options = {"operator": operator, "min_len": min_len, "top_k": top_k}
-    return pipeline.run(PATTERNS, src, dst, options, rank=rank, fmt=fmt, tp_bin=tp_bin,
-                        prefetched=prefetched, open_ui=open_ui, job=job)
+PATTERNS = rewriters.command(
+    "patterns", "Write OUT: IN with its frequent GPU kernel sequences overlaid (``Pattern P<n>`` "
+    "slices on \"Kernel patterns\" threads, a \"Kernel-name dictionary\" thread).\n\nIN and "
+    "OUT may be directories of per-rank traces (one output per rank, same names).",
+    (option("--operator", help="Instances of this CPU op (a name or a glob); default: every "
+            "top-level CPU op."),
+     option("--min-len", type=POSITIVE, default=3, show_default=True,
+            help="Shortest pattern, in GPU ops."),
+     option("--top-k", type=COUNT, default=5, show_default=True,
+            help="Patterns of each scope overlaid on OUT (and shown in the table)."),
+     rank(), fmt("The patterns on stdout: the top k of each scope (table), or all (csv, json).")),
+    lambda call: {"operator": call["operator"], "min_len": call["min_len"],
+                  "top_k": call["top_k"]}, api=_api,
+    load_kind="patterns", rewriter=_rewriter, summary=summary_text)

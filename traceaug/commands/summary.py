@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from ..analysis import gpa_summary as gpa
+from .. import paths
 from ..errors import TraceaugError
-from ..output import json_text
-from ..read import gpa_config, nsys, nsys_stats
+from . import declare
+from .declare import POSITIVE, Call, Command, argument, echo, option
+
+if TYPE_CHECKING:
+    from ..analysis import gpa_summary as gpa
 
 
 def _csv_input(title: str, files: dict[str, Path | None], notes: list[str]) -> gpa.SummaryInput:
     """Read a set of ``nsys stats`` CSVs; a missing optional report is noted, not fatal."""
+    from ..analysis import gpa_summary as gpa
+    from ..read import gpa_config, nsys_stats
+
     tables: dict[str, dict | None] = {}
     for report in gpa_config.CSV_KEYS:
         path = files.get(report)
@@ -27,18 +32,25 @@ def _csv_input(title: str, files: dict[str, Path | None], notes: list[str]) -> g
                             tables["nvtx_proj_trace"], notes=notes)
 
 
-def _trace_input(path: Path, title: str, tag: str | None, tp_bin: str | None) -> gpa.SummaryInput:
-    from ..trace import Trace
+def _trace_input(path: Path, title: str, tag: str | None) -> gpa.SummaryInput:
+    """A trace's summary input, read on the job runner (a job of one rank)."""
+    from ..analysis import gpa_summary as gpa
+    from ..job import parts
+    from ..job.run import Item, Work, run
+    from ..read import nsys
+    from ..read.ranks import TraceFile
 
     if not path.exists() and not nsys.is_report(path):
         raise TraceaugError(f"{path}: no such file")
-    with Trace(path, tp_bin=tp_bin) as trace:
-        return gpa.from_trace(trace, title, tag)
+    work = Work("analysis", parts.apply, {"fn": gpa.from_trace, "title": title, "tag": tag})
+    return run(work, [Item(None, TraceFile(path, None))])[None]
 
 
 def _cli_inputs(inputs: list[Path]) -> list[tuple[str, str, dict]]:
     """Command-line inputs: CSVs together form one input (by the report each header names);
     every other file is a trace of its own."""
+    from ..read import nsys_stats
+
     csvs: dict[str, Path] = {}
     out: list[tuple[str, str, dict]] = []
     for p in inputs:
@@ -56,15 +68,19 @@ def _cli_inputs(inputs: list[Path]) -> list[tuple[str, str, dict]]:
     return out
 
 
-def run(inputs: list[Path], config: Path | None, class_map_path: Path | None, iters: int | None,
-        gpus: int | None, tag: str | None, tp_bin: str | None = None) -> list[dict]:
+def compute(call: Call) -> list[dict]:
     """One summary (``gpa_summary.summarize``) per input of the config and of the command line."""
+    from ..analysis import gpa_summary as gpa
+    from ..read import gpa_config
+
+    config, class_map_path, iters, gpus, tag = (call[k] for k in ("config", "class_map", "iters",
+                                                                   "gpus", "tag"))
     specs: list[gpa_config.ConfigInput] = []
     mapping_doc, mapping_source = {}, "kernel_to_class_map"
     if config is not None:
         specs, mapping_doc = gpa_config.load(config)
         mapping_source = str(config)
-    for title, fmt, files in _cli_inputs(inputs):
+    for title, fmt, files in _cli_inputs(list(call["inputs"])):
         specs.append(gpa_config.ConfigInput(title, fmt, files, None, None, None))
     if not specs:
         raise TraceaugError("give INPUT files or --config")
@@ -85,7 +101,7 @@ def run(inputs: list[Path], config: Path | None, class_map_path: Path | None, it
         if spec.format == "csv":
             data = _csv_input(spec.title, spec.files, notes)
         else:
-            data = _trace_input(spec.files["path"], spec.title, it_tag, tp_bin)
+            data = _trace_input(spec.files["path"], spec.title, it_tag)
             data.notes[:0] = notes  # the default class map, said for a trace as for CSVs
             it_tag = it_tag or "ProfilerStep#*"
         n_iter = iters or spec.iters
@@ -95,92 +111,25 @@ def run(inputs: list[Path], config: Path | None, class_map_path: Path | None, it
     return results
 
 
-# ----- output ---------------------------------------------------------------------------------
+def _text(results: list[dict], fmt: str) -> str:
+    from ..report.gpa_text import render_json, render_text
 
-def _rows(table: dict, cols: list[tuple[str, str, str]]) -> list[str]:
-    """Fixed-width rows: (column key, header, format)."""
-    head = "".join(f"{h:>{len(h) + 2}}" if i else f"{h:<24}" for i, (_, h, _) in enumerate(cols))
-    lines = [head]
-    for r in range(len(table["name"])):
-        cells = []
-        for i, (key, h, fmt) in enumerate(cols):
-            v = table[key][r]
-            text = format(v, fmt) if fmt else str(v)
-            cells.append(f"{text:>{len(h) + 2}}" if i else f"{text:<24}")
-        lines.append("".join(cells))
-    return lines
+    return (render_json if fmt == "json" else render_text)(results)
 
 
-KERNEL_COLS = [("name", "Class", ""), ("per_iter_ms", "TimePerIter(ms)", ".2f"),
-               ("per_iter_instances", "InstancePerIter", "d"), ("per_iter_pct", "TimePerIter(%)", ".2f"),
-               ("total_ms", "TotalTime(ms)", ".2f"), ("instances", "TotalInstance", "d"),
-               ("total_pct", "TotalTime(%)", ".2f")]
-PLAIN_COLS = [("name", "Class", ""), ("per_iter_ms", "TimePerIter(ms)", ".2f"),
-              ("per_iter_instances", "InstancePerIter", "d"), ("total_ms", "TotalTime(ms)", ".2f"),
-              ("instances", "TotalInstance", "d")]
-
-
-def render_text(results: list[dict]) -> str:
-    """The Analyzer's report layout, plus the measured non-hidden time where a timeline exists."""
-    out: list[str] = []
-    for res in results:
-        out.append(f"===== {res['title']} =====")
-        if "skipped" in res:
-            out += [f"skipped: {res['skipped']}", ""]
-            continue
-        out += [f"note: {n}" for n in res["notes"]]
-        k, n = res["kernel"], res["nccl_total"]
-        out += [f"Iterations: {res['iters']}, GPUs: {res['gpus']}",
-                f"Kernel time per iteration: {k['per_iter_ms']:.3f} (ms)",
-                f"Kernel instances per iteration: {k['per_iter_instances']}",
-                f"Kernel total time: {k['total_ms']:.3f} (ms)",
-                f"Kernel total instances: {k['instances']}", "Kernel Statistic:"]
-        out += _rows(res["classes"], KERNEL_COLS)
-        out += ["", f"NCCL time per iteration: {n['per_iter_ms']:.3f} (ms)",
-                f"NCCL instances per iteration: {n['per_iter_instances']}",
-                f"NCCL total time: {n['total_ms']:.3f} (ms)",
-                f"NCCL total instances: {n['instances']}", "NCCL Statistic:"]
-        out += _rows(res["nccl"], PLAIN_COLS)
-        if "mem" in res:
-            out += ["", "Mem Ops Statistic:"] + _rows(res["mem"], PLAIN_COLS)
-        v = res.get("nvtx")
-        if v:
-            out += ["", f"NVTX range count: {v['count']}",
-                    f"NVTX average range time: {v['mean_ms']:.3f} (ms)",
-                    f"NVTX total range time: {v['total_ms']:.3f} (ms)", "",
-                    f"Estimated non-hidden NCCL, mem ops and bubble time per range: "
-                    f"{v['non_hidden_per_range_ms']:.3f} (ms)",
-                    f"Estimated non-hidden NCCL, mem ops and bubble time per range: "
-                    f"{v['non_hidden_per_range_pct']:.2f} (%)",
-                    f"Estimated non-hidden NCCL, mem ops and bubble total time: "
-                    f"{v['non_hidden_total_ms']:.3f} (ms)",
-                    f"Estimated non-hidden NCCL, mem ops and bubble total time: "
-                    f"{v['non_hidden_total_pct']:.2f} (%)"]
-        m = res.get("measured")
-        if m:
-            out += ["", "Measured on the timeline (iteration window minus the union of compute kernels):",
-                    f"Measured non-hidden NCCL, mem ops and bubble time per range: "
-                    f"{m['non_hidden_per_range_ms']:.3f} (ms)",
-                    f"Measured non-hidden NCCL, mem ops and bubble time per range: "
-                    f"{m['non_hidden_pct']:.2f} (%)",
-                    f"Measured non-hidden NCCL, mem ops and bubble total time: "
-                    f"{m['non_hidden_total_ms']:.3f} (ms)"]
-        out.append("")
-    return "\n".join(out) + "\n"
-
-
-def _plain(value):
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
-def render_json(results: list[dict]) -> str:
-    """Every figure, as JSON (per-range measurements included)."""
-    return json_text(_plain(results))
+SUMMARY = Command(
+    "summary", "Kernel time per class and iteration, NCCL, memory ops, NVTX iterations and the "
+    "time not hidden behind compute (the GPU Performance Analyzer's report). INPUT: a Kineto "
+    "trace, an nsys SQLite export, or `nsys stats` CSVs (cuda_gpu_kern_sum, "
+    "cuda_gpu_mem_time_sum, nvtx_gpu_proj_trace).",
+    (argument("inputs", metavar="INPUT...", nargs=-1, type=paths.Input(what=None)),
+     option("--config", type=paths.Input(what="a JSON config"),
+            help="A GPU Performance Analyzer JSON config (either layout)."),
+     option("--class-map", type=paths.Input(what="a JSON class map"),
+            help="JSON object: kernel-name substring -> class (replaces the config's)."),
+     option("--iters", type=POSITIVE, help="Iterations in the input (divides the totals)."),
+     option("--gpus", type=POSITIVE, help="GPUs in the input (divides the totals)."),
+     option("--iter-tag", "tag", help="Name of the NVTX range of one iteration (glob with *)."),
+     declare.fmt(choices=("text", "json"))),
+    compute, lambda results, call: echo(_text(results, call["fmt"])),
+    api=lambda results, call: results)

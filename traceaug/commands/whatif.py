@@ -1,78 +1,84 @@
-"""Run ``traceaug whatif`` on one trace and format the replay (``analysis.replay``)."""
+"""``traceaug whatif``: the replay of one trace or of a whole job (``analysis.replay``,
+``analysis.job_replay``), per step the baseline and each change, formatted."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
-import numpy as np
-
-from ..analysis import replay
+from .. import paths
 from ..errors import TraceaugError
-from ..output import render_columns
-from ..trace import Trace
-
-if TYPE_CHECKING:
-    from ..job.run import JobOptions
-    from ..read.prefetch import Prefetched
+from .declare import JOB, Call, Command, argument, echo, fmt, option, rank, step
 
 
-def compute(path: str | Path, step: int | None = None, scales: tuple[str, ...] = (),
-            no_launch_delay: bool = False, rank: int | None = None, tp_bin: str | None = None,
-            prefetched: Prefetched | None = None, progress: bool | None = None,
-            no_stragglers: bool = False, job: JobOptions | None = None) -> tuple[dict, dict]:
-    """``replay.tables`` of one trace file (or ``rank`` of a directory), or of a whole job
-    (a directory of ranks without ``rank``: ``analysis.job_replay``)."""
-    from ..job.run import JobOptions
+def compute(call: Call) -> tuple[dict, dict]:
+    """``replay.tables`` of one trace file (or ``--rank`` of a directory), or of a whole job
+    (a directory of ranks without ``--rank``: ``analysis.job_replay``)."""
+    from ..analysis import job_path as jp
+    from ..analysis import job_replay, replay
+    from ..job import parts
+    from ..job.run import Work, items_of, run
 
-    parsed = [replay.parse_scale(s) for s in scales]  # bad input refused before any load
-    job = job or JobOptions(progress=progress)
-    files = job.select(path, rank)
+    scales = call["scale"]
+    parsed = [replay.parse_scale(s) for s in ((scales,) if isinstance(scales, str) else scales)]
+    files = call.files()
     if len(files) > 1:
-        from ..analysis import job_replay
-
-        if prefetched is not None:
-            prefetched.close()
-        return replay.tables(job_replay.whatif(path, step, parsed, no_launch_delay,
-                                               no_stragglers, {"tp_bin": tp_bin}, job,
-                                               files))
-    if no_stragglers:
-        raise TraceaugError(f"{path}: --no-stragglers needs a job (a directory of ranks)")
-    with Trace(files[0].path, kind="sync", tp_bin=tp_bin, prefetched=prefetched,
-               progress=progress) as trace:
-        return replay.tables(replay.whatif(trace, step, parsed, no_launch_delay))
+        done = run(Work("job_path", parts.job_path, {"scales": tuple(parsed)}), items_of(files),
+                   call.job)
+        return replay.tables(job_replay.whatif(jp.keyed(done), call["step"], parsed,
+                                               call["no_launch_delay"], call["no_stragglers"]))
+    if call["no_stragglers"]:
+        raise TraceaugError(f"{call['trace']}: --no-stragglers needs a job (a directory of ranks)")
+    work = Work("sync", parts.apply, {"fn": _replayed, "step": call["step"], "scales": parsed,
+                                      "no_launch_delay": call["no_launch_delay"]})
+    return run(work, items_of(files), call.job)[files[0].rank]
 
 
-def flat(steps: dict, changes: dict) -> dict:
-    """One row per (step, change), the step's figures repeated (csv / json); a step without
-    changes keeps one row with an empty change."""
-    per_change = ("change", "predicted_ns", "speedup", "saving_pct")
-    rows = {k: [] for k in (*steps, *per_change)}
-    st = {k: v.tolist() for k, v in steps.items()}  # Python numbers: json writes them
-    ch = {k: v.tolist() for k, v in changes.items()}
-    for i, s in enumerate(st["step"]):
-        mine = [j for j, c in enumerate(ch["step"]) if c == s] or [None]
-        for j in mine:
-            for k in steps:
-                rows[k].append(st[k][i])
-            for k in per_change:
-                rows[k].append(None if j is None else ch[k][j])
-    return {k: np.array(v, dtype=object) for k, v in rows.items()}
+def _replayed(trace, step: int | None, scales: list, no_launch_delay: bool) -> tuple[dict, dict]:
+    from ..analysis import replay
+
+    return replay.tables(replay.whatif(trace, step, scales, no_launch_delay))
 
 
-def render(steps: dict, changes: dict, fmt: str) -> str:
-    """The baseline per step first (its replay error says how far to trust the rest), then
-    each change's predicted step time and speedup."""
-    if fmt != "table":
-        text = render_columns(flat(steps, changes), fmt)
-        return text if text.endswith("\n") else text + "\n"
-    out = render_columns({"step": steps["step"], "measured_us": steps["measured_ns"] / 1e3,
-                          "baseline_us": steps["baseline_ns"] / 1e3,
-                          "baseline_error_pct": steps["baseline_error_pct"],
-                          "unexplained_pct": steps["unexplained_pct"]}, "table")
-    if len(changes["step"]):
-        out += "\n" + render_columns({"step": changes["step"], "change": changes["change"],
-                                      "predicted_us": changes["predicted_ns"] / 1e3,
-                                      "speedup": changes["speedup"],
-                                      "saving_pct": changes["saving_pct"]}, "table")
-    return out
+class WhatIf(NamedTuple):
+    """``traceaug.whatif``'s result: per step the measured and replayed baseline times
+    (``step, measured_ns, baseline_ns, baseline_error_pct, unexplained_pct``), and per (step,
+    change) the predicted step time (``step, change, predicted_ns, speedup, saving_pct``)."""
+
+    steps: object
+    changes: object
+
+
+def _api(found: tuple[dict, dict], call: Call) -> WhatIf:
+    from ..analysis.tables import frame
+
+    return WhatIf(frame(found[0]), frame(found[1]))
+
+
+def _check(call: Call) -> None:
+    from ..analysis.replay import parse_scale
+
+    for s in call["scale"]:  # refused before any load
+        parse_scale(s)
+
+
+def _show(found: tuple[dict, dict], call: Call) -> None:
+    from ..report.whatif_text import render
+
+    echo(render(*found, call["fmt"]))
+
+
+WHATIF = Command(
+    "whatif", "Replay TRACE's critical-path graph per step: the baseline's replay error, then the "
+    "predicted step time and speedup of each change. A directory of ranks: the whole job, the "
+    "ranks' graphs joined at every collective.",
+    (argument("trace", type=paths.Input()),
+     step("Only ProfilerStep#N (default: every step)."),
+     option("--scale", "scale", multiple=True, metavar="SELECTOR=FACTOR",
+            help="Scale the time of the events SELECTOR picks: comp, comm, mem (kernel types), "
+                 "cpu, or a kernel / CPU op name glob. Repeatable: each is one change."),
+     option("--no-launch-delay", is_flag=True, help="Also replay with launch delays of 0."),
+     option("--no-stragglers", is_flag=True,
+            help="A job: also replay with every rank at the median arrival of each collective."),
+     rank("For a directory: the rank to replay (default: the job)."), fmt(), JOB),
+    compute, _show, _api,
+    kind=lambda p: "sync", inputs=("trace",), prepare=_check)

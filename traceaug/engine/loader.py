@@ -11,20 +11,16 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from .. import interrupt
+from .. import interrupt, runtime
 from ..errors import EngineError, EngineOutOfMemory, TraceaugError
-from ..memory import release_free_memory
+from ..processes import release_free_memory
 from ..progress import Progress
-from ..read import chunks, normalize, pass1, source
+from ..read import chunks, normalize, pass1, prefetch, source
 from .backend import TraceProcessor
-
-if TYPE_CHECKING:
-    from ..read.prefetch import Prefetched
 
 MEMORY64_ABOVE = 1_500_000_000  # raw JSON bytes beyond which the 32-bit heap is too small
 # Bytes per parse call. Small: the engine copies each call's bytes into its receive buffer
@@ -105,14 +101,10 @@ def _finalize(tp: TraceProcessor, path: Path, parsed: bool) -> None:
         raise TraceaugError(f"{path}: {error}")
 
 
-def _load_once(path: Path, plan: normalize.Plan | None, memory64: bool, bin_path: str | None,
-               progress: Progress, offset: int, tp: TraceProcessor | None = None) -> TraceProcessor:
-    """Feed and finalize one engine (``tp``, else a new one); closed again on failure."""
-    tp = tp or TraceProcessor(memory64=memory64, bin_path=bin_path)
+def _load_once(path: Path, plan: normalize.Plan | None, tp: TraceProcessor,
+               report: Callable[[int], None]) -> TraceProcessor:
+    """Feed and finalize the engine ``tp`` (``report``: bytes fed so far); closed on failure."""
     try:
-        def report(n: int) -> None:
-            progress.update(offset + n)
-
         if plan is not None:
             pieces = normalize.engine_stream(plan, report)
         else:
@@ -134,32 +126,32 @@ def _early_engine(memory64: bool, bin_path: str | None) -> TraceProcessor | None
         return None
 
 
-def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
-         show_progress: bool | None = None, kind: str = "analysis",
-         workers: int | None = None, prefetched: Prefetched | None = None,
-         label: str | None = None) -> Loaded:
-    """Load ``path``; raise ``TraceaugError`` with a one-line reason on failure.
-
-    ``kind`` (``read.kinds.KINDS``) says what the engine gets: "analysis" keeps the args
-    analyses use and no flow events; "full" keeps everything (slower, more memory); "gpu",
-    "ops" and "sync" keep a subset (what counters, diff and the critical path read).
-    ``workers``: pass-1 worker processes (default: two above ``normalize.PARALLEL_ABOVE``).
-    ``prefetched``: plans the command line started in child processes (``read.prefetch``).
-    ``label``: the name progress shows (an nsys export's, not its temporary conversion's)."""
+def load(path: Path, kind: str = "analysis", memory64: bool | None = None,
+         label: str | None = None, on_plan: Callable[[normalize.Plan], None] | None = None
+         ) -> Loaded:
+    """Load ``path`` as the runtime says (engine binary, progress, pass-1 workers); raise
+    ``TraceaugError`` with a one-line reason on failure. ``kind``: what the engine gets
+    (``read.kinds.KINDS``); a plan prefetched for it (``read.prefetch``) is taken. ``label``:
+    the name progress shows; ``on_plan``: called with pass 1's plan before the engine loads."""
     path = Path(path)
+    rt = runtime.current()
+    bin_path, workers = rt.tp_bin, rt.workers
     interrupt.new_work()
     source.check_readable(path)
     stored = source.stored_size(path)
     if memory64 is None:
         memory64 = source.raw_size_estimate(path) > MEMORY64_ABOVE
-    progress = Progress(f"loading {label or path.name}", 2 * stored, show_progress)
+    progress = Progress(f"loading {label or path.name}", 2 * stored, rt.shows_progress())
     try:
         not_chrome = None
-        early = _early_engine(memory64, bin_path) if prefetched is not None else None
+        prefetched = prefetch.pending(path, kind)
+        early = _early_engine(memory64, bin_path) if prefetched else None
         try:
-            plan = prefetched.take(path, kind=kind) if prefetched is not None else None
+            plan = prefetch.take(path, kind) if prefetched else None
             if plan is None:
                 plan = normalize.plan(path, progress.update, kind=kind, workers=workers)
+            if on_plan is not None:
+                on_plan(plan)
             release_free_memory()  # pass 1's freed JSON, before the engine grows
         except chunks.NotChromeJson as e:
             plan, not_chrome = None, e  # not Chrome JSON we can split: let Perfetto judge it
@@ -171,15 +163,18 @@ def load(path: Path, bin_path: str | None = None, memory64: bool | None = None,
             if early is not None:
                 early.close()
             raise
+        def report(n: int) -> None:
+            progress.update(stored + n)
+
         try:
-            tp = _load_once(path, plan, memory64, bin_path, progress, stored, early)
+            tp = _load_once(path, plan, early or TraceProcessor(memory64, bin_path), report)
         except EngineOutOfMemory:
             if memory64 or bin_path:
                 raise TraceaugError(f"{path}: the trace processor ran out of memory") from None
             memory64 = True
             if plan is not None and plan.held is not None:  # fed and freed: read it again
                 plan = normalize.plan(path, kind=kind, workers=workers)
-            tp = _load_once(path, plan, memory64, bin_path, progress, stored)
+            tp = _load_once(path, plan, TraceProcessor(memory64, bin_path), report)
         except EngineError as e:
             raise TraceaugError(f"{path}: {e}") from None
     finally:

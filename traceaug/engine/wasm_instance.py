@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import wasmtime
 
-from .. import interrupt
+from .. import interrupt, runtime
 from ..errors import EngineError, EngineOutOfMemory
 from .wasm_module import WasmBuild
 
@@ -101,7 +101,8 @@ class WasmInstance:
 
     def __init__(self, build: WasmBuild) -> None:
         self.build = build
-        interrupt.install()  # Ctrl-C never raises inside a host call of this engine
+        if runtime.current().interruptible:  # Ctrl-C never raises inside a host call
+            interrupt.install()
         interrupt.check()
         self.store = wasmtime.Store(build.engine)
         self.store.set_epoch_deadline(1)  # traps once a signal bumps the epoch (interrupt)

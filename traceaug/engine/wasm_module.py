@@ -17,7 +17,7 @@ from pathlib import Path
 
 import wasmtime
 
-from .. import interrupt
+from .. import interrupt, runtime
 from ..atomic import atomic_output
 from ..errors import EngineError
 from ..progress import note
@@ -213,13 +213,10 @@ _BUILD_LOCK = threading.Lock()
 def load_build(memory64: bool = False, interruptible: bool | None = None) -> WasmBuild:
     """Compile (or fetch from cache) one trace_processor build, once per process: loads on two
     threads (diff's two sides) wait for one check and mapping of the cached module.
-    ``interruptible``: a signal can stop a running call; by default so except in a job's
-    worker process, which traceaug's handlers never run in (a pool worker dies by the
-    parent's SIGKILL / SIGTERM, a Dask worker by its nanny), so epoch checks there are pure cost."""
+    ``interruptible``: a signal can stop a running call (the runtime's: not in a job's
+    worker, stopped by its parent or nanny, where epoch checks are pure cost)."""
     if interruptible is None:
-        from ..job.executor import in_worker  # here: the job package is no start-up cost
-
-        interruptible = not in_worker()
+        interruptible = runtime.current().interruptible
     with _BUILD_LOCK:
         return _load_build(memory64, interruptible)
 

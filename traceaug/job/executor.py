@@ -33,29 +33,6 @@ PEAK_PER_BYTE = {"full": 4.2, "analysis": 2.2, "sync": 5.2, "ops": 5.0, "pattern
 RAM_SHARE = 0.8  # of the available RAM, as HTA sizes its pool
 
 
-def available_ram() -> int:
-    """Bytes of RAM available now (``MemAvailable``; total RAM where that is not known)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 8 << 30
-
-
-def cores() -> int:
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 def rank_peak(raw_bytes: int, kind: str) -> int:
     """Expected peak memory of one rank's task: an engine plus a share of its raw size."""
     return ENGINE_BASE + int(PEAK_PER_BYTE.get(kind, PEAK_PER_BYTE["full"]) * raw_bytes)
@@ -63,6 +40,8 @@ def rank_peak(raw_bytes: int, kind: str) -> int:
 
 def pool_size(ranks: int, peak: int, ram: int | None = None, ncores: int | None = None) -> int:
     """``min(cores, ranks, 0.8 × available RAM ÷ peak)``, at least 1."""
+    from ..processes import available_ram, cores
+
     ram = available_ram() if ram is None else ram
     ncores = cores() if ncores is None else ncores
     return max(1, min(ncores, ranks, int(RAM_SHARE * ram // max(peak, 1))))
@@ -121,48 +100,26 @@ class Inline(Executor):
         return list(futures)
 
 
-def _worker_start() -> None:
-    """A pool process: default signal actions (the parent stops it), BLAS single-threaded."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.environ["TRACEAUG_POOL_WORKER"] = "1"
+def _preload() -> None:
+    """What a forked pool process starts with (20 ms of each one's first task otherwise)."""
+    from .. import trace  # noqa: F401
+    from ..read import inputs, storage  # noqa: F401
+    from . import run  # noqa: F401
 
 
 class LocalPool(Executor):
-    """``size`` processes on this machine, forked with the modules imported (a task starts
-    at once); threads in this process where a fork is not safe (other threads running)."""
+    """``size`` processes on this machine (``processes.Pool``: forked with the modules
+    imported; threads in this process where a fork is not safe)."""
 
     def __init__(self, size: int, processes: bool = True) -> None:
-        import concurrent.futures as cf
-        import multiprocessing
-
-        from ..read.workers import can_fork
+        from ..processes import Pool
 
         self.size = size
-        if processes and can_fork():
-            # imported before the fork: the workers have them (20 ms of each one's first task)
-            from .. import trace  # noqa: F401
-            from ..read import inputs  # noqa: F401
-            from . import storage, tasks  # noqa: F401
-
-            self.pool: cf.Executor = cf.ProcessPoolExecutor(
-                size, mp_context=multiprocessing.get_context("fork"), initializer=_worker_start)
-            self.processes = True
-        else:
-            self.pool = cf.ThreadPoolExecutor(size)
-            self.processes = False
+        self.local = Pool(size, processes, _preload)
+        self.processes = self.local.processes
 
     def submit(self, fn: Callable, /, *args: Any):
-        if not self.processes:
-            return self.pool.submit(fn, *args)
-        from .. import interrupt
-
-        with interrupt.held():  # the pool forks its workers in here: no Interrupted raised
-            future = self.pool.submit(fn, *args)  # inside the at-fork callbacks
-        interrupt.check()
-        return future
+        return self.local.submit(fn, *args)
 
     def wait(self, futures: list, timeout: float | None = None) -> list:
         import concurrent.futures as cf
@@ -171,15 +128,12 @@ class LocalPool(Executor):
         return [f for f in futures if f in done]
 
     def running(self, futures: list) -> list:
-        """The first ``size`` futures the pool took (in order: the pool is first in, first
-        out); it takes one more than it runs, queued in its call queue."""
-        return [f for f in futures if f.running()][:self.size]
+        return self.local.running(futures)
 
     def close(self, cancel: bool = False) -> None:
-        if cancel and self.processes:  # stop running ranks now: nothing they write is kept
-            for p in list(getattr(self.pool, "_processes", {}).values()):
-                p.kill()
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        if cancel:  # stop running ranks now: nothing they write is kept
+            self.local.kill()
+        self.local.shutdown()
 
 
 class DaskExecutor(Executor):
@@ -291,23 +245,3 @@ def _announced(executor: DaskExecutor) -> DaskExecutor:
     if link:
         note(f"Dask dashboard: {link}")
     return executor
-
-
-def in_worker() -> bool:
-    """True inside a pool or Dask worker process: the embedded mode (no pass-1 children, no
-    prefetch child, no signal handlers of our own; Dask workers are daemonic and cannot fork
-    multiprocessing children)."""
-    import multiprocessing
-
-    return multiprocessing.current_process().daemon or "TRACEAUG_POOL_WORKER" in os.environ \
-        or "distributed.worker" in sys.modules and _dask_worker()
-
-
-def _dask_worker() -> bool:
-    try:
-        from distributed import get_worker
-
-        get_worker()
-        return True
-    except (ImportError, ValueError):
-        return False

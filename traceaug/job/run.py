@@ -1,23 +1,28 @@
-"""Run one task per rank on an executor: results by rank, each failure retried, then named.
+"""The one runner: a command's per-rank work on every rank of its input (a file is a job of one
+rank, a directory or URL prefix of many), in this process, on a local pool or a Dask cluster.
 
-A rank whose task fails (a bad file, out of memory, a worker lost) is tried again
-``retries`` times; if it still fails, its one-line error is said by rank while the others
-finish, and the run then fails naming every failed rank (``fail_fast``: at the first, the
-rest cancelled). Progress (ranks done / total, bytes read, the slowest rank still running)
-is shown on a terminal only.
+A rank whose task fails (a bad file, out of memory, a worker lost) is tried again ``retries``
+times; if it still fails, its one-line error is said by rank while the others finish, and the
+run then fails naming every failed rank (``fail_fast``: at the first, the rest cancelled).
+Progress (ranks done / total, bytes read, the slowest rank still running) shows on a terminal.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
+from .. import runtime
 from ..errors import TraceaugError
-from ..progress import line, shown
+from ..progress import line
+from ..read.ranks import TraceFile, select
+from ..read.storage import is_url
 from .executor import Executor, Inline, LocalPool, connect, pool_size, rank_peak
 
 TICK_S = 1.0  # the progress line's refresh while no rank finishes
@@ -25,7 +30,8 @@ TICK_S = 1.0  # the progress line's refresh while no rank finishes
 
 @dataclass
 class JobOptions:
-    """How the ranks of a job run (the CLI's job options)."""
+    """Where a job's ranks run and what a failing rank does (the command line's job options);
+    ``executor``: one the caller owns (a loaded job's), used as it is."""
 
     scheduler: str | None = None
     scheduler_file: str | None = None
@@ -34,15 +40,136 @@ class JobOptions:
     fail_fast: bool = False
     skip_bad: bool = False
     progress: bool | None = None
-    storage: dict = field(default_factory=dict)  # fsspec storage options for URLs
-    executor: Executor | None = field(default=None, repr=False)  # one the caller owns
+    executor: Executor | None = field(default=None, repr=False)
 
-    def select(self, path, rank: int | None = None) -> list:
-        """The job's rank files for ``path`` (and ``--rank``) as its tasks read them: with
-        --skip-bad-ranks and the storage options (``job.ranks.select``)."""
-        from .ranks import select
+    def select(self, path: str | Path, rank: int | None = None) -> list[TraceFile]:
+        """The job's rank files for ``path`` (and ``--rank``): the one discovery of a command."""
+        return select(path, rank, self.skip_bad, runtime.current().storage)
 
-        return select(path, rank, self.skip_bad, self.storage)
+
+@dataclass(frozen=True)
+class Item:
+    """One rank's input: its file, B's file of the same rank (``diff``), its output (a
+    rewriter's)."""
+
+    rank: int | None
+    file: TraceFile
+    other: TraceFile | None = None
+    out: Path | None = None
+
+    def named(self, file: TraceFile | None = None) -> str | Path | None:
+        """What messages call ``file`` (default: this rank's): its URL, else None (its path)."""
+        path = (file or self.file).path
+        return path if is_url(path) else None
+
+
+@dataclass(frozen=True)
+class Work:
+    """A command's per-rank work: each rank's task opens what ``opens`` gives for the load
+    ``kind`` (default: its trace) and returns ``per_rank(opened, item, **params)``, plain data
+    (picklable, like ``per_rank`` and ``opens``: module-level functions)."""
+
+    kind: str
+    per_rank: Callable[..., Any]
+    params: dict = field(default_factory=dict)
+    opens: Callable[[Item, str], contextlib.AbstractContextManager] | None = None
+
+
+@contextlib.contextmanager
+def local(file: TraceFile) -> Iterator[Path]:
+    """The local file to load for ``file``: itself, or a URL's object fetched in blocks to a
+    temporary file for the task's time (``read.storage.local_copy``; messages name the URL)."""
+    if not is_url(file.path):
+        yield Path(file.path)
+        return
+    from ..read.storage import local_copy
+
+    with local_copy(str(file.path), runtime.current().storage) as path:
+        yield path
+
+
+@contextlib.contextmanager
+def open_trace(item: Item, kind: str) -> Iterator[Any]:
+    """A rank's trace, loaded as ``kind`` and closed after its task."""
+    from ..trace import Trace
+
+    with local(item.file) as path, Trace(path, kind) as trace:
+        yield trace
+
+
+def task(work: Work, item: Item, rt: runtime.Runtime) -> Any:
+    """One rank's task, wherever it runs: ``work`` on ``item`` with the runtime ``rt``."""
+    with runtime.using(rt), (work.opens or open_trace)(item, work.kind) as opened:
+        return work.per_rank(opened, item, **work.params)
+
+
+def items_of(files: list[TraceFile]) -> list[Item]:
+    return [Item(f.rank, f) for f in files]
+
+
+def stored_size(path: str | Path) -> int:
+    """Bytes ``path`` holds as stored (on disk, or its object's): what reading it reads; 0
+    when it cannot be told (reading it says why)."""
+    if is_url(path):
+        from ..read.storage import size
+
+        return size(str(path), runtime.current().storage)
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def choose(items: list[Item], kind: str, options: JobOptions) -> Executor:
+    """The executor for ``items``: a Dask cluster the options name, else a local pool sized to
+    the machine (``pool_size``); one rank runs in this process."""
+    asked = options.scheduler or options.scheduler_file or options.workers
+    if len(items) <= 1 and not asked:  # one trace: here, as always (Dask's config not read)
+        return Inline()
+    dask = connect(options.scheduler, options.scheduler_file, options.workers)
+    if dask is not None:
+        return dask
+    if len(items) <= 1:
+        return Inline()
+    from ..read.source import raw_size_estimate
+
+    peak = max(rank_peak(stored_size(i.file.path) * 20 if is_url(i.file.path)
+                         else raw_size_estimate(i.file.path), kind) for i in items)
+    size = pool_size(len(items), peak)
+    return Inline() if size == 1 else LocalPool(size)
+
+
+def run(work: Work, items: list[Item], options: JobOptions | None = None,
+        on_result: Callable[[Any, Any], None] | None = None) -> dict:
+    """``work`` on each of ``items``: {rank: result} in the items' order (``on_result(rank,
+    result)`` as each arrives). One rank in this process runs as it is (its error is the
+    command's); several fail as a whole, naming every rank that failed after its retries."""
+    options = options or JobOptions()
+    executor = options.executor or choose(items, work.kind, options)
+    if not isinstance(executor, Inline):
+        from ..read import prefetch
+
+        prefetch.close()  # children planning for this process: the workers plan their ranks
+    rt = runtime.current()
+    if isinstance(executor, LocalPool) and not executor.processes:
+        rt = replace(rt, progress=False, workers=1)  # threads here: one pass-1 child each
+    elif not isinstance(executor, Inline):
+        rt = rt.for_worker()
+    try:
+        if isinstance(executor, Inline) and len(items) == 1:
+            done = {items[0].rank: task(work, items[0], rt)}
+            if on_result is not None:
+                on_result(items[0].rank, done[items[0].rank])
+        else:
+            done = _run_ranks(lambda item: (task, work, item, rt), items, executor, options,
+                              on_result)
+    except BaseException:  # a failure, Ctrl-C: running ranks stopped, pending ones cancelled
+        if executor is not options.executor:
+            executor.close(cancel=True)
+        raise
+    if executor is not options.executor:
+        executor.close()
+    return done
 
 
 def message(error: BaseException) -> str:
@@ -55,14 +182,13 @@ def message(error: BaseException) -> str:
 
 class _Progress:
     """``ranks: 3/8 done, 41.2 of 112.0 MB read (slowest running: rank 5, 2.1 s)`` on a
-    terminal, quiet when piped. ``sizes``: bytes each rank's task reads (its files as stored);
-    a rank's bytes count as read once it is done; a rank's time, from when it was first seen
-    running (an executor that cannot tell: from its submission)."""
+    terminal, quiet when piped. ``sizes``: bytes each rank's task reads; a rank's bytes count
+    once it is done; its time from when it was first seen running (else from its submission)."""
 
-    def __init__(self, sizes: dict, enabled: bool | None) -> None:
+    def __init__(self, sizes: dict, enabled: bool) -> None:
         self.sizes, self.total, self.done, self.read = sizes, len(sizes), 0, 0
         self.whole = sum(sizes.values())
-        self.enabled = shown() if enabled is None else enabled
+        self.enabled = enabled
         self.started: dict[Any, float] = {}
 
     def finished(self, rank) -> None:
@@ -90,72 +216,31 @@ def _amount(part: int, whole: int) -> str:
     return f"{part / scale:.1f} of {whole / scale:.1f} {unit}"
 
 
-def stored_size(path, storage: dict | None = None) -> int:
-    """Bytes ``path`` holds as stored (on disk, or its object's): what reading it reads; 0
-    when it cannot be told (reading it says why)."""
-    from .storage import is_url, size
-
-    if is_url(path):
-        return size(str(path), storage)
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
-
-
-def executor_for(files: list, kind: str, options: JobOptions) -> Executor:
-    """The executor a job's ``files`` run on: the caller's, a Dask cluster the options name,
-    else a local pool sized to the machine (``pool_size``); one rank runs in this process."""
-    if options.executor is not None:
-        return options.executor
-    asked = options.scheduler or options.scheduler_file or options.workers
-    if len(files) <= 1 and not asked:  # one trace: here, as always (Dask's config not read)
-        return Inline()
-    dask = connect(options.scheduler, options.scheduler_file, options.workers)
-    if dask is not None:
-        return dask
-    if len(files) <= 1:
-        return Inline()
-    from ..read.source import raw_size_estimate
-    from .storage import is_url
-
-    peak = max(rank_peak(stored_size(f.path, options.storage) * 20 if is_url(f.path)
-                         else raw_size_estimate(f.path), kind) for f in files)
-    size = pool_size(len(files), peak)
-    return Inline() if size == 1 else LocalPool(size)
-
-
-def run_ranks(fn: Callable, items: list[tuple[Any, tuple]], executor: Executor,
-              options: JobOptions, on_result: Callable[[Any, Any], None] | None = None,
-              sizes: dict | None = None) -> dict:
-    """``fn(*args)`` for each ``(rank, args)``; returns {rank: result} in the items' order
-    (``on_result(rank, result)`` is called as each arrives). Raises ``TraceaugError`` naming
-    every rank that failed after its retries. One rank in this process runs as it is: its
-    error is the command's. ``sizes``: bytes each rank reads, for the progress line."""
-    if isinstance(executor, Inline) and len(items) == 1:
-        rank, args = items[0]
-        result = fn(*args)
-        if on_result is not None:
-            on_result(rank, result)
-        return {rank: result}
-    progress = _Progress({rank: (sizes or {}).get(rank, 0) for rank, _ in items}, options.progress)
+def _run_ranks(task_of: Callable[[Item], tuple], items: list[Item], executor: Executor,
+               options: JobOptions, on_result: Callable | None) -> dict:
+    """Each item's task (``task_of(item)``: the function and its arguments) on ``executor``,
+    retried and reported as the module says."""
+    shown = runtime.current().shows_progress() if options.progress is None else options.progress
+    sizes = {i.rank: stored_size(i.file.path) + (stored_size(i.other.path) if i.other else 0)
+             for i in items}
+    progress = _Progress(sizes, shown)
     results: dict = {}
     failed: dict = {}
-    tries = {rank: 0 for rank, _ in items}
-    args = dict(items)
+    tries = {i.rank: 0 for i in items}
+    by_rank = {i.rank: i for i in items}
     owner: dict = {}
     submitted: dict = {}
     pending: list = []
 
     def submit(rank) -> None:
-        f = executor.submit(fn, *args[rank])
+        f = executor.submit(*task_of(by_rank[rank]))
         owner[id(f)] = rank
         submitted[rank] = time.monotonic()
         progress.started.pop(rank, None)
         pending.append(f)
 
-    for rank, _ in items:
-        submit(rank)
+    for i in items:
+        submit(i.rank)
     looked = time.monotonic()  # the last look at which ranks run
     try:
         while pending:
@@ -192,7 +277,7 @@ def run_ranks(fn: Callable, items: list[tuple[Any, tuple]], executor: Executor,
         progress.close()
     if failed:
         raise _failure(failed, len(items))
-    return {rank: results[rank] for rank, _ in items}
+    return {i.rank: results[i.rank] for i in items}
 
 
 def _say(rank, text: str, progress: _Progress) -> None:

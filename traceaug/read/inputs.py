@@ -1,6 +1,6 @@
 """Resolve a trace argument to the file to read (``trace_input``) and name outputs.
 
-Which files of a directory are ranks, and their ranks, is ``job.ranks``.
+Which files of a directory are ranks, and their ranks, is ``read.ranks``.
 """
 
 from __future__ import annotations

@@ -414,7 +414,7 @@ def parallel(blocks: Iterable[bytes], rebase: Rebase, kind: LoadKind | str, work
     Raises ``Unconfirmed`` when a chunk does not parse (or a worker fails): the
     caller scans again with ``sequential``, which reports malformed JSON precisely.
     """
-    from .workers import Pool, WorkerFailed
+    from ..processes import WorkerFailed, Workers
 
     kind = kind_of(kind)
     trailer: dict = {}
@@ -433,7 +433,7 @@ def parallel(blocks: Iterable[bytes], rebase: Rebase, kind: LoadKind | str, work
         return result
 
     try:
-        pool = Pool(workers)
+        pool = Workers(workers)
     except WorkerFailed as e:
         raise Unconfirmed(str(e)) from None
     with pool:
@@ -445,8 +445,8 @@ def parallel(blocks: Iterable[bytes], rebase: Rebase, kind: LoadKind | str, work
                 yield item
                 return
             rebase.choose(item.text)
-            pool.submit(item.text, item.last, item.array_form, kind.name, rebase.prefix, rebase.sep,
-                        rebase.numeric)
+            pool.submit(read_chunk, item.text, item.last, item.array_form, kind.name,
+                        rebase.prefix, rebase.sep, rebase.numeric)
             item.text = b""
             while pool.pending > 2 * workers:
                 yield done()

@@ -14,12 +14,12 @@ from ..analysis import gaps as gp
 from ..analysis import kernels as kn
 from ..analysis import launches as ln
 from ..analysis.gpu_steps import GpuOps
-from ..analysis.tables import Columns
+from ..analysis.tables import Columns, concat
 from ..atomic import atomic_output
-from ..commands.analyses import clip_names, concat, shown
 from .findings import Overview, overview, rank_figures
 from .job_html import job_parts
 from .plotly_inline import BOOT, packed_plotly
+from .sections import clip_names, shown
 
 TYPES = ("computation", "communication", "memory")
 SEGMENTS = (("comp_only", "computation"), ("comm_only", "communication"), ("mem_only", "memory"),
@@ -89,8 +89,8 @@ def _list(values) -> list:
     return values.tolist() if hasattr(values, "tolist") else list(values)
 
 
-def analyses(g: GpuOps, job: bool = False, step: int | None = None) -> dict:
-    """What the page shows of one rank, computed where the rank is read (``job``: one rank
+def analyses(g: GpuOps, in_job: bool = False, step: int | None = None) -> dict:
+    """What the page shows of one rank, computed where the rank is read (``in_job``: one rank
     of several): each analysis's table, its positive gaps between ops on a stream, and what
     the overview needs of its ops (``findings.rank_figures``)."""
     gap = gp.stream_pairs(g, step)["gap"]
@@ -226,7 +226,7 @@ STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1400px}"
 def write_report(ranks: list[dict], path: Path, step: int | None = None, top: int = 10,
                  title: str = "traceaug report", job: list[tuple[str, Columns]] | None = None) -> int:
     """Write the page atomically from each rank's ``analyses``; the number of charts.
-    ``job``: a job's section (``commands.collectives.job_sections``), drawn first after the
+    ``job``: a job's section (``job_sections.job_sections``), drawn first after the
     overview."""
     a = by_name(ranks)
     figs = figures(a, top)

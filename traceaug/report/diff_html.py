@@ -13,9 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..analysis.diff import DiffResult, clip
 from ..analysis.tables import Columns
 from ..atomic import atomic_output
-from ..commands.diff import DiffResult, clip, headline_table, ops_ms, top_changes
+from .diff_text import headline_table, ops_ms, top_changes
 
 PAGE_ROWS = 50  # rows of the all-ops table per page
 COLUMNS = (("device", "device"), ("key", "op"), ("status", "status"), ("count_a", "count A"),

@@ -1,6 +1,6 @@
 """``report JOB --html``'s job section: the straggler findings, the wait heatmap (rank ×
 collective instance, each cell that rank's wait there in the job clock) and the step time and
-wait per rank, drawn from the tables of ``commands.collectives.job_sections``."""
+wait per rank, drawn from the tables of ``job_sections.job_sections``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import html
 import numpy as np
 
 from ..analysis.tables import Columns
-from ..commands.collectives import JOB_FINDINGS, JOB_STEPS, JOB_WAITS, kind_of_label
+from .job_sections import JOB_FINDINGS, JOB_STEPS, JOB_WAITS, kind_of_label
 
 HEATMAP = "job wait heatmap"
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..analysis.counters import SERIES, compute
 from .events import counter_events
+from .pipeline import Rewriter
 
 if TYPE_CHECKING:
     from ..trace import Trace
@@ -52,3 +53,11 @@ def prepare(trace: Trace, series: tuple[str, ...] = SERIES, style: str = "tracea
     events to splice in: all the engine is needed for."""
     result = compute(trace, series, style)
     return result, counter_track_events(result, trace.base_ns, style)
+
+
+def rewrite(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
+    """The series, their summaries and the counter events (options: series, style)."""
+    return prepare(trace, tuple(options.get("series", SERIES)), options.get("style", "traceaug"))
+
+
+REWRITER = Rewriter("counters", "gpu", rewrite)

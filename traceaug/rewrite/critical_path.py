@@ -19,8 +19,8 @@ import orjson
 
 from ..analysis import critical_path as cp
 from ..analysis.steps import shorten
-from ..sorted_ints import sorted_unique
 from .events import async_slice_events, flow_events, flow_ids, process_name_events
+from .pipeline import Rewriter
 
 if TYPE_CHECKING:
     from ..trace import Trace
@@ -30,7 +30,6 @@ CATEGORY = "critical_path"
 GRAPH_CATEGORY = "critical_path_graph"
 LANE_NAME = "Critical path"
 LANE_ID = "0xc0"  # the lane's async id (process-scoped: any value of the lane's own process)
-MARGIN_NS = 1000  # how far inside a free stretch an arrow end sits (at most half of it)
 
 
 def compute(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
@@ -107,7 +106,7 @@ def arrow_events(trace: Trace, result: cp.Result, all_edges: bool) -> list[bytes
     if not len(chosen):
         return []
     src, dst = g.src[chosen], g.dst[chosen]
-    src_ts, dst_ts = np.split(bind_points(trace, g, np.r_[src, dst]), [len(src)])
+    src_ts, dst_ts = np.split(cp.bind_points(trace, g, np.r_[src, dst]), [len(src)])
     ev = g.ev
     cats = np.where(path[chosen], CATEGORY, GRAPH_CATEGORY)
     args = _arrow_args(g.kind[chosen], g.weight[chosen], path[chosen])
@@ -141,28 +140,4 @@ def _bindable(g: cp.Graph, edges: np.ndarray) -> np.ndarray:
     return (dur[g.src[edges] // 2] > 0) & (dur[g.dst[edges] // 2] > 0)
 
 
-def bind_points(trace: Trace, g: cp.Graph, nodes: np.ndarray) -> np.ndarray:
-    """For each node, a time at which Perfetto's importer has its event on top of its
-    thread's stack (engine ns): before its first child begins (an ended child stays on the
-    stack until the next slice on the thread begins). MARGIN_NS (or half that stretch) from
-    the stretch's start for a start node, from its end for an end node; the event's start
-    when a child begins with it (the child would take the arrow either way)."""
-    ev = g.ev
-    events = nodes // 2
-    at_start = nodes % 2 == 0
-    ts = ev["ts"][events].astype(np.int64)
-    end = ts + ev["dur"][events].astype(np.int64)
-    eid = ev["id"][events].astype(np.int64)
-    ids = sorted_unique(eid)
-    kids = trace.columns("SELECT parent_id, MIN(ts) AS ts FROM slice WHERE dur >= 0 AND parent_id IN "
-                         f"({', '.join(map(str, ids.tolist()))}) GROUP BY parent_id")
-    parent = kids["parent_id"].astype(np.int64)
-    o = np.argsort(parent, kind="stable")
-    parent, first_child = parent[o], kids["ts"].astype(np.int64)[o]
-    b = end.copy()
-    if len(parent):
-        at = np.minimum(np.searchsorted(parent, eid), len(parent) - 1)
-        has = parent[at] == eid
-        b[has] = first_child[at[has]]
-    step = np.minimum((b - ts) // 2, MARGIN_NS)
-    return np.where(b <= ts, ts, np.where(at_start, ts + step, b - step))
+REWRITER = Rewriter("critical-path", "sync", compute)

@@ -18,6 +18,7 @@ from .. import guard
 from ..analysis.diff import Side
 from ..errors import TraceaugError
 from ..read import chunks, pass1, source, ui_import
+from ..read.marker import UI_ORDER
 from ..read.rebase import Rebase, unsigned_tid, us_to_ns
 from . import splice
 from .events import us
@@ -26,7 +27,6 @@ PID_OFFSET = 1_000_000_000
 FLOW_ID_OFFSET = 1 << 40
 SORT_B = 1 << 30  # B's process_sort_index values start here
 GLOBAL_TRACK = "^Unnamed SliceTrack$"  # the UI's name for the track of global instant events
-UI_ORDER = "ui_order"  # the marker's option for ``view.server``: A's groups, then B's
 
 
 def _anchor(side: Side) -> int:

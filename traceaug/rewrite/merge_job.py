@@ -11,18 +11,15 @@ flow arrows from every other rank's kernel of it to its straggler's (who waited 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 import pandas as pd
 
-from .. import guard
 from ..analysis import collectives as co
-from ..errors import TraceaugError
-from ..job.ranks import TraceFile, select
 from ..read import normalize
 from ..read.inputs import trace_input
+from ..read.ranks import TraceFile
 from ..read.rebase import Rebase
 from . import splice
 from .events import us
@@ -57,10 +54,10 @@ def _flow_of(rank: int):
     return flow
 
 
-def arrows(job: co.Job) -> list[bytes]:
+def arrows(matched: co.Matched) -> list[bytes]:
     """Flow events from each rank's kernel of a matched instance to its straggler's (forward
     in time: from where the rank started waiting to the arrival it waited for)."""
-    waits = co._wait_table(job)
+    waits = co.wait_table(matched)
     out = []
     fid = ARROWS
     for iid, rows in waits.groupby("iid", sort=True):
@@ -68,12 +65,12 @@ def arrows(job: co.Job) -> list[bytes]:
         if pd.isna(s):  # a collective of one rank only: no one waited
             continue
         first = rows[rows["rank"] == s].iloc[0]
-        inst = job.instances.set_index("iid").loc[iid]
+        inst = matched.instances.set_index("iid").loc[iid]
         name = f"{inst['kind']} #{inst['position']} ({inst['group']})"
         for _, w in rows[rows["rank"] != s].iterrows():
             fid += 1
             for ph, r, row in (("s", int(w["rank"]), w), ("f", int(s), first)):
-                c = job.tables[r].colls
+                c = matched.tables[r].colls
                 ev = {"ph": ph, "id": fid, "cat": "collective", "name": name,
                       "pid": _pid_of(r)(int(c["device"].iat[int(row["row"])])),
                       "tid": int(c["stream"].iat[int(row["row"])]),
@@ -84,39 +81,26 @@ def arrows(job: co.Job) -> list[bytes]:
     return out
 
 
-def _rebase(f: TraceFile, job: co.Job) -> Rebase:
+def _rebase(f: TraceFile, matched: co.Matched) -> Rebase:
     """The text rebase of rank file ``f``: the one its read chose (a full plan of the file
     chooses the same prefix and spacing), else from a plan of its own."""
-    t = job.tables.get(f.rank)
+    t = matched.tables.get(f.rank)
     if t is not None and t.text_base is not None:
         return Rebase(*t.text_base, fixed=True)
     return normalize.plan(trace_input(f.path), kind="full").rebase
 
 
-def write_job(path: str | Path, out: Path, align: bool = True, options: dict | None = None,
-              mapper: Callable | None = None, run=None, found: co.Job | None = None,
-              extra: list[bytes] | None = None, files: list[TraceFile] | None = None
-              ) -> tuple[int, int]:
-    """Write the merged trace of job ``path`` to ``out``; the ranks and cross-rank arrows.
-    ``found``: the job's collectives already matched (not read again); ``extra``: events
-    to add, in the merged trace's pids and clock (e.g. the job's critical path); ``files``:
-    the job's ranks as the caller selected them and checked ``out`` against (else selected
-    here, with ``run``'s --skip-bad-ranks and storage options, and checked)."""
-    given = files is not None
-    if files is None:
-        files = run.select(path) if run is not None else select(path)
-    if len(files) < 2:
-        raise TraceaugError(f"{path}: merge needs a directory of two ranks or more")
-    if not given:
-        guard.check([f.path for f in files], [out])
-    job = found if found is not None else co.load_job(path, align_clocks=align, options=options,
-                                                        mapper=mapper, job=run, files=files)
-    offset = job.offsets()
+def write_job(files: list[TraceFile], out: Path, matched: co.Matched,
+              extra: list[bytes] | None = None) -> tuple[int, int]:
+    """Write the merged trace of a job's rank ``files`` to ``out`` on the clock of its
+    ``matched`` collectives; ``extra``: events to add, in the merged trace's pids and clock
+    (e.g. the job's critical path). Returns the ranks and the cross-rank arrows."""
+    offset = matched.offsets()
     events: list[bytes] = []
     for f in files:  # every rank relabelled: the UI keeps a process's first name
-        events += relabelled(trace_input(f.path), _rebase(f, job), int(offset.get(f.rank, 0)),
+        events += relabelled(trace_input(f.path), _rebase(f, matched), int(offset.get(f.rank, 0)),
                              _pid_of(f.rank), _flow_of(f.rank), f"rank {f.rank}")
-    links = arrows(job)
+    links = arrows(matched)
     added = list(extra or ())
     with tempfile.TemporaryDirectory(prefix="traceaug-merge-") as tmp:
         # The whole job as one plain trace, then copied as every rewriter's output is: what

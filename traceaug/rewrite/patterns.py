@@ -19,6 +19,7 @@ import numpy as np
 from ..analysis.patterns import SCOPES, Patterns, compute
 from ..analysis.tables import Columns
 from .events import flow_events, flow_ids, slice_events, thread_name_events
+from .pipeline import Rewriter
 
 if TYPE_CHECKING:
     from ..trace import Trace
@@ -174,3 +175,13 @@ def prepare(trace: Trace, operator: str | None = None, min_len: int = 3, top_k: 
     events, placed = overlay_events(trace, found, top_k)
     return {"patterns": found.patterns, "occurrences": found.occurrences, "overlaid": placed,
             "kernel_names": found.kernel_names, "instances": found.instances}, events
+
+
+def rewrite(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
+    """Patterns, occurrences and overlay events (options: operator, min_len, top_k)."""
+    result, events = prepare(trace, options.get("operator"), options.get("min_len", 3),
+                             options.get("top_k", 5))
+    return {**result, **options}, events
+
+
+REWRITER = Rewriter("patterns", "patterns", rewrite)

@@ -1,11 +1,11 @@
 """The one path every rewriter takes: targets -> start the copy -> load -> compute -> splice.
 
-A rewriter supplies only its load kind (``read.kinds.KINDS``), its compute function and
-its summary. ``run`` resolves the targets (a file, or every rank of a directory), checks
-every output against the inputs before any work, starts each copy (gzip deflates the
-original text meanwhile), loads the trace with the rewriter's kind, calls ``compute`` and
-splices its events in once the engine is closed. Several ranks run on the job's executor
-(``job.executor``: a local pool sized to the machine, or Dask).
+A rewriter supplies only its load kind (``read.kinds.KINDS``) and its compute function.
+``results`` pairs each rank file with its output, checks every output against the inputs before
+any work, and runs each rank on the job runner: its copy starts first (gzip deflates
+the original text meanwhile), the trace loads with the rewriter's kind (the copy prepares its
+moves once pass 1's plan is known), ``compute`` gives the events, and they are spliced in
+once the engine is closed.
 """
 
 from __future__ import annotations
@@ -13,43 +13,34 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import atomic, runtime
 from ..errors import TraceaugError
-from ..job.ranks import TRACE_SUFFIXES, TraceFile, select
-from ..job.run import JobOptions
-from ..job.storage import is_url
-from ..paths import name_of
+from ..job import parts
+from ..job.run import Item, JobOptions, Work
+from ..job.run import run as run_job
 from ..read.inputs import output_name, trace_input
 from ..read.kinds import KINDS
+from ..read.ranks import TRACE_SUFFIXES, TraceFile
+from ..read.storage import is_url
 from . import splice
 
 if TYPE_CHECKING:
-    from ..read.prefetch import Prefetched
     from ..trace import Trace
 
 
 @dataclass(frozen=True)
 class Rewriter:
-    """What makes one rewriter: its name (the marker entry), load kind, compute and summary."""
+    """What makes one rewriter: its name (the marker entry and the tag of its events), its load
+    kind (a key of ``read.kinds.KINDS``) and ``compute(trace, options) -> (data, events)``."""
 
-    name: str  # "counters", "critical-path", "patterns": the marker entry and the tag of its events
-    kind: str  # a key of read.kinds.KINDS
-    compute: Callable[[Trace, dict], tuple[dict, list[bytes]]]  # (trace, options) -> (data, events)
-    summary: Callable[[list[dict], str], str]  # results of every rank, fmt -> stdout text
-
-
-@dataclass(frozen=True)
-class Target:
-    """One input file and where its copy goes (None: summary only)."""
-
-    file: TraceFile
-    out: Path | None
+    name: str
+    kind: str
+    compute: Callable[[Trace, dict], tuple[dict, list[bytes]]]
 
 
 def _names_directory(dst: str | Path) -> bool:
@@ -57,17 +48,16 @@ def _names_directory(dst: str | Path) -> bool:
     return text.endswith(("/", os.sep)) or Path(text).is_dir()
 
 
-def targets(src: str | Path, dst: str | Path | None, rank: int | None = None,
-            skip_bad: bool = False, storage: dict | None = None) -> tuple[list[Target], Path | None]:
-    """Every input of ``src`` (``read.inputs.select``) with its output, and the output
-    directory to create (None when there is none to make). OUT is a directory when it
+def targets(src: str | Path, dst: str | Path | None, files: list[TraceFile]
+            ) -> tuple[list[Item], Path | None]:
+    """Each of ``src``'s rank files (as the command selected them) with its output, and the
+    output directory to create (None when there is none to make). OUT is a directory when it
     ends with ``/`` or is one: a file IN is written into it under its own name. A directory
     IN needs a directory OUT, never a file-like name."""
     url = is_url(src)
     src = src if url else Path(src)
-    files = select(src, rank, skip_bad, storage)
     if dst is None:
-        return [Target(f, None) for f in files], None
+        return [Item(f.rank, f) for f in files], None
     as_dir, out = _names_directory(dst), Path(dst)
     if url and (len(files) > 1 or str(src).endswith("/")):  # a URL prefix of ranks
         as_dir = True
@@ -82,11 +72,16 @@ def targets(src: str | Path, dst: str | Path | None, rank: int | None = None,
         as_dir = True
     if as_dir:
         made = None if out.is_dir() else out
-        return [Target(f, out / (name_of(f.path) if url else output_name(f.path))) for f in files], made
-    return [Target(f, out) for f in files], None
+        return [Item(f.rank, f, out=out / (_name(f.path) if url else output_name(f.path)))
+                for f in files], made
+    return [Item(f.rank, f, out=out) for f in files], None
 
 
-def _check(found: list[Target], made: Path | None) -> None:
+def _name(url: str) -> str:
+    return url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _check(found: list[Item], made: Path | None) -> None:
     """Outputs never replace an input; a missing output directory is made (only here)."""
     inputs = {t.file.path.resolve() for t in found if not is_url(t.file.path)}
     for t in found:
@@ -106,61 +101,38 @@ def _check(found: list[Target], made: Path | None) -> None:
             splice.check_output(Path(os.devnull) if is_url(t.file.path) else t.file.path, t.out)
 
 
-class _PrepareOnTake:
-    """The load's ``prefetched``: prepares the copy (``splice.Copy.prepare``: the moves of what
-    the Perfetto UI would drop) the moment the loader takes the plan from the child that made
-    it, so they run while the engine parses and answers the compute's queries (wasm, without
-    the GIL)."""
-
-    def __init__(self, copy: splice.Copy, prefetched: Prefetched | None) -> None:
-        self.copy, self.prefetched = copy, prefetched
-
-    def take(self, path: Path, **kind):
-        plan = self.prefetched.take(path, **kind) if self.prefetched is not None else None
-        if plan is not None:
-            self.copy.prepare(plan)
-        return plan
+def rewrite_rank(path: Path, item: Item, rewriter: Rewriter, options: dict,
+                 keep_bytes: bool) -> tuple[dict, list]:
+    """One rank's task (``path``: its file, local): load, compute and write its output; its
+    summary data with ``rank``, ``file``, ``out`` and ``events`` (how many were added). In a
+    job's worker the output is held complete but unrenamed and handed back (``atomic.held``)
+    for the run to commit with its others."""
+    if not runtime.current().worker:
+        return _rewrite(path, item, rewriter, options, keep_bytes), []
+    with atomic.held() as files:
+        done = _rewrite(path, item, rewriter, options, keep_bytes)
+    return done, list(files)
 
 
-def _one(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None, quiet: bool,
-         prefetched: Prefetched | None, keep_bytes: bool, progress: bool | None = None,
-         storage: dict | None = None) -> dict:
-    """Load, compute and write one target (a URL input fetched first: ``job.tasks.local``);
-    its summary data with ``rank``, ``file``, ``out`` and ``events`` (how many were added)."""
-    from ..job.executor import in_worker
-    from ..job.tasks import local
-
-    with local(target.file, {"storage": storage}) as path:
-        return _loaded(rewriter, target, path, options, tp_bin, quiet, prefetched, keep_bytes,
-                       progress, 0 if in_worker() else 1 if quiet else None)
-
-
-def _loaded(rewriter: Rewriter, target: Target, path: Path, options: dict, tp_bin: str | None,
-            quiet: bool, prefetched: Prefetched | None, keep_bytes: bool, progress: bool | None,
-            workers: int | None) -> dict:
+def _rewrite(path: Path, item: Item, rewriter: Rewriter, options: dict,
+             keep_bytes: bool) -> dict:
     from ..trace import Trace
 
-    tf, out = target.file, target.out
-    copy = early = None
+    tf, out = item.file, item.out
+    copy = None
     if out is not None:  # started first: gzip output deflates the original text meanwhile
         copy = splice.Copy(trace_input(path), out, splice.entry(rewriter.name, options),
                            keep_bytes=keep_bytes)
-        early = _PrepareOnTake(copy, prefetched)
     try:
-        # quiet: several ranks at once
-        show = False if quiet else progress
-        with Trace(path, tp_bin=tp_bin, progress=show, kind=rewriter.kind,
-                   workers=workers, prefetched=early or prefetched) as trace:
+        with Trace(path, rewriter.kind, on_plan=copy.prepare if copy else None) as trace:
             if out is not None and trace.plan is None:
                 raise TraceaugError(f"{tf.path}: not a Chrome JSON trace; {rewriter.name} "
                                     "needs one")
-            if copy is not None:  # no child made the plan: prepare now, in a thread meanwhile
-                copy.prepare(trace.plan)
             data, events = rewriter.compute(trace, options)
             rank = trace.rank if trace.rank is not None else tf.rank
             layout = trace.plan.layout if trace.plan is not None else None
         if copy is not None:  # the engine is closed: its memory is free for the copy
-            copy.finish(layout, events, show)
+            copy.finish(layout, events, runtime.current().shows_progress())
     finally:
         if copy is not None:
             copy.cancel()
@@ -168,22 +140,7 @@ def _loaded(rewriter: Rewriter, target: Target, path: Path, options: dict, tp_bi
             "events": len(events) if out is not None else 0}
 
 
-def _task(rewriter: Rewriter, target: Target, options: dict, tp_bin: str | None,
-          keep_bytes: bool, storage: dict | None = None) -> tuple[dict, list]:
-    """One rank of several (``job.executor``): ``_one``, quiet; in a worker process its output
-    is held complete but unrenamed and handed back (``atomic.held``) for this run to commit
-    with its others."""
-    from .. import atomic
-    from ..job.executor import in_worker
-
-    if not in_worker():
-        return _one(rewriter, target, options, tp_bin, True, None, keep_bytes, storage=storage), []
-    with atomic.held() as files:
-        done = _one(rewriter, target, options, tp_bin, True, None, keep_bytes, storage=storage)
-    return done, list(files)
-
-
-def _leftovers(found: list[Target]) -> None:
+def _leftovers(found: list[Item]) -> None:
     """Temporary outputs of ranks stopped mid-write (a pool process killed): removed."""
     for t in found:
         if t.out is not None:
@@ -192,30 +149,18 @@ def _leftovers(found: list[Target]) -> None:
                     tmp.unlink()
 
 
-def results(rewriter: Rewriter, src: str | Path, dst: str | Path | None, options: dict, *,
-            rank: int | None = None, tp_bin: str | None = None,
-            prefetched: Prefetched | None = None, keep_bytes: bool = False,
-            progress: bool | None = None, job: JobOptions | None = None) -> list[dict]:
-    """Every target's summary data (``_one``), the ranks on the job's executor
-    (``job.api.gather``); no output directory is left behind by a run that fails.
-    ``progress``: progress lines on stderr (default: on a terminal; never with several ranks)."""
-    from .. import atomic
-    from ..job.api import gather
-
+def results(rewriter: Rewriter, targeted: tuple[list[Item], Path | None], options: dict,
+            job: JobOptions | None = None, keep_bytes: bool = False) -> list[dict]:
+    """Every rank's summary data (``rewrite_rank``) of its ``targets``, the ranks on the job
+    runner; no output directory is left behind by a run that fails."""
     if rewriter.kind not in KINDS:
         raise ValueError(f"{rewriter.name}: unknown load kind {rewriter.kind!r}")
-    job = job or JobOptions()
-    found, made = targets(src, dst, rank, job.skip_bad, job.storage)
+    found, made = targeted
     _check(found, made)
+    work = Work(rewriter.kind, rewrite_rank, {"rewriter": rewriter, "options": options,
+                                              "keep_bytes": keep_bytes}, parts.local_file)
     try:
-        if len(found) == 1:
-            return [_one(rewriter, found[0], options, tp_bin, False, prefetched, keep_bytes,
-                         progress, job.storage)]
-        by_file = {t.file: t for t in found}
-        task = partial(_by_file, by_file=by_file, rewriter=rewriter, options=options,
-                       tp_bin=tp_bin, keep_bytes=keep_bytes)
-        done = gather(src, task, rewriter.kind, job=job, files=[t.file for t in found],
-                      on_result=lambda _, r: atomic.adopt(r[1]))
+        done = run_job(work, found, job, on_result=lambda _, r: atomic.adopt(r[1]))
         return [r for r, _ in done.values()]
     except BaseException:
         _leftovers(found)
@@ -223,49 +168,3 @@ def results(rewriter: Rewriter, src: str | Path, dst: str | Path | None, options
             with contextlib.suppress(OSError):
                 made.rmdir()  # only when empty: what a run before this one wrote stays
         raise
-
-
-def _by_file(file: TraceFile, _options: dict, by_file: dict, rewriter: Rewriter, options: dict,
-             tp_bin: str | None, keep_bytes: bool) -> tuple[dict, list]:
-    """``_task`` for the target of ``file`` (``job.api.gather`` hands each task its file and
-    the job's options: ``storage`` for URLs)."""
-    return _task(rewriter, by_file[file], options, tp_bin, keep_bytes, _options.get("storage"))
-
-
-def run(rewriter: Rewriter, src: str | Path, dst: str | Path | None, options: dict, *,
-        rank: int | None = None, fmt: str = "table", tp_bin: str | None = None,
-        prefetched: Prefetched | None = None, keep_bytes: bool = False,
-        open_ui: bool | dict = False, job: JobOptions | None = None) -> str:
-    """Run ``rewriter`` over ``src`` into ``dst`` (None: summary only) and return its summary;
-    ``wrote OUT (N events added by NAME)`` goes to stderr for each output.
-
-    ``open_ui`` (True, or ``view.server.serve`` options such as port / browser): print the
-    summary, then serve the one output in the Perfetto UI until interrupted; returns ""."""
-    if open_ui:
-        found, _ = targets(src, dst, rank, job.skip_bad if job else False,
-                           job.storage if job else None)
-        if dst is None or len(found) != 1:
-            raise TraceaugError(f"{src}: --open needs one output file")
-        from ..view.server import check_port
-
-        check_port(open_ui.get("port", 0) if isinstance(open_ui, dict) else 0)
-    done = results(rewriter, src, dst, options, rank=rank, tp_bin=tp_bin,
-                   prefetched=prefetched, keep_bytes=keep_bytes, job=job)
-    from ..paths import shown  # the name the user gave ("stdout" for OUT "-")
-
-    for r in done:  # what was written is a message (stderr); stdout holds the summary only
-        if r["out"]:
-            print(shown(f"wrote {r['out']} ({r['events']} events added by {rewriter.name})"),
-                  file=sys.stderr)
-    text = rewriter.summary(done, fmt)
-    if not open_ui:
-        return text
-    from .. import atomic
-    from ..view.server import serve
-
-    atomic.commit()  # this run's outputs in place before the UI reads one
-    sys.stdout.write(text)
-    sys.stdout.flush()
-    serve(found[0].out, announce=lambda m: print(m, file=sys.stderr),
-          **(open_ui if isinstance(open_ui, dict) else {}))
-    return ""

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import json
 import os
 import shutil
 import sys
@@ -34,17 +33,19 @@ import tempfile
 import threading
 import zlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 
-from .. import __version__, guard
+from .. import guard
 from ..atomic import atomic_output
 from ..errors import TraceaugError
 from ..progress import Progress
 from ..read import chunks, source
+from ..read.marker import MARK_KEY, Prior, find_marker, read_prior
 from ..read.rebase import fix_negative_tids_shifted
+from ..version import __version__
 from . import pgzip, visible
 
 GZIP_LEVEL = 3
@@ -54,9 +55,6 @@ SEGMENT = 1 << 20  # input bytes per independently deflated piece of the body
 def check_output(src: Path, dst: Path) -> None:
     """Refuse to write over the input, or where no file can be written (``guard.check``)."""
     guard.check([src], [dst])
-
-
-MARK_KEY = b'"traceaug"'
 
 
 def marker(entries: list[dict], **extra) -> bytes:
@@ -69,143 +67,6 @@ def marker(entries: list[dict], **extra) -> bytes:
 def entry(name: str, options: dict | None = None, version: str = __version__) -> dict:
     """A rewriter's entry in the marker (``events`` / ``bytes`` are set when it writes)."""
     return {"name": name, "version": version, "options": options or {}}
-
-
-def _skip_ws(text: bytes, i: int) -> int:
-    """The first index at or after ``i`` that is not JSON whitespace (one C scan, not a loop
-    per byte: a trace may start with megabytes of it)."""
-    return chunks.skip_space(text, i)
-
-
-def find_marker(head: bytes) -> tuple[int, int, dict] | None:
-    """(start, end, value) of the marker key (and the comma after it) right after the
-    opening ``{`` of ``head``, or None."""
-    i = _skip_ws(head, 0)
-    if head[i : i + 1] != b"{":
-        return None
-    start = _skip_ws(head, i + 1)
-    if not head.startswith(MARK_KEY, start):
-        return None
-    j = _skip_ws(head, start + len(MARK_KEY))
-    if head[j : j + 1] != b":":
-        return None
-    j = _skip_ws(head, j + 1)
-    text = head[j:].decode("utf-8", "surrogateescape")
-    try:
-        value, end = json.JSONDecoder().raw_decode(text)
-    except ValueError:
-        return None
-    end = _skip_ws(head, j + len(text[:end].encode("utf-8", "surrogateescape")))
-    if not isinstance(value, dict) or head[end : end + 1] != b",":
-        return None
-    return start, end + 1, value
-
-
-@dataclass
-class Prior:
-    """What traceaug added to a file before: the marker's rewriter entries and, for each,
-    its events (joined by ``,``), the bytes after the ``[`` they take (with the comma after
-    them), and whether original events follow."""
-
-    entries: list[dict] = field(default_factory=list)
-    blocks: list[bytes] = field(default_factory=list)
-    skip: int = 0
-    events_follow: bool | None = None  # None: no prior additions (the layout says)
-
-    def others(self, name: str) -> tuple[list[dict], list[bytes]]:
-        """The entries and blocks of every rewriter but ``name``."""
-        kept = [(e, b) for e, b in zip(self.entries, self.blocks) if e.get("name") != name]
-        return [e for e, _ in kept], [b for _, b in kept]
-
-
-def _known_entries(value: dict) -> list[dict] | None:
-    entries = value.get("rewriters")
-    if not isinstance(entries, list) or not all(
-            isinstance(e, dict) and isinstance(e.get("events"), int)
-            and isinstance(e.get("bytes"), int) and e["events"] >= 0 and e["bytes"] >= 0
-            for e in entries):
-        return None  # an older marker: its additions cannot be told apart from the input's
-    return entries
-
-
-# Counter tracks an older traceaug counters (markers with "command", no event counts) put
-# right after the ``[``: a run of such events is its addition, replaced like any other.
-_OLDER_COUNTERS = ("Queue length", "Memory bandwidth (GB/s)")
-
-
-def _older_entry(value: dict, blocks: Iterator[bytes], body: bytearray) -> dict | None:
-    """The entry an older ``counters`` marker (``{"tool", "version", "command"}``) would have
-    had: its leading run of counter events, counted and measured in the text after the ``[``
-    (read from ``blocks`` into ``body`` as far as the run goes); None for any other marker
-    (its additions cannot be told apart from the input's: kept)."""
-    if value.get("command") != "counters" or "rewriters" in value:
-        return None
-    decoder, pos, end, count = json.JSONDecoder(), 0, 0, 0
-    text = body.decode("latin-1")  # one char per byte: offsets are byte offsets
-    while True:
-        pos = _skip_ws(body, pos)
-        try:
-            event, after = decoder.raw_decode(text, pos)
-        except ValueError:  # cut by the block's end, unless far past the last event
-            block = next(blocks, None) if len(body) - end < 1 << 20 else None
-            if block is None:
-                break
-            body += block
-            text = body.decode("latin-1")
-            continue
-        if not (isinstance(event, dict) and event.get("ph") == "C"
-                and event.get("name") in _OLDER_COUNTERS):
-            break
-        count, end = count + 1, after
-        pos = _skip_ws(body, after)
-        if body[pos : pos + 1] == b",":
-            pos += 1
-    return {"name": "counters", "version": value.get("version"), "options": {},
-            "events": count, "bytes": end}
-
-
-def read_prior(src: Path) -> Prior:
-    """The ``Prior`` of ``src`` (empty for a file traceaug did not write); a marker that does
-    not match the events after the ``[`` is an error (the file was edited)."""
-    source.check_readable(src)
-    try:
-        layout, head, rest = chunks.split_header(source.iter_blocks(src))
-    except (chunks.NotChromeJson, chunks.MalformedJson):
-        return Prior()  # not a file traceaug wrote: the load reports what it is
-    try:
-        found = None if layout.array_form else find_marker(head)
-        if found is None:
-            return Prior()
-        entries = _known_entries(found[2])
-        body = bytearray()
-        if entries is None:  # an older counters output: its counter events lead the array
-            older = _older_entry(found[2], rest, body)
-            entries = [older] if older and older["events"] else []
-        need = sum(e["bytes"] + 1 for e in entries) + 1
-        for block in rest:
-            if len(body) > need + 64:
-                break
-            body += block
-    finally:
-        rest.close()
-    if not entries:
-        return Prior()
-    pos, blocks = 0, []
-    for e in entries:
-        block = bytes(body[pos : pos + e["bytes"]])
-        pos += e["bytes"]
-        try:
-            ok = len(orjson.loads(b"[" + block + b"]")) == e["events"]
-        except orjson.JSONDecodeError:
-            ok = False
-        if not ok or (e["bytes"] and body[pos : pos + 1] not in (b",", b"]")):
-            raise TraceaugError(f"{src}: its traceaug marker does not match the events after it "
-                                "(was the file edited?)")
-        if e["bytes"] and body[pos : pos + 1] == b",":
-            pos += 1
-        blocks.append(block)
-    follow = body[_skip_ws(body, pos) : _skip_ws(body, pos) + 1] not in (b"]", b"")
-    return Prior(entries=entries, blocks=blocks, skip=pos, events_follow=follow)
 
 
 def _skipped(blocks: Iterable[bytes], n: int) -> Iterator[bytes]:

@@ -59,8 +59,7 @@ def startup_commands(trace: Path) -> str:
 
 def _diff_order(trace: Path) -> list[str] | None:
     """The ``ui_order`` regexes of a ``diff --trace`` output's marker, else None."""
-    from ..rewrite.merge import UI_ORDER
-    from ..rewrite.splice import read_prior
+    from ..read.marker import UI_ORDER, read_prior
 
     try:
         entries = read_prior(trace).entries

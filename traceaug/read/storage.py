@@ -23,17 +23,6 @@ from ..errors import TraceaugError
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
 BLOCK = 8 << 20
-_current: dict = {}  # the command's --storage-option values (for its outputs' uploads)
-
-
-def use(options: dict) -> None:
-    """Set the storage options this process's output uploads use (the command line's)."""
-    _current.clear()
-    _current.update(options)
-
-
-def current() -> dict:
-    return dict(_current)
 
 
 def is_url(path) -> bool:

@@ -34,14 +34,14 @@ _PEEK = 1 << 20
 class TraceFile:
     """One input file as the user named it (an nsys export stays its ``.sqlite``: readers take
     ``read.inputs.trace_input(path)``; an fsspec URL stays its text: the task fetches it,
-    ``job.storage``) and the rank it belongs to (None for a lone file)."""
+    ``read.storage``) and the rank it belongs to (None for a lone file)."""
 
     path: Path
     rank: int | None
 
 
 def _peek(path: Path) -> bytes:
-    from ..read import source
+    from . import source
 
     for block in source.iter_blocks(path, block=_PEEK):
         return block
@@ -50,7 +50,7 @@ def _peek(path: Path) -> bytes:
 
 def rank_of(path: Path, head: bytes | None = None) -> int | None:
     """The rank recorded in the file, else the one in its name, else None."""
-    from ..read import nsys
+    from . import nsys
 
     head = _peek(path) if head is None else head
     if head.startswith(nsys.SQLITE_MAGIC):

@@ -1,0 +1,259 @@
+"""A command, declared once: its name, help, parameters, load kind, work and output. The click
+command (``cli``), the Python API function (``api``) and the prefetch come from it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .. import paths, runtime
+from ..job.loaded import Job
+from ..job.run import JobOptions, Work, items_of, run
+from ..output import FORMATS
+from ..read.ranks import TraceFile
+
+INT64_MAX = 2**63 - 1
+
+
+class Finite(click.FloatRange):
+    """A float option that is a finite number (click's ranges let nan and inf through)."""
+
+    name = "number"
+
+    def convert(self, value, param, ctx) -> float:
+        import math
+
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+# The option types of numbers, each defined once: row counts and lengths (kept to int64:
+# numpy takes them), and times in µs (their ns fit in int64).
+COUNT = click.IntRange(0, INT64_MAX)
+POSITIVE = click.IntRange(1, INT64_MAX)
+US = Finite(0, 9.2e15)
+
+
+def option(*decls: str, **settings: Any) -> click.Option:
+    return click.Option(list(decls), **settings)
+
+
+def argument(name: str, **settings: Any) -> click.Argument:
+    return click.Argument([name], **settings)
+
+
+def fmt(help: str = "Output format.", choices: Sequence[str] = FORMATS) -> click.Option:
+    return option("--format", "fmt", type=click.Choice(choices), default=choices[0],
+                  show_default=True, help=help)
+
+
+def rank(help: str = "For a directory: only this rank.") -> click.Option:
+    return option("--rank", type=int, help=help)
+
+
+def step(help: str = "Only ProfilerStep#N (its GPU window).") -> click.Option:
+    return option("--step", type=int, help=help)
+
+
+def open_options() -> list[click.Option]:
+    """``--port`` and ``--no-browser``, the same on ``open`` and on every ``--open``."""
+    return [option("--port", type=click.IntRange(0, 65535), default=0,
+                   help="Port on 127.0.0.1 for the UI (default: a free one)."),
+            option("--no-browser", is_flag=True,
+                   help="Only print the URL (on stderr); do not start a browser.")]
+
+
+def rewriter_options() -> list[click.Option]:
+    """``--summary-only``, ``--open``, ``--port`` and ``--no-browser``: every rewriter's."""
+    return [option("--summary-only", is_flag=True, help="Print the summary; write no trace."),
+            option("--open", "open_ui", is_flag=True, help="Open OUT in the Perfetto UI when done."),
+            *open_options()]
+
+
+JOB = "job options"  # where a command's parameters list the job options (``job_options``)
+
+
+def _kept(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    ctx.meta.setdefault("job", {})[param.name] = value
+    return value
+
+
+def job_options() -> list[click.Option]:
+    """Where a directory's ranks run and what a failing rank does: every command that takes a
+    directory of ranks (kept in ``ctx.meta["job"]``, not passed to the command)."""
+    return [option(name, expose_value=False, callback=_kept, **kw) for name, kw in (
+        ("--scheduler", {"metavar": "ADDRESS", "help": "Run the ranks on this Dask scheduler "
+                         "(default: Dask's DASK_SCHEDULER_ADDRESS / config, else this machine)."}),
+        ("--scheduler-file", {"metavar": "FILE",
+                              "help": "Run the ranks on the Dask scheduler this file names."}),
+        ("--workers", {"type": click.IntRange(1, 4096), "help": "Run the ranks on a Dask "
+                       "cluster of N local processes started for this run."}),
+        ("--retries", {"type": click.IntRange(0, 100), "default": 1, "show_default": True,
+                       "help": "Tries again of a rank that fails."}),
+        ("--fail-fast", {"is_flag": True, "help": "Stop at the first rank that fails."}),
+        ("--skip-bad-ranks", {"is_flag": True, "help": "Go on without rank files that cannot "
+                              "be read (dangling symlinks, FIFOs, empty files), named on stderr."}),
+        ("--storage-option", {"multiple": True, "metavar": "KEY=VALUE",
+                              "help": "An fsspec storage option for URL inputs and outputs "
+                              "(s3://...: e.g. endpoint_url=..., anon=true); repeatable."}))]
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command. ``params``: its click parameters in ``--help``'s order (``JOB`` where the
+    job options go); ``compute(call)``: its work, for the command line and the API alike;
+    ``show(result, call)``: what the command line prints and writes; ``api(result, call)``:
+    the API function's value (None: no API function); ``kind(params)``: the load kind
+    prefetched for its ``inputs`` (the trace parameters, their ranks found once);
+    ``cli_only``: parameters the API function does not take; ``api_params``: keywords only the
+    API function takes (name: default); ``prepare(call)``: the command line's checks and
+    readings of its arguments, before any work."""
+
+    name: str
+    help: str
+    params: tuple[click.Parameter | str, ...]
+    compute: Callable[[Call], Any]
+    show: Callable[[Any, Call], None]
+    api: Callable[[Any, Call], Any] | None = None
+    kind: Callable[[dict], str | None] | None = None
+    inputs: tuple[str, ...] = ()
+    cli_only: tuple[str, ...] = ("fmt",)
+    rank_selects: bool = True  # --rank picks the file read (else every rank is read)
+    api_params: dict = field(default_factory=dict)
+    prepare: Callable[[Call], None] | None = None
+
+    def click_params(self) -> list[click.Parameter]:
+        out: list[click.Parameter] = []
+        for p in self.params:
+            out += job_options() if p == JOB else [p]
+        return out
+
+    @property
+    def takes_job(self) -> bool:
+        return JOB in self.params
+
+
+@dataclass
+class Call:
+    """One run of a command: its parameters, the job options, and each trace input's rank
+    files, found once (``files``)."""
+
+    command: Command
+    params: dict
+    job: JobOptions = field(default_factory=JobOptions)
+    api: bool = False  # called from the Python API (no printing)
+    _files: dict = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.params[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.params.get(name, default)
+
+    def files(self, name: str | None = None) -> list[TraceFile]:
+        """The rank files of trace input ``name`` (default: the first), found once, with
+        ``--rank`` when the command reads one rank of a directory (a loaded ``Job``'s own)."""
+        name = name or self.command.inputs[0]
+        if name not in self._files:
+            rank = self.params.get("rank") if self.command.rank_selects else None
+            source = self.params[name]
+            try:
+                self._files[name] = [f for f in source.files if rank is None or f.rank == rank] \
+                    if isinstance(source, Job) else self.job.select(source, rank)
+            except Exception as e:  # said once, raised again wherever the files are asked for
+                self._files[name] = e
+        found = self._files[name]
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    def run(self, work: Work, key: str, name: str | None = None) -> dict:
+        """``work`` on every rank of trace input ``name`` (default: the first): a loaded
+        ``Job``'s results, read once per ``key``, else through the job runner."""
+        source = self.params[name or self.command.inputs[0]]
+        if isinstance(source, Job):
+            return source.results(key, work)
+        return run(work, items_of(self.files(name)), self.job)
+
+    def prefetch(self) -> None:
+        """Pass 1 of each input that is one local file, in a child, before the engine's
+        modules load (``read.prefetch``)."""
+        kind = self.command.kind(self.params) if self.command.kind else None
+        if kind is None:
+            return
+        from ..read import prefetch
+        from ..read.storage import is_url
+
+        local = [self.params[n] for n in self.command.inputs]
+        if not all(isinstance(p, Path) for p in local):
+            return  # URLs: each task fetches its own
+        try:
+            chosen = [self.files(n) for n in self.command.inputs]
+        except Exception:  # noqa: BLE001  (the command reports it, as it runs)
+            return
+        if all(len(f) == 1 and not is_url(f[0].path) for f in chosen):
+            prefetch.start([f[0].path for f in chosen], kind)
+
+
+def job_from(given: dict) -> JobOptions:
+    """The command line's job options (``ctx.meta["job"]``); their storage options set the
+    runtime's (inputs and outputs alike)."""
+    from ..read.storage import parse_options
+
+    storage = parse_options(given.get("storage_option") or ())
+    if storage:
+        runtime.update(storage=storage)
+    return JobOptions(scheduler=given.get("scheduler"), scheduler_file=given.get("scheduler_file"),
+                      workers=given.get("workers"), retries=given.get("retries", 1),
+                      fail_fast=bool(given.get("fail_fast")),
+                      skip_bad=bool(given.get("skip_bad_ranks")))
+
+
+def echo(text: str, err: bool = False) -> None:
+    """Print a command's text as it is; a stdout that cannot take it (a full disk, ``>
+    /dev/full``) is named in the one-line error, not blamed on an output file."""
+    import sys
+
+    from ..errors import TraceaugError
+
+    if (sys.stderr if err else sys.stdout) is None:  # closed at the start (>&-)
+        raise TraceaugError(f"{'stderr' if err else 'stdout'}: is closed; nothing printed")
+    try:
+        click.echo(text, nl=False, err=err)
+    except OSError as e:
+        if e.filename is None:
+            e.filename = "stderr" if err else "stdout"
+        raise
+
+
+def said(text: str) -> None:
+    """A message on stderr (``wrote ...``), spooled paths named as the user gave them."""
+    click.echo(paths.shown(text), err=True)
+
+
+def open_checks(open_ui: bool, out: Any, port: int, needs: str) -> None:
+    """What an ``--open`` asks, checked before any work: one output file to open (None or
+    stdout cannot be opened) and a ``--port`` that can be served on."""
+    if not open_ui:
+        return
+    if out is None or paths.is_stdout(out):
+        raise click.UsageError(f"--open needs {needs} (not stdout)")
+    from ..view.server import check_port
+
+    check_port(port)
+
+
+def serve(trace: Path, port: int = 0, browser: bool = True, name: str | None = None) -> None:
+    """This run's outputs in place, then ``trace`` in the bundled Perfetto UI until Ctrl-C."""
+    from .. import atomic
+    from ..view.server import serve as serve_ui
+
+    atomic.commit()  # this run's outputs in place before the UI reads one
+    serve_ui(trace, port=port, browser=browser, announce=lambda m: click.echo(m, err=True),
+             name=name)

@@ -1,0 +1,63 @@
+"""``traceaug report``: every analysis of TRACE or of every rank of a job, who waited for whom
+first for a job; as titled tables, or (``--html``) one offline page of charts."""
+
+from __future__ import annotations
+
+from .. import paths
+from ..analysis import report
+from .analyses import rank_parts, sections_api, shown, tables
+from .collectives import by_step
+from .declare import COUNT, JOB, Call, Command, argument, fmt, option, rank, said, step
+
+
+def _job(found: list | None, call: Call, top: int | None) -> list[tuple[str, dict]]:
+    """A job's section from its ranks' collective tables (none without collectives)."""
+    from ..analysis import collectives as co
+    from ..report.job_sections import job_sections
+
+    if found is None or not any(len(t.colls) for t in found):
+        return []
+    return job_sections(by_step(co.match_job(found), call["step"], call["trace"]), top)
+
+
+def compute(call: Call) -> list | tuple:
+    """The report's sections; with ``--html``, the page written: (charts, ranks)."""
+    out = call.get("html_out")
+    if out is None:
+        found, colls = rank_parts(call, report.part, {"step": call["step"], "top": call["top"]},
+                                  collectives=True)
+        job = _job(colls, call, call["top"])  # the terminal's heatmap: the ``top`` worst
+        return job + report.combine(tables(found), call["top"])
+    from ..report.analyses_html import analyses, write_report
+
+    found, colls = rank_parts(call, analyses, {"step": call["step"]}, collectives=True)
+    job = _job(colls, call, None)  # the page's heatmap: every collective in order
+    del colls
+    ranks = tables(found)
+    title = f"traceaug report: {paths.name_of(call['trace'])}"
+    return write_report(ranks, out, call["step"], call["top"], title=title, job=job), len(ranks)
+
+
+def show(result, call: Call) -> None:
+    if call.get("html_out") is None:
+        shown(result, call)
+    else:
+        said(f"wrote {call['html_out']} ({result[0]} charts, {result[1]} rank(s))")
+
+
+def _check(call: Call) -> None:
+    if call["html_out"] is not None:
+        from ..report.paths import check_output
+
+        check_output(call["html_out"], call["trace"])
+
+
+REPORT = Command(
+    "report", "Kernels, breakdowns, gaps and launches of TRACE or every rank of a directory; "
+    "--html writes them as one page of plotly charts.",
+    (argument("trace", type=paths.Input(urls=True)), JOB, rank(), step(), fmt(),
+     option("--html", "html_out", type=paths.Output(urls=True),
+            help="Write a self-contained page with every chart (works offline)."),
+     option("--top", type=COUNT, default=10, show_default=True, help="Kernels per chart / table.")),
+    compute, show, sections_api, kind=lambda p: "gpu_steps", inputs=("trace",), prepare=_check,
+    cli_only=("fmt", "html_out"))

@@ -1,0 +1,159 @@
+"""What a rank's task opens and returns: the openers (``Work.opens``) and the per-rank
+functions the commands share, each a module-level function (picklable by reference) that turns
+a rank's loaded trace into plain data, never an engine."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import TraceaugError
+from ..processes import Threads
+from .run import Item, local, open_trace
+
+
+@contextlib.contextmanager
+def local_file(item: Item, kind: str) -> Iterator[Any]:
+    """The rank's file as a local path (a URL's object fetched): its task loads it itself."""
+    with local(item.file) as path:
+        yield path
+
+
+@dataclass
+class Ops:
+    """A rank's GPU ops (``analysis.gpu_steps.GpuOps``, their trace detached) and, when asked,
+    its collective tables from the same load (``analysis.collective_rank.tables``)."""
+
+    ops: Any
+    tables: Any = None
+
+
+@contextlib.contextmanager
+def open_ops(item: Item, kind: str, tables: bool = False) -> Iterator[Ops]:
+    """A rank's ``Ops``, its engine closed before the task computes on them."""
+    from ..analysis.collective_rank import tables as collective_tables
+    from ..analysis.gpu_steps import rank_ops
+
+    with open_trace(item, kind) as trace:
+        ops = rank_ops(item.rank, trace)
+        found = collective_tables(trace, ops=ops) if tables else None
+        ops.trace = trace.detached(item.rank, item.named())
+    yield Ops(ops, found)
+
+
+@contextlib.contextmanager
+def open_ops_and_tables(item: Item, kind: str) -> Iterator[Ops]:
+    """``open_ops`` with the rank's collective tables (``report JOB``: one read per rank)."""
+    with open_ops(item, kind, tables=True) as opened:
+        yield opened
+
+
+def _both(item: Item, kind: str, make: Callable) -> Iterator[tuple]:
+    """``make(trace)`` of a rank of A and of the same rank of B, closed after the task; here
+    both at once (one pass-1 child each), in a job's worker one by one."""
+    from .. import runtime
+    from ..trace import Trace
+
+    worker = runtime.current().worker
+    with contextlib.ExitStack() as stack:
+        paths = [stack.enter_context(local(f)) for f in (item.file, item.other)]
+
+        def load(path) -> Any:
+            trace = Trace(path, kind) if worker else Trace(path, kind, workers=1)
+            stack.callback(trace.close)
+            return make(trace)
+
+        if worker:
+            yield tuple(load(p) for p in paths)
+            return
+        with Threads(2) as pool:
+            both = tuple(pool.map(load, paths))
+        yield both
+
+
+@contextlib.contextmanager
+def open_both(item: Item, kind: str) -> Iterator[tuple]:
+    """A rank of A and the same rank of B (``diff --explain``), as traces."""
+    yield from _both(item, kind, lambda trace: trace)
+
+
+@contextlib.contextmanager
+def open_pair(item: Item, kind: str) -> Iterator[tuple]:
+    """A rank of A and the same rank of B (``diff``), as ``analysis.diff.Side``s."""
+    from ..analysis.diff import Side
+
+    yield from _both(item, kind, Side.of)
+
+
+def ops(opened: Ops, item: Item) -> Any:
+    """A rank's GPU ops (``traceaug.load_job``'s, ``traceaug.analyses``')."""
+    return opened.ops
+
+
+def info(trace: Any, item: Item) -> dict:
+    """A rank's ``traceaug info`` record (its file's rank when the trace records none; a URL
+    named as the user gave it)."""
+    from ..analysis.info import info as trace_info
+
+    record = trace_info(trace)
+    if record["rank"] is None:
+        record["rank"] = item.rank
+    if item.named() is not None:
+        record["file"] = str(item.file.path)
+    return record
+
+
+def query(trace: Any, item: Item, sql: str) -> dict:
+    """``sql``'s result columns, the traceaug modules it names included (``traceaug query``)."""
+    trace.include_for(sql)
+    return trace.columns(sql)
+
+
+def apply(opened: Any, item: Item, fn: Callable, **params: Any) -> Any:
+    """``fn(opened, **params)``: an analysis of the rank's trace that needs nothing else of it
+    (its result plain data)."""
+    return fn(opened, **params)
+
+
+def job_path(trace: Any, item: Item, scales: tuple | None = None) -> Any:
+    """A rank's part of the job's critical path (``analysis.job_path.rank_part``): with the
+    replay models and the events each of ``scales`` picks, or (None) its graphs alone."""
+    from ..analysis.job_path import rank_part
+
+    return rank_part(trace, item.rank, tuple(scales or ()), scales is not None)
+
+
+def then(trace: Any, item: Item, fn: Callable) -> Any:
+    """``fn(rank, trace)`` (``traceaug.load_ranks``); a result holding the trace gets it
+    detached."""
+    import dataclasses
+
+    out = fn(item.rank, trace)
+    if dataclasses.is_dataclass(out) and getattr(out, "trace", None) is trace:
+        out.trace = trace.detached(item.rank, item.named())
+    return out
+
+
+@dataclass
+class RankPart:
+    """One rank's share of an analysis command, computed in its task: the command's small
+    tables, never the rank's ops; ``error``: the analysis's user error (a step the rank
+    lacks), raised by the main process in rank order."""
+
+    rank: int | None
+    ops: int  # the rank's GPU ops (a job with none on any rank is an error)
+    tables: dict
+    collectives: Any = None  # report JOB: the rank's collective tables from the same read
+    error: TraceaugError | None = None
+
+
+def part(opened: Ops, item: Item, fn: Callable, in_job: bool, **params: Any) -> RankPart:
+    """``fn(ops, in_job, **params)`` on a rank's ``Ops`` as a ``RankPart`` (``in_job``: one
+    rank of several)."""
+    g = opened.ops
+    try:
+        return RankPart(g.rank, len(g.ops["ts"]), fn(g, in_job, **params), opened.tables)
+    except TraceaugError as e:
+        return RankPart(g.rank, len(g.ops["ts"]), {}, opened.tables, e)

@@ -1,0 +1,70 @@
+"""``traceaug collectives`` and ``traceaug stragglers`` as tables: the matched collectives
+(``analysis.collectives``) per instance or per rank, the stragglers' findings and each rank's
+step and wait, and the notes on what was not matched and how the clocks were aligned."""
+
+from __future__ import annotations
+
+import orjson
+import pandas as pd
+
+from ..analysis import collectives as co
+from ..analysis.tables import columns_of
+from ..errors import TraceaugError
+from ..output import render_columns
+
+
+def collectives_frame(matched: co.Matched, by: str = "instance", rank: int | None = None) -> pd.DataFrame:
+    """``by="instance"``: one row per matched instance (those ``rank`` takes part in);
+    ``by="rank"``: one row per rank (``rank`` only)."""
+    if by == "rank":
+        out = co.by_rank(matched)
+        return out[out["rank"] == rank].reset_index(drop=True) if rank is not None else out
+    if by != "instance":
+        raise TraceaugError(f"by must be 'instance' or 'rank', not {by!r}")
+    out = co.instance_table(matched)
+    if rank is not None:
+        mine = matched.arrivals.loc[matched.arrivals["rank"] == rank, "iid"]
+        out = out[matched.instances["iid"].isin(mine).to_numpy()].reset_index(drop=True)
+    return out
+
+
+def stragglers_frame(matched: co.Matched, rank: int | None = None) -> tuple[list[str], pd.DataFrame]:
+    """The ranked findings and the per step and rank table."""
+    table = co.step_table(matched)
+    if rank is not None:
+        table = table[table["rank"] == rank].reset_index(drop=True)
+    return co.findings(matched), table
+
+
+def notes(matched: co.Matched) -> list[str]:
+    """Lines for stderr: what could not be matched, and the clock offsets applied."""
+    out = [f"not matched: {p}" for p in matched.problems]
+    clock = matched.clock
+    if len(clock) > 1 and clock["applied"].any():
+        ref = int(clock["rank"].iat[0])
+        spread = float(clock["residual_ns"].max()) / 1e3
+        # each rank against its own uncertainty: one odd rank's spread hides no other's offset
+        moved = clock[clock["offset_ns"].abs() > clock["residual_ns"].clip(lower=1000)]
+        shown = ", ".join(f"rank {r} {o / 1e3:+.1f} us" for r, o in
+                          zip(moved["rank"].tolist(), moved["offset_ns"].tolist()))
+        out.append(f"job clock: offsets vs rank {ref}: {shown or f'all within {spread:.1f} us'}"
+                   f" (residual spread up to {spread:.1f} us)")
+        for r in clock[(clock["reference"] == clock["rank"]) & (clock["rank"] != ref)]["rank"]:
+            part = clock[clock["reference"].isin([r]) | (clock["rank"] == r)]["rank"].tolist()
+            out.append(f"job clock: ranks {', '.join(map(str, part))} share no matched collective "
+                       f"with rank {ref}: aligned on rank {r}, not on rank {ref}")
+    return out
+
+
+def render_table(df: pd.DataFrame, fmt: str, findings: list[str] | None = None) -> str:
+    """The table in ``fmt``; the findings first in a table, as a key of the json object."""
+    if fmt == "json" and findings is not None:
+        rows = orjson.loads(render_columns(columns_of(df), "json"))
+        return orjson.dumps({"findings": findings, "steps": rows},
+                            option=orjson.OPT_INDENT_2).decode() + "\n"
+    body = render_columns(columns_of(df), fmt, digits=2)
+    if fmt == "table" and findings is not None:
+        head = "\n".join(f"{i}. {f}" for i, f in enumerate(findings, 1)) or \
+            "no rank held the others up"
+        return f"{head}\n\n{body}"
+    return body

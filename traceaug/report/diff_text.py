@@ -1,0 +1,121 @@
+"""``traceaug diff``'s result as text, csv and json: the headline per step, the op rows, the
+top regressions and improvements, the step-time change along the critical paths."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import orjson
+
+from ..analysis.diff import DiffResult, clip
+from ..analysis.tables import Columns, objects
+from ..output import json_text, render_columns
+
+HEADLINE = (("step_ms", "step time"), ("gpu_busy_ms", "GPU busy"), ("gpu_idle_ms", "GPU idle"),
+            ("computation_ms", "computation"), ("communication_ms", "communication"),
+            ("memory_ms", "memory"))
+
+
+def headline_table(res: dict) -> Columns:
+    """The headline of one rank: A, B and their difference per step."""
+    rows = []
+    for key, label in HEADLINE:
+        va, vb = res["a"][key], res["b"][key]
+        rows.append((label, round(va, 3), round(vb, 3), round(vb - va, 3),
+                     round(100 * (vb - va) / va, 1) if va else None))
+    names = ("per step (ms)", "A", "B", "Δ", "Δ %")
+    return {n: objects([r[i] for r in rows]) for i, n in enumerate(names)}
+
+
+def ops_ms(ops: Columns) -> Columns:
+    """The op table with its times in ms."""
+    renamed = {"total_a": "total_a_ms", "total_b": "total_b_ms", "delta": "delta_ms",
+               "mean_a": "mean_a_ms", "mean_b": "mean_b_ms"}
+    return {renamed.get(c, c): v / 1e6 if c in renamed else v for c, v in ops.items()}
+
+
+def all_rows(result: DiffResult) -> Columns:
+    """Every rank's op rows with times in ms, a ``rank`` column first (``--format csv``)."""
+    tables = [{"rank": np.full(len(r.result["ops"]["key"]), r.rank, dtype=object),
+               **ops_ms(r.result["ops"])} for r in result.ranks]
+    return {c: np.concatenate([t[c] for t in tables]) for c in tables[0]}
+
+
+def summary_rows(result: DiffResult) -> Columns:
+    """The headline of every rank, one row per (rank, side): ``rank``, ``side`` (a / b),
+    ``path``, ``steps``, ``step`` and the ``*_ms`` times per step."""
+    rows = [{"rank": r.rank, "side": side, "path": str(getattr(r, side)), **r.result[side]}
+            for r in result.ranks for side in ("a", "b")]
+    return {c: objects([row[c] for row in rows]) for c in rows[0]}
+
+
+def top_changes(ops: Columns, top: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of the ``top`` largest regressions and improvements of an ``ops_ms`` table, largest
+    first (it is ordered by |delta|); rows whose status is ``unchanged`` are never among them."""
+    changed = ops["status"] != "unchanged"
+    delta = ops["delta_ms"]
+    return (np.flatnonzero(changed & (delta > 0))[:top], np.flatnonzero(changed & (delta < 0))[:top])
+
+
+def render(result: DiffResult, fmt: str, top: int = 10) -> str:
+    """Headline first, then the top regressions and improvements (table); everything (csv/json)."""
+    if fmt == "csv":
+        return render_columns(all_rows(result), "csv")
+    if fmt == "json":
+        data = {"ranks": [{"rank": r.rank, "a": str(r.a), "b": str(r.b),
+                           "summary": {"a": r.result["a"], "b": r.result["b"]},
+                           "ops": orjson.loads(render_columns(ops_ms(r.result["ops"]), "json"))}
+                          for r in result.ranks],
+                "unmatched_ranks": result.unmatched}
+        return json_text(data)
+    parts = []
+    for side, ranks in result.unmatched.items():
+        if ranks:
+            parts.append(f"only in {side.upper()}: rank(s) {', '.join(map(str, ranks))}\n")
+    cols = ["device", "key", "status", "count_a", "count_b", "total_a_ms", "total_b_ms", "delta_ms",
+            "delta_pct"]
+    for r in result.ranks:
+        ops = ops_ms(r.result["ops"])
+        ops["key"] = objects([clip(k) for k in ops["key"].tolist()])
+        steps = " vs ".join(f"ProfilerStep#{h['step']}" if h["step"] is not None
+                            else f"{h['steps']} ProfilerSteps" for h in (r.result["a"], r.result["b"]))
+        parts.append(f"rank {r.rank}: A = {r.a}\n{' ' * len(f'rank {r.rank}: ')}B = {r.b}  ({steps})\n")
+        parts.append(render_columns(headline_table(r.result), "table"))
+        worse, better = top_changes(ops, top)
+        counts = Counter(ops["status"].tolist())
+        parts.append("status: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+                                   or "no ops in the compared steps") + "\n")
+        for title, rows in (("Top regressions", worse), ("Top improvements", better)):
+            table = render_columns({c: ops[c][rows] for c in cols}, "table")
+            parts.append(f"\n{title} (per step)\n{table}")
+    return "\n".join(parts)
+
+
+def render_explain(res: dict, fmt: str, top: int = 10) -> str:
+    """The step-time change per category, then the ``top`` events that moved most (table);
+    both tables in full, one long table with a ``section`` column (csv / json)."""
+    cats, events = res["categories"], res["events"]
+    if fmt != "table":
+        n, m = len(cats["category"]), len(events["event"])
+        rows = {"section": objects(["category"] * n + ["event"] * m),
+                "category": np.r_[cats["category"], events["category"]],
+                "event": objects([None] * n + events["event"].tolist()),
+                "a_ns": np.r_[cats["a_ns"], events["a_ns"]],
+                "b_ns": np.r_[cats["b_ns"], events["b_ns"]],
+                "delta_ns": np.r_[cats["delta_ns"], events["delta_ns"]]}
+        text = render_columns(rows, fmt)
+        return text if text.endswith("\n") else text + "\n"
+    head = (f"\nstep time along the critical paths: {res['step_a_ns'] / 1e3:,.3f} -> "
+            f"{res['step_b_ns'] / 1e3:,.3f} us ({res['delta_ns'] / 1e3:+,.3f} us; the rows below "
+            "sum to it, idle included)\n")
+    table = render_columns({"category": cats["category"], "a_us": cats["a_ns"] / 1e3,
+                            "b_us": cats["b_ns"] / 1e3, "delta_us": cats["delta_ns"] / 1e3,
+                            "share_of_change_pct": cats["share_of_change_pct"]}, "table")
+    k = slice(0, top)
+    ev = render_columns({"event": objects([clip(e) for e in events["event"][k].tolist()]),
+                         "category": events["category"][k], "a_us": events["a_ns"][k] / 1e3,
+                         "b_us": events["b_ns"][k] / 1e3, "delta_us": events["delta_ns"][k] / 1e3},
+                        "table")
+    return head + table + f"\nEvents that moved most along the paths (per step)\n{ev}"
+

@@ -27,7 +27,7 @@ def _nothing_pending():
 
 def _children_are(how: str) -> bool:
     kind = processes.Forked if how == "fork" else subprocess.Popen
-    children = [c.proc for c in prefetch._pending.values()]
+    children = [c for pool, _ in prefetch._pending.values() for c in pool.children]
     return bool(children) and all(isinstance(c, kind) for c in children)
 
 
@@ -74,7 +74,7 @@ def test_a_load_kind_not_prefetched_plans_in_process() -> None:
         assert t.only is None
         assert t.query("SELECT COUNT(*) AS n FROM slice WHERE name = 'aten::addmm'")["n"][0] == 6
     assert len(prefetch._pending) == 1  # the GPU-only plan is still waiting: closing stops it
-    child = next(iter(prefetch._pending.values())).proc
+    child = next(iter(prefetch._pending.values()))[0].children[0]
     prefetch.close()
     assert child.poll() is not None and not prefetch._pending
 
@@ -138,8 +138,8 @@ def test_a_command_prefetches_the_files_it_selected(tmp_path: Path) -> None:
     """A command plans each of its inputs in a child when each is one local file: a lone
     trace, or one rank of a directory (``--rank``); every rank of a directory runs in the
     job's pool instead, whose processes plan them."""
-    from traceaug.commands import KERNELS
     from traceaug.commands.declare import Call
+    from traceaug.commands.kernels import COMMAND as KERNELS
 
     directory = shared_trace("kineto/multi_rank_sampled")
     Call(KERNELS, {"trace": directory, "rank": None, "step": None}).prefetch()

@@ -34,3 +34,51 @@ def test_a_pool_killed_while_its_children_send_results_closes_at_once() -> None:
         out = subprocess.run([sys.executable, "-c", KILLED_WHILE_SENDING, delay], cwd=ROOT,
                              capture_output=True, text=True, timeout=60)
         assert out.stdout.split()[:2] == ["closed", "True"], (out.stdout, out.stderr)
+
+
+UNPICKLABLE = """
+import sys, threading, types
+from traceaug.processes import Pool
+
+if sys.argv[1] == "spawn":  # another thread running: no fork
+    threading.Thread(target=threading.Event().wait, daemon=True).start()
+with Pool(2, spawn=True) as pool:
+    print(pool.children[0].__class__.__name__, end=" ")
+    late = types.ModuleType("late")  # after the fork: a module the children never had
+    exec("def triple(n):\\n    return 3 * n", late.__dict__)
+    sys.modules["late"] = late
+    futures = [pool.submit(lambda n: n, 1), pool.submit(late.triple, 1), pool.submit(abs, -42)]
+    print([type(f.exception()).__name__ for f in futures[:2]], futures[2].result())
+"""
+
+
+def test_a_task_that_will_not_pickle_fails_alone() -> None:
+    """A task that will not pickle here (a lambda) or not unpickle in the child (a module it
+    never imported) fails its own future, and the pool runs the next: a writer thread that
+    died of it used to leave its future unset and the job waiting for ever."""
+    for start, child in (("fork", "Forked"), ("spawn", "Popen")):
+        out = subprocess.run([sys.executable, "-c", UNPICKLABLE, start], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)
+        assert out.stdout.strip() == f"{child} ['PicklingError', 'ModuleNotFoundError'] 42", \
+            (start, out.stdout, out.stderr)
+
+
+BROKEN_REQUESTS = """
+import os
+from traceaug.processes import Pool, WorkerFailed
+
+pool = Pool(1)
+fd = pool.children[0].stdin.fileno()
+kept = os.dup(fd)  # the pipe stays open: the child sees no end of its requests
+os.dup2(os.open(os.devnull, os.O_RDONLY), fd)  # writing its requests fails (EBADF)
+print(type(pool.submit(abs, -1).exception(timeout=20)).__name__)
+pool.shutdown()
+"""
+
+
+def test_a_request_that_cannot_be_written_fails_its_task() -> None:
+    """A request pipe that fails while its child lives (EBADF here, ENOSPC under a patched
+    ``os.fdopen``) kills that child, so its task fails instead of waiting for ever."""
+    out = subprocess.run([sys.executable, "-c", BROKEN_REQUESTS], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "WorkerFailed", (out.stdout, out.stderr)

@@ -435,27 +435,32 @@ def test_a_signal_while_the_job_pool_forks_is_no_ignored_exception(tmp_path: Pat
 
 
 CLOSE_WITH_A_SIGNAL = """
-import gc, os, signal, sys, threading, time
+import gc, os, signal, sys, time
 from traceaug import interrupt, processes
 interrupt.install(command_line=True)
 sig = int(sys.argv[1])
-pool = processes.Workers(1)
-slow = processes.fork(lambda _, out: time.sleep(5))  # a worker still ending when the pool closes
-interrupt.watch_child(slow)
-pool.procs.append(slow)
+pool = processes.Pool(1, spawn=True)
+real_kill = pool.kill
+
+def kill():  # the signal lands while the pool closes (inside the garbage collector's close)
+    os.kill(os.getpid(), sig)
+    time.sleep(0.1)
+    real_kill()
+
+pool.kill = kill
 
 def reading():  # as pass 1 reads: its pool closes when the generator is dropped
     with pool:
+        pool.submit(time.sleep, 5)  # a task still running when the pool closes
         yield 1
         yield 2
 
 gen = reading()
 next(gen)
-threading.Timer(0.3, os.kill, (os.getpid(), sig)).start()
 try:
-    del gen  # the garbage collector closes it: Pool.close waits for the slow worker
+    del gen  # the garbage collector closes it
     gc.collect()
-    print("closed", slow.returncode is not None)
+    print("closed", all(c.poll() is not None for c in pool.children))
     interrupt.check()
     print("not interrupted")
 except interrupt.Interrupted as e:
@@ -467,9 +472,9 @@ except interrupt.Interrupted as e:
 def test_a_signal_while_a_dropped_reader_closes_its_pool_is_no_ignored_exception(
         tmp_path: Path, sig: int) -> None:
     """A signal while a pass-1 pool closes from a dropped generator (the garbage collector
-    runs the close): it was raised inside ``Pool.close``'s wait, so "Exception ignored in
-    <generator>" and a traceback (1 of 2 signal-test runs with pass-1 workers). The workers
-    are killed, the pool closes, and the command stops at its next check."""
+    runs the close): raised inside the close it was "Exception ignored in <generator>" and a
+    traceback (1 of 2 signal-test runs with pass-1 workers). The children are killed, the pool
+    closes, and the command stops at its next check."""
     proc = subprocess.run([sys.executable, "-c", CLOSE_WITH_A_SIGNAL, str(int(sig))],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path,
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})

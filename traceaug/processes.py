@@ -5,8 +5,8 @@ locks held by the others) with the modules already imported, else spawned as new
 (``python -m traceaug.processes``; never ``multiprocessing``'s spawn, which re-runs the
 caller's ``__main__``). A child resets its signal actions (its parent stops it, killed at once
 by Ctrl-C: ``interrupt.watch_child``) and runs as a job's worker (``runtime.Runtime.worker``).
-``Workers`` serve ``fn(*args)`` over pipes, results in submission order (pass 1's chunks, the
-prefetch); ``LocalPool`` runs a job's rank tasks (``job.executor``).
+``Pool`` runs ``fn(*args)`` tasks in them, each child with its own pipes: pass 1's chunks, the
+prefetch's plan, a job's ranks (``job.executor``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import os
 import pickle
 import queue
 import signal
-import struct
 import subprocess
 import sys
 import threading
@@ -118,42 +117,25 @@ def child_start(worker: runtime.Runtime | None = None) -> None:
     runtime.enter(worker or runtime.current().for_worker())
 
 
-def _pool_start(worker: runtime.Runtime) -> None:
-    """A job's pool process: a child whose Ctrl-C is the parent's (it cancels the job)."""
-    child_start(worker)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 class WorkerFailed(Exception):
     """A child process died or could not start."""
 
 
-_LENGTH = struct.Struct("<Q")
-
-
 def send(stream, obj: Any) -> None:
-    """One length-prefixed pickle to a child's pipe (or from a child)."""
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_LENGTH.pack(len(data)))
-    stream.write(data)
+    """One pickle to a child's pipe (or from a child), streamed: no second copy of a big plan."""
+    pickle.dump(obj, stream, protocol=pickle.HIGHEST_PROTOCOL)
     stream.flush()
 
 
 def recv(stream) -> Any:
     """The next object ``send`` wrote; ``EOFError`` when the other end is gone."""
-    head = stream.read(_LENGTH.size)
-    if len(head) < _LENGTH.size:
-        raise EOFError
-    (n,) = _LENGTH.unpack(head)
-    data = stream.read(n)
-    if len(data) < n:
-        raise EOFError
-    return pickle.loads(data)
+    return pickle.load(stream)
 
 
-def spawn() -> subprocess.Popen:
-    """A new interpreter serving requests (``main``), with this process's import path."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **REUSE_ENV}
+def _spawn(reuse_heap: bool) -> subprocess.Popen:
+    """A new interpreter running tasks (``main``), with this process's import path."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+           **(REUSE_ENV if reuse_heap else {})}
     return subprocess.Popen([sys.executable, "-m", "traceaug.processes"], env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL)
@@ -231,129 +213,6 @@ def fork(work: Callable[[Any, Any], None], requests: bool = False) -> Forked:
     return child
 
 
-def _serve(requests, results) -> None:
-    """A child's loop: ``(fn, args)`` in (a pipe, or an iterator of them), ``fn(*args)`` out,
-    until end of input; freed heap kept for the next request (a spawned child's environment
-    says so: ``REUSE_ENV``)."""
-    reuse_freed()
-    while True:
-        try:
-            fn, args = recv(requests) if hasattr(requests, "read") else next(requests)
-        except (EOFError, StopIteration):
-            return
-        send(results, fn(*args))
-
-
-class Child:
-    """One call ``fn(*args)`` in a child process of its own, its result taken once."""
-
-    def __init__(self, fn: Callable, *args: Any, preload: Callable[[], None] | None = None) -> None:
-        try:
-            if can_fork():
-                if preload is not None:
-                    preload()
-                self.proc = fork(lambda _, out: _serve(iter([(fn, args)]), out))
-            else:
-                self.proc = spawn()
-                send(self.proc.stdin, (fn, args))
-                self.proc.stdin.close()
-        except OSError as e:
-            raise WorkerFailed(str(e)) from None
-        interrupt.watch_child(self.proc)  # killed at once by Ctrl-C / SIGTERM
-
-    def result(self) -> Any:
-        """``fn(*args)``; ``WorkerFailed`` when the child died. The child has ended since."""
-        try:
-            return recv(self.proc.stdout)
-        except (EOFError, OSError, pickle.UnpicklingError):
-            raise WorkerFailed(f"child process exited with {self.proc.poll()}") from None
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        if self.proc.poll() is None and not self.proc.stdout.closed:
-            with contextlib.suppress(OSError):
-                self.proc.stdout.close()
-        self.proc.kill()
-        self.proc.wait()
-
-
-class Workers:
-    """``n`` child processes serving ``fn(*args)`` requests, round-robin, results in submission
-    order; a writer thread per child keeps a large request from blocking on a child that is
-    itself waiting to hand back a result. ``preload``: modules a forked child starts with."""
-
-    def __init__(self, n: int, preload: Callable[[], None] | None = None) -> None:
-        try:
-            if can_fork():
-                if preload is not None:
-                    preload()
-                self.procs = [fork(_serve, requests=True) for _ in range(n)]
-            else:
-                self.procs = [spawn() for _ in range(n)]
-        except OSError as e:
-            raise WorkerFailed(str(e)) from None
-        for p in self.procs:
-            interrupt.watch_child(p)  # killed at once by Ctrl-C / SIGTERM
-        self.queues: list[queue.Queue] = [queue.Queue() for _ in self.procs]
-        self.writers = [threading.Thread(target=self._write, args=(p, q), daemon=True)
-                        for p, q in zip(self.procs, self.queues)]
-        for w in self.writers:
-            w.start()
-        self.sent = self.received = 0
-
-    @staticmethod
-    def _write(proc, q: queue.Queue) -> None:
-        try:
-            while (request := q.get()) is not None:
-                send(proc.stdin, request)
-            proc.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass  # the reader sees the child's end of file
-
-    def submit(self, fn: Callable, *args: Any) -> None:
-        self.queues[self.sent % len(self.procs)].put((fn, args))
-        self.sent += 1
-
-    @property
-    def pending(self) -> int:
-        return self.sent - self.received
-
-    def result(self) -> Any:
-        """The next result in submission order."""
-        proc = self.procs[self.received % len(self.procs)]
-        self.received += 1
-        try:
-            return recv(proc.stdout)
-        except (EOFError, OSError, pickle.UnpicklingError):
-            raise WorkerFailed(f"worker process exited with {proc.poll()}") from None
-
-    def close(self) -> None:
-        for q in self.queues:
-            q.put(None)
-        for p in self.procs:
-            if self.pending:
-                p.kill()
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-            p.stdout.close()
-
-    def __enter__(self) -> Workers:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        # A signal while closing (it kills the children) is raised after it, and only where
-        # nothing unwinds: a generator dropped mid-read closes its pool from the garbage
-        # collector, where an exception is "Exception ignored" and a traceback.
-        with interrupt.held():
-            self.close()
-        if exc[0] is None:
-            interrupt.check()
-
-
 # ----- a job's local pool -------------------------------------------------------------------------
 class Threads(cf.ThreadPoolExecutor):
     """A thread pool whose tasks run with the submitter's runtime (``runtime.using``)."""
@@ -362,79 +221,113 @@ class Threads(cf.ThreadPoolExecutor):
         return super().submit(contextvars.copy_context().run, fn, *args, **kwargs)
 
 
+def _run_tasks_reusing(requests, results) -> None:
+    """``_run_tasks``, freed heap kept for the next task (pass 1's chunks)."""
+    reuse_freed()
+    _run_tasks(requests, results)
+
+
 def _run_tasks(requests, results) -> None:
-    """A pool child's loop: ``(fn, args)`` in, ``(True, fn(*args))`` or ``(False, error)``
-    out, until end of input; Ctrl-C is the parent's (it cancels the job)."""
+    """A pool child's loop: ``(fn, args)`` pickled in, ``(True, fn(*args))`` or ``(False,
+    error)`` out, until end of input; Ctrl-C is the parent's (it stops the pool)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         try:
-            fn, args = recv(requests)
+            request = recv(requests)
         except EOFError:
             return
-        try:
-            answer = (True, fn(*args))
+        try:  # read whole first: one that will not unpickle here fails alone
+            fn, args = pickle.loads(request)
+            value = fn(*args)
         except BaseException as e:
-            answer = (False, e)
-        try:
-            send(results, answer)
-        except (pickle.PicklingError, TypeError, AttributeError) as e:  # an error that will not pickle
-            send(results, (False, WorkerFailed(f"{type(answer[1]).__name__}: {answer[1]}; {e}")))
+            try:  # whole, before any of it is written: an error that will not pickle
+                data = pickle.dumps((False, e), protocol=pickle.HIGHEST_PROTOCOL)
+            except (pickle.PicklingError, TypeError, AttributeError) as why:
+                data = pickle.dumps((False, WorkerFailed(f"{type(e).__name__}: {e}; {why}")))
+            results.write(data)
+            results.flush()
+            continue
+        send(results, (True, value))
 
 
 class Pool:
-    """``size`` children running a job's tasks, ``fn(*args)`` each, forked with the modules
-    ``preload`` imports; their results futures, set as they finish. Each child has its own
-    pipes: a child killed mid-task fails that task (``WorkerFailed``), never the others nor
-    the pool. Threads in this process where a fork is not safe (``processes`` False)."""
+    """``size`` children running tasks, ``fn(*args)`` each, their results futures; forked with
+    the modules ``preload`` imports where that is safe, else (``spawn``) new interpreters, or
+    threads in this process (``threads``: always). Each child has its own pipes and at most
+    ``DEPTH`` tasks: one killed mid-task fails its tasks (``WorkerFailed``), never the others
+    nor the pool. ``reuse_heap``: children keep freed heap for their next task (pass 1's)."""
 
-    def __init__(self, size: int, processes: bool = True,
-                 preload: Callable[[], None] | None = None) -> None:
+    DEPTH = 2  # tasks given to a child at once: the next starts as soon as one ends
+
+    def __init__(self, size: int, preload: Callable[[], None] | None = None,
+                 spawn: bool = False, reuse_heap: bool = False, threads: bool = False) -> None:
         self.size = size
-        self.processes = processes and can_fork()
+        self.processes = not threads and (can_fork() or spawn)
         if not self.processes:
             self.threads = Threads(size)
             return
-        if preload is not None:
+        forking = can_fork()
+        if forking and preload is not None:
             preload()
         self._lock = threading.Lock()
-        self._queue: list = []  # (future, fn, args) not yet given to a child
-        self._busy: dict[int, cf.Future] = {}
-        self._idle: list[int] = []
-        self.children: list[Forked] = []
-        self._readers: list[threading.Thread] = []
+        self._queue: list = []  # (future, pickled (fn, args)) not yet given to a child
+        self._given: dict[int, list[cf.Future]] = {}  # per child, its tasks in order
+        self.children: list = []
+        self._sending: list[queue.SimpleQueue] = []
+        self._threads: list[threading.Thread] = []
+        loop = _run_tasks_reusing if reuse_heap else _run_tasks
+        try:  # every child before any thread: a fork with another thread running is unsafe
+            for _ in range(size):
+                child = fork(loop, requests=True) if forking else _spawn(reuse_heap)
+                interrupt.watch_child(child)  # killed at once by Ctrl-C / SIGTERM
+                self.children.append(child)
+        except OSError as e:
+            self.kill()
+            raise WorkerFailed(str(e)) from None
         for i in range(size):
-            child = fork(_run_tasks, requests=True)
-            interrupt.watch_child(child)  # killed at once by Ctrl-C / SIGTERM
-            self.children.append(child)
-            self._idle.append(i)
-            reader = threading.Thread(target=self._read, args=(i,), daemon=True,
-                                      name=f"traceaug-pool-{i}")
-            reader.start()
-            self._readers.append(reader)
+            self._given[i] = []
+            self._sending.append(queue.SimpleQueue())
+            # a thread writes its requests, another reads its results: a large request
+            # never waits on a child that is itself handing back a large result
+            for work in (self._write, self._read):
+                t = threading.Thread(target=work, args=(i,), daemon=True, name=f"traceaug-pool-{i}")
+                t.start()
+                self._threads.append(t)
 
     def submit(self, fn: Callable, /, *args: Any) -> cf.Future:
         if not self.processes:
             return self.threads.submit(fn, *args)
         future: cf.Future = cf.Future()
+        try:
+            request = pickle.dumps((fn, args), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as e:  # as ProcessPoolExecutor: the task's own error
+            future.set_exception(e)
+            return future
         with self._lock:
-            if not self._idle and not self._busy:
+            if not self._given:
                 raise WorkerFailed("every worker process of the pool has ended")
-            self._queue.append((future, fn, args))
+            self._queue.append((future, request))
             self._dispatch()
         return future
 
     def _dispatch(self) -> None:
-        """Each idle child its next task (under the lock)."""
-        while self._idle and self._queue:
-            future, fn, args = self._queue.pop(0)
-            if not future.set_running_or_notify_cancel():
-                continue
-            i = self._idle.pop(0)
-            self._busy[i] = future
-            try:
-                send(self.children[i].stdin, (fn, args))
-            except (BrokenPipeError, OSError):  # the child is gone: its reader fails the task
-                pass
+        """Each child with room its next tasks (under the lock)."""
+        for i, given in self._given.items():
+            while len(given) < self.DEPTH and self._queue:
+                future, request = self._queue.pop(0)
+                if not future.set_running_or_notify_cancel():
+                    continue
+                given.append(future)
+                self._sending[i].put(request)
+
+    def _write(self, i: int) -> None:
+        child = self.children[i]
+        try:
+            while (request := self._sending[i].get()) is not None:
+                send(child.stdin, request)
+            child.stdin.close()  # the child sees its requests end and exits
+        except OSError:  # gone, or its pipe failed: it ends, and its reader fails its tasks
+            child.kill()
 
     def _read(self, i: int) -> None:
         child = self.children[i]
@@ -444,20 +337,16 @@ class Pool:
             except (EOFError, OSError, pickle.UnpicklingError):
                 break
             with self._lock:
-                future = self._busy.pop(i)
-                self._idle.append(i)
+                future = self._given[i].pop(0)
                 self._dispatch()
             future.set_result(value) if ok else future.set_exception(value)
-        with self._lock:  # the child ended (killed, or told to): its task fails
-            future = self._busy.pop(i, None)
-            if i in self._idle:
-                self._idle.remove(i)
-            left = self._queue if not self._busy and not self._idle else []
-            self._queue = [] if left else self._queue
+        with self._lock:  # the child ended (killed, or told to): its tasks fail
+            lost = self._given.pop(i, [])
+            left, self._queue = (self._queue, []) if not self._given else ([], self._queue)
         code = child.wait()
-        for f in [future] if future is not None else []:
+        for f in lost:
             f.set_exception(WorkerFailed(f"worker process exited with {code}"))
-        for f, _, _ in left:
+        for f, _ in left:
             if f.set_running_or_notify_cancel():
                 f.set_exception(WorkerFailed("every worker process of the pool has ended"))
 
@@ -466,14 +355,13 @@ class Pool:
         if not self.processes:
             return [f for f in futures if f.running()][:self.size]
         with self._lock:
-            busy = set(map(id, self._busy.values()))
+            busy = {id(given[0]) for given in self._given.values() if given}
         return [f for f in futures if id(f) in busy]
 
     def kill(self) -> None:
         """Stop running tasks now: nothing they write is kept."""
-        if self.processes:
-            for child in self.children:
-                child.kill()
+        for child in getattr(self, "children", ()):
+            child.kill()
 
     def shutdown(self) -> None:
         """Cancel the tasks not started, let the children end, wait for them."""
@@ -482,22 +370,34 @@ class Pool:
             return
         with self._lock:
             waiting, self._queue = self._queue, []
-            self._idle.clear()
-        for future, _, _ in waiting:
+        for future, _ in waiting:
             future.cancel()
-        for child in self.children:
-            with contextlib.suppress(OSError):
-                child.stdin.close()  # the child sees its requests end and exits
-        for reader in self._readers:
-            reader.join()
+        for requests in self._sending:
+            requests.put(None)
+        for t in self._threads:
+            t.join()
         for child in self.children:
             child.stdout.close()
 
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        # A signal while closing (it kills the children) is raised after it, and only where
+        # nothing unwinds: a generator dropped mid-read closes its pool from the garbage
+        # collector, where an exception is "Exception ignored" and a traceback.
+        with interrupt.held():
+            if exc[0] is not None:
+                self.kill()
+            self.shutdown()
+        if exc[0] is None:
+            interrupt.check()
+
 
 def main() -> None:
-    """A spawned child: requests on stdin, results on stdout."""
+    """A spawned child: tasks on stdin, results on stdout."""
     child_start()
-    _serve(sys.stdin.buffer, sys.stdout.buffer)
+    _run_tasks(sys.stdin.buffer, sys.stdout.buffer)
     os._exit(0)  # at once: unloading numpy would keep its memory while the parent grows
 
 

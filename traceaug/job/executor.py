@@ -101,10 +101,15 @@ class Inline(Executor):
 
 
 def _preload() -> None:
-    """What a forked pool process starts with (20 ms of each one's first task otherwise)."""
+    """What a forked pool process starts with (20 ms of each one's first task otherwise, and
+    pandas, left to load on first use by the command line, 130 ms: every rank's tables)."""
+    import pandas
+
     from .. import trace  # noqa: F401
     from ..read import inputs, storage  # noqa: F401
     from . import run  # noqa: F401
+
+    pandas.DataFrame  # noqa: B018  (runs a lazily imported pandas: engine.imports)
 
 
 class LocalPool(Executor):
@@ -115,7 +120,7 @@ class LocalPool(Executor):
         from ..processes import Pool
 
         self.size = size
-        self.local = Pool(size, processes, _preload)
+        self.local = Pool(size, _preload, threads=not processes)
         self.processes = self.local.processes
 
     def submit(self, fn: Callable, /, *args: Any):

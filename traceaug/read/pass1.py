@@ -414,14 +414,15 @@ def parallel(blocks: Iterable[bytes], rebase: Rebase, kind: LoadKind | str, work
     Raises ``Unconfirmed`` when a chunk does not parse (or a worker fails): the
     caller scans again with ``sequential``, which reports malformed JSON precisely.
     """
-    from ..processes import WorkerFailed, Workers
+    from ..processes import Pool, WorkerFailed
 
     kind = kind_of(kind)
     trailer: dict = {}
+    pending: list = []  # the chunks' results, in chunk order
 
     def done() -> ChunkResult:
         try:
-            result = pool.result()
+            result = pending.pop(0).result()
         except WorkerFailed as e:
             raise Unconfirmed(str(e)) from None
         if result.below_base:
@@ -433,20 +434,20 @@ def parallel(blocks: Iterable[bytes], rebase: Rebase, kind: LoadKind | str, work
         return result
 
     try:
-        pool = Workers(workers)
+        pool = Pool(workers, spawn=True, reuse_heap=True)
     except WorkerFailed as e:
         raise Unconfirmed(str(e)) from None
     with pool:
         for item in chunks.scan(blocks, confirm=False):
             if isinstance(item, chunks.Layout):
-                while pool.pending:
+                while pending:
                     yield done()
                 item.trailer = trailer
                 yield item
                 return
             rebase.choose(item.text)
-            pool.submit(read_chunk, item.text, item.last, item.array_form, kind.name,
-                        rebase.prefix, rebase.sep, rebase.numeric)
+            pending.append(pool.submit(read_chunk, item.text, item.last, item.array_form,
+                                       kind.name, rebase.prefix, rebase.sep, rebase.numeric))
             item.text = b""
-            while pool.pending > 2 * workers:
+            while len(pending) > 2 * workers:
                 yield done()

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from .normalize import Plan
 
 UP_TO = 48 << 20  # raw bytes: larger traces run pass 1 in worker processes anyway
-_pending: dict[tuple[Path, str], processes.Child] = {}
+_pending: dict[tuple[Path, str], tuple[processes.Pool, object]] = {}  # its child, its plan
 
 
 def _key(path: Path, kind: str | None) -> tuple[Path, str]:
@@ -38,7 +38,8 @@ def start(files: list[Path], kind: str) -> None:
         try:
             if key in _pending or is_sqlite(path) or source.raw_size_estimate(path) > UP_TO:
                 continue
-            _pending[key] = processes.Child(_plan, path, key[1], preload=_preload)
+            child = processes.Pool(1, _preload, spawn=True, reuse_heap=True)
+            _pending[key] = child, child.submit(_plan, path, key[1])
         except (OSError, processes.WorkerFailed):
             continue  # unreadable: the load says so
 
@@ -63,20 +64,23 @@ def pending(path: Path, kind: str | None) -> bool:
 def take(path: Path, kind: str | None) -> Plan | None:
     """The child's plan of ``path`` for ``kind``, or None (none started, or it failed); its
     child ends before the engine grows."""
-    child = _pending.pop(_key(path, kind), None)
+    child, planned = _pending.pop(_key(path, kind), (None, None))
     if child is None:
         return None
     try:
-        what, plan = child.result()
+        what, plan = planned.result()
     except processes.WorkerFailed:
         what, plan = "failed", None
+    child.shutdown()  # it ends now: its memory is gone before the engine grows
     return plan if what == "plan" else None
 
 
 def close() -> None:
     """Stop children whose plans were never taken."""
     while _pending:
-        _pending.popitem()[1].close()
+        child, _ = _pending.popitem()[1]
+        child.kill()
+        child.shutdown()
 
 
 atexit.register(close)

@@ -13,8 +13,8 @@ from typing import Any
 
 import click
 
-from . import commands as c
 from . import paths, runtime
+from .commands import load
 from .commands.declare import Call, Command
 from .job.loaded import Job
 from .job.run import JobOptions
@@ -88,20 +88,20 @@ def function(command: Command) -> Callable:
     return call
 
 
-info = function(c.INFO)
-query = function(c.QUERY)
-counters = function(c.COUNTERS)
-patterns = function(c.PATTERNS)
-critical_path = function(c.CRITICAL_PATH)
-diff = function(c.DIFF)
-whatif = function(c.WHATIF)
-kernels = function(c.KERNELS)
-gaps = function(c.GAPS)
-breakdown = function(c.BREAKDOWN)
-launches = function(c.LAUNCHES)
-report = function(c.REPORT)
-collectives = function(c.COLLECTIVES)
-stragglers = function(c.STRAGGLERS)
-merge = function(c.MERGE)
-summary = function(c.SUMMARY)
-convert = function(c.CONVERT)
+info = function(load("info"))
+query = function(load("query"))
+counters = function(load("counters"))
+patterns = function(load("patterns"))
+critical_path = function(load("critical-path"))
+diff = function(load("diff"))
+whatif = function(load("whatif"))
+kernels = function(load("kernels"))
+gaps = function(load("gaps"))
+breakdown = function(load("breakdown"))
+launches = function(load("launches"))
+report = function(load("report"))
+collectives = function(load("collectives"))
+stragglers = function(load("stragglers"))
+merge = function(load("merge"))
+summary = function(load("summary"))
+convert = function(load("convert"))

@@ -12,8 +12,7 @@ from typing import NoReturn
 
 import click
 
-from . import atomic, guard, interrupt, paths, runtime
-from .commands import ALL
+from . import atomic, commands, guard, interrupt, paths, runtime
 from .commands.declare import Call, Command, job_from
 from .errors import SumTooLarge, TraceaugError
 from .job.run import JobOptions
@@ -57,10 +56,21 @@ class TraceaugCommand(click.Command):
 
 
 class _Group(click.Group):
-    """Turns every user-facing error into one line on stderr and exit code 1, and Ctrl-C /
-    SIGTERM into exit 130 / 143; removes spooled inputs whatever happens."""
+    """The commands, each made from its declaration when asked for (``commands.load``: only
+    the one run is imported); every user-facing error one line on stderr and exit code 1,
+    Ctrl-C / SIGTERM exit 130 / 143; spooled inputs removed whatever happens."""
 
     command_class = TraceaugCommand
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(commands.NAMES)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in commands.NAMES:
+            return None
+        c = commands.load(name)
+        return TraceaugCommand(c.name, params=c.click_params(), help=c.help,
+                               callback=click.pass_context(lambda ctx, **p: _run(c, ctx, p)))
 
     def make_context(self, *args, **kwargs) -> click.Context:
         try:
@@ -115,12 +125,6 @@ def _run(command: Command, ctx: click.Context, params: dict) -> None:
         command.show(command.compute(call), call)
     finally:
         prefetch.close()  # a plan no load took (the command failed first): its child stops
-
-
-for _c in ALL:
-    main.add_command(TraceaugCommand(
-        _c.name, params=_c.click_params(), help=_c.help,
-        callback=click.pass_context(lambda ctx, _c=_c, **params: _run(_c, ctx, params))))
 
 
 def run() -> None:

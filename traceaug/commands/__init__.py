@@ -1,19 +1,20 @@
-"""Every command, declared once (``declare.Command``): the click commands (``cli``), the Python
-API functions (``api``) and the prefetch come from these declarations."""
+"""Every command, declared once: ``traceaug NAME`` is ``commands/NAME.py``'s ``COMMAND`` (a
+``declare.Command``), from which the click command (``cli``), the Python API function
+(``api``) and the prefetch come. Only the command run is imported."""
 
-from .analyses import BREAKDOWN, GAPS, KERNELS, LAUNCHES
-from .collectives import COLLECTIVES, STRAGGLERS
-from .convert import CONVERT, OPEN
-from .counters import COUNTERS
-from .critical_path import CRITICAL_PATH
-from .diff import DIFF
-from .info import INFO
-from .merge import MERGE
-from .patterns import PATTERNS
-from .query import QUERY
-from .report import REPORT
-from .summary import SUMMARY
-from .whatif import WHATIF
+from __future__ import annotations
 
-ALL = (QUERY, INFO, COUNTERS, DIFF, OPEN, CONVERT, SUMMARY, PATTERNS, KERNELS, GAPS, BREAKDOWN,
-       LAUNCHES, REPORT, COLLECTIVES, STRAGGLERS, MERGE, CRITICAL_PATH, WHATIF)
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .declare import Command
+
+NAMES = ("breakdown", "collectives", "convert", "counters", "critical-path", "diff", "gaps", "info",
+         "kernels", "launches", "merge", "open", "patterns", "query", "report", "stragglers",
+         "summary", "whatif")
+
+
+def load(name: str) -> Command:
+    """The declaration of command ``name``."""
+    return importlib.import_module(f"{__name__}.{name.replace('-', '_')}").COMMAND

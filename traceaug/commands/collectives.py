@@ -63,7 +63,7 @@ def by_step(found: co.Matched, step: int | None, where) -> co.Matched:
                       found.clock, found.problems)
 
 
-def _out(text: str, lines: list[str]) -> None:
+def out(text: str, lines: list[str]) -> None:
     """The job's notes (and findings) on stderr, then ``text``: said together once every
     figure is computed, so a run stopped before says nothing but that it was."""
     for line in lines:
@@ -74,18 +74,10 @@ def _out(text: str, lines: list[str]) -> None:
 def _collectives(m: co.Matched, call: Call) -> None:
     from ..report.collectives_text import collectives_frame, notes, render_table
 
-    _out(render_table(collectives_frame(m, call["by"], call["rank"]), call["fmt"]), notes(m))
+    out(render_table(collectives_frame(m, call["by"], call["rank"]), call["fmt"]), notes(m))
 
 
-def _stragglers(m: co.Matched, call: Call) -> None:
-    from ..report.collectives_text import notes, render_table, stragglers_frame
-
-    found, table = stragglers_frame(m, call["rank"])
-    csv = call["fmt"] == "csv"
-    _out(render_table(table, call["fmt"], None if csv else found), notes(m) + (found if csv else []))
-
-
-def _with_attrs(out: pd.DataFrame, m: co.Matched) -> pd.DataFrame:
+def with_attrs(out: pd.DataFrame, m: co.Matched) -> pd.DataFrame:
     out.attrs.update(problems=list(m.problems), clock=m.clock.to_dict("list"))
     return out
 
@@ -100,18 +92,7 @@ def _api_collectives(m: co.Matched, call: Call) -> pd.DataFrame:
     ``offset_ns``, ``residual_ns``)."""
     from ..report.collectives_text import collectives_frame
 
-    return _with_attrs(collectives_frame(m, call["by"], call["rank"]), m)
-
-
-def _api_stragglers(m: co.Matched, call: Call) -> pd.DataFrame:
-    """Per step and rank ``step_us``, ``collectives``, ``wait_us`` (in collectives),
-    ``straggler_count``, ``caused_wait_us`` (the others' mean wait for it, summed);
-    ``attrs["findings"]``: the ranked findings in plain words, and as ``collectives``."""
-    from ..report.collectives_text import stragglers_frame
-
-    found, out = stragglers_frame(m, call["rank"])
-    out.attrs["findings"] = found
-    return _with_attrs(out, m)
+    return with_attrs(collectives_frame(m, call["by"], call["rank"]), m)
 
 
 def _params(extra: tuple = ()) -> tuple:
@@ -121,18 +102,14 @@ def _params(extra: tuple = ()) -> tuple:
             argument("trace", type=paths.Input(urls=True)), JOB, rank(), step(), fmt(), *extra)
 
 
-def _declared(name: str, help: str, show, api, extra: tuple = ()) -> Command:
+def declared(name: str, help: str, show, api, extra: tuple = ()) -> Command:
     return Command(name, help, _params(extra), lambda call: matched(call, call["align"]), show,
                    api, inputs=("trace",), rank_selects=False)
 
 
-COLLECTIVES = _declared(
+COMMAND = declared(
     "collectives", "Collectives matched across the ranks of a job: per instance its skew, "
     "straggler, waits, transfer time and bandwidth (--by rank: each rank's wait and the wait "
     "it caused).", _collectives, _api_collectives,
     (option("--by", type=click.Choice(["instance", "rank"]), default="instance", show_default=True,
             help="One row per matched collective, or per rank."),))
-STRAGGLERS = _declared(
-    "stragglers", "Who the ranks of a job waited for: findings in plain words (the rank the "
-    "others waited for most in each step, the time lost and why), then per step each rank's "
-    "step time and time waiting in collectives.", _stragglers, _api_stragglers)

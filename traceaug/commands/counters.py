@@ -68,7 +68,7 @@ def summary_text(results: list[dict], fmt: str) -> str:
     return text(results, fmt)
 
 
-COUNTERS = rewriters.command(
+COMMAND = rewriters.command(
     "counters", "Write OUT: a copy of IN with memory-bandwidth and queue-length counter tracks."
     "\n\nIN and OUT may be directories of per-rank traces (one output per rank, same names);\n"
     "an OUT ending in / is a directory (made if missing) that gets IN's name.",

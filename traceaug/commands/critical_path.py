@@ -134,7 +134,7 @@ def _api(result, call: Call):
     return segments, summary
 
 
-CRITICAL_PATH = rewriters.command(
+COMMAND = rewriters.command(
     "critical-path", "Write OUT: IN with its critical path as flow arrows and a \"Critical "
     "path\" lane.\n\nIN and OUT may be directories of per-rank traces (one output per rank, "
     "same names).\nWith --job, IN is a job's directory and OUT one file: the merged job trace.",

@@ -183,7 +183,7 @@ def _api(found: tuple, call: Call) -> Comparison:
                       frame(all_rows(result)).infer_objects())
 
 
-DIFF = Command(
+COMMAND = Command(
     "diff", "Compare two traces (or two directories of per-rank traces): what changed from A to B.",
     (argument("a", type=paths.Input(urls=True)), argument("b", type=paths.Input(urls=True)),
      option("--by", type=click.Choice(["name", "short-name", "category"]), default="name",

@@ -21,7 +21,7 @@ def show(records: list[dict], call: Call) -> None:
     echo(paths.shown(render(records, call["fmt"])))  # stdin, not its spool
 
 
-INFO = Command(
+COMMAND = Command(
     "info", "Devices, ranks, steps, time span, event counts, streams and Perfetto's warnings (a "
     "directory: one row per rank and a job line).",
     (argument("trace", type=paths.Input(urls=True)), fmt(), rank(), JOB),

@@ -33,7 +33,7 @@ def _show(written: tuple[int, int], call: Call) -> None:
                err=True)
 
 
-MERGE = Command(
+COMMAND = Command(
     "merge", "Write OUT: every rank of JOB in one Perfetto trace (processes \"rank N: ...\", "
     "clocks aligned, flow arrows from each collective's last arrival to the ranks that waited).",
     (argument("src", metavar="JOB", type=paths.Input()), argument("dst", metavar="OUT",

@@ -53,7 +53,7 @@ def summary_text(results: list[dict], fmt: str) -> str:
     return text(results, fmt)
 
 
-PATTERNS = rewriters.command(
+COMMAND = rewriters.command(
     "patterns", "Write OUT: IN with its frequent GPU kernel sequences overlaid (``Pattern P<n>`` "
     "slices on \"Kernel patterns\" threads, a \"Kernel-name dictionary\" thread).\n\nIN and "
     "OUT may be directories of per-rank traces (one output per rank, same names).",

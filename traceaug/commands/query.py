@@ -54,7 +54,7 @@ def _api(columns: dict, call: Call):
     return frame(columns)
 
 
-QUERY = Command(
+COMMAND = Command(
     "query", "Run PerfettoSQL on TRACE (timestamps are ns from `traceaug_meta.time_base_ns`).",
     (argument("trace", type=paths.Input()), argument("sql", required=False),
      option("-f", "--file", "sql_file", type=click.Path(allow_dash=True),

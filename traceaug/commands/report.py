@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .. import paths
 from ..analysis import report
-from .analyses import rank_parts, sections_api, shown, tables
+from .analysis import rank_parts, sections_api, shown, tables
 from .collectives import by_step
 from .declare import COUNT, JOB, Call, Command, argument, fmt, option, rank, said, step
 
@@ -52,7 +52,7 @@ def _check(call: Call) -> None:
         check_output(call["html_out"], call["trace"])
 
 
-REPORT = Command(
+COMMAND = Command(
     "report", "Kernels, breakdowns, gaps and launches of TRACE or every rank of a directory; "
     "--html writes them as one page of plotly charts.",
     (argument("trace", type=paths.Input(urls=True)), JOB, rank(), step(), fmt(),

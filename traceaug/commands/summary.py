@@ -117,7 +117,7 @@ def _text(results: list[dict], fmt: str) -> str:
     return (render_json if fmt == "json" else render_text)(results)
 
 
-SUMMARY = Command(
+COMMAND = Command(
     "summary", "Kernel time per class and iteration, NCCL, memory ops, NVTX iterations and the "
     "time not hidden behind compute (the GPU Performance Analyzer's report). INPUT: a Kineto "
     "trace, an nsys SQLite export, or `nsys stats` CSVs (cuda_gpu_kern_sum, "

@@ -67,7 +67,7 @@ def _show(found: tuple[dict, dict], call: Call) -> None:
     echo(render(*found, call["fmt"]))
 
 
-WHATIF = Command(
+COMMAND = Command(
     "whatif", "Replay TRACE's critical-path graph per step: the baseline's replay error, then the "
     "predicted step time and speedup of each change. A directory of ranks: the whole job, the "
     "ranks' graphs joined at every collective.",

@@ -1,0 +1,77 @@
+"""What an analysis command (``kernels``, ``gaps``, ``breakdown``, ``launches``, ``report``)
+shares: the analysis's per-rank part, run in the rank's task where its ops are (only its tables
+come back), the combine of the ranks' parts, and the titled tables printed (``report.sections``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from .. import paths
+from ..errors import TraceaugError
+from ..job import parts
+from ..job.run import Work
+from .declare import JOB, Call, Command, argument, echo, fmt, rank, step
+
+GPU_STEPS = "gpu_steps"  # the load kind the analyses need (``analysis.gpu_steps``)
+
+
+def rank_parts(call: Call, fn: Callable, params: dict, kind: str = GPU_STEPS,
+               collectives: bool = False) -> tuple[list[parts.RankPart], list | None]:
+    """Each rank's ``RankPart`` of ``fn(ops, in_job, **params)`` in rank order, computed in its
+    task; and for a job of several ranks (``collectives``) each rank's collective tables from
+    the same read (``analysis.collectives.ranked``), else None."""
+    from ..analysis.collectives import ranked
+
+    in_job = len(call.files()) > 1
+    both = collectives and in_job
+    work = Work("collectives" if both else kind, parts.part,
+                {"fn": fn, "in_job": in_job, **params},
+                parts.open_ops_and_tables if both else parts.open_ops)
+    done = call.run(work, None)
+    if not any(p.ops for p in done.values()):
+        raise TraceaugError(f"{call['trace']}: no GPU kernels, copies or sets to analyse")
+    tables = ranked({r: p.collectives for r, p in done.items()}) if both else None
+    return list(done.values()), tables
+
+
+def tables(found: list[parts.RankPart]) -> list[dict]:
+    """Each rank's tables; the first rank's analysis error (in rank order) raised, as the
+    analyses raised it when they ran in this process."""
+    for p in found:
+        if p.error is not None:
+            raise p.error
+    return [p.tables for p in found]
+
+
+def sections_api(sections: list[tuple[str, dict]], call: Call) -> dict:
+    """Each titled table as a DataFrame, its columns named with their unit (``public``)."""
+    from ..analysis.tables import frame
+    from ..report.sections import public
+
+    return {title: frame(public(t)) for title, t in sections}
+
+
+def shown(sections: list, call: Call, full_names: bool = False) -> None:
+    """The sections printed (``report.sections.render``)."""
+    from ..report.sections import render
+
+    echo(render(sections, call["fmt"], full_names))
+
+
+def command(name: str, help: str, module: ModuleType, options: tuple,
+             **declared: Any) -> Command:
+    """An analysis command: TRACE, the job options, ``--rank``, ``--step``, ``--format``, then
+    its ``options``; ``module.part`` takes the rank's ops and the parameters ``declared["part"]``
+    names, ``module.combine`` the ranks' tables and those ``declared["combine"]`` names."""
+    part, combine = declared.pop("part"), declared.pop("combine", ())
+
+    def compute(call: Call) -> list[tuple[str, dict]]:
+        found, _ = rank_parts(call, module.part, {p: call[p] for p in part},
+                              declared.get("kind", lambda p: GPU_STEPS)(call.params))
+        return module.combine(tables(found), **{p: call[p] for p in combine})
+
+    return Command(name, help, (argument("trace", type=paths.Input(urls=True)), JOB, rank(),
+                                step(), fmt(), *options), compute, declared.pop("show", shown),
+                   sections_api, inputs=("trace",), **{"kind": lambda p: GPU_STEPS, **declared})

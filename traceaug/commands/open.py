@@ -1,0 +1,32 @@
+"""``traceaug open``: a trace (or a job, merged) in the Perfetto UI bundled with traceaug."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from .. import paths
+from .declare import Call, Command, argument, open_options, serve
+from .merge import write
+
+
+def open_trace(call: Call) -> None:
+    """TRACE served until Ctrl-C: an nsys export as its temporary conversion (under its own
+    name), a directory of ranks as their merged trace (``merge``'s)."""
+    from ..read.inputs import trace_input
+
+    trace, browser = call["trace"], not call["no_browser"]
+    if not trace.is_dir():
+        serve(trace_input(trace), port=call["port"], browser=browser, name=Path(trace).name)
+        return
+    with tempfile.TemporaryDirectory(prefix="traceaug-open-") as tmp:
+        merged = Path(tmp) / f"{trace.name}.merged.json.gz"
+        write(call, merged)
+        serve(merged, port=call["port"], browser=browser, name=merged.name)
+
+
+COMMAND = Command(
+    "open", "Open TRACE in the Perfetto UI bundled with traceaug (offline, 127.0.0.1 only); a "
+    "directory of ranks opens as one trace (what `traceaug merge` writes).",
+    (argument("trace", type=paths.Input()), *open_options()),
+    open_trace, lambda result, call: None, inputs=("trace",), rank_selects=False)

@@ -1,8 +1,5 @@
-"""``python -m traceaug`` and the ``traceaug`` script.
-
-A signal while the command line is still importing ends the process at once, with exit
-130 / 143 and no traceback (``startup.early``); ``cli.run`` installs the real handlers.
-"""
+"""``python -m traceaug`` and the ``traceaug`` script; a signal during imports exits at once, no traceback
+(``startup.early``), until ``cli.run`` installs the real handlers."""
 
 from . import startup
 

@@ -1,15 +1,5 @@
-"""The analyses as Python functions returning pandas DataFrames, one per analysis (as HTA's
-``TraceAnalysis`` methods). Each takes a trace file, a directory (every rank), a loaded
-``Trace`` or a ``Job`` (``traceaug.load_job``: every rank read once, for many analyses);
-``rank`` picks one rank of a directory, ``step`` one ProfilerStep (its ops, or its GPU window
-for the breakdowns). Times are exact integer ns, named ``*_ns`` (shares are percent, ``*_pct``;
-a missing value is NaN or ``<NA>``); every table
-has a ``rank`` column (None for a lone file without ``distributedInfo``)::
-
-    import traceaug.analyses as ta
-    ta.kernels("trace.json.gz").head()
-    ta.temporal_breakdown("traces/")           # every rank, per step
-"""
+"""The analyses as pandas DataFrames (as HTA's ``TraceAnalysis``) of a file, a directory of ranks, a ``Trace``
+or a ``Job`` (``load_job``: read once); times are integer ``*_ns``, shares ``*_pct``; each has ``rank``."""
 
 from __future__ import annotations
 
@@ -88,9 +78,8 @@ def device_gaps(source: Source, step: int | None = None, rank: int | None = None
 
 def kernel_transitions(source: Source, step: int | None = None, rank: int | None = None,
                        sort: str = "count") -> pd.DataFrame:
-    """Consecutive ops on a stream: ``rank``, ``transition`` ("A → B", short names), ``from``,
-    ``to``, ``count`` and the gap's
-    ``total_ns``, ``mean_ns``, ``std_ns``, ``min_ns``, ``max_ns``."""
+    """Consecutive ops on a stream: ``rank``, ``transition`` ("A → B", short names), ``from``, ``to``,
+    ``count`` and the gap's ``total_ns``, ``mean_ns``, ``std_ns``, ``min_ns``, ``max_ns``."""
     def one(g: GpuOps) -> Columns:
         t = gp.transitions(g, step, sort)
         return {"rank": np.array([g.rank] * len(t["count"]), dtype=object), **t}
@@ -108,18 +97,16 @@ def gap_histogram(source: Source, step: int | None = None, rank: int | None = No
 
 def temporal_breakdown(source: Source, step: int | None = None,
                        rank: int | None = None) -> pd.DataFrame:
-    """Per rank and step (and ``step`` None: all steps): ``source`` of the GPU window,
-    ``window_start_ns``, ``window_ns``, ``cpu_step_ns``, ``busy_ns``, ``idle_ns``, ``idle_pct``,
-    ``computation_ns``, ``communication_ns``, ``memory_ns``, the exclusive ``comp_only_ns`` ...
-    ``comp_comm_mem_ns`` and ``comm_overlap_pct`` (communication time overlapped by computation)."""
+    """Per rank and step (``step`` None: all): GPU window ``source``, ``window_start_ns``, ``window_ns``,
+    ``cpu_step_ns``, ``busy_ns``, ``idle_ns``, ``idle_pct``, ``computation_ns``, ``communication_ns``,
+    ``memory_ns``, exclusive ``comp_only_ns`` ... ``comp_comm_mem_ns``, ``comm_overlap_pct``."""
     return _each(source, rank, lambda g: bd.temporal(g, step))
 
 
 def idle_breakdown(source: Source, step: int | None = None, rank: int | None = None,
                    kernel_wait_us: float = bd.KERNEL_WAIT_US) -> pd.DataFrame:
-    """HTA's idle breakdown per stream: ``rank``, ``device``, ``stream``, ``category``
-    (host_wait / kernel_wait / other), ``count``, ``idle_ns``, ``share_pct`` (of the stream's
-    idle time)."""
+    """HTA's idle breakdown per stream: ``rank``, ``device``, ``stream``, ``category`` (host_wait /
+    kernel_wait / other), ``count``, ``idle_ns``, ``share_pct`` (of the stream's idle time)."""
     return _each(source, rank, lambda g: bd.idle_by_stream(g, step, kernel_wait_us))
 
 
@@ -142,8 +129,8 @@ def launch_summary(source: Source, step: int | None = None, rank: int | None = N
                    runtime_cutoff_us: float = ln.RUNTIME_CUTOFF_US,
                    delay_cutoff_us: float = ln.DELAY_CUTOFF_US) -> pd.DataFrame:
     """Per rank: ``launched_ops``, ``unlaunched_ops``, ``short_gpu_ops``, ``runtime_outliers``,
-    ``delay_outliers``, ``mean_cpu_duration_ns``, ``max_cpu_duration_ns``,
-    ``mean_launch_delay_ns``, ``max_launch_delay_ns``."""
+    ``delay_outliers``, ``mean_cpu_duration_ns``, ``max_cpu_duration_ns``, ``mean_launch_delay_ns``,
+    ``max_launch_delay_ns``."""
     import pandas as pd
 
     return pd.DataFrame([public(ln.summary(ln.launch_table(g, step), g, step, runtime_cutoff_us,

@@ -1,12 +1,5 @@
-"""Write a file all at once: a temporary file beside it, renamed into place when complete.
-
-A failure (or Ctrl-C) leaves no partial output and the old file, if any, untouched. Inside
-``all_or_none`` (every CLI command runs in one), the files a run writes are renamed into place
-together when it succeeds, and none of them is when it fails: a run's outputs are complete or
-absent. A commit that fails (or is interrupted) part way puts back the files its first renames
-replaced: each old file is moved aside before its rename, and back on failure.
-``-`` as an output is a temporary file copied to stdout at that point.
-"""
+"""Write files all at once: a temporary file beside each, renamed into place when complete. In ``all_or_none``
+(every CLI command) a run's outputs all go in place if it succeeds, none if it fails (old files put back)."""
 
 from __future__ import annotations
 
@@ -142,9 +135,8 @@ def _commit(pending: list[tuple[str, Path]]) -> None:
 
 @contextlib.contextmanager
 def held() -> Iterator[list[tuple[str, Path]]]:
-    """In a job's worker process (``rewrite.pipeline``): hold the block's ``atomic_output`` files, complete
-    but unrenamed, and give them (temporary, final) for the parent to ``adopt``; a failure
-    removes them."""
+    """In a job's worker (``rewrite.pipeline``): hold the block's ``atomic_output`` files unrenamed, as
+    (temporary, final) pairs for the parent to ``adopt``; a failure removes them."""
     global _pending
     with _lock:
         outer, _pending = _pending, []

@@ -29,10 +29,8 @@ def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
 
 
 class TraceaugCommand(click.Command):
-    """Every command: its outputs checked against its inputs before it starts (``guard``),
-    its files put in place all together when it succeeds and none when it fails
-    (``atomic.all_or_none``), and OS errors said in one line naming the file. Declare trace
-    arguments with ``paths.Input()`` / ``paths.Output()`` to get this."""
+    """Every command: outputs checked against inputs first (``guard``), files placed all or none (``atomic``),
+    OS errors one line naming the file. Trace arguments: ``paths.Input()`` / ``paths.Output()``."""
 
     def invoke(self, ctx: click.Context):
         inputs, outputs, rank_dirs = paths.arguments(self, ctx.params)
@@ -56,9 +54,8 @@ class TraceaugCommand(click.Command):
 
 
 class _Group(click.Group):
-    """The commands, each made from its declaration when asked for (``commands.load``: only
-    the one run is imported); every user-facing error one line on stderr and exit code 1,
-    Ctrl-C / SIGTERM exit 130 / 143; spooled inputs removed whatever happens."""
+    """Each command made from its declaration when asked for (only the one run is imported); user errors one
+    line on stderr, exit 1; Ctrl-C / SIGTERM exit 130 / 143; spooled inputs always removed."""
 
     command_class = TraceaugCommand
 
@@ -128,10 +125,9 @@ def _run(command: Command, ctx: click.Context, params: dict) -> None:
 
 
 def run() -> None:
-    """The console entry point: ``main``, then end the process without unloading pandas,
-    numpy and the engine module by module (0.08 s of every command, for nothing)."""
-    # No BLAS thread pool (traceaug does no linear algebra): numpy's OpenBLAS starts one at
-    # import, and on 2 cores its threads spin ~60 ms of CPU while pass 1 needs it.
+    """The console entry point: ``main``, then ``os._exit``: unloading pandas, numpy and the engine
+    module by module would cost every command time for nothing."""
+    # No BLAS thread pool (traceaug does no linear algebra): OpenBLAS's threads spin CPU pass 1 needs.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     for stream in (sys.stdout, sys.stderr):  # a file name that is not UTF-8 (rank-\xff.json)
         with contextlib.suppress(AttributeError, ValueError):  # printed as its own bytes

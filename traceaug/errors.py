@@ -4,11 +4,8 @@ from __future__ import annotations
 
 
 class TraceaugError(Exception):
-    """A user-facing problem: bad input, bad SQL, missing engine.
-
-    The message is a single line that names the file (when there is one) and
-    the problem; the CLI prints it and exits non-zero.
-    """
+    """A user-facing problem (bad input, bad SQL, missing engine): one line naming the file, if any, and the
+    problem; the CLI prints it and exits non-zero."""
 
 
 class EngineError(TraceaugError):

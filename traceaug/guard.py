@@ -1,12 +1,5 @@
-"""The one check every command's outputs pass before any work starts: no output is an input.
-
-An output is refused when it is the same file as any input (the same path, through ``./``,
-``..``, a symlink, a hard link or a bind mount: the same device and inode), when two outputs
-are one file, when it is a directory or a special file, or when its directory is missing or
-not writable. A directory input stands for every file in it; a rank directory output for the
-file of each input it will hold. The CLI calls ``check`` for every command
-(``cli.TraceaugCommand``); library writers (``rewrite.splice.Copy``) call it too.
-"""
+"""Before any work (each CLI command, ``rewrite.splice.Copy``): refuse an output that is an input (same device
+and inode too), another output, a directory or special file, or in a missing or unwritable directory."""
 
 from __future__ import annotations
 
@@ -26,9 +19,8 @@ _origins: dict[str, tuple[tuple[int, int], str]] = {}  # spooled copy -> (what i
 
 
 def spooled(copy: Path, origin: tuple[int, int] | None, name: str) -> None:
-    """``copy`` is a spooled input read from the file of identity ``origin`` (stdin
-    redirected from a file: ``traceaug critical-path - v.json < v.json``), so no output may
-    be that file."""
+    """``copy`` is a spooled input read from the file of identity ``origin`` (stdin redirected from a file:
+    ``traceaug critical-path - v.json < v.json``), so no output may be that file."""
     if origin is not None:
         _origins[str(copy)] = (origin, name)
 
@@ -142,9 +134,8 @@ def _check_one(o: Path, inputs: list[Path], seen: dict, directory: bool = False,
 
 def check(inputs: Iterable[Path | None], outputs: Iterable[Path | None],
           rank_dirs: Iterable[Path | None] = ()) -> None:
-    """Refuse (``TraceaugError``) any output that would overwrite an input or cannot be
-    written, checking all of them before the caller writes any. ``rank_dirs``: output
-    directories that get one file per file of the directory inputs, under the same name."""
+    """Refuse (``TraceaugError``) any output that would overwrite an input or cannot be written, all before
+    any is written; ``rank_dirs``: output directories getting a file per directory-input file, same name."""
     inputs = [Path(p) for p in inputs if p is not None and str(p) != STDIO]
     files = input_files(inputs)
     in_dirs = [p for p in inputs if p.is_dir()]

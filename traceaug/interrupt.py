@@ -1,13 +1,5 @@
-"""Ctrl-C and SIGTERM: stop promptly, and never by raising inside the wasm engine.
-
-A ``KeyboardInterrupt`` raised in a host function the engine called (through ctypes)
-cannot unwind the wasm stack: wasmtime reports it as ignored and may crash. So the handler
-never raises while the main thread is inside the engine: it bumps the epoch of every
-wasmtime engine (their stores trap at the next function entry or loop), kills the pass-1
-worker processes, and the engine call raises ``Interrupted`` once it has returned.
-Everywhere else it raises ``Interrupted`` at once. Other threads stop at their next
-``check()`` (every block read, every engine call). Exit codes: 130 (SIGINT), 143 (SIGTERM).
-"""
+"""Ctrl-C / SIGTERM: stop promptly (exit 130 / 143), never by raising inside the wasm engine (it cannot unwind
+through ctypes and may crash): the engine traps on an epoch bump and the call raises after."""
 
 from __future__ import annotations
 
@@ -71,9 +63,8 @@ REDELIVER_S = 0.02  # a signal that landed inside an import comes back this much
 
 
 def _importing(frame) -> bool:
-    """Whether the main thread is inside Python's import machinery: an exception raised
-    there can be swallowed ("Exception ignored in ... _ModuleLock") or turned into another
-    (``RuntimeError: Error calling __set_name__``) by the class being made."""
+    """Whether the main thread is inside the import machinery, where an exception can be swallowed ("Exception
+    ignored in ... _ModuleLock") or turned into another (``RuntimeError: Error calling __set_name__``)."""
     while frame is not None:
         if frame.f_code.co_filename.startswith("<frozen importlib"):
             return True
@@ -123,9 +114,8 @@ engine_call = deferred  # wraps every call into the wasm engine
 
 
 def install(command_line: bool = False) -> None:
-    """Use the handler for SIGINT where Python's default one is set (a library user's own
-    handler stays); the command line takes SIGINT and SIGTERM whatever was set. Only the
-    main thread can set handlers; elsewhere a no-op."""
+    """Handle SIGINT where Python's default handler is set (a library user's own stays); the command line
+    takes SIGINT and SIGTERM regardless. A no-op outside the main thread (only it can set handlers)."""
     if threading.current_thread() is not threading.main_thread():
         return
     if command_line or signal.getsignal(signal.SIGINT) is signal.default_int_handler:
@@ -139,9 +129,8 @@ _watcher: list[threading.Thread] = []
 
 
 def _watch_wakeups() -> None:
-    """Python runs a signal handler in the main thread between bytecodes, so not while that
-    thread runs a long engine call (a recursive query): a thread woken by the signal itself
-    (``signal.set_wakeup_fd``) stops the engine meanwhile. Skipped when the fd is taken."""
+    """A thread woken by the signal itself (``signal.set_wakeup_fd``) stops the engine while the main thread,
+    busy in a long engine call, cannot run Python's handler. Skipped when the fd is taken."""
     if _watcher:
         return
     read, write = os.pipe()
@@ -179,10 +168,8 @@ def is_watcher(thread: threading.Thread) -> bool:
 
 @contextlib.contextmanager
 def held() -> Iterator[None]:
-    """No ``Interrupted`` raised inside the block (the main thread forking): raised inside
-    Python's at-fork callbacks it was "Exception ignored in: <function _releaseLock>", with
-    logging's lock left as it was. A signal meanwhile stops work at once; the caller's
-    ``check()`` after the block raises it (once what the block made is in hand to undo)."""
+    """No ``Interrupted`` raised in the block (a fork: in at-fork callbacks it is only "Exception ignored",
+    logging's lock left as it was); the caller's ``check()`` after raises it, once it can undo the block."""
     global _holding
     if threading.current_thread() is not threading.main_thread():
         yield

@@ -1,11 +1,5 @@
-"""Render results as a terminal table, CSV or JSON, without pandas (its import is a third
-of a second of a command).
-
-One convention in every format: a missing value (SQL NULL, None, NaN) is ``NULL`` in a
-table, an empty CSV field and JSON ``null``; infinities are ``inf`` / ``-inf`` (JSON has no
-number for them: strings there); floats too small or too large for the table's fixed
-decimals are printed in exponent form (``1e-20``), never rounded to 0; a text cell longer
-than ``CELL_WIDTH`` is cut the same way in every table (``cut``)."""
+"""Results as a terminal table, CSV or JSON, without pandas (a third of a second to import). Missing values:
+``NULL`` / empty / ``null``; ``inf`` / ``-inf``; tiny or huge floats in exponent form, never 0."""
 
 from __future__ import annotations
 
@@ -23,9 +17,8 @@ HUGE = 1e15  # from here on a float's fixed decimals would be noise: exponent fo
 
 
 def json_text(data, indent: bool = True) -> str:
-    """``data`` as JSON text (a line at the end). A file name that is not UTF-8 (``rank-\\xff``,
-    a str with surrogates that JSON cannot hold) is written with its bytes escaped as
-    ``\\xff``, as Python shows them."""
+    """``data`` as JSON text ending in a newline; a non-UTF-8 file name (a str with surrogates) has its bytes
+    escaped as ``\\xff``, as Python shows them."""
     option = orjson.OPT_INDENT_2 if indent else None
     try:
         return orjson.dumps(data, option=option).decode() + "\n"
@@ -76,9 +69,8 @@ LISTED = {"warnings": "warning", "perfetto_ui": "in the Perfetto UI"}
 
 def render_columns(columns: dict[str, Sequence], fmt: str, digits: int = 4,
                    full: bool = False) -> str:
-    """Equal-length columns (lists or numpy arrays) as text in one of ``FORMATS``, without
-    pandas; the table rounds floats to ``digits`` decimals, as few as the column needs, and
-    cuts text longer than ``CELL_WIDTH`` (``cut``) unless ``full`` (csv and json never cut)."""
+    """Equal-length columns (lists or numpy arrays) as text in one of ``FORMATS``, without pandas; a table
+    rounds floats to at most ``digits`` decimals and cuts text (``cut``) unless ``full``."""
     names = list(columns)
     values = [[_text_of_blob(v) for v in (c.tolist() if hasattr(c, "tolist") else list(c))]
               for c in columns.values()]

@@ -1,12 +1,5 @@
-"""Command-line path arguments: ``Input`` and ``Output`` click types.
-
-Every CLI command declares its trace arguments with these types; ``cli.TraceaugCommand``
-then checks all outputs against all inputs (``guard.check``) before the command runs. An
-input that cannot be read twice (``-`` for stdin, a FIFO, a process substitution, a device)
-is spooled to a temporary file first; messages still call it by the name the user gave.
-An ``Output`` takes ``-`` for stdout everywhere (``atomic`` copies the file there when the run
-succeeds); the command then prints its own text on stderr.
-"""
+"""Click types for trace arguments, checked by ``guard`` before a command runs: an input read once (``-``, a
+FIFO, a device) is spooled, still named as given; an ``Output`` of ``-`` is stdout."""
 
 from __future__ import annotations
 
@@ -86,9 +79,8 @@ JOB_COMMANDS = "info, kernels, gaps, breakdown, launches, report, counters, crit
 
 
 class Input(click.ParamType):
-    """A trace to read: a file or a directory of ranks, or (``urls``) an fsspec URL (kept as
-    text: the job's tasks fetch it); ``-``, FIFOs and devices spooled (``what``: what the spool
-    checks the bytes can be, ``source.spool``)."""
+    """A trace to read: a file, a directory of ranks, or (``urls``) an fsspec URL kept as text for the job's
+    tasks; ``-``, FIFOs and devices spooled (``what``: what the bytes may be, ``source.spool``)."""
 
     name = "path"
 
@@ -118,9 +110,8 @@ class Input(click.ParamType):
 
 
 class Output(click.ParamType):
-    """A file to write, ``-`` for stdout (``rank_dir``: a directory when an input is one,
-    unless the flag parameter ``one_file`` is given; ``urls``: an fsspec URL, uploaded when
-    the run commits)."""
+    """A file to write, ``-`` for stdout; ``rank_dir``: a directory when an input is one, unless the flag
+    parameter ``one_file`` is given; ``urls``: an fsspec URL, uploaded when the run commits."""
 
     name = "path"
 
@@ -169,9 +160,8 @@ _OUTPUT_NAME = re.compile(r"(^|_)(out|dst|output|dest|html|report)($|_)")
 
 
 def _role(param: click.Parameter) -> str | None:
-    """"in" or "out" for a path parameter: its type says so; a plain ``click.Path`` (a
-    command that has not declared it yet) is an output when named like one (``out``, ``dst``,
-    ``*_out``, ``--html``...), else an input. Not a path: None."""
+    """"in" or "out" for a path parameter (else None), from its type; a plain ``click.Path`` (undeclared) is
+    an output when named like one (``out``, ``dst``, ``*_out``, ``--html``...)."""
     if isinstance(param.type, Input):
         return "in"
     if isinstance(param.type, Output):

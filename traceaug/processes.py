@@ -1,13 +1,5 @@
-"""The one process layer: child processes, how they start and stop, and the heap's settings.
-
-Children are forked where that is safe (Linux, no other thread: a forked child would inherit
-locks held by the others) with the modules already imported, else spawned as new interpreters
-(``python -m traceaug.processes``; never ``multiprocessing``'s spawn, which re-runs the
-caller's ``__main__``). A child resets its signal actions (its parent stops it, killed at once
-by Ctrl-C: ``interrupt.watch_child``) and runs as a job's worker (``runtime.Runtime.worker``).
-``Pool`` runs ``fn(*args)`` tasks in them, each child with its own pipes: pass 1's chunks, the
-prefetch's plan, a job's ranks (``job.executor``).
-"""
+"""Child processes and the heap's settings. Children are forked where safe (Linux, no other thread), else run
+``python -m traceaug.processes`` (multiprocessing's spawn would re-run ``__main__``)."""
 
 from __future__ import annotations
 
@@ -177,10 +169,8 @@ _forked: weakref.WeakSet[Forked] = weakref.WeakSet()  # children this process ta
 
 
 def fork(work: Callable[[Any, Any], None], requests: bool = False) -> Forked:
-    """Run ``work(inp, out)`` in a forked child (``inp``: a pipe from here when ``requests``;
-    ``out``: a pipe back), which then exits at once, never back into this process's command.
-    The child closes its copies of the pipes to this process's other children (one held open
-    would keep that child from seeing its end)."""
+    """Run ``work(inp, out)`` in a forked child that then exits (``inp``: a pipe from here if ``requests``;
+    ``out``: a pipe back), closing its copies of other children's pipes so those see their end."""
     read, write = os.pipe()
     req_read, req_write = os.pipe() if requests else (None, None)
     with interrupt.held():  # no Interrupted raised inside the at-fork callbacks
@@ -251,11 +241,8 @@ def _run_tasks(requests, results) -> None:
 
 
 class Pool:
-    """``size`` children running tasks, ``fn(*args)`` each, their results futures; forked with
-    the modules ``preload`` imports where that is safe, else (``spawn``) new interpreters, or
-    threads in this process (``threads``: always). Each child has its own pipes and at most
-    ``DEPTH`` tasks: one killed mid-task fails its tasks (``WorkerFailed``), never the others
-    nor the pool. ``reuse_heap``: children keep freed heap for their next task (pass 1's)."""
+    """``size`` children running ``fn(*args)`` tasks as futures: forked (after ``preload``) where safe, else
+    spawned (``spawn``) or threads. A child killed mid-task fails only its own tasks (``WorkerFailed``)."""
 
     DEPTH = 2  # tasks given to a child at once: the next starts as soon as one ends
 
@@ -383,9 +370,8 @@ class Pool:
         return self
 
     def __exit__(self, *exc) -> None:
-        # A signal while closing (it kills the children) is raised after it, and only where
-        # nothing unwinds: a generator dropped mid-read closes its pool from the garbage
-        # collector, where an exception is "Exception ignored" and a traceback.
+        # A signal while closing is raised after, where nothing unwinds: closed by the garbage collector
+        # (a generator dropped mid-read), the pool would only print "Exception ignored" and a traceback.
         with interrupt.held():
             if exc[0] is not None:
                 self.kill()

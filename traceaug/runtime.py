@@ -13,18 +13,15 @@ from dataclasses import dataclass, field, replace
 
 @dataclass(frozen=True)
 class Runtime:
-    """``command_line``: the CLI owns the process (its signals end the command). ``worker``: a
-    job's worker process (pool or Dask), stopped by its parent: no children, no progress, no
-    signal handlers, no epoch checks. ``progress``: progress lines on stderr (None: on a
-    terminal). ``tp_bin``: a native trace_processor_shell. ``workers``: pass-1 worker
-    processes of one load (None: by its size). ``storage``: fsspec options for URLs."""
+    """How this process runs traceaug. A ``worker`` (a job's, in a pool or Dask) is stopped by its parent:
+    no children, no progress, no signal handlers, no epoch checks."""
 
-    command_line: bool = False
+    command_line: bool = False  # the CLI owns the process (its signals end the command)
     worker: bool = False
-    progress: bool | None = None
-    tp_bin: str | None = None
-    workers: int | None = None
-    storage: dict = field(default_factory=dict, hash=False)
+    progress: bool | None = None  # progress lines on stderr (None: on a terminal)
+    tp_bin: str | None = None  # a native trace_processor_shell
+    workers: int | None = None  # pass-1 worker processes of one load (None: by its size)
+    storage: dict = field(default_factory=dict, hash=False)  # fsspec options for URLs
 
     @property
     def interruptible(self) -> bool:

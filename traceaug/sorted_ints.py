@@ -7,8 +7,7 @@ import numpy as np
 
 
 def sorted_unique(values) -> np.ndarray:
-    """Integers sorted, each once: ``np.unique`` by a sort and a compare (its hashing took
-    0.3 s over 350k ids, ten times this)."""
+    """Integers sorted, each once: ``np.unique`` by a sort and a compare, far faster than its hashing."""
     a = np.sort(np.asarray(values, dtype=np.int64))
     return a[np.r_[True, a[1:] != a[:-1]]] if len(a) else a
 

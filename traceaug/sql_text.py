@@ -1,6 +1,5 @@
-"""SQL literals traceaug writes into queries, under one quoting rule. It serves Perfetto's
-SQLite dialect and SQLite itself for Nsight exports. A value is always quoted, never trusted
-(kernel names hold quotes)."""
+"""SQL literals traceaug writes into queries (Perfetto's dialect, SQLite for Nsight exports), under one rule:
+a value is always quoted, never trusted (kernel names hold quotes)."""
 
 from __future__ import annotations
 

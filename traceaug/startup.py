@@ -1,7 +1,5 @@
-"""The command line's first moments: Ctrl-C / SIGTERM while it imports end it at once, with
-exit 130 / 143 and one line, no traceback. Only ``os`` and ``signal`` are imported (Python has
-loaded ``os`` and ``enum`` already), so the handlers are in place before the rest of traceaug
-loads; ``interrupt.install`` replaces them once the command runs."""
+"""The command line's first moments: Ctrl-C / SIGTERM while it imports exit at once (130 / 143, one line, no
+traceback); only ``os`` and ``signal`` are imported, so the handlers are set before traceaug loads."""
 
 from __future__ import annotations
 

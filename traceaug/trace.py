@@ -1,10 +1,5 @@
-"""A loaded trace: the engine, the file's metadata and its time base.
-
-``Trace.query`` returns pandas DataFrames, ``Trace.columns`` numpy arrays (for code
-that needs no pandas, whose import takes a third of a second). Timestamps in SQL are nanoseconds
-relative to ``Trace.base_ns`` (0 unless the file's epoch-µs timestamps had to
-be rebased for exactness); ``Trace.absolute`` maps them back.
-"""
+"""A loaded trace: the engine, the file's metadata and its time base. SQL timestamps are ns relative to
+``Trace.base_ns`` (nonzero if epoch-µs times were rebased for exactness); ``Trace.absolute`` maps back."""
 
 from __future__ import annotations
 
@@ -82,11 +77,8 @@ class Detached:
 
 
 class Trace:
-    """One trace file loaded into Perfetto's trace processor.
-
-    ``kind`` (``read.kinds.KINDS``) says what the engine keeps: "analysis" (the default),
-    "full", "gpu", "gpu_steps", "ops", "patterns", "sync", "collectives"; ``full=True`` and
-    ``only="gpu"|"ops"`` are older names."""
+    """One trace file loaded into Perfetto's trace processor; ``kind`` (``read.kinds.KINDS``): what the engine
+    keeps: "analysis" (default), "full", "gpu", "gpu_steps", "ops", "patterns", "sync", "collectives"."""
 
     def __init__(self, path: str | Path, kind: str | None = None, *,
                  memory64: bool | None = None, on_plan=None, **options) -> None:
@@ -118,8 +110,7 @@ class Trace:
         self.kind: str = self.plan.kind if self.plan else "full"
         # Every arg and flow event (the "full" kind).
         self.full: bool = self.plan.full if self.plan else True
-        # A subset load's kind: "gpu" (what counters read), "gpu_steps" (the analyses), "ops"
-        # (diff), "patterns", "sync"; else None.
+        # Subset kind: "gpu" (counters), "gpu_steps" (analyses), "ops" (diff), "patterns", "sync"; else None.
         self.only: str | None = self.plan.only if self.plan else None
         self._included: set[str] = set()  # modules (with what they include) already included
         self._prepare_sql()
@@ -173,9 +164,8 @@ class Trace:
         )
 
     def query(self, sql: str) -> pd.DataFrame:
-        """Run PerfettoSQL into a DataFrame typed as ``columns`` types: int64, float64 (NULL
-        as NaN), integers with NULL as pandas' nullable ``Int64`` (exact, NULL as <NA>), text
-        as strings; a bad query raises ``TraceaugError`` with Perfetto's message."""
+        """Run PerfettoSQL into a DataFrame typed as ``columns`` types, integers with NULL as nullable
+        ``Int64`` (exact, <NA>); a bad query raises ``TraceaugError`` with Perfetto's message."""
         return frame(self.columns(sql))
 
     def columns(self, sql: str) -> dict[str, np.ndarray]:
@@ -205,9 +195,8 @@ class Trace:
             self.include(module)
 
     def include(self, module: str) -> None:
-        """``INCLUDE PERFETTO MODULE`` (ours or the standard library's); once per trace: the
-        engine answers an include it has done with nothing, but a round trip and a statement
-        (a rank's analyses include ``traceaug.gpu`` / ``.base`` several times)."""
+        """``INCLUDE PERFETTO MODULE`` (ours or the standard library's), once per trace: a repeat costs a
+        round trip and a statement (a rank's analyses include ``traceaug.gpu`` several times)."""
         if module in self._included:
             return
         self.execute(f"INCLUDE PERFETTO MODULE {module}")

@@ -1,13 +1,5 @@
-"""Runtime calls that block the CPU, and the GPU op each waits for where no ``cuda_sync``
-event says so: the critical path's waits beyond HTA's (issue 23.1).
-
-Why: HTA weighs a blocking call's time 0 and links it to the GPU only through ``cuda_sync``
-events, so a path crosses a 147 ms ``cudaMemcpyAsync`` to pageable memory for nothing.
-A synchronous copy or set (``cudaMemcpy``, ``cuMemcpyDtoH``, ``hipMemset`` ...) and an async
-one to or from pageable memory (Kineto names its GPU op ``... Pageable ...``) wait for their
-own GPU op; a stream or event sync without a ``cuda_sync`` event waits, as inferred here,
-for the GPU op launched before it that ended last while it ran.
-"""
+"""Runtime calls that block the CPU, and the GPU op each waits for where no ``cuda_sync`` event says so:
+HTA weighs a blocking call 0 and links it to the GPU only through ``cuda_sync`` events (issue 23.1)."""
 
 from __future__ import annotations
 
@@ -20,7 +12,7 @@ _COPY = re.compile(r"^(cuda|hip|cu)Mem(cpy|set)")
 # (cuda|hip)DeviceSynchronize are the graph's device syncs (every stream); the driver's context
 # sync is inferred as a stream sync is.
 _SYNC = re.compile(r"^(cuda|hip)(Stream|Event)Synchronize$|^cu(Stream|Event|Ctx)Synchronize$")
-PAGEABLE = "Pageable"
+PAGEABLE = "Pageable"  # Kineto names a copy to / from pageable memory "... Pageable ..."
 
 
 def kind(name) -> int:
@@ -49,9 +41,8 @@ def copy_waits(g: dict, node_ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, in
 
 def sync_waits(g: dict, node_ts: np.ndarray, covered: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray, int]:
-    """(GPU op end nodes, call end nodes, calls): each stream or event sync call of ``g`` that
-    no ``cuda_sync`` event covers (``covered``, per graph event) waits for the GPU op,
-    launched before the call began, that ended last while the call ran."""
+    """(GPU op end nodes, call end nodes, calls): each stream or event sync of ``g`` no ``cuda_sync`` event
+    covers (``covered``, per event) waits for the GPU op launched before it that ended last while it ran."""
     cpu = np.flatnonzero(~g["gpu"] & ~covered)
     calls = cpu[np.array([kind(n) == SYNC for n in g["name"][cpu].tolist()], bool)]
     gpu = np.flatnonzero(g["gpu"])

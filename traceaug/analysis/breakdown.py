@@ -1,10 +1,5 @@
-"""Temporal breakdown per GPU step window, idle breakdown per stream (HTA's rules) and
-communication / computation overlap.
-
-Busy time is the union of GPU op intervals (kernels, copies, sets; ``cuda_sync`` rows are
-not GPU ops) inside the step's GPU window (``gpu_steps``); idle = window − busy. Each type's
-time is the union of its ops; the exclusive columns split busy time by which types run.
-"""
+"""Temporal breakdown per GPU step window, idle breakdown per stream (HTA's rules), comm / comp overlap.
+Busy = union of GPU ops (not ``cuda_sync``) in the step's window (``gpu_steps``); idle = window − busy."""
 
 from __future__ import annotations
 
@@ -34,11 +29,8 @@ TEMPORAL_COLUMNS = ("rank", "step", "source", "window_start", "window", "cpu_ste
 
 
 def window_rows(g: GpuOps, lo: np.ndarray, hi: np.ndarray) -> Columns:
-    """Per window [lo, hi): ``window``, ``busy``, ``idle``, ``idle_pct``, each type's time, each
-    exclusive combination's (``COMBOS``) and ``comm_overlap_pct``, the share of communication
-    time overlapped by computation. One merge of the ops and one sweep over the types' unions,
-    then binary searches per window (``covered_in``, ``covered_by_mask``), never the ops
-    clipped to each window: 20,000 steps took minutes."""
+    """Per window [lo, hi): window, busy, idle, idle_pct, each type's and ``COMBOS``' time, comm_overlap_pct
+    (comm time overlapped by compute). Binary searches per window: clipping ops to each window is too slow."""
     lo, hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
     # ops are in start order: only those starting before the last window ends, after every op
     # ending by the first one's start (one step's window reads its own ops, not the trace's)
@@ -88,10 +80,9 @@ def temporal(g: GpuOps, step: int | None = None) -> Columns:
 
 
 def idle_by_stream(g: GpuOps, step: int | None = None, kernel_wait_us: float = KERNEL_WAIT_US) -> Columns:
-    """HTA's idle breakdown per stream: each gap between consecutive ops on a (device, stream)
-    is ``host_wait`` when the next op's launch started after the previous op ended, else
-    ``kernel_wait`` when shorter than ``kernel_wait_us``, else ``other``. Columns ``device``,
-    ``stream``, ``category``, ``count``, ``idle`` (ns), ``ratio`` (of the stream's idle time)."""
+    """HTA's idle breakdown per stream: a gap between consecutive ops on a (device, stream) is ``host_wait``
+    if the next op's launch began after the previous op ended, else ``kernel_wait`` if < ``kernel_wait_us``,
+    else ``other``. Columns ``device``, ``stream``, ``category``, ``count``, ``idle`` (ns), ``ratio``."""
     ops = g.ops
     rows = np.flatnonzero(g.rows(step))
     order = rows[np.lexsort((ops["ts"][rows], ops["stream"][rows], ops["device"][rows]))]

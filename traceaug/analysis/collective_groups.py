@@ -1,10 +1,5 @@
-"""A rank's collectives by process group, in matching order: the one partition and order that
-matching (``collectives.match``) and each rank's cause windows (``collective_windows``) share.
-
-Group: the process group from the args when present; else the NCCL stream (its id when every
-rank uses the same ones, else the i-th stream the rank used); else "all". Order: GPU order,
-or by sequence number when every instance of the group has one on every rank.
-"""
+"""A rank's collectives by process group in matching order (GPU order, or by seq when every instance has one
+on every rank): the partition ``collectives.match`` and ``collective_windows`` share."""
 
 from __future__ import annotations
 
@@ -19,9 +14,8 @@ def stream_ids(colls: pd.DataFrame) -> set:
 
 
 def group_keys(colls: pd.DataFrame, by_id: bool) -> tuple[list[str], dict[str, str]]:
-    """Each collective's group key on a rank and the label of each key: its process group,
-    else its NCCL stream (``by_id``: the stream id, when every rank uses the same ones; else
-    the i-th stream the rank used), else "all"."""
+    """Each collective's group key on a rank and each key's label: its process group, else its NCCL stream
+    (``by_id``: its id, when every rank uses the same ones; else the rank's i-th stream), else "all"."""
     keys, labels, streams = [], {}, {}
     for pg, desc, dev, stream in zip(colls["pg_name"].tolist(), colls["pg_desc"].tolist(),
                                      colls["device"].tolist(), colls["stream"].tolist()):
@@ -55,9 +49,8 @@ def seq_order(seqs: np.ndarray) -> np.ndarray:
 
 
 def predecessors(colls: pd.DataFrame) -> set[tuple[int, int]]:
-    """Every (row, previous row of its group; -1 for a group's first) that matching may
-    pair on this rank: its groups keyed by stream id and by stream order, each in GPU order
-    and, where the rank's instances of the group all have one, in sequence order."""
+    """Every (row, previous row of its group; -1 for a group's first) matching may pair on this rank: groups
+    keyed by stream id and by stream order, each in GPU order and, where all instances have one, seq order."""
     out: set[tuple[int, int]] = set()
     for by_id in (True, False):
         rows: dict[str, list[int]] = {}

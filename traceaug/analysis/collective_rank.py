@@ -1,12 +1,5 @@
-"""One rank's collectives as plain tables: the per-rank half of the collectives analysis.
-
-``tables(trace)`` of a trace loaded as ``LOAD`` is a ``RankTables``: small pandas tables and
-the rank's time base, nothing of the engine, so it pickles back from any executor's task
-(``analysis.collectives`` matches the tables of every rank). A collective instance is one
-NCCL / RCCL GPU kernel with its launch call and the CPU op that issued it (the
-``record_param_comms`` op or ``nccl:*`` annotation holding the launch on its thread); its args
-come from the kernel, else from those ops.
-"""
+"""One rank's collectives as small tables with no engine, so they pickle back from any task (the per-rank half
+of ``collectives``): an instance is an NCCL / RCCL kernel, its launch and the CPU op that issued it."""
 
 from __future__ import annotations
 
@@ -70,13 +63,8 @@ def kind_of_name(text: str | None) -> str | None:
 
 @dataclass
 class RankTables:
-    """One rank's collectives and what names a late arrival's cause; times are absolute ns
-    (the file's own clock: engine ns + ``base_ns``).
-
-    ``colls``: one row per NCCL / RCCL kernel (``COLL_COLUMNS``) in GPU start order;
-    ``steps``: ProfilerStep (step, ts, end); ``windows``: per collective, the time per name
-    of the ops before it (``collective_windows``; None: the rank's ops are not known). The
-    rank's ops stay in its task: these tables grow with its collectives, not its events."""
+    """A rank's ``colls`` (per NCCL / RCCL kernel, GPU start order), ``steps`` and cause ``windows`` (None:
+    ops unknown), in absolute ns (engine ns + ``base_ns``); sized by the collectives, not the events."""
 
     path: str
     rank: int | None
@@ -141,12 +129,8 @@ def _gpu_frame(o: dict, comm: np.ndarray, base: int) -> pd.DataFrame:
 
 
 def tables(trace: Trace, causes: bool = True, ops: GpuOps | None = None) -> RankTables:
-    """One rank's tables from its loaded trace (a ``LOAD`` kind, or any kind keeping its
-    events: ``job.parts.open_ops_and_tables`` takes them from the load that gives its GPU ops);
-    ``causes``: with the cause windows (``collective_windows``), made here from the ops;
-    ``ops``: the trace's ``gpu_steps.gpu_ops`` when the caller has them (read here if the
-    windows need them, else only the GPU ops' names): only the NCCL / RCCL kernels among
-    them are read again, with their launch threads."""
+    """One rank's tables from its trace (``LOAD``, or any kind keeping its events); ``causes``: with cause
+    windows; ``ops``: the trace's ``gpu_ops`` if the caller has them (else read if the windows need them)."""
     base = trace.base_ns
     trace.include("traceaug.gpu")
     if ops is None and causes:  # the windows take every GPU op
@@ -171,8 +155,7 @@ def tables(trace: Trace, causes: bool = True, ops: GpuOps | None = None) -> Rank
     c = trace.columns("SELECT s.id, s.ts, s.dur, s.name, tr.tid FROM slice s "
                       "JOIN _traceaug_track tr USING (track_id) "
                       "WHERE s.category IN ('cpu_op', 'Operator', 'user_annotation')")
-    # in start order, ties in the engine's order as SQL's ORDER BY gave them (its sort was
-    # 10 of the query's 25 ms; numpy's stable one takes 1)
+    # in start order, ties in the engine's order (numpy's stable sort: SQL's ORDER BY is slower)
     c = take(c, np.argsort(c["ts"], kind="stable"))
     cts = c["ts"].astype(np.int64) + base
     cpu = pd.DataFrame({"ts": cts, "end": cts + np.maximum(c["dur"].astype(np.int64), 0),

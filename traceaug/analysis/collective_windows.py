@@ -1,13 +1,5 @@
-"""Per rank, what can name a late arrival's cause, made in the rank's task from its ops.
-
-A collective's cause window on its rank's own clock runs from the group's previous instance
-(its launch for the CPU, its end for the GPU; else the start of the step holding this one,
-else the rank's first op) to this launch (CPU) / arrival (GPU). For every (collective,
-previous collective) pair matching may make (``collective_groups.predecessors``) and both
-kinds, ``Windows`` keeps the time per name of the CPU ops on the launch thread / the
-non-communication kernels on the collective's device wholly inside the window: a few names
-and sums per collective, so the main process never receives a rank's ops.
-"""
+"""Per rank, the time per op name inside each collective's cause window (from the group's previous instance to
+this launch / arrival), summed in the rank's task so the main process never receives its ops."""
 
 from __future__ import annotations
 

@@ -1,25 +1,5 @@
-"""Collectives across ranks: matching, one job clock, waits, stragglers and their causes.
-
-Works on the small per-rank tables of ``collective_rank.tables`` (each rank's task of the job
-runner makes them). Definitions (issue 26):
-
-- Process group: from the args ("Process Group Name") when present; else the NCCL stream
-  (the i-th NCCL stream a rank uses, one communicator per stream); else one group of all.
-- Matching: by sequence number when every instance of a group has one; else the k-th
-  instance of a group on each rank. Kind and message size (when known; not for all_to_all,
-  send / recv, gather, scatter, whose sizes differ by rank) must agree; the first
-  position where they do not, or where a rank lacks the instance, is reported with the group
-  and position, and nothing past it in that group is matched.
-- Arrival = GPU start; the last arrival is the straggler; wait = last arrival − arrival;
-  skew = max − min arrival; transfer = median over ranks of (end − last arrival); algbw =
-  bytes ÷ transfer, busbw as nccl-tests.
-- Clock: each rank's offset = median over matched instances shared with an aligned rank of
-  (its end − that rank's end); the residual spread is the largest deviation from it.
-- Cause: the straggler held the second-latest arrival from t2 to its own arrival t1. The part
-  after t2 before its launch call is CPU-side (its CPU issued late), the rest GPU-side (its
-  stream reached the kernel late); the larger names the cause, with the CPU ops or GPU
-  kernels since the group's previous instance that took longer there than the others' median.
-"""
+"""Collectives across ranks (from ``collective_rank.tables``): matching, one job clock, waits, stragglers and
+their causes. Arrival = GPU start; wait = last arrival − arrival; the last arrival is the straggler."""
 
 from __future__ import annotations
 
@@ -52,13 +32,9 @@ def ranked(done: dict) -> list[RankTables]:
 
 @dataclass
 class Matched:
-    """The matched collectives of a job, in the job clock.
-
-    ``instances``: one row per matched instance (iid, group, position, seq, kind, bytes,
-    step, ranks). ``arrivals``: one row per (instance, rank): iid, rank, row (and prev_row:
-    the group's previous instance's; -1 for the first) in the rank's tables, launch_ns,
-    arrival_ns, end_ns (aligned), wait_ns. ``clock``: per rank offset_ns, residual_ns,
-    reference, applied. ``problems``: lines saying what could not be matched."""
+    """A job's matched collectives (job clock): ``instances`` (iid, group, position, seq, kind, bytes, step,
+    ranks), ``arrivals`` per (instance, rank) (iid, rank, row, prev_row: -1 if first, launch_ns, arrival_ns,
+    end_ns), ``clock`` per rank (offset_ns, residual_ns, reference, applied), ``problems``."""
 
     tables: dict[int, RankTables]
     instances: pd.DataFrame
@@ -88,9 +64,8 @@ def _same(a: tuple, b: tuple) -> bool:
 
 
 class _Columns:
-    """A rank's collective columns taken once, in table order, as matching reads them: its
-    (kind, bytes) signatures, and numpy arrays with a ``has_*`` mask where values may be
-    missing (a pandas lookup per rank and position made a job of 64 ranks match in 1.5 s)."""
+    """A rank's collective columns taken once, in table order: (kind, bytes) signatures and numpy arrays with
+    a ``has_*`` mask where values may be missing (a pandas lookup per rank and position is slow)."""
 
     def __init__(self, colls: pd.DataFrame, ids: dict) -> None:
         kinds = colls["kind"].to_numpy(dtype=object).tolist()
@@ -219,10 +194,8 @@ def _most(values: np.ndarray, has: np.ndarray) -> list[int | None]:
 
 def _matched(label: str, ranks: list[int], per: dict, cols: dict, seqs: dict | None
              ) -> tuple[int, str | None]:
-    """How many positions of a group match from the first on (every rank has the instance,
-    same kind and size where they must agree, same sequence number when ``seqs``), and the
-    problem line at the first that does not (None if all do). Positions where every rank has
-    the same (kind, bytes) and seq are matched as a whole; only the others are looked at."""
+    """How many positions of a group match from the first (every rank has it, same kind and size where they
+    must agree, same seq when ``seqs``), and the problem line at the first that does not (None if all do)."""
     sig = {r: [cols[r].sigs[i] for i in per[r]] for r in ranks}
     n = max(len(v) for v in per.values())
     shortest = min(len(v) for v in per.values())
@@ -284,9 +257,8 @@ def _problem(group: str, p: int, common: tuple, ranks: list[int], have: dict, od
 
 
 def align(matched: Matched) -> Matched:
-    """Offsets of every rank's clock against the lowest rank (median of end differences over
-    shared instances, through any chain of groups), applied to ``matched.arrivals``. Ranks that
-    share no instance with it (disjoint groups) are aligned on their own lowest rank."""
+    """Every rank's clock offset against the lowest rank (median end difference over shared instances, through
+    any chain of groups), applied to ``arrivals``; ranks sharing none align on their own lowest rank."""
     a = matched.arrivals
     ranks = sorted(matched.tables)
     if not len(a) or not ranks:
@@ -353,10 +325,9 @@ def wait_table(matched: Matched) -> pd.DataFrame:
 
 
 def instance_table(matched: Matched) -> pd.DataFrame:
-    """One row per matched instance: step, group, position, seq, kind, bytes, ranks,
-    skew_us, straggler, mean_wait_us (of the other ranks), max_wait_us, transfer_us,
-    algbw_gbps, busbw_gbps, cause ("cpu" / "gpu" / None), cause_late_us, cause_ops (made
-    once per job)."""
+    """Per matched instance (made once per job): step, group, position, seq, kind, bytes, ranks, skew_us,
+    straggler, mean_wait_us (of the other ranks), max_wait_us, transfer_us (median end − last arrival),
+    algbw_gbps, busbw_gbps, cause ("cpu" / "gpu" / None), cause_late_us, cause_ops."""
     if matched._table is None:
         matched._table = _instance_table(matched)
     return matched._table.copy()
@@ -393,9 +364,8 @@ def _instance_table(matched: Matched) -> pd.DataFrame:
 
 
 class _Causes:
-    """Why stragglers arrived late, for every instance of a job: the lookups made once (per
-    instance its rows, per rank its windows' entries), so a job of many ranks and instances
-    costs a dictionary lookup per window, not a scan of every table."""
+    """Why stragglers arrived late: from the second-latest arrival on, the time before its launch is CPU-side,
+    the rest GPU-side. Lookups are made once per job: a dict lookup per window, not a table scan."""
 
     def __init__(self, matched: Matched, waits: pd.DataFrame) -> None:
         self.matched = matched
@@ -449,9 +419,8 @@ class _Causes:
         return kind, cpu_late if kind == "cpu" else gpu_late, self.named(iid, straggler, kind)
 
     def totals(self, iid: int, rank: int, kind: str) -> pd.Series:
-        """Per name, the time of the CPU ops (on the launch thread) or non-communication GPU
-        ops (on the collective's device) wholly inside its window on ``rank``
-        (``collective_windows``: made in the rank's task)."""
+        """Per name, the time of the CPU ops (launch thread) or non-communication GPU ops (the collective's
+        device) wholly inside its window on ``rank`` (``collective_windows``, made in the rank's task)."""
         windows = self.matched.tables[rank].windows
         if windows is None or (iid, rank) not in self.row:
             return pd.Series(dtype=np.float64)
@@ -502,8 +471,7 @@ def step_table(matched: Matched) -> pd.DataFrame:
     a = wait_table(matched)
     inst = instance_table(matched)
     a = a.merge(matched.instances[["iid", "step"]], on="iid")
-    # the rows of each (rank, step) and (step, straggler), found once: a scan of both tables
-    # per step and rank made a job of 2,500 steps take 13 s here
+    # the rows of each (rank, step) and (step, straggler), found once, not by a scan per step and rank
     waits, mine_at = a["wait_ns"].to_numpy(), _rows_of(a, ["rank", "step"])
     caused, strag_at = inst["mean_wait_us"].to_numpy(), _rows_of(inst, ["step", "straggler"])
     none = np.empty(0, np.int64)
@@ -511,7 +479,7 @@ def step_table(matched: Matched) -> pd.DataFrame:
     for r in sorted(matched.tables):
         st = matched.tables[r].steps
         for step, ts, end in zip(st["step"].tolist(), st["ts"].tolist(), st["end"].tolist()):
-            mine = waits[mine_at.get((r, step), none)]  # numpy: a pandas take here cost 0.1 ms
+            mine = waits[mine_at.get((r, step), none)]  # numpy: a pandas take per step is slow
             strag = caused[strag_at.get((step, r), none)]
             records.append({"step": step, "rank": r, "step_us": (end - ts) / 1e3,
                             "collectives": len(mine), "wait_us": mine.sum() / 1e3,
@@ -584,9 +552,8 @@ def from_gpu_ops(rank: int, base_ns: int, ops: dict, rows: np.ndarray) -> RankTa
 
 
 def kernel_split(tables: list[RankTables]) -> dict[str, dict]:
-    """Per communication kernel name, matched across ranks in the job clock: ``wait`` and
-    ``transfer`` (ns, each rank's total, mean over ranks) and ``waited_for`` (the rank whose
-    late arrivals cost the others the most wait at that kernel)."""
+    """Per communication kernel name, matched across ranks (job clock): ``wait`` and ``transfer`` (ns, each
+    rank's total, mean over ranks), ``waited_for`` (the rank whose late arrivals cost the others most)."""
     matched = align(match(tables))
     a = wait_table(matched)
     if not len(a):

@@ -1,19 +1,5 @@
-"""Queue-length and memory-bandwidth time series, and their time-weighted summaries.
-
-SQL (``traceaug.counters``) pairs every GPU op with the call that launched it
-and classifies copies; numpy turns the +/- changes into step series. A series
-is a table ``pid, device, key, ts, value`` with one row per change point
-(``ts`` in engine ns); the value holds until the next row.
-
-``compute`` works on ``Columns`` (name -> numpy array) and never imports pandas, whose
-import alone is a third of a second of ``traceaug counters``; ``counters`` gives the
-same tables as DataFrames.
-
-``style="hta"`` reproduces HTA's ``generate_trace_with_counters``: its launch
-list (no graph launches), no clamping of a kernel that starts before its
-launch, bandwidth per copy name across devices, zero durations as 1 µs, and
-one point per event rather than per timestamp.
-"""
+"""Queue-length and memory-bandwidth series (``pid, device, key, ts, value``: a row per change, engine ns) and
+time-weighted summaries; ``style="hta"`` reproduces HTA's ``generate_trace_with_counters``."""
 
 from __future__ import annotations
 
@@ -85,7 +71,7 @@ def launched_ops(trace: Trace) -> Columns:
     trace.include("traceaug.counters")
     launches = trace.columns("SELECT id AS launch_id, ts AS launch_ts, name AS launch_name, "
                              "correlation FROM traceaug_launch ORDER BY id")
-    ops = trace.columns("SELECT pid, device, stream, ts, correlation "  # not names: 4x the time
+    ops = trace.columns("SELECT pid, device, stream, ts, correlation "  # not names: slow to read
                         "FROM traceaug_gpu_op WHERE correlation IS NOT NULL ORDER BY id")
     launch = first_match(launches["correlation"], ops["correlation"])
     matched = np.flatnonzero(launch >= 0)
@@ -259,7 +245,8 @@ def _check_copy_args(trace: Trace) -> None:
 
 
 def compute(trace: Trace, series: tuple[str, ...] = SERIES, style: str = "traceaug") -> dict:
-    """All requested series and summaries as ``Columns``; raises for a trace with no GPU work."""
+    """All requested series and summaries as ``Columns`` (never imports pandas: its import is slow); raises
+    for a trace with no GPU work."""
     trace.include("traceaug.base")
     if trace.columns("SELECT COUNT(*) AS n FROM traceaug_gpu_op")["n"][0] == 0:
         raise TraceaugError(f"{trace.path}: no GPU kernels, copies or sets (a CPU-only trace?): "

@@ -1,21 +1,5 @@
-"""The critical path of one trace window: HTA's dependency graph, longest path on numpy arrays.
-
-Every CPU op, runtime / driver call and GPU op (kernel, copy, set) is a start and an end
-node. Edges are HTA's (``critical_path_analysis``, FIELD_NOTES §5): the chain of nested
-ops on each CPU thread (a zero-weight dependency between consecutive top-level ops, a
-blocking call's own time weighted 0), launch -> GPU op when the stream was idle, GPU op
--> next op on its stream otherwise (a gap under 1.5 ms, as HTA), and synchronisation from
-the ``cuda_sync`` events: device / stream sync and event sync (GPU -> CPU), stream wait
-event (GPU -> GPU, through the ``cudaEventRecord`` correlation). Beyond HTA: every call
-that launches a GPU op by correlation (graph launches, ``cuLaunchKernel(Ex)``, ``hip*``),
-``cudaDeviceSynchronize`` without a ``cuda_sync`` event, and a weight for the CPU's wait
-after the last GPU op a sync call waited on (``sync_wait``), which HTA drops, and the waits
-between streams no ``cuda_sync`` event records (``stream_wait``; ``stream_wait.waits``).
-
-The graph is a set of edge arrays (``src``, ``dst``, ``weight``, ``kind``, ``event``); the
-longest path is one pass over the edges sorted by their destination's topological
-position. Times are engine ns, clipped to the window, so the path never leaves it.
-"""
+"""The critical path of one trace window: HTA's dependency graph (FIELD_NOTES §5) plus the waits it misses,
+longest path on numpy edge arrays. Times are engine ns clipped to the window, so the path never leaves it."""
 
 from __future__ import annotations
 
@@ -104,10 +88,8 @@ ARGS = {"correlation": "args.correlation", "correlation_id": "args.correlation i
         "device": "args.device", "stream": "args.stream", "wait_stream": "args.wait_on_stream",
         "wait_record": "args.wait_on_cuda_event_record_corr_id", "sync_kind": "args.cuda_sync_kind"}
 _KERNELS = tuple(c for c in GPU_CATEGORIES if c not in MEMORY_CATEGORIES)
-# The slices of the graph, a query each (a CASE over the category on every row cost the engine
-# more than these scans): grp, a copy or set, which slices, the columns read beyond ``_BASE``:
-# depth only of the CPU events that are nodes, names of those and of sync events (kernel names
-# can take kilobytes each: ``names`` reads the path's).
+# The graph's slices, a query per group (cheaper than a CASE over the category per row): grp, a copy or set,
+# which slices, columns beyond ``_BASE`` (no kernel names: kilobytes each; ``names`` reads the path's).
 _BASE = ("id", "ts", "dur", "track_id", "IFNULL(arg_set_id, -1) AS arg_set_id")
 _GROUPS = (
     (CPU_OP, 0, f"category IN {literal_list(CPU_CATEGORIES[:2])} AND dur > 0", ("depth", "name")),
@@ -124,18 +106,9 @@ _INSTANT_GROUPS = (
 
 
 def events(trace: Trace) -> Columns:
-    """The slices the graph is made of, by slice id: ``id, ts, dur, depth, track_id, pid,
-    tid`` (the original thread, lanes folded), ``name`` (None where not read), ``grp``
-    (CPU_OP, RUNTIME, GPU_OP, SYNC_EVENT), ``memory`` (a copy or set), ``blocking``,
-    ``device_sync`` (a device-wide sync call), ``sync`` (1 + index in SYNC_KINDS, else 0),
-    ``correlation, device, stream, wait_stream, wait_record`` (-1: none).
-
-    Rows: CPU ops and runtime / driver calls that take time, GPU ops and ``cuda_sync``
-    events; of the CPU events that take no time (never nodes; most are ``cudaEventQuery``
-    polls) only those whose correlation id a GPU op or sync event names, unnamed. GPU ops
-    have depth 0 and no name (``names`` reads those of the path). Args are
-    read by key and joined here: an ``extract_arg`` per row and arg costs the engine several
-    times more."""
+    """The graph's slices, by id: ``id, ts, dur, depth, track_id, pid, tid`` (lanes folded), ``name``
+    (None: unread), ``grp``, ``memory``, ``blocking``, ``device_sync``, ``sync`` (1 + SYNC_KINDS index, or 0),
+    ``correlation, device, stream, wait_stream, wait_record`` (-1: none); zero-time CPU ops if correlated."""
     trace.include("traceaug.base")
     args = {col: _arg(trace, key, col == "sync_kind") for col, key in ARGS.items()}
     parts = [_slices(trace, *group) for group in _GROUPS]
@@ -285,9 +258,8 @@ class Graph:
 
 def build(ev: Columns, win: Window, sync_wait: bool = True,
           max_gap_ns: int | None = MAX_KERNEL_GAP_NS) -> Graph:
-    """HTA's dependency graph over the events of ``win`` (``events`` columns); ``sync_wait``
-    False weighs sync edges 0, as HTA does; ``max_gap_ns``: the longest kernel-to-kernel
-    gap that is an edge (None: any)."""
+    """HTA's dependency graph over the events of ``win`` (``events`` columns); ``sync_wait`` False weighs sync
+    edges 0, as HTA does; ``max_gap_ns``: the longest kernel-to-kernel gap that is an edge (None: any)."""
     is_cpu = ev["grp"] <= RUNTIME
     is_gpu = ev["grp"] == GPU_OP
     ts, dur = ev["ts"].astype(np.int64), ev["dur"].astype(np.int64)
@@ -352,9 +324,8 @@ def build(ev: Columns, win: Window, sync_wait: bool = True,
 
 
 def _blocking_waits(g: Columns, ev: Columns, is_cpu, pos, node_ts, inferred: dict):
-    """Sync edges (GPU op end -> call end) of the blocking calls ``blocking`` finds: copies
-    and sets that wait for their op, stream / event syncs without a ``cuda_sync`` event;
-    ``inferred`` gets how many calls of each kind."""
+    """Sync edges (GPU op end -> call end) of the calls ``blocking`` finds (copies and sets, stream / event
+    syncs without a ``cuda_sync`` event); ``inferred`` gets how many calls of each kind."""
     calls = _calls_by_corr(ev, is_cpu, ev["correlation"][_sync_rows(ev)])
     covered = np.zeros(len(g["gpu"]), bool)
     at = pos[calls[calls >= 0]]
@@ -374,9 +345,8 @@ def _blocking_waits(g: Columns, ev: Columns, is_cpu, pos, node_ts, inferred: dic
 
 
 def _cpu_edges(g: Columns, node_ts: np.ndarray, hta: bool = True):
-    """HTA's call-stack chain on every CPU thread: consecutive start / end points of nested
-    ops, a zero-weight dependency between consecutive top-level ops; ``hta``: a blocking
-    call's own time weighs 0, as HTA weighs it."""
+    """HTA's call-stack chain on every CPU thread: consecutive start / end points of nested ops, a zero-weight
+    dependency between consecutive top-level ops; ``hta``: a blocking call's own time weighs 0."""
     cpu = np.flatnonzero(~g["gpu"])
     n = len(cpu)
     empty = (np.empty(0, np.int64),) * 4 + (np.empty(0, bool), np.empty(0, np.int64))
@@ -410,8 +380,8 @@ def _cpu_edges(g: Columns, node_ts: np.ndarray, hta: bool = True):
 
 
 def _sort_tokens(track: np.ndarray, ts: np.ndarray, enter: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """``np.lexsort((key, enter, ts, track))``, by one stable sort of the four packed into an
-    int64 when their ranges fit (a third of the time)."""
+    """``np.lexsort((key, enter, ts, track))`` by one stable sort of the four packed into an int64 when their
+    ranges fit (faster than lexsort)."""
     if not len(ts):
         return np.empty(0, np.int64)
     parts = [(track - track.min(), int(track.max() - track.min()) + 1),
@@ -441,9 +411,8 @@ def _cpu_parents(node: np.ndarray, enter: np.ndarray, open_after: np.ndarray, n:
 
 def _gpu_edges(g: Columns, ev: Columns, is_cpu, is_gpu, launch_all, pos, node_ts, max_gap_ns,
                inferred: dict | None = None):
-    """Launch, kernel-gap and sync edges (HTA's ``_construct_graph_from_kernels``); with
-    ``inferred`` (a dict: what was inferred, counted there) the cross-stream waits no
-    ``cuda_sync`` event records too (``stream_wait``)."""
+    """Launch, kernel-gap and sync edges (HTA's ``_construct_graph_from_kernels``); with ``inferred`` (a dict
+    counting what was inferred) also the cross-stream waits of ``stream_wait``."""
     out_s, out_d, out_k, out_e, out_z = [], [], [], [], []
 
     def add(s, d, k, e, z):
@@ -534,9 +503,8 @@ def _stream_codes(device: np.ndarray, stream: np.ndarray) -> np.ndarray:
 
 
 def _queue_free(gpu: np.ndarray, launch: np.ndarray, ts: np.ndarray, sc: np.ndarray) -> np.ndarray:
-    """Per row: HTA's launch condition, the stream idle at the launch (no op of another call
-    launched and not started) and at the op's start (no later call's op queued yet). Ops of one
-    graph launch count as one launch."""
+    """Per row: HTA's launch condition, the stream idle at the launch (no other call's op launched and not
+    started) and at the op's start (no later call's op queued); a graph launch's ops count as one launch."""
     out = np.zeros(len(ts), bool)
     lg = gpu[launch[gpu] >= 0]
     if not len(lg):
@@ -618,9 +586,8 @@ class _Launches:
 
 
 def _stream_waits(ev, sync, is_cpu, is_gpu, launch_all, stream_code, dev_all):
-    """Stream Wait Event: (dest op, src op) rows of the trace. src: the op of the last launch
-    on the recorded stream before the ``cudaEventRecord`` call; dest: the op of the next launch
-    from the waiting call's thread onto the waiting stream."""
+    """Stream Wait Event (dest op, src op) pairs: src = the last launch's op on the recorded stream before
+    ``cudaEventRecord``, dest = the next launch's op from the waiting call's thread on the waiting stream."""
     waits = sync[ev["sync"][sync] == 1 + SYNC_KINDS.index("Stream Wait Event")]
     waits = waits[(ev["wait_record"][waits] >= 0) & (ev["wait_stream"][waits] >= 0)]
     if not len(waits):
@@ -656,9 +623,8 @@ def _code_lookup(dev, stream, code, rows) -> dict:
 
 def _cpu_syncs(g, ev, sync, gpu, sc, stream_code, pos, node_ts, is_cpu, is_gpu, launch_all,
                dev_all):
-    """GPU -> CPU edges: device (context) sync on every stream of the device, stream sync on
-    its stream, event sync on the op recorded; ``cudaDeviceSynchronize`` without a
-    ``cuda_sync`` event too."""
+    """GPU -> CPU edges: device (context) sync on every stream of the device, stream sync on its stream, event
+    sync on the op recorded; also ``cudaDeviceSynchronize`` without a ``cuda_sync`` event."""
     kind = [SYNC_KINDS[k - 1] if k > 0 else None for k in ev["sync"][sync].tolist()]
     call = _calls_by_corr(ev, is_cpu, ev["correlation"][sync])
     # Device syncs the trace has no cuda_sync event for.
@@ -748,10 +714,8 @@ class Result:
     path: np.ndarray  # the path's edges: indices into the graph's edge arrays
 
     def pieces(self) -> Columns:
-        """The window cut along the path, in time order: ``ts, end`` (engine ns; each piece
-        ends where the next begins, from the window's start to its end), ``edge`` (index into
-        ``edges``, -1 before or after the path), ``category`` (``IDLE`` for the part of an
-        edge its weight leaves, or time outside the path)."""
+        """The window cut along the path into abutting pieces: ``ts, end`` (engine ns), ``edge`` (into
+        ``edges``, -1 off the path), ``category`` (``IDLE`` off the path or where an edge's weight leaves)."""
         e, w = self.edges, self.edges["weight"]
         mid = e["end"] - w
         n = len(w)
@@ -825,12 +789,9 @@ def analyse(trace: Trace, step: int | None = None, annotation: str | None = None
 def frames(trace: Trace, step: int | None = None, annotation: str | None = None,
            instance: int = 0, sync_wait: bool = True,
            max_gap_ns: int | None = MAX_KERNEL_GAP_NS, top: int = 10):
-    """The path and its summary as pandas DataFrames. Path: the window cut along the path
-    (``Result.pieces``), one row per piece, in order, with ``ts_ns, end_ns`` (engine ns),
-    ``weight_ns`` (end - ts, summing to the window), ``kind`` (EDGE_KINDS, or ``idle``),
-    ``category`` (CATEGORIES), ``event`` (name), ``pid, tid``. Summary: ``category, ns,
-    share_pct`` (of the window); ``attrs["summary"]``: the whole summary (top events, waits
-    inferred)."""
+    """The path (``Result.pieces`` in order: ``ts_ns, end_ns``, ``weight_ns`` summing to the window, ``kind``
+    (EDGE_KINDS or ``idle``), ``category``, ``event``, ``pid, tid``) and the summary (``category, ns,
+    share_pct``; the whole summary in ``attrs["summary"]``) as pandas DataFrames."""
     from .tables import frame
 
     r = analyse(trace, step, annotation, instance, sync_wait, max_gap_ns)
@@ -854,11 +815,8 @@ MARGIN_NS = 1000  # how far inside a free stretch an arrow end sits (at most hal
 
 
 def bind_points(trace: Trace, g: Graph, nodes: np.ndarray) -> np.ndarray:
-    """For each node, a time at which Perfetto's importer has its event on top of its
-    thread's stack (engine ns): before its first child begins (an ended child stays on the
-    stack until the next slice on the thread begins). MARGIN_NS (or half that stretch) from
-    the stretch's start for a start node, from its end for an end node; the event's start
-    when a child begins with it (the child would take the arrow either way)."""
+    """Per node, a time (engine ns) at which Perfetto's importer has its event on top of its thread's stack:
+    MARGIN_NS into the stretch before its first child (an ended child stays until the next slice begins)."""
     ev = g.ev
     events = nodes // 2
     at_start = nodes % 2 == 0

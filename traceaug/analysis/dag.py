@@ -1,13 +1,5 @@
-"""The longest path of a directed acyclic graph given as edge arrays, nodes ordered by time.
-
-Why here: the critical path's graph has a node per event start and end and an edge per
-dependency, a million of each on a large trace; kept as numpy arrays, it never becomes
-Python objects. Nearly every node has one way in and one way out (a thread's calls, a
-stream's kernels), so lengths along those runs are cumulative sums and only the edges
-between runs, a few thousand, are relaxed one by one. Every edge runs forward in time or
-stays at one time, so sorting nodes by time (ties by a given order) is a topological order
-but for a few ties, which Kahn's algorithm settles.
-"""
+"""The longest path of a DAG as numpy edge arrays (a million nodes on a large trace), nodes ordered by time:
+one-way runs (a thread's calls, a stream's kernels) are cumulative sums; only edges between runs relax."""
 
 from __future__ import annotations
 
@@ -23,15 +15,8 @@ NEVER = np.iinfo(np.int64).min // 4  # a time before any (none: no op before, no
 
 def longest_path(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray, dst: np.ndarray,
                  w: np.ndarray, lane: np.ndarray | None = None) -> np.ndarray:
-    """Edge indices of the longest path (a path may start at any node), in order. Of equal
-    ways into a node the first edge (by index) is kept, so a path runs back through
-    zero-weight edges as far as they go, as networkx's ``dag_longest_path`` does.
-
-    Nodes sorted by ``lane`` (a hint: nodes that follow one another, as a thread's or a
-    stream's; any grouping gives the same path), then topologically, fall into runs: an
-    edge to the next node of the sort that is the only way out of its source and into its
-    destination (``chains``) adds its weight in one cumulative sum. Only the other edges,
-    a few, are relaxed one by one, in topological order of their destination."""
+    """Edge indices of the longest path (from any node), in order; of equal ways in, the first edge by index
+    (networkx's ``dag_longest_path``). ``lane``: a hint, nodes following one another (any grouping works)."""
     if not len(src):
         return np.empty(0, np.int64)
     topo = positions(node_ts, node_order, src, dst)
@@ -69,9 +54,8 @@ class Runs:
 
 def chains(topo: np.ndarray, src: np.ndarray, dst: np.ndarray, w: np.ndarray,
            lane: np.ndarray | None) -> Runs:
-    """The ``Runs`` of nodes sorted by ``lane`` (if given), then by ``topo``: an edge from
-    a node to the next one is a chain edge when it is the only way out of the one and the
-    only way into the other."""
+    """The ``Runs`` of nodes sorted by ``lane`` (if given), then ``topo``: an edge to the next node is a chain
+    edge when it is the only way out of the one and the only way into the other."""
     n = len(topo)
     order = np.empty(n, np.int64)
     order[topo] = np.arange(n)  # nodes in topological order
@@ -118,9 +102,8 @@ def _walk_back(at: int, best: np.ndarray, src: np.ndarray, runs: Runs) -> np.nda
 
 def positions(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray, dst: np.ndarray
               ) -> np.ndarray:
-    """Each node's position in a topological order: by time, ties by ``node_order``; where an
-    edge still joins two nodes of one time backwards, those times' nodes are reordered by
-    Kahn's algorithm (a handful of nodes)."""
+    """Each node's position in a topological order: by time, ties by ``node_order``; the nodes of a time an
+    edge still joins backwards are reordered by Kahn's algorithm (a handful)."""
     n = len(node_ts)
     order = np.lexsort((node_order, node_ts))
     topo = np.empty(n, np.int64)

@@ -1,15 +1,5 @@
-"""Compare two traces of one rank: per op / kernel counts and times, per ProfilerStep.
-
-Values are per step (totals over the steps ÷ the number of steps), so runs
-with different numbers of steps compare; ``step=N`` compares one step, ``step=(N, M)``
-ProfilerStep#N of A with #M of B (``pick_steps``: by number or by index, as HTA compares one
-iteration per side). ProfilerStep annotations are the windows, not ops to compare.
-Status: added / removed (present on one side only), increased / decreased
-(per-step total time changed by more than ``threshold`` percent), unchanged.
-
-``compute`` and the functions it uses work on numpy ``Columns`` (no pandas import,
-a third of a second of ``traceaug diff``); ``diff`` gives the op table as a DataFrame.
-"""
+"""Compare two traces of one rank: op / kernel counts and times per ProfilerStep (totals ÷ steps); status
+added / removed / increased / decreased (beyond ``threshold`` %) / unchanged; ``compute`` avoids pandas."""
 
 from __future__ import annotations
 
@@ -74,10 +64,8 @@ class Side:
 
 def pick_steps(a: Side, b: Side, step: int | None = None, step_a: int | None = None,
                step_b: int | None = None, step_index: int | None = None) -> Steps:
-    """The ProfilerStep number compared on each side: ``step`` on both, ``step_a`` /
-    ``step_b`` per side (either alone compares that step with every step of the other side,
-    per step), or ``step_index``, the same position on both sides (runs that number their
-    steps differently); None everywhere: every step."""
+    """The ProfilerStep number compared on each side: ``step`` on both, ``step_a`` / ``step_b`` (one alone:
+    against every step of the other), ``step_index`` (same position on both); None everywhere: every step."""
     if sum(x is not None for x in (step, step_index)) + (step_a is not None or step_b is not None) > 1:
         raise TraceaugError("choose the steps one way: --step, --step-a/--step-b or --step-index")
     if step_index is not None:
@@ -155,10 +143,8 @@ def compare(a: Columns, b: Columns, threshold: float = DEFAULT_THRESHOLD) -> Col
 
 
 def headline(side: Side, step: int | None = None) -> dict:
-    """Step time (CPU), GPU busy / idle time and compute / communication / memory time, per
-    step (ms). GPU times are inside each step's GPU window (``gpu_steps``; the windows tile the
-    steps' GPU time, so no op counts in two steps): busy = the union of GPU ops there, idle =
-    window − busy; ``step``: the step compared (None: every step)."""
+    """Per step (ms): step time (CPU), GPU busy / idle and compute / communication / memory time inside each
+    step's GPU window (``gpu_steps``: windows tile, so no op counts twice); ``step``: None for every step."""
     n = side.window(side.gpu["step"], step)[1]
     st_dur = side.steps["dur"]
     if step is not None:
@@ -237,9 +223,8 @@ def min_delta_ns(res: dict, min_delta_us: float | None) -> float:
 
 def regressions(result: DiffResult, pct: float, min_delta_us: float | None = None,
                 gate: str = "all") -> list[str]:
-    """What regressed by more than ``pct`` percent, per step, for ``--fail-on-regression``:
-    a rank's step time, or (``gate`` "all") an op present on both sides whose time per step
-    also grew by more than the floor (``min_delta_ns``)."""
+    """What regressed by over ``pct`` percent per step (``--fail-on-regression``): a rank's step time, or
+    (``gate`` "all") an op on both sides whose time per step also grew past ``min_delta_ns``."""
     out = []
     for r in result.ranks:
         where = f"rank {r.rank}: " if len(result.ranks) > 1 else ""

@@ -1,15 +1,5 @@
-"""``diff --explain``: a step-time change split along the two runs' critical paths.
-
-Two runs are two traces, or two jobs: then each step's path is the job's (``job_path``:
-across ranks, the step from the first rank's start to the last rank's end).
-
-Why: a diff of op totals says what changed, not what moved the step. Each run's path cuts
-its step's window into pieces (``critical_path.Result.pieces``: every piece a category and
-an event, time off the path ``idle``), and the pieces tile the window, so per run the times
-per category (or per event) sum to its step time. The change per category / event is B's
-time minus A's (per step: over several steps, the mean), and these changes sum to the
-step-time change exactly: the rule is that idle is a category (and an event) of its own.
-"""
+"""``diff --explain``: a step-time change split along both runs' critical paths (of traces or ``job_path``s).
+The pieces tile each step (idle is a category of its own), so the changes sum to the step-time change."""
 
 from __future__ import annotations
 
@@ -75,10 +65,9 @@ def numbers(trace: Trace, step: int | None) -> list[int | None]:
 
 
 def explain(a: Trace, b: Trace, step_a: int | None = None, step_b: int | None = None) -> dict:
-    """``step_a_ns``, ``step_b_ns``, ``delta_ns`` (per step) and two tables: ``categories``
-    (``category, a_ns, b_ns, delta_ns, share_of_change_pct``, in ``CATEGORIES`` order) and
-    ``events`` (``event, category, a_ns, b_ns, delta_ns``, largest |delta| first); each
-    table's ``delta_ns`` sums to ``delta_ns``."""
+    """``step_a_ns``, ``step_b_ns``, ``delta_ns`` (per step) and tables ``categories`` (``category, a_ns,
+    b_ns, delta_ns, share_of_change_pct``, ``CATEGORIES`` order) and ``events`` (``event, category, a_ns,
+    b_ns, delta_ns``, largest |delta| first); each table's ``delta_ns`` sums to ``delta_ns``."""
     return split(path_times(a, numbers(a, step_a)), path_times(b, numbers(b, step_b)))
 
 

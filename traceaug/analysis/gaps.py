@@ -1,6 +1,5 @@
-"""Idle gaps on the GPU, as the GPU Kernel Analyzer reports them: per (device, stream) the
-time between one op's end and the next op's start, per device the gaps in the union of its
-streams, a histogram, and kernel-to-kernel transitions "A → B" on a stream."""
+"""Idle GPU gaps as the GPU Kernel Analyzer reports them: per (device, stream) between one op's end and the
+next's start, per device in the union of its streams, a histogram, and "A → B" kernel transitions."""
 
 from __future__ import annotations
 
@@ -15,18 +14,14 @@ from .steps import shorten
 from .sums import group_sums
 from .tables import Columns, concat, objects
 
-# Columns: stream_gaps (device, stream, ops, gaps, total, mean, median, min, max, busy);
-# device_gaps (device, streams, gaps, total, mean, median, min, max, busy, span);
-# transitions (from, to, name = "A → B", count, mean, std, min, max gap); all ns.
 STREAM_COLUMNS = ("rank", "device", "stream", "ops", "gaps", "total", "mean", "median", "min",
                   "max")
 TRANSITION_SORTS = ("count", "total", "mean", "max", "min", "std")
 
 
 def stream_pairs(g: GpuOps, step: int | None = None) -> Columns:
-    """Consecutive ops on each (device, stream), in start order: ``device``, ``stream``,
-    ``prev`` and ``next`` names, ``gap`` = next start − the latest end so far on the stream
-    (ns, ≥ 0: an op overlapping the one before leaves no gap)."""
+    """Consecutive ops on each (device, stream) in start order: ``device``, ``stream``, ``prev`` and ``next``
+    names, ``gap`` = next start − the stream's latest end so far (ns, ≥ 0: overlap leaves none)."""
     ops = g.ops
     rows = np.flatnonzero(g.rows(step))
     order = rows[np.lexsort((ops["end"][rows], ops["ts"][rows], ops["stream"][rows],
@@ -140,10 +135,8 @@ def device_gaps(g: GpuOps, step: int | None = None) -> Columns:
 
 def histogram(gap_ns: np.ndarray, lo_us: float | None = None, hi_us: float | None = None,
               bins: int = 20, log: bool = True) -> Columns:
-    """Counts of positive gaps per bin of ``[lo_us, hi_us]`` µs (default: the gaps' range):
-    ``lo_us``, ``hi_us``, ``count``. Bins are log-spaced (gaps span decades: linear bins put
-    nearly all of them in the first), from the smallest positive gap in range when ``lo_us``
-    is 0 or less (the first bin then starts at ``lo_us``); ``log=False``: equal widths."""
+    """Positive gaps per bin of [``lo_us``, ``hi_us``] µs (default: their range): ``lo_us``, ``hi_us``,
+    ``count``. Log bins (gaps span decades) from the least gap if ``lo_us`` <= 0; ``log=False``: linear."""
     us = gap_ns[gap_ns > 0] / 1e3
     lo = float(us.min()) if lo_us is None and len(us) else (lo_us or 0.0)
     hi = float(us.max()) if hi_us is None and len(us) else (hi_us if hi_us is not None else 1.0)
@@ -160,9 +153,8 @@ def histogram(gap_ns: np.ndarray, lo_us: float | None = None, hi_us: float | Non
 
 
 def transitions(g: GpuOps, step: int | None = None, sort: str = "count") -> Columns:
-    """Kernel-to-kernel transitions on a stream: ``transition`` ("A → B", names without
-    template and argument lists), ``from``, ``to`` (full names), ``count`` and the gap's
-    ``total``, ``mean``, ``std``, ``min``, ``max`` (ns), sorted by ``sort`` (largest first)."""
+    """Kernel-to-kernel transitions on a stream: ``transition`` ("A → B", short names), ``from``, ``to`` (full
+    names), ``count``, the gap's ``total, mean, std, min, max`` (ns); by ``sort``, largest first."""
     p = stream_pairs(g, step)
     key = objects(list(zip(p["prev"].tolist(), p["next"].tolist())))
     keys, stats = grouped(key, p["gap"])

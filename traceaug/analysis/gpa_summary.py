@@ -1,14 +1,5 @@
-"""The GPU Performance Analyzer's per-class iteration summary, with its exact rules.
-
-Kernels are classified by a substring -> class map (keys and classes lower-cased, the first
-key in map order that the lower-cased name contains wins; any name containing ``nccl`` is
-NCCL, its collective the second ``_`` field of the name; the rest is ``others``). Per
-iteration figures divide by ``iters × gpus``: times exactly, instances with a floor per
-kernel row, summed (as the Analyzer does). The Analyzer's "non-hidden NCCL, mem ops and
-bubble time" estimate is the mean NVTX iteration range minus the per-iteration non-NCCL
-kernel time; where a timeline exists, ``measure_non_hidden`` measures it (window minus the
-union of the compute kernels in it). Sums are integer ns.
-"""
+"""The GPU Performance Analyzer's per-class iteration summary, its rules exact: per-iteration figures divide
+by ``iters × gpus`` (times exactly, instances floored per kernel row, as it does); sums are integer ns."""
 
 from __future__ import annotations
 
@@ -45,10 +36,8 @@ class SummaryInput:
     notes: list[str] = field(default_factory=list)
 
 
-# traceaug's map when none is given (the Analyzer's own default puts every kernel in
-# ``others``): class -> name substrings, tried in this order, the first match wins (so
-# ``fmha_..._gemm`` is attention, ``splitKreduce`` gemm, ``elementwise_kernel<..copy..>``
-# memory). NCCL kernels still go to the NCCL table; the rest is ``others``.
+# traceaug's map when none is given (the Analyzer's default puts every kernel in ``others``): class -> name
+# substrings, the first match in this order wins (``fmha_..._gemm`` is attention, ``splitKreduce`` gemm).
 DEFAULT_CLASSES = (
     ("attention", ("fmha", "flash", "attention", "attn", "sdpa")),
     ("gemm", ("gemm", "matmul", "cublas", "cutlass", "xmma", "conv", "wgrad", "dgrad", "triton_mm",
@@ -143,9 +132,8 @@ def collective(name: str) -> str:
 
 def summarize(data: SummaryInput, mapping: dict[str, str], iters: int, gpus: int,
               tag: str | None) -> dict:
-    """Every figure of the report. Tables have columns name, per_iter_ms, per_iter_instances,
-    per_iter_pct, total_ms, instances, total_pct (kernel classes; NCCL and memory ops
-    without shares)."""
+    """Every figure of the report; tables have columns name, per_iter_ms, per_iter_instances, per_iter_pct,
+    total_ms, instances, total_pct (the kernel classes; NCCL and memory ops have no shares)."""
     if iters < 1 or gpus < 1:
         raise TraceaugError("--iters and --gpus must be at least 1")
     if iters * gpus > MAX_PER:
@@ -201,7 +189,8 @@ def _plain(t: dict) -> dict:
 
 
 def _ranges(data: SummaryInput, tag: str | None, iters: int, kernel: dict) -> dict | None:
-    """NVTX iteration ranges (named exactly ``tag``) and the Analyzer's non-hidden estimate."""
+    """NVTX iteration ranges (named exactly ``tag``) and the Analyzer's non-hidden NCCL / mem ops / bubble
+    estimate: the mean range minus the per-iteration non-NCCL kernel time."""
     if tag is None:
         data.notes.append("no iteration tag (--iter-tag / nvtx_tag_of_iter): NVTX figures left out")
         return None
@@ -286,9 +275,8 @@ def mem_label(kind: str, name: str) -> str:
 
 
 def from_trace(trace, title: str, tag: str | None) -> SummaryInput:
-    """The summary's tables from a loaded trace (Kineto, or a converted nsys export): kernel and
-    memory-op sums, the ranges named ``tag`` projected onto the GPU (first start to last end of
-    the GPU ops launched inside each), and the compute (non-NCCL) kernels' intervals."""
+    """The summary's tables from a loaded trace (Kineto or converted nsys): kernel and memory-op sums, the
+    ``tag`` ranges projected onto the GPU (``project``), the compute (non-NCCL) kernels' intervals."""
     trace.include("traceaug.base")
     k = trace.columns("SELECT name, SUM(dur) AS total, COUNT(*) AS count FROM traceaug_gpu_op "
                       "WHERE kind = 'kernel' GROUP BY name ORDER BY total DESC, name")

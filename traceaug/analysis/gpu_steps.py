@@ -1,17 +1,5 @@
-"""GPU ops with their launches and GPU step windows: what the kernel, gap, launch and
-breakdown analyses share.
-
-The steps' GPU windows partition the GPU timeline, so per-step busy, idle and breakdown
-times sum to the all-steps row: step N's window starts where its GPU work starts and ends
-where step N+1's starts; the first window starts at the first step's GPU start (earlier GPU
-work belongs to no step), the last ends when the steps' GPU work is done (the latest end of
-a step's own GPU span). A step's GPU start is its GPU-side ``ProfilerStep#N`` annotation
-(``gpu_user_annotation``, as TraceLens uses) when that annotation holds most of the GPU ops
-the step launched, else the first start of those ops (a step that launched nothing has an
-empty window). A GPU op belongs to the step of the runtime call that launched it (matched
-by correlation, as HTA assigns iterations); an op that no call in the trace launched is
-placed by time, in the GPU window that holds its start, never dropped.
-"""
+"""GPU ops with their launches and the steps' GPU windows, shared by the kernel, gap, launch and breakdown
+analyses. The windows tile the GPU timeline, so per-step times sum to the all-steps row."""
 
 from __future__ import annotations
 
@@ -126,9 +114,8 @@ def step_at(t: np.ndarray, start: np.ndarray, end: np.ndarray, number: np.ndarra
 
 
 def last_reaching(end: np.ndarray, i: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """For each query, the largest k <= i with end[k] > t, else -1: a binary descent over
-    block maxima of ``end`` (a sparse table), O((n + queries) log n), where a scan of the
-    windows per query made many steps quadratic."""
+    """For each query, the largest k <= i with end[k] > t, else -1: a binary descent over block maxima of
+    ``end`` (a sparse table), O((n + queries) log n), not a scan per query (quadratic in the steps)."""
     levels = [np.asarray(end)]  # levels[j][k] = max(end[k - 2^j + 1 .. k]) (from 0 if shorter)
     while (1 << len(levels)) <= len(end):
         prev, h = levels[-1], 1 << (len(levels) - 1)
@@ -198,11 +185,9 @@ def _launched_spans(number: np.ndarray, ts: np.ndarray, end: np.ndarray,
 
 def gpu_windows(trace: Trace, cpu: Columns, ts: np.ndarray, end: np.ndarray,
                 launch_step: np.ndarray) -> Columns:
-    """Each CPU step (``steps.steps``, in time order) with its GPU window, the windows a
-    partition of the steps' GPU time (the module's rules): ``step``, ``cpu_ts``, ``cpu_end``,
-    ``ts``, ``end``, ``source`` (``gpu_annotation`` / ``launches``) and ``implausible`` (a
-    GPU-side annotation not holding most of the step's ops, set aside); from the GPU ops'
-    ``ts`` / ``end`` and the step of the call that launched each (-1: none)."""
+    """Each CPU step (``steps.steps``) with its GPU window: ``step, cpu_ts, cpu_end, ts, end``, ``source``
+    (``gpu_annotation`` if its GPU-side annotation holds most of its ops, else ``launches``: their span) and
+    ``implausible`` (an annotation set aside); ``launch_step``: each op's launching call's step (-1: none)."""
     number = cpu["step"]
     lo, hi, pos = _launched_spans(number, ts, end, launch_step)
     a, b = _annotation_spans(trace, number)
@@ -236,12 +221,8 @@ def _annotation_spans(trace: Trace, number: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def partition(lo: np.ndarray, hi: np.ndarray, cpu_ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Windows [start, stop) tiling the steps' GPU time, in step order, from each step's own GPU
-    span [lo, hi) (lo = int64 max: none): a window runs from its step's start to the next
-    step's; starts never go back (a step whose GPU work starts before its predecessor's starts
-    where that one's does); a step with no GPU span starts where the next one does (empty);
-    the last window ends at the latest end of any span. No span at all: empty windows at the
-    CPU steps' starts."""
+    """Windows [start, stop) tiling the steps' GPU time from their GPU spans [lo, hi) (lo = int64 max: none):
+    each from its lo (never going back; none: the next one's) to the next start; the last to the latest hi."""
     n = len(lo)
     none = lo == np.iinfo(np.int64).max
     if n == 0 or none.all():

@@ -40,9 +40,8 @@ def step_warnings(trace: Trace) -> list[str]:
 
 
 def ui_warnings(trace: Trace) -> list[str]:
-    """What the Perfetto UI loses opening the file as it is (``read.ui_import.as_is``; traceaug's
-    own loads keep those events, and a rewriter's output moves them unless --keep-bytes);
-    none known for a load whose pass 1 skimmed the events it drops (``kinds.LoadKind.skim``)."""
+    """What the Perfetto UI loses opening the file as it is (``read.ui_import.as_is``; traceaug's loads keep
+    those events); none known when pass 1 skimmed the events it drops (``kinds.LoadKind.skim``)."""
     if trace.plan is None or trace.plan.ui is None:
         return []
     lost = ui_import.as_is(trace.plan.ui, trace.plan.base_ns)

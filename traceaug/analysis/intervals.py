@@ -17,9 +17,8 @@ def int_groups(*keys: np.ndarray) -> np.ndarray:
 
 
 def sorted_groups(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's group over integer ``keys``, numbered in sorted key order, and each group's
-    first row in that order (``np.unique(..., axis=0)``'s inverse and index, by one lexsort
-    instead of sorting rows as opaque records: 5x faster)."""
+    """Each row's group over integer ``keys`` in sorted key order, and each group's first row: the inverse and
+    index of ``np.unique(..., axis=0)``, by one lexsort (faster than its sort of rows as records)."""
     order = np.lexsort(keys[::-1])
     new = np.zeros(len(order), bool)
     new[:1] = True
@@ -50,9 +49,8 @@ def union_length(ts: np.ndarray, end: np.ndarray) -> int:
 
 
 def covered_in(ts: np.ndarray, end: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Per window [lo, hi): the length of the union of intervals [ts, end) inside it (int64).
-    One merge and binary searches, not a union per window: a diff of 20,000 steps clipped
-    every op to every step window."""
+    """Per window [lo, hi): the length of the union of intervals [ts, end) inside it (int64); one merge and
+    binary searches, not ops clipped to every window (too slow for many steps)."""
     a, b = merge(ts, end)
     return covered_by_mask(a, b, np.zeros(len(a), np.int64), lo, hi, 1)[:, 0]
 
@@ -79,7 +77,7 @@ def exclusive(spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[frozenset
     out: dict[frozenset, int] = {}
     if not len(mask):
         return out
-    running = np.sort(mask)  # its distinct sets (np.unique would import numpy.ma: 10 ms)
+    running = np.sort(mask)  # its distinct sets (np.unique would import numpy.ma, which is slow)
     for m in running[np.r_[True, running[1:] != running[:-1]]].tolist():
         if m > 0:
             key = frozenset(n for bit, n in enumerate(names) if m & (1 << bit))
@@ -89,9 +87,8 @@ def exclusive(spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[frozenset
 
 def combination_segments(spans: dict[str, tuple[np.ndarray, np.ndarray]]
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The sweep over the named sets' unions: consecutive segments [lo, hi) and the bit mask
-    of the sets running in each (bit i: the i-th name; 0: none). Per window, the time of a
-    combination is ``covered_in`` of its segments."""
+    """The sweep over the named sets' unions: consecutive segments [lo, hi) and the bit mask of the sets
+    running in each (bit i: the i-th name; 0: none)."""
     points, delta = [], []
     for bit, name in enumerate(spans):
         lo, hi = merge(*spans[name])
@@ -109,10 +106,8 @@ def combination_segments(spans: dict[str, tuple[np.ndarray, np.ndarray]]
 
 def covered_by_mask(seg_lo: np.ndarray, seg_hi: np.ndarray, mask: np.ndarray, lo: np.ndarray,
                     hi: np.ndarray, masks: int) -> np.ndarray:
-    """Per window [lo, hi) (rows) and mask value 0 .. ``masks`` - 1 (columns): the time inside
-    the window of the disjoint sorted segments [seg_lo, seg_hi) carrying that mask (int64), as
-    ``combination_segments`` gives them. Two binary searches per window and one prefix sum per
-    mask: ``covered_in`` of each mask's segments without merging them again."""
+    """Per window [lo, hi) (rows) and mask 0 .. ``masks`` - 1 (columns): the time in the window of the
+    disjoint sorted segments of ``combination_segments`` carrying that mask (int64), not merged again."""
     out = np.zeros((len(lo), masks), np.int64)
     if not len(seg_lo) or not len(lo):
         return out

@@ -1,17 +1,5 @@
-"""The critical path of a whole job: every rank's graph, joined at each matched collective.
-
-Per rank (a task of the job executor, ``rank_part``): one load, the collectives' tables
-(``collective_rank``) and, per ProfilerStep, the critical path's graph (``critical_path.build``)
-as plain arrays in the rank's absolute clock, with the graph event of each collective kernel.
-In the main process (``join``): the clocks aligned by the collectives matching, each step's
-rank graphs side by side (nodes numbered rank after rank) and, for every matched instance,
-its end on every member rank made to depend on every member's arrival plus the transfer:
-an edge from each member's kernel start to each member's kernel end weighing that rank's
-transfer (its end minus the last arrival); a rank's own kernel weighs its transfer too (its
-wait for the others is not work). The longest path then runs through the rank that arrived
-last. A job step runs from the first rank's step start to the last rank's step end (job
-clock); the path cuts it as the single-rank path cuts its window (idle where no edge weighs).
-"""
+"""The critical path of a whole job: every rank's graph (made in its task) joined at each matched collective,
+whose end on each member depends on every member's arrival plus its transfer: the path runs via the last."""
 
 from __future__ import annotations
 
@@ -42,13 +30,9 @@ WHOLE = -1  # the step key of a trace without ProfilerSteps (its whole span)
 
 @dataclass
 class RankGraph:
-    """One rank's graph of one step as plain arrays, times absolute ns of the rank's clock.
-
-    Nodes (2i, 2i+1: start, end of event i) with their time, tie order, lane and bind time
-    (where an arrow binds to the event in the UI); edges ``src, dst, weight, kind, event``
-    (as ``critical_path.Graph``); per event ``gpu, memory, pid, tid, dur, name`` (a code:
-    the rank's ``RankPart.names``);
-    ``coll_event``: per row of the rank's collectives table its event here (-1: none)."""
+    """One rank's graph of one step as plain arrays (absolute ns, the rank's clock): nodes, edges and events
+    as ``critical_path.Graph``, ``bind_ns`` (where a UI arrow binds), ``ev["name"]`` codes into
+    ``RankPart.names``, ``coll_event`` (per collectives row, its event; -1: none)."""
 
     start: int
     end: int
@@ -80,9 +64,8 @@ class RankPart:
 
 def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
               models: bool = False) -> RankPart:
-    """One rank's ``RankPart`` (one load of kind ``LOAD``); picklable, nothing of the engine.
-    ``models``: with each step's replay model, and for each of ``scales`` (``replay.Scale``)
-    the events it picks."""
+    """One rank's ``RankPart`` (one load of kind ``LOAD``), picklable: nothing of the engine. ``models``: with
+    each step's replay model and, for each of ``scales`` (``replay.Scale``), the events it picks."""
     from .replay import event_names
 
     tables = rank_tables(trace, causes=False)  # the path needs no cause windows
@@ -146,10 +129,9 @@ def keyed(done: dict) -> dict[int, RankPart]:
 
 @dataclass
 class JobPath:
-    """One step's path across ranks: ``edges`` (columns as ``critical_path.Result.edges``
-    plus ``rank``, ``src_bind``, ``dst_bind``; the timing path's also ``idle_kind`` and
-    ``idle_event``: an idle piece's named cause, None for none), its length, the step's
-    window (job clock)."""
+    """One step's path across ranks: ``edges`` (columns as ``critical_path.Result.edges`` plus ``rank``,
+    ``src_bind``, ``dst_bind``; the timing path's also ``idle_kind``, ``idle_event``: an idle piece's named
+    cause, or None), its length, the step's window (job clock)."""
 
     step: int | None
     window: cp.Window
@@ -220,9 +202,8 @@ def path_edges(parts: dict[int, RankPart], ranks: list[int], gs: list[RankGraph]
                shift: list[int], src: np.ndarray, dst: np.ndarray, ts: np.ndarray,
                end: np.ndarray, weight: np.ndarray, kind: np.ndarray, event: np.ndarray
                ) -> dict:
-    """A path's edges (joined node numbering; ``event`` -1: shown with the destination's)
-    with the columns of ``JobPath.edges``: each one's event, rank, pid, tid, its two ends'
-    and their bind times (job clock), its category."""
+    """A path's edges (joined node numbering; ``event`` -1: the destination's) as ``JobPath.edges``: event,
+    rank, pid, tid, both ends and their bind times (job clock), category."""
     ev = {k: np.concatenate([g.ev[k] for g in gs]) for k in gs[0].ev if k != "name"}
     ev["name"] = np.concatenate([parts[r].names[g.ev["name"]] for r, g in zip(ranks, gs)])
     ev_rank = np.repeat(ranks, [len(g.node_ts) // 2 for g in gs])
@@ -302,9 +283,8 @@ def members(matched: co.Matched, ranks: list[int], gs: list[RankGraph], node_at:
 
 
 def _joins(matched, ranks, gs, node_at, ts):
-    """The edges of every matched instance in this step: (src, dst, weight) arrays, from
-    each member's kernel start to each member's kernel end (its own included), weighing the
-    end's transfer: the end minus the last arrival."""
+    """(src, dst, weight) edges of every matched instance in this step: each member's kernel start to each
+    member's kernel end (its own too), weighing the end's transfer (end minus the last arrival)."""
     srcs, dsts, ws = [], [], []
     for m in members(matched, ranks, gs, node_at):
         transfer = transfers(ts, m)
@@ -335,9 +315,8 @@ def step_keys(parts: dict[int, RankPart], step: int | None = None) -> list[int]:
 
 def paths(parts: dict[int, RankPart], step: int | None = None, hta_weights: bool = False
           ) -> tuple[co.Matched, list[JobPath]]:
-    """The matched job and the path of each step (or ``step``): the timing path
-    (``job_timing``; ``parts`` read with their models), or with ``hta_weights`` the longest
-    path by weight (``join``)."""
+    """The matched job and each step's (or ``step``'s) path: the timing path (``job_timing``; ``parts`` read
+    with models), or with ``hta_weights`` the longest path by weight (``join``)."""
     from .job_timing import timing_path
 
     job = match_parts(parts)
@@ -348,9 +327,8 @@ def paths(parts: dict[int, RankPart], step: int | None = None, hta_weights: bool
 
 # ----- tables -----------------------------------------------------------------------------------
 def segments(p: JobPath) -> pd.DataFrame:
-    """The step cut along the path, consecutive pieces of one rank, event and category merged:
-    ``step, rank, ts_ns, end_ns, weight_ns`` (job clock; summing to the step), ``kind,
-    category, event``."""
+    """The step cut along the path, consecutive pieces of one rank, event and category merged: ``step, rank,
+    ts_ns, end_ns, weight_ns`` (job clock; summing to the step), ``kind, category, event``."""
     q = p.pieces()
     n = len(q["ts"])
     new = np.ones(n, bool)

@@ -1,15 +1,5 @@
-"""What-if replay of a whole job: every rank's replay model joined at each matched collective.
-
-Each rank's model (``replay.model``, built in its task with the path's graph: ``job_path``)
-moved to the job clock; at every matched instance, each member's kernel end waits for every
-member's arrival plus its own transfer (end − last arrival; its own kernel's time is that
-transfer, so an earlier last arrival ends it earlier). ``replay.join`` keeps the unchanged
-replay the measured one. A job step runs from the first rank's step start to the last
-rank's step end. ``no_stragglers``: every member's end waits for the median arrival instead
-(the member arriving at the median, lower median for an even count) plus its transfer, with
-no slack, and the step ends after each rank's last node (work of a straggler that no longer
-feeds anything does not hold it): the cost of stragglers.
-"""
+"""What-if replay of a whole job: the ranks' replay models in the job clock, joined at each matched collective
+(each member's end waits for every arrival plus its transfer; ``no_stragglers``: for the median arrival)."""
 
 from __future__ import annotations
 
@@ -31,10 +21,8 @@ def _cat(parts: list[np.ndarray]) -> np.ndarray:
 
 @dataclass
 class Joined:
-    """One job step's replay model (``joined``: the ranks' models, then the joins) and what
-    built it: the ranks, their graphs, each rank's first edge in ``joined`` (``edge_at``),
-    the members' own kernel edges, each member's end after the median arrival (``median``:
-    src, dst, delay)."""
+    """One job step's replay model (``joined``: ranks' models, then joins) and what built it: ranks, graphs,
+    each rank's first edge (``edge_at``), the own-kernel edges, ``median`` (src, dst, delay)."""
 
     ranks: list[int]
     graphs: list[jp.RankGraph]
@@ -46,9 +34,8 @@ class Joined:
 
 
 def joined_model(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) -> Joined:
-    """The ranks' replay models of ``step`` in the job clock, joined at every matched
-    instance: each member's end after every other member's arrival plus its transfer, its
-    own kernel's time capped at that transfer."""
+    """The ranks' replay models of ``step`` in the job clock, joined at every matched instance: each member's
+    end after every other's arrival plus its transfer, its own kernel's time capped at that transfer."""
     ranks, gs, shift = jp.step_graphs(parts, matched, step)
     models = []
     for g, s in zip(gs, shift):

@@ -1,18 +1,5 @@
-"""The timing path of a job step: what set its end, walked back along the joined replay.
-
-The job's replay model (``job_replay.joined_model``: every rank's model in the job clock,
-joined at each matched collective) reproduces every measured time; each node's *binding*
-edge is the dependency that released it last (``replay.binding``). From the step's end
-(the last rank's step end) back along binding edges to a node nothing released: each edge
-its own time (its delay: an op's own time, a launch delay, a kernel gap, a sync's wait after
-the GPU, a collective's transfer from the last member's arrival; the gap between two
-top-level ops of a thread is idle), then what the node's measured time leaves over it
-(idle: it started later than any dependency allows); before the first node, the rank's
-idle from its step start and, when that rank's step starts after the job's, its late
-start (kind ``late_start``). So the pieces sum to the job step and at a collective the path
-goes on from the member that arrived last. ``--hta-weights`` keeps the longest path by
-weight (``job_path.join``, HTA's definition).
-"""
+"""The timing path of a job step: from its end back along the joined replay's binding edges (what released
+each node last); the pieces sum to the step, and at a collective the path goes on from the last arrival."""
 
 from __future__ import annotations
 
@@ -60,10 +47,8 @@ def timing_path(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) -
 
 
 def _kinds(j: job_replay.Joined) -> tuple[np.ndarray, np.ndarray]:
-    """Per edge of the joined model: its kind (``job_path.EDGE_KINDS``: the graph's, a
-    replay's order edge as a launch delay or a kernel gap, ``JOIN`` for the joins) and the
-    event it is shown with (-1: its destination's). ``replay.model`` keeps a rank's graph
-    edges first, in order, then its order edges; ``replay.join`` puts the joins last."""
+    """Each joined-model edge's kind (``job_path.EDGE_KINDS``: order edges as launch delay / kernel gap, joins
+    ``JOIN``) and event (-1: its destination's), by ``replay.model``'s and ``replay.join``'s edge order."""
     m = j.joined
     kinds, events = [], []
     ev_at = 0

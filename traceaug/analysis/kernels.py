@@ -53,9 +53,8 @@ def load_kind(step: int | None) -> str:
 
 
 def kernel_table(g: GpuOps, step: int | None = None, kind: str | None = None) -> Columns:
-    """One row per GPU op name (``COLUMNS``): count, total / mean / std / min / max ns, type
-    (computation, communication, memory), share of launches and of GPU time (percent, of the
-    rows before the ``kind`` filter), largest total first."""
+    """One row per GPU op name (``COLUMNS``), largest total first: count, total / mean / std / min / max ns,
+    type, share of launches and of GPU time (percent of the rows before the ``kind`` filter)."""
     rows = np.flatnonzero(g.rows(step))
     ops = g.ops
     code = first_appearance(ops["name_id"][rows])
@@ -85,12 +84,9 @@ def sort_by(table: Columns, by: str) -> Columns:
 
 
 def across_ranks(tables: list[Columns], comm: dict[str, dict] | None = None) -> Columns:
-    """Per kernel name over ranks: ``ranks`` (holding it), ``mean_total``, ``min_total``,
-    ``max_total`` (ns) and ``max_total_rank`` (the rank of the largest total: for a
-    communication kernel the rank that waited longest, not a slow one), largest mean total
-    first. With ``comm`` (``collectives.kernel_split``), communication kernels also get
-    ``mean_wait`` and ``mean_transfer`` (ns; wait + transfer = the kernel's time) and
-    ``waited_for_rank`` (the rank the others waited for most there)."""
+    """Per kernel name over ranks, largest mean first: ``ranks``, ``mean_total``, ``min_total``, ``max_total``
+    (ns), ``max_total_rank`` (a comm kernel's: the rank that waited longest); with ``comm`` (``kernel_split``)
+    also ``mean_wait``, ``mean_transfer`` (ns; they sum to the kernel's time) and ``waited_for_rank``."""
     name = np.concatenate([t["name"] for t in tables]) if tables else objects([])
     total = np.concatenate([t["total"] for t in tables]) if tables else np.empty(0, np.int64)
     rank = np.concatenate([t["rank"] for t in tables]) if tables else objects([])

@@ -1,6 +1,5 @@
-"""Launch statistics, as HTA's ``get_cuda_kernel_launch_stats``: per GPU op with a launch, the
-CPU runtime call's duration, the GPU op's duration and the launch delay (op start − call end,
-0 when negative); counts of short GPU ops, runtime outliers and launch-delay outliers."""
+"""Launch statistics as HTA's ``get_cuda_kernel_launch_stats``: per launched GPU op the runtime call's and the
+op's duration and the launch delay (op start − call end, ≥ 0); counts of short ops and of outliers."""
 
 from __future__ import annotations
 

@@ -1,22 +1,5 @@
-"""Frequent GPU kernel sequences: HTA's whole-sequence patterns per operator, and repeats
-mined across operator instances and along each stream.
-
-An operator *instance* is an outermost CPU op or CPU-side user annotation matching
-``operator`` (an exact name or a glob; default: every top-level CPU op, annotations left
-out); its sequence is every GPU op launched anywhere in its subtree (launch and GPU op
-linked by correlation id), in GPU start order. Three scopes:
-
-- ``whole``: instances grouped by (op name, whole sequence), as HTA's
-  ``get_frequent_cuda_kernel_sequences`` does (instances with ``>= min_len`` GPU ops).
-  Unlike HTA, instances in the last ProfilerStep count, every matching op is an instance
-  even below a shallower match elsewhere, and the name must match, not just contain.
-- ``operator``: repeats (``analysis.repeats``) mined over all instances' sequences; one
-  equal to a whole-sequence pattern (same kernels, same count) is left to that one.
-- ``stream``: repeats mined along each (device, stream)'s whole GPU op sequence.
-
-Kernels are named ``K1, K2, ...`` in order of first GPU start; patterns ``P1, P2, ...`` by
-scope (whole, operator, stream), then count, length and GPU time, most first.
-"""
+"""Frequent GPU kernel sequences: HTA's whole-sequence patterns per operator instance (``whole``), repeats
+mined across instances (``operator``) and along each stream (``stream``); kernels K1.., patterns P1..."""
 
 from __future__ import annotations
 
@@ -49,9 +32,8 @@ SLICE_SQL = """
 SELECT id, COALESCE(parent_id, -1) AS parent, depth, ts, dur, track_id FROM slice ORDER BY id
 """
 TRACK_SQL = "SELECT track_id, pid, tid FROM _traceaug_track ORDER BY track_id"
-# The CPU ops matching the operator, with their names. A named operator may also be a CPU-side
-# ``user_annotation`` range (``Optimizer.step#SGD.step``, as HTA finds it); the default (every
-# top-level CPU op) leaves them out, or ``ProfilerStep#N`` would own everything.
+# The CPU ops matching the operator, with names; a named one may be a ``user_annotation`` (as HTA finds
+# ``Optimizer.step#SGD.step``), the default leaves those out, or ``ProfilerStep#N`` would own everything.
 MATCH_SQL = """
 SELECT s.id, s.name FROM slice s WHERE s.category IN ({categories}) AND ({match})
 ORDER BY s.id
@@ -142,16 +124,10 @@ def _sequences(keys: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 def compute(trace: Trace, operator: str | None = None, min_len: int = 3) -> Patterns:
-    """Every pattern of every scope and its counted occurrences, as numpy tables.
-
-    ``patterns`` columns: pattern (id n of ``P<n>``), scope, operators, kernel_ids
-    (``K1 K2 ...``), kernels (short names, the first SHOWN_NAMES), length, count,
-    gpu_total_ns, gpu_mean_ns, cpu_total_ns, gpu_pct (percent of all GPU op time).
-    ``occurrences`` columns: pattern, scope, seq, start (index of its first GPU op in that
-    scope's sequence ``seq``), instance (the CPU op's slice id or -1), operator, first_op
-    (slice id of its first GPU op), gpu_pid, device, stream, gpu_ts, gpu_end, gpu_ns (summed
-    GPU op time), cpu_pid, cpu_tid, cpu_ts, cpu_end (instance op or launches; -1 when no
-    launch is known). Times are engine ns."""
+    """Patterns and their counted occurrences (engine ns). ``patterns``: pattern (n of P<n>), scope,
+    operators, kernel_ids, kernels, length, count, gpu_total_ns, gpu_mean_ns, cpu_total_ns, gpu_pct;
+    ``occurrences``: pattern, scope, seq, start (index in ``seq``), instance (CPU op id), operator, first_op,
+    gpu_pid, device, stream, gpu_ts, gpu_end, gpu_ns, cpu_pid, cpu_tid, cpu_ts, cpu_end (-1: none)."""
     trace.include("traceaug.kineto")
     gpu = trace.columns(GPU_SQL)
     cpu = _slices(trace, operator)
@@ -194,9 +170,8 @@ def compute(trace: Trace, operator: str | None = None, min_len: int = 3) -> Patt
 
 
 def _slices(trace: Trace, operator: str | None) -> Columns:
-    """Every slice (id order) with its parent, depth, ts, dur, thread (pid, tid; -1 off
-    thread tracks), whether it is a CPU op matching ``operator`` (``match``) and, for
-    those, its name (None elsewhere)."""
+    """Every slice (id order) with parent, depth, ts, dur, thread (pid, tid; -1 off thread tracks), ``match``
+    (a CPU op matching ``operator``) and, for those, its name (None elsewhere)."""
     cpu = {k: v.astype(np.int64) for k, v in trace.columns(SLICE_SQL).items()}
     tracks = {k: ints(v) for k, v in trace.columns(TRACK_SQL).items()}
     at = np.searchsorted(tracks["track_id"], cpu["track_id"])

@@ -1,37 +1,5 @@
-"""Frequent contiguous sub-sequences (repeats) of integer sequences, by suffix array.
-
-The definition (``tests/test_patterns_mining.py`` checks it against a brute force):
-
-- A pattern is a string P of symbols, ``len(P) >= min_len``. Its *count* is the number of
-  non-overlapping occurrences, taken greedily left to right in each sequence (the most
-  there can be); occurrences never span two sequences. P is frequent when count >= 2.
-- A frequent P is *absorbed*, and not reported, when every occurrence of P extends by the
-  same symbol on one side (always followed by x, or always preceded by c) and that longer
-  pattern is frequent too: it is reported in P's place.
-- A power P = R^j (j >= 2, R primitive) is not reported when R^(j-1) is itself at least
-  ``min_len`` long: a block repeated 24 times is R with count 24, not also R^2, R^3, ...
-- A rotation of a repeated block is not reported: P (length n) is left out when, for one
-  offset 0 < j < n, every occurrence of P starts j symbols into a square QQ (2n symbols
-  with period n; Q is P rotated). Three identical steps ABC ABC ABC are ABC with count 3,
-  not also BCA and CAB with count 2.
-
-Every pattern left is a node (or, for overlapping repeats, a point on an edge) of the
-suffix tree of the sequences, so the suffix array and its LCP array enumerate them all:
-the suffix array by prefix doubling (numpy, O(n log^2 n)), the LCP array by binary lifting
-over the doubling ranks (numpy, O(n log n)), the LCP intervals by one stack pass (O(n)).
-The square and power tests read common prefix lengths of any two suffixes in O(1) from a
-sparse table over the LCP array, for all candidates at once.
-
-Nothing passes over every occurrence of every node: in a periodic text (a loop repeated m
-times) the nodes R, R^2, ..., R^(m-1) hold m, m - 1, ... occurrences, n^2 in all. A node's
-first and last occurrence and its preceding symbols come from range tables; powers go
-before anything else. A pattern whose smallest period p is at most half its length (found
-from the doubling ranks) has its occurrences as one progression of step p per run of that
-period, from the tails (two suffix-array ranges) and a binary search back to each head:
-the square test reads each progression's ends, the count is arithmetic (every
-ceil(L / p)-th). Other patterns have their occurrences listed; counting takes every one
-when none overlap, and walks the others greedily.
-"""
+"""Frequent contiguous sub-sequences (repeats) of integer sequences, by suffix array and LCP intervals in
+numpy; the definition (``repeats``) is checked against ``tests/test_patterns_mining.py``'s brute force."""
 
 from __future__ import annotations
 
@@ -57,9 +25,8 @@ class Repeat:
 
 
 def _text(sequences: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """All sequences end to end, each followed by its own separator symbol (so no common
-    prefix crosses a sequence's end); symbols shifted above the separators. Also each
-    text position's sequence and the start offset of every sequence."""
+    """All sequences end to end, each followed by its own separator (no common prefix crosses a sequence's
+    end), symbols shifted above the separators; also each position's sequence and each sequence's offset."""
     m = len(sequences)
     lengths = np.array([len(s) for s in sequences], np.int64)
     offsets = np.r_[0, np.cumsum(lengths + 1)[:-1]].astype(np.int64)
@@ -95,9 +62,8 @@ def suffix_array(text: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
 
 
 def lcp_pairs(ranks: list[np.ndarray], a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Common prefix length of the suffixes at ``a`` and at ``b`` (pairs of distinct text
-    positions; a position past the end is an empty suffix), by binary lifting over the
-    doubling ranks (equal rank at level k = equal 2**k symbols)."""
+    """Common prefix length of the suffixes at ``a`` and ``b`` (distinct positions; past the end: empty), by
+    binary lifting over the doubling ranks (equal rank at level k = equal 2**k symbols)."""
     n = len(ranks[0])
     a, b = a.astype(np.int64), b.astype(np.int64)
     out = np.zeros(len(a), np.int64)
@@ -119,9 +85,8 @@ def lcp_array(sa: np.ndarray, ranks: list[np.ndarray]) -> np.ndarray:
 
 
 class RangeTable:
-    """``ufunc`` (np.minimum or np.maximum) of any range of ``values`` in O(1), for many
-    ranges at once: a sparse table (level k: the reduction of 2**k consecutive entries),
-    O(n log n) int32 memory (every value is under 2**31)."""
+    """``ufunc`` (np.minimum / np.maximum) of any range of ``values`` in O(1), many ranges at once: a sparse
+    table (level k reduces 2**k entries), O(n log n) int32 memory (every value is under 2**31)."""
 
     def __init__(self, values: np.ndarray, ufunc: np.ufunc) -> None:
         n = len(values)
@@ -169,13 +134,8 @@ class Prefixes:
 
 def _in_squares(common: Prefixes, pos: np.ndarray, group: np.ndarray, length: np.ndarray,
                 groups: int) -> np.ndarray:
-    """Per pattern (``group`` of each occurrence ``pos``; ``length`` n per occurrence): does
-    every occurrence sit at one same offset 0 < j < n inside a square QQ (2n symbols with
-    period n)? Around p, period n holds on [p - B, p + n + F) (F: common prefix of the
-    suffixes at p and p + n; B likewise backwards), so the offsets that work at p are
-    n - F <= j <= B. The smallest common candidate is j* = max(1, max(n - F)); it works
-    everywhere exactly when B >= j* everywhere, i.e. the suffixes at p - j* and p - j* + n
-    share j* symbols."""
+    """Per pattern (``group`` of each occurrence ``pos``, ``length`` n): does every occurrence sit at one
+    offset 0 < j < n in a square QQ (2n symbols of period n)? Only the smallest candidate j needs a test."""
     forward = common(pos, pos + length)
     j = np.ones(groups, np.int64)
     np.maximum.at(j, group, length - forward)
@@ -198,9 +158,8 @@ def _proper_divisors(n: int) -> list[int]:
 
 
 def _powers(common: Prefixes, first: np.ndarray, length: np.ndarray, min_len: int) -> np.ndarray:
-    """Which patterns (first occurrence ``first``, ``length`` n) are R^j with R^(j-1) at least
-    ``min_len`` long: P has a period d dividing n with d <= n - min_len (the suffixes at p
-    and p + d share n - d symbols); the primitive root divides every such d."""
+    """Which patterns (first occurrence ``first``, ``length`` n) are R^j with R^(j-1) >= ``min_len`` long: a
+    period d dividing n with d <= n - min_len (suffixes at p and p + d share n - d symbols)."""
     which, at, d = [], [], []
     for i, (p, n) in enumerate(zip(first.tolist(), length.tolist())):
         for q in _proper_divisors(n):
@@ -263,8 +222,8 @@ def lcp_intervals(lcp: np.ndarray, min_depth: int) -> tuple[np.ndarray, ...]:
 
 
 def repeats(sequences: list[np.ndarray], min_len: int = 3) -> list[Repeat]:
-    """Every reported pattern (see the module's definition) of ``sequences`` (arrays of
-    non-negative ints), most frequent first, then longest, then by symbols."""
+    """Every pattern of ``sequences`` (non-negative ints) with >= 2 greedy non-overlapping occurrences, less
+    absorbed ones, powers and rotations; most frequent first, then longest, then by symbols."""
     min_len = max(int(min_len), 1)
     sequences = [np.asarray(s, np.int64) for s in sequences]
     if not sequences or sum(len(s) for s in sequences) < 2:
@@ -275,10 +234,8 @@ def repeats(sequences: list[np.ndarray], min_len: int = 3) -> list[Repeat]:
     lcp = lcp_array(sa, ranks)
     common = Prefixes(sa, lcp)
     depth, lo, hi, parent = lcp_intervals(lcp, min_len)
-    # Each node reports at most its longest still-frequent prefix below it: count >= 2
-    # exactly when the length is at most the span between its first and last occurrence.
-    # (Range tables, not a pass over each node's occurrences: in a periodic text the nodes
-    # R, R^2, ... hold m, m - 1, ... occurrences, quadratic in all.)
+    # Each node reports at most its longest still-frequent prefix: count >= 2 exactly when the length is at
+    # most its first-to-last occurrence span (range tables: a pass over occurrences is quadratic if periodic).
     first = RangeTable(sa, np.minimum)(lo, hi)  # one table at a time
     span = RangeTable(sa, np.maximum)(lo, hi) - first
     length = np.minimum(depth, span)
@@ -335,9 +292,8 @@ def _occurrences(sa: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.nda
 
 def _counted(pos: np.ndarray, group: np.ndarray, length: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray]:
-    """The counted (non-overlapping, greedy) occurrences of each pattern, from its occurrences
-    ``pos`` (sorted by ``group``, then position; pattern g is ``length[g]`` long): every
-    one where none overlaps the next, ``_greedy`` for the others. Positions and groups."""
+    """Each pattern's counted (greedy, non-overlapping) occurrences from ``pos`` (sorted by ``group``, then
+    position): all where none overlaps the next, else ``_greedy``. Positions and groups."""
     overlaps = (group[1:] == group[:-1]) & (pos[1:] - pos[:-1] < length[group[1:]])
     kept = np.ones(len(pos), bool)
     bad = np.flatnonzero(np.bincount(group[1:][overlaps], minlength=len(length)))
@@ -351,12 +307,8 @@ def _counted(pos: np.ndarray, group: np.ndarray, length: np.ndarray
 
 def _period(ranks: list[np.ndarray], common: Prefixes, first: np.ndarray, length: np.ndarray
             ) -> np.ndarray:
-    """Per pattern (``first`` occurrence, ``length`` L): its smallest period p when
-    p <= L / 2, else 0 (also 0, listed one by one then, when not settled in a few steps).
-    Its prefix B of b = 2**k symbols (L / 4 < b <= L / 2) occurs again p symbols in, so p
-    is the first later occurrence d of B (in order, from the doubling ranks) whose suffix
-    shares L - d symbols with the first; occurrences inside the run of period d1 <= b that
-    starts the pattern are no period of it and are skipped."""
+    """Per pattern (``first`` occurrence, ``length`` L): its smallest period p if p <= L / 2, else 0 (also 0,
+    listed one by one then, when not settled in a few steps), from the next occurrences of its prefix."""
     n = len(ranks[0])
     period = np.zeros(len(first), np.int64)
     level = np.frexp(length.astype(np.float64))[1].astype(np.int64) - 2  # b <= L / 2 < 2b
@@ -386,15 +338,8 @@ def _period(ranks: list[np.ndarray], common: Prefixes, first: np.ndarray, length
 def _progressions(common: Prefixes, text: np.ndarray, sa: np.ndarray, lo: np.ndarray,
                   hi: np.ndarray, first: np.ndarray, length: np.ndarray, period: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The occurrences of each periodic node (``period`` p > 0) as progressions
-    head, head + p, ..., head + (count - 1) p: columns node, head, count, step.
-
-    An occurrence q is the last of its progression (a tail) unless q + p is one too, i.e.
-    the pattern continues there by the p symbols C that its period gives: those suffixes
-    are one sub-range of the node's suffix-array range (binary search comparing each with
-    C), so the tails are the two ranges left. A tail t's progression goes back j steps
-    while the suffixes at t - jp and t - jp + p share (j - 1) p + L symbols (monotone in
-    j: binary search)."""
+    """The occurrences of each periodic node (``period`` p > 0) as progressions head, head + p, ...: columns
+    node, head, count, step. Tails by binary search in the node's range, heads by binary search back."""
     nodes = np.flatnonzero(period > 0)
     lo, hi, size, p = lo[nodes], hi[nodes], length[nodes], period[nodes]
     c = first[nodes] + size - p  # C: the pattern's last p symbols
@@ -429,11 +374,8 @@ def _progressions(common: Prefixes, text: np.ndarray, sa: np.ndarray, lo: np.nda
 
 def _ends(node: np.ndarray, head: np.ndarray, count: np.ndarray, step: np.ndarray
           ) -> tuple[np.ndarray, np.ndarray]:
-    """The first two and last two occurrences of each progression, with its node: the
-    square test's answer on them is its answer on all. Inside a run of period p, an
-    occurrence that is neither near the run's start nor near its end has the same
-    forward and backward extensions of period L as the second one (when p does not divide
-    L both stay under p), and when p divides L they shrink towards the ends."""
+    """The first two and last two occurrences of each progression, with its node: the square test's answer on
+    them is its answer on all."""
     picks = np.stack([np.zeros_like(count), np.minimum(1, count - 1),
                       np.maximum(count - 2, 0), count - 1], 1)
     return np.repeat(node, 4), (head[:, None] + picks * step[:, None]).reshape(-1)
@@ -441,9 +383,8 @@ def _ends(node: np.ndarray, head: np.ndarray, count: np.ndarray, step: np.ndarra
 
 def _counted_runs(node: np.ndarray, head: np.ndarray, count: np.ndarray, step: np.ndarray,
                   length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The counted (greedy, non-overlapping) occurrences of progressions, with their node:
-    in a progression every ceil(L / p)-th from the first one free of the previous pick
-    (progressions of one node never interleave: two runs of one period overlap by < p)."""
+    """The counted (greedy, non-overlapping) occurrences of progressions with their node: every ceil(L / p)-th
+    from the first clear of the previous pick (one node's progressions never interleave)."""
     order = np.lexsort((head, node))
     node, head, count, step = node[order], head[order], count[order], step[order]
     size = length[node]

@@ -1,32 +1,5 @@
-"""What-if replay of a critical-path graph: each node at the time its last dependency allows.
-
-Why: the critical path says what set a step's time; a replay says what the step would take
-if some of it ran faster (a kernel class, the CPU, no launch delays).
-
-The model. Every edge carries a *delay*: an event's own time on its start -> end edge (the
-part a ``--scale`` changes), a measured wait that no change touches (the gap between a
-thread's top-level ops, a kernel-to-kernel gap, a launch delay unless ``no_launch_delay``),
-a blocking call's wait after the GPU op it waited on ended, 0 for a recorded
-stream-wait-event, the measured gap for an inferred one (``critical_path.STREAM_WAIT``). Beyond
-the critical path's graph: every GPU op also waits for the op before it on its stream (delay
-0) and for its launch call's start (the median measured launch delay, at most its own), so
-a change never lets a kernel overtake its stream or its launch. A blocking call's own span
-weighs only its wait after the GPU (its sync edges weigh the same), so the call ends when
-the GPU work it waits for does, whenever that is.
-
-Faithful baseline: no delay exceeds the measured time between its edge's two nodes, and
-whatever a node's measured time leaves over its latest dependency (a gap no recorded
-dependency explains: "idle") is kept as *slack* on that one edge, the binding one; nodes
-without dependencies keep their measured times, and the step's end stays as far after its
-last node as measured. So the unchanged replay reproduces every measured time exactly (a
-baseline error of 0 up to what the graph cannot express), and a change moves a node only
-through the dependencies recorded; the slack is the part no change can shrink
-(``unexplained_pct``). Slack kept per node rather than dropped is what keeps the timeline
-from collapsing (dropping it replays every stream as if busy back to back).
-
-The replay itself takes bare arrays (``node_ts``, ``src``, ``dst``, ``delay``): a job's
-graph replays the same way, its ranks' models joined by ``join`` with the collectives' edges.
-"""
+"""What-if replay of a critical-path graph: each node at the time its last dependency allows, measured slack
+kept on binding edges, so the unchanged replay is the measured one and changes move nodes along edges only."""
 
 from __future__ import annotations
 
@@ -47,10 +20,8 @@ NO_LAUNCH_DELAY = "no-launch-delay"
 
 def schedule(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray, dst: np.ndarray,
              delay: np.ndarray, lane: np.ndarray | None = None) -> np.ndarray:
-    """Each node's replayed time: the latest over its in-edges of the source's time plus the
-    edge's delay; a node without in-edges at its ``node_ts``. Edges must run forward in
-    ``node_ts`` (that gives the topological order, ``dag.positions``); along ``dag.chains``'
-    runs the times are cumulative sums, only the other edges are relaxed one by one."""
+    """Each node's replayed time: the latest source time plus delay over its in-edges (none: its ``node_ts``).
+    Edges must run forward in ``node_ts``; ``dag.chains``' runs are cumulative sums, other edges relaxed."""
     n = len(node_ts)
     if not len(src):
         return node_ts.astype(np.int64).copy()
@@ -71,9 +42,8 @@ def schedule(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray, dst: 
 
 def binding(node_ts: np.ndarray, src: np.ndarray, dst: np.ndarray, delay: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray]:
-    """(the binding in-edge of each node, -1 at a node without; the slack per edge): the
-    in-edge whose source time plus delay is latest (the first such), and what the node's
-    measured time leaves over it, kept on that edge."""
+    """(each node's binding in-edge, -1 for none; the slack per edge): the first in-edge with the latest
+    source time plus delay, and what the node's measured time leaves over it, kept on that edge."""
     n = len(node_ts)
     at = node_ts[src] + delay
     o = np.lexsort((np.arange(len(src)), -at, dst))
@@ -87,10 +57,8 @@ def binding(node_ts: np.ndarray, src: np.ndarray, dst: np.ndarray, delay: np.nda
 
 @dataclass
 class Model:
-    """A graph ready to replay: edges (``src``, ``dst``), each one's modelled ``delay`` (ns),
-    ``slack`` (measured time the model leaves, on binding edges), ``event`` (whose own time
-    the delay is, -1: a wait no change scales) and ``launch`` (a launch delay); ``end``: the
-    window's end, ``tail_node`` the latest node, ``start`` the window's start."""
+    """A graph ready to replay: edges ``src, dst`` with ``delay`` (ns), ``slack`` (binding edges), ``event``
+    (whose own time; -1: a wait no change scales), ``launch`` (a launch delay); window ``start, end``."""
 
     node_ts: np.ndarray
     node_order: np.ndarray
@@ -123,9 +91,8 @@ class Model:
         return self.finish(t) - self.start
 
     def finish(self, t: np.ndarray) -> int:
-        """The window's replayed end: as far after each last node (``tails``) as measured,
-        and never before any node (unless ``every_node`` is False: work a change left
-        feeding nothing does not hold the end)."""
+        """The window's replayed end: as far after each last node (``tails``) as measured, and never before
+        any node unless ``every_node`` is False (work a change left feeding nothing does not hold the end)."""
         if not len(t):
             return self.end
         nodes, after = self.tails()
@@ -140,9 +107,8 @@ class Model:
         return np.array([last]), np.array([self.end - int(self.node_ts[last])])
 
     def unexplained(self) -> int:
-        """Slack (ns) on the baseline's way into the window's end: back from the last node
-        along binding edges, with the first node's distance from the window's start and the
-        window's tail after its last node."""
+        """Slack (ns) on the baseline's way into the end (back from the last node along binding edges), plus
+        the first node's distance from the window's start and the window's tail after the last node."""
         if not len(self.node_ts):
             return self.end - self.start
         nodes, after = self.tails()
@@ -155,7 +121,8 @@ class Model:
 
 
 def model(graph: cp.Graph, window: cp.Window) -> Model:
-    """The replay model of one critical-path graph (see the module's docstring)."""
+    """The replay model of one critical-path graph: its edges with delays (own times, measured waits, syncs'
+    waits after the GPU), plus stream-order and launch edges so no op overtakes its stream or its launch."""
     ts = graph.node_ts
     src, dst, kind = graph.src, graph.dst, graph.kind
     delta = ts[dst] - ts[src]
@@ -185,13 +152,8 @@ def model(graph: cp.Graph, window: cp.Window) -> Model:
 
 def join(models: list[Model], src: np.ndarray, dst: np.ndarray, delay: np.ndarray,
          event: np.ndarray | None = None) -> Model:
-    """One model of several (a job's ranks, their times in one clock) and the edges joining
-    them (``src``, ``dst``: node ids of the joined model, where each model's nodes follow the
-    previous ones; ``delay``: e.g. a collective's transfer from every member's arrival to each
-    member's end; ``event``: whose own time each delay is, in the joined numbering, -1 or
-    None: none). Delays are capped at their measured time and the slack is found again
-    over every edge, so the unchanged replay stays the measured one; events are numbered
-    model after model (a ``factor`` is the models' factors one after another)."""
+    """One model of several in one clock joined by edges ``src -> dst`` (joined node ids, model after model)
+    of ``delay``; delays capped at measured time and slack found anew: the unchanged replay stays measured."""
     node_at = np.cumsum([0] + [len(m.node_ts) for m in models])
     event_at = np.cumsum([0] + [m.events for m in models])
     ts = np.concatenate([m.node_ts for m in models])
@@ -220,9 +182,8 @@ def join(models: list[Model], src: np.ndarray, dst: np.ndarray, delay: np.ndarra
 
 
 def _order_edges(graph: cp.Graph, kind: np.ndarray):
-    """Edges the graph leaves out but a replay must keep: op -> next op on its stream (where
-    no kernel gap links them) and launch -> op (where no launch delay does): (src, dst, is
-    a launch)."""
+    """Edges a replay must keep that the graph leaves out: op -> next op on its stream (no kernel gap there)
+    and launch -> op (no launch delay there); (src, dst, is a launch)."""
     g, ts = graph.ev, graph.node_ts
     gpu = np.flatnonzero(g["gpu"])
     stream = np.where(g["stream"] >= 0, g["stream"], g["tid"])[gpu]
@@ -270,9 +231,8 @@ def parse_scale(text: str) -> Scale:
 
 
 def selected(g: dict, names: np.ndarray, selector: str) -> np.ndarray:
-    """Which graph events a selector picks: ``comp`` / ``comm`` / ``mem`` (HTA's kernel types:
-    copies and sets are memory, NCCL / RCCL kernels communication, other GPU ops
-    computation), ``cpu`` (every CPU event), else the events whose name matches the glob."""
+    """Which graph events a selector picks: ``comp`` / ``comm`` / ``mem`` (HTA's kernel types: copies and sets
+    memory, NCCL / RCCL kernels comm), ``cpu`` (every CPU event), else names matching the glob."""
     gpu = g["gpu"].astype(bool)
     if selector in ("comp", "comm", "mem", "cpu"):
         if selector == "cpu":
@@ -344,9 +304,8 @@ def whatif(trace, step: int | None = None, scales: list[Scale] | tuple = (),
 
 
 def tables(results: list[StepReplay]) -> tuple[dict, dict]:
-    """(per step: ``step, measured_ns, baseline_ns, baseline_error_pct, unexplained_pct``;
-    per step and change: ``step, change, predicted_ns, speedup, saving_pct`` where speedup is
-    baseline / predicted and saving the share of the baseline a change removes)."""
+    """(per step: ``step, measured_ns, baseline_ns, baseline_error_pct, unexplained_pct``; per step and
+    change: ``step, change, predicted_ns, speedup`` (baseline / predicted), ``saving_pct`` (of baseline))."""
     steps = {"step": [], "measured_ns": [], "baseline_ns": [], "baseline_error_pct": [],
              "unexplained_pct": []}
     changes = {"step": [], "change": [], "predicted_ns": [], "speedup": [], "saving_pct": []}

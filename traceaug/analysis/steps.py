@@ -1,12 +1,5 @@
-"""ProfilerStep windows and which step each CPU op and GPU op belongs to.
-
-A CPU event belongs to the ``ProfilerStep#N`` annotation whose window holds
-its start; a GPU op belongs to the step of the runtime call that launched it
-(matched by correlation), as HTA assigns iterations. The engine assigns steps
-and counts CPU ops by (name, step) in SQL: reading every op row out of it took
-more than the rest of the comparison. Tables are numpy ``Columns``
-(``analysis.tables``).
-"""
+"""ProfilerStep windows and each op's step: a CPU event's holds its start, a GPU op's is its launching call's
+(by correlation, as HTA assigns iterations); the engine counts CPU ops per (name, step) in SQL."""
 
 from __future__ import annotations
 
@@ -38,7 +31,7 @@ def steps(trace: Trace) -> Columns:
     the first annotation of each number."""
     trace.include("traceaug.base")  # not .kineto: its every-event view is no use here
     c = trace.columns("SELECT ts, dur, name FROM traceaug_step ORDER BY ts")
-    keep, numbers, seen = [], [], set()  # a set: a list's "in" made 50k steps take minutes
+    keep, numbers, seen = [], [], set()  # a set: a list's "in" is quadratic
     for i, name in enumerate(c["name"].tolist()):
         n = step_number(trace.path, name)
         if n is not None and n not in seen:
@@ -77,9 +70,8 @@ _BATCH = 5000  # rows per INSERT: SQLite caps one statement's length
 
 
 def step_table(trace: Trace, st: Columns) -> str:
-    """The steps as an indexed SQLite table (``pos``, ``start``, ``end``, ``step``) for
-    ``step_of``: one SQL CASE branch per step made diffs of tens of thousands of steps take
-    minutes; an index makes each lookup a B-tree seek."""
+    """The steps as an indexed SQLite table (``pos``, ``start``, ``end``, ``step``) for ``step_of``: a B-tree
+    seek per lookup, not an SQL CASE branch per step (slow for many steps)."""
     trace.execute(f"DROP TABLE IF EXISTS {STEP_TABLE}")
     trace.execute(f"CREATE TABLE {STEP_TABLE} (pos INTEGER PRIMARY KEY, start INT, end INT, "
                   "step INT)")
@@ -119,9 +111,8 @@ def category(kind: np.ndarray, name_code: np.ndarray, names: list) -> np.ndarray
 
 
 def gpu_ops(trace: Trace, table: str) -> Columns:
-    """GPU ops in id order: ``ts``, ``dur``, ``name``, ``kind`` and the ``step`` (of the steps in
-    ``table``, ``step_table``) of the runtime call that launched them (the first call with their
-    correlation id), else -1."""
+    """GPU ops in id order: ``ts``, ``dur``, ``name``, ``kind`` and the ``step`` (in ``table``) of the runtime
+    call that launched them (the first with their correlation id), else -1."""
     trace.include("traceaug.gpu")
     c = trace.columns(f"SELECT ts, dur, name, kind, {step_of('launch_ts', table)} AS step "
                       "FROM traceaug_gpu_op_launch ORDER BY id")
@@ -129,10 +120,8 @@ def gpu_ops(trace: Trace, table: str) -> Columns:
 
 
 def cpu_op_groups(trace: Trace, table: str) -> Columns:
-    """CPU ops grouped by ``name`` and the ``step`` (in ``table``) whose window holds their start:
-    ``count`` and ``total`` duration of each group. ProfilerStep annotations (an op in the 2021
-    schema) are the windows themselves, not ops: runs numbering steps differently would
-    show every one as added / removed."""
+    """CPU ops per ``name`` and ``step`` (in ``table``) holding their start: ``count``, ``total``. Not the
+    ProfilerStep annotations (2021-schema ops): runs numbering steps apart would differ in every one."""
     trace.include("traceaug.kineto")
     return trace.columns(
         f"SELECT s.name, {step_of('s.ts', table)} AS step, COUNT(*) AS count, SUM(s.dur) AS total "
@@ -141,10 +130,8 @@ def cpu_op_groups(trace: Trace, table: str) -> Columns:
 
 
 def op_groups(trace: Trace) -> tuple[Columns, Columns, list, Columns]:
-    """The ops to compare, counted in SQL rather than read one by one: CPU ops grouped by
-    (name, step) and GPU ops one row each, with ``gpu``, ``kind``, ``category``, ``name_code``
-    (numbering the distinct names, also returned), ``step``, ``count``, ``total``; the GPU ops
-    (``gpu_ops`` plus ``category``, for the busy-time headline); the steps."""
+    """The ops to compare, counted in SQL: CPU ops per (name, step), GPU ops one each (``gpu, kind, category,
+    name_code, step, count, total``); the GPU ops (with ``category``); the distinct names; the steps."""
     st = steps(trace)
     table = step_table(trace, st)
     cpu, gpu = cpu_op_groups(trace, table), gpu_ops(trace, table)

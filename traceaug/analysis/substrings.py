@@ -1,6 +1,5 @@
-"""Which of many keys occur inside a text, in one pass over the text (Aho–Corasick): the
-class map's checks and lookups in time linear in the keys' and names' lengths, where testing
-every key against every other key or name was quadratic (100,000 keys: minutes)."""
+"""Which of many keys occur inside a text, in one pass over the text (Aho–Corasick): the class map's checks
+and lookups in time linear in the keys' and names' lengths (testing key against key is quadratic)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Sums of int64 ns that cannot wrap: every analysis that adds times up (kernel totals, idle
-gaps, CPU step time, covered time) adds through here, and a sum past int64 (292 years of ns,
-only possible in a trace whose values are absurd but each in range) is refused in one line."""
+"""Sums of int64 ns that cannot wrap: every analysis adding times up adds through here, and a sum past int64
+(292 years of ns: absurd values, each in range) is refused in one line."""
 
 from __future__ import annotations
 

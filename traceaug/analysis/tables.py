@@ -1,8 +1,5 @@
-"""Numpy tables (column name -> array of equal length) and what analyses do with them.
-
-The command line's analyses work on these rather than on DataFrames: pandas' import
-alone is a third of a second of a command. ``frame`` makes a DataFrame of one.
-"""
+"""Numpy tables (column name -> array of equal length) and what analyses do with them: the command line avoids
+DataFrames, since pandas' import alone is slow; ``frame`` makes a DataFrame of one."""
 
 from __future__ import annotations
 
@@ -72,9 +69,8 @@ def first_match(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
 
 
 def matches(values: np.ndarray | list, test) -> np.ndarray:
-    """Which values pass ``test`` (a str's predicate; no other value passes), each distinct
-    value tested once: names repeat by the thousand, and a regex over a long kernel name is
-    the cost."""
+    """Which values pass ``test`` (a str's predicate; no other value passes), each distinct value tested once:
+    names repeat by the thousand, and a regex over a long kernel name is the cost."""
     values = values.tolist() if isinstance(values, np.ndarray) else values
     found = {v: isinstance(v, str) and bool(test(v)) for v in set(values)}
     return np.fromiter(map(found.__getitem__, values), bool, len(values))

@@ -1,12 +1,5 @@
-"""Plug the engines (embedded wasm, or a native shell) into the official ``perfetto`` API.
-
-``WasmBackend`` reuses upstream's RPC client for queries; ``NativeBackend``
-upstream's ``trace_processor_shell`` subprocess. Both add, over the same RPC
-messages, what upstream leaves out: loading (append + finalize, whose error
-upstream ignores) and SQL package registration. ``TraceProcessor`` is
-upstream's class with either backend, so ``tp.query(sql).as_pandas_dataframe()``
-works unchanged.
-"""
+"""Plug the engines (embedded wasm, or a native shell) into the official ``perfetto`` API, adding what
+upstream leaves out (loading with its finalize error, SQL packages); ``tp.query(sql)`` works unchanged."""
 
 from __future__ import annotations
 
@@ -38,9 +31,8 @@ def _varint(n: int) -> bytes:
 
 
 def _append_header(size: int) -> bytes:
-    """A TraceProcessorRpcStream holding one TPM_APPEND_TRACE_DATA request up to its data:
-    msg (field 1) { request (2) = TPM_APPEND_TRACE_DATA (1), append_trace_data (101) = ``size``
-    bytes }."""
+    """A TraceProcessorRpcStream of one TPM_APPEND_TRACE_DATA request up to its data: msg (1) { request (2)
+    = TPM_APPEND_TRACE_DATA (1), append_trace_data (101) = ``size`` bytes }."""
     inner = b"\x10\x01\xaa\x06" + _varint(size)
     return b"\x0a" + _varint(len(inner) + size) + inner
 

@@ -1,9 +1,5 @@
-"""The perfetto API imported light, for the command line: it imports pandas (a third of a
-second) only for ``QueryResultIterator.as_pandas_dataframe``, and http.client / urllib.request
-(with ssl, email and socket: a third of its import time) only to download or talk to a native
-trace_processor_shell. Those modules are put in ``sys.modules`` unrun (``_LazyModule``) and
-run on first use, so ``as_pandas_dataframe`` keeps working (``perfetto==0.59.1``: its
-``query_result_iterator`` binds ``pd`` at import; ``tests/test_perfetto_hooks.py`` names it)."""
+"""The perfetto API imported light for the command line: pandas, http.client and urllib.request go in
+``sys.modules`` unrun (``_LazyModule``), run on first use, so ``as_pandas_dataframe`` still works."""
 
 from __future__ import annotations
 
@@ -16,9 +12,8 @@ LAZY = ("pandas", "http.client", "urllib.request")
 
 
 class _LazyModule(types.ModuleType):
-    """A module whose code runs when an attribute it lacks is first read. Unlike
-    ``importlib.util.LazyLoader``, reading ``__spec__`` (as ``import http.client`` does when
-    the module is already in ``sys.modules``) does not run it."""
+    """A module whose code runs when an attribute it lacks is first read; unlike ``LazyLoader``, reading
+    ``__spec__`` (as ``import`` does once in ``sys.modules``) does not run it."""
 
     # Reentrant: running one lazy module reads another (urllib.request uses http.client).
     _lock = threading.RLock()

@@ -1,11 +1,5 @@
-"""Load one trace file into a trace processor, exactly and with clear errors.
-
-Chrome JSON goes through the normalizer (exact timestamps, overlap lanes);
-anything else Perfetto reads (proto, systrace...) is streamed as it is. The
-engine parses in a worker thread (wasm runs without the GIL) while this
-thread prepares the next bytes. The finalize result is checked, and a trace
-too large for the 32-bit build is retried on the memory64 build.
-"""
+"""Load one trace file into a trace processor exactly, with clear errors: Chrome JSON via the normalizer,
+other formats as is, fed from a worker thread; a trace too large for the 32-bit build retries on memory64."""
 
 from __future__ import annotations
 
@@ -23,9 +17,8 @@ from ..read import chunks, normalize, pass1, prefetch, source
 from .backend import TraceProcessor
 
 MEMORY64_ABOVE = 1_500_000_000  # raw JSON bytes beyond which the 32-bit heap is too small
-# Bytes per parse call. Small: the engine copies each call's bytes into its receive buffer
-# (the native one's are also joined and framed), and the wasm heap never shrinks; 1 MB costs
-# no throughput and takes ~90 MB (0.35x the JSON) off a full load's peak on the 245 MB trace.
+# Bytes per parse call. Small: the engine copies each call's bytes into its receive buffer and the
+# wasm heap never shrinks; 1 MB costs no throughput and lowers a full load's peak memory.
 FEED = 1 << 20
 
 
@@ -129,10 +122,8 @@ def _early_engine(memory64: bool, bin_path: str | None) -> TraceProcessor | None
 def load(path: Path, kind: str = "analysis", memory64: bool | None = None,
          label: str | None = None, on_plan: Callable[[normalize.Plan], None] | None = None
          ) -> Loaded:
-    """Load ``path`` as the runtime says (engine binary, progress, pass-1 workers); raise
-    ``TraceaugError`` with a one-line reason on failure. ``kind``: what the engine gets
-    (``read.kinds.KINDS``); a plan prefetched for it (``read.prefetch``) is taken. ``label``:
-    the name progress shows; ``on_plan``: called with pass 1's plan before the engine loads."""
+    """Load ``path`` as the runtime says, or raise ``TraceaugError`` with a one-line reason. ``kind``: what
+    the engine gets (``read.kinds.KINDS``); ``label``: progress name; ``on_plan(plan)`` runs after pass 1."""
     path = Path(path)
     rt = runtime.current()
     bin_path, workers = rt.tp_bin, rt.workers

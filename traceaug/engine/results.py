@@ -1,11 +1,5 @@
-"""A query's result as typed numpy columns, straight from its protobuf batches.
-
-Upstream's ``QueryResultIterator`` builds one object array of every cell and
-``as_pandas_dataframe`` keeps it as objects; for a 75k-row result that and the
-typing after it cost as much as the query itself. Here each batch's varint and
-float cells go to int64 / float64 columns in bulk; only columns holding text,
-blobs or NULL among integers become object arrays.
-"""
+"""A query's result as typed numpy columns straight from its protobuf batches: varint and float cells go to
+int64 / float64 in bulk; only columns with text, blobs or NULL among integers become objects."""
 
 from __future__ import annotations
 
@@ -23,10 +17,8 @@ def _strings(batch) -> list[str]:
 
 
 class _Cells:
-    """A result's cells, every batch's joined (batches split rows at about 128 KB, ~20 for
-    a 7,700-row result: typing each batch's columns apart cost more numpy calls than the
-    cells): for each cell type, its values in row-major order and each cell's place among
-    them, made once on first use."""
+    """A result's cells, all batches joined (typing each batch apart cost more numpy calls than the cells):
+    per cell type, its values in row-major order and each cell's place among them, made on first use."""
 
     def __init__(self, batches: list, ncols: int) -> None:
         self.batches = batches
@@ -44,7 +36,7 @@ class _Cells:
         return at, self._values[kind][self._places[kind][:, c][at]]
 
     def column(self, c: int) -> np.ndarray:
-        # which cell types (bincount: np.unique would import numpy.ma, 7 ms of a command)
+        # which cell types (bincount: np.unique would import numpy.ma, a slow import)
         present = set(np.flatnonzero(np.bincount(self.types[:, c].astype(np.intp))).tolist())
         if len(present) == 1 and present <= {VARINT, FLOAT64, STRING, BLOB}:  # one type: as it is
             return self.cells(present.pop(), c)[1]
@@ -71,9 +63,8 @@ def _values(batches: list, kind: int) -> np.ndarray:
 
 
 def typed_columns(result) -> dict[str, np.ndarray]:
-    """Each column of a QueryResult: int64 when every value is an integer, float64 when they
-    are numbers with at least one float (NULL as NaN), else objects (None for NULL; integers
-    and floats as Python numbers)."""
+    """Each column of a QueryResult: int64 if every value is an integer, float64 if numbers with a float
+    (NULL as NaN), else objects (None for NULL; numbers as Python ints / floats)."""
     names = list(result.column_names)
     batches = [b for b in result.batch if len(b.cells)]
     if not batches:

@@ -1,19 +1,5 @@
-"""One running trace_processor wasm instance and its byte-level RPC pipe.
-
-Provides the emscripten / WASI imports the build calls, starts the runtime and
-exposes ``send(bytes)`` / ``read(n)``: the transport the upstream
-``perfetto`` RPC client expects. Any trap (abort, out of memory) kills the
-instance: later calls raise instead of touching a broken heap.
-
-Starting the RPC layer (``trace_processor_rpc_init``: a new TraceProcessor, its tables
-and SQL functions) costs ~30 ms of CPU, a third of a small rank's whole task. So a
-process's second start keeps an image of the heap it leaves (``_Image``, as Wizer
-pre-initialises a module); later instances copy that image into their fresh memory instead:
-the same bytes, ~6 MB of them, in a few ms. Each instance still has its own store and
-memory: nothing of one trace reaches the next, and a closed instance's heap is released as
-before (Perfetto's TPM_RESET_TRACE_PROCESSOR would keep one instance, but it costs the same
-30 ms and a wasm heap never shrinks: a worker would hold its largest rank's heap).
-"""
+"""One running trace_processor wasm instance and its byte-level RPC pipe (``send`` / ``read``); any trap
+kills it. From a process's second start, a started heap (``_Image``) is copied in instead of a slow init."""
 
 from __future__ import annotations
 
@@ -42,9 +28,8 @@ PAGE = 4096  # the image's unit: a host page
 
 @dataclass(frozen=True)
 class _Image:
-    """A started engine's heap: its size and the runs of host pages in which it differs from
-    a fresh instance's memory (the data segments, zeros above), the reply function's table
-    index and the request buffer's address and size it was started with."""
+    """A started engine's heap: its size, the runs of host pages differing from a fresh memory's (data
+    segments, zeros above), and the reply function's table index and request buffer it started with."""
 
     size: int
     runs: tuple[tuple[int, bytes], ...]
@@ -340,9 +325,8 @@ class WasmInstance:
         return ctypes.addressof(self._mem().data_ptr(self.store).contents)
 
     def send(self, *parts: bytes) -> None:
-        """Push one serialized TraceProcessorRpcStream, given as consecutive ``parts``, through
-        the request buffer, each part copied once, straight into the heap (never joined, nor
-        made a bytearray as wasmtime's ``Memory.write`` does)."""
+        """Push one serialized TraceProcessorRpcStream (consecutive ``parts``) through the request buffer,
+        each copied once into the heap (not joined, nor made a bytearray as ``Memory.write`` does)."""
         if self.dead:
             raise EngineError(f"trace processor is no longer usable: {self.dead}")
         try:

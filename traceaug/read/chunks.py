@@ -1,10 +1,5 @@
-"""Split a Chrome JSON trace into its header, event chunks and trailer, streaming.
-
-A chunk is a run of whole events (``{...},{...}``) cut at an event boundary
-that orjson confirms by parsing it, so the split is exact whatever the
-formatting; the whole file is never held in memory. Pass 1 discovers the cuts
-(``scan``); pass 2 re-reads the file and cuts at the same offsets (``recut``).
-"""
+"""Split a Chrome JSON trace into header, event chunks and trailer, streaming, each cut confirmed by orjson
+parsing: pass 1 finds the cuts (``scan``), pass 2 re-reads and cuts at the same offsets (``recut``)."""
 
 from __future__ import annotations
 
@@ -209,24 +204,15 @@ def _parse_tail(text: bytes, layout: Layout) -> list:
 def _quotes(buf: bytearray, start: int, end: int) -> int:
     """Unescaped ``"`` in ``buf[start:end]`` (a quote after an odd run of backslashes is escaped)."""
     n = buf.count(b'"', start, end)
-    # A lone backslash is found by memchr (10 µs/MB); the pair took 1 ms/MB, JSON being all quotes.
+    # Look for a lone backslash first (memchr, fast): finding the pair is slow, JSON being all quotes.
     if buf.find(b"\\", start, end) != -1 and buf.find(b'\\"', start, end) != -1:
         n -= sum(len(m.group(1)) % 2 for m in _ESCAPED_QUOTE.finditer(buf, start, end))
     return n
 
 
 def _cut_candidates(buf: bytearray, start: int, window: int, confirm: bool) -> Iterator[re.Match]:
-    """``},{`` matches after ``window`` to cut at, best first.
-
-    First the last one in the buffer's final ``_TAIL`` bytes that is sure to lie outside
-    JSON strings, which cannot hold a raw newline, CR or tab (Kineto writes ``},\n  {``);
-    failing that, in a confirmed scan, the last one whatever its spacing: a cut inside a
-    string leaves an unterminated string, which never parses. Then those that counting
-    quotes shows to lie outside strings, last first, the tail's before the rest of the
-    window: ``start`` is an event's first byte, so outside any string, and a position is
-    outside too when the unescaped quotes between them are even. Kineto names can hold
-    ``},{``. Quotes are counted (two more scans of the chunk) only if the first is refused.
-    """
+    """``},{`` cuts after ``window``, best first: the last in the final ``_TAIL`` bytes holding a newline,
+    CR or tab (never in a string; else the last if ``confirm``), then those outside strings, last first."""
     tail = max(window, len(buf) - _TAIL)
     matches = list(_BOUNDARY.finditer(buf, tail))
     sure = next((m for m in reversed(matches) if _CONTROL_SPACE.search(m.group())), None)
@@ -240,9 +226,8 @@ def _cut_candidates(buf: bytearray, start: int, window: int, confirm: bool) -> I
 
 
 def _outside_strings(buf: bytearray, start: int, matches: list[re.Match]) -> Iterator[re.Match]:
-    """Those of ``matches`` (in order) outside JSON strings, last first. Quotes are counted
-    once up to the last, then between consecutive matches (each begins with ``}``, so no
-    backslash run crosses into the next segment)."""
+    """Those of ``matches`` outside JSON strings, last first: quotes counted up to the last, then between
+    matches (each begins with ``}``, so no backslash run crosses into the next segment)."""
     if not matches:
         return
     at = matches[-1].start()
@@ -262,15 +247,8 @@ def _copy(buf: bytearray, start: int, end: int) -> bytes:
 
 def scan(blocks: Iterable[bytes], prepare: Callable = _as_is, confirm: bool = True
          ) -> Iterator[Chunk | Layout]:
-    """Pass 1: yield parsed chunks, then the ``Layout`` that pass 2 reuses.
-
-    ``prepare(text, cut=True)`` gives a chunk's text to parse and how many events it cut
-    from it (timestamp rebasing, ``read.skim``); a cut text that does not parse is prepared
-    again with ``cut=False``. A cut text still confirms its cut: its first and last events
-    are never cut. With ``confirm=False`` chunks are cut at the last ``},{`` without
-    parsing (events None, trailer unset): the caller parses them elsewhere and must fall
-    back to a confirmed scan if one fails (a cut between two nested objects).
-    """
+    """Pass 1: parsed chunks, then the ``Layout``. ``prepare(text, cut)`` -> (text, events cut, never first
+    or last), redone uncut if unparsable. ``confirm=False``: cut unparsed; the caller rescans on a failure."""
     b = _Buffer(blocks)
     layout = Layout()
     b.fill()

@@ -1,12 +1,5 @@
-"""Columns of one chunk's parsed events, gathered with loops that run in C.
-
-Pass 1 reads a few keys of every event (ph, ts, pid, tid, dur, cat, name, id). A list
-comprehension runs Python bytecode for each event and key; ``map`` over ``dict.get`` and
-over set, dict and str methods runs the same loop in C, and numpy does the rest. Each
-function falls back to a comprehension with the same answer when C refuses a value (an
-unhashable pid, a name that is no string). Events are dicts (pass 1 checks that first).
-This module imports nothing heavy: pass-1 worker processes import it.
-"""
+"""Columns of a chunk's parsed events (dicts) by ``map`` over C methods and numpy, no bytecode per event;
+each falls back to a comprehension when C refuses a value. Pass-1 workers import it: import nothing heavy."""
 
 from __future__ import annotations
 
@@ -82,14 +75,11 @@ def starts_with(events: list, key: str, prefix: str | tuple[str, ...]) -> np.nda
 
 @dataclass
 class Threads:
-    """The (pid, tid) of a chunk's events: ``keys``, (pid, tid) -> key numbered in order of
-    first appearance among complete events then flow events; ``key``, each event's key (-1
-    for other events, and for an unhashable pid or tid: Perfetto judges those); ``negative``,
-    the positions of events whose tid is a negative int."""
+    """The (pid, tid) of a chunk's events."""
 
-    keys: dict
-    key: np.ndarray
-    negative: np.ndarray
+    keys: dict  # (pid, tid) -> key, numbered by first appearance among complete then flow events
+    key: np.ndarray  # each event's key; -1 for other events and unhashable pid / tid (Perfetto judges those)
+    negative: np.ndarray  # positions of events whose tid is a negative int
 
 
 def threads(events: list, first: np.ndarray, then: np.ndarray) -> Threads:
@@ -148,9 +138,8 @@ def _hashable_key(keys: dict, k: tuple) -> int:
 
 
 def keep_args(events: list, keep: frozenset) -> None:
-    """Leave each event's args (an object) only the keys in ``keep``, in their order; no
-    ``args`` at all when none is (a CPU op's). (Grouping events by their args' keys, to
-    choose once per group, cost more than it saved.)"""
+    """Leave each event's args (an object) only the keys in ``keep``, in order; no ``args`` when none is (a
+    CPU op's). Grouping events by their args' keys, to choose once per group, cost more than it saved."""
     for ev in events:
         args = ev.get("args")
         if args.__class__ is dict:

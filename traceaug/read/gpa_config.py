@@ -1,11 +1,5 @@
-"""The GPU Performance Analyzer's JSON configs, both layouts, read unchanged.
-
-Current layout: ``inputs`` (each with ``format``, ``title``, ``nsys_csv_file_path`` or
-``nsys_report``, ``analysis_args``) and one shared ``kernel_to_class_map``. Older layout: one
-input at the top level (``input_format``, ``nsys_csv_file_path``, ``analysis_args`` with column
-indices, which are not needed: CSVs are read by header). Paths are relative to the config's
-folder. traceaug also takes ``"format": "trace"`` (or ``"sqlite"``) with a ``path``.
-"""
+"""GPU Performance Analyzer JSON configs read unchanged: ``inputs`` and a shared ``kernel_to_class_map``, or
+one top-level input (older). Paths are relative to the config; traceaug adds ``"format": "trace"``."""
 
 from __future__ import annotations
 

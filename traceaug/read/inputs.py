@@ -1,7 +1,4 @@
-"""Resolve a trace argument to the file to read (``trace_input``) and name outputs.
-
-Which files of a directory are ranks, and their ranks, is ``read.ranks``.
-"""
+"""Resolve a trace argument to the file to read (``trace_input``) and name outputs (ranks: ``read.ranks``)."""
 
 from __future__ import annotations
 
@@ -9,9 +6,8 @@ from pathlib import Path
 
 
 def trace_input(path: str | Path) -> Path:
-    """The file to read for ``path``: itself, or for an Nsight Systems SQLite export its Chrome
-    JSON conversion (a temporary file, made once per process); a ``.nsys-rep`` is an error.
-    Messages name ``path``, never the conversion."""
+    """The file to read for ``path``: itself, or an nsys SQLite export's Chrome JSON conversion (temporary,
+    made once per process); a ``.nsys-rep`` is an error. Messages name ``path``, never the conversion."""
     from . import nsys
 
     path = Path(path)

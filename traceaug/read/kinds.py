@@ -1,28 +1,18 @@
-"""Load kinds, declared in one place: which events, args and flows each load keeps.
-
-The engine spends most of its time and memory on args and flow events, and a command reads
-only some categories, so each command loads the least it needs. Every kind keeps metadata
-(``"ph":"M"``) and ProfilerStep windows; pass 1 still reads every event (and the span of
-a subset load comes from all of them). This module imports nothing heavy: pass-1 worker
-processes import it.
-"""
+"""Load kinds: which events, args and flows each load keeps, so a command loads the least it needs (all keep
+metadata and ProfilerSteps). Pass-1 worker processes import this module: import nothing heavy."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Args of complete events an analysis load keeps: exactly what traceaug's SQL reads (GPU
-# identity, the correlation id linking a launch to its GPU op, copy size and bandwidth).
-# Every other arg of a complete event costs the engine time and memory and no analysis
-# reads it; metadata, counter and instant events keep all of theirs.
+# Args of complete events an analysis load keeps: exactly what traceaug's SQL reads (GPU identity,
+# correlation id, copy size and bandwidth); metadata, counter and instant events keep all of theirs.
 KINETO_ARGS = frozenset({
     "correlation", "correlation id", "device", "stream", "bytes", "memory bandwidth (GB/s)",
     "traceaug_tid", "traceaug_lane",  # on events a rewriter moved to overlap lanes (base.sql)
 })
-# What the critical path reads (analysis.critical_path.ARGS): the correlation ids, GPU
-# identity and what a sync waited on; sync events keep all of theirs (``whole_args``). Not
-# "bytes" or "memory bandwidth (GB/s)" (copies are told by category), nor "External id",
-# "Record function id" or "Ev Idx": on every CPU op those were 60% of a sync load's args.
+# What the critical path reads (analysis.critical_path.ARGS): correlation ids, GPU identity, what a sync
+# waited on; sync events keep all of theirs (``whole_args``). Copies are told by category, not "bytes".
 SYNC_ARGS = frozenset({
     "correlation", "correlation id", "device", "stream", "cuda_sync_kind", "wait_on_stream",
     "wait_on_cuda_event_record_corr_id",
@@ -38,10 +28,8 @@ CPU_OP_CATEGORIES = frozenset({"cpu_op", "Operator"})
 ANNOTATION_CATEGORIES = frozenset({"user_annotation", "gpu_user_annotation"})
 SYNC_CATEGORIES = frozenset({"cuda_sync"})
 
-# Runtime calls the "gpu" and "ops" kinds leave out: they query, check or wait and never
-# enqueue a kernel, copy or set, so no GPU op shares their correlation id and neither
-# counters nor diff reads them. Polling alone (cudaEventQuery) is 60% of the A100 trace's
-# GPU-only events. The "sync" kind keeps them: the critical path follows the waits.
+# Runtime calls "gpu" and "ops" leave out: they query, check or wait, never enqueue GPU work (no GPU op shares
+# their correlation id). The "sync" kind keeps them: the critical path follows the waits.
 HOST_ONLY_CALLS = frozenset({
     "cudaEventQuery", "cudaStreamQuery", "cudaEventSynchronize", "cudaStreamSynchronize",
     "cudaDeviceSynchronize", "cudaStreamWaitEvent", "cudaEventRecord", "cudaEventRecordWithFlags",
@@ -61,8 +49,7 @@ HOST_ONLY_CALLS = frozenset({
 
 
 # More calls that never launch GPU work, left out by the "patterns" kind (it reads only the
-# launches: a GPU op's first call by correlation id): a third of the runtime calls of the
-# A100 and V100 traces (stream priorities), half of the vLLM ROCm trace's.
+# launches: a GPU op's first call by correlation id).
 NO_LAUNCH_CALLS = frozenset({
     "cudaStreamGetPriority", "cudaDeviceGetStreamPriorityRange", "cudaStreamGetCaptureInfo_v2",
     "cudaGetFuncBySymbol", "cudaThreadExchangeStreamCaptureMode", "hipPointerGetAttribute",
@@ -72,10 +59,8 @@ NO_LAUNCH_CALLS = frozenset({
 # What patterns reads of a complete event (analysis.patterns): GPU identity and correlation.
 PATTERNS_ARGS = frozenset({"correlation", "correlation id", "device", "stream", "traceaug_tid",
                            "traceaug_lane"})
-# What the collectives analysis reads (analysis.collectives): the args NCCL / RCCL kernels
-# carry with NCCL metadata on (the same as their record_param_comms op's), the sequence
-# number newer PyTorch writes; the CPU ops that issue a collective keep all their args
-# (``COLLECTIVE_OPS``: their input dims and types size a message when no kernel says).
+# What analysis.collectives reads: the args NCCL / RCCL kernels carry with NCCL metadata on, PyTorch's seq
+# number; ``COLLECTIVE_OPS`` keep all args (their input dims and types size a message when no kernel says).
 COLLECTIVE_ARGS = KINETO_ARGS | frozenset({
     "Collective name", "In msg nelems", "Out msg nelems", "Group size", "dtype",
     "In split size", "Out split size", "Process Group Name", "Process Group Description",
@@ -86,24 +71,16 @@ COLLECTIVE_OPS = ("record_param_comms", "nccl:", "rccl:")
 
 @dataclass(frozen=True)
 class LoadKind:
-    """What one load keeps for the engine.
-
-    ``categories``: the categories kept (with metadata and ProfilerSteps); None keeps every
-    event. ``skip_calls``: runtime / driver calls left out even so. ``args``: the args kept
-    on complete events (None: all); ``whole_args``: categories whose complete events keep
-    all their args, ``whole_args_names``: name prefixes of events that keep them too.
-    ``flows``: flow events kept. ``skim``: the events dropped are cut from the text unparsed
-    where Kineto's layout shows them whole (``read.skim``), so pass 1 learns nothing of them:
-    no UI columns, flow ids or span of every event (the plan has none; ``Trace.span`` is the
-    kept events'), and a fault inside one goes unseen. For analyses that write no trace."""
+    """What one load keeps for the engine. ``skim``: dropped events are cut unparsed (``read.skim``): no UI
+    columns, flow ids or whole span in the plan, faults in them unseen; for analyses that write no trace."""
 
     name: str
-    categories: frozenset[str] | None = None
-    skip_calls: frozenset[str] = frozenset()
-    args: frozenset[str] | None = KINETO_ARGS
-    whole_args: frozenset[str] = frozenset()
-    whole_args_names: tuple[str, ...] = ()
-    flows: bool = False
+    categories: frozenset[str] | None = None  # kept, besides metadata and ProfilerSteps; None: every event
+    skip_calls: frozenset[str] = frozenset()  # runtime / driver calls left out even so
+    args: frozenset[str] | None = KINETO_ARGS  # args kept on complete events; None: all
+    whole_args: frozenset[str] = frozenset()  # categories whose complete events keep all their args
+    whole_args_names: tuple[str, ...] = ()  # name prefixes of events that keep all their args too
+    flows: bool = False  # flow events kept
     skim: bool = False
 
     @property
@@ -123,8 +100,7 @@ KINDS: dict[str, LoadKind] = {k.name: k for k in (
     LoadKind("gpu", GPU_ONLY_CATEGORIES, HOST_ONLY_CALLS),  # counters
     # kernels, gaps, breakdown, launches, report (analysis.gpu_steps): "gpu", skimmed
     LoadKind("gpu_steps", GPU_ONLY_CATEGORIES, HOST_ONLY_CALLS, skim=True),
-    # kernels without --step (analysis.kernels.load_kind): the GPU ops alone, no launches,
-    # skimmed (a fifth less per rank than "gpu_steps")
+    # kernels without --step (analysis.kernels.load_kind): the GPU ops alone, no launches, skimmed
     LoadKind("gpu_ops", GPU_OP_CATEGORIES, skim=True),
     LoadKind("ops", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS),  # diff
     LoadKind("sync", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES

@@ -1,11 +1,5 @@
-"""Put complete events that partly overlap on one thread onto extra lanes.
-
-Perfetto's JSON importer keeps a stack of open slices per thread and drops a
-complete (``X``) event that starts inside the open slice but ends after it
-(stat ``slice_drop_overlapping_complete_event``). We run the same check on
-the event columns first; each event it would drop goes to lane 1 of its
-thread, those that still clash there to lane 2, and so on.
-"""
+"""Move complete events Perfetto would drop (an ``X`` event starting inside the open slice of its thread but
+ending after it: ``slice_drop_overlapping_complete_event``) onto extra lanes 1, 2, ... of their thread."""
 
 from __future__ import annotations
 
@@ -20,9 +14,8 @@ def _drops(key: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
         return out
     same = key[1:] == key[:-1]
     bounds = np.flatnonzero(np.r_[True, ~same, True])
-    # The stack is empty where an event starts after every earlier one of its thread ended:
-    # a running max of ends per thread (each thread's times shifted above the previous
-    # thread's, so one accumulate serves all). Such an event is never dropped.
+    # The stack is empty (no drop) where an event starts after every earlier one of its thread ended: a
+    # running max of ends, each thread's times shifted above the previous so one accumulate serves all.
     lo_ts = ts[bounds[:-1]]
     width = np.maximum.reduceat(end, bounds[:-1]) - lo_ts + 1
     shift = np.repeat(np.cumsum(width) - width - lo_ts, np.diff(bounds))
@@ -40,7 +33,7 @@ def _drops(key: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
     starts = np.flatnonzero(~open_below)  # each run begins with an empty stack
     run_ends = np.r_[starts[1:], n]
     held = starts[np.searchsorted(starts, np.flatnonzero(candidate), "right") - 1]  # sorted
-    # distinct by hand: np.unique would import numpy.ma (8 ms of the pass-1 child's start)
+    # distinct by hand: np.unique would import numpy.ma, slowing the pass-1 child's start
     for lo in held[np.r_[True, held[1:] != held[:-1]]].tolist():
         hi = run_ends[np.searchsorted(starts, lo)]
         stack: list[int] = []
@@ -55,9 +48,8 @@ def _drops(key: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 def _tops(ts: np.ndarray, end: np.ndarray, open_below: np.ndarray) -> np.ndarray:
-    """Per event, the innermost earlier event still open at its start (-1: none), were no
-    event dropped: down the stack from the previous event, each step to the candidate's own
-    top (pointer jumping, so a few numpy passes instead of a walk per event)."""
+    """Per event, the innermost earlier event still open at its start (-1: none), were no event dropped;
+    pointer jumping down the stack, so a few numpy passes instead of a walk per event."""
     top = np.where(open_below, np.arange(len(ts)) - 1, -1)
     idx = np.flatnonzero(open_below)
     while len(idx):

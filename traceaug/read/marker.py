@@ -1,7 +1,5 @@
-"""What traceaug added to a file it wrote: the ``"traceaug"`` marker key right after the opening
-``{`` (every rewriter applied, with how many events and bytes it put after the ``[``) and
-those events (``Prior``), read back for chaining (``rewrite.splice``) and for the UI's view of a
-diff (``view.server``)."""
+"""The ``"traceaug"`` marker key after the opening ``{`` (each rewriter applied, with the events and bytes
+it put after the ``[``) and those events (``Prior``), read back for ``rewrite.splice`` and ``view.server``."""
 
 from __future__ import annotations
 
@@ -46,13 +44,11 @@ def find_marker(head: bytes) -> tuple[int, int, dict] | None:
 
 @dataclass
 class Prior:
-    """What traceaug added to a file before: the marker's rewriter entries and, for each,
-    its events (joined by ``,``), the bytes after the ``[`` they take (with the comma after
-    them), and whether original events follow."""
+    """What traceaug added to a file before."""
 
-    entries: list[dict] = field(default_factory=list)
-    blocks: list[bytes] = field(default_factory=list)
-    skip: int = 0
+    entries: list[dict] = field(default_factory=list)  # the marker's rewriter entries
+    blocks: list[bytes] = field(default_factory=list)  # each entry's events, joined by ``,``
+    skip: int = 0  # bytes after the ``[`` they take, with the comma after them
     events_follow: bool | None = None  # None: no prior additions (the layout says)
 
     def others(self, name: str) -> tuple[list[dict], list[bytes]]:
@@ -77,10 +73,8 @@ _OLDER_COUNTERS = ("Queue length", "Memory bandwidth (GB/s)")
 
 
 def _older_entry(value: dict, blocks: Iterator[bytes], body: bytearray) -> dict | None:
-    """The entry an older ``counters`` marker (``{"tool", "version", "command"}``) would have
-    had: its leading run of counter events, counted and measured in the text after the ``[``
-    (read from ``blocks`` into ``body`` as far as the run goes); None for any other marker
-    (its additions cannot be told apart from the input's: kept)."""
+    """The entry an older ``counters`` marker would have had: its leading run of counter events after the
+    ``[`` (read from ``blocks`` into ``body``); None for other markers (their additions are kept)."""
     if value.get("command") != "counters" or "rewriters" in value:
         return None
     decoder, pos, end, count = json.JSONDecoder(), 0, 0, 0

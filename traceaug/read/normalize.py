@@ -1,21 +1,5 @@
-"""Turn a Kineto / Chrome JSON trace into input Perfetto represents exactly.
-
-Pass 1 (``plan``) reads the events once: header metadata, the columns of
-complete events and flow events, thread names, and which events Perfetto
-would drop for partial overlap (they get lanes). Pass 2 (``engine_stream``)
-yields the bytes the engine loads: timestamps rebased on their text, chunks
-with moved events re-serialized.
-
-What a load keeps is its kind (``kinds.KINDS``). A full load keeps every arg
-and flow event: pass 2 re-reads the file and passes every other byte through.
-Every other kind keeps fewer args (an analysis load: ``kinds.KINETO_ARGS`` on
-complete events) and no flow events (CPU and GPU events link by correlation
-id), and pass 1 holds the re-serialized chunks for pass 2: the engine's time and
-memory go mostly into args and flows (on the A100 trace, 80% of its finalize).
-A subset kind keeps, of those, only some categories and ProfilerSteps: GPU ops
-and their launches ("gpu", counters), CPU ops too ("ops", diff), sync events,
-annotations and every runtime call too ("sync", the critical path).
-"""
+"""Kineto / Chrome JSON -> input Perfetto represents exactly: ``plan`` (pass 1) scans once; ``engine_stream``
+(pass 2) yields the engine's bytes, re-reading the file for a full load, else from chunks pass 1 held."""
 
 from __future__ import annotations
 
@@ -106,11 +90,8 @@ class _Columns:
 def plan(path: Path, on_progress: Callable[[int], None] | None = None, full: bool = True,
          workers: int | None = None, only: str | None = None,
          kind: str | LoadKind | None = None) -> Plan:
-    """Pass 1: scan the trace for a load of ``kind`` (``kinds.KINDS``; ``full`` / ``only``
-    are the older way to say it); raises ``chunks.NotChromeJson`` for non-Chrome input.
-
-    Traces above ``PARALLEL_ABOVE`` raw bytes are parsed by ``WORKERS`` processes.
-    """
+    """Pass 1 for a load of ``kind`` (``kinds.KINDS``; ``full`` / ``only``: the older spelling), in
+    ``WORKERS`` processes above ``PARALLEL_ABOVE`` raw bytes; ``chunks.NotChromeJson`` if not Chrome."""
     load_kind = kind_of(kind, full=full and not only, only=only)
     if workers is None:
         workers = WORKERS if source.raw_size_estimate(path) > PARALLEL_ABOVE else 0

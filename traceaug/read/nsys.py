@@ -1,13 +1,5 @@
-"""Nsight Systems SQLite export -> Chrome JSON in Kineto conventions, streamed row by row.
-
-``nsys export --type sqlite`` writes CUPTI activity tables (kernels, copies, sets, CUDA
-API calls) and NVTX ranges with integer ns timestamps and names in ``StringIds``. Kernels,
-copies and sets go on pid = device, tid = stream with Kineto's args; API calls and NVTX
-ranges (``user_annotation``) on their CPU threads; ``ac2g`` flows link a launch to its GPU
-op by correlation id. Rows come out of sqlite3 cursors in batches and are written as they
-come (no table of the whole export in memory); timestamps are written as µs with exactly
-three decimals from the integer ns, so nothing is rounded.
-"""
+"""Nsight Systems SQLite export -> Chrome JSON in Kineto conventions, streamed in batches (not all in memory).
+GPU ops go on pid device / tid stream, API calls and NVTX on CPU threads; ts are exact µs from integer ns."""
 
 from __future__ import annotations
 
@@ -159,10 +151,8 @@ class Export:
                                 "and StringIds tables)")
 
     def _uri(self) -> str:
-        """Where SQLite opens the export so that nothing is ever written beside it: the file
-        itself as immutable (no lock, no -shm / -wal / -journal made); when an unfinished
-        write left a hot journal or a WAL beside it, a private copy of both, which SQLite
-        recovers in the copy (reading the file as it was committed)."""
+        """SQLite URI that never writes beside the export: the file as immutable, or, when an unfinished
+        write left a hot journal or WAL, a private copy of both (recovered there: the committed file)."""
         left = [Path(str(self.path) + suffix) for suffix, magic in UNFINISHED
                 if _starts_with(Path(str(self.path) + suffix), magic)]
         if not left:
@@ -296,9 +286,8 @@ _SPEC = re.compile(r"%(?:%|T|[-+ #0]*\d*(?:\.\d+)?[a-zA-Z])")  # printf conversi
 
 
 def _printf(fmt: str, *args: str) -> str:
-    """SQL: ``printf(fmt, args...)`` where ``%T`` takes an integer ns expression and writes it
-    as µs with exactly three decimals (as ``_us``). When every such value is >= 0 (nsys's
-    timestamps and durations) one flat printf writes the row; else each goes through ``_us``."""
+    """SQL ``printf(fmt, args...)``, ``%T`` writing an integer ns expression as µs with three decimals: one
+    flat printf when every such value is >= 0 (nsys's times), else each goes through ``_us``."""
     specs = [m.group() for m in _SPEC.finditer(fmt) if m.group() != "%%"]
     if len(specs) != len(args):
         raise ValueError(f"{fmt!r}: {len(specs)} conversions, {len(args)} arguments")
@@ -337,15 +326,13 @@ NL = "\n"
 
 
 def _prepare_launches(ex: Export) -> bool:
-    """TEMP table ``_launch``: per (process, correlation id) the API call that launched it. nsys
-    may record a call twice (an outer row, eventClass 67 in 2022 exports, around CUPTI's own);
-    the innermost one (latest start) is the launch."""
+    """TEMP table ``_launch``: per (process, correlation id) the API call that launched it, the innermost
+    (latest start) when nsys records a call twice (an outer row around CUPTI's own)."""
     if not ex.has_rows(RUNTIME):
         return False
     ex.execute("DROP TABLE IF EXISTS temp._launch")
-    # keyed by (corr, p) without a rowid: the groups go in in key order and a lookup is one
-    # b-tree search (no separate index); p is -1 for a row without a thread, which no join
-    # matches by p (as NULL did)
+    # WITHOUT ROWID keyed by (corr, p): rows go in in key order, a lookup is one b-tree search;
+    # p is -1 for a row without a thread, which no join matches by p
     ex.execute("CREATE TEMP TABLE _launch (corr INTEGER NOT NULL, p INTEGER NOT NULL, start INTEGER, "
                "gtid INTEGER, PRIMARY KEY (corr, p)) WITHOUT ROWID")
     ex.execute(f"INSERT INTO _launch SELECT correlationId, IFNULL(globalTid >> 24, -1), MAX(start), "
@@ -519,9 +506,8 @@ def _names(ex: Export, launches: bool) -> Iterator[str]:
 
 
 def events(ex: Export) -> Iterator[tuple[list[str], bool]]:
-    """Every event of the export as Chrome JSON text, a batch of objects at a time, each batch
-    with whether its texts are one event each (a GPU op's text may carry its two flow events
-    on lines of their own); SQLite formats the rows, so Python only joins text."""
+    """Batches of the export's events as Chrome JSON text (SQLite formats the rows), each with whether its
+    texts are one event each (a GPU op's text may carry its two flow events on lines of their own)."""
     launches = _prepare_launches(ex)
     for part in (_kernels, _memcpys, _memsets):
         for batch in part(ex, launches):
@@ -607,10 +593,8 @@ def _flush(out, chunks: list[str], written: bool) -> bool:
 
 
 def convert(src: str | Path, dst: str | Path, hold: bool = True) -> int:
-    """Convert the export ``src`` into the Chrome JSON file ``dst`` (gzip when it ends in
-    ``.gz``), atomically and never over ``src``; return the number of JSON events written.
-    ``hold=False``: in place at once, even inside ``atomic.all_or_none`` (an input's
-    conversion, read by this same run)."""
+    """Convert export ``src`` to Chrome JSON ``dst`` (gzip if ``.gz``) atomically, never over ``src``; return
+    the events written. ``hold=False``: in place at once, even in ``atomic.all_or_none`` (an input's)."""
     src, dst = Path(src), Path(dst)
     if dst.exists() and src.exists() and os.path.samefile(src, dst):
         raise TraceaugError(f"{dst}: is the input; choose another output")

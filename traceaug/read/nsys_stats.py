@@ -1,11 +1,5 @@
-"""``nsys stats`` CSV reports, read by header name (not column position).
-
-Three reports feed ``traceaug summary``: the kernel summary (``cuda_gpu_kern_sum``, older
-``gpukernsum``), the memory-operation time summary (``cuda_gpu_mem_time_sum``, older
-``gpumemtimesum``) and the NVTX ranges projected onto the GPU (``nvtx_gpu_proj_trace``).
-Times become integer ns whatever unit the header names; every problem is one error line
-naming the file (and the line).
-"""
+"""``nsys stats`` CSVs for ``traceaug summary`` by header name: ``cuda_gpu_kern_sum`` (older ``gpukernsum``),
+``cuda_gpu_mem_time_sum`` (``gpumemtimesum``), ``nvtx_gpu_proj_trace``; times become integer ns."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""Pass 1 over one chunk of events: parse it, gather its columns, keep what the engine needs.
-
-A chunk's work (rebase, parse, gather) needs nothing from other chunks, so a large
-trace runs it in worker processes (orjson holds the GIL) while this process reads and
-cuts the file and picks the rebase prefix.
-Thread keys and sequence numbers in a ``ChunkResult`` are local to the chunk; the
-caller maps them onto the whole trace. This module imports no pandas or engine, so a
-worker starts quickly.
-"""
+"""Pass 1 over one chunk: parse, gather columns, keep what the engine needs (keys and seqs chunk-local).
+Chunks are independent, so large traces use worker processes: no pandas or engine imports (worker start)."""
 
 from __future__ import annotations
 
@@ -64,9 +57,8 @@ class ChunkResult:
     error: str | None = None  # the chunk did not parse
     below_base: bool = False  # a timestamp lies below the rebase's base (``BelowBase``)
     parsed: int = 0  # every event of the chunk parsed, kept or not (none ``read.skim`` cut)
-    # What the Perfetto UI imports from the file as it is (read.ui_import), whatever the load
-    # keeps: raw (pid, tid) keys, int64 rows (key, ts ns, dur ns, index in chunk) of every
-    # complete event and (key, ts ns, index in chunk) of every flow event.
+    # What the Perfetto UI imports from the file as is (read.ui_import): raw (pid, tid) keys, int64 rows
+    # (key, ts ns, dur ns, index in chunk) of every complete event, (key, ts ns, index) of every flow event.
     ui_keys: list = field(default_factory=list)
     ui_x: bytes = b""
     ui_flows: bytes = b""
@@ -130,10 +122,8 @@ def _short(value) -> str:
 
 
 def _check_ts(events: list, at: np.ndarray, ns: np.ndarray) -> None:
-    """A timed event's ``ts`` (the events ``at``, their ns ``ns``) must be a number (or a
-    numeric string, as Perfetto reads it): ``true`` (which numpy would take as 1), null, text
-    or a container is refused by name. A boolean reads as 0 or 1 µs (with a base it raised
-    ``BelowBase`` before), so only events at those values are looked at."""
+    """BadValue unless each timed event's ``ts`` (events ``at``, ns ``ns``) is a number or numeric string as
+    Perfetto reads it; booleans (numpy reads 0 or 1 µs) are looked for only among events at those values."""
     missing = np.flatnonzero(np.isnan(ns))
     if len(missing):
         ev = events[at[missing[0]]]
@@ -153,9 +143,8 @@ def _check_events(events: list) -> None:
 
 def _timed_rows(events: list, ts: np.ndarray, key: np.ndarray, is_x: np.ndarray,
                 is_flow: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
-    """int64 rows (key, ts ns, dur ns, index) of the complete events with a numeric dur and
-    (key, ts ns, index) of the flow events (``ts``: every event's ``top_level_ts``), after
-    refusing values out of range or not numbers; and the complete events' raw durs."""
+    """int64 rows (key, ts ns, dur ns, index) of complete events with a numeric dur, (key, ts ns, index) of
+    flow events (``ts``: ``top_level_ts``), and the complete events' raw durs; BadValue for bad values."""
     x_at, flow_at = np.flatnonzero(is_x), np.flatnonzero(is_flow)
     check_range("ts", ts[x_at])
     durs = columns.column(columns.select(events, is_x), "dur")
@@ -173,9 +162,8 @@ def _timed_rows(events: list, ts: np.ndarray, key: np.ndarray, is_x: np.ndarray,
 
 
 def _span(events: list, codes: np.ndarray, ts: np.ndarray, durs: list) -> tuple[int, int] | None:
-    """(first start, last end) in ns of the chunk's complete and instant events (``ts``: the
-    chunk's ``top_level_ts``; ``durs``: the complete events' raw durs, reused when every one
-    is there and no instant event is: a missing dur counts as 0)."""
+    """(first start, last end) ns of the chunk's complete and instant events (a missing dur is 0); ``durs``,
+    the complete events' raw durs, are reused when none is missing and there is no instant event."""
     timed = (codes == columns.X) | (codes == columns.INSTANT)
     if (codes == columns.INSTANT).any() or None in durs:
         durs = [e.get("dur", 0) for e in columns.select(events, timed)]
@@ -189,9 +177,8 @@ def _span(events: list, codes: np.ndarray, ts: np.ndarray, durs: list) -> tuple[
 
 def _subset_keeps(events: list, codes: np.ndarray, kind: LoadKind, dropped: np.ndarray
                   ) -> np.ndarray:
-    """Which events a subset load keeps: metadata, events of the kind's categories (but not
-    the runtime calls it skips) and ProfilerSteps; never an event without ``ph``. Names are
-    read only where they decide (not for the events ``dropped`` anyway: flow events)."""
+    """Which events a subset load keeps: metadata, the kind's categories (less the runtime calls it skips) and
+    ProfilerSteps; never one without ``ph``. Names are read only where they decide (not for ``dropped``)."""
     skips = kind.skip_calls
     calls = kind.categories & RUNTIME_CATEGORIES if skips else frozenset()
     category = columns.codes(events, "cat", {c: 2 if c in calls else 1 for c in kind.categories})
@@ -221,9 +208,8 @@ def _id_value(v) -> int | None:
 
 
 def used_flow_ids(events: list) -> np.ndarray:
-    """The flow ids the events use, sorted and unique (int64, 0 up): their ``id`` (flows v1)
-    and ``bind_id`` (v2) keys, the ones Perfetto reads, as it reads them. Gathered here, so
-    that a rewriter picking new flow ids need not scan the file again."""
+    """Sorted unique int64 flow ids (0 up) of the events' ``id`` (flows v1) and ``bind_id`` (v2), read as
+    Perfetto does; gathered here so a rewriter picking new flow ids need not scan the file again."""
     raw = columns.present(events, "id") + columns.present(events, "bind_id")
     if set(map(type, raw)) <= {int}:  # the usual case: one conversion in C
         try:
@@ -252,13 +238,8 @@ def nested_flow_ids(value) -> list[int]:
 
 def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None,
            write: bool = False) -> ChunkResult:
-    """Columns of one chunk's events, keeping what the load ``kind`` keeps (``kinds``): its
-    categories, ProfilerSteps and metadata, its args, flow events or not (``ts``: the events'
-    ``top_level_ts``, if already made; ``write``: rebased values, from ``Rebase.integers``,
-    that the kept events get). A skimming kind's chunk lacks the events cut unparsed
-    (``read.skim``): its span and flow ids, which would miss them, are not made.
-
-    Columns made by loops in C (``columns``) and numpy, never a Python loop per event."""
+    """Columns of one chunk's events, keeping what load ``kind`` keeps (``ts``: ``top_level_ts`` if made;
+    ``write``: put ``Rebase.integers`` values in kept events). Skimming kinds make no span or flow ids."""
     kind = kind_of(kind)
     full = kind.full
     try:
@@ -327,12 +308,8 @@ def _preparer(rebase: Rebase, kind: LoadKind):
 def _rebased_events(events: list, text: bytes, replaced: int, tail: bool,
                            layout: chunks.Layout, rebase: Rebase, skimmed: int = 0
                            ) -> tuple[list, bool, np.ndarray | None, bool]:
-    """``events`` parsed from ``rebase.fast(text)`` (less the ``skimmed`` events cut from
-    ``text`` before), with their rebased ``top_level_ts`` from ``Rebase.integers`` when
-    ``rebase.numeric``, if that was exact (then True last: the events do not have those
-    values yet); else every event of ``rebase.exact(text)``. Also whether the exact path
-    was needed, and the events' ``top_level_ts`` if the check made it (gather reuses it).
-    ``BelowBase`` when a timestamp lies below the base."""
+    """(events, exact path needed, rebased ``top_level_ts`` or None, ts still to write) for ``events`` from
+    ``rebase.fast(text)``; the exact path reparses all events, none skimmed. ``BelowBase`` below the base."""
     if rebase.numeric:
         ts = rebase.integers(events)
         if ts is not None:
@@ -373,11 +350,8 @@ def read_chunk(text: bytes, tail: bool, array_form: bool, kind: str,
 
 def rebased_chunks(blocks: Iterable[bytes], rebase: Rebase, written: bool = True,
                    kind: LoadKind | str = "full") -> Iterator[chunks.Chunk | chunks.Layout]:
-    """Confirmed chunks (``chunks.scan``) whose events hold exactly rebased timestamps;
-    ``chunk.exact`` says the chunk needed ``Rebase.exact`` (then it holds every event of its
-    text, none skimmed). Then the layout. ``written`` False: a numeric rebase's values are
-    left in ``chunk.ts`` for the caller to write (``chunk.write`` says so), into the events
-    it keeps only. ``kind``: a load kind that skims cuts the events it drops unparsed."""
+    """Confirmed chunks (``chunks.scan``) with exactly rebased timestamps, then the layout. ``written`` False:
+    ``chunk.ts`` is left for the caller to write into kept events (``chunk.write``)."""
     for item in chunks.scan(blocks, _preparer(rebase, kind_of(kind))):
         if isinstance(item, chunks.Layout):
             rebase.last_text = b""  # the plan keeps the rebase, not its last chunk
@@ -409,11 +383,8 @@ def sequential(blocks: Iterable[bytes], rebase: Rebase, kind: LoadKind | str
 
 def parallel(blocks: Iterable[bytes], rebase: Rebase, kind: LoadKind | str, workers: int = 2
              ) -> Iterator[ChunkResult | chunks.Layout]:
-    """Results in chunk order from worker processes; then the layout (trailer set).
-
-    Raises ``Unconfirmed`` when a chunk does not parse (or a worker fails): the
-    caller scans again with ``sequential``, which reports malformed JSON precisely.
-    """
+    """Results in chunk order from workers, then the layout (trailer set). ``Unconfirmed`` if a chunk does not
+    parse or a worker fails: the caller rescans with ``sequential``, which reports bad JSON precisely."""
     from ..processes import Pool, WorkerFailed
 
     kind = kind_of(kind)

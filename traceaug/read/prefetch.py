@@ -1,8 +1,5 @@
-"""Pass 1 of a command's small traces submitted early to a child process, before the engine's
-modules load: the two overlap (a command's imports and its engine's start take a core, pass 1
-of a trace under ``UP_TO`` raw bytes the other). A load of the same file and kind takes the
-plan (``take``); a child's plan is an optimization only: when it fails, the load plans again
-in-process and reports any problem with the file itself."""
+"""Pass 1 of small traces (under ``UP_TO`` raw bytes) in child processes, overlapping the engine's start; a
+load takes the plan (``take``). Only an optimization: on failure the load plans again in-process."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""The ranks of a job: which files of a directory are traces, and the rank of each.
-
-A rank comes from ``distributedInfo.rank`` (parsed as JSON, compact or not) or an nsys
-export's MPI rank (``nsys.recorded_rank``), else from the file name (``rank-3``, ``rank_3``,
-``rank3``), else it is reported. Files traceaug wrote itself carry a ``"traceaug"`` top-level
-key and are skipped where the directory also holds traces it did not write (their inputs); a
-directory of outputs alone is read as it is. A trace-named entry that cannot be read (a dangling
-symlink, a symlink loop, a FIFO or device, an empty file) is a bad rank: named, and refused
-unless the caller goes on without it (``skip_bad``).
-"""
+"""Which files of a directory are a job's ranks and each one's rank: ``distributedInfo.rank``, an nsys MPI
+rank, else ``rank-3``/``rank_3``/``rank3`` in the name; unreadable entries are bad ranks (``skip_bad``)."""
 
 from __future__ import annotations
 
@@ -32,9 +24,8 @@ _PEEK = 1 << 20
 
 @dataclass(frozen=True)
 class TraceFile:
-    """One input file as the user named it (an nsys export stays its ``.sqlite``: readers take
-    ``read.inputs.trace_input(path)``; an fsspec URL stays its text: the task fetches it,
-    ``read.storage``) and the rank it belongs to (None for a lone file)."""
+    """One input as the user named it (an nsys export stays its ``.sqlite``, a URL its text; readers take
+    ``read.inputs.trace_input``) and its rank (None for a lone file)."""
 
     path: Path
     rank: int | None
@@ -109,9 +100,8 @@ def _bad(path, bad: list, skip_bad: bool, quiet: bool = False) -> None:
 
 def resolve(path: str | Path, skip_bad: bool = False, storage: dict | None = None,
             quiet: bool = False) -> list[TraceFile]:
-    """Files to read for ``path`` (a file, a directory, or an fsspec URL of an object or a
-    prefix: ``storage``, its options); a directory must give one file per distinct rank
-    (``quiet``: its unreadable entries are not named, ``_bad``)."""
+    """Files to read for ``path`` (a file, a directory, or an fsspec URL of an object or prefix;
+    ``storage``: its options), one per rank of a directory (``quiet``: unreadable entries not named)."""
     from .storage import is_url
 
     if is_url(path):
@@ -160,10 +150,8 @@ def _resolve_url(url: str, skip_bad: bool, storage: dict | None) -> list[TraceFi
 
 
 def _ranked(where, found: list, kinds: str) -> list[TraceFile]:
-    """The ranks of ``found`` (file or URL, what its first bytes say), by the one precedence
-    rule (``rank_of``); traceaug's outputs beside their inputs are derived copies, skipped, and
-    a directory of outputs only (``counters DIR OUT/``) is read as the ranks it holds; a rank
-    twice, or files without a rank beside others, refused."""
+    """``found`` (file or URL, ``Peeked``) by rank: traceaug outputs beside their inputs skipped (a
+    directory of outputs only is read as is); a rank twice, or unranked files beside others, refused."""
     if not found:
         raise TraceaugError(f"{where}: no trace files ({kinds}) in this directory")
     inputs = [(f, seen) for f, seen in found if not seen.output]
@@ -207,9 +195,8 @@ def _name(f) -> str:
 
 def select(path: str | Path, rank: int | None = None, skip_bad: bool = False,
            storage: dict | None = None, quiet: bool = False) -> list[TraceFile]:
-    """The files a command reads for ``path`` and ``--rank``: every rank of a directory, or
-    the one asked for. A lone file is taken for any rank unless the file itself says it
-    holds another one (``rank_of``); it then carries the rank asked for."""
+    """The files a command reads for ``path`` and ``--rank``: every rank, or the one asked for; a lone file
+    is taken for any rank (and carries it) unless it records another (``rank_of``)."""
     files = resolve(path, skip_bad, storage, quiet)
     if rank is None:
         return files
@@ -233,9 +220,8 @@ def select(path: str | Path, rank: int | None = None, skip_bad: bool = False,
 
 def pair(a: Path, b: Path, files: tuple[list[TraceFile], list[TraceFile]]
          ) -> tuple[list[tuple[TraceFile, TraceFile]], dict]:
-    """Match two jobs' files by rank (``files``: each side's, as ``select`` found them with
-    ``--rank``); one trace on each side always pairs. Returns the pairs and the ranks only
-    one side has."""
+    """Match two jobs' files (``files``: each side's, from ``select``) by rank; one trace on each side
+    always pairs. Returns the pairs and {"a": ranks only A has, "b": ranks only B has}."""
     fa, fb = files
     if len(fa) == 1 and len(fb) == 1:  # one trace each: compare them whatever their ranks
         return [(fa[0], fb[0])], {}

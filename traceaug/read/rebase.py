@@ -1,19 +1,5 @@
-"""Text fixes applied to events before Perfetto sees them.
-
-Rebase large epoch-µs timestamps exactly, on their decimal text.
-
-Perfetto reads ``ts`` through a double: a fractional epoch-µs value such as
-``1712198313370123.456`` loses its nanoseconds. Values below 10^11 µs survive
-exactly, so we strip the leading digits all timestamps share (an exact
-subtraction of ``prefix * 10^11`` µs done on the text, at C speed) and keep
-the subtracted base to map results back. A load that re-serializes the events
-(``numeric``) subtracts from the parsed integers instead, when they all are
-integers: the same values, without a pass over the text.
-
-Perfetto drops events with a negative ``ts``, so no timestamp may lie below the base:
-a trace that has one (``"ts": 0`` beside epoch values) is read with no base at all
-(``BelowBase``: pass 1 starts again), as exactly as Perfetto's double allows.
-"""
+"""Text fixes before Perfetto sees the events: large epoch-µs ``ts`` rebased exactly on their text
+(Perfetto reads them through a double), wide integers clamped, negative tids made unsigned."""
 
 from __future__ import annotations
 
@@ -36,9 +22,8 @@ _ANY = re.compile(rb'"ts"\s*:\s*-?\d')
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _RUN = b"\x01" * 19  # in ``_digit_mask``: an integer literal outside int64 has 19 digits or more
 _DIGIT_RUN = re.compile(rb"\d+")
-# A string (skipped whole: a name's digits are text), with a wide integer after it as the
-# value of that key; or a wide integer literal elsewhere (an array item). Not a fraction's
-# or an exponent's digits, nor digits after a leading 0 (not JSON: refused as written).
+# A string (skipped whole: a name's digits are text), maybe with a wide integer as its key's value; or a wide
+# integer elsewhere (an array item). Not a fraction's or exponent's digits, nor digits after a leading 0.
 _WIDE = re.compile(rb'("[^"\\]*(?:\\.[^"\\]*)*")(?:(\s*:\s*)(-?)([1-9]\d{18,})(?![\d.eE]))?'
                    rb'|(?<![\w.+-])(-?)([1-9]\d{18,})(?![\d.eE])')
 _RANGE_CHECKED = (b'"ts"', b'"dur"')  # pass 1 refuses these out of range, by their value
@@ -58,9 +43,8 @@ def _digit_mask(text: bytes) -> bytes:
 
 
 def _may_be_wide(text: bytes) -> bool:
-    """Whether ``text`` may hold an integer literal outside int64: a run of 19 digits or
-    more, not after a ``.`` or an exponent, that is out of range (at C speed: real traces
-    have none, but fractions of 19 digits are common)."""
+    """Whether ``text`` may hold an integer literal outside int64: an out-of-range run of 19+ digits not
+    after ``.`` or an exponent (at C speed: real traces have none, but 19-digit fractions are common)."""
     digits = _digit_mask(text)
     at = digits.find(_RUN)
     while at >= 0:
@@ -89,10 +73,8 @@ def _clamp(m: re.Match) -> bytes:
 
 
 def clamp_wide_ints(text: bytes) -> bytes:
-    """Integer literals outside int64 held at its bounds, before any parse: Perfetto's own
-    parser wraps them (a stream of 2^64 + 5 read as 5), orjson keeps those below 2^64 (which
-    the engine then wraps) and makes the rest doubles; held at int64's largest (or smallest)
-    every load reads one value. ``ts`` and ``dur`` keep theirs: pass 1 refuses them."""
+    """Integer literals outside int64 held at its bounds before any parse, so every load reads one value
+    (Perfetto wraps them, orjson some); ``ts`` and ``dur`` keep theirs: pass 1 refuses them."""
     return _WIDE.sub(_clamp, text) if _may_be_wide(text) else text
 
 
@@ -158,17 +140,8 @@ def top_level_ts(events: list) -> np.ndarray:
 
 
 class Rebase:
-    """Chooses the prefix from the first large timestamp and strips it everywhere (none
-    when the first chunk with timestamps has no large one).
-
-    The shared leading digits become a single ``1`` (so no leading zero appears):
-    ``"ts": 16612|03462674279.5`` -> ``"ts": 1|03462674279.5``, i.e. the exact
-    subtraction of ``(prefix - 1) * 10^11`` µs, done with ``bytes.replace`` (``fast``).
-    ``verified`` then checks the parsed events: every replaced value must have had
-    exactly KEEP more digits and no large timestamp may remain; else the chunk takes
-    ``exact``, one Decimal subtraction per timestamp. A timestamp below the base raises
-    ``BelowBase`` there (or in ``integers``).
-    """
+    """Replaces the prefix of the first large timestamp by ``1`` (``fast``: ``16612|03462674279.5`` ->
+    ``1|03462674279.5``, minus ``(prefix - 1) * 10^11`` µs); chunks not ``verified`` take ``exact``."""
 
     def __init__(self, prefix: bytes | None = None, sep: bytes | None = None,
                  numeric: bool = False, fixed: bool = False) -> None:
@@ -195,9 +168,8 @@ class Rebase:
         return self.base_us * 1000
 
     def choose(self, text: bytes) -> None:
-        """Take the prefix (and spacing) from the first large timestamp seen; or none for
-        good when the first text with a timestamp has no large one (an earlier chunk that
-        was not rebased must not lie below a later base)."""
+        """Take the prefix (and spacing) from the first large timestamp; none for good if the first text
+        with a timestamp has no large one (an earlier unrebased chunk must not lie below a later base)."""
         if self.fixed:
             return
         m = _LARGE.search(text)
@@ -219,11 +191,8 @@ class Rebase:
         return out, (len(text) - len(out)) // (len(old) - len(new))
 
     def rewrite(self, text: bytes, skim: Callable | None = None) -> tuple[bytes, int]:
-        """``choose`` on the whole text, then ``fast`` on what ``skim`` leaves of it
-        (``read.skim``: the events a load drops, cut unparsed), remembering the input and
-        the count for ``verified``; and how many events were cut. Integers outside int64
-        are held at its bounds in what is left (``clamp_wide_ints``: the less text, the less
-        its scan costs)."""
+        """``choose`` on the whole text, then ``clamp_wide_ints`` and ``fast`` on what ``skim`` leaves
+        (less to scan), kept for ``verified``; returns (text, events cut)."""
         self.choose(text)
         self.last_text = text
         short, cut = skim(text) if skim is not None else (text, 0)
@@ -235,28 +204,23 @@ class Rebase:
         return _EXACT.sub(self._subtract, text) if self.prefix is not None else text
 
     def verified(self, ts: np.ndarray | None, replaced: int) -> bool:
-        """Whether ``fast`` was exact for the events parsed from its output, given their
-        ``top_level_ts`` (None: not made, as there is no prefix): each timestamp was
-        replaced, so lies in [10^11, 2 * 10^11)."""
+        """Whether ``fast`` was exact for the events parsed from its output (``ts``: their
+        ``top_level_ts``, None without a prefix): every timestamp replaced, so in [10^11, 2 * 10^11)."""
         if self.prefix is None:
             return True  # no base
         fast_form = int(((ts >= 10**KEEP) & (ts < 2 * 10**KEEP)).sum())
         return fast_form == replaced and fast_form == len(ts) - int(np.isnan(ts).sum())
 
     def check(self, original: np.ndarray, ts: np.ndarray) -> np.ndarray:
-        """``ts`` (the ``top_level_ts`` of events parsed from ``exact``'s text), after raising
-        ``BelowBase`` if one of the ``original`` ones lies below the base (or, rounded in a
-        double to the base, is negative once rebased)."""
+        """``ts`` (``top_level_ts`` of events parsed from ``exact``'s text), after raising ``BelowBase`` if
+        an ``original`` one lies below the base or one is negative once rebased."""
         if (original < self.base_us).any() or (ts < 0).any():
             raise BelowBase(f"a timestamp lies below the base {self.base_us} µs")
         return ts
 
     def integers(self, events: list) -> np.ndarray | None:
-        """The ``top_level_ts`` of events parsed from text as it was, minus the base (what
-        ``exact`` does to the text), when every value is an integer below 2^53 (exact in a
-        double); else None, and the caller rebases the text instead. ``BelowBase`` when one
-        is below the base. The events are not changed: ``write_ts`` puts the values into the
-        events a load keeps (rewriting every event's ``ts`` cost more than finding them)."""
+        """``top_level_ts`` of events parsed from unrebased text minus the base if all are integers below
+        2^53, else None (rebase the text); ``BelowBase`` below the base. ``write_ts`` sets them."""
         raw = _ts_values(events)
         if self.prefix is None:
             return numbers(raw)  # no base
@@ -295,7 +259,7 @@ def fix_negative_tids(text: bytes) -> bytes:
 def fix_negative_tids_shifted(text: bytes) -> tuple[bytes, list[tuple[int, int]]]:
     """``fix_negative_tids``, and where it moved the text: per rewritten tid, its end in
     ``text`` and the total length change up to there (to map offsets into the result)."""
-    if not _NEGATIVE_TID.search(text):  # ~0.5 ms/MB (checking for ``: -`` first took 12)
+    if not _NEGATIVE_TID.search(text):  # cheaper than checking for ``: -`` first
         return text, []
     pieces, shifts, pos, delta = [], [], 0, 0
     for m in _NEGATIVE_TID.finditer(text):

@@ -1,19 +1,5 @@
-"""Cut from a chunk's text the events a load drops, before they are parsed.
-
-An analysis that writes no trace needs none of the events its kind drops: CPU ops, flow
-events and runtime calls that launch nothing are 87% of the A100 trace's events and most
-of the time pass 1 spends parsing and gathering. Kineto writes one event as
-``{\\n    "ph": "X", "cat": "cpu_op", "name": ...`` with every inner line indented deeper
-than its braces (a writer with ``indent=`` writes each key on a line, the same way); JSON
-strings hold no raw newline, so the event ends at the first line indented as its ``{``.
-Such events are found on their bytes and removed when their ``ph``, ``cat`` and ``name``
-say the load drops them; anything else (compact one-line JSON, escaped text, keys in
-another order) is parsed as before. A chunk whose removed pieces are not one event each
-(as many ``"ph"`` strings, keys or values, as pieces) is parsed whole. The removed events
-are never parsed, so a fault inside one (a ts that is no number, broken JSON in its args)
-goes unseen: only loads for analyses that write no trace skim (``kinds.LoadKind.skim``).
-This module imports nothing pass 1 does not already (numpy): pass-1 worker processes import it.
-"""
+"""Cut the events a load drops from chunk text unparsed, where Kineto's indented layout shows each whole
+(up to the first line indented as its ``{``); the rest is parsed. Imports numpy only (pass-1 workers)."""
 
 from __future__ import annotations
 
@@ -56,9 +42,8 @@ def _any_of(names: frozenset[str]) -> bytes:
 @lru_cache(maxsize=64)
 def _pattern(kind: LoadKind, indent: bytes, gap: bytes, sep_cat: bytes, sep_name: bytes
              ) -> re.Pattern:
-    """Events ``kind`` drops, written with this layout, each with the newline before it and
-    the comma after: complete events of a category it does not keep (unless a
-    ProfilerStep), runtime calls it skips, and flow events unless it keeps them."""
+    """Events ``kind`` drops in this layout, each with its newline before and comma after: complete events of
+    other categories (not ProfilerSteps), runtime calls it skips, and flow events unless it keeps them."""
     i, g, s1, s2 = (re.escape(x) for x in (indent, gap, sep_cat, sep_name))
     name = b'",' + s2 + b'"name": "'
     step = re.escape(PROFILER_STEP.encode())
@@ -70,9 +55,8 @@ def _pattern(kind: LoadKind, indent: bytes, gap: bytes, sep_cat: bytes, sep_name
     phases = [rb'X",' + s1 + rb'"cat": "(?:' + b"|".join(cats) + b")"]
     if not kind.flows:
         phases.append(rb'[stf]"')
-    # Possessive (``*+``): a line given back never lets the event's end match (the next line
-    # starts with the indent and a space, not ``}``), so ``re`` keeps no backtrack points
-    # (a quarter of the cut's time). Python 3.10's ``re`` has none: the same match, slower.
+    # Possessive (``*+``): a line given back never lets the event's end match, so ``re`` keeps no
+    # backtrack points. Python 3.10's ``re`` has none: the same match, slower.
     own = _POSSESSIVE
     return re.compile(rb'\n' + i + rb'\{' + g + rb'"ph": "(?:' + b"|".join(phases) + rb')'
                       rb'[^\n]*' + own + rb'(?:\n' + i + rb' [^\n]*' + own + rb')*' + own
@@ -80,9 +64,8 @@ def _pattern(kind: LoadKind, indent: bytes, gap: bytes, sep_cat: bytes, sep_name
 
 
 def _count_ph(text: bytes) -> int:
-    """How many times ``"ph"`` occurs in ``text``: as 4-byte words at each of the 4 offsets,
-    compared by numpy (twice ``bytes.count``'s speed on JSON, whose quotes defeat its skips;
-    it was a sixth of a "gpu_steps" pass 1)."""
+    """How many times ``"ph"`` occurs in ``text``: 4-byte words at each of the 4 offsets compared by numpy
+    (twice ``bytes.count``'s speed on JSON, whose quotes defeat its skips)."""
     n = 0
     for offset in range(4):
         words = (len(text) - offset) // 4

@@ -1,7 +1,4 @@
-"""Open a trace file (plain or gzip) as a stream of byte blocks.
-
-Every read problem becomes a one-line ``TraceaugError`` naming the file.
-"""
+"""Open a trace file (plain or gzip) as byte blocks; read problems become one-line ``TraceaugError``s."""
 
 from __future__ import annotations
 
@@ -142,9 +139,8 @@ def _open_stream(name: str, path: str | None) -> BinaryIO:
 
 
 class _Sniff:
-    """Stops a stream as soon as its bytes cannot be what is read (``json``: a trace or a JSON
-    document; else any text, a gzip or an SQLite file): NUL bytes in text, a first byte that
-    is not ``{`` or ``[``, whitespace past ``SPACE_LIMIT`` or more than ``limit`` bytes."""
+    """Stops a stream once its bytes cannot be what is read (``json``: a JSON document, else text, gzip,
+    SQLite): NUL in text, a first byte not ``{``/``[``, whitespace past ``SPACE_LIMIT``, over ``limit``."""
 
     def __init__(self, name: str, what: str, json: bool, limit: int) -> None:
         self.name, self.what, self.json, self.limit = name, what, json, limit
@@ -214,10 +210,8 @@ def _stream_blocks(name: str, path: str | None, sniff: _Sniff) -> Iterator[bytes
 
 
 def spool(name: str, path: str | None, dest: Path, what: str | None = "a trace") -> None:
-    """Copy a non-seekable input (``-`` for stdin, a FIFO, a device, a process substitution)
-    to ``dest``, so that every pass can read it; ``name`` is what error messages call it.
-    The copy stops with one line as soon as the bytes cannot be ``what`` (None: a trace,
-    a CSV or an export) or pass ``spool_limit()``."""
+    """Copy a non-seekable input (``-``: stdin, FIFO, device; ``name`` in errors) to ``dest`` for every pass;
+    stops with one line once it cannot be ``what`` (None: trace, CSV or export) or pass ``spool_limit()``."""
     sniff = _Sniff(name, what or "a trace or CSV", what is not None, spool_limit())
     with open(dest, "wb") as out:
         for data in _stream_blocks(name, path, sniff):
@@ -229,10 +223,8 @@ def spool(name: str, path: str | None, dest: Path, what: str | None = "a trace")
 
 
 def read_side(path: str | Path, what: str, json: bool = False) -> bytes:
-    """The bytes of a file a command reads beside its traces (an SQL file, a config, a class
-    map, a CSV a config names), with the handling trace inputs get: ``-`` is stdin, FIFOs and
-    devices are read to ``SIDE_LIMIT`` and stop at binary bytes, a FIFO with no writer is
-    empty; every problem is one line naming the file. ``json``: it must start with { or [."""
+    """A side file's bytes (SQL, config, class map, CSV), read like traces: ``-`` is stdin, FIFOs and devices
+    up to ``SIDE_LIMIT``, stopping at binary bytes; errors are one line. ``json``: must start with { or [."""
     name = str(path)
     if name == "-":
         return b"".join(_stream_blocks("stdin", None, _Sniff("stdin", what, json, SIDE_LIMIT)))

@@ -1,13 +1,5 @@
-"""Object storage: trace inputs and outputs named by fsspec URLs (``s3://``, ``gs://``,
-``file://``...; ``s3fs`` is the ``traceaug[s3]`` extra).
-
-An input object is copied in blocks to a temporary file where the task runs (a rank's task
-fetches its own rank: no trace bytes go through the command), and messages name the URL.
-An output is uploaded only when the run commits, written with ``autocommit=False`` then
-``commit()``, and ``discard()`` on any failure or Ctrl-C (fsspec's ``with fs.open(url,
-"wb")`` would commit a partial object). Storage options come from the environment (each
-filesystem's own) and ``--storage-option KEY=VALUE``.
-"""
+"""Trace inputs and outputs named by fsspec URLs (``s3://``, ``gs://``...; ``s3fs``: ``traceaug[s3]``).
+An input is copied to a temp file where its task runs; an output is uploaded whole, when the run commits."""
 
 from __future__ import annotations
 

@@ -1,19 +1,5 @@
-"""How the Perfetto UI (v52) imports a Chrome JSON file as it is, predicted from pass 1.
-
-traceaug's own loads avoid what the UI's importer loses, but a file opened in the UI is read
-as written. Measured on the v52 engine the UI runs:
-
-- a ``ts`` / ``dur`` that is an integer (or a double with no fraction) is taken as µs x 1000;
-  any other goes through a double and is rounded to the nearest ns (``ui_ns``), so
-  fractional epoch-µs values move by up to ~128 ns;
-- a negative ``tid`` (Kineto's int32 overflow) is folded into its process's main thread
-  (tid = pid);
-- a complete event that starts inside the innermost open slice of its thread but ends after
-  it is dropped (stat ``slice_drop_overlapping_complete_event``; ``lanes``).
-
-Pass 1 (``pass1.gather``) records every complete and flow event's raw (pid, tid), ts, dur and
-position; ``Columns`` holds them for the whole trace.
-"""
+"""How the Perfetto UI (v52) imports a Chrome JSON file as is, predicted from pass 1: fractional ts rounded
+via a double (``ui_ns``), negative tids folded into tid = pid, partly overlapping ``X`` events dropped."""
 
 from __future__ import annotations
 
@@ -28,9 +14,8 @@ from .rebase import unsigned_tid
 
 @dataclass
 class Columns:
-    """Every complete and flow event of a trace: raw (pid, tid) keys; int64 rows
-    ``x`` (key, ts ns, dur ns, index) and ``flows`` (key, ts ns, index), ``index`` being the
-    event's position in the file's event array; ``first_index`` per pass-1 chunk."""
+    """Every complete and flow event of a trace: raw (pid, tid) keys, int64 rows ``x`` (key, ts ns, dur ns,
+    index) and ``flows`` (key, ts ns, index; index in the event array); ``first_index`` per chunk."""
 
     keys: dict[tuple, int] = field(default_factory=dict)
     x_parts: list[np.ndarray] = field(default_factory=list)
@@ -66,9 +51,8 @@ class Columns:
 
 
 def ui_ns(abs_ns: np.ndarray) -> np.ndarray:
-    """The ns the UI gives timestamps whose exact values are ``abs_ns`` (file time base):
-    exact for whole µs (JSON integers); else the double nearest the µs text, x 1000, rounded
-    half away from zero, unless that double has no fraction (then its integer x 1000)."""
+    """The ns the UI gives timestamps of exact ns ``abs_ns`` (file time base): exact for whole µs; else the
+    double nearest the µs text x 1000 rounded half away from zero (integer x 1000 if it has no fraction)."""
     out = abs_ns.copy()
     odd = np.flatnonzero(abs_ns % 1000 != 0)
     for i in odd.tolist():
@@ -83,9 +67,8 @@ def ui_ns(abs_ns: np.ndarray) -> np.ndarray:
 
 
 def _ui_rows(cols: Columns, base_ns: int, fold: bool) -> tuple[np.ndarray, np.ndarray, list]:
-    """Complete-event rows with the UI's ts (relative to ``base_ns``) and keys: negative tids
-    folded into their process's main thread (``fold``, the file as it is) or given their
-    unsigned value (a file traceaug fixed). Also flow rows on the same keys, and key -> (pid, tid)."""
+    """(complete rows, flow rows, key -> (pid, tid)) with the UI's ts relative to ``base_ns``; negative tids
+    folded into the main thread (``fold``: the file as is) or made unsigned (a file traceaug fixed)."""
     pairs = cols.pid_tid()
     mapped = [(pid, pid if tid.__class__ is int and tid < 0 else tid) if fold else
               (pid, unsigned_tid(tid) if tid.__class__ is int else tid) for pid, tid in pairs]
@@ -109,9 +92,8 @@ def _negative(cols: Columns) -> tuple[int, int]:
 
 
 def as_is(cols: Columns, base_ns: int) -> dict:
-    """What the UI loses opening the file as it is: complete events it drops for partial
-    overlap (``dropped``), and complete events on negative tids (``negative_tid_slices``, on
-    ``negative_tid_threads`` threads) that it folds into their process's main thread."""
+    """What the UI loses opening the file as is: ``dropped`` (complete events, partial overlap) and events
+    on negative tids folded into the main thread: ``negative_tid_slices`` on ``negative_tid_threads``."""
     x, _flows, _pairs = _ui_rows(cols, base_ns, fold=True)
     dropped = assign_lanes(x[:, 0], x[:, 1], x[:, 2], x[:, 3], rounds=1)
     slices, threads = _negative(cols)
@@ -121,9 +103,8 @@ def as_is(cols: Columns, base_ns: int) -> dict:
 
 @dataclass
 class Moves:
-    """Events to put on overlap lanes so that the UI drops nothing once negative tids are
-    unsigned: event index -> (lane, original tid after the unsigned fix, lane thread name),
-    and the lane threads' (pid, tid, lane) -> name."""
+    """Events to put on overlap lanes so the UI drops nothing once negative tids are unsigned: event index ->
+    (lane, tid after the unsigned fix, lane thread name); ``lane_threads``: (pid, tid, lane) -> name."""
 
     slices: dict[int, tuple[int, object, str]] = field(default_factory=dict)
     flows: dict[int, tuple[int, object, str]] = field(default_factory=dict)
@@ -131,10 +112,8 @@ class Moves:
 
 
 def moves(cols: Columns, base_ns: int, thread_names: dict) -> Moves:
-    """The complete events the UI would drop from a file whose negative tids are unsigned,
-    each with its lane (``lanes.assign_lanes`` on the UI's own ns), and the flow events at
-    the same thread and ts as a moved slice (they bind to it). ``thread_names``: (pid, tid) ->
-    name from the file's metadata, for naming the lanes ``<thread> [overlap lane N]``."""
+    """Lanes for the complete events the UI would drop once negative tids are unsigned, and for flow events
+    bound to them (same thread and ts); ``thread_names`` (pid, tid) -> name names the lanes."""
     out = Moves()
     x, flows, pairs = _ui_rows(cols, base_ns, fold=False)
     lanes = assign_lanes(x[:, 0], x[:, 1], x[:, 2], x[:, 3])

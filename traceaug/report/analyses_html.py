@@ -36,10 +36,8 @@ def _short(name: str, width: int = 60) -> str:
 
 
 def bar_labels(names: list[str], width: int = 60) -> list[str]:
-    """Each name cut to ``width`` characters, every label distinct (plotly draws one bar per
-    distinct label, so two names cut alike would become one bar): a name whose cut collides
-    keeps its start and shows the part where it differs from the others (``start…part…``),
-    and a label still taken gets a `` #n`` suffix."""
+    """Each name cut to ``width`` chars, all labels distinct (plotly draws one bar per label): a colliding
+    cut keeps its start and shows where it differs (``start…part…``), then `` #n`` if still taken."""
     out = [_short(n, width) for n in names]
     groups: dict[str, list[int]] = {}
     for i, label in enumerate(out):
@@ -90,9 +88,8 @@ def _list(values) -> list:
 
 
 def analyses(g: GpuOps, in_job: bool = False, step: int | None = None) -> dict:
-    """What the page shows of one rank, computed where the rank is read (``in_job``: one rank
-    of several): each analysis's table, its positive gaps between ops on a stream, and what
-    the overview needs of its ops (``findings.rank_figures``)."""
+    """What the page shows of one rank, computed where it is read (``in_job``: one rank of several): each
+    analysis's table, positive gaps between ops on a stream, and ``findings.rank_figures``."""
     gap = gp.stream_pairs(g, step)["gap"]
     return {"rank": g.rank, "kernels": kn.kernel_table(g, step), "gap": gap[gap > 0],
             "stream_gaps": gp.stream_gaps(g, step), "idle": bd.idle_by_stream(g, step),
@@ -225,9 +222,8 @@ STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1400px}"
 
 def write_report(ranks: list[dict], path: Path, step: int | None = None, top: int = 10,
                  title: str = "traceaug report", job: list[tuple[str, Columns]] | None = None) -> int:
-    """Write the page atomically from each rank's ``analyses``; the number of charts.
-    ``job``: a job's section (``job_sections.job_sections``), drawn first after the
-    overview."""
+    """Write the page atomically from each rank's ``analyses``; returns the number of charts. ``job``: a job's
+    section (``job_sections.job_sections``), drawn first after the overview."""
     a = by_name(ranks)
     figs = figures(a, top)
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",

@@ -1,6 +1,5 @@
-"""``traceaug collectives`` and ``traceaug stragglers`` as tables: the matched collectives
-(``analysis.collectives``) per instance or per rank, the stragglers' findings and each rank's
-step and wait, and the notes on what was not matched and how the clocks were aligned."""
+"""``traceaug collectives`` / ``stragglers`` as tables: matched collectives per instance or rank, stragglers'
+findings with each rank's step and wait, and notes on what was not matched and how clocks were aligned."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""``traceaug diff --html``: one self-contained page (no script from anywhere, works offline).
-
-Per rank, what a reader needs first comes first: a verdict in one sentence (step time A -> B,
-the largest regression and improvement), the headline table, then the top changes with bars
-drawn in plain HTML. Every op follows in a collapsed table that filters, sorts and pages in the
-browser (a few lines of script), so the page stays small: no plotting library is inlined.
-"""
+"""``traceaug diff --html``: a small self-contained page; per rank a verdict, the headline table, the top
+changes as plain-HTML bars, and every op in a collapsed table a few lines of script filter, sort and page."""
 
 from __future__ import annotations
 
@@ -40,8 +35,7 @@ td.bars{width:18em;text-align:left}
 .ops th{cursor:pointer}.pager{margin:.3em 0}
 """
 
-# Filter (substring of the device, name or status), sort (click a header) and pages of
-# PAGE_ROWS rows, for every all-ops table of the page.
+# Every all-ops table: filter (device, name or status substring), sort (click a header), PAGE_ROWS-row pages.
 SCRIPT = """
 document.querySelectorAll('section.ops').forEach(sec => {
   const table = sec.querySelector('table'), body = table.tBodies[0];

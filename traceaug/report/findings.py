@@ -1,6 +1,5 @@
-"""The report's first screen: a verdict and the top findings in plain words, each computed
-from the analyses the page already holds (GPU windows, idle per stream, kernel totals) and
-the ops' launch times, and ranked by the share of the GPU window it concerns."""
+"""The report's first screen: a verdict and the top findings in plain words, from the analyses the page holds
+and the ops' launch times, ranked by the share of the GPU window each concerns."""
 
 from __future__ import annotations
 
@@ -46,9 +45,8 @@ def _window_row(t: Columns, step: int | None) -> int:
 
 
 def queue_means(g: GpuOps, step: int | None) -> Columns:
-    """Per (device, stream): the time-weighted mean number of ops launched but not yet started
-    over the window (Little's law: each op's wait from its launch to its start, summed, over
-    the window's length), and that window's length (ns)."""
+    """Per (device, stream): ``mean``, the time-weighted mean number of ops launched but not yet started over
+    the window (Little's law: each op's launch-to-start wait, summed, over the window's length)."""
     lo, hi, _ = g.window(step)
     ops = g.ops
     rows = g.rows(step) & ops["launched"]
@@ -86,9 +84,8 @@ def _rank(rank) -> str:
 
 
 def overview(a: dict[str, list], step: int | None, short: Callable[[str], str] = str) -> Overview:
-    """The verdict and findings from the ranks' ``analyses_html.analyses`` (``a``: each name's
-    values in rank order, with ``rank_figures``'); ``short`` cuts a kernel name for the
-    sentence."""
+    """The verdict and findings from the ranks' ``analyses_html.analyses`` (``a``: each name's values in rank
+    order, with ``rank_figures``'); ``short`` cuts a kernel name for the sentence."""
     rows = [(_window_row(t, step), t) for t in a["temporal"]]
     f = _figures(rows)
     found = (_idle(a["main"], a["idle"], step, rows, f) + _queues(a["rank"], a["queue"], f)

@@ -1,6 +1,5 @@
-"""``report JOB --html``'s job section: the straggler findings, the wait heatmap (rank ×
-collective instance, each cell that rank's wait there in the job clock) and the step time and
-wait per rank, drawn from the tables of ``job_sections.job_sections``."""
+"""``report JOB --html``'s job section, from ``job_sections.job_sections``' tables: the straggler findings,
+the wait heatmap (rank × collective instance, job clock) and each rank's step time and wait."""
 
 from __future__ import annotations
 

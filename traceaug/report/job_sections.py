@@ -1,6 +1,5 @@
-"""``report JOB``'s job section as titled tables: who waited for whom (the findings), each
-rank's step time and wait in collectives per step, and the wait per rank at each collective
-(the heatmap the page draws)."""
+"""``report JOB``'s job section as titled tables: who waited for whom (findings), each rank's step time and
+wait in collectives per step, and the wait per rank at each collective (the page's heatmap)."""
 
 from __future__ import annotations
 
@@ -29,9 +28,8 @@ def kind_of_label(label: str) -> str:
 
 
 def job_sections(matched: co.Matched, top: int | None) -> list[tuple[str, dict]]:
-    """``report JOB``'s job section: the findings, per step each rank's step time and wait
-    in collectives, and the wait heatmap (rank × collective: the ``top`` with the largest
-    skew; ``top=None``: every matched instance in job-clock order, as the page draws it)."""
+    """The findings, per step each rank's step time and collective wait, and the wait heatmap (rank ×
+    collective: the ``top`` with the largest skew; ``top=None``: all, in job-clock order)."""
     found, table = co.findings(matched), co.step_table(matched)
     label = instance_labels(matched)
     waits = co.wait_table(matched)

@@ -1,9 +1,5 @@
-"""plotly.js for a self-contained, offline page: gzip + base64 inline (1.9 MB instead of
-4.8 MB), unpacked in the browser by ``DecompressionStream``. Packed once per plotly.min.js
-(keyed on its size and mtime, which a stat gives, not a package-metadata lookup) into the
-cache directory (packing takes ~0.4 s). The cached copy starts with the sha256 of what follows
-and is used only when that matches (as the engine's cached module is checked): a truncated or
-altered cache is packed again, never inlined as it is (a page with no charts)."""
+"""plotly.js for a self-contained offline page: gzip + base64 inline, unpacked by ``DecompressionStream``;
+packed once per plotly.min.js into the cache, and a cached copy used only if its sha256 header matches."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""An analysis command's titled tables as printed: the terminal's (times in µs, long names cut, a
-histogram as bars), csv's (one block per table) and json's (one object keyed by title), every
-column named with its unit (``public``: exact ns in csv / json and the API's DataFrames)."""
+"""An analysis command's titled tables as printed: terminal (µs, long names cut, histograms as bars), csv (a
+block per table), json (one object keyed by title); columns named with their unit (``public``: exact ns)."""
 
 from __future__ import annotations
 
@@ -48,9 +47,8 @@ def clip_names(table: Columns, width: int = CELL_WIDTH) -> Columns:
 
 
 def shown(table: Columns, fmt: str, full_names: bool = True) -> Columns:
-    """A ``public`` table as rendered: in the terminal ``*_ns`` columns become ``*_us``; the
-    window's start and the full names of a transition's ops are left to csv / json.
-    ``full_names=False``: names cut (``clip_names``)."""
+    """A ``public`` table as rendered: in the terminal ``*_ns`` become ``*_us`` and the window start and a
+    transition's full op names are left to csv / json; ``full_names=False``: names cut (``clip_names``)."""
     table = public(table if full_names else clip_names(table))
     if fmt != "table":
         return table
@@ -70,9 +68,8 @@ def shown(table: Columns, fmt: str, full_names: bool = True) -> Columns:
 
 
 def render(sections: list[tuple[str, Columns]], fmt: str, full_names: bool = False) -> str:
-    """Titled tables: in the terminal one after the other (a histogram as bars); in csv each
-    table as its own block after a ``# title`` line; in json one object keyed by title. Long
-    names are cut in the terminal unless ``full_names`` (``output.cut``)."""
+    """Titled tables: in the terminal one after another (histograms as bars), in csv a block per table after
+    a ``# title`` line, in json one object keyed by title; terminal names cut unless ``full_names``."""
     if fmt == "json":
         data = {title: orjson.loads(render_columns(public(t), "json")) for title, t in sections}
         return json_text(data)

@@ -1,6 +1,5 @@
-"""``traceaug whatif`` as printed: the baseline per step first (its replay error says how far
-to trust the rest), then each change's predicted step time and speedup; csv / json one row per
-(step, change)."""
+"""``traceaug whatif`` as printed: the baseline per step first (its replay error says how far to trust the
+rest), then each change's predicted step time and speedup; csv / json one row per (step, change)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,5 @@
-"""``traceaug counters``: a copy of the trace with queue-length and bandwidth counter tracks.
-
-traceaug style: one track per stream (``Queue length stream 7``) and per copy
-kind (``Bandwidth (GB/s) HtoD``) in the GPU's process. ``hta`` style:
-HTA's exact event shapes (``Queue Length`` with ``id`` = stream, ``Memcpy BW``
-per copy name) for scripts built on HTA's output.
-
-The Perfetto UI (v52) lists a process's counter tracks by ``lower(name)`` and cuts titles
-longer than about 25 characters in a process group: stream numbers are padded with spaces
-to one width (``stream   7`` sorts before ``stream  25``; the UI shows one space) and the
-bandwidth tracks' names stay short (``Bandwidth (GB/s) Memset``).
-"""
+"""``traceaug counters``: the trace with queue-length (per stream) and bandwidth (per copy kind) tracks;
+``hta`` style: HTA's exact event shapes (``Queue Length``, ``Memcpy BW``) for scripts built on HTA."""
 
 from __future__ import annotations
 
@@ -23,8 +13,8 @@ if TYPE_CHECKING:
     from ..trace import Trace
 
 
-QUEUE = "Queue length"  # traceaug style: + " stream <n>" (padded)
-BANDWIDTH = "Bandwidth (GB/s)"  # traceaug style: + " <copy kind>"
+QUEUE = "Queue length"  # + " stream <n>", padded to one width: the UI (v52) sorts tracks by lower(name)
+BANDWIDTH = "Bandwidth (GB/s)"  # + " <copy kind>"; short: the UI cuts titles past ~25 characters
 
 
 def counter_track_events(result: dict, base_ns: int, style: str) -> list[bytes]:

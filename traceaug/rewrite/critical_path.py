@@ -1,14 +1,5 @@
-"""``traceaug critical-path``: the path as flow arrows and a "Critical path" lane.
-
-Arrows (``cat`` ``critical_path``) follow the path's jumps between events, the edges HTA
-draws: dependencies between top-level ops, launch delays, syncs (``--all-edges``: every
-such edge of the graph, the ones off the path in ``critical_path_graph``). Each arrow end
-sits where Perfetto's importer has its event on top of the thread's stack, so Perfetto binds
-it to that event and no other; Perfetto points every flow from the slice that starts first,
-so a sync arrow (GPU op -> the call that waited) shows from the call. The lane, in a
-"Critical path" process of its own, is one track with one slice per segment of the path
-that takes time, named for its event, with its category in args.
-"""
+"""``traceaug critical-path``: the path as flow arrows along its jumps (HTA's edges; ``--all-edges``: all,
+off-path ones in ``critical_path_graph``) and a "Critical path" lane with a slice per timed segment."""
 
 from __future__ import annotations
 
@@ -46,10 +37,8 @@ def compute(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
 
 # ----- the lane ---------------------------------------------------------------------------------
 def segments(result: cp.Result) -> dict[str, np.ndarray]:
-    """The path's timed pieces (``Result.pieces`` but idle), consecutive ones of one event and
-    category merged: ``pid, ts, dur, name, category`` (engine ns; names without template and
-    argument lists: a kernel's full name can take kilobytes, and the op itself sits beside the
-    lane)."""
+    """The path's timed pieces but idle, consecutive ones of one event and category merged: ``pid, ts, dur,
+    name, category`` (engine ns; names shortened: a kernel's full name can take kilobytes)."""
     e, p = result.edges, result.pieces()
     on = p["category"] != cp.IDLE
     at = p["edge"][on]
@@ -66,10 +55,8 @@ def segments(result: cp.Result) -> dict[str, np.ndarray]:
 
 
 def lane_events(trace: Trace, result: cp.Result) -> list[bytes]:
-    """The "Critical path" lane: a process of its own, sorted first, with one track (process
-    async slices: the Perfetto UI shows it as one row, which ``traceaug open`` pins), one
-    slice per segment. A thread lane would be two nodes of one name in the UI (the thread's
-    group and its track), both pinned by a name: the row twice."""
+    """The "Critical path" lane: its own process, sorted first, one async track (one UI row for ``open`` to
+    pin; a thread lane would be two nodes of one name, pinned twice) with a slice per segment."""
     seg = segments(result)
     if not len(seg["ts"]):
         return []
@@ -82,9 +69,8 @@ def lane_events(trace: Trace, result: cp.Result) -> list[bytes]:
 
 
 def lane_pid(trace: Trace) -> int:
-    """A process id no process or thread of the trace uses (the lane's process and thread):
-    one above the largest below 2**31 - 2 (an id the UI reads as it is; Kineto's -1 arrives
-    as 4294967295), a lane of a run before left out."""
+    """A pid no process or thread of the trace uses, ignoring a lane of an earlier run: one above the largest
+    below 2**31 - 2 (ids the UI reads as they are; Kineto's -1 arrives as 4294967295)."""
     limit = 2**31 - 2
     c = trace.columns(
         "SELECT MAX(v) AS v FROM (SELECT p.pid AS v FROM process p WHERE p.name IS NOT "

@@ -1,10 +1,5 @@
-"""Serialize events to add to a trace: exact timestamps, one compact line each.
-
-Builders take columns (sequences or numpy arrays of equal length; a scalar repeats) with
-timestamps in engine ns plus the trace's ``base_ns``, written as exact µs text (``us``).
-Added events never use Kineto's categories (``RESERVED_CATEGORIES``), so a reloaded output
-never counts an overlay as real work.
-"""
+"""Serialize events to add to a trace, one compact line each, from equal-length columns (a scalar repeats);
+ts in engine ns + ``base_ns``, written as exact µs. Kineto's categories are refused: a reload counts them."""
 
 from __future__ import annotations
 
@@ -51,11 +46,8 @@ def _json(value) -> bytes:
 
 def counter_events(series: dict[str, np.ndarray], base_ns: int, name: str, arg, hta: bool,
                    id_column: bool = False) -> list[bytes]:
-    """One ``"ph":"C"`` event per row of a series (columns ``pid, key, ts, value``).
-
-    ``name`` and ``arg`` may be callables of the row's key (the track's name parts). The
-    text around the time and value is built once per track, the values in one dumps.
-    """
+    """One ``"ph":"C"`` event per row of a series (columns ``pid, key, ts, value``); ``name`` and ``arg``
+    may be callables of the row's key (the track's name parts)."""
     if not len(series["ts"]):
         return []
     ts = us_bytes(series["ts"].astype(np.int64) + base_ns)
@@ -107,9 +99,8 @@ _NUMPY = orjson.OPT_SERIALIZE_NUMPY
 
 
 def _dumps(values: list) -> list[bytes]:
-    """Each value as compact JSON (numpy scalars as numbers), once per distinct value.
-    ``orjson.dumps`` returns bytes that keep its ~4 KB working buffer: one per row took
-    570 MB per column of 145k rows."""
+    """Each value as compact JSON (numpy scalars as numbers), dumped once per distinct value and copied:
+    ``orjson.dumps``'s bytes keep its ~4 KB working buffer."""
     done: dict = {}
     out = []
     for v in values:
@@ -146,9 +137,8 @@ def _args(args, n: int) -> list[bytes | None]:
 
 def _events(ph: bytes, n: int, fields: dict[str, list[bytes] | bytes],
             args: list[bytes | None] | None) -> list[bytes]:
-    """``{"ph":ph, field: value, ..., "args": {...}}`` per row of the serialized columns: one
-    ``%`` of a bytes template per row (a join per field cost 3 s on 400k events); a field
-    given as one bytes value is the same in every row and goes into the template."""
+    """``{"ph":ph, field: value, ..., "args": {...}}`` per row, by one ``%`` of a bytes template per row;
+    a field given as one bytes value is the same in every row and goes into the template."""
     def escaped(b: bytes) -> bytes:
         return b.replace(b"%", b"%%")
 
@@ -177,9 +167,8 @@ def _length(*columns) -> int:
 
 
 def slice_events(pid, tid, ts, dur, name, cat, args=None, base_ns: int = 0) -> list[bytes]:
-    """One complete event (``"ph":"X"``) per row: ``ts`` / ``dur`` engine ns (``ts`` plus
-    ``base_ns`` is written), the other columns values or scalars, ``args`` dicts (or their
-    JSON as bytes) or None."""
+    """One complete event (``"ph":"X"``) per row: ``ts`` / ``dur`` in engine ns (``ts + base_ns`` is written),
+    other columns values or scalars, ``args`` dicts, their JSON as bytes, or None."""
     n = _length(pid, tid, ts, dur, name)
     durs = np.asarray(_column(dur, n), dtype=np.int64)
     if (durs < 0).any():
@@ -204,11 +193,8 @@ def instant_events(pid, tid, ts, name, cat, args=None, base_ns: int = 0, scope: 
 
 def async_slice_events(pid, tid, ts, dur, name, cat, ident: str, args=None, base_ns: int = 0,
                        track_name: str | None = None) -> list[bytes]:
-    """One process-scoped async slice (a ``"ph":"b"`` and its ``"ph":"e"``) per row, all of
-    one async id (``id2.local``): Perfetto puts them on one track of the process, named for
-    its first event, ``track_name`` (an instant ``"ph":"n"`` at the first ``ts``) if given.
-    Rows in time order, none overlapping: an ``e`` and the next ``b`` at one time stay in
-    that order in the file."""
+    """A process-scoped async slice (``b`` + ``e``) per row, all of async id ``ident``: one Perfetto track
+    named ``track_name`` if given. Rows in time order, none overlapping (``e`` precedes ``b`` at one ts)."""
     n = _length(pid, tid, ts, dur, name)
     durs = np.asarray(_column(dur, n), dtype=np.int64)
     if (durs < 0).any():
@@ -229,10 +215,8 @@ def async_slice_events(pid, tid, ts, dur, name, cat, ident: str, args=None, base
 
 def flow_events(src_pid, src_tid, src_ts, dst_pid, dst_tid, dst_ts, ids, cat, name, args=None,
                 base_ns: int = 0) -> list[bytes]:
-    """One arrow per row: a ``"ph":"s"`` bound to the slice open at (src thread, src_ts) and
-    a ``"ph":"f","bp":"e"`` bound to the slice enclosing (dst thread, dst_ts). Give a ts
-    inside each intended slice, and ``ids`` from ``flow_ids`` (flows v1: Perfetto joins an
-    arrow's ends on (id, cat, name))."""
+    """An arrow per row: ``s`` bound to the slice open at (src thread, src_ts), ``f`` (``bp: e``) to the one
+    enclosing (dst thread, dst_ts); ``ids`` from ``flow_ids`` (Perfetto joins ends on (id, cat, name))."""
     n = len(ids)
     _categories(cat, n)
     cats, names, ident = _field(cat, n), _field(name, n), _field(ids, n)
@@ -247,9 +231,8 @@ def flow_events(src_pid, src_tid, src_ts, dst_pid, dst_tid, dst_ts, ids, cat, na
 
 
 def used_flow_ids(path) -> np.ndarray:
-    """Every flow id in the file, in both forms (``"id"`` of v1 flow events, ``"bind_id"``
-    of v2), as Perfetto reads them (string ids as hex), sorted and unique. Any other key
-    named ``id`` counts too: an id more is only one not chosen."""
+    """Every flow id in the file (v1 ``"id"``, v2 ``"bind_id"``) as Perfetto reads them (strings as hex),
+    sorted and unique; any other key named ``id`` counts too (costing only an id not chosen)."""
     found: list[tuple[bytes, bytes]] = []
     tail = b""
     for block in source.iter_blocks(Path(path)):
@@ -263,9 +246,8 @@ def used_flow_ids(path) -> np.ndarray:
 
 
 def flow_ids(trace, n: int) -> np.ndarray:
-    """``n`` flow ids (int64, from 1 up) that no flow of the trace's file uses, in either
-    form: every event of the file counts, not only the ones its load kept (pass 1 gathered
-    them; a trace it did not plan is scanned here)."""
+    """``n`` flow ids (int64, from 1 up) no flow of the trace's file uses, counting every event of the file,
+    not only the loaded ones (pass 1's set, else the file is scanned here)."""
     plan = getattr(trace, "plan", None)
     used = plan.flow_ids if plan is not None and plan.flow_ids is not None else used_flow_ids(trace.file)
     candidates = np.arange(1, n + len(used) + 1, dtype=np.int64)

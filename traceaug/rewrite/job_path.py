@@ -1,7 +1,5 @@
-"""The job's critical path drawn on the merged job trace (``merge_job``): a "Critical path"
-lane per rank (``rank N: Critical path``: one slice per segment of the path on that rank)
-and flow arrows along the path's jumps, across ranks at the collectives it passes through.
-Times are the job clock's (the merged trace's), pids the merged trace's (``merge_job``)."""
+"""The job's critical path on the merged job trace (``merge_job``'s clock and pids): a lane per rank
+(``rank N: Critical path``, a slice per segment) and arrows along its jumps, across ranks at collectives."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""``traceaug diff --trace``: A and B side by side in one Perfetto file.
-
-A's bytes are kept as they are, but for the moves every rewriter makes so that the Perfetto UI
-shows every event (``visible``); B's events are spliced in with their processes relabelled
-(``B: <name>``, pids moved out of A's range, sorted after A's), their flow ids moved out of
-A's, the same moves made, and their timestamps shifted exactly so that B's first
-ProfilerStep starts where A's does (the trace starts when there are none).
-"""
+"""``traceaug diff --trace``: A's bytes (but for ``visible``'s moves) plus B's events relabelled
+(``B: <name>``, pids and flow ids moved past A's, sorted after A), shifted so B's first step starts at A's."""
 
 from __future__ import annotations
 
@@ -82,13 +76,8 @@ def b_events(side: Side, shift_ns: int) -> list[bytes]:
 
 def relabelled(file: Path, chosen: Rebase, shift_ns: int, pid_of, flow_id_of, label: str,
                plan=None) -> list[bytes]:
-    """Every event of ``file`` with its pid ``pid_of(pid)``, flow ids ``flow_id_of(id)``,
-    process names ``<label>: <name>`` (added for processes that have none), negative tids
-    unsigned and timestamps ``shift_ns`` earlier (exact). With the file's load ``plan``, also
-    made visible in the Perfetto UI as the rewriters make their outputs (``visible``: the
-    complete events the UI would drop, on the timestamps written here, moved to lanes with
-    their flow events) and every process sorted after the other side's
-    (``process_sort_index``); without it the caller copies the result through ``splice.Copy``."""
+    """``file``'s events: pids ``pid_of(pid)``, flow ids ``flow_id_of(id)``, processes ``<label>: <name>``,
+    tids unsigned, ts ``shift_ns`` earlier; with ``plan``, UI-visible and sorted after the other side's."""
     rebase = Rebase(chosen.prefix, chosen.sep, chosen.numeric, fixed=True)
     moves = (ui_import.moves(plan.ui, plan.base_ns - shift_ns, plan.thread_names)
              if plan is not None else None)
@@ -153,11 +142,8 @@ def _hashable(value):
 
 
 def ui_order(a: Side) -> list[str]:
-    """Regexes that match the Perfetto UI's top-level tracks: the global one, the group names of
-    A's processes, then B's
-    (``<process name> <pid>``; A's string pids get a number the UI makes up). The v52 UI
-    orders processes by their slice counts, whatever ``process_sort_index`` says, so
-    ``traceaug open`` shows A above B through a workspace built from these (``view.server``)."""
+    """Regexes of the UI's top-level tracks: the global one, A's process groups (``<name> <pid>``), then B's;
+    the v52 UI orders processes by slice count, not ``process_sort_index``, so ``open`` pins these."""
     names = a.trace.columns("SELECT DISTINCT name FROM process")["name"].tolist()
     labels = sorted({re.escape(n) for n in names if isinstance(n, str) and n and not n.startswith("B: ")})
     alternatives = [*labels, "Process"] if labels else ["Process"]

@@ -1,12 +1,5 @@
-"""``traceaug merge JOB OUT``: every rank of a job in one Perfetto trace, on one clock.
-
-Every rank's events are written into one trace (``merge.relabelled``, as ``diff --trace``
-relabels B) with their pids moved to ``rank × RANK_PIDS + pid``, their flow ids to
-``rank × RANK_FLOWS + id``, their timestamps moved by the rank's clock offset
-(``analysis.collectives.align``; none with ``align=False``), and every process named
-``rank N: <name>``. Each matched collective gets
-flow arrows from every other rank's kernel of it to its straggler's (who waited for whom).
-"""
+"""``traceaug merge JOB OUT``: a job's ranks in one trace on one clock, pids at ``rank × RANK_PIDS + pid``,
+processes named ``rank N: <name>``, and arrows from each collective's ranks to its straggler (who waited)."""
 
 from __future__ import annotations
 
@@ -92,9 +85,8 @@ def _rebase(f: TraceFile, matched: co.Matched) -> Rebase:
 
 def write_job(files: list[TraceFile], out: Path, matched: co.Matched,
               extra: list[bytes] | None = None) -> tuple[int, int]:
-    """Write the merged trace of a job's rank ``files`` to ``out`` on the clock of its
-    ``matched`` collectives; ``extra``: events to add, in the merged trace's pids and clock
-    (e.g. the job's critical path). Returns the ranks and the cross-rank arrows."""
+    """Write the merged trace of a job's rank ``files`` to ``out`` on its ``matched`` collectives' clock, with
+    ``extra`` events (merged pids and clock, e.g. the critical path). Returns (ranks, cross-rank arrows)."""
     offset = matched.offsets()
     events: list[bytes] = []
     for f in files:  # every rank relabelled: the UI keeps a process's first name
@@ -103,9 +95,8 @@ def write_job(files: list[TraceFile], out: Path, matched: co.Matched,
     links = arrows(matched)
     added = list(extra or ())
     with tempfile.TemporaryDirectory(prefix="traceaug-merge-") as tmp:
-        # The whole job as one plain trace, then copied as every rewriter's output is: what
-        # the UI would drop (here ns rounding of moved clocks nests slices differently) goes
-        # to overlap lanes (``rewrite.visible``).
+        # One plain trace, then copied like any rewriter's output: what the UI would drop (ns rounding
+        # of moved clocks nests slices differently) goes to overlap lanes (``rewrite.visible``).
         whole = Path(tmp) / "job.json"
         with open(whole, "wb") as f:
             f.write(b'{"schemaVersion": 1, "traceEvents": [\n')

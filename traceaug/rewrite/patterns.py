@@ -1,14 +1,5 @@
-"""``traceaug patterns``: the top-k kernel patterns of each scope overlaid on the trace.
-
-Added threads (input events keep their names; HTA renames them all):
-- "Kernel patterns" in each CPU process: one slice ``Pattern P<n>`` per counted occurrence,
-  spanning its operator instance (whole scope) or its kernels' launches;
-- "Kernel patterns stream <s>" in the GPU's process, per stream with patterns: one slice
-  per occurrence spanning its GPU ops, with a flow from the CPU slice to it;
-- "Kernel-name dictionary": ``K<i>`` -> full kernel name, ``P<n>`` -> its kernel ids.
-Slices that would partly overlap on one thread go to a further lane (``... (2)``), since
-Perfetto drops partly overlapping complete events.
-"""
+"""``traceaug patterns``: each scope's top-k kernel patterns as ``Pattern P<n>`` slices on added CPU and
+per-stream GPU threads, with flows, and a "Kernel-name dictionary"; overlaps go to further lanes ``(2)``."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""gzip pieces: a raw deflate segment made on both cores, and joining segments' CRCs.
-
-Each block is deflated on its own (zlib releases the GIL), primed with the
-previous block's last 32 KiB as dictionary and ended on a byte boundary with a
-sync flush, the way pigz does. Such a segment ends unfinished, so another raw
-deflate stream can follow it in the same gzip member; ``crc32_combine`` joins
-their CRCs in order. The result is an ordinary single-member gzip file any
-reader takes.
-"""
+"""gzip pieces: raw deflate of blocks in threads, pigz-style (each primed with the previous 32 KiB,
+sync-flushed), and joining segments' CRCs; the result is an ordinary single-member gzip file."""
 
 from __future__ import annotations
 
@@ -100,9 +93,8 @@ def _zero_bytes(k: int) -> tuple[int, ...]:
 
 
 def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
-    """CRC-32 of A+B from crc32(A), crc32(B) and len(B): zlib's ``crc32_combine``, which
-    Python's zlib does not expose (shifts crc1 over len2 zero bytes in GF(2), by the
-    operator of each power of two in len2)."""
+    """CRC-32 of A+B from crc32(A), crc32(B) and len(B): zlib's ``crc32_combine``, which Python's zlib
+    does not expose (shifts crc1 over len2 zero bytes in GF(2))."""
     k = 0
     while len2 > 0:
         if len2 & 1:

@@ -1,12 +1,5 @@
-"""The one path every rewriter takes: targets -> start the copy -> load -> compute -> splice.
-
-A rewriter supplies only its load kind (``read.kinds.KINDS``) and its compute function.
-``results`` pairs each rank file with its output, checks every output against the inputs before
-any work, and runs each rank on the job runner: its copy starts first (gzip deflates
-the original text meanwhile), the trace loads with the rewriter's kind (the copy prepares its
-moves once pass 1's plan is known), ``compute`` gives the events, and they are spliced in
-once the engine is closed.
-"""
+"""The one path every rewriter takes: targets -> check outputs -> start the copy (gzip deflates the input
+meanwhile) -> load with the rewriter's kind -> compute events -> splice them in once the engine is closed."""
 
 from __future__ import annotations
 
@@ -50,10 +43,8 @@ def _names_directory(dst: str | Path) -> bool:
 
 def targets(src: str | Path, dst: str | Path | None, files: list[TraceFile]
             ) -> tuple[list[Item], Path | None]:
-    """Each of ``src``'s rank files (as the command selected them) with its output, and the
-    output directory to create (None when there is none to make). OUT is a directory when it
-    ends with ``/`` or is one: a file IN is written into it under its own name. A directory
-    IN needs a directory OUT, never a file-like name."""
+    """Each of ``src``'s selected rank files with its output, and the output directory to make (or None). OUT
+    is a directory if it ends with ``/`` or is one (a file IN keeps its name); a directory IN needs one."""
     url = is_url(src)
     src = src if url else Path(src)
     if dst is None:
@@ -103,10 +94,8 @@ def _check(found: list[Item], made: Path | None) -> None:
 
 def rewrite_rank(path: Path, item: Item, rewriter: Rewriter, options: dict,
                  keep_bytes: bool) -> tuple[dict, list]:
-    """One rank's task (``path``: its file, local): load, compute and write its output; its
-    summary data with ``rank``, ``file``, ``out`` and ``events`` (how many were added). In a
-    job's worker the output is held complete but unrenamed and handed back (``atomic.held``)
-    for the run to commit with its others."""
+    """One rank's task (``path``: its local file) -> summary with ``rank``, ``file``, ``out``, ``events``;
+    in a job worker the output is held unrenamed (``atomic.held``) for the run to commit with the others."""
     if not runtime.current().worker:
         return _rewrite(path, item, rewriter, options, keep_bytes), []
     with atomic.held() as files:

@@ -1,26 +1,5 @@
-"""Write a copy of a trace with events added, every original byte kept in place.
-
-The added events go right after the ``[`` that opens the event array and a
-``"traceaug"`` marker key right after the opening ``{``; everything else is
-copied through as it was. Output is gzip when its name ends in ``.gz``, is
-written to a temporary file and renamed into place, and never replaces the
-input.
-
-Chaining: the marker lists every rewriter applied (name, version, options) and how
-many events and bytes it added; their blocks lie after the ``[`` in that order. A copy
-of a traceaug output (``Prior``) drops the block of the rewriter writing now and keeps
-the others', so running a rewriter again replaces its own additions only.
-
-A ``Copy`` starts before its events are known: for gzip output a thread deflates
-the original text after the ``[`` (nearly all of it) while the caller computes the
-events, so that finishing deflates only the header and the added events.
-
-Unless ``keep_bytes``, the copy is one the Perfetto UI shows in full (``visible``): negative
-tids are made unsigned as the text streams, and the events the UI would drop are moved to
-lanes once the plan says which (``visible.apply`` sets ``Copy.edits``). The thread then
-deflates the text in independent segments of about ``SEGMENT`` bytes, so finishing deflates
-again only the segments that hold such events, from the input read again.
-"""
+"""Write a copy of a trace with events added after the ``[`` and a ``"traceaug"`` marker after the ``{``,
+other bytes kept (but for ``visible``'s edits); gzip if named ``.gz``, atomic, never over the input."""
 
 from __future__ import annotations
 
@@ -89,10 +68,8 @@ def _yield_to_others() -> None:
 
 @dataclass
 class _Segment:
-    """One independently deflated piece of the body: its input bytes [start, end) (offsets
-    in the decompressed input), where its deflated bytes are in the body file, its output
-    length, the CRC-32 of the body's output up to its end, and where the tid fix changed
-    lengths (``rebase.fix_negative_tids_shifted``)."""
+    """A piece of the body deflated on its own: input bytes [start, end), its deflated bytes in the body file
+    (``at``, ``length``), output ``size``, the body's CRC-32 to its end, the tid fix's ``shifts``."""
 
     start: int
     end: int
@@ -115,9 +92,8 @@ def _deflate(text: bytes) -> bytes:
 
 
 class _Body:
-    """The original text after the event array's ``[``, deflated by a low-priority thread
-    into an unnamed temporary file beside the output: as one stream when its bytes are kept,
-    else (``fix_tids``: negative tids made unsigned) in segments that can be redone."""
+    """The original text after the ``[``, deflated by a low-priority thread into a temporary file beside
+    the output: one stream when its bytes are kept, else (``fix_tids``) in segments that can be redone."""
 
     def __init__(self, src: Path, directory: Path, fix_tids: bool, skip: int = 0) -> None:
         self.src = src
@@ -247,14 +223,8 @@ def _run_offset(segs: list[_Segment], offset: int, end: bool) -> int:
 
 
 class Copy:
-    """``src`` copied to ``dst`` with events added: start it early, ``finish`` it with the
-    events (or ``cancel`` it: no file is left).
-
-    ``command``: the rewriter's name, or its marker ``entry`` (name, version, options).
-    ``prior``: what traceaug added to ``src`` before (``read_prior``, read here if None):
-    the writing rewriter's earlier block is left out, the others' are kept.
-    ``keep_bytes``: every original byte as it was; else the copy is one the Perfetto UI shows
-    in full (negative tids unsigned, and the moves in ``edits``, set by ``visible.apply``)."""
+    """``src`` copied to ``dst`` with events added: start it early, then ``finish`` (or ``cancel``). Earlier
+    traceaug blocks (``prior``) stay but this rewriter's; unless ``keep_bytes``, edited by ``visible``."""
 
     def __init__(self, src: Path, dst: Path, command: str | dict, prior: Prior | None = None,
                  keep_bytes: bool = True) -> None:
@@ -271,10 +241,8 @@ class Copy:
         self._error: BaseException | None = None
 
     def prepare(self, plan) -> None:
-        """Start what needs no events, in a thread while the caller computes them (it runs
-        while the engine answers queries, which hold no GIL): the moves of what the Perfetto
-        UI would drop (``visible.apply``, which sets ``edits``) and, for gzip output, the
-        body's segments holding them deflated again once the body is done. Once per copy."""
+        """Once per copy, in a thread while the caller computes events (engine queries hold no GIL): the
+        UI moves (``visible.apply`` sets ``edits``) and, for gzip, re-deflating the segments holding them."""
         if self._prepared is not None:
             return
         self._prepared = threading.Thread(target=self._prepare, args=(plan, self.body), daemon=True)

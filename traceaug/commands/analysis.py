@@ -1,6 +1,5 @@
-"""What an analysis command (``kernels``, ``gaps``, ``breakdown``, ``launches``, ``report``)
-shares: the analysis's per-rank part, run in the rank's task where its ops are (only its tables
-come back), the combine of the ranks' parts, and the titled tables printed (``report.sections``)."""
+"""What the analysis commands share: the analysis's per-rank part, run in the rank's task (only
+its tables come back), the combine of the ranks' parts, the titled tables printed."""
 
 from __future__ import annotations
 
@@ -19,9 +18,8 @@ GPU_STEPS = "gpu_steps"  # the load kind the analyses need (``analysis.gpu_steps
 
 def rank_parts(call: Call, fn: Callable, params: dict, kind: str = GPU_STEPS,
                collectives: bool = False) -> tuple[list[parts.RankPart], list | None]:
-    """Each rank's ``RankPart`` of ``fn(ops, in_job, **params)`` in rank order, computed in its
-    task; and for a job of several ranks (``collectives``) each rank's collective tables from
-    the same read (``analysis.collectives.ranked``), else None."""
+    """Each rank's ``RankPart`` of ``fn(ops, in_job, **params)`` in rank order; with
+    ``collectives``, a job's collective tables from the same read (one rank: None)."""
     from ..analysis.collectives import ranked
 
     in_job = len(call.files()) > 1
@@ -62,9 +60,8 @@ def shown(sections: list, call: Call, full_names: bool = False) -> None:
 
 def command(name: str, help: str, module: ModuleType, options: tuple,
              **declared: Any) -> Command:
-    """An analysis command: TRACE, the job options, ``--rank``, ``--step``, ``--format``, then
-    its ``options``; ``module.part`` takes the rank's ops and the parameters ``declared["part"]``
-    names, ``module.combine`` the ranks' tables and those ``declared["combine"]`` names."""
+    """TRACE, job options, ``--rank``, ``--step``, ``--format``, ``options``: ``module.part(ops,
+    in_job, **declared["part"])`` per rank, ``module.combine(tables, **declared["combine"])``."""
     part, combine = declared.pop("part"), declared.pop("combine", ())
 
     def compute(call: Call) -> list[tuple[str, dict]]:

@@ -1,6 +1,5 @@
-"""``traceaug collectives`` and ``traceaug stragglers``: the collectives of every rank of a job
-matched (``analysis.collectives``), filtered by step and rank and rendered; the Python API
-returns the same DataFrames."""
+"""``traceaug collectives``: every rank's collectives matched across the job
+(``analysis.collectives``), filtered by step and rank; what ``stragglers`` builds on."""
 
 from __future__ import annotations
 

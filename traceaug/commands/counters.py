@@ -56,17 +56,6 @@ def _api(results: list[dict], call: Call) -> Counters:
     return Counters(tables[0], tables[1], [Path(r["out"]) for r in results if r["out"]])
 
 
-def _rewriter():
-    from ..rewrite.counters import REWRITER
-
-    return REWRITER
-
-
-def summary_text(results: list[dict], fmt: str) -> str:
-    from ..report.counters_text import summary_text as text
-
-    return text(results, fmt)
-
 
 COMMAND = rewriters.command(
     "counters", "Write OUT: a copy of IN with memory-bandwidth and queue-length counter tracks."
@@ -82,4 +71,4 @@ COMMAND = rewriters.command(
             help="Keep every original byte. By default events the Perfetto UI would drop "
                  "(partly overlapping, on negative thread ids) are moved so that it shows them.")),
     lambda call: {"series": series(call["series"]), "style": call["style"]}, api=_api,
-    load_kind="gpu", rewriter=_rewriter, summary=summary_text)
+    load_kind="gpu")

@@ -1,6 +1,5 @@
-"""``traceaug critical-path``: IN with its critical path drawn (``rewrite.critical_path``), or
-(``--job``) the path of each step across every rank of a job, joined at each collective
-(``analysis.job_path``), drawn on the merged job trace."""
+"""``traceaug critical-path``: IN with its critical path drawn, or (``--job``) each step's path
+across every rank, joined at each collective, drawn on the merged job trace."""
 
 from __future__ import annotations
 
@@ -16,9 +15,8 @@ from .declare import COUNT, US, Call, echo, fmt, option, rank, step
 
 # ----- a whole job (``--job``) ------------------------------------------------------------------
 def job_paths(call: Call) -> list:
-    """The job's critical path per step (``analysis.job_path``: the timing path, or with
-    ``--hta-weights`` the longest by weight); OUT (unless None): the merged job trace
-    (``merge``'s) with the path as lanes and arrows."""
+    """The job's critical path per step (``--hta-weights``: the longest by weight); OUT (unless
+    None): the merged job trace with the path as lanes and arrows."""
     from .. import guard
     from ..analysis import job_path as jp
     from ..job import parts
@@ -59,9 +57,8 @@ def prepare(call: Call) -> None:
 
 
 def compute(call: Call):
-    """The job's paths (``--job``); else each rank's path through the rewriter, or for the API
-    the path and summary as DataFrames (``analysis.critical_path.frames``), the rewriter run
-    too when it names OUT."""
+    """The job's paths (``--job``), else each rank's through the rewriter; for the API the path and
+    summary DataFrames (the rewriter run too when OUT is named)."""
     if call.get("whole_job"):
         return job_paths(call)
     if call.api and call.get("step") is not None and call.get("annotation") is not None:
@@ -87,20 +84,9 @@ def compute(call: Call):
     return out
 
 
-def _rewriter():
-    from ..rewrite.critical_path import REWRITER
 
-    return REWRITER
-
-
-def summary_text(results: list[dict], fmt: str) -> str:
-    from ..report.critical_path_text import summary_text as text
-
-    return text(results, fmt)
-
-
-_rewrite = rewriters.compute(_rewriter, lambda call: {k: call[k] for k in OPTIONS})
-_show = rewriters.show("critical-path", summary_text)
+_rewrite = rewriters.compute("critical-path", lambda call: {k: call[k] for k in OPTIONS})
+_show = rewriters.show("critical-path")
 
 
 def show(result, call: Call) -> None:
@@ -155,6 +141,6 @@ COMMAND = rewriters.command(
                  "each collective; OUT the merged job trace with the path drawn."),
      fmt("Format of the summary printed on stdout.")),
     lambda call: {k: call[k] for k in OPTIONS}, out={"one_file": "whole_job"},
-    load_kind="sync", rewriter=_rewriter, summary=summary_text,
+    load_kind="sync",
     compute=compute, show=show, api=_api, prepare=prepare,
     kind=lambda p: None if p.get("whole_job") else "sync")

@@ -106,14 +106,8 @@ def job_options() -> list[click.Option]:
 
 @dataclass(frozen=True)
 class Command:
-    """One command. ``params``: its click parameters in ``--help``'s order (``JOB`` where the
-    job options go); ``compute(call)``: its work, for the command line and the API alike;
-    ``show(result, call)``: what the command line prints and writes; ``api(result, call)``:
-    the API function's value (None: no API function); ``kind(params)``: the load kind
-    prefetched for its ``inputs`` (the trace parameters, their ranks found once);
-    ``cli_only``: parameters the API function does not take; ``api_params``: keywords only the
-    API function takes (name: default); ``prepare(call)``: the command line's checks and
-    readings of its arguments, before any work."""
+    """One command: click ``params`` (``JOB``: the job options), ``compute(call)`` its work,
+    ``show`` / ``api`` (result, call) its CLI output / API value, ``kind`` the prefetched load."""
 
     name: str
     help: str
@@ -122,11 +116,11 @@ class Command:
     show: Callable[[Any, Call], None]
     api: Callable[[Any, Call], Any] | None = None
     kind: Callable[[dict], str | None] | None = None
-    inputs: tuple[str, ...] = ()
-    cli_only: tuple[str, ...] = ("fmt",)
+    inputs: tuple[str, ...] = ()  # the trace parameters: their ranks found once
+    cli_only: tuple[str, ...] = ("fmt",)  # parameters the API function does not take
     rank_selects: bool = True  # --rank picks the file read (else every rank is read)
-    api_params: dict = field(default_factory=dict)
-    prepare: Callable[[Call], None] | None = None
+    api_params: dict = field(default_factory=dict)  # keywords only the API takes: defaults
+    prepare: Callable[[Call], None] | None = None  # the CLI's checks, before any work
 
     def click_params(self) -> list[click.Parameter]:
         out: list[click.Parameter] = []
@@ -209,10 +203,7 @@ def job_from(given: dict) -> JobOptions:
     storage = parse_options(given.get("storage_option") or ())
     if storage:
         runtime.update(storage=storage)
-    return JobOptions(scheduler=given.get("scheduler"), scheduler_file=given.get("scheduler_file"),
-                      workers=given.get("workers"), retries=given.get("retries", 1),
-                      fail_fast=bool(given.get("fail_fast")),
-                      skip_bad=bool(given.get("skip_bad_ranks")))
+    return JobOptions.of(given)
 
 
 def echo(text: str, err: bool = False) -> None:

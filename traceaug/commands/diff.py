@@ -1,6 +1,5 @@
-"""``traceaug diff``: each rank of A compared with the same rank of B (``analysis.diff``), per
-step; the headline, the op rows, a CI gate, and the step-time change along both critical paths
-(``--explain``)."""
+"""``traceaug diff``: each rank of A against the same rank of B, per step: headline, op rows, a
+CI gate, and (``--explain``) the step-time change along both critical paths."""
 
 from __future__ import annotations
 
@@ -80,9 +79,8 @@ def _items(call: Call) -> tuple[list[Item], dict]:
 
 
 def explain(call: Call) -> dict:
-    """The step-time change along the critical paths: of one pair of traces (``rank`` of
-    directories), loaded with the runtime calls and syncs the path needs; of two jobs
-    (directories of ranks), along the jobs' paths (``analysis.job_path``)."""
+    """The step-time change along the critical paths of one pair of traces (``rank`` of
+    directories), or of two jobs along the jobs' paths."""
     from ..analysis import explain as ex
     from ..analysis import job_path as jp
 

@@ -41,17 +41,6 @@ def _api(results: list[dict], call: Call) -> KernelPatterns:
     return KernelPatterns(tables[0], tables[1], [Path(r["out"]) for r in results if r["out"]])
 
 
-def _rewriter():
-    from ..rewrite.patterns import REWRITER
-
-    return REWRITER
-
-
-def summary_text(results: list[dict], fmt: str) -> str:
-    from ..report.patterns_text import summary_text as text
-
-    return text(results, fmt)
-
 
 COMMAND = rewriters.command(
     "patterns", "Write OUT: IN with its frequent GPU kernel sequences overlaid (``Pattern P<n>`` "
@@ -66,4 +55,4 @@ COMMAND = rewriters.command(
      rank(), fmt("The patterns on stdout: the top k of each scope (table), or all (csv, json).")),
     lambda call: {"operator": call["operator"], "min_len": call["min_len"],
                   "top_k": call["top_k"]}, api=_api,
-    load_kind="patterns", rewriter=_rewriter, summary=summary_text)
+    load_kind="patterns")

@@ -1,10 +1,10 @@
-"""What every rewriter command (``counters``, ``patterns``, ``critical-path``) shares: its IN
-and OUT, the checks of OUT and ``--open``, the run through ``rewrite.pipeline`` and its
-output (``wrote`` lines, the summary, the UI)."""
+"""What the rewriter commands share: IN, OUT, their checks, the run and the output. Command NAME's
+rewriter is ``rewrite/NAME.py``'s ``REWRITER``, its summary ``report/NAME_text.py``'s."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import import_module
 from pathlib import Path
 
 import click
@@ -13,7 +13,14 @@ from .. import paths
 from ..errors import TraceaugError
 from .declare import JOB, Call, Command, argument, echo, open_checks, rewriter_options, said, serve
 
-Summary = Callable[[list[dict], str], str]  # every rank's data, --format -> the text printed
+
+def _module(layer: str, name: str) -> object:
+    return import_module(f"..{layer}.{name.replace('-', '_')}", __package__)
+
+
+def summary_text(name: str, done: list[dict], fmt: str) -> str:
+    """The summary printed: every rank's data in ``--format``."""
+    return _module("report", f"{name}_text").summary_text(done, fmt)
 
 
 def arguments(**out: object) -> tuple[click.Argument, click.Argument]:
@@ -32,10 +39,9 @@ def prepare(call: Call) -> None:
     open_checks(call["open_ui"], one, call["port"], "one output file")
 
 
-def compute(rewriter: Callable, options: Callable[[Call], dict]) -> Callable[[Call], list]:
-    """The command's work: every rank through ``pipeline.results`` with ``rewriter()``'s
-    rewriter (imported when the work starts) and ``options(call)`` (OUT unless
-    ``--summary-only``)."""
+def compute(name: str, options: Callable[[Call], dict]) -> Callable[[Call], list]:
+    """The command's work: every rank through ``pipeline.results`` with its rewriter and
+    ``options(call)`` (OUT unless ``--summary-only``)."""
     def run(call: Call) -> list[dict]:
         from ..rewrite import pipeline
 
@@ -45,19 +51,20 @@ def compute(rewriter: Callable, options: Callable[[Call], dict]) -> Callable[[Ca
             if dst is None or len(found) != 1:
                 raise TraceaugError(f"{call['src']}: --open needs one output file")
         chosen = options(call)  # (a bad option is refused before the targets are made)
-        return pipeline.results(rewriter(), pipeline.targets(call["src"], dst, call.files("src")),
-                                chosen, call.job, call.get("keep_bytes", False))
+        targeted = pipeline.targets(call["src"], dst, call.files("src"))
+        return pipeline.results(_module("rewrite", name).REWRITER, targeted, chosen, call.job,
+                                call.get("keep_bytes", False))
     return run
 
 
-def show(name: str, summary: Summary) -> Callable[[list[dict], Call], None]:
+def show(name: str) -> Callable[[list[dict], Call], None]:
     """``wrote OUT (N events added by NAME)`` for each output, then the summary: on stdout, or
     on stderr when OUT is ``-`` (the trace is there); with ``--open`` the UI then serves OUT."""
     def out(done: list[dict], call: Call) -> None:
         for r in done:  # what was written is a message (stderr); stdout holds the summary only
             if r["out"]:
                 said(f"wrote {r['out']} ({r['events']} events added by {name})")
-        text = summary(done, call["fmt"])
+        text = summary_text(name, done, call["fmt"])
         if not call.get("open_ui"):
             echo(paths.shown(text), err=paths.is_stdout(call["dst"]))
             return
@@ -71,14 +78,10 @@ def show(name: str, summary: Summary) -> Callable[[list[dict], Call], None]:
 
 def command(name: str, help: str, options: tuple, of: Callable[[Call], dict],
             **declared: object) -> Command:
-    """A rewriter's declaration: IN, OUT (``out``: its ``paths.Output`` settings), ``options``
-    (its own, ``--format`` among them), the rewriter options and the job options. ``declared``
-    names its ``load_kind`` (prefetched), ``rewriter`` (a function giving the
-    ``rewrite.pipeline.Rewriter``, imported when the work starts: ``of(call)`` its options) and
-    ``summary``, and overrides the rest of a rewriter's defaults."""
-    load_kind, rewriter, summary = (declared.pop(k) for k in ("load_kind", "rewriter", "summary"))
-    out = declared.pop("out", None) or {}
-    settings = {"compute": compute(rewriter, of), "show": show(name, summary),
+    """IN, OUT (``out``: its ``paths.Output`` settings), ``options``, rewriter and job options;
+    ``of(call)``: the rewriter's options; ``declared``: ``load_kind`` and any override."""
+    load_kind, out = declared.pop("load_kind"), declared.pop("out", None) or {}
+    settings = {"compute": compute(name, of), "show": show(name),
                 "kind": lambda p: load_kind, "inputs": ("src",), "prepare": prepare,
                 "cli_only": ("fmt", "summary_only", "open_ui", "port", "no_browser"), **declared}
     return Command(name, help, (*arguments(**out), *options, *rewriter_options(), JOB),

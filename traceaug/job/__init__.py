@@ -1,8 +1,2 @@
-"""Jobs: every rank of a training job as the unit of work.
-
-``ranks`` finds a directory's ranks (one discovery, one precedence rule) and pairs two jobs'
-ranks; ``result`` is a rank's outcome as plain data (tables and its absolute time base, never
-a live engine); ``executor`` runs per-rank tasks on a local process pool sized to the machine
-or on a Dask ``distributed`` cluster; ``run`` drives the tasks with retries, failures named by
-rank, and progress; ``api`` is ``traceaug.load_job``.
-"""
+"""Every rank of a job as the unit of work: ``run`` drives per-rank tasks (``parts``) on an
+``executor`` (a local pool or Dask), with retries and progress; ``loaded`` is ``load_job``."""

@@ -1,12 +1,5 @@
-"""One executor interface for per-rank tasks, two implementations.
-
-``Executor`` is ``concurrent.futures``-like: ``submit`` returns a future, ``wait`` returns
-the futures finished (at least one, or none after ``timeout``), ``running`` those started,
-``map`` keeps the order. ``LocalPool`` is a pool of processes
-on this machine sized by ``pool_size`` (forked with the engine's modules imported; threads
-where a fork is not safe); ``DaskExecutor`` sends the tasks to a Dask ``distributed``
-cluster. Tasks take paths and options and return small plain tables, never engines.
-"""
+"""One ``concurrent.futures``-like interface for per-rank tasks: ``LocalPool``, processes on this
+machine sized by ``pool_size``, and ``DaskExecutor``, a Dask ``distributed`` cluster."""
 
 from __future__ import annotations
 
@@ -16,17 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 # A rank's peak = ENGINE_BASE + PEAK_PER_BYTE[kind] x its raw bytes, measured by
-# bench/rank_peak.py (2026-11-26, VmHWM of one child per run, pass 1 in the process as in a
-# worker): the engine with a 71-event trace peaks at 112 MB (123 MB in a fresh CI venv of the
-# same packages), 125 MB in a warm worker (after two ranks: it keeps the engine's start image,
-# engine.wasm_instance), so the base is taken as 140 MB; a kind's factor is the largest
-# (peak - 112 MB) / raw bytes over 4 shared traces of 9.8-34 MB, of the load and of the job's
-# task for that kind, rounded up: full 4.14 (load), analysis 2.11 (info), sync 5.20 (the
-# critical path's graph), ops 4.91 (diff: both sides in one task, A = B here), patterns 2.80,
-# gpu 2.19 (counters, writing its copy), gpu_steps 1.24, collectives 2.23 (report JOB's task),
-# job_path 3.49 (a rank's graph for the job's critical path / replay).
-# Each is largest on the smallest trace (a fixed part per trace): conservative for large
-# ranks (sync 3.23, ops 2.52 at 25.8 MB). A gz input peaks as its raw text (within 1 %).
+# bench/rank_peak.py (largest factor over 4 shared traces, rounded up; a warm worker's base).
 ENGINE_BASE = 140 << 20
 PEAK_PER_BYTE = {"full": 4.2, "analysis": 2.2, "sync": 5.2, "ops": 5.0, "patterns": 2.8,
                  "gpu": 2.2, "gpu_steps": 1.3, "gpu_ops": 1.3, "collectives": 2.3, "job_path": 3.5}
@@ -48,7 +31,8 @@ def pool_size(ranks: int, peak: int, ram: int | None = None, ncores: int | None 
 
 
 class Executor:
-    """Runs tasks; ``embedded``: tasks run in processes that must not start children."""
+    """Runs tasks: ``submit`` gives a future, ``wait`` those done (one at least, or none by
+    ``timeout``), ``running`` those started."""
 
     size: int = 1
     remote: bool = False
@@ -57,8 +41,7 @@ class Executor:
         raise NotImplementedError
 
     def wait(self, futures: list, timeout: float | None = None) -> list:
-        """The futures of ``futures`` finished, in their order, once one is (or ``timeout``
-        seconds have passed: maybe none)."""
+        """The futures of ``futures`` finished, in order, once one is (or ``timeout`` passed)."""
         raise NotImplementedError
 
     def running(self, futures: list) -> list:
@@ -101,8 +84,8 @@ class Inline(Executor):
 
 
 def _preload() -> None:
-    """What a forked pool process starts with (20 ms of each one's first task otherwise, and
-    pandas, left to load on first use by the command line, 130 ms: every rank's tables)."""
+    """What a forked pool process starts with, pandas run (the CLI leaves it lazy; every rank's
+    tables need it: 130 ms of each child's first task otherwise)."""
     import pandas
 
     from .. import trace  # noqa: F401
@@ -113,8 +96,7 @@ def _preload() -> None:
 
 
 class LocalPool(Executor):
-    """``size`` processes on this machine (``processes.Pool``: forked with the modules
-    imported; threads in this process where a fork is not safe)."""
+    """``size`` processes on this machine (``processes.Pool``), threads where a fork is unsafe."""
 
     def __init__(self, size: int, processes: bool = True) -> None:
         from ..processes import Pool
@@ -142,8 +124,7 @@ class LocalPool(Executor):
 
 
 class DaskExecutor(Executor):
-    """Tasks on a Dask ``distributed`` cluster (``client``); ``cluster``: one this run started
-    (``--workers N``), closed with it."""
+    """Tasks on a Dask ``distributed`` cluster; ``cluster``: one this run started, closed with it."""
 
     remote = True
 
@@ -193,8 +174,7 @@ class DaskExecutor(Executor):
 
 
 def dask_address(scheduler: str | None) -> str | None:
-    """The scheduler to use: ``--scheduler``, else Dask's own ``DASK_SCHEDULER_ADDRESS`` or
-    ``scheduler-address`` config (read only when a Dask config directory exists)."""
+    """``--scheduler``, else Dask's ``DASK_SCHEDULER_ADDRESS`` or ``scheduler-address`` config."""
     if scheduler:
         return scheduler
     if os.environ.get("DASK_SCHEDULER_ADDRESS"):
@@ -209,9 +189,8 @@ def dask_address(scheduler: str | None) -> str | None:
 
 def connect(scheduler: str | None = None, scheduler_file: str | None = None,
             workers: int | None = None) -> DaskExecutor | None:
-    """A Dask executor when the user named a cluster (an address, a scheduler file, Dask's
-    config) or asked for ``workers`` local processes; else None. Never a bare ``Client()``
-    (it would start a cluster nobody asked for)."""
+    """A Dask executor when the user named a cluster or asked for ``workers`` local processes,
+    else None (never a bare ``Client()``: a cluster nobody asked for)."""
     address = dask_address(scheduler) if scheduler_file is None else None
     if address is None and scheduler_file is None and not workers:
         return None
@@ -231,8 +210,7 @@ def connect(scheduler: str | None = None, scheduler_file: str | None = None,
         else:
             import logging
 
-            # its workers' logs (a failed task's traceback) stay out of the command's stderr:
-            # failures are said by rank (job.run)
+            # workers' logs stay off stderr: failures are said by rank (job.run)
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                    dashboard_address=":0", silence_logs=logging.CRITICAL)
             return _announced(DaskExecutor(Client(cluster), cluster))

@@ -16,10 +16,8 @@ from .run import JobOptions, Work, items_of, run
 
 
 class Job:
-    """Every rank of a job, each read once per kind of result: ``gpu_ops()`` (what
-    ``traceaug.analyses`` reads), ``info()``, ``results(name, work)`` for any other work.
-    ``rank`` keeps one rank; the options say where the ranks are read (one cluster for every
-    analysis of the job)."""
+    """Every rank of a job, read once per kind of result: ``gpu_ops()``, ``info()``,
+    ``results(name, work)``; ``rank`` keeps one rank; one cluster serves every analysis."""
 
     def __init__(self, path: str | Path, rank: int | None = None,
                  options: JobOptions | None = None, rt: runtime.Runtime | None = None) -> None:
@@ -77,11 +75,8 @@ class Job:
 
 def load_job(path: str | Path, rank: int | None = None, scheduler: str | None = None, *,
              storage_options: dict | None = None, **options: Any) -> Job:
-    """A ``Job`` of ``path`` (a directory of ranks, one trace, or an fsspec URL with its
-    ``storage_options``): ``scheduler`` (a Dask address), ``scheduler_file`` or ``workers``
-    (a local Dask cluster of N processes) send the ranks to Dask, else a local pool sized to
-    the machine reads them; ``retries``, ``fail_fast``, ``skip_bad_ranks``, ``progress`` as
-    the command line's job options; ``tp_bin``: a native trace_processor_shell."""
+    """A ``Job`` of ``path`` (a directory, a trace or an fsspec URL); ``scheduler``,
+    ``scheduler_file``, ``workers``, ``retries``, ``fail_fast``, ``skip_bad_ranks`` as the CLI's."""
     rt = replace(runtime.current(), storage=dict(storage_options or {}),
                  tp_bin=options.pop("tp_bin", None) or runtime.current().tp_bin)
     job = JobOptions(scheduler=scheduler, skip_bad=options.pop("skip_bad_ranks", False),

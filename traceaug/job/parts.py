@@ -1,6 +1,5 @@
-"""What a rank's task opens and returns: the openers (``Work.opens``) and the per-rank
-functions the commands share, each a module-level function (picklable by reference) that turns
-a rank's loaded trace into plain data, never an engine."""
+"""What a rank's task opens (``Work.opens``) and the per-rank functions the commands share:
+module-level (picklable), each turning a rank's trace into plain data, never an engine."""
 
 from __future__ import annotations
 
@@ -23,8 +22,7 @@ def local_file(item: Item, kind: str) -> Iterator[Any]:
 
 @dataclass
 class Ops:
-    """A rank's GPU ops (``analysis.gpu_steps.GpuOps``, their trace detached) and, when asked,
-    its collective tables from the same load (``analysis.collective_rank.tables``)."""
+    """A rank's GPU ops (``GpuOps``, their trace detached) and, when asked, its collective tables."""
 
     ops: Any
     tables: Any = None
@@ -51,8 +49,7 @@ def open_ops_and_tables(item: Item, kind: str) -> Iterator[Ops]:
 
 
 def _both(item: Item, kind: str, make: Callable) -> Iterator[tuple]:
-    """``make(trace)`` of a rank of A and of the same rank of B, closed after the task; here
-    both at once (one pass-1 child each), in a job's worker one by one."""
+    """``make(trace)`` of a rank of A and the same rank of B: here both at once, in a worker in turn."""
     from .. import runtime
     from ..trace import Trace
 
@@ -93,8 +90,7 @@ def ops(opened: Ops, item: Item) -> Any:
 
 
 def info(trace: Any, item: Item) -> dict:
-    """A rank's ``traceaug info`` record (its file's rank when the trace records none; a URL
-    named as the user gave it)."""
+    """A rank's ``traceaug info`` record (the file's rank when the trace records none)."""
     from ..analysis.info import info as trace_info
 
     record = trace_info(trace)
@@ -112,22 +108,19 @@ def query(trace: Any, item: Item, sql: str) -> dict:
 
 
 def apply(opened: Any, item: Item, fn: Callable, **params: Any) -> Any:
-    """``fn(opened, **params)``: an analysis of the rank's trace that needs nothing else of it
-    (its result plain data)."""
+    """``fn(opened, **params)``: an analysis needing nothing else of the rank."""
     return fn(opened, **params)
 
 
 def job_path(trace: Any, item: Item, scales: tuple | None = None) -> Any:
-    """A rank's part of the job's critical path (``analysis.job_path.rank_part``): with the
-    replay models and the events each of ``scales`` picks, or (None) its graphs alone."""
+    """A rank's part of the job's critical path, with the replay models for ``scales`` (None: none)."""
     from ..analysis.job_path import rank_part
 
     return rank_part(trace, item.rank, tuple(scales or ()), scales is not None)
 
 
 def then(trace: Any, item: Item, fn: Callable) -> Any:
-    """``fn(rank, trace)`` (``traceaug.load_ranks``); a result holding the trace gets it
-    detached."""
+    """``fn(rank, trace)`` (``load_ranks``); a result holding the trace gets it detached."""
     import dataclasses
 
     out = fn(item.rank, trace)
@@ -138,9 +131,8 @@ def then(trace: Any, item: Item, fn: Callable) -> Any:
 
 @dataclass
 class RankPart:
-    """One rank's share of an analysis command, computed in its task: the command's small
-    tables, never the rank's ops; ``error``: the analysis's user error (a step the rank
-    lacks), raised by the main process in rank order."""
+    """One rank's share of an analysis command: its small tables, never its ops; ``error``: the
+    analysis's user error (a step the rank lacks), raised by the main process in rank order."""
 
     rank: int | None
     ops: int  # the rank's GPU ops (a job with none on any rank is an error)
@@ -150,8 +142,7 @@ class RankPart:
 
 
 def part(opened: Ops, item: Item, fn: Callable, in_job: bool, **params: Any) -> RankPart:
-    """``fn(ops, in_job, **params)`` on a rank's ``Ops`` as a ``RankPart`` (``in_job``: one
-    rank of several)."""
+    """``fn(ops, in_job, **params)`` on a rank's ``Ops`` (``in_job``: one rank of several)."""
     g = opened.ops
     try:
         return RankPart(g.rank, len(g.ops["ts"]), fn(g, in_job, **params), opened.tables)

@@ -1,11 +1,5 @@
-"""The one runner: a command's per-rank work on every rank of its input (a file is a job of one
-rank, a directory or URL prefix of many), in this process, on a local pool or a Dask cluster.
-
-A rank whose task fails (a bad file, out of memory, a worker lost) is tried again ``retries``
-times; if it still fails, its one-line error is said by rank while the others finish, and the
-run then fails naming every failed rank (``fail_fast``: at the first, the rest cancelled).
-Progress (ranks done / total, bytes read, the slowest rank still running) shows on a terminal.
-"""
+"""The one runner: a command's per-rank work on every rank of its input (a file: one rank), here,
+on a local pool or Dask; a failing rank is retried, then named while the others finish."""
 
 from __future__ import annotations
 
@@ -30,8 +24,7 @@ TICK_S = 1.0  # the progress line's refresh while no rank finishes
 
 @dataclass
 class JobOptions:
-    """Where a job's ranks run and what a failing rank does (the command line's job options);
-    ``executor``: one the caller owns (a loaded job's), used as it is."""
+    """Where a job's ranks run and what a failing rank does; ``executor``: one the caller owns."""
 
     scheduler: str | None = None
     scheduler_file: str | None = None
@@ -42,6 +35,13 @@ class JobOptions:
     progress: bool | None = None
     executor: Executor | None = field(default=None, repr=False)
 
+    @classmethod
+    def of(cls, given: dict, progress: bool | None = None) -> JobOptions:
+        """From the options by their command-line names (``skip_bad_ranks``), missing ones default."""
+        return cls(given.get("scheduler"), given.get("scheduler_file"), given.get("workers"),
+                   given.get("retries", 1), bool(given.get("fail_fast")),
+                   bool(given.get("skip_bad_ranks")), progress)
+
     def select(self, path: str | Path, rank: int | None = None) -> list[TraceFile]:
         """The job's rank files for ``path`` (and ``--rank``): the one discovery of a command."""
         return select(path, rank, self.skip_bad, runtime.current().storage)
@@ -49,8 +49,7 @@ class JobOptions:
 
 @dataclass(frozen=True)
 class Item:
-    """One rank's input: its file, B's file of the same rank (``diff``), its output (a
-    rewriter's)."""
+    """One rank's input: its file, B's file of the same rank (``diff``), a rewriter's output."""
 
     rank: int | None
     file: TraceFile
@@ -65,9 +64,8 @@ class Item:
 
 @dataclass(frozen=True)
 class Work:
-    """A command's per-rank work: each rank's task opens what ``opens`` gives for the load
-    ``kind`` (default: its trace) and returns ``per_rank(opened, item, **params)``, plain data
-    (picklable, like ``per_rank`` and ``opens``: module-level functions)."""
+    """Each rank's task opens ``opens(item, kind)`` (default: its trace) and returns
+    ``per_rank(opened, item, **params)``, plain data; both module-level functions (picklable)."""
 
     kind: str
     per_rank: Callable[..., Any]
@@ -77,8 +75,8 @@ class Work:
 
 @contextlib.contextmanager
 def local(file: TraceFile) -> Iterator[Path]:
-    """The local file to load for ``file``: itself, or a URL's object fetched in blocks to a
-    temporary file for the task's time (``read.storage.local_copy``; messages name the URL)."""
+    """The local file to load for ``file``: itself, or a URL's object fetched to a temporary file
+    for the task's time."""
     if not is_url(file.path):
         yield Path(file.path)
         return
@@ -108,8 +106,7 @@ def items_of(files: list[TraceFile]) -> list[Item]:
 
 
 def stored_size(path: str | Path) -> int:
-    """Bytes ``path`` holds as stored (on disk, or its object's): what reading it reads; 0
-    when it cannot be told (reading it says why)."""
+    """Bytes ``path`` holds as stored (on disk, or its object's); 0 when it cannot be told."""
     if is_url(path):
         from ..read.storage import size
 
@@ -121,8 +118,7 @@ def stored_size(path: str | Path) -> int:
 
 
 def choose(items: list[Item], kind: str, options: JobOptions) -> Executor:
-    """The executor for ``items``: a Dask cluster the options name, else a local pool sized to
-    the machine (``pool_size``); one rank runs in this process."""
+    """A Dask cluster the options name, else a pool sized to the machine; one rank runs here."""
     asked = options.scheduler or options.scheduler_file or options.workers
     if len(items) <= 1 and not asked:  # one trace: here, as always (Dask's config not read)
         return Inline()
@@ -141,9 +137,8 @@ def choose(items: list[Item], kind: str, options: JobOptions) -> Executor:
 
 def run(work: Work, items: list[Item], options: JobOptions | None = None,
         on_result: Callable[[Any, Any], None] | None = None) -> dict:
-    """``work`` on each of ``items``: {rank: result} in the items' order (``on_result(rank,
-    result)`` as each arrives). One rank in this process runs as it is (its error is the
-    command's); several fail as a whole, naming every rank that failed after its retries."""
+    """``work`` on each of ``items``: {rank: result} in their order, ``on_result(rank, result)`` as
+    each arrives. One rank here raises its own error; several fail naming every failed rank."""
     options = options or JobOptions()
     executor = options.executor or choose(items, work.kind, options)
     if not isinstance(executor, Inline):
@@ -181,9 +176,8 @@ def message(error: BaseException) -> str:
 
 
 class _Progress:
-    """``ranks: 3/8 done, 41.2 of 112.0 MB read (slowest running: rank 5, 2.1 s)`` on a
-    terminal, quiet when piped. ``sizes``: bytes each rank's task reads; a rank's bytes count
-    once it is done; its time from when it was first seen running (else from its submission)."""
+    """``ranks: 3/8 done, 41.2 of 112.0 MB read (slowest running: rank 5, 2.1 s)`` on a terminal;
+    ``sizes``: bytes each rank reads, counted once it is done."""
 
     def __init__(self, sizes: dict, enabled: bool) -> None:
         self.sizes, self.total, self.done, self.read = sizes, len(sizes), 0, 0
@@ -218,8 +212,7 @@ def _amount(part: int, whole: int) -> str:
 
 def _run_ranks(task_of: Callable[[Item], tuple], items: list[Item], executor: Executor,
                options: JobOptions, on_result: Callable | None) -> dict:
-    """Each item's task (``task_of(item)``: the function and its arguments) on ``executor``,
-    retried and reported as the module says."""
+    """Each item's task (``task_of(item)``: the function and its arguments) on ``executor``."""
     shown = runtime.current().shows_progress() if options.progress is None else options.progress
     sizes = {i.rank: stored_size(i.file.path) + (stored_size(i.other.path) if i.other else 0)
              for i in items}

@@ -1,11 +1,11 @@
 """``python -m traceaug`` and the ``traceaug`` script; a signal during imports exits at once, no traceback
 (``startup.early``), until ``cli.run`` installs the real handlers."""
 
-from . import startup
+from .startup import early  # not `from . import`: that asks the package's __getattr__, which loads modules
 
 
 def main() -> None:
-    startup.early()
+    early()
     from .cli import run
 
     run()

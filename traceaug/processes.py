@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import weakref
 from collections.abc import Callable
 from functools import lru_cache
@@ -146,14 +145,8 @@ class Forked:
                 self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
-    def wait(self, timeout: float | None = None) -> int:
-        """The child's exit code once it ends (``subprocess.TimeoutExpired`` after ``timeout``)."""
-        if timeout is not None:
-            deadline = time.monotonic() + timeout
-            while self.poll() is None:
-                if time.monotonic() > deadline:
-                    raise subprocess.TimeoutExpired(f"forked child {self.pid}", timeout)
-                time.sleep(0.005)
+    def wait(self) -> int:
+        """The child's exit code once it ends."""
         if self.returncode is None:
             _, status = os.waitpid(self.pid, 0)
             self.returncode = os.waitstatus_to_exitcode(status)

@@ -56,7 +56,6 @@ def _api(results: list[dict], call: Call) -> Counters:
     return Counters(tables[0], tables[1], [Path(r["out"]) for r in results if r["out"]])
 
 
-
 COMMAND = rewriters.command(
     "counters", "Write OUT: a copy of IN with memory-bandwidth and queue-length counter tracks."
     "\n\nIN and OUT may be directories of per-rank traces (one output per rank, same names);\n"

@@ -84,7 +84,6 @@ def compute(call: Call):
     return out
 
 
-
 _rewrite = rewriters.compute("critical-path", lambda call: {k: call[k] for k in OPTIONS})
 _show = rewriters.show("critical-path")
 

@@ -41,7 +41,6 @@ def _api(results: list[dict], call: Call) -> KernelPatterns:
     return KernelPatterns(tables[0], tables[1], [Path(r["out"]) for r in results if r["out"]])
 
 
-
 COMMAND = rewriters.command(
     "patterns", "Write OUT: IN with its frequent GPU kernel sequences overlaid (``Pattern P<n>`` "
     "slices on \"Kernel patterns\" threads, a \"Kernel-name dictionary\" thread).\n\nIN and "

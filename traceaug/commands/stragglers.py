@@ -22,7 +22,6 @@ def _show(m: co.Matched, call: Call) -> None:
     out(render_table(table, call["fmt"], None if csv else found), notes(m) + (found if csv else []))
 
 
-
 def _api(m: co.Matched, call: Call) -> pd.DataFrame:
     """Per step and rank ``step_us``, ``collectives``, ``wait_us`` (in collectives),
     ``straggler_count``, ``caused_wait_us`` (the others' mean wait for it, summed);
@@ -32,7 +31,6 @@ def _api(m: co.Matched, call: Call) -> pd.DataFrame:
     found, out = stragglers_frame(m, call["rank"])
     out.attrs["findings"] = found
     return with_attrs(out, m)
-
 
 
 COMMAND = declared(

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .steps import category, check_step, step_number, steps
-from .tables import Columns, codes, ints, take
+from .tables import Columns, codes, ints, position_in, take
 
 if TYPE_CHECKING:
     from ..trace import Trace
@@ -170,12 +170,9 @@ def _launched_spans(number: np.ndarray, ts: np.ndarray, end: np.ndarray,
     max / min when none), and each op's position in ``number`` (-1: no step's)."""
     n = len(number)
     order = np.argsort(number, kind="stable")
-    found = np.searchsorted(number[order], launch_step)
-    pos = order[np.minimum(found, max(n - 1, 0))] if n else found
-    mine = (launch_step >= 0) & (found < n)
-    if n:
-        mine &= number[pos] == launch_step
-    pos = np.where(mine, pos, -1)
+    at = position_in(number[order], launch_step)  # (step numbers are >= 0: -1, none, is never found)
+    pos = np.where(at >= 0, order[at], -1) if n else at
+    mine = pos >= 0
     lo = np.full(n, np.iinfo(np.int64).max)
     hi = np.full(n, np.iinfo(np.int64).min)
     np.minimum.at(lo, pos[mine], ts[mine])

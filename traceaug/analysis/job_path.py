@@ -117,14 +117,8 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
 def keyed(done: dict) -> dict[int, RankPart]:
     """Each rank's ``RankPart`` ({file's rank: part}, as the job runner gives them) by its rank:
     the file's, else the trace's, else 0."""
-    out = {}
-    for r, part in done.items():
-        if r is not None:
-            part.tables.rank = r
-        elif part.tables.rank is None:
-            part.tables.rank = 0
-        out[part.tables.rank] = part
-    return out
+    co.ranked({r: part.tables for r, part in done.items()})  # (sets each one's rank)
+    return {part.tables.rank: part for part in done.values()}
 
 
 @dataclass

@@ -78,6 +78,13 @@ def window(trace: Trace, step: int | None = None, annotation: str | None = None,
     return Window(span[0], span[1], "whole trace")
 
 
+def step_windows(trace: Trace) -> dict[int, Window]:
+    """Every ProfilerStep's window by its number, in time order (none: empty)."""
+    st = steps(trace)
+    return {int(k): Window(int(s), int(s + d), f"ProfilerStep#{k}")
+            for k, s, d in zip(st["step"].tolist(), st["ts"].tolist(), st["dur"].tolist())}
+
+
 # Event groups (``events``' ``grp``) and sync kinds (``sync``).
 CPU_OP, RUNTIME, GPU_OP, SYNC_EVENT = range(4)
 SYNC_KINDS = ("Context Sync", "Stream Sync", "Event Sync", "Stream Wait Event")

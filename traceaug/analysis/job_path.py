@@ -17,7 +17,6 @@ from . import critical_path as cp
 from . import dag, replay
 from .collective_rank import RankTables
 from .collective_rank import tables as rank_tables
-from .steps import steps as all_steps
 
 if TYPE_CHECKING:
     from ..trace import Trace
@@ -66,19 +65,12 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
               models: bool = False) -> RankPart:
     """One rank's ``RankPart`` (one load of kind ``LOAD``), picklable: nothing of the engine. ``models``: with
     each step's replay model and, for each of ``scales`` (``replay.Scale``), the events it picks."""
-    from .replay import event_names
-
     tables = rank_tables(trace, causes=False)  # the path needs no cause windows
     if tables.rank is None:
         tables.rank = rank
     base = trace.base_ns
     ev = cp.events(trace)
-    st = all_steps(trace)
-    if len(st["step"]):
-        windows = {int(k): cp.Window(int(s), int(s + d), f"ProfilerStep#{k}")
-                   for k, s, d in zip(st["step"].tolist(), st["ts"].tolist(), st["dur"].tolist())}
-    else:
-        windows = {WHOLE: cp.window(trace)}
+    windows = cp.step_windows(trace) or {WHOLE: cp.window(trace)}
     colls = tables.colls
     key_ts = colls["ts"].to_numpy(np.int64) - base if len(colls) else np.empty(0, np.int64)
     graphs = {}
@@ -94,7 +86,7 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
                               np.int64)
         nodes = np.arange(len(g.node_ts))
         bind = cp.bind_points(trace, g, nodes) + base if len(nodes) else nodes
-        names = event_names(trace, g)
+        names = replay.event_names(trace, g)
         m = picked = None
         if models:
             m = replay.model(g, win)

@@ -76,24 +76,15 @@ def replay_step(parts: dict[int, jp.RankPart], matched: co.Matched, step: int,
     """One job step unchanged, then each change alone, then all (as ``replay.replay_window``)."""
     j = joined_model(parts, matched, step)
     joined, gs = j.joined, j.graphs
-    changes: list[tuple[str, replay.Model, np.ndarray | None, bool]] = []
-    events = joined.events
-    for s in scales:
-        f = np.ones(events)
-        f[np.concatenate([g.picked[s.label] for g in gs])] = s.factor
-        changes.append((s.label, joined, f, False))
+    changes = [(s.label, joined, np.where(np.concatenate([g.picked[s.label] for g in gs]), s.factor, 1.0),
+                 False) for s in scales]
     if no_launch_delay:
         changes.append((replay.NO_LAUNCH_DELAY, joined, None, True))
     if no_stragglers:
         changes.append((NO_STRAGGLERS, _at_the_median(joined, int(j.edge_at[-1]), j.own_edges,
                                                       *j.median), None, False))
-    if len(changes) > 1:
-        f = np.ones(events)
-        for _, _, fi, _ in changes:
-            if fi is not None:
-                f *= fi
-        changes.append(("all", changes[-1][1] if no_stragglers else joined, f, no_launch_delay))
-    predicted = {label: m.replay(f, nl) for label, m, f, nl in changes}
+    predicted = replay.predict(changes, joined.events, changes[-1][1] if no_stragglers else joined,
+                               no_launch_delay)
     return replay.StepReplay(None if step == jp.WHOLE else step, joined.end - joined.start,
                              joined.replay(), joined.unexplained(), predicted)
 

@@ -93,7 +93,7 @@ def _args_by_slice(trace: Trace, ids: list[int]) -> dict[int, dict[str, object]]
                           f"AS v FROM (VALUES {chunk}) v JOIN slice s ON s.id = v.column1 "
                           "JOIN args a ON a.arg_set_id = s.arg_set_id")
         for i, k, v in zip(c["id"].tolist(), c["key"].tolist(), c["v"].tolist()):
-            out[i][k[5:] if k.startswith("args.") else k] = v
+            out[i][k.removeprefix("args.")] = v
     return out
 
 
@@ -171,14 +171,11 @@ def tables(trace: Trace, causes: bool = True, ops: GpuOps | None = None) -> Rank
     i_tid = c["tid"][issuing]
     records = []
     for i, kid in enumerate(kernel_ids):
-        lt = launch[i]
-        issuers = []
-        if lt == lt:  # the issuing ops: collective ops holding the launch on its thread
-            lts = int(lt) + base
-            hold = issuing[(i_ts <= lts) & (i_end >= lts) & (i_tid == g["launch_tid"][i])]
-            issuers = [int(h) for h in hold]
-        ops_args = [args[int(c["id"][h])] for h in issuers]
-        rec = _collective_args(args[kid], ops_args)
+        lts = int(launch[i]) + base if launch[i] == launch[i] else None  # (NaN: no launch)
+        issuers = []  # the issuing ops: collective ops holding the launch on its thread
+        if lts is not None:
+            issuers = issuing[(i_ts <= lts) & (i_end >= lts) & (i_tid == g["launch_tid"][i])].tolist()
+        rec = _collective_args(args[kid], [args[int(c["id"][h])] for h in issuers])
         rec["kind"] = (kind_of_name(rec.get("coll_name"))
                        or next((kind_of_name(c["name"][h]) for h in issuers
                                 if c["name"][h].startswith(("nccl:", "rccl:"))
@@ -186,9 +183,8 @@ def tables(trace: Trace, causes: bool = True, ops: GpuOps | None = None) -> Rank
                        or kind_of_name(names[i]) or "Unknown")
         rec.update(ts=int(ts[i]), end=int(end[i]), dur=int(end[i] - ts[i]), name=names[i],
                    device=g["device"][i], stream=g["stream"][i],
-                   launch_ts=None if lt != lt else int(lt) + base,
-                   launch_tid=g["launch_tid"][i] if lt == lt else None,
-                   issue_ts=int(cts[issuers[0]]) if issuers else (None if lt != lt else int(lt) + base),
+                   launch_ts=lts, launch_tid=g["launch_tid"][i] if lts is not None else None,
+                   issue_ts=int(cts[issuers[0]]) if issuers else lts,
                    issue_op=str(c["name"][issuers[-1]]) if issuers else None)
         records.append(rec)
     colls = pd.DataFrame.from_records(records, columns=list(COLL_COLUMNS))

@@ -14,7 +14,7 @@ from ..sorted_ints import among, sorted_unique
 from ..sql_text import literal, literal_list
 from . import blocking, dag, stream_wait
 from .steps import check_step, is_comm, steps
-from .tables import Columns, frame, position_in, sorted_codes, take
+from .tables import Columns, frame, objects, position_in, sorted_codes, take
 
 if TYPE_CHECKING:
     from ..trace import Trace
@@ -200,9 +200,7 @@ def names(trace: Trace, ids: np.ndarray) -> np.ndarray:
         return np.empty(0, dtype=object)
     c = trace.columns(f"SELECT id, name FROM slice WHERE id IN ({', '.join(map(str, want.tolist()))})")
     found = dict(zip(c["id"].tolist(), c["name"].tolist()))
-    out = np.empty(len(ids), dtype=object)
-    out[:] = [found.get(i) for i in ids.tolist()]
-    return out
+    return objects([found.get(i) for i in ids.tolist()])
 
 
 def _first_index(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:

@@ -159,23 +159,21 @@ def join(parts: dict[int, RankPart], matched: co.Matched, step: int) -> JobPath 
     order = np.concatenate([g.node_order + 8 * node_at[i] for i, g in enumerate(gs)])
     lane_at = np.cumsum([0] + [int(g.node_lane.max(initial=0)) + 1 for g in gs])
     lane = np.concatenate([g.node_lane + lane_at[i] for i, g in enumerate(gs)])
-    src = [g.src + node_at[i] for i, g in enumerate(gs)]
-    dst = [g.dst + node_at[i] for i, g in enumerate(gs)]
+    src_all = np.concatenate([g.src + node_at[i] for i, g in enumerate(gs)])
+    dst_all = np.concatenate([g.dst + node_at[i] for i, g in enumerate(gs)])
     weight = np.concatenate([g.weight for g in gs])
-    kind = [g.kind for g in gs]
-    event = [np.where(g.event >= 0, g.event + ev_at[i], -1) for i, g in enumerate(gs)]
+    event = np.concatenate([np.where(g.event >= 0, g.event + ev_at[i], -1) for i, g in enumerate(gs)])
     j_src, j_dst, j_w = _joins(matched, ranks, gs, node_at, ts)
-    src_all, dst_all = np.concatenate(src), np.concatenate(dst)
     # a member's own kernel weighs its transfer only (its wait is for the others' arrival)
-    span_into = span_into_nodes(len(ts), src_all, dst_all, np.concatenate(event))
+    span_into = span_into_nodes(len(ts), src_all, dst_all, event)
     own = (j_src + 1 == j_dst) & (span_into[j_dst] >= 0)
     weight[span_into[j_dst[own]]] = np.minimum(weight[span_into[j_dst[own]]], j_w[own])
     cross = ~own
     src_all = np.r_[src_all, j_src[cross]]
     dst_all = np.r_[dst_all, j_dst[cross]]
     weight = np.r_[weight, j_w[cross]]
-    kind_all = np.r_[np.concatenate(kind), np.full(int(cross.sum()), JOIN, np.int64)]
-    event_all = np.r_[np.concatenate(event), j_dst[cross] // 2]
+    kind_all = np.r_[np.concatenate([g.kind for g in gs]), np.full(int(cross.sum()), JOIN, np.int64)]
+    event_all = np.r_[event, j_dst[cross] // 2]
     path = dag.longest_path(ts, order, src_all, dst_all, weight, lane)
     s, d = src_all[path], dst_all[path]
     edges = path_edges(parts, ranks, gs, shift, s, d, ts[s], ts[d], weight[path],
@@ -268,19 +266,21 @@ def members(matched: co.Matched, ranks: list[int], gs: list[RankGraph], node_at:
     return [m for m in groups if len(m) >= 2]
 
 
+def all_pairs(starts: np.ndarray, transfer: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(src, dst, weight) edges of one instance (``starts``: its members' kernel start nodes): each member's
+    kernel start to each member's kernel end (its own too), weighing the end's ``transfer``."""
+    n = len(starts)
+    return np.repeat(starts, n), np.tile(starts + 1, n), np.tile(transfer, n)
+
+
 def _joins(matched, ranks, gs, node_at, ts):
-    """(src, dst, weight) edges of every matched instance in this step: each member's kernel start to each
-    member's kernel end (its own too), weighing the end's transfer (end minus the last arrival)."""
-    srcs, dsts, ws = [], [], []
-    for m in members(matched, ranks, gs, node_at):
-        transfer = transfers(ts, m)
-        srcs.append(np.repeat(m, len(m)))
-        dsts.append(np.tile(m + 1, len(m)))
-        ws.append(np.tile(transfer, len(m)))
-    if not srcs:
+    """``all_pairs`` of every matched instance in this step, weighing each end's transfer (end minus the
+    last arrival)."""
+    found = [all_pairs(m, transfers(ts, m)) for m in members(matched, ranks, gs, node_at)]
+    if not found:
         z = np.empty(0, np.int64)
         return z, z, z
-    s, d, w = np.concatenate(srcs), np.concatenate(dsts), np.concatenate(ws)
+    s, d, w = (np.concatenate(c) for c in zip(*found))
     fwd = ts[d] >= ts[s]  # (clocks aligned within their residual: a few may run backwards)
     return s[fwd], d[fwd], np.minimum(w[fwd], ts[d[fwd]] - ts[s[fwd]])
 

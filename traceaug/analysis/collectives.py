@@ -105,11 +105,10 @@ def match(tables: list[RankTables]) -> Matched:
     listed: dict = {}  # "Process Group Ranks" text -> its ranks, parsed once
     for r, t in by_rank.items():
         keys, lab = group_keys(t.colls, same_streams)
-        for i, k in enumerate(keys):
-            rows.setdefault(k, {}).setdefault(r, []).append(i)
         for k, v in lab.items():
             labels.setdefault(k, {})[r] = v
-        for k, text in zip(keys, t.colls["pg_ranks"].tolist()):
+        for i, (k, text) in enumerate(zip(keys, t.colls["pg_ranks"].tolist())):
+            rows.setdefault(k, {}).setdefault(r, []).append(i)
             members.setdefault(k, set()).add(r)
             if isinstance(text, str):
                 if text not in listed:
@@ -219,10 +218,8 @@ def _matched(label: str, ranks: list[int], per: dict, cols: dict, seqs: dict | N
     return n, None
 
 
-def _ranks_of(text) -> list[int]:
+def _ranks_of(text: str) -> list[int]:
     """The ranks of a "Process Group Ranks" arg ("[0, 1]")."""
-    if not isinstance(text, str):
-        return []
     try:
         return [int(x) for x in text.strip("[] ").split(",") if x.strip()]
     except ValueError:

@@ -661,18 +661,12 @@ def longest_path(graph: Graph) -> np.ndarray:
 def category_of(graph: Graph, kind: np.ndarray, event: np.ndarray, name: np.ndarray
                 ) -> np.ndarray:
     """Each path edge's category (``CATEGORIES``); ``name``: its event's name."""
-    g = graph.ev
     ev = np.maximum(event, 0)
-    gpu = g["gpu"][ev]
-    comm = gpu & is_comm(name)
-    memory = g["memory"][ev] == 1
-    span = np.where(~gpu, "cpu", np.where(memory, "gpu_memory",
-                                           np.where(comm, "gpu_communication", "gpu_compute")))
-    out = np.where(kind == LAUNCH, "launch_delay",
-                   np.where(kind == KERNEL_GAP, "kernel_gap",
-                            np.where(np.isin(kind, (SYNC, GPU_SYNC, STREAM_WAIT)), "sync_wait",
-                                     span)))
-    return out.astype(object)
+    # the first condition that holds: a wait's kind, else what the edge's event is
+    return np.select([kind == LAUNCH, kind == KERNEL_GAP, np.isin(kind, (SYNC, GPU_SYNC, STREAM_WAIT)),
+                      ~graph.ev["gpu"][ev], graph.ev["memory"][ev] == 1, is_comm(name)],
+                     ["launch_delay", "kernel_gap", "sync_wait", "cpu", "gpu_memory", "gpu_communication"],
+                     "gpu_compute").astype(object)
 
 
 @dataclass

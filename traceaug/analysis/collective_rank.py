@@ -116,9 +116,8 @@ def _collective_args(kernel: dict, ops: list[dict]) -> dict:
                 out[col] = source[key]
     nelems = [out.get(k) for k in ("in_nelems", "out_nelems") if isinstance(out.get(k), int)]
     size = DTYPE_BYTES.get(str(out.get("dtype", "")).lower())
-    out["bytes"] = max(nelems) * size if nelems and size else None
-    if out["bytes"] is None:
-        out["bytes"] = next((b for b in map(_dims_bytes, ops) if b is not None), None)
+    out["bytes"] = (max(nelems) * size if nelems and size
+                    else next((b for b in map(_dims_bytes, ops) if b is not None), None))
     return out
 
 

@@ -260,7 +260,7 @@ def align(matched: Matched) -> Matched:
                                                                  values="end_ns")
     offset: dict[int, float] = {ranks[0]: 0.0}
     reference: dict[int, int] = {ranks[0]: ranks[0]}
-    residual: dict[int, float] = {ranks[0]: 0.0}
+    residual: dict[int, float] = {ranks[0]: 0.0}  # of each aligned rank
     changed = True
     while changed or len(offset) < len(ranks):
         if not changed:  # a part of the job no matched instance ties to the aligned ranks
@@ -276,8 +276,7 @@ def align(matched: Matched) -> Matched:
                 d = (end[r] - end[q]).dropna()
                 if len(d):
                     off = float(np.median(d.to_numpy(np.float64))) + offset[q]
-                    offset[r] = off
-                    reference[r] = q
+                    offset[r], reference[r] = off, q
                     residual[r] = float(np.abs(d.to_numpy(np.float64) + offset[q] - off).max())
                     changed = True
                     break

@@ -59,11 +59,9 @@ def window(trace: Trace, step: int | None = None, annotation: str | None = None,
     """One ProfilerStep, the ``instance``-th slice whose name contains ``annotation`` (HTA's
     ``annotation`` / ``instance_id``), or the whole trace."""
     if step is not None:
-        st = steps(trace)
-        check_step(trace.path, st["step"], step)
-        hit = np.flatnonzero(st["step"] == step)
-        s, d = int(st["ts"][hit[0]]), int(st["dur"][hit[0]])
-        return Window(s, s + d, f"ProfilerStep#{step}")
+        windows = step_windows(trace)
+        check_step(trace.path, np.array(list(windows), np.int64), step)
+        return windows[step]
     if annotation is not None:
         c = trace.columns("SELECT ts, dur FROM slice WHERE dur >= 0 AND instr(name, "
                           f"{literal(annotation)}) > 0 ORDER BY ts, id")

@@ -128,19 +128,6 @@ def last_reaching(end: np.ndarray, i: np.ndarray, t: np.ndarray) -> np.ndarray:
     return p
 
 
-def _gpu_annotations(trace: Trace) -> dict[int, tuple[int, int]]:
-    """Step number -> (first start, last end) of its GPU-side ProfilerStep annotations."""
-    c = trace.columns("SELECT ts, dur, name FROM slice "
-                      "WHERE category = 'gpu_user_annotation' AND name GLOB 'ProfilerStep#*'")
-    out: dict[int, tuple[int, int]] = {}
-    for ts, dur, name in zip(c["ts"].tolist(), c["dur"].tolist(), c["name"].tolist()):
-        n = step_number(trace.path, name)
-        if n is not None and dur is not None and dur == dur:
-            lo, hi = out.get(n, (ts, ts + dur))
-            out[n] = (min(lo, ts), max(hi, ts + dur))
-    return out
-
-
 def _ops(trace: Trace) -> Columns:
     c = trace.columns("SELECT ts, dur, name, kind, device, stream, correlation, launch_ts, "
                       "launch_dur, launch_name FROM traceaug_gpu_op_launch")
@@ -207,13 +194,17 @@ def gpu_windows(trace: Trace, cpu: Columns, ts: np.ndarray, end: np.ndarray,
 
 
 def _annotation_spans(trace: Trace, number: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per step (``number``): the span of its GPU-side annotations (int64 max / min: none)."""
+    """Per step (``number``): the first start and last end of its GPU-side ProfilerStep annotations (int64
+    max / min: none)."""
+    c = trace.columns("SELECT ts, dur, name FROM slice "
+                      "WHERE category = 'gpu_user_annotation' AND name GLOB 'ProfilerStep#*'")
     a = np.full(len(number), np.iinfo(np.int64).max)
     b = np.full(len(number), np.iinfo(np.int64).min)
     where = {k: i for i, k in enumerate(number.tolist())}
-    for k, (lo, hi) in _gpu_annotations(trace).items():
-        if k in where:
-            a[where[k]], b[where[k]] = lo, hi
+    for ts, dur, name in zip(c["ts"].tolist(), c["dur"].tolist(), c["name"].tolist()):
+        i = where.get(step_number(trace.path, name))
+        if i is not None and dur is not None and dur == dur:
+            a[i], b[i] = min(a[i], ts), max(b[i], ts + dur)
     return a, b
 
 

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 SCOPES = ("whole", "operator", "stream")
 SHOWN_NAMES = 12  # short kernel names in a pattern's ``kernels`` text (kernel_ids has all)
+PATTERN_COLUMNS = ("pattern", "scope", "operators", "kernel_ids", "kernels", "length", "count",
+                   "gpu_total_ns", "gpu_mean_ns", "cpu_total_ns", "gpu_pct")
 
 GPU_SQL = """
 SELECT id, ts, dur, name, pid, device, stream, correlation FROM traceaug_gpu_op ORDER BY ts, id
@@ -240,10 +242,7 @@ def _drop_whole_duplicates(tables: list) -> None:
 def _number(tables: list, kernel_names: list[str], gpu_total: int) -> tuple[Columns, Columns]:
     """Pattern rows in reporting order (scope, then count, length, GPU time: most first),
     numbered 1..n, and their occurrences carrying that number."""
-    rows: dict[str, list] = {c: [] for c in (
-        "pattern", "scope", "operators", "kernel_ids", "kernels", "length", "count",
-        "gpu_total_ns", "gpu_mean_ns", "cpu_total_ns", "gpu_pct")}
-    occ_parts, next_id = [], 1
+    rows, occ_parts, next_id = [], [], 1
     short = {k: shorten(kernel_names[k]) for k in  # only the names a pattern shows
              {k for _, found, _ in tables for symbols, _ in found for k in symbols[:SHOWN_NAMES]}}
     kid = [f"K{i + 1}" for i in range(len(kernel_names))]
@@ -263,27 +262,25 @@ def _number(tables: list, kernel_names: list[str], gpu_total: int) -> tuple[Colu
                 ops_of.setdefault(grp, dict.fromkeys([]))[op] = None
         for i in order.tolist():
             symbols, name = found[i]
-            rows["pattern"].append(int(ident[i]))
-            rows["scope"].append(scope)
-            rows["operators"].append(name if name is not None else ", ".join(ops_of.get(i, {})))
-            rows["kernel_ids"].append(" ".join(map(kid.__getitem__, symbols)))
             shown = " | ".join(map(short.__getitem__, symbols[:SHOWN_NAMES]))
-            rows["kernels"].append(shown if len(symbols) <= SHOWN_NAMES
-                                   else f"{shown} | … (+{len(symbols) - SHOWN_NAMES})")
-            rows["length"].append(len(symbols))
-            rows["count"].append(int(count[i]))
-            rows["gpu_total_ns"].append(int(gpu_ns[i]))
-            rows["gpu_mean_ns"].append(gpu_ns[i] / count[i] if count[i] else float("nan"))
-            rows["cpu_total_ns"].append(int(cpu_ns[i]))
-            rows["gpu_pct"].append(100 * gpu_ns[i] / gpu_total if gpu_total else float("nan"))
+            rows.append({"pattern": int(ident[i]), "scope": scope,
+                         "operators": name if name is not None else ", ".join(ops_of.get(i, {})),
+                         "kernel_ids": " ".join(map(kid.__getitem__, symbols)),
+                         "kernels": shown if len(symbols) <= SHOWN_NAMES
+                         else f"{shown} | … (+{len(symbols) - SHOWN_NAMES})",
+                         "length": len(symbols), "count": int(count[i]), "gpu_total_ns": int(gpu_ns[i]),
+                         "gpu_mean_ns": gpu_ns[i] / count[i] if count[i] else float("nan"),
+                         "cpu_total_ns": int(cpu_ns[i]),
+                         "gpu_pct": 100 * gpu_ns[i] / gpu_total if gpu_total else float("nan")})
         part = {k: v for k, v in occ.items() if k != "group"}
         part["pattern"] = ident[g] if len(g) else np.zeros(0, np.int64)
         part["scope"] = objects([scope] * len(g))
         occ_parts.append(part)
         next_id += len(found)
-    patterns = {k: objects(v) if k in ("scope", "operators", "kernel_ids", "kernels")
-                else np.array(v, np.float64 if k in ("gpu_mean_ns", "gpu_pct") else np.int64)
-                for k, v in rows.items()}
+    text, real = ("scope", "operators", "kernel_ids", "kernels"), ("gpu_mean_ns", "gpu_pct")
+    patterns = {k: objects([r[k] for r in rows]) if k in text
+                else np.array([r[k] for r in rows], np.float64 if k in real else np.int64)
+                for k in PATTERN_COLUMNS}
     first = ("pattern", "scope", "seq", "start", "instance", "operator")
     occurrences = {k: np.concatenate([p[k] for p in occ_parts]) for k in
                    first + tuple(k for k in occ_parts[0] if k not in first)}

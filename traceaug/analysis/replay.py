@@ -192,14 +192,11 @@ def _order_edges(graph: cp.Graph, kind: np.ndarray):
     gpu, stream, device = gpu[o], stream[o], device[o]
     same = (stream[1:] == stream[:-1]) & (device[1:] == device[:-1])
     a, b = gpu[:-1][same], gpu[1:][same]
-    has = np.zeros(len(ts), bool)
-    has[graph.dst[(kind == cp.KERNEL_GAP)]] = True
-    keep = ~has[2 * b]
+    into = {k: np.bincount(graph.dst[kind == k], minlength=len(ts)) > 0 for k in (cp.KERNEL_GAP, cp.LAUNCH)}
+    keep = ~into[cp.KERNEL_GAP][2 * b]
     s_src, s_dst = 2 * a[keep] + 1, 2 * b[keep]
     lch = g["launch"][gpu]
-    has[:] = False
-    has[graph.dst[kind == cp.LAUNCH]] = True
-    need = (lch >= 0) & ~has[2 * gpu]
+    need = (lch >= 0) & ~into[cp.LAUNCH][2 * gpu]
     l_src, l_dst = 2 * lch[need], 2 * gpu[need]
     return (np.r_[s_src, l_src], np.r_[s_dst, l_dst],
             np.r_[np.zeros(len(s_src), bool), np.ones(len(l_src), bool)])

@@ -110,10 +110,9 @@ def match(tables: list[RankTables]) -> Matched:
         for i, (k, text) in enumerate(zip(keys, t.colls["pg_ranks"].tolist())):
             rows.setdefault(k, {}).setdefault(r, []).append(i)
             members.setdefault(k, set()).add(r)
-            if isinstance(text, str):
-                if text not in listed:
-                    listed[text] = [m for m in _ranks_of(text) if m in by_rank]
-                members[k].update(listed[text])
+            if isinstance(text, str) and text not in listed:
+                listed[text] = [m for m in _ranks_of(text) if m in by_rank]
+            members[k].update(listed.get(text, ()))
     inst, arr, problems = [], [], []
     for key in sorted(rows, key=lambda k: (k.startswith("stream"), k)):
         distinct = set(labels[key].values())

@@ -255,12 +255,10 @@ def compute(trace: Trace, series: tuple[str, ...] = SERIES, style: str = "tracea
     start, end = span
     out: dict = {"start": start, "end": end}
     if "queue" in series:
-        q = queue_length(trace, style)
-        out["queue"] = q
+        out["queue"] = q = queue_length(trace, style)
         out["queue_summary"] = queue_summary(queue_length(trace) if style == "hta" else q, start, end)
     if "bandwidth" in series:
-        b = memory_bandwidth(trace, style)
-        out["bandwidth"] = b
+        out["bandwidth"] = b = memory_bandwidth(trace, style)
         copies = trace.columns("SELECT device, copy_kind, bytes FROM traceaug_copy")
         copies["bytes"] = np.nan_to_num(_numeric(copies["bytes"])).astype(np.int64)
         base = memory_bandwidth(trace) if style == "hta" else b

@@ -574,7 +574,6 @@ def _stream_waits(ev, sync, is_cpu, dev_all, codes: dict, launches):
     lt = launches()
     record = _calls_by_corr(ev, is_cpu, ev["wait_record"][waits])
     caller = _calls_by_corr(ev, is_cpu, ev["correlation"][waits])
-    thread = ev["track_id"]
     dest, src = [], []
     for w, r, c in zip(waits.tolist(), record.tolist(), caller.tolist()):
         dev = int(dev_all[w])
@@ -583,7 +582,7 @@ def _stream_waits(ev, sync, is_cpu, dev_all, codes: dict, launches):
         if r < 0 or c < 0 or rec_sc is None or wait_sc is None:
             continue
         s = lt.previous(rec_sc, int(ev["ts"][r]))
-        d = lt.next(wait_sc, int(thread[c]), int(ev["ts"][c]))
+        d = lt.next(wait_sc, int(ev["track_id"][c]), int(ev["ts"][c]))
         if s >= 0 and d >= 0:
             dest.append(d)
             src.append(s)
@@ -606,7 +605,6 @@ def _cpu_syncs(ev, sync, gpu, sc, pos, node_ts, is_cpu, dev_all, codes: dict, la
     # Device syncs the trace has no cuda_sync event for.
     covered = set(call[call >= 0].tolist())
     dev_calls = np.flatnonzero(is_cpu & (ev["device_sync"] == 1))
-    extra = np.array([c for c in dev_calls.tolist() if c not in covered], np.int64)
     src, dst = [], []
     # Ops of the window per stream, by start (sc sorted, then start).
     starts = node_ts[2 * gpu]
@@ -627,7 +625,7 @@ def _cpu_syncs(ev, sync, gpu, sc, pos, node_ts, is_cpu, dev_all, codes: dict, la
             dst.append(2 * int(pos[c]) + 1)
 
     rows = list(zip(sync.tolist(), kind, call.tolist()))
-    rows += [(-1, "Context Sync", c) for c in extra.tolist()]
+    rows += [(-1, "Context Sync", c) for c in dev_calls.tolist() if c not in covered]
     for row, k, c in rows:
         if c < 0 or pos[c] < 0:
             continue

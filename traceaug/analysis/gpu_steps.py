@@ -39,8 +39,7 @@ class GpuOps:
         """The latest end of the ops so far, in their (start) order: the ops that may reach
         past a time are those after ``searchsorted(reach, t, "right")``."""
         if self._reach is None:
-            self._reach = np.maximum.accumulate(self.ops["end"]) if len(self.ops["end"]) else \
-                self.ops["end"]
+            self._reach = np.maximum.accumulate(self.ops["end"])
         return self._reach
 
     def type_code(self, types: tuple[str, ...]) -> np.ndarray:

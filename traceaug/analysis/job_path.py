@@ -89,9 +89,7 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
         names = replay.event_names(trace, g)
         m = picked = None
         if models:
-            m = replay.model(g, win)
-            m = dataclasses.replace(m, node_ts=m.node_ts + base, start=m.start + base,
-                                    end=m.end + base)
+            m = replay.model(g, win).shifted(base)
             picked = {s.label: replay.selected(g.ev, names, s.selector) for s in scales}
         graphs[k] = RankGraph(
             win.start + base, win.end + base, g.node_ts + base, g.node_order, g.node_lane,
@@ -249,10 +247,8 @@ def members(matched: co.Matched, ranks: list[int], gs: list[RankGraph], node_at:
             ) -> list[np.ndarray]:
     """Per matched instance of this step with two members or more: the start nodes of its
     kernels (joined numbering: rank ``ranks[i]``'s nodes from ``node_at[i]``)."""
-    a = matched.arrivals
+    a = matched.arrivals[matched.arrivals["rank"].isin(ranks).to_numpy()]
     where = {r: i for i, r in enumerate(ranks)}
-    keep = a["rank"].isin(ranks).to_numpy()
-    a = a[keep]
     i_of = a["rank"].map(where).to_numpy(np.int64)
     e = np.array([gs[i].coll_event[row] for i, row in zip(i_of.tolist(), a["row"].tolist())],
                  np.int64)

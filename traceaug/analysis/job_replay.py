@@ -37,11 +37,7 @@ def joined_model(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) 
     """The ranks' replay models of ``step`` in the job clock, joined at every matched instance: each member's
     end after every other's arrival plus its transfer, its own kernel's time capped at that transfer."""
     ranks, gs, shift = jp.step_graphs(parts, matched, step)
-    models = []
-    for g, s in zip(gs, shift):
-        m = g.model
-        models.append(dataclasses.replace(m, node_ts=m.node_ts - s, start=m.start - s,
-                                          end=m.end - s, delay=m.delay.copy()))
+    models = [g.model.shifted(-s) for g, s in zip(gs, shift)]
     node_at = np.cumsum([0] + [len(m.node_ts) for m in models])
     edge_at = np.cumsum([0] + [len(m.src) for m in models])
     ts = np.concatenate([m.node_ts for m in models])

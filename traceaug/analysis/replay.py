@@ -3,6 +3,7 @@ kept on binding edges, so the unchanged replay is the measured one and changes m
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 from dataclasses import dataclass
 
@@ -97,6 +98,11 @@ class Model:
             return self.end
         nodes, after = self.tails()
         return max(int((t[nodes] + after).max()), int(t.max()) if self.every_node else 0)
+
+    def shifted(self, ns: int) -> Model:
+        """The model ``ns`` later, with delays of its own (a job's join caps some)."""
+        return dataclasses.replace(self, node_ts=self.node_ts + ns, start=self.start + ns,
+                                   end=self.end + ns, delay=self.delay.copy())
 
     def tails(self) -> tuple[np.ndarray, np.ndarray]:
         """(the last nodes: of the window, or of each model ``join`` joined; the measured time

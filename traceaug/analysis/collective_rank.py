@@ -166,8 +166,7 @@ def tables(trace: Trace, causes: bool = True, ops: GpuOps | None = None) -> Rank
     kernel_ids = g["id"].astype(np.int64).tolist()
     args = _args_by_slice(trace, kernel_ids + c["id"][issuing].astype(np.int64).tolist())
     launch = g["launch_ts"].astype(np.float64)
-    i_ts, i_end = cts[issuing], cpu["end"].to_numpy()[issuing]
-    i_tid = c["tid"][issuing]
+    i_ts, i_end, i_tid = cts[issuing], cpu["end"].to_numpy()[issuing], c["tid"][issuing]
     records = []
     for i, kid in enumerate(kernel_ids):
         lts = int(launch[i]) + base if launch[i] == launch[i] else None  # (NaN: no launch)

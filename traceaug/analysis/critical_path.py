@@ -253,13 +253,9 @@ def build(ev: Columns, win: Window, sync_wait: bool = True,
     is_cpu = ev["grp"] <= RUNTIME
     is_gpu = ev["grp"] == GPU_OP
     ts, dur = ev["ts"].astype(np.int64), ev["dur"].astype(np.int64)
-    corr = ev["correlation"]
     # Launches: a CPU call sharing its correlation id with a GPU op (the first such call).
     launch = np.full(len(ts), -1, np.int64)
-    cpu_idx = np.flatnonzero(is_cpu & (corr >= 0))
-    gpu_idx = np.flatnonzero(is_gpu)
-    hit = _first_index(corr[cpu_idx], corr[gpu_idx])
-    launch[gpu_idx[hit >= 0]] = cpu_idx[hit[hit >= 0]]
+    launch[is_gpu] = _calls_by_corr(ev, is_cpu, ev["correlation"][is_gpu])
 
     # HTA's window: CPU events starting in it with dur > 0; GPU ops launched in it (or, with
     # no launch in the trace, starting in it).
@@ -342,9 +338,8 @@ def _cpu_edges(g: Columns, node_ts: np.ndarray, hta: bool = True):
     node, enter = node[order], enter[order]
     tr = np.r_[track, track][order]
     open_after = np.cumsum(np.where(enter, 1, -1))  # every thread balances to 0
-    a, b = np.arange(len(node) - 1), np.arange(1, len(node))
-    same = tr[a] == tr[b]
-    a, b = a[same], b[same]
+    a = np.flatnonzero(tr[:-1] == tr[1:])  # consecutive tokens of one thread
+    b = a + 1
     top_end = open_after[a] == 0
     kind = np.where(top_end, DEPENDENCY, SPAN)
     ev_a, ev_b = node[a] // 2, node[b] // 2
@@ -405,13 +400,13 @@ def _gpu_edges(g: Columns, ev: Columns, is_cpu, is_gpu, launch_all, pos, node_ts
 
     # Streams over the whole trace (HTA takes queue lengths from the full trace).
     all_gpu = np.flatnonzero(is_gpu)
-    ts_all = ev["ts"].astype(np.int64)
     dev_all = np.where(ev["device"] >= 0, ev["device"], ev["pid"].astype(np.int64))
     str_all = np.where(ev["stream"] >= 0, ev["stream"], ev["tid"].astype(np.int64))
     stream_code = _stream_codes(dev_all, str_all)
     codes = _code_lookup(dev_all, str_all, stream_code, all_gpu)
     launches = functools.cache(lambda: _Launches(ev, is_gpu, launch_all, stream_code))  # when needed
-    queued = _queue_free(all_gpu, launch_all, ts_all, stream_code)  # row -> idle at launch & start
+    # row -> idle at launch & start
+    queued = _queue_free(all_gpu, launch_all, ev["ts"].astype(np.int64), stream_code)
 
     # Ops of the window in HTA's order on each stream: by start.
     rows = g["row"][gpu]
@@ -518,9 +513,10 @@ def _sync_rows(ev: Columns) -> np.ndarray:
 
 
 def _calls_by_corr(ev: Columns, is_cpu: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    """Per correlation id of ``corr``: the first CPU event (row) carrying it, else -1."""
     cpu = np.flatnonzero(is_cpu & (ev["correlation"] >= 0))
     hit = _first_index(ev["correlation"][cpu], corr)
-    return np.where(hit >= 0, cpu[np.maximum(hit, 0)], -1)
+    return np.where(hit >= 0, cpu[np.maximum(hit, 0)], -1) if len(cpu) else hit
 
 
 class _Launches:

@@ -317,11 +317,9 @@ def project(trace, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np
     launch = ops["launch_ts"].astype(np.int64)
     i = np.searchsorted(starts, launch, side="right") - 1
     inside = (i >= 0) & (launch < ends[np.maximum(i, 0)])
-    ws, we = starts.copy(), ends.copy()
     first = np.full(len(starts), np.iinfo(np.int64).max)
     last = np.full(len(starts), np.iinfo(np.int64).min)
     np.minimum.at(first, i[inside], ops["ts"].astype(np.int64)[inside])
     np.maximum.at(last, i[inside], ops["e"].astype(np.int64)[inside])
     hit = last > np.iinfo(np.int64).min
-    ws[hit], we[hit] = first[hit], last[hit]
-    return ws, we
+    return np.where(hit, first, starts), np.where(hit, last, ends)

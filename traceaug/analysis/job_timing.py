@@ -50,8 +50,7 @@ def _kinds(j: job_replay.Joined) -> tuple[np.ndarray, np.ndarray]:
     """Each joined-model edge's kind (``job_path.EDGE_KINDS``: order edges as launch delay / kernel gap, joins
     ``JOIN``) and event (-1: its destination's), by ``replay.model``'s and ``replay.join``'s edge order."""
     m = j.joined
-    kinds, events = [], []
-    ev_at = 0
+    kinds, events, ev_at = [], [], 0
     for g, lo, hi in zip(j.graphs, j.edge_at[:-1].tolist(), j.edge_at[1:].tolist()):
         extra = hi - lo - len(g.src)
         kinds += [g.kind, np.where(m.launch[lo + len(g.src):hi], cp.LAUNCH, cp.KERNEL_GAP)]

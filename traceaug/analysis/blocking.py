@@ -31,8 +31,7 @@ def copy_waits(g: dict, node_ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, in
     gpu = np.flatnonzero(g["gpu"] & (g["launch"] >= 0))
     call = g["launch"][gpu]
     kinds = np.array([kind(n) for n in g["name"][call].tolist()], np.int64)
-    op_names = g["name"][gpu].tolist()
-    pageable = np.array([isinstance(n, str) and PAGEABLE in n for n in op_names], bool)
+    pageable = np.array([isinstance(n, str) and PAGEABLE in n for n in g["name"][gpu].tolist()], bool)
     hit = (kinds == COPY) | ((kinds == ASYNC_COPY) & pageable)
     gpu, call = gpu[hit], call[hit]
     ok = node_ts[2 * gpu + 1] <= node_ts[2 * call + 1]  # the call returned after its op

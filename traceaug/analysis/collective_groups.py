@@ -33,11 +33,6 @@ def group_keys(colls: pd.DataFrame, by_id: bool) -> tuple[list[str], dict[str, s
     return keys, labels
 
 
-def seqs_of(colls: pd.DataFrame, rows: list[int]) -> np.ndarray:
-    """The sequence numbers of ``rows`` (object: None / NA where a row has none)."""
-    return colls["seq"].to_numpy(dtype=object)[rows]
-
-
 def has_seqs(seqs: np.ndarray) -> bool:
     """Whether a rank's instances of a group all carry a sequence number (and it has some)."""
     return bool(len(seqs)) and all(v is not None and v is not pd.NA for v in seqs)
@@ -58,7 +53,7 @@ def predecessors(colls: pd.DataFrame) -> set[tuple[int, int]]:
             rows.setdefault(k, []).append(i)
         for mine in rows.values():
             orders = [mine]
-            seqs = seqs_of(colls, mine)
+            seqs = colls["seq"].to_numpy(dtype=object)[mine]  # (None / NA where a row has none)
             if has_seqs(seqs):
                 orders.append([mine[i] for i in seq_order(seqs)])
             for order in orders:

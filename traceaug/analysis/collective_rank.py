@@ -93,7 +93,7 @@ def _args_by_slice(trace: Trace, ids: list[int]) -> dict[int, dict[str, object]]
                           f"AS v FROM (VALUES {chunk}) v JOIN slice s ON s.id = v.column1 "
                           "JOIN args a ON a.arg_set_id = s.arg_set_id")
         for i, k, v in zip(c["id"].tolist(), c["key"].tolist(), c["v"].tolist()):
-            out[i][k[5:] if k.startswith("args.") else k] = v
+            out[i][k.removeprefix("args.")] = v
     return out
 
 
@@ -116,9 +116,8 @@ def _collective_args(kernel: dict, ops: list[dict]) -> dict:
                 out[col] = source[key]
     nelems = [out.get(k) for k in ("in_nelems", "out_nelems") if isinstance(out.get(k), int)]
     size = DTYPE_BYTES.get(str(out.get("dtype", "")).lower())
-    out["bytes"] = max(nelems) * size if nelems and size else None
-    if out["bytes"] is None:
-        out["bytes"] = next((b for b in map(_dims_bytes, ops) if b is not None), None)
+    out["bytes"] = (max(nelems) * size if nelems and size
+                    else next((b for b in map(_dims_bytes, ops) if b is not None), None))
     return out
 
 
@@ -167,18 +166,14 @@ def tables(trace: Trace, causes: bool = True, ops: GpuOps | None = None) -> Rank
     kernel_ids = g["id"].astype(np.int64).tolist()
     args = _args_by_slice(trace, kernel_ids + c["id"][issuing].astype(np.int64).tolist())
     launch = g["launch_ts"].astype(np.float64)
-    i_ts, i_end = cts[issuing], cpu["end"].to_numpy()[issuing]
-    i_tid = c["tid"][issuing]
+    i_ts, i_end, i_tid = cts[issuing], cpu["end"].to_numpy()[issuing], c["tid"][issuing]
     records = []
     for i, kid in enumerate(kernel_ids):
-        lt = launch[i]
-        issuers = []
-        if lt == lt:  # the issuing ops: collective ops holding the launch on its thread
-            lts = int(lt) + base
-            hold = issuing[(i_ts <= lts) & (i_end >= lts) & (i_tid == g["launch_tid"][i])]
-            issuers = [int(h) for h in hold]
-        ops_args = [args[int(c["id"][h])] for h in issuers]
-        rec = _collective_args(args[kid], ops_args)
+        lts = int(launch[i]) + base if launch[i] == launch[i] else None  # (NaN: no launch)
+        issuers = []  # the issuing ops: collective ops holding the launch on its thread
+        if lts is not None:
+            issuers = issuing[(i_ts <= lts) & (i_end >= lts) & (i_tid == g["launch_tid"][i])].tolist()
+        rec = _collective_args(args[kid], [args[int(c["id"][h])] for h in issuers])
         rec["kind"] = (kind_of_name(rec.get("coll_name"))
                        or next((kind_of_name(c["name"][h]) for h in issuers
                                 if c["name"][h].startswith(("nccl:", "rccl:"))
@@ -186,9 +181,8 @@ def tables(trace: Trace, causes: bool = True, ops: GpuOps | None = None) -> Rank
                        or kind_of_name(names[i]) or "Unknown")
         rec.update(ts=int(ts[i]), end=int(end[i]), dur=int(end[i] - ts[i]), name=names[i],
                    device=g["device"][i], stream=g["stream"][i],
-                   launch_ts=None if lt != lt else int(lt) + base,
-                   launch_tid=g["launch_tid"][i] if lt == lt else None,
-                   issue_ts=int(cts[issuers[0]]) if issuers else (None if lt != lt else int(lt) + base),
+                   launch_ts=lts, launch_tid=g["launch_tid"][i] if lts is not None else None,
+                   issue_ts=int(cts[issuers[0]]) if issuers else lts,
                    issue_op=str(c["name"][issuers[-1]]) if issuers else None)
         records.append(rec)
     colls = pd.DataFrame.from_records(records, columns=list(COLL_COLUMNS))

@@ -102,9 +102,7 @@ def _window(col: dict, steps: tuple[np.ndarray, np.ndarray], firsts: list[int], 
     end = col["launch_ts"][row] if kind == "cpu" else col["ts"][row]
     if pd.isna(end):  # None, an Int64 column's NA, NaN
         return None
-    start = None
-    if prev >= 0:
-        start = col["launch_ts"][prev] if kind == "cpu" else col["end"][prev]
+    start = (col["launch_ts"][prev] if kind == "cpu" else col["end"][prev]) if prev >= 0 else None
     if pd.isna(start):
         held = np.flatnonzero((steps[0] <= end) & (steps[1] >= end))
         if not len(held) and not firsts:

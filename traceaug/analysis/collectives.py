@@ -105,21 +105,18 @@ def match(tables: list[RankTables]) -> Matched:
     listed: dict = {}  # "Process Group Ranks" text -> its ranks, parsed once
     for r, t in by_rank.items():
         keys, lab = group_keys(t.colls, same_streams)
-        for i, k in enumerate(keys):
-            rows.setdefault(k, {}).setdefault(r, []).append(i)
         for k, v in lab.items():
             labels.setdefault(k, {})[r] = v
-        for k, text in zip(keys, t.colls["pg_ranks"].tolist()):
+        for i, (k, text) in enumerate(zip(keys, t.colls["pg_ranks"].tolist())):
+            rows.setdefault(k, {}).setdefault(r, []).append(i)
             members.setdefault(k, set()).add(r)
-            if isinstance(text, str):
-                if text not in listed:
-                    listed[text] = [m for m in _ranks_of(text) if m in by_rank]
-                members[k].update(listed[text])
+            if isinstance(text, str) and text not in listed:
+                listed[text] = [m for m in _ranks_of(text) if m in by_rank]
+            members[k].update(listed.get(text, ()))
     inst, arr, problems = [], [], []
     for key in sorted(rows, key=lambda k: (k.startswith("stream"), k)):
-        label = Counter(labels[key].values()).most_common(1)[0][0]
-        if len(set(labels[key].values())) > 1:
-            label = key
+        distinct = set(labels[key].values())
+        label = distinct.pop() if len(distinct) == 1 else key  # ranks labelling it alike, else its key
         ranks = sorted(members[key])
         per = {r: rows[key].get(r, []) for r in ranks}
         seqs = {r: cols[r].seq[per[r]] for r in ranks}
@@ -210,11 +207,9 @@ def _matched(label: str, ranks: list[int], per: dict, cols: dict, seqs: dict | N
         have = {r: sig[r][p] for r in ranks if p < len(sig[r])}
         seq_at = {r: int(seqs[r][p]) for r in have} if seqs is not None else {}
         common = Counter(have.values()).most_common(1)[0][0]
-        if seqs is not None:
-            common_seq = Counter(seq_at.values()).most_common(1)[0][0]
-            odd = [r for r in have if seq_at[r] != common_seq or not _same(have[r], common)]
-        else:
-            odd = [r for r in have if not _same(have[r], common)]
+        common_seq = Counter(seq_at.values()).most_common(1)[0][0] if seqs is not None else None
+        odd = [r for r in have if (seqs is not None and seq_at[r] != common_seq)
+               or not _same(have[r], common)]
         missing = [r for r in ranks if r not in have]
         if odd or missing:
             return p, _problem(label, p, common, ranks, have, odd, missing, sig,
@@ -222,10 +217,8 @@ def _matched(label: str, ranks: list[int], per: dict, cols: dict, seqs: dict | N
     return n, None
 
 
-def _ranks_of(text) -> list[int]:
+def _ranks_of(text: str) -> list[int]:
     """The ranks of a "Process Group Ranks" arg ("[0, 1]")."""
-    if not isinstance(text, str):
-        return []
     try:
         return [int(x) for x in text.strip("[] ").split(",") if x.strip()]
     except ValueError:
@@ -237,9 +230,7 @@ def _problem(group: str, p: int, common: tuple, ranks: list[int], have: dict, od
     """The line saying why position ``p`` of ``group`` is not matched."""
     head = f"group {group}, instance {p}"
     tail = "; nothing past it in this group is matched"
-    parts = []
-    for r in missing:
-        parts.append(f"rank {r} lacks it (has {len(sig[r])} instances of the group)")
+    parts = [f"rank {r} lacks it (has {len(sig[r])} instances of the group)" for r in missing]
     common_seq = Counter(seq_at.values()).most_common(1)[0][0] if seq_at else None
     for r in odd:
         if seq_at is not None and seq_at[r] != common_seq:
@@ -268,7 +259,7 @@ def align(matched: Matched) -> Matched:
                                                                  values="end_ns")
     offset: dict[int, float] = {ranks[0]: 0.0}
     reference: dict[int, int] = {ranks[0]: ranks[0]}
-    residual: dict[int, float] = {ranks[0]: 0.0}
+    residual: dict[int, float] = {ranks[0]: 0.0}  # of each aligned rank
     changed = True
     while changed or len(offset) < len(ranks):
         if not changed:  # a part of the job no matched instance ties to the aligned ranks
@@ -284,8 +275,7 @@ def align(matched: Matched) -> Matched:
                 d = (end[r] - end[q]).dropna()
                 if len(d):
                     off = float(np.median(d.to_numpy(np.float64))) + offset[q]
-                    offset[r] = off
-                    reference[r] = q
+                    offset[r], reference[r] = off, q
                     residual[r] = float(np.abs(d.to_numpy(np.float64) + offset[q] - off).max())
                     changed = True
                     break
@@ -453,11 +443,10 @@ def by_rank(matched: Matched) -> pd.DataFrame:
     a = wait_table(matched)
     inst = instance_table(matched)
     ranks = sorted(matched.tables)
-    caused = (inst.groupby("straggler")["mean_wait_us"].sum() if len(inst)
-              else pd.Series(dtype=np.float64))
-    count = inst["straggler"].value_counts() if len(inst) else pd.Series(dtype=np.int64)
-    wait = a.groupby("rank")["wait_ns"].sum() / 1e3 if len(a) else pd.Series(dtype=np.float64)
-    n = a.groupby("rank")["iid"].count() if len(a) else pd.Series(dtype=np.int64)
+    caused = inst.groupby("straggler")["mean_wait_us"].sum()
+    count = inst["straggler"].value_counts()
+    wait = a.groupby("rank")["wait_ns"].sum() / 1e3
+    n = a.groupby("rank")["iid"].count()
     return pd.DataFrame({"rank": ranks,
                          "collectives": [int(n.get(r, 0)) for r in ranks],
                          "total_wait_us": [float(wait.get(r, 0.0)) for r in ranks],
@@ -472,8 +461,10 @@ def step_table(matched: Matched) -> pd.DataFrame:
     inst = instance_table(matched)
     a = a.merge(matched.instances[["iid", "step"]], on="iid")
     # the rows of each (rank, step) and (step, straggler), found once, not by a scan per step and rank
-    waits, mine_at = a["wait_ns"].to_numpy(), _rows_of(a, ["rank", "step"])
-    caused, strag_at = inst["mean_wait_us"].to_numpy(), _rows_of(inst, ["step", "straggler"])
+    # (in table order; rows with a missing key in none)
+    waits, mine_at = a["wait_ns"].to_numpy(), a.groupby(["rank", "step"], sort=False).indices
+    caused = inst["mean_wait_us"].to_numpy()
+    strag_at = inst.groupby(["step", "straggler"], sort=False).indices
     none = np.empty(0, np.int64)
     records = []
     for r in sorted(matched.tables):
@@ -488,20 +479,12 @@ def step_table(matched: Matched) -> pd.DataFrame:
                                           "straggler_count", "caused_wait_us"])
 
 
-def _rows_of(df: pd.DataFrame, keys: list[str]) -> dict[tuple | int, np.ndarray]:
-    """The positions of ``df``'s rows per value of ``keys`` (rows with a missing key in none),
-    in table order."""
-    if not len(df):
-        return {}
-    return df.groupby(keys if len(keys) > 1 else keys[0], sort=False).indices
-
-
 def findings(matched: Matched, steps: Iterable[int] | None = None) -> list[str]:
     """Per step, ranked by the time lost: the rank the others waited for most, in plain words."""
     inst = instance_table(matched)
     out: list[tuple[float, str]] = []
     numbers = sorted(int(s) for s in inst["step"].dropna().unique())
-    rows_at = _rows_of(inst, ["step"])  # found once, not by a scan per step
+    rows_at = inst.groupby("step", sort=False).indices  # found once, not by a scan per step
     for step in numbers if steps is None else steps:
         if step not in rows_at:
             continue
@@ -510,8 +493,6 @@ def findings(matched: Matched, steps: Iterable[int] | None = None) -> list[str]:
         if not len(lost) or lost.max() <= 0:
             continue
         r = int(lost.idxmax())
-        if lost[r] <= 0:
-            continue
         led = mine[mine["straggler"] == r]
         worst = led.sort_values("mean_wait_us", ascending=False).iloc[0]
         text = (f"step {step}: rank {r} arrived last at {len(led)} of {len(mine)} collectives; "

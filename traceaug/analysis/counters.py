@@ -138,12 +138,11 @@ def memory_bandwidth(trace: Trace, style: str = "traceaug") -> Columns:
     start = copies["ts"].astype(np.int64)
     ts = np.r_[start, start + dur.astype(np.int64)]
     delta = np.r_[bw, -bw]
-    rows = _twice(copies, ("pid", "device", "key"))
-    if style == "hta":
-        out = _steps(np.r_[gid, gid], rows, ts, delta, np.zeros_like(delta), per_timestamp=False)
-    else:  # ends before starts at equal timestamps; one point per timestamp
-        out = _steps(np.r_[gid, gid], rows, ts, delta, np.r_[np.ones(len(bw)), np.zeros(len(bw))],
-                     per_timestamp=True)
+    # HTA: by time alone; else ends before starts at equal timestamps, one point per timestamp
+    tiebreak = np.zeros_like(delta) if style == "hta" else np.r_[np.ones(len(bw)), np.zeros(len(bw))]
+    out = _steps(np.r_[gid, gid], _twice(copies, ("pid", "device", "key")), ts, delta, tiebreak,
+                 per_timestamp=style != "hta")
+    if style != "hta":
         out["value"][np.abs(out["value"]) < 1e-9] = 0.0  # float residue of +bw -bw
     out["value"][out["value"] < 0] = 0.0
     return out
@@ -159,7 +158,8 @@ def _bandwidth(copies: Columns, dur: np.ndarray) -> np.ndarray:
 def _integrals(series: Columns, end: int) -> tuple[Columns, np.ndarray]:
     """The series sorted by (device, key, ts) with the time each value holds (ns) up to
     ``end``, and where each (device, key) group starts."""
-    device, key = _sorted_codes(series["device"]), _sorted_codes(series["key"])
+    # each value's rank among the distinct values (sorted as pandas sorts group keys)
+    device, key = (np.unique(series[c], return_inverse=True)[1].reshape(-1) for c in ("device", "key"))
     order = np.lexsort((series["ts"], key, device))
     s, device, key = take(series, order), device[order], key[order]
     n = len(s["ts"])
@@ -170,11 +170,6 @@ def _integrals(series: Columns, end: int) -> tuple[Columns, np.ndarray]:
     nxt[np.r_[starts[1:] - 1, n - 1] if n else starts] = end  # each group's last value
     s["held"] = np.maximum(nxt - s["ts"].astype(np.int64), 0)
     return s, starts
-
-
-def _sorted_codes(column: np.ndarray) -> np.ndarray:
-    """Each value's rank among the distinct values (sorted as pandas sorts group keys)."""
-    return np.unique(column, return_inverse=True)[1].reshape(-1)
 
 
 QUEUE_COLUMNS = ("device", "stream", "mean_queued", "max_queued", "empty_pct", "full_ms")
@@ -260,12 +255,10 @@ def compute(trace: Trace, series: tuple[str, ...] = SERIES, style: str = "tracea
     start, end = span
     out: dict = {"start": start, "end": end}
     if "queue" in series:
-        q = queue_length(trace, style)
-        out["queue"] = q
+        out["queue"] = q = queue_length(trace, style)
         out["queue_summary"] = queue_summary(queue_length(trace) if style == "hta" else q, start, end)
     if "bandwidth" in series:
-        b = memory_bandwidth(trace, style)
-        out["bandwidth"] = b
+        out["bandwidth"] = b = memory_bandwidth(trace, style)
         copies = trace.columns("SELECT device, copy_kind, bytes FROM traceaug_copy")
         copies["bytes"] = np.nan_to_num(_numeric(copies["bytes"])).astype(np.int64)
         base = memory_bandwidth(trace) if style == "hta" else b

@@ -3,6 +3,7 @@ longest path on numpy edge arrays. Times are engine ns clipped to the window, so
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -13,7 +14,7 @@ from ..sorted_ints import among, sorted_unique
 from ..sql_text import literal, literal_list
 from . import blocking, dag, stream_wait
 from .steps import check_step, is_comm, steps
-from .tables import Columns, sorted_codes, take
+from .tables import Columns, frame, objects, position_in, sorted_codes, take
 
 if TYPE_CHECKING:
     from ..trace import Trace
@@ -39,10 +40,6 @@ _BLOCKING = BLOCKING_CALLS | set(DEVICE_SYNC_CALLS)
 SPAN, DEPENDENCY, LAUNCH, KERNEL_GAP, SYNC, GPU_SYNC, STREAM_WAIT = range(7)
 EDGE_KINDS = ("span", "dependency", "launch_delay", "kernel_gap", "sync", "gpu_sync",
               "stream_wait")
-HTA_EDGE_TYPES = ("critical_path_operator", "critical_path_dependency",
-                  "critical_path_kernel_launch_delay", "critical_path_kernel_kernel_delay",
-                  "critical_path_sync_dependency", "critical_path_sync_dependency",
-                  "critical_path_sync_dependency")
 CATEGORIES = ("cpu", "gpu_compute", "gpu_communication", "gpu_memory", "launch_delay",
               "kernel_gap", "sync_wait", "idle")
 IDLE = "idle"  # time of the window no recorded event on the path explains
@@ -62,11 +59,9 @@ def window(trace: Trace, step: int | None = None, annotation: str | None = None,
     """One ProfilerStep, the ``instance``-th slice whose name contains ``annotation`` (HTA's
     ``annotation`` / ``instance_id``), or the whole trace."""
     if step is not None:
-        st = steps(trace)
-        check_step(trace.path, st["step"], step)
-        hit = np.flatnonzero(st["step"] == step)
-        s, d = int(st["ts"][hit[0]]), int(st["dur"][hit[0]])
-        return Window(s, s + d, f"ProfilerStep#{step}")
+        windows = step_windows(trace)
+        check_step(trace.path, np.array(list(windows), np.int64), step)
+        return windows[step]
     if annotation is not None:
         c = trace.columns("SELECT ts, dur FROM slice WHERE dur >= 0 AND instr(name, "
                           f"{literal(annotation)}) > 0 ORDER BY ts, id")
@@ -79,6 +74,13 @@ def window(trace: Trace, step: int | None = None, annotation: str | None = None,
     if span is None:
         raise TraceaugError(f"{trace.path}: no complete events: no critical path")
     return Window(span[0], span[1], "whole trace")
+
+
+def step_windows(trace: Trace) -> dict[int, Window]:
+    """Every ProfilerStep's window by its number, in time order (none: empty)."""
+    st = steps(trace)
+    return {int(k): Window(int(s), int(s + d), f"ProfilerStep#{k}")
+            for k, s, d in zip(st["step"].tolist(), st["ts"].tolist(), st["dur"].tolist())}
 
 
 # Event groups (``events``' ``grp``) and sync kinds (``sync``).
@@ -124,23 +126,19 @@ def events(trace: Trace) -> Columns:
     tr = _ints(tracks["track_id"], len(tracks["track_id"]))
     for key in ("pid", "tid"):
         c[key] = _lookup(*_sorted_by(tr, _ints(tracks[key], len(tr))), c["track_id"])
-    sync = np.flatnonzero(c["grp"] == SYNC_EVENT)
-    for col in ARGS:
-        if col in ("wait_stream", "wait_record", "sync_kind"):  # only sync events have them
-            c[col] = np.full(len(c["id"]), None if col == "sync_kind" else -1, object
-                             if col == "sync_kind" else np.int64)
-            c[col][sync] = _lookup(*args[col], c["arg_set_id"][sync], col == "sync_kind")
-        else:
-            c[col] = _lookup(*args[col], c["arg_set_id"])
-    c["correlation"] = np.where(c["correlation"] >= 0, c["correlation"], c.pop("correlation_id"))
-    kind = c.pop("sync_kind")[sync]
+    sync = _sync_rows(c)
+    c["correlation"] = _correlation(args, c["arg_set_id"])
+    gpu_identity = (c["grp"] == GPU_OP) | (c["grp"] == SYNC_EVENT)
+    for col in ("device", "stream"):  # GPU identity only where Kineto means it
+        c[col] = np.where(gpu_identity, _lookup(*args[col], c["arg_set_id"]), -1)
+    for col in ("wait_stream", "wait_record"):  # only sync events have them
+        c[col] = np.full(len(c["id"]), -1, np.int64)
+        c[col][sync] = _lookup(*args[col], c["arg_set_id"][sync])
+    kind = _lookup(*args["sync_kind"], c["arg_set_id"][sync], True)
     kind = np.where(kind == None, c["name"][sync], kind)  # noqa: E711
     c["sync"] = np.zeros(len(c["id"]), np.int64)
     for code, k in enumerate(SYNC_KINDS, 1):
         c["sync"][sync[kind == k]] = code
-    gpu_identity = (c["grp"] == GPU_OP) | (c["grp"] == SYNC_EVENT)
-    for k in ("device", "stream"):  # GPU identity only where Kineto means it
-        c[k] = np.where(gpu_identity, c[k], -1)
     return c
 
 
@@ -184,10 +182,8 @@ def _sorted_by(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.nda
 def _lookup(keys: np.ndarray, values: np.ndarray, at: np.ndarray, text: bool = False) -> np.ndarray:
     """``values`` (by sorted ``keys``) at each of ``at``: int64 (-1 when missing) or objects."""
     out = np.full(len(at), None, dtype=object) if text else np.full(len(at), -1, np.int64)
-    if not len(keys):
-        return out
-    k = np.minimum(np.searchsorted(keys, at), len(keys) - 1)
-    hit = (keys[k] == at) & (at >= 0)
+    k = position_in(keys, at)
+    hit = (k >= 0) & (at >= 0)
     if text:
         out[hit] = np.asarray(values, dtype=object)[k[hit]]
     else:
@@ -202,9 +198,7 @@ def names(trace: Trace, ids: np.ndarray) -> np.ndarray:
         return np.empty(0, dtype=object)
     c = trace.columns(f"SELECT id, name FROM slice WHERE id IN ({', '.join(map(str, want.tolist()))})")
     found = dict(zip(c["id"].tolist(), c["name"].tolist()))
-    out = np.empty(len(ids), dtype=object)
-    out[:] = [found.get(i) for i in ids.tolist()]
-    return out
+    return objects([found.get(i) for i in ids.tolist()])
 
 
 def _first_index(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
@@ -212,19 +206,15 @@ def _first_index(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
     else -1 (a join on the first match, as a launch to its GPU ops)."""
     valid = np.flatnonzero(keys >= 0)
     uniq, first = np.unique(keys[valid], return_index=True)
-    if not len(uniq):
-        return np.full(len(queries), -1, np.int64)
-    at = np.minimum(np.searchsorted(uniq, queries), len(uniq) - 1)
-    return np.where((uniq[at] == queries) & (queries >= 0), valid[first[at]], -1)
+    at = position_in(uniq, queries)  # (every key is >= 0: a negative query is never found)
+    return np.where(at >= 0, valid[first[at]], -1) if len(uniq) else at
 
 
 def _ints(column: np.ndarray, n: int) -> np.ndarray:
     """int64 with -1 for NULL / non-numbers (Kineto writes ids as ints, 2021 ones as text)."""
     if len(column) != n:
         return np.full(n, -1, np.int64)
-    if column.dtype.kind == "b":
-        return column.astype(np.int64)
-    if column.dtype.kind in "iu":
+    if column.dtype.kind in "biu":
         return column.astype(np.int64)
     if column.dtype.kind == "f":
         return np.where(np.isnan(column), -1, column).astype(np.int64)
@@ -263,24 +253,16 @@ def build(ev: Columns, win: Window, sync_wait: bool = True,
     is_cpu = ev["grp"] <= RUNTIME
     is_gpu = ev["grp"] == GPU_OP
     ts, dur = ev["ts"].astype(np.int64), ev["dur"].astype(np.int64)
-    corr = ev["correlation"]
     # Launches: a CPU call sharing its correlation id with a GPU op (the first such call).
     launch = np.full(len(ts), -1, np.int64)
-    cpu_idx = np.flatnonzero(is_cpu & (corr >= 0))
-    gpu_idx = np.flatnonzero(is_gpu)
-    hit = _first_index(corr[cpu_idx], corr[gpu_idx])
-    launch[gpu_idx[hit >= 0]] = cpu_idx[hit[hit >= 0]]
+    launch[is_gpu] = _calls_by_corr(ev, is_cpu, ev["correlation"][is_gpu])
 
     # HTA's window: CPU events starting in it with dur > 0; GPU ops launched in it (or, with
     # no launch in the trace, starting in it).
     inside = (ts >= win.start) & (ts <= win.end)
     keep_cpu = is_cpu & inside & (dur > 0)
-    has_launch = launch >= 0
-    launch_ts = np.where(has_launch, ts[np.maximum(launch, 0)], ts)
-    launch_ok = ~has_launch | keep_cpu[np.maximum(launch, 0)]
-    keep_gpu = is_gpu & (dur >= 0) & (launch_ts >= win.start) & (launch_ts <= win.end) & launch_ok
-    keep_gpu &= ts <= win.end
-    keep = keep_cpu | keep_gpu
+    launched_in = np.where(launch >= 0, keep_cpu[np.maximum(launch, 0)], inside)
+    keep = keep_cpu | (is_gpu & (dur >= 0) & launched_in & (ts <= win.end))
     idx = np.flatnonzero(keep)  # graph event i = row idx[i]
     pos = np.full(len(ts), -1, np.int64)
     pos[idx] = np.arange(len(idx))
@@ -303,11 +285,7 @@ def build(ev: Columns, win: Window, sync_wait: bool = True,
     node_order = np.arange(len(node_ts), dtype=np.int64) + 2 * len(node_ts) * np.where(
         np.arange(len(node_ts)) % 2 == 0, 2, 0)
     node_order[cpu_part[5]] = len(node_ts) + np.arange(len(cpu_part[5]))
-    src = np.concatenate([p[0] for p in parts])
-    dst = np.concatenate([p[1] for p in parts])
-    kind = np.concatenate([p[2] for p in parts])
-    attributed = np.concatenate([p[3] for p in parts])
-    zero = np.concatenate([p[4] for p in parts])
+    src, dst, kind, attributed, zero = (np.concatenate(col) for col in zip(*parts))
     weight = np.where(zero, 0, node_ts[dst] - node_ts[src])
     # A sync edge weighs the call's wait after it began and the last op it waited on ended.
     sync = np.flatnonzero(kind == SYNC)
@@ -349,9 +327,6 @@ def _cpu_edges(g: Columns, node_ts: np.ndarray, hta: bool = True):
     dependency between consecutive top-level ops; ``hta``: a blocking call's own time weighs 0."""
     cpu = np.flatnonzero(~g["gpu"])
     n = len(cpu)
-    empty = (np.empty(0, np.int64),) * 4 + (np.empty(0, bool), np.empty(0, np.int64))
-    if n == 0:
-        return empty
     depth = g["depth"][cpu].astype(np.int64)
     track = g["track_id"][cpu].astype(np.int64)
     # Tokens: enter (start node) and exit (end node); at one time exits first, enters by
@@ -363,9 +338,8 @@ def _cpu_edges(g: Columns, node_ts: np.ndarray, hta: bool = True):
     node, enter = node[order], enter[order]
     tr = np.r_[track, track][order]
     open_after = np.cumsum(np.where(enter, 1, -1))  # every thread balances to 0
-    a, b = np.arange(len(node) - 1), np.arange(1, len(node))
-    same = tr[a] == tr[b]
-    a, b = a[same], b[same]
+    a = np.flatnonzero(tr[:-1] == tr[1:])  # consecutive tokens of one thread
+    b = a + 1
     top_end = open_after[a] == 0
     kind = np.where(top_end, DEPENDENCY, SPAN)
     ev_a, ev_b = node[a] // 2, node[b] // 2
@@ -413,25 +387,26 @@ def _gpu_edges(g: Columns, ev: Columns, is_cpu, is_gpu, launch_all, pos, node_ts
                inferred: dict | None = None):
     """Launch, kernel-gap and sync edges (HTA's ``_construct_graph_from_kernels``); with ``inferred`` (a dict
     counting what was inferred) also the cross-stream waits of ``stream_wait``."""
-    out_s, out_d, out_k, out_e, out_z = [], [], [], [], []
+    out = []
 
     def add(s, d, k, e, z):
-        out_s.append(np.asarray(s, np.int64))
-        out_d.append(np.asarray(d, np.int64))
-        out_k.append(np.full(len(out_s[-1]), k, np.int64))
-        out_e.append(np.broadcast_to(np.asarray(e, np.int64), out_s[-1].shape).copy())
-        out_z.append(np.broadcast_to(np.asarray(z, bool), out_s[-1].shape).copy())
+        s = np.asarray(s, np.int64)
+        out.append((s, np.asarray(d, np.int64), np.full(len(s), k, np.int64),
+                    np.broadcast_to(np.asarray(e, np.int64), s.shape),
+                    np.broadcast_to(np.asarray(z, bool), s.shape)))
 
     gpu = np.flatnonzero(g["gpu"])
     add(2 * gpu, 2 * gpu + 1, SPAN, gpu, False)  # each op's own time
 
     # Streams over the whole trace (HTA takes queue lengths from the full trace).
     all_gpu = np.flatnonzero(is_gpu)
-    ts_all = ev["ts"].astype(np.int64)
     dev_all = np.where(ev["device"] >= 0, ev["device"], ev["pid"].astype(np.int64))
     str_all = np.where(ev["stream"] >= 0, ev["stream"], ev["tid"].astype(np.int64))
     stream_code = _stream_codes(dev_all, str_all)
-    queued = _queue_free(all_gpu, launch_all, ts_all, stream_code)  # row -> idle at launch & start
+    codes = _code_lookup(dev_all, str_all, stream_code, all_gpu)
+    launches = functools.cache(lambda: _Launches(ev, is_gpu, launch_all, stream_code))  # when needed
+    # row -> idle at launch & start
+    queued = _queue_free(all_gpu, launch_all, ev["ts"].astype(np.int64), stream_code)
 
     # Ops of the window in HTA's order on each stream: by start.
     rows = g["row"][gpu]
@@ -444,12 +419,12 @@ def _gpu_edges(g: Columns, ev: Columns, is_cpu, is_gpu, launch_all, pos, node_ts
     # Stream Wait Event: the op that will wait (dest) and the op it waits on (src).
     wait_src = np.full(len(g["gpu"]), -1, np.int64)
     sync = _sync_rows(ev)
-    w_dest, w_src = _stream_waits(ev, sync, is_cpu, is_gpu, launch_all, stream_code, dev_all)
-    ok = (pos[w_dest] >= 0) & (pos[w_src] >= 0) if len(w_dest) else np.zeros(0, bool)
+    w_dest, w_src = _stream_waits(ev, sync, is_cpu, dev_all, codes, launches)
+    ok = (pos[w_dest] >= 0) & (pos[w_src] >= 0)
     w_dest, w_src = pos[w_dest[ok]], pos[w_src[ok]]
-    if len(w_dest):  # the latest-ending source when several waits meet one op
-        o = np.lexsort((node_ts[2 * w_src + 1], w_dest))
-        wait_src[w_dest[o]] = w_src[o]
+    # the latest-ending source when several waits meet one op
+    o = np.lexsort((node_ts[2 * w_src + 1], w_dest))
+    wait_src[w_dest[o]] = w_src[o]
     add(2 * w_src + 1, 2 * w_dest, GPU_SYNC, -1, True)
 
     ws = wait_src[gpu]
@@ -478,11 +453,9 @@ def _gpu_edges(g: Columns, ev: Columns, is_cpu, is_gpu, launch_all, pos, node_ts
     add(2 * prev[is_gap] + 1, 2 * gpu[is_gap], KERNEL_GAP, prev[is_gap], False)
 
     # GPU -> CPU syncs: the last op started on the stream(s) by the sync's end -> the call's end.
-    s_src, s_dst = _cpu_syncs(g, ev, sync, gpu, sc, stream_code, pos, node_ts, is_cpu,
-                              is_gpu, launch_all, dev_all)
+    s_src, s_dst = _cpu_syncs(ev, sync, gpu, sc, pos, node_ts, is_cpu, dev_all, codes, launches)
     add(s_src, s_dst, SYNC, -1, False)
-    return (np.concatenate(out_s), np.concatenate(out_d), np.concatenate(out_k),
-            np.concatenate(out_e), np.concatenate(out_z))
+    return tuple(np.concatenate(col) for col in zip(*out))
 
 
 def _previous_end(ev: Columns, gpu: np.ndarray, stream_code: np.ndarray) -> np.ndarray:
@@ -540,9 +513,10 @@ def _sync_rows(ev: Columns) -> np.ndarray:
 
 
 def _calls_by_corr(ev: Columns, is_cpu: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    """Per correlation id of ``corr``: the first CPU event (row) carrying it, else -1."""
     cpu = np.flatnonzero(is_cpu & (ev["correlation"] >= 0))
     hit = _first_index(ev["correlation"][cpu], corr)
-    return np.where(hit >= 0, cpu[np.maximum(hit, 0)], -1)
+    return np.where(hit >= 0, cpu[np.maximum(hit, 0)], -1) if len(cpu) else hit
 
 
 class _Launches:
@@ -585,19 +559,17 @@ class _Launches:
         return int(g["first_op"][k]) if g is not None and k < len(g["ts"]) else -1
 
 
-def _stream_waits(ev, sync, is_cpu, is_gpu, launch_all, stream_code, dev_all):
+def _stream_waits(ev, sync, is_cpu, dev_all, codes: dict, launches):
     """Stream Wait Event (dest op, src op) pairs: src = the last launch's op on the recorded stream before
-    ``cudaEventRecord``, dest = the next launch's op from the waiting call's thread on the waiting stream."""
+    ``cudaEventRecord``, dest = the next launch's op from the waiting call's thread on the waiting stream
+    (``codes``: ``_code_lookup``'s; ``launches()``: the ``_Launches``)."""
     waits = sync[ev["sync"][sync] == 1 + SYNC_KINDS.index("Stream Wait Event")]
     waits = waits[(ev["wait_record"][waits] >= 0) & (ev["wait_stream"][waits] >= 0)]
     if not len(waits):
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    lt = _Launches(ev, is_gpu, launch_all, stream_code)
-    codes = _code_lookup(dev_all, np.where(ev["stream"] >= 0, ev["stream"], ev["tid"]), stream_code,
-                         np.flatnonzero(is_gpu))
+    lt = launches()
     record = _calls_by_corr(ev, is_cpu, ev["wait_record"][waits])
     caller = _calls_by_corr(ev, is_cpu, ev["correlation"][waits])
-    thread = ev["track_id"]
     dest, src = [], []
     for w, r, c in zip(waits.tolist(), record.tolist(), caller.tolist()):
         dev = int(dev_all[w])
@@ -606,7 +578,7 @@ def _stream_waits(ev, sync, is_cpu, is_gpu, launch_all, stream_code, dev_all):
         if r < 0 or c < 0 or rec_sc is None or wait_sc is None:
             continue
         s = lt.previous(rec_sc, int(ev["ts"][r]))
-        d = lt.next(wait_sc, int(thread[c]), int(ev["ts"][c]))
+        d = lt.next(wait_sc, int(ev["track_id"][c]), int(ev["ts"][c]))
         if s >= 0 and d >= 0:
             dest.append(d)
             src.append(s)
@@ -621,8 +593,7 @@ def _code_lookup(dev, stream, code, rows) -> dict:
     return dict(zip(zip(dev[at].tolist(), stream[at].tolist()), codes.tolist()))
 
 
-def _cpu_syncs(g, ev, sync, gpu, sc, stream_code, pos, node_ts, is_cpu, is_gpu, launch_all,
-               dev_all):
+def _cpu_syncs(ev, sync, gpu, sc, pos, node_ts, is_cpu, dev_all, codes: dict, launches):
     """GPU -> CPU edges: device (context) sync on every stream of the device, stream sync on its stream, event
     sync on the op recorded; also ``cudaDeviceSynchronize`` without a ``cuda_sync`` event."""
     kind = [SYNC_KINDS[k - 1] if k > 0 else None for k in ev["sync"][sync].tolist()]
@@ -630,16 +601,12 @@ def _cpu_syncs(g, ev, sync, gpu, sc, stream_code, pos, node_ts, is_cpu, is_gpu, 
     # Device syncs the trace has no cuda_sync event for.
     covered = set(call[call >= 0].tolist())
     dev_calls = np.flatnonzero(is_cpu & (ev["device_sync"] == 1))
-    extra = np.array([c for c in dev_calls.tolist() if c not in covered], np.int64)
     src, dst = [], []
     # Ops of the window per stream, by start (sc sorted, then start).
     starts = node_ts[2 * gpu]
     bounds = np.r_[0, np.flatnonzero(sc[1:] != sc[:-1]) + 1, len(sc)] if len(sc) else np.r_[0]
     per_stream = {int(sc[b]): (gpu[b:e], starts[b:e]) for b, e in zip(bounds[:-1], bounds[1:])}
-    codes = _code_lookup(dev_all, np.where(ev["stream"] >= 0, ev["stream"], ev["tid"]), stream_code,
-                         np.flatnonzero(is_gpu))
     dev_of_sc = {c: d for (d, _), c in codes.items()}
-    lt = None
 
     def last_op(code, t):
         ops = per_stream.get(code)
@@ -654,7 +621,7 @@ def _cpu_syncs(g, ev, sync, gpu, sc, stream_code, pos, node_ts, is_cpu, is_gpu, 
             dst.append(2 * int(pos[c]) + 1)
 
     rows = list(zip(sync.tolist(), kind, call.tolist()))
-    rows += [(-1, "Context Sync", c) for c in extra.tolist()]
+    rows += [(-1, "Context Sync", c) for c in dev_calls.tolist() if c not in covered]
     for row, k, c in rows:
         if c < 0 or pos[c] < 0:
             continue
@@ -672,9 +639,7 @@ def _cpu_syncs(g, ev, sync, gpu, sc, stream_code, pos, node_ts, is_cpu, is_gpu, 
             rec = _calls_by_corr(ev, is_cpu, ev["wait_record"][row:row + 1])[0]
             code = codes.get((int(dev_all[row]), int(ev["wait_stream"][row])))
             if rec >= 0 and code is not None:
-                if lt is None:
-                    lt = _Launches(ev, is_gpu, launch_all, stream_code)
-                op = lt.previous(code, int(ev["ts"][rec]))
+                op = launches().previous(code, int(ev["ts"][rec]))
                 link(int(pos[op]) if op >= 0 else -1, c)
     return np.array(src, np.int64), np.array(dst, np.int64)
 
@@ -688,18 +653,12 @@ def longest_path(graph: Graph) -> np.ndarray:
 def category_of(graph: Graph, kind: np.ndarray, event: np.ndarray, name: np.ndarray
                 ) -> np.ndarray:
     """Each path edge's category (``CATEGORIES``); ``name``: its event's name."""
-    g = graph.ev
     ev = np.maximum(event, 0)
-    gpu = g["gpu"][ev]
-    comm = gpu & is_comm(name)
-    memory = g["memory"][ev] == 1
-    span = np.where(~gpu, "cpu", np.where(memory, "gpu_memory",
-                                           np.where(comm, "gpu_communication", "gpu_compute")))
-    out = np.where(kind == LAUNCH, "launch_delay",
-                   np.where(kind == KERNEL_GAP, "kernel_gap",
-                            np.where(np.isin(kind, (SYNC, GPU_SYNC, STREAM_WAIT)), "sync_wait",
-                                     span)))
-    return out.astype(object)
+    # the first condition that holds: a wait's kind, else what the edge's event is
+    return np.select([kind == LAUNCH, kind == KERNEL_GAP, np.isin(kind, (SYNC, GPU_SYNC, STREAM_WAIT)),
+                      ~graph.ev["gpu"][ev], graph.ev["memory"][ev] == 1, is_comm(name)],
+                     ["launch_delay", "kernel_gap", "sync_wait", "cpu", "gpu_memory", "gpu_communication"],
+                     "gpu_compute").astype(object)
 
 
 @dataclass
@@ -769,7 +728,7 @@ def analyse(trace: Trace, step: int | None = None, annotation: str | None = None
     src, dst = graph.src[path], graph.dst[path]
     kind, event = graph.kind[path], graph.event[path]
     # An edge with no event of its own: a launch delay / gap / sync is shown with its op.
-    shown = np.where(event >= 0, event, np.where(kind == SYNC, dst // 2, dst // 2))
+    shown = np.where(event >= 0, event, dst // 2)
     event_name = g["name"][shown]
     unread = np.flatnonzero(event_name == None)  # noqa: E711  (GPU ops: their names on the path)
     event_name[unread] = names(trace, g["id"][shown[unread]])
@@ -792,8 +751,6 @@ def frames(trace: Trace, step: int | None = None, annotation: str | None = None,
     """The path (``Result.pieces`` in order: ``ts_ns, end_ns``, ``weight_ns`` summing to the window, ``kind``
     (EDGE_KINDS or ``idle``), ``category``, ``event``, ``pid, tid``) and the summary (``category, ns,
     share_pct``; the whole summary in ``attrs["summary"]``) as pandas DataFrames."""
-    from .tables import frame
-
     r = analyse(trace, step, annotation, instance, sync_wait, max_gap_ns)
     e, p = r.edges, r.pieces()
     at = np.maximum(p["edge"], 0)
@@ -830,9 +787,7 @@ def bind_points(trace: Trace, g: Graph, nodes: np.ndarray) -> np.ndarray:
     o = np.argsort(parent, kind="stable")
     parent, first_child = parent[o], kids["ts"].astype(np.int64)[o]
     b = end.copy()
-    if len(parent):
-        at = np.minimum(np.searchsorted(parent, eid), len(parent) - 1)
-        has = parent[at] == eid
-        b[has] = first_child[at[has]]
+    at = position_in(parent, eid)
+    b[at >= 0] = first_child[at[at >= 0]]
     step = np.minimum((b - ts) // 2, MARGIN_NS)
     return np.where(b <= ts, ts, np.where(at_start, ts + step, b - step))

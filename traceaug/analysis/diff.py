@@ -161,7 +161,6 @@ def headline(side: Side, step: int | None = None) -> dict:
         lo, hi = (ts.min(keepdims=True), end.max(keepdims=True)) if len(ts) else (ts[:0], ts[:0])
     else:
         step_ns = float(st_dur.mean())
-    cat = gpu["category"]
 
     def inside(sel: np.ndarray) -> float:
         return total(covered_in(ts[sel], end[sel], lo, hi)) / n
@@ -171,7 +170,7 @@ def headline(side: Side, step: int | None = None) -> dict:
     out = {"steps": len(st_dur), "step": step, "step_ms": step_ns / 1e6, "gpu_busy_ms": busy / 1e6,
            "gpu_idle_ms": max(span - busy, 0) / 1e6}
     for c in ("computation", "communication", "memory"):
-        out[f"{c}_ms"] = inside(cat == c) / 1e6
+        out[f"{c}_ms"] = inside(gpu["category"] == c) / 1e6
     return out
 
 

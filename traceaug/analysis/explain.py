@@ -24,8 +24,7 @@ def path_times(trace: Trace, step_numbers: list[int | None]) -> tuple[float, dic
     for n in step_numbers:
         r = cp.analyse(trace, n)
         p, e = r.pieces(), r.edges
-        idle = p["category"] == cp.IDLE
-        name = np.where(idle, IDLE_EVENT, e["event_name"][np.maximum(p["edge"], 0)]
+        name = np.where(p["category"] == cp.IDLE, IDLE_EVENT, e["event_name"][np.maximum(p["edge"], 0)]
                         if len(e["event_name"]) else IDLE_EVENT)
         cut.append((r.window.end - r.window.start, p["category"], name, p["end"] - p["ts"]))
     return tally(cut)

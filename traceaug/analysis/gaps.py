@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import sums
 from .gpu_steps import GpuOps
 from .intervals import gaps as union_gaps
 from .intervals import int_groups, sorted_groups
@@ -72,28 +71,30 @@ def _stats(key_cols: list[np.ndarray], gap: np.ndarray) -> tuple[np.ndarray, Col
                    "median": med, "min": lo, "max": hi}
 
 
-def stream_gaps(g: GpuOps, step: int | None = None) -> Columns:
-    """Per (device, stream) (``STREAM_COLUMNS``): ops, number of idle gaps (> 0 ns) and their
-    total / mean / median / min / max (ns)."""
-    p = stream_pairs(g, step)
-    ops = g.ops
-    rows = g.rows(step)
-    dev, stream = ops["device"][rows], ops["stream"][rows]
-    group, first_row = sorted_groups(dev, stream)
-    keys = list(zip(dev[first_row].tolist(), stream[first_row].tolist()))
-    n_ops = dict(zip(keys, np.bincount(group, minlength=len(keys)).tolist()))
-    first, stats = _stats([p["device"], p["stream"]], p["gap"])
-    found = {(int(d), int(s)): i for i, (d, s) in enumerate(zip(p["device"][first].tolist(),
-                                                             p["stream"][first].tolist()))}
-    out: Columns = {"rank": objects([g.rank] * len(keys)),
-                    "device": np.array([k[0] for k in keys], np.int64),
-                    "stream": np.array([k[1] for k in keys], np.int64),
-                    "ops": np.array([n_ops[k] for k in keys], np.int64)}
+def _stats_of(keys: list[tuple], key_cols: list[np.ndarray], gap: np.ndarray) -> Columns:
+    """``_stats`` of the gaps per key (``key_cols``: each gap's) on the rows ``keys``, in that order (where
+    a key has no gap: none, and missing figures, ``_no_gap_stats``)."""
+    first, stats = _stats(key_cols, gap)
+    found = dict(zip(zip(*(c[first].tolist() for c in key_cols)), range(len(first))))
+    out: Columns = {}
     for name in ("gaps", "total", "mean", "median", "min", "max"):
         col = stats.get(name, np.zeros(0))
         dtype = np.float64 if name in ("mean", "median") else np.int64
         out[name] = np.array([col[found[k]] if k in found else 0 for k in keys], dtype)
     return _no_gap_stats(out)
+
+
+def stream_gaps(g: GpuOps, step: int | None = None) -> Columns:
+    """Per (device, stream) (``STREAM_COLUMNS``): ops, number of idle gaps (> 0 ns) and their
+    total / mean / median / min / max (ns)."""
+    p = stream_pairs(g, step)
+    rows = g.rows(step)
+    dev, stream = g.ops["device"][rows], g.ops["stream"][rows]
+    group, first_row = sorted_groups(dev, stream)
+    keys = list(zip(dev[first_row].tolist(), stream[first_row].tolist()))
+    return {"rank": objects([g.rank] * len(keys)), "device": dev[first_row], "stream": stream[first_row],
+            "ops": np.bincount(group, minlength=len(keys)),
+            **_stats_of(keys, [p["device"], p["stream"]], p["gap"])}
 
 
 def _no_gap_stats(out: Columns) -> Columns:
@@ -112,25 +113,13 @@ def device_gaps(g: GpuOps, step: int | None = None) -> Columns:
     runs): ``streams``, ``gaps``, ``total``, ``mean``, ``median``, ``min``, ``max`` (ns)."""
     ops = g.ops
     rows = g.rows(step)
-    out: dict[str, list] = {k: [] for k in ("rank", "device", "streams", "gaps", "total", "mean",
-                                            "median", "min", "max")}
-    for d in sorted(set(ops["device"][rows].tolist())):
-        mine = rows & (ops["device"] == d)
-        lo, hi = union_gaps(ops["ts"][mine], ops["end"][mine])
-        length = hi - lo
-        out["rank"].append(g.rank)
-        out["device"].append(d)
-        out["streams"].append(len(set(ops["stream"][mine].tolist())))
-        out["gaps"].append(len(length))
-        out["total"].append(sums.total(length, "idle gaps"))
-        out["mean"].append(float(length.mean()) if len(length) else 0.0)
-        out["median"].append(float(np.median(length)) if len(length) else 0.0)
-        out["min"].append(int(length.min()) if len(length) else 0)
-        out["max"].append(int(length.max()) if len(length) else 0)
-    floats = ("mean", "median")
-    return _no_gap_stats({"rank": objects(out["rank"]),
-                          **{k: np.array(v, np.float64 if k in floats else np.int64)
-                             for k, v in out.items() if k != "rank"}})
+    dev, ts, end = ops["device"][rows], ops["ts"][rows], ops["end"][rows]
+    devices, streams = np.unique(dev[sorted_groups(dev, ops["stream"][rows])[1]], return_counts=True)
+    gaps = [union_gaps(ts[dev == d], end[dev == d]) for d in devices.tolist()]
+    length = np.concatenate([hi - lo for lo, hi in gaps]) if gaps else np.zeros(0, np.int64)
+    of = np.repeat(devices, [len(hi) for _, hi in gaps])
+    return {"rank": objects([g.rank] * len(devices)), "device": devices, "streams": streams,
+            **_stats_of([(d,) for d in devices.tolist()], [of], length)}
 
 
 def histogram(gap_ns: np.ndarray, lo_us: float | None = None, hi_us: float | None = None,

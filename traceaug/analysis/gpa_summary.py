@@ -286,11 +286,8 @@ def from_trace(trace, title: str, tag: str | None) -> SummaryInput:
                       "WHERE kind IN ('memcpy', 'memset') GROUP BY kind, name")
     labels = np.array([mem_label(a, b) for a, b in zip(m["kind"].tolist(), m["name"].tolist())],
                       dtype=object)
-    uniq, inv = np.unique(labels.astype(str), return_inverse=True) if len(labels) else ([], [])
-    tot, cnt = np.zeros(len(uniq), np.int64), np.zeros(len(uniq), np.int64)
-    if len(labels):
-        np.add.at(tot, inv, m["total"].astype(np.int64))
-        np.add.at(cnt, inv, m["count"].astype(np.int64))
+    uniq, inv = np.unique(labels.astype(str), return_inverse=True)
+    tot, cnt = _sum(inv, m["total"], len(uniq)), _sum(inv, m["count"], len(uniq))
     order = np.argsort(-tot, kind="stable")
     mems = {"name": np.array(uniq, dtype=object)[order], "total": tot[order], "count": cnt[order]}
     c = trace.columns("SELECT ts, ts + dur AS e FROM traceaug_gpu_op "
@@ -320,11 +317,9 @@ def project(trace, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np
     launch = ops["launch_ts"].astype(np.int64)
     i = np.searchsorted(starts, launch, side="right") - 1
     inside = (i >= 0) & (launch < ends[np.maximum(i, 0)])
-    ws, we = starts.copy(), ends.copy()
     first = np.full(len(starts), np.iinfo(np.int64).max)
     last = np.full(len(starts), np.iinfo(np.int64).min)
     np.minimum.at(first, i[inside], ops["ts"].astype(np.int64)[inside])
     np.maximum.at(last, i[inside], ops["e"].astype(np.int64)[inside])
     hit = last > np.iinfo(np.int64).min
-    ws[hit], we[hit] = first[hit], last[hit]
-    return ws, we
+    return np.where(hit, first, starts), np.where(hit, last, ends)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .steps import category, check_step, step_number, steps
-from .tables import Columns, codes, ints, take
+from .tables import Columns, codes, ints, position_in, take
 
 if TYPE_CHECKING:
     from ..trace import Trace
@@ -39,8 +39,7 @@ class GpuOps:
         """The latest end of the ops so far, in their (start) order: the ops that may reach
         past a time are those after ``searchsorted(reach, t, "right")``."""
         if self._reach is None:
-            self._reach = np.maximum.accumulate(self.ops["end"]) if len(self.ops["end"]) else \
-                self.ops["end"]
+            self._reach = np.maximum.accumulate(self.ops["end"])
         return self._reach
 
     def type_code(self, types: tuple[str, ...]) -> np.ndarray:
@@ -128,19 +127,6 @@ def last_reaching(end: np.ndarray, i: np.ndarray, t: np.ndarray) -> np.ndarray:
     return p
 
 
-def _gpu_annotations(trace: Trace) -> dict[int, tuple[int, int]]:
-    """Step number -> (first start, last end) of its GPU-side ProfilerStep annotations."""
-    c = trace.columns("SELECT ts, dur, name FROM slice "
-                      "WHERE category = 'gpu_user_annotation' AND name GLOB 'ProfilerStep#*'")
-    out: dict[int, tuple[int, int]] = {}
-    for ts, dur, name in zip(c["ts"].tolist(), c["dur"].tolist(), c["name"].tolist()):
-        n = step_number(trace.path, name)
-        if n is not None and dur is not None and dur == dur:
-            lo, hi = out.get(n, (ts, ts + dur))
-            out[n] = (min(lo, ts), max(hi, ts + dur))
-    return out
-
-
 def _ops(trace: Trace) -> Columns:
     c = trace.columns("SELECT ts, dur, name, kind, device, stream, correlation, launch_ts, "
                       "launch_dur, launch_name FROM traceaug_gpu_op_launch")
@@ -170,12 +156,9 @@ def _launched_spans(number: np.ndarray, ts: np.ndarray, end: np.ndarray,
     max / min when none), and each op's position in ``number`` (-1: no step's)."""
     n = len(number)
     order = np.argsort(number, kind="stable")
-    found = np.searchsorted(number[order], launch_step)
-    pos = order[np.minimum(found, max(n - 1, 0))] if n else found
-    mine = (launch_step >= 0) & (found < n)
-    if n:
-        mine &= number[pos] == launch_step
-    pos = np.where(mine, pos, -1)
+    at = position_in(number[order], launch_step)  # (step numbers are >= 0: -1, none, is never found)
+    pos = np.where(at >= 0, order[at], -1) if n else at
+    mine = pos >= 0
     lo = np.full(n, np.iinfo(np.int64).max)
     hi = np.full(n, np.iinfo(np.int64).min)
     np.minimum.at(lo, pos[mine], ts[mine])
@@ -210,13 +193,17 @@ def gpu_windows(trace: Trace, cpu: Columns, ts: np.ndarray, end: np.ndarray,
 
 
 def _annotation_spans(trace: Trace, number: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per step (``number``): the span of its GPU-side annotations (int64 max / min: none)."""
+    """Per step (``number``): the first start and last end of its GPU-side ProfilerStep annotations (int64
+    max / min: none)."""
+    c = trace.columns("SELECT ts, dur, name FROM slice "
+                      "WHERE category = 'gpu_user_annotation' AND name GLOB 'ProfilerStep#*'")
     a = np.full(len(number), np.iinfo(np.int64).max)
     b = np.full(len(number), np.iinfo(np.int64).min)
     where = {k: i for i, k in enumerate(number.tolist())}
-    for k, (lo, hi) in _gpu_annotations(trace).items():
-        if k in where:
-            a[where[k]], b[where[k]] = lo, hi
+    for ts, dur, name in zip(c["ts"].tolist(), c["dur"].tolist(), c["name"].tolist()):
+        i = where.get(step_number(trace.path, name))
+        if i is not None and dur is not None and dur == dur:
+            a[i], b[i] = min(a[i], ts), max(b[i], ts + dur)
     return a, b
 
 

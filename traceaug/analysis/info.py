@@ -72,22 +72,20 @@ def info(trace: Trace) -> dict:
     pairs = list(zip(streams["device"].tolist(), streams["stream"].tolist()))
     steps = trace.columns("SELECT COUNT(DISTINCT name) AS n FROM traceaug_step")["n"][0]
     span = trace.span()
+    start, end = (None, None) if span is None else (int(trace.absolute(t)) for t in span)
     names = {p.get("id"): p.get("name") for p in trace.device_properties}
     devices = sorted({int(d) for d, _ in pairs if d is not None and d == d})
-    out = {
+    return {
         "file": str(trace.path),
         "rank": trace.rank,
         "world_size": trace.world_size,
         "devices": [f"{d}: {names.get(d, 'unknown')}" for d in devices],
         "profiler_steps": int(steps),
-        "start_ns": None if span is None else int(trace.absolute(span[0])),
-        "end_ns": None if span is None else int(trace.absolute(span[1])),
+        "start_ns": start,
+        "end_ns": end,
+        "duration_ms": None if start is None else round((end - start) / 1e6, 3),
+        **{key: int(by_kind.get(kind, 0)) for key, kind in KIND_COUNTS.items()},
+        "streams": [f"{int(d)}:{s}" for d, s in pairs],
+        "warnings": warnings(trace) + step_warnings(trace),
+        "perfetto_ui": ui_warnings(trace),
     }
-    out["duration_ms"] = (
-        None if out["start_ns"] is None else round((out["end_ns"] - out["start_ns"]) / 1e6, 3))
-    for key, kind in KIND_COUNTS.items():
-        out[key] = int(by_kind.get(kind, 0))
-    out["streams"] = [f"{int(d)}:{s}" for d, s in pairs]
-    out["warnings"] = warnings(trace) + step_warnings(trace)
-    out["perfetto_ui"] = ui_warnings(trace)
-    return out

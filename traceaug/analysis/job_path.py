@@ -17,7 +17,6 @@ from . import critical_path as cp
 from . import dag, replay
 from .collective_rank import RankTables
 from .collective_rank import tables as rank_tables
-from .steps import steps as all_steps
 
 if TYPE_CHECKING:
     from ..trace import Trace
@@ -66,19 +65,12 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
               models: bool = False) -> RankPart:
     """One rank's ``RankPart`` (one load of kind ``LOAD``), picklable: nothing of the engine. ``models``: with
     each step's replay model and, for each of ``scales`` (``replay.Scale``), the events it picks."""
-    from .replay import event_names
-
     tables = rank_tables(trace, causes=False)  # the path needs no cause windows
     if tables.rank is None:
         tables.rank = rank
     base = trace.base_ns
     ev = cp.events(trace)
-    st = all_steps(trace)
-    if len(st["step"]):
-        windows = {int(k): cp.Window(int(s), int(s + d), f"ProfilerStep#{k}")
-                   for k, s, d in zip(st["step"].tolist(), st["ts"].tolist(), st["dur"].tolist())}
-    else:
-        windows = {WHOLE: cp.window(trace)}
+    windows = cp.step_windows(trace) or {WHOLE: cp.window(trace)}
     colls = tables.colls
     key_ts = colls["ts"].to_numpy(np.int64) - base if len(colls) else np.empty(0, np.int64)
     graphs = {}
@@ -94,12 +86,10 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
                               np.int64)
         nodes = np.arange(len(g.node_ts))
         bind = cp.bind_points(trace, g, nodes) + base if len(nodes) else nodes
-        names = event_names(trace, g)
+        names = replay.event_names(trace, g)
         m = picked = None
         if models:
-            m = replay.model(g, win)
-            m = dataclasses.replace(m, node_ts=m.node_ts + base, start=m.start + base,
-                                    end=m.end + base)
+            m = replay.model(g, win).shifted(base)
             picked = {s.label: replay.selected(g.ev, names, s.selector) for s in scales}
         graphs[k] = RankGraph(
             win.start + base, win.end + base, g.node_ts + base, g.node_order, g.node_lane,
@@ -117,14 +107,8 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
 def keyed(done: dict) -> dict[int, RankPart]:
     """Each rank's ``RankPart`` ({file's rank: part}, as the job runner gives them) by its rank:
     the file's, else the trace's, else 0."""
-    out = {}
-    for r, part in done.items():
-        if r is not None:
-            part.tables.rank = r
-        elif part.tables.rank is None:
-            part.tables.rank = 0
-        out[part.tables.rank] = part
-    return out
+    co.ranked({r: part.tables for r, part in done.items()})  # (sets each one's rank)
+    return {part.tables.rank: part for part in done.values()}
 
 
 @dataclass
@@ -173,23 +157,21 @@ def join(parts: dict[int, RankPart], matched: co.Matched, step: int) -> JobPath 
     order = np.concatenate([g.node_order + 8 * node_at[i] for i, g in enumerate(gs)])
     lane_at = np.cumsum([0] + [int(g.node_lane.max(initial=0)) + 1 for g in gs])
     lane = np.concatenate([g.node_lane + lane_at[i] for i, g in enumerate(gs)])
-    src = [g.src + node_at[i] for i, g in enumerate(gs)]
-    dst = [g.dst + node_at[i] for i, g in enumerate(gs)]
+    src_all = np.concatenate([g.src + node_at[i] for i, g in enumerate(gs)])
+    dst_all = np.concatenate([g.dst + node_at[i] for i, g in enumerate(gs)])
     weight = np.concatenate([g.weight for g in gs])
-    kind = [g.kind for g in gs]
-    event = [np.where(g.event >= 0, g.event + ev_at[i], -1) for i, g in enumerate(gs)]
+    event = np.concatenate([np.where(g.event >= 0, g.event + ev_at[i], -1) for i, g in enumerate(gs)])
     j_src, j_dst, j_w = _joins(matched, ranks, gs, node_at, ts)
-    src_all, dst_all = np.concatenate(src), np.concatenate(dst)
     # a member's own kernel weighs its transfer only (its wait is for the others' arrival)
-    span_into = span_into_nodes(len(ts), src_all, dst_all, np.concatenate(event))
+    span_into = span_into_nodes(len(ts), src_all, dst_all, event)
     own = (j_src + 1 == j_dst) & (span_into[j_dst] >= 0)
     weight[span_into[j_dst[own]]] = np.minimum(weight[span_into[j_dst[own]]], j_w[own])
     cross = ~own
     src_all = np.r_[src_all, j_src[cross]]
     dst_all = np.r_[dst_all, j_dst[cross]]
     weight = np.r_[weight, j_w[cross]]
-    kind_all = np.r_[np.concatenate(kind), np.full(int(cross.sum()), JOIN, np.int64)]
-    event_all = np.r_[np.concatenate(event), j_dst[cross] // 2]
+    kind_all = np.r_[np.concatenate([g.kind for g in gs]), np.full(int(cross.sum()), JOIN, np.int64)]
+    event_all = np.r_[event, j_dst[cross] // 2]
     path = dag.longest_path(ts, order, src_all, dst_all, weight, lane)
     s, d = src_all[path], dst_all[path]
     edges = path_edges(parts, ranks, gs, shift, s, d, ts[s], ts[d], weight[path],
@@ -265,10 +247,8 @@ def members(matched: co.Matched, ranks: list[int], gs: list[RankGraph], node_at:
             ) -> list[np.ndarray]:
     """Per matched instance of this step with two members or more: the start nodes of its
     kernels (joined numbering: rank ``ranks[i]``'s nodes from ``node_at[i]``)."""
-    a = matched.arrivals
+    a = matched.arrivals[matched.arrivals["rank"].isin(ranks).to_numpy()]
     where = {r: i for i, r in enumerate(ranks)}
-    keep = a["rank"].isin(ranks).to_numpy()
-    a = a[keep]
     i_of = a["rank"].map(where).to_numpy(np.int64)
     e = np.array([gs[i].coll_event[row] for i, row in zip(i_of.tolist(), a["row"].tolist())],
                  np.int64)
@@ -282,19 +262,21 @@ def members(matched: co.Matched, ranks: list[int], gs: list[RankGraph], node_at:
     return [m for m in groups if len(m) >= 2]
 
 
+def all_pairs(starts: np.ndarray, transfer: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(src, dst, weight) edges of one instance (``starts``: its members' kernel start nodes): each member's
+    kernel start to each member's kernel end (its own too), weighing the end's ``transfer``."""
+    n = len(starts)
+    return np.repeat(starts, n), np.tile(starts + 1, n), np.tile(transfer, n)
+
+
 def _joins(matched, ranks, gs, node_at, ts):
-    """(src, dst, weight) edges of every matched instance in this step: each member's kernel start to each
-    member's kernel end (its own too), weighing the end's transfer (end minus the last arrival)."""
-    srcs, dsts, ws = [], [], []
-    for m in members(matched, ranks, gs, node_at):
-        transfer = transfers(ts, m)
-        srcs.append(np.repeat(m, len(m)))
-        dsts.append(np.tile(m + 1, len(m)))
-        ws.append(np.tile(transfer, len(m)))
-    if not srcs:
+    """``all_pairs`` of every matched instance in this step, weighing each end's transfer (end minus the
+    last arrival)."""
+    found = [all_pairs(m, transfers(ts, m)) for m in members(matched, ranks, gs, node_at)]
+    if not found:
         z = np.empty(0, np.int64)
         return z, z, z
-    s, d, w = np.concatenate(srcs), np.concatenate(dsts), np.concatenate(ws)
+    s, d, w = (np.concatenate(c) for c in zip(*found))
     fwd = ts[d] >= ts[s]  # (clocks aligned within their residual: a few may run backwards)
     return s[fwd], d[fwd], np.minimum(w[fwd], ts[d[fwd]] - ts[s[fwd]])
 

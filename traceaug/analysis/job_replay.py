@@ -37,17 +37,13 @@ def joined_model(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) 
     """The ranks' replay models of ``step`` in the job clock, joined at every matched instance: each member's
     end after every other's arrival plus its transfer, its own kernel's time capped at that transfer."""
     ranks, gs, shift = jp.step_graphs(parts, matched, step)
-    models = []
-    for g, s in zip(gs, shift):
-        m = g.model
-        models.append(dataclasses.replace(m, node_ts=m.node_ts - s, start=m.start - s,
-                                          end=m.end - s, delay=m.delay.copy()))
+    models = [g.model.shifted(-s) for g, s in zip(gs, shift)]
     node_at = np.cumsum([0] + [len(m.node_ts) for m in models])
     edge_at = np.cumsum([0] + [len(m.src) for m in models])
     ts = np.concatenate([m.node_ts for m in models])
     spans = [jp.span_into_nodes(len(m.node_ts), m.src, m.dst, m.event) for m in models]
     rank_of = np.repeat(np.arange(len(models)), np.diff(node_at))
-    own_edges, j_src, j_dst, j_w, med_src, med_dst, med_w = [], [], [], [], [], [], []
+    own_edges, joins, medians = [], [], []  # joins and medians: (src, dst, delay) per instance
     for mem in jp.members(matched, ranks, gs, node_at):
         transfer = jp.transfers(ts, mem)
         for end, w in zip((mem + 1).tolist(), transfer.tolist()):
@@ -56,18 +52,16 @@ def joined_model(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) 
             if e >= 0:
                 models[i].delay[e] = min(int(models[i].delay[e]), w)
                 own_edges.append(int(edge_at[i]) + e)
-        cross = np.repeat(mem, len(mem)) != np.tile(mem, len(mem))
-        j_src.append(np.repeat(mem, len(mem))[cross])
-        j_dst.append(np.tile(mem + 1, len(mem))[cross])
-        j_w.append(np.tile(transfer, len(mem))[cross])
+        s, d, w = jp.all_pairs(mem, transfer)
+        cross = d != s + 1  # (a member's own kernel: its delay, capped above)
+        joins.append((s[cross], d[cross], w[cross]))
         median = mem[np.argsort(ts[mem], kind="stable")[(len(mem) - 1) // 2]]
-        med_src.append(np.full(len(mem), median))
-        med_dst.append(mem + 1)
-        med_w.append(transfer)
+        medians.append((np.full(len(mem), median), mem + 1, transfer))
+    j_src, j_dst, j_w = (_cat([x[i] for x in joins]) for i in range(3))
     # a join's time is the destination kernel's (a --scale of it scales the transfer)
-    joined = replay.join(models, _cat(j_src), _cat(j_dst), _cat(j_w), _cat(j_dst) // 2)
+    joined = replay.join(models, j_src, j_dst, j_w, j_dst // 2)
     return Joined(ranks, gs, joined, edge_at, own_edges, shift,
-                  (_cat(med_src), _cat(med_dst), _cat(med_w)))
+                  tuple(_cat([x[i] for x in medians]) for i in range(3)))
 
 
 def replay_step(parts: dict[int, jp.RankPart], matched: co.Matched, step: int,
@@ -76,24 +70,15 @@ def replay_step(parts: dict[int, jp.RankPart], matched: co.Matched, step: int,
     """One job step unchanged, then each change alone, then all (as ``replay.replay_window``)."""
     j = joined_model(parts, matched, step)
     joined, gs = j.joined, j.graphs
-    changes: list[tuple[str, replay.Model, np.ndarray | None, bool]] = []
-    events = joined.events
-    for s in scales:
-        f = np.ones(events)
-        f[np.concatenate([g.picked[s.label] for g in gs])] = s.factor
-        changes.append((s.label, joined, f, False))
+    changes = [(s.label, joined, np.where(np.concatenate([g.picked[s.label] for g in gs]), s.factor, 1.0),
+                 False) for s in scales]
     if no_launch_delay:
         changes.append((replay.NO_LAUNCH_DELAY, joined, None, True))
     if no_stragglers:
         changes.append((NO_STRAGGLERS, _at_the_median(joined, int(j.edge_at[-1]), j.own_edges,
                                                       *j.median), None, False))
-    if len(changes) > 1:
-        f = np.ones(events)
-        for _, _, fi, _ in changes:
-            if fi is not None:
-                f *= fi
-        changes.append(("all", changes[-1][1] if no_stragglers else joined, f, no_launch_delay))
-    predicted = {label: m.replay(f, nl) for label, m, f, nl in changes}
+    predicted = replay.predict(changes, joined.events, changes[-1][1] if no_stragglers else joined,
+                               no_launch_delay)
     return replay.StepReplay(None if step == jp.WHOLE else step, joined.end - joined.start,
                              joined.replay(), joined.unexplained(), predicted)
 

@@ -50,8 +50,7 @@ def _kinds(j: job_replay.Joined) -> tuple[np.ndarray, np.ndarray]:
     """Each joined-model edge's kind (``job_path.EDGE_KINDS``: order edges as launch delay / kernel gap, joins
     ``JOIN``) and event (-1: its destination's), by ``replay.model``'s and ``replay.join``'s edge order."""
     m = j.joined
-    kinds, events = [], []
-    ev_at = 0
+    kinds, events, ev_at = [], [], 0
     for g, lo, hi in zip(j.graphs, j.edge_at[:-1].tolist(), j.edge_at[1:].tolist()):
         extra = hi - lo - len(g.src)
         kinds += [g.kind, np.where(m.launch[lo + len(g.src):hi], cp.LAUNCH, cp.KERNEL_GAP)]
@@ -67,11 +66,8 @@ def _path(parts, j: job_replay.Joined, step: int, recs: list[tuple]) -> jp.JobPa
     """The records ``(src node, dst node, ts, end, weight, kind, event, idle kind)`` as a
     ``JobPath`` (``job_path.path_edges``; with each idle piece's named cause)."""
     col = list(zip(*recs)) or [()] * 8
-    weight = np.array(col[4], np.int64)
-    edges = jp.path_edges(parts, j.ranks, j.graphs, j.shift, np.array(col[0], np.int64),
-                          np.array(col[1], np.int64), np.array(col[2], np.int64),
-                          np.array(col[3], np.int64), weight, np.array(col[5], np.int64),
-                          np.array(col[6], np.int64))
+    src, dst, ts, end, weight, kind, event = (np.array(c, np.int64) for c in col[:7])
+    edges = jp.path_edges(parts, j.ranks, j.graphs, j.shift, src, dst, ts, end, weight, kind, event)
     win = jp.step_window(j.graphs, j.shift, step)
     edges["idle_kind"] = np.array(col[7], object)
     edges["idle_event"] = np.where(edges["idle_kind"] == None, None,  # noqa: E711

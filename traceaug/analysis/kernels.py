@@ -94,10 +94,9 @@ def across_ranks(tables: list[Columns], comm: dict[str, dict] | None = None) -> 
     code, _ = codes(name)
     order = np.lexsort((-total, code))  # each name's largest total first
     first = order[np.searchsorted(code[order], np.arange(len(keys)))]
-    slowest = rank[first].tolist()
     out = {"name": objects(keys), "type": objects([None] * len(keys)), "ranks": stats["count"],
            "mean_total": stats["mean"], "min_total": stats["min"], "max_total": stats["max"],
-           "max_total_rank": objects(slowest)}
+           "max_total_rank": objects(rank[first].tolist())}
     if comm is not None:
         split = [comm.get(k, {}) for k in keys]
         out["mean_wait"] = np.array([s.get("wait", np.nan) for s in split], np.float64)

@@ -46,9 +46,8 @@ def summary(table: Columns, g: GpuOps, step: int | None = None,
     launch-delay outliers; mean / max CPU duration and launch delay (ns)."""
     out = outliers(table, runtime_cutoff_us, delay_cutoff_us)
     n = len(table["cpu_duration"])
-    rows = g.rows(step)
     return {"rank": g.rank, "launched_ops": n,
-            "unlaunched_ops": int((rows & ~g.ops["launched"]).sum()),
+            "unlaunched_ops": int((g.rows(step) & ~g.ops["launched"]).sum()),
             "short_gpu_ops": int(out["short"].sum()), "runtime_outliers": int(out["runtime"].sum()),
             "delay_outliers": int(out["delay"].sum()),
             "mean_cpu_duration": float(table["cpu_duration"].mean()) if n else 0.0,

@@ -11,7 +11,7 @@ import numpy as np
 from ..sql_text import literal
 from .repeats import range_reduce, repeats
 from .steps import shorten
-from .tables import Columns, codes, first_match, ints, objects
+from .tables import Columns, codes, first_match, frame, ints, objects, position_in
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 SCOPES = ("whole", "operator", "stream")
 SHOWN_NAMES = 12  # short kernel names in a pattern's ``kernels`` text (kernel_ids has all)
+PATTERN_COLUMNS = ("pattern", "scope", "operators", "kernel_ids", "kernels", "length", "count",
+                   "gpu_total_ns", "gpu_mean_ns", "cpu_total_ns", "gpu_pct")
 
 GPU_SQL = """
 SELECT id, ts, dur, name, pid, device, stream, correlation FROM traceaug_gpu_op ORDER BY ts, id
@@ -68,13 +70,9 @@ class Patterns:
 def instance_of(cpu: Columns) -> np.ndarray:
     """For each CPU slice, the row of its outermost ancestor-or-self that is a matching CPU
     op (``match``; -1 if none): one vectorised step per nesting depth."""
-    n = len(cpu["id"])
     match = cpu["match"].astype(bool)
-    parent = np.searchsorted(cpu["id"], cpu["parent"])
-    parent = np.where((cpu["parent"] >= 0) & (parent < n), parent, -1)
-    parent = np.where((parent >= 0) & (cpu["id"][np.minimum(parent, n - 1)] == cpu["parent"]),
-                      parent, -1)
-    owner = np.full(n, -1, np.int64)
+    parent = position_in(cpu["id"], cpu["parent"])  # (ids are >= 0: no parent, -1, is never found)
+    owner = np.full(len(cpu["id"]), -1, np.int64)
     depth = cpu["depth"].astype(np.int64)
     for d in range(int(depth.max(initial=-1)) + 1):
         rows = np.flatnonzero(depth == d)
@@ -114,13 +112,14 @@ def _occurrence_table(flat: np.ndarray, seq_off: np.ndarray, seq: np.ndarray, st
     }
 
 
-def _sequences(keys: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _sequences(keys: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, ...]:
     """Rows grouped by key (rows already in GPU start order within a key): the rows end to
-    end, each group's offset, and each group's key."""
+    end, each group's offset, length and key."""
     order = np.argsort(keys, kind="stable")
     flat, k = rows[order], keys[order]
     cut = np.r_[0, np.flatnonzero(k[1:] != k[:-1]) + 1] if len(k) else np.zeros(0, np.int64)
-    return flat, cut.astype(np.int64), k[cut] if len(k) else k
+    length = np.diff(np.r_[cut, len(flat)]).astype(np.int64)
+    return flat, cut.astype(np.int64), length, k[cut] if len(k) else k
 
 
 def compute(trace: Trace, operator: str | None = None, min_len: int = 3) -> Patterns:
@@ -140,29 +139,24 @@ def compute(trace: Trace, operator: str | None = None, min_len: int = 3) -> Patt
     # no call launched them (no runtime table, NULL correlation ids): no launch, -1
     launch_id = np.where(at >= 0, ids[np.maximum(at, 0)], -1) if len(ids) else np.full(len(at), -1)
     n_cpu = len(cpu["id"])
-    launch_row = np.searchsorted(cpu["id"], launch_id)
-    ok = (launch_id >= 0) & (launch_row < n_cpu)
-    ok[ok] = cpu["id"][launch_row[ok]] == launch_id[ok]
-    launch_row = np.where(ok, launch_row, -1)
-    owner = instance_of(cpu) if n_cpu else np.zeros(0, np.int64)
+    launch_row = position_in(cpu["id"], launch_id)
+    owner = instance_of(cpu)
     gpu_owner = np.where(launch_row >= 0, owner[np.maximum(launch_row, 0)] if n_cpu else -1, -1)
     all_rows = np.arange(len(gpu["id"]), dtype=np.int64)
 
     tables: list[tuple[str, list, Columns]] = []  # scope, patterns, occurrences (no ids yet)
     owned = gpu_owner >= 0
-    inst_flat, inst_off, inst_key = _sequences(gpu_owner[owned], all_rows[owned])
-    inst_len = np.diff(np.r_[inst_off, len(inst_flat)]).astype(np.int64)
+    inst_flat, inst_off, inst_len, inst_key = _sequences(gpu_owner[owned], all_rows[owned])
     tables.append(_whole(inst_flat, inst_off, inst_len, inst_key, kernel_code, cpu, gpu,
                          launch_row, min_len))
     mined_seqs = [kernel_code[inst_flat[o:o + n]] for o, n in zip(inst_off.tolist(), inst_len.tolist())]
-    tables.append(_mined("operator", mined_seqs, inst_flat, inst_off, inst_key, kernel_code, cpu,
-                         gpu, launch_row, min_len))
+    tables.append(_mined("operator", mined_seqs, inst_flat, inst_off, inst_key, cpu, gpu, launch_row,
+                         min_len))
     stream_key = gpu["device"] * (1 << 32) + (gpu["stream"] & 0xFFFFFFFF)
-    st_flat, st_off, _ = _sequences(stream_key, all_rows)
-    st_len = np.diff(np.r_[st_off, len(st_flat)]).astype(np.int64)
+    st_flat, st_off, st_len, _ = _sequences(stream_key, all_rows)
     st_seqs = [kernel_code[st_flat[o:o + n]] for o, n in zip(st_off.tolist(), st_len.tolist())]
-    tables.append(_mined("stream", st_seqs, st_flat, st_off, None, kernel_code, cpu, gpu,
-                         launch_row, min_len, owner=gpu_owner))
+    tables.append(_mined("stream", st_seqs, st_flat, st_off, None, cpu, gpu, launch_row, min_len,
+                         owner=gpu_owner))
     _drop_whole_duplicates(tables)
     gpu_total = int(gpu["dur"].sum())
     patterns, occurrences = _number(tables, kernel_names, gpu_total)
@@ -174,12 +168,9 @@ def _slices(trace: Trace, operator: str | None) -> Columns:
     (a CPU op matching ``operator``) and, for those, its name (None elsewhere)."""
     cpu = {k: v.astype(np.int64) for k, v in trace.columns(SLICE_SQL).items()}
     tracks = {k: ints(v) for k, v in trace.columns(TRACK_SQL).items()}
-    at = np.searchsorted(tracks["track_id"], cpu["track_id"])
-    on = at < len(tracks["track_id"])
-    on[on] = tracks["track_id"][at[on]] == cpu["track_id"][on]
-    at = np.where(on, at, 0)
+    at = position_in(tracks["track_id"], cpu["track_id"])
     for c in ("pid", "tid"):
-        cpu[c] = np.where(on, tracks[c][at], -1) if on.any() else np.full(len(on), -1, np.int64)
+        cpu[c] = np.where(at >= 0, tracks[c][at], -1) if len(tracks[c]) else np.full(len(at), -1, np.int64)
     categories = CPU_OP_CATEGORIES if operator is None else NAMED_CATEGORIES
     matched = trace.columns(MATCH_SQL.format(categories=categories, match=match_sql(operator)))
     rows = np.searchsorted(cpu["id"], matched["id"].astype(np.int64))
@@ -210,7 +201,7 @@ def _whole(flat, off, length, key, kernel_code, cpu, gpu, launch_row, min_len):
     return "whole", [(k[1], k[0]) for k in groups], {**occ, "group": group}
 
 
-def _mined(scope, seqs, flat, off, key, kernel_code, cpu, gpu, launch_row, min_len, owner=None):
+def _mined(scope, seqs, flat, off, key, cpu, gpu, launch_row, min_len, owner=None):
     """Repeats over ``seqs`` with their occurrences (``key``: each sequence's instance row)."""
     found = repeats(seqs, min_len)
     lengths = np.array([len(r.symbols) for r in found], np.int64)
@@ -251,10 +242,7 @@ def _drop_whole_duplicates(tables: list) -> None:
 def _number(tables: list, kernel_names: list[str], gpu_total: int) -> tuple[Columns, Columns]:
     """Pattern rows in reporting order (scope, then count, length, GPU time: most first),
     numbered 1..n, and their occurrences carrying that number."""
-    rows: dict[str, list] = {c: [] for c in (
-        "pattern", "scope", "operators", "kernel_ids", "kernels", "length", "count",
-        "gpu_total_ns", "gpu_mean_ns", "cpu_total_ns", "gpu_pct")}
-    occ_parts, next_id = [], 1
+    rows, occ_parts, next_id = [], [], 1
     short = {k: shorten(kernel_names[k]) for k in  # only the names a pattern shows
              {k for _, found, _ in tables for symbols, _ in found for k in symbols[:SHOWN_NAMES]}}
     kid = [f"K{i + 1}" for i in range(len(kernel_names))]
@@ -274,27 +262,25 @@ def _number(tables: list, kernel_names: list[str], gpu_total: int) -> tuple[Colu
                 ops_of.setdefault(grp, dict.fromkeys([]))[op] = None
         for i in order.tolist():
             symbols, name = found[i]
-            rows["pattern"].append(int(ident[i]))
-            rows["scope"].append(scope)
-            rows["operators"].append(name if name is not None else ", ".join(ops_of.get(i, {})))
-            rows["kernel_ids"].append(" ".join(map(kid.__getitem__, symbols)))
             shown = " | ".join(map(short.__getitem__, symbols[:SHOWN_NAMES]))
-            rows["kernels"].append(shown if len(symbols) <= SHOWN_NAMES
-                                   else f"{shown} | … (+{len(symbols) - SHOWN_NAMES})")
-            rows["length"].append(len(symbols))
-            rows["count"].append(int(count[i]))
-            rows["gpu_total_ns"].append(int(gpu_ns[i]))
-            rows["gpu_mean_ns"].append(gpu_ns[i] / count[i] if count[i] else float("nan"))
-            rows["cpu_total_ns"].append(int(cpu_ns[i]))
-            rows["gpu_pct"].append(100 * gpu_ns[i] / gpu_total if gpu_total else float("nan"))
+            rows.append({"pattern": int(ident[i]), "scope": scope,
+                         "operators": name if name is not None else ", ".join(ops_of.get(i, {})),
+                         "kernel_ids": " ".join(map(kid.__getitem__, symbols)),
+                         "kernels": shown if len(symbols) <= SHOWN_NAMES
+                         else f"{shown} | … (+{len(symbols) - SHOWN_NAMES})",
+                         "length": len(symbols), "count": int(count[i]), "gpu_total_ns": int(gpu_ns[i]),
+                         "gpu_mean_ns": gpu_ns[i] / count[i] if count[i] else float("nan"),
+                         "cpu_total_ns": int(cpu_ns[i]),
+                         "gpu_pct": 100 * gpu_ns[i] / gpu_total if gpu_total else float("nan")})
         part = {k: v for k, v in occ.items() if k != "group"}
         part["pattern"] = ident[g] if len(g) else np.zeros(0, np.int64)
         part["scope"] = objects([scope] * len(g))
         occ_parts.append(part)
         next_id += len(found)
-    patterns = {k: objects(v) if k in ("scope", "operators", "kernel_ids", "kernels")
-                else np.array(v, np.float64 if k in ("gpu_mean_ns", "gpu_pct") else np.int64)
-                for k, v in rows.items()}
+    text, real = ("scope", "operators", "kernel_ids", "kernels"), ("gpu_mean_ns", "gpu_pct")
+    patterns = {k: objects([r[k] for r in rows]) if k in text
+                else np.array([r[k] for r in rows], np.float64 if k in real else np.int64)
+                for k in PATTERN_COLUMNS}
     first = ("pattern", "scope", "seq", "start", "instance", "operator")
     occurrences = {k: np.concatenate([p[k] for p in occ_parts]) for k in
                    first + tuple(k for k in occ_parts[0] if k not in first)}
@@ -306,7 +292,5 @@ def patterns(trace: Trace, operator: str | None = None, min_len: int = 3
              ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``compute`` on a loaded trace as two DataFrames: the patterns and their occurrences
     (columns as there). ``traceaug.patterns`` does it on files, overlay included."""
-    from .tables import frame
-
     found = compute(trace, operator, min_len)
     return frame(found.patterns), frame(found.occurrences)

@@ -79,8 +79,7 @@ def lcp_pairs(ranks: list[np.ndarray], a: np.ndarray, b: np.ndarray) -> np.ndarr
 def lcp_array(sa: np.ndarray, ranks: list[np.ndarray]) -> np.ndarray:
     """``lcp[i]`` = common prefix length of suffixes ``sa[i-1]`` and ``sa[i]`` (``lcp[0]`` = 0)."""
     lcp = np.zeros(len(sa), np.int64)
-    if len(sa) > 1:
-        lcp[1:] = lcp_pairs(ranks, sa[:-1], sa[1:])
+    lcp[1:] = lcp_pairs(ranks, sa[:-1], sa[1:])
     return lcp
 
 

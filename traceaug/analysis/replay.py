@@ -3,6 +3,7 @@ kept on binding edges, so the unchanged replay is the measured one and changes m
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 from dataclasses import dataclass
 
@@ -98,6 +99,11 @@ class Model:
         nodes, after = self.tails()
         return max(int((t[nodes] + after).max()), int(t.max()) if self.every_node else 0)
 
+    def shifted(self, ns: int) -> Model:
+        """The model ``ns`` later, with delays of its own (a job's join caps some)."""
+        return dataclasses.replace(self, node_ts=self.node_ts + ns, start=self.start + ns,
+                                   end=self.end + ns, delay=self.delay.copy())
+
     def tails(self) -> tuple[np.ndarray, np.ndarray]:
         """(the last nodes: of the window, or of each model ``join`` joined; the measured time
         from each to its window's end)."""
@@ -192,14 +198,11 @@ def _order_edges(graph: cp.Graph, kind: np.ndarray):
     gpu, stream, device = gpu[o], stream[o], device[o]
     same = (stream[1:] == stream[:-1]) & (device[1:] == device[:-1])
     a, b = gpu[:-1][same], gpu[1:][same]
-    has = np.zeros(len(ts), bool)
-    has[graph.dst[(kind == cp.KERNEL_GAP)]] = True
-    keep = ~has[2 * b]
+    into = {k: np.bincount(graph.dst[kind == k], minlength=len(ts)) > 0 for k in (cp.KERNEL_GAP, cp.LAUNCH)}
+    keep = ~into[cp.KERNEL_GAP][2 * b]
     s_src, s_dst = 2 * a[keep] + 1, 2 * b[keep]
     lch = g["launch"][gpu]
-    has[:] = False
-    has[graph.dst[kind == cp.LAUNCH]] = True
-    need = (lch >= 0) & ~has[2 * gpu]
+    need = (lch >= 0) & ~into[cp.LAUNCH][2 * gpu]
     l_src, l_dst = 2 * lch[need], 2 * gpu[need]
     return (np.r_[s_src, l_src], np.r_[s_dst, l_dst],
             np.r_[np.zeros(len(s_src), bool), np.ones(len(l_src), bool)])
@@ -263,68 +266,57 @@ class StepReplay:
 
 
 def replay_window(trace, ev: dict, win: cp.Window, step: int | None, scales: list[Scale],
-                  no_launch_delay: bool, combined: bool = True) -> StepReplay:
-    """Replay one window unchanged, then each change alone, then all of them (``combined``,
-    when more than one)."""
+                  no_launch_delay: bool) -> StepReplay:
+    """Replay one window unchanged, then each change alone, then all of them (when more than one)."""
     graph = cp.build(ev, win)
     m = model(graph, win)
-    names = event_names(trace, graph) if any(s.selector != "cpu" for s in scales) else None
-    n = len(graph.ev["gpu"])
-    changes: list[tuple[str, np.ndarray | None, bool]] = []
-    for s in scales:
-        f = np.ones(n)
-        f[selected(graph.ev, names if names is not None else graph.ev["name"], s.selector)] = s.factor
-        changes.append((s.label, f, False))
+    names = event_names(trace, graph) if any(s.selector != "cpu" for s in scales) else graph.ev["name"]
+    changes = [(s.label, m, np.where(selected(graph.ev, names, s.selector), s.factor, 1.0), False)
+               for s in scales]
     if no_launch_delay:
-        changes.append((NO_LAUNCH_DELAY, None, True))
-    if combined and len(changes) > 1:
-        f = np.ones(n)
-        for _, fi, _ in changes:
+        changes.append((NO_LAUNCH_DELAY, m, None, True))
+    predicted = predict(changes, len(graph.ev["gpu"]), m, no_launch_delay)
+    return StepReplay(step, win.end - win.start, m.replay(), m.unexplained(), predicted)
+
+
+def predict(changes: list[tuple[str, Model, np.ndarray | None, bool]], events: int, all_model: Model,
+            no_launch_delay: bool) -> dict[str, int]:
+    """Each change's replayed length (ns) by its label (a change: label, model, factor per event or None, no
+    launch delay) and, with several, all of them at once on ``all_model`` (the factors multiplied)."""
+    if len(changes) > 1:
+        f = np.ones(events)
+        for _, _, fi, _ in changes:
             if fi is not None:
                 f *= fi
-        changes.append(("all", f, no_launch_delay))
-    predicted = {label: m.replay(f, nl) for label, f, nl in changes}
-    return StepReplay(step, win.end - win.start, m.replay(), m.unexplained(), predicted)
+        changes = [*changes, ("all", all_model, f, no_launch_delay)]
+    return {label: m.replay(f, nl) for label, m, f, nl in changes}
 
 
 def whatif(trace, step: int | None = None, scales: list[Scale] | tuple = (),
            no_launch_delay: bool = False) -> list[StepReplay]:
     """Replays of every ProfilerStep of ``trace`` (or ``step``; the whole trace without
     steps)."""
-    from .steps import steps as all_steps
-
     ev = cp.events(trace)
-    st = all_steps(trace)
-    if step is not None or not len(st["step"]):
-        win = cp.window(trace, step)
-        return [replay_window(trace, ev, win, step, list(scales), no_launch_delay)]
-    return [replay_window(trace, ev, cp.Window(int(s), int(s + d), f"ProfilerStep#{k}"), int(k),
-                          list(scales), no_launch_delay)
-            for k, s, d in zip(st["step"].tolist(), st["ts"].tolist(), st["dur"].tolist())]
+    windows = cp.step_windows(trace) if step is None else {}
+    if not windows:  # the step asked for, or the whole trace
+        return [replay_window(trace, ev, cp.window(trace, step), step, list(scales), no_launch_delay)]
+    return [replay_window(trace, ev, win, k, list(scales), no_launch_delay) for k, win in windows.items()]
 
 
 def tables(results: list[StepReplay]) -> tuple[dict, dict]:
     """(per step: ``step, measured_ns, baseline_ns, baseline_error_pct, unexplained_pct``; per step and
     change: ``step, change, predicted_ns, speedup`` (baseline / predicted), ``saving_pct`` (of baseline))."""
-    steps = {"step": [], "measured_ns": [], "baseline_ns": [], "baseline_error_pct": [],
-             "unexplained_pct": []}
-    changes = {"step": [], "change": [], "predicted_ns": [], "speedup": [], "saving_pct": []}
-    for r in results:
-        steps["step"].append(r.step)
-        steps["measured_ns"].append(r.measured_ns)
-        steps["baseline_ns"].append(r.baseline_ns)
-        steps["baseline_error_pct"].append(_pct(r.baseline_ns - r.measured_ns, r.measured_ns))
-        steps["unexplained_pct"].append(_pct(r.unexplained_ns, r.measured_ns))
-        for label, ns in r.predicted_ns.items():
-            changes["step"].append(r.step)
-            changes["change"].append(label)
-            changes["predicted_ns"].append(ns)
-            changes["speedup"].append(r.baseline_ns / ns if ns > 0 else float("inf"))
-            changes["saving_pct"].append(_pct(r.baseline_ns - ns, r.baseline_ns))
-    return ({k: np.array(v, dtype=object if k in ("step", "change") else None)
-             for k, v in steps.items()},
-            {k: np.array(v, dtype=object if k in ("step", "change") else None)
-             for k, v in changes.items()})
+    steps = {"step": [r.step for r in results], "measured_ns": [r.measured_ns for r in results],
+             "baseline_ns": [r.baseline_ns for r in results],
+             "baseline_error_pct": [_pct(r.baseline_ns - r.measured_ns, r.measured_ns) for r in results],
+             "unexplained_pct": [_pct(r.unexplained_ns, r.measured_ns) for r in results]}
+    rows = [(r, label, ns) for r in results for label, ns in r.predicted_ns.items()]
+    changes = {"step": [r.step for r, _, _ in rows], "change": [label for _, label, _ in rows],
+               "predicted_ns": [ns for _, _, ns in rows],
+               "speedup": [r.baseline_ns / ns if ns > 0 else float("inf") for r, _, ns in rows],
+               "saving_pct": [_pct(r.baseline_ns - ns, r.baseline_ns) for r, _, ns in rows]}
+    return tuple({k: np.array(v, dtype=object if k in ("step", "change") else None) for k, v in t.items()}
+                 for t in (steps, changes))
 
 
 def _pct(part: float, whole: float) -> float:

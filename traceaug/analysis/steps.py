@@ -31,14 +31,13 @@ def steps(trace: Trace) -> Columns:
     the first annotation of each number."""
     trace.include("traceaug.base")  # not .kineto: its every-event view is no use here
     c = trace.columns("SELECT ts, dur, name FROM traceaug_step ORDER BY ts")
-    keep, numbers, seen = [], [], set()  # a set: a list's "in" is quadratic
+    first: dict[int, int] = {}  # step number -> its first row
     for i, name in enumerate(c["name"].tolist()):
         n = step_number(trace.path, name)
-        if n is not None and n not in seen:
-            keep.append(i)
-            numbers.append(n)
-            seen.add(n)
-    return {"step": np.array(numbers, np.int64), "ts": c["ts"][keep].astype(np.int64),
+        if n is not None:
+            first.setdefault(n, i)
+    keep = list(first.values())
+    return {"step": np.array(list(first), np.int64), "ts": c["ts"][keep].astype(np.int64),
             "dur": c["dur"][keep].astype(np.int64)}
 
 

@@ -15,8 +15,7 @@ def waits(start: np.ndarray, end: np.ndarray, prev_end: np.ndarray, launch_ts: n
     """(waited-on, waiting) ops: an op not ``recorded`` starting > LATE_NS past ``prev_end`` and ``launch_ts``
     + ``typical_ns`` (``dag.NEVER``: none) waited on its device's last other-stream op ending in NEAR_NS."""
     late = (start - prev_end > LATE_NS) & (start - launch_ts - typical_ns > LATE_NS) & ~recorded
-    src: list[np.ndarray] = []
-    dst: list[np.ndarray] = []
+    src, dst = [], []  # arrays of (waited-on, waiting) ops
     for dev in np.unique(device[late]).tolist():
         ops = np.flatnonzero(device == dev)
         ops = ops[np.argsort(end[ops], kind="stable")]

@@ -58,6 +58,15 @@ def sorted_codes(values: np.ndarray) -> np.ndarray:
     return out
 
 
+def position_in(sorted_keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Each value's index in ``sorted_keys`` (the first equal key), -1 where none is equal: a join by one
+    binary search."""
+    at = np.searchsorted(sorted_keys, values)
+    hit = at < len(sorted_keys)
+    hit[hit] = sorted_keys[at[hit]] == values[hit]
+    return np.where(hit, at, -1)
+
+
 def first_match(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """For each query, the index of the first row of ``keys`` holding the same value, else
     -1 (a join on the first match, as a launch to its GPU ops; None and NaN match nothing)."""

@@ -47,9 +47,10 @@ class _RpcLoading:
         """Send one serialized TraceProcessorRpcStream; return the TraceProcessorRpc reply."""
         raise NotImplementedError
 
-    def _call(self, fill):
+    def _call(self, request: str, **fields):
+        """Send one ``request`` (a ``TraceProcessorRpc`` request name) with ``fields`` set."""
         stream = self.protos.TraceProcessorRpcStream()
-        fill(stream.msg.add())
+        stream.msg.add(request=getattr(self.protos.TraceProcessorRpc, request), **fields)
         reply = self._exchange(stream.SerializeToString())
         TraceProcessorRpc._check_envelope(self, reply)  # uses only self.protos
         return reply
@@ -60,39 +61,22 @@ class _RpcLoading:
             chunk = b"".join(chunk)
         result = None
         for off in range(0, len(chunk), APPEND_LIMIT):
-            piece = chunk[off : off + APPEND_LIMIT]
-
-            def fill(req, piece=piece):
-                req.request = self.protos.TraceProcessorRpc.TPM_APPEND_TRACE_DATA
-                req.append_trace_data = bytes(piece)
-
-            result = self._call(fill).append_result
+            result = self._call("TPM_APPEND_TRACE_DATA",
+                                append_trace_data=bytes(chunk[off : off + APPEND_LIMIT])).append_result
             if result.error:
                 return result
         return result
 
     def notify_eof(self) -> str:
         """Finalize loading; returns Perfetto's error text ('' when fine)."""
-
-        def fill(req):
-            req.request = self.protos.TraceProcessorRpc.TPM_FINALIZE_TRACE_DATA
-
-        return self._call(fill).finalize_data_result.error
+        return self._call("TPM_FINALIZE_TRACE_DATA").finalize_data_result.error
 
     def register_sql_package(self, name: str, modules: dict[str, str]) -> None:
         """Make ``INCLUDE PERFETTO MODULE name.x`` find our own PerfettoSQL."""
-
-        def fill(req):
-            req.request = self.protos.TraceProcessorRpc.TPM_REGISTER_SQL_PACKAGE
-            args = req.register_sql_package_args
-            args.package_name = name
-            args.allow_override = True
-            for path, sql in modules.items():
-                m = args.modules.add()
-                m.name = path
-                m.sql = sql
-
-        error = self._call(fill).register_sql_package_result.error
+        args = {"package_name": name, "allow_override": True,
+                "modules": [{"name": path, "sql": sql} for path, sql in modules.items()]}
+        reply = self._call("TPM_REGISTER_SQL_PACKAGE", register_sql_package_args=args)
+        error = reply.register_sql_package_result.error
         if error:
             raise EngineError(f"registering SQL package {name}: {error}")
 
@@ -171,20 +155,17 @@ class TraceProcessor(_UpstreamTP):
     def __init__(self, memory64: bool = False, bin_path: str | None = None) -> None:
         self._memory64 = memory64
         self._bin_path = bin_path
-        config = TraceProcessorConfig(bin_path=bin_path) if bin_path else TraceProcessorConfig()
         # upstream's __init__ without a trace to load, but with the process's one ProtoFactory
-        self.config = config
+        self.config = TraceProcessorConfig(bin_path=bin_path) if bin_path else TraceProcessorConfig()
         self.platform_delegate = PLATFORM_DELEGATE()
         self.protos = _protos()
-        self.resolver_registry = (config.resolver_registry
+        self.resolver_registry = (self.config.resolver_registry
                                   or self.platform_delegate.default_resolver_registry())
         try:
             self._backend = self._create_backend(None, None)
             self.http = self._backend  # upstream keeps this old name of the backend too
-        except EngineError:
-            raise
         except Exception as e:  # upstream raises bare Exceptions when a native shell will not start
-            if not bin_path:
+            if not bin_path or isinstance(e, EngineError):
                 raise
             raise EngineError(f"{bin_path}: cannot start trace_processor_shell ({_one_line(e)})") from None
 

@@ -98,11 +98,8 @@ def _load_once(path: Path, plan: normalize.Plan | None, tp: TraceProcessor,
                report: Callable[[int], None]) -> TraceProcessor:
     """Feed and finalize the engine ``tp`` (``report``: bytes fed so far); closed on failure."""
     try:
-        if plan is not None:
-            pieces = normalize.engine_stream(plan, report)
-        else:
-            pieces = source.iter_blocks(path, report)
-        _feed(tp, pieces, path)
+        _feed(tp, normalize.engine_stream(plan, report) if plan is not None
+              else source.iter_blocks(path, report), path)
         _finalize(tp, path, plan is not None)
         return tp
     except BaseException:
@@ -146,13 +143,11 @@ def load(path: Path, kind: str = "analysis", memory64: bool | None = None,
             release_free_memory()  # pass 1's freed JSON, before the engine grows
         except chunks.NotChromeJson as e:
             plan, not_chrome = None, e  # not Chrome JSON we can split: let Perfetto judge it
-        except (chunks.MalformedJson, pass1.BadValue) as e:  # every command's verdict, at once
+        except BaseException as e:
             if early is not None:
                 early.close()
-            raise TraceaugError(f"{path}: {e}") from None
-        except BaseException:
-            if early is not None:
-                early.close()
+            if isinstance(e, (chunks.MalformedJson, pass1.BadValue)):  # every command's verdict, at once
+                raise TraceaugError(f"{path}: {e}") from None
             raise
         def report(n: int) -> None:
             progress.update(stored + n)

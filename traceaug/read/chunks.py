@@ -92,23 +92,24 @@ class _Buffer:
         self.eof = False
 
     def fill(self) -> bool:
-        if self.eof:
-            return False
-        try:
-            self.buf += next(self.blocks)
-            return True
-        except StopIteration:
-            self.eof = True
-            return False
+        block = None if self.eof else next(self.blocks, None)
+        self.eof = block is None
+        if block is not None:
+            self.buf += block
+        return not self.eof
 
     def drop_to(self, offset: int) -> None:
         del self.buf[: offset - self.base]
         self.base = offset
 
 
-def _find_header(b: _Buffer, layout: Layout) -> None:
-    """Find the event array; leading whitespace is skipped by one C scan per block (never
-    rescanned), and refused past ``_HEADER_LIMIT`` or when it is all the input holds."""
+def _find_header(blocks: Iterable[bytes]) -> tuple[_Buffer, Layout]:
+    """The buffer of ``blocks`` and the layout, once the event array is found; leading whitespace is
+    skipped by one C scan per block (never rescanned), and refused past ``_HEADER_LIMIT`` or when it is
+    all the input holds."""
+    b = _Buffer(blocks)
+    layout = Layout()
+    b.fill()
     start = 0  # first byte that is not whitespace, once found
     searched = 0  # where the next search for the events key starts
     while True:
@@ -119,7 +120,7 @@ def _find_header(b: _Buffer, layout: Layout) -> None:
             if b.buf[start] == ord("["):
                 layout.array_form = True
                 layout.events_start = start + 1
-                return
+                return b, layout
             if b.buf[start] != ord("{"):
                 raise NotChromeJson("not a JSON object or array")
             m = _EVENTS_KEY.search(b.buf, searched)
@@ -130,7 +131,7 @@ def _find_header(b: _Buffer, layout: Layout) -> None:
                     raise NotChromeJson("malformed JSON before traceEvents") from None
                 layout.header.pop("traceEvents", None)
                 layout.events_start = m.end()
-                return
+                return b, layout
             searched = max(start, len(b.buf) - 64)  # a key cut by the block's end is found next time
         elif start > source.SPACE_LIMIT:
             raise MalformedJson(f"not a trace: more than {source.SPACE_LIMIT >> 20} MB of whitespace "
@@ -143,10 +144,7 @@ def _find_header(b: _Buffer, layout: Layout) -> None:
 
 def split_header(blocks: Iterable[bytes]) -> tuple[Layout, bytes, Iterator[bytes]]:
     """A layout with the header fields, the text before ``events_start`` and the rest, streamed."""
-    b = _Buffer(blocks)
-    layout = Layout()
-    b.fill()
-    _find_header(b, layout)
+    b, layout = _find_header(blocks)
     head, first = _copy(b.buf, 0, layout.events_start), _copy(b.buf, layout.events_start, len(b.buf))
     del b.buf[:]
 
@@ -158,14 +156,10 @@ def split_header(blocks: Iterable[bytes]) -> tuple[Layout, bytes, Iterator[bytes
     return layout, head, rest()
 
 
-def in_array(text: bytes) -> bytes:
-    """``[`` + text + ``]`` with one copy of ``text`` (``+`` makes two: 2 MB per chunk)."""
-    return b"".join((b"[", text, b"]"))
-
-
 def parse(text: bytes, last: bool, layout: Layout) -> list:
     """A chunk's events (``last``: the tail piece, whose trailer goes into ``layout``)."""
-    return _parse_tail(text, layout) if last else orjson.loads(in_array(text))
+    # ``join``: one copy of the text in brackets (``+`` makes two: 2 MB a chunk)
+    return _parse_tail(text, layout) if last else orjson.loads(b"".join((b"[", text, b"]")))
 
 
 def _as_is(text: bytes, cut: bool = True) -> tuple[bytes, int]:
@@ -249,12 +243,8 @@ def scan(blocks: Iterable[bytes], prepare: Callable = _as_is, confirm: bool = Tr
          ) -> Iterator[Chunk | Layout]:
     """Pass 1: parsed chunks, then the ``Layout``. ``prepare(text, cut)`` -> (text, events cut, never first
     or last), redone uncut if unparsable. ``confirm=False``: cut unparsed; the caller rescans on a failure."""
-    b = _Buffer(blocks)
-    layout = Layout()
-    b.fill()
-    _find_header(b, layout)
+    b, layout = _find_header(blocks)
     pos = layout.events_start
-    index = 0
     while True:
         avail = len(b.buf) - (pos - b.base)
         if not b.eof and avail < CHUNK and b.fill():
@@ -265,7 +255,7 @@ def scan(blocks: Iterable[bytes], prepare: Callable = _as_is, confirm: bool = Tr
             text, events, skimmed = (parse_prepared(raw, True, layout, prepare) if confirm
                                      else (prepare(raw, False)[0], None, 0))
             layout.has_events = layout.has_events or bool(events) or skimmed > 0
-            yield Chunk(index, text, True, events, layout.array_form, skimmed=skimmed)
+            yield Chunk(len(layout.cuts), text, True, events, layout.array_form, skimmed=skimmed)
             yield layout
             return
         start = pos - b.base
@@ -294,12 +284,10 @@ def scan(blocks: Iterable[bytes], prepare: Callable = _as_is, confirm: bool = Tr
                     continue
                 raise NotChromeJson("malformed JSON in traceEvents")
             continue
-        cut = b.base + last.start() + 1
-        layout.cuts.append(cut)
+        layout.cuts.append(b.base + last.start() + 1)
         layout.has_events = True
-        yield Chunk(index, text, False, events if confirm else None, layout.array_form,
+        yield Chunk(len(layout.cuts) - 1, text, False, events if confirm else None, layout.array_form,
                     skimmed=skimmed)
-        index += 1
         pos = b.base + last.end() - 1
         b.drop_to(pos)
 

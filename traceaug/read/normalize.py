@@ -49,42 +49,14 @@ class Plan:
         return self.rebase.base_ns
 
     @property
-    def load_kind(self) -> LoadKind:
-        return kind_of(self.kind)
-
-    @property
     def full(self) -> bool:
         """Every arg and flow event (the ``"full"`` kind)."""
-        return self.load_kind.full
+        return kind_of(self.kind).full
 
     @property
     def only(self) -> str | None:
         """A subset load's kind ("gpu", "ops", "sync"), else None (every event)."""
-        return self.kind if self.load_kind.subset else None
-
-
-class _Columns:
-    """The whole trace's columns, merged from chunk results (global keys and seqs)."""
-
-    def __init__(self) -> None:
-        self.keys: dict[tuple, int] = {}
-        self.x: list[np.ndarray] = []
-        self.flows: list[np.ndarray] = []
-
-    def merge(self, r: pass1.ChunkResult, first_seq: int) -> None:
-        to_global = np.array([self.keys.setdefault(k, len(self.keys)) for k in r.keys] + [-1],
-                             dtype=np.int64)  # local key -1 (unhashable) stays -1
-        for raw, width, out in ((r.x, 4, self.x), (r.flows, 3, self.flows)):
-            if raw:
-                rows = np.frombuffer(raw, dtype=np.int64).reshape(-1, width).copy()
-                rows[:, 0] = to_global[rows[:, 0]]
-                rows[:, -1] += first_seq
-                out.append(rows)
-
-    def stacked(self) -> tuple[np.ndarray, np.ndarray]:
-        """All complete-event rows and all flow rows, each as one array."""
-        return tuple(np.concatenate(parts) if parts else np.empty((0, width), dtype=np.int64)
-                     for parts, width in ((self.x, 4), (self.flows, 3)))
+        return self.kind if kind_of(self.kind).subset else None
 
 
 def plan(path: Path, on_progress: Callable[[int], None] | None = None, full: bool = True,
@@ -112,42 +84,37 @@ def _confirmed_plan(path: Path, on_progress, kind: LoadKind, workers: int, rebas
 
 
 def _plan(path: Path, on_progress, kind: LoadKind, workers: int, rebase: Rebase) -> Plan:
-    full = kind.full
     blocks = source.iter_blocks(path, on_progress)
     results = (pass1.parallel(blocks, rebase, kind, workers) if workers
                else pass1.sequential(blocks, rebase, kind))
-    cols = _Columns()
-    held: list[list[bytes] | None] | None = None if full else []
-    first_seqs: list[int] = []
+    cols = ui_import.Columns()  # the engine's events: global keys, seqs (``first_index``: per chunk)
+    held: list[list[bytes] | None] | None = None if kind.full else []
     names: dict[tuple, str] = {}
     exact_chunks: set[int] = set()
     spans: list[tuple[int, int]] = []
     flow_ids: list[np.ndarray] = []
-    seq = 0
     layout = None
     ui = ui_import.Columns()
     for r in results:
         if isinstance(r, chunks.Layout):
             layout = r
             break
-        first_seqs.append(seq)
-        cols.merge(r, seq)
+        if r.exact:
+            exact_chunks.add(len(cols.first_index))
+        cols.merge(r.keys, r.x, r.flows, r.events)
         ui.merge(r.ui_keys, r.ui_x, r.ui_flows, r.parsed)
         names.update(r.names)
         if held is not None:
             held.append(r.held)
-        if r.exact:
-            exact_chunks.add(len(first_seqs) - 1)
         if r.span is not None:
             spans.append(r.span)
         flow_ids.append(np.frombuffer(r.flow_ids, dtype=np.int64))
-        seq += r.events
     assert layout is not None
     flow_ids.append(np.array(pass1.nested_flow_ids([layout.header, layout.trailer]), np.int64))
-    layout.has_events = layout.has_events or seq > 0
+    layout.has_events = layout.has_events or cols.events > 0
     whole = not kind.skim  # pass 1 saw every event
-    p = Plan(path=path, layout=layout, rebase=rebase, kind=kind.name, held=held, events=seq,
-             chunk_first_seq=first_seqs, thread_names=names, exact_chunks=exact_chunks,
+    p = Plan(path=path, layout=layout, rebase=rebase, kind=kind.name, held=held, events=cols.events,
+             chunk_first_seq=cols.first_index, thread_names=names, exact_chunks=exact_chunks,
              ui=ui if whole else None,
              span_ns=(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None,
              flow_ids=sorted_unique(np.concatenate(flow_ids)) if whole else None)
@@ -155,14 +122,10 @@ def _plan(path: Path, on_progress, kind: LoadKind, workers: int, rebase: Rebase)
     return p
 
 
-def _place(p: Plan, cols: _Columns) -> None:
+def _place(p: Plan, cols: ui_import.Columns) -> None:
     """Assign lanes to the slices Perfetto would drop, and move their flow ends along."""
-    if not cols.x:
-        return
-    x, f = cols.stacked()
+    x, f = cols.x, cols.flows
     lanes = assign_lanes(x[:, 0], x[:, 1], x[:, 2], x[:, 3])
-    if not lanes:
-        return
     p.moved.update(lanes)
     p.moved_slices = len(lanes)
     # A flow event at the same thread and time as a moved slice binds to it: move it too.
@@ -170,13 +133,11 @@ def _place(p: Plan, cols: _Columns) -> None:
     where = {}
     for k, ts, _dur, seq in moved_x:
         where.setdefault((k, ts), lanes[seq])
-    flows = 0
     for k, ts, seq in f[among(f[:, 1], sorted_unique([ts for _k, ts in where]))].tolist():
         lane = where.get((k, ts))
         if lane is not None:
             p.moved[seq] = lane
-            flows += 1
-    p.moved_flows = flows
+            p.moved_flows += 1
     inverse = {v: k for k, v in cols.keys.items()}
     for k, _ts, _dur, seq in moved_x:
         pid, tid = inverse[k]
@@ -229,15 +190,13 @@ def engine_stream(p: Plan, on_progress: Callable[[int], None] | None = None) -> 
         yield _lane_metadata(p)
         if layout.has_events:
             yield b","
-    moved_chunks = _chunks_with_moves(p)
+    moved_chunks = set(_chunk_of_moves(p)[0].tolist())
     for chunk in chunks.recut(source.iter_blocks(p.path, on_progress), layout):
         text = clamp_wide_ints(chunk.text)  # as pass 1 saw it (``Rebase.rewrite``)
         text = p.rebase.exact(text) if chunk.index in p.exact_chunks else p.rebase.fast(text)[0]
         text = fix_negative_tids(text)
-        if chunk.index in moved_chunks and not chunk.last:
-            text = _move(text, p.chunk_first_seq[chunk.index], p)
-        elif chunk.index in moved_chunks:
-            text = _move_tail(text, p.chunk_first_seq[chunk.index], p)
+        if chunk.index in moved_chunks:
+            text = (_move_tail if chunk.last else _move)(text, p.chunk_first_seq[chunk.index], p)
         yield text
         if not chunk.last:
             yield b","
@@ -254,7 +213,8 @@ def _held_stream(p: Plan, on_progress: Callable[[int], None] | None) -> Iterator
     if p.lane_threads:
         yield _lane_metadata(p)
         first = False
-    moved = _pieces_with_moves(p)
+    chunk, local = _chunk_of_moves(p)
+    moved = set(zip(chunk.tolist(), (local // pass1.SEGMENT).tolist()))
     stored = source.stored_size(p.path)
     for i, pieces in enumerate(p.held):
         p.held[i] = None
@@ -287,16 +247,3 @@ def _chunk_of_moves(p: Plan) -> tuple[np.ndarray, np.ndarray]:
     seqs = np.fromiter(p.moved, dtype=np.int64, count=len(p.moved))
     chunk = np.searchsorted(starts, seqs, side="right") - 1
     return chunk, seqs - starts[chunk]
-
-
-def _chunks_with_moves(p: Plan) -> set[int]:
-    if not p.moved:
-        return set()
-    return set(_chunk_of_moves(p)[0].tolist())
-
-
-def _pieces_with_moves(p: Plan) -> set[tuple[int, int]]:
-    if not p.moved:
-        return set()
-    chunk, local = _chunk_of_moves(p)
-    return set(zip(chunk.tolist(), (local // pass1.SEGMENT).tolist()))

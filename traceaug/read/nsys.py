@@ -191,24 +191,24 @@ class Export:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def rows(self, sql: str) -> Iterator[tuple]:
-        """Rows of ``sql`` in batches, so no result is held whole."""
+    def _batches(self, sql: str) -> Iterator[list[tuple]]:
+        """``sql``'s rows, a ``fetchmany`` at a time, so no result is held whole."""
         try:
             cur = self.con.execute(sql)
             while batch := cur.fetchmany(BATCH):
-                yield from batch
+                yield batch
         except sqlite3.Error as e:
             raise self._error(e) from None
+
+    def rows(self, sql: str) -> Iterator[tuple]:
+        """Rows of ``sql`` in batches, so no result is held whole."""
+        for batch in self._batches(sql):
+            yield from batch
 
     def texts(self, sql: str) -> Iterator[list[str]]:
         """The first column of ``sql``'s rows, a batch at a time (a list per ``fetchmany``:
         no Python step per row)."""
-        try:
-            cur = self.con.execute(sql)
-            while batch := cur.fetchmany(BATCH):
-                yield [text for (text,) in batch]
-        except sqlite3.Error as e:
-            raise self._error(e) from None
+        return ([text for (text,) in batch] for batch in self._batches(sql))
 
     def execute(self, sql: str, rows: list[tuple] | None = None) -> None:
         """A statement on the connection's TEMP schema (the export itself is read-only), once
@@ -362,10 +362,10 @@ def _gpu_sql(ex: Export, cat: str, name: str, extra_fmt: str, extra_args: tuple[
             f"LEFT JOIN _launch l ON l.corr = o.correlationId {same}")
 
 
-def _copy_args() -> tuple[str, tuple[str, ...]]:
-    bw = ("CASE WHEN o.end > o.start THEN printf('%.17g', o.bytes * 1.0 / (o.end - o.start)) "
-          "ELSE '0' END")  # bytes per ns = GB/s
-    return ',"bytes":%d,"memory bandwidth (GB/s)":%s', ("o.bytes", bw)
+# A copy's or set's extra args (``_gpu_sql``): its size and bandwidth (bytes per ns = GB/s).
+_BANDWIDTH = ("CASE WHEN o.end > o.start THEN printf('%.17g', o.bytes * 1.0 / (o.end - o.start)) "
+              "ELSE '0' END")
+_COPY_ARGS = (',"bytes":%d,"memory bandwidth (GB/s)":%s', ("o.bytes", _BANDWIDTH))
 
 
 def _kernels(ex: Export, launches: bool) -> Iterator[str]:
@@ -388,8 +388,7 @@ def _memcpys(ex: Export, launches: bool) -> Iterator[str]:
     if {"srcKind", "dstKind"} <= ex.columns(GPU_TABLES["gpu_memcpy"]):
         name += (f" || ' (' || {_case('o.srcKind', mems, 'Unknown')} || ' -> ' || "
                  f"{_case('o.dstKind', mems, 'Unknown')} || ')'")
-    fmt, args = _copy_args()
-    yield from ex.texts(_gpu_sql(ex, "gpu_memcpy", f"json_quote({name})", fmt, args, "", launches))
+    yield from ex.texts(_gpu_sql(ex, "gpu_memcpy", f"json_quote({name})", *_COPY_ARGS, "", launches))
 
 
 def _short_copy(name: str) -> str:
@@ -404,8 +403,7 @@ def _memsets(ex: Export, launches: bool) -> Iterator[str]:
     mems = ex.enum("ENUM_CUDA_MEM_KIND", MEM_KINDS)
     kind = ("o.memKind" if "memKind" in ex.columns(GPU_TABLES["gpu_memset"]) else "NULL")
     name = f"json_quote('Memset (' || {_case(kind, mems, 'Device')} || ')')"
-    fmt, args = _copy_args()
-    yield from ex.texts(_gpu_sql(ex, "gpu_memset", name, fmt, args, "", launches))
+    yield from ex.texts(_gpu_sql(ex, "gpu_memset", name, *_COPY_ARGS, "", launches))
 
 
 def api_name(name: str) -> str:
@@ -479,9 +477,8 @@ def _names(ex: Export, launches: bool) -> Iterator[str]:
     pids = {_pid(g) for g in threads}
     procs: dict[int, str] = {}
     if "PROCESSES" in ex.tables and pids:
-        for pid, name in ex.rows("SELECT pid, name FROM PROCESSES"):
-            if pid in pids and name:
-                procs[pid] = as_text(name)
+        procs = {pid: as_text(name) for pid, name in ex.rows("SELECT pid, name FROM PROCESSES")
+                 if pid in pids and name}
     for pid in sorted(pids):
         yield _meta("process_name", pid, 0, {"name": procs.get(pid, f"Process {pid}")})
         yield _meta("process_labels", pid, 0, {"labels": "CPU"})
@@ -567,29 +564,21 @@ def write(ex: Export, out, flush_at: int = 1 << 20) -> int:
     out.write(header(ex))
     buf: list[str] = []
     size = n = 0
-    written = False
+    sep = ""  # before the next batch: a comma once events came before
     for texts, single in events(ex):
         if not texts:
             continue
         chunk = ",\n".join(texts)
         n += len(texts) if single else chunk.count("\n") + 1
-        buf.append(chunk)
+        buf += (sep, chunk)
+        sep = ",\n"
         size += len(chunk)
         if size >= flush_at:
-            written = _flush(out, buf, written)
+            out.write("".join(buf).encode())
             buf, size = [], 0
-    _flush(out, buf, written)
+    out.write("".join(buf).encode())
     out.write(b"\n]}\n")
     return n
-
-
-def _flush(out, chunks: list[str], written: bool) -> bool:
-    """Write ``chunks`` comma-separated (after a comma when events came before); return
-    whether events have been written."""
-    if not chunks:
-        return written
-    out.write(((",\n" if written else "") + ",\n".join(chunks)).encode())
-    return True
 
 
 def convert(src: str | Path, dst: str | Path, hold: bool = True) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
@@ -31,7 +32,7 @@ TITLES = {"kernel_sum": "cuda_gpu_kern_sum", "mem_time_sum": "cuda_gpu_mem_time_
           "nvtx_proj_trace": "nvtx_gpu_proj_trace"}
 
 
-def _header(path: Path, row: list[str]) -> dict[str, tuple[int, int]]:
+def _header(row: list[str]) -> dict[str, tuple[int, int]]:
     """Header cell -> (column, ns per unit), keyed by the name without its unit."""
     out = {}
     for i, cell in enumerate(row):
@@ -53,12 +54,7 @@ def _columns(path: Path, report: str, header: dict) -> dict[str, tuple[int, int]
 
 def kind_of(path: Path) -> str:
     """Which report a CSV is, from its header: kernel_sum, mem_time_sum or nvtx_proj_trace."""
-    with _open(path) as f:
-        try:
-            row = next(csv.reader(f), None)
-        except csv.Error as e:
-            raise TraceaugError(f"{path}: malformed CSV ({e})") from None
-    header = _header(path, row or [])
+    header = _header(next(_rows(path), None) or [])
     if "Projected Duration" in header:
         return "nvtx_proj_trace"
     if "Operation" in header:
@@ -69,19 +65,19 @@ def kind_of(path: Path) -> str:
                         "cuda_gpu_mem_time_sum, nvtx_gpu_proj_trace, gpukernsum)")
 
 
-def _not_utf8(path: Path, e: UnicodeDecodeError) -> TraceaugError:
-    return TraceaugError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x}); "
-                         "nsys stats writes UTF-8 CSVs")
-
-
-def _open(path: Path) -> io.StringIO:
-    """The CSV's text (``source.read_side``: a FIFO or device is read to a bound, never
-    waited on or read without end)."""
+def _rows(path: Path) -> Iterator[list[str]]:
+    """The CSV's rows (``source.read_side``: a FIFO or device is read to a bound, never
+    waited on or read without end); text that is not UTF-8 or not CSV is a one-line error."""
     data = source.read_side(path, "a CSV")
     try:
-        return io.StringIO(data.decode("utf-8"), newline="")
+        text = io.StringIO(data.decode("utf-8"), newline="")
     except UnicodeDecodeError as e:
-        raise _not_utf8(path, e) from None
+        raise TraceaugError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x}); "
+                            "nsys stats writes UTF-8 CSVs") from None
+    try:
+        yield from csv.reader(text)
+    except csv.Error as e:
+        raise TraceaugError(f"{path}: malformed CSV ({e})") from None
 
 
 def _number(path: Path, line: int, column: str, text: str, scale: int, integral: bool) -> int:
@@ -109,45 +105,35 @@ def _cut(text: str) -> str:
     return repr(text if len(text) <= 40 else text[:39] + "…")
 
 
-def _total(path: Path, column: str, values: list[int]) -> None:
-    """Refuse a column whose sum int64 cannot hold (summed exactly, as Python ints): the
-    summary's sums would wrap around to negative times."""
-    if sum(values) > INT64_MAX:
-        raise TraceaugError(f"{path}: the {column} column sums to {sum(values):,}, {TOO_LARGE}")
-
-
 def read(path: str | Path, report: str) -> dict[str, np.ndarray]:
     """One report's rows in file order: ``name`` (object) and ``total`` + ``count`` (int64,
     ns and instances) for the summaries, ``name`` + ``duration`` (ns) for NVTX ranges."""
     path = Path(path)
     spec = REPORTS[report]
-    with _open(path) as f:
-        try:
-            rows = csv.reader(f)
-            head = next(rows, None)
-            if head is None:
-                raise TraceaugError(f"{path}: empty file, expected an nsys stats {TITLES[report]} CSV")
-            cols = _columns(path, report, _header(path, head))
-            width = max(i for i, _ in cols.values()) + 1
-            out: dict[str, list] = {field: [] for field in spec}
-            for line, row in enumerate(rows, start=2):
-                if not row:
-                    continue
-                if len(row) < width:
-                    raise TraceaugError(f"{path}: line {line}: {len(row)} fields, expected at least {width}")
-                for field, (i, scale) in cols.items():
-                    cell = row[i]
-                    if spec[field][1] is None:
-                        out[field].append(cell)
-                    elif report == "nvtx_proj_trace" and cell.strip() in ("", "None"):
-                        out[field].append(-1)  # a range nsys could not project
-                    else:
-                        out[field].append(_number(path, line, spec[field][0][0], cell,
-                                                  scale, integral=spec[field][1] is False))
-        except csv.Error as e:
-            raise TraceaugError(f"{path}: malformed CSV ({e})") from None
-    for field, values in out.items():
-        if spec[field][1] is not None:
-            _total(path, spec[field][0][0], values)
+    rows = _rows(path)
+    head = next(rows, None)
+    if head is None:
+        raise TraceaugError(f"{path}: empty file, expected an nsys stats {TITLES[report]} CSV")
+    cols = _columns(path, report, _header(head))
+    width = max(i for i, _ in cols.values()) + 1
+    out: dict[str, list] = {field: [] for field in spec}
+    for line, row in enumerate(rows, start=2):
+        if not row:
+            continue
+        if len(row) < width:
+            raise TraceaugError(f"{path}: line {line}: {len(row)} fields, expected at least {width}")
+        for field, (i, scale) in cols.items():
+            cell = row[i]
+            if spec[field][1] is None:
+                out[field].append(cell)
+            elif report == "nvtx_proj_trace" and cell.strip() in ("", "None"):
+                out[field].append(-1)  # a range nsys could not project
+            else:
+                out[field].append(_number(path, line, spec[field][0][0], cell,
+                                          scale, integral=spec[field][1] is False))
+    for field, values in out.items():  # a sum int64 cannot hold would wrap to a negative time
+        if spec[field][1] is not None and sum(values) > INT64_MAX:
+            raise TraceaugError(f"{path}: the {spec[field][0][0]} column sums to {sum(values):,}, "
+                                f"{TOO_LARGE}")
     return {field: np.array(values, dtype=object if spec[field][1] is None else np.int64)
             for field, values in out.items()}

@@ -7,7 +7,7 @@ import gc
 import math
 import re
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -133,14 +133,6 @@ def _check_ts(events: list, at: np.ndarray, ns: np.ndarray) -> None:
         raise BadValue("an event's ts is a boolean, not a number")
 
 
-def _check_events(events: list) -> None:
-    """Every item of the event array must be an object (Perfetto refuses the trace otherwise;
-    a subset load would drop it unseen: one verdict for every command)."""
-    for e in events:
-        if e.__class__ is not dict:
-            raise BadValue(f"an item of traceEvents is {_short(e)}, not an event object")
-
-
 def _timed_rows(events: list, ts: np.ndarray, key: np.ndarray, is_x: np.ndarray,
                 is_flow: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
     """int64 rows (key, ts ns, dur ns, index) of complete events with a numeric dur, (key, ts ns, index) of
@@ -244,8 +236,12 @@ def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None,
     full = kind.full
     try:
         codes = columns.phase_codes(events)
-    except TypeError:  # an item that is no object
-        _check_events(events)
+    except TypeError:
+        # An item that is no object: Perfetto refuses the trace (a subset load would drop it
+        # unseen), so every command refuses it.
+        for e in events:
+            if e.__class__ is not dict:
+                raise BadValue(f"an item of traceEvents is {_short(e)}, not an event object") from None
         raise
     is_x, is_flow = codes == columns.X, codes == columns.FLOW
     flow_ids = used_flow_ids(events) if not kind.skim else np.empty(0, np.int64)
@@ -280,10 +276,8 @@ def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None,
     for ev in columns.select(events, codes == columns.META):
         args = ev.get("args")
         if ev.get("name") == "thread_name" and isinstance(args, dict) and isinstance(args.get("name"), str):
-            try:
+            with suppress(TypeError):  # an unhashable pid or tid
                 names[(ev.get("pid"), ev.get("tid"))] = args["name"]
-            except TypeError:
-                pass
     held = None if full else [orjson.dumps(kept[i : i + SEGMENT])[1:-1]
                               for i in range(0, len(kept), SEGMENT)]
     return ChunkResult(events=len(kept), keys=list(keys), x=x.tobytes(), flows=flows.tobytes(),
@@ -305,11 +299,11 @@ def _preparer(rebase: Rebase, kind: LoadKind):
     return prepare
 
 
-def _rebased_events(events: list, text: bytes, replaced: int, tail: bool,
-                           layout: chunks.Layout, rebase: Rebase, skimmed: int = 0
-                           ) -> tuple[list, bool, np.ndarray | None, bool]:
+def _rebased_events(events: list, text: bytes, tail: bool, layout: chunks.Layout, rebase: Rebase,
+                    skimmed: int = 0) -> tuple[list, bool, np.ndarray | None, bool]:
     """(events, exact path needed, rebased ``top_level_ts`` or None, ts still to write) for ``events`` from
-    ``rebase.fast(text)``; the exact path reparses all events, none skimmed. ``BelowBase`` below the base."""
+    ``rebase``'s last ``rewrite`` of ``text``; the exact path reparses all events, none skimmed.
+    ``BelowBase`` below the base."""
     if rebase.numeric:
         ts = rebase.integers(events)
         if ts is not None:
@@ -317,7 +311,7 @@ def _rebased_events(events: list, text: bytes, replaced: int, tail: bool,
         original = top_level_ts(chunks.parse(text, tail, layout) if skimmed else events)
     else:
         ts = top_level_ts(events) if rebase.prefix is not None else None
-        if rebase.verified(ts, replaced):
+        if rebase.verified(ts, rebase.replaced):
             return events, False, ts, False
         original = top_level_ts(chunks.parse(text, tail, layout))  # the exact path is rare
     events = chunks.parse(clamp_wide_ints(rebase.exact(text)), tail, layout)
@@ -333,8 +327,7 @@ def read_chunk(text: bytes, tail: bool, array_form: bool, kind: str,
         with no_gc():
             _, parsed, skimmed = chunks.parse_prepared(text, tail, layout,
                                                        _preparer(rebase, kind_of(kind)))
-            events, exact, ts, write = _rebased_events(parsed, text, rebase.replaced, tail,
-                                                       layout, rebase, skimmed)
+            events, exact, ts, write = _rebased_events(parsed, text, tail, layout, rebase, skimmed)
     except (orjson.JSONDecodeError, chunks.NotChromeJson, chunks.MalformedJson) as e:
         return ChunkResult(error=str(e))
     except BelowBase:
@@ -357,8 +350,8 @@ def rebased_chunks(blocks: Iterable[bytes], rebase: Rebase, written: bool = True
             rebase.last_text = b""  # the plan keeps the rebase, not its last chunk
         else:
             item.events, item.exact, item.ts, item.write = _rebased_events(
-                item.events, rebase.last_text, rebase.replaced, item.last,
-                chunks.Layout(array_form=item.array_form), rebase, item.skimmed)
+                item.events, rebase.last_text, item.last, chunks.Layout(array_form=item.array_form),
+                rebase, item.skimmed)
             if written and item.write:
                 write_ts(item.events, item.ts)
                 item.write = False

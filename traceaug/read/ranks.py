@@ -34,9 +34,7 @@ class TraceFile:
 def _peek(path: Path) -> bytes:
     from . import source
 
-    for block in source.iter_blocks(path, block=_PEEK):
-        return block
-    return b""
+    return next(source.iter_blocks(path, block=_PEEK), b"")
 
 
 def rank_of(path: Path, head: bytes | None = None) -> int | None:
@@ -88,12 +86,10 @@ def unreadable(f: Path) -> str | None:
 def _bad(path, bad: list, skip_bad: bool, quiet: bool = False) -> None:
     """Name every bad entry: a warning each when skipped, else one error for all of them
     (``quiet``: a look ahead, the prefetch's, names none: the command does)."""
-    if not bad:
-        return
     for f, why in bad if not quiet else ():
         said = "warning" if skip_bad else "error"
         print(f"traceaug: {said}: {f}: {why}{'; skipped' if skip_bad else ''}", file=sys.stderr)
-    if not skip_bad:
+    if bad and not skip_bad:
         raise TraceaugError(f"{path}: cannot read {len(bad)} rank file(s), named above "
                             "(--skip-bad-ranks goes on without them)")
 
@@ -115,18 +111,8 @@ def resolve(path: str | Path, skip_bad: bool = False, storage: dict | None = Non
         if not path.exists():
             raise TraceaugError(f"{path}: no such file or directory")
         return [TraceFile(path, None)]
-    found: list[tuple[Path, Peeked]] = []
-    bad: list[tuple[Path, str]] = []
-    for f in sorted(path.iterdir()):
-        if not f.name.endswith((*TRACE_SUFFIXES, *EXPORT_SUFFIXES)) or f.name.startswith("."):
-            continue
-        why = unreadable(f)
-        if why is not None:
-            bad.append((f, why))
-        else:
-            found.append((f, _peeked(f, _peek(f))))
-    _bad(path, bad, skip_bad, quiet)
-    return _ranked(path, found, "*.json, *.json.gz, *.sqlite")
+    return _ranked(path, sorted(path.iterdir()), (*TRACE_SUFFIXES, *EXPORT_SUFFIXES), unreadable, _peek,
+                   skip_bad, quiet)
 
 
 def _resolve_url(url: str, skip_bad: bool, storage: dict | None) -> list[TraceFile]:
@@ -136,24 +122,29 @@ def _resolve_url(url: str, skip_bad: bool, storage: dict | None) -> list[TraceFi
     names, prefix = listing(url, storage)
     if not prefix:
         return [TraceFile(url, None)]  # type: ignore[arg-type]  (a URL: tasks fetch it)
-    found: list[tuple[str, Peeked]] = []
-    bad: list[tuple[str, str]] = []
-    for name in names:
-        if not name.endswith(TRACE_SUFFIXES) or name.rsplit("/", 1)[-1].startswith("."):
+    return _ranked(url, names, TRACE_SUFFIXES,
+                   lambda name: "empty object" if size(name, storage) == 0 else None,
+                   lambda name: head(name, storage, _PEEK), skip_bad)
+
+
+def _ranked(where, entries: list, suffixes: tuple[str, ...], why_bad, peek, skip_bad: bool,
+            quiet: bool = False) -> list[TraceFile]:
+    """The ``entries`` (files or URLs) named ``*suffixes``, not hidden, by rank: those ``why_bad`` finds a
+    reason against named (``_bad``), the others' first bytes read by ``peek``; traceaug outputs beside their
+    inputs skipped (a directory of outputs only is read as is); a rank twice, or unranked files beside
+    others, refused."""
+    found, bad = [], []
+    for f in entries:
+        if not _name(f).endswith(suffixes) or _name(f).startswith("."):
             continue
-        if size(name, storage) == 0:
-            bad.append((name, "empty object"))
+        why = why_bad(f)
+        if why is not None:
+            bad.append((f, why))
         else:
-            found.append((name, _peeked(name, head(name, storage, _PEEK))))
-    _bad(url, bad, skip_bad)
-    return _ranked(url, found, "*.json, *.json.gz")
-
-
-def _ranked(where, found: list, kinds: str) -> list[TraceFile]:
-    """``found`` (file or URL, ``Peeked``) by rank: traceaug outputs beside their inputs skipped (a
-    directory of outputs only is read as is); a rank twice, or unranked files beside others, refused."""
+            found.append((f, _peeked(f, peek(f))))
+    _bad(where, bad, skip_bad, quiet)
     if not found:
-        raise TraceaugError(f"{where}: no trace files ({kinds}) in this directory")
+        raise TraceaugError(f"{where}: no trace files (*{', *'.join(suffixes)}) in this directory")
     inputs = [(f, seen) for f, seen in found if not seen.output]
     ranks: dict[int, object] = {}
     unranked: list = []

@@ -39,14 +39,12 @@ def check_readable(path: Path) -> None:
                             "those (spooled), the library needs a regular file")
     try:
         size = path.stat().st_size
-        with open(path, "rb"):
-            pass
+        with open(path, "rb") as f:
+            head = f.read(64 << 10)
     except OSError as e:
         raise TraceaugError(f"{path}: cannot read ({e.strerror})") from None
     if size == 0:
         raise TraceaugError(f"{path}: empty file")
-    with open(path, "rb") as f:
-        head = f.read(64 << 10)
     if head[:2] == GZIP_MAGIC:
         inner = b""
         with contextlib.suppress(zlib.error):  # zlib refuses what gzip reads (reserved flags)
@@ -95,9 +93,7 @@ def stored_size(path: Path) -> int:
 def raw_size_estimate(path: Path) -> int:
     """Uncompressed size: gzip's ISIZE trailer (mod 4 GiB) or the file size."""
     size = stored_size(path)
-    if not is_gzip(path):
-        return size
-    if size < GZIP_MINIMUM:  # a header alone, or less: reading it says what is wrong
+    if not is_gzip(path) or size < GZIP_MINIMUM:  # a header alone, or less: reading it says what is wrong
         return size
     with open(path, "rb") as f:
         f.seek(-4, os.SEEK_END)

@@ -15,7 +15,8 @@ from .rebase import unsigned_tid
 @dataclass
 class Columns:
     """Every complete and flow event of a trace: raw (pid, tid) keys, int64 rows ``x`` (key, ts ns, dur ns,
-    index) and ``flows`` (key, ts ns, index; index in the event array); ``first_index`` per chunk."""
+    index) and ``flows`` (key, ts ns, index; index in the event array); ``first_index`` per chunk.
+    ``normalize`` keeps the engine's events in one too (seqs for indexes, chunk results' engine keys)."""
 
     keys: dict[tuple, int] = field(default_factory=dict)
     x_parts: list[np.ndarray] = field(default_factory=list)
@@ -45,17 +46,12 @@ class Columns:
         return (np.concatenate(self.flow_parts) if self.flow_parts
                 else np.empty((0, 3), dtype=np.int64))
 
-    def pid_tid(self) -> list[tuple]:
-        """Global key -> raw (pid, tid)."""
-        return list(self.keys)
-
 
 def ui_ns(abs_ns: np.ndarray) -> np.ndarray:
     """The ns the UI gives timestamps of exact ns ``abs_ns`` (file time base): exact for whole µs; else the
     double nearest the µs text x 1000 rounded half away from zero (integer x 1000 if it has no fraction)."""
     out = abs_ns.copy()
-    odd = np.flatnonzero(abs_ns % 1000 != 0)
-    for i in odd.tolist():
+    for i in np.flatnonzero(abs_ns % 1000 != 0).tolist():  # whole µs are exact
         q, r = divmod(int(abs_ns[i]), 1000)
         d = float(f"{q}.{r:03d}") if q >= 0 else float(int(abs_ns[i])) / 1000
         if d == math.floor(d):
@@ -69,26 +65,21 @@ def ui_ns(abs_ns: np.ndarray) -> np.ndarray:
 def _ui_rows(cols: Columns, base_ns: int, fold: bool) -> tuple[np.ndarray, np.ndarray, list]:
     """(complete rows, flow rows, key -> (pid, tid)) with the UI's ts relative to ``base_ns``; negative tids
     folded into the main thread (``fold``: the file as is) or made unsigned (a file traceaug fixed)."""
-    pairs = cols.pid_tid()
     mapped = [(pid, pid if tid.__class__ is int and tid < 0 else tid) if fold else
-              (pid, unsigned_tid(tid) if tid.__class__ is int else tid) for pid, tid in pairs]
+              (pid, unsigned_tid(tid) if tid.__class__ is int else tid) for pid, tid in cols.keys]
     names: dict[tuple, int] = {}
     remap = np.array([names.setdefault(m, len(names)) for m in mapped] + [-1], dtype=np.int64)
     x, flows = cols.x, cols.flows
-    x[:, 0] = remap[x[:, 0]]
-    flows[:, 0] = remap[flows[:, 0]]
-    x[:, 1] = ui_ns(x[:, 1] + base_ns) - base_ns
-    flows[:, 1] = ui_ns(flows[:, 1] + base_ns) - base_ns
+    for rows in (x, flows):
+        rows[:, 0] = remap[rows[:, 0]]
+        rows[:, 1] = ui_ns(rows[:, 1] + base_ns) - base_ns
     return x, flows, list(names)
 
 
 def _negative(cols: Columns) -> tuple[int, int]:
     """Complete events on negative tids and how many such threads."""
     neg = [k for (pid, tid), k in cols.keys.items() if tid.__class__ is int and tid < 0]
-    if not neg:
-        return 0, 0
-    x = cols.x
-    return int(np.isin(x[:, 0], neg).sum()), len(neg)
+    return int(np.isin(cols.x[:, 0], neg).sum()), len(neg)
 
 
 def as_is(cols: Columns, base_ns: int) -> dict:
@@ -117,8 +108,6 @@ def moves(cols: Columns, base_ns: int, thread_names: dict) -> Moves:
     out = Moves()
     x, flows, pairs = _ui_rows(cols, base_ns, fold=False)
     lanes = assign_lanes(x[:, 0], x[:, 1], x[:, 2], x[:, 3])
-    if not lanes:
-        return out
     moved = x[np.isin(x[:, 3], np.fromiter(lanes, dtype=np.int64, count=len(lanes)))].tolist()
     where: dict[tuple, int] = {}
     for key, ts, _dur, index in moved:

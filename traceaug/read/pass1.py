@@ -39,7 +39,6 @@ FLOW_PHASES = ("s", "t", "f")
 SEGMENT = 512  # events per held piece: moving one event re-serializes only its piece
 
 
-
 @dataclass
 class ChunkResult:
     """What pass 1 learned from one chunk."""

@@ -82,3 +82,41 @@ def test_a_request_that_cannot_be_written_fails_its_task() -> None:
     out = subprocess.run([sys.executable, "-c", BROKEN_REQUESTS], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "WorkerFailed", (out.stdout, out.stderr)
+
+
+SIBLING_COLLECTED = """
+import gc, os, sys
+from traceaug import processes
+
+def wait(inp, out):
+    inp.read()
+
+def open_then_collect(inp, out):
+    with open(sys.argv[1], "rb") as f:  # takes the lowest free number: a sibling's, closed above
+        gc.collect()  # the sibling's file objects, in a cycle, are collected here
+        try:
+            out.write(b"read %d" % len(f.read()))
+        except OSError as e:
+            out.write(b"lost %d" % e.errno)
+    out.close()
+
+gc.disable()
+sibling = processes.fork(wait, requests=True)
+cycle = [sibling]
+cycle.append(cycle)
+del sibling, cycle  # alive until the next collection: in the child, that is mid-work
+child = processes.fork(open_then_collect)
+print(child.stdout.read().decode())
+child.wait()
+"""
+
+
+def test_a_child_keeps_the_files_it_opens_when_a_siblings_pipes_are_collected(tmp_path) -> None:
+    """A forked child closes its copies of other children's pipes by number; their file objects,
+    collected later in the child, closed those numbers again, by then the engine's files ("trace
+    processor crashed: Bad file descriptor", a job's ranks failing now and then)."""
+    data = tmp_path / "data"
+    data.write_bytes(b"x" * 1000)
+    out = subprocess.run([sys.executable, "-c", SIBLING_COLLECTED, str(data)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["read", "1000"], (out.stdout, out.stderr)

@@ -159,6 +159,7 @@ class Forked:
 
 
 _forked: weakref.WeakSet[Forked] = weakref.WeakSet()  # children this process talks to
+_inherited: list = []  # in a child: other children's pipes, closed by number
 
 
 def fork(work: Callable[[Any, Any], None], requests: bool = False) -> Forked:
@@ -175,8 +176,10 @@ def fork(work: Callable[[Any, Any], None], requests: bool = False) -> Forked:
                 os._exit(1)
     if pid == 0:
         try:
-            for f in [f for child in _forked for f in (child.stdout, child.stdin)
-                      if f is not None and not f.closed]:
+            # Held to os._exit: collected, a file object would close its number again, by then the engine's
+            _inherited[:] = [f for child in _forked for f in (child.stdout, child.stdin)
+                             if f is not None and not f.closed]
+            for f in _inherited:
                 os.close(f.fileno())
             os.close(read)
             if req_write is not None:

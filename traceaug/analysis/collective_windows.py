@@ -84,7 +84,7 @@ def windows(colls: pd.DataFrame, gpu: pd.DataFrame, cpu: pd.DataFrame,
             where = col["launch_tid"][row] if KINDS[k] == "cpu" else col["device"][row]
             for part, x in zip(spans.setdefault((KINDS[k], where), ([], [], [])), (e, *w)):
                 part.append(x)
-    found = [_sums(*ops.of(*key), *map(np.array, span)) for key, span in spans.items()]
+    found = [_sums(*ops.of(*key), tuple(map(np.array, span))) for key, span in spans.items()]
     entry, code, total = (np.concatenate([f[i] for f in found]) if found else np.empty(0, np.int64)
                           for i in range(3))
     order = np.lexsort((code, entry))  # by entry, each entry's names in code order
@@ -111,10 +111,10 @@ def _window(col: dict, steps: tuple[np.ndarray, np.ndarray], firsts: list[int], 
     return int(start), int(end)
 
 
-def _sums(ts: np.ndarray, end: np.ndarray, code: np.ndarray, entry: np.ndarray,
-          lo_ns: np.ndarray, hi_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _sums(ts: np.ndarray, end: np.ndarray, code: np.ndarray, windows: tuple) -> tuple[np.ndarray, ...]:
     """(entry, code, summed durations) of the named ops (``ts``-sorted) wholly inside each
-    entry's window [lo_ns, hi_ns]: every window at once, one row per (entry, code)."""
+    window (entry, lo_ns, hi_ns): every window at once, one row per (entry, code)."""
+    entry, lo_ns, hi_ns = windows
     lo, hi = np.searchsorted(ts, lo_ns, "left"), np.searchsorted(ts, hi_ns, "right")
     size = np.maximum(hi - lo, 0)
     owner = np.repeat(np.arange(len(entry)), size)  # each window's ops' positions, in a row

@@ -81,7 +81,7 @@ class Place(Protocol):
     def check(self, target: str) -> None: ...  # a target that cannot be written raises
     def stage(self, tmp: str, target: str) -> str: ...  # the new content, ready to put in place
     def aside(self, target: str) -> str | None: ...  # what is at ``target`` kept aside (None: nothing)
-    def put(self, new: str, target: str) -> None: ...
+    def put(self, new: str, target: str) -> None: ...  # ``new`` moved to ``target``
     def remove(self, target: str) -> None: ...
 
 
@@ -108,7 +108,8 @@ _LOCAL = _Local()
 
 
 def _undo(placed: list[tuple[Place, str, str | None, bool]]) -> None:
-    """Put back what was at each target before the commit (its old content, or nothing)."""
+    """Put back what was at each target before the commit (its old content, or nothing); an old one
+    that cannot be put back stays where it was kept aside."""
     for where, target, old, put in reversed(placed):
         with contextlib.suppress(Exception):
             if put and old is None:
@@ -153,20 +154,17 @@ def _stdout(tmp: str) -> None:
 
 
 def _commit(pending: list[tuple[str, Path]]) -> None:
-    """Every output uploaded (a URL's) first, then each put in place, its old content kept aside; a failure
-    or a signal puts back every old one. Objects have no rename: put in place is a copy in the store."""
+    """Every output uploaded (a URL's) first, then each moved in place, its old content kept aside; a
+    failure or a signal puts every old one back."""
     placed: list[tuple[Place, str, str | None, bool]] = []  # (where, target, old aside, new in)
-    staged: list[tuple[Place, str]] = []  # uploaded copies, removed once put in place
+    ready: list[list] = []  # [where, new (None once in place), target]
     try:
-        ready = []
         for tmp, path in pending:
             interrupt.check()  # a signal during the commit undoes it, as a failure does
             url, where = _url_of(Path(path)) or (str(path), _LOCAL)
-            new = where.stage(tmp, url)
-            if where is not _LOCAL:
-                staged.append((where, new))
-            ready.append((where, new, url))
-        for where, new, target in ready:
+            ready.append([where, where.stage(tmp, url), url])
+        for entry in ready:
+            where, new, target = entry
             interrupt.check()
             with interrupt.deferred():  # never stopped between putting aside and putting in
                 if Path(target) in _stdout_spools:
@@ -174,6 +172,7 @@ def _commit(pending: list[tuple[str, Path]]) -> None:
                     continue
                 placed.append((where, target, where.aside(target), False))
                 where.put(new, target)
+                entry[1] = None
                 placed[-1] = (*placed[-1][:3], True)
     except BaseException:
         with interrupt.deferred():
@@ -183,9 +182,10 @@ def _commit(pending: list[tuple[str, Path]]) -> None:
         for tmp, _ in pending:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-        for where, new in staged:
-            with contextlib.suppress(Exception):
-                where.remove(new)
+        for where, new, _ in ready:  # uploaded, never put in place
+            if new is not None and where is not _LOCAL:
+                with contextlib.suppress(Exception):
+                    where.remove(new)
     for where, _target, old, _ in placed:  # committed: the old files go
         if old is not None:
             with contextlib.suppress(Exception):

@@ -194,11 +194,13 @@ class Store:
         if not self._call(url, "exists", url):
             return None
         old = _beside(url, "old")
-        self.put(url, old)
+        self._call(url, "copy", url, old)  # the target stays until the new one is copied over it
         return old
 
     def put(self, new: str, url: str) -> None:
         self._call(url, "copy", new, url)
+        with contextlib.suppress(TraceaugError):  # in place: a copy left beside it is no harm
+            self.remove(new)
 
     def remove(self, url: str) -> None:
         self._call(url, "rm", url)

@@ -7,13 +7,15 @@ no multipart upload and no fetched rank; every job command reads URLs. The bucke
 
 from __future__ import annotations
 
+import gzip
+import json
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pytest
+import jobgen
 from conftest import S3, run_cli
 
 A = "s3://bucket/job/worker0_step_12.1694128201545.pt.trace.json.gz"
@@ -44,15 +46,18 @@ SAME_OBJECT = [
 ]
 
 
-@pytest.mark.parametrize(("args", "said"), SAME_OBJECT, ids=[" ".join(a[:1] + a[-1:])
-                                                              for a, _ in SAME_OBJECT])
-def test_an_output_url_that_is_an_input_is_refused(s3: S3, args: list[str], said: str) -> None:
-    """Refused in one line before any work, every object as it was."""
+def test_an_output_url_that_is_an_input_is_refused(s3: S3) -> None:
+    """Each refused in one line before any work (the runs at once), every object as it was."""
     before = _objects(s3)
-    r = run_cli(*[a.replace("{e}", s3.endpoint) for a in args], *_opt(s3), env=s3.env)
-    assert r.returncode == 1, r.stderr
-    assert r.stderr.count("\n") == 1 and r.stderr.startswith("traceaug: error: "), r.stderr
-    assert said in r.stderr
+    runs = [(subprocess.Popen([sys.executable, "-m", "traceaug",
+                               *[a.replace("{e}", s3.endpoint) for a in args], *_opt(s3)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              env=s3.env), said) for args, said in SAME_OBJECT]
+    for proc, said in runs:
+        err = proc.communicate(timeout=120)[1]
+        assert proc.returncode == 1, err
+        assert err.count("\n") == 1 and err.startswith("traceaug: error: "), err
+        assert said in err
     assert _objects(s3) == before
 
 
@@ -65,29 +70,29 @@ def test_an_output_in_a_missing_bucket_is_refused_before_any_work(s3: S3) -> Non
     assert "wrote" not in r.stdout
 
 
-def _changed(s3: S3, prefix: str, old: dict[str, bytes]) -> bool:
-    """Whether an object that is not hidden under ``prefix`` differs from ``old`` (or is new)."""
-    seen = {k for k in s3.fs.find(prefix) if not k.rsplit("/", 1)[1].startswith(".")}
-    return seen != set(old) or any(s3.fs.cat(k) != old[k] for k in seen)
+def _tags(s3: S3, prefix: str) -> dict[str, str]:
+    """The ETag of every object under ``prefix`` that is not hidden (one request)."""
+    return {k: v["ETag"] for k, v in s3.fs.find(prefix, detail=True).items()
+            if not k.rsplit("/", 1)[1].startswith(".")}
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_leaves_a_rank_directory_all_old(s3: S3, sig: int) -> None:
-    """The prefix already holds an output of every rank; a real signal as soon as the first of them
-    changes: the run ends 128 + signal, every object has its old bytes, nothing else is left under the
-    prefix (no staged copy) and nothing was said to be written."""
-    prefix = f"bucket/old-{sig}"
+def test_a_signal_leaves_a_rank_directory_all_old(s3: S3) -> None:
+    """The prefix already holds an output of every rank; SIGTERM as soon as the first of them changes
+    (the commit puts them in place, ~1 s for 8 ranks): the run ends 143, every object has its old bytes,
+    nothing else is left under the prefix (no staged copy) and nothing was said to be written."""
+    sig, prefix = signal.SIGTERM, "bucket/old"
     names = [k.rsplit("/", 1)[1] for k in s3.fs.find("bucket/job")]
     old = {f"{prefix}/{n}": f"old output of {n}".encode() for n in names}
     for key, data in old.items():
         s3.fs.pipe(key, data)
+    tags = _tags(s3, prefix)
     proc = subprocess.Popen([sys.executable, "-m", "traceaug", "counters", "s3://bucket/job/",
                              f"s3://{prefix}/", "--format=csv",
                              *_opt(s3)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env=s3.env)
     try:
         deadline = time.monotonic() + 120
-        while proc.poll() is None and not _changed(s3, prefix, old):
+        while proc.poll() is None and _tags(s3, prefix) == tags:
             assert time.monotonic() < deadline, "no rank object changed"
             time.sleep(0.005)
         proc.send_signal(sig)
@@ -140,15 +145,25 @@ def test_a_signal_in_an_upload_leaves_no_multipart_upload(s3: S3, tmp_path: Path
     assert s3.fs.list_multipart_uploads("bucket") == []
 
 
+def _slow_job(s3: S3, prefix: str) -> None:
+    """A 2-rank job (``jobgen``) whose ranks take seconds to load: 200,000 CPU ops each (20 MB, gzip)."""
+    for r, raw in jobgen.job(2, 1, 50).items():
+        start = jobgen.BASE_US - 1_000_000
+        raw["traceEvents"] += [{"ph": "X", "cat": "cpu_op", "name": f"op{i % 7}", "pid": 1000,
+                                "tid": 7, "ts": start + 2 * i, "dur": 1} for i in range(200_000)]
+        s3.fs.pipe(f"{prefix}/rank-{r}.json.gz", gzip.compress(json.dumps(raw).encode(), 1))
+
+
 def test_a_signal_in_a_cluster_job_leaves_no_fetched_rank(s3: S3, tmp_path: Path) -> None:
-    """SIGINT once a Dask worker has fetched a rank: the worker is killed, its copy removed with the
-    run's temporary directory ($TMPDIR holds no traceaug-fetch-*)."""
-    proc = subprocess.Popen([sys.executable, "-m", "traceaug", "kernels", "s3://bucket/job/",
+    """SIGINT once a Dask worker has fetched a rank (seconds to load): the worker is killed, its copy
+    removed with the run's temporary directory ($TMPDIR holds no traceaug-fetch-*)."""
+    _slow_job(s3, "bucket/slow")
+    proc = subprocess.Popen([sys.executable, "-m", "traceaug", "info", "s3://bucket/slow/",
                              "--workers", "2", *_opt(s3)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, env={**s3.env, "TMPDIR": str(tmp_path)})
     try:
         deadline = time.monotonic() + 120
-        while proc.poll() is None and not list(tmp_path.rglob("traceaug-fetch-*")):
+        while proc.poll() is None and not list(tmp_path.rglob("traceaug-fetch-*/rank-*")):
             assert time.monotonic() < deadline, "no rank was fetched"
             time.sleep(0.01)
         proc.send_signal(signal.SIGINT)
@@ -160,21 +175,35 @@ def test_a_signal_in_a_cluster_job_leaves_no_fetched_rank(s3: S3, tmp_path: Path
     assert list(tmp_path.rglob("traceaug-fetch-*")) == []
 
 
+def _started(*args: str, env: dict | None = None) -> subprocess.Popen:
+    """``python -m traceaug ARGS`` started, its output captured as text."""
+    return subprocess.Popen([sys.executable, "-m", "traceaug", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
 def test_every_job_command_reads_urls(s3: S3, tmp_path: Path) -> None:
-    """``merge``, ``whatif`` and ``critical-path --job`` read a prefix of ranks as its local copy
-    (the same bytes and text; the URL was collapsed to ``s3:/`` or refused); a command without
-    ``--storage-option`` refuses a URL in one line saying which do."""
-    for args, out in ((["merge"], "m.json"), (["critical-path", "--job"], "p.json")):
-        local = run_cli(args[0], str(s3.local), str(tmp_path / f"local-{out}"), *args[1:])
-        assert local.returncode == 0, local.stderr
-        there = run_cli(args[0], "s3://bucket/job/", f"s3://bucket/{out}", *args[1:], *_opt(s3),
-                        env=s3.env)
-        assert there.returncode == 0, there.stderr
-        assert there.stdout == local.stdout
-        assert s3.fs.cat(f"bucket/{out}") == (tmp_path / f"local-{out}").read_bytes()
-    local = run_cli("whatif", str(s3.local), "--scale", "comp=0.5")
-    there = run_cli("whatif", "s3://bucket/job/", "--scale", "comp=0.5", *_opt(s3), env=s3.env)
-    assert (there.returncode, there.stdout) == (0, local.stdout), there.stderr
+    """``merge``, ``whatif`` and ``critical-path --job`` read a prefix of ranks (a 2-rank job,
+    ``jobgen``) as its local copy: the same bytes and text (the URL was collapsed to ``s3:/`` or
+    refused); a command without ``--storage-option`` refuses a URL in one line saying which do."""
+    local = jobgen.write(tmp_path / "pair", jobgen.job(2, 1, 50))
+    for f in local.iterdir():
+        s3.fs.put(str(f), f"bucket/pair/{f.name}")
+    runs = {}  # (command, where) -> its process, all at once
+    for name, args in (("merge", []), ("critical-path", ["--job"]),
+                       ("whatif", ["--scale", "comp=0.5"])):
+        out = [] if name == "whatif" else [str(tmp_path / f"{name}.json")]
+        runs[name, "here"] = _started(name, str(local), *out, *args)
+        out = [] if name == "whatif" else [f"s3://bucket/{name}.json"]
+        runs[name, "there"] = _started(name, "s3://bucket/pair/", *out, *args, *_opt(s3),
+                                       env=s3.env)
+    done = {k: (p.communicate(timeout=300), p.returncode) for k, p in runs.items()}
+    for name in ("merge", "critical-path", "whatif"):
+        (here, _), code = done[name, "here"]
+        assert code == 0, done[name, "here"]
+        (there, err), code = done[name, "there"]
+        assert (code, there) == (0, here), err
+        if name != "whatif":
+            assert s3.fs.cat(f"bucket/{name}.json") == (tmp_path / f"{name}.json").read_bytes()
     r = run_cli("query", A, "select 1")
     assert r.returncode == 1
     assert r.stderr == (f"traceaug: error: {A}: this command reads local files; URLs are read and "

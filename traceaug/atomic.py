@@ -161,8 +161,8 @@ def _commit(pending: list[tuple[str, Path]]) -> None:
     try:
         for tmp, path in pending:
             interrupt.check()  # a signal during the commit undoes it, as a failure does
-            url, where = _url_of(Path(path)) or (str(path), _LOCAL)
-            ready.append([where, where.stage(tmp, url), url])
+            target, where = _url_of(Path(path)) or (str(path), _LOCAL)
+            ready.append([where, where.stage(tmp, target), target])
         for entry in ready:
             where, new, target = entry
             interrupt.check()

@@ -41,6 +41,13 @@ def is_url(path) -> bool:
     return isinstance(path, str) and bool(_URL.match(path))
 
 
+def _local(given):
+    """``given``, or the path a ``file://`` URL names (checked as a path is)."""
+    if is_url(given) and given.lower().startswith(("file://", "local://")):
+        return Path(given.split("://", 1)[1])
+    return given
+
+
 def url_key(url: str) -> str:
     """The object or prefix ``url`` names, however spelt: ``S3a://b//job/x/../`` and ``s3://b/job`` are one;
     an ``http(s)`` URL under the storage option ``endpoint_url`` is its bucket's ``s3://`` URL."""
@@ -179,7 +186,7 @@ def check(inputs: Iterable[Path | str | None], outputs: Iterable[Path | str | No
     """Refuse (``TraceaugError``) any output that would overwrite an input or cannot be written, all before
     any is written; ``rank_dirs``: output directories getting a file per directory-input file, same name.
     Inputs may be URLs; an output uploaded when the run commits (``atomic.remote``) is checked as its URL."""
-    given = [p for p in inputs if p is not None and str(p) != STDIO]
+    given = [_local(p) for p in inputs if p is not None and str(p) != STDIO]
     urls = [str(p) for p in given if is_url(p)]
     inputs = [Path(p) for p in given if not is_url(p)]
     files = input_files(inputs)
@@ -189,9 +196,9 @@ def check(inputs: Iterable[Path | str | None], outputs: Iterable[Path | str | No
     for out, directory in [(o, False) for o in outputs] + [(d, True) for d in rank_dirs]:
         if out is None or str(out) == STDIO:
             continue
-        url = out if is_url(out) else atomic.url_of(Path(out))
-        if url is None:
-            local[directory].append(Path(out))
+        url = _local(out if is_url(out) else atomic.url_of(Path(out)) or out)
+        if not is_url(url):
+            local[directory].append(Path(url))
         else:
             _check_url(url, urls, seen, directory)
             atomic.check_remote(Path(out))

@@ -224,9 +224,9 @@ def adopt(files: list[tuple[str, Path]]) -> None:
 
 def announce(text: str) -> None:
     """Say ``text`` (a line on stderr: "wrote OUT") once this run's outputs are in place, never when it
-    fails; at once outside a run."""
+    fails; at once when none waits (outside a run, or after ``commit``)."""
     with _lock:
-        if _pending is not None:
+        if _pending:
             _said.append(text)
             return
     _say([text])

@@ -38,6 +38,7 @@ SAME_OBJECT = [
     (["critical-path", A, "{e}/bucket/job/./" + A.rsplit("/", 1)[1]], "is the input object"),
     (["report", A, "--html", A], "is the input object"),
     (["diff", A, B, "--html", A], "is the input object"),
+    (["counters", A, "s3://bucket//job/"], "holds the input object"),
     (["counters", "s3://bucket/job/", "s3://bucket/job/"], "is the input prefix"),
     (["counters", "s3://bucket/job", "s3://bucket/job/"], "is the input"),
     (["critical-path", "s3://bucket/job/", "s3://bucket/job/path.json", "--job"],

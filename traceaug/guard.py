@@ -73,6 +73,9 @@ def _check_url(o: str, inputs: list[str], seen: dict, directory: bool = False) -
         if key.startswith(held + "/"):
             raise TraceaugError(f"{o}: is inside the input prefix {i} (a rank of the job); "
                                 "choose another output")
+        if held.rpartition("/")[0] == key and not i.endswith("/"):  # OUT/ gets IN's name in it
+            raise TraceaugError(f"{o}: holds the input object {i}, which an output of that name "
+                                "would replace; choose another output")
     if key in seen:
         raise TraceaugError(f"{o}: is also the output {seen[key]}; give each output its own name")
     seen[key] = o

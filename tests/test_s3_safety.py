@@ -16,7 +16,10 @@ import time
 from pathlib import Path
 
 import jobgen
-from conftest import S3, run_cli
+from click.testing import CliRunner
+from conftest import S3, run_cli, shared_trace
+
+from traceaug.cli import main
 
 A = "s3://bucket/job/worker0_step_12.1694128201545.pt.trace.json.gz"
 B = "s3://bucket/job/worker1_step_12.1694128201556.pt.trace.json.gz"
@@ -60,6 +63,17 @@ def test_an_output_url_that_is_an_input_is_refused(s3: S3) -> None:
         assert err.count("\n") == 1 and err.startswith("traceaug: error: "), err
         assert said in err
     assert _objects(s3) == before
+
+
+def test_a_file_url_output_is_checked_as_its_path(tmp_path: Path) -> None:
+    """``file://`` names a local file: the output that is the input file is refused, as its path is."""
+    trace = tmp_path / "t.json.gz"
+    trace.write_bytes(shared_trace("kineto/a100_simple_add_cuda_sync.json.gz").read_bytes())
+    before = trace.read_bytes()
+    r = CliRunner().invoke(main, ["counters", str(trace), f"file://{trace}"])
+    assert r.exit_code == 1
+    assert r.stderr == f"traceaug: error: {trace}: is the input file; choose another output\n"
+    assert trace.read_bytes() == before and sorted(tmp_path.iterdir()) == [trace]
 
 
 def test_an_output_in_a_missing_bucket_is_refused_before_any_work(s3: S3) -> None:

@@ -3,12 +3,18 @@ absent -- a failure under CI, where both are provided."""
 
 from __future__ import annotations
 
+import base64
+import gzip
+import json
 import os
+import pickle
+import shutil
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -109,3 +115,101 @@ def started_by(how: str) -> Iterator[None]:
         stop.set()
         if other is not None:
             other.join()
+
+
+S3_JOB = "kineto/jobs/dlrm_v100_8ranks"  # the job the ``s3`` fixture puts in its bucket
+AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+       "AWS_DEFAULT_REGION": "us-east-1", "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
+       "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required"}
+
+# Object storage for the tests (``s3``): an S3 bucket served by moto's ``ThreadedMotoServer`` on
+# 127.0.0.1. Nothing reads the bucket in the test process: s3fs's event loop thread ("fsspecIO")
+# never ends, and with another thread alive traceaug rightly stops forking its children
+# (``processes.can_fork``), which other modules' tests assert. The server runs in a process of
+# its own, which also answers the tests' questions about the bucket (``Bucket``).
+# The bucket's server and an s3fs filesystem on it, in a process of their own: its endpoint
+# first, then, for each request (a line: a pickled method name, args and kwargs), the reply
+# (a line: a pickled ("ok", result) or ("error", its repr)), the filesystem's cache dropped.
+SERVER = """\
+import base64, json, pickle, sys
+from moto.server import ThreadedMotoServer
+import s3fs
+
+server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+server.start()
+host, port = server.get_host_and_port()
+endpoint = f"http://{host}:{port}"
+fs = s3fs.S3FileSystem(endpoint_url=endpoint, skip_instance_cache=True)
+print(json.dumps(endpoint), flush=True)
+for line in sys.stdin:
+    name, args, kwargs = pickle.loads(base64.b64decode(line))
+    fs.invalidate_cache()
+    try:
+        reply = ("ok", getattr(fs, name)(*args, **kwargs))
+    except Exception as e:
+        reply = ("error", repr(e))
+    print(base64.b64encode(pickle.dumps(reply)).decode(), flush=True)
+server.stop()
+"""
+
+
+class Bucket:
+    """The server's s3fs filesystem, asked from here: ``bucket.cat(path)`` is its
+    ``fs.cat(path)`` (a fresh listing each time)."""
+
+    def __init__(self, server: subprocess.Popen) -> None:
+        self.server = server
+
+    def __getattr__(self, name: str):
+        def call(*args, **kwargs):
+            self.server.stdin.write(base64.b64encode(pickle.dumps((name, args, kwargs))) + b"\n")
+            self.server.stdin.flush()
+            line = self.server.stdout.readline()
+            assert line, "the bucket's server has ended"
+            status, value = pickle.loads(base64.b64decode(line))
+            assert status == "ok", f"{name}{args}: {value}"
+            return value
+        return call
+
+
+@dataclass
+class S3:
+    fs: Bucket
+    endpoint: str
+    local: Path  # the job's local copy
+    env: dict  # the environment of a command that reads the bucket (its credentials)
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory) -> Iterator[S3]:
+    """The job under s3://bucket/job/ (ranks 0-3 gzip, 4-7 plain JSON), with its local copy."""
+    pytest.importorskip("s3fs")
+    pytest.importorskip("moto.server")
+    env = {**os.environ, **AWS}
+    log = tmp_path_factory.mktemp("s3") / "server.log"  # its request log
+    with log.open("wb") as err:
+        server = subprocess.Popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=err, env=env)
+    try:
+        line = server.stdout.readline()
+        assert line, f"the bucket's server did not start: {log.read_text(errors='replace')}"
+        endpoint = json.loads(line)
+        fs = Bucket(server)
+        fs.mkdir("bucket")
+        local = tmp_path_factory.mktemp("job")
+        for i, f in enumerate(sorted(shared_trace(S3_JOB).glob("*.json.gz"))):
+            if i < 4:
+                shutil.copy(f, local / f.name)
+            else:
+                with gzip.open(f) as g:
+                    (local / f.name[:-3]).write_bytes(g.read())
+        for f in local.iterdir():
+            fs.put(str(f), f"bucket/job/{f.name}")
+        yield S3(fs, endpoint, local, env)
+    finally:
+        server.stdin.close()  # the server stops
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()

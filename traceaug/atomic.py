@@ -9,9 +9,9 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from . import interrupt
 
@@ -19,7 +19,8 @@ _lock = threading.Lock()
 _pending: list[tuple[str, Path]] | None = None  # (temporary, final) while a run is open
 _stdout_spools: set[Path] = set()  # temporary files that stand for "-" (stdout)
 # a local stand-in (file or directory) -> the URL it is uploaded to, and how
-_remote: dict[Path, tuple[str, Callable[[str, str], None]]] = {}
+_remote: dict[Path, tuple[str, Place]] = {}
+_said: list[str] = []  # this run's "wrote ..." lines, printed once its outputs are in place
 
 
 def _finish_mode(tmp: str) -> None:
@@ -73,52 +74,106 @@ def _aside(path: Path) -> str | None:
     return old
 
 
-def _undo(placed: list[tuple[Path, str | None, bool]]) -> None:
-    """Put back what was at each path before the commit (its old file, or nothing)."""
-    for path, old, renamed in reversed(placed):
-        with contextlib.suppress(OSError):
-            if renamed and old is None:
-                os.unlink(path)
+class Place(Protocol):
+    """Where a run's outputs go in place: this file system (``_LOCAL``), or a store of URLs
+    (``read.storage.STORE``), which first uploads each whole (``stage``) beside its target."""
+
+    def check(self, target: str) -> None: ...  # a target that cannot be written raises
+    def stage(self, tmp: str, target: str) -> str: ...  # the new content, ready to put in place
+    def aside(self, target: str) -> str | None: ...  # what is at ``target`` kept aside (None: nothing)
+    def put(self, new: str, target: str) -> None: ...  # ``new`` moved to ``target``
+    def remove(self, target: str) -> None: ...
+
+
+class _Local:
+    """Local files: renamed into place, the old file renamed aside."""
+
+    def check(self, target: str) -> None:
+        pass
+
+    def stage(self, tmp: str, target: str) -> str:
+        return tmp
+
+    def aside(self, target: str) -> str | None:
+        return _aside(Path(target))
+
+    def put(self, new: str, target: str) -> None:
+        os.replace(new, target)
+
+    def remove(self, target: str) -> None:
+        os.unlink(target)
+
+
+_LOCAL = _Local()
+
+
+def _undo(placed: list[tuple[Place, str, str | None, bool]]) -> None:
+    """Put back what was at each target before the commit (its old content, or nothing); an old one
+    that cannot be put back stays where it was kept aside."""
+    for where, target, old, put in reversed(placed):
+        with contextlib.suppress(Exception):
+            if put and old is None:
+                where.remove(target)
             elif old is not None:
-                os.replace(old, path)
+                where.put(old, target)
 
 
-def remote(local: Path, url: str, upload: Callable[[str, str], None]) -> None:
-    """Files written at ``local`` (or, for a directory, in it) go to ``url`` (or under it) when
-    the run commits, by ``upload(file, url)`` (all of a file or nothing)."""
-    _remote[Path(local)] = (url.rstrip("/") if url.endswith("/") else url, upload)
+def remote(local: Path, url: str, store: Place) -> None:
+    """Files written at ``local`` (or, for a directory, in it) go to ``url`` (or under it) when the run
+    commits, through ``store``: every one uploaded before any is put in place."""
+    _remote[Path(local)] = (url.rstrip("/") if url.endswith("/") else url, store)
 
 
-def _url_of(path: Path) -> tuple[str, Callable[[str, str], None]] | None:
+def url_of(path: Path) -> str | None:
+    """The URL a local stand-in (``remote``) is uploaded to, None for a local output."""
+    found = _url_of(Path(path))
+    return None if found is None else found[0]
+
+
+def check_remote(path: Path) -> None:
+    """Refuse (its store's error) a stand-in whose URL cannot be written (no such bucket)."""
+    found = _url_of(Path(path))
+    if found is not None:
+        found[1].check(found[0])
+
+
+def _url_of(path: Path) -> tuple[str, Place] | None:
     if path in _remote:
         return _remote[path]
     if path.parent in _remote:
-        url, upload = _remote[path.parent]
-        return f"{url}/{path.name}", upload
+        url, store = _remote[path.parent]
+        return f"{url}/{path.name}", store
     return None
 
 
+def _stdout(tmp: str) -> None:
+    with open(tmp, "rb") as f:
+        out = sys.stdout.buffer
+        shutil.copyfileobj(f, out, 1 << 20)
+        out.flush()
+
+
 def _commit(pending: list[tuple[str, Path]]) -> None:
-    placed: list[tuple[Path, str | None, bool]] = []  # (path, its old file aside, new one in)
+    """Every output uploaded (a URL's) first, then each moved in place, its old content kept aside; a
+    failure or a signal puts every old one back."""
+    placed: list[tuple[Place, str, str | None, bool]] = []  # (where, target, old aside, new in)
+    ready: list[list] = []  # [where, new (None once in place), target]
     try:
         for tmp, path in pending:
             interrupt.check()  # a signal during the commit undoes it, as a failure does
-            remote = _url_of(Path(path))
-            if remote is not None:  # all of the object or nothing (an interrupt discards it)
-                remote[1](tmp, remote[0])
-                os.unlink(tmp)
-                continue
-            with interrupt.deferred():  # never stopped between moving aside and renaming
-                if path in _stdout_spools:
-                    with open(tmp, "rb") as f:
-                        out = sys.stdout.buffer
-                        shutil.copyfileobj(f, out, 1 << 20)
-                        out.flush()
-                    os.unlink(tmp)
+            target, where = _url_of(Path(path)) or (str(path), _LOCAL)
+            ready.append([where, where.stage(tmp, target), target])
+        for entry in ready:
+            where, new, target = entry
+            interrupt.check()
+            with interrupt.deferred():  # never stopped between putting aside and putting in
+                if Path(target) in _stdout_spools:
+                    _stdout(new)
                     continue
-                placed.append((path, _aside(path), False))
-                os.replace(tmp, path)
-                placed[-1] = (path, placed[-1][1], True)
+                placed.append((where, target, where.aside(target), False))
+                where.put(new, target)
+                entry[1] = None
+                placed[-1] = (*placed[-1][:3], True)
     except BaseException:
         with interrupt.deferred():
             _undo(placed)
@@ -127,10 +182,14 @@ def _commit(pending: list[tuple[str, Path]]) -> None:
         for tmp, _ in pending:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-    for _path, old, _ in placed:  # committed: the old files go
+        for where, new, _ in ready:  # uploaded, never put in place
+            if new is not None and where is not _LOCAL:
+                with contextlib.suppress(Exception):
+                    where.remove(new)
+    for where, _target, old, _ in placed:  # committed: the old files go
         if old is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(old)
+            with contextlib.suppress(Exception):
+                where.remove(old)
 
 
 @contextlib.contextmanager
@@ -163,13 +222,33 @@ def adopt(files: list[tuple[str, Path]]) -> None:
     _commit(list(files))
 
 
+def announce(text: str) -> None:
+    """Say ``text`` (a line on stderr: "wrote OUT") once this run's outputs are in place, never when it
+    fails; at once when none waits (outside a run, or after ``commit``)."""
+    with _lock:
+        if _pending:
+            _said.append(text)
+            return
+    _say([text])
+
+
+def _say(lines: list[str]) -> None:
+    if sys.stderr is not None and lines:
+        sys.stderr.write("".join(f"{line}\n" for line in lines))
+        sys.stderr.flush()
+
+
 def commit() -> None:
-    """Put every file written so far in this run in place (before ``--open`` serves one)."""
+    """Put every file written so far in this run in place (before ``--open`` serves one), then say
+    what was written."""
     global _pending
     with _lock:
         pending, _pending = _pending, ([] if _pending is not None else None)
     if pending:
         _commit(pending)
+    lines = _said[:]
+    _said.clear()
+    _say(lines)
 
 
 @contextlib.contextmanager
@@ -185,6 +264,7 @@ def all_or_none() -> Iterator[None]:
     finally:
         with _lock:
             pending, _pending = _pending or [], outer
+        _said.clear()  # a run that failed wrote nothing
         for tmp, _ in pending:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)

@@ -33,6 +33,7 @@ class TraceaugCommand(click.Command):
     OS errors one line naming the file. Trace arguments: ``paths.Input()`` / ``paths.Output()``."""
 
     def invoke(self, ctx: click.Context):
+        job_from(ctx.meta.get("job", {}))  # the storage options (an endpoint) before URLs are checked
         inputs, outputs, rank_dirs = paths.arguments(self, ctx.params)
         paths.check_stdout(outputs, rank_dirs)
         guard.check(inputs, outputs, rank_dirs)

@@ -1,16 +1,19 @@
 """Before any work (each CLI command, ``rewrite.splice.Copy``): refuse an output that is an input (same device
-and inode too), another output, a directory or special file, or in a missing or unwritable directory."""
+and inode too; for a URL the same object or inside an input prefix), another output, a directory or special
+file, or in a missing or unwritable directory."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import posixpath
+import re
 import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from . import interrupt
+from . import atomic, interrupt, runtime
 from .errors import TraceaugError
 
 STDIO = "-"
@@ -27,6 +30,55 @@ def spooled(copy: Path, origin: tuple[int, int] | None, name: str) -> None:
 
 def forget_spooled() -> None:
     _origins.clear()
+
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
+_SCHEMES = {"s3a": "s3", "gcs": "gs"}  # another name fsspec gives the same storage
+
+
+def is_url(path) -> bool:
+    """True for an fsspec URL (``s3://bucket/key``...), never for a local path."""
+    return isinstance(path, str) and bool(_URL.match(path))
+
+
+def _local(given):
+    """``given``, or the path a ``file://`` URL names (checked as a path is)."""
+    if is_url(given) and given.lower().startswith(("file://", "local://")):
+        return Path(given.split("://", 1)[1])
+    return given
+
+
+def url_key(url: str) -> str:
+    """The object or prefix ``url`` names, however spelt: ``S3a://b//job/x/../`` and ``s3://b/job`` are one;
+    an ``http(s)`` URL under the storage option ``endpoint_url`` is its bucket's ``s3://`` URL."""
+    endpoint = str(runtime.current().storage.get("endpoint_url") or "").rstrip("/")
+    if endpoint and url.startswith(endpoint + "/"):
+        url = "s3://" + url[len(endpoint) + 1:]
+    scheme, _, rest = url.partition("://")
+    scheme = scheme.lower()
+    bucket, _, key = rest.lstrip("/").partition("/")
+    key = posixpath.normpath("/" + key).lstrip("/")
+    return f"{_SCHEMES.get(scheme, scheme)}://{bucket}/{key}".rstrip("/")
+
+
+def _check_url(o: str, inputs: list[str], seen: dict, directory: bool = False) -> None:
+    """One output URL against every input URL (its object, or any under it as a prefix) and the outputs
+    ``seen`` so far; ``directory``: a prefix that gets an object per input rank."""
+    key = url_key(o)
+    for i in inputs:
+        held = url_key(i)
+        if key == held:
+            what = "prefix" if directory or i.endswith("/") else "object"
+            raise TraceaugError(f"{o}: is the input {what} {i}; choose another output")
+        if key.startswith(held + "/"):
+            raise TraceaugError(f"{o}: is inside the input prefix {i} (a rank of the job); "
+                                "choose another output")
+        if held.rpartition("/")[0] == key and not i.endswith("/"):  # OUT/ gets IN's name in it
+            raise TraceaugError(f"{o}: holds the input object {i}, which an output of that name "
+                                "would replace; choose another output")
+    if key in seen:
+        raise TraceaugError(f"{o}: is also the output {seen[key]}; give each output its own name")
+    seen[key] = o
 
 
 def stdin_identity() -> tuple[int, int] | None:
@@ -132,17 +184,30 @@ def _check_one(o: Path, inputs: list[Path], seen: dict, directory: bool = False,
         raise TraceaugError(f"{o}: {why}")
 
 
-def check(inputs: Iterable[Path | None], outputs: Iterable[Path | None],
-          rank_dirs: Iterable[Path | None] = ()) -> None:
+def check(inputs: Iterable[Path | str | None], outputs: Iterable[Path | str | None],
+          rank_dirs: Iterable[Path | str | None] = ()) -> None:
     """Refuse (``TraceaugError``) any output that would overwrite an input or cannot be written, all before
-    any is written; ``rank_dirs``: output directories getting a file per directory-input file, same name."""
-    inputs = [Path(p) for p in inputs if p is not None and str(p) != STDIO]
+    any is written; ``rank_dirs``: output directories getting a file per directory-input file, same name.
+    Inputs may be URLs; an output uploaded when the run commits (``atomic.remote``) is checked as its URL."""
+    given = [_local(p) for p in inputs if p is not None and str(p) != STDIO]
+    urls = [str(p) for p in given if is_url(p)]
+    inputs = [Path(p) for p in given if not is_url(p)]
     files = input_files(inputs)
     in_dirs = [p for p in inputs if p.is_dir()]
     seen: dict = {}
-    for o in (Path(o) for o in outputs if o is not None and str(o) != STDIO):
+    local: dict[bool, list[Path]] = {False: [], True: []}  # directory? -> local outputs
+    for out, directory in [(o, False) for o in outputs] + [(d, True) for d in rank_dirs]:
+        if out is None or str(out) == STDIO:
+            continue
+        url = _local(out if is_url(out) else atomic.url_of(Path(out)) or out)
+        if not is_url(url):
+            local[directory].append(Path(url))
+        else:
+            _check_url(url, urls, seen, directory)
+            atomic.check_remote(Path(out))
+    for o in local[False]:
         _check_one(o, files, seen)
-    for d in (Path(d) for d in rank_dirs if d is not None and str(d) != STDIO):
+    for d in local[True]:
         for i in in_dirs:
             if d.resolve() == i.resolve() or (_identity(d) is not None
                                               and _identity(d) == _identity(i)):

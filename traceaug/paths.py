@@ -12,9 +12,9 @@ from pathlib import Path
 
 import click
 
-from . import atomic, guard
+from . import atomic, guard, runtime
 from .errors import TraceaugError
-from .read import source
+from .read import source, storage
 
 _spool_dirs: list[str] = []
 _shown: dict[str, str] = {}  # spooled path -> the name the user gave
@@ -54,19 +54,7 @@ def _special(value: str) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
-def is_url(value) -> bool:
-    """An fsspec URL (``s3://bucket/key``...), read by ``read.storage``, never a local path."""
-    from .read.storage import is_url as url
-
-    return url(value)
-
-
-def _upload(local: str, url: str) -> None:
-    """An output's upload when the run commits, with the command's storage options."""
-    from . import runtime
-    from .read import storage
-
-    storage.upload(local, url, runtime.current().storage)
+is_url = guard.is_url
 
 
 def name_of(value: Path | str) -> str:
@@ -74,26 +62,28 @@ def name_of(value: Path | str) -> str:
     return value.name if isinstance(value, Path) else value.rstrip("/").rsplit("/", 1)[-1]
 
 
-JOB_COMMANDS = "info, kernels, gaps, breakdown, launches, report, counters, critical-path, " \
-    "patterns and diff"
+def _url_taken(value: str, ctx: click.Context | None, refusal: str) -> None:
+    """The one rule for URLs: every command that takes ``--storage-option`` (a job's: its ranks' tasks fetch
+    their objects) reads and writes them; any other refuses one with ``refusal``."""
+    if ctx is not None and not any(p.name == "storage_option" for p in ctx.command.params):
+        raise TraceaugError(f"{value}: {refusal}; URLs are read and written by the commands that "
+                            "take --storage-option")
 
 
 class Input(click.ParamType):
-    """A trace to read: a file, a directory of ranks, or (``urls``) an fsspec URL kept as text for the job's
-    tasks; ``-``, FIFOs and devices spooled (``what``: what the bytes may be, ``source.spool``)."""
+    """A trace to read: a file, a directory of ranks, or an fsspec URL kept as text for the job's tasks
+    (``_url_taken``); ``-``, FIFOs and devices spooled (``what``: what the bytes may be, ``source.spool``)."""
 
     name = "path"
 
-    def __init__(self, what: str | None = "a trace", urls: bool = False) -> None:
-        self.what, self.urls = what, urls
+    def __init__(self, what: str | None = "a trace") -> None:
+        self.what = what
 
     def convert(self, value, param, ctx) -> Path | str:
         if is_url(value):
-            if not self.urls:
-                from .errors import TraceaugError
-
-                raise TraceaugError(f"{value}: this command reads local files; URLs are read "
-                                    f"by {JOB_COMMANDS}")
+            _url_taken(value, ctx, "this command reads local files")
+            if runtime.current().scratch is None:  # objects fetched there, removed by ``cleanup``
+                runtime.update(scratch=str(_spool_dir(value)))
             return value
         if isinstance(value, Path):
             return value
@@ -110,14 +100,13 @@ class Input(click.ParamType):
 
 
 class Output(click.ParamType):
-    """A file to write, ``-`` for stdout; ``rank_dir``: a directory when an input is one, unless the flag
-    parameter ``one_file`` is given; ``urls``: an fsspec URL, uploaded when the run commits."""
+    """A file to write, ``-`` for stdout, an fsspec URL (``_url_taken``) uploaded when the run commits;
+    ``rank_dir``: a directory when an input is one, unless the flag parameter ``one_file`` is given."""
 
     name = "path"
 
-    def __init__(self, rank_dir: bool = False, urls: bool = False,
-                 one_file: str | None = None) -> None:
-        self.rank_dir, self.urls, self.one_file = rank_dir, urls, one_file
+    def __init__(self, rank_dir: bool = False, one_file: str | None = None) -> None:
+        self.rank_dir, self.one_file = rank_dir, one_file
 
     def convert(self, value, param, ctx) -> Path | str:
         if isinstance(value, Path):
@@ -127,14 +116,10 @@ class Output(click.ParamType):
             _shown[str(dest)] = "stdout"
             return dest
         if is_url(value):  # written here, uploaded when the run commits (all or nothing)
-            if not self.urls:
-                from .errors import TraceaugError
-
-                raise TraceaugError(f"{value}: this output is a local file; URLs are written "
-                                    f"by {JOB_COMMANDS}")
+            _url_taken(value, ctx, "this output is a local file")
             directory = value.endswith("/")
             dest = _spool_dir() / (name_of(value) or "out")
-            atomic.remote(dest, value, _upload)
+            atomic.remote(dest, value, storage.STORE)
             _shown[str(dest)] = value.rstrip("/")
             return f"{dest}/" if directory and self.rank_dir else dest
         if self.rank_dir and value.endswith(("/", os.sep)):
@@ -171,23 +156,23 @@ def _role(param: click.Parameter) -> str | None:
     return None
 
 
-def _values(value) -> list[Path]:
-    """The local paths of a parameter's value (URLs are checked where they are written)."""
+def _values(value) -> list[Path | str]:
+    """The paths (and URLs) of a parameter's value."""
     values = list(value) if isinstance(value, (list, tuple)) else [value]
-    return [Path(v) for v in values if v is not None and not hasattr(v, "read") and not is_url(v)]
+    return [v if is_url(v) else Path(v) for v in values if v is not None and not hasattr(v, "read")]
 
 
-def arguments(command: click.Command, params: dict) -> tuple[list[Path], list[Path], list[Path]]:
-    """The command's inputs, output files and rank-directory outputs, from its parameters."""
+def arguments(command: click.Command, params: dict
+              ) -> tuple[list[Path | str], list[Path], list[Path]]:
+    """The command's inputs (paths and URLs), output files and rank-directory outputs, from its
+    parameters."""
     inputs = [v for p in command.params if _role(p) == "in" for v in _values(params.get(p.name))]
-    prefixes = [p for p in command.params if _role(p) == "in" and is_url(params.get(p.name))
-                and params[p.name].endswith("/")]  # a URL prefix of ranks
-    any_dir = any(p.is_dir() for p in inputs) or bool(prefixes)
+    any_dir = any(v.endswith("/") if is_url(v) else v.is_dir() for v in inputs)  # URL: a prefix
     files: list[Path] = []
     dirs: list[Path] = []
     for p in command.params:
         if _role(p) == "out":
-            for v in _values(params.get(p.name)):
+            for v in map(Path, _values(params.get(p.name))):
                 if isinstance(p.type, Output):
                     rank_dir = (p.type.rank_dir and any_dir
                                 and not (p.type.one_file and params.get(p.type.one_file)))

@@ -22,6 +22,7 @@ class Runtime:
     tp_bin: str | None = None  # a native trace_processor_shell
     workers: int | None = None  # pass-1 worker processes of one load (None: by its size)
     storage: dict = field(default_factory=dict, hash=False)  # fsspec options for URLs
+    scratch: str | None = None  # a directory the run removes when it ends, killed workers' files too
 
     @property
     def interruptible(self) -> bool:

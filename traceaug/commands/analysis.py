@@ -69,6 +69,6 @@ def command(name: str, help: str, module: ModuleType, options: tuple,
                               declared.get("kind", lambda p: GPU_STEPS)(call.params))
         return module.combine(tables(found), **{p: call[p] for p in combine})
 
-    return Command(name, help, (argument("trace", type=paths.Input(urls=True)), JOB, rank(),
+    return Command(name, help, (argument("trace", type=paths.Input()), JOB, rank(),
                                 step(), fmt(), *options), compute, declared.pop("show", shown),
                    sections_api, inputs=("trace",), **{"kind": lambda p: GPU_STEPS, **declared})

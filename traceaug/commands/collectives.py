@@ -98,7 +98,7 @@ def _params(extra: tuple = ()) -> tuple:
     return (option("--no-align", "align", is_flag=True, flag_value=False, default=True,
                    help="Keep each rank's recorded clock (default: align the ranks' clocks on "
                         "the ends of matched collectives)."),
-            argument("trace", type=paths.Input(urls=True)), JOB, rank(), step(), fmt(), *extra)
+            argument("trace", type=paths.Input()), JOB, rank(), step(), fmt(), *extra)
 
 
 def declared(name: str, help: str, show, api, extra: tuple = ()) -> Command:

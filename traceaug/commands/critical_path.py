@@ -20,7 +20,7 @@ def job_paths(call: Call) -> list:
     from .. import guard
     from ..analysis import job_path as jp
     from ..job import parts
-    from ..job.run import Work, items_of, run
+    from ..job.run import Work, items_of, local_files, run
     from ..rewrite import job_path as drawn
     from ..rewrite.merge_job import write_job
 
@@ -34,7 +34,8 @@ def job_paths(call: Call) -> list:
     done = run(Work("job_path", parts.job_path, {"scales": scales}), items_of(files), call.job)
     found, paths = jp.paths(jp.keyed(done), call["step"], call["hta_weights"])
     if dst is not None:
-        write_job(files, Path(dst), found, drawn.events(paths))
+        with local_files(files) as local:
+            write_job(local, Path(dst), found, drawn.events(paths))
     return paths
 
 

@@ -224,8 +224,11 @@ def echo(text: str, err: bool = False) -> None:
 
 
 def said(text: str) -> None:
-    """A message on stderr (``wrote ...``), spooled paths named as the user gave them."""
-    click.echo(paths.shown(text), err=True)
+    """A message on stderr (``wrote ...``), spooled paths named as the user gave them, once the run's
+    outputs are in place (``atomic.announce``)."""
+    from .. import atomic
+
+    atomic.announce(paths.shown(text))
 
 
 def open_checks(open_ui: bool, out: Any, port: int, needs: str) -> None:

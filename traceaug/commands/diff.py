@@ -183,7 +183,7 @@ def _api(found: tuple, call: Call) -> Comparison:
 
 COMMAND = Command(
     "diff", "Compare two traces (or two directories of per-rank traces): what changed from A to B.",
-    (argument("a", type=paths.Input(urls=True)), argument("b", type=paths.Input(urls=True)),
+    (argument("a", type=paths.Input()), argument("b", type=paths.Input()),
      option("--by", type=click.Choice(["name", "short-name", "category"]), default="name",
             show_default=True,
             help="Group ops by full name, name without template/arguments, or type."),
@@ -211,7 +211,7 @@ COMMAND = Command(
             help="What --fail-on-regression checks: the step time and every op, or the step "
                  "time alone."),
      fmt("table: headline and top rows; csv / json: every row."),
-     option("--html", "html_out", type=paths.Output(urls=True),
+     option("--html", "html_out", type=paths.Output(),
             help="Write a self-contained report."),
      option("--trace", "trace_out", type=paths.Output(),
             help="Write both traces into one Perfetto file (B relabelled, aligned at the first "

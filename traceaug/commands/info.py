@@ -24,6 +24,6 @@ def show(records: list[dict], call: Call) -> None:
 COMMAND = Command(
     "info", "Devices, ranks, steps, time span, event counts, streams and Perfetto's warnings (a "
     "directory: one row per rank and a job line).",
-    (argument("trace", type=paths.Input(urls=True)), fmt(), rank(), JOB),
+    (argument("trace", type=paths.Input()), fmt(), rank(), JOB),
     compute, show,
     api=lambda records, call: records, kind=lambda p: "analysis", inputs=("trace",))

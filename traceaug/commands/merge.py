@@ -5,18 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import click
-
 from .. import guard, paths
 from ..errors import TraceaugError
 from .collectives import TABLES
-from .declare import JOB, Call, Command, argument, option
+from .declare import JOB, Call, Command, argument, option, said
 
 
 def write(call: Call, out: Path, align: bool = True) -> tuple[int, int]:
     """The merged trace of the job (the command's first trace input) at ``out``, checked
     against its ranks before any work; the ranks and cross-rank arrows written."""
     from ..analysis import collectives as co
+    from ..job.run import local_files
     from ..rewrite.merge_job import write_job
 
     files = call.files()
@@ -25,12 +24,12 @@ def write(call: Call, out: Path, align: bool = True) -> tuple[int, int]:
                             "ranks or more")
     guard.check([f.path for f in files], [out])
     found = co.match_job(co.ranked(call.run(TABLES, "collectives")), align)
-    return write_job(files, out, found)
+    with local_files(files) as local:
+        return write_job(local, out, found)
 
 
 def _show(written: tuple[int, int], call: Call) -> None:
-    click.echo(f"wrote {call['dst']} ({written[0]} ranks, {written[1]} cross-rank arrows)",
-               err=True)
+    said(f"wrote {call['dst']} ({written[0]} ranks, {written[1]} cross-rank arrows)")
 
 
 COMMAND = Command(

@@ -55,8 +55,8 @@ def _check(call: Call) -> None:
 COMMAND = Command(
     "report", "Kernels, breakdowns, gaps and launches of TRACE or every rank of a directory; "
     "--html writes them as one page of plotly charts.",
-    (argument("trace", type=paths.Input(urls=True)), JOB, rank(), step(), fmt(),
-     option("--html", "html_out", type=paths.Output(urls=True),
+    (argument("trace", type=paths.Input()), JOB, rank(), step(), fmt(),
+     option("--html", "html_out", type=paths.Output(),
             help="Write a self-contained page with every chart (works offline)."),
      option("--top", type=COUNT, default=10, show_default=True, help="Kernels per chart / table.")),
     compute, show, sections_api, kind=lambda p: "gpu_steps", inputs=("trace",), prepare=_check,

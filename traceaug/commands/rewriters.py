@@ -25,9 +25,9 @@ def summary_text(name: str, done: list[dict], fmt: str) -> str:
 
 def arguments(**out: object) -> tuple[click.Argument, click.Argument]:
     """IN and OUT (``out``: OUT's ``paths.Output`` settings)."""
-    return (argument("src", metavar="IN", type=paths.Input(urls=True)),
+    return (argument("src", metavar="IN", type=paths.Input()),
             argument("dst", metavar="OUT", required=False,
-                     type=paths.Output(rank_dir=True, urls=True, **out)))
+                     type=paths.Output(rank_dir=True, **out)))
 
 
 def prepare(call: Call) -> None:

@@ -87,6 +87,13 @@ def local(file: TraceFile) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
+def local_files(files: list[TraceFile]) -> Iterator[list[TraceFile]]:
+    """``files`` as local files for the block (a writer of the whole job reads every rank here)."""
+    with contextlib.ExitStack() as stack:
+        yield [replace(f, path=stack.enter_context(local(f))) for f in files]
+
+
+@contextlib.contextmanager
 def open_trace(item: Item, kind: str) -> Iterator[Any]:
     """A rank's trace, loaded as ``kind`` and closed after its task."""
     from ..trace import Trace

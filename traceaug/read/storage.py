@@ -5,21 +5,18 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
+import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from .. import interrupt, runtime
 from ..errors import TraceaugError
+from ..guard import is_url  # noqa: F401  (where the readers of URLs ask)
 
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
 BLOCK = 8 << 20
-
-
-def is_url(path) -> bool:
-    """True for an fsspec URL (``scheme://...``), never for a local path."""
-    return isinstance(path, str) and bool(_URL.match(path))
 
 
 def parse_options(pairs: tuple[str, ...] | list[str]) -> dict:
@@ -106,7 +103,9 @@ def local_copy(url: str, storage: dict | None = None) -> Iterator[Path]:
     """The object copied in blocks to a temporary file (same name), removed afterwards;
     errors raised inside name the URL, not the copy."""
     fs, path = filesystem(url, storage)
-    tmp = Path(tempfile.mkdtemp(prefix="traceaug-fetch-"))
+    scratch = runtime.current().scratch  # the run's (absent where a remote worker runs)
+    tmp = Path(tempfile.mkdtemp(prefix="traceaug-fetch-",
+                                dir=scratch if scratch and os.path.isdir(scratch) else None))
     local = tmp / url.rstrip("/").rsplit("/", 1)[-1]
     try:
         try:
@@ -123,8 +122,9 @@ def local_copy(url: str, storage: dict | None = None) -> Iterator[Path]:
 
 
 def upload(local: str | Path, url: str, storage: dict | None = None) -> None:
-    """Put the file ``local`` at ``url`` whole or not at all: written uncommitted, then
-    committed; discarded (a multipart upload aborted) on any failure or interrupt."""
+    """Put the file ``local`` at ``url`` whole or not at all: written uncommitted, then committed; discarded
+    (a multipart upload aborted) on any failure or interrupt. A signal never cuts a request short (the
+    upload's id would be lost with it): it stops the copy between blocks."""
     fs, path = filesystem(url, storage)
     try:
         out = fs.open(path, "wb", autocommit=False)
@@ -132,12 +132,78 @@ def upload(local: str | Path, url: str, storage: dict | None = None) -> None:
         raise _error(url, e) from None
     try:
         with open(local, "rb") as src:
-            shutil.copyfileobj(src, out, BLOCK)
-        out.close()
-        out.commit()
+            while data := src.read(BLOCK):
+                with interrupt.deferred():
+                    out.write(data)
+        with interrupt.deferred():
+            out.close()  # the last part up, still uncommitted
+        with interrupt.held():  # committed whole: a signal meanwhile stops the caller after
+            out.commit()
     except BaseException as e:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception), interrupt.deferred():
             out.discard()
         if isinstance(e, Exception):
             raise _error(url, e) from None
         raise
+
+
+_TAG = f"traceaug-{os.getpid()}-{secrets.token_hex(4)}"  # this run's hidden names beside its outputs
+
+
+def _beside(url: str, what: str) -> str:
+    """A hidden name beside ``url`` (``.NAME.traceaug-….new``): skipped by rank discovery, as a
+    local ``.NAME.*.tmp`` file is."""
+    base, _, name = url.rpartition("/")
+    return f"{base}/.{name}.{_TAG}.{what}"
+
+
+class Store:
+    """``atomic``'s place for URL outputs, with the run's storage options: each uploaded whole beside its
+    target, then copied into place in the store (objects have no rename), the old object copied aside
+    first to be put back if the commit fails."""
+
+    def _fs(self, url: str):
+        return filesystem(url, runtime.current().storage)
+
+    def _call(self, url: str, name: str, *urls: str):
+        fs, _ = self._fs(url)
+        try:
+            return getattr(fs, name)(*(self._fs(u)[1] for u in urls))
+        except Exception as e:
+            raise _error(url, e) from None
+
+    def check(self, url: str) -> None:
+        """Refuse an output in a bucket that does not exist, before any work."""
+        fs, path = self._fs(url)
+        if not hasattr(fs, "split_path"):  # not an object store: the upload says what is wrong
+            return
+        bucket = fs.split_path(path)[0]
+        try:
+            found = fs.exists(bucket)
+        except Exception:  # noqa: BLE001  (no right to look: the upload will say)
+            return
+        if not found:
+            raise TraceaugError(f"{url}: no such bucket ({bucket}); nothing was written")
+
+    def stage(self, tmp: str, url: str) -> str:
+        new = _beside(url, "new")
+        upload(tmp, new, runtime.current().storage)
+        return new
+
+    def aside(self, url: str) -> str | None:
+        if not self._call(url, "exists", url):
+            return None
+        old = _beside(url, "old")
+        self._call(url, "copy", url, old)  # the target stays until the new one is copied over it
+        return old
+
+    def put(self, new: str, url: str) -> None:
+        self._call(url, "copy", new, url)
+        with contextlib.suppress(TraceaugError):  # in place: a copy left beside it is no harm
+            self.remove(new)
+
+    def remove(self, url: str) -> None:
+        self._call(url, "rm", url)
+
+
+STORE = Store()

@@ -101,9 +101,9 @@ def _params(extra: tuple = ()) -> tuple:
             argument("trace", type=paths.Input(urls=True)), JOB, rank(), step(), fmt(), *extra)
 
 
-def declared(name: str, help: str, show, api, extra: tuple = ()) -> Command:
-    return Command(name, help, _params(extra), lambda call: matched(call, call["align"]), show,
-                   api, inputs=("trace",), rank_selects=False)
+def declared(name: str, help: str, show, api, extra: tuple = (), compute=None) -> Command:
+    return Command(name, help, _params(extra), compute or (lambda call: matched(call, call["align"])),
+                   show, api, inputs=("trace",), rank_selects=False)
 
 
 COMMAND = declared(

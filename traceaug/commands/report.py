@@ -1,5 +1,6 @@
-"""``traceaug report``: every analysis of TRACE or of every rank of a job, who waited for whom
-first for a job; as titled tables, or (``--html``) one offline page of charts."""
+"""``traceaug report``: every analysis of TRACE or of every rank of a job, a job's verdict
+(``analysis.job_verdict``) and who waited for whom first; as titled tables, or (``--html``) one
+offline page of charts."""
 
 from __future__ import annotations
 
@@ -7,17 +8,19 @@ from .. import paths
 from ..analysis import report
 from .analysis import rank_parts, sections_api, shown, tables
 from .collectives import by_step
-from .declare import COUNT, JOB, Call, Command, argument, fmt, option, rank, said, step
+from .declare import COUNT, JOB, Call, Command, argument, echo, fmt, option, rank, said, step
 
 
 def _job(found: list | None, call: Call, top: int | None) -> list[tuple[str, dict]]:
     """A job's section from its ranks' collective tables (none without collectives)."""
     from ..analysis import collectives as co
     from ..report.job_sections import job_sections
+    from .stragglers import verdicts
 
     if found is None or not any(len(t.colls) for t in found):
         return []
-    return job_sections(by_step(co.match_job(found), call["step"], call["trace"]), top)
+    matched = by_step(co.match_job(found), call["step"], call["trace"])
+    return job_sections(matched, top, verdicts(call, matched))
 
 
 def compute(call: Call) -> list | tuple:
@@ -40,6 +43,14 @@ def compute(call: Call) -> list | tuple:
 
 def show(result, call: Call) -> None:
     if call.get("html_out") is None:
+        if call["fmt"] == "table":  # the verdict first, whole (a table cuts its cells)
+            from ..report.collectives_text import verdict_text
+            from ..report.job_sections import JOB_VERDICT
+
+            texts = [t["verdict"].tolist() for title, t in result if title == JOB_VERDICT]
+            if texts:
+                echo(f"{JOB_VERDICT}\n{verdict_text(texts[0])}\n")
+            result = [(title, t) for title, t in result if title != JOB_VERDICT]
         shown(result, call)
     else:
         said(f"wrote {call['html_out']} ({result[0]} charts, {result[1]} rank(s))")

@@ -228,7 +228,7 @@ def write_report(ranks: list[dict], path: Path, step: int | None = None, top: in
     figs = figures(a, top)
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
              f"<title>{html.escape(title)}</title>", f"<style>{STYLE}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1>", _overview(overview(a, step, _short), len(ranks))]
+             f"<h1>{html.escape(title)}</h1>", _overview(overview(a, step, _short, job), len(ranks))]
     head, tail, job_figs = job_parts(job, _table) if job else ("", "", [])
     charts = [f"<div class='chart' id='chart{i}' data-chart='{html.escape(name)}'></div>"
               for i, (name, _) in enumerate(job_figs + figs)]

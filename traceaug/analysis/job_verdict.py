@@ -184,8 +184,8 @@ def text(v: Verdict) -> str:
     return out + (
         f" Replayed with every rank at each collective's median arrival (whatif --no-stragglers), "
         f"the step would take {_us(v.without_us)}, {_us(saved)} ({pct:.1f} %) less. Lost and "
-        f"saveable differ: the lost time is rank time added up over ranks that waited side by side "
-        f"(the same wall time counted once per rank), and the replay keeps every rank's step start, "
-        f"so rank {v.rank}'s {_us(v.late_start_us)} late start stays in the step and only its "
-        f"lateness after it ({_us(v.late_us - v.late_start_us)}) can come off where the step's "
-        f"path waits for it: {_us(saved)} does.")
+        f"saveable differ: the lost time is rank time, added up over ranks that waited side by side "
+        f"(the same wall time counted once per rank), while the replay gives the step's wall time; "
+        f"and the replay moves only the collectives' arrivals, keeping every rank's step start and "
+        f"its own work" + (f", so rank {v.rank}'s {_us(v.started_after_us)} late start stays in "
+                           "the step." if v.started_after_us > 0 else "."))

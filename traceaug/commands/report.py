@@ -49,7 +49,7 @@ def show(result, call: Call) -> None:
 
             texts = [t["verdict"].tolist() for title, t in result if title == JOB_VERDICT]
             if texts:
-                echo(f"{JOB_VERDICT}\n{verdict_text(texts[0])}\n")
+                echo(f"{JOB_VERDICT}\n{verdict_text(texts[0])}\n\n")
             result = [(title, t) for title, t in result if title != JOB_VERDICT]
         shown(result, call)
     else:

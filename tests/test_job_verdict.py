@@ -76,7 +76,7 @@ def raw_verdict(events: dict[int, list[dict]], step: int) -> dict:
     last = max(win, key=lambda r: (win[r][1], -r))
     n = len(events)
     return {"step_us": (win[last][1] - win[first][0]) / 1e3, "first_rank": first, "last_rank": last,
-            "rank": rank, "last_at": sum(w["straggler"] == rank for w in want.values()),
+            "rank": rank, "arrived_last": sum(w["straggler"] == rank for w in want.values()),
             "collectives": len(want), "started_after_us": (win[rank][0] - win[first][0]) / 1e3,
             **{f"{k}_us": v / 1e3 for k, v in parts.items()},
             "late_us": sum(parts.values()) / 1e3,
@@ -94,7 +94,7 @@ def test_dlrm_verdict_from_the_raw_json(real_job) -> None:
     is ``whatif --no-stragglers``'s."""
     d, events, job = real_job
     want = raw_verdict(events, 10)
-    assert (want["rank"], want["first_rank"], want["last_at"]) == (7, 1, 5)
+    assert (want["rank"], want["first_rank"], want["arrived_last"]) == (7, 1, 5)
     assert want["started_after_us"] == want["late_start_us"] == 7513.5
     got = traceaug.stragglers(job).attrs["verdict"]
     assert len(got) == 1 and got[0]["step"] == 10
@@ -173,7 +173,7 @@ def test_planted_late_rank(tmp_path: Path, where: str, source: str) -> None:
     gives the step without the delay where the GPU was late; late CPU work or a late start it keeps."""
     d = _planted(tmp_path, where)
     v = traceaug.stragglers(d).attrs["verdict"][0]
-    assert (v["rank"], v["last_at"], v["collectives"], v["first_rank"]) == (2, 1, 1, 0)
+    assert (v["rank"], v["arrived_last"], v["collectives"], v["first_rank"]) == (2, 1, 1, 0)
     assert v["step_us"] == jobgen.STEP_US + 500
     for k in ("late_start", "slow_issue", "slow_compute", "slow_transfer"):
         assert v[f"{k}_us"] == (500 if k == source else 0), k
@@ -194,3 +194,17 @@ def test_no_late_rank_no_blame(tmp_path: Path) -> None:
     v = traceaug.stragglers(d).attrs["verdict"][0]
     assert v["rank"] is None and v["step_us"] == jobgen.STEP_US
     assert "No rank held the others up" in v["text"]
+
+
+def test_every_job_function_takes_a_loaded_job(real_job) -> None:
+    """Issue 34 item 6: each job-level function accepts a ``load_job`` Job, in any order: the analyses
+    each get their own results (they used to share one cache entry: KeyError), and ``traceaug.report``
+    stays the function once the ``traceaug.report`` package is imported (TypeError: 'module')."""
+    import traceaug.report.findings  # noqa: F401  (as any output would have imported it)
+
+    d, _, job = real_job
+    assert callable(traceaug.report)
+    sections = traceaug.report(job)
+    assert list(sections)[0] == "job: verdict"
+    kernels, gaps = traceaug.kernels(job), traceaug.gaps(job)  # one read of the ranks each
+    assert "kernels" in kernels and "gaps per stream" in gaps and "kernels" not in gaps

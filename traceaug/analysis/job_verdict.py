@@ -23,10 +23,10 @@ class Verdict:
     first_rank: int  # the rank that started the step first (the job step's start)
     last_rank: int  # the rank that ended it last
     rank: int | None
-    last_at: int  # collectives ``rank`` arrived last at
+    arrived_last: int  # collectives ``rank`` arrived last at
     collectives: int  # matched collectives of the step
     started_after_us: float  # its step start after ``first_rank``'s
-    late_us: float  # its lateness, summed over ``last_at``: the sum of the SOURCES
+    late_us: float  # its lateness, summed over ``arrived_last``: the sum of the SOURCES
     late_start_us: float
     slow_issue_us: float
     slow_compute_us: float
@@ -90,7 +90,7 @@ def _verdict(matched: co.Matched, step: int, a: pd.DataFrame, replay: tuple | No
             "baseline_us": None if replay is None else replay[0] / 1e3,
             "without_us": None if replay is None else replay[1] / 1e3}
     if not len(caused) or caused.max() <= 0:
-        v = Verdict(rank=None, last_at=0, started_after_us=0.0, late_us=0.0, **dict.fromkeys(
+        v = Verdict(rank=None, arrived_last=0, started_after_us=0.0, late_us=0.0, **dict.fromkeys(
             [f"{s}_us" for s in SOURCES], 0.0), lost_total_us=0.0, waiting_ranks=0,
             lost_per_rank_us=0.0, most_lost_rank=None, most_lost_us=0.0, **base)
         v.text = text(v)
@@ -104,7 +104,7 @@ def _verdict(matched: co.Matched, step: int, a: pd.DataFrame, replay: tuple | No
     lost = others[others["straggler"] == r].groupby("rank")["wait_ns"].sum()
     lost = lost[lost > 0]
     most = int(lost[lost == lost.max()].index.min()) if len(lost) else None
-    v = Verdict(rank=r, last_at=int(mine["iid"].nunique()),
+    v = Verdict(rank=r, arrived_last=int(mine["iid"].nunique()),
                 started_after_us=(win[r][0] - win[first][0]) / 1e3 if r in win else 0.0,
                 late_us=sum(split.values()) / 1e3,
                 **{f"{k}_us": ns / 1e3 for k, ns in split.items()},
@@ -170,7 +170,7 @@ def text(v: Verdict) -> str:
         getattr(v, f"{k}_us") for k in SOURCES) < 0 else ""
     started = f", having started the step {_us(v.started_after_us)} after rank {v.first_rank}" \
         if v.started_after_us > 0 else ""
-    out = (f"{head} Rank {v.rank} sets it: it arrived last at {v.last_at} of {v.collectives} "
+    out = (f"{head} Rank {v.rank} sets it: it arrived last at {v.arrived_last} of {v.collectives} "
            f"collectives{started}. Its lateness there, behind the rank that waited longest at each, "
            f"is {_us(v.late_us)}: {where}{neg}. The other "
            f"ranks lost {_us(v.lost_total_us)} waiting for it in total (each waiting rank's wait at "

@@ -144,6 +144,11 @@ def test_one_verdict_everywhere(real_job, tmp_path: Path) -> None:
         assert r.exit_code == 0, r.output
         assert " ".join(text.split()) in " ".join(r.stdout.split()), argv  # whole, wrapped
         assert max(len(line) for line in r.stdout.split("\n\n")[0].splitlines()) <= 100
+    # csv and json never cut a name (issue 34 item 6): the ops named as a straggler's cause whole
+    for fmt in ("csv", "json"):
+        r = run(main, ["collectives", str(d), "--format", fmt])
+        assert r.exit_code == 0 and "…" not in r.stdout, r.output
+        assert "void linearize_index_kernel<long>(at::GenericPackedTensorAccessor<long, 1ul," in r.stdout
     page = tmp_path / "r.html"
     r = run(main, ["report", str(d), "--html", str(page)])
     assert r.exit_code == 0, r.output

@@ -11,16 +11,19 @@ from .collectives import by_step
 from .declare import COUNT, JOB, Call, Command, argument, echo, fmt, option, rank, said, step
 
 
-def _job(found: list | None, call: Call, top: int | None) -> list[tuple[str, dict]]:
-    """A job's section from its ranks' collective tables (none without collectives)."""
+def _job(found: list | None, ranks: list, call: Call, top: int | None) -> list[tuple[str, dict]]:
+    """A job's section from its ranks' collective tables and ``RankPart``s (none without
+    collectives)."""
     from ..analysis import collectives as co
+    from ..analysis.job_path import keyed
     from ..report.job_sections import job_sections
     from .stragglers import verdicts
 
     if found is None or not any(len(t.colls) for t in found):
         return []
     matched = by_step(co.match_job(found), call["step"], call["trace"])
-    return job_sections(matched, top, verdicts(call, matched))
+    paths = keyed({p.rank: p.path for p in ranks})
+    return job_sections(matched, top, verdicts(call, matched, paths))
 
 
 def compute(call: Call) -> list | tuple:
@@ -29,12 +32,12 @@ def compute(call: Call) -> list | tuple:
     if out is None:
         found, colls = rank_parts(call, report.part, {"step": call["step"], "top": call["top"]},
                                   collectives=True)
-        job = _job(colls, call, call["top"])  # the terminal's heatmap: the ``top`` worst
+        job = _job(colls, found, call, call["top"])  # the terminal's heatmap: the ``top`` worst
         return job + report.combine(tables(found), call["top"])
     from ..report.analyses_html import analyses, write_report
 
     found, colls = rank_parts(call, analyses, {"step": call["step"]}, collectives=True)
-    job = _job(colls, call, None)  # the page's heatmap: every collective in order
+    job = _job(colls, found, call, None)  # the page's heatmap: every collective in order
     del colls
     ranks = tables(found)
     title = f"traceaug report: {paths.name_of(call['trace'])}"

@@ -16,9 +16,10 @@ if TYPE_CHECKING:
     from ..analysis.job_verdict import Verdict
 
 
-def verdicts(call: Call, found: co.Matched) -> list[Verdict]:
+def verdicts(call: Call, found: co.Matched, paths: dict | None = None) -> list[Verdict]:
     """Every step's verdict of the job ``found`` (``--step``'s only, if given), with the job replay's step
-    time without stragglers (``job_replay.whatif``; each rank read once more, with its replay model)."""
+    time without stragglers (``job_replay.whatif`` of ``paths``, the ranks' ``job_path.RankPart``s; None:
+    each rank read once more for them)."""
     from ..analysis import job_path as jp
     from ..analysis import job_replay
     from ..analysis.job_verdict import verdicts as made
@@ -28,7 +29,7 @@ def verdicts(call: Call, found: co.Matched) -> list[Verdict]:
     steps = {int(s) for s in found.instances["step"].dropna()}
     if len(found.tables) < 2 or not steps:
         return made(found)
-    done = jp.keyed(call.run(Work("job_path", parts.job_path, {"scales": ()}), "job_path"))
+    done = paths or jp.keyed(call.run(Work("job_path", parts.job_path, {"scales": ()}), "job_path"))
     replays = [r for s in sorted(steps)
                for r in job_replay.whatif(done, s, (), no_stragglers=True)]
     return made(found, {r.step: (r.baseline_ns, r.predicted_ns[job_replay.NO_STRAGGLERS])

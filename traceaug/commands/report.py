@@ -23,7 +23,7 @@ def _job(found: list | None, ranks: list, call: Call, top: int | None) -> list[t
         return []
     matched = by_step(co.match_job(found), call["step"], call["trace"])
     paths = keyed({p.rank: p.path for p in ranks})
-    return job_sections(matched, top, verdicts(call, matched, paths))
+    return job_sections(matched, top, verdicts(matched, paths))
 
 
 def compute(call: Call) -> list | tuple:

@@ -16,29 +16,38 @@ if TYPE_CHECKING:
     from ..analysis.job_verdict import Verdict
 
 
-def verdicts(call: Call, found: co.Matched, paths: dict | None = None) -> list[Verdict]:
+def verdicts(found: co.Matched, paths: dict) -> list[Verdict]:
     """Every step's verdict of the job ``found`` (``--step``'s only, if given), with the job replay's step
-    time without stragglers (``job_replay.whatif`` of ``paths``, the ranks' ``job_path.RankPart``s; None:
-    each rank read once more for them)."""
-    from ..analysis import job_path as jp
+    time without stragglers (``job_replay.whatif`` of ``paths``, the ranks' ``job_path.RankPart``s)."""
     from ..analysis import job_replay
     from ..analysis.job_verdict import verdicts as made
-    from ..job import parts
-    from ..job.run import Work
 
     steps = {int(s) for s in found.instances["step"].dropna()}
     if len(found.tables) < 2 or not steps:
         return made(found)
-    done = paths or jp.keyed(call.run(Work("job_path", parts.job_path, {"scales": ()}), "job_path"))
     replays = [r for s in sorted(steps)
-               for r in job_replay.whatif(done, s, (), no_stragglers=True)]
+               for r in job_replay.whatif(paths, s, (), no_stragglers=True)]
     return made(found, {r.step: (r.baseline_ns, r.predicted_ns[job_replay.NO_STRAGGLERS])
                         for r in replays})
 
 
+def tables_and_path(trace) -> tuple:
+    """A rank's collective tables (with the causes' windows) and its ``job_path.RankPart`` with replay
+    models, from one load of kind ``job_path``."""
+    from ..analysis.collective_rank import tables
+    from ..analysis.job_path import rank_part
+
+    return tables(trace), rank_part(trace, None, (), True)
+
+
 def _compute(call: Call) -> tuple[co.Matched, list[Verdict]]:
-    found = matched(call, call["align"])
-    return found, verdicts(call, found)
+    from ..analysis.job_path import keyed
+    from ..job import parts
+    from ..job.run import Work
+
+    done = call.run(Work("job_path", parts.apply, {"fn": tables_and_path}), "stragglers")
+    found = matched(call, call["align"], {r: t for r, (t, _) in done.items()})
+    return found, verdicts(found, keyed({r: p for r, (_, p) in done.items()}))
 
 
 def _show(found: tuple[co.Matched, list[Verdict]], call: Call) -> None:

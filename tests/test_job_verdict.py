@@ -166,7 +166,7 @@ def _planted(tmp_path: Path, where: str, d_us: int = 500) -> Path:
         jobgen._delay(job[2], jobgen.BASE_US, d_us)
         jobgen._others_wait(job, 2, 0, d_us)
     else:
-        job = jobgen.job(4, 2, d_us, where=where)
+        job = jobgen.job(4, 2, d_us, steps=2, where=where)  # late at every step
     return jobgen.write(tmp_path / where, job)
 
 
@@ -177,7 +177,11 @@ def test_planted_late_rank(tmp_path: Path, where: str, source: str) -> None:
     elsewhere), the others lost 3 × 500 µs (500 per waiting rank); the replay without stragglers
     gives the step without the delay where the GPU was late; late CPU work or a late start it keeps."""
     d = _planted(tmp_path, where)
-    v = traceaug.stragglers(d).attrs["verdict"][0]
+    found = traceaug.stragglers(d).attrs["verdict"]
+    assert [v["step"] for v in found] == ([0] if where == "start" else [0, 1])
+    assert all({**v, "step": 0, "text": v["text"].replace("Step 1 ", "Step 0 ")} == found[0]
+               for v in found)
+    v = found[0]
     assert (v["rank"], v["arrived_last"], v["collectives"], v["first_rank"]) == (2, 1, 1, 0)
     assert v["step_us"] == jobgen.STEP_US + 500
     for k in ("late_start", "slow_issue", "slow_compute", "slow_transfer"):

@@ -25,8 +25,9 @@ def verdicts(found: co.Matched, paths: dict) -> list[Verdict]:
     steps = {int(s) for s in found.instances["step"].dropna()}
     if len(found.tables) < 2 or not steps:
         return made(found)
-    replays = [r for s in sorted(steps)
-               for r in job_replay.whatif(paths, s, (), no_stragglers=True)]
+    # one replay call (it matches the job once): ``--step``'s, or every step
+    replays = job_replay.whatif(paths, steps.pop() if len(steps) == 1 else None, (),
+                                no_stragglers=True)
     return made(found, {r.step: (r.baseline_ns, r.predicted_ns[job_replay.NO_STRAGGLERS])
                         for r in replays})
 

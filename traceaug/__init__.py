@@ -92,11 +92,12 @@ def _keep_the_report_function() -> None:
     """``traceaug.report`` is the command's function even once the ``traceaug.report`` package is
     imported (which sets the attribute): the package stays in ``sys.modules``, where imports find it."""
     import sys
-    import types
 
-    class Package(types.ModuleType):
+    module = type(sys)  # types.ModuleType, with nothing more imported
+
+    class Package(module):
         def __setattr__(self, name: str, value) -> None:
-            if name != "report" or not isinstance(value, types.ModuleType):
+            if name != "report" or not isinstance(value, module):
                 super().__setattr__(name, value)
 
     sys.modules[__name__].__class__ = Package

@@ -170,8 +170,9 @@ def test_report_job_section(real_job) -> None:
     result = CliRunner().invoke(main, ["report", str(shared_trace("kineto/multi_rank_sampled")),
                                        "--format", "json"])
     assert result.exit_code == 0, result.output
-    assert list(json.loads(result.stdout))[:4] == [
-        "job: verdict", "job: NCCL kernels, wait vs transfer (µs per rank, mean over ranks)",
+    assert list(json.loads(result.stdout))[:5] == [
+        "verdict and findings", "job: verdict",
+        "job: NCCL kernels, wait vs transfer (µs per rank, mean over ranks)",
         "job: step time and wait in collectives per rank",
         "job: wait per rank at the collectives with the largest skew (µs)"]
 

@@ -134,7 +134,8 @@ def test_one_verdict_everywhere(real_job, tmp_path: Path) -> None:
     r = run(main, ["report", str(d), "--format", "json"])
     assert r.exit_code == 0, r.output
     sections = json.loads(r.stdout)
-    assert list(sections)[0] == "job: verdict"
+    assert list(sections)[:2] == ["verdict and findings", "job: verdict"]
+    assert sections["verdict and findings"][0] == {"kind": "verdict", "text": text}
     assert [x["verdict"] for x in sections["job: verdict"]] == [text]
     nccl = sections["job: NCCL kernels, wait vs transfer (µs per rank, mean over ranks)"]
     assert {x["name"][:24]: round(x["transfer_us"]) for x in nccl} == {
@@ -214,6 +215,25 @@ def test_every_job_function_takes_a_loaded_job(real_job) -> None:
     d, _, job = real_job
     assert callable(traceaug.report)
     sections = traceaug.report(job)
-    assert list(sections)[0] == "job: verdict"
+    assert list(sections)[1] == "job: verdict"
     kernels, gaps = traceaug.kernels(job), traceaug.gaps(job)  # one read of the ranks each
     assert "kernels" in kernels and "gaps per stream" in gaps and "kernels" not in gaps
+
+
+def test_terminal_report_of_one_trace_has_the_page_verdict(tmp_path: Path) -> None:
+    """``report TRACE`` in the terminal starts with the verdict and the top findings the page
+    shows (it had none), whole: the page cuts kernel names in its sentences, the terminal not."""
+    src = Path(__file__).parent.parent / "testdata" / "small_training.json.gz"
+    page = tmp_path / "r.html"
+    run = CliRunner().invoke
+    assert run(main, ["report", str(src), "--html", str(page)]).exit_code == 0
+    r = run(main, ["report", str(src)])
+    assert r.exit_code == 0, r.output
+    head, verdict = r.stdout.split("\n\n")[0].split("\n", 1)
+    assert head == "verdict and findings"
+    assert " ".join(verdict.split()) == _page_verdict(page)
+    r = run(main, ["report", str(src), "--format", "json"])
+    rows = json.loads(r.stdout)["verdict and findings"]
+    assert [x["kind"] for x in rows] == ["verdict", "finding", "finding", "finding"]
+    assert rows[0]["text"] == _page_verdict(page)
+    assert html.escape(rows[1]["text"]) in page.read_text()

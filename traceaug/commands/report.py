@@ -26,14 +26,32 @@ def _job(found: list | None, ranks: list, call: Call, top: int | None) -> list[t
     return job_sections(matched, top, verdicts(matched, paths))
 
 
+OVERVIEW = "verdict and findings"
+
+
+def text_part(g, in_job: bool, step: int | None, top: int) -> dict:
+    """A rank's part of the terminal report: its tables (``analysis.report.part``) and what the
+    verdict and findings need (``findings.overview_part``)."""
+    from ..report.findings import overview_part
+
+    return {"text": report.part(g, in_job, step, top), "overview": overview_part(g, step)}
+
+
 def compute(call: Call) -> list | tuple:
-    """The report's sections; with ``--html``, the page written: (charts, ranks)."""
+    """The report's sections, the verdict and findings first (as the page's); with ``--html``, the
+    page written: (charts, ranks)."""
     out = call.get("html_out")
     if out is None:
-        found, colls = rank_parts(call, report.part, {"step": call["step"], "top": call["top"]},
+        from ..report.findings import overview, overview_table
+
+        found, colls = rank_parts(call, text_part, {"step": call["step"], "top": call["top"]},
                                   collectives=True)
         job = _job(colls, found, call, call["top"])  # the terminal's heatmap: the ``top`` worst
-        return job + report.combine(tables(found), call["top"])
+        parts = tables(found)
+        seen = overview({k: [p["overview"][k] for p in parts] for k in parts[0]["overview"]},
+                        call["step"], job=job)
+        return [(OVERVIEW, overview_table(seen)), *job,
+                *report.combine([p["text"] for p in parts], call["top"])]
     from ..report.analyses_html import analyses, write_report
 
     found, colls = rank_parts(call, analyses, {"step": call["step"]}, collectives=True)
@@ -46,14 +64,17 @@ def compute(call: Call) -> list | tuple:
 
 def show(result, call: Call) -> None:
     if call.get("html_out") is None:
-        if call["fmt"] == "table":  # the verdict first, whole (a table cuts its cells)
+        if call["fmt"] == "table":  # the verdict and findings first, whole (a table cuts its cells)
+            from textwrap import fill
+
             from ..report.collectives_text import verdict_text
             from ..report.job_sections import JOB_VERDICT
 
-            texts = [t["verdict"].tolist() for title, t in result if title == JOB_VERDICT]
-            if texts:
-                echo(f"{JOB_VERDICT}\n{verdict_text(texts[0])}\n\n")
-            result = [(title, t) for title, t in result if title != JOB_VERDICT]
+            texts = next(t["text"].tolist() for title, t in result if title == OVERVIEW)
+            found = "".join(f"{fill(f'{i}. {t}', 100, subsequent_indent='   ')}\n"
+                            for i, t in enumerate(texts[1:], 1))
+            echo(f"{OVERVIEW}\n{verdict_text(texts[:1])}\n\n{found}\n")
+            result = [(title, t) for title, t in result if title not in (OVERVIEW, JOB_VERDICT)]
         shown(result, call)
     else:
         said(f"wrote {call['html_out']} ({result[0]} charts, {result[1]} rank(s))")

@@ -80,6 +80,24 @@ def rank_figures(g: GpuOps, step: int | None) -> dict:
     return {"main": main_stream(g, step), "queue": queue_means(g, step)}
 
 
+def overview_part(g: GpuOps, step: int | None) -> dict:
+    """What ``overview`` needs of one rank (its kernel, temporal and idle tables and
+    ``rank_figures``), computed where the rank is read."""
+    from ..analysis import breakdown as bd
+    from ..analysis import kernels as kn
+
+    return {"rank": g.rank, "kernels": kn.kernel_table(g, step), "temporal": bd.temporal(g, step),
+            "idle": bd.idle_by_stream(g, step), **rank_figures(g, step)}
+
+
+def overview_table(o: Overview, top: int = 3) -> dict[str, np.ndarray]:
+    """The verdict, then the ``top`` findings, as a table (``kind``, ``text``): what the terminal
+    and the page show first."""
+    texts = [o.verdict] + [x.text for x in o.findings[:top]]
+    return {"kind": np.array(["verdict"] + ["finding"] * (len(texts) - 1), dtype=object),
+            "text": np.array(texts, dtype=object)}
+
+
 def _rank(rank) -> str:
     return "" if rank is None else f" (rank {rank})"
 

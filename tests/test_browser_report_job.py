@@ -1,5 +1,5 @@
 """``traceaug report JOB --html`` on the real 8-rank DLRM job, opened from disk in headless
-Chromium with every other request blocked: the job section (findings, then the wait heatmap)
+Chromium with every other request blocked: the verdict heads the page, the job section (the wait heatmap)
 comes after the overview and before the kernel charts; the heatmap plotly drew holds, per rank
 and collective instance in job-clock order, the wait the raw-JSON oracle computes; hovering a
 cell names its rank, instance, kind and wait in µs."""
@@ -26,7 +26,7 @@ READ_JS = """(sel) => {
           drawn: d.querySelectorAll('g.hm image').length,
           title: (d.querySelector('.gtitle') || {}).textContent || '',
           order: charts.map(c => c.dataset.chart),
-          findings: Array.from(document.querySelectorAll('#job .findings li')).map(l => l.textContent),
+          verdict: document.querySelector('#overview .verdict').textContent,
           overview: document.querySelector('#overview').getBoundingClientRect().bottom,
           job: top(document.querySelector('#job')), heat: top(d),
           kernels: top(document.querySelector("div.chart[data-chart='kernel types']"))};
@@ -89,5 +89,6 @@ def test_hover_names_rank_instance_kind_and_wait(page_data: dict) -> None:
 def test_job_section_first_after_the_overview(page_data: dict) -> None:
     assert page_data["order"][:2] == ["job wait heatmap", "kernel types"]
     assert page_data["overview"] <= page_data["job"] < page_data["heat"] < page_data["kernels"]
-    assert page_data["findings"][0].startswith("step 10: rank 7 arrived last at ")
+    assert page_data["verdict"].startswith("Step 10 took 20,823.5 µs")
+    assert "Rank 7 sets it: it arrived last at 5 of 8 collectives" in page_data["verdict"]
     assert f"({len(page_data['order'])} charts, 8 rank(s))" in page_data["output"]

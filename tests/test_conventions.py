@@ -42,6 +42,8 @@ UNITLESS = {
     "per_iter_instances", "mean_queued", "max_queued", "seq", "start", "instance", "first_op",
     "gpu_pid", "cpu_pid", "cpu_tid", "pid", "tid", "value", "events", "collectives",
     "straggler_count", "inferred",
+    # a job's verdict (``job_verdict``): ranks, counts, its text
+    "first_rank", "last_rank", "most_lost_rank", "arrived_last", "waiting_ranks", "verdict", "text",
 }
 # Texts a missing value must never print as in CSV or JSON.
 MISSING_TEXTS = {"nan", "NaN", "None", "NULL", "<NA>", "null"}

@@ -261,9 +261,9 @@ def test_report_job_reads_each_rank_once(tmp_path: Path, page: bool) -> None:
     assert r.exit_code == 0, r.output
     assert "ranks:" not in r.stderr  # no progress when stderr is not a terminal
     alone = json.loads(r.stdout)
-    assert [x["finding"] for x in report["job: findings"]] == alone["findings"]
+    assert [x["verdict"] for x in report["job: verdict"]] == [x["text"] for x in alone["verdict"]]
     steps = report["job: step time and wait in collectives per rank"]
-    assert len(steps) == 8 and alone["findings"]
+    assert len(steps) == 8 and alone["verdict"]
     assert [(x["rank"], x["wait_us"]) for x in steps] == \
         [(x["rank"], x["wait_us"]) for x in alone["steps"]]
 
@@ -275,7 +275,7 @@ def test_report_of_a_url_prefix_is_the_report_of_its_directory() -> None:
     by_dir = _cli("report", str(d), "--format", "csv")
     by_url = _cli("report", f"file://{d.resolve()}/", "--format", "csv")
     assert by_dir.exit_code == by_url.exit_code == 0, by_url.output
-    assert by_url.stdout == by_dir.stdout and "job: findings" in by_url.stdout
+    assert by_url.stdout == by_dir.stdout and "job: verdict" in by_url.stdout
 
 
 def test_progress_on_a_terminal_says_ranks_bytes_read_and_the_slowest_running(tmp_path: Path) -> None:

@@ -86,3 +86,21 @@ def load_ranks(path: str | Path, rank: int | None = None, then=None, **options) 
         with runtime.using(progress=False, workers=1), LocalPool(size, processes=False) as pool:
             traces = list(pool.map(lambda f: Trace(f.path, kind, **options), files))
         return {f.rank: t for f, t in zip(files, traces)}
+
+
+def _keep_the_report_function() -> None:
+    """``traceaug.report`` is the command's function even once the ``traceaug.report`` package is
+    imported (which sets the attribute): the package stays in ``sys.modules``, where imports find it."""
+    import sys
+
+    module = type(sys)  # types.ModuleType, with nothing more imported
+
+    class Package(module):
+        def __setattr__(self, name: str, value) -> None:
+            if name != "report" or not isinstance(value, module):
+                super().__setattr__(name, value)
+
+    sys.modules[__name__].__class__ = Package
+
+
+_keep_the_report_function()

@@ -4,7 +4,6 @@ their causes. Arrival = GPU start; wait = last arrival − arrival; the last arr
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -429,12 +428,8 @@ class _Causes:
                   for r in self.ranks[iid] if r != rank]
         excess = mine - pd.concat(others, axis=1).median(axis=1) if others else mine
         excess = excess[excess > 0].sort_values(ascending=False, kind="stable")
-        return [f"{_short(name)} +{v / 1e3:.1f} us" for name, v in excess.head(NAMED).items()]
-
-
-def _short(name: str, width: int = 60) -> str:
-    """A kernel or op name cut to ``width`` characters (C++ kernel names run to thousands)."""
-    return name if len(name) <= width else name[:width - 1] + "…"
+        # whole names: csv and json never cut (a terminal table cuts its cells)
+        return [f"{name} +{v / 1e3:.1f} us" for name, v in excess.head(NAMED).items()]
 
 
 def by_rank(matched: Matched) -> pd.DataFrame:
@@ -479,40 +474,6 @@ def step_table(matched: Matched) -> pd.DataFrame:
                                           "straggler_count", "caused_wait_us"])
 
 
-def findings(matched: Matched, steps: Iterable[int] | None = None) -> list[str]:
-    """Per step, ranked by the time lost: the rank the others waited for most, in plain words."""
-    inst = instance_table(matched)
-    out: list[tuple[float, str]] = []
-    numbers = sorted(int(s) for s in inst["step"].dropna().unique())
-    rows_at = inst.groupby("step", sort=False).indices  # found once, not by a scan per step
-    for step in numbers if steps is None else steps:
-        if step not in rows_at:
-            continue
-        mine = inst.take(rows_at[step])
-        lost = mine.groupby("straggler")["mean_wait_us"].sum()
-        if not len(lost) or lost.max() <= 0:
-            continue
-        r = int(lost.idxmax())
-        led = mine[mine["straggler"] == r]
-        worst = led.sort_values("mean_wait_us", ascending=False).iloc[0]
-        text = (f"step {step}: rank {r} arrived last at {len(led)} of {len(mine)} collectives; "
-                f"the others waited {_time(lost[r])} for it")
-        if worst["cause"] in ("cpu", "gpu"):
-            where = ("its CPU issued" if worst["cause"] == "cpu" else
-                     "its GPU stream reached")
-            text += (f"; at its costliest ({worst['kind']} #{worst['position']} of {worst['group']})"
-                     f" {where} it {_time(worst['cause_late_us'])} late")
-            if worst["cause_ops"]:
-                text += f" ({'longer there' if worst['cause'] == 'cpu' else 'kernels longer there'}:"\
-                        f" {worst['cause_ops']})"
-        out.append((float(lost[r]), text))
-    return [t for _, t in sorted(out, key=lambda x: -x[0])]
-
-
-def _time(us: float) -> str:
-    return f"{us / 1e3:.2f} ms" if us >= 1000 else f"{us:.1f} us"
-
-
 def from_gpu_ops(rank: int, base_ns: int, ops: dict, rows: np.ndarray) -> RankTables:
     """A rank's tables from the GPU ops the kernel analyses load (no args: each NCCL stream a
     group, kinds from kernel names), its ops ``rows`` only: enough to match and time waits."""
@@ -535,7 +496,11 @@ def from_gpu_ops(rank: int, base_ns: int, ops: dict, rows: np.ndarray) -> RankTa
 def kernel_split(tables: list[RankTables]) -> dict[str, dict]:
     """Per communication kernel name, matched across ranks (job clock): ``wait`` and ``transfer`` (ns, each
     rank's total, mean over ranks), ``waited_for`` (the rank whose late arrivals cost the others most)."""
-    matched = align(match(tables))
+    return split_of(align(match(tables)))
+
+
+def split_of(matched: Matched) -> dict[str, dict]:
+    """``kernel_split`` of a matched job."""
     a = wait_table(matched)
     if not len(a):
         return {}

@@ -19,12 +19,13 @@ GPU_STEPS = "gpu_steps"  # the load kind the analyses need (``analysis.gpu_steps
 def rank_parts(call: Call, fn: Callable, params: dict, kind: str = GPU_STEPS,
                collectives: bool = False) -> tuple[list[parts.RankPart], list | None]:
     """Each rank's ``RankPart`` of ``fn(ops, in_job, **params)`` in rank order; with
-    ``collectives``, a job's collective tables from the same read (one rank: None)."""
+    ``collectives``, a job's collective tables from the same read (one rank: None), each part's
+    ``path`` its ``job_path.RankPart``."""
     from ..analysis.collectives import ranked
 
     in_job = len(call.files()) > 1
     both = collectives and in_job
-    work = Work("collectives" if both else kind, parts.part,
+    work = Work("job_path" if both else kind, parts.part,
                 {"fn": fn, "in_job": in_job, **params},
                 parts.open_ops_and_tables if both else parts.open_ops)
     done = call.run(work, None)

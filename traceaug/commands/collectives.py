@@ -29,13 +29,15 @@ def rank_tables(trace):
 TABLES = Work("collectives", parts.apply, {"fn": rank_tables})
 
 
-def matched(call: Call, align: bool = True) -> co.Matched:
-    """The matched collectives of the job (every rank read: matching needs them all), only
-    ``--step``'s instances when given; ``--rank`` must be one of its ranks."""
+def matched(call: Call, align: bool = True, done: dict | None = None) -> co.Matched:
+    """The matched collectives of the job (every rank read: matching needs them all; ``done``: their
+    tables by rank, if read already), only ``--step``'s instances when given; ``--rank`` must be one
+    of its ranks."""
     from ..analysis import collectives as co
 
     where = call["trace"]
-    found = co.match_job(co.ranked(call.run(TABLES, "collectives")), align)
+    found = co.match_job(co.ranked(call.run(TABLES, "collectives") if done is None else done),
+                         align)
     rank = call.get("rank")
     if rank is not None and rank not in found.tables:
         raise TraceaugError(f"{where}: no trace for rank {rank} "
@@ -101,9 +103,9 @@ def _params(extra: tuple = ()) -> tuple:
             argument("trace", type=paths.Input()), JOB, rank(), step(), fmt(), *extra)
 
 
-def declared(name: str, help: str, show, api, extra: tuple = ()) -> Command:
-    return Command(name, help, _params(extra), lambda call: matched(call, call["align"]), show,
-                   api, inputs=("trace",), rank_selects=False)
+def declared(name: str, help: str, show, api, extra: tuple = (), compute=None) -> Command:
+    return Command(name, help, _params(extra), compute or (lambda call: matched(call, call["align"])),
+                   show, api, inputs=("trace",), rank_selects=False)
 
 
 COMMAND = declared(

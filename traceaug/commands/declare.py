@@ -171,8 +171,9 @@ class Call:
         """``work`` on every rank of trace input ``name`` (default: the first): a loaded
         ``Job``'s results, read once per ``key``, else through the job runner."""
         source = self.params[name or self.command.inputs[0]]
-        if isinstance(source, Job):
-            return source.results(key, work)
+        if isinstance(source, Job):  # kept per work when no key names it (analyses share none)
+            return source.results(key or repr((work.kind, work.per_rank, work.opens,
+                                               sorted(work.params.items()))), work)
         return run(work, items_of(self.files(name)), self.job)
 
     def prefetch(self) -> None:

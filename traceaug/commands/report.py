@@ -1,5 +1,6 @@
-"""``traceaug report``: every analysis of TRACE or of every rank of a job, who waited for whom
-first for a job; as titled tables, or (``--html``) one offline page of charts."""
+"""``traceaug report``: every analysis of TRACE or of every rank of a job, a job's verdict
+(``analysis.job_verdict``) and who waited for whom first; as titled tables, or (``--html``) one
+offline page of charts."""
 
 from __future__ import annotations
 
@@ -7,31 +8,54 @@ from .. import paths
 from ..analysis import report
 from .analysis import rank_parts, sections_api, shown, tables
 from .collectives import by_step
-from .declare import COUNT, JOB, Call, Command, argument, fmt, option, rank, said, step
+from .declare import COUNT, JOB, Call, Command, argument, echo, fmt, option, rank, said, step
 
 
-def _job(found: list | None, call: Call, top: int | None) -> list[tuple[str, dict]]:
-    """A job's section from its ranks' collective tables (none without collectives)."""
+def _job(found: list | None, ranks: list, call: Call, top: int | None) -> list[tuple[str, dict]]:
+    """A job's section from its ranks' collective tables and ``RankPart``s (none without
+    collectives)."""
     from ..analysis import collectives as co
+    from ..analysis.job_path import keyed
     from ..report.job_sections import job_sections
+    from .stragglers import verdicts
 
     if found is None or not any(len(t.colls) for t in found):
         return []
-    return job_sections(by_step(co.match_job(found), call["step"], call["trace"]), top)
+    matched = by_step(co.match_job(found), call["step"], call["trace"])
+    paths = keyed({p.rank: p.path for p in ranks})
+    return job_sections(matched, top, verdicts(matched, paths))
+
+
+OVERVIEW = "verdict and findings"
+
+
+def text_part(g, in_job: bool, step: int | None, top: int) -> dict:
+    """A rank's part of the terminal report: its tables (``analysis.report.part``) and what the
+    verdict and findings need (``findings.overview_part``)."""
+    from ..report.findings import overview_part
+
+    return {"text": report.part(g, in_job, step, top), "overview": overview_part(g, step)}
 
 
 def compute(call: Call) -> list | tuple:
-    """The report's sections; with ``--html``, the page written: (charts, ranks)."""
+    """The report's sections, the verdict and findings first (as the page's); with ``--html``, the
+    page written: (charts, ranks)."""
     out = call.get("html_out")
     if out is None:
-        found, colls = rank_parts(call, report.part, {"step": call["step"], "top": call["top"]},
+        from ..report.findings import overview, overview_table
+
+        found, colls = rank_parts(call, text_part, {"step": call["step"], "top": call["top"]},
                                   collectives=True)
-        job = _job(colls, call, call["top"])  # the terminal's heatmap: the ``top`` worst
-        return job + report.combine(tables(found), call["top"])
+        job = _job(colls, found, call, call["top"])  # the terminal's heatmap: the ``top`` worst
+        parts = tables(found)
+        seen = overview({k: [p["overview"][k] for p in parts] for k in parts[0]["overview"]},
+                        call["step"], job=job)
+        return [(OVERVIEW, overview_table(seen)), *job,
+                *report.combine([p["text"] for p in parts], call["top"])]
     from ..report.analyses_html import analyses, write_report
 
     found, colls = rank_parts(call, analyses, {"step": call["step"]}, collectives=True)
-    job = _job(colls, call, None)  # the page's heatmap: every collective in order
+    job = _job(colls, found, call, None)  # the page's heatmap: every collective in order
     del colls
     ranks = tables(found)
     title = f"traceaug report: {paths.name_of(call['trace'])}"
@@ -40,6 +64,17 @@ def compute(call: Call) -> list | tuple:
 
 def show(result, call: Call) -> None:
     if call.get("html_out") is None:
+        if call["fmt"] == "table":  # the verdict and findings first, whole (a table cuts its cells)
+            from textwrap import fill
+
+            from ..report.collectives_text import verdict_text
+            from ..report.job_sections import JOB_VERDICT
+
+            texts = next(t["text"].tolist() for title, t in result if title == OVERVIEW)
+            found = "".join(f"{fill(f'{i}. {t}', 100, subsequent_indent='   ')}\n"
+                            for i, t in enumerate(texts[1:], 1))
+            echo(f"{OVERVIEW}\n{verdict_text(texts[:1])}\n\n{found}\n")
+            result = [(title, t) for title, t in result if title not in (OVERVIEW, JOB_VERDICT)]
         shown(result, call)
     else:
         said(f"wrote {call['html_out']} ({result[0]} charts, {result[1]} rank(s))")

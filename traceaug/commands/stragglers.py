@@ -1,39 +1,82 @@
-"""``traceaug stragglers``: who the ranks of a job waited for, why, and what it cost each step
-(``analysis.collectives``)."""
+"""``traceaug stragglers``: per step the job's verdict (``analysis.job_verdict``: the rank whose lateness sets
+the step, where it comes from, what the others lost, what the replay saves without it), then per step each
+rank's step time and wait in collectives."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .collectives import declared, out, with_attrs
+from .collectives import declared, matched, out, with_attrs
 from .declare import Call
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from ..analysis import collectives as co
+    from ..analysis.job_verdict import Verdict
 
 
-def _show(m: co.Matched, call: Call) -> None:
+def verdicts(found: co.Matched, paths: dict) -> list[Verdict]:
+    """Every step's verdict of the job ``found`` (``--step``'s only, if given), with the job replay's step
+    time without stragglers (``job_replay.whatif`` of ``paths``, the ranks' ``job_path.RankPart``s)."""
+    from ..analysis import job_replay
+    from ..analysis.job_verdict import verdicts as made
+
+    steps = {int(s) for s in found.instances["step"].dropna()}
+    if len(found.tables) < 2 or not steps:
+        return made(found)
+    # one replay call (it matches the job once): ``--step``'s, or every step
+    replays = job_replay.whatif(paths, steps.pop() if len(steps) == 1 else None, (),
+                                no_stragglers=True)
+    return made(found, {r.step: (r.baseline_ns, r.predicted_ns[job_replay.NO_STRAGGLERS])
+                        for r in replays})
+
+
+def tables_and_path(trace) -> tuple:
+    """A rank's collective tables (with the causes' windows) and its ``job_path.RankPart`` with replay
+    models, from one load of kind ``job_path``."""
+    from ..analysis.collective_rank import tables
+    from ..analysis.job_path import rank_part
+
+    return tables(trace), rank_part(trace, None, (), True)
+
+
+def _compute(call: Call) -> tuple[co.Matched, list[Verdict]]:
+    from ..analysis.job_path import keyed
+    from ..job import parts
+    from ..job.run import Work
+
+    done = call.run(Work("job_path", parts.apply, {"fn": tables_and_path}), "stragglers")
+    found = matched(call, call["align"], {r: t for r, (t, _) in done.items()})
+    return found, verdicts(found, keyed({r: p for r, (_, p) in done.items()}))
+
+
+def _show(found: tuple[co.Matched, list[Verdict]], call: Call) -> None:
     from ..report.collectives_text import notes, render_table, stragglers_frame
 
-    found, table = stragglers_frame(m, call["rank"])
+    m, said = found
+    table = stragglers_frame(m, call["rank"])
     csv = call["fmt"] == "csv"
-    out(render_table(table, call["fmt"], None if csv else found), notes(m) + (found if csv else []))
+    out(render_table(table, call["fmt"], None if csv else said),
+        notes(m) + ([v.text for v in said] if csv else []))
 
 
-def _api(m: co.Matched, call: Call) -> pd.DataFrame:
+def _api(found: tuple[co.Matched, list[Verdict]], call: Call) -> pd.DataFrame:
     """Per step and rank ``step_us``, ``collectives``, ``wait_us`` (in collectives),
     ``straggler_count``, ``caused_wait_us`` (the others' mean wait for it, summed);
-    ``attrs["findings"]``: the ranked findings in plain words, and as ``collectives``."""
+    ``attrs["verdict"]``: per step the verdict's figures and text (``job_verdict.Verdict``),
+    ``attrs["findings"]``: the texts."""
     from ..report.collectives_text import stragglers_frame
 
-    found, out = stragglers_frame(m, call["rank"])
-    out.attrs["findings"] = found
-    return with_attrs(out, m)
+    m, said = found
+    table = stragglers_frame(m, call["rank"])
+    table.attrs["verdict"] = [v.row() for v in said]
+    table.attrs["findings"] = [v.text for v in said]
+    return with_attrs(table, m)
 
 
 COMMAND = declared(
-    "stragglers", "Who the ranks of a job waited for: findings in plain words (the rank the "
-    "others waited for most in each step, the time lost and why), then per step each rank's "
-    "step time and time waiting in collectives.", _show, _api)
+    "stragglers", "Who the ranks of a job waited for: per step the verdict in plain words (the step "
+    "time, the rank whose lateness sets it and why, what the others lost, what the step would take "
+    "without stragglers), then per step each rank's step time and time waiting in collectives.",
+    _show, _api, compute=_compute)

@@ -22,10 +22,12 @@ def local_file(item: Item, kind: str) -> Iterator[Any]:
 
 @dataclass
 class Ops:
-    """A rank's GPU ops (``GpuOps``, their trace detached) and, when asked, its collective tables."""
+    """A rank's GPU ops (``GpuOps``, their trace detached) and, when asked, its collective tables and its
+    job path part with replay models (``job_path.RankPart``: a job's verdict replays the job)."""
 
     ops: Any
     tables: Any = None
+    path: Any = None
 
 
 @contextlib.contextmanager
@@ -33,17 +35,20 @@ def open_ops(item: Item, kind: str, tables: bool = False) -> Iterator[Ops]:
     """A rank's ``Ops``, its engine closed before the task computes on them."""
     from ..analysis.collective_rank import tables as collective_tables
     from ..analysis.gpu_steps import rank_ops
+    from ..analysis.job_path import rank_part
 
     with open_trace(item, kind) as trace:
         ops = rank_ops(item.rank, trace)
         found = collective_tables(trace, ops=ops) if tables else None
+        path = rank_part(trace, item.rank, (), True) if tables else None
         ops.trace = trace.detached(item.rank, item.named())
-    yield Ops(ops, found)
+    yield Ops(ops, found, path)
 
 
 @contextlib.contextmanager
 def open_ops_and_tables(item: Item, kind: str) -> Iterator[Ops]:
-    """``open_ops`` with the rank's collective tables (``report JOB``: one read per rank)."""
+    """``open_ops`` with the rank's collective tables and job path part (``report JOB``: one read per
+    rank, of kind ``job_path``)."""
     with open_ops(item, kind, tables=True) as opened:
         yield opened
 
@@ -139,12 +144,14 @@ class RankPart:
     tables: dict
     collectives: Any = None  # report JOB: the rank's collective tables from the same read
     error: TraceaugError | None = None
+    path: Any = None  # report JOB: the rank's ``job_path.RankPart`` (replay models) from the same read
 
 
 def part(opened: Ops, item: Item, fn: Callable, in_job: bool, **params: Any) -> RankPart:
     """``fn(ops, in_job, **params)`` on a rank's ``Ops`` (``in_job``: one rank of several)."""
     g = opened.ops
     try:
-        return RankPart(g.rank, len(g.ops["ts"]), fn(g, in_job, **params), opened.tables)
+        return RankPart(g.rank, len(g.ops["ts"]), fn(g, in_job, **params), opened.tables,
+                        path=opened.path)
     except TraceaugError as e:
-        return RankPart(g.rank, len(g.ops["ts"]), {}, opened.tables, e)
+        return RankPart(g.rank, len(g.ops["ts"]), {}, opened.tables, e, opened.path)

@@ -9,14 +9,13 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from ..analysis import breakdown as bd
 from ..analysis import gaps as gp
 from ..analysis import kernels as kn
 from ..analysis import launches as ln
 from ..analysis.gpu_steps import GpuOps
 from ..analysis.tables import Columns, concat
 from ..atomic import atomic_output
-from .findings import Overview, overview, rank_figures
+from .findings import Overview, overview, overview_part
 from .job_html import job_parts
 from .plotly_inline import BOOT, packed_plotly
 from .sections import clip_names, shown
@@ -91,10 +90,8 @@ def analyses(g: GpuOps, in_job: bool = False, step: int | None = None) -> dict:
     """What the page shows of one rank, computed where it is read (``in_job``: one rank of several): each
     analysis's table, positive gaps between ops on a stream, and ``findings.rank_figures``."""
     gap = gp.stream_pairs(g, step)["gap"]
-    return {"rank": g.rank, "kernels": kn.kernel_table(g, step), "gap": gap[gap > 0],
-            "stream_gaps": gp.stream_gaps(g, step), "idle": bd.idle_by_stream(g, step),
-            "temporal": bd.temporal(g, step),
-            "launches": ln.summary(ln.launch_table(g, step), g, step), **rank_figures(g, step)}
+    return {**overview_part(g, step), "gap": gap[gap > 0], "stream_gaps": gp.stream_gaps(g, step),
+            "launches": ln.summary(ln.launch_table(g, step), g, step)}
 
 
 def by_name(parts: list[dict]) -> dict[str, list]:
@@ -228,7 +225,7 @@ def write_report(ranks: list[dict], path: Path, step: int | None = None, top: in
     figs = figures(a, top)
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
              f"<title>{html.escape(title)}</title>", f"<style>{STYLE}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1>", _overview(overview(a, step, _short), len(ranks))]
+             f"<h1>{html.escape(title)}</h1>", _overview(overview(a, step, _short, job), len(ranks))]
     head, tail, job_figs = job_parts(job, _table) if job else ("", "", [])
     charts = [f"<div class='chart' id='chart{i}' data-chart='{html.escape(name)}'></div>"
               for i, (name, _) in enumerate(job_figs + figs)]

@@ -7,6 +7,7 @@ import orjson
 import pandas as pd
 
 from ..analysis import collectives as co
+from ..analysis.job_verdict import Verdict
 from ..analysis.tables import columns_of
 from ..errors import TraceaugError
 from ..output import render_columns
@@ -27,12 +28,12 @@ def collectives_frame(matched: co.Matched, by: str = "instance", rank: int | Non
     return out
 
 
-def stragglers_frame(matched: co.Matched, rank: int | None = None) -> tuple[list[str], pd.DataFrame]:
-    """The ranked findings and the per step and rank table."""
+def stragglers_frame(matched: co.Matched, rank: int | None = None) -> pd.DataFrame:
+    """The per step and rank table (``rank``'s rows only, if given)."""
     table = co.step_table(matched)
     if rank is not None:
         table = table[table["rank"] == rank].reset_index(drop=True)
-    return co.findings(matched), table
+    return table
 
 
 def notes(matched: co.Matched) -> list[str]:
@@ -55,15 +56,22 @@ def notes(matched: co.Matched) -> list[str]:
     return out
 
 
-def render_table(df: pd.DataFrame, fmt: str, findings: list[str] | None = None) -> str:
-    """The table in ``fmt``; the findings first in a table, as a key of the json object."""
-    if fmt == "json" and findings is not None:
+def render_table(df: pd.DataFrame, fmt: str, verdicts: list[Verdict] | None = None) -> str:
+    """The table in ``fmt``; the verdicts (``job_verdict``) first in a table (whole, wrapped), in json
+    their figures and text as the object's ``verdict``."""
+    if fmt == "json" and verdicts is not None:
         rows = orjson.loads(render_columns(columns_of(df), "json"))
-        return orjson.dumps({"findings": findings, "steps": rows},
-                            option=orjson.OPT_INDENT_2).decode() + "\n"
+        return orjson.dumps({"verdict": [v.row() for v in verdicts], "steps": rows},
+                            option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n"
     body = render_columns(columns_of(df), fmt, digits=2)
-    if fmt == "table" and findings is not None:
-        head = "\n".join(f"{i}. {f}" for i, f in enumerate(findings, 1)) or \
-            "no rank held the others up"
-        return f"{head}\n\n{body}"
+    if fmt == "table" and verdicts is not None:
+        return f"{verdict_text([v.text for v in verdicts])}\n\n{body}"
     return body
+
+
+def verdict_text(texts: list[str], width: int = 100) -> str:
+    """The verdicts' texts for the terminal: each whole, wrapped at ``width`` (never cut)."""
+    import textwrap
+
+    return "\n\n".join(textwrap.fill(t, width) for t in texts) or \
+        "no step with matched collectives: no verdict"

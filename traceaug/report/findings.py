@@ -11,6 +11,7 @@ import numpy as np
 from ..analysis.gpu_steps import GpuOps
 from ..analysis.intervals import int_groups
 from ..analysis.tables import Columns
+from .job_sections import JOB_NCCL, JOB_VERDICT
 
 MIN_IMPACT_PCT = 1  # a finding about less of the window than this is left out
 FULL_QUEUE_OPS = 4  # a stream holding this many launched ops on average: the CPU runs ahead
@@ -79,20 +80,49 @@ def rank_figures(g: GpuOps, step: int | None) -> dict:
     return {"main": main_stream(g, step), "queue": queue_means(g, step)}
 
 
+def overview_part(g: GpuOps, step: int | None) -> dict:
+    """What ``overview`` needs of one rank (its kernel, temporal and idle tables and
+    ``rank_figures``), computed where the rank is read."""
+    from ..analysis import breakdown as bd
+    from ..analysis import kernels as kn
+
+    return {"rank": g.rank, "kernels": kn.kernel_table(g, step), "temporal": bd.temporal(g, step),
+            "idle": bd.idle_by_stream(g, step), **rank_figures(g, step)}
+
+
+def overview_table(o: Overview, top: int = 3) -> dict[str, np.ndarray]:
+    """The verdict, then the ``top`` findings, as a table (``kind``, ``text``): what the terminal
+    and the page show first."""
+    texts = [o.verdict] + [x.text for x in o.findings[:top]]
+    return {"kind": np.array(["verdict"] + ["finding"] * (len(texts) - 1), dtype=object),
+            "text": np.array(texts, dtype=object)}
+
+
 def _rank(rank) -> str:
     return "" if rank is None else f" (rank {rank})"
 
 
-def overview(a: dict[str, list], step: int | None, short: Callable[[str], str] = str) -> Overview:
+def overview(a: dict[str, list], step: int | None, short: Callable[[str], str] = str,
+             job: list[tuple[str, Columns]] | None = None) -> Overview:
     """The verdict and findings from the ranks' ``analyses_html.analyses`` (``a``: each name's values in rank
-    order, with ``rank_figures``'); ``short`` cuts a kernel name for the sentence."""
+    order, with ``rank_figures``'); ``short`` cuts a kernel name for the sentence. ``job``: a job's section
+    (``job_sections``): its verdict is the page's, its NCCL kernels' time split into wait and transfer."""
     rows = [(_window_row(t, step), t) for t in a["temporal"]]
     f = _figures(rows)
+    job = dict(job or [])
+    nccl = job.get(JOB_NCCL)
+    split = {} if nccl is None else {
+        n: (w * 1e3 * len(rows), t * 1e3 * len(rows), r) for n, w, t, r in zip(
+            nccl["name"].tolist(), nccl["wait_us"].tolist(), nccl["transfer_us"].tolist(),
+            nccl["waited_for_rank"].tolist())}  # over every rank (ns)
     found = (_idle(a["main"], a["idle"], step, rows, f) + _queues(a["rank"], a["queue"], f)
-             + _top_kernel(a["kernels"], f, short) + _alone(f) + _imbalance(rows, f))
+             + _top_kernel(a["kernels"], f, short, split) + _alone(f, split) + _imbalance(rows, f))
     found.sort(key=lambda x: -x.impact_pct)
     found = [x for x in found if x.impact_pct >= MIN_IMPACT_PCT or x is found[0]]
-    return Overview(_verdict(f), found, f)
+    said = job.get(JOB_VERDICT)
+    verdict = " ".join(said["verdict"].tolist()) if said is not None and len(said["verdict"]) \
+        else _verdict(f)
+    return Overview(verdict, found, f)
 
 
 def _figures(rows: list[tuple[int, Columns]]) -> dict:
@@ -158,8 +188,10 @@ def _queues(ranks: list, queues: list[Columns], f: dict) -> list[Finding]:
     return []
 
 
-def _top_kernel(kernels: list[Columns], f: dict, short: Callable[[str], str]) -> list[Finding]:
-    """The GPU op name with the most GPU time over every rank, and its share of it."""
+def _top_kernel(kernels: list[Columns], f: dict, short: Callable[[str], str], split: dict
+                ) -> list[Finding]:
+    """The GPU op name with the most GPU time over every rank, and its share of it; an NCCL kernel's time
+    (``split``: its wait and transfer over every rank, ns) ranked by its transfer, the wait not work."""
     totals: dict[str, list[int]] = {}
     for t in kernels:
         for n, tot, cnt in zip(t["name"].tolist(), t["total"].tolist(), t["count"].tolist()):
@@ -168,23 +200,35 @@ def _top_kernel(kernels: list[Columns], f: dict, short: Callable[[str], str]) ->
             e[1] += int(cnt)
     if not totals:
         return []
-    name = max(totals, key=lambda n: (totals[n][0], n))
+    def work(n: str) -> int:
+        return totals[n][0] - int(split[n][0]) if n in split else totals[n][0]
+
+    name = max(totals, key=lambda n: (work(n), n))
     total, count = totals[name]
     share = 100 * total / max(sum(v[0] for v in totals.values()), 1)
     f.update(top_kernel=name, top_kernel_ns=total, top_kernel_pct=share)
-    return [Finding(100 * total / f["span_ns"], f"{short(name)} takes {share:.0f} % of the GPU time "
-                                                f"({count:,} runs, {total / 1e3:,.0f} µs).",
+    text = f"{short(name)} takes {share:.0f} % of the GPU time ({count:,} runs, {total / 1e3:,.0f} µs)"
+    if name in split:
+        wait, transfer, late = split[name]
+        text += (f": {wait / 1e3:,.0f} µs of it waiting for the last rank to arrive (rank {late} most), "
+                 f"{transfer / 1e3:,.0f} µs transferring")
+    return [Finding(100 * work(name) / f["span_ns"], text + ".",
                     {"name": name, "total_ns": total, "share_pct": share})]
 
 
-def _alone(f: dict) -> list[Finding]:
-    """Communication, and copies and sets, running with nothing else to hide them."""
+def _alone(f: dict, split: dict) -> list[Finding]:
+    """Communication, and copies and sets, running with nothing else to hide them; of the NCCL kernels'
+    time (``split``), how much is waiting for other ranks."""
     out = []
     if f["communication_ns"]:
         hidden = 100 * (f["communication_ns"] - f["comm_only_ns"]) / f["communication_ns"]
+        wait, transfer = (sum(v[i] for v in split.values()) for i in (0, 1))
+        waits = f" Of the NCCL kernels' {(wait + transfer) / 1e3:,.0f} µs, {wait / 1e3:,.0f} µs is " \
+                f"waiting for the last rank to arrive and {transfer / 1e3:,.0f} µs transferring." \
+            if split else ""
         out.append(Finding(f["comm_only_pct"], f"Communication runs alone (not hidden behind "
                                                f"compute) {f['comm_only_pct']:.0f} % of the window; "
-                                               f"{hidden:.0f} % of it overlaps other work.",
+                                               f"{hidden:.0f} % of it overlaps other work.{waits}",
                            {"comm_only_pct": f["comm_only_pct"]}))
     if f["mem_only_pct"]:
         out.append(Finding(f["mem_only_pct"], f"Copies and sets run alone "

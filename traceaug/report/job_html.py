@@ -1,5 +1,6 @@
-"""``report JOB --html``'s job section, from ``job_sections.job_sections``' tables: the straggler findings,
-the wait heatmap (rank × collective instance, job clock) and each rank's step time and wait."""
+"""``report JOB --html``'s job section, from ``job_sections.job_sections``' tables (the verdict heads the
+page: ``findings.overview``): the NCCL kernels' wait vs transfer, the wait heatmap (rank × collective
+instance, job clock) and each rank's step time and wait."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import html
 import numpy as np
 
 from ..analysis.tables import Columns
-from .job_sections import JOB_FINDINGS, JOB_STEPS, JOB_WAITS, kind_of_label
+from .job_sections import JOB_NCCL, JOB_STEPS, JOB_WAITS, kind_of_label
 
 HEATMAP = "job wait heatmap"
 
@@ -42,10 +43,9 @@ def job_parts(sections: list[tuple[str, Columns]], table) -> tuple[str, str, lis
     section; ``table`` renders a table as the page's others."""
     by = dict(sections)
     heat = next((t for title, t in sections if title.startswith(JOB_WAITS)), None)
-    findings = "".join(f"<li>{html.escape(str(f))}</li>"
-                       for f in by.get(JOB_FINDINGS, {}).get("finding", np.empty(0)).tolist())
+    nccl = by.get(JOB_NCCL)
     head = ("<section id='job'><h2>Job: who waited for whom</h2>"
-            f"<ol class='findings'>{findings}</ol>")
+            + (f"<h3>{html.escape(JOB_NCCL)}</h3>" + table(nccl) if nccl else ""))
     steps = by.get(JOB_STEPS)
     rows = len(next(iter(steps.values()))) if steps else 0
     tail = (f"<details><summary>{html.escape(JOB_STEPS)} ({rows:,} rows)</summary>"

@@ -1,0 +1,239 @@
+"""One verdict per job step (issue 34 item 2): its figures on the real 8-rank DLRM job computed here from
+the raw JSON (``collectives_raw``: matching, clock offsets, waits; launches and steps read here), the same
+whole text in ``stragglers`` (terminal, json, API), ``report`` (terminal, json, HTML) and on generated jobs
+with a planted late rank whose answer is known (``jobgen``)."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import jobgen
+import pytest
+from click.testing import CliRunner
+from collectives_raw import oracle, raw_kernels, raw_ranks
+from conftest import shared_trace
+from rawjson import ns
+
+import traceaug
+from traceaug.cli import main
+
+JOB = "kineto/jobs/dlrm_v100_8ranks"
+
+
+@pytest.fixture(scope="module")
+def real_job():
+    d = shared_trace(JOB)
+    with traceaug.load_job(d) as job:
+        yield d, raw_ranks(d), job
+
+
+def raw_verdict(events: dict[int, list[dict]], step: int) -> dict:
+    """The verdict's figures from the raw JSON: job clock from the oracle's offsets; the rank the
+    others waited for most; its lateness at each collective it arrived last at, behind the rank that
+    waited longest there, split at the previous collective's ends (else the step starts) and at the
+    launch calls (the runtime event of the kernel's correlation)."""
+    want = oracle(events)
+    off = {r: round(o * 1e3) for r, o in want[("all", 0)]["offset_us"].items()}
+    win = {}
+    for r, evs in events.items():
+        e = next(e for e in evs if e.get("name") == f"ProfilerStep#{step}"
+                 and e.get("cat") == "user_annotation")
+        win[r] = (ns(e["ts"]) - off[r], ns(e["ts"]) + ns(e["dur"]) - off[r])
+    ks = {r: raw_kernels(evs) for r, evs in events.items()}
+    runtime = {r: {e["args"]["correlation"]: ns(e["ts"]) for e in evs
+                   if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+               for r, evs in events.items()}
+
+    def at(r: int, p: int) -> tuple[int, int, int]:  # (launch, arrival, end), job clock
+        start, end, e = ks[r][p]
+        return runtime[r][e["args"]["correlation"]] - off[r], start - off[r], end - off[r]
+
+    lost: dict[int, dict[int, float]] = {}
+    for w in want.values():
+        for q, wait in w["wait_us"].items():
+            if q != w["straggler"]:
+                lost.setdefault(w["straggler"], {}).setdefault(q, 0.0)
+                lost[w["straggler"]][q] += wait
+    rank = max(lost, key=lambda r: (sum(lost[r].values()), -r))
+    parts = dict.fromkeys(("late_start", "slow_issue", "slow_compute", "slow_transfer"), 0)
+    for (_, p), w in want.items():
+        if w["straggler"] != rank:
+            continue
+        q = min((q for q in events if q != rank), key=lambda q: (at(q, p)[1], q))
+        if p == 0:
+            frm = {x: win[x][0] for x in (rank, q)}
+            parts["late_start"] += frm[rank] - frm[q]
+        else:
+            frm = {x: at(x, p - 1)[2] for x in (rank, q)}
+            parts["slow_transfer"] += frm[rank] - frm[q]
+        (lr, ar, _), (lq, aq, _) = at(rank, p), at(q, p)
+        parts["slow_issue"] += (lr - frm[rank]) - (lq - frm[q])
+        parts["slow_compute"] += (ar - lr) - (aq - lq)
+    first = min(win, key=lambda r: (win[r][0], r))
+    last = max(win, key=lambda r: (win[r][1], -r))
+    n = len(events)
+    return {"step_us": (win[last][1] - win[first][0]) / 1e3, "first_rank": first, "last_rank": last,
+            "rank": rank, "arrived_last": sum(w["straggler"] == rank for w in want.values()),
+            "collectives": len(want), "started_after_us": (win[rank][0] - win[first][0]) / 1e3,
+            **{f"{k}_us": v / 1e3 for k, v in parts.items()},
+            "late_us": sum(parts.values()) / 1e3,
+            "lost_total_us": sum(lost[rank].values()), "waiting_ranks": len(lost[rank]),
+            "lost_per_rank_us": sum(lost[rank].values()) / len(lost[rank]),
+            "most_lost_rank": max(lost[rank], key=lambda q: (lost[rank][q], -q)),
+            "most_lost_us": max(lost[rank].values()),
+            "nccl_wait_us": sum(sum(w["wait_us"].values()) for w in want.values()) / n,
+            "nccl_transfer_us": sum(w["transfer_us"] for w in want.values())}
+
+
+def test_dlrm_verdict_from_the_raw_json(real_job) -> None:
+    """Step 10: 20,823.5 µs; rank 7 sets it (last at 5 of 8, started 7,513.5 µs after rank 1); its
+    lateness split; what the others lost in total and per waiting rank; the replay without stragglers
+    is ``whatif --no-stragglers``'s."""
+    d, events, job = real_job
+    want = raw_verdict(events, 10)
+    assert (want["rank"], want["first_rank"], want["arrived_last"]) == (7, 1, 5)
+    assert want["started_after_us"] == want["late_start_us"] == 7513.5
+    got = traceaug.stragglers(job).attrs["verdict"]
+    assert len(got) == 1 and got[0]["step"] == 10
+    v = got[0]
+    for k, w in want.items():
+        if k == "nccl_transfer_us":  # the median transfer per collective, summed: per rank about it
+            assert abs(v[k] - w) < 0.05 * w, k
+        else:
+            assert v[k] == pytest.approx(w, abs=0.01), k
+    w = traceaug.whatif(job, no_stragglers=True)
+    assert v["baseline_us"] * 1e3 == w.steps["baseline_ns"].iat[0]
+    assert v["without_us"] * 1e3 == w.changes["predicted_ns"].iat[0]
+    text = v["text"]
+    for said in ("Step 10 took 20,823.5 µs", "Rank 7 sets it", "arrived last at 5 of 8",
+                 "7,513.5 µs after rank 1", "late step start 7,513.5 µs",
+                 f"{want['lost_total_us']:,.1f} µs waiting for it in total",
+                 f"{want['lost_per_rank_us']:,.1f} µs per waiting rank", "would take 20,022.5 µs",
+                 "801.0 µs (3.8 %) less", "Lost and saveable differ"):
+        assert said in text, said
+    assert "…" not in text
+
+
+def _page_verdict(page: Path) -> str:
+    s = page.read_text()
+    return html.unescape(re.search(r"<p class='verdict'>(.*?)</p>", s, re.S).group(1))
+
+
+def test_one_verdict_everywhere(real_job, tmp_path: Path) -> None:
+    """The same whole text in ``stragglers`` (API, json, terminal), ``report`` (json, terminal,
+    HTML headline); the terminal wraps it and cuts nothing."""
+    d, _, job = real_job
+    text = traceaug.stragglers(job).attrs["findings"][0]
+    run = CliRunner().invoke
+    r = run(main, ["stragglers", str(d), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert [x["text"] for x in json.loads(r.stdout)["verdict"]] == [text]
+    r = run(main, ["report", str(d), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    sections = json.loads(r.stdout)
+    assert list(sections)[:2] == ["verdict and findings", "job: verdict"]
+    assert sections["verdict and findings"][0] == {"kind": "verdict", "text": text}
+    assert [x["verdict"] for x in sections["job: verdict"]] == [text]
+    nccl = sections["job: NCCL kernels, wait vs transfer (µs per rank, mean over ranks)"]
+    assert {x["name"][:24]: round(x["transfer_us"]) for x in nccl} == {
+        "ncclKernel_SendRecv_RING": 41, "ncclKernel_AllReduce_RIN": 170}
+    for argv in (["stragglers", str(d)], ["report", str(d)]):
+        r = run(main, argv)
+        assert r.exit_code == 0, r.output
+        assert " ".join(text.split()) in " ".join(r.stdout.split()), argv  # whole, wrapped
+        assert max(len(line) for line in r.stdout.split("\n\n")[0].splitlines()) <= 100
+    # csv and json never cut a name (issue 34 item 6): the ops named as a straggler's cause whole
+    for fmt in ("csv", "json"):
+        r = run(main, ["collectives", str(d), "--format", fmt])
+        assert r.exit_code == 0 and "…" not in r.stdout, r.output
+        assert "void linearize_index_kernel<long>(at::GenericPackedTensorAccessor<long, 1ul," in r.stdout
+    page = tmp_path / "r.html"
+    r = run(main, ["report", str(d), "--html", str(page)])
+    assert r.exit_code == 0, r.output
+    assert _page_verdict(page) == text
+    assert "GPU is starved" not in page.read_text()
+    # the NCCL kernel's time is said as wait vs transfer, never as the GPU's work alone
+    assert not re.search(r"nccl[^<]*takes \d+ % of the GPU time \([^)]*\)\.", page.read_text())
+
+
+def _planted(tmp_path: Path, where: str, d_us: int = 500) -> Path:
+    """A 4-rank generated job, rank 2 late by ``d_us``: ``cpu`` (its data loader longer, so it issues
+    the all_reduce later), ``gpu`` (its gemm longer), or ``start`` (its whole step later)."""
+    if where == "start":
+        job = jobgen.job(4, 2, 0)
+        jobgen._delay(job[2], jobgen.BASE_US, d_us)
+        jobgen._others_wait(job, 2, 0, d_us)
+    else:
+        job = jobgen.job(4, 2, d_us, steps=2, where=where)  # late at every step
+    return jobgen.write(tmp_path / where, job)
+
+
+@pytest.mark.parametrize(("where", "source"), [("cpu", "slow_issue"), ("gpu", "slow_compute"),
+                                               ("start", "late_start")])
+def test_planted_late_rank(tmp_path: Path, where: str, source: str) -> None:
+    """Rank 2 late by 500 µs, in one place: the verdict names it, puts the 500 µs there (nothing
+    elsewhere), the others lost 3 × 500 µs (500 per waiting rank); the replay without stragglers
+    gives the step without the delay where the GPU was late; late CPU work or a late start it keeps."""
+    d = _planted(tmp_path, where)
+    found = traceaug.stragglers(d).attrs["verdict"]
+    assert [v["step"] for v in found] == ([0] if where == "start" else [0, 1])
+    assert all({**v, "step": 0, "text": v["text"].replace("Step 1 ", "Step 0 ")} == found[0]
+               for v in found)
+    v = found[0]
+    assert (v["rank"], v["arrived_last"], v["collectives"], v["first_rank"]) == (2, 1, 1, 0)
+    assert v["step_us"] == jobgen.STEP_US + 500
+    for k in ("late_start", "slow_issue", "slow_compute", "slow_transfer"):
+        assert v[f"{k}_us"] == (500 if k == source else 0), k
+    assert v["started_after_us"] == (500 if where == "start" else 0)
+    assert (v["lost_total_us"], v["waiting_ranks"], v["lost_per_rank_us"]) == (1500, 3, 500)
+    assert v["nccl_transfer_us"] == jobgen.TRANSFER_US
+    w = traceaug.whatif(d, no_stragglers=True).changes["predicted_ns"].iat[0] / 1e3
+    assert v["without_us"] == w and v["baseline_us"] == v["step_us"]
+    if where == "gpu":  # nobody waits for its long gemm: the step without it (test_job_path)
+        assert w == jobgen.STEP_US
+    else:  # its late CPU work, or its late start, stays in the replay
+        assert jobgen.STEP_US < w < jobgen.STEP_US + 500
+    assert "Rank 2 sets it" in v["text"]
+
+
+def test_no_late_rank_no_blame(tmp_path: Path) -> None:
+    d = jobgen.write(tmp_path / "even", jobgen.job(4, 2, 0))
+    v = traceaug.stragglers(d).attrs["verdict"][0]
+    assert v["rank"] is None and v["step_us"] == jobgen.STEP_US
+    assert "No rank held the others up" in v["text"]
+
+
+def test_every_job_function_takes_a_loaded_job(real_job) -> None:
+    """Issue 34 item 6: each job-level function accepts a ``load_job`` Job, in any order: the analyses
+    each get their own results (they used to share one cache entry: KeyError), and ``traceaug.report``
+    stays the function once the ``traceaug.report`` package is imported (TypeError: 'module')."""
+    import traceaug.report.findings  # noqa: F401  (as any output would have imported it)
+
+    d, _, job = real_job
+    assert callable(traceaug.report)
+    sections = traceaug.report(job)
+    assert list(sections)[1] == "job: verdict"
+    kernels, gaps = traceaug.kernels(job), traceaug.gaps(job)  # one read of the ranks each
+    assert "kernels" in kernels and "gaps per stream" in gaps and "kernels" not in gaps
+
+
+def test_terminal_report_of_one_trace_has_the_page_verdict(tmp_path: Path) -> None:
+    """``report TRACE`` in the terminal starts with the verdict and the top findings the page
+    shows (it had none), whole: the page cuts kernel names in its sentences, the terminal not."""
+    src = Path(__file__).parent.parent / "testdata" / "small_training.json.gz"
+    page = tmp_path / "r.html"
+    run = CliRunner().invoke
+    assert run(main, ["report", str(src), "--html", str(page)]).exit_code == 0
+    r = run(main, ["report", str(src)])
+    assert r.exit_code == 0, r.output
+    head, verdict = r.stdout.split("\n\n")[0].split("\n", 1)
+    assert head == "verdict and findings"
+    assert " ".join(verdict.split()) == _page_verdict(page)
+    r = run(main, ["report", str(src), "--format", "json"])
+    rows = json.loads(r.stdout)["verdict and findings"]
+    assert [x["kind"] for x in rows] == ["verdict", "finding", "finding", "finding"]
+    assert rows[0]["text"] == _page_verdict(page)
+    assert html.escape(rows[1]["text"]) in page.read_text()

@@ -366,8 +366,8 @@ def test_merged_trace_is_the_same_bytes_every_run(tmp_path: Path, monkeypatch) -
     assert outs[0].count(b'"name":"process_name","pid":"B: ') >= 2
 
 
-# A generated pair with known answers: A numbers its steps 5-7, B 16-18 (or ``steps`` of them); per step, CPU ops
-# (aten::mm +50% and growing by step, aten::add<int>(y) +5%, aten::relu -67%, aten::old only in
+# A generated pair with known answers: A numbers its steps 5-7, B 16-18 (or ``steps`` of them); per
+# step, CPU ops (aten::mm +50% and growing by step, aten::add<int>(y) +5%, aten::relu -67%, aten::old only in
 # A, aten::new only in B, two aten::add overloads one short name) and, unless cpu_only, two
 # kernels launched by cudaLaunchKernel (gemm<128>(a) +60%, gemm<64>(b) unchanged).
 def synthetic(path: Path, side: str, cpu_only: bool = False, steps: int = 3) -> Path:

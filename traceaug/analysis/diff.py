@@ -260,8 +260,8 @@ def gate(res: dict, pct: float, floor_ns: float) -> dict:
     q = bh_q(ops["p_value"][rows])
     listed = [{"device": ops["device"][i], "key": ops["key"][i],
                "change": "regression" if ops["delta"][i] > 0 else "improvement",
-               "delta_us": ops["delta"][i] / 1e3, "delta_pct": ops["delta_pct"][i],
-               "p_value": ops["p_value"][i], "q_value": qi,
+               "delta_us": float(ops["delta"][i] / 1e3), "delta_pct": float(ops["delta_pct"][i]),
+               "p_value": float(ops["p_value"][i]), "q_value": float(qi),
                "gates": bool(ops["delta"][i] > 0 and qi <= LEVEL)} for i, qi in zip(rows, q, strict=True)]
     step_pct = 100 * (vb - va) / va if va > 0 else 0.0
     return {"fail_on_regression_pct": pct, "min_delta_us": floor_ns / 1e3, "level": LEVEL,

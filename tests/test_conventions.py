@@ -42,6 +42,7 @@ UNITLESS = {
     "per_iter_instances", "mean_queued", "max_queued", "seq", "start", "instance", "first_op",
     "gpu_pid", "cpu_pid", "cpu_tid", "pid", "tid", "value", "events", "collectives",
     "straggler_count", "inferred",
+    "p_value",  # a probability (diff: Mann–Whitney U over the per-step times)
 }
 # Texts a missing value must never print as in CSV or JSON.
 MISSING_TEXTS = {"nan", "NaN", "None", "NULL", "<NA>", "null"}

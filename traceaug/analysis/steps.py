@@ -123,10 +123,13 @@ def cpu_op_groups(trace: Trace, table: str) -> Columns:
     ``self`` (less the CPU ops nested in them: ``aten::item`` without its ``_local_scalar_dense``). Not the
     ProfilerStep annotations (2021-schema ops): runs numbering steps apart would differ in every one."""
     trace.include("traceaug.kineto")
-    return trace.columns(
-        "WITH op AS (SELECT s.id, s.parent_id, s.name, s.ts, s.dur FROM slice s "
+    return trace.columns(  # up: each op and its ancestors up to the nearest CPU op, whatever the load kept
+        "WITH RECURSIVE op AS (SELECT s.id, s.parent_id, s.name, s.ts, s.dur FROM slice s "
         "JOIN _traceaug_kind k USING (category) WHERE k.kind = 'cpu_op'), "
-        "nested AS (SELECT parent_id AS id, SUM(dur) AS dur FROM op WHERE parent_id IS NOT NULL "
+        "up(dur, at) AS (SELECT dur, parent_id FROM op WHERE parent_id IS NOT NULL UNION ALL "
+        "SELECT up.dur, s.parent_id FROM up JOIN slice s ON s.id = up.at "
+        "WHERE s.parent_id IS NOT NULL AND up.at NOT IN (SELECT id FROM op)), "
+        "nested AS (SELECT at AS id, SUM(dur) AS dur FROM up WHERE at IN (SELECT id FROM op) "
         "GROUP BY 1) "
         f"SELECT o.name, {step_of('o.ts', table)} AS step, COUNT(*) AS count, SUM(o.dur) AS total, "
         "SUM(o.dur - COALESCE(n.dur, 0)) AS self FROM op o LEFT JOIN nested n ON n.id = o.id "

@@ -587,9 +587,9 @@ def test_api_diff_returns_the_comparison_as_dataframes(pair) -> None:
 
 
 def test_explain_is_on_the_page_and_single_files_have_no_rank(tmp_path: Path) -> None:
-    """``diff --explain --html`` wrote the page without ``--explain`` byte for byte: now the page shows
-    the split (every category of ``--explain --format json``, in µs); and a pair of single files was
-    headed "rank None"."""
+    """``diff --explain --html`` wrote the page without ``--explain`` byte for byte (with ``--format
+    json``: no page at all): now the page shows the split (every category of ``--explain --format
+    json``, in µs); and a pair of single files was headed "rank None"."""
     folder = shared_trace("kineto/diff/h100_runs")
     a, b = str(folder / "a" / "trace.json.gz"), str(folder / "b" / "trace.json.gz")
     plain, explained = tmp_path / "plain.html", tmp_path / "explained.html"
@@ -599,6 +599,9 @@ def test_explain_is_on_the_page_and_single_files_have_no_rank(tmp_path: Path) ->
     page = explained.read_text()
     assert page != plain.read_text() and "rank None" not in page + plain.read_text()
     split = json.loads(invoke("diff", a, b, "--explain", "--format", "json").stdout)
+    as_json = tmp_path / "json.html"  # csv / json print the split alone, but the page is written
+    r = invoke("diff", a, b, "--explain", "--format", "json", "--html", str(as_json))
+    assert r.exit_code == 0 and json.loads(r.stdout) == split and as_json.read_text() == page
 
     def shown(ns: float) -> str:
         return f"{ns / 1e3:.3f}".rstrip("0").rstrip(".")

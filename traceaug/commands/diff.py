@@ -119,13 +119,15 @@ def prepare(call: Call) -> None:
 
 def compute_all(call: Call) -> tuple[DiffResult | None, dict | None]:
     """The comparison and (``--explain``) the split along the critical paths; csv / json of
-    ``--explain`` give the split alone."""
+    ``--explain`` print the split alone, so the comparison is made only for another output
+    (``--html``, ``--trace``, the gate)."""
     split = None
     if call.get("explain"):
         if call["step_index"] is not None:
             raise click.UsageError("--explain takes --step or --step-a/--step-b")
         split = explain(call)
-        if call["fmt"] != "table":
+        if call["fmt"] != "table" and all(call.get(k) is None for k in
+                                          ("html_out", "trace_out", "fail_pct")):
             return None, split
     return diff(call), split
 
@@ -135,17 +137,19 @@ def show(found: tuple, call: Call) -> None:
     from ..report.diff_text import render, render_explain
 
     result, split = found
-    if result is None:
-        click.echo(render_explain(split, call["fmt"]), nl=False)
-        return
     pct = call["fail_pct"]
-    if pct is not None:
+    if pct is not None and result is not None:
         check(result, pct, call["min_delta_us"])
     to_stderr = paths.is_stdout(call["html_out"]) or paths.is_stdout(call["trace_out"])
     top = call["top"]
-    echo(render(result, call["fmt"], top), err=to_stderr)
-    if split is not None:
-        echo(render_explain(split, call["fmt"], top), err=to_stderr)
+    if split is not None and call["fmt"] != "table":
+        echo(render_explain(split, call["fmt"]), err=to_stderr)
+        if result is None:
+            return
+    else:
+        echo(render(result, call["fmt"], top), err=to_stderr)
+        if split is not None:
+            echo(render_explain(split, call["fmt"], top), err=to_stderr)
     written = []  # said once every output is done: Ctrl-C before then removes them all
     if call["html_out"] is not None:
         from ..report.diff_html import write_report

@@ -44,6 +44,7 @@ UNITLESS = {
     "straggler_count", "inferred",
     # a job's verdict (``job_verdict``): ranks, counts, its text
     "first_rank", "last_rank", "most_lost_rank", "arrived_last", "waiting_ranks", "verdict", "text",
+    "p_value",  # a probability (diff: Mann–Whitney U over the per-step times)
 }
 # Texts a missing value must never print as in CSV or JSON.
 MISSING_TEXTS = {"nan", "NaN", "None", "NULL", "<NA>", "null"}

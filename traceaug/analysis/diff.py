@@ -13,6 +13,7 @@ from ..errors import TraceaugError
 from ..output import cut
 from .gpu_steps import gpu_windows
 from .intervals import covered_in
+from .ranktest import bh_q, mann_whitney_p, min_p
 from .steps import check_step, op_groups, shorten
 from .sums import total
 from .tables import Columns, codes, first_appearance, objects
@@ -25,7 +26,7 @@ DEVICES = ("cpu", "gpu", "all")
 DEFAULT_THRESHOLD = 5.0  # percent
 Steps = tuple[int | None, int | None]  # the ProfilerStep number compared on each side (None: all)
 OP_COLUMNS = ("device", "key", "status", "count_a", "count_b", "delta_count", "total_a", "total_b",
-              "delta", "delta_pct", "mean_a", "mean_b")
+              "delta", "delta_pct", "mean_a", "mean_b", "p_value")
 
 
 @dataclass
@@ -95,8 +96,11 @@ def _keys(side: Side, by: str, rows: np.ndarray) -> tuple[np.ndarray, list]:
     return short[code], keys
 
 
-def op_table(side: Side, by: str = "name", device: str = "all", step: int | None = None) -> Columns:
-    """Per (device, key), in order of first appearance: count and total ns per step."""
+def op_table(side: Side, by: str = "name", device: str = "all", step: int | None = None,
+             inclusive: bool = False) -> Columns:
+    """Per (device, key), in order of first appearance: count and total ns per step, and ``per_step``
+    (keys × steps: the total in each compared step, for ``ranktest``); CPU ops by self time unless
+    ``inclusive``."""
     ops = side.ops
     rows, n = side.window(ops["step"], step)
     rows = np.flatnonzero(rows & _on_device(ops, device))
@@ -106,15 +110,20 @@ def op_table(side: Side, by: str = "name", device: str = "all", step: int | None
     gpu = ops["gpu"][rows]
     group = first_appearance(key_code * 2 + gpu)
     first = np.unique(group, return_index=True)[1]  # each group's first row, in group order
+    numbers = np.sort(side.steps["step"])
+    at = np.searchsorted(numbers, ops["step"][rows]) if n > 1 else np.zeros(len(rows), np.int64)
+    time = ops["total" if inclusive else "self"][rows].astype(np.float64)
+    per_step = np.bincount(group * n + at, time, len(first) * n).reshape(len(first), n)
     return {"device": np.where(gpu[first], "gpu", "cpu").astype(object),
             "key": objects(keys)[key_code[first]],
             "count": np.bincount(group, ops["count"][rows].astype(np.float64), len(first)) / n,
-            "total": np.bincount(group, ops["total"][rows].astype(np.float64), len(first)) / n}
+            "total": per_step.sum(axis=1) / n, "per_step": per_step}
 
 
 def compare(a: Columns, b: Columns, threshold: float = DEFAULT_THRESHOLD) -> Columns:
-    """Outer join of two op tables with deltas and a status per row, largest |delta| first
-    (ties in (device, key) order)."""
+    """Outer join of two op tables with deltas, a status per row and the ``p_value`` of the change
+    (``ranktest``: per-step times, an op's absent step counting 0), largest |delta| first (ties in
+    (device, key) order)."""
     at = {k: i for i, k in enumerate(zip(a["device"].tolist(), a["key"].tolist()))}
     bt = {k: i for i, k in enumerate(zip(b["device"].tolist(), b["key"].tolist()))}
     keys = sorted(at.keys() | bt.keys())
@@ -122,6 +131,15 @@ def compare(a: Columns, b: Columns, threshold: float = DEFAULT_THRESHOLD) -> Col
     def side(table: Columns, where: dict, col: str) -> np.ndarray:
         return np.array([table[col][where[k]] if k in where else 0.0 for k in keys], np.float64)
 
+    def steps(table: Columns, where: dict) -> np.ndarray:
+        out = np.zeros((len(keys), table["per_step"].shape[1]))
+        for i, k in enumerate(keys):
+            if k in where:
+                out[i] = table["per_step"][where[k]]
+        return out
+
+    step_a, step_b = steps(a, at), steps(b, bt)
+    p_value = np.array([mann_whitney_p(x, y) for x, y in zip(step_a, step_b, strict=True)])
     count_a, count_b = side(a, at, "count"), side(b, bt, "count")
     total_a, total_b = side(a, at, "total"), side(b, bt, "total")
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -137,7 +155,8 @@ def compare(a: Columns, b: Columns, threshold: float = DEFAULT_THRESHOLD) -> Col
     out = {"device": objects([k[0] for k in keys]), "key": objects([k[1] for k in keys]),
            "status": status.astype(object), "count_a": count_a, "count_b": count_b,
            "delta_count": count_b - count_a, "total_a": total_a, "total_b": total_b,
-           "delta": delta, "delta_pct": delta_pct, "mean_a": mean_a, "mean_b": mean_b}
+           "delta": delta, "delta_pct": delta_pct, "mean_a": mean_a, "mean_b": mean_b,
+           "p_value": p_value}
     order = np.argsort(-np.abs(delta), kind="stable")
     return {c: out[c][order] for c in OP_COLUMNS}
 
@@ -175,9 +194,11 @@ def headline(side: Side, step: int | None = None) -> dict:
 
 
 def compute(a: Side, b: Side, by: str = "name", device: str = "all",
-            step: int | None | Steps = None, threshold: float = DEFAULT_THRESHOLD) -> dict:
+            step: int | None | Steps = None, threshold: float = DEFAULT_THRESHOLD,
+            inclusive: bool = False) -> dict:
     """Headline for both sides and the per-op comparison (``Columns``); ``step``: one step
-    number for both sides, or a (step of A, step of B) pair (``pick_steps``)."""
+    number for both sides, or a (step of A, step of B) pair (``pick_steps``); CPU ops by self
+    time unless ``inclusive``."""
     if by not in BY:
         raise TraceaugError(f"--by must be one of {', '.join(BY)}")
     if device not in DEVICES:
@@ -188,18 +209,20 @@ def compute(a: Side, b: Side, by: str = "name", device: str = "all",
             if not len(side.gpu["ts"]):
                 raise TraceaugError(f"{side.trace.path}: no GPU kernels, copies or sets to compare "
                                     "(--device cpu compares CPU ops only)")
-    ops = compare(op_table(a, by, device, step_a), op_table(b, by, device, step_b), threshold)
+    ops = compare(op_table(a, by, device, step_a, inclusive),
+                  op_table(b, by, device, step_b, inclusive), threshold)
     return {"a": headline(a, step_a), "b": headline(b, step_b), "ops": ops}
 
 
 @dataclass
 class RankDiff:
-    """The comparison of one rank."""
+    """The comparison of one rank (``gate``: set by ``check``)."""
 
     rank: int | None
     a: Path
     b: Path
     result: dict
+    gate: dict | None = None
 
 
 @dataclass
@@ -209,40 +232,83 @@ class DiffResult:
     sides: list[tuple[Side, Side]] = field(default_factory=list)
 
 
-MIN_DELTA_SHARE_PCT = 1.0  # default --min-delta: this share of A's step time
+MIN_DELTA_SHARE_PCT = 1.0  # default --min-delta: this share of the mean step time of A and B
+LEVEL = 0.05  # an op change is significant when its Benjamini–Hochberg q-value is at most this
 
 
 def min_delta_ns(res: dict, min_delta_us: float | None) -> float:
-    """The floor an op's per-step growth must pass to count as a regression: ``min_delta_us``,
-    else ``MIN_DELTA_SHARE_PCT`` % of A's step time (a change too small to move the step is noise)."""
+    """The floor an op's per-step change must pass to count: ``min_delta_us``, else
+    ``MIN_DELTA_SHARE_PCT`` % of the mean of both step times (a change too small to move the step is
+    noise; the mean, so that A against B and B against A have one floor)."""
     if min_delta_us is not None:
         return min_delta_us * 1e3
-    return res["a"]["step_ms"] * 1e6 * MIN_DELTA_SHARE_PCT / 100
+    return (res["a"]["step_ms"] + res["b"]["step_ms"]) / 2 * 1e6 * MIN_DELTA_SHARE_PCT / 100
 
 
-def regressions(result: DiffResult, pct: float, min_delta_us: float | None = None,
-                gate: str = "all") -> list[str]:
-    """What regressed by over ``pct`` percent per step (``--fail-on-regression``): a rank's step time, or
-    (``gate`` "all") an op on both sides whose time per step also grew past ``min_delta_ns``."""
-    out = []
+def gate(res: dict, pct: float, floor_ns: float) -> dict:
+    """What ``--fail-on-regression PCT`` decides for one rank: the step time on its own threshold;
+    the ops present on both sides whose per-step time changed by over ``pct`` % (of the smaller side:
+    symmetric) and over ``floor_ns``, each with its p-value and Benjamini–Hochberg q-value among them;
+    a regression gates when q <= ``LEVEL`` (never with too few steps to reach it)."""
+    va, vb = res["a"]["step_ms"], res["b"]["step_ms"]
+    n, m = max(res["a"]["steps"], 1), max(res["b"]["steps"], 1)
+    ops = res["ops"]
+    ta, tb = ops["total_a"], ops["total_b"]
+    big = ((ops["count_a"] > 0) & (ops["count_b"] > 0) & (np.abs(ops["delta"]) > floor_ns)
+           & (np.maximum(ta, tb) > np.minimum(ta, tb) * (1 + pct / 100)))
+    rows = np.flatnonzero(big)  # in the table's order: largest |delta| first
+    q = bh_q(ops["p_value"][rows])
+    listed = [{"device": ops["device"][i], "key": ops["key"][i],
+               "change": "regression" if ops["delta"][i] > 0 else "improvement",
+               "delta_us": float(ops["delta"][i] / 1e3), "delta_pct": float(ops["delta_pct"][i]),
+               "p_value": float(ops["p_value"][i]), "q_value": float(qi),
+               "gates": bool(ops["delta"][i] > 0 and qi <= LEVEL)} for i, qi in zip(rows, q, strict=True)]
+    step_pct = 100 * (vb - va) / va if va > 0 else 0.0
+    return {"fail_on_regression_pct": pct, "min_delta_us": floor_ns / 1e3, "level": LEVEL,
+            "test": "two-sided Mann-Whitney U over per-step times, Benjamini-Hochberg over the "
+                    "ops past both thresholds",
+            "steps_a": n, "steps_b": m, "enough_steps": min_p(n, m) <= LEVEL,
+            "step_a_ms": va, "step_b_ms": vb, "step_change_pct": step_pct,
+            "step_regressed": step_pct > pct, "ops": listed}
+
+
+def check(result: DiffResult, pct: float, min_delta_us: float | None = None) -> None:
+    """Set every rank's ``gate`` (``--fail-on-regression``)."""
     for r in result.ranks:
+        r.gate = gate(r.result, pct, min_delta_ns(r.result, min_delta_us))
+
+
+def _named(ops: list[dict], top: int = 3) -> str:
+    """The first ``top`` of the gate's ops (largest per-step change first), with their figures."""
+    return ", ".join(f"{o['device']} {clip(o['key'])} ({o['delta_us']:+.1f} us, "
+                     f"{o['delta_pct']:+.1f}%, p={o['p_value']:.2g})" for o in ops[:top])
+
+
+def regressions(result: DiffResult, mode: str = "all") -> tuple[list[str], list[str]]:
+    """Why the gate fails (``check`` first), and notes on op changes reported but not gated: too few
+    steps to tell them from noise, or not significant; ``mode`` "step": the step time alone."""
+    fail, notes = [], []
+    for r in result.ranks:
+        g = r.gate
         where = f"rank {r.rank}: " if len(result.ranks) > 1 else ""
-        va, vb = r.result["a"]["step_ms"], r.result["b"]["step_ms"]
-        if va > 0 and 100 * (vb - va) / va > pct:
-            out.append(f"{where}step time {va:.3f} -> {vb:.3f} ms (+{100 * (vb - va) / va:.1f}%)")
-        if gate == "step":
+        if g["step_regressed"]:
+            fail.append(f"{where}step time {g['step_a_ms']:.3f} -> {g['step_b_ms']:.3f} ms "
+                        f"(+{g['step_change_pct']:.1f}%)")
+        if mode == "step":
             continue
-        ops = r.result["ops"]
-        floor = min_delta_ns(r.result, min_delta_us)
-        both = (ops["count_a"] > 0) & (ops["count_b"] > 0)
-        with np.errstate(invalid="ignore"):
-            worse = np.flatnonzero(both & (ops["delta_pct"] > pct) & (ops["delta"] > floor))
-        if len(worse):
-            i = worse[np.argmax(ops["delta_pct"][worse])]
-            out.append(f"{where}{len(worse)} op(s) grew by over {floor / 1e3:g} us per step, the most "
-                       f"{ops['device'][i]} {clip(ops['key'][i])} (+{ops['delta_pct'][i]:.1f}%, "
-                       f"+{ops['delta'][i] / 1e3:.1f} us)")
-    return out
+        grew = [o for o in g["ops"] if o["change"] == "regression"]
+        gates = [o for o in grew if o["gates"]]
+        past = f"by over {g['fail_on_regression_pct']:g}% and {g['min_delta_us']:,.1f} us per step"
+        if gates:
+            fail.append(f"{where}{len(gates)} op(s) grew {past}, significant over {g['steps_a']} vs "
+                        f"{g['steps_b']} steps (q <= {g['level']:g}): {_named(gates)}")
+        if len(gates) < len(grew):
+            why = (f"not significant (q > {g['level']:g})" if g["enough_steps"] else
+                   f"{g['steps_a']} vs {g['steps_b']} steps are too few to tell a change from "
+                   f"noise (p >= {min_p(g['steps_a'], g['steps_b']):.2g} > {g['level']:g})")
+            notes.append(f"{where}{len(grew) - len(gates)} op(s) grew {past}, reported, not gated: "
+                         f"{why}: {_named([o for o in grew if not o['gates']])}")
+    return fail, notes
 
 
 def clip(name, width: int = 70):

@@ -119,18 +119,26 @@ def gpu_ops(trace: Trace, table: str) -> Columns:
 
 
 def cpu_op_groups(trace: Trace, table: str) -> Columns:
-    """CPU ops per ``name`` and ``step`` (in ``table``) holding their start: ``count``, ``total``. Not the
+    """CPU ops per ``name`` and ``step`` (in ``table``) holding their start: ``count``, ``total`` and
+    ``self`` (less the CPU ops nested in them: ``aten::item`` without its ``_local_scalar_dense``). Not the
     ProfilerStep annotations (2021-schema ops): runs numbering steps apart would differ in every one."""
     trace.include("traceaug.kineto")
-    return trace.columns(
-        f"SELECT s.name, {step_of('s.ts', table)} AS step, COUNT(*) AS count, SUM(s.dur) AS total "
-        "FROM slice s JOIN _traceaug_kind k USING (category) WHERE k.kind = 'cpu_op' "
-        "AND s.name NOT GLOB 'ProfilerStep#*' GROUP BY 1, 2")
+    return trace.columns(  # up: each op and its ancestors up to the nearest CPU op, whatever the load kept
+        "WITH RECURSIVE op AS (SELECT s.id, s.parent_id, s.name, s.ts, s.dur FROM slice s "
+        "JOIN _traceaug_kind k USING (category) WHERE k.kind = 'cpu_op'), "
+        "up(dur, at) AS (SELECT dur, parent_id FROM op WHERE parent_id IS NOT NULL UNION ALL "
+        "SELECT up.dur, s.parent_id FROM up JOIN slice s ON s.id = up.at "
+        "WHERE s.parent_id IS NOT NULL AND up.at NOT IN (SELECT id FROM op)), "
+        "nested AS (SELECT at AS id, SUM(dur) AS dur FROM up WHERE at IN (SELECT id FROM op) "
+        "GROUP BY 1) "
+        f"SELECT o.name, {step_of('o.ts', table)} AS step, COUNT(*) AS count, SUM(o.dur) AS total, "
+        "SUM(o.dur - COALESCE(n.dur, 0)) AS self FROM op o LEFT JOIN nested n ON n.id = o.id "
+        "WHERE o.name NOT GLOB 'ProfilerStep#*' GROUP BY 1, 2")
 
 
 def op_groups(trace: Trace) -> tuple[Columns, Columns, list, Columns]:
     """The ops to compare, counted in SQL: CPU ops per (name, step), GPU ops one each (``gpu, kind, category,
-    name_code, step, count, total``); the GPU ops (with ``category``); the distinct names; the steps."""
+    name_code, step, count, total, self``); the GPU ops (with ``category``); the distinct names; the steps."""
     st = steps(trace)
     table = step_table(trace, st)
     cpu, gpu = cpu_op_groups(trace, table), gpu_ops(trace, table)
@@ -143,7 +151,8 @@ def op_groups(trace: Trace) -> tuple[Columns, Columns, list, Columns]:
               "category": cat, "name_code": name_code,
               "step": np.r_[cpu["step"], gpu["step"]].astype(np.int64),
               "count": np.r_[cpu["count"], np.ones(len(gpu["step"]), np.int64)].astype(np.int64),
-              "total": np.r_[cpu["total"], gpu["dur"]].astype(np.int64)}
+              "total": np.r_[cpu["total"], gpu["dur"]].astype(np.int64),
+              "self": np.r_[cpu["self"], gpu["dur"]].astype(np.int64)}
     return groups, gpu, names, st
 
 

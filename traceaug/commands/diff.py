@@ -35,7 +35,7 @@ from .declare import (
 if TYPE_CHECKING:
     from ..analysis.diff import DiffResult, RankDiff
 
-COMPARE = ("by", "device", "step", "step_a", "step_b", "step_index", "threshold")
+COMPARE = ("by", "device", "step", "step_a", "step_b", "step_index", "threshold", "inclusive")
 
 
 class Comparison(NamedTuple):
@@ -53,7 +53,8 @@ def diff_rank(sides: tuple, item: Item, compare: dict, trace_out: Path | None = 
     sa, sb = sides
     steps = pick_steps(sa, sb, compare["step"], compare["step_a"], compare["step_b"],
                        compare["step_index"])
-    result = compute(sa, sb, compare["by"], compare["device"], steps, compare["threshold"])
+    result = compute(sa, sb, compare["by"], compare["device"], steps, compare["threshold"],
+                     compare["inclusive"])
     if trace_out is not None:
         from ..rewrite.merge import write_merged
 
@@ -118,44 +119,51 @@ def prepare(call: Call) -> None:
 
 def compute_all(call: Call) -> tuple[DiffResult | None, dict | None]:
     """The comparison and (``--explain``) the split along the critical paths; csv / json of
-    ``--explain`` give the split alone."""
+    ``--explain`` print the split alone, so the comparison is made only for another output
+    (``--html``, ``--trace``, the gate)."""
     split = None
     if call.get("explain"):
         if call["step_index"] is not None:
             raise click.UsageError("--explain takes --step or --step-a/--step-b")
         split = explain(call)
-        if call["fmt"] != "table":
+        if call["fmt"] != "table" and all(call.get(k) is None for k in
+                                          ("html_out", "trace_out", "fail_pct")):
             return None, split
     return diff(call), split
 
 
 def show(found: tuple, call: Call) -> None:
-    from ..analysis.diff import regressions
+    from ..analysis.diff import check, regressions
     from ..report.diff_text import render, render_explain
 
     result, split = found
-    if result is None:
-        click.echo(render_explain(split, call["fmt"]), nl=False)
-        return
+    pct = call["fail_pct"]
+    if pct is not None and result is not None:
+        check(result, pct, call["min_delta_us"])
     to_stderr = paths.is_stdout(call["html_out"]) or paths.is_stdout(call["trace_out"])
     top = call["top"]
-    echo(render(result, call["fmt"], top), err=to_stderr)
-    if split is not None:
-        echo(render_explain(split, call["fmt"], top), err=to_stderr)
+    if split is not None and call["fmt"] != "table":
+        echo(render_explain(split, call["fmt"]), err=to_stderr)
+        if result is None:
+            return
+    else:
+        echo(render(result, call["fmt"], top), err=to_stderr)
+        if split is not None:
+            echo(render_explain(split, call["fmt"], top), err=to_stderr)
     written = []  # said once every output is done: Ctrl-C before then removes them all
     if call["html_out"] is not None:
         from ..report.diff_html import write_report
 
-        write_report(result, call["html_out"], top)
+        write_report(result, call["html_out"], top, split)
         written.append(call["html_out"])
     if call["trace_out"] is not None:
         written.append(call["trace_out"])
     atomic.commit()  # every output in place: the gate's exit below keeps them
     for path in written:
         said(f"wrote {path}")
-    pct = call["fail_pct"]
-    regressed = regressions(result, pct, call["min_delta_us"], call["gate"]) \
-        if pct is not None else []
+    regressed, notes = regressions(result, call["gate"]) if pct is not None else ([], [])
+    for line in notes:
+        click.echo(f"traceaug: note: {line}", err=True)
     if call["open_ui"]:
         serve(call["trace_out"], port=call["port"], browser=not call["no_browser"])
     if regressed:
@@ -172,7 +180,8 @@ def _api(found: tuple, call: Call) -> Comparison:
     ``device`` ("cpu" / "gpu"), ``key``, ``status`` (added, removed, increased, decreased,
     unchanged: beyond ``threshold`` percent), ``count_a``, ``count_b``, ``delta_count`` (per
     step), ``total_a_ms``, ``total_b_ms``, ``delta_ms``, ``delta_pct`` (NaN when A has none),
-    ``mean_a_ms``, ``mean_b_ms`` (NaN without calls): the rows ``--format csv`` prints."""
+    ``mean_a_ms``, ``mean_b_ms`` (NaN without calls), ``p_value`` (two-sided Mann–Whitney U over
+    the per-step times): the rows ``--format csv`` prints. CPU ops: self time unless ``inclusive``."""
     from ..analysis.tables import frame
     from ..report.diff_text import all_rows, summary_rows
 
@@ -203,13 +212,17 @@ COMMAND = Command(
      option("--fail-on-regression", "fail_pct", type=Finite(0), metavar="PCT",
             help="Exit with code 3 (for CI; every output is still written) when the step time "
                  "grew by more than PCT percent, or an op present in both grew by more than PCT "
-                 "percent and by more than --min-delta per step."),
+                 "percent and by more than --min-delta per step, significantly across the steps "
+                 "(Mann-Whitney U, Benjamini-Hochberg q <= 0.05; with too few steps to tell, "
+                 "reported, not gated)."),
      option("--min-delta", "min_delta_us", type=US, metavar="US",
             help="The per-step growth (µs) an op must also pass to fail the gate "
-                 "[default: 1% of A's step time]."),
+                 "[default: 1% of the mean step time of A and B]."),
      option("--gate", type=click.Choice(["all", "step"]), default="all", show_default=True,
             help="What --fail-on-regression checks: the step time and every op, or the step "
                  "time alone."),
+     option("--inclusive", is_flag=True,
+            help="Time CPU ops inclusively (with the CPU ops nested in them); default: self time."),
      fmt("table: headline and top rows; csv / json: every row."),
      option("--html", "html_out", type=paths.Output(),
             help="Write a self-contained report."),

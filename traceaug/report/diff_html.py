@@ -11,12 +11,12 @@ import numpy as np
 from ..analysis.diff import DiffResult, clip
 from ..analysis.tables import Columns
 from ..atomic import atomic_output
-from .diff_text import headline_table, ops_ms, top_changes
+from .diff_text import explain_tables, headline_table, ops_ms, top_changes
 
 PAGE_ROWS = 50  # rows of the all-ops table per page
 COLUMNS = (("device", "device"), ("key", "op"), ("status", "status"), ("count_a", "count A"),
            ("count_b", "count B"), ("total_a_ms", "A (ms)"), ("total_b_ms", "B (ms)"),
-           ("delta_ms", "Δ (ms)"), ("delta_pct", "Δ %"))
+           ("delta_ms", "Δ (ms)"), ("delta_pct", "Δ %"), ("p_value", "p"))
 
 STYLE = """
 body{font-family:sans-serif;margin:1.5em 2em;color:#222}
@@ -71,7 +71,7 @@ document.body.dataset.ready = '1';
 """
 
 
-DIGITS = {"delta_pct": 1}  # decimals shown per column (4 elsewhere: ms to 0.1 µs)
+DIGITS = {"delta_pct": 1, "p_value": 4}  # decimals shown per column (4 elsewhere: ms to 0.1 µs)
 LEGEND = ("<th class='name'>A<span class='key a'></span>B<span class='key b'></span>"
           "Δ<span class='key up'></span><span class='key down'></span></th>")
 
@@ -158,8 +158,36 @@ def _all_ops(ops: Columns) -> str:
             "</table></details></section>")
 
 
-def write_report(result: DiffResult, path: Path, top: int = 20) -> None:
-    """Write the page atomically."""
+def _gate(g: dict) -> str:
+    """What ``--fail-on-regression`` decided: the step time, then every op past both thresholds with
+    its p- and q-value and whether it gates."""
+    step = "fails the gate" if g["step_regressed"] else "passes"
+    out = [f"<h3>Gate: --fail-on-regression {g['fail_on_regression_pct']:g}</h3><p>Step time "
+           f"{g['step_a_ms']:.3f} → {g['step_b_ms']:.3f} ms ({g['step_change_pct']:+.1f} %): {step}. "
+           f"Ops present on both sides that changed by over {g['fail_on_regression_pct']:g} % and "
+           f"{g['min_delta_us']:,.1f} µs per step: {len(g['ops'])}; a regression among them gates "
+           f"when significant ({html.escape(g['test'])}, q ≤ {g['level']:g}).</p>"]
+    if not g["enough_steps"]:
+        out.append(f"<p class='worse'>{g['steps_a']} vs {g['steps_b']} steps are too few to tell a "
+                   "change from noise: op changes are reported, not gated.</p>")
+    if g["ops"]:
+        columns = {c: np.array([o[c] for o in g["ops"]], dtype=object) for c in
+                   ("device", "key", "change", "delta_us", "delta_pct", "p_value", "q_value", "gates")}
+        columns["key"] = np.array([clip(k, 90) for k in columns["key"]], dtype=object)
+        out.append(_table(columns))
+    return "".join(out)
+
+
+def _explain(split: dict, top: int) -> str:
+    """``--explain``: the step-time change along both critical paths, per category and the ``top``
+    events that moved most (µs per step)."""
+    head, table, events = explain_tables(split, top)
+    return (f"<h2>Step time along the critical paths</h2><p>{html.escape(head)}</p>{_table(table)}"
+            f"<h3>Events that moved most along the paths (per step)</h3>{_table(events)}")
+
+
+def write_report(result: DiffResult, path: Path, top: int = 20, split: dict | None = None) -> None:
+    """Write the page atomically (``split``: ``--explain``'s, shown after the ranks)."""
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>traceaug diff</title>",
              f"<style>{STYLE}</style></head><body><h1>traceaug diff</h1>"]
     for side, ranks in result.unmatched.items():
@@ -171,13 +199,18 @@ def write_report(result: DiffResult, path: Path, top: int = 20) -> None:
         shown = np.concatenate([worse, better])
         scale = max(float(np.max(np.maximum(ops["total_a_ms"][shown], ops["total_b_ms"][shown])))
                     if len(shown) else 0.0, 1e-12)
-        parts.append(f"<h2>rank {r.rank}</h2>")
+        if r.rank is not None:
+            parts.append(f"<h2>rank {r.rank}</h2>")
         parts.append(_verdict(r.result, ops, worse, better))
         parts.append(f"<p class='paths'>A = {html.escape(str(r.a))}<br>B = {html.escape(str(r.b))}</p>")
         parts.append(_table(headline_table(r.result)))
+        if r.gate is not None:
+            parts.append(_gate(r.gate))
         parts.append(_top(ops, worse, "Top regressions", scale))
         parts.append(_top(ops, better, "Top improvements", scale))
         parts.append(_all_ops(ops))
+    if split is not None:
+        parts.append(_explain(split, top))
     parts.append(f"<script>const PAGE = {PAGE_ROWS};{SCRIPT}</script></body></html>")
     with atomic_output(path, "w") as f:
         f.write("\n".join(parts))

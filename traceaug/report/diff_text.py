@@ -65,7 +65,8 @@ def render(result: DiffResult, fmt: str, top: int = 10) -> str:
     if fmt == "json":
         data = {"ranks": [{"rank": r.rank, "a": str(r.a), "b": str(r.b),
                            "summary": {"a": r.result["a"], "b": r.result["b"]},
-                           "ops": orjson.loads(render_columns(ops_ms(r.result["ops"]), "json"))}
+                           "ops": orjson.loads(render_columns(ops_ms(r.result["ops"]), "json")),
+                           **({"gate": r.gate} if r.gate is not None else {})}
                           for r in result.ranks],
                 "unmatched_ranks": result.unmatched}
         return json_text(data)
@@ -74,13 +75,14 @@ def render(result: DiffResult, fmt: str, top: int = 10) -> str:
         if ranks:
             parts.append(f"only in {side.upper()}: rank(s) {', '.join(map(str, ranks))}\n")
     cols = ["device", "key", "status", "count_a", "count_b", "total_a_ms", "total_b_ms", "delta_ms",
-            "delta_pct"]
+            "delta_pct", "p_value"]
     for r in result.ranks:
         ops = ops_ms(r.result["ops"])
         ops["key"] = objects([clip(k) for k in ops["key"].tolist()])
         steps = " vs ".join(f"ProfilerStep#{h['step']}" if h["step"] is not None
                             else f"{h['steps']} ProfilerSteps" for h in (r.result["a"], r.result["b"]))
-        parts.append(f"rank {r.rank}: A = {r.a}\n{' ' * len(f'rank {r.rank}: ')}B = {r.b}  ({steps})\n")
+        label = f"rank {r.rank}: " if r.rank is not None else ""
+        parts.append(f"{label}A = {r.a}\n{' ' * len(label)}B = {r.b}  ({steps})\n")
         parts.append(render_columns(headline_table(r.result), "table"))
         worse, better = top_changes(ops, top)
         counts = Counter(ops["status"].tolist())
@@ -106,16 +108,21 @@ def render_explain(res: dict, fmt: str, top: int = 10) -> str:
                 "delta_ns": np.r_[cats["delta_ns"], events["delta_ns"]]}
         text = render_columns(rows, fmt)
         return text if text.endswith("\n") else text + "\n"
-    head = (f"\nstep time along the critical paths: {res['step_a_ns'] / 1e3:,.3f} -> "
-            f"{res['step_b_ns'] / 1e3:,.3f} us ({res['delta_ns'] / 1e3:+,.3f} us; the rows below "
-            "sum to it, idle included)\n")
-    table = render_columns({"category": cats["category"], "a_us": cats["a_ns"] / 1e3,
-                            "b_us": cats["b_ns"] / 1e3, "delta_us": cats["delta_ns"] / 1e3,
-                            "share_of_change_pct": cats["share_of_change_pct"]}, "table")
-    k = slice(0, top)
-    ev = render_columns({"event": objects([clip(e) for e in events["event"][k].tolist()]),
-                         "category": events["category"][k], "a_us": events["a_ns"][k] / 1e3,
-                         "b_us": events["b_ns"][k] / 1e3, "delta_us": events["delta_ns"][k] / 1e3},
-                        "table")
-    return head + table + f"\nEvents that moved most along the paths (per step)\n{ev}"
+    head, table, events = explain_tables(res, top)
+    return (f"\nstep time along the critical paths: {head}\n" + render_columns(table, "table")
+            + "\nEvents that moved most along the paths (per step)\n" + render_columns(events, "table"))
 
+
+def explain_tables(res: dict, top: int = 10) -> tuple[str, Columns, Columns]:
+    """``--explain``'s split for the table and the page: the change in a sentence, the categories and
+    the ``top`` events that moved most, in µs per step."""
+    cats, events = res["categories"], res["events"]
+    head = (f"{res['step_a_ns'] / 1e3:,.3f} -> {res['step_b_ns'] / 1e3:,.3f} us "
+            f"({res['delta_ns'] / 1e3:+,.3f} us; the rows below sum to it, idle included)")
+    table = {"category": cats["category"], "a_us": cats["a_ns"] / 1e3, "b_us": cats["b_ns"] / 1e3,
+             "delta_us": cats["delta_ns"] / 1e3, "share_of_change_pct": cats["share_of_change_pct"]}
+    k = slice(0, top)
+    moved = {"event": objects([clip(e) for e in events["event"][k].tolist()]),
+             "category": events["category"][k], "a_us": events["a_ns"][k] / 1e3,
+             "b_us": events["b_ns"][k] / 1e3, "delta_us": events["delta_ns"][k] / 1e3}
+    return head, table, moved

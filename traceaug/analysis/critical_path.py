@@ -676,19 +676,13 @@ def category_of(graph: Graph, kind: np.ndarray, event: np.ndarray, name: np.ndar
                       "gpu_communication"], "gpu_compute").astype(object)
 
 
-NO_WAIT = np.iinfo(np.int64).max  # ``edges["wait_start"]`` of an edge into no blocking call
-
-
-def wait_start(waiting: np.ndarray, dst: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """Per path edge: the start (ns) of the call that waited for the GPU whose end it leads into, else
-    NO_WAIT (``waiting``: per event; ``start``: per edge, its destination event's start)."""
-    return np.where((dst % 2 == 1) & waiting[dst // 2], start, NO_WAIT)
+NO_WAIT = np.iinfo(np.int64).max  # ``edges["wait_start"]`` of an edge into no call that waited
 
 
 def _blocked_idle(p: Columns, e: Columns) -> Columns:
     """The pieces ``p`` with idle time inside a wait the path leads into (``edges["wait_start"]``; each from
     the end of the one before) made ``blocked`` and shown with its call: no work on the path explains it."""
-    into, lo, hi = waits(e)
+    into, lo, hi = _waits(e)
     if not len(into):
         return p
     pts = np.unique(np.r_[lo, hi])
@@ -707,7 +701,7 @@ def _blocked_idle(p: Columns, e: Columns) -> Columns:
     return {"ts": start, "end": stop, "edge": np.where(inside, into[w], edge), "category": cat}
 
 
-def waits(e: Columns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _waits(e: Columns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(path edges into a blocking call's end, each wait's start, its end): the call's time on the path,
     from its start or the end of the wait before it on the path, whichever is later."""
     if "wait_start" not in e:
@@ -774,11 +768,11 @@ class Result:
         }
 
     def blocked(self, top: int = 10) -> dict:
-        """The ``top`` longest waits of calls for the GPU on the path (``waits``): the call, the op it waited
+        """The ``top`` longest waits of calls for the GPU on the path (``_waits``): the call, the op it waited
         for, the wait split into GPU work (``GPU_WORK``), other work on the path (launch delays, gaps, CPU),
         and ``blocked`` (its transfer, what no recorded event explains); the streams the path ran on."""
         e, p = self.edges, self.pieces()
-        into, lo, hi = waits(e)
+        into, lo, hi = _waits(e)
         cols: dict = {k: [] for k in ("call", "waited_for", "streams", "start_ns", "wait_ns", "gpu_ns",
                                       "other_ns", "blocked_ns", "gpu_pct")}
         for k in np.argsort(lo - hi, kind="stable")[:top].tolist():
@@ -829,7 +823,8 @@ def analyse(trace: Trace, step: int | None = None, annotation: str | None = None
         "event_id": g["id"][shown], "event_name": event_name,
         "pid": g["pid"][shown], "tid": g["tid"][shown],
         "category": category_of(graph, kind, shown, event_name),
-        "wait_start": wait_start(g["waiting"], dst, graph.node_ts[dst - 1]),
+        # into the end of a call that waited: the call's start
+        "wait_start": np.where((dst % 2 == 1) & g["waiting"][dst // 2], graph.node_ts[dst - 1], NO_WAIT),
     }
     edges["waited_for"] = _waited_for(trace, graph, dst, edges["wait_start"] != NO_WAIT)
     r = Result(win, graph, edges, 0, path)

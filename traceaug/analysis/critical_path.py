@@ -844,7 +844,7 @@ def _through_waits(graph: Graph, path: np.ndarray) -> np.ndarray:
     if not len(at):
         return path
     way = _last_into(len(ts), dst, np.lexsort((-np.arange(len(src)), graph.weight, ts[src], dst)))
-    before = _before_on_stream(graph)
+    before = _ended_before(graph)
     into = _last_sync(graph)
     out, prev = [], 0
     for i in at.tolist():
@@ -855,7 +855,7 @@ def _through_waits(graph: Graph, path: np.ndarray) -> np.ndarray:
             if way[n] >= 0:
                 chain.append(int(way[n]))
                 n = int(src[chain[-1]])
-            elif before[n] >= 0:  # a gap nothing recorded explains: the op before on its stream
+            elif before[n] >= 0:  # a gap nothing recorded explains: the op that ended last before it
                 n = int(before[n])
             else:
                 break
@@ -865,16 +865,20 @@ def _through_waits(graph: Graph, path: np.ndarray) -> np.ndarray:
     return np.concatenate(out + [path[prev:]])
 
 
-def _before_on_stream(graph: Graph) -> np.ndarray:
-    """Per node: at a GPU op's start, the end node of the op before it on its stream, by start (-1: none)."""
+def _ended_before(graph: Graph) -> np.ndarray:
+    """Per node: at a GPU op's start, the end node of the op of its device that ended last by then (its
+    stream's previous op, or the other stream's op it waited for unrecorded; -1: none)."""
     g, ts = graph.ev, graph.node_ts
     gpu = np.flatnonzero(g["gpu"])
     dev = np.where(g["device"] >= 0, g["device"], g["pid"].astype(np.int64))[gpu]
-    code = _stream_codes(dev, np.where(g["stream"] >= 0, g["stream"], g["tid"].astype(np.int64))[gpu])
-    o = np.lexsort((gpu, ts[2 * gpu], code))
     out = np.full(len(ts), -1, np.int64)
-    same = code[o][1:] == code[o][:-1]
-    out[2 * gpu[o][1:][same]] = 2 * gpu[o][:-1][same] + 1
+    for d in np.unique(dev).tolist():  # (a handful of devices)
+        ops = gpu[dev == d]
+        ops = ops[np.lexsort((ops, ts[2 * ops + 1]))]  # by end
+        at = np.searchsorted(ts[2 * ops + 1], ts[2 * ops], "right") - 1
+        at -= (at >= 0) & (ops[np.maximum(at, 0)] == ops)  # (not itself, when it takes no time)
+        ok = at >= 0
+        out[2 * ops[ok]] = 2 * ops[at[ok]] + 1
     return out
 
 

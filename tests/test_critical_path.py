@@ -206,6 +206,24 @@ def test_blocking_calls_say_what_was_inferred() -> None:
     assert data["inferred"] == {} and data["length_ns"] == ANSWERS["pageable_copy"]["hta_length_ns"]
 
 
+def test_a_pageable_copy_waiting_on_another_stream_is_split() -> None:
+    # testdata's pageable_copy_cross_stream, laid out by hand: the CPU waits 1300 µs in the copy
+    # (200 -> 1500); k1 (stream 20) runs to 1100, the copy (stream 7) waits for it, 1105 -> 1145,
+    # and the call returns at 1500. The wait: k1's 900 in it and the copy's 40 are GPU work, the
+    # 5 µs nothing records and the 355 µs after the copy are blocked.
+    with traceaug.load(TESTDATA / "critical_path" / "pageable_copy_cross_stream.json", kind="sync",
+                       progress=False) as t:
+        r = cp.analyse(t)
+        b = r.summary()["blocked"]
+        assert {k: v[0] for k, v in b.items() if k != "start_ns"} == {
+            "call": "cudaMemcpyAsync", "waited_for": "Memcpy DtoH (Device -> Pageable)",
+            "streams": [20, 7], "wait_ns": 1_300_000, "gpu_ns": 940_000, "other_ns": 0,
+            "blocked_ns": 360_000, "gpu_pct": 100 * 940 / 1300}
+        assert b["start_ns"][0] - r.window.start == 200_000
+        # HTA's weights: the call's own time counts (HTA 0.6.1 says 1600 µs, the CPU's way)
+        assert cp.analyse(t, sync_wait=False).length == 1_600_000
+
+
 @pytest.mark.parametrize("name,kind", [
     # by the CUDA runtime / driver and HIP names: the copies and sets without Async (a wait
     # only where the call returned after its op), the Async ones (pageable memory only), syncs

@@ -54,7 +54,7 @@ def blocked_lines(summary: dict, top: int = 3) -> list[str]:
     for i in range(min(top, len(b.get("call", [])))):
         streams = ", ".join(map(str, b["streams"][i])) or "none"
         out += [f"blocked: {b['call'][i]} at {(b['start_ns'][i] - summary['start_ns']) / 1e3:,.3f} us waited "
-                f"{b['wait_ns'][i] / 1e3:,.3f} us for {b['waited_for'][i]}",
+                f"{b['wait_ns'][i] / 1e3:,.3f} us for {_short(b['waited_for'][i], 80)}",
                 f"  path through streams {streams}: GPU work {b['gpu_ns'][i] / 1e3:,.3f} us "
                 f"({b['gpu_pct'][i]:.1f} %), launches, gaps and CPU {b['other_ns'][i] / 1e3:,.3f} us, "
                 f"blocked {b['blocked_ns'][i] / 1e3:,.3f} us"]

@@ -8,9 +8,9 @@ of ``ProfilerStep#6`` is the GPU-side annotation, a shorter window: ours on that
 whole-µs rounding), ``a100_nccl_rank0_of2`` and ``multi_rank_sampled`` (HTA's path runs on a second CPU
 thread: it moves backward-pass events onto the forward thread), ``v100_ns_resolution`` and
 ``a100_vs_v100`` steps 1009 / 1011 (not investigated), ``a100_triton`` and ``mi250_rocm62`` (fractional
-µs, which HTA rounds), ``tiny_base``, ``cpu_only_gloo`` and ``no_distributed_info`` (no GPU work: HTA
-fails or sums weights its breakdown lacks), the 2021 schema (HTA fails) and every trace's last step
-(HTA fails)."""
+µs, which HTA rounds), ``tiny_base`` (HTA's path weighs 57,182 µs, its own breakdown of it 6 µs),
+``cpu_only_gloo`` and ``no_distributed_info`` (no GPU work: HTA fails), the 2021 schema (HTA fails) and
+every trace's last step (HTA fails)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,9 @@ launch -> GPU op, op -> next op on a stream, GPU -> CPU and GPU -> GPU syncs) an
 its longest path. Each trace here exercises one kind of edge, on a schedule laid out so
 that exactly one path is the longest, and the answers file states that path from the
 schedule itself (never through traceaug): its length with traceaug's weights and with
-HTA's (syncs and blocking calls weigh 0), the events on it in order, and the time per
-category, ``idle`` being the rest of the window (the trace's first start to its last end).
+HTA's (syncs and HTA's blocking calls weigh 0), the events on it in order, and the time per
+category, ``idle`` being the rest of the window (the trace's first start to its last end);
+a call's wait for the GPU that no work on the path covers is ``blocked``.
 
 Outputs (in ``critical_path/`` next to this file; deterministic): one ``<name>.json`` per
 trace below and ``critical_path.answers.json``. Run ``python testdata/generate_critical_path.py``
@@ -24,6 +25,9 @@ to regenerate, or with a DIR argument to write the same files under DIR.
   behind a long kernel, with no ``cuda_sync`` event (HTA crosses it with weight 0).
 * ``stream_sync_inferred``: a ``cudaStreamSynchronize`` without its ``cuda_sync`` event
   waits for the kernel launched before it that ends last while it runs.
+* ``pageable_copy_cross_stream``: a ``cudaMemcpyAsync`` to pageable memory whose copy waits for
+  a kernel on another stream: the CPU's wait is split into that kernel, the copy and the rest
+  (``blocked``).
 """
 
 from __future__ import annotations
@@ -96,7 +100,7 @@ def launch() -> tuple[Trace, dict]:
     t.op("aten::add", 2700, 100)
     # mm's first 10 µs, launch delay 490, gemm 2000, wait 100 after the gemm ended, add 100.
     return t, answer(2700, 2600, ["aten::mm", "gemm", "gemm", "cudaDeviceSynchronize", "aten::add"],
-                     cpu=110, launch_delay=490, gpu_compute=2000, sync_wait=100)
+                     cpu=110, launch_delay=490, gpu_compute=2000, blocked=100)
 
 
 def kernel_gap() -> tuple[Trace, dict]:
@@ -108,7 +112,7 @@ def kernel_gap() -> tuple[Trace, dict]:
     c3 = t.call("cudaStreamSynchronize", 140, 2060)
     t.sync("Stream Sync", 2190, 5, c3, stream=7)
     return t, answer(2200, 2150, ["k1", "k1", "k1", "k2", "cudaStreamSynchronize"],
-                     launch_delay=100, gpu_compute=2000, kernel_gap=50, sync_wait=50)
+                     launch_delay=100, gpu_compute=2000, kernel_gap=50, blocked=50)
 
 
 def event_sync() -> tuple[Trace, dict]:
@@ -122,7 +126,7 @@ def event_sync() -> tuple[Trace, dict]:
     t.sync("Event Sync", 3140, 5, c3, wait_on_stream=7, wait_on_cuda_event_record_corr_id=rec)
     t.op("aten::add", 3200, 100)
     return t, answer(3250, 3200, ["long", "long", "cudaEventSynchronize", "aten::add"],
-                     cpu=100, launch_delay=100, gpu_compute=3000, sync_wait=50)
+                     cpu=100, launch_delay=100, gpu_compute=3000, blocked=50)
 
 
 def stream_wait() -> tuple[Trace, dict]:
@@ -137,10 +141,11 @@ def stream_wait() -> tuple[Trace, dict]:
     t.gpu("consumer", 2150, 1000, 20, c3)
     c4 = t.call("cudaDeviceSynchronize", 200, 3000)  # the CPU's calls: 3030 < 3150
     t.sync("Context Sync", 3190, 5, c4)
-    # Launch delay 100, producer 2000, the wait edge (0: idle), consumer 1000, sync wait 50
-    # (after the last op the device sync waited on: the producer's edge to it weighs as much).
-    return t, answer(3150, 3100, ["producer", "producer", "consumer", "cudaDeviceSynchronize"],
-                     launch_delay=100, gpu_compute=3000, sync_wait=50)
+    # Launch delay 100, producer 2000, the wait edge (0: no recorded event explains the 50 µs, and
+    # the device sync was waiting: blocked), consumer 1000, the sync's wait after it 50 (blocked).
+    return t, answer(3200, 3100, ["producer", "producer", "cudaDeviceSynchronize", "consumer",
+                                  "cudaDeviceSynchronize"],
+                     launch_delay=100, gpu_compute=3000, blocked=100)
 
 
 def graph_launch() -> tuple[Trace, dict]:
@@ -152,7 +157,7 @@ def graph_launch() -> tuple[Trace, dict]:
     c = t.call("cudaStreamSynchronize", 30, 1670)
     t.sync("Stream Sync", 1690, 5, c, stream=7)
     return t, answer(1700, 1620, ["g1", "g1", "g1", "g2", "g2", "g3", "cudaStreamSynchronize"],
-                     launch_delay=100, gpu_compute=1500, kernel_gap=20, sync_wait=80)
+                     launch_delay=100, gpu_compute=1500, kernel_gap=20, blocked=80)
 
 
 def pageable_copy() -> tuple[Trace, dict]:
@@ -167,7 +172,7 @@ def pageable_copy() -> tuple[Trace, dict]:
     return t, answer(2300, 2180, ["k1", "k1", "k1", "Memcpy DtoH (Device -> Pageable)",
                                   "cudaMemcpyAsync", "aten::add"],
                      cpu=100, launch_delay=100, gpu_compute=2000, kernel_gap=50, gpu_memory=30,
-                     sync_wait=20)
+                     blocked=20)
 
 
 def stream_sync_inferred() -> tuple[Trace, dict]:
@@ -181,11 +186,37 @@ def stream_sync_inferred() -> tuple[Trace, dict]:
     # Launch delay 100, k1 2000, the sync's wait after k1 50, idle 50, add 100 (the CPU's own:
     # 10 + 10 + 1750 + 100). HTA: no sync edge, the sync weighs 0: launch delay and k1, 2100.
     return t, answer(2250, 2100, ["k1", "k1", "cudaStreamSynchronize", "aten::add"],
-                     cpu=100, launch_delay=100, gpu_compute=2000, sync_wait=50)
+                     cpu=100, launch_delay=100, gpu_compute=2000, blocked=50)
+
+
+def pageable_copy_cross_stream() -> tuple[Trace, dict]:
+    t = Trace()
+    t.op("aten::mul", 0, 200)
+    c1 = t.call("cudaLaunchKernel", 10, 10)
+    t.gpu("k1", 100, 1000, 20, c1)
+    rec = t.call("cudaEventRecord", 30, 5)
+    c2 = t.call("cudaStreamWaitEvent", 40, 5)  # stream 7 waits for k1 (stream 20)
+    t.sync("Stream Wait Event", 42, 1, c2, stream=7, wait_on_stream=20,
+           wait_on_cuda_event_record_corr_id=rec)
+    c3 = t.call("cudaMemcpyAsync", 200, 1300)  # returns once its copy is done
+    t.gpu("Memcpy DtoH (Device -> Pageable)", 1105, 40, 7, c3, cat="gpu_memcpy")
+    t.op("aten::add", 1500, 100)
+    # The CPU is busy to 200, then waits in the copy to 1500: that way (1500) is longer than the
+    # GPU's into the call's end (1495: launch delay 90 from 10, k1 1000, 5 µs nothing records, the
+    # copy 40, the call's 355 after it), then add 100: 1600, the window. The copy's 1300 µs wait is
+    # split: k1 from the call's start (900, GPU work), the 5 µs wait no event explains and the
+    # 355 µs after the copy ended (blocked), the copy (40, GPU work). HTA weighs cudaMemcpyAsync's
+    # own time (its runtime-lock edge): the same 1600.
+    return t, answer(1600, 1600, ["aten::mul", "cudaLaunchKernel", "aten::mul", "cudaEventRecord",
+                                  "aten::mul", "cudaStreamWaitEvent", "aten::mul", "k1",
+                                  "cudaMemcpyAsync", "Memcpy DtoH (Device -> Pageable)",
+                                  "cudaMemcpyAsync", "aten::add"],
+                     cpu=300, gpu_compute=900, gpu_memory=40, blocked=360)
 
 
 TRACES = {f.__name__: f for f in (cpu_nesting, launch, kernel_gap, event_sync, stream_wait,
-                                  graph_launch, pageable_copy, stream_sync_inferred)}
+                                  graph_launch, pageable_copy, stream_sync_inferred,
+                                  pageable_copy_cross_stream)}
 
 
 def answer(length_us: int, hta_length_us: int, segments: list[str], **categories: int) -> dict:

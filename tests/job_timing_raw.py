@@ -160,7 +160,9 @@ def segments(d: Path, step: int) -> tuple[list[tuple], dict]:
 def _category(kind: str, ev: dict) -> str:
     if kind in ("launch_delay", "kernel_gap"):
         return kind
-    if kind in ("sync", "stream_wait"):
+    if kind == "sync":  # a call's wait after the GPU op it waited for
+        return "blocked"
+    if kind == "stream_wait":
         return "sync_wait"
     cat = ev.get("cat")
     if cat in ("gpu_memcpy", "gpu_memset"):

@@ -34,6 +34,7 @@ UNITLESS = {
     "operators", "pattern", "kernel_ids", "kernels", "window", "title", "notes", "warnings",
     "perfetto_ui", "max_total_rank", "waited_for_rank", "path", "side", "a", "b",
     "group", "straggler", "cause", "cause_ops", "change", "speedup", "position", "findings",
+    "call", "waited_for",
     # counts and sizes
     "count", "count_a", "count_b", "delta_count", "ops", "gaps", "cpu_ops", "runtime_calls",
     "memcpys", "memsets", "profiler_steps", "step", "steps", "launched_ops", "unlaunched_ops",

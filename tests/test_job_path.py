@@ -176,7 +176,7 @@ def _planted(straggler: int, delay_us: int, where: str, end_rank: int = 0) -> li
                 (k, 150, 205 + x, "span", "gpu_compute", "gemm_kernel")]
     r = end_rank
     return head + [(r, 205 + x, 305 + x, "collective", "gpu_communication", comm),
-                   (r, 305 + x, 310 + x, "sync", "sync_wait", "cudaStreamSynchronize"),
+                   (r, 305 + x, 310 + x, "sync", "blocked", "cudaStreamSynchronize"),
                    (r, 310 + x, 315 + x, idle, idle, None),
                    (r, 315 + x, 320 + x, "span", "cpu", "aten::add"),
                    (r, 320 + x, 340 + x, "launch_delay", "launch_delay", "add_kernel"),

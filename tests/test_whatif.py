@@ -201,12 +201,12 @@ def test_explain_splits_the_change_along_both_paths(tmp_path: Path) -> None:
     events = {(x["event"], x["category"]): x["delta_ns"] for x in rows if x["section"] == "event"}
     assert cats == {c: (-400 * US if c == "gpu_compute" else 0) for c in cp.CATEGORIES}
     assert {k: v for k, v in events.items() if v} == {("gemm_a", "gpu_compute"): -400 * US}
-    # along A's path: launch 0..100, gemm_a, gap, all-reduce, sync wait 50, then the add;
-    # the 100 of Python before the add and the step's tail are off the path: idle
+    # along A's path: launch 0..100, gemm_a, gap, all-reduce, the sync's wait after it 50
+    # (blocked), then the add; the 100 of Python before the add and the step's tail are off the path
     a_ns = {x["category"]: x["a_ns"] for x in rows if x["section"] == "category"}
-    assert a_ns == {"cpu": 100 * US, "gpu_compute": 1000 * US, "gpu_communication": 500 * US,
-                    "gpu_memory": 0, "launch_delay": 100 * US, "kernel_gap": 50 * US,
-                    "sync_wait": 50 * US, "idle": 200 * US}
+    assert a_ns == {"cpu": 100 * US, "blocked": 50 * US, "gpu_compute": 1000 * US,
+                    "gpu_communication": 500 * US, "gpu_memory": 0, "launch_delay": 100 * US,
+                    "kernel_gap": 50 * US, "sync_wait": 0, "idle": 200 * US}
     table = _run("diff", str(a), str(b), "--explain")
     assert table.exit_code == 0 and "-400.000 us" in table.output
 

@@ -26,23 +26,26 @@ MEMORY_CATEGORIES = ("gpu_memcpy", "Memcpy", "gpu_memset", "Memset")
 # HTA's bound on a kernel -> next kernel edge (FIELD_NOTES §5; HTA 0.5.0's code has none, but
 # the overlay in traces/golden/ marks exactly the path this bound gives).
 MAX_KERNEL_GAP_NS = 1_500_000
-# HTA's blocking calls (their own time weighs 0: the GPU work they wait on carries it).
+# The calls whose own time HTA 0.6.1 weighs 0 (its BLOCKING_SYNC_CALLS, CUDA names only): its list
+# has cudaMemcpyAsync too, but HTA counts that call's time all the same, through its runtime-lock
+# edge (start -> end of a cudaLaunchKernel / cudaMemcpyAsync / cudaHostAlloc).
 BLOCKING_CALLS = frozenset({
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery", "cudaEventSynchronize",
-    "cudaMemcpy", "cudaMemcpyAsync", "hipDeviceSynchronize", "hipStreamSynchronize",
-    "hipEventQuery", "hipEventSynchronize", "hipMemcpy", "hipMemcpyAsync",
+    "cudaMemcpy",
 })
 DEVICE_SYNC_CALLS = ("cudaDeviceSynchronize", "hipDeviceSynchronize")
-_BLOCKING = BLOCKING_CALLS | set(DEVICE_SYNC_CALLS)
 
 # Edge kinds: HTA's five types, its sync type split into GPU -> CPU and GPU -> GPU, and
 # beyond HTA a GPU -> GPU wait no cuda_sync event records (``stream_wait``).
 SPAN, DEPENDENCY, LAUNCH, KERNEL_GAP, SYNC, GPU_SYNC, STREAM_WAIT = range(7)
 EDGE_KINDS = ("span", "dependency", "launch_delay", "kernel_gap", "sync", "gpu_sync",
               "stream_wait")
-CATEGORIES = ("cpu", "gpu_compute", "gpu_communication", "gpu_memory", "launch_delay",
+CATEGORIES = ("cpu", "blocked", "gpu_compute", "gpu_communication", "gpu_memory", "launch_delay",
               "kernel_gap", "sync_wait", "idle")
 IDLE = "idle"  # time of the window no recorded event on the path explains
+# a blocking call's wait that is no work on the path: its transfer, or what no recorded event explains
+BLOCKED = "blocked"
+GPU_WORK = ("gpu_compute", "gpu_communication", "gpu_memory")
 
 
 @dataclass(frozen=True)
@@ -154,7 +157,7 @@ def _slices(trace: Trace, grp: int, memory: int, where: str, extra: tuple[str, .
     out["blocking"], out["device_sync"] = np.zeros(n, np.int64), np.zeros(n, np.int64)
     if grp == RUNTIME and "name" in extra:
         names = out["name"].tolist()
-        out["blocking"] = np.fromiter((x in _BLOCKING for x in names), np.int64, n)
+        out["blocking"] = np.fromiter((x in BLOCKING_CALLS for x in names), np.int64, n)
         out["device_sync"] = np.fromiter((x in DEVICE_SYNC_CALLS for x in names), np.int64, n)
     return out
 
@@ -247,9 +250,10 @@ class Graph:
 
 
 def build(ev: Columns, win: Window, sync_wait: bool = True,
-          max_gap_ns: int | None = MAX_KERNEL_GAP_NS) -> Graph:
+          max_gap_ns: int | None = MAX_KERNEL_GAP_NS, queued: bool = False) -> Graph:
     """HTA's dependency graph over the events of ``win`` (``events`` columns); ``sync_wait`` False weighs sync
-    edges 0, as HTA does; ``max_gap_ns``: the longest kernel-to-kernel gap that is an edge (None: any)."""
+    edges 0, as HTA does; ``max_gap_ns``: the longest kernel-to-kernel gap that is an edge (None: any);
+    ``queued``: also the GPU ops launched before the window that run in it (what its calls may wait for)."""
     is_cpu = ev["grp"] <= RUNTIME
     is_gpu = ev["grp"] == GPU_OP
     ts, dur = ev["ts"].astype(np.int64), ev["dur"].astype(np.int64)
@@ -261,7 +265,11 @@ def build(ev: Columns, win: Window, sync_wait: bool = True,
     # no launch in the trace, starting in it).
     inside = (ts >= win.start) & (ts <= win.end)
     keep_cpu = is_cpu & inside & (dur > 0)
+    if sync_wait:  # (one starting at the window's end would be clipped to no time, its end before its start)
+        keep_cpu &= (ts < win.end) | (win.start == win.end)
     launched_in = np.where(launch >= 0, keep_cpu[np.maximum(launch, 0)], inside)
+    if queued:
+        launched_in |= ts + dur > win.start
     keep = keep_cpu | (is_gpu & (dur >= 0) & launched_in & (ts <= win.end))
     idx = np.flatnonzero(keep)  # graph event i = row idx[i]
     pos = np.full(len(ts), -1, np.int64)
@@ -294,6 +302,9 @@ def build(ev: Columns, win: Window, sync_wait: bool = True,
     weight[sync] = node_ts[dst[sync]] - waited[dst[sync]] if sync_wait else 0
     backwards = node_ts[dst] < node_ts[src]
     fwd = ~backwards
+    # a call that waited for the GPU (a sync edge into its end; ``Result.pieces``: ``blocked``)
+    g["waiting"] = np.zeros(len(g["gpu"]), bool)
+    g["waiting"][dst[sync[fwd[sync]]] // 2] = sync_wait
     # (a weight never exceeds its edge's time: the rest of that time is idle on the path)
     weight = np.clip(weight, 0, node_ts[dst] - node_ts[src])
     return Graph(g, node_ts, src[fwd], dst[fwd], weight[fwd], kind[fwd],
@@ -652,13 +663,53 @@ def longest_path(graph: Graph) -> np.ndarray:
 
 def category_of(graph: Graph, kind: np.ndarray, event: np.ndarray, name: np.ndarray
                 ) -> np.ndarray:
-    """Each path edge's category (``CATEGORIES``); ``name``: its event's name."""
+    """Each path edge's category (``CATEGORIES``); ``name``: its event's name. A call that waited for
+    the GPU is ``blocked``, not ``cpu``, for the time it weighs (its wait after the GPU)."""
     ev = np.maximum(event, 0)
+    cpu = ~graph.ev["gpu"][ev]
+    blocked = cpu & graph.ev["waiting"][ev] & np.isin(kind, (SPAN, SYNC))
     # the first condition that holds: a wait's kind, else what the edge's event is
-    return np.select([kind == LAUNCH, kind == KERNEL_GAP, np.isin(kind, (SYNC, GPU_SYNC, STREAM_WAIT)),
-                      ~graph.ev["gpu"][ev], graph.ev["memory"][ev] == 1, is_comm(name)],
-                     ["launch_delay", "kernel_gap", "sync_wait", "cpu", "gpu_memory", "gpu_communication"],
-                     "gpu_compute").astype(object)
+    return np.select([kind == LAUNCH, kind == KERNEL_GAP, blocked,
+                      np.isin(kind, (SYNC, GPU_SYNC, STREAM_WAIT)), cpu, graph.ev["memory"][ev] == 1,
+                      is_comm(name)],
+                     ["launch_delay", "kernel_gap", BLOCKED, "sync_wait", "cpu", "gpu_memory",
+                      "gpu_communication"], "gpu_compute").astype(object)
+
+
+NO_WAIT = np.iinfo(np.int64).max  # ``edges["wait_start"]`` of an edge into no call that waited
+
+
+def _blocked_idle(p: Columns, e: Columns) -> Columns:
+    """The pieces ``p`` with idle time inside a wait the path leads into (``edges["wait_start"]``; each from
+    the end of the one before) made ``blocked`` and shown with its call: no work on the path explains it."""
+    into, lo, hi = _waits(e)
+    if not len(into):
+        return p
+    pts = np.unique(np.r_[lo, hi])
+    ts, end = p["ts"], p["end"]
+    a, b = np.searchsorted(pts, ts, "right"), np.searchsorted(pts, end, "left")
+    cuts = np.where(p["category"] == IDLE, np.maximum(b - a, 0), 0)  # cut idle pieces at the waits' ends
+    rep = np.repeat(np.arange(len(ts)), 1 + cuts)
+    k = np.arange(len(rep)) - np.repeat(np.cumsum(1 + cuts) - 1 - cuts, 1 + cuts)
+    top = len(pts) - 1
+    start = np.where(k == 0, ts[rep], pts[np.clip(a[rep] + k - 1, 0, top)])
+    stop = np.where(k == cuts[rep], end[rep], pts[np.clip(a[rep] + k, 0, top)])
+    edge, cat = p["edge"][rep], p["category"][rep].copy()
+    w = np.minimum(np.searchsorted(hi, start, "right"), len(hi) - 1)
+    inside = (cat == IDLE) & (lo[w] <= start) & (start < hi[w])
+    cat[inside] = BLOCKED
+    return {"ts": start, "end": stop, "edge": np.where(inside, into[w], edge), "category": cat}
+
+
+def _waits(e: Columns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(path edges into a blocking call's end, each wait's start, its end): the call's time on the path,
+    from its start or the end of the wait before it on the path, whichever is later."""
+    if "wait_start" not in e:
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64)
+    into = np.flatnonzero(e["wait_start"] != NO_WAIT)
+    hi = e["end"][into].astype(np.int64)
+    lo = np.maximum(e["wait_start"][into], np.r_[np.iinfo(np.int64).min, hi[:-1]])
+    return into, np.minimum(lo, hi), hi
 
 
 @dataclass
@@ -687,7 +738,8 @@ class Result:
         order = np.r_[0, np.ravel(np.c_[np.arange(1, n + 1), np.arange(n + 1, 2 * n + 1)]),
                       2 * n + 1]
         keep = order[end[order] > ts[order]]
-        return {"ts": ts[keep], "end": end[keep], "edge": edge[keep], "category": cat[keep]}
+        return _blocked_idle({"ts": ts[keep], "end": end[keep], "edge": edge[keep],
+                              "category": cat[keep]}, e)
 
     def summary(self, top: int = 10) -> dict:
         """Length, time and share of the window per category (``idle`` included: they sum to
@@ -696,10 +748,9 @@ class Result:
         dur = p["end"] - p["ts"]
         per_cat = {c: int(dur[p["category"] == c].sum()) for c in CATEGORIES}
         total = max(self.window.end - self.window.start, 1)
-        e = self.edges
-        timed = e["weight"] > 0
+        on = p["category"] != IDLE
         names: dict = {}
-        for n, w in zip(e["event_name"][timed].tolist(), e["weight"][timed].tolist()):
+        for n, w in zip(self.edges["event_name"][p["edge"][on]].tolist(), dur[on].tolist()):
             names[n] = names.get(n, 0) + w
         tops = sorted(names.items(), key=lambda kv: -kv[1])[:top]
         return {
@@ -713,7 +764,33 @@ class Result:
             "edges": len(self.graph.src), "nodes": len(self.graph.node_ts),
             "skipped_backwards": self.graph.skipped,
             "inferred": dict(self.graph.inferred),
+            "blocked": self.blocked(top),
         }
+
+    def blocked(self, top: int = 10) -> dict:
+        """The ``top`` longest waits of calls for the GPU on the path (``_waits``): the call, the op it waited
+        for, the wait split into GPU work (``GPU_WORK``), other work on the path (launch delays, gaps, CPU),
+        and ``blocked`` (its transfer, what no recorded event explains); the streams the path ran on."""
+        e, p = self.edges, self.pieces()
+        into, lo, hi = _waits(e)
+        cols: dict = {k: [] for k in ("call", "waited_for", "streams", "start_ns", "wait_ns", "gpu_ns",
+                                      "other_ns", "blocked_ns", "gpu_pct")}
+        for k in np.argsort(lo - hi, kind="stable")[:top].tolist():
+            if hi[k] <= lo[k]:
+                break
+            ov = np.clip(np.minimum(p["end"], hi[k]) - np.maximum(p["ts"], lo[k]), 0, None)
+            gpu = np.isin(p["category"], GPU_WORK) & (ov > 0)
+            ops = e["event"][p["edge"][gpu]]
+            streams = self.graph.ev["stream"][ops] if self.graph is not None else ops[:0]
+            per = {int(x): int(ov[gpu][streams == x].sum()) for x in set(streams.tolist())}
+            by_time = sorted(per.items(), key=lambda kv: -kv[1])
+            wait, busy = int(hi[k] - lo[k]), int(ov[gpu].sum())
+            blocked = int(ov[p["category"] == BLOCKED].sum())
+            for c, v in zip(cols, (e["event_name"][into[k]], e["waited_for"][into[k]] if "waited_for" in e
+                                   else None, [x for x, _ in by_time], int(lo[k]), wait, busy,
+                                   wait - busy - blocked, blocked, 100 * busy / max(wait, 1))):
+                cols[c].append(v)
+        return cols
 
 
 def analyse(trace: Trace, step: int | None = None, annotation: str | None = None,
@@ -722,8 +799,9 @@ def analyse(trace: Trace, step: int | None = None, annotation: str | None = None
     """The critical path of one window of ``trace`` (see ``window``); ``sync_wait=False``:
     HTA's weights."""
     win = window(trace, step, annotation, instance)
-    graph = build(events(trace), win, sync_wait, max_gap_ns)
-    path = longest_path(graph)
+    graph = build(events(trace), win, sync_wait, max_gap_ns, queued=sync_wait)
+    longest = longest_path(graph)
+    path = _through_waits(graph, longest)
     g = graph.ev
     src, dst = graph.src[path], graph.dst[path]
     kind, event = graph.kind[path], graph.event[path]
@@ -732,17 +810,101 @@ def analyse(trace: Trace, step: int | None = None, annotation: str | None = None
     event_name = g["name"][shown]
     unread = np.flatnonzero(event_name == None)  # noqa: E711  (GPU ops: their names on the path)
     event_name[unread] = names(trace, g["id"][shown[unread]])
+    # each edge's time from the end of the one before (the way back through a wait may begin before the
+    # call, or after it where no recorded event leads further back)
+    end = graph.node_ts[dst]
+    begin = np.r_[graph.node_ts[graph.src[longest[:1]]], end[:-1]]
     edges = {
         "src_node": src, "dst_node": dst,
         "src_event": src // 2, "dst_event": dst // 2, "src_is_start": src % 2 == 0,
         "dst_is_start": dst % 2 == 0,
-        "ts": graph.node_ts[src], "end": graph.node_ts[dst],
-        "weight": graph.weight[path], "kind": kind, "event": shown,
+        "ts": begin, "end": end,
+        "weight": np.minimum(graph.weight[path], end - begin), "kind": kind, "event": shown,
         "event_id": g["id"][shown], "event_name": event_name,
         "pid": g["pid"][shown], "tid": g["tid"][shown],
         "category": category_of(graph, kind, shown, event_name),
+        # into the end of a call that waited: the call's start
+        "wait_start": np.where((dst % 2 == 1) & g["waiting"][dst // 2], graph.node_ts[dst - 1], NO_WAIT),
     }
-    return Result(win, graph, edges, int(edges["weight"].sum()), path)
+    edges["waited_for"] = _waited_for(trace, graph, dst, edges["wait_start"] != NO_WAIT)
+    r = Result(win, graph, edges, 0, path)
+    p = r.pieces()
+    r.length = int((p["end"] - p["ts"])[p["category"] != IDLE].sum())  # blocked waits included
+    return r
+
+
+def _through_waits(graph: Graph, path: np.ndarray) -> np.ndarray:
+    """``path`` with the own time of each call on it that waited for the GPU replaced by the work it waited
+    for: from the op that ended last, each node's way in from the latest of its sources (what had to finish
+    first: GPU ops, launches, gaps, other threads' calls), back to the call's start; then the sync edge."""
+    ts, src, dst = graph.node_ts, graph.src, graph.dst
+    d = dst[path]
+    at = np.flatnonzero((graph.kind[path] == SPAN) & (d % 2 == 1) & graph.ev["waiting"][d // 2]
+                        & (ts[src[path]] >= ts[d - 1]))  # (an edge of the call's own time)
+    if not len(at):
+        return path
+    way = _last_into(len(ts), dst, np.lexsort((-np.arange(len(src)), graph.weight, ts[src], dst)))
+    before = _ended_before(graph)
+    into = _last_sync(graph)
+    out, prev = [], 0
+    for i in at.tolist():
+        start = int(ts[src[path[i]]])
+        chain = [int(into[d[i]])]
+        n, steps = int(src[chain[0]]), len(ts)
+        while ts[n] > start and steps:
+            if way[n] >= 0:
+                chain.append(int(way[n]))
+                n = int(src[chain[-1]])
+            elif before[n] >= 0:  # a gap nothing recorded explains: the op that ended last before it
+                n = int(before[n])
+            else:
+                break
+            steps -= 1
+        out += [path[prev:i], np.array(chain[::-1], np.int64)]
+        prev = i + 1
+    return np.concatenate(out + [path[prev:]])
+
+
+def _ended_before(graph: Graph) -> np.ndarray:
+    """Per node: at a GPU op's start, the end node of the op of its device that ended last by then (its
+    stream's previous op, or the other stream's op it waited for unrecorded; -1: none)."""
+    g, ts = graph.ev, graph.node_ts
+    gpu = np.flatnonzero(g["gpu"])
+    dev = np.where(g["device"] >= 0, g["device"], g["pid"].astype(np.int64))[gpu]
+    out = np.full(len(ts), -1, np.int64)
+    for d in np.unique(dev).tolist():  # (a handful of devices)
+        ops = gpu[dev == d]
+        ops = ops[np.lexsort((ops, ts[2 * ops + 1]))]  # by end
+        at = np.searchsorted(ts[2 * ops + 1], ts[2 * ops], "right") - 1
+        at -= (at >= 0) & (ops[np.maximum(at, 0)] == ops)  # (not itself, when it takes no time)
+        ok = at >= 0
+        out[2 * ops[ok]] = 2 * ops[at[ok]] + 1
+    return out
+
+
+def _last_sync(graph: Graph) -> np.ndarray:
+    """Per node: of the sync edges into it, the one from the op that ended last (-1: none)."""
+    sync = np.flatnonzero(graph.kind == SYNC)
+    return _last_into(len(graph.node_ts), graph.dst,
+                      sync[np.lexsort((sync, graph.node_ts[graph.src[sync]], graph.dst[sync]))])
+
+
+def _last_into(nodes: int, dst: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Per node: the last of ``edges`` (sorted by destination) into it, else -1."""
+    out = np.full(nodes, -1, np.int64)
+    d = dst[edges]
+    last = edges[np.r_[d[1:] != d[:-1], True]] if len(edges) else edges
+    out[dst[last]] = last
+    return out
+
+
+def _waited_for(trace: Trace, graph: Graph, dst: np.ndarray, into: np.ndarray) -> np.ndarray:
+    """Per path edge into a call that waited (``into``): the name of the GPU op it waited for (that
+    ended last), else None."""
+    edge = np.where(into, _last_sync(graph)[dst], -1)
+    out = np.full(len(dst), None, object)
+    out[edge >= 0] = names(trace, graph.ev["id"][graph.src[edge[edge >= 0]] // 2])
+    return out
 
 
 def frames(trace: Trace, step: int | None = None, annotation: str | None = None,

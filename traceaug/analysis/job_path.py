@@ -94,7 +94,7 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
         graphs[k] = RankGraph(
             win.start + base, win.end + base, g.node_ts + base, g.node_order, g.node_lane,
             bind, g.src, g.dst, g.weight, g.kind, g.event,
-            {"gpu": e["gpu"].astype(bool), "memory": e["memory"], "pid": e["pid"],
+            {"gpu": e["gpu"].astype(bool), "memory": e["memory"], "waiting": e["waiting"], "pid": e["pid"],
              "tid": e["tid"], "dur": e["dur"].astype(np.int64),
              "name": np.fromiter((codes.setdefault(x, len(codes)) for x in names.tolist()),
                                  np.int64, len(names))},

@@ -30,7 +30,7 @@ def summary_text(results: list[dict], fmt: str) -> str:
         parts.append(f"{who}critical path of {r['window']}: {r['length_ns'] / 1e3:,.3f} us "
                      f"(window {(r['end_ns'] - r['start_ns']) / 1e3:,.3f} us)")
         cats = r["categories"]
-        parts += inferred_lines(r)
+        parts += inferred_lines(r) + blocked_lines(r)
         parts.append(render_columns({"category": cats["category"],
                                      "us": [v / 1e3 for v in cats["ns"]],
                                      "share_pct": cats["share_pct"]}, "table"))
@@ -44,6 +44,21 @@ def summary_text(results: list[dict], fmt: str) -> str:
 def inferred_lines(summary: dict) -> list[str]:
     """A line per kind of wait the graph inferred (``critical_path.Result.summary``)."""
     return [f"inferred: {calls:,} {what}" for what, calls in summary.get("inferred", {}).items()]
+
+
+def blocked_lines(summary: dict, top: int = 3) -> list[str]:
+    """Two lines per longest wait of a call for the GPU on the path: what it waited for, the streams the path
+    ran on, how much was GPU work, and the rest, ``blocked`` (``critical_path.Result.blocked``)."""
+    b = summary.get("blocked") or {}
+    out = []
+    for i in range(min(top, len(b.get("call", [])))):
+        streams = ", ".join(map(str, b["streams"][i])) or "none"
+        out += [f"blocked: {b['call'][i]} at {(b['start_ns'][i] - summary['start_ns']) / 1e3:,.3f} us waited "
+                f"{b['wait_ns'][i] / 1e3:,.3f} us for {_short(b['waited_for'][i], 80)}",
+                f"  path through streams {streams}: GPU work {b['gpu_ns'][i] / 1e3:,.3f} us "
+                f"({b['gpu_pct'][i]:.1f} %), launches, gaps and CPU {b['other_ns'][i] / 1e3:,.3f} us, "
+                f"blocked {b['blocked_ns'][i] / 1e3:,.3f} us"]
+    return out
 
 
 def _short(name, width: int = 60) -> str:

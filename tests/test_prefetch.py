@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import subprocess
+import time
 from pathlib import Path
 
 import orjson
@@ -109,6 +110,14 @@ def test_no_children_for_large_traces_or_missing_files(monkeypatch: pytest.Monke
     assert len(prefetch._pending) == 1
 
 
+def _exit_code(child: processes.Forked, within_s: float = 10) -> int | None:
+    """The child's exit code once it ends, None if it is still running after ``within_s``."""
+    deadline = time.monotonic() + within_s
+    while child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return child.poll()
+
+
 def test_a_forked_child_does_not_hold_its_siblings_pipes() -> None:
     """A child forked after another closes its copy of that one's request pipe: else the
     first would never see the end of its requests while the second lives."""
@@ -123,11 +132,11 @@ def test_a_forked_child_does_not_hold_its_siblings_pipes() -> None:
     second = processes.fork(echo, requests=True)
     try:
         first.stdin.close()
-        assert first.wait(timeout=10) == 0
+        assert _exit_code(first) == 0
         processes.send(second.stdin, [7])
         assert processes.recv(second.stdout) == [7]  # the second still serves
         second.stdin.close()
-        assert second.wait(timeout=10) == 0
+        assert _exit_code(second) == 0
     finally:
         for child in (first, second):
             child.kill()

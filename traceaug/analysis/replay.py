@@ -17,6 +17,7 @@ from .tables import matches
 
 TYPES = ("comp", "comm", "mem", "cpu")
 NO_LAUNCH_DELAY = "no-launch-delay"
+MAX_FACTOR = 1e6  # a larger one takes a window's ns past what int64 sums hold (2**63 ns: 292 years)
 
 
 def schedule(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray, dst: np.ndarray,
@@ -228,8 +229,9 @@ def parse_scale(text: str) -> Scale:
         factor = float(fac)
     except ValueError:
         factor = -1.0
-    if not eq or not sel or not factor >= 0 or factor == float("inf"):
-        raise TraceaugError(f"--scale {text!r}: expected SELECTOR=FACTOR with a factor >= 0")
+    if not eq or not sel or not 0 <= factor <= MAX_FACTOR:
+        raise TraceaugError(f"--scale {text!r}: expected SELECTOR=FACTOR with a factor from 0 to "
+                            f"{MAX_FACTOR:g}")
     return Scale(sel, factor)
 
 

@@ -55,10 +55,15 @@ def _api(found: tuple[dict, dict], call: Call) -> WhatIf:
 
 
 def _check(call: Call) -> None:
+    import click
+
     from ..analysis.replay import parse_scale
 
-    for s in call["scale"]:  # refused before any load
-        parse_scale(s)
+    for s in call["scale"]:  # refused before any load: a usage error
+        try:
+            parse_scale(s)
+        except TraceaugError as e:
+            raise click.UsageError(str(e)) from None
 
 
 def _show(found: tuple[dict, dict], call: Call) -> None:

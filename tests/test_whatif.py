@@ -94,7 +94,11 @@ def test_changes_of_a_hand_laid_schedule(tmp_path: Path) -> None:
     w = traceaug.whatif(path, scale=scales, no_launch_delay=True, progress=False)
     assert w.steps.to_dict("list") == {"step": [1], "measured_ns": [2000 * US],
                                        "baseline_ns": [2000 * US], "baseline_error_pct": [0.0],
-                                       "unexplained_pct": [5.0]}  # the step's last 100 µs
+                                       "unexplained_pct": [5.0],  # the step's last 100 µs
+                                       # dependency-only: launches 0..10, 10..20 back to back, gemm
+                                       # 0..1000 at its launch, all-reduce 1000..1500, the sync's
+                                       # own 50 after it (1550), the add 1550..1650
+                                       "dependency_ns": [1650 * US], "dependency_error_pct": [-17.5]}
     got = dict(zip(w.changes["change"], w.changes["predicted_ns"]))
     want = {k: v * US for k, v in PIPELINE.items()}
     # all together: gemm 0..250 (comp and gemm*: 0.25), all-reduce 300..550 (comm), sync

@@ -67,7 +67,7 @@ def joined_model(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) 
 def replay_step(parts: dict[int, jp.RankPart], matched: co.Matched, step: int,
                 scales: list[replay.Scale], no_launch_delay: bool, no_stragglers: bool
                 ) -> replay.StepReplay:
-    """One job step unchanged, then each change alone, then all (as ``replay.replay_window``)."""
+    """One job step unchanged, then each change alone, then all (as ``replay.whatif``)."""
     j = joined_model(parts, matched, step)
     joined, gs = j.joined, j.graphs
     changes = [(s.label, joined, np.where(np.concatenate([g.picked[s.label] for g in gs]), s.factor, 1.0),
@@ -79,8 +79,10 @@ def replay_step(parts: dict[int, jp.RankPart], matched: co.Matched, step: int,
                                                       *j.median), None, False))
     predicted = replay.predict(changes, joined.events, changes[-1][1] if no_stragglers else joined,
                                no_launch_delay)
+    dep = joined.dependency_times(joined.start)
     return replay.StepReplay(None if step == jp.WHOLE else step, joined.end - joined.start,
-                             joined.replay(), joined.unexplained(), predicted)
+                             joined.replay(), joined.unexplained(), predicted,
+                             int(dep.max()) - joined.start if len(dep) else joined.end - joined.start)
 
 
 def _at_the_median(joined: replay.Model, ranks_edges: int, own: list[int], src: np.ndarray,
@@ -96,7 +98,8 @@ def _at_the_median(joined: replay.Model, ranks_edges: int, own: list[int], src: 
         joined, src=np.r_[joined.src[k], src], dst=np.r_[joined.dst[k], dst],
         delay=np.r_[joined.delay[k], cap], slack=np.r_[joined.slack[k], np.zeros(len(src), np.int64)],
         event=np.r_[joined.event[k], dst // 2],
-        launch=np.r_[joined.launch[k], np.zeros(len(src), bool)], every_node=False)
+        launch=np.r_[joined.launch[k], np.zeros(len(src), bool)], own=np.r_[joined.own[k], np.ones(len(src), bool)],
+        every_node=False)
 
 
 def whatif(parts: dict[int, jp.RankPart], step: int | None = None,

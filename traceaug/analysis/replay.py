@@ -335,7 +335,10 @@ def _glob_checked(scales: list[Scale], names: np.ndarray, picks: list[np.ndarray
     for s, p in zip(scales, picks):
         if s.selector not in TYPES and not p.any():
             known = sorted({n for n in names.tolist() if isinstance(n, str)})
-            close = difflib.get_close_matches(s.selector, known, 5, 0.4)
+            part = s.selector.strip("*?").lower()
+            close = [n for n in known if part and part in n.lower()][:5] or difflib.get_close_matches(
+                s.selector, known, 5, 0.4)
+            close = [n if len(n) <= 60 else n[:59] + "…" for n in close]
             raise TraceaugError(f"--scale {s.label}: no event is named {s.selector!r}"
                                 + (f" (close: {', '.join(close)})" if close else ""))
 

@@ -317,12 +317,14 @@ class Windows:
         return cls(node_win, start, end, last)
 
     def after(self, node_ts: np.ndarray) -> np.ndarray:
-        """The measured time from each window's last node to its end."""
-        return self.end - node_ts[np.maximum(self.last, 0)]
+        """The measured time from each window's last node to its end (without one: the window)."""
+        return self.end - (node_ts[np.maximum(self.last, 0)] if len(node_ts) else self.start)
 
     def lengths(self, t: np.ndarray, node_ts: np.ndarray, tail: bool = True) -> np.ndarray:
         """Each window's replayed length from node times ``t``: to its latest node, and (``tail``) no sooner
         than its last node plus the measured time after it; a window without nodes as measured."""
+        if not len(t):
+            return self.end - self.start
         top = np.full(len(self.start), dag.NEVER, np.int64)
         np.maximum.at(top, self.node_win, t)
         at = np.maximum(self.last, 0)
@@ -380,8 +382,8 @@ def whatif(trace, step: int | None = None, scales: list[Scale] | tuple = (),
                                                                        Model.times).items()}
     base = w.lengths(m.times(), m.node_ts)
     dep = w.lengths(m.dependency_times(start[w.node_win]), m.node_ts, tail=False)
-    unexplained = m.waits_back(start[w.node_win])[np.maximum(w.last, 0)] + w.after(m.node_ts)
-    unexplained = np.where(w.last >= 0, unexplained, end - start)
+    back = m.waits_back(start[w.node_win]) if len(m.node_ts) else np.zeros(1, np.int64)
+    unexplained = np.where(w.last >= 0, back[np.maximum(w.last, 0)] + w.after(m.node_ts), end - start)
     return [StepReplay(k, int(end[i] - start[i]), int(base[i]), int(unexplained[i]),
                        {label: int(v[i]) for label, v in predicted.items()}, int(dep[i]))
             for i, k in enumerate(windows)]

@@ -27,13 +27,14 @@ def longest_path(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray, d
 
 
 def longest_paths(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray, dst: np.ndarray,
-                  w: np.ndarray, lane: np.ndarray | None, node_win: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                  w: np.ndarray, lane: np.ndarray | None, node_win: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
     """``longest_path`` of each window of a graph no edge of which joins two windows (``node_win``: each
     node's): (the paths' edges, each path in order; each edge's window), every window walked at once."""
     if not len(src):
         return np.empty(0, np.int64), np.empty(0, np.int64)
     topo, _, dist, best = _lengths(node_ts, node_order, src, dst, w, lane)
-    o = np.lexsort((topo, -dist, node_win))  # per window: the first node, topologically, of its greatest length
+    o = np.lexsort((topo, -dist, node_win))  # per window: the first node, by topo, of the greatest length
     at = o[np.r_[True, node_win[o][1:] != node_win[o][:-1]]]
     edges, step = [], 0
     while len(at):

@@ -98,8 +98,8 @@ def _at_the_median(joined: replay.Model, ranks_edges: int, own: list[int], src: 
         joined, src=np.r_[joined.src[k], src], dst=np.r_[joined.dst[k], dst],
         delay=np.r_[joined.delay[k], cap], slack=np.r_[joined.slack[k], np.zeros(len(src), np.int64)],
         event=np.r_[joined.event[k], dst // 2],
-        launch=np.r_[joined.launch[k], np.zeros(len(src), bool)], own=np.r_[joined.own[k], np.ones(len(src), bool)],
-        every_node=False)
+        launch=np.r_[joined.launch[k], np.zeros(len(src), bool)],
+        own=np.r_[joined.own[k], np.ones(len(src), bool)], every_node=False)
 
 
 def whatif(parts: dict[int, jp.RankPart], step: int | None = None,

@@ -333,7 +333,7 @@ class Windows:
 
 
 def _glob_checked(scales: list[Scale], names: np.ndarray, picks: list[np.ndarray]) -> None:
-    """A name glob that picks no event is an error naming the closest names (a typo would predict no change)."""
+    """A name glob that picks no event is an error naming the closest names (a typo predicted no change)."""
     for s, p in zip(scales, picks):
         if s.selector not in TYPES and not p.any():
             known = sorted({n for n in names.tolist() if isinstance(n, str)})

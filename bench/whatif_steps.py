@@ -29,12 +29,13 @@ OLD_REV = "b59135c"  # main before the stacked replay
 
 
 def measure(args: list[str], env: dict[str, str], cap: float) -> tuple[float | None, float]:
-    """Wall (None: stopped at ``cap``) and CPU seconds of one ``python -m traceaug ARGS``."""
+    """Wall (None: stopped at ``cap``) and CPU seconds of one ``python -m traceaug ARGS``, run in the
+    code's directory (``python -m`` imports from there first)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     try:
         subprocess.run([sys.executable, "-m", "traceaug", *args], env=env, check=True, timeout=cap,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                       cwd=env["PYTHONPATH"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wall = time.perf_counter() - start
     except subprocess.TimeoutExpired:
         wall = None

@@ -98,7 +98,10 @@ def test_changes_of_a_hand_laid_schedule(tmp_path: Path) -> None:
                                        # dependency-only: launches 0..10, 10..20 back to back, gemm
                                        # 0..1000 at its launch, all-reduce 1000..1500, the sync's
                                        # own 50 after it (1550), the add 1550..1650
-                                       "dependency_ns": [1650 * US], "dependency_error_pct": [-17.5]}
+                                       "dependency_ns": [1650 * US], "dependency_error_pct": [-17.5],
+                                       # with the CPU's 110, 10 and 100 between its calls: launch 2
+                                       # at 120, the sync from 140 to 1550, then 100, the add 1650..1750
+                                       "with_cpu_gaps_ns": [1750 * US], "with_cpu_gaps_error_pct": [-12.5]}
     got = dict(zip(w.changes["change"], w.changes["predicted_ns"]))
     want = {k: v * US for k, v in PIPELINE.items()}
     # all together: gemm 0..250 (comp and gemm*: 0.25), all-reduce 300..550 (comm), sync

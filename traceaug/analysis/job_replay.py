@@ -79,10 +79,10 @@ def replay_step(parts: dict[int, jp.RankPart], matched: co.Matched, step: int,
                                                       *j.median), None, False))
     predicted = replay.predict(changes, joined.events, changes[-1][1] if no_stragglers else joined,
                                no_launch_delay)
-    dep = joined.dependency_times(joined.start)
+    dep = [int(t.max()) - joined.start if len(t) else joined.end - joined.start
+           for t in (joined.dependency_times(joined.start, g) for g in (False, True))]
     return replay.StepReplay(None if step == jp.WHOLE else step, joined.end - joined.start,
-                             joined.replay(), joined.unexplained(), predicted,
-                             int(dep.max()) - joined.start if len(dep) else joined.end - joined.start)
+                             joined.replay(), joined.unexplained(), predicted, *dep)
 
 
 def _at_the_median(joined: replay.Model, ranks_edges: int, own: list[int], src: np.ndarray,
@@ -99,7 +99,7 @@ def _at_the_median(joined: replay.Model, ranks_edges: int, own: list[int], src: 
         delay=np.r_[joined.delay[k], cap], slack=np.r_[joined.slack[k], np.zeros(len(src), np.int64)],
         event=np.r_[joined.event[k], dst // 2],
         launch=np.r_[joined.launch[k], np.zeros(len(src), bool)],
-        own=np.r_[joined.own[k], np.ones(len(src), bool)], every_node=False)
+        what=np.r_[joined.what[k], np.full(len(src), replay.OWN)], every_node=False)
 
 
 def whatif(parts: dict[int, jp.RankPart], step: int | None = None,

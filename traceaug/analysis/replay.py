@@ -18,6 +18,9 @@ from .tables import matches
 
 TYPES = ("comp", "comm", "mem", "cpu")
 NO_LAUNCH_DELAY = "no-launch-delay"
+WAIT, OWN, CPU_GAP = range(3)  # what an edge's delay is (``Model.what``)
+REPLAYS = {"baseline": "baseline_error_pct", "dependency-only": "dependency_error_pct",
+           "dependency + cpu gaps": "with_cpu_gaps_error_pct"}  # each replay's error column
 MAX_FACTOR = 1e6  # a larger one takes a window's ns past what int64 sums hold (2**63 ns: 292 years)
 
 
@@ -75,8 +78,8 @@ def chain_sums(parent: np.ndarray, value: np.ndarray) -> np.ndarray:
 @dataclass
 class Model:
     """A graph ready to replay: edges ``src, dst`` with ``delay`` (ns), ``slack`` (binding edges), ``event``
-    (whose own time; -1: a wait no change scales), ``launch`` (a launch delay), ``own`` (a recorded
-    duration, kept by the dependency-only replay; the rest are recorded waits); window ``start, end``."""
+    (whose own time; -1: a wait no change scales), ``launch`` (a launch delay), ``what`` (``WAIT``, a
+    recorded duration ``OWN`` or a CPU thread's time between its ops ``CPU_GAP``); window ``start, end``."""
 
     node_ts: np.ndarray
     node_order: np.ndarray
@@ -88,7 +91,7 @@ class Model:
     bind: np.ndarray
     event: np.ndarray
     launch: np.ndarray
-    own: np.ndarray
+    what: np.ndarray
     start: int
     end: int
     events: int = 0  # how many events ``event`` numbers (the length of a ``factor``)
@@ -112,10 +115,12 @@ class Model:
         return schedule(self.node_ts, self.node_order, self.src, self.dst, d + self.slack,
                         self.node_lane)
 
-    def dependency_times(self, roots: np.ndarray | int) -> np.ndarray:
+    def dependency_times(self, roots: np.ndarray | int, cpu_gaps: bool = False) -> np.ndarray:
         """Each node's time in the dependency-only replay: recorded durations and dependencies alone (no
-        waits, gaps or slack), every node without a way in at ``roots`` (its window's start)."""
-        return schedule(self.node_ts, self.node_order, self.src, self.dst, np.where(self.own, self.delay, 0),
+        waits, gaps or slack; ``cpu_gaps``: a CPU thread's time between its ops counted as its work), every
+        node without a way in at ``roots`` (its window's start)."""
+        keep = (self.what == OWN) | ((self.what == CPU_GAP) & cpu_gaps)
+        return schedule(self.node_ts, self.node_order, self.src, self.dst, np.where(keep, self.delay, 0),
                         self.node_lane, np.broadcast_to(np.asarray(roots, np.int64), self.node_ts.shape))
 
     def finish(self, t: np.ndarray) -> int:
@@ -171,7 +176,7 @@ def model(graph: cp.Graph, window: cp.Window) -> Model:
     delay[into_call] = np.minimum(delta[into_call], own[dst[into_call]])
     launch = kind == cp.LAUNCH
     typical = int(np.median(delta[launch])) if launch.any() else 0
-    own = (kind == cp.SPAN) | sync
+    what = np.select([(kind == cp.SPAN) | sync, kind == cp.DEPENDENCY], [OWN, CPU_GAP], WAIT)
     x_src, x_dst, x_launch = _order_edges(graph, kind)
     x_delta = ts[x_dst] - ts[x_src]
     ok = x_delta >= 0  # (an op overlapping the one before it on its stream: clock skew)
@@ -180,10 +185,10 @@ def model(graph: cp.Graph, window: cp.Window) -> Model:
     delay = np.r_[delay, np.where(x_launch, np.minimum(x_delta, typical), 0)]
     event = np.r_[event, np.full(len(x_src), -1, np.int64)]
     launch = np.r_[launch, x_launch]
-    own = np.r_[own, np.zeros(len(x_src), bool)]
+    what = np.r_[what, np.full(len(x_src), WAIT)]
     bind, slack = binding(ts, src, dst, delay)
     return Model(ts, graph.node_order, graph.node_lane, src, dst, delay, slack, bind, event,
-                 launch, own, window.start, window.end, len(graph.ev["gpu"]))
+                 launch, what, window.start, window.end, len(graph.ev["gpu"]))
 
 
 def join(models: list[Model], src: np.ndarray, dst: np.ndarray, delay: np.ndarray,
@@ -207,12 +212,12 @@ def join(models: list[Model], src: np.ndarray, dst: np.ndarray, delay: np.ndarra
     event = np.concatenate([np.where(m.event >= 0, m.event + event_at[i], -1)
                             for i, m in enumerate(models)] + [joined_event])
     launch = np.concatenate([m.launch for m in models] + [np.zeros(len(src), bool)])
-    own = np.concatenate([m.own for m in models] + [np.ones(len(src), bool)])  # (a transfer's time)
+    what = np.concatenate([m.what for m in models] + [np.full(len(src), OWN)])  # (a transfer's time)
     bind, slack = binding(ts, all_src, all_dst, all_delay)
     tails = [(m.tails()[0] + node_at[i], m.tails()[1]) for i, m in enumerate(models)
              if len(m.node_ts)]
     none = np.empty(0, np.int64)  # (a step no rank has an event in: no last node)
-    return Model(ts, order, lanes, all_src, all_dst, all_delay, slack, bind, event, launch, own,
+    return Model(ts, order, lanes, all_src, all_dst, all_delay, slack, bind, event, launch, what,
                  min(m.start for m in models), max(m.end for m in models), int(event_at[-1]),
                  np.concatenate([none] + [t[0] for t in tails]),
                  np.concatenate([none] + [t[1] for t in tails]))
@@ -295,7 +300,8 @@ class StepReplay:
     baseline_ns: int
     unexplained_ns: int
     predicted_ns: dict  # change label -> ns
-    dependency_ns: int = 0
+    dependency_ns: int = 0  # the dependency-only replay
+    with_cpu_gaps_ns: int = 0  # the same with each CPU thread's time between its ops as its work
 
 
 @dataclass
@@ -381,24 +387,29 @@ def whatif(trace, step: int | None = None, scales: list[Scale] | tuple = (),
     predicted = {label: w.lengths(t, m.node_ts) for label, t in predict(changes, m.events, m, no_launch_delay,
                                                                        Model.times).items()}
     base = w.lengths(m.times(), m.node_ts)
-    dep = w.lengths(m.dependency_times(start[w.node_win]), m.node_ts, tail=False)
+    dep, gaps = (w.lengths(m.dependency_times(start[w.node_win], g), m.node_ts, tail=False)
+                 for g in (False, True))
     back = m.waits_back(start[w.node_win]) if len(m.node_ts) else np.zeros(1, np.int64)
     unexplained = np.where(w.last >= 0, back[np.maximum(w.last, 0)] + w.after(m.node_ts), end - start)
     return [StepReplay(k, int(end[i] - start[i]), int(base[i]), int(unexplained[i]),
-                       {label: int(v[i]) for label, v in predicted.items()}, int(dep[i]))
+                       {label: int(v[i]) for label, v in predicted.items()}, int(dep[i]), int(gaps[i]))
             for i, k in enumerate(windows)]
 
 
 def tables(results: list[StepReplay]) -> tuple[dict, dict]:
     """(per step: ``step, measured_ns, baseline_ns, baseline_error_pct, unexplained_pct, dependency_ns,
-    dependency_error_pct`` (the dependency-only replay against the measured step); per step and change:
+    dependency_error_pct`` (the dependency-only replay against the measured step), ``with_cpu_gaps_ns,
+    with_cpu_gaps_error_pct`` (the same with CPU threads' time between ops as work); per step and change:
     ``step, change, predicted_ns, speedup`` (baseline / predicted), ``saving_pct`` (of baseline))."""
     steps = {"step": [r.step for r in results], "measured_ns": [r.measured_ns for r in results],
              "baseline_ns": [r.baseline_ns for r in results],
              "baseline_error_pct": [_pct(r.baseline_ns - r.measured_ns, r.measured_ns) for r in results],
              "unexplained_pct": [_pct(r.unexplained_ns, r.measured_ns) for r in results],
              "dependency_ns": [r.dependency_ns for r in results],
-             "dependency_error_pct": [_pct(r.dependency_ns - r.measured_ns, r.measured_ns) for r in results]}
+             "dependency_error_pct": [_pct(r.dependency_ns - r.measured_ns, r.measured_ns) for r in results],
+             "with_cpu_gaps_ns": [r.with_cpu_gaps_ns for r in results],
+             "with_cpu_gaps_error_pct": [_pct(r.with_cpu_gaps_ns - r.measured_ns, r.measured_ns)
+                                         for r in results]}
     rows = [(r, label, ns) for r in results for label, ns in r.predicted_ns.items()]
     changes = {"step": [r.step for r, _, _ in rows], "change": [label for _, label, _ in rows],
                "predicted_ns": [ns for _, _, ns in rows],
@@ -409,11 +420,11 @@ def tables(results: list[StepReplay]) -> tuple[dict, dict]:
 
 
 def error_summary(steps: dict) -> dict:
-    """Each replay's error over the steps, |replayed - measured| / measured: ``replay`` (baseline,
-    dependency-only), ``steps``, ``mean_abs_error_pct``, ``p90_abs_error_pct``, ``max_abs_error_pct``."""
-    rows = {"replay": ["baseline", "dependency-only"], "steps": [], "mean_abs_error_pct": [],
+    """Each replay's error over the steps, |replayed - measured| / measured: ``replay`` (``REPLAYS``),
+    ``steps``, ``mean_abs_error_pct``, ``p90_abs_error_pct``, ``max_abs_error_pct``."""
+    rows = {"replay": list(REPLAYS), "steps": [], "mean_abs_error_pct": [],
             "p90_abs_error_pct": [], "max_abs_error_pct": []}
-    for col in ("baseline_error_pct", "dependency_error_pct"):
+    for col in REPLAYS.values():
         e = np.abs(np.asarray(steps[col], np.float64))
         rows["steps"].append(len(e))
         for key, f in (("mean", np.mean), ("p90", lambda x: np.percentile(x, 90)), ("max", np.max)):

@@ -12,7 +12,7 @@ PER_CHANGE = ("change", "predicted_ns", "speedup", "saving_pct")
 
 
 def flat(steps: dict, changes: dict, errors: dict) -> dict:
-    """One row per (step, change), the step's figures and the dependency-only replay's error over the
+    """One row per (step, change), the step's figures and the dependency-only replays' errors over the
     steps (``errors``) repeated (csv / json); a step without changes keeps one row with an empty change."""
     n, m = len(steps["step"]), len(changes["step"])
     # every step has the same changes, in step order (``replay.tables``)
@@ -20,9 +20,10 @@ def flat(steps: dict, changes: dict, errors: dict) -> dict:
     out = {k: np.asarray(v, dtype=object)[at] for k, v in steps.items()}
     for k in PER_CHANGE:
         out[k] = np.asarray(changes[k], dtype=object) if m else np.full(n, None, object)
-    dep = list(errors["replay"]).index("dependency-only")
-    for k in ("mean", "p90", "max"):
-        out[f"dependency_{k}_abs_error_pct"] = np.full(len(at), errors[f"{k}_abs_error_pct"][dep], object)
+    for prefix, replay in (("dependency", "dependency-only"), ("with_cpu_gaps", "dependency + cpu gaps")):
+        row = list(errors["replay"]).index(replay)
+        for k in ("mean", "p90", "max"):
+            out[f"{prefix}_{k}_abs_error_pct"] = np.full(len(at), errors[f"{k}_abs_error_pct"][row], object)
     return out
 
 
@@ -37,9 +38,12 @@ def render(steps: dict, changes: dict, errors: dict, fmt: str) -> str:
                           "baseline_error_pct": steps["baseline_error_pct"],
                           "unexplained_pct": steps["unexplained_pct"],
                           "dependency_us": steps["dependency_ns"] / 1e3,
-                          "dependency_error_pct": steps["dependency_error_pct"]}, "table")
+                          "dependency_error_pct": steps["dependency_error_pct"],
+                          "with_cpu_gaps_us": steps["with_cpu_gaps_ns"] / 1e3,
+                          "with_cpu_gaps_error_pct": steps["with_cpu_gaps_error_pct"]}, "table")
     out += ("\nreplay error over the steps, |replayed - measured| / measured (baseline: the recorded waits "
-            "kept, exact by\nconstruction; dependency-only: recorded durations and dependencies alone):\n"
+            "kept, exact by\nconstruction; dependency-only: recorded durations and dependencies alone; "
+            "+ cpu gaps: also each CPU\nthread's time between its top-level ops, as its work):\n"
             + render_columns(errors, "table"))
     if len(changes["step"]):
         out += "\n" + render_columns({"step": changes["step"], "change": changes["change"],

@@ -48,7 +48,8 @@ def traces(tmp_path_factory) -> tuple[Path, Path]:
 def test_whatif_on_100k_steps(traces) -> None:
     """Per step, by hand (µs): halving the kernels ends the step K/2 earlier (it ends the path; the
     rest of the step after it stays); dependency-only, the launch and the kernel both start at the
-    step's start: K; unexplained, the launch's 5 from the start and the step's tail after the kernel."""
+    step's start: K (with the CPU's untraced time: 5 + K); unexplained, the launch's 5 from the start
+    and the step's tail after the kernel."""
     w = traceaug.whatif(traces[0], scale=["comp=0.5"], progress=False)
     assert len(w.steps) == STEPS and (w.steps["baseline_ns"] == P_US * 1000).all()
     for i in (0, 1, 5, 4_321, STEPS // 2 + 3, STEPS - 1):
@@ -56,6 +57,7 @@ def test_whatif_on_100k_steps(traces) -> None:
         row = w.steps.iloc[i]
         assert row["step"] == i and row["measured_ns"] == P_US * 1000
         assert row["dependency_ns"] == k * 1000
+        assert row["with_cpu_gaps_ns"] == (LAUNCH_US + k) * 1000  # the CPU's 5 before its launch kept
         assert row["unexplained_pct"] == pytest.approx(100 * (LAUNCH_US + P_US - START_US - k) / P_US)
         assert w.changes["predicted_ns"].iloc[i] == (P_US - k / 2) * 1000
     errs = [abs(kernel_us(i) - P_US) / P_US * 100 for i in range(STEPS)]

@@ -79,8 +79,9 @@ def replay_step(parts: dict[int, jp.RankPart], matched: co.Matched, step: int,
                                                       *j.median), None, False))
     predicted = replay.predict(changes, joined.events, changes[-1][1] if no_stragglers else joined,
                                no_launch_delay)
+    cpu = np.repeat(~np.concatenate([np.empty(0, bool)] + [g.ev["gpu"] for g in gs]).astype(bool), 2)
     dep = [int(t.max()) - joined.start if len(t) else joined.end - joined.start
-           for t in (joined.dependency_times(joined.start, g) for g in (False, True))]
+           for t in (joined.dependency_times(joined.start, c) for c in (None, cpu))]
     return replay.StepReplay(None if step == jp.WHOLE else step, joined.end - joined.start,
                              joined.replay(), joined.unexplained(), predicted, *dep)
 

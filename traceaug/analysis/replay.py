@@ -79,7 +79,8 @@ def chain_sums(parent: np.ndarray, value: np.ndarray) -> np.ndarray:
 class Model:
     """A graph ready to replay: edges ``src, dst`` with ``delay`` (ns), ``slack`` (binding edges), ``event``
     (whose own time; -1: a wait no change scales), ``launch`` (a launch delay), ``what`` (``WAIT``, a
-    recorded duration ``OWN`` or a CPU thread's time between its ops ``CPU_GAP``); window ``start, end``."""
+    recorded duration ``OWN`` or a CPU thread's time between its top-level ops ``CPU_GAP``); window
+    ``start, end``."""
 
     node_ts: np.ndarray
     node_order: np.ndarray
@@ -115,13 +116,15 @@ class Model:
         return schedule(self.node_ts, self.node_order, self.src, self.dst, d + self.slack,
                         self.node_lane)
 
-    def dependency_times(self, roots: np.ndarray | int, cpu_gaps: bool = False) -> np.ndarray:
+    def dependency_times(self, start: np.ndarray | int, cpu: np.ndarray | None = None) -> np.ndarray:
         """Each node's time in the dependency-only replay: recorded durations and dependencies alone (no
-        waits, gaps or slack; ``cpu_gaps``: a CPU thread's time between its ops counted as its work), every
-        node without a way in at ``roots`` (its window's start)."""
-        keep = (self.what == OWN) | ((self.what == CPU_GAP) & cpu_gaps)
+        waits, gaps, slack or start times: a node without a way in at ``start``, its window's); ``cpu``
+        (which nodes are CPU events'): each CPU thread's untraced time, before and between its top-level
+        ops, kept as its work."""
+        keep = (self.what == OWN) | ((self.what == CPU_GAP) & (cpu is not None))
+        roots = np.broadcast_to(np.asarray(start, np.int64), self.node_ts.shape)
         return schedule(self.node_ts, self.node_order, self.src, self.dst, np.where(keep, self.delay, 0),
-                        self.node_lane, np.broadcast_to(np.asarray(roots, np.int64), self.node_ts.shape))
+                        self.node_lane, roots if cpu is None else np.where(cpu, self.node_ts, roots))
 
     def finish(self, t: np.ndarray) -> int:
         """The window's replayed end: as far after each last node (``tails``) as measured, and never before
@@ -301,7 +304,7 @@ class StepReplay:
     unexplained_ns: int
     predicted_ns: dict  # change label -> ns
     dependency_ns: int = 0  # the dependency-only replay
-    with_cpu_gaps_ns: int = 0  # the same with each CPU thread's time between its ops as its work
+    with_cpu_gaps_ns: int = 0  # the same with each CPU thread's untraced time as its work
 
 
 @dataclass
@@ -387,8 +390,9 @@ def whatif(trace, step: int | None = None, scales: list[Scale] | tuple = (),
     predicted = {label: w.lengths(t, m.node_ts) for label, t in predict(changes, m.events, m, no_launch_delay,
                                                                        Model.times).items()}
     base = w.lengths(m.times(), m.node_ts)
-    dep, gaps = (w.lengths(m.dependency_times(start[w.node_win], g), m.node_ts, tail=False)
-                 for g in (False, True))
+    cpu = np.repeat(~graph.ev["gpu"].astype(bool), 2)
+    dep, gaps = (w.lengths(m.dependency_times(start[w.node_win], c), m.node_ts, tail=False)
+                 for c in (None, cpu))
     back = m.waits_back(start[w.node_win]) if len(m.node_ts) else np.zeros(1, np.int64)
     unexplained = np.where(w.last >= 0, back[np.maximum(w.last, 0)] + w.after(m.node_ts), end - start)
     return [StepReplay(k, int(end[i] - start[i]), int(base[i]), int(unexplained[i]),
@@ -399,7 +403,7 @@ def whatif(trace, step: int | None = None, scales: list[Scale] | tuple = (),
 def tables(results: list[StepReplay]) -> tuple[dict, dict]:
     """(per step: ``step, measured_ns, baseline_ns, baseline_error_pct, unexplained_pct, dependency_ns,
     dependency_error_pct`` (the dependency-only replay against the measured step), ``with_cpu_gaps_ns,
-    with_cpu_gaps_error_pct`` (the same with CPU threads' time between ops as work); per step and change:
+    with_cpu_gaps_error_pct`` (the same with CPU threads' untraced time as work); per step and change:
     ``step, change, predicted_ns, speedup`` (baseline / predicted), ``saving_pct`` (of baseline))."""
     steps = {"step": [r.step for r in results], "measured_ns": [r.measured_ns for r in results],
              "baseline_ns": [r.baseline_ns for r in results],

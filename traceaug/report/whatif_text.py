@@ -9,6 +9,10 @@ import numpy as np
 from ..output import render_columns
 
 PER_CHANGE = ("change", "predicted_ns", "speedup", "saving_pct")
+LEGEND = """replay error over the steps, |replayed - measured| / measured (baseline: the recorded waits kept,
+exact by construction; dependency-only: recorded durations and dependencies alone; + cpu gaps: also
+each CPU thread's untraced time, before and between its top-level ops, as its work):
+"""
 
 
 def flat(steps: dict, changes: dict, errors: dict) -> dict:
@@ -41,10 +45,7 @@ def render(steps: dict, changes: dict, errors: dict, fmt: str) -> str:
                           "dependency_error_pct": steps["dependency_error_pct"],
                           "with_cpu_gaps_us": steps["with_cpu_gaps_ns"] / 1e3,
                           "with_cpu_gaps_error_pct": steps["with_cpu_gaps_error_pct"]}, "table")
-    out += ("\nreplay error over the steps, |replayed - measured| / measured (baseline: the recorded waits "
-            "kept, exact by\nconstruction; dependency-only: recorded durations and dependencies alone; "
-            "+ cpu gaps: also each CPU\nthread's time between its top-level ops, as its work):\n"
-            + render_columns(errors, "table"))
+    out += "\n" + LEGEND + render_columns(errors, "table")
     if len(changes["step"]):
         out += "\n" + render_columns({"step": changes["step"], "change": changes["change"],
                                       "predicted_us": changes["predicted_ns"] / 1e3,

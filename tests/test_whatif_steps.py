@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jobgen
 import kineto_gen
 import pytest
 from click.testing import CliRunner
@@ -87,3 +88,11 @@ def test_a_glob_that_matches_nothing_names_close_ones(tmp_path: Path) -> None:
     assert "no event is named 'gemm_kernal'" in r.output and "close: gemm_kernel" in r.output
     ok = traceaug.whatif(path, scale=["gemm_k*=0.5"], progress=False)
     assert ok.changes["change"].tolist() == ["gemm_k*=0.5"] * 2
+
+
+def test_a_glob_that_matches_nothing_in_a_job_names_close_ones(tmp_path: Path) -> None:
+    d = jobgen.write(tmp_path / "job", jobgen.job(2, 1, 100, steps=1))
+    r = CliRunner().invoke(main, ["whatif", str(d), "--scale", "ncclDevKernel_AllReduc=0.5"])
+    assert r.exit_code == 1 and r.output.count("\n") == 1, r.output
+    assert "no event is named 'ncclDevKernel_AllReduc'" in r.output
+    assert "close: ncclDevKernel_AllReduce" in r.output

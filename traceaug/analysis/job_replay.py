@@ -109,5 +109,9 @@ def whatif(parts: dict[int, jp.RankPart], step: int | None = None,
     """The job replay of every step (or ``step``) from its ranks' parts (``job_path.keyed``,
     read with the replay models and the events each of ``scales`` picks)."""
     found = jp.match_parts(parts)
+    picks = [np.array([any(g.picked[s.label].any() for p in parts.values() for g in p.graphs.values())])
+             for s in scales]
+    replay.glob_checked(list(scales), np.concatenate([np.empty(0, object)] + [
+        p.names for p in parts.values() if p.names is not None]), picks)
     return [replay_step(parts, found, k, list(scales), no_launch_delay, no_stragglers)
             for k in jp.step_keys(parts, step)]

@@ -341,7 +341,7 @@ class Windows:
         return np.where(self.last >= 0, fin, self.end) - self.start
 
 
-def _glob_checked(scales: list[Scale], names: np.ndarray, picks: list[np.ndarray]) -> None:
+def glob_checked(scales: list[Scale], names: np.ndarray, picks: list[np.ndarray]) -> None:
     """A name glob that picks no event is an error naming the closest names (a typo predicted no change)."""
     for s, p in zip(scales, picks):
         if s.selector not in TYPES and not p.any():
@@ -383,7 +383,7 @@ def whatif(trace, step: int | None = None, scales: list[Scale] | tuple = (),
     scales = list(scales)
     names = event_names(trace, graph) if any(s.selector != "cpu" for s in scales) else graph.ev["name"]
     picks = [selected(graph.ev, names, s.selector) for s in scales]
-    _glob_checked(scales, names, picks)
+    glob_checked(scales, names, picks)
     changes = [(s.label, m, np.where(p, s.factor, 1.0), False) for s, p in zip(scales, picks)]
     if no_launch_delay:
         changes.append((NO_LAUNCH_DELAY, m, None, True))

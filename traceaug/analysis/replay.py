@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import TraceaugError
+from ..errors import SumTooLarge, TraceaugError
 from . import critical_path as cp
 from . import dag, stacked
 from .steps import is_comm
@@ -110,7 +110,10 @@ class Model:
         if factor is not None:
             scaled = self.event >= 0
             d = d.copy()
-            d[scaled] = np.round(d[scaled] * factor[self.event[scaled]]).astype(np.int64)
+            x = np.round(d[scaled] * factor[self.event[scaled]])
+            if len(x) and not x.max() < 2**62:
+                raise SumTooLarge("--scale: the scaled times pass what int64 ns hold")
+            d[scaled] = x.astype(np.int64)
         if no_launch_delay:
             d = np.where(self.launch, 0, d)
         return schedule(self.node_ts, self.node_order, self.src, self.dst, d + self.slack,
@@ -319,6 +322,7 @@ class Windows:
 
     @classmethod
     def of(cls, node_ts: np.ndarray, node_win: np.ndarray, start: np.ndarray, end: np.ndarray) -> Windows:
+        """The windows of nodes at ``node_ts`` in windows ``node_win`` (each from ``start`` to ``end``)."""
         o = np.lexsort((np.arange(len(node_ts)), -node_ts, node_win))  # per window: its latest node first
         first = o[np.r_[True, node_win[o][1:] != node_win[o][:-1]]] if len(o) else o
         last = np.full(len(start), -1, np.int64)

@@ -1,5 +1,6 @@
 """``whatif`` and ``diff --explain`` on 100,000 tiny steps (issue 39.8: ~2.2 ms a step, past 120 s): the
-answers of a few steps checked against the schedule the generator laid out, so the run must finish."""
+answers of a few steps checked against the schedule the generator laid out, so the run must finish (one
+load serves both; the explain split of a change is ``test_whatif``'s)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 import traceaug
+from traceaug.analysis import replay
+from traceaug.analysis.explain import explain
 from traceaug.cli import main
+from traceaug.report.whatif_text import render
 
 STEPS = 100_000
 P_US, LAUNCH_US, START_US = 400, 5, 25  # step length; its launch's start; its kernel's start
@@ -40,44 +44,36 @@ def write_steps(path: Path, extra: int = 0, steps: int = STEPS) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def traces(tmp_path_factory) -> tuple[Path, Path]:
-    d = tmp_path_factory.mktemp("steps")
-    return write_steps(d / "a.json"), write_steps(d / "b.json", extra=10)
-
-
-def test_whatif_on_100k_steps(traces) -> None:
+def test_whatif_and_explain_on_100k_steps(tmp_path: Path) -> None:
     """Per step, by hand (µs): halving the kernels ends the step K/2 earlier (it ends the path; the
     rest of the step after it stays); dependency-only, the launch and the kernel both start at the
     step's start: K (with the CPU's untraced time: 5 + K); unexplained, the launch's 5 from the start
-    and the step's tail after the kernel."""
-    w = traceaug.whatif(traces[0], scale=["comp=0.5"], progress=False)
-    assert len(w.steps) == STEPS and (w.steps["baseline_ns"] == P_US * 1000).all()
+    and the step's tail after the kernel. Each step's path: the launch delay (20), the kernel, idle."""
+    path = write_steps(tmp_path / "t.json")
+    with traceaug.load(path, kind="sync", progress=False) as t:
+        found = replay.tables(replay.whatif(t, scales=[replay.parse_scale("comp=0.5")]))
+        split = explain(t, t)
+    steps, changes = found
+    assert len(steps["step"]) == STEPS and (steps["baseline_ns"] == P_US * 1000).all()
     for i in (0, 1, 5, 4_321, STEPS // 2 + 3, STEPS - 1):
         k = kernel_us(i)
-        row = w.steps.iloc[i]
-        assert row["step"] == i and row["measured_ns"] == P_US * 1000
-        assert row["dependency_ns"] == k * 1000
-        assert row["with_cpu_gaps_ns"] == (LAUNCH_US + k) * 1000  # the CPU's 5 before its launch kept
-        assert row["unexplained_pct"] == pytest.approx(100 * (LAUNCH_US + P_US - START_US - k) / P_US)
-        assert w.changes["predicted_ns"].iloc[i] == (P_US - k / 2) * 1000
+        assert steps["step"][i] == i and steps["measured_ns"][i] == P_US * 1000
+        assert steps["dependency_ns"][i] == k * 1000
+        assert steps["with_cpu_gaps_ns"][i] == (LAUNCH_US + k) * 1000  # the CPU's 5 before its launch
+        assert steps["unexplained_pct"][i] == pytest.approx(100 * (LAUNCH_US + P_US - START_US - k) / P_US)
+        assert changes["predicted_ns"][i] == (P_US - k / 2) * 1000
     errs = [abs(kernel_us(i) - P_US) / P_US * 100 for i in range(STEPS)]
-    dep = w.errors.set_index("replay").loc["dependency-only"]
-    assert dep["mean_abs_error_pct"] == pytest.approx(sum(errs) / STEPS)
-    assert dep["max_abs_error_pct"] == pytest.approx(max(errs))
-
-
-def test_diff_explain_on_100k_steps(traces) -> None:
-    """B's kernels are 10 µs longer on every step, its steps as long: on each path (launch delay 20,
-    the kernel, the rest idle) gpu_compute +10 µs, idle -10 µs."""
-    r = CliRunner().invoke(main, ["diff", str(traces[0]), str(traces[1]), "--explain", "--format", "json"])
-    assert r.exit_code == 0, r.output
-    cats = {x["category"]: (x["a_ns"], x["delta_ns"]) for x in json.loads(r.stdout)
-            if x["section"] == "category"}
+    summary = replay.error_summary(steps)
+    dep = list(summary["replay"]).index("dependency-only")
+    assert summary["mean_abs_error_pct"][dep] == pytest.approx(sum(errs) / STEPS)
+    assert summary["max_abs_error_pct"][dep] == pytest.approx(max(errs))
+    rows = render(steps, changes, summary, "csv").splitlines()
+    assert len(rows) == STEPS + 1 and rows[1].startswith("0,400000,400000,0.0,")
+    cats = dict(zip(split["categories"]["category"], split["categories"]["a_ns"]))
     mean_k = sum(kernel_us(i) for i in range(STEPS)) / STEPS
-    assert cats["gpu_compute"] == (pytest.approx(mean_k * 1000), pytest.approx(10_000))
-    assert cats["launch_delay"] == (pytest.approx(20_000), 0)
-    assert cats["idle"] == (pytest.approx((P_US - 20 - mean_k) * 1000), pytest.approx(-10_000))
+    assert cats["gpu_compute"] == pytest.approx(mean_k * 1000)
+    assert cats["launch_delay"] == pytest.approx(20_000) and cats["cpu"] == 0
+    assert cats["idle"] == pytest.approx((P_US - 20 - mean_k) * 1000)
 
 
 def test_a_glob_that_matches_nothing_names_close_ones(tmp_path: Path) -> None:

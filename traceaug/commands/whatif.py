@@ -48,9 +48,9 @@ def _replayed(trace, step: int | None, scales: list, no_launch_delay: bool) -> t
 class WhatIf(NamedTuple):
     """``traceaug.whatif``'s result: per step the measured, replayed baseline and dependency-only times
     (``step, measured_ns, baseline_ns, baseline_error_pct, unexplained_pct, dependency_ns,
-    dependency_error_pct``), per (step, change) the predicted step time (``step, change, predicted_ns,
-    speedup, saving_pct``), and each replay's error over the steps (``replay, steps, mean_abs_error_pct,
-    p90_abs_error_pct, max_abs_error_pct``)."""
+    dependency_error_pct, with_cpu_gaps_ns, with_cpu_gaps_error_pct``), per (step, change) the
+    predicted step time (``step, change, predicted_ns, speedup, saving_pct``), and each replay's error
+    over the steps (``replay, steps, mean_abs_error_pct, p90_abs_error_pct, max_abs_error_pct``)."""
 
     steps: object
     changes: object

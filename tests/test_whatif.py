@@ -94,7 +94,14 @@ def test_changes_of_a_hand_laid_schedule(tmp_path: Path) -> None:
     w = traceaug.whatif(path, scale=scales, no_launch_delay=True, progress=False)
     assert w.steps.to_dict("list") == {"step": [1], "measured_ns": [2000 * US],
                                        "baseline_ns": [2000 * US], "baseline_error_pct": [0.0],
-                                       "unexplained_pct": [5.0]}  # the step's last 100 µs
+                                       "unexplained_pct": [5.0],  # the step's last 100 µs
+                                       # dependency-only: launches 0..10, 10..20 back to back, gemm
+                                       # 0..1000 at its launch, all-reduce 1000..1500, the sync's
+                                       # own 50 after it (1550), the add 1550..1650
+                                       "dependency_ns": [1650 * US], "dependency_error_pct": [-17.5],
+                                       # with the CPU's 110, 10 and 100 between its calls: launch 2
+                                       # at 120, the sync from 140 to 1550, then 100, the add 1650..1750
+                                       "with_cpu_gaps_ns": [1750 * US], "with_cpu_gaps_error_pct": [-12.5]}
     got = dict(zip(w.changes["change"], w.changes["predicted_ns"]))
     want = {k: v * US for k, v in PIPELINE.items()}
     # all together: gemm 0..250 (comp and gemm*: 0.25), all-reduce 300..550 (comm), sync
@@ -177,15 +184,27 @@ def test_command_formats_and_errors(tmp_path: Path) -> None:
     table = _run("whatif", str(path), "--scale", "comp=0.5", "--no-launch-delay")
     assert table.exit_code == 0 and "baseline_error_pct" in table.output
     assert "no-launch-delay" in table.output and "all" in table.output
-    for args, message in ((("--scale", "comp"), "expected SELECTOR=FACTOR"),
-                          (("--scale", "comp=-1"), "factor >= 0"),
-                          (("--step", "7"), "no ProfilerStep#7")):
-        r = CliRunner().invoke(main, ["whatif", str(path), *args])
-        assert r.exit_code == 1 and r.output.count("\n") == 1 and message in r.output, r.output
+    r = CliRunner().invoke(main, ["whatif", str(path), "--step", "7"])
+    assert r.exit_code == 1 and r.output.count("\n") == 1 and "no ProfilerStep#7" in r.output
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     r = _run("whatif", str(bad))
     assert r.exit_code == 1 and r.output.startswith("traceaug: error: ") and r.output.count("\n") == 1
+
+
+@pytest.mark.parametrize("scale", ["comp", "comp=-1", "comp=nan", "comp=inf", "comp=1e308",
+                                   f"cpu={2**70}", "cpu=1000001", "=2"])
+def test_out_of_range_factors_are_usage_errors(tmp_path: Path, scale: str) -> None:
+    """A factor must be finite, >= 0 and small enough for int64 ns sums (1e308 used to predict
+    a faster step with a numpy cast warning): one line naming --scale, exit 2, nothing printed."""
+    path = _write(tmp_path, pipeline())
+    r = CliRunner().invoke(main, ["whatif", str(path), "--scale", scale])
+    errors = [line for line in r.output.splitlines() if line.startswith("Error:")]
+    assert r.exit_code == 2 and len(errors) == 1 and f"--scale {scale!r}" in errors[0], r.output
+    assert "baseline" not in r.output and "Warning" not in r.output
+    with pytest.raises(traceaug.TraceaugError, match="factor from 0 to 1e"):
+        traceaug.whatif(path, scale=[scale], progress=False)
+    assert traceaug.whatif(path, scale=["cpu=1e6"], progress=False).changes["predicted_ns"][0] > 0
 
 
 # ----- diff --explain ---------------------------------------------------------------------------

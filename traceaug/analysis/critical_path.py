@@ -494,14 +494,16 @@ def _queue_free(gpu: np.ndarray, launch: np.ndarray, ts: np.ndarray, sc: np.ndar
     if not len(lg):
         return out
     L, S, call, code = ts[launch[lg]], ts[lg], launch[lg], sc[lg]
-    for c in np.unique(code):
-        m = code == c
-        l_, s_, k_ = L[m], S[m], call[m]
-        ls, ss = np.sort(l_), np.sort(s_)
-        same = _same_call_counts(k_, s_)
-        at_launch = np.searchsorted(ls, l_, "right") - np.searchsorted(ss, l_, "left")
-        at_start = np.searchsorted(ls, s_, "right") - np.searchsorted(ss, s_, "right")
-        out[lg[m]] = (at_launch - same[0] == 0) & (at_start - same[1] == 0)
+    # every stream at once: times as their rank among all, keyed by stream (the counts of the streams
+    # before a key cancel out: each op has one launch and one start)
+    times = np.unique(np.r_[L, S])
+    span = len(times)
+    l_, s_ = code * span + np.searchsorted(times, L), code * span + np.searchsorted(times, S)
+    ls, ss = np.sort(l_), np.sort(s_)
+    same = _same_call_counts(code * (int(call.max()) + 1) + call, S)
+    at_launch = np.searchsorted(ls, l_, "right") - np.searchsorted(ss, l_, "left")
+    at_start = np.searchsorted(ls, s_, "right") - np.searchsorted(ss, s_, "right")
+    out[lg] = (at_launch - same[0] == 0) & (at_start - same[1] == 0)
     return out
 
 
@@ -617,7 +619,10 @@ def _cpu_syncs(ev, sync, gpu, sc, pos, node_ts, is_cpu, dev_all, codes: dict, la
     starts = node_ts[2 * gpu]
     bounds = np.r_[0, np.flatnonzero(sc[1:] != sc[:-1]) + 1, len(sc)] if len(sc) else np.r_[0]
     per_stream = {int(sc[b]): (gpu[b:e], starts[b:e]) for b, e in zip(bounds[:-1], bounds[1:])}
-    dev_of_sc = {c: d for (d, _), c in codes.items()}
+    on_dev: dict = {}  # device -> its streams with ops in the window
+    for (d, _), c in codes.items():
+        if c in per_stream:
+            on_dev.setdefault(d, []).append(c)
 
     def last_op(code, t):
         ops = per_stream.get(code)
@@ -638,10 +643,8 @@ def _cpu_syncs(ev, sync, gpu, sc, pos, node_ts, is_cpu, dev_all, codes: dict, la
             continue
         t = int(ev["ts"][row] + ev["dur"][row]) if row >= 0 else int(ev["ts"][c] + ev["dur"][c])
         if k == "Context Sync":
-            dev = int(dev_all[row]) if row >= 0 else None
-            for code in per_stream:
-                if dev is None or dev_of_sc.get(code) == dev:
-                    link(last_op(code, t), c)
+            for code in on_dev.get(int(dev_all[row]), ()) if row >= 0 else per_stream:
+                link(last_op(code, t), c)
         elif k == "Stream Sync":
             code = codes.get((int(dev_all[row]), int(ev["stream"][row])))
             if code is not None:

@@ -19,6 +19,37 @@ def longest_path(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray, d
     (networkx's ``dag_longest_path``). ``lane``: a hint, nodes following one another (any grouping works)."""
     if not len(src):
         return np.empty(0, np.int64)
+    topo, runs, dist, best = _lengths(node_ts, node_order, src, dst, w, lane)
+    by_topo = np.empty(len(topo), np.int64)
+    by_topo[topo] = np.arange(len(topo))
+    at = int(by_topo[np.argmax(dist[by_topo])])  # the first node, topologically, of the greatest length
+    return _walk_back(at, best, src, runs)
+
+
+def longest_paths(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray, dst: np.ndarray,
+                  w: np.ndarray, lane: np.ndarray | None, node_win: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """``longest_path`` of each window of a graph no edge of which joins two windows (``node_win``: each
+    node's): (the paths' edges, each path in order; each edge's window), every window walked at once."""
+    if not len(src):
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    topo, _, dist, best = _lengths(node_ts, node_order, src, dst, w, lane)
+    o = np.lexsort((topo, -dist, node_win))  # per window: the first node, by topo, of the greatest length
+    at = o[np.r_[True, node_win[o][1:] != node_win[o][:-1]]]
+    edges, step = [], 0
+    while len(at):
+        e = best[at]
+        at, e = at[e >= 0], e[e >= 0]
+        edges.append((e, np.full(len(e), step)))
+        at, step = src[e], step - 1
+    e = np.concatenate([x for x, _ in edges])
+    o = np.lexsort((np.concatenate([x for _, x in edges]), node_win[dst[e]]))
+    return e[o], node_win[dst[e[o]]]
+
+
+def _lengths(node_ts, node_order, src, dst, w, lane):
+    """(topological positions, ``Runs``, each node's longest way in (ns), each node's best edge in, -1:
+    none); of equal ways in, the first edge by index."""
     topo = positions(node_ts, node_order, src, dst)
     runs = chains(topo, src, dst, w, lane)
     rest = np.flatnonzero(~runs.link)  # every edge into a run's head
@@ -31,11 +62,7 @@ def longest_path(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray, d
             length[d], way[d] = x, e
     best = runs.into.copy()  # each node's best way in
     best[runs.order[runs.head]] = way
-    dist = np.array(length, np.int64)[runs.run] + runs.base
-    by_topo = np.empty(len(topo), np.int64)
-    by_topo[topo] = np.arange(len(topo))
-    at = int(by_topo[np.argmax(dist[by_topo])])  # the first node, topologically, of the greatest length
-    return _walk_back(at, best, src, runs)
+    return topo, runs, np.array(length, np.int64)[runs.run] + runs.base, best
 
 
 @dataclass

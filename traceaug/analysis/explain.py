@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
 from . import critical_path as cp
+from . import dag, stacked
 from .steps import steps as all_steps
 from .tables import objects
 
@@ -18,40 +20,48 @@ IDLE_EVENT = "(idle)"
 
 
 def path_times(trace: Trace, step_numbers: list[int | None]) -> tuple[float, dict, dict]:
-    """(mean step time, mean ns per category, mean ns per (event, category)) over the
-    critical paths of ``step_numbers`` (None: the whole trace)."""
-    cut = []
-    for n in step_numbers:
-        r = cp.analyse(trace, n)
-        p, e = r.pieces(), r.edges
-        name = np.where(p["category"] == cp.IDLE, IDLE_EVENT, e["event_name"][np.maximum(p["edge"], 0)]
-                        if len(e["event_name"]) else IDLE_EVENT)
-        cut.append((r.window.end - r.window.start, p["category"], name, p["end"] - p["ts"]))
-    return tally(cut)
+    """(mean step time, mean ns per category, mean ns per (event, category)) over the critical paths of
+    ``step_numbers`` (None: the whole trace), every window's path found at once (``stacked``)."""
+    every = cp.step_windows(trace) if len(step_numbers) > 1 else {}
+    wins = [every[n] if n in every else cp.window(trace, n) for n in step_numbers]
+    graph, win = stacked.graph(cp.events(trace), wins)
+    path, on = dag.longest_paths(graph.node_ts, graph.node_order, graph.src, graph.dst, graph.weight,
+                                 graph.node_lane, np.repeat(win, 2))
+    kind, event = graph.kind[path], graph.event[path]
+    shown = np.where(event >= 0, event, graph.dst[path] // 2)
+    name = graph.ev["name"][shown]
+    unread = np.flatnonzero(name == None)  # noqa: E711  (GPU ops: their names on the paths)
+    name[unread] = cp.names(trace, graph.ev["id"][shown[unread]])
+    weight = graph.weight[path]
+    length = np.array([w.end - w.start for w in wins], np.int64)
+    idle = length - np.bincount(on, weights=weight, minlength=len(wins)).astype(np.int64)
+    return tally(int(length.sum()), len(wins), np.r_[cp.category_of(graph, kind, shown, name),
+                                                     np.full(len(wins), cp.IDLE, object)],
+                 np.r_[name, np.full(len(wins), IDLE_EVENT, object)], np.r_[weight, idle])
 
 
 def job_path_times(paths: list) -> tuple[float, dict, dict]:
     """``path_times`` of a job's paths (``job_path.JobPath``, one per step)."""
-    cut = []
-    for jpath in paths:
-        p = jpath.pieces()
-        name = np.where(p["category"] == cp.IDLE, IDLE_EVENT, p["event"])
-        cut.append((jpath.window.end - jpath.window.start, p["category"], name,
-                    p["end"] - p["ts"]))
-    return tally(cut)
+    pieces = [jpath.pieces() for jpath in paths]
+    total = sum(jpath.window.end - jpath.window.start for jpath in paths)
+    cat = np.concatenate([p["category"] for p in pieces] or [np.empty(0, object)])
+    name = np.concatenate([np.where(p["category"] == cp.IDLE, IDLE_EVENT, p["event"]) for p in pieces]
+                          or [np.empty(0, object)])
+    dur = np.concatenate([p["end"] - p["ts"] for p in pieces] or [np.empty(0, np.int64)])
+    return tally(total, len(paths), cat, name, dur)
 
 
-def tally(cut: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]) -> tuple[float, dict, dict]:
-    """Means over steps, each (its window's length, and per piece category, event name and
-    duration): (step time, ns per category, ns per (event, category))."""
-    total, cats, events = 0, {c: 0 for c in cp.CATEGORIES}, {}
-    for length, category, name, dur in cut:
-        for c, x, d in zip(category.tolist(), name.tolist(), dur.tolist()):
-            cats[c] += d
-            events[(x, c)] = events.get((x, c), 0) + d
-        total += length
-    k = max(len(cut), 1)
-    return total / k, {c: v / k for c, v in cats.items()}, {x: v / k for x, v in events.items()}
+def tally(total: int, windows: int, category: np.ndarray, name: np.ndarray, dur: np.ndarray
+          ) -> tuple[float, dict, dict]:
+    """Means over ``windows`` steps of ``total`` ns, from pieces of the paths by category, event name and
+    duration: (step time, ns per category, ns per (event, category)); pieces of no time left out."""
+    keep = dur > 0
+    df = pd.DataFrame({"name": name[keep], "category": category[keep], "ns": dur[keep]})
+    by = df.groupby(["name", "category"], sort=False)["ns"].sum()
+    per_cat = df.groupby("category")["ns"].sum()
+    k = max(windows, 1)
+    return (total / k, {c: float(per_cat.get(c, 0)) / k for c in cp.CATEGORIES},
+            {key: v / k for key, v in by.items()})
 
 
 def numbers(trace: Trace, step: int | None) -> list[int | None]:

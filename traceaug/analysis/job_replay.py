@@ -67,7 +67,7 @@ def joined_model(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) 
 def replay_step(parts: dict[int, jp.RankPart], matched: co.Matched, step: int,
                 scales: list[replay.Scale], no_launch_delay: bool, no_stragglers: bool
                 ) -> replay.StepReplay:
-    """One job step unchanged, then each change alone, then all (as ``replay.replay_window``)."""
+    """One job step unchanged, then each change alone, then all (as ``replay.whatif``)."""
     j = joined_model(parts, matched, step)
     joined, gs = j.joined, j.graphs
     changes = [(s.label, joined, np.where(np.concatenate([g.picked[s.label] for g in gs]), s.factor, 1.0),
@@ -79,8 +79,11 @@ def replay_step(parts: dict[int, jp.RankPart], matched: co.Matched, step: int,
                                                       *j.median), None, False))
     predicted = replay.predict(changes, joined.events, changes[-1][1] if no_stragglers else joined,
                                no_launch_delay)
+    cpu = np.repeat(~np.concatenate([np.empty(0, bool)] + [g.ev["gpu"] for g in gs]).astype(bool), 2)
+    dep = [int(t.max()) - joined.start if len(t) else joined.end - joined.start
+           for t in (joined.dependency_times(joined.start, c) for c in (None, cpu))]
     return replay.StepReplay(None if step == jp.WHOLE else step, joined.end - joined.start,
-                             joined.replay(), joined.unexplained(), predicted)
+                             joined.replay(), joined.unexplained(), predicted, *dep)
 
 
 def _at_the_median(joined: replay.Model, ranks_edges: int, own: list[int], src: np.ndarray,
@@ -96,7 +99,8 @@ def _at_the_median(joined: replay.Model, ranks_edges: int, own: list[int], src: 
         joined, src=np.r_[joined.src[k], src], dst=np.r_[joined.dst[k], dst],
         delay=np.r_[joined.delay[k], cap], slack=np.r_[joined.slack[k], np.zeros(len(src), np.int64)],
         event=np.r_[joined.event[k], dst // 2],
-        launch=np.r_[joined.launch[k], np.zeros(len(src), bool)], every_node=False)
+        launch=np.r_[joined.launch[k], np.zeros(len(src), bool)],
+        what=np.r_[joined.what[k], np.full(len(src), replay.OWN)], every_node=False)
 
 
 def whatif(parts: dict[int, jp.RankPart], step: int | None = None,
@@ -105,5 +109,9 @@ def whatif(parts: dict[int, jp.RankPart], step: int | None = None,
     """The job replay of every step (or ``step``) from its ranks' parts (``job_path.keyed``,
     read with the replay models and the events each of ``scales`` picks)."""
     found = jp.match_parts(parts)
+    picks = [np.array([any(g.picked[s.label].any() for p in parts.values() for g in p.graphs.values())])
+             for s in scales]
+    replay.glob_checked(list(scales), np.concatenate([np.empty(0, object)] + [
+        p.names for p in parts.values() if p.names is not None]), picks)
     return [replay_step(parts, found, k, list(scales), no_launch_delay, no_stragglers)
             for k in jp.step_keys(parts, step)]

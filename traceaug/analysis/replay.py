@@ -4,33 +4,41 @@ kept on binding edges, so the unchanged replay is the measured one and changes m
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import fnmatch
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import TraceaugError
+from ..errors import SumTooLarge, TraceaugError
 from . import critical_path as cp
-from . import dag
+from . import dag, stacked
 from .steps import is_comm
 from .tables import matches
 
 TYPES = ("comp", "comm", "mem", "cpu")
 NO_LAUNCH_DELAY = "no-launch-delay"
+WAIT, OWN, CPU_GAP = range(3)  # what an edge's delay is (``Model.what``)
+REPLAYS = {"baseline": "baseline_error_pct", "dependency-only": "dependency_error_pct",
+           "dependency + cpu gaps": "with_cpu_gaps_error_pct"}  # each replay's error column
+MAX_FACTOR = 1e6  # a larger one takes a window's ns past what int64 sums hold (2**63 ns: 292 years)
 
 
 def schedule(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray, dst: np.ndarray,
-             delay: np.ndarray, lane: np.ndarray | None = None) -> np.ndarray:
-    """Each node's replayed time: the latest source time plus delay over its in-edges (none: its ``node_ts``).
-    Edges must run forward in ``node_ts``; ``dag.chains``' runs are cumulative sums, other edges relaxed."""
+             delay: np.ndarray, lane: np.ndarray | None = None, roots: np.ndarray | None = None
+             ) -> np.ndarray:
+    """Each node's replayed time: the latest source time plus delay over its in-edges (none: its ``roots``
+    time, default ``node_ts``). Edges must run forward in ``node_ts``; ``dag.chains``' runs are cumulative
+    sums, other edges relaxed."""
     n = len(node_ts)
+    roots = node_ts if roots is None else roots
     if not len(src):
-        return node_ts.astype(np.int64).copy()
+        return roots.astype(np.int64).copy()
     topo = dag.positions(node_ts, node_order, src, dst)
     runs = dag.chains(topo, src, dst, delay, lane)
     heads = runs.order[runs.head]
     has_in = np.bincount(dst, minlength=n) > 0
-    value = np.where(has_in[heads], dag.NEVER, node_ts[heads]).tolist()
+    value = np.where(has_in[heads], dag.NEVER, roots[heads]).tolist()
     rest = np.flatnonzero(~runs.link)
     rest = rest[np.argsort(topo[dst[rest]], kind="stable")]
     for a, d, x in zip(runs.run[src[rest]].tolist(), runs.run[dst[rest]].tolist(),
@@ -56,10 +64,23 @@ def binding(node_ts: np.ndarray, src: np.ndarray, dst: np.ndarray, delay: np.nda
     return bind, slack
 
 
+def chain_sums(parent: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """Per node, the sum of ``value`` from it back to its root along ``parent`` (-1 at a root), by pointer
+    jumping: log(depth) vector steps, never a walk per node."""
+    total, up = value.astype(np.int64).copy(), parent.astype(np.int64).copy()
+    while (up >= 0).any():
+        on = up >= 0
+        at = np.maximum(up, 0)
+        total, up = total + np.where(on, total[at], 0), np.where(on, up[at], -1)
+    return total
+
+
 @dataclass
 class Model:
     """A graph ready to replay: edges ``src, dst`` with ``delay`` (ns), ``slack`` (binding edges), ``event``
-    (whose own time; -1: a wait no change scales), ``launch`` (a launch delay); window ``start, end``."""
+    (whose own time; -1: a wait no change scales), ``launch`` (a launch delay), ``what`` (``WAIT``, a
+    recorded duration ``OWN`` or a CPU thread's time between its top-level ops ``CPU_GAP``); window
+    ``start, end``."""
 
     node_ts: np.ndarray
     node_order: np.ndarray
@@ -71,6 +92,7 @@ class Model:
     bind: np.ndarray
     event: np.ndarray
     launch: np.ndarray
+    what: np.ndarray
     start: int
     end: int
     events: int = 0  # how many events ``event`` numbers (the length of a ``factor``)
@@ -80,16 +102,32 @@ class Model:
 
     def replay(self, factor: np.ndarray | None = None, no_launch_delay: bool = False) -> int:
         """The replayed window length (ns): ``factor`` per event scales its own time."""
+        return self.finish(self.times(factor, no_launch_delay)) - self.start
+
+    def times(self, factor: np.ndarray | None = None, no_launch_delay: bool = False) -> np.ndarray:
+        """Each node's replayed time (``replay``)."""
         d = self.delay
         if factor is not None:
             scaled = self.event >= 0
             d = d.copy()
-            d[scaled] = np.round(d[scaled] * factor[self.event[scaled]]).astype(np.int64)
+            x = np.round(d[scaled] * factor[self.event[scaled]])
+            if len(x) and not x.max() < 2**62:
+                raise SumTooLarge("--scale: the scaled times pass what int64 ns hold")
+            d[scaled] = x.astype(np.int64)
         if no_launch_delay:
             d = np.where(self.launch, 0, d)
-        t = schedule(self.node_ts, self.node_order, self.src, self.dst, d + self.slack,
-                     self.node_lane)
-        return self.finish(t) - self.start
+        return schedule(self.node_ts, self.node_order, self.src, self.dst, d + self.slack,
+                        self.node_lane)
+
+    def dependency_times(self, start: np.ndarray | int, cpu: np.ndarray | None = None) -> np.ndarray:
+        """Each node's time in the dependency-only replay: recorded durations and dependencies alone (no
+        waits, gaps, slack or start times: a node without a way in at ``start``, its window's); ``cpu``
+        (which nodes are CPU events'): each CPU thread's untraced time, before and between its top-level
+        ops, kept as its work."""
+        keep = (self.what == OWN) | ((self.what == CPU_GAP) & (cpu is not None))
+        roots = np.broadcast_to(np.asarray(start, np.int64), self.node_ts.shape)
+        return schedule(self.node_ts, self.node_order, self.src, self.dst, np.where(keep, self.delay, 0),
+                        self.node_lane, roots if cpu is None else np.where(cpu, self.node_ts, roots))
 
     def finish(self, t: np.ndarray) -> int:
         """The window's replayed end: as far after each last node (``tails``) as measured, and never before
@@ -118,12 +156,13 @@ class Model:
         if not len(self.node_ts):
             return self.end - self.start
         nodes, after = self.tails()
-        v, total = int(nodes[0]), int(after[0])
-        bind, slack, src = self.bind.tolist(), self.slack.tolist(), self.src.tolist()
-        while bind[v] >= 0:
-            total += slack[bind[v]]
-            v = src[bind[v]]
-        return total + int(self.node_ts[v]) - self.start
+        return int(after[0] + self.waits_back(self.start)[nodes[0]])
+
+    def waits_back(self, start: np.ndarray | int) -> np.ndarray:
+        """Per node, the slack back along binding edges plus the first node's distance from ``start``."""
+        b = np.maximum(self.bind, 0)
+        on = self.bind >= 0
+        return chain_sums(np.where(on, self.src[b], -1), np.where(on, self.slack[b], self.node_ts - start))
 
 
 def model(graph: cp.Graph, window: cp.Window) -> Model:
@@ -143,6 +182,7 @@ def model(graph: cp.Graph, window: cp.Window) -> Model:
     delay[into_call] = np.minimum(delta[into_call], own[dst[into_call]])
     launch = kind == cp.LAUNCH
     typical = int(np.median(delta[launch])) if launch.any() else 0
+    what = np.select([(kind == cp.SPAN) | sync, kind == cp.DEPENDENCY], [OWN, CPU_GAP], WAIT)
     x_src, x_dst, x_launch = _order_edges(graph, kind)
     x_delta = ts[x_dst] - ts[x_src]
     ok = x_delta >= 0  # (an op overlapping the one before it on its stream: clock skew)
@@ -151,9 +191,10 @@ def model(graph: cp.Graph, window: cp.Window) -> Model:
     delay = np.r_[delay, np.where(x_launch, np.minimum(x_delta, typical), 0)]
     event = np.r_[event, np.full(len(x_src), -1, np.int64)]
     launch = np.r_[launch, x_launch]
+    what = np.r_[what, np.full(len(x_src), WAIT)]
     bind, slack = binding(ts, src, dst, delay)
     return Model(ts, graph.node_order, graph.node_lane, src, dst, delay, slack, bind, event,
-                 launch, window.start, window.end, len(graph.ev["gpu"]))
+                 launch, what, window.start, window.end, len(graph.ev["gpu"]))
 
 
 def join(models: list[Model], src: np.ndarray, dst: np.ndarray, delay: np.ndarray,
@@ -177,11 +218,12 @@ def join(models: list[Model], src: np.ndarray, dst: np.ndarray, delay: np.ndarra
     event = np.concatenate([np.where(m.event >= 0, m.event + event_at[i], -1)
                             for i, m in enumerate(models)] + [joined_event])
     launch = np.concatenate([m.launch for m in models] + [np.zeros(len(src), bool)])
+    what = np.concatenate([m.what for m in models] + [np.full(len(src), OWN)])  # (a transfer's time)
     bind, slack = binding(ts, all_src, all_dst, all_delay)
     tails = [(m.tails()[0] + node_at[i], m.tails()[1]) for i, m in enumerate(models)
              if len(m.node_ts)]
     none = np.empty(0, np.int64)  # (a step no rank has an event in: no last node)
-    return Model(ts, order, lanes, all_src, all_dst, all_delay, slack, bind, event, launch,
+    return Model(ts, order, lanes, all_src, all_dst, all_delay, slack, bind, event, launch, what,
                  min(m.start for m in models), max(m.end for m in models), int(event_at[-1]),
                  np.concatenate([none] + [t[0] for t in tails]),
                  np.concatenate([none] + [t[1] for t in tails]))
@@ -228,8 +270,9 @@ def parse_scale(text: str) -> Scale:
         factor = float(fac)
     except ValueError:
         factor = -1.0
-    if not eq or not sel or not factor >= 0 or factor == float("inf"):
-        raise TraceaugError(f"--scale {text!r}: expected SELECTOR=FACTOR with a factor >= 0")
+    if not eq or not sel or not 0 <= factor <= MAX_FACTOR:
+        raise TraceaugError(f"--scale {text!r}: expected SELECTOR=FACTOR with a factor from 0 to "
+                            f"{MAX_FACTOR:g}")
     return Scale(sel, factor)
 
 
@@ -256,60 +299,125 @@ def event_names(trace, graph: cp.Graph) -> np.ndarray:
 
 @dataclass
 class StepReplay:
-    """One window's replay: measured, baseline and per change the predicted length (ns)."""
+    """One window's replay: measured, baseline, dependency-only and per change the predicted length (ns)."""
 
     step: int | None
     measured_ns: int
     baseline_ns: int
     unexplained_ns: int
     predicted_ns: dict  # change label -> ns
+    dependency_ns: int = 0  # the dependency-only replay
+    with_cpu_gaps_ns: int = 0  # the same with each CPU thread's untraced time as its work
 
 
-def replay_window(trace, ev: dict, win: cp.Window, step: int | None, scales: list[Scale],
-                  no_launch_delay: bool) -> StepReplay:
-    """Replay one window unchanged, then each change alone, then all of them (when more than one)."""
-    graph = cp.build(ev, win)
-    m = model(graph, win)
-    names = event_names(trace, graph) if any(s.selector != "cpu" for s in scales) else graph.ev["name"]
-    changes = [(s.label, m, np.where(selected(graph.ev, names, s.selector), s.factor, 1.0), False)
-               for s in scales]
-    if no_launch_delay:
-        changes.append((NO_LAUNCH_DELAY, m, None, True))
-    predicted = predict(changes, len(graph.ev["gpu"]), m, no_launch_delay)
-    return StepReplay(step, win.end - win.start, m.replay(), m.unexplained(), predicted)
+@dataclass
+class Windows:
+    """The windows of a model of many (``stacked``): each node's window, per window its start, end and last
+    node (-1: none)."""
+
+    node_win: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    last: np.ndarray
+
+    @classmethod
+    def of(cls, node_ts: np.ndarray, node_win: np.ndarray, start: np.ndarray, end: np.ndarray) -> Windows:
+        """The windows of nodes at ``node_ts`` in windows ``node_win`` (each from ``start`` to ``end``)."""
+        o = np.lexsort((np.arange(len(node_ts)), -node_ts, node_win))  # per window: its latest node first
+        first = o[np.r_[True, node_win[o][1:] != node_win[o][:-1]]] if len(o) else o
+        last = np.full(len(start), -1, np.int64)
+        last[node_win[first]] = first
+        return cls(node_win, start, end, last)
+
+    def after(self, node_ts: np.ndarray) -> np.ndarray:
+        """The measured time from each window's last node to its end (without one: the window)."""
+        return self.end - (node_ts[np.maximum(self.last, 0)] if len(node_ts) else self.start)
+
+    def lengths(self, t: np.ndarray, node_ts: np.ndarray, tail: bool = True) -> np.ndarray:
+        """Each window's replayed length from node times ``t``: to its latest node, and (``tail``) no sooner
+        than its last node plus the measured time after it; a window without nodes as measured."""
+        if not len(t):
+            return self.end - self.start
+        top = np.full(len(self.start), dag.NEVER, np.int64)
+        np.maximum.at(top, self.node_win, t)
+        at = np.maximum(self.last, 0)
+        fin = np.maximum(top, t[at] + self.after(node_ts)) if tail else top
+        return np.where(self.last >= 0, fin, self.end) - self.start
+
+
+def glob_checked(scales: list[Scale], names: np.ndarray, picks: list[np.ndarray]) -> None:
+    """A name glob that picks no event is an error naming the closest names (a typo predicted no change)."""
+    for s, p in zip(scales, picks):
+        if s.selector not in TYPES and not p.any():
+            known = sorted({n for n in names.tolist() if isinstance(n, str)})
+            part = s.selector.strip("*?").lower()
+            close = [n for n in known if part and part in n.lower()][:5] or difflib.get_close_matches(
+                s.selector, known, 5, 0.4)
+            close = [n if len(n) <= 60 else n[:59] + "…" for n in close]
+            raise TraceaugError(f"--scale {s.label}: no event is named {s.selector!r}"
+                                + (f" (close: {', '.join(close)})" if close else ""))
 
 
 def predict(changes: list[tuple[str, Model, np.ndarray | None, bool]], events: int, all_model: Model,
-            no_launch_delay: bool) -> dict[str, int]:
-    """Each change's replayed length (ns) by its label (a change: label, model, factor per event or None, no
-    launch delay) and, with several, all of them at once on ``all_model`` (the factors multiplied)."""
+            no_launch_delay: bool, how=Model.replay) -> dict:
+    """Each change's replayed length (ns; ``how``: ``Model.times``, its node times) by its label (a change:
+    label, model, factor per event or None, no launch delay) and, with several, all of them at once on
+    ``all_model`` (the factors multiplied)."""
     if len(changes) > 1:
         f = np.ones(events)
         for _, _, fi, _ in changes:
             if fi is not None:
                 f *= fi
         changes = [*changes, ("all", all_model, f, no_launch_delay)]
-    return {label: m.replay(f, nl) for label, m, f, nl in changes}
+    return {label: how(m, f, nl) for label, m, f, nl in changes}
 
 
 def whatif(trace, step: int | None = None, scales: list[Scale] | tuple = (),
            no_launch_delay: bool = False) -> list[StepReplay]:
-    """Replays of every ProfilerStep of ``trace`` (or ``step``; the whole trace without
-    steps)."""
-    ev = cp.events(trace)
+    """Replays of every ProfilerStep of ``trace`` (or ``step``; the whole trace without steps), all
+    windows in one graph and one schedule per change (``stacked``): linear in the steps."""
     windows = cp.step_windows(trace) if step is None else {}
     if not windows:  # the step asked for, or the whole trace
-        return [replay_window(trace, ev, cp.window(trace, step), step, list(scales), no_launch_delay)]
-    return [replay_window(trace, ev, win, k, list(scales), no_launch_delay) for k, win in windows.items()]
+        windows = {step: cp.window(trace, step)}
+    graph, win = stacked.graph(cp.events(trace), list(windows.values()))
+    start = np.array([w.start for w in windows.values()], np.int64)
+    end = np.array([w.end for w in windows.values()], np.int64)
+    m = model(graph, cp.Window(int(start.min()), int(end.max()), "every step"))
+    w = Windows.of(m.node_ts, np.repeat(win, 2), start, end)
+    scales = list(scales)
+    names = event_names(trace, graph) if any(s.selector != "cpu" for s in scales) else graph.ev["name"]
+    picks = [selected(graph.ev, names, s.selector) for s in scales]
+    glob_checked(scales, names, picks)
+    changes = [(s.label, m, np.where(p, s.factor, 1.0), False) for s, p in zip(scales, picks)]
+    if no_launch_delay:
+        changes.append((NO_LAUNCH_DELAY, m, None, True))
+    predicted = {label: w.lengths(t, m.node_ts) for label, t in predict(changes, m.events, m, no_launch_delay,
+                                                                       Model.times).items()}
+    base = w.lengths(m.times(), m.node_ts)
+    cpu = np.repeat(~graph.ev["gpu"].astype(bool), 2)
+    dep, gaps = (w.lengths(m.dependency_times(start[w.node_win], c), m.node_ts, tail=False)
+                 for c in (None, cpu))
+    back = m.waits_back(start[w.node_win]) if len(m.node_ts) else np.zeros(1, np.int64)
+    unexplained = np.where(w.last >= 0, back[np.maximum(w.last, 0)] + w.after(m.node_ts), end - start)
+    return [StepReplay(k, int(end[i] - start[i]), int(base[i]), int(unexplained[i]),
+                       {label: int(v[i]) for label, v in predicted.items()}, int(dep[i]), int(gaps[i]))
+            for i, k in enumerate(windows)]
 
 
 def tables(results: list[StepReplay]) -> tuple[dict, dict]:
-    """(per step: ``step, measured_ns, baseline_ns, baseline_error_pct, unexplained_pct``; per step and
-    change: ``step, change, predicted_ns, speedup`` (baseline / predicted), ``saving_pct`` (of baseline))."""
+    """(per step: ``step, measured_ns, baseline_ns, baseline_error_pct, unexplained_pct, dependency_ns,
+    dependency_error_pct`` (the dependency-only replay against the measured step), ``with_cpu_gaps_ns,
+    with_cpu_gaps_error_pct`` (the same with CPU threads' untraced time as work); per step and change:
+    ``step, change, predicted_ns, speedup`` (baseline / predicted), ``saving_pct`` (of baseline))."""
     steps = {"step": [r.step for r in results], "measured_ns": [r.measured_ns for r in results],
              "baseline_ns": [r.baseline_ns for r in results],
              "baseline_error_pct": [_pct(r.baseline_ns - r.measured_ns, r.measured_ns) for r in results],
-             "unexplained_pct": [_pct(r.unexplained_ns, r.measured_ns) for r in results]}
+             "unexplained_pct": [_pct(r.unexplained_ns, r.measured_ns) for r in results],
+             "dependency_ns": [r.dependency_ns for r in results],
+             "dependency_error_pct": [_pct(r.dependency_ns - r.measured_ns, r.measured_ns) for r in results],
+             "with_cpu_gaps_ns": [r.with_cpu_gaps_ns for r in results],
+             "with_cpu_gaps_error_pct": [_pct(r.with_cpu_gaps_ns - r.measured_ns, r.measured_ns)
+                                         for r in results]}
     rows = [(r, label, ns) for r in results for label, ns in r.predicted_ns.items()]
     changes = {"step": [r.step for r, _, _ in rows], "change": [label for _, label, _ in rows],
                "predicted_ns": [ns for _, _, ns in rows],
@@ -317,6 +425,19 @@ def tables(results: list[StepReplay]) -> tuple[dict, dict]:
                "saving_pct": [_pct(r.baseline_ns - ns, r.baseline_ns) for r, _, ns in rows]}
     return tuple({k: np.array(v, dtype=object if k in ("step", "change") else None) for k, v in t.items()}
                  for t in (steps, changes))
+
+
+def error_summary(steps: dict) -> dict:
+    """Each replay's error over the steps, |replayed - measured| / measured: ``replay`` (``REPLAYS``),
+    ``steps``, ``mean_abs_error_pct``, ``p90_abs_error_pct``, ``max_abs_error_pct``."""
+    rows = {"replay": list(REPLAYS), "steps": [], "mean_abs_error_pct": [],
+            "p90_abs_error_pct": [], "max_abs_error_pct": []}
+    for col in REPLAYS.values():
+        e = np.abs(np.asarray(steps[col], np.float64))
+        rows["steps"].append(len(e))
+        for key, f in (("mean", np.mean), ("p90", lambda x: np.percentile(x, 90)), ("max", np.max)):
+            rows[f"{key}_abs_error_pct"].append(float(f(e)) if len(e) else 0.0)
+    return {k: np.array(v, dtype=object if k == "replay" else None) for k, v in rows.items()}
 
 
 def _pct(part: float, whole: float) -> float:

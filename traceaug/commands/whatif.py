@@ -10,9 +10,9 @@ from ..errors import TraceaugError
 from .declare import JOB, Call, Command, argument, echo, fmt, option, rank, step
 
 
-def compute(call: Call) -> tuple[dict, dict]:
-    """``replay.tables`` of one trace file (or ``--rank`` of a directory), or of a whole job
-    (a directory of ranks without ``--rank``: ``analysis.job_replay``)."""
+def compute(call: Call) -> tuple[dict, dict, dict]:
+    """``replay.tables`` of one trace file (or ``--rank`` of a directory), or of a whole job (a directory
+    of ranks without ``--rank``: ``analysis.job_replay``), and the replays' errors over the steps."""
     from ..analysis import job_path as jp
     from ..analysis import job_replay, replay
     from ..job import parts
@@ -24,13 +24,19 @@ def compute(call: Call) -> tuple[dict, dict]:
     if len(files) > 1:
         done = run(Work("job_path", parts.job_path, {"scales": tuple(parsed)}), items_of(files),
                    call.job)
-        return replay.tables(job_replay.whatif(jp.keyed(done), call["step"], parsed,
-                                               call["no_launch_delay"], call["no_stragglers"]))
+        return _with_errors(replay.tables(job_replay.whatif(
+            jp.keyed(done), call["step"], parsed, call["no_launch_delay"], call["no_stragglers"])))
     if call["no_stragglers"]:
         raise TraceaugError(f"{call['trace']}: --no-stragglers needs a job (a directory of ranks)")
     work = Work("sync", parts.apply, {"fn": _replayed, "step": call["step"], "scales": parsed,
                                       "no_launch_delay": call["no_launch_delay"]})
-    return run(work, items_of(files), call.job)[files[0].rank]
+    return _with_errors(run(work, items_of(files), call.job)[files[0].rank])
+
+
+def _with_errors(found: tuple[dict, dict]) -> tuple[dict, dict, dict]:
+    from ..analysis.replay import error_summary
+
+    return (*found, error_summary(found[0]))
 
 
 def _replayed(trace, step: int | None, scales: list, no_launch_delay: bool) -> tuple[dict, dict]:
@@ -40,28 +46,36 @@ def _replayed(trace, step: int | None, scales: list, no_launch_delay: bool) -> t
 
 
 class WhatIf(NamedTuple):
-    """``traceaug.whatif``'s result: per step the measured and replayed baseline times
-    (``step, measured_ns, baseline_ns, baseline_error_pct, unexplained_pct``), and per (step,
-    change) the predicted step time (``step, change, predicted_ns, speedup, saving_pct``)."""
+    """``traceaug.whatif``'s result: per step the measured, replayed baseline and dependency-only times
+    (``step, measured_ns, baseline_ns, baseline_error_pct, unexplained_pct, dependency_ns,
+    dependency_error_pct, with_cpu_gaps_ns, with_cpu_gaps_error_pct``), per (step, change) the
+    predicted step time (``step, change, predicted_ns, speedup, saving_pct``), and each replay's error
+    over the steps (``replay, steps, mean_abs_error_pct, p90_abs_error_pct, max_abs_error_pct``)."""
 
     steps: object
     changes: object
+    errors: object
 
 
-def _api(found: tuple[dict, dict], call: Call) -> WhatIf:
+def _api(found: tuple[dict, dict, dict], call: Call) -> WhatIf:
     from ..analysis.tables import frame
 
-    return WhatIf(frame(found[0]), frame(found[1]))
+    return WhatIf(*(frame(t) for t in found))
 
 
 def _check(call: Call) -> None:
+    import click
+
     from ..analysis.replay import parse_scale
 
-    for s in call["scale"]:  # refused before any load
-        parse_scale(s)
+    for s in call["scale"]:  # refused before any load: a usage error
+        try:
+            parse_scale(s)
+        except TraceaugError as e:
+            raise click.UsageError(str(e)) from None
 
 
-def _show(found: tuple[dict, dict], call: Call) -> None:
+def _show(found: tuple[dict, dict, dict], call: Call) -> None:
     from ..report.whatif_text import render
 
     echo(render(*found, call["fmt"]))
@@ -69,7 +83,8 @@ def _show(found: tuple[dict, dict], call: Call) -> None:
 
 COMMAND = Command(
     "whatif", "Replay TRACE's critical-path graph per step: the baseline's replay error, then the "
-    "predicted step time and speedup of each change. A directory of ranks: the whole job, the "
+    "predicted step time and speedup of each change, and the error of a dependency-only replay "
+    "(recorded durations and dependencies alone). A directory of ranks: the whole job, the "
     "ranks' graphs joined at every collective.",
     (argument("trace", type=paths.Input()),
      step("Only ProfilerStep#N (default: every step)."),

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import click
-
 from .. import guard, paths
 from ..errors import TraceaugError
 from .collectives import TABLES
-from .declare import JOB, Call, Command, argument, option
+from .declare import JOB, Call, Command, argument, option, said
 
 
 def write(call: Call, out: Path, align: bool = True) -> tuple[int, int]:
@@ -29,8 +27,7 @@ def write(call: Call, out: Path, align: bool = True) -> tuple[int, int]:
 
 
 def _show(written: tuple[int, int], call: Call) -> None:
-    click.echo(f"wrote {call['dst']} ({written[0]} ranks, {written[1]} cross-rank arrows)",
-               err=True)
+    said(f"wrote {call['dst']} ({written[0]} ranks, {written[1]} cross-rank arrows)")
 
 
 COMMAND = Command(

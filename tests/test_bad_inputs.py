@@ -810,3 +810,80 @@ def test_a_run_longer_than_any_event(tmp_path: Path) -> None:
         written = f.read()
     assert tail in written
     del raw, written
+
+
+# ----- messages that blamed the wrong thing (issue 39, item 18) --------------------------------
+
+def test_open_refuses_a_busy_port_before_merging(tmp_path: Path) -> None:
+    """open JOB --port P with P taken: refused at once, before the job's merge, which would
+    have failed on its truncated rank 0 first."""
+    import socket
+
+    job = tmp_path / "job"
+    job.mkdir()
+    _hostile_job(job, "truncated")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        res = CliRunner().invoke(main, ["open", str(job), "--port", str(port), "--no-browser"])
+    assert res.exit_code == 1, res.stderr
+    assert res.stderr.startswith(f"traceaug: error: --port {port}: cannot listen"), res.stderr
+
+
+def test_merge_to_stdout_says_stdout(tmp_path: Path) -> None:
+    res = CliRunner().invoke(main, ["merge", str(good_job(tmp_path)), "-"])
+    assert res.exit_code == 0, res.stderr
+    assert res.stderr == "wrote stdout (2 ranks, 3 cross-rank arrows)\n"
+    assert len(json.loads(res.stdout_bytes)["traceEvents"]) > 0
+
+
+def test_info_of_a_job_with_a_failed_rank_claims_no_output(tmp_path: Path) -> None:
+    """info writes nothing whatever happens: its closing line names the failed rank only."""
+    job = tmp_path / "job"
+    job.mkdir()
+    _hostile_job(job, "truncated")
+    res = CliRunner().invoke(main, ["info", str(job)])
+    assert res.exit_code == 1, res.stderr
+    assert res.stderr.strip().splitlines()[-1] == "traceaug: error: 1 of 2 ranks failed: rank(s) 0"
+
+
+def test_a_full_tmpdir_is_blamed_for_an_export_conversion(tmp_path: Path) -> None:
+    """The nsys export's JSON conversion (in $TMPDIR) cannot be written: the line names the
+    export and $TMPDIR, not a temporary file. A file size limit (RLIMIT_FSIZE) is the real
+    fault here, as a full disk cannot be made without mounting one."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import shared_trace
+
+    export = shared_trace("nsys/a100_saxpy_mpi_rank0.sqlite")
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails: EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-m", "traceaug", "info", str(export)], env=env,
+                         capture_output=True, text=True, preexec_fn=limited, timeout=300)
+    assert res.returncode == 1, res.stderr
+    assert res.stderr == (f"traceaug: error: {export}: cannot write its JSON conversion in "
+                          f"{tmp_path} (File too large); set TMPDIR to a larger disk\n")
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_header_of_whitespace_has_one_verdict(tmp_path: Path) -> None:
+    """70 MB of whitespace between the header's keys and traceEvents: info read it (through
+    Perfetto's reader), counters refused it as not Chrome JSON; now every command refuses it."""
+    text = json.dumps(kineto_gen.trace())
+    at = text.index('"traceEvents"')
+    path = tmp_path / "t.json"
+    path.write_text(text[:at] + " " * (70 << 20) + text[at:])
+    for args in (["info", str(path)], ["kernels", str(path)],
+                 ["counters", str(path), str(tmp_path / "o.json")]):
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 1 and res.stderr == (
+            f"traceaug: error: {path}: not a trace: more than 64 MB before traceEvents, most "
+            "of it whitespace\n"), (args[0], res.stderr)

@@ -182,7 +182,16 @@ def _find_header(blocks: Iterable[bytes]) -> tuple[_Buffer, Layout]:
         if len(b.buf) - start > _HEADER_LIMIT or not b.fill():
             if start == len(b.buf):
                 raise MalformedJson("not a trace: only whitespace")
+            if len(b.buf) - start > _HEADER_LIMIT and _mostly_space(b.buf, start):
+                raise MalformedJson(f"not a trace: more than {_HEADER_LIMIT >> 20} MB before "
+                                    "traceEvents, most of it whitespace")  # every command's verdict
             raise NotChromeJson("no traceEvents array")
+
+
+def _mostly_space(buf: bytearray, start: int) -> bool:
+    """Whether whitespace is over half of ``buf`` from ``start`` (counted at C speed)."""
+    text = bytes(buf[start:])
+    return len(text.translate(None, _SPACE)) * 2 < len(text)
 
 
 def split_header(blocks: Iterable[bytes]) -> tuple[Layout, bytes, Iterator[bytes]]:

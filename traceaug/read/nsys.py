@@ -636,6 +636,12 @@ def converted(src: Path) -> Path:
     atexit.register(_remove, out)
     try:
         convert(src, out, hold=False)  # this run reads it: not held until the run ends
+    except OSError as e:
+        _remove(out)
+        if e.filename != str(out):
+            raise
+        raise TraceaugError(f"{src}: cannot write its JSON conversion in {out.parent} "
+                            f"({e.strerror}); set TMPDIR to a larger disk") from None
     except BaseException:
         _remove(out)
         raise

@@ -284,7 +284,8 @@ EVERY_COMMAND = ("bare_number_event", "trailing_garbage", "two_objects", "nested
                  "kernel.ts=negative", "duplicate_keys", "array_form", "gz_two_members",
                  "gz_double", "zip_gz", "lead_space_gz", "truncated_plain_0.8", "bom",
                  "every_dur_negative", "kernel.pid=negative", "kernel.args.stream=huge_float",
-                 "kernel.args.correlation=huge_float")
+                 "kernel.args.correlation=huge_float", "space_run_before_comma",
+                 "space_run_no_comma", "binary")
 
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")

@@ -888,3 +888,23 @@ def test_a_header_of_whitespace_has_one_verdict(tmp_path: Path) -> None:
         assert res.exit_code == 1 and res.stderr == (
             f"traceaug: error: {path}: not a trace: more than 64 MB before traceEvents, most "
             "of it whitespace\n"), (args[0], res.stderr)
+
+
+def test_no_wrote_for_a_stdout_that_is_full(tmp_path: Path) -> None:
+    """OUT is - and stdout is /dev/full: one line naming stdout, never "wrote stdout" (it was
+    said before the copy to stdout failed)."""
+    import subprocess
+    import sys
+
+    from conftest import shared_trace
+
+    src = kineto_gen.write(tmp_path / "in.json", kineto_gen.trace())
+    job = good_job(tmp_path)
+    for args in (["counters", str(src), "-"], ["merge", str(job), "-"],
+                 ["convert", str(shared_trace("nsys/a100_saxpy_mpi_rank0.sqlite")), "-"]):
+        with open("/dev/full", "wb") as full:
+            res = subprocess.run([sys.executable, "-m", "traceaug", *args], stdout=full,
+                                 stderr=subprocess.PIPE, text=True, timeout=300)
+        assert res.returncode == 1, res.stderr
+        assert res.stderr == "traceaug: error: stdout: No space left on device\n", res.stderr
+    assert sorted(os.listdir(tmp_path)) == ["good_job", "in.json"]

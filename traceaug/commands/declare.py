@@ -225,7 +225,11 @@ def echo(text: str, err: bool = False) -> None:
 
 
 def said(text: str) -> None:
-    """A message on stderr (``wrote ...``), spooled paths named as the user gave them."""
+    """A ``wrote ...`` line on stderr, spooled paths named as the user gave them: said once
+    this run's outputs are in place (a commit that fails, to a full stdout, says nothing)."""
+    from .. import atomic
+
+    atomic.commit()
     click.echo(paths.shown(text), err=True)
 
 

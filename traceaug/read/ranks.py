@@ -8,6 +8,7 @@ import re
 import stat
 import sys
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 import orjson
@@ -245,9 +246,10 @@ class Peeked:
     rank: int | None  # ``rank_of``
     not_trace: str | None = None  # why the content cannot be a trace (``chunks.not_json``)
     world: int | None = None  # ``distributedInfo.world_size``
-    start_us: float | None = None  # the median ``ts`` of the first events: when the rank ran
+    start_us: float | None = None  # the median ``ts`` of its first events: when the rank ran
 
 
+_TIMES = 101  # the first events' ts values that date a rank
 _TS = re.compile(rb'"ts"\s*:\s*(-?\d+(?:\.\d+)?)[,}\s]')
 
 
@@ -260,7 +262,7 @@ def _peeked(f, head: bytes) -> Peeked:
         not_trace = chunks.not_json(head) if head else "no content (an empty or corrupt gzip)"
     info = _distributed(head)
     world = info.get("world_size")
-    times = sorted(float(t) for t in _TS.findall(head, 0, _PEEK))
+    times = sorted(float(m.group(1)) for m in islice(_TS.finditer(head), _TIMES))
     return Peeked(is_traceaug_output(head), rank_of(f if isinstance(f, Path) else Path(_name(f)), head),
                   not_trace, world if isinstance(world, int) and not isinstance(world, bool) else None,
                   times[len(times) // 2] if times else None)

@@ -908,3 +908,31 @@ def test_no_wrote_for_a_stdout_that_is_full(tmp_path: Path) -> None:
         assert res.returncode == 1, res.stderr
         assert res.stderr == "traceaug: error: stdout: No space left on device\n", res.stderr
     assert sorted(os.listdir(tmp_path)) == ["good_job", "in.json"]
+
+
+@pytest.mark.parametrize("gz", [True, False])
+def test_skip_bad_ranks_skips_a_rank_cut_past_its_first_mb(tmp_path: Path, gz: bool) -> None:
+    """A rank cut at 70 % of its 2.4 MB of JSON (plain, or gzip cut at 70 %): its first MB
+    reads well, so only reading it to the end tells. --skip-bad-ranks now names it and goes on
+    with the job's two good ranks (each one's 3 steps, from the raw JSON); without it the run
+    still fails naming it."""
+    job = good_job(tmp_path)
+    big = kineto_gen.write_large(tmp_path / "big.json", 2500)
+    data = big.read_bytes()
+    big.unlink()
+    assert len(data) > 2 << 20
+    if gz:
+        packed = gzip.compress(data, mtime=0)
+        cut = job / "worker.json.gz"
+        cut.write_bytes(packed[: len(packed) * 7 // 10])
+    else:
+        cut = job / "worker.json"
+        cut.write_bytes(data[: len(data) * 7 // 10])
+    res = CliRunner().invoke(main, ["info", "--skip-bad-ranks", "--format", "json", str(job)])
+    assert res.exit_code == 0, res.stderr
+    assert res.stderr.startswith(f"traceaug: warning: {cut}: "), res.stderr
+    assert "; skipped" in res.stderr and len(res.stderr.splitlines()) == 1, res.stderr
+    rows = json.loads(res.stdout)
+    assert [(r["rank"], r["profiler_steps"]) for r in rows] == [(0, STEPS), (1, STEPS)], rows
+    res = CliRunner().invoke(main, ["info", "--format", "json", str(job)])
+    assert res.exit_code == 1 and cut.name in res.stderr, res.stderr

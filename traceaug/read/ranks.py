@@ -143,6 +143,28 @@ def unreadable(f: Path) -> str | None:
     return None
 
 
+def _cut_short(path: Path) -> str | None:
+    """Why a rank file ends before its trace does (``--skip-bad-ranks``, which reads each one to its
+    end for this): a gzip stream cut or corrupt, a JSON object not closed; None when it is whole."""
+    from . import source
+
+    if source.is_gzip(path):
+        tail = b""
+        try:
+            for block in source.iter_blocks(path):
+                tail = block[-64:] if len(block) >= 64 else (tail + block)[-64:]
+        except TraceaugError as e:
+            return str(e).removeprefix(f"{path}: ")
+    else:
+        with open(path, "rb") as f:
+            f.seek(max(f.seek(0, os.SEEK_END) - 64, 0))
+            tail = f.read()
+    head = _peek(path).lstrip()
+    if head.startswith(b"{") and not tail.rstrip().endswith(b"}"):  # (an array may stay open)
+        return "JSON trace file is incomplete: it ends before its last } (truncated?)"
+    return None
+
+
 def _bad(path, bad: list, skip_bad: bool, quiet: bool = False) -> None:
     """Name every bad entry: a warning each when skipped, else one error for all of them
     (``quiet``: a look ahead, the prefetch's, names none: the command does)."""
@@ -204,6 +226,8 @@ def _ranked(where, entries: list, suffixes: tuple[str, ...], why_bad, peek, skip
                 why = seen.not_trace
             except TraceaugError as e:  # a gzip cut short or corrupt in its first MB
                 why = str(e).removeprefix(f"{f}: ")
+        if why is None and skip_bad and isinstance(f, Path):
+            why = _cut_short(f)
         if why is not None:
             bad.append((f, why))
         else:

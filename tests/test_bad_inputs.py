@@ -583,7 +583,8 @@ def _recorded(rank: int, world: int) -> dict:
 # 2024-04-04): each one's reason, known from how it is made.
 OTHER_JOBS = {
     "rank_0_of_another_clock": (lambda: _shifted(kineto_gen.rank_trace(0), -kineto_gen.BASE_US),
-                                "starts 54.3 years away from the other ranks"),
+                                "dates its events from boot or the trace's start, the other "
+                                "ranks since 1970 (epoch µs)"),
     "world_size_16": (lambda: _recorded(1, 16), "records world size 16, the other ranks 2"),
     "rank_12_of_2": (lambda: _recorded(12, 2), "rank 12 is outside the job's world size 2"),
     "a_day_later": (lambda: _shifted(kineto_gen.rank_trace(1), 25 * 3600 * 10**6),
@@ -710,7 +711,8 @@ def _dlrm_with(tmp_path: Path, variant: str) -> tuple[Path, str, str]:
     else:  # the same rank 7 with its clock 53 years back (relative timestamps)
         raw = json.loads(text)
         text = json.dumps(_shifted(raw, -1_690_000_000_000_000)).encode()
-        why = "starts 53.6 years away from the other ranks"
+        why = ("dates its events from boot or the trace's start, the other ranks since 1970 "
+               "(epoch µs)")
     (job / "other.json").write_bytes(text)
     return job, "other.json", why
 
@@ -936,3 +938,18 @@ def test_skip_bad_ranks_skips_a_rank_cut_past_its_first_mb(tmp_path: Path, gz: b
     assert [(r["rank"], r["profiler_steps"]) for r in rows] == [(0, STEPS), (1, STEPS)], rows
     res = CliRunner().invoke(main, ["info", "--format", "json", str(job)])
     assert res.exit_code == 1 and cut.name in res.stderr, res.stderr
+
+
+def test_clocks_since_boot_are_not_compared(tmp_path: Path) -> None:
+    """Ranks on hosts' clocks since boot (Kineto's monotonic µs, as most shared traces have)
+    may lie weeks apart: a job whose two ranks start 38 days apart on such clocks is read,
+    its 3 all-reduces matched across both ranks (their clocks aligned by them)."""
+    job = tmp_path / "job"
+    job.mkdir()
+    for rank, at_us in ((0, 1_200_000_000_000), (1, 4_500_000_000_000)):
+        raw = _shifted(kineto_gen.rank_trace(rank), at_us - kineto_gen.BASE_US)
+        kineto_gen.write(job / f"rank-{rank}.json", raw)
+    res = CliRunner().invoke(main, ["collectives", "--format", "json", str(job)])
+    assert res.exit_code == 0, res.stderr
+    rows = json.loads(res.stdout)
+    assert len(rows) == 3 and all(r["ranks"] == 2 for r in rows), rows

@@ -66,12 +66,15 @@ def _distributed(head: bytes) -> dict:
 
 
 SAME_JOB_US = 24 * 3600e6  # ranks of one job run together: their first events lie within a day
+EPOCH_US = 1e15  # 2001 in µs since 1970: a ts below it counts from boot or the trace's start
+_CLOCKS = ("since 1970 (epoch µs)", "from boot or the trace's start")
 
 
 def _other_jobs(inputs: list) -> list:
     """(file, why) for each rank that cannot be of the job the others make: a world size other
-    than the most ranks record, a rank outside the world, a start over ``SAME_JOB_US`` from the
-    ranks' median start (another run, or another clock)."""
+    than the most ranks record, a rank outside the world, a clock of another kind than most
+    ranks' (epoch or not), or an epoch start over ``SAME_JOB_US`` from the ranks' median start
+    (another run). Clocks since boot are not compared: hosts boot at different times."""
     from collections import Counter
 
     if len(inputs) < 2:
@@ -79,15 +82,20 @@ def _other_jobs(inputs: list) -> list:
     by_rank = sorted(inputs, key=lambda fs: (fs[1].rank is None, fs[1].rank or 0))
     worlds = Counter(s.world for _, s in by_rank if s.world is not None)
     world = worlds.most_common(1)[0][0] if worlds else None
-    starts = sorted(s.start_us for _, s in by_rank if s.start_us is not None)
-    middle = starts[(len(starts) - 1) // 2] if starts else None
+    starts = [s.start_us for _, s in by_rank if s.start_us is not None]
+    epoch = sum(t >= EPOCH_US for t in starts) * 2 >= len(starts)  # most ranks' clock
+    dated = sorted(t for t in starts if (t >= EPOCH_US) == epoch)
+    middle = dated[(len(dated) - 1) // 2] if dated else None
     odd = []
     for f, s in by_rank:
         if s.world is not None and s.world != world:
             why = f"records world size {s.world}, the other ranks {world}"
         elif world is not None and s.rank is not None and not 0 <= s.rank < world:
             why = f"rank {s.rank} is outside the job's world size {world}"
-        elif s.start_us is not None and abs(s.start_us - middle) > SAME_JOB_US:
+        elif s.start_us is not None and (s.start_us >= EPOCH_US) != epoch:
+            mine, theirs = _CLOCKS if not epoch else _CLOCKS[::-1]
+            why = f"dates its events {mine}, the other ranks {theirs}"
+        elif s.start_us is not None and epoch and abs(s.start_us - middle) > SAME_JOB_US:
             why = f"starts {_far(abs(s.start_us - middle))} away from the other ranks"
         else:
             continue

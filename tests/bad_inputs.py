@@ -181,7 +181,26 @@ def wrapper_cases() -> dict[str, bytes]:
     with zipfile.ZipFile(zipped, "w") as z:
         z.writestr("trace.json", valid)
     return {"zip_gz": zipped.getvalue(), "lead_space_lines": b" \n" * 100_000 + valid,
-            "lead_space_gz": gzip.compress(b" " * 3_000_000 + valid, mtime=0)}
+            "lead_space_gz": gzip.compress(b" " * 3_000_000 + valid, mtime=0), **_space_runs()}
+
+
+RUN = 3 << 20  # whitespace longer than pass 1's 2 MB cut window
+
+
+def _space_runs() -> dict[str, bytes]:
+    """Runs of whitespace inside traceEvents that every command reads past: after the [,
+    after a comma, before a comma, before the ]; and one hiding a missing comma."""
+    evs = [json.dumps(e).encode() for e in kineto_gen.events()]
+    head = b'{"traceEvents":['
+
+    def doc(body: bytes) -> bytes:
+        return head + body + b"]}"
+
+    return {"space_run_lead": doc(b" " * RUN + b",".join(evs)),
+            "space_run_after_comma": doc(b",".join(evs[:5]) + b"," + b"\n" * RUN + b",".join(evs[5:])),
+            "space_run_before_comma": doc(b",".join(evs[:9]) + b" " * RUN + b"," + b",".join(evs[9:])),
+            "space_run_before_end": doc(b",".join(evs) + b"\t" * RUN),
+            "space_run_no_comma": doc(b",".join(evs[:9]) + b" " * RUN + b",".join(evs[9:]))}
 
 
 def cases() -> dict[str, bytes]:

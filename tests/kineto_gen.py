@@ -13,7 +13,7 @@ from pathlib import Path
 
 BASE_US = 1_712_198_313_370_000  # epoch µs
 STEP_US = 1000
-HEADER = {"schemaVersion": 1, "distributedInfo": {"rank": 0, "world_size": 1},
+HEADER = {"schemaVersion": 1, "distributedInfo": {"rank": 0, "world_size": 2},
           "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}]}
 
 
@@ -89,7 +89,7 @@ def write(path: Path, obj) -> Path:
 def write_large(path: Path, steps: int, rank: int = 0, collectives: bool = False) -> Path:
     """``steps`` steps of the same loop, about 1.1 KB of JSON per step, from rank ``rank``
     (``collectives``: each step with its all-reduce, ``collective``)."""
-    header = {**HEADER, "distributedInfo": {"rank": rank, "world_size": max(rank + 1, 1)}}
+    header = {**HEADER, "distributedInfo": {"rank": rank, "world_size": max(rank + 1, 2)}}
     head = json.dumps({**header, "traceEvents": []})[:-2]
     with open(path, "w") as f:
         f.write(head + ",\n".join(json.dumps(e) for e in METADATA))

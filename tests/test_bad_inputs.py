@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import stat
+import zlib
 from pathlib import Path
 
 import bad_inputs
@@ -123,7 +124,20 @@ def declared(name: str, kind: str) -> int | None:
     """The case's verdict for ``kind``: its kernel count, or None for refused."""
     if kind in NEEDS_DURATIONS.get(name, ()):
         return None
+    if kind in JOB_KINDS and not 0 <= _recorded_rank(CASES[name]) < 2:
+        return None  # rank 0 of a 2-rank job (job_of) recording a rank outside that world
     return bad_inputs.expected_kernels(CASES[name])
+
+
+def _recorded_rank(data: bytes) -> int:
+    """The rank the case's distributedInfo records (0, rank-0.json's, when it records none)."""
+    try:
+        info = bad_inputs._document(data).get("distributedInfo")
+        rank = info.get("rank")
+    except (ValueError, UnicodeError, RecursionError, OSError, EOFError, AttributeError,
+            zlib.error):
+        return 0
+    return rank if isinstance(rank, int) and not isinstance(rank, bool) else 0
 
 
 def job_of(path: Path) -> Path:
@@ -270,7 +284,8 @@ EVERY_COMMAND = ("bare_number_event", "trailing_garbage", "two_objects", "nested
                  "kernel.ts=negative", "duplicate_keys", "array_form", "gz_two_members",
                  "gz_double", "zip_gz", "lead_space_gz", "truncated_plain_0.8", "bom",
                  "every_dur_negative", "kernel.pid=negative", "kernel.args.stream=huge_float",
-                 "kernel.args.correlation=huge_float")
+                 "kernel.args.correlation=huge_float", "space_run_before_comma",
+                 "space_run_no_comma", "binary")
 
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")
@@ -292,6 +307,8 @@ def test_one_input_one_verdict(tmp_path: Path, name: str) -> None:
     ("every_dur_negative", "no event has a duration of 0 or more"),
     ("gz_magic_only", "corrupt gzip data"),
     ("truncated_plain_0.5", "JSON trace file is incomplete"),
+    ("not_json", "not a trace (starts with 'h', not { or [: not JSON; nor a format Perfetto"),
+    ("binary", "not a trace (starts with byte 0x00, not { or [: not JSON;"),
 ])
 def test_true_messages(tmp_path: Path, name: str, reason: str) -> None:
     path = file_for(tmp_path, name)
@@ -531,12 +548,53 @@ def _hostile_job(job: Path, kind: str) -> str | None:
     elif kind == "empty_job":
         (job / "rank-1.json").unlink()
         return None
+    elif kind in UNRANKED:  # bad content under a name with no rank: the content is blamed
+        entry = job / f"worker.json{'.gz' if kind == 'truncated_gz_unranked' else ''}"
+        entry.write_bytes(UNRANKED[kind](good))
+    elif kind in OTHER_JOBS:  # a third file beside the good job: refused by its reason
+        kineto_gen.write(job / "rank-0.json", kineto_gen.rank_trace(0))
+        kineto_gen.write(job / "other.json", OTHER_JOBS[kind][0]())
+        return None
     return str(entry)
+
+
+UNRANKED = {"garbage_unranked": lambda good: bytes(range(256)) * 4,
+            "text_unranked": lambda good: b"hello world\n",
+            "truncated_gz_unranked": lambda good: gzip.compress(good, mtime=0)[:200]}
+WHY_UNRANKED = {"garbage_unranked": "starts with byte 0x00, not { or [: not JSON",
+                "text_unranked": "starts with 'h', not { or [: not JSON",
+                "truncated_gz_unranked": "corrupt gzip data"}
+
+
+def _shifted(raw: dict, by_us: int) -> dict:
+    for e in raw["traceEvents"]:
+        if "ts" in e:
+            e["ts"] += by_us
+    return raw
+
+
+def _recorded(rank: int, world: int) -> dict:
+    raw = kineto_gen.rank_trace(0)
+    raw["distributedInfo"] = {"rank": rank, "world_size": world}
+    return raw
+
+
+# Files of another job beside ranks 0 and 1 of a 2-rank job (all at kineto_gen.BASE_US,
+# 2024-04-04): each one's reason, known from how it is made.
+OTHER_JOBS = {
+    "rank_0_of_another_clock": (lambda: _shifted(kineto_gen.rank_trace(0), -kineto_gen.BASE_US),
+                                "dates its events from boot or the trace's start, the other "
+                                "ranks since 1970 (epoch µs)"),
+    "world_size_16": (lambda: _recorded(1, 16), "records world size 16, the other ranks 2"),
+    "rank_12_of_2": (lambda: _recorded(12, 2), "rank 12 is outside the job's world size 2"),
+    "a_day_later": (lambda: _shifted(kineto_gen.rank_trace(1), 25 * 3600 * 10**6),
+                    "starts 25.0 hours away from the other ranks")}
 
 
 HOSTILE_JOBS = ("garbage", "truncated_gz", "truncated", "fifo", "a_directory", "empty_file",
                 "dangling_symlink", "symlink_to_dev_zero", "symlink_loop",
-                "non_utf8_name_truncated", "rank_twice", "no_rank", "empty_job")
+                "non_utf8_name_truncated", "rank_twice", "no_rank", "empty_job", *UNRANKED,
+                *OTHER_JOBS)
 
 
 def _listing(d: Path) -> dict[str, object]:
@@ -590,3 +648,308 @@ def test_a_good_rank_under_a_non_utf8_name(tmp_path: Path) -> None:
     assert [(r["ranks"], r["straggler"], r["skew_us"]) for r in rows] == [(2, 1, s) for s in skews]
     res = CliRunner().invoke(main, ["merge", str(job), str(tmp_path / "m.json")])
     assert res.exit_code == 0 and f"(2 ranks, {len(skews)} cross-rank arrows)" in res.stderr
+
+
+@pytest.mark.parametrize("hostile", sorted(UNRANKED))
+def test_bad_content_is_blamed_and_skipped(tmp_path: Path, hostile: str) -> None:
+    """Random bytes, text or a cut gzip under a name with no rank: the content is named, not
+    the rank ("cannot tell the rank of"), and --skip-bad-ranks goes on without it: rank 1's 3
+    all-reduces, each seen by one rank."""
+    job = tmp_path / "job"
+    job.mkdir()
+    entry = _hostile_job(job, hostile)
+    res = CliRunner().invoke(main, ["collectives", "--format", "json", str(job)])
+    assert res.exit_code == 1 and "cannot tell the rank" not in res.stderr, res.stderr
+    assert f"traceaug: error: {entry}: {WHY_UNRANKED[hostile]}" in res.stderr, res.stderr
+    res = CliRunner().invoke(main, ["collectives", "--skip-bad-ranks", "--format", "json", str(job)])
+    assert res.exit_code == 0, res.stderr
+    assert f"traceaug: warning: {entry}: {WHY_UNRANKED[hostile]}" in res.stderr, res.stderr
+    rows = json.loads(res.stdout)
+    assert len(rows) == 3 and all(r["ranks"] == 1 for r in rows), rows
+
+
+@pytest.mark.parametrize("case", sorted(OTHER_JOBS))
+def test_ranks_of_another_job_are_named(tmp_path: Path, case: str) -> None:
+    """A file of another job beside a 2-rank job: every job command refuses in one line naming
+    it and why; with --skip-bad-ranks it is named and left out: the job's 3 all-reduces, each
+    seen by both ranks."""
+    job = tmp_path / "job"
+    job.mkdir()
+    _hostile_job(job, case)
+    why = f"traceaug: error: {job}: not the ranks of one job: other.json {OTHER_JOBS[case][1]}"
+    for kind in JOB_KINDS:
+        res = CliRunner().invoke(main, job_command(kind, job, tmp_path / "out.json", job))
+        assert res.exit_code == 1 and res.stderr.startswith(why), (kind, res.stderr)
+        assert len(res.stderr.splitlines()) == 1, res.stderr
+    assert sorted(os.listdir(tmp_path)) == ["job"]
+    res = CliRunner().invoke(main, ["collectives", "--skip-bad-ranks", "--format", "json", str(job)])
+    assert res.exit_code == 0, res.stderr
+    assert f"traceaug: warning: {job / 'other.json'}: {OTHER_JOBS[case][1]}; skipped" in res.stderr
+    rows = json.loads(res.stdout)
+    assert len(rows) == 3 and all(r["ranks"] == 2 for r in rows), rows
+
+
+def _dlrm_with(tmp_path: Path, variant: str) -> tuple[Path, str, str]:
+    """The real 8-rank DLRM job (world size 8) and one file of another job: (job, its name,
+    why it is refused). small_training: rank 0 of a 2-rank job; the others are one DLRM rank's
+    text with its distributedInfo (or every ts) edited."""
+    from conftest import TESTDATA, shared_trace
+
+    job = tmp_path / "job"
+    shutil.copytree(shared_trace("kineto/jobs/dlrm_v100_8ranks"), job)
+    if variant == "small_training":
+        shutil.copy(TESTDATA / "small_training.json", job / "small_training.json")
+        return job, "small_training.json", "records world size 2, the other ranks 8"
+    (rank7,) = job.glob("worker7_*")
+    text = gzip.decompress(rank7.read_bytes())
+    if variant == "rank_12":
+        text = text.replace(b'"rank": 7', b'"rank": 12', 1)
+        why = "rank 12 is outside the job's world size 8"
+    elif variant == "world_16":
+        text = text.replace(b'"rank": 7, "world_size": 8', b'"rank": 8, "world_size": 16', 1)
+        why = "records world size 16, the other ranks 8"
+    else:  # the same rank 7 with its clock 53 years back (relative timestamps)
+        raw = json.loads(text)
+        text = json.dumps(_shifted(raw, -1_690_000_000_000_000)).encode()
+        why = ("dates its events from boot or the trace's start, the other ranks since 1970 "
+               "(epoch µs)")
+    (job / "other.json").write_bytes(text)
+    return job, "other.json", why
+
+
+@pytest.mark.parametrize("variant", ["small_training", "rank_12", "world_16", "clock"])
+def test_real_job_mixed_with_another(tmp_path: Path, variant: str) -> None:
+    """The DLRM job beside a file of another job: collectives and critical-path --job refuse in
+    one line naming the file and why, before reading any rank; --skip-bad-ranks names it and
+    reads the job (small_training only, as the rest costs the same): every one of its 8 NCCL
+    kernels per rank matched across the 8 ranks."""
+    job, name, why = _dlrm_with(tmp_path, variant)
+    said = f"traceaug: error: {job}: not the ranks of one job: {name} {why} (--skip-bad-ranks"
+    for args in (["collectives", str(job)],
+                 ["critical-path", "--job", str(job), str(tmp_path / "path.json")]):
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 1 and res.stderr.startswith(said), res.stderr
+        assert len(res.stderr.splitlines()) == 1, res.stderr
+    assert sorted(os.listdir(tmp_path)) == ["job"]
+    if variant == "small_training":
+        res = CliRunner().invoke(main, ["collectives", "--skip-bad-ranks", "--format", "json",
+                                        str(job)])
+        assert res.exit_code == 0, res.stderr
+        assert f"traceaug: warning: {job / name}: {why}; skipped" in res.stderr
+        rows = json.loads(res.stdout)
+        assert len(rows) == 8 and all(r["ranks"] == 8 for r in rows), rows
+
+
+def test_diff_html_of_a_rank_named_in_no_utf8(tmp_path: Path) -> None:
+    """diff --html of a job whose rank 0 has a name that is not UTF-8: the page is written (it
+    raised UnicodeEncodeError), naming the file with its byte as \\xff."""
+    job = tmp_path / "job"
+    job.mkdir()
+    kineto_gen.write(job / "rank-1.json", kineto_gen.rank_trace(1))
+    kineto_gen.write(job / NON_UTF8, kineto_gen.rank_trace(0))
+    page = tmp_path / "x.html"
+    res = CliRunner().invoke(main, ["diff", "--format", "json", str(job), str(good_job(tmp_path)),
+                                    "--html", str(page)])
+    assert res.exit_code == 0, res.stderr
+    assert f"A = {job}/rank-\\xff.json<br>" in page.read_text(encoding="utf-8")
+
+
+# ----- whitespace runs inside traceEvents ----------------------------------------------------
+
+def _with_run(path: Path, where: str, size: int) -> Path:
+    """kineto_gen's trace with a run of ``size`` bytes of whitespace in ``where``: after the
+    [, after an event's comma, before a comma, before the ]."""
+    evs = [json.dumps(e) for e in kineto_gen.events()]
+    run = {"lead": " ", "after_comma": "\n", "before_comma": " ", "before_end": "\t"}[where] * size
+    body = {"lead": run + ",".join(evs), "after_comma": ",".join(evs[:5]) + "," + run + ",".join(evs[5:]),
+            "before_comma": ",".join(evs[:9]) + run + "," + ",".join(evs[9:]),
+            "before_end": ",".join(evs) + run}[where]
+    path.write_text('{"traceEvents":[' + body + "]}")
+    return path
+
+
+RUN_PLACES = ("lead", "after_comma", "before_comma", "before_end")
+
+
+@pytest.mark.parametrize("where", RUN_PLACES)
+def test_whitespace_runs_are_passed_streaming(tmp_path: Path, where: str) -> None:
+    """Pass 1 and pass 2 cut a trace with a 3 MB run of whitespace into the same chunks, the
+    run in none of them (the engine never reads it): every event of the raw JSON, once."""
+    from traceaug.read import chunks, source
+
+    path = _with_run(tmp_path / "t.json", where, 3 << 20)
+    found = list(chunks.scan(source.iter_blocks(path)))
+    layout = found.pop()
+    again = list(chunks.recut(source.iter_blocks(path), layout))
+    assert [c.text for c in found] == [c.text for c in again]
+    assert all(len(c.text) < 1 << 20 for c in found)
+    assert sum(len(c.events) for c in found) == len(json.loads(path.read_bytes())["traceEvents"])
+
+
+@pytest.mark.parametrize("text,near", [(b'{"traceEvents":[{"ph":"M"}' + b" " * (3 << 20) + b'{"ph":"M"}]}',
+                                        "expected , or ] after an event"),
+                                       (b'{"traceEvents":[{"ph":"M"},' + b" " * (3 << 20) + b"]}",
+                                        "a comma before ]")])
+def test_a_run_of_whitespace_hides_no_missing_comma(tmp_path: Path, text: bytes, near: str) -> None:
+    path = tmp_path / "t.json"
+    path.write_bytes(text)
+    res = CliRunner().invoke(main, ["counters", str(path), str(tmp_path / "o.json")])
+    assert res.exit_code == 1 and near in res.stderr, res.stderr
+
+
+def test_a_run_longer_than_any_event(tmp_path: Path) -> None:
+    """130 MB of whitespace before a comma in traceEvents (more than any one event may span):
+    info read it through Perfetto's own reader (~40 s on 200 MB) and counters refused it as
+    not Chrome JSON; now both read it as any trace, counters keeping every byte."""
+    path = _with_run(tmp_path / "t.json", "before_comma", 130 << 20)
+    res = CliRunner().invoke(main, ["info", "--format", "json", str(path)])
+    assert res.exit_code == 0 and json.loads(res.stdout)["kernels"] == STEPS, res.stderr
+    out = tmp_path / "o.json"
+    res = CliRunner().invoke(main, ["counters", str(path), str(out)])
+    assert res.exit_code == 0, res.stderr
+    raw = path.read_bytes()
+    tail = raw[raw.index(b"[") + 1:]
+    with open(out, "rb") as f:
+        written = f.read()
+    assert tail in written
+    del raw, written
+
+
+# ----- messages that blamed the wrong thing (issue 39, item 18) --------------------------------
+
+def test_open_refuses_a_busy_port_before_merging(tmp_path: Path) -> None:
+    """open JOB --port P with P taken: refused at once, before the job's merge, which would
+    have failed on its truncated rank 0 first."""
+    import socket
+
+    job = tmp_path / "job"
+    job.mkdir()
+    _hostile_job(job, "truncated")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        res = CliRunner().invoke(main, ["open", str(job), "--port", str(port), "--no-browser"])
+    assert res.exit_code == 1, res.stderr
+    assert res.stderr.startswith(f"traceaug: error: --port {port}: cannot listen"), res.stderr
+
+
+def test_merge_to_stdout_says_stdout(tmp_path: Path) -> None:
+    res = CliRunner().invoke(main, ["merge", str(good_job(tmp_path)), "-"])
+    assert res.exit_code == 0, res.stderr
+    assert res.stderr == "wrote stdout (2 ranks, 3 cross-rank arrows)\n"
+    assert len(json.loads(res.stdout_bytes)["traceEvents"]) > 0
+
+
+def test_info_of_a_job_with_a_failed_rank_claims_no_output(tmp_path: Path) -> None:
+    """info writes nothing whatever happens: its closing line names the failed rank only."""
+    job = tmp_path / "job"
+    job.mkdir()
+    _hostile_job(job, "truncated")
+    res = CliRunner().invoke(main, ["info", str(job)])
+    assert res.exit_code == 1, res.stderr
+    assert res.stderr.strip().splitlines()[-1] == "traceaug: error: 1 of 2 ranks failed: rank(s) 0"
+
+
+def test_a_full_tmpdir_is_blamed_for_an_export_conversion(tmp_path: Path) -> None:
+    """The nsys export's JSON conversion (in $TMPDIR) cannot be written: the line names the
+    export and $TMPDIR, not a temporary file. A file size limit (RLIMIT_FSIZE) is the real
+    fault here, as a full disk cannot be made without mounting one."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import shared_trace
+
+    export = shared_trace("nsys/a100_saxpy_mpi_rank0.sqlite")
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails: EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-m", "traceaug", "info", str(export)], env=env,
+                         capture_output=True, text=True, preexec_fn=limited, timeout=300)
+    assert res.returncode == 1, res.stderr
+    assert res.stderr == (f"traceaug: error: {export}: cannot write its JSON conversion in "
+                          f"{tmp_path} (File too large); set TMPDIR to a larger disk\n")
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_header_of_whitespace_has_one_verdict(tmp_path: Path) -> None:
+    """70 MB of whitespace between the header's keys and traceEvents: info read it (through
+    Perfetto's reader), counters refused it as not Chrome JSON; now every command refuses it."""
+    text = json.dumps(kineto_gen.trace())
+    at = text.index('"traceEvents"')
+    path = tmp_path / "t.json"
+    path.write_text(text[:at] + " " * (70 << 20) + text[at:])
+    for args in (["info", str(path)], ["kernels", str(path)],
+                 ["counters", str(path), str(tmp_path / "o.json")]):
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 1 and res.stderr == (
+            f"traceaug: error: {path}: not a trace: more than 64 MB before traceEvents, most "
+            "of it whitespace\n"), (args[0], res.stderr)
+
+
+def test_no_wrote_for_a_stdout_that_is_full(tmp_path: Path) -> None:
+    """OUT is - and stdout is /dev/full: one line naming stdout, never "wrote stdout" (it was
+    said before the copy to stdout failed)."""
+    import subprocess
+    import sys
+
+    from conftest import shared_trace
+
+    src = kineto_gen.write(tmp_path / "in.json", kineto_gen.trace())
+    job = good_job(tmp_path)
+    for args in (["counters", str(src), "-"], ["merge", str(job), "-"],
+                 ["convert", str(shared_trace("nsys/a100_saxpy_mpi_rank0.sqlite")), "-"]):
+        with open("/dev/full", "wb") as full:
+            res = subprocess.run([sys.executable, "-m", "traceaug", *args], stdout=full,
+                                 stderr=subprocess.PIPE, text=True, timeout=300)
+        assert res.returncode == 1, res.stderr
+        assert res.stderr == "traceaug: error: stdout: No space left on device\n", res.stderr
+    assert sorted(os.listdir(tmp_path)) == ["good_job", "in.json"]
+
+
+@pytest.mark.parametrize("gz", [True, False])
+def test_skip_bad_ranks_skips_a_rank_cut_past_its_first_mb(tmp_path: Path, gz: bool) -> None:
+    """A rank cut at 70 % of its 2.4 MB of JSON (plain, or gzip cut at 70 %): its first MB
+    reads well, so only reading it to the end tells. --skip-bad-ranks now names it and goes on
+    with the job's two good ranks (each one's 3 steps, from the raw JSON); without it the run
+    still fails naming it."""
+    job = good_job(tmp_path)
+    big = kineto_gen.write_large(tmp_path / "big.json", 2500)
+    data = big.read_bytes()
+    big.unlink()
+    assert len(data) > 2 << 20
+    if gz:
+        packed = gzip.compress(data, mtime=0)
+        cut = job / "worker.json.gz"
+        cut.write_bytes(packed[: len(packed) * 7 // 10])
+    else:
+        cut = job / "worker.json"
+        cut.write_bytes(data[: len(data) * 7 // 10])
+    res = CliRunner().invoke(main, ["info", "--skip-bad-ranks", "--format", "json", str(job)])
+    assert res.exit_code == 0, res.stderr
+    assert res.stderr.startswith(f"traceaug: warning: {cut}: "), res.stderr
+    assert "; skipped" in res.stderr and len(res.stderr.splitlines()) == 1, res.stderr
+    rows = json.loads(res.stdout)
+    assert [(r["rank"], r["profiler_steps"]) for r in rows] == [(0, STEPS), (1, STEPS)], rows
+    res = CliRunner().invoke(main, ["info", "--format", "json", str(job)])
+    assert res.exit_code == 1 and cut.name in res.stderr, res.stderr
+
+
+def test_clocks_since_boot_are_not_compared(tmp_path: Path) -> None:
+    """Ranks on hosts' clocks since boot (Kineto's monotonic µs, as most shared traces have)
+    may lie weeks apart: a job whose two ranks start 38 days apart on such clocks is read,
+    its 3 all-reduces matched across both ranks (their clocks aligned by them)."""
+    job = tmp_path / "job"
+    job.mkdir()
+    for rank, at_us in ((0, 1_200_000_000_000), (1, 4_500_000_000_000)):
+        raw = _shifted(kineto_gen.rank_trace(rank), at_us - kineto_gen.BASE_US)
+        kineto_gen.write(job / f"rank-{rank}.json", raw)
+    res = CliRunner().invoke(main, ["collectives", "--format", "json", str(job)])
+    assert res.exit_code == 0, res.stderr
+    rows = json.loads(res.stdout)
+    assert len(rows) == 3 and all(r["ranks"] == 2 for r in rows), rows

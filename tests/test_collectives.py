@@ -481,7 +481,7 @@ def test_bad_input_is_named(tmp_path: Path) -> None:
     assert result.exit_code == 1 and result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 2 and lines[0].startswith(f"traceaug: rank 0 failed: {broken / 'rank-0.json'}: ")
-    assert lines[1] == "traceaug: error: 1 of 2 ranks failed: rank(s) 0; nothing was written"
+    assert lines[1] == "traceaug: error: 1 of 2 ranks failed: rank(s) 0"  # it writes nothing
     for args, message in (
             (["stragglers", str(shared_trace(A100)), "--step", "99"],
              "no ProfilerStep#99 (steps: 4, 5, 6)"),

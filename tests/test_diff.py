@@ -265,11 +265,11 @@ def test_bad_pairs(tmp_path: Path) -> None:
     ranks01 = shared_trace("kineto/multi_rank_sampled")
     other = tmp_path / "b"
     other.mkdir()
-    other.joinpath("rank-3.json.gz").write_bytes(
-        shared_trace("kineto/diff/a100_vs_v100/control/rank-3.json.gz").read_bytes())
-    other.joinpath("rank-9.json.gz").write_bytes(shared_trace("kineto/no_distributed_info.json.gz").read_bytes())
+    for rank in (3, 7):  # ranks of one job (DLRM's), none of them A's
+        (found,) = shared_trace("kineto/jobs/dlrm_v100_8ranks").glob(f"worker{rank}_*")
+        other.joinpath(f"rank-{rank}.json.gz").write_bytes(found.read_bytes())
     r = cli("diff", str(ranks01), str(other))
-    assert r.returncode == 1 and "no common ranks (A has [0, 1], B has [3, 9])" in r.stderr
+    assert r.returncode == 1 and "no common ranks (A has [0, 1], B has [3, 7])" in r.stderr
     assert "Traceback" not in r.stderr
 
 

@@ -222,3 +222,24 @@ def test_convert_refuses_times_no_command_reads(tmp_path: Path, start: int, end:
         lines.add(err)
     assert len(lines) == 1 and "out of range" in lines.pop()
     assert sorted(os.listdir(tmp_path)) == ["edge.sqlite"]
+
+
+@pytest.mark.parametrize("table,column,where", [
+    ("CUPTI_ACTIVITY_KIND_KERNEL", "start", ""), (RUNTIME, "end", ""),
+    ("NVTX_EVENTS", "start", "AND eventType IN (59, 60) AND globalTid IS NOT NULL")])
+def test_times_that_are_text_are_refused(tmp_path: Path, table: str, column: str,
+                                         where: str) -> None:
+    """A start or end stored as text (SQLite keeps any type in any column): every command
+    raised ValueError (a traceback); now each refuses in one line naming the export, the
+    table and the value, and writes nothing."""
+    src = edited(tmp_path, "text_time", [
+        f"UPDATE {table} SET {column} = 'soon' WHERE rowid = (SELECT MIN(rowid) FROM {table} "
+        f"WHERE end IS NOT NULL {where})"])
+    out = tmp_path / "out"
+    out.mkdir()
+    for name, args in every_command(src, out).items():
+        code, stdout, err = cli(*args)
+        assert code == 1 and err.count("\n") == 1, (name, err)
+        assert err.startswith(f"traceaug: error: {src}: a {column} in {table} is 'soon', "
+                              "not a number of ns"), (name, err)
+    assert os.listdir(out) == []

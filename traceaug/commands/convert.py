@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import paths
-from .declare import Call, Command, argument, echo, open_checks, open_options, option, serve
+from .declare import Call, Command, argument, open_checks, open_options, option, said, serve
 
 
 def convert(call: Call) -> str:
@@ -15,7 +15,7 @@ def convert(call: Call) -> str:
 
 
 def _converted(text: str, call: Call) -> None:
-    echo(paths.shown(text), err=True)
+    said(text.rstrip("\n"))
     if call["open_ui"]:
         serve(call["dst"], port=call["port"], browser=not call["no_browser"])
 

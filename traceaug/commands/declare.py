@@ -98,7 +98,8 @@ def job_options() -> list[click.Option]:
                        "help": "Tries again of a rank that fails."}),
         ("--fail-fast", {"is_flag": True, "help": "Stop at the first rank that fails."}),
         ("--skip-bad-ranks", {"is_flag": True, "help": "Go on without rank files that cannot "
-                              "be read (dangling symlinks, FIFOs, empty files), named on stderr."}),
+                              "be read (dangling symlinks, FIFOs, empty files, not traces) or are "
+                              "of another job, named on stderr."}),
         ("--storage-option", {"multiple": True, "metavar": "KEY=VALUE",
                               "help": "An fsspec storage option for URL inputs and outputs "
                               "(s3://...: e.g. endpoint_url=..., anon=true); repeatable."}))]

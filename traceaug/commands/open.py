@@ -29,4 +29,12 @@ COMMAND = Command(
     "open", "Open TRACE in the Perfetto UI bundled with traceaug (offline, 127.0.0.1 only); a "
     "directory of ranks opens as one trace (what `traceaug merge` writes).",
     (argument("trace", type=paths.Input()), *open_options()),
-    open_trace, lambda result, call: None, inputs=("trace",), rank_selects=False)
+    open_trace, lambda result, call: None, inputs=("trace",), rank_selects=False,
+    prepare=lambda call: _port_free(call))
+
+
+def _port_free(call: Call) -> None:
+    """A busy or reserved ``--port`` refused before any work (a job's merge takes seconds)."""
+    from ..view.server import check_port
+
+    check_port(call["port"])

@@ -163,6 +163,11 @@ def load(path: Path, kind: str = "analysis", memory64: bool | None = None,
             tp = _load_once(path, plan, TraceProcessor(memory64, bin_path), report)
         except EngineError as e:
             raise TraceaugError(f"{path}: {e}") from None
+        except TraceaugError as e:  # Perfetto's bare "Unknown trace type": say what the file is not
+            if not_chrome is None:
+                raise
+            raise TraceaugError(f"{path}: not a trace ({not_chrome}; nor a format Perfetto reads: "
+                                f"{str(e).removeprefix(f'{path}: ')})") from None
     finally:
         progress.close()
     if not_chrome is not None and _is_empty(tp):

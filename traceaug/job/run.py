@@ -276,7 +276,7 @@ def _run_ranks(task_of: Callable[[Item], tuple], items: list[Item], executor: Ex
     finally:
         progress.close()
     if failed:
-        raise _failure(failed, len(items))
+        raise _failure(failed, len(items), writes=any(i.out is not None for i in items))
     return {i.rank: results[i.rank] for i in items}
 
 
@@ -286,9 +286,11 @@ def _say(rank, text: str, progress: _Progress) -> None:
     print(f"traceaug: rank {rank} failed: {text}", file=sys.stderr)
 
 
-def _failure(failed: dict, total: int, fail_fast: bool = False) -> TraceaugError:
+def _failure(failed: dict, total: int, fail_fast: bool = False, writes: bool = False
+             ) -> TraceaugError:
+    """The run's closing line; ``writes``: the ranks had outputs, none of which is left."""
     ranks = ", ".join(str(r) for r in sorted(failed, key=lambda r: (r is None, r)))
     if fail_fast:
         return TraceaugError(f"rank {ranks} failed (--fail-fast: the other ranks were stopped)")
-    return TraceaugError(f"{len(failed)} of {total} ranks failed: rank(s) {ranks}; nothing "
-                         "was written")
+    return TraceaugError(f"{len(failed)} of {total} ranks failed: rank(s) {ranks}"
+                         f"{'; nothing was written' if writes else ''}")

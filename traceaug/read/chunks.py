@@ -14,7 +14,7 @@ from . import source
 CHUNK = 1 << 20  # small: pass 1 holds one chunk's parsed events at a time (per process)
 MAX_EVENT = 128 << 20  # no cut parses within this much text: malformed JSON
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
-_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_BOUNDARY = re.compile(rb"\}[ \t\n\r]*,[ \t\n\r]*\{")  # JSON whitespace only
 _SPACE = b" \t\n\r"
 _CONTROL_SPACE = re.compile(rb"[\n\r\t]")
 _ESCAPED_QUOTE = re.compile(rb'(\\+)"')
@@ -37,6 +37,25 @@ def skip_space(buf: bytes | bytearray, i: int = 0) -> int:
 
 class NotChromeJson(ValueError):
     """The text is not a Chrome JSON trace we can split (the engine may still read it)."""
+
+
+def not_json(head: bytes) -> str | None:
+    """Why text whose first bytes are ``head`` is not a JSON trace (None: it may be one):
+    what it starts with, said as what the file is not."""
+    body = head.lstrip(_SPACE)
+    if not body or body[:1] in (b"{", b"["):
+        return None
+    if body.startswith(source.UTF8_BOM):
+        return "starts with a UTF-8 byte order mark, which JSON does not allow"
+    if body.startswith(source.GZIP_MAGIC):
+        return "a gzip of a gzip file, not a trace (gunzip it once)"
+    if body[:4] in source.ZIP_MAGICS:
+        return "a zip archive, not a trace (unzip it)"
+    if not body.strip(b"\0"):
+        return "NUL bytes only, not JSON"
+    c = body[0]
+    shown = repr(chr(c)) if 32 < c < 127 else f"byte 0x{c:02x}"
+    return f"starts with {shown}, not {{ or [: not JSON"
 
 
 class MalformedJson(ValueError):
@@ -90,17 +109,41 @@ class _Buffer:
         self.buf = bytearray()
         self.base = 0
         self.eof = False
+        self.space_from = 0  # stream offset where the whitespace ending the buffer starts
 
     def fill(self) -> bool:
         block = None if self.eof else next(self.blocks, None)
         self.eof = block is None
         if block is not None:
+            kept = len(block.rstrip(_SPACE))
+            if kept:
+                self.space_from = self.base + len(self.buf) + kept
             self.buf += block
         return not self.eof
 
     def drop_to(self, offset: int) -> None:
         del self.buf[: offset - self.base]
         self.base = offset
+
+    def skip_space(self, pos: int, comma: bool = False) -> tuple[int, bool]:
+        """(the stream offset of the first byte at or after ``pos`` that is not whitespace, whether a
+        ``comma`` was passed on the way): runs of any length pass at C speed, never held."""
+        passed = False
+        while True:
+            i = pos - self.base
+            if i >= len(self.buf):
+                self.drop_to(self.base + len(self.buf))
+                if not self.fill():
+                    return pos, passed
+                continue
+            i = skip_space(self.buf, i)
+            pos = self.base + i
+            if i == len(self.buf):
+                continue
+            if comma and not passed and self.buf[i] == ord(","):
+                pos, passed = pos + 1, True
+            else:
+                return pos, passed
 
 
 def _find_header(blocks: Iterable[bytes]) -> tuple[_Buffer, Layout]:
@@ -122,7 +165,7 @@ def _find_header(blocks: Iterable[bytes]) -> tuple[_Buffer, Layout]:
                 layout.events_start = start + 1
                 return b, layout
             if b.buf[start] != ord("{"):
-                raise NotChromeJson("not a JSON object or array")
+                raise NotChromeJson(not_json(bytes(b.buf[start: start + 64])))
             m = _EVENTS_KEY.search(b.buf, searched)
             if m:
                 try:
@@ -139,7 +182,16 @@ def _find_header(blocks: Iterable[bytes]) -> tuple[_Buffer, Layout]:
         if len(b.buf) - start > _HEADER_LIMIT or not b.fill():
             if start == len(b.buf):
                 raise MalformedJson("not a trace: only whitespace")
+            if len(b.buf) - start > _HEADER_LIMIT and _mostly_space(b.buf, start):
+                raise MalformedJson(f"not a trace: more than {_HEADER_LIMIT >> 20} MB before "
+                                    "traceEvents, most of it whitespace")  # every command's verdict
             raise NotChromeJson("no traceEvents array")
+
+
+def _mostly_space(buf: bytearray, start: int) -> bool:
+    """Whether whitespace is over half of ``buf`` from ``start`` (counted at C speed)."""
+    text = bytes(buf[start:])
+    return len(text.translate(None, _SPACE)) * 2 < len(text)
 
 
 def split_header(blocks: Iterable[bytes]) -> tuple[Layout, bytes, Iterator[bytes]]:
@@ -244,7 +296,7 @@ def scan(blocks: Iterable[bytes], prepare: Callable = _as_is, confirm: bool = Tr
     """Pass 1: parsed chunks, then the ``Layout``. ``prepare(text, cut)`` -> (text, events cut, never first
     or last), redone uncut if unparsable. ``confirm=False``: cut unparsed; the caller rescans on a failure."""
     b, layout = _find_header(blocks)
-    pos = layout.events_start
+    pos, _ = b.skip_space(layout.events_start)
     while True:
         avail = len(b.buf) - (pos - b.base)
         if not b.eof and avail < CHUNK and b.fill():
@@ -278,6 +330,22 @@ def scan(blocks: Iterable[bytes], prepare: Callable = _as_is, confirm: bool = Tr
                 break
             last = match
             break
+        if last is None and (cut := _before_space(b, start)) is not None:
+            raw = _copy(b.buf, start, cut)
+            try:
+                text, events, skimmed = (parse_prepared(raw, False, layout, prepare) if confirm
+                                         else (prepare(raw, False)[0], [], 0))
+            except orjson.JSONDecodeError as e:
+                text, _ = prepare(raw, False)
+                if e.pos <= len(text):
+                    raise malformed(text, e, b.base + start) from None
+            else:  # a long run of whitespace after an event: cut before it, then pass it
+                layout.cuts.append(b.base + cut)
+                layout.has_events = True
+                yield Chunk(len(layout.cuts) - 1, text, False, events if confirm else None,
+                            layout.array_form, skimmed=skimmed)
+                pos = _next_event(b, b.base + cut)
+                continue
         if last is None:
             if avail > MAX_EVENT or not b.fill():
                 if b.eof:
@@ -292,22 +360,40 @@ def scan(blocks: Iterable[bytes], prepare: Callable = _as_is, confirm: bool = Tr
         b.drop_to(pos)
 
 
+def _before_space(b: _Buffer, start: int) -> int | None:
+    """Where to cut (after an event's ``}``) before the run of whitespace ending the buffer, when the
+    run is over ``CHUNK`` and follows ``}`` or ``},``; else None."""
+    run_at = b.space_from - b.base
+    if len(b.buf) - run_at <= CHUNK or run_at <= start:
+        return None
+    at = max(start, run_at - 64)
+    head = bytes(b.buf[at:run_at]).rstrip(_SPACE)
+    if head.endswith(b","):
+        head = head[:-1].rstrip(_SPACE)
+    return at + len(head) if head.endswith(b"}") else None
+
+
+def _next_event(b: _Buffer, cut: int) -> int:
+    """Where the event after a cut at ``cut`` starts: past whitespace and the comma (streamed,
+    however long); MalformedJson when no comma or ``]`` comes, or a comma comes before ``]``."""
+    pos, comma = b.skip_space(cut, comma=True)
+    after = b.buf[pos - b.base: pos - b.base + 1]
+    if after and (comma and after == b"]" or not comma and after != b"]"):
+        raise MalformedJson(f"invalid JSON near byte {pos}: "
+                            f"{'a comma before ]' if comma else 'expected , or ] after an event'}")
+    b.drop_to(pos)
+    return pos
+
+
 def recut(blocks: Iterable[bytes], layout: Layout) -> Iterator[Chunk]:
     """Pass 2: yield the same chunks' raw text (not parsed) at the recorded cuts."""
     b = _Buffer(blocks)
-    pos = layout.events_start
+    pos, _ = b.skip_space(layout.events_start)
     for index, cut in enumerate(layout.cuts):
         while b.base + len(b.buf) < cut and b.fill():
             pass
         yield Chunk(index, bytes(b.buf[pos - b.base : cut - b.base]), False)
-        nxt = cut
-        while True:  # skip the comma and white space up to the next '{'
-            while b.base + len(b.buf) <= nxt and b.fill():
-                pass
-            if b.buf[nxt - b.base : nxt - b.base + 1] == b"{":
-                break
-            nxt += 1
-        pos = nxt
+        pos, _ = b.skip_space(cut, comma=True)  # to the next event
         b.drop_to(pos)
     while b.fill():
         pass

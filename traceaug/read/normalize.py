@@ -197,9 +197,9 @@ def engine_stream(p: Plan, on_progress: Callable[[int], None] | None = None) -> 
         text = fix_negative_tids(text)
         if chunk.index in moved_chunks:
             text = (_move_tail if chunk.last else _move)(text, p.chunk_first_seq[chunk.index], p)
-        yield text
-        if not chunk.last:
+        if chunk.index and not text.startswith(b"]"):  # a tail of no events: no comma before it
             yield b","
+        yield text
 
 
 def _held_stream(p: Plan, on_progress: Callable[[int], None] | None) -> Iterator[bytes]:

@@ -539,15 +539,22 @@ def _time_tables(ex: Export) -> Iterator[tuple[str, str]]:
         yield "NVTX_EVENTS", _nvtx_where()
 
 
+_NOT_NUMBER = "typeof({0}) IN ('text', 'blob')"
+
+
 def check_times(ex: Export) -> None:
     """Refuse, as every command's load would refuse the conversion (``pass1.check_range``), an
-    export whose ts or dur in µs lie out of range: the extremes of each table are enough."""
+    export whose ts or dur in µs lie out of range (the extremes of each table are enough), or
+    whose start or end is text, not ns."""
     from .pass1 import BadValue, check_range
 
     for table, where in _time_tables(ex):
-        sql = (f"SELECT MIN(start), MAX(start), MIN(end - start), MAX(end - start) FROM {table} "
-               f"WHERE {where} AND end IS NOT NULL")
-        for lo_ts, hi_ts, lo_dur, hi_dur in ex.rows(sql):
+        odd = f"{_NOT_NUMBER.format('start')} OR {_NOT_NUMBER.format('end')}"
+        sql = (f"SELECT MIN(start), MAX(start), MIN(end - start), MAX(end - start), "
+               f"MAX({odd}) FROM {table} WHERE {where} AND end IS NOT NULL")
+        for lo_ts, hi_ts, lo_dur, hi_dur, text in ex.rows(sql):
+            if text:
+                _not_a_number(ex, table, where)
             for name, values in (("ts", (lo_ts, hi_ts)), ("dur", (lo_dur, hi_dur))):
                 us_values = [float(us(v)) if isinstance(v, int) else float(v)
                              for v in values if v is not None]
@@ -555,6 +562,16 @@ def check_times(ex: Export) -> None:
                     check_range(name, np.array(us_values, dtype=np.float64))
                 except BadValue as e:
                     raise TraceaugError(f"{ex.path}: {e}") from None
+
+
+def _not_a_number(ex: Export, table: str, where: str) -> None:
+    """Refuse the first start or end of ``table`` that is text or bytes, not a number of ns."""
+    for start, end in ex.rows(f"SELECT start, end FROM {table} WHERE {where} AND "
+                              f"({_NOT_NUMBER.format('start')} OR {_NOT_NUMBER.format('end')}) LIMIT 1"):
+        name, value = ("start", start) if isinstance(start, (str, bytes)) else ("end", end)
+        shown = as_text(value)
+        shown = repr(shown if len(shown) <= 40 else shown[:39] + "…")
+        raise TraceaugError(f"{ex.path}: a {name} in {table} is {shown}, not a number of ns")
 
 
 def write(ex: Export, out, flush_at: int = 1 << 20) -> int:
@@ -619,6 +636,12 @@ def converted(src: Path) -> Path:
     atexit.register(_remove, out)
     try:
         convert(src, out, hold=False)  # this run reads it: not held until the run ends
+    except OSError as e:
+        _remove(out)
+        if e.filename != str(out):
+            raise
+        raise TraceaugError(f"{src}: cannot write its JSON conversion in {out.parent} "
+                            f"({e.strerror}); set TMPDIR to a larger disk") from None
     except BaseException:
         _remove(out)
         raise

@@ -8,6 +8,7 @@ import re
 import stat
 import sys
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 import orjson
@@ -46,15 +47,82 @@ def rank_of(path: Path, head: bytes | None = None) -> int | None:
         rank = nsys.recorded_rank(path)
         if rank is not None:
             return rank
-    elif m := _DIST.search(head):
-        try:
-            rank = orjson.loads(m.group(1)).get("rank")
-        except orjson.JSONDecodeError:
-            rank = None
-        if isinstance(rank, int):
+    else:
+        rank = _distributed(head).get("rank")
+        if isinstance(rank, int) and not isinstance(rank, bool):
             return rank
     m = _NAME_RANK.search(path.name)
     return int(m.group(1)) if m else None
+
+
+def _distributed(head: bytes) -> dict:
+    """The ``distributedInfo`` object in a trace's first bytes ({} when there is none)."""
+    m = _DIST.search(head)
+    try:
+        info = orjson.loads(m.group(1)) if m else {}
+    except orjson.JSONDecodeError:
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+SAME_JOB_US = 24 * 3600e6  # ranks of one job run together: their first events lie within a day
+EPOCH_US = 1e15  # 2001 in µs since 1970: a ts below it counts from boot or the trace's start
+_CLOCKS = ("since 1970 (epoch µs)", "from boot or the trace's start")
+
+
+def _other_jobs(inputs: list) -> list:
+    """(file, why) for each rank that cannot be of the job the others make: a world size other
+    than the most ranks record, a rank outside the world, a clock of another kind than most
+    ranks' (epoch or not), or an epoch start over ``SAME_JOB_US`` from the ranks' median start
+    (another run). Clocks since boot are not compared: hosts boot at different times."""
+    from collections import Counter
+
+    if len(inputs) < 2:
+        return []
+    by_rank = sorted(inputs, key=lambda fs: (fs[1].rank is None, fs[1].rank or 0))
+    worlds = Counter(s.world for _, s in by_rank if s.world is not None)
+    world = worlds.most_common(1)[0][0] if worlds else None
+    starts = [s.start_us for _, s in by_rank if s.start_us is not None]
+    epoch = sum(t >= EPOCH_US for t in starts) * 2 >= len(starts)  # most ranks' clock
+    dated = sorted(t for t in starts if (t >= EPOCH_US) == epoch)
+    middle = dated[(len(dated) - 1) // 2] if dated else None
+    odd = []
+    for f, s in by_rank:
+        if s.world is not None and s.world != world:
+            why = f"records world size {s.world}, the other ranks {world}"
+        elif world is not None and s.rank is not None and not 0 <= s.rank < world:
+            why = f"rank {s.rank} is outside the job's world size {world}"
+        elif s.start_us is not None and (s.start_us >= EPOCH_US) != epoch:
+            mine, theirs = _CLOCKS if not epoch else _CLOCKS[::-1]
+            why = f"dates its events {mine}, the other ranks {theirs}"
+        elif s.start_us is not None and epoch and abs(s.start_us - middle) > SAME_JOB_US:
+            why = f"starts {_far(abs(s.start_us - middle))} away from the other ranks"
+        else:
+            continue
+        odd.append((f, why))
+    return odd
+
+
+def _far(us: float) -> str:
+    """A long time in words: hours, days or years."""
+    hours = us / 3600e6
+    return (f"{hours:.1f} hours" if hours < 48 else f"{hours / 24:.1f} days" if hours < 24 * 730
+            else f"{hours / (24 * 365.25):.1f} years")
+
+
+def _other_jobs_said(where, odd: list, skip_bad: bool, quiet: bool) -> None:
+    """Ranks of other jobs (``_other_jobs``): each named in a warning and left out with
+    ``skip_bad``, else refused in one line naming them."""
+    if not odd:
+        return
+    if skip_bad:
+        for f, why in odd if not quiet else ():
+            print(f"traceaug: warning: {f}: {why}; skipped", file=sys.stderr)
+        return
+    named = "; ".join(f"{_name(f)} {why}" for f, why in odd[:3])
+    more = f"; and {len(odd) - 3} more" if len(odd) > 3 else ""
+    raise TraceaugError(f"{where}: not the ranks of one job: {named}{more} (--skip-bad-ranks goes "
+                        "on without them)")
 
 
 def is_traceaug_output(head: bytes) -> bool:
@@ -80,6 +148,28 @@ def unreadable(f: Path) -> str | None:
         return "empty file"
     if not os.access(f, os.R_OK):
         return "cannot read (Permission denied)"
+    return None
+
+
+def _cut_short(path: Path) -> str | None:
+    """Why a rank file ends before its trace does (``--skip-bad-ranks``, which reads each one to its
+    end for this): a gzip stream cut or corrupt, a JSON object not closed; None when it is whole."""
+    from . import source
+
+    if source.is_gzip(path):
+        tail = b""
+        try:
+            for block in source.iter_blocks(path):
+                tail = block[-64:] if len(block) >= 64 else (tail + block)[-64:]
+        except TraceaugError as e:
+            return str(e).removeprefix(f"{path}: ")
+    else:
+        with open(path, "rb") as f:
+            f.seek(max(f.seek(0, os.SEEK_END) - 64, 0))
+            tail = f.read()
+    head = _peek(path).lstrip()
+    if head.startswith(b"{") and not tail.rstrip().endswith(b"}"):  # (an array may stay open)
+        return "JSON trace file is incomplete: it ends before its last } (truncated?)"
     return None
 
 
@@ -138,17 +228,30 @@ def _ranked(where, entries: list, suffixes: tuple[str, ...], why_bad, peek, skip
         if not _name(f).endswith(suffixes) or _name(f).startswith("."):
             continue
         why = why_bad(f)
+        if why is None:
+            try:
+                seen = _peeked(f, peek(f))
+                why = seen.not_trace
+            except TraceaugError as e:  # a gzip cut short or corrupt in its first MB
+                why = str(e).removeprefix(f"{f}: ")
+        if why is None and skip_bad and isinstance(f, Path):
+            why = _cut_short(f)
         if why is not None:
             bad.append((f, why))
         else:
-            found.append((f, _peeked(f, peek(f))))
+            found.append((f, seen))
     _bad(where, bad, skip_bad, quiet)
     if not found:
         raise TraceaugError(f"{where}: no trace files (*{', *'.join(suffixes)}) in this directory")
-    inputs = [(f, seen) for f, seen in found if not seen.output]
+    inputs = [(f, seen) for f, seen in found if not seen.output] or found
+    odd = _other_jobs(inputs)
+    _other_jobs_said(where, odd, skip_bad, quiet)
+    left_out = {id(f) for f, _ in odd}
     ranks: dict[int, object] = {}
     unranked: list = []
-    for f, seen in inputs or found:
+    for f, seen in inputs:
+        if id(f) in left_out:
+            continue
         rank = seen.rank
         if rank is None:
             unranked.append(f)
@@ -173,11 +276,28 @@ class Peeked:
 
     output: bool  # traceaug wrote it (``is_traceaug_output``)
     rank: int | None  # ``rank_of``
+    not_trace: str | None = None  # why the content cannot be a trace (``chunks.not_json``)
+    world: int | None = None  # ``distributedInfo.world_size``
+    start_us: float | None = None  # the median ``ts`` of its first events: when the rank ran
+
+
+_TIMES = 101  # the first events' ts values that date a rank
+_TS = re.compile(rb'"ts"\s*:\s*(-?\d+(?:\.\d+)?)[,}\s]')
 
 
 def _peeked(f, head: bytes) -> Peeked:
-    return Peeked(is_traceaug_output(head),
-                  rank_of(f if isinstance(f, Path) else Path(_name(f)), head))
+    from . import chunks, nsys
+
+    if head.startswith(nsys.SQLITE_MAGIC):
+        not_trace = None
+    else:
+        not_trace = chunks.not_json(head) if head else "no content (an empty or corrupt gzip)"
+    info = _distributed(head)
+    world = info.get("world_size")
+    times = sorted(float(m.group(1)) for m in islice(_TS.finditer(head), _TIMES))
+    return Peeked(is_traceaug_output(head), rank_of(f if isinstance(f, Path) else Path(_name(f)), head),
+                  not_trace, world if isinstance(world, int) and not isinstance(world, bool) else None,
+                  times[len(times) // 2] if times else None)
 
 
 def _name(f) -> str:

@@ -11,6 +11,7 @@ import numpy as np
 from ..analysis.diff import DiffResult, clip
 from ..analysis.tables import Columns
 from ..atomic import atomic_output
+from ..output import _utf8 as valid_utf8
 from .diff_text import explain_tables, headline_table, ops_ms, top_changes
 
 PAGE_ROWS = 50  # rows of the all-ops table per page
@@ -213,4 +214,4 @@ def write_report(result: DiffResult, path: Path, top: int = 20, split: dict | No
         parts.append(_explain(split, top))
     parts.append(f"<script>const PAGE = {PAGE_ROWS};{SCRIPT}</script></body></html>")
     with atomic_output(path, "w") as f:
-        f.write("\n".join(parts))
+        f.write(valid_utf8("\n".join(parts)))  # a path not UTF-8 shows its bytes as \xff

@@ -3,20 +3,22 @@ processes named ``rank N: <name>``, and arrows from each collective's ranks to i
 
 from __future__ import annotations
 
+import re
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pandas as pd
 
 from ..analysis import collectives as co
-from ..read import normalize
+from ..read import chunks, normalize, pass1, source
 from ..read.inputs import trace_input
 from ..read.ranks import TraceFile
-from ..read.rebase import Rebase
-from . import splice
+from ..read.rebase import Rebase, fix_negative_tids
+from . import splice, visible
 from .events import us
-from .merge import relabelled
+from .merge import Relabel
 
 RANK_PIDS = 1 << 22  # above Linux's largest pid: every rank's pids stay apart
 RANK_FLOWS = 1 << 40
@@ -88,23 +90,199 @@ def write_job(files: list[TraceFile], out: Path, matched: co.Matched,
     """Write the merged trace of a job's rank ``files`` to ``out`` on its ``matched`` collectives' clock, with
     ``extra`` events (merged pids and clock, e.g. the critical path). Returns (ranks, cross-rank arrows)."""
     offset = matched.offsets()
-    events: list[bytes] = []
-    for f in files:  # every rank relabelled: the UI keeps a process's first name
-        events += relabelled(trace_input(f.path), _rebase(f, matched), int(offset.get(f.rank, 0)),
-                             _pid_of(f.rank), _flow_of(f.rank), f"rank {f.rank}")
     links = arrows(matched)
-    added = list(extra or ())
+    added = _by_rank(links + list(extra or ()))
+    moves = visible.Edits()  # every part's, indexes in the whole event array
+    done = 0  # events written
     with tempfile.TemporaryDirectory(prefix="traceaug-merge-") as tmp:
-        # One plain trace, then copied like any rewriter's output: what the UI would drop (ns rounding
-        # of moved clocks nests slices differently) goes to overlap lanes (``rewrite.visible``).
-        whole = Path(tmp) / "job.json"
-        with open(whole, "wb") as f:
-            f.write(b'{"schemaVersion": 1, "traceEvents": [\n')
-            for i, ev in enumerate(events + links + added):
-                f.write(b",\n" + ev if i else ev)
-            f.write(b"\n]}\n")
-        plan = normalize.plan(whole, kind="full")
+        # Rank by rank (one rank's text and plan in memory at a time): its events spliced, with the
+        # added events on its pids, planned on their own (no thread spans two ranks) for what the UI
+        # would drop (ns rounding of moved clocks nests slices differently), moved as rewriters move them.
+        whole, part = Path(tmp) / "job.json", Path(tmp) / "part.json"
+        with open(whole, "wb") as w:
+            w.write(_HEAD)
+            for f in files:
+                chosen = _rebase(f, matched)
+                relabel = Relabel(chosen, int(offset.get(f.rank, 0)), _pid_of(f.rank), _flow_of(f.rank),
+                                  f"rank {f.rank}")
+                _write_part(part, _rank_events(trace_input(f.path), chosen, relabel,
+                                               added.pop(f.rank, [])))
+                done += _append(part, w, done, moves)
+            if added:  # added events on no rank's pid
+                _write_part(part, (e for rest in added.values() for e in rest))
+                done += _append(part, w, done, moves)
+            w.write(_TAIL)
+        # Copied like any rewriter's output, the moves already made (the marker says which).
         copy = splice.Copy(whole, out, "merge", keep_bytes=False)
-        copy.prepare(plan)
-        copy.finish(plan.layout, [])
+        copy.edits = moves
+        layout = chunks.split_header(source.iter_blocks(whole))[0]
+        layout.has_events = done > 0
+        copy.finish(layout, [])
     return len(files), len(links) // 2
+
+
+_HEAD = b'{"schemaVersion": 1, "traceEvents": [\n'
+_TAIL = b"\n]}\n"
+
+
+def _by_rank(events: list[bytes]) -> dict:
+    """Added events by the rank of their pid (None: no rank's), in their order."""
+    out: dict = {}
+    for e in events:
+        pid = orjson.loads(e).get("pid")
+        rank = pid // RANK_PIDS if isinstance(pid, int) and pid >= 0 else None
+        out.setdefault(rank, []).append(e)
+    return out
+
+
+def _rank_events(file: Path, chosen: Rebase, relabel: Relabel, added: list[bytes]) -> Iterator[bytes]:
+    """A rank's events spliced, the names its processes lacked, then the ``added`` events on its pids."""
+    yield from _spliced(file, chosen, relabel)
+    yield from relabel.metadata()
+    yield from added
+
+
+def _write_part(path: Path, pieces: Iterator[bytes]) -> None:
+    """A plain trace of the events in ``pieces`` (texts of events separated by commas)."""
+    with open(path, "wb") as f:
+        f.write(_HEAD)
+        first = True
+        for piece in pieces:
+            if piece:
+                f.write(piece if first else b",\n" + piece)
+                first = False
+        f.write(_TAIL)
+
+
+def _append(part: Path, w, done: int, moves: visible.Edits) -> int:
+    """Append ``part``'s events, moved where the UI would drop them, to ``w`` (holding ``done`` events);
+    the moves noted in ``moves``. Returns how many events were appended."""
+    plan = normalize.plan(part, kind="full")
+    if not plan.ui.events:
+        return 0
+    e = visible.edits(plan)
+    if done:
+        w.write(b",\n")
+    _layout, _head, rest = chunks.split_header(source.iter_blocks(part))
+    for text in splice._edited(rest, plan.layout.events_start, e):
+        w.write(text)
+    w.seek(w.tell() - len(_TAIL))  # the part's own end
+    w.truncate()
+    moves.metadata += e.metadata
+    moves.slices += e.slices
+    moves.flows += e.flows
+    moves.moved += [[i + done, lane] for i, lane in e.moved]
+    moves.negative_tid_threads += e.negative_tid_threads
+    return plan.ui.events
+
+
+def _spliced(file: Path, chosen: Rebase, relabel: Relabel) -> Iterator[bytes]:
+    """``file``'s events (read with the rebase ``chosen``) ``relabel``-ed, chunk by chunk: their own text
+    with the new values spliced in."""
+    rebase = Rebase(chosen.prefix, chosen.sep, chosen.numeric, fixed=True)
+    for item in pass1.rebased_chunks(source.iter_blocks(file), rebase):
+        if isinstance(item, chunks.Layout):
+            return
+        if item.events:
+            yield _chunk(item.text, item.events, item.last, relabel)
+
+
+_VALUE = rb'(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|"(?:[^"\\]|\\.)*")'
+_KEYS = {k: re.compile(rb'("%b"\s*:\s*)' % k.encode() + _VALUE) for k in ("ts", "pid", "id")}
+
+
+def _chunk(text: bytes, events: list, last: bool, relabel: Relabel) -> bytes:
+    """A chunk's events relabelled: its ``text`` (``last``: with the array's end and trailer) with each
+    event's new ts, pid and flow id put in place of the old, tids unsigned, process names written
+    again; re-serialized only if that text does not parse to the relabelled events (a key in args)."""
+    if not all(ev.__class__ is dict for ev in events):
+        relabelled = [ev for ev in events if ev.__class__ is dict]
+        for ev in relabelled:
+            relabel.event(ev)
+        return orjson.dumps(relabelled)[1:-1]
+    if last:  # the events' text, without what follows the array
+        text = _events_text(text, len(events))
+    values: dict[str, list] = {"ts": [], "pid": [], "id": []}
+    named = []
+    for i, ev in enumerate(events):
+        had = "ts" in ev, ev.get("id")
+        ts = relabel.event(ev)
+        if had[0]:
+            values["ts"].append(ts)
+        if "pid" in ev:
+            values["pid"].append(_text(ev["pid"]))
+        if "id" in ev:
+            values["id"].append(None if ev["id"] is had[1] else _text(ev["id"]))
+        if ev.get("ph") == "M" and ev.get("name") == "process_name":
+            named.append(i)
+    out: bytes | None = text
+    for key, new in values.items():
+        out = _put(out, key, new) if out is not None else None
+    if out is not None:
+        out = fix_negative_tids(out)
+        out = _renamed(out, [events[i] for i in named]) if named else out
+    whole = orjson.dumps(events)
+    return out if out is not None and _parsed(out) == orjson.loads(whole) else whole[1:-1]
+
+
+def _parsed(text: bytes) -> list | None:
+    """The events of a text of events (None: not JSON)."""
+    try:
+        return orjson.loads(b"".join((b"[", text, b"]")))
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _renamed(text: bytes, named: list[dict]) -> bytes | None:
+    """``text`` with its process names (the events ``named``, in order) written again; None unless
+    there are as many as found."""
+    pieces, pos, k = [], 0, 0
+    for m in _PROCESS_NAME.finditer(text):
+        start = _event_start(text, pos, m.start())
+        end = visible._object_end(text, start)
+        if k == len(named) or orjson.loads(text[start:end]).get("name") != "process_name":
+            return None
+        pieces += [text[pos:start], orjson.dumps(named[k])]
+        pos, k = end, k + 1
+    return b"".join([*pieces, text[pos:]]) if k == len(named) else None
+
+
+def _event_start(text: bytes, lo: int, at: int) -> int:
+    """Where the event holding ``at`` starts: after the last ``},{`` in ``text[lo:at]`` (else the first
+    ``{`` from ``lo``); a ``},{`` in its args fails the caller's check."""
+    bounds = list(chunks._BOUNDARY.finditer(text, lo, at))
+    return bounds[-1].end() - 1 if bounds else text.index(b"{", lo)
+
+
+_PROCESS_NAME = re.compile(rb'"name"\s*:\s*"process_name"')
+
+
+def _events_text(tail: bytes, count: int) -> bytes:
+    """The text of the ``count`` events that start the last chunk ``tail`` (before the array's ``]``):
+    up to the last ``}`` closing an array before which they parse (the trailer is short)."""
+    for m in reversed(list(_ARRAY_END.finditer(tail))):
+        events = _parsed(tail[: m.start() + 1])
+        if events is not None and len(events) == count:
+            return tail[: m.start() + 1]
+    return b""  # not found: the caller's check fails, and the events are written again
+
+
+_ARRAY_END = re.compile(rb"\}\s*\]")
+
+
+def _text(value) -> bytes:
+    """A JSON value's text (an int without ``orjson.dumps``, whose result keeps a 4 KB buffer)."""
+    return b"%d" % value if value.__class__ is int else orjson.dumps(value)
+
+
+def _put(text: bytes, key: str, values: list) -> bytes | None:
+    """``text`` with the value of each ``"key": value`` replaced by the next of ``values`` (None: kept);
+    None unless there are as many as values."""
+    it = iter(values)
+
+    def put(m: re.Match) -> bytes:
+        new = next(it, None)
+        return m.group(0) if new is None else m.group(1) + new
+
+    out, n = _KEYS[key].subn(put, text)
+    return out if n == len(values) else None

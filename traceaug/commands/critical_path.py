@@ -34,7 +34,8 @@ def job_paths(call: Call) -> list:
     done = run(Work("job_path", parts.job_path, {"scales": scales}), items_of(files), call.job)
     found, paths = jp.paths(jp.keyed(done), call["step"], call["hta_weights"])
     if dst is not None:
-        write_job(files, Path(dst), found, drawn.events(paths))
+        window = (min(p.window.start for p in paths), max(p.window.end for p in paths)) if paths else None
+        write_job(files, Path(dst), found, drawn.events(paths), window)
     return paths
 
 

@@ -94,13 +94,14 @@ class Relabel:
         tid = ev.get("tid")
         if tid.__class__ is int and tid < 0:
             ev["tid"] = unsigned_tid(tid)
+        pid = ev.get("pid")
         if "pid" in ev:
-            ev["pid"] = self.seen(ev["pid"])
+            ev["pid"] = self.seen(pid)
         if ev.get("ph") in pass1.FLOW_PHASES and "id" in ev:
             ev["id"] = self.flow_id_of(ev["id"])
         if ev.get("ph") == "M" and ev.get("name") == "process_name":
             args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
-            ev["args"] = {**args, "name": self.name(args.get("name", ""))}
+            ev["args"] = {**args, "name": self.name(args.get("name", ""), pid)}
             self.named.add(ev["pid"])
         return text
 
@@ -109,8 +110,8 @@ class Relabel:
         self.pids.setdefault(_hashable(pid), pid)
         return self.pid_of(pid)
 
-    def name(self, name) -> str:
-        """A process's name in the output."""
+    def name(self, name, pid) -> str:
+        """The name of process ``pid`` (as in the file), which the file names ``name``."""
         return f"{self.label}: {name}".rstrip()
 
     def metadata(self, sort_index=None) -> list[bytes]:

@@ -14,11 +14,12 @@ import pandas as pd
 from ..analysis import collectives as co
 from ..read import chunks, normalize, pass1, source
 from ..read.inputs import trace_input
+from ..read.marker import UI_ORDER, UI_WINDOW
 from ..read.ranks import TraceFile
 from ..read.rebase import Rebase, fix_negative_tids
 from . import splice, visible
 from .events import us
-from .merge import Relabel
+from .merge import Relabel, _hashable
 
 RANK_PIDS = 1 << 22  # above Linux's largest pid: every rank's pids stay apart
 RANK_FLOWS = 1 << 40
@@ -47,6 +48,62 @@ def _flow_of(rank: int):
                 return f"rank {rank}:{v}"
         return v
     return flow
+
+
+class RankRelabel(Relabel):
+    """A rank's events on the job's clock and pids (``Relabel``), its processes named by rank and role
+    (``rank 3 CPU``, ``rank 3 GPU 0``: Kineto's ``process_labels``) and sorted by rank then role, its
+    global instants (a track of no process, "Unnamed SliceTrack" in the UI) put on their thread of its
+    CPU process (a process-scoped one would be a track named as its process)."""
+
+    def __init__(self, rank: int, rebase: Rebase, shift_ns: int) -> None:
+        super().__init__(rebase, shift_ns, _pid_of(rank), _flow_of(rank), f"rank {rank}")
+        self.rank = rank
+        self.labels: dict = {}  # pid (as in the file) -> its process_labels
+
+    def learn(self, events: list) -> None:
+        """Note the ``process_labels`` of ``events`` (before their processes are named)."""
+        for ev in events:
+            if ev.get("ph") == "M" and ev.get("name") == "process_labels" and "pid" in ev:
+                args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+                if isinstance(args.get("labels"), str):
+                    self.labels[_hashable(ev["pid"])] = args["labels"]
+
+    def name(self, name, pid) -> str:
+        role = self.labels.get(_hashable(pid))
+        return f"{self.label} {role}" if role else super().name(name, pid)
+
+    def event(self, ev: dict) -> bytes | None:
+        if ev.get("ph") in ("i", "I") and ev.get("s") == "g":  # on its thread of the rank's CPU process
+            ev["s"] = "t"
+            ev["pid"] = next((p for p, role in self.labels.items() if role == "CPU"), ev.get("pid"))
+        pid = ev.get("pid")
+        text = super().event(ev)
+        if ev.get("ph") == "M" and ev.get("name") == "process_sort_index":
+            args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+            ev["args"] = {**args, "sort_index": sort_index(self.rank, self.labels.get(_hashable(pid)))}
+        return text
+
+
+def ui_order(ranks: list[int]) -> list[str]:
+    """Regexes of the UI's process groups (``<name> <pid>``) in rank and role order (``sort_index``'s:
+    the v52 UI orders processes by slice count, so ``open`` copies them to a workspace in this order)."""
+    return [rx for r in sorted(ranks) for rx in (rf"^rank {r} Critical path \d+$", rf"^rank {r} CPU \d+$",
+                                                 rf"^rank {r} GPU \d+ \d+$", rf"^rank {r}: ")]
+
+
+def sort_index(rank: int, role: str | None) -> int:
+    """A process's ``process_sort_index``: ranks in order; in each, the critical path's lane (``role``
+    "path"), CPU, GPU 0, 1, ..., then the rest."""
+    if role == "path":
+        return rank * RANK_SORT
+    if role == "CPU":
+        return rank * RANK_SORT + 1
+    gpu = re.fullmatch(r"GPU (\d+)", role or "")
+    return rank * RANK_SORT + (2 + min(int(gpu[1]), RANK_SORT - 4) if gpu else RANK_SORT - 1)
+
+
+RANK_SORT = 1 << 16  # process_sort_index values per rank
 
 
 def arrows(matched: co.Matched) -> list[bytes]:
@@ -86,9 +143,10 @@ def _rebase(f: TraceFile, matched: co.Matched) -> Rebase:
 
 
 def write_job(files: list[TraceFile], out: Path, matched: co.Matched,
-              extra: list[bytes] | None = None) -> tuple[int, int]:
+              extra: list[bytes] | None = None, window: tuple[int, int] | None = None) -> tuple[int, int]:
     """Write the merged trace of a job's rank ``files`` to ``out`` on its ``matched`` collectives' clock, with
-    ``extra`` events (merged pids and clock, e.g. the critical path). Returns (ranks, cross-rank arrows)."""
+    ``extra`` events (merged pids and clock, e.g. the critical path) and ``window`` (ns, that clock) for the
+    UI to show first. Returns (ranks, cross-rank arrows)."""
     offset = matched.offsets()
     links = arrows(matched)
     added = _by_rank(links + list(extra or ()))
@@ -103,8 +161,7 @@ def write_job(files: list[TraceFile], out: Path, matched: co.Matched,
             w.write(_HEAD)
             for f in files:
                 chosen = _rebase(f, matched)
-                relabel = Relabel(chosen, int(offset.get(f.rank, 0)), _pid_of(f.rank), _flow_of(f.rank),
-                                  f"rank {f.rank}")
+                relabel = RankRelabel(f.rank, chosen, int(offset.get(f.rank, 0)))
                 _write_part(part, _rank_events(trace_input(f.path), chosen, relabel,
                                                added.pop(f.rank, [])))
                 done += _append(part, w, done, moves)
@@ -113,7 +170,10 @@ def write_job(files: list[TraceFile], out: Path, matched: co.Matched,
                 done += _append(part, w, done, moves)
             w.write(_TAIL)
         # Copied like any rewriter's output, the moves already made (the marker says which).
-        copy = splice.Copy(whole, out, "merge", keep_bytes=False)
+        options = {UI_ORDER: ui_order([f.rank for f in files])}
+        if window is not None:
+            options[UI_WINDOW] = [int(window[0]), int(window[1])]
+        copy = splice.Copy(whole, out, splice.entry("merge", options), keep_bytes=False)
         copy.edits = moves
         layout = chunks.split_header(source.iter_blocks(whole))[0]
         layout.has_events = done > 0
@@ -191,10 +251,11 @@ _VALUE = rb'(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|"(?:[^"\\]|\\.)*")'
 _KEYS = {k: re.compile(rb'("%b"\s*:\s*)' % k.encode() + _VALUE) for k in ("ts", "pid", "id")}
 
 
-def _chunk(text: bytes, events: list, last: bool, relabel: Relabel) -> bytes:
+def _chunk(text: bytes, events: list, last: bool, relabel: RankRelabel) -> bytes:
     """A chunk's events relabelled: its ``text`` (``last``: with the array's end and trailer) with each
-    event's new ts, pid and flow id put in place of the old, tids unsigned, process names written
-    again; re-serialized only if that text does not parse to the relabelled events (a key in args)."""
+    event's new ts, pid and flow id put in place of the old, tids unsigned, process metadata and global
+    instants written again; re-serialized only if that text does not parse to the relabelled events."""
+    relabel.learn(events)
     if not all(ev.__class__ is dict for ev in events):
         relabelled = [ev for ev in events if ev.__class__ is dict]
         for ev in relabelled:
@@ -205,7 +266,7 @@ def _chunk(text: bytes, events: list, last: bool, relabel: Relabel) -> bytes:
     values: dict[str, list] = {"ts": [], "pid": [], "id": []}
     named = []
     for i, ev in enumerate(events):
-        had = "ts" in ev, ev.get("id")
+        had = "ts" in ev, ev.get("id"), _rewritten(ev)
         ts = relabel.event(ev)
         if had[0]:
             values["ts"].append(ts)
@@ -213,7 +274,7 @@ def _chunk(text: bytes, events: list, last: bool, relabel: Relabel) -> bytes:
             values["pid"].append(_text(ev["pid"]))
         if "id" in ev:
             values["id"].append(None if ev["id"] is had[1] else _text(ev["id"]))
-        if ev.get("ph") == "M" and ev.get("name") == "process_name":
+        if had[2]:
             named.append(i)
     out: bytes | None = text
     for key, new in values.items():
@@ -233,14 +294,22 @@ def _parsed(text: bytes) -> list | None:
         return None
 
 
+def _rewritten(ev: dict) -> bool:
+    """Whether ``_chunk`` writes the event again (process metadata, a global instant)."""
+    return (ev.get("ph") == "M" and ev.get("name") in ("process_name", "process_sort_index")) or (
+        ev.get("ph") in ("i", "I") and ev.get("s") == "g")
+
+
 def _renamed(text: bytes, named: list[dict]) -> bytes | None:
-    """``text`` with its process names (the events ``named``, in order) written again; None unless
-    there are as many as found."""
+    """``text`` with its ``_rewritten`` events (``named``, relabelled, in order) written again; None
+    unless there are as many as found."""
     pieces, pos, k = [], 0, 0
-    for m in _PROCESS_NAME.finditer(text):
+    for m in _REWRITTEN.finditer(text):
+        if m.start() < pos:  # inside the one just written
+            continue
         start = _event_start(text, pos, m.start())
         end = visible._object_end(text, start)
-        if k == len(named) or orjson.loads(text[start:end]).get("name") != "process_name":
+        if k == len(named) or not _rewritten(orjson.loads(text[start:end])):
             return None
         pieces += [text[pos:start], orjson.dumps(named[k])]
         pos, k = end, k + 1
@@ -254,7 +323,7 @@ def _event_start(text: bytes, lo: int, at: int) -> int:
     return bounds[-1].end() - 1 if bounds else text.index(b"{", lo)
 
 
-_PROCESS_NAME = re.compile(rb'"name"\s*:\s*"process_name"')
+_REWRITTEN = re.compile(rb'"name"\s*:\s*"process_(?:name|sort_index)"|"s"\s*:\s*"g"')
 
 
 def _events_text(tail: bytes, count: int) -> bytes:

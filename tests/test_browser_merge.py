@@ -1,5 +1,5 @@
 """``traceaug merge JOB OUT`` opened in the real Perfetto UI (headless Chromium): every rank's
-kernels present under its ``rank N: ...`` processes, no data-loss stat, and the cross-rank
+kernels present under its ``rank N GPU d`` process, no data-loss stat, and the cross-rank
 arrows bound kernel to kernel as in traceaug's own engine."""
 
 from __future__ import annotations
@@ -56,6 +56,6 @@ def test_merged_job_in_the_ui(browser, tmp_path: Path, how: str) -> None:
         arrows = ui.query(ARROWS_SQL)
         loss = ui.query(LOSS_SQL)
     assert loss == []
-    assert [r["process"] for r in kernels] == [f"rank {r}: python3" for r in range(8)]
+    assert [r["process"] for r in kernels] == [f"rank {r} GPU {r}" for r in range(8)]
     assert [int(r["n"]) for r in kernels] == [int(r["n"]) for r in want_kernels]
     assert arrows == want_arrows

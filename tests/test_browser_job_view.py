@@ -1,7 +1,8 @@
 """A merged job as a person reads it in the real Perfetto UI (headless Chromium; issue 34 item 5):
 ``critical-path JOB OUT --job`` then ``open OUT`` shows the ranks in rank order, each process named by
 rank and role, no unnamed track, each rank's lane titled with its rank, pinned and expanded, its
-slices naming the events they stand for, and the view on the analysed step. Why: the UI orders
+slices naming the events they stand for, the view on the analysed step and the last rank's late start
+marked. Why: the UI orders
 processes by slice count and named them all "rank N: python3" with shifted pids."""
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ SELECT COUNT(*) AS n, SUM(a.display_value IN (SELECT name FROM slice WHERE categ
   AS found
 FROM slice s JOIN args a ON a.arg_set_id = s.arg_set_id AND a.key = 'args.event'
 WHERE s.category = 'critical_path' AND s.dur > 0
+"""
+STARTS_SQL = """
+SELECT s.ts, s.category, s.name, p.name AS process FROM slice s JOIN thread_track k ON s.track_id = k.id
+JOIN thread t USING (utid) JOIN process p USING (upid)
+WHERE s.name = 'ProfilerStep#10' OR s.category = 'straggler' ORDER BY s.ts
 """
 WORKSPACE_JS = """() => ({current: window.app.trace.workspace.title,
   groups: window.app.trace.workspace.children.map(n => [n.name, !!n.expanded]),
@@ -50,6 +56,7 @@ def test_job_path_view_reads_in_rank_order_on_the_step(browser, tmp_path: Path) 
         window = ui.page.evaluate(WINDOW_JS)
         step = ui.query(STEP_SQL)[0]
         lane_events = ui.query(LANE_EVENTS_SQL)[0]
+        starts = ui.query(STARTS_SQL)
         names = [t["name"] for t in ui.tracks()]
     assert spaces["current"] == "traceaug job: ranks in order"
     groups = [name for name, _ in spaces["groups"]]
@@ -69,6 +76,16 @@ def test_job_path_view_reads_in_rank_order_on_the_step(browser, tmp_path: Path) 
     assert lane_events["n"] > 0 and lane_events["found"] == lane_events["n"]
     # the view opens on step 10 (every rank's ProfilerStep#10), not on the whole trace
     assert abs(window[0] - step["start"]) <= 1000 and abs(window[1] - step["end"]) <= 1000
+    # the rank starting step 10 last is marked where it starts, with how late (7,513.5 us after rank 1)
+    marks = [r for r in starts if r["category"] == "straggler"]
+    steps = [r for r in starts if r["category"] != "straggler"]
+    assert len(steps) == 8 and len(marks) == 1
+    first, last, mark = steps[0], steps[-1], marks[0]
+    assert mark["process"] == last["process"] and abs(mark["ts"] - last["ts"]) <= 1000
+    late = float(re.search(r"ProfilerStep#10 ([\d.]+) us after rank (\d+)", mark["name"])[1])
+    assert abs(late - (last["ts"] - first["ts"]) / 1000) <= 1
+    assert mark["name"].startswith(f"rank {last['process'].split()[1]} ")
+    assert mark["name"].endswith(f"after rank {first['process'].split()[1]}")
 
 
 def _role(name: str) -> int:

@@ -89,7 +89,7 @@ class Relabel:
         ts = ev.get("ts")
         text = None
         if isinstance(ts, (int, float)):
-            text = us(us_to_ns(ts) + self.base_ns - self.shift_ns).encode()
+            text = us(self.ns(ts)).encode()
             ev["ts"] = orjson.Fragment(text)
         tid = ev.get("tid")
         if tid.__class__ is int and tid < 0:
@@ -104,6 +104,10 @@ class Relabel:
             ev["args"] = {**args, "name": self.name(args.get("name", ""), pid)}
             self.named.add(ev["pid"])
         return text
+
+    def ns(self, ts: int | float) -> int:
+        """A ts of the file (µs, as read with the rebase) in ns on the output's clock."""
+        return us_to_ns(ts) + self.base_ns - self.shift_ns
 
     def seen(self, pid):
         """The new pid of ``pid``, noted for ``unnamed``."""

@@ -60,6 +60,7 @@ class RankRelabel(Relabel):
         super().__init__(rebase, shift_ns, _pid_of(rank), _flow_of(rank), f"rank {rank}")
         self.rank = rank
         self.labels: dict = {}  # pid (as in the file) -> its process_labels
+        self.steps: dict = {}  # ProfilerStep name -> (start ns on the job's clock, new pid, tid)
 
     def learn(self, events: list) -> None:
         """Note the ``process_labels`` of ``events`` (before their processes are named)."""
@@ -78,11 +79,32 @@ class RankRelabel(Relabel):
             ev["s"] = "t"
             ev["pid"] = next((p for p, role in self.labels.items() if role == "CPU"), ev.get("pid"))
         pid = ev.get("pid")
+        ts = ev.get("ts")
         text = super().event(ev)
+        if text is not None and ev.get("ph") == "X" and str(ev.get("name")).startswith("ProfilerStep#"):
+            self.steps.setdefault(ev["name"], (self.ns(ts), ev.get("pid"), ev.get("tid")))
         if ev.get("ph") == "M" and ev.get("name") == "process_sort_index":
             args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
             ev["args"] = {**args, "sort_index": sort_index(self.rank, self.labels.get(_hashable(pid)))}
         return text
+
+
+def late_starts(steps: dict[int, dict]) -> list[bytes]:
+    """Per step most ranks have (``RankRelabel.steps`` per rank), an instant where its last rank to start it
+    started (the one the others wait for at its first collective), saying how late, after which rank."""
+    out = []
+    names = {n for rank in steps.values() for n in rank}
+    for name in sorted(names):
+        starts = sorted((at[0], r, at) for r, rank in steps.items() if (at := rank.get(name)))
+        if len(starts) < 2 or starts[-1][0] == starts[0][0]:
+            continue
+        (first, r0, _), (last, r, (_ts, pid, tid)) = starts[0], starts[-1]
+        late_us = (last - first) / 1000
+        out.append(orjson.dumps({
+            "ph": "i", "s": "t", "cat": "straggler", "pid": pid, "tid": tid, "ts": orjson.Fragment(us(last)),
+            "name": f"rank {r} starts {name} {late_us:.1f} us after rank {r0}",
+            "args": {"step": name, "rank": r, "late_us": late_us, "first_rank": r0}}))
+    return out
 
 
 def ui_order(ranks: list[int]) -> list[str]:
@@ -152,6 +174,7 @@ def write_job(files: list[TraceFile], out: Path, matched: co.Matched,
     added = _by_rank(links + list(extra or ()))
     moves = visible.Edits()  # every part's, indexes in the whole event array
     done = 0  # events written
+    steps: dict[int, dict] = {}  # per rank: its ProfilerSteps' starts
     with tempfile.TemporaryDirectory(prefix="traceaug-merge-") as tmp:
         # Rank by rank (one rank's text and plan in memory at a time): its events spliced, with the
         # added events on its pids, planned on their own (no thread spans two ranks) for what the UI
@@ -165,8 +188,10 @@ def write_job(files: list[TraceFile], out: Path, matched: co.Matched,
                 _write_part(part, _rank_events(trace_input(f.path), chosen, relabel,
                                                added.pop(f.rank, [])))
                 done += _append(part, w, done, moves)
-            if added:  # added events on no rank's pid
-                _write_part(part, (e for rest in added.values() for e in rest))
+                steps[f.rank] = relabel.steps
+            rest = late_starts(steps) + [e for rest in added.values() for e in rest]
+            if rest:  # added events on no rank's pid, and the marks of late step starts
+                _write_part(part, iter(rest))
                 done += _append(part, w, done, moves)
             w.write(_TAIL)
         # Copied like any rewriter's output, the moves already made (the marker says which).

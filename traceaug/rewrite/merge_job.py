@@ -16,7 +16,7 @@ from ..read import chunks, normalize, pass1, source
 from ..read.inputs import trace_input
 from ..read.marker import UI_ORDER, UI_WINDOW
 from ..read.ranks import TraceFile
-from ..read.rebase import Rebase, fix_negative_tids
+from ..read.rebase import Rebase, fix_negative_tids, us_to_ns
 from . import splice, visible
 from .events import us
 from .merge import Relabel, _hashable
@@ -60,7 +60,7 @@ class RankRelabel(Relabel):
         super().__init__(rebase, shift_ns, _pid_of(rank), _flow_of(rank), f"rank {rank}")
         self.rank = rank
         self.labels: dict = {}  # pid (as in the file) -> its process_labels
-        self.steps: dict = {}  # ProfilerStep name -> (start ns on the job's clock, new pid, tid)
+        self.steps: dict = {}  # ProfilerStep name -> (start ns on the job's clock, new pid, tid, end ns)
 
     def learn(self, events: list) -> None:
         """Note the ``process_labels`` of ``events`` (before their processes are named)."""
@@ -82,7 +82,9 @@ class RankRelabel(Relabel):
         ts = ev.get("ts")
         text = super().event(ev)
         if text is not None and ev.get("ph") == "X" and str(ev.get("name")).startswith("ProfilerStep#"):
-            self.steps.setdefault(ev["name"], (self.ns(ts), ev.get("pid"), ev.get("tid")))
+            dur = ev.get("dur") if isinstance(ev.get("dur"), (int, float)) else 0
+            self.steps.setdefault(ev["name"], (self.ns(ts), ev.get("pid"), ev.get("tid"),
+                                               self.ns(ts) + us_to_ns(dur)))
         if ev.get("ph") == "M" and ev.get("name") == "process_sort_index":
             args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
             ev["args"] = {**args, "sort_index": sort_index(self.rank, self.labels.get(_hashable(pid)))}
@@ -98,13 +100,23 @@ def late_starts(steps: dict[int, dict]) -> list[bytes]:
         starts = sorted((at[0], r, at) for r, rank in steps.items() if (at := rank.get(name)))
         if len(starts) < 2 or starts[-1][0] == starts[0][0]:
             continue
-        (first, r0, _), (last, r, (_ts, pid, tid)) = starts[0], starts[-1]
+        (first, r0, _), (last, r, (_ts, pid, tid, _end)) = starts[0], starts[-1]
         late_us = (last - first) / 1000
         out.append(orjson.dumps({
             "ph": "i", "s": "t", "cat": "straggler", "pid": pid, "tid": tid, "ts": orjson.Fragment(us(last)),
             "name": f"rank {r} starts {name} {late_us:.1f} us after rank {r0}",
             "args": {"step": name, "rank": r, "late_us": late_us, "first_rank": r0}}))
     return out
+
+
+def last_step(steps: dict[int, dict]) -> tuple[int, int] | None:
+    """The window (ns) of the last ProfilerStep every rank has, from its first start to its last end."""
+    common = set.intersection(*(set(rank) for rank in steps.values())) if steps else set()
+    numbered = [n for n in common if n[len("ProfilerStep#"):].isdigit()]
+    if not numbered:
+        return None
+    name = max(numbered, key=lambda n: int(n[len("ProfilerStep#"):]))
+    return (min(rank[name][0] for rank in steps.values()), max(rank[name][3] for rank in steps.values()))
 
 
 def ui_order(ranks: list[int]) -> list[str]:
@@ -167,8 +179,8 @@ def _rebase(f: TraceFile, matched: co.Matched) -> Rebase:
 def write_job(files: list[TraceFile], out: Path, matched: co.Matched,
               extra: list[bytes] | None = None, window: tuple[int, int] | None = None) -> tuple[int, int]:
     """Write the merged trace of a job's rank ``files`` to ``out`` on its ``matched`` collectives' clock, with
-    ``extra`` events (merged pids and clock, e.g. the critical path) and ``window`` (ns, that clock) for the
-    UI to show first. Returns (ranks, cross-rank arrows)."""
+    ``extra`` events (merged pids and clock, e.g. the critical path) and ``window`` (ns, that clock; else the
+    last step every rank has) for the UI to show first. Returns (ranks, cross-rank arrows)."""
     offset = matched.offsets()
     links = arrows(matched)
     added = _by_rank(links + list(extra or ()))
@@ -196,6 +208,7 @@ def write_job(files: list[TraceFile], out: Path, matched: co.Matched,
             w.write(_TAIL)
         # Copied like any rewriter's output, the moves already made (the marker says which).
         options = {UI_ORDER: ui_order([f.rank for f in files])}
+        window = window or last_step(steps)
         if window is not None:
             options[UI_WINDOW] = [int(window[0]), int(window[1])]
         copy = splice.Copy(whole, out, splice.entry("merge", options), keep_bytes=False)

@@ -1,5 +1,6 @@
 """``traceaug merge JOB OUT``: a job's ranks in one trace on one clock, pids at ``rank × RANK_PIDS + pid``,
-processes named ``rank N: <name>``, and arrows from each collective's ranks to its straggler (who waited)."""
+processes named by rank and role (``RankRelabel``), arrows from each collective's ranks to its straggler (who
+waited), each step's last rank to start marked; written rank by rank, so memory follows the largest rank."""
 
 from __future__ import annotations
 

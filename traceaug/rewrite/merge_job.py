@@ -301,7 +301,7 @@ def _chunk(text: bytes, events: list, last: bool, relabel: RankRelabel) -> bytes
             relabel.event(ev)
         return orjson.dumps(relabelled)[1:-1]
     if last:  # the events' text, without what follows the array
-        text = _events_text(text, len(events))
+        text = _events_text(text)
     values: dict[str, list] = {"ts": [], "pid": [], "id": []}
     named = []
     for i, ev in enumerate(events):
@@ -321,8 +321,25 @@ def _chunk(text: bytes, events: list, last: bool, relabel: RankRelabel) -> bytes
     if out is not None:
         out = fix_negative_tids(out)
         out = _renamed(out, [events[i] for i in named]) if named else out
-    whole = orjson.dumps(events)
-    return out if out is not None and _parsed(out) == orjson.loads(whole) else whole[1:-1]
+    if out is not None and _same(_parsed(out), events, values["ts"]):
+        return out
+    return orjson.dumps(events)[1:-1]
+
+
+def _same(parsed: list | None, events: list, ts: list) -> bool:
+    """Whether ``parsed`` are the relabelled ``events``: their new ts (``ts``, the texts of those with a ts,
+    None: kept) read as numbers for the comparison (``float`` and orjson both round correctly), then put
+    back as the texts unless they are the same."""
+    if parsed is None:
+        return False
+    timed = [(ev, t) for ev, t in zip((ev for ev in events if "ts" in ev), ts) if t is not None]
+    for ev, t in timed:
+        ev["ts"] = float(t) if b"." in t else int(t)
+    if parsed == events:
+        return True
+    for ev, t in timed:
+        ev["ts"] = orjson.Fragment(t)
+    return False
 
 
 def _parsed(text: bytes) -> list | None:
@@ -365,13 +382,16 @@ def _event_start(text: bytes, lo: int, at: int) -> int:
 _REWRITTEN = re.compile(rb'"name"\s*:\s*"process_(?:name|sort_index)"|"s"\s*:\s*"g"')
 
 
-def _events_text(tail: bytes, count: int) -> bytes:
-    """The text of the ``count`` events that start the last chunk ``tail`` (before the array's ``]``):
-    up to the last ``}`` closing an array before which they parse (the trailer is short)."""
+def _events_text(tail: bytes) -> bytes:
+    """The text of the events that start the last chunk ``tail``: up to the last ``}`` closing an array
+    after which the rest of the object parses (the caller's check confirms it)."""
     for m in reversed(list(_ARRAY_END.finditer(tail))):
-        events = _parsed(tail[: m.start() + 1])
-        if events is not None and len(events) == count:
-            return tail[: m.start() + 1]
+        rest = tail[m.end():]
+        try:
+            if not rest.strip() or isinstance(orjson.loads(b'{"":0' + rest), dict):
+                return tail[: m.start() + 1]
+        except orjson.JSONDecodeError:
+            continue
     return b""  # not found: the caller's check fails, and the events are written again
 
 

@@ -77,12 +77,14 @@ def events(path: Path) -> collections.Counter:
 
 def _kept(e: dict) -> dict:
     """An event as compared: instants' scope and process (global ones go to their rank's CPU process
-    now) and the lanes' args left out."""
+    now) and the lanes' args and titles left out."""
     if e.get("ph") in ("i", "I"):
         e.pop("s", None)
         e.pop("pid", None)
     if e.get("cat") == "critical_path" and e.get("ph") in ("b", "e"):
         e.pop("args", None)
+    if e.get("cat") == "critical_path" and e.get("ph") == "n":  # the lane's title
+        e.pop("name", None)
     return e
 
 

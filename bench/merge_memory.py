@@ -4,14 +4,15 @@ checkouts side by side.
 Why: issue 39 item 19: ``merge`` (and ``critical-path --job``, which writes the same trace) peaked at
 about 24x the job's raw size; merged rank by rank it should need at most 3x the largest rank plus a
 constant, whatever the number of ranks. Each job is the real 8-rank DLRM job copied to N ranks
-(``bench/collectives_vs_hta.py``'s, reused from ``--out-dir``). Each run is a fresh ``python -m
+(``bench/collectives_vs_hta.py``'s, reused from ``--out-dir``; ``--base``: another job or one rank's
+trace, e.g. the 25.8 MB A100 rank, at 8 ranks or more). Each run is a fresh ``python -m
 traceaug merge JOB OUT.json.gz`` with the side's checkout first on PYTHONPATH, old and new
 alternating; the peak RSS of the whole process tree (``bench/paired.py``'s sampler, every 5 ms)
 and the wall time; then the two outputs are compared event by event (the new one splices each
 rank's text, so the bytes differ; the events, parsed, must not, but for what issue 34 item 5 changed on
 purpose: process metadata, global instants' scope, the lanes' args, the late-start marks).
 Run: ``python bench/merge_memory.py [--old /work/main] [--new .] [--ranks 8 32 64] [--repeat N]
-[--commands merge critical-path] [--out-dir DIR] [--json]``.
+[--commands merge critical-path] [--base DIR|FILE] [--out-dir DIR] [--json]``.
 """
 
 from __future__ import annotations
@@ -88,9 +89,11 @@ def _kept(e: dict) -> dict:
     return e
 
 
-def measure(old: Side, new: Side, command: str, ranks: int, repeat: int, out_dir: Path, tmp: Path) -> dict:
-    """Both sides' ``command`` on the ``ranks``-rank job, alternating, ``repeat`` times each."""
-    job = generate(ranks, out_dir, DLRM)
+def measure(old: Side, new: Side, command: str, ranks: int, repeat: int, out_dir: Path, tmp: Path,
+            base: Path = DLRM) -> dict:
+    """Both sides' ``command`` on the ``ranks``-rank job made from ``base``, alternating, ``repeat`` times
+    each."""
+    job = generate(ranks, out_dir, base)
     sizes = [f.stat().st_size for f in job.iterdir()]
     row: dict = {"command": command, "ranks": ranks, "job_mb": sum(sizes) / 1e6,
                  "largest_rank_mb": max(sizes) / 1e6}
@@ -104,8 +107,8 @@ def measure(old: Side, new: Side, command: str, ranks: int, repeat: int, out_dir
     return row
 
 
-def report(rows: list[dict], old: Side, new: Side) -> str:
-    lines = [f"DLRM ranks copied; old = {old.root}, new = {new.root}",
+def report(rows: list[dict], old: Side, new: Side, base: Path) -> str:
+    lines = [f"ranks copied from {base.name}; old = {old.root}, new = {new.root}",
              "peak RSS of the process tree (max over runs), wall time (min over runs)",
              f"{'command':<14} {'ranks':>5} {'job MB':>7} {'largest':>8} {'old MB':>7} {'new MB':>7} "
              f"{'old/job':>8} {'new-largest×3 MB':>16} {'old s':>6} {'new s':>6}  same events"]
@@ -124,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--new", type=Path, default=REPO_ROOT, help="checkout of the new code")
     p.add_argument("--ranks", type=int, nargs="+", default=[8, 32, 64])
     p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--base", type=Path, default=DLRM, help="the job (or one rank's trace) the ranks copy "
+                   "(e.g. the 25.8 MB ../shared/traces/kineto/a100_rank0_of16_6streams.json.gz)")
     p.add_argument("--commands", nargs="+", choices=sorted(COMMANDS), default=["merge", "critical-path"])
     p.add_argument("--out-dir", type=Path, default=Path(tempfile.gettempdir()) / "traceaug-bench")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
@@ -134,8 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="merge-memory-") as tmp:
         for side in (old, new):
             check_import(side, Path(tmp))
-        rows = [measure(old, new, c, n, a.repeat, a.out_dir, Path(tmp)) for c in a.commands for n in a.ranks]
-    print(json.dumps(rows, indent=1) if a.json else report(rows, old, new))
+        rows = [measure(old, new, c, n, a.repeat, a.out_dir, Path(tmp), a.base) for c in a.commands
+                for n in a.ranks]
+    print(json.dumps(rows, indent=1) if a.json else report(rows, old, new, a.base))
     return 0
 
 

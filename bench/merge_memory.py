@@ -5,7 +5,7 @@ Why: issue 39 item 19: ``merge`` (and ``critical-path --job``, which writes the 
 about 24x the job's raw size; merged rank by rank it should need at most 3x the largest rank plus a
 constant, whatever the number of ranks. Each job is the real 8-rank DLRM job copied to N ranks
 (``bench/collectives_vs_hta.py``'s, reused from ``--out-dir``; ``--base``: another job or one rank's
-trace, e.g. the 25.8 MB A100 rank, at 8 ranks or more). Each run is a fresh ``python -m
+trace, e.g. the 9.8 MB A100 NCCL rank, at 8 ranks or more). Each run is a fresh ``python -m
 traceaug merge JOB OUT.json.gz`` with the side's checkout first on PYTHONPATH, old and new
 alternating; the peak RSS of the whole process tree (``bench/paired.py``'s sampler, every 5 ms)
 and the wall time; then the two outputs are compared event by event (the new one splices each
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ranks", type=int, nargs="+", default=[8, 32, 64])
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--base", type=Path, default=DLRM, help="the job (or one rank's trace) the ranks copy "
-                   "(e.g. the 25.8 MB ../shared/traces/kineto/a100_rank0_of16_6streams.json.gz)")
+                   "(e.g. the 9.8 MB ../shared/traces/kineto/a100_nccl_rank0_of2.json.gz)")
     p.add_argument("--commands", nargs="+", choices=sorted(COMMANDS), default=["merge", "critical-path"])
     p.add_argument("--out-dir", type=Path, default=Path(tempfile.gettempdir()) / "traceaug-bench")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")

@@ -1,6 +1,7 @@
 """``traceaug merge JOB OUT`` opened in the real Perfetto UI (headless Chromium): every rank's
-kernels present under its ``rank N: ...`` processes, no data-loss stat, and the cross-rank
-arrows bound kernel to kernel as in traceaug's own engine."""
+kernels present under its ``rank N GPU d`` process, no data-loss stat, the cross-rank
+arrows bound kernel to kernel as in traceaug's own engine, the ranks in rank order (the UI's own order
+is by slice count), no unnamed track, and the view on the last step every rank has."""
 
 from __future__ import annotations
 
@@ -29,6 +30,13 @@ JOIN thread tb ON kb.utid = tb.utid JOIN process pb ON tb.upid = pb.upid
 WHERE a.name GLOB 'nccl*' AND b.name GLOB 'nccl*'
 ORDER BY 1, 2, 3, 4
 """
+STEP_SQL = "SELECT MIN(ts) AS start, MAX(ts + dur) AS end FROM slice WHERE name = 'ProfilerStep#10'"
+VIEW_JS = """() => { const w = window.app.trace.timeline.visibleWindow.toTimeSpan();
+  return {current: window.app.trace.workspace.title,
+          groups: window.app.trace.workspace.children.map(n => n.name),
+          all: window.app.trace.workspaces.all.map(w => w.children.map(n => n.name)).flat()
+               .concat(window.app.trace.workspace.flatTracks.map(t => t.name)),
+          window: [Number(w.start), Number(w.end)]}; }"""
 LOSS_SQL = """
 SELECT name, SUM(value) AS value FROM stats
 WHERE value > 0 AND severity IN ('error', 'data_loss') GROUP BY name
@@ -55,7 +63,17 @@ def test_merged_job_in_the_ui(browser, tmp_path: Path, how: str) -> None:
         kernels = ui.query(KERNELS_SQL)
         arrows = ui.query(ARROWS_SQL)
         loss = ui.query(LOSS_SQL)
+        ui.wait_idle()
+        view = ui.page.evaluate(VIEW_JS)
+        step = ui.query(STEP_SQL)[0]
     assert loss == []
-    assert [r["process"] for r in kernels] == [f"rank {r}: python3" for r in range(8)]
+    assert [r["process"] for r in kernels] == [f"rank {r} GPU {r}" for r in range(8)]
     assert [int(r["n"]) for r in kernels] == [int(r["n"]) for r in want_kernels]
     assert arrows == want_arrows
+    # the ranks in rank order (CPU, then GPU), named by role; no unnamed track; on step 10
+    assert view["current"] == "traceaug job: ranks in order"
+    words = [n.split() for n in view["groups"]]  # "rank 3 CPU 12642726", "rank 3: Spans 40943"
+    ranked = [(int(w[1].rstrip(":")), "~" if w[1].endswith(":") else w[2]) for w in words]
+    assert ranked == sorted(ranked) and [r for r, role in ranked if role == "CPU"] == list(range(8))
+    assert not any(n.startswith("Unnamed") or not n.strip() for n in view["all"])
+    assert abs(view["window"][0] - step["start"]) <= 1000 and abs(view["window"][1] - step["end"]) <= 1000

@@ -430,7 +430,7 @@ def test_merge_aligns_the_clocks_and_joins_each_collective(tmp_path: Path) -> No
              if e.get("ph") == "M" and e.get("name") == "process_name"}
     by_rank: dict[int, list] = {}
     for k in (e for e in merged if is_nccl(e)):
-        by_rank.setdefault(int(names[k["pid"]].split(":")[0][5:]), []).append(k)
+        by_rank.setdefault(int(names[k["pid"]].split()[1].rstrip(":")), []).append(k)
     assert sorted(by_rank) == list(range(8))
     for r, ks in by_rank.items():
         ks.sort(key=lambda e: e["ts"])
@@ -440,13 +440,13 @@ def test_merge_aligns_the_clocks_and_joins_each_collective(tmp_path: Path) -> No
             assert ns(k["ts"]) == ts * 1000 + (300_000 if r == 6 else 0) - round(
                 want[("all", 0)]["offset_us"][r] * 1000)
     # an arrow from every other rank's kernel to the straggler's, per collective
-    starts = {(int(names[k["pid"]].split(":")[0][5:]), ns(k["ts"])): p
+    starts = {(int(names[k["pid"]].split()[1].rstrip(":")), ns(k["ts"])): p
               for r, ks in by_rank.items() for p, k in enumerate(ks)}
     flows: dict = {}
     for e in merged:
         if e.get("cat") == "collective":
-            flows.setdefault(e["id"], {})[e["ph"]] = starts[(
-                int(names[e["pid"]].split(":")[0][5:]), ns(e["ts"]))], int(names[e["pid"]][5])
+            r = int(names[e["pid"]].split()[1].rstrip(":"))
+            flows.setdefault(e["id"], {})[e["ph"]] = starts[(r, ns(e["ts"]))], r
     assert len(flows) == 56
     for ends in flows.values():
         (p_out, r_out), (p_in, r_in) = ends["s"], ends["f"]

@@ -212,8 +212,8 @@ def test_cli_job_writes_the_merged_trace_with_the_path(tmp_path: Path) -> None:
     events = json.loads(out.read_text())["traceEvents"]
     names = {e["pid"]: e["args"]["name"] for e in events
              if e.get("ph") == "M" and e.get("name") == "process_name"}
-    lane_pids = {p for p, n in names.items() if n.endswith(": Critical path")}
-    assert names and {names[p] for p in lane_pids} >= {"rank 3: Critical path"}
+    lane_pids = {p for p, n in names.items() if n.endswith(" Critical path")}
+    assert names and {names[p] for p in lane_pids} >= {"rank 3 Critical path"}
     lane = [e for e in events if e.get("ph") == "b" and e["pid"] in lane_pids]
     assert any(e["name"].endswith("DataLoaderIter.__next__") and e["pid"] == 3 * (1 << 22)
                + (1 << 22) - 1 for e in lane)

@@ -34,8 +34,9 @@ def job_paths(call: Call) -> list:
     done = run(Work("job_path", parts.job_path, {"scales": scales}), items_of(files), call.job)
     found, paths = jp.paths(jp.keyed(done), call["step"], call["hta_weights"])
     if dst is not None:
+        window = (min(p.window.start for p in paths), max(p.window.end for p in paths)) if paths else None
         with local_files(files) as local:
-            write_job(local, Path(dst), found, drawn.events(paths))
+            write_job(local, Path(dst), found, drawn.events(paths), window)
     return paths
 
 

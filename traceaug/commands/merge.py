@@ -33,8 +33,9 @@ def _show(written: tuple[int, int], call: Call) -> None:
 
 
 COMMAND = Command(
-    "merge", "Write OUT: every rank of JOB in one Perfetto trace (processes \"rank N: ...\", "
-    "clocks aligned, flow arrows from each collective's last arrival to the ranks that waited).",
+    "merge", "Write OUT: every rank of JOB in one Perfetto trace (processes \"rank N CPU\", "
+    "\"rank N GPU d\" in rank order, clocks aligned, flow arrows from each waiting rank's kernel of a "
+    "collective to the last arrival's, the straggler's).",
     (argument("src", metavar="JOB", type=paths.Input()), argument("dst", metavar="OUT",
                                                                  type=paths.Output()),
      option("--no-align", "align", is_flag=True, flag_value=False, default=True,

@@ -13,7 +13,8 @@ import orjson
 from ..errors import TraceaugError
 from . import chunks, source
 
-UI_ORDER = "ui_order"  # the diff marker's option for ``view.server``: A's groups, then B's
+UI_ORDER = "ui_order"  # the diff marker's option for ``view.server``: A's groups, then B's (merge: ranks)
+UI_WINDOW = "ui_window_ns"  # a merge marker's option for ``view.server``: [start, end] shown first
 
 MARK_KEY = b'"traceaug"'
 

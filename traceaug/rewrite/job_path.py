@@ -1,5 +1,6 @@
 """The job's critical path on the merged job trace (``merge_job``'s clock and pids): a lane per rank
-(``rank N: Critical path``, a slice per segment) and arrows along its jumps, across ranks at collectives."""
+(``rank N Critical path``, a slice per segment naming its event) and arrows along its jumps, across
+ranks at collectives."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from ..analysis.steps import shorten
 from ..read.rebase import unsigned_tid
 from .critical_path import ARROW_KINDS, CATEGORY, LANE_ID, LANE_NAME
 from .events import async_slice_events, flow_events, process_name_events
-from .merge_job import ARROWS, RANK_PIDS
+from .merge_job import ARROWS, RANK_PIDS, sort_index
 
 LANE_PID = RANK_PIDS - 1  # within each rank's pids: the lane's process
 PATH_FLOWS = ARROWS + (1 << 39)  # flow ids of the path's arrows, above the collectives' ones
@@ -32,12 +33,17 @@ def events(paths: list[jp.JobPath]) -> list[bytes]:
         dur = np.concatenate([x["weight_ns"].to_numpy(np.int64) for x in rows])
         name = np.concatenate([x["event"].to_numpy(object) for x in rows])
         cat = np.concatenate([x["category"].to_numpy(object) for x in rows])
+        kind = np.concatenate([x["kind"].to_numpy(object) for x in rows])
         short = {n: shorten(n) if isinstance(n, str) else str(n) for n in set(name.tolist())}
-        args = {c: orjson.dumps({"category": c}) for c in set(cat.tolist())}
+        # each slice names the event it stands for (in full: the title is shortened) and its kind
+        args = {k: orjson.dumps({"category": k[0], "kind": k[1], "event": k[2], "rank": r})
+                for k in set(zip(cat.tolist(), kind.tolist(), name.tolist()))}
         pid = r * RANK_PIDS + LANE_PID
-        out += process_name_events([pid], f"rank {r}: {LANE_NAME}", sort_index=-len(lanes) + r)
-        out += async_slice_events(pid, pid, ts, dur, [short[n] for n in name.tolist()], CATEGORY,
-                                  LANE_ID, [args[c] for c in cat.tolist()], track_name=LANE_NAME)
+        title = f"rank {r} {LANE_NAME}"
+        out += process_name_events([pid], title, sort_index=sort_index(r, "path"))
+        out += async_slice_events(pid, pid, ts, dur, [short[n] for n in name.tolist()], CATEGORY, LANE_ID,
+                                  [args[k] for k in zip(cat.tolist(), kind.tolist(), name.tolist())],
+                                  track_name=title)
     return out + arrows(paths)
 
 

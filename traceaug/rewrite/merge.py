@@ -74,15 +74,71 @@ def b_events(side: Side, shift_ns: int) -> list[bytes]:
                       plan=side.trace.plan)
 
 
+class Relabel:
+    """One file's events relabelled in place: ts ``shift_ns`` earlier (from ``rebase``'s text), tids unsigned,
+    pids ``pid_of(pid)``, flow ids ``flow_id_of(id)``, processes ``<label>: <name>``."""
+
+    def __init__(self, rebase: Rebase, shift_ns: int, pid_of, flow_id_of, label: str) -> None:
+        self.base_ns, self.shift_ns = rebase.base_ns, shift_ns
+        self.pid_of, self.flow_id_of, self.label = pid_of, flow_id_of, label
+        self.named: set = set()  # new pids given a name
+        self.pids: dict = {}  # in order of appearance (a set's order of strings varies by run)
+
+    def event(self, ev: dict) -> bytes | None:
+        """Relabel ``ev`` (``seen`` its pid); the text of its new ts (None: not a number, kept)."""
+        ts = ev.get("ts")
+        text = None
+        if isinstance(ts, (int, float)):
+            text = us(self.ns(ts)).encode()
+            ev["ts"] = orjson.Fragment(text)
+        tid = ev.get("tid")
+        if tid.__class__ is int and tid < 0:
+            ev["tid"] = unsigned_tid(tid)
+        pid = ev.get("pid")
+        if "pid" in ev:
+            ev["pid"] = self.seen(pid)
+        if ev.get("ph") in pass1.FLOW_PHASES and "id" in ev:
+            ev["id"] = self.flow_id_of(ev["id"])
+        if ev.get("ph") == "M" and ev.get("name") == "process_name":
+            args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+            ev["args"] = {**args, "name": self.name(args.get("name", ""), pid)}
+            self.named.add(ev["pid"])
+        return text
+
+    def ns(self, ts: int | float) -> int:
+        """A ts of the file (µs, as read with the rebase) in ns on the output's clock."""
+        return us_to_ns(ts) + self.base_ns - self.shift_ns
+
+    def seen(self, pid):
+        """The new pid of ``pid``, noted for ``unnamed``."""
+        self.pids.setdefault(_hashable(pid), pid)
+        return self.pid_of(pid)
+
+    def name(self, name, pid) -> str:
+        """The name of process ``pid`` (as in the file), which the file names ``name``."""
+        return f"{self.label}: {name}".rstrip()
+
+    def metadata(self, sort_index=None) -> list[bytes]:
+        """Per process: a ``process_name`` event if the file gave it none, and with ``sort_index``
+        a ``process_sort_index`` event of ``sort_index(key, pid, order)``."""
+        out = []
+        for order, (key, pid) in enumerate(self.pids.items()):
+            if self.pid_of(pid) not in self.named:
+                out.append(orjson.dumps({"ph": "M", "name": "process_name", "pid": self.pid_of(pid),
+                                         "args": {"name": f"{self.label}: {pid}"}}))
+            if sort_index is not None:
+                out.append(orjson.dumps({"ph": "M", "name": "process_sort_index", "pid": self.pid_of(pid),
+                                         "args": {"sort_index": sort_index(key, pid, order)}}))
+        return out
+
+
 def relabelled(file: Path, chosen: Rebase, shift_ns: int, pid_of, flow_id_of, label: str,
                plan=None) -> list[bytes]:
-    """``file``'s events: pids ``pid_of(pid)``, flow ids ``flow_id_of(id)``, processes ``<label>: <name>``,
-    tids unsigned, ts ``shift_ns`` earlier; with ``plan``, UI-visible and sorted after the other side's."""
+    """``file``'s events ``Relabel``-ed; with ``plan``, UI-visible and sorted after the other side's."""
     rebase = Rebase(chosen.prefix, chosen.sep, chosen.numeric, fixed=True)
     moves = (ui_import.moves(plan.ui, plan.base_ns - shift_ns, plan.thread_names)
              if plan is not None else None)
-    named: set = set()
-    pids: dict = {}  # in order of appearance (a set's order of strings varies by run)
+    relabel = Relabel(rebase, shift_ns, pid_of, flow_id_of, label)
     sort_index: dict = {}  # the file's own process_sort_index per pid
     out: list[bytes] = []
     index = -1  # the event's position in the file's event array (ui_import's index)
@@ -93,39 +149,20 @@ def relabelled(file: Path, chosen: Rebase, shift_ns: int, pid_of, flow_id_of, la
             index += 1
             if not isinstance(ev, dict):
                 continue
-            ts = ev.get("ts")
-            if isinstance(ts, (int, float)):
-                ev["ts"] = orjson.Fragment(us(us_to_ns(ts) + rebase.base_ns - shift_ns))
-            tid = ev.get("tid")
-            if tid.__class__ is int and tid < 0:
-                ev["tid"] = unsigned_tid(tid)
             if moves is not None and index in moves.slices:
                 _move(ev, moves.slices[index], True)
             elif moves is not None and index in moves.flows:
                 _move(ev, moves.flows[index], False)
-            pid = ev.get("pid")
-            if "pid" in ev:
-                pids.setdefault(_hashable(pid), pid)
-                ev["pid"] = pid_of(pid)
-            if ev.get("ph") in pass1.FLOW_PHASES and "id" in ev:
-                ev["id"] = flow_id_of(ev["id"])
             if plan is not None and ev.get("ph") == "M" and ev.get("name") == "process_sort_index":
                 args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
-                sort_index[_hashable(pid)] = args.get("sort_index")
+                if "pid" in ev:
+                    relabel.seen(ev["pid"])
+                sort_index[_hashable(ev.get("pid"))] = args.get("sort_index")
                 continue  # written below, after the other side's
-            if ev.get("ph") == "M" and ev.get("name") == "process_name":
-                args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
-                ev["args"] = {**args, "name": f"{label}: {args.get('name', '')}".rstrip()}
-                named.add(ev["pid"])
+            relabel.event(ev)
             out.append(orjson.dumps(ev))
-    for order, (key, pid) in enumerate(pids.items()):
-        if pid_of(pid) not in named:
-            out.append(orjson.dumps({"ph": "M", "name": "process_name", "pid": pid_of(pid),
-                                     "args": {"name": f"{label}: {pid}"}}))
-        if plan is not None:
-            out.append(orjson.dumps({"ph": "M", "name": "process_sort_index", "pid": pid_of(pid),
-                                     "args": {"sort_index": _sort_index(sort_index.get(key), pid,
-                                                                        order)}}))
+    out += relabel.metadata(None if plan is None else
+                            lambda key, pid, order: _sort_index(sort_index.get(key), pid, order))
     for (pid, _tid, _lane), name in (moves.lane_threads.items() if moves is not None else ()):
         out.append(orjson.dumps({"ph": "M", "name": "thread_name", "pid": pid_of(pid), "tid": name,
                                  "args": {"name": name}}))

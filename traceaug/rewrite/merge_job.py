@@ -1,22 +1,27 @@
 """``traceaug merge JOB OUT``: a job's ranks in one trace on one clock, pids at ``rank × RANK_PIDS + pid``,
-processes named ``rank N: <name>``, and arrows from each collective's ranks to its straggler (who waited)."""
+processes named by rank and role (``RankRelabel``), arrows from each collective's ranks to its straggler (who
+waited), each step's last rank to start marked; written rank by rank, so memory follows the largest rank."""
 
 from __future__ import annotations
 
+import re
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pandas as pd
 
 from ..analysis import collectives as co
-from ..read import normalize
+from ..read import chunks, normalize, source
 from ..read.inputs import trace_input
+from ..read.marker import UI_ORDER, UI_WINDOW
 from ..read.ranks import TraceFile
-from ..read.rebase import Rebase
-from . import splice
+from ..read.rebase import Rebase, us_to_ns
+from . import splice, visible
 from .events import us
-from .merge import relabelled
+from .merge import Relabel, _hashable
+from .relabel_text import spliced
 
 RANK_PIDS = 1 << 22  # above Linux's largest pid: every rank's pids stay apart
 RANK_FLOWS = 1 << 40
@@ -45,6 +50,96 @@ def _flow_of(rank: int):
                 return f"rank {rank}:{v}"
         return v
     return flow
+
+
+class RankRelabel(Relabel):
+    """A rank's events on the job's clock and pids (``Relabel``), its processes named by rank and role
+    (``rank 3 CPU``, ``rank 3 GPU 0``: Kineto's ``process_labels``) and sorted by rank then role, its
+    global instants (a track of no process, "Unnamed SliceTrack" in the UI) put on their thread of its
+    CPU process (a process-scoped one would be a track named as its process)."""
+
+    def __init__(self, rank: int, rebase: Rebase, shift_ns: int) -> None:
+        super().__init__(rebase, shift_ns, _pid_of(rank), _flow_of(rank), f"rank {rank}")
+        self.rank = rank
+        self.labels: dict = {}  # pid (as in the file) -> its process_labels
+        self.steps: dict = {}  # ProfilerStep name -> (start ns on the job's clock, new pid, tid, end ns)
+
+    def learn(self, events: list) -> None:
+        """Note the ``process_labels`` of ``events`` (before their processes are named)."""
+        for ev in events:
+            if ev.get("ph") == "M" and ev.get("name") == "process_labels" and "pid" in ev:
+                args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+                if isinstance(args.get("labels"), str):
+                    self.labels[_hashable(ev["pid"])] = args["labels"]
+
+    def name(self, name, pid) -> str:
+        role = self.labels.get(_hashable(pid))
+        return f"{self.label} {role}" if role else super().name(name, pid)
+
+    def event(self, ev: dict) -> bytes | None:
+        if ev.get("ph") in ("i", "I") and ev.get("s") == "g":  # on its thread of the rank's CPU process
+            ev["s"] = "t"
+            ev["pid"] = next((p for p, role in self.labels.items() if role == "CPU"), ev.get("pid"))
+        pid = ev.get("pid")
+        ts = ev.get("ts")
+        text = super().event(ev)
+        if text is not None and ev.get("ph") == "X" and str(ev.get("name")).startswith("ProfilerStep#"):
+            dur = ev.get("dur") if isinstance(ev.get("dur"), (int, float)) else 0
+            self.steps.setdefault(ev["name"], (self.ns(ts), ev.get("pid"), ev.get("tid"),
+                                               self.ns(ts) + us_to_ns(dur)))
+        if ev.get("ph") == "M" and ev.get("name") == "process_sort_index":
+            args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+            ev["args"] = {**args, "sort_index": sort_index(self.rank, self.labels.get(_hashable(pid)))}
+        return text
+
+
+def late_starts(steps: dict[int, dict]) -> list[bytes]:
+    """Per step two ranks or more have (``RankRelabel.steps`` per rank), an instant where the last rank to
+    start it started (the others wait for it at their first collective), saying how late, after which rank."""
+    out = []
+    names = {n for rank in steps.values() for n in rank}
+    for name in sorted(names):
+        starts = sorted((at[0], r, at) for r, rank in steps.items() if (at := rank.get(name)))
+        if len(starts) < 2 or starts[-1][0] == starts[0][0]:
+            continue
+        (first, r0, _), (last, r, (_ts, pid, tid, _end)) = starts[0], starts[-1]
+        late_us = (last - first) / 1000
+        out.append(orjson.dumps({
+            "ph": "i", "s": "t", "cat": "straggler", "pid": pid, "tid": tid, "ts": orjson.Fragment(us(last)),
+            "name": f"rank {r} starts {name} {late_us:.1f} us after rank {r0}",
+            "args": {"step": name, "rank": r, "late_us": late_us, "first_rank": r0}}))
+    return out
+
+
+def last_step(steps: dict[int, dict]) -> tuple[int, int] | None:
+    """The window (ns) of the last ProfilerStep every rank has, from its first start to its last end."""
+    common = set.intersection(*(set(rank) for rank in steps.values())) if steps else set()
+    numbered = [n for n in common if n[len("ProfilerStep#"):].isdigit()]
+    if not numbered:
+        return None
+    name = max(numbered, key=lambda n: int(n[len("ProfilerStep#"):]))
+    return (min(rank[name][0] for rank in steps.values()), max(rank[name][3] for rank in steps.values()))
+
+
+def ui_order(ranks: list[int]) -> list[str]:
+    """Regexes of the UI's process groups (``<name> <pid>``) in rank and role order (``sort_index``'s:
+    the v52 UI orders processes by slice count, so ``open`` copies them to a workspace in this order)."""
+    return [rx for r in sorted(ranks) for rx in (rf"^rank {r} Critical path \d+$", rf"^rank {r} CPU \d+$",
+                                                 rf"^rank {r} GPU \d+ \d+$", rf"^rank {r}: ")]
+
+
+def sort_index(rank: int, role: str | None) -> int:
+    """A process's ``process_sort_index``: ranks in order; in each, the critical path's lane (``role``
+    "path"), CPU, GPU 0, 1, ..., then the rest."""
+    if role == "path":
+        return rank * RANK_SORT
+    if role == "CPU":
+        return rank * RANK_SORT + 1
+    gpu = re.fullmatch(r"GPU (\d+)", role or "")
+    return rank * RANK_SORT + (2 + min(int(gpu[1]), RANK_SORT - 4) if gpu else RANK_SORT - 1)
+
+
+RANK_SORT = 1 << 16  # process_sort_index values per rank
 
 
 def arrows(matched: co.Matched) -> list[bytes]:
@@ -84,27 +179,98 @@ def _rebase(f: TraceFile, matched: co.Matched) -> Rebase:
 
 
 def write_job(files: list[TraceFile], out: Path, matched: co.Matched,
-              extra: list[bytes] | None = None) -> tuple[int, int]:
+              extra: list[bytes] | None = None, window: tuple[int, int] | None = None) -> tuple[int, int]:
     """Write the merged trace of a job's rank ``files`` to ``out`` on its ``matched`` collectives' clock, with
-    ``extra`` events (merged pids and clock, e.g. the critical path). Returns (ranks, cross-rank arrows)."""
+    ``extra`` events (merged pids and clock, e.g. the critical path) and ``window`` (ns, that clock; else the
+    last step every rank has) for the UI to show first. Returns (ranks, cross-rank arrows)."""
     offset = matched.offsets()
-    events: list[bytes] = []
-    for f in files:  # every rank relabelled: the UI keeps a process's first name
-        events += relabelled(trace_input(f.path), _rebase(f, matched), int(offset.get(f.rank, 0)),
-                             _pid_of(f.rank), _flow_of(f.rank), f"rank {f.rank}")
     links = arrows(matched)
-    added = list(extra or ())
+    added = _by_rank(links + list(extra or ()))
+    moves = visible.Edits()  # every part's, indexes in the whole event array
+    done = 0  # events written
+    steps: dict[int, dict] = {}  # per rank: its ProfilerSteps' starts
     with tempfile.TemporaryDirectory(prefix="traceaug-merge-") as tmp:
-        # One plain trace, then copied like any rewriter's output: what the UI would drop (ns rounding
-        # of moved clocks nests slices differently) goes to overlap lanes (``rewrite.visible``).
-        whole = Path(tmp) / "job.json"
-        with open(whole, "wb") as f:
-            f.write(b'{"schemaVersion": 1, "traceEvents": [\n')
-            for i, ev in enumerate(events + links + added):
-                f.write(b",\n" + ev if i else ev)
-            f.write(b"\n]}\n")
-        plan = normalize.plan(whole, kind="full")
-        copy = splice.Copy(whole, out, "merge", keep_bytes=False)
-        copy.prepare(plan)
-        copy.finish(plan.layout, [])
+        # Rank by rank (one rank's text and plan in memory at a time): its events spliced, with the
+        # added events on its pids, planned on their own (no thread spans two ranks) for what the UI
+        # would drop (ns rounding of moved clocks nests slices differently), moved as rewriters move them.
+        whole, part = Path(tmp) / "job.json", Path(tmp) / "part.json"
+        with open(whole, "wb") as w:
+            w.write(_HEAD)
+            for f in files:
+                chosen = _rebase(f, matched)
+                relabel = RankRelabel(f.rank, chosen, int(offset.get(f.rank, 0)))
+                _write_part(part, _rank_events(trace_input(f.path), chosen, relabel,
+                                               added.pop(f.rank, [])))
+                done += _append(part, w, done, moves)
+                steps[f.rank] = relabel.steps
+            rest = late_starts(steps) + [e for rest in added.values() for e in rest]
+            if rest:  # added events on no rank's pid, and the marks of late step starts
+                _write_part(part, iter(rest))
+                done += _append(part, w, done, moves)
+            w.write(_TAIL)
+        # Copied like any rewriter's output, the moves already made (the marker says which).
+        options = {UI_ORDER: ui_order([f.rank for f in files])}
+        window = window or last_step(steps)
+        if window is not None:
+            options[UI_WINDOW] = [int(window[0]), int(window[1])]
+        copy = splice.Copy(whole, out, splice.entry("merge", options), keep_bytes=False)
+        copy.edits = moves
+        layout = chunks.split_header(source.iter_blocks(whole))[0]
+        layout.has_events = done > 0
+        copy.finish(layout, [])
     return len(files), len(links) // 2
+
+
+_HEAD = b'{"schemaVersion": 1, "traceEvents": [\n'
+_TAIL = b"\n]}\n"
+
+
+def _by_rank(events: list[bytes]) -> dict:
+    """Added events by the rank of their pid (None: no rank's), in their order."""
+    out: dict = {}
+    for e in events:
+        pid = orjson.loads(e).get("pid")
+        rank = pid // RANK_PIDS if isinstance(pid, int) and pid >= 0 else None
+        out.setdefault(rank, []).append(e)
+    return out
+
+
+def _rank_events(file: Path, chosen: Rebase, relabel: Relabel, added: list[bytes]) -> Iterator[bytes]:
+    """A rank's events spliced, the names its processes lacked, then the ``added`` events on its pids."""
+    yield from spliced(file, chosen, relabel)
+    yield from relabel.metadata()
+    yield from added
+
+
+def _write_part(path: Path, pieces: Iterator[bytes]) -> None:
+    """A plain trace of the events in ``pieces`` (texts of events separated by commas)."""
+    with open(path, "wb") as f:
+        f.write(_HEAD)
+        first = True
+        for piece in pieces:
+            if piece:
+                f.write(piece if first else b",\n" + piece)
+                first = False
+        f.write(_TAIL)
+
+
+def _append(part: Path, w, done: int, moves: visible.Edits) -> int:
+    """Append ``part``'s events, moved where the UI would drop them, to ``w`` (holding ``done`` events);
+    the moves noted in ``moves``. Returns how many events were appended."""
+    plan = normalize.plan(part, kind="full")
+    if not plan.ui.events:
+        return 0
+    e = visible.edits(plan)
+    if done:
+        w.write(b",\n")
+    _layout, _head, rest = chunks.split_header(source.iter_blocks(part))
+    for text in splice._edited(rest, plan.layout.events_start, e):
+        w.write(text)
+    w.seek(w.tell() - len(_TAIL))  # the part's own end
+    w.truncate()
+    moves.metadata += e.metadata
+    moves.slices += e.slices
+    moves.flows += e.flows
+    moves.moved += [[i + done, lane] for i, lane in e.moved]
+    moves.negative_tid_threads += e.negative_tid_threads
+    return plan.ui.events

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..engine.wasm_module import web_dist_dir
 from ..errors import TraceaugError
+from ..read.marker import UI_ORDER, UI_WINDOW
 
 HOST = "127.0.0.1"
 TRACE_ROUTE = "/trace/"
@@ -29,39 +30,40 @@ STARTUP_COMMANDS = json.dumps([
     {"id": "dev.perfetto.PinTracksByRegex", "args": [r"^Bandwidth \(GB/s\) (?!DtoD$)"]},
     {"id": "dev.perfetto.PinTracksByRegex", "args": [r"^Queue length stream "]},
     {"id": "dev.perfetto.PinTracksByRegex", "args": [r"^Bandwidth \(GB/s\) DtoD$"]},
-    {"id": "dev.perfetto.PinTracksByRegex", "args": [r"^Critical path$"]},
-    {"id": "dev.perfetto.ExpandTracksByRegex", "args": [r"^Critical path \d+$"]},
+    {"id": "dev.perfetto.PinTracksByRegex", "args": [r"^(?:rank \d+ )?Critical path$"]},
+    {"id": "dev.perfetto.ExpandTracksByRegex", "args": [r"^(?:rank \d+ )?Critical path \d+$"]},
 ], separators=(",", ":"))
 
 
-DIFF_WORKSPACE = "traceaug diff: A above B"
+WORKSPACES = {"diff": "traceaug diff: A above B", "merge": "traceaug job: ranks in order"}
 
 
 def startup_commands(trace: Path) -> str:
-    """``STARTUP_COMMANDS``, and for a ``diff --trace`` output a workspace holding A's process
-    groups above B's (the regexes its marker carries: the UI orders processes by slice count)."""
+    """``STARTUP_COMMANDS``, and for a ``diff --trace`` or ``merge`` output a workspace holding its process
+    groups in order (the regexes its marker carries: the UI orders processes by slice count)."""
     commands = json.loads(STARTUP_COMMANDS)
-    order = _diff_order(trace)
-    if order:
-        commands += [{"id": "dev.perfetto.CopyTracksToWorkspaceByRegex", "args": [rx, DIFF_WORKSPACE]}
+    name, order = _marker_option(trace, UI_ORDER)
+    if order and all(isinstance(rx, str) for rx in order):
+        commands += [{"id": "dev.perfetto.CopyTracksToWorkspaceByRegex", "args": [rx, WORKSPACES[name]]}
                      for rx in order]
-        commands.append({"id": "dev.perfetto.SwitchWorkspace", "args": [DIFF_WORKSPACE]})
+        commands.append({"id": "dev.perfetto.SwitchWorkspace", "args": [WORKSPACES[name]]})
+        commands += json.loads(STARTUP_COMMANDS)  # pins and expansions are the workspace's
     return json.dumps(commands, separators=(",", ":"))
 
 
-def _diff_order(trace: Path) -> list[str] | None:
-    """The ``ui_order`` regexes of a ``diff --trace`` output's marker, else None."""
-    from ..read.marker import UI_ORDER, read_prior
+def _marker_option(trace: Path, key: str) -> tuple[str | None, list | None]:
+    """(rewriter, value) of option ``key`` of the marker's ``diff`` or ``merge`` entry (a list), else None."""
+    from ..read.marker import read_prior
 
     try:
         entries = read_prior(trace).entries
     except (TraceaugError, OSError, ValueError, EOFError, zlib.error):  # not ours to judge here
-        return None
+        return None, None
     for e in entries:
-        order = e.get("options", {}).get(UI_ORDER) if e.get("name") == "diff" else None
-        if isinstance(order, list) and order and all(isinstance(rx, str) for rx in order):
-            return order
-    return None
+        value = e.get("options", {}).get(key) if e.get("name") in WORKSPACES else None
+        if isinstance(value, list) and value:
+            return e["name"], value
+    return None, None
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -140,6 +142,9 @@ class PerfettoServer(http.server.ThreadingHTTPServer):
         self.trace = trace.resolve()
         self.trace_name = urllib.parse.quote(name or trace.name)  # the name in the URL
         self.commands = startup_commands(self.trace)
+        window = _marker_option(self.trace, UI_WINDOW)[1]  # ns the UI shows first (``visStart``)
+        self.window = window if window and len(window) == 2 and all(
+            isinstance(t, int) for t in window) and window[0] < window[1] else None
         try:
             super().__init__((HOST, port), _Handler)
         except OSError as e:
@@ -170,8 +175,9 @@ class PerfettoServer(http.server.ThreadingHTTPServer):
     def url(self) -> str:
         """The address that opens the UI with the trace loaded, in one navigation, and the
         counter tracks traceaug adds pinned (``startup_commands``)."""
+        window = f"&visStart={self.window[0]}&visEnd={self.window[1]}" if self.window else ""
         return (f"{self.base}/#!/?url={urllib.parse.quote(self.trace_url, safe='')}"
-                f"&startupCommands={urllib.parse.quote(self.commands, safe='')}")
+                f"&startupCommands={urllib.parse.quote(self.commands, safe='')}{window}")
 
     def resolve(self, path: str) -> Path | None:
         """The file for a request path, or None when it is not ours to serve."""

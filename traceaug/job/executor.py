@@ -220,12 +220,14 @@ class DaskExecutor(Executor):
             done = [f for f in futures if f.done()]
             if any(f.cancelled() for f in done):
                 raise self._failed(f"lost the Dask scheduler at {self.address}")
-            if done or (end is not None and time.monotonic() >= end):
+            if done:
                 return done
             if self._workers():
                 self.none_since = None
             else:
                 self._no_worker(futures)
+            if end is not None and time.monotonic() >= end:
+                return []
 
     def running(self, futures: list) -> list:
         """The futures whose task a worker is processing (the scheduler's word)."""

@@ -21,6 +21,7 @@ RAM_SHARE = 0.8  # of the available RAM, as HTA sizes its pool
 CLUSTER_TIMEOUT_S = 60.0  # --cluster-timeout: a scheduler file, a scheduler, a worker awaited so long
 SAY_AFTER_S = 3.0  # a wait for the cluster is said on a terminal after this long
 LOOK_S = 1.0  # how often a Dask run looks at its cluster's workers while no rank finishes
+KILL_SETTLE_S = 0.3  # a local cluster's processes starting when it is killed: awaited so long
 
 
 def rank_peak(raw_bytes: int, kind: str) -> int:
@@ -272,7 +273,7 @@ class _Local:
         from distributed.deploy.spec import SpecCluster
 
         self.scratch = tempfile.mkdtemp(prefix="traceaug-dask-")
-        before = set(multiprocessing.active_children())
+        self.before = set(multiprocessing.active_children())  # the caller's own processes
         self.others = set(SpecCluster._instances)  # the caller's own clusters
         self.cluster = None
         try:  # workers' logs stay off stderr: failures are said by rank (job.run)
@@ -281,23 +282,31 @@ class _Local:
                                             processes=True, dashboard_address=":0",
                                             silence_logs=logging.CRITICAL)
         except BaseException:  # Ctrl-C while it starts: its processes killed, no traceback
-            self.children = set(multiprocessing.active_children()) - before
             self.kill()
             self.close()
             raise
-        self.children = set(multiprocessing.active_children()) - before
 
     def kill(self) -> None:
-        """Every process the cluster started, killed (its tasks' output is never kept)."""
+        """Every process the cluster started, killed (its tasks' output is never kept), and
+        those it was starting once started (a spawn cut short prints a traceback)."""
         import contextlib
+        import multiprocessing
 
         for nanny in list(self.cluster.workers.values()) if self.cluster is not None else ():
             with contextlib.suppress(Exception):
                 nanny.close_gracefully()  # its worker's end is no cue to start another
-        for p in self.children:
-            with contextlib.suppress(Exception):
-                p.kill()
-        for p in self.children:
+        killed: set = set()
+        settle = time.monotonic() + KILL_SETTLE_S
+        while True:
+            new = set(multiprocessing.active_children()) - self.before - killed
+            for p in new:
+                with contextlib.suppress(Exception):
+                    p.kill()
+            killed |= new
+            if not new and time.monotonic() >= settle:
+                break
+            time.sleep(0.02)
+        for p in killed:
             p.join(5)
 
     def close(self) -> None:

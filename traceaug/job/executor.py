@@ -62,6 +62,11 @@ class Executor:
         """The futures of ``futures`` running now (as far as the executor tells)."""
         return []
 
+    def outcome(self, future) -> tuple[BaseException | None, Any]:
+        """A finished future's error, else None and its result."""
+        error = future.exception()
+        return error, (future.result() if error is None else None)
+
     def map(self, fn: Callable, items: Iterable) -> Iterator:
         futures = [self.submit(fn, item) for item in items]
         return (f.result() for f in futures)
@@ -223,12 +228,30 @@ class DaskExecutor(Executor):
                 raise self._failed(f"lost the Dask scheduler at {self.address}")
             if done:
                 return done
-            if self._workers():
-                self.none_since = None
-            else:
-                self._no_worker(futures)
+            self._look(futures)
             if end is not None and time.monotonic() >= end:
                 return []
+
+    def _look(self, pending: list) -> None:
+        """An error once the cluster has had no worker for ``timeout`` s, or lost its scheduler."""
+        if self._workers():
+            self.none_since = None
+        else:
+            self._no_worker(pending)
+
+    def outcome(self, future) -> tuple[BaseException | None, Any]:
+        """As ``Executor.outcome``, the result fetched while the cluster lasts (a result lost
+        with its worker is computed again: it waits for one)."""
+        from concurrent.futures import CancelledError
+
+        while True:
+            try:
+                error = future.exception(timeout=LOOK_S)
+                return error, (future.result(timeout=LOOK_S) if error is None else None)
+            except TimeoutError:
+                self._look([future])
+            except (OSError, CancelledError):  # the connection lost, the future with it
+                raise self._failed(f"lost the Dask scheduler at {self.address}") from None
 
     def running(self, futures: list) -> list:
         """The futures whose task a worker is processing (the scheduler's word)."""

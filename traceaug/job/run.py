@@ -267,9 +267,9 @@ def _run_ranks(task_of: Callable[[Item], tuple], items: list[Item], executor: Ex
             pending[:] = [f for f in pending if id(f) not in finished]
             for f in done:
                 rank = owner.pop(id(f))
-                error = f.exception()
+                error, result = executor.outcome(f)
                 if error is None:
-                    results[rank] = f.result()
+                    results[rank] = result
                     if on_result is not None:
                         on_result(rank, results[rank])
                 elif isinstance(error, KeyboardInterrupt):

@@ -174,11 +174,10 @@ class DaskExecutor(Executor):
         self.none_since: Awaited | None = None  # no worker since then
         self.failed = False  # the cluster failed the run (said): nothing more to say
         try:
-            self.size = self._workers()
-            while not self.size:
+            while not self._workers():
                 self._no_worker([])
                 time.sleep(0.1)
-                self.size = self._workers()
+            self.size = self._workers()
         except BaseException:  # none came, Ctrl-C: nothing left connected or running
             self.close(cancel=True)
             raise
@@ -188,11 +187,12 @@ class DaskExecutor(Executor):
         try:
             return len(self.client.nthreads())
         except Exception:  # noqa: BLE001  (the connection lost, whatever Dask raises)
-            raise self._failed(f"lost the Dask scheduler at {self.address}") from None
+            raise self._failed() from None
 
-    def _failed(self, text: str) -> TraceaugError:
+    def _failed(self, text: str | None = None) -> TraceaugError:
+        """The run's end, said in one line (default: the scheduler lost)."""
         self.failed = True
-        return TraceaugError(text)
+        return TraceaugError(text or f"lost the Dask scheduler at {self.address}")
 
     def _no_worker(self, pending: list) -> None:
         """The cluster has no worker: said after a few seconds, an error after ``timeout``."""
@@ -219,13 +219,11 @@ class DaskExecutor(Executor):
             step = LOOK_S if end is None else max(0.0, min(LOOK_S, end - time.monotonic()))
             try:
                 wait(futures, step, return_when="FIRST_COMPLETED")
-            except TimeoutError:
-                pass
-            except FuturesCancelledError:  # not by this run: it raises when it cancels
-                pass
+            except (TimeoutError, FuturesCancelledError):  # cancelled: not by this run (it
+                pass  # raises when it cancels), so by a lost scheduler
             done = [f for f in futures if f.done()]
             if any(f.cancelled() for f in done):
-                raise self._failed(f"lost the Dask scheduler at {self.address}")
+                raise self._failed()
             if done:
                 return done
             self._look(futures)
@@ -251,7 +249,7 @@ class DaskExecutor(Executor):
             except TimeoutError:
                 self._look([future])
             except (OSError, CancelledError):  # the connection lost, the future with it
-                raise self._failed(f"lost the Dask scheduler at {self.address}") from None
+                raise self._failed() from None
 
     def running(self, futures: list) -> list:
         """The futures whose task a worker is processing (the scheduler's word)."""

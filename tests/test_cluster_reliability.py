@@ -215,6 +215,25 @@ def test_a_missing_scheduler_file_is_awaited_said_then_given_up(tmp_path: Path) 
     _one_error_line(err, str(sf), "no such file")  # nothing said while waiting: piped
 
 
+def test_an_unreachable_scheduler_is_awaited_said_then_given_up(tmp_path: Path) -> None:
+    """A scheduler address nobody listens on: on a terminal, what is awaited is said after a
+    few seconds; after ``--cluster-timeout`` one line naming it."""
+    import socket
+
+    with socket.socket() as free:  # a port nobody listens on once closed
+        free.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{free.getsockname()[1]}"
+    proc = _traceaug("kernels", str(_small_job(tmp_path)), "--scheduler", address,
+                     "--cluster-timeout", "5", terminal=True)
+    seen = _seen_until(proc, None)
+    assert proc.wait(timeout=60) == 1, seen
+    lines = [x.strip("\r") for x in seen.replace("\r\x1b[K", "\n").splitlines() if x.strip()]
+    assert len(lines) == 2, seen
+    assert lines[0] == f"traceaug: waiting for the Dask scheduler at {address} (up to 5 s: " \
+                       "--cluster-timeout)"
+    assert lines[1].startswith(f"traceaug: error: {address}: cannot reach the Dask scheduler")
+
+
 def test_a_scheduler_without_workers_is_given_up(scheduler: str, tmp_path: Path) -> None:
     """No worker ever joins: one line naming the scheduler after ``--cluster-timeout`` (it
     waited forever, saying nothing)."""

@@ -408,7 +408,7 @@ def connect(scheduler: str | None = None, scheduler_file: str | None = None,
                 logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         if address is not None:
-            return _announced(DaskExecutor(Client(address, timeout=timeout), timeout=timeout))
+            return _announced(DaskExecutor(_reach(address, timeout), timeout=timeout))
     except (OSError, TimeoutError, ValueError, TypeError) as e:
         raise TraceaugError(f"{scheduler_file or address}: cannot reach the Dask scheduler "
                             f"({e})") from None
@@ -420,6 +420,27 @@ def connect(scheduler: str | None = None, scheduler_file: str | None = None,
         local.close()
         raise
     return _announced(DaskExecutor(client, local, timeout))
+
+
+def _reach(address: str, timeout: float):
+    """A Dask client of the scheduler at ``address``, tried ``timeout`` s; the wait said on a
+    terminal after ``SAY_AFTER_S``."""
+    import threading
+
+    from distributed import Client
+
+    from ..progress import line, shown
+
+    said = threading.Timer(SAY_AFTER_S, line, (f"traceaug: waiting for the Dask scheduler at "
+                                               f"{address} (up to {timeout:g} s: "
+                                               "--cluster-timeout)\n",))
+    said.daemon = True
+    if shown():
+        said.start()
+    try:
+        return Client(address, timeout=timeout)
+    finally:
+        said.cancel()
 
 
 def _capped(workers: int, fit: dict) -> int:

@@ -3,10 +3,15 @@ machine sized by ``pool_size``, and ``DaskExecutor``, a Dask ``distributed`` clu
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import shutil
 import sys
+import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import runtime
@@ -66,10 +71,6 @@ class Executor:
         """A finished future's error, else None and its result."""
         error = future.exception()
         return error, (future.result() if error is None else None)
-
-    def map(self, fn: Callable, items: Iterable) -> Iterator:
-        futures = [self.submit(fn, item) for item in items]
-        return (f.result() for f in futures)
 
     def cancel(self, futures: Iterable) -> None:
         for f in futures:
@@ -263,7 +264,6 @@ class DaskExecutor(Executor):
         self.client.cancel(list(futures), force=True)
 
     def close(self, cancel: bool = False) -> None:
-        import contextlib
 
         running = [f for f in self.futures if not f.done()]
         if cancel and self.local is not None:  # our own workers: killed, not asked
@@ -281,16 +281,15 @@ class DaskExecutor(Executor):
 
 
 class _Local:
-    """A ``LocalCluster`` of ``workers`` processes, its scratch space in a temporary directory
-    of its own; ``kill`` stops its processes at once, ``close`` leaves nothing behind."""
+    """A ``LocalCluster`` of ``workers`` processes and its ``client``, its scratch space in a
+    temporary directory of its own; ``kill`` stops its processes at once, ``close`` leaves
+    nothing behind."""
 
     def __init__(self, workers: int) -> None:
-        import logging
         import multiprocessing
-        import tempfile
 
         import dask.config
-        from distributed import LocalCluster
+        from distributed import Client, LocalCluster
         from distributed.deploy.spec import SpecCluster
 
         self.scratch = tempfile.mkdtemp(prefix="traceaug-dask-")
@@ -302,6 +301,7 @@ class _Local:
                 self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1,
                                             processes=True, dashboard_address=":0",
                                             silence_logs=logging.CRITICAL)
+            self.client = Client(self.cluster)
         except BaseException:  # Ctrl-C while it starts: its processes killed, no traceback
             self.kill()
             self.close()
@@ -310,7 +310,6 @@ class _Local:
     def kill(self) -> None:
         """Every process the cluster started, killed (its tasks' output is never kept), and
         those it was starting once started (a spawn cut short prints a traceback)."""
-        import contextlib
         import multiprocessing
 
         for nanny in list(self.cluster.workers.values()) if self.cluster is not None else ():
@@ -331,8 +330,6 @@ class _Local:
             p.join(5)
 
     def close(self) -> None:
-        import contextlib
-        import shutil
 
         from distributed.deploy.spec import SpecCluster
 
@@ -395,13 +392,12 @@ def connect(scheduler: str | None = None, scheduler_file: str | None = None,
     if address is None and scheduler_file is None and not workers:
         return None
     try:
-        from distributed import Client
+        import distributed  # noqa: F401  (it sets its loggers up: quieted below)
     except ImportError:
         raise TraceaugError("a Dask cluster needs distributed: pip install 'traceaug[dask]'") from None
     if scheduler_file is not None:
         address = address_in(scheduler_file, timeout)
     if runtime.current().command_line:  # what goes wrong is said in one line, not Dask's logs
-        import logging
 
         for name in ["distributed", "asyncio", *logging.root.manager.loggerDict]:  # Dask's
             if name.split(".")[0] in ("distributed", "asyncio"):  # config sets some
@@ -413,19 +409,12 @@ def connect(scheduler: str | None = None, scheduler_file: str | None = None,
         raise TraceaugError(f"{scheduler_file or address}: cannot reach the Dask scheduler "
                             f"({e})") from None
     local = _Local(_capped(workers, fit or {}))
-    try:
-        client = Client(local.cluster)
-    except BaseException:
-        local.kill()
-        local.close()
-        raise
-    return _announced(DaskExecutor(client, local, timeout))
+    return _announced(DaskExecutor(local.client, local, timeout))
 
 
 def _reach(address: str, timeout: float):
     """A Dask client of the scheduler at ``address``, tried ``timeout`` s; the wait said on a
     terminal after ``SAY_AFTER_S``."""
-    import threading
 
     from distributed import Client
 

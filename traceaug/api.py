@@ -21,8 +21,8 @@ from .job.run import JobOptions
 from .read.storage import is_url
 
 RUNTIME = {"tp_bin": None, "progress": None}
-JOB = {"scheduler": None, "scheduler_file": None, "workers": None, "retries": 1, "fail_fast": False,
-       "skip_bad_ranks": False, "storage_options": None}
+JOB = {"scheduler": None, "scheduler_file": None, "workers": None, "cluster_timeout": None, "retries": 1,
+       "fail_fast": False, "skip_bad_ranks": False, "storage_options": None}
 
 
 def _default(p: click.Parameter) -> Any:

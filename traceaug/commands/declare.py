@@ -12,7 +12,7 @@ import click
 
 from .. import paths, runtime
 from ..job.loaded import Job
-from ..job.run import JobOptions, Work, items_of, run
+from ..job.run import CLUSTER_TIMEOUT_S, JobOptions, Work, items_of, run
 from ..output import FORMATS
 from ..read.ranks import TraceFile
 
@@ -80,6 +80,8 @@ JOB = "job options"  # where a command's parameters list the job options (``job_
 
 
 def _kept(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    if isinstance(value, str) and not value.strip():  # --scheduler '': never "run here"
+        raise click.BadParameter("is empty")
     ctx.meta.setdefault("job", {})[param.name] = value
     return value
 
@@ -93,7 +95,12 @@ def job_options() -> list[click.Option]:
         ("--scheduler-file", {"metavar": "FILE",
                               "help": "Run the ranks on the Dask scheduler this file names."}),
         ("--workers", {"type": click.IntRange(1, 4096), "help": "Run the ranks on a Dask "
-                       "cluster of N local processes started for this run."}),
+                       "cluster of N local processes started for this run (no more than the "
+                       "cores, the ranks and the memory allow)."}),
+        ("--cluster-timeout", {"type": click.FloatRange(0, min_open=True), "default": CLUSTER_TIMEOUT_S,
+                               "show_default": True, "metavar": "SECONDS",
+                               "help": "Give up on a Dask scheduler file, scheduler or worker "
+                               "not there after this long."}),
         ("--retries", {"type": click.IntRange(0, 100), "default": 1, "show_default": True,
                        "help": "Tries again of a rank that fails."}),
         ("--fail-fast", {"is_flag": True, "help": "Stop at the first rank that fails."}),

@@ -3,10 +3,19 @@ machine sized by ``pool_size``, and ``DaskExecutor``, a Dask ``distributed`` clu
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import shutil
 import sys
-from collections.abc import Callable, Iterable, Iterator
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
+
+from .. import runtime
+from ..errors import TraceaugError
 
 # A rank's peak = ENGINE_BASE + PEAK_PER_BYTE[kind] x its raw bytes, measured by
 # bench/rank_peak.py (largest factor over 4 shared traces, rounded up; a warm worker's base).
@@ -14,6 +23,10 @@ ENGINE_BASE = 140 << 20
 PEAK_PER_BYTE = {"full": 4.2, "analysis": 2.2, "sync": 5.2, "ops": 5.0, "patterns": 2.8,
                  "gpu": 2.2, "gpu_steps": 1.3, "gpu_ops": 1.3, "collectives": 2.3, "job_path": 3.5}
 RAM_SHARE = 0.8  # of the available RAM, as HTA sizes its pool
+CLUSTER_TIMEOUT_S = 60.0  # --cluster-timeout: a scheduler file, a scheduler, a worker awaited so long
+SAY_AFTER_S = 3.0  # a wait for the cluster is said on a terminal after this long
+LOOK_S = 1.0  # how often a Dask run looks at its cluster's workers while no rank finishes
+KILL_SETTLE_S = 0.3  # a local cluster's processes starting when it is killed: awaited so long
 
 
 def rank_peak(raw_bytes: int, kind: str) -> int:
@@ -21,13 +34,19 @@ def rank_peak(raw_bytes: int, kind: str) -> int:
     return ENGINE_BASE + int(PEAK_PER_BYTE.get(kind, PEAK_PER_BYTE["full"]) * raw_bytes)
 
 
-def pool_size(ranks: int, peak: int, ram: int | None = None, ncores: int | None = None) -> int:
-    """``min(cores, ranks, 0.8 × available RAM ÷ peak)``, at least 1."""
+def limits(ranks: int, peak: int, ram: int | None = None, ncores: int | None = None) -> dict:
+    """What bounds the processes worth starting: {"cores": .., "ranks": .., "memory": ranks
+    whose ``peak`` fits in 0.8 × the available RAM}."""
     from ..processes import available_ram, cores
 
     ram = available_ram() if ram is None else ram
-    ncores = cores() if ncores is None else ncores
-    return max(1, min(ncores, ranks, int(RAM_SHARE * ram // max(peak, 1))))
+    return {"cores": cores() if ncores is None else ncores, "ranks": ranks,
+            "memory": int(RAM_SHARE * ram // max(peak, 1))}
+
+
+def pool_size(ranks: int, peak: int, ram: int | None = None, ncores: int | None = None) -> int:
+    """``min(cores, ranks, 0.8 × available RAM ÷ peak)``, at least 1."""
+    return max(1, min(limits(ranks, peak, ram, ncores).values()))
 
 
 class Executor:
@@ -48,9 +67,10 @@ class Executor:
         """The futures of ``futures`` running now (as far as the executor tells)."""
         return []
 
-    def map(self, fn: Callable, items: Iterable) -> Iterator:
-        futures = [self.submit(fn, item) for item in items]
-        return (f.result() for f in futures)
+    def outcome(self, future) -> tuple[BaseException | None, Any]:
+        """A finished future's error, else None and its result."""
+        error = future.exception()
+        return error, (future.result() if error is None else None)
 
     def cancel(self, futures: Iterable) -> None:
         for f in futures:
@@ -123,15 +143,66 @@ class LocalPool(Executor):
         self.local.shutdown()
 
 
+class Awaited:
+    """A wait for ``what``, bounded by ``timeout`` s: said once on a terminal after
+    ``SAY_AFTER_S``; ``over()`` once the time is up."""
+
+    def __init__(self, what: str, timeout: float) -> None:
+        self.what, self.timeout = what, timeout
+        self.since, self.said = time.monotonic(), False
+
+    def over(self) -> bool:
+        from ..progress import note
+
+        waited = time.monotonic() - self.since
+        if waited >= SAY_AFTER_S and not self.said:
+            self.said = True
+            note(f"traceaug: waiting for {self.what} (up to {self.timeout:g} s: --cluster-timeout)")
+        return waited >= self.timeout
+
+
 class DaskExecutor(Executor):
-    """Tasks on a Dask ``distributed`` cluster; ``cluster``: one this run started, closed with it."""
+    """Tasks on a Dask ``distributed`` cluster, whose workers are awaited ``timeout`` s at most
+    (at the start, or once all are gone); ``local``: the ``LocalCluster`` this run started."""
 
     remote = True
 
-    def __init__(self, client, cluster=None) -> None:
-        self.client, self.cluster = client, cluster
-        self.size = max(1, len(client.scheduler_info().get("workers", {})))
+    def __init__(self, client, local: _Local | None = None,
+                 timeout: float = CLUSTER_TIMEOUT_S) -> None:
+        self.client, self.local, self.timeout = client, local, timeout
+        self.address = client.scheduler.address
         self.futures: list = []
+        self.none_since: Awaited | None = None  # no worker since then
+        self.failed = False  # the cluster failed the run (said): nothing more to say
+        try:
+            while not self._workers():
+                self._no_worker([])
+                time.sleep(0.1)
+            self.size = self._workers()
+        except BaseException:  # none came, Ctrl-C: nothing left connected or running
+            self.close(cancel=True)
+            raise
+
+    def _workers(self) -> int:
+        """The cluster's workers now (the scheduler asked)."""
+        try:
+            return len(self.client.nthreads())
+        except Exception:  # noqa: BLE001  (the connection lost, whatever Dask raises)
+            raise self._failed() from None
+
+    def _failed(self, text: str | None = None) -> TraceaugError:
+        """The run's end, said in one line (default: the scheduler lost)."""
+        self.failed = True
+        return TraceaugError(text or f"lost the Dask scheduler at {self.address}")
+
+    def _no_worker(self, pending: list) -> None:
+        """The cluster has no worker: said after a few seconds, an error after ``timeout``."""
+        if self.none_since is None:
+            self.none_since = Awaited(f"a Dask worker to join {self.address}", self.timeout)
+        if self.none_since.over():
+            left = f"; {len(pending)} rank task(s) not done" if pending else ""
+            raise self._failed(f"no Dask worker at {self.address} for {self.timeout:g} s "
+                               f"(--cluster-timeout){left}")
 
     def submit(self, fn: Callable, /, *args: Any):
         future = self.client.submit(fn, *args, pure=False)
@@ -139,13 +210,47 @@ class DaskExecutor(Executor):
         return future
 
     def wait(self, futures: list, timeout: float | None = None) -> list:
+        """As ``Executor.wait``, looking at the workers every ``LOOK_S``: none for ``timeout``
+        s, or the scheduler lost, is an error."""
         from distributed import wait
+        from distributed.client import FuturesCancelledError
 
-        try:
-            wait(futures, timeout, return_when="FIRST_COMPLETED")
-        except TimeoutError:
-            pass
-        return [f for f in futures if f.done()]
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            step = LOOK_S if end is None else max(0.0, min(LOOK_S, end - time.monotonic()))
+            try:
+                wait(futures, step, return_when="FIRST_COMPLETED")
+            except (TimeoutError, FuturesCancelledError):  # cancelled: not by this run (it
+                pass  # raises when it cancels), so by a lost scheduler
+            done = [f for f in futures if f.done()]
+            if any(f.cancelled() for f in done):
+                raise self._failed()
+            if done:
+                return done
+            self._look(futures)
+            if end is not None and time.monotonic() >= end:
+                return []
+
+    def _look(self, pending: list) -> None:
+        """An error once the cluster has had no worker for ``timeout`` s, or lost its scheduler."""
+        if self._workers():
+            self.none_since = None
+        else:
+            self._no_worker(pending)
+
+    def outcome(self, future) -> tuple[BaseException | None, Any]:
+        """As ``Executor.outcome``, the result fetched while the cluster lasts (a result lost
+        with its worker is computed again: it waits for one)."""
+        from concurrent.futures import CancelledError
+
+        while True:
+            try:
+                error = future.exception(timeout=LOOK_S)
+                return error, (future.result(timeout=LOOK_S) if error is None else None)
+            except TimeoutError:
+                self._look([future])
+            except (OSError, CancelledError):  # the connection lost, the future with it
+                raise self._failed() from None
 
     def running(self, futures: list) -> list:
         """The futures whose task a worker is processing (the scheduler's word)."""
@@ -159,18 +264,81 @@ class DaskExecutor(Executor):
         self.client.cancel(list(futures), force=True)
 
     def close(self, cancel: bool = False) -> None:
-        import contextlib
 
         running = [f for f in self.futures if not f.done()]
-        if cancel and running:
+        if cancel and self.local is not None:  # our own workers: killed, not asked
+            self.local.kill()
+        elif cancel and running:
             with contextlib.suppress(Exception):
                 self.client.cancel(running, force=True)
-            if self.cluster is None:
+            if not self.failed:
                 print(f"traceaug: {len(running)} rank task(s) on the cluster cancelled",
                       file=sys.stderr)
-        self.client.close()  # a remote cluster stays up: only this run's connection ends
+        with contextlib.suppress(Exception):  # a remote cluster stays up: only this run's
+            self.client.close(timeout=1 if cancel else None)  # connection ends
+        if self.local is not None:
+            self.local.close()
+
+
+class _Local:
+    """A ``LocalCluster`` of ``workers`` processes and its ``client``, its scratch space in a
+    temporary directory of its own; ``kill`` stops its processes at once, ``close`` leaves
+    nothing behind."""
+
+    def __init__(self, workers: int) -> None:
+        import multiprocessing
+
+        import dask.config
+        from distributed import Client, LocalCluster
+        from distributed.deploy.spec import SpecCluster
+
+        self.scratch = tempfile.mkdtemp(prefix="traceaug-dask-")
+        self.before = set(multiprocessing.active_children())  # the caller's own processes
+        self.others = set(SpecCluster._instances)  # the caller's own clusters
+        self.cluster = None
+        try:  # workers' logs stay off stderr: failures are said by rank (job.run)
+            with dask.config.set({"temporary-directory": self.scratch}):  # the scheduler's too
+                self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1,
+                                            processes=True, dashboard_address=":0",
+                                            silence_logs=logging.CRITICAL)
+            self.client = Client(self.cluster)
+        except BaseException:  # Ctrl-C while it starts: its processes killed, no traceback
+            self.kill()
+            self.close()
+            raise
+
+    def kill(self) -> None:
+        """Every process the cluster started, killed (its tasks' output is never kept), and
+        those it was starting once started (a spawn cut short prints a traceback)."""
+        import multiprocessing
+
+        for nanny in list(self.cluster.workers.values()) if self.cluster is not None else ():
+            with contextlib.suppress(Exception):
+                nanny.close_gracefully()  # its worker's end is no cue to start another
+        killed: set = set()
+        settle = time.monotonic() + KILL_SETTLE_S
+        while True:
+            new = set(multiprocessing.active_children()) - self.before - killed
+            for p in new:
+                with contextlib.suppress(Exception):
+                    p.kill()
+            killed |= new
+            if not new and time.monotonic() >= settle:
+                break
+            time.sleep(0.02)
+        for p in killed:
+            p.join(5)
+
+    def close(self) -> None:
+
+        from distributed.deploy.spec import SpecCluster
+
         if self.cluster is not None:
-            self.cluster.close()
+            with contextlib.suppress(Exception):
+                self.cluster.close(timeout=2)
+        for ours in set(SpecCluster._instances) - self.others:  # closed, or its processes
+            SpecCluster._instances.discard(ours)  # killed: not for Dask's atexit (tracebacks)
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def dask_address(scheduler: str | None) -> str | None:
@@ -187,37 +355,92 @@ def dask_address(scheduler: str | None) -> str | None:
     return None
 
 
+def address_in(path: str, timeout: float = CLUSTER_TIMEOUT_S) -> str:
+    """The scheduler address a Dask scheduler file holds: the file awaited ``timeout`` s at most,
+    read as every side file is (a device or FIFO read to a bound, never waited on)."""
+    import orjson
+
+    from ..read.source import read_side
+
+    awaited = Awaited(f"a Dask scheduler to write {path}", timeout)
+    while not os.path.exists(path):
+        if awaited.over():
+            raise TraceaugError(f"{path}: no such file after {timeout:g} s (--cluster-timeout); "
+                                "no Dask scheduler wrote it")
+        time.sleep(0.1)
+    for _ in range(10):  # a scheduler starting writes it in place: let it finish
+        try:
+            found = orjson.loads(read_side(path, "a Dask scheduler file", json=True))
+        except orjson.JSONDecodeError:
+            found = None
+        address = found.get("address") if isinstance(found, dict) else None
+        if isinstance(address, str) and address.strip():
+            return address
+        if not os.path.isfile(path):
+            break
+        time.sleep(0.05)
+    raise TraceaugError(f'{path}: not a Dask scheduler file (no "address" string in a JSON object)')
+
+
 def connect(scheduler: str | None = None, scheduler_file: str | None = None,
-            workers: int | None = None) -> DaskExecutor | None:
-    """A Dask executor when the user named a cluster or asked for ``workers`` local processes,
-    else None (never a bare ``Client()``: a cluster nobody asked for)."""
+            workers: int | None = None, timeout: float = CLUSTER_TIMEOUT_S,
+            fit: dict | None = None) -> DaskExecutor | None:
+    """A Dask executor when the user named a cluster or asked for ``workers`` local processes
+    (no more than every bound of ``fit``, ``limits``, allows), else None (never a bare
+    ``Client()``: a cluster nobody asked for)."""
     address = dask_address(scheduler) if scheduler_file is None else None
     if address is None and scheduler_file is None and not workers:
         return None
     try:
-        from distributed import Client, LocalCluster
+        import distributed  # noqa: F401  (it sets its loggers up: quieted below)
     except ImportError:
-        from ..errors import TraceaugError
-
         raise TraceaugError("a Dask cluster needs distributed: pip install 'traceaug[dask]'") from None
-    from ..errors import TraceaugError
+    if scheduler_file is not None:
+        address = address_in(scheduler_file, timeout)
+    if runtime.current().command_line:  # what goes wrong is said in one line, not Dask's logs
 
+        for name in ["distributed", "asyncio", *logging.root.manager.loggerDict]:  # Dask's
+            if name.split(".")[0] in ("distributed", "asyncio"):  # config sets some
+                logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
-        if scheduler_file is not None:
-            client = Client(scheduler_file=scheduler_file, timeout="10s")
-        elif address is not None:
-            client = Client(address, timeout="10s")
-        else:
-            import logging
+        if address is not None:
+            return _announced(DaskExecutor(_reach(address, timeout), timeout=timeout))
+    except (OSError, TimeoutError, ValueError, TypeError) as e:
+        raise TraceaugError(f"{scheduler_file or address}: cannot reach the Dask scheduler "
+                            f"({e})") from None
+    local = _Local(_capped(workers, fit or {}))
+    return _announced(DaskExecutor(local.client, local, timeout))
 
-            # workers' logs stay off stderr: failures are said by rank (job.run)
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                   dashboard_address=":0", silence_logs=logging.CRITICAL)
-            return _announced(DaskExecutor(Client(cluster), cluster))
-    except (OSError, TimeoutError, ValueError) as e:
-        where = scheduler_file or address
-        raise TraceaugError(f"{where}: cannot reach the Dask scheduler ({e})") from None
-    return _announced(DaskExecutor(client))
+
+def _reach(address: str, timeout: float):
+    """A Dask client of the scheduler at ``address``, tried ``timeout`` s; the wait said on a
+    terminal after ``SAY_AFTER_S``."""
+
+    from distributed import Client
+
+    from ..progress import line, shown
+
+    said = threading.Timer(SAY_AFTER_S, line, (f"traceaug: waiting for the Dask scheduler at "
+                                               f"{address} (up to {timeout:g} s: "
+                                               "--cluster-timeout)\n",))
+    said.daemon = True
+    if shown():
+        said.start()
+    try:
+        return Client(address, timeout=timeout)
+    finally:
+        said.cancel()
+
+
+def _capped(workers: int, fit: dict) -> int:
+    """``workers``, or fewer where ``fit``'s bounds allow fewer (said in one line)."""
+    most = max(1, min(fit.values(), default=workers))
+    if workers <= most:
+        return workers
+    why = ", ".join(f"{v} {k}" if k != "memory" else f"memory for {v} ranks at once"
+                    for k, v in fit.items() if v < workers)
+    print(f"traceaug: --workers {workers}: starting {most} ({why})", file=sys.stderr)
+    return most
 
 
 def _announced(executor: DaskExecutor) -> DaskExecutor:

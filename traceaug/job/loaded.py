@@ -11,8 +11,7 @@ from .. import runtime
 from ..errors import TraceaugError
 from ..read.storage import is_url
 from . import parts
-from .executor import connect
-from .run import JobOptions, Work, items_of, run
+from .run import JobOptions, Work, fit, items_of, run
 
 
 class Job:
@@ -27,8 +26,7 @@ class Job:
         with runtime.using(self.runtime):
             self.files = self.options.select(self.path, rank)
         if self.options.executor is None:
-            self.options.executor = connect(self.options.scheduler, self.options.scheduler_file,
-                                            self.options.workers)
+            self.options.executor = self.options.connect(fit(items_of(self.files), "analysis"))
         self._owned = self.options.executor
         self._kept: dict[str, dict] = {}
 

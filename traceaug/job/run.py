@@ -17,7 +17,7 @@ from ..errors import TraceaugError
 from ..progress import line
 from ..read.ranks import TraceFile, select
 from ..read.storage import is_url
-from .executor import Executor, Inline, LocalPool, connect, pool_size, rank_peak
+from .executor import CLUSTER_TIMEOUT_S, Executor, Inline, LocalPool, connect, limits, rank_peak
 
 TICK_S = 1.0  # the progress line's refresh while no rank finishes
 
@@ -34,13 +34,19 @@ class JobOptions:
     skip_bad: bool = False
     progress: bool | None = None
     executor: Executor | None = field(default=None, repr=False)
+    cluster_timeout: float = CLUSTER_TIMEOUT_S
 
     @classmethod
     def of(cls, given: dict, progress: bool | None = None) -> JobOptions:
         """From the options by their command-line names (``skip_bad_ranks``), missing ones default."""
         return cls(given.get("scheduler"), given.get("scheduler_file"), given.get("workers"),
                    given.get("retries", 1), bool(given.get("fail_fast")),
-                   bool(given.get("skip_bad_ranks")), progress)
+                   bool(given.get("skip_bad_ranks")), progress,
+                   cluster_timeout=given.get("cluster_timeout") or CLUSTER_TIMEOUT_S)
+
+    def connect(self, fit: dict | None = None) -> Executor | None:
+        """The Dask cluster these options name (``executor.connect``), else None."""
+        return connect(self.scheduler, self.scheduler_file, self.workers, self.cluster_timeout, fit)
 
     def select(self, path: str | Path, rank: int | None = None) -> list[TraceFile]:
         """The job's rank files for ``path`` (and ``--rank``): the one discovery of a command."""
@@ -124,22 +130,39 @@ def stored_size(path: str | Path) -> int:
         return 0
 
 
+def fit(items: list[Item], kind: str) -> dict:
+    """What bounds the processes worth starting for ``items`` (``executor.limits``)."""
+    from ..read.source import raw_size_estimate
+
+    if not items:
+        return {}
+    peak = max(rank_peak(stored_size(i.file.path) * 20 if is_url(i.file.path)
+                         else raw_size_estimate(i.file.path), kind) for i in items)
+    return limits(len(items), peak)
+
+
 def choose(items: list[Item], kind: str, options: JobOptions) -> Executor:
     """A Dask cluster the options name, else a pool sized to the machine; one rank runs here."""
     asked = options.scheduler or options.scheduler_file or options.workers
     if len(items) <= 1 and not asked:  # one trace: here, as always (Dask's config not read)
         return Inline()
-    dask = connect(options.scheduler, options.scheduler_file, options.workers)
+    bounds = fit(items, kind)
+    dask = options.connect(bounds)
     if dask is not None:
         return dask
-    if len(items) <= 1:
-        return Inline()
-    from ..read.source import raw_size_estimate
-
-    peak = max(rank_peak(stored_size(i.file.path) * 20 if is_url(i.file.path)
-                         else raw_size_estimate(i.file.path), kind) for i in items)
-    size = pool_size(len(items), peak)
+    size = max(1, min(bounds.values(), default=1))
     return Inline() if size == 1 else LocalPool(size)
+
+
+def absolute(item: Item) -> Item:
+    """``item`` with its local paths absolute: a worker elsewhere (another directory, another
+    machine sharing the files) reads what this process names."""
+    def whole(path):
+        return path if path is None or is_url(path) else Path(path).absolute()
+
+    other = item.other and replace(item.other, path=whole(item.other.path))
+    return replace(item, file=replace(item.file, path=whole(item.file.path)), other=other,
+                   out=whole(item.out))
 
 
 def run(work: Work, items: list[Item], options: JobOptions | None = None,
@@ -152,6 +175,8 @@ def run(work: Work, items: list[Item], options: JobOptions | None = None,
         from ..read import prefetch
 
         prefetch.close()  # children planning for this process: the workers plan their ranks
+    if executor.remote:
+        items = [absolute(i) for i in items]
     rt = runtime.current()
     if isinstance(executor, LocalPool) and not executor.processes:
         rt = replace(rt, progress=False, workers=1)  # threads here: one pass-1 child each
@@ -249,9 +274,9 @@ def _run_ranks(task_of: Callable[[Item], tuple], items: list[Item], executor: Ex
             pending[:] = [f for f in pending if id(f) not in finished]
             for f in done:
                 rank = owner.pop(id(f))
-                error = f.exception()
+                error, result = executor.outcome(f)
                 if error is None:
-                    results[rank] = f.result()
+                    results[rank] = result
                     if on_result is not None:
                         on_result(rank, results[rank])
                 elif isinstance(error, KeyboardInterrupt):

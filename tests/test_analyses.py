@@ -245,7 +245,8 @@ def test_ranks_are_read_and_closed_as_they_load(monkeypatch: pytest.MonkeyPatch,
     for r in range(3):  # three ranks of the known trace: more than two
         (tmp_path / "ranks").mkdir(exist_ok=True)
         (tmp_path / "ranks" / f"rank-{r}.json").write_text(
-            text.replace('"distributedInfo":{"rank":0,', f'"distributedInfo":{{"rank":{r},'))
+            text.replace('"distributedInfo":{"rank":0,"world_size":1}',
+                         f'"distributedInfo":{{"rank":{r},"world_size":3}}'))
     open_now, most, init, close = [0], [0], Trace.__init__, Trace.close
 
     def opened(self, *a, **k):

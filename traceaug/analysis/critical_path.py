@@ -800,8 +800,8 @@ class Result:
 def analyse(trace: Trace, step: int | None = None, annotation: str | None = None,
             instance: int = 0, sync_wait: bool = True,
             max_gap_ns: int | None = MAX_KERNEL_GAP_NS) -> Result:
-    """The critical path of one window of ``trace`` (see ``window``); ``sync_wait=False``:
-    HTA's weights."""
+    """The critical path of one window of ``trace`` (see ``window``); ``sync_wait=False``: HTA's answer
+    (its weights, whole µs, the GPU ops launched in the window past its end, its thread merge)."""
     win = window(trace, step, annotation, instance)
     ev = events(trace)
     if not sync_wait:

@@ -418,8 +418,11 @@ def test_the_path_of_a_step_cuts_its_window(rel: str) -> None:
     with traceaug.load(shared_trace(rel), kind="sync", progress=False) as t:
         for weights in (True, False):
             r = cp.analyse(t, step=step, sync_wait=weights)
-            # the step's window, as the raw event says (µs; the 2021 schema's are whole µs)
-            assert abs((r.window.end - r.window.start) - first["dur"] * 1000) <= 1
+            # the step's window, as the raw event says (µs; the 2021 schema's are whole µs); HTA's (its
+            # weights): in whole µs, on to the end of the last GPU op launched in the step if later
+            span_ns = (r.window.end - r.window.start) - first["dur"] * 1000
+            assert abs(span_ns) <= 1 or not weights and (
+                -2000 < span_ns <= 1 or r.window.end == r.graph.node_ts.max())
             _assert_cuts_window(r)
 
 
@@ -631,8 +634,9 @@ def test_random_graphs_cut_their_window(trace: dict) -> None:
                 ours, hta = (cp.analyse(t, step=step, sync_wait=w) for w in (True, False))
                 _assert_cuts_window(ours)
                 _assert_cuts_window(hta)
-                # traceaug's graph is HTA's with more edges and no weight less: never shorter
-                assert ours.length >= hta.length
+                # traceaug's graph is HTA's with more edges and no weight less: never shorter (where
+                # HTA's stays in the window: it takes the ops started in it whole, and their launches)
+                assert ours.length >= hta.length or hta.window.end > ours.window.end
 
 
 # ----- cross-stream waits the trace does not record ---------------------------------------------

@@ -261,16 +261,16 @@ def build(ev: Columns, win: Window, sync_wait: bool = True,
     launch = np.full(len(ts), -1, np.int64)
     launch[is_gpu] = _calls_by_corr(ev, is_cpu, ev["correlation"][is_gpu])
 
-    # HTA's window: CPU events starting in it with dur > 0; GPU ops launched in it (or, with
-    # no launch in the trace, starting in it).
+    # HTA's window: CPU events starting in it with dur > 0; GPU ops launched in it (beyond HTA, where
+    # ``sync_wait``: with no launch in the trace, starting in it; every event clipped to the window).
     inside = (ts >= win.start) & (ts <= win.end)
     keep_cpu = is_cpu & inside & (dur > 0)
     if sync_wait:  # (one starting at the window's end would be clipped to no time, its end before its start)
         keep_cpu &= (ts < win.end) | (win.start == win.end)
-    launched_in = np.where(launch >= 0, keep_cpu[np.maximum(launch, 0)], inside)
+    launched_in = np.where(launch >= 0, keep_cpu[np.maximum(launch, 0)], inside & sync_wait)
     if queued:
         launched_in |= ts + dur > win.start
-    keep = keep_cpu | (is_gpu & (dur >= 0) & launched_in & (ts <= win.end))
+    keep = keep_cpu | (is_gpu & (dur >= 0) & launched_in & ((ts <= win.end) | (not sync_wait)))
     idx = np.flatnonzero(keep)  # graph event i = row idx[i]
     pos = np.full(len(ts), -1, np.int64)
     pos[idx] = np.arange(len(idx))
@@ -278,8 +278,9 @@ def build(ev: Columns, win: Window, sync_wait: bool = True,
     g["row"] = idx
     g["gpu"] = is_gpu[idx]
     g["launch"] = np.where(launch[idx] >= 0, pos[np.maximum(launch[idx], 0)], -1)
-    start = np.clip(ts[idx], win.start, win.end)
-    end = np.clip(ts[idx] + np.maximum(dur[idx], 0), win.start, win.end)
+    hi = win.end if sync_wait else np.iinfo(np.int64).max
+    start = np.clip(ts[idx], win.start, hi)
+    end = np.clip(ts[idx] + np.maximum(dur[idx], 0), win.start, hi)
     node_ts = np.empty(2 * len(idx), np.int64)
     node_ts[0::2], node_ts[1::2] = start, end
 
@@ -339,7 +340,7 @@ def _cpu_edges(g: Columns, node_ts: np.ndarray, hta: bool = True):
     cpu = np.flatnonzero(~g["gpu"])
     n = len(cpu)
     depth = g["depth"][cpu].astype(np.int64)
-    track = g["track_id"][cpu].astype(np.int64)
+    track = g.get("stack", g["track_id"])[cpu].astype(np.int64)
     # Tokens: enter (start node) and exit (end node); at one time exits first, enters by
     # depth, exits deepest first: the order of a depth-first walk of the nesting.
     node = np.r_[2 * cpu, 2 * cpu + 1]
@@ -799,10 +800,16 @@ class Result:
 def analyse(trace: Trace, step: int | None = None, annotation: str | None = None,
             instance: int = 0, sync_wait: bool = True,
             max_gap_ns: int | None = MAX_KERNEL_GAP_NS) -> Result:
-    """The critical path of one window of ``trace`` (see ``window``); ``sync_wait=False``:
-    HTA's weights."""
+    """The critical path of one window of ``trace`` (see ``window``); ``sync_wait=False``: HTA's answer
+    (its weights, whole µs, the GPU ops launched in the window past its end, its thread merge)."""
     win = window(trace, step, annotation, instance)
-    graph = build(events(trace), win, sync_wait, max_gap_ns, queued=sync_wait)
+    ev = events(trace)
+    if not sync_wait:
+        ev, win = _whole_us(ev, win, trace.base_ns)
+        ev["stack"] = _hta_stacks(trace, ev, win)
+    graph = build(ev, win, sync_wait, max_gap_ns, queued=sync_wait)
+    if not sync_wait:  # HTA's path may run past the window's end, on ops launched in it
+        win = Window(win.start, max(win.end, int(graph.node_ts.max(initial=win.end))), win.label)
     longest = longest_path(graph)
     path = _through_waits(graph, longest)
     g = graph.ev
@@ -834,6 +841,39 @@ def analyse(trace: Trace, step: int | None = None, annotation: str | None = None
     p = r.pieces()
     r.length = int((p["end"] - p["ts"])[p["category"] != IDLE].sum())  # blocked waits included
     return r
+
+
+def _whole_us(ev: Columns, win: Window, base_ns: int = 0) -> tuple[Columns, Window]:
+    """HTA's rounding of a trace with fractional-µs timestamps (its parser's ``round_down_time_stamps``):
+    each start up, each end down to a whole µs (``base_ns``: the engine's time base), the window too."""
+    ts = ev["ts"].astype(np.int64) + base_ns
+    if not (ts % 1000).any():
+        return ev, win
+    start, end = -(-ts // 1000) * 1000, (ts + ev["dur"].astype(np.int64)) // 1000 * 1000
+    lo, hi = -(-(win.start + base_ns) // 1000) * 1000, (win.end + base_ns) // 1000 * 1000
+    return dict(ev, ts=start - base_ns, dur=end - start), Window(lo - base_ns, hi - base_ns, win.label)
+
+
+def _hta_stacks(trace: Trace, ev: Columns, win: Window) -> np.ndarray:
+    """Each event's call stack as HTA walks them: its ``track_id``, but HTA merges its backward thread
+    into its forward one (``_get_bwd_tid`` / ``_get_fwd_tid``: the one thread with ``cpu_op`` or
+    ``user_annotation`` events in the window named ``*autograd*``, the one with ``*forward*`` ones)."""
+    c = trace.columns(
+        "SELECT s.ts, s.dur, t.pid, t.tid, instr(s.name, 'forward') > 0 AS fwd, "
+        "instr(s.name, 'autograd') > 0 AS bwd FROM slice s JOIN _traceaug_track t USING (track_id) "
+        "WHERE s.category IN ('cpu_op', 'user_annotation') "
+        "AND (instr(s.name, 'forward') > 0 OR instr(s.name, 'autograd') > 0)")
+    c, _ = _whole_us(c, win, trace.base_ns)
+    inside = (c["ts"] >= win.start) & (c["ts"] <= win.end) & (c["dur"] > 0)
+    fwd, bwd = (np.unique(c["tid"][inside & (c[k] == 1)]) for k in ("fwd", "bwd"))
+    stack = ev["track_id"].astype(np.int64)
+    if len(fwd) != 1 or len(bwd) != 1 or fwd[0] == bwd[0]:
+        return stack
+    for pid in np.unique(ev["pid"][ev["tid"] == bwd[0]]).tolist():
+        into = stack[(ev["pid"] == pid) & (ev["tid"] == fwd[0])]
+        if len(into):
+            stack[(ev["pid"] == pid) & (ev["tid"] == bwd[0])] = into[0]
+    return stack
 
 
 def _through_waits(graph: Graph, path: np.ndarray) -> np.ndarray:

@@ -179,8 +179,6 @@ def frames(tmp_path_factory) -> dict[str, pd.DataFrame]:
         "kernels", "kernels_across_ranks", "stream_gaps", "device_gaps", "kernel_transitions",
         "gap_histogram", "idle_breakdown", "launches", "launch_summary")}
     out |= {f: getattr(ta, f)(steps) for f in ("temporal_breakdown", "comm_comp_overlap")}
-    out |= {f"{f}(all_steps=True)": getattr(ta, f)(src, all_steps=True)
-            for f in ("temporal_breakdown", "comm_comp_overlap")}
     for name in ("kernels", "gaps", "breakdown", "launches", "report"):
         out |= {f"{name}[{title}]": df for title, df in
                 getattr(traceaug, name)(steps, progress=False).items()}
@@ -240,12 +238,22 @@ def test_every_api_frame_keeps_one_convention(frames) -> None:
     for f, df in frames.items():
         if "rank" in df.columns and not df["rank"].isna().any():
             assert df["rank"].dtype == np.int64, f  # nullable only where a rank is missing
+
+
+def test_temporal_breakdown_keeps_all_steps_apart(frames) -> None:
+    """The per-step frame holds steps only; ``all_steps=True`` the row over all of them (HTA's)."""
     raw = orjson.loads(gzip.decompress(shared_trace(STEPS).read_bytes()))["traceEvents"]
     steps = sorted(int(e["name"].split("#")[1]) for e in raw if e.get("ph") == "X"
                    and e.get("name", "").startswith("ProfilerStep#") and e.get("cat") == "user_annotation")
     assert len(steps) == 2 and frames["temporal_breakdown"]["step"].tolist() == steps  # no "all steps"
-    whole = frames["temporal_breakdown(all_steps=True)"]
+    src = shared_trace(STEPS)
+    whole = ta.temporal_breakdown(src, all_steps=True)
     assert "step" not in whole.columns and len(whole) == 1
+    assert not {c: w for c, t in whole.dtypes.items() if (w := bad_dtype(c, t))}
+    per_step = frames["temporal_breakdown"]
+    assert whole["window_ns"].item() == per_step["window_ns"].sum()  # the steps' windows tile it
+    overlap = ta.comm_comp_overlap(src, all_steps=True)
+    assert list(overlap.columns) == ["rank", "communication_ns", "comp_comm_ns", "comm_overlap_pct"]
 
 
 def test_job_frames_are_exact_ns() -> None:

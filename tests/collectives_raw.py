@@ -49,12 +49,13 @@ def oracle(events: dict[int, list[dict]], groups: dict[str, list[int]] | None = 
             last = max(arr.values())
             straggler = min(r for r in ranks if arr[r] == last)
             wait = {r: last - arr[r] for r in ranks}
+            ns_of = {"skew_ns": last - min(arr.values()), "wait_ns": wait,
+                     "mean_wait_ns": statistics.mean(wait[r] for r in ranks if r != straggler),
+                     "max_wait_ns": max(wait.values()),
+                     "transfer_ns": statistics.median(end[r] - last for r in ranks)}
             out[(g, p)] = {
-                "straggler": straggler, "skew_us": (last - min(arr.values())) / 1e3,
-                "arrival_ns": last,
-                "wait_us": {r: w / 1e3 for r, w in wait.items()},
-                "mean_wait_us": statistics.mean(wait[r] for r in ranks if r != straggler) / 1e3,
-                "max_wait_us": max(wait.values()) / 1e3,
-                "transfer_us": statistics.median(end[r] - last for r in ranks) / 1e3,
+                "straggler": straggler, "arrival_ns": last, **ns_of,  # and in µs, as shown
+                **{k[:-3] + "_us": ({r: w / 1e3 for r, w in v.items()} if isinstance(v, dict)
+                                    else v / 1e3) for k, v in ns_of.items()},
                 "offset_us": {r: o / 1e3 for r, o in off.items()}}
     return out

@@ -123,7 +123,9 @@ def test_one_step_and_each_ops_step(g: GpuOps, trace_path: Path) -> None:
     out = CliRunner().invoke(main, ["breakdown", str(trace_path), "--step", "201", "--format",
                                     "json"])
     assert out.exit_code == 0, out.output
-    (row,) = json.loads(out.output)["temporal breakdown per step (GPU windows; step None = all steps)"]
+    found = json.loads(out.output)
+    (row,) = found[breakdown.PER_STEP]
+    assert found[breakdown.ALL_STEPS] == []  # one step asked for: no row over all of them
     want = _answer(201)
     assert (row["step"], row["source"], row["window_ns"], row["busy_ns"], row["comp_only_ns"]) == \
         (201, want["source"], want["window"] * US, want["busy"] * US, want["comp_only"] * US)

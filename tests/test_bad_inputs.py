@@ -645,7 +645,8 @@ def test_a_good_rank_under_a_non_utf8_name(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["collectives", "--format", "json", str(job)])
     assert res.exit_code == 0, res.stderr
     rows = json.loads(res.stdout)
-    assert [(r["ranks"], r["straggler"], r["skew_us"]) for r in rows] == [(2, 1, s) for s in skews]
+    assert [(r["ranks"], r["straggler"], r["skew_ns"]) for r in rows] == \
+        [(2, 1, round(s * 1000)) for s in skews]
     res = CliRunner().invoke(main, ["merge", str(job), str(tmp_path / "m.json")])
     assert res.exit_code == 0 and f"(2 ranks, {len(skews)} cross-rank arrows)" in res.stderr
 

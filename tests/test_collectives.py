@@ -50,7 +50,7 @@ def check_against(df, want: dict, group_names: dict[str, str] | None = None) -> 
     for (g, p), w in want.items():
         row = got[(names[g], p)]
         assert row["straggler"] == w["straggler"], (g, p)
-        for col in ("skew_us", "mean_wait_us", "max_wait_us", "transfer_us"):
+        for col in ("skew_ns", "mean_wait_ns", "max_wait_ns", "transfer_ns"):
             assert row[col] == pytest.approx(w[col], abs=1e-6), (g, p, col)
 
 
@@ -124,10 +124,10 @@ def test_real_job_every_figure_from_the_raw_json(real_job) -> None:
     # per rank: its total wait, how often it was last, the others' mean wait for it
     by = traceaug.collectives(job, by="rank").set_index("rank")
     for r in events:
-        assert by.at[r, "total_wait_us"] == pytest.approx(sum(w["wait_us"][r] for w in want.values()))
+        assert by.at[r, "total_wait_ns"] == sum(w["wait_ns"][r] for w in want.values())
         mine = [w for w in want.values() if w["straggler"] == r]
         assert by.at[r, "straggler_count"] == len(mine)
-        assert by.at[r, "caused_wait_us"] == pytest.approx(sum(w["mean_wait_us"] for w in mine))
+        assert by.at[r, "caused_wait_ns"] == pytest.approx(sum(w["mean_wait_ns"] for w in mine))
     assert traceaug.collectives(job, rank=3, by="rank")["rank"].tolist() == [3]
 
 
@@ -138,11 +138,11 @@ def test_real_job_stragglers_per_step(real_job) -> None:
     for r, evs in events.items():
         step = next(e for e in evs if e.get("name") == "ProfilerStep#10")
         row = table[(table["rank"] == r) & (table["step"] == 10)].iloc[0]
-        assert row["step_us"] == ns(step["dur"]) / 1e3
-        assert row["wait_us"] == pytest.approx(sum(w["wait_us"][r] for w in want.values()))
+        assert row["step_ns"] == ns(step["dur"])
+        assert row["wait_ns"] == sum(w["wait_ns"][r] for w in want.values())
     lost = {}
     for w in want.values():
-        lost[w["straggler"]] = lost.get(w["straggler"], 0) + w["mean_wait_us"]
+        lost[w["straggler"]] = lost.get(w["straggler"], 0) + w["mean_wait_ns"]
     top = max(lost, key=lost.get)
     count = sum(w["straggler"] == top for w in want.values())
     first = table.attrs["findings"][0]  # the verdict (tests/test_job_verdict.py checks its figures)
@@ -172,7 +172,7 @@ def test_report_job_section(real_job) -> None:
     assert result.exit_code == 0, result.output
     assert list(json.loads(result.stdout))[:5] == [
         "verdict and findings", "job: verdict",
-        "job: NCCL kernels, wait vs transfer (µs per rank, mean over ranks)",
+        "job: NCCL kernels, wait vs transfer (per rank, mean over ranks)",
         "job: step time and wait in collectives per rank",
         "job: wait per rank at the collectives with the largest skew (µs)"]
 
@@ -264,13 +264,13 @@ def test_planted_cpu_and_gpu_stragglers_and_a_shifted_clock(planted: dict) -> No
         # each rank waited from its own arrival to the planted rank's, as recorded before the plant
         late = before[rank][c][0] + d_us
         waits = [late - before[r][c][0] for r in before if r != rank]  # before the shift
-        assert row["mean_wait_us"] == pytest.approx(statistics.mean(waits), abs=5)
-        assert row["max_wait_us"] == pytest.approx(max(waits), abs=5)
+        assert row["mean_wait_ns"] / 1e3 == pytest.approx(statistics.mean(waits), abs=5)
+        assert row["max_wait_ns"] / 1e3 == pytest.approx(max(waits), abs=5)
     # nothing else moved: the other instances keep their stragglers (the lower of two twins)
     assert [rows[("stream 84", p)]["straggler"] for p in (0, 1, 2, 4, 6, 7)] == [7, 7, 7, 7, 5, 4]
     by = traceaug.collectives(planted["job"], by="rank").set_index("rank")
     assert by.at[11, "straggler_count"] == 1 and by.at[2, "straggler_count"] == 1
-    assert by.at[11, "caused_wait_us"] == pytest.approx(rows[("stream 84", 3)]["mean_wait_us"])
+    assert by.at[11, "caused_wait_ns"] == pytest.approx(rows[("stream 84", 3)]["mean_wait_ns"])
 
 
 def test_planted_job_against_hta(planted: dict) -> None:
@@ -349,7 +349,7 @@ def test_matching_by_sequence_number_and_a_missing_one() -> None:
     got = co.instance_table(job)
     assert got["seq"].tolist() == [0, 1, 2] and job.problems == []
     assert got["straggler"].tolist() == [1, 1, 0]
-    assert got["skew_us"].tolist() == [5.0, 5.0, 2.0]
+    assert got["skew_ns"].tolist() == [5000, 5000, 2000]
     # rank 1 lacks seq 1: reported with group and position, nothing past it matched
     job = co.match([_tables(0, [(0, 10, 0), (20, 30, 1), (40, 50, 2)]),
                     _tables(1, [(5, 10, 0), (38, 50, 2)])])
@@ -503,6 +503,6 @@ def test_bandwidth_as_nccl_tests_with_the_group_size() -> None:
     nbytes = max(a["In msg nelems"], a["Out msg nelems"]) * 2  # BFloat16
     assert (row["kind"], row["bytes"], row["ranks"]) == ("AllGather", nbytes, 1)
     assert row["step"] is pd.NA and row["straggler"] is pd.NA
-    assert row["transfer_us"] == ns(k["dur"]) / 1e3
+    assert row["transfer_ns"] == ns(k["dur"])
     assert row["algbw_gbps"] == pytest.approx(nbytes / ns(k["dur"]))
     assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * (a["Group size"] - 1) / a["Group size"])

@@ -6,11 +6,13 @@ unit, a share is a percent named ``*_pct``, a missing value is empty in CSV and 
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import math
 import re
 from pathlib import Path
 
+import numpy as np
 import orjson
 import pandas as pd
 import pytest
@@ -24,6 +26,9 @@ from traceaug.cli import main
 TRACE = "kineto/a100_simple_add_cuda_sync.json.gz"  # 3 streams, steps, syncs: every table has rows
 JOB = "kineto/jobs/dlrm_v100_8ranks"  # every rank of a job: its collectives
 PAIR = ("kineto/diff/h100_runs/a/trace.json.gz", "kineto/diff/h100_runs/b/trace.json.gz")
+STEPS = "kineto/diff/tiny_base/base.json.gz"  # two ProfilerSteps: a per-step table
+# Frames that are empty on these traces (no bandwidth counter; no step limits the per-step view...).
+MAY_BE_EMPTY = {"counters.bandwidth", "whatif.errors"}
 UNITS = ("ns", "us", "ms", "s", "pct", "gbps")
 # Names that hold no time and no share: identities, labels, counts, sizes.
 UNITLESS = {
@@ -34,7 +39,7 @@ UNITLESS = {
     "operators", "pattern", "kernel_ids", "kernels", "window", "title", "notes", "warnings",
     "perfetto_ui", "max_total_rank", "waited_for_rank", "path", "side", "a", "b",
     "group", "straggler", "cause", "cause_ops", "change", "speedup", "position", "findings",
-    "call", "waited_for",
+    "call", "waited_for", "replay",
     # counts and sizes
     "count", "count_a", "count_b", "delta_count", "ops", "gaps", "cpu_ops", "runtime_calls",
     "memcpys", "memsets", "profiler_steps", "step", "steps", "launched_ops", "unlaunched_ops",
@@ -47,6 +52,16 @@ UNITLESS = {
     "first_rank", "last_rank", "most_lost_rank", "arrived_last", "waiting_ranks", "verdict", "text",
     "p_value",  # a probability (diff: Mann–Whitney U over the per-step times)
 }
+# Times in ns that are a statistic of exact times (a mean, a median, a sum of means), so float64.
+FRACTIONAL_NS = {"mean_ns", "std_ns", "median_ns", "mean_total_ns", "mean_cpu_duration_ns",
+                 "mean_launch_delay_ns", "mean_wait_ns", "mean_transfer_ns", "gpu_mean_ns",
+                 "transfer_ns", "caused_wait_ns", "lost_per_rank_ns", "nccl_wait_ns",
+                 "nccl_transfer_ns"}
+# Times not in ns, each for a reason: histogram bin edges in µs (log-spaced, as they print); a whole
+# trace's duration and counter times in ms; diff's per-step averages in ms.
+OTHER_UNITS = {"lo_us", "hi_us", "duration_ms", "full_ms", "busy_ms", "step_ms", "gpu_busy_ms",
+               "gpu_idle_ms", "computation_ms", "communication_ms", "memory_ms", "total_a_ms",
+               "total_b_ms", "delta_ms", "mean_a_ms", "mean_b_ms"}
 # Texts a missing value must never print as in CSV or JSON.
 MISSING_TEXTS = {"nan", "NaN", "None", "NULL", "<NA>", "null"}
 
@@ -58,6 +73,13 @@ def bad_name(name: str) -> str | None:
     if "share" in name or "ratio" in name:
         return "a share that is not a percent named *_pct"
     return "neither a unit suffix (_ns, _us, _ms, _s, _pct, _gbps) nor a known unitless name"
+
+
+def not_ns(name: str) -> str | None:
+    """Why a time column ``name`` of CSV / JSON is not in ns as the API's (the terminal's µs aside)."""
+    unit = name.rsplit("_", 1)[-1]
+    return f"a time in {unit}, not exact ns" if unit in ("us", "ms", "s") and \
+        name not in OTHER_UNITS else None
 
 
 def cli(*args: str) -> str:
@@ -84,6 +106,8 @@ def json_names(data, names: set[str], values: list) -> None:
             if k == "inferred" and isinstance(v, dict):  # what was inferred (a text) -> how many
                 names.add(k)
                 values += list(v.values())
+            elif isinstance(v, list) and not v:  # a table without rows: no value, no name
+                continue
             elif isinstance(v, dict) or (isinstance(v, list) and v and isinstance(v[0], dict)):
                 json_names(v, names, values)
             else:
@@ -135,7 +159,7 @@ def test_every_csv_and_json_column_says_its_unit(outputs) -> None:
             found |= {"NaN"} if any(isinstance(v, float) and math.isnan(v) for v in values) else set()
         assert names, (command, fmt)
         for n in sorted(names):
-            if (why := bad_name(n)) is not None:
+            if (why := bad_name(n) or not_ns(n)) is not None:
                 bad[(command, fmt, n)] = why
         assert not found, f"{command} --format {fmt} prints a missing value as {found}"
     assert not bad, "\n".join(f"{c} --format {f}: {n}: {w}" for (c, f, n), w in bad.items())
@@ -151,30 +175,106 @@ def test_summary_columns_say_their_unit() -> None:
     assert not {n: bad_name(n) for n in names if bad_name(n)}
 
 
-def test_every_api_dataframe_column_says_its_unit(tmp_path: Path) -> None:
-    src = shared_trace(TRACE)
+@pytest.fixture(scope="module")
+def frames(tmp_path_factory) -> dict[str, pd.DataFrame]:
+    """Every DataFrame the Python API returns (``traceaug.__all__``'s functions and
+    ``traceaug.analyses``), on small real traces, by a name saying where it comes from."""
+    tmp = tmp_path_factory.mktemp("api")
+    src, steps = shared_trace(TRACE), shared_trace(STEPS)
     a, b = (shared_trace(p) for p in PAIR)
-    frames = {f: getattr(ta, f)(src) for f in (
+    out = {f: getattr(ta, f)(src) for f in (
         "kernels", "kernels_across_ranks", "stream_gaps", "device_gaps", "kernel_transitions",
-        "gap_histogram", "temporal_breakdown", "idle_breakdown", "comm_comp_overlap", "launches",
-        "launch_summary")}
-    res = traceaug.counters(src, tmp_path / "c.json", progress=False)
-    frames |= {"counters.queue": res.queue, "counters.bandwidth": res.bandwidth}
-    found = traceaug.patterns(src, tmp_path / "p.json", progress=False)
-    frames |= {"patterns": found.patterns, "occurrences": found.occurrences}
+        "gap_histogram", "idle_breakdown", "launches", "launch_summary")}
+    out |= {f: getattr(ta, f)(steps) for f in ("temporal_breakdown", "comm_comp_overlap")}
+    for name in ("kernels", "gaps", "breakdown", "launches", "report"):
+        out |= {f"{name}[{title}]": df for title, df in
+                getattr(traceaug, name)(steps, progress=False).items()}
+    res = traceaug.counters(src, tmp / "c.json", progress=False)
+    out |= {"counters.queue": res.queue, "counters.bandwidth": res.bandwidth}
+    found = traceaug.patterns(src, tmp / "p.json", progress=False)
+    out |= {"patterns": found.patterns, "occurrences": found.occurrences}
     path, summary = traceaug.critical_path(src, progress=False)
-    frames |= {"critical_path": path, "critical_path.summary": summary}
+    out |= {"critical_path": path, "critical_path.summary": summary}
     comparison = traceaug.diff(a, b, progress=False)
-    frames |= {"diff.summary": comparison.summary, "diff.ops": comparison.ops}
-    frames["info"] = pd.DataFrame(traceaug.info(src, progress=False))
-    frames |= dict(zip(("whatif.steps", "whatif.changes"),
-                       traceaug.whatif(src, scale=["comp=0.5"], progress=False)))
+    out |= {"diff.summary": comparison.summary, "diff.ops": comparison.ops}
+    out["info"] = pd.DataFrame(traceaug.info(src, progress=False))
+    out |= dict(zip(("whatif.steps", "whatif.changes", "whatif.errors"),
+                    traceaug.whatif(steps, scale=["comp=0.5"], progress=False)))
     job = shared_trace(JOB)
-    frames |= {"collectives": traceaug.collectives(job), "stragglers": traceaug.stragglers(job)}
+    out |= {"collectives": traceaug.collectives(job, progress=False),
+            "collectives(by=rank)": traceaug.collectives(job, by="rank", progress=False),
+            "stragglers": traceaug.stragglers(job, progress=False)}
+    out["stragglers.attrs[verdict]"] = pd.DataFrame(out["stragglers"].attrs["verdict"])
+    return out
+
+
+def test_every_api_dataframe_column_says_its_unit(frames) -> None:
     bad = {(f, c): bad_name(c) for f, df in frames.items() for c in df.columns if bad_name(c)}
     assert not bad, "\n".join(f"{f}: {c}: {w}" for (f, c), w in bad.items())
-    assert all(len(df) for f, df in frames.items() if f != "counters.bandwidth"), \
-        [f for f, df in frames.items() if not len(df)]
+    empty = [f for f, df in frames.items() if not len(df) and f not in MAY_BE_EMPTY
+             and "[" not in f]  # a command's sections may be (``launches``' outliers)
+    assert not empty, empty
+
+
+def bad_dtype(name: str, dtype) -> str | None:
+    """Why column ``name`` of ``dtype`` breaks the API's convention (issue 34), or None: times in exact
+    int64 ns (float only for a mean, median or the like), percents float, ranks and steps int64
+    (nullable Int64 where one can be missing), no time in another unit."""
+    kind = dtype.name  # "int64", "Int64" (nullable), "float64", "str", "object"...
+    unit = name.rsplit("_", 1)[-1] if "_" in name else ""
+    if name in ("rank", "step") or name.endswith("_rank") or name == "straggler":
+        return None if kind in ("int64", "Int64") else f"a rank or step as {kind}"
+    if unit == "ns":
+        if kind in ("int64", "Int64") or (kind == "float64" and name in FRACTIONAL_NS):
+            return None
+        return f"a time in ns as {kind}"
+    if not_ns(name):
+        return not_ns(name)
+    if unit == "pct" and kind != "float64":
+        return f"a percent as {kind}"
+    return None
+
+
+def test_every_api_frame_keeps_one_convention(frames) -> None:
+    """One convention for every frame (issue 34 item 6): ``stragglers`` and ``collectives`` gave float
+    ``_us``, ``rank`` was object in the analyses' frames, and ``temporal_breakdown`` mixed the
+    all-steps row (``step`` None) into the per-step rows."""
+    bad = {(f, c): why for f, df in frames.items() for c, t in df.dtypes.items()
+           if (why := bad_dtype(c, t))}
+    assert not bad, "\n".join(f"{f}: {c}: {w}" for (f, c), w in bad.items())
+    for f, df in frames.items():
+        if "rank" in df.columns and not df["rank"].isna().any():
+            assert df["rank"].dtype == np.int64, f  # nullable only where a rank is missing
+
+
+def test_temporal_breakdown_keeps_all_steps_apart(frames) -> None:
+    """The per-step frame holds steps only; ``all_steps=True`` the row over all of them (HTA's)."""
+    raw = orjson.loads(gzip.decompress(shared_trace(STEPS).read_bytes()))["traceEvents"]
+    steps = sorted(int(e["name"].split("#")[1]) for e in raw if e.get("ph") == "X"
+                   and e.get("name", "").startswith("ProfilerStep#") and e.get("cat") == "user_annotation")
+    assert len(steps) == 2 and frames["temporal_breakdown"]["step"].tolist() == steps  # no "all steps"
+    src = shared_trace(STEPS)
+    whole = ta.temporal_breakdown(src, all_steps=True)
+    assert "step" not in whole.columns and len(whole) == 1
+    assert not {c: w for c, t in whole.dtypes.items() if (w := bad_dtype(c, t))}
+    per_step = frames["temporal_breakdown"]
+    assert whole["window_ns"].item() == per_step["window_ns"].sum()  # the steps' windows tile it
+    overlap = ta.comm_comp_overlap(src, all_steps=True)
+    assert list(overlap.columns) == ["rank", "communication_ns", "comp_comm_ns", "comm_overlap_pct"]
+
+
+def test_job_frames_are_exact_ns() -> None:
+    """``stragglers``' and ``collectives``' times are the trace's integer ns, not µs floats: each
+    rank's step time is its ProfilerStep's ``dur`` (µs in the raw JSON) × 1000, exactly."""
+    job = shared_trace(JOB)
+    table = traceaug.stragglers(job, progress=False)
+    for path in sorted(job.glob("*.json.gz")):
+        raw = orjson.loads(gzip.decompress(path.read_bytes()))
+        rank = raw["distributedInfo"]["rank"]
+        (dur,) = [e["dur"] for e in raw["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")
+                  and e.get("ph") == "X" and e.get("cat") == "user_annotation"]
+        got = table.loc[table["rank"] == rank, "step_ns"]
+        assert got.dtype == np.int64 and got.tolist() == [round(dur * 1000)], path.name
 
 
 def _cells(line: str) -> list[str]:

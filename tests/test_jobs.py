@@ -264,8 +264,8 @@ def test_report_job_reads_each_rank_once(tmp_path: Path, page: bool) -> None:
     assert [x["verdict"] for x in report["job: verdict"]] == [x["text"] for x in alone["verdict"]]
     steps = report["job: step time and wait in collectives per rank"]
     assert len(steps) == 8 and alone["verdict"]
-    assert [(x["rank"], x["wait_us"]) for x in steps] == \
-        [(x["rank"], x["wait_us"]) for x in alone["steps"]]
+    assert [(x["rank"], x["wait_ns"]) for x in steps] == \
+        [(x["rank"], x["wait_ns"]) for x in alone["steps"]]
 
 
 def test_report_of_a_url_prefix_is_the_report_of_its_directory() -> None:

@@ -113,13 +113,15 @@ def test_implausible_annotation_falls_back_to_the_launches(tmp_path: Path) -> No
     path = _annotated_trace(tmp_path)
     out = CliRunner().invoke(main, ["breakdown", str(path), "--format", "json"])
     assert out.exit_code == 0, out.output
-    rows = next(v for k, v in json.loads(out.output).items() if k.startswith("temporal"))
+    found = json.loads(out.output)
     got = [(row["step"], row["source"], row["window_ns"] // 1000, row["busy_ns"] // 1000)
-           for row in rows]
+           for row in found[breakdown.PER_STEP]]
     # step 0: [50, 1030) from its launches to step 1's annotation; 1: to step 2's first op
     # (2050); 2: to its last op's end (2500); busy 300 µs each
     assert got == [(0, "launches", 980, 300), (1, "gpu_annotation", 1020, 300),
-                   (2, "launches", 450, 300), (None, "steps", 2450, 900)]
+                   (2, "launches", 450, 300)]
+    assert [(row["source"], row["window_ns"] // 1000, row["busy_ns"] // 1000)
+            for row in found[breakdown.ALL_STEPS]] == [("steps", 2450, 900)]
     info = CliRunner().invoke(main, ["info", str(path), "--format", "json"])
     assert info.exit_code == 0, info.output
     assert json.loads(info.output)["warnings"] == [

@@ -13,7 +13,7 @@ from .analysis import gaps as gp
 from .analysis import kernels as kn
 from .analysis import launches as ln
 from .analysis.gpu_steps import LOAD, GpuOps, gpu_ops
-from .analysis.tables import Columns, concat, frame
+from .analysis.tables import Columns, concat, frame, objects
 from .report.sections import public
 
 if TYPE_CHECKING:
@@ -95,12 +95,17 @@ def gap_histogram(source: Source, step: int | None = None, rank: int | None = No
     return frame(gp.histogram(pairs.get("gap", np.empty(0, np.int64)), lo_us, hi_us, bins))
 
 
-def temporal_breakdown(source: Source, step: int | None = None,
-                       rank: int | None = None) -> pd.DataFrame:
-    """Per rank and step (``step`` None: all): GPU window ``source``, ``window_start_ns``, ``window_ns``,
-    ``cpu_step_ns``, ``busy_ns``, ``idle_ns``, ``idle_pct``, ``computation_ns``, ``communication_ns``,
-    ``memory_ns``, exclusive ``comp_only_ns`` ... ``comp_comm_mem_ns``, ``comm_overlap_pct``."""
-    return _each(source, rank, lambda g: bd.temporal(g, step))
+def temporal_breakdown(source: Source, step: int | None = None, rank: int | None = None,
+                       all_steps: bool = False) -> pd.DataFrame:
+    """Per rank and step (``step`` None: every step): GPU window ``source``, ``window_start_ns``,
+    ``window_ns``, ``cpu_step_ns``, ``busy_ns``, ``idle_ns``, ``idle_pct``, ``computation_ns``,
+    ``communication_ns``, ``memory_ns``, exclusive ``comp_only_ns`` ... ``comp_comm_mem_ns``,
+    ``comm_overlap_pct``. ``all_steps``: instead one row per rank over all its steps, no ``step``
+    column (HTA's ``get_temporal_breakdown``; a trace without steps: its GPU ops)."""
+    if all_steps and step is not None:
+        raise ValueError("all_steps is the window over every step: give no step")
+    per_step, whole = bd.split(concat([bd.temporal(g, step) for g in _ranks(source, rank)]))
+    return frame(public(whole if all_steps else per_step))
 
 
 def idle_breakdown(source: Source, step: int | None = None, rank: int | None = None,
@@ -110,13 +115,15 @@ def idle_breakdown(source: Source, step: int | None = None, rank: int | None = N
     return _each(source, rank, lambda g: bd.idle_by_stream(g, step, kernel_wait_us))
 
 
-def comm_comp_overlap(source: Source, step: int | None = None,
-                      rank: int | None = None) -> pd.DataFrame:
-    """Per rank and step: ``communication_ns``, ``comp_comm_ns`` (also with memory) and
-    ``comm_overlap_pct``, the share of communication time when computation runs too."""
-    t = temporal_breakdown(source, step, rank)
+def comm_comp_overlap(source: Source, step: int | None = None, rank: int | None = None,
+                      all_steps: bool = False) -> pd.DataFrame:
+    """Per rank and step (``all_steps``: per rank over every step, as HTA): ``communication_ns``,
+    ``comp_comm_ns`` (also with memory) and ``comm_overlap_pct``, the share of communication time
+    when computation runs too."""
+    t = temporal_breakdown(source, step, rank, all_steps)
     t["comp_comm_ns"] = t["comp_comm_ns"] + t["comp_comm_mem_ns"]
-    return t[["rank", "step", "communication_ns", "comp_comm_ns", "comm_overlap_pct"]]
+    return t[["rank", *([] if all_steps else ["step"]), "communication_ns", "comp_comm_ns",
+              "comm_overlap_pct"]]
 
 
 def launches(source: Source, step: int | None = None, rank: int | None = None) -> pd.DataFrame:
@@ -131,7 +138,7 @@ def launch_summary(source: Source, step: int | None = None, rank: int | None = N
     """Per rank: ``launched_ops``, ``unlaunched_ops``, ``short_gpu_ops``, ``runtime_outliers``,
     ``delay_outliers``, ``mean_cpu_duration_ns``, ``max_cpu_duration_ns``, ``mean_launch_delay_ns``,
     ``max_launch_delay_ns``."""
-    import pandas as pd
-
-    return pd.DataFrame([public(ln.summary(ln.launch_table(g, step), g, step, runtime_cutoff_us,
-                                           delay_cutoff_us)) for g in _ranks(source, rank)])
+    rows = [public(ln.summary(ln.launch_table(g, step), g, step, runtime_cutoff_us, delay_cutoff_us))
+            for g in _ranks(source, rank)]
+    return frame({k: objects([r[k] for r in rows]) if k == "rank" else np.array([r[k] for r in rows])
+                  for k in rows[0]})

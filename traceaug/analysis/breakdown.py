@@ -23,7 +23,7 @@ def _combo_name(c: frozenset) -> str:
     return "_".join(_SHORT[t] for t in TYPES if t in c) + ("_only" if len(c) == 1 else "")
 
 
-# temporal's columns (ns, percent): one row per step and one for all of them (step None).
+# temporal's columns (ns, percent): one row per step and one for all of them (step None: ``split``).
 TEMPORAL_COLUMNS = ("rank", "step", "source", "window_start", "window", "cpu_step", "busy", "idle",
                     "idle_pct", *TYPES, *map(_combo_name, COMBOS), "comm_overlap_pct")
 
@@ -114,8 +114,21 @@ def part(g: GpuOps, in_job: bool, step: int | None, kernel_wait_us: float) -> di
     return {"temporal": temporal(g, step), "idle": idle_by_stream(g, step, kernel_wait_us)}
 
 
+PER_STEP = "temporal breakdown per step (GPU windows)"
+ALL_STEPS = "temporal breakdown over all steps (a trace without steps: all of it)"
+
+
+def split(table: Columns) -> tuple[Columns, Columns]:
+    """``temporal``'s rows apart: those of one step (``step`` an integer), and those over all steps (``step``
+    None; without the column), so no table mixes a step with the sum of them."""
+    whole = np.array([s is None for s in table["step"].tolist()], bool)
+    steps = {c: v[~whole] for c, v in table.items()}
+    steps["step"] = steps["step"].astype(np.int64)
+    return steps, {c: v[whole] for c, v in table.items() if c != "step"}
+
+
 def combine(parts: list[dict]) -> list[tuple[str, Columns]]:
     """The ``breakdown`` command's sections from each rank's ``part``."""
-    return [("temporal breakdown per step (GPU windows; step None = all steps)",
-             concat([p["temporal"] for p in parts])),
+    per_step, all_steps = split(concat([p["temporal"] for p in parts]))
+    return [(PER_STEP, per_step), (ALL_STEPS, all_steps),
             ("idle breakdown per stream (HTA's rules)", concat([p["idle"] for p in parts]))]

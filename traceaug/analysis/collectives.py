@@ -314,9 +314,9 @@ def wait_table(matched: Matched) -> pd.DataFrame:
 
 
 def instance_table(matched: Matched) -> pd.DataFrame:
-    """Per matched instance (made once per job): step, group, position, seq, kind, bytes, ranks, skew_us,
-    straggler, mean_wait_us (of the other ranks), max_wait_us, transfer_us (median end − last arrival),
-    algbw_gbps, busbw_gbps, cause ("cpu" / "gpu" / None), cause_late_us, cause_ops."""
+    """Per matched instance (made once per job): step, group, position, seq, kind, bytes, ranks, skew_ns,
+    straggler, mean_wait_ns (of the other ranks), max_wait_ns, transfer_ns (median end − last arrival),
+    algbw_gbps, busbw_gbps, cause ("cpu" / "gpu" / None), cause_late_ns, cause_ops."""
     if matched._table is None:
         matched._table = _instance_table(matched)
     return matched._table.copy()
@@ -327,13 +327,13 @@ def _instance_table(matched: Matched) -> pd.DataFrame:
     g = a.groupby("iid")
     inst = matched.instances.set_index("iid")
     out = inst[["step", "group", "position", "seq", "kind", "bytes", "ranks"]].copy()
-    out["skew_us"] = (g["arrival_ns"].max() - g["arrival_ns"].min()) / 1e3
+    out["skew_ns"] = (g["arrival_ns"].max() - g["arrival_ns"].min()).astype(np.int64)
     out["straggler"] = g["straggler"].first()
     others = a[a["rank"].ne(a["straggler"]).fillna(True).astype(bool)]
-    out["mean_wait_us"] = others.groupby("iid")["wait_ns"].mean().reindex(out.index).fillna(0) / 1e3
-    out["max_wait_us"] = g["wait_ns"].max() / 1e3
+    out["mean_wait_ns"] = others.groupby("iid")["wait_ns"].mean().reindex(out.index).fillna(0.0)
+    out["max_wait_ns"] = g["wait_ns"].max().astype(np.int64)
     transfer = (a["end_ns"] - a["last_ns"]).groupby(a["iid"]).median()
-    out["transfer_us"] = transfer / 1e3
+    out["transfer_ns"] = transfer.astype(np.float64)  # a median: half a ns between two ranks
     nbytes = out["bytes"].astype("Float64")
     algbw = nbytes / transfer.where(transfer > 0)  # bytes per ns = GB/s
     out["algbw_gbps"] = algbw.astype(np.float64)
@@ -344,10 +344,10 @@ def _instance_table(matched: Matched) -> pd.DataFrame:
     why = _Causes(matched, a)
     causes = [why(iid) for iid in out.index]
     out["cause"] = [c[0] for c in causes]
-    out["cause_late_us"] = [c[1] / 1e3 for c in causes]
+    out["cause_late_ns"] = np.array([c[1] for c in causes], np.int64)
     out["cause_ops"] = ["; ".join(c[2]) if c[2] else None for c in causes]
     out = out.reset_index(drop=True)
-    for col in ("seq", "bytes", "step"):
+    for col in ("seq", "bytes", "step", "straggler"):
         out[col] = out[col].astype("Int64")
     return out
 
@@ -433,32 +433,32 @@ class _Causes:
 
 
 def by_rank(matched: Matched) -> pd.DataFrame:
-    """Per rank: collectives, total_wait_us, straggler_count (instances it arrived last at),
-    caused_wait_us (the other ranks' mean wait for it, summed over those instances)."""
+    """Per rank: collectives, total_wait_ns, straggler_count (instances it arrived last at),
+    caused_wait_ns (the other ranks' mean wait for it, summed over those instances)."""
     a = wait_table(matched)
     inst = instance_table(matched)
     ranks = sorted(matched.tables)
-    caused = inst.groupby("straggler")["mean_wait_us"].sum()
+    caused = inst.groupby("straggler")["mean_wait_ns"].sum()
     count = inst["straggler"].value_counts()
-    wait = a.groupby("rank")["wait_ns"].sum() / 1e3
+    wait = a.groupby("rank")["wait_ns"].sum()
     n = a.groupby("rank")["iid"].count()
-    return pd.DataFrame({"rank": ranks,
-                         "collectives": [int(n.get(r, 0)) for r in ranks],
-                         "total_wait_us": [float(wait.get(r, 0.0)) for r in ranks],
-                         "straggler_count": [int(count.get(r, 0)) for r in ranks],
-                         "caused_wait_us": [float(caused.get(r, 0.0)) for r in ranks]})
+    return pd.DataFrame({"rank": np.array(ranks, np.int64),
+                         "collectives": np.array([n.get(r, 0) for r in ranks], np.int64),
+                         "total_wait_ns": np.array([wait.get(r, 0) for r in ranks], np.int64),
+                         "straggler_count": np.array([count.get(r, 0) for r in ranks], np.int64),
+                         "caused_wait_ns": np.array([caused.get(r, 0.0) for r in ranks], np.float64)})
 
 
 def step_table(matched: Matched) -> pd.DataFrame:
-    """Per step and rank: step_us (its ProfilerStep), collectives, wait_us (in collectives),
-    straggler_count, caused_wait_us."""
+    """Per step and rank: step_ns (its ProfilerStep), collectives, wait_ns (in collectives),
+    straggler_count, caused_wait_ns."""
     a = wait_table(matched)
     inst = instance_table(matched)
     a = a.merge(matched.instances[["iid", "step"]], on="iid")
     # the rows of each (rank, step) and (step, straggler), found once, not by a scan per step and rank
     # (in table order; rows with a missing key in none)
-    waits, mine_at = a["wait_ns"].to_numpy(), a.groupby(["rank", "step"], sort=False).indices
-    caused = inst["mean_wait_us"].to_numpy()
+    waits, mine_at = a["wait_ns"].to_numpy(np.int64), a.groupby(["rank", "step"], sort=False).indices
+    caused = inst["mean_wait_ns"].to_numpy(np.float64)
     strag_at = inst.groupby(["step", "straggler"], sort=False).indices
     none = np.empty(0, np.int64)
     records = []
@@ -467,11 +467,10 @@ def step_table(matched: Matched) -> pd.DataFrame:
         for step, ts, end in zip(st["step"].tolist(), st["ts"].tolist(), st["end"].tolist()):
             mine = waits[mine_at.get((r, step), none)]  # numpy: a pandas take per step is slow
             strag = caused[strag_at.get((step, r), none)]
-            records.append({"step": step, "rank": r, "step_us": (end - ts) / 1e3,
-                            "collectives": len(mine), "wait_us": mine.sum() / 1e3,
-                            "straggler_count": len(strag), "caused_wait_us": float(strag.sum())})
-    return pd.DataFrame(records, columns=["step", "rank", "step_us", "collectives", "wait_us",
-                                          "straggler_count", "caused_wait_us"])
+            records.append((step, r, end - ts, len(mine), mine.sum(), len(strag), strag.sum()))
+    columns = ["step", "rank", "step_ns", "collectives", "wait_ns", "straggler_count", "caused_wait_ns"]
+    return pd.DataFrame(records, columns=columns).astype(
+        {c: np.float64 if c == "caused_wait_ns" else np.int64 for c in columns})
 
 
 def from_gpu_ops(rank: int, base_ns: int, ops: dict, rows: np.ndarray) -> RankTables:

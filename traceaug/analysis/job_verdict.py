@@ -14,32 +14,32 @@ SOURCES = ("late_start", "slow_issue", "slow_compute", "slow_transfer")
 
 @dataclass
 class Verdict:
-    """One job step's answer (µs, job clock); ``rank`` None: no rank held the others up. Lateness is measured
-    at each collective ``rank`` arrived last at, behind the rank that waited longest there, split by
-    ``SOURCES``; ``lost_*``: the other ranks' waits at those collectives."""
+    """One job step's answer (ns, job clock: exact integers but for averages); ``rank`` None: no rank held the
+    others up. Lateness is measured at each collective ``rank`` arrived last at, behind the rank that waited
+    longest there, split by ``SOURCES``; ``lost_*``: the other ranks' waits at those collectives."""
 
     step: int
-    step_us: float
+    step_ns: int
     first_rank: int  # the rank that started the step first (the job step's start)
     last_rank: int  # the rank that ended it last
     rank: int | None
     arrived_last: int  # collectives ``rank`` arrived last at
     collectives: int  # matched collectives of the step
-    started_after_us: float  # its step start after ``first_rank``'s
-    late_us: float  # its lateness, summed over ``arrived_last``: the sum of the SOURCES
-    late_start_us: float
-    slow_issue_us: float
-    slow_compute_us: float
-    slow_transfer_us: float
-    lost_total_us: float  # every other rank's wait for it, added up (rank time)
+    started_after_ns: int  # its step start after ``first_rank``'s
+    late_ns: int  # its lateness, summed over ``arrived_last``: the sum of the SOURCES
+    late_start_ns: int
+    slow_issue_ns: int
+    slow_compute_ns: int
+    slow_transfer_ns: int
+    lost_total_ns: int  # every other rank's wait for it, added up (rank time)
     waiting_ranks: int
-    lost_per_rank_us: float  # lost_total_us / waiting_ranks
+    lost_per_rank_ns: float  # lost_total_ns / waiting_ranks
     most_lost_rank: int | None
-    most_lost_us: float
-    nccl_wait_us: float  # per rank on average, the step's NCCL kernels: waiting for the last arrival
-    nccl_transfer_us: float  # ... and after it
-    baseline_us: float | None  # the job replay of the step (``whatif``), and without stragglers
-    without_us: float | None
+    most_lost_ns: int
+    nccl_wait_ns: float  # per rank on average, the step's NCCL kernels: waiting for the last arrival
+    nccl_transfer_ns: float  # ... and after it
+    baseline_ns: int | None  # the job replay of the step (``whatif``), and without stragglers
+    without_ns: int | None
     text: str = ""
 
     def row(self) -> dict:
@@ -83,16 +83,16 @@ def _verdict(matched: co.Matched, step: int, a: pd.DataFrame, replay: tuple | No
     ranks = a["rank"].nunique()
     kernel = a.groupby("rank")[["wait_ns"]].sum().assign(
         transfer_ns=(a["end_ns"] - a["last_ns"]).clip(lower=0).groupby(a["rank"]).sum())
-    base = {"step": step, "step_us": (win[last][1] - win[first][0]) / 1e3, "first_rank": first,
+    base = {"step": step, "step_ns": win[last][1] - win[first][0], "first_rank": first,
             "last_rank": last, "collectives": n,
-            "nccl_wait_us": float(kernel["wait_ns"].sum()) / ranks / 1e3,
-            "nccl_transfer_us": float(kernel["transfer_ns"].sum()) / ranks / 1e3,
-            "baseline_us": None if replay is None else replay[0] / 1e3,
-            "without_us": None if replay is None else replay[1] / 1e3}
+            "nccl_wait_ns": float(kernel["wait_ns"].sum()) / ranks,
+            "nccl_transfer_ns": float(kernel["transfer_ns"].sum()) / ranks,
+            "baseline_ns": None if replay is None else int(replay[0]),
+            "without_ns": None if replay is None else int(replay[1])}
     if not len(caused) or caused.max() <= 0:
-        v = Verdict(rank=None, arrived_last=0, started_after_us=0.0, late_us=0.0, **dict.fromkeys(
-            [f"{s}_us" for s in SOURCES], 0.0), lost_total_us=0.0, waiting_ranks=0,
-            lost_per_rank_us=0.0, most_lost_rank=None, most_lost_us=0.0, **base)
+        v = Verdict(rank=None, arrived_last=0, started_after_ns=0, late_ns=0, **dict.fromkeys(
+            [f"{s}_ns" for s in SOURCES], 0), lost_total_ns=0, waiting_ranks=0,
+            lost_per_rank_ns=0.0, most_lost_rank=None, most_lost_ns=0, **base)
         v.text = text(v)
         return v
     r = int(caused[caused == caused.max()].index.min())
@@ -105,12 +105,11 @@ def _verdict(matched: co.Matched, step: int, a: pd.DataFrame, replay: tuple | No
     lost = lost[lost > 0]
     most = int(lost[lost == lost.max()].index.min()) if len(lost) else None
     v = Verdict(rank=r, arrived_last=int(mine["iid"].nunique()),
-                started_after_us=(win[r][0] - win[first][0]) / 1e3 if r in win else 0.0,
-                late_us=sum(split.values()) / 1e3,
-                **{f"{k}_us": ns / 1e3 for k, ns in split.items()},
-                lost_total_us=float(lost.sum()) / 1e3, waiting_ranks=len(lost),
-                lost_per_rank_us=float(lost.mean()) / 1e3 if len(lost) else 0.0,
-                most_lost_rank=most, most_lost_us=float(lost.max()) / 1e3 if len(lost) else 0.0, **base)
+                started_after_ns=win[r][0] - win[first][0] if r in win else 0,
+                late_ns=sum(split.values()), **{f"{k}_ns": ns for k, ns in split.items()},
+                lost_total_ns=int(lost.sum()), waiting_ranks=len(lost),
+                lost_per_rank_ns=float(lost.mean()) if len(lost) else 0.0,
+                most_lost_rank=most, most_lost_ns=int(lost.max()) if len(lost) else 0, **base)
     v.text = text(v)
     return v
 
@@ -149,43 +148,44 @@ def _lateness(a: pd.DataFrame, at: pd.DataFrame, r: int, win: dict) -> dict[str,
     return out
 
 
-def _us(v: float) -> str:
-    return f"{v:,.1f} µs"
+def _us(ns: float) -> str:
+    """A time in ns as people read it, in µs."""
+    return f"{ns / 1e3:,.1f} µs"
 
 
 def text(v: Verdict) -> str:
     """The verdict in plain words, whole (never cut)."""
-    head = (f"Step {v.step} took {_us(v.step_us)} (job clock: rank {v.first_rank}'s step start to rank "
+    head = (f"Step {v.step} took {_us(v.step_ns)} (job clock: rank {v.first_rank}'s step start to rank "
             f"{v.last_rank}'s step end).")
-    nccl = (f" The step's NCCL kernels ran {_us(v.nccl_wait_us + v.nccl_transfer_us)} per rank on average: "
-            f"{_us(v.nccl_wait_us)} waiting for the last rank to arrive, {_us(v.nccl_transfer_us)} "
+    nccl = (f" The step's NCCL kernels ran {_us(v.nccl_wait_ns + v.nccl_transfer_ns)} per rank on average: "
+            f"{_us(v.nccl_wait_ns)} waiting for the last rank to arrive, {_us(v.nccl_transfer_ns)} "
             "transferring.")
     if v.rank is None:
         return head + " No rank held the others up: every collective's ranks arrived together." + nccl
     names = {"late_start": "late step start", "slow_issue": "slow issue (its CPU launched the "
              "collective later)", "slow_compute": "slow compute (its GPU reached it later after the "
              "launch)", "slow_transfer": "slow transfer (its previous collective ended later there)"}
-    where = "; ".join(f"{names[k]} {_us(getattr(v, f'{k}_us'))}" for k in SOURCES)
+    where = "; ".join(f"{names[k]} {_us(getattr(v, f'{k}_ns'))}" for k in SOURCES)
     neg = " (a negative part: earlier there than that rank)" if min(
-        getattr(v, f"{k}_us") for k in SOURCES) < 0 else ""
-    started = f", having started the step {_us(v.started_after_us)} after rank {v.first_rank}" \
-        if v.started_after_us > 0 else ""
+        getattr(v, f"{k}_ns") for k in SOURCES) < 0 else ""
+    started = f", having started the step {_us(v.started_after_ns)} after rank {v.first_rank}" \
+        if v.started_after_ns > 0 else ""
     out = (f"{head} Rank {v.rank} sets it: it arrived last at {v.arrived_last} of {v.collectives} "
            f"collectives{started}. Its lateness there, behind the rank that waited longest at each, "
-           f"is {_us(v.late_us)}: {where}{neg}. The other "
-           f"ranks lost {_us(v.lost_total_us)} waiting for it in total (each waiting rank's wait at "
+           f"is {_us(v.late_ns)}: {where}{neg}. The other "
+           f"ranks lost {_us(v.lost_total_ns)} waiting for it in total (each waiting rank's wait at "
            f"those collectives, added up over the {v.waiting_ranks} ranks that waited), "
-           f"{_us(v.lost_per_rank_us)} per waiting rank on average, the most rank "
-           f"{v.most_lost_rank} ({_us(v.most_lost_us)}).{nccl}")
-    if v.without_us is None:
+           f"{_us(v.lost_per_rank_ns)} per waiting rank on average, the most rank "
+           f"{v.most_lost_rank} ({_us(v.most_lost_ns)}).{nccl}")
+    if v.without_ns is None:
         return out
-    saved = v.baseline_us - v.without_us
-    pct = 100 * saved / v.baseline_us if v.baseline_us else 0.0
+    saved = v.baseline_ns - v.without_ns
+    pct = 100 * saved / v.baseline_ns if v.baseline_ns else 0.0
     return out + (
         f" Replayed with every rank at each collective's median arrival (whatif --no-stragglers), "
-        f"the step would take {_us(v.without_us)}, {_us(saved)} ({pct:.1f} %) less. Lost and "
+        f"the step would take {_us(v.without_ns)}, {_us(saved)} ({pct:.1f} %) less. Lost and "
         f"saveable differ: the lost time is rank time, added up over ranks that waited side by side "
         f"(the same wall time counted once per rank), while the replay gives the step's wall time; "
         f"and the replay moves only the collectives' arrivals, keeping every rank's step start and "
-        f"its own work" + (f", so rank {v.rank}'s {_us(v.started_after_us)} late start stays in "
-                           "the step." if v.started_after_us > 0 else "."))
+        f"its own work" + (f", so rank {v.rank}'s {_us(v.started_after_ns)} late start stays in "
+                           "the step." if v.started_after_ns > 0 else "."))

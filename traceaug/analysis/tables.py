@@ -108,22 +108,27 @@ def isin(column: np.ndarray, values) -> np.ndarray:
 
 
 def frame(table: Columns) -> pd.DataFrame:
-    """The table as a pandas DataFrame (imports pandas)."""
+    """The table as a pandas DataFrame (imports pandas); object columns of integers int64 (``_ints``)."""
     import pandas as pd
 
-    return pd.DataFrame({k: _nullable_ints(v, pd) for k, v in table.items()})
+    return pd.DataFrame({k: _ints(k, v, pd) for k, v in table.items()})
 
 
-def _nullable_ints(column, pd):
-    """An object column of integers and None as pandas' nullable Int64 (None is ``<NA>``, the
-    integers stay exact); any other column as it is."""
-    if not isinstance(column, np.ndarray) or column.dtype != object or not len(column):
+def _ints(name: str, column, pd):
+    """An object column of integers as int64, with None as pandas' nullable Int64 (None is ``<NA>``, the
+    integers stay exact), a rank or step column so even when every value is None; any other as it is."""
+    ranks = name in ("rank", "step") or name.endswith("_rank")
+    if not isinstance(column, np.ndarray) or column.dtype != object:
         return column
     values = column.tolist()
-    if None not in values or values.count(None) == len(values) or not all(
-            v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in values):
+    if not all(v is None or (isinstance(v, (int, np.integer)) and not isinstance(v, bool))
+               for v in values):
         return column
-    return pd.array(values, dtype="Int64")
+    if None not in values:
+        return column.astype(np.int64) if values or ranks else column
+    if values.count(None) == len(values) and not ranks:
+        return column
+    return pd.array([None if v is None else int(v) for v in values], dtype="Int64")
 
 
 def concat(tables: list[Columns]) -> Columns:

@@ -85,12 +85,12 @@ def with_attrs(out: pd.DataFrame, m: co.Matched) -> pd.DataFrame:
 
 def _api_collectives(m: co.Matched, call: Call) -> pd.DataFrame:
     """``by="instance"``: one row per matched instance (those ``rank`` takes part in): ``step``,
-    ``group``, ``position``, ``seq``, ``kind``, ``bytes``, ``ranks``, ``skew_us``, ``straggler``
-    (the last arrival), ``mean_wait_us`` (of the other ranks), ``max_wait_us``, ``transfer_us``,
-    ``algbw_gbps``, ``busbw_gbps``, ``cause`` ("cpu" / "gpu"), ``cause_late_us``, ``cause_ops``.
-    ``by="rank"``: ``rank``, ``collectives``, ``total_wait_us``, ``straggler_count``,
-    ``caused_wait_us``. ``attrs``: ``problems`` (what was not matched) and ``clock`` (per rank
-    ``offset_ns``, ``residual_ns``)."""
+    ``group``, ``position``, ``seq``, ``kind``, ``bytes``, ``ranks``, ``skew_ns``, ``straggler``
+    (the last arrival), ``mean_wait_ns`` (of the other ranks), ``max_wait_ns``, ``transfer_ns``
+    (median over ranks), ``algbw_gbps``, ``busbw_gbps``, ``cause`` ("cpu" / "gpu"),
+    ``cause_late_ns``, ``cause_ops``. ``by="rank"``: ``rank``, ``collectives``,
+    ``total_wait_ns``, ``straggler_count``, ``caused_wait_ns``. ``attrs``: ``problems`` (what was
+    not matched) and ``clock`` (per rank ``offset_ns``, ``residual_ns``)."""
     from ..report.collectives_text import collectives_frame
 
     return with_attrs(collectives_frame(m, call["by"], call["rank"]), m)

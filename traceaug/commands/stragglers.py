@@ -62,8 +62,8 @@ def _show(found: tuple[co.Matched, list[Verdict]], call: Call) -> None:
 
 
 def _api(found: tuple[co.Matched, list[Verdict]], call: Call) -> pd.DataFrame:
-    """Per step and rank ``step_us``, ``collectives``, ``wait_us`` (in collectives),
-    ``straggler_count``, ``caused_wait_us`` (the others' mean wait for it, summed);
+    """Per step and rank ``step_ns``, ``collectives``, ``wait_ns`` (in collectives),
+    ``straggler_count``, ``caused_wait_ns`` (the others' mean wait for it, summed);
     ``attrs["verdict"]``: per step the verdict's figures and text (``job_verdict.Verdict``),
     ``attrs["findings"]``: the texts."""
     from ..report.collectives_text import stragglers_frame

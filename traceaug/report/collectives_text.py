@@ -11,6 +11,7 @@ from ..analysis.job_verdict import Verdict
 from ..analysis.tables import columns_of
 from ..errors import TraceaugError
 from ..output import render_columns
+from .sections import shown
 
 
 def collectives_frame(matched: co.Matched, by: str = "instance", rank: int | None = None) -> pd.DataFrame:
@@ -57,13 +58,13 @@ def notes(matched: co.Matched) -> list[str]:
 
 
 def render_table(df: pd.DataFrame, fmt: str, verdicts: list[Verdict] | None = None) -> str:
-    """The table in ``fmt``; the verdicts (``job_verdict``) first in a table (whole, wrapped), in json
-    their figures and text as the object's ``verdict``."""
+    """The table in ``fmt`` (csv and json in exact ns, the terminal in µs); the verdicts (``job_verdict``)
+    first in a table (whole, wrapped), in json their figures and text as the object's ``verdict``."""
     if fmt == "json" and verdicts is not None:
         rows = orjson.loads(render_columns(columns_of(df), "json"))
         return orjson.dumps({"verdict": [v.row() for v in verdicts], "steps": rows},
                             option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n"
-    body = render_columns(columns_of(df), fmt, digits=2)
+    body = render_columns(shown(columns_of(df), fmt), fmt, digits=2)
     if fmt == "table" and verdicts is not None:
         return f"{verdict_text([v.text for v in verdicts])}\n\n{body}"
     return body

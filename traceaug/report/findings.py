@@ -112,8 +112,8 @@ def overview(a: dict[str, list], step: int | None, short: Callable[[str], str] =
     job = dict(job or [])
     nccl = job.get(JOB_NCCL)
     split = {} if nccl is None else {
-        n: (w * 1e3 * len(rows), t * 1e3 * len(rows), r) for n, w, t, r in zip(
-            nccl["name"].tolist(), nccl["wait_us"].tolist(), nccl["transfer_us"].tolist(),
+        n: (w * len(rows), t * len(rows), r) for n, w, t, r in zip(
+            nccl["name"].tolist(), nccl["wait_ns"].tolist(), nccl["transfer_ns"].tolist(),
             nccl["waited_for_rank"].tolist())}  # over every rank (ns)
     found = (_idle(a["main"], a["idle"], step, rows, f) + _queues(a["rank"], a["queue"], f)
              + _top_kernel(a["kernels"], f, short, split) + _alone(f, split) + _imbalance(rows, f))

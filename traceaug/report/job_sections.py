@@ -12,7 +12,7 @@ from ..analysis.job_verdict import Verdict
 from ..analysis.tables import columns_of
 
 JOB_VERDICT = "job: verdict"
-JOB_NCCL = "job: NCCL kernels, wait vs transfer (µs per rank, mean over ranks)"
+JOB_NCCL = "job: NCCL kernels, wait vs transfer (per rank, mean over ranks)"
 JOB_STEPS = "job: step time and wait in collectives per rank"
 JOB_WAITS = "job: wait per rank at "  # then which collectives, and the unit
 
@@ -44,8 +44,8 @@ def nccl_table(matched: co.Matched) -> dict[str, np.ndarray]:
     split = co.split_of(matched)
     names = sorted(split, key=lambda n: -(split[n]["wait"] + split[n]["transfer"]))
     return {"name": np.array(names, dtype=object),
-            "wait_us": np.array([split[n]["wait"] / 1e3 for n in names], np.float64),
-            "transfer_us": np.array([split[n]["transfer"] / 1e3 for n in names], np.float64),
+            "wait_ns": np.array([split[n]["wait"] for n in names], np.float64),
+            "transfer_ns": np.array([split[n]["transfer"] for n in names], np.float64),
             "waited_for_rank": np.array([split[n]["waited_for"] for n in names], dtype=object)}
 
 
@@ -62,7 +62,7 @@ def job_sections(matched: co.Matched, top: int | None, verdicts: list[Verdict]
         what = "every matched collective, in job-clock order (µs)"
     else:
         inst = co.instance_table(matched)
-        worst = inst.sort_values("skew_us", ascending=False, kind="stable").head(top)
+        worst = inst.sort_values("skew_ns", ascending=False, kind="stable").head(top)
         shown_iids = matched.instances["iid"].iloc[worst.index]
         what = "the collectives with the largest skew (µs)"
     waits = waits[waits["iid"].isin(shown_iids)]

@@ -213,3 +213,20 @@ def s3(tmp_path_factory) -> Iterator[S3]:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+# Modules taking over ~12 s of the suite (browsers, jobs and clusters, signals, the hostile corpus):
+# ``pytest -m "not slow and not perf"`` runs the rest, the quick subset for an inner loop.
+SLOW = frozenset({
+    "test_bad_inputs", "test_cluster_reliability", "test_collectives", "test_counters",
+    "test_critical_path", "test_diff", "test_diff_gate", "test_discovery", "test_engine",
+    "test_fidelity", "test_job_path", "test_job_verdict", "test_jobs", "test_jobs_storage",
+    "test_load_modes", "test_merge_stream", "test_pass1_columns", "test_patterns_mining",
+    "test_rebase_below_base", "test_reliability", "test_s3_safety", "test_signals"})
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    for item in items:
+        name = item.module.__name__
+        if name in SLOW or name.startswith("test_browser"):
+            item.add_marker(pytest.mark.slow)

@@ -65,8 +65,9 @@ def _short(name, width: int = 60) -> str:
     return cut(str(name), width)
 
 
-def job_text(paths: list, fmt: str) -> str:
-    """Per step: the path's length, its time per category and per rank, its segments."""
+def job_text(paths: list, fmt: str, top: int = 10) -> str:
+    """Per step: the path's length, its time per category and per rank, and in the terminal its
+    ``top`` longest segments (csv / json: every segment)."""
     from ..analysis import job_path as jp
     from ..analysis.job_timing import LATE_START
 
@@ -111,8 +112,13 @@ def job_text(paths: list, fmt: str) -> str:
             {"rank": ranks, "us": [v / 1e3 for v in s["ranks"]["ns"]],
              "share_pct": s["ranks"]["share_pct"]}, "table"))
         timed = seg[seg["category"] != "idle"]
-        parts.append("segments (us from the step's start)\n" + render_columns(
-            {"rank": timed["rank"].to_numpy(), "at_us": (timed["ts_ns"] - s["start_ns"]) / 1e3,
-             "us": timed["weight_ns"] / 1e3, "category": timed["category"].to_numpy(),
-             "event": [_short(e) for e in timed["event"].tolist()]}, "table"))
+        longest = timed.sort_values(["weight_ns", "ts_ns"], ascending=[False, True],
+                                    kind="stable").head(top)
+        parts.append(f"top {len(longest)} of {len(timed):,} segments by time (us from the step's "
+                     "start; --format csv or json lists every one)\n" + render_columns(
+            {"rank": longest["rank"].to_numpy(), "at_us": (longest["ts_ns"] - s["start_ns"]) / 1e3,
+             "us": longest["weight_ns"] / 1e3,
+             "share_pct": 100 * longest["weight_ns"] / max(s["step_ns"], 1),
+             "category": longest["category"].to_numpy(),
+             "event": [_short(e) for e in longest["event"].tolist()]}, "table"))
     return "\n".join(parts)

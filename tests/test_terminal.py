@@ -1,0 +1,69 @@
+"""What the terminal shows (issue 34, item 6): ``critical-path --job`` a summary honouring
+``--top`` and ``--summary-only`` with a ``wrote`` line, its every segment in csv / json; tables
+within 160 columns unless ``--wide``, names cut only there; ``info``'s step numbers."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from pathlib import Path
+
+import kineto_gen
+from click.testing import CliRunner
+from conftest import shared_trace
+from rawjson import load_raw
+
+from traceaug.cli import main
+
+JOB = "kineto/jobs/dlrm_v100_8ranks"
+A100 = "kineto/a100_rank0_of16_6streams.json.gz"
+WIDTH = 160
+
+
+def _cli(*args: str):
+    r = CliRunner().invoke(main, [str(a) for a in args])
+    assert r.exit_code == 0, r.output
+    return r
+
+
+def test_job_critical_path_prints_a_summary_and_says_what_it_wrote(tmp_path: Path) -> None:
+    """The DLRM job's path has 1,412 timed segments (1,434 lines were printed): the terminal
+    shows the ``--top`` longest, the same with ``--summary-only`` (which writes nothing), and
+    says ``wrote OUT``; json holds every segment."""
+    job, out = shared_trace(JOB), tmp_path / "path.json"
+    full = json.loads(_cli("critical-path", job, "--job", "--summary-only", "--format", "json").stdout)[0]
+    seg = full["segments"]
+    timed = sorted((w, ts) for w, ts, c in zip(seg["weight_ns"], seg["ts_ns"], seg["category"])
+                   if c != "idle")
+    timed.sort(key=lambda x: -x[0])  # the longest first; ties in time order (stable)
+    r = _cli("critical-path", job, out, "--job", "--top", "5")
+    lines = r.stdout.splitlines()
+    assert len(lines) < 40
+    assert max(map(len, lines)) <= WIDTH
+    head = next(i for i, line in enumerate(lines) if line.startswith("top 5 of "))
+    assert lines[head].startswith(f"top 5 of {len(timed):,} segments by time")
+    rows = [line.split() for line in lines[head + 2:head + 7]]
+    assert [float(x[2]) for x in rows] == [w / 1e3 for w, _ in timed[:5]]
+    assert [float(x[1]) for x in rows] == [(ts - full["start_ns"]) / 1e3 for _, ts in timed[:5]]
+    assert lines[head + 7:] == []  # the last table
+    events = json.loads(out.read_text())["traceEvents"]
+    lanes = [e for e in events if str(e.get("cat", "")).startswith("critical_path")]
+    assert lanes
+    wrote = r.stderr.strip().splitlines()
+    assert len(wrote) == 1 and re.fullmatch(
+        rf"wrote {re.escape(str(out))} \(\d+ events added by critical-path --job\)", wrote[0])
+    # --summary-only: the same summary, nothing written, nothing said
+    none = tmp_path / "none.json"
+    s = _cli("critical-path", job, none, "--job", "--top", "5", "--summary-only")
+    assert s.stdout == r.stdout and s.stderr == "" and not none.exists()
+    two = _cli("critical-path", job, "--job", "--top", "2", "--summary-only").stdout.splitlines()
+    head = next(i for i, line in enumerate(two) if line.startswith("top 2 of "))
+    assert [float(x.split()[2]) for x in two[head + 2:]] == [w / 1e3 for w, _ in timed[:2]]
+    # csv: every segment, its event name whole
+    rows = list(csv.DictReader(io.StringIO(
+        _cli("critical-path", job, "--job", "--summary-only", "--format", "csv").stdout)))
+    segs = [x for x in rows if x["section"] == "segment"]
+    assert len(segs) == len(seg["rank"]) and [x["event"] for x in segs] == \
+        ["" if e is None else e for e in seg["event"]]

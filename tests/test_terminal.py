@@ -67,3 +67,34 @@ def test_job_critical_path_prints_a_summary_and_says_what_it_wrote(tmp_path: Pat
     segs = [x for x in rows if x["section"] == "segment"]
     assert len(segs) == len(seg["rank"]) and [x["event"] for x in segs] == \
         ["" if e is None else e for e in seg["event"]]
+
+
+def _widths(text: str) -> list[int]:
+    return [len(line) for line in text.splitlines()]
+
+
+def test_tables_fit_160_columns_unless_wide() -> None:
+    """``patterns`` (282 columns) and ``report`` (236) on the A100 trace fit 160 columns, every
+    column kept (a table too wide for its numbers printed in blocks); names cut with "…" in the
+    terminal only; ``--wide`` prints them whole, as csv does."""
+    a100 = shared_trace(A100)
+    table = _cli("patterns", a100, "--summary-only").stdout
+    assert max(_widths(table)) <= WIDTH
+    wide = _cli("patterns", a100, "--summary-only", "--wide").stdout
+    assert max(_widths(wide)) > WIDTH
+    rows = list(csv.DictReader(io.StringIO(
+        _cli("patterns", a100, "--summary-only", "--format", "csv").stdout)))
+    first = rows[0]  # P1, its names whole
+    cut = table.splitlines()[3]  # P1's row
+    assert first["operators"] not in cut and first["operators"][:12] in cut and "…" in cut
+    line = next(x for x in wide.splitlines() if x.lstrip().startswith("P1 "))
+    assert first["operators"] in line and first["kernel_ids"] in line
+
+    report = _cli("report", a100).stdout
+    assert max(_widths(report)) <= WIDTH
+    sections = _cli("report", a100, "--format", "csv").stdout.split("\n# ")
+    temporal = next(s for s in sections if s.startswith("temporal breakdown"))
+    names = temporal.splitlines()[1].split(",")
+    shown = {n for line in report.splitlines() for n in line.split()}
+    assert {n.replace("_ns", "_us") for n in names if n != "window_start_ns"} <= shown
+    assert max(_widths(_cli("report", a100, "--wide").stdout)) > WIDTH

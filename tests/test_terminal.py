@@ -98,3 +98,29 @@ def test_tables_fit_160_columns_unless_wide() -> None:
     shown = {n for line in report.splitlines() for n in line.split()}
     assert {n.replace("_ns", "_us") for n in names if n != "window_start_ns"} <= shown
     assert max(_widths(_cli("report", a100, "--wide").stdout)) > WIDTH
+
+
+def _step_numbers(path: Path) -> list[int]:
+    """The ProfilerStep numbers in the raw JSON."""
+    found = (re.fullmatch(r"ProfilerStep#(\d+)", str(e.get("name")))
+             for e in load_raw(path)["traceEvents"] if e.get("ph") == "X")
+    return sorted({int(m.group(1)) for m in found if m})
+
+
+def test_info_lists_the_step_numbers(tmp_path: Path) -> None:
+    """``--step`` needs the numbers: the A100 trace's 550 to 554, a trace's 5 to 12 and 20 as
+    runs; a job's per rank."""
+    a100 = shared_trace(A100)
+    numbers = _step_numbers(a100)
+    assert numbers == list(range(numbers[0], numbers[-1] + 1)) and len(numbers) == 5
+    lines = _cli("info", a100).stdout.splitlines()
+    assert f"step_numbers    {numbers[0]}-{numbers[-1]}" in lines
+    gap = kineto_gen.write(tmp_path / "gap.json", kineto_gen.trace(
+        [*kineto_gen.METADATA, *(e for i in [*range(5, 13), 20] for e in kineto_gen.step(i))]))
+    assert _step_numbers(gap) == [*range(5, 13), 20]
+    assert json.loads(_cli("info", gap, "--format", "json").stdout)["step_numbers"] == "5-12, 20"
+    job = shared_trace(JOB)
+    rows = _cli("info", job).stdout.splitlines()
+    at = rows[0].split().index("step_numbers")
+    expected = [_step_numbers(f) for f in sorted(job.iterdir())]
+    assert [[int(r.split()[at])] for r in rows[1:9]] == expected

@@ -114,13 +114,13 @@ def test_info_lists_the_step_numbers(tmp_path: Path) -> None:
     numbers = _step_numbers(a100)
     assert numbers == list(range(numbers[0], numbers[-1] + 1)) and len(numbers) == 5
     lines = _cli("info", a100).stdout.splitlines()
-    assert f"step_numbers    {numbers[0]}-{numbers[-1]}" in lines
+    assert f"steps           {numbers[0]}-{numbers[-1]}" in lines
     gap = kineto_gen.write(tmp_path / "gap.json", kineto_gen.trace(
         [*kineto_gen.METADATA, *(e for i in [*range(5, 13), 20] for e in kineto_gen.step(i))]))
     assert _step_numbers(gap) == [*range(5, 13), 20]
-    assert json.loads(_cli("info", gap, "--format", "json").stdout)["step_numbers"] == "5-12, 20"
+    assert json.loads(_cli("info", gap, "--format", "json").stdout)["steps"] == "5-12, 20"
     job = shared_trace(JOB)
     rows = _cli("info", job).stdout.splitlines()
-    at = rows[0].split().index("step_numbers")
+    at = rows[0].split().index("steps")
     expected = [_step_numbers(f) for f in sorted(job.iterdir())]
     assert [[int(r.split()[at])] for r in rows[1:9]] == expected

@@ -94,7 +94,7 @@ def info(trace: Trace) -> dict:
         "world_size": trace.world_size,
         "devices": [f"{d}: {names.get(d, 'unknown')}" for d in devices],
         "profiler_steps": int(steps),
-        "step_numbers": ranges(numbers),
+        "steps": ranges(numbers),
         "start_ns": start,
         "end_ns": end,
         "duration_ms": None if start is None else round((end - start) / 1e6, 3),

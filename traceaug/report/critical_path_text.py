@@ -36,7 +36,7 @@ def summary_text(results: list[dict], fmt: str) -> str:
                                      "share_pct": cats["share_pct"]}, "table"))
         top = r["top"]
         parts.append("top events on the path\n" + render_columns(
-            {"event": [_short(e) for e in top["event"]], "us": [v / 1e3 for v in top["ns"]],
+            {"event": [str(e) for e in top["event"]], "us": [v / 1e3 for v in top["ns"]],
              "share_pct": top["share_pct"]}, "table"))
     return "\n".join(parts)
 
@@ -54,15 +54,11 @@ def blocked_lines(summary: dict, top: int = 3) -> list[str]:
     for i in range(min(top, len(b.get("call", [])))):
         streams = ", ".join(map(str, b["streams"][i])) or "none"
         out += [f"blocked: {b['call'][i]} at {(b['start_ns'][i] - summary['start_ns']) / 1e3:,.3f} us waited "
-                f"{b['wait_ns'][i] / 1e3:,.3f} us for {_short(b['waited_for'][i], 80)}",
+                f"{b['wait_ns'][i] / 1e3:,.3f} us for {cut(str(b['waited_for'][i]))}",
                 f"  path through streams {streams}: GPU work {b['gpu_ns'][i] / 1e3:,.3f} us "
                 f"({b['gpu_pct'][i]:.1f} %), launches, gaps and CPU {b['other_ns'][i] / 1e3:,.3f} us, "
                 f"blocked {b['blocked_ns'][i] / 1e3:,.3f} us"]
     return out
-
-
-def _short(name, width: int = 60) -> str:
-    return cut(str(name), width)
 
 
 def job_text(paths: list, fmt: str, top: int = 10) -> str:
@@ -120,5 +116,5 @@ def job_text(paths: list, fmt: str, top: int = 10) -> str:
              "us": longest["weight_ns"] / 1e3,
              "share_pct": 100 * longest["weight_ns"] / max(s["step_ns"], 1),
              "category": longest["category"].to_numpy(),
-             "event": [_short(e) for e in longest["event"].tolist()]}, "table"))
+             "event": longest["event"].to_numpy()}, "table"))
     return "\n".join(parts)

@@ -147,9 +147,9 @@ def test_table_and_csv() -> None:
     result = cli("patterns", str(PLANTED), "--summary-only")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert "6 whole, 3 operator, 4 stream" in lines[0]
-    assert lines[1].split()[:3] == ["pattern", "scope", "operators"]
-    assert len(lines) == 2 + 5 + 3 + 4  # top 5 whole, all 3 operator, all 4 stream
+    assert "6 whole, 3 operator, 4 stream" in lines[1]  # the heading's second line
+    assert lines[2].split()[:3] == ["pattern", "scope", "operators"]
+    assert len(lines) == 3 + 5 + 3 + 4  # top 5 whole, all 3 operator, all 4 stream
     csv = cli("patterns", str(PLANTED), "--summary-only", "--format", "csv", "--min-len", "4")
     rows = csv.stdout.splitlines()
     assert rows[0].startswith("pattern,scope,operators,kernel_ids,kernels,length,count")

@@ -10,9 +10,14 @@ from collections.abc import Sequence
 
 import orjson
 
+from . import runtime
+
 FORMATS = ("table", "csv", "json")
 MISSING = "NULL"  # a missing value in a table
 CELL_WIDTH = 80  # a longer text cell is cut to this many characters in a table, ending in "…"
+TABLE_WIDTH = 160  # a terminal table's widest line, its text columns cut to fit (unless ``--wide``)
+NARROWEST = 12  # characters a text column keeps whatever the fit
+KEYS = ("rank", "step", "device", "stream", "source")  # leading columns that name a row: in every block
 HUGE = 1e15  # from here on a float's fixed decimals would be noise: exponent form
 
 
@@ -70,7 +75,8 @@ LISTED = {"warnings": "warning", "perfetto_ui": "in the Perfetto UI"}
 def render_columns(columns: dict[str, Sequence], fmt: str, digits: int = 4,
                    full: bool = False) -> str:
     """Equal-length columns (lists or numpy arrays) as text in one of ``FORMATS``, without pandas; a table
-    rounds floats to at most ``digits`` decimals and cuts text (``cut``) unless ``full``."""
+    rounds floats to at most ``digits`` decimals and, unless ``full`` or ``--wide``, cuts text (``cut``) to
+    fit ``TABLE_WIDTH`` columns."""
     names = list(columns)
     values = [[_text_of_blob(v) for v in (c.tolist() if hasattr(c, "tolist") else list(c))]
               for c in columns.values()]
@@ -86,11 +92,49 @@ def render_columns(columns: dict[str, Sequence], fmt: str, digits: int = 4,
         return buf.getvalue()
     if not rows:
         return "(no rows)\n" if names else "(no result)\n"
-    cells = [_cells(col, digits) if full else [cut(c) for c in _cells(col, digits)] for col in values]
+    cells = [_cells(col, digits) for col in values]
+    if full or runtime.current().wide:
+        return _table(names, cells)
+    cells = _fitted(names, values, cells)
+    return "\n".join(_table([names[i] for i in b], [cells[i] for i in b])
+                     for b in _blocks(names, cells))
+
+
+def _table(names: list[str], cells: list[list[str]]) -> str:
     widths = [max(len(n), *map(len, c)) for n, c in zip(names, cells)]
     lines = ["  ".join(n.rjust(w) for n, w in zip(names, widths))]
     lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in zip(*cells)]
     return "\n".join(lines) + "\n"
+
+
+def _blocks(names: list[str], cells: list[list[str]]) -> list[list[int]]:
+    """The columns of each block a table still wider than ``TABLE_WIDTH`` is printed in, one
+    under the other, each led by the table's leading ``KEYS``."""
+    widths = [max(len(n), *map(len, c)) + 2 for n, c in zip(names, cells)]
+    keys = next((i for i, n in enumerate(names) if n not in KEYS), len(names))
+    lead, used, blocks = list(range(keys)), sum(widths[:keys]), [[]]
+    for i in range(keys, len(names)):
+        if blocks[-1] and used + widths[i] - 2 > TABLE_WIDTH:
+            blocks.append([])
+            used = sum(widths[:keys])
+        blocks[-1].append(i)
+        used += widths[i]
+    return [lead + b for b in blocks]
+
+
+def _fitted(names: list[str], values: list[list], cells: list[list[str]]) -> list[list[str]]:
+    """The cells with every text column cut to one width (at most ``CELL_WIDTH``), the widest
+    that keeps the table within ``TABLE_WIDTH`` (never below its name or ``NARROWEST``)."""
+    text = [any(isinstance(v, str) for v in col) for col in values]
+    widths = [max(len(n), *map(len, c)) for n, c in zip(names, cells)]
+    floor = [max(len(n), NARROWEST) for n in names]
+
+    def line(cap: int) -> int:
+        return sum(min(w, max(cap, f)) if t else w
+                   for w, f, t in zip(widths, floor, text)) + 2 * (len(names) - 1)
+    cap = next((c for c in range(CELL_WIDTH, NARROWEST, -1) if line(c) <= TABLE_WIDTH), NARROWEST)
+    return [[cut(c, max(cap, f)) for c in col] if t else col
+            for col, f, t in zip(cells, floor, text)]
 
 
 def cut(text: str, width: int = CELL_WIDTH) -> str:

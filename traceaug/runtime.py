@@ -23,6 +23,7 @@ class Runtime:
     workers: int | None = None  # pass-1 worker processes of one load (None: by its size)
     storage: dict = field(default_factory=dict, hash=False)  # fsspec options for URLs
     scratch: str | None = None  # a directory the run removes when it ends, killed workers' files too
+    wide: bool = False  # terminal tables as wide as their cells, nothing cut (``--wide``)
 
     @property
     def interruptible(self) -> bool:

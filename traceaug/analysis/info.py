@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..read import ui_import
+from .steps import steps as step_numbers
 
 if TYPE_CHECKING:
     from ..trace import Trace
@@ -56,6 +57,17 @@ def ui_warnings(trace: Trace) -> list[str]:
     return out
 
 
+def ranges(numbers: list[int]) -> str:
+    """Sorted distinct ``numbers`` as runs, ``5-12, 20`` (what ``--step`` takes, compactly); ``none``."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs) or "none"
+
+
 def info(trace: Trace) -> dict:
     """Devices, rank, steps, span, event counts, streams, engine warnings and what the
     Perfetto UI loses opening the file as it is."""
@@ -71,6 +83,7 @@ def info(trace: Trace) -> dict:
     )
     pairs = list(zip(streams["device"].tolist(), streams["stream"].tolist()))
     steps = trace.columns("SELECT COUNT(DISTINCT name) AS n FROM traceaug_step")["n"][0]
+    numbers = sorted(set(step_numbers(trace)["step"].tolist()))
     span = trace.span()
     start, end = (None, None) if span is None else (int(trace.absolute(t)) for t in span)
     names = {p.get("id"): p.get("name") for p in trace.device_properties}
@@ -81,6 +94,7 @@ def info(trace: Trace) -> dict:
         "world_size": trace.world_size,
         "devices": [f"{d}: {names.get(d, 'unknown')}" for d in devices],
         "profiler_steps": int(steps),
+        "steps": ranges(numbers),
         "start_ns": start,
         "end_ns": end,
         "duration_ms": None if start is None else round((end - start) / 1e6, 3),

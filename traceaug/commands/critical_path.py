@@ -10,13 +10,13 @@ import click
 from .. import paths
 from ..errors import TraceaugError
 from . import rewriters
-from .declare import COUNT, US, Call, echo, fmt, option, rank, step
+from .declare import COUNT, US, Call, echo, fmt, option, rank, said, step
 
 
 # ----- a whole job (``--job``) ------------------------------------------------------------------
-def job_paths(call: Call) -> list:
-    """The job's critical path per step (``--hta-weights``: the longest by weight); OUT (unless
-    None): the merged job trace with the path as lanes and arrows."""
+def job_paths(call: Call) -> tuple[list, int | None]:
+    """The job's critical path per step (``--hta-weights``: the longest by weight), and the events
+    it added to OUT (unless None: the merged job trace with the path as lanes and arrows)."""
     from .. import guard
     from ..analysis import job_path as jp
     from ..job import parts
@@ -33,11 +33,13 @@ def job_paths(call: Call) -> list:
     scales = None if call["hta_weights"] else ()
     done = run(Work("job_path", parts.job_path, {"scales": scales}), items_of(files), call.job)
     found, paths = jp.paths(jp.keyed(done), call["step"], call["hta_weights"])
-    if dst is not None:
-        window = (min(p.window.start for p in paths), max(p.window.end for p in paths)) if paths else None
-        with local_files(files) as local:
-            write_job(local, Path(dst), found, drawn.events(paths), window)
-    return paths
+    if dst is None:
+        return paths, None
+    window = (min(p.window.start for p in paths), max(p.window.end for p in paths)) if paths else None
+    added = drawn.events(paths)
+    with local_files(files) as local:
+        write_job(local, Path(dst), found, added, window)
+    return paths, len(added)
 
 
 OPTIONS = ("step", "annotation", "instance", "all_edges", "hta_weights", "max_gap_us", "top")
@@ -48,7 +50,7 @@ def prepare(call: Call) -> None:
     if call["whole_job"]:
         if call["annotation"] is not None or call["rank"] is not None or call["all_edges"] \
                 or call["open_ui"]:
-            raise click.UsageError("--job takes --step, --format, --summary-only, "
+            raise click.UsageError("--job takes --step, --top, --format, --summary-only, "
                                    "--hta-weights and the job options only")
         if call["dst"] is None and not call["summary_only"]:
             raise click.UsageError("give OUT, or --summary-only")
@@ -94,7 +96,11 @@ def show(result, call: Call) -> None:
     if call["whole_job"]:
         from ..report.critical_path_text import job_text
 
-        echo(paths.shown(job_text(result, call["fmt"])), err=paths.is_stdout(call["dst"]))
+        found, added = result
+        if added is not None:
+            said(f"wrote {call['dst']} ({added} events added by critical-path --job)")
+        echo(paths.shown(job_text(found, call["fmt"], call["top"])),
+             err=paths.is_stdout(call["dst"]))
     else:
         _show(result, call)
 
@@ -110,9 +116,10 @@ def _api(result, call: Call):
 
     from ..analysis import job_path as jp
 
-    segments = pd.concat([jp.segments(p) for p in result], ignore_index=True)
+    found = result[0]
+    segments = pd.concat([jp.segments(p) for p in found], ignore_index=True)
     cats, ranks = [], []
-    for p in result:
+    for p in found:
         s = jp.summary(p)
         cats.append(pd.DataFrame({"step": p.step, **s["categories"]}))
         ranks.append(pd.DataFrame({"step": p.step, **s["ranks"]}))
@@ -135,7 +142,8 @@ COMMAND = rewriters.command(
                  "with --job: the longest path by weight (default: the timing path)."),
      option("--max-gap-us", type=US, default=1500, show_default=True,
             help="Longest kernel-to-kernel gap that is a dependency, as HTA (0: any)."),
-     option("--top", type=COUNT, default=10, show_default=True, help="Top events in the summary."),
+     option("--top", type=COUNT, default=10, show_default=True,
+            help="Top events (--job: segments) in the summary."),
      rank(),
      option("--job", "whole_job", is_flag=True,
             help="IN a directory of ranks: one path per step across every rank, joined at "

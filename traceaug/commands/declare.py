@@ -13,7 +13,7 @@ import click
 from .. import paths, runtime
 from ..job.loaded import Job
 from ..job.run import CLUSTER_TIMEOUT_S, JobOptions, Work, items_of, run
-from ..output import FORMATS
+from ..output import FORMATS, TABLE_WIDTH
 from ..read.ranks import TraceFile
 
 INT64_MAX = 2**63 - 1
@@ -51,6 +51,20 @@ def argument(name: str, **settings: Any) -> click.Argument:
 def fmt(help: str = "Output format.", choices: Sequence[str] = FORMATS) -> click.Option:
     return option("--format", "fmt", type=click.Choice(choices), default=choices[0],
                   show_default=True, help=help)
+
+
+def _wide(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    if value:
+        runtime.update(wide=True)
+    return value
+
+
+def wide() -> click.Option:
+    """``--wide``, after every ``--format`` that has a table (``Command.click_params``): kept in the
+    runtime, which ``output`` reads."""
+    return option("--wide", is_flag=True, expose_value=False, callback=_wide,
+                  help=f"Terminal tables as wide as their cells (default: text cut with \"…\" to "
+                       f"fit {TABLE_WIDTH} columns; csv / json never cut).")
 
 
 def rank(help: str = "For a directory: only this rank.") -> click.Option:
@@ -134,6 +148,8 @@ class Command:
         out: list[click.Parameter] = []
         for p in self.params:
             out += job_options() if p == JOB else [p]
+            if isinstance(p, click.Option) and p.name == "fmt" and "table" in p.type.choices:
+                out.append(wide())
         return out
 
     @property

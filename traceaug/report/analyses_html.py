@@ -17,6 +17,7 @@ from ..analysis.tables import Columns, concat
 from ..atomic import atomic_output
 from .findings import Overview, overview, overview_part
 from .job_html import job_parts
+from .job_sections import JOB_NCCL
 from .plotly_inline import BOOT, packed_plotly
 from .sections import clip_names, shown
 
@@ -99,8 +100,9 @@ def by_name(parts: list[dict]) -> dict[str, list]:
     return {k: [p[k] for p in parts] for k in parts[0]}
 
 
-def figures(a: dict[str, list], top: int) -> list[tuple[str, dict]]:
-    """Every chart of the report, named, from the ranks' ``analyses`` (``by_name``)."""
+def figures(a: dict[str, list], top: int, nccl: Columns | None = None) -> list[tuple[str, dict]]:
+    """Every chart of the report, named, from the ranks' ``analyses`` (``by_name``); ``nccl``: a job's NCCL
+    kernels' wait vs transfer (``job_sections.nccl_table``), how their bars are split."""
     tables = a["kernels"]
     n = len(tables)
     pies = [{"type": "pie", "labels": list(TYPES), "sort": False, "name": _label(rank),
@@ -121,8 +123,11 @@ def figures(a: dict[str, list], top: int) -> list[tuple[str, dict]]:
                "error_x": {"type": "data", "symmetric": False,
                            "array": _list(across["max_total"][rows] / 1e3 - mean),
                            "arrayminus": _list(mean - across["min_total"][rows] / 1e3)}}
+        data, what = [bar], "total µs (mean over ranks, bars min–max)"
+        if typ == "communication":
+            data, what = _split(bar, nccl)
         out.append((f"top {typ}", _fig(
-            [bar], f"Top {typ} kernels: total µs (mean over ranks, bars min–max)",
+            data, f"Top {typ} kernels: {what}", barmode="stack",
             yaxis={"autorange": "reversed"}, xaxis=US_AXIS, margin={"l": 420},
             height=max(300, 26 * len(rows) + 120))))
     hist = gp.histogram(np.concatenate(a["gap"]), bins=30)
@@ -148,6 +153,26 @@ def figures(a: dict[str, list], top: int) -> list[tuple[str, dict]]:
     out.append(("timeline", _fig(bars, "Busy and idle time per step in its GPU window (µs)",
                                  barmode="stack", yaxis=US_AXIS)))
     return out
+
+
+def _split(bar: dict, nccl: Columns | None) -> tuple[list[dict], str]:
+    """The communication chart's bars: each NCCL kernel's as its wait for the last rank's arrival and
+    its transfer after it (µs per rank, mean over ranks), the others' as totals; one rank: said unknown."""
+    names = bar["customdata"]
+    split = {} if nccl is None else dict(zip(nccl["name"].tolist(),
+                                             zip(nccl["wait_us"].tolist(), nccl["transfer_us"].tolist())))
+    if not any(n in split for n in names):
+        return [bar], "total µs (mean over ranks, bars min–max; wait vs transfer: report the job's ranks)"
+
+    def part(label: str, values: list) -> dict:
+        return {**{k: v for k, v in bar.items() if k != "error_x"}, "name": label, "x": values,
+                "hovertemplate": f"%{{hovertext}}<br>{label} %{{x:,.1f}} µs<extra></extra>"}
+    parts = [part(label, [split[n][i] if n in split else None for n in names])
+             for i, label in enumerate(("wait for the last rank", "transfer"))]
+    if all(n in split for n in names):
+        return parts, "NCCL wait for the last rank vs transfer (µs per rank, mean over ranks)"
+    rest = part("total", [None if n in split else x for n, x in zip(names, bar["x"])])
+    return [*parts, rest], "NCCL wait vs transfer, others' totals (µs per rank, mean over ranks)"
 
 
 def _cells(values: np.ndarray, digits: int) -> list[str]:
@@ -222,7 +247,7 @@ def write_report(ranks: list[dict], path: Path, step: int | None = None, top: in
     """Write the page atomically from each rank's ``analyses``; returns the number of charts. ``job``: a job's
     section (``job_sections.job_sections``), drawn first after the overview."""
     a = by_name(ranks)
-    figs = figures(a, top)
+    figs = figures(a, top, dict(job or []).get(JOB_NCCL))
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
              f"<title>{html.escape(title)}</title>", f"<style>{STYLE}</style></head><body>",
              f"<h1>{html.escape(title)}</h1>", _overview(overview(a, step, _short, job), len(ranks))]

@@ -36,7 +36,7 @@ def summary_text(results: list[dict], fmt: str) -> str:
                                      "share_pct": cats["share_pct"]}, "table"))
         top = r["top"]
         parts.append("top events on the path\n" + render_columns(
-            {"event": [_short(e) for e in top["event"]], "us": [v / 1e3 for v in top["ns"]],
+            {"event": [str(e) for e in top["event"]], "us": [v / 1e3 for v in top["ns"]],
              "share_pct": top["share_pct"]}, "table"))
     return "\n".join(parts)
 
@@ -54,19 +54,16 @@ def blocked_lines(summary: dict, top: int = 3) -> list[str]:
     for i in range(min(top, len(b.get("call", [])))):
         streams = ", ".join(map(str, b["streams"][i])) or "none"
         out += [f"blocked: {b['call'][i]} at {(b['start_ns'][i] - summary['start_ns']) / 1e3:,.3f} us waited "
-                f"{b['wait_ns'][i] / 1e3:,.3f} us for {_short(b['waited_for'][i], 80)}",
+                f"{b['wait_ns'][i] / 1e3:,.3f} us for {cut(str(b['waited_for'][i]))}",
                 f"  path through streams {streams}: GPU work {b['gpu_ns'][i] / 1e3:,.3f} us "
                 f"({b['gpu_pct'][i]:.1f} %), launches, gaps and CPU {b['other_ns'][i] / 1e3:,.3f} us, "
                 f"blocked {b['blocked_ns'][i] / 1e3:,.3f} us"]
     return out
 
 
-def _short(name, width: int = 60) -> str:
-    return cut(str(name), width)
-
-
-def job_text(paths: list, fmt: str) -> str:
-    """Per step: the path's length, its time per category and per rank, its segments."""
+def job_text(paths: list, fmt: str, top: int = 10) -> str:
+    """Per step: the path's length, its time per category and per rank, and in the terminal its
+    ``top`` longest segments (csv / json: every segment)."""
     from ..analysis import job_path as jp
     from ..analysis.job_timing import LATE_START
 
@@ -111,8 +108,13 @@ def job_text(paths: list, fmt: str) -> str:
             {"rank": ranks, "us": [v / 1e3 for v in s["ranks"]["ns"]],
              "share_pct": s["ranks"]["share_pct"]}, "table"))
         timed = seg[seg["category"] != "idle"]
-        parts.append("segments (us from the step's start)\n" + render_columns(
-            {"rank": timed["rank"].to_numpy(), "at_us": (timed["ts_ns"] - s["start_ns"]) / 1e3,
-             "us": timed["weight_ns"] / 1e3, "category": timed["category"].to_numpy(),
-             "event": [_short(e) for e in timed["event"].tolist()]}, "table"))
+        longest = timed.sort_values(["weight_ns", "ts_ns"], ascending=[False, True],
+                                    kind="stable").head(top)
+        parts.append(f"top {len(longest)} of {len(timed):,} segments by time (us from the step's "
+                     "start; --format csv or json lists every one)\n" + render_columns(
+            {"rank": longest["rank"].to_numpy(), "at_us": (longest["ts_ns"] - s["start_ns"]) / 1e3,
+             "us": longest["weight_ns"] / 1e3,
+             "share_pct": 100 * longest["weight_ns"] / max(s["step_ns"], 1),
+             "category": longest["category"].to_numpy(),
+             "event": longest["event"].to_numpy()}, "table"))
     return "\n".join(parts)

@@ -11,7 +11,7 @@ from ..output import render_columns, render_records
 
 def rank_rows(records: list[dict]) -> dict:
     """One row per rank: ``rank``, ``file`` (its name), ``size_mb`` (on disk), ``devices``,
-    ``steps``, ``span_ms``, ``kernels``, ``warnings`` (how many)."""
+    ``steps`` (their numbers, ``analysis.info.ranges``), ``span_ms``, ``kernels``, ``warnings`` (how many)."""
     def size(path: str):
         try:
             return round(os.path.getsize(path) / 1e6, 3)
@@ -22,7 +22,7 @@ def rank_rows(records: list[dict]) -> dict:
         "file": [os.path.basename(r["file"]) for r in records],
         "size_mb": [size(r["file"]) for r in records],
         "devices": [", ".join(d.split(":")[0] for d in r["devices"]) for r in records],
-        "steps": [r["profiler_steps"] for r in records],
+        "steps": [r["steps"] for r in records],
         "span_ms": [r["duration_ms"] for r in records],
         "kernels": [r["kernels"] for r in records],
         "warnings": [len(r["warnings"]) + len(r["perfetto_ui"]) for r in records],

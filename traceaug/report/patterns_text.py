@@ -7,9 +7,7 @@ import numpy as np
 import orjson
 
 from ..analysis.patterns import SCOPES
-from ..output import cut, json_text, render_columns
-
-TABLE_KERNELS = 70  # characters of short kernel names shown per row in the table format
+from ..output import json_text, render_columns
 
 
 def _rows(result: dict, rank: bool) -> dict[str, np.ndarray]:
@@ -32,20 +30,14 @@ def _json(r: dict) -> dict:
             "instances": r["instances"], "patterns": data}
 
 
-def _clip(values: np.ndarray, width: int) -> np.ndarray:
-    return np.array([cut(v, width) for v in values.tolist()], dtype=object)
-
-
 def _table(r: dict) -> str:
     rows, top_k = _rows(r, False), r["top_k"]
     keep = np.sort(np.concatenate([np.flatnonzero(rows["scope"] == s)[:top_k] for s in SCOPES]))
     table = {k: v[keep] for k, v in rows.items()}
-    table["kernels"] = _clip(table["kernels"], TABLE_KERNELS)
-    table["kernel_ids"] = _clip(table["kernel_ids"], 40)
     counts = ", ".join(f"{int((rows['scope'] == s).sum())} {s}" for s in SCOPES)
     what = r["operator"] or "top-level CPU ops"
     return (f"Kernel patterns of {r['file']}: {r['instances']} instances of {what} launched "
-            f"GPU work; {counts} patterns (top {top_k} of each scope shown, --format csv lists "
+            f"GPU work;\n{counts} patterns (top {top_k} of each scope shown, --format csv lists "
             f"every one)\n" + render_columns(table, "table"))
 
 

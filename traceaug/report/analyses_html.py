@@ -159,8 +159,8 @@ def _split(bar: dict, nccl: Columns | None) -> tuple[list[dict], str]:
     """The communication chart's bars: each NCCL kernel's as its wait for the last rank's arrival and
     its transfer after it (µs per rank, mean over ranks), the others' as totals; one rank: said unknown."""
     names = bar["customdata"]
-    split = {} if nccl is None else dict(zip(nccl["name"].tolist(),
-                                             zip(nccl["wait_us"].tolist(), nccl["transfer_us"].tolist())))
+    split = {} if nccl is None else dict(zip(nccl["name"].tolist(), zip(
+        (nccl["wait_ns"] / 1e3).tolist(), (nccl["transfer_ns"] / 1e3).tolist())))
     if not any(n in split for n in names):
         return [bar], "total µs (mean over ranks, bars min–max; wait vs transfer: report the job's ranks)"
 

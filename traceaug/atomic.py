@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from . import interrupt
+from .errors import TraceaugError
 
 _lock = threading.Lock()
 _pending: list[tuple[str, Path]] | None = None  # (temporary, final) while a run is open
@@ -48,6 +49,9 @@ def atomic_output(path: Path, mode: str = "wb", hold: bool = True) -> Iterator[I
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(e, OSError) and e.filename in (None, tmp):  # a full disk: say which output
+            if path in _stdout_spools:  # not stdout's fault: $TMPDIR, where it waits for the commit
+                raise TraceaugError(f"{path.parent.parent}: cannot hold stdout's output there until the "
+                                    f"run ends ({e.strerror}); set TMPDIR to a larger disk") from None
             e.filename = str(path)
         raise
 

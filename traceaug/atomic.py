@@ -166,7 +166,8 @@ def _commit(pending: list[tuple[str, Path]]) -> None:
         for tmp, path in pending:
             interrupt.check()  # a signal during the commit undoes it, as a failure does
             target, where = _url_of(Path(path)) or (str(path), _LOCAL)
-            ready.append([where, where.stage(tmp, target), target])
+            with interrupt.deferred():  # stopped between its blocks, never before it is listed for removal
+                ready.append([where, where.stage(tmp, target), target])
         for entry in ready:
             where, new, target = entry
             interrupt.check()

@@ -13,9 +13,10 @@ import sys
 import time
 from pathlib import Path
 
+import jobgen
 import kineto_gen
 import pytest
-from conftest import shared_trace
+from conftest import S3, shared_trace, url_job_args, url_job_commands
 
 STEPS = 50_000  # ~48 MB of JSON (counters, info): a few seconds of engine. Below
 # normalize.PARALLEL_ABOVE (48 MiB), so their pass 1 runs in-process; diff's runs in a worker
@@ -364,6 +365,43 @@ def test_signal_in_the_commit(small: Path, tmpdir_env: dict[str, str], args: lis
     finally:
         _remove_new(d, {"a.json", "b.json", "ranks"})
         _clear(Path(tmpdir_env["TMPDIR"]))
+
+
+URL_JOB_STEPS = 600  # each rank's steps: every job command runs over 1.5 s on the 2-rank job
+URL_SIGNALS = ((0.2, signal.SIGINT), (0.7, signal.SIGTERM))  # s after the handlers: listing, loading
+
+
+@pytest.fixture(scope="module")
+def url_job(s3: S3, tmp_path_factory) -> str:
+    """A 2-rank generated job (``jobgen``) under s3://bucket/sigjob/."""
+    local = jobgen.write(tmp_path_factory.mktemp("url_job"), jobgen.job(2, 1, 50, steps=URL_JOB_STEPS))
+    for f in local.iterdir():
+        s3.fs.put(str(f), f"bucket/sigjob/{f.name}")
+    return "s3://bucket/sigjob/"
+
+
+@pytest.mark.parametrize("name", url_job_commands())
+def test_a_signal_in_every_job_command_on_a_url_job(s3: S3, url_job: str, tmp_path: Path,
+                                                     name: str) -> None:
+    """Issue 39's done-when: every command that reads jobs, as the CLI declares it, on an s3:// job
+    (moto's server), its outputs s3:// too, stopped by Ctrl-C / SIGTERM early and mid-run: exit 130 /
+    143 with one line, no object or multipart upload written, nothing left in $TMPDIR, no process."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**s3.env, "TMPDIR": str(temp)}
+    stopped = 0
+    for i, (at, sig) in enumerate(URL_SIGNALS):
+        out = f"s3://bucket/sig-out/{name}/{i}"
+        code, err, took = interrupt(url_job_args(name, url_job, out, s3.endpoint), tmp_path, at, sig, env)
+        if code == 0:  # ended before the signal (a fast machine)
+            continue
+        stopped += 1
+        assert (code, err) == (128 + sig, "traceaug: interrupted\n"), (at, err)
+        assert took < 5, (at, took)
+        assert s3.fs.find(out.removeprefix("s3://")) == [], at
+        assert os.listdir(temp) == [], (at, os.listdir(temp))
+    assert stopped >= 1, name
+    assert s3.fs.list_multipart_uploads("bucket") == []
 
 
 def test_ctrl_c_stops_a_long_query_within_a_second(tmp_path: Path) -> None:

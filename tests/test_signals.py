@@ -404,6 +404,61 @@ def test_a_signal_in_every_job_command_on_a_url_job(s3: S3, url_job: str, tmp_pa
     assert s3.fs.list_multipart_uploads("bucket") == []
 
 
+# ``traceaug ARGV[2:]`` with signal ARGV[1] sent once the commit is done: as the first old version is
+# removed (``.NAME.….old``), or as the run's temporary files are (``paths.cleanup``).
+AFTER_THE_COMMIT = """
+import os, sys
+from traceaug import paths
+sig, where, sys.argv = int(sys.argv[1]), sys.argv[2], ["traceaug", *sys.argv[3:]]
+unlink, cleanup, sent = os.unlink, paths.cleanup, []
+
+def signal_once():
+    if not sent:
+        sent.append(os.kill(os.getpid(), sig))
+
+def unlink_then_signal(path, *args, **kwargs):
+    unlink(path, *args, **kwargs)
+    if str(path).endswith(".old"):
+        signal_once()
+
+def signal_then_cleanup():
+    signal_once()
+    cleanup()
+
+if where == "old":
+    os.unlink = unlink_then_signal
+else:
+    paths.cleanup = signal_then_cleanup
+from traceaug.__main__ import main
+main()
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("where, args, said", [
+    ("old", DIFF, "wrote r.html\nwrote m.json\n"),
+    ("cleanup", ["merge", "ranks", "out.json"], "wrote out.json (2 ranks, 0 cross-rank arrows)\n")])
+def test_a_signal_once_the_commit_is_done(small: Path, tmpdir_env: dict[str, str], where: str,
+                                          args: list[str], said: str, sig: int) -> None:
+    """Item 12: the outputs in place, a signal as the old versions were removed ended the run 130 / 143
+    "interrupted", with nothing said written and an old version left beside its output (``.r.html.….old``);
+    one in the final cleanup got click's "Aborted!", exit 1, after "wrote". The run is done: it says what
+    it wrote, exits 0, leaves nothing."""
+    d = small
+    outputs = [a for a in args if a in ("out.json", "r.html", "m.json")]
+    _put_old(d, outputs)
+    try:
+        proc = subprocess.run([sys.executable, "-c", AFTER_THE_COMMIT, str(int(sig)), where, *args],
+                              cwd=d, env=tmpdir_env, capture_output=True, text=True, timeout=120)
+        assert (proc.returncode, proc.stderr) == (0, said)
+        assert sorted(os.listdir(d)) == sorted(["a.json", "b.json", "ranks", *outputs])
+        assert all((d / o).read_bytes() != OLD for o in outputs)
+        assert os.listdir(tmpdir_env["TMPDIR"]) == []
+    finally:
+        _remove_new(d, {"a.json", "b.json", "ranks"})
+        _clear(Path(tmpdir_env["TMPDIR"]))
+
+
 def test_ctrl_c_stops_a_long_query_within_a_second(tmp_path: Path) -> None:
     trace = kineto_gen.write(tmp_path / "t.json", kineto_gen.trace())
     sql = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 10000000000) "

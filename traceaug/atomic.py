@@ -157,9 +157,9 @@ def _stdout(tmp: str) -> None:
         out.flush()
 
 
-def _commit(pending: list[tuple[str, Path]]) -> None:
+def _commit(pending: list[tuple[str, Path]], said: tuple[str, ...] = ()) -> None:
     """Every output uploaded (a URL's) first, then each moved in place, its old content kept aside; a
-    failure or a signal puts every old one back."""
+    failure or a signal puts every old one back. Once all are in place, ``said`` is said."""
     placed: list[tuple[Place, str, str | None, bool]] = []  # (where, target, old aside, new in)
     ready: list[list] = []  # [where, new (None once in place), target]
     try:
@@ -191,10 +191,12 @@ def _commit(pending: list[tuple[str, Path]]) -> None:
             if new is not None and where is not _LOCAL:
                 with contextlib.suppress(Exception):
                     where.remove(new)
-    for where, _target, old, _ in placed:  # committed: the old files go
-        if old is not None:
-            with contextlib.suppress(Exception):
-                where.remove(old)
+    with interrupt.held():  # committed: a signal now neither leaves an old copy nor hides what was written
+        for where, _target, old, _ in placed:
+            if old is not None:
+                with contextlib.suppress(Exception):
+                    where.remove(old)
+        _say(list(said))
 
 
 @contextlib.contextmanager
@@ -249,11 +251,12 @@ def commit() -> None:
     global _pending
     with _lock:
         pending, _pending = _pending, ([] if _pending is not None else None)
-    if pending:
-        _commit(pending)
-    lines = _said[:]
+    lines = tuple(_said)
     _said.clear()
-    _say(lines)
+    if pending:
+        _commit(pending, lines)
+    else:
+        _say(list(lines))
 
 
 @contextlib.contextmanager

@@ -123,11 +123,13 @@ def test_binary_bytes_after_a_brace_stop_the_spool(tmp_path: Path) -> None:
     one_line_error(res, "stdin", "binary data")
 
 
-@pytest.mark.parametrize("first", ["{", "["])
-def test_a_stream_that_cannot_start_a_trace_stops_at_once(tmp_path: Path, first: str) -> None:
+@pytest.mark.parametrize("line, said", [("{", "'{' after its first {"), ("[", "'[' after its first ["),
+                                        ("[{", "'[' after its first {")])
+def test_a_stream_that_cannot_start_a_trace_stops_at_once(tmp_path: Path, line: str, said: str) -> None:
     """``yes '{' | traceaug info -`` (issue 39 item 13): ``{`` then ``{`` starts no JSON trace (a key's
-    ``"`` or ``}`` must come), nor ``[`` then ``[``; the spool stops there, not at its 64 MB bound."""
-    yes = subprocess.Popen(["yes", first], stdout=subprocess.PIPE)
+    ``"`` or ``}`` must come), nor ``[`` then ``[`` (an event or ``]``); the spool stops there, not at
+    its 64 MB bound."""
+    yes = subprocess.Popen(["yes", line], stdout=subprocess.PIPE)
     try:
         tmp = tmp_path / "tmp"
         tmp.mkdir()
@@ -137,7 +139,7 @@ def test_a_stream_that_cannot_start_a_trace_stops_at_once(tmp_path: Path, first:
     finally:
         yes.kill()
         yes.wait()
-    one_line_error(res, "stdin", f"'{first}' after its first {first}, not a trace")
+    one_line_error(res, "stdin", f"{said}, not a trace")
     assert os.listdir(tmp) == []
 
 

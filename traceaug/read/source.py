@@ -196,6 +196,9 @@ class _Sniff:
                 if body[:1] not in _SECOND[self.opened]:
                     raise TraceaugError(f"{name}: {shown_byte(body[0])} after its first "
                                         f"{self.opened.decode()}, not {self.what}")
+                if body[:1] == b"{":  # an array's first event: a key or } next
+                    self.opened, data = b"{", body[1:]
+                    continue
                 self.state = "text"
         if self.state == "text" and b"\0" in data:
             raise TraceaugError(f"{name}: holds NUL bytes (binary data), not {self.what}")

@@ -145,12 +145,12 @@ def shown_byte(c: int) -> str:
 
 
 class _Sniff:
-    """Stops a stream once its bytes cannot be what is read (``json``: a JSON trace, else text, gzip,
-    SQLite): NUL in text, a first byte not ``{``/``[`` or a second not what a trace has after it
-    (``_SECOND``), whitespace past ``SPACE_LIMIT``, over ``limit``."""
+    """Stops a stream once its bytes cannot be what is read (``json``: a JSON document, else text, gzip,
+    SQLite): NUL in text, a first byte not ``{``/``[`` (``trace``: or a second not what a trace has after
+    it, ``_SECOND``), whitespace past ``SPACE_LIMIT``, over ``limit``."""
 
-    def __init__(self, name: str, what: str, json: bool, limit: int) -> None:
-        self.name, self.what, self.json, self.limit = name, what, json, limit
+    def __init__(self, name: str, what: str, json: bool, limit: int, trace: bool = False) -> None:
+        self.name, self.what, self.json, self.limit, self.trace = name, what, json, limit, trace
         self.seen = 0
         self.head = b""  # the first bytes, until there are enough to tell a magic number
         self.state = "start"  # -> "lead" (whitespace so far) -> "open" (after { or [) -> "text" | "binary"
@@ -191,7 +191,8 @@ class _Sniff:
                 if body[:1] not in _SECOND:
                     raise TraceaugError(f"{name}: starts with {shown_byte(body[0])}, not {{ or [: "
                                         f"not {self.what}")
-                self.opened, self.state, data = body[:1], "open", body[1:]
+                self.opened, data = body[:1], body[1:]
+                self.state = "open" if self.trace else "text"
             else:
                 if body[:1] not in _SECOND[self.opened]:
                     raise TraceaugError(f"{name}: {shown_byte(body[0])} after its first "
@@ -230,7 +231,7 @@ def _stream_blocks(name: str, path: str | None, sniff: _Sniff) -> Iterator[bytes
 def spool(name: str, path: str | None, dest: Path, what: str | None = "a trace") -> None:
     """Copy a non-seekable input (``-``: stdin, FIFO, device; ``name`` in errors) to ``dest`` for every pass;
     stops with one line once it cannot be ``what`` (None: trace, CSV or export) or pass ``spool_limit()``."""
-    sniff = _Sniff(name, what or "a trace or CSV", what is not None, spool_limit())
+    sniff = _Sniff(name, what or "a trace or CSV", what is not None, spool_limit(), what is not None)
     with open(dest, "wb") as out:
         for data in _stream_blocks(name, path, sniff):
             try:

@@ -38,8 +38,12 @@ def filesystem(url: str, storage: dict | None = None):
     """(filesystem, path inside it) for ``url``."""
     try:
         import fsspec
+        import fsspec.asyn
     except ImportError:
         raise TraceaugError(f"{url}: reading URLs needs fsspec: pip install 'traceaug[s3]'") from None
+    with interrupt.held():  # its event loop made whole: one cut short printed a traceback when collected
+        fsspec.asyn.get_loop()
+    interrupt.check()
     try:
         return fsspec.core.url_to_fs(url, **(storage or {}))
     except Exception as e:

@@ -215,6 +215,31 @@ def s3(tmp_path_factory) -> Iterator[S3]:
             server.wait()
 
 
+def url_job_commands() -> list[str]:
+    """The commands that read a job at a URL (those taking ``--storage-option``), from the CLI's own list
+    (``traceaug.commands.NAMES``): a new command is in the signal and hostile-input suites for free."""
+    from traceaug import commands
+
+    return [n for n in commands.NAMES
+            if any(p.name == "storage_option" for p in commands.load(n).click_params())]
+
+
+def url_job_args(name: str, job: str, out: str, endpoint: str) -> list[str]:
+    """``traceaug NAME`` as declared: the job at URL ``job`` for each trace argument, each output under
+    the URL ``out`` (a prefix where the output is a rank directory), the bucket's ``endpoint``."""
+    import click
+
+    from traceaug import commands, paths
+
+    args = [name]
+    for p in commands.load(name).click_params():
+        if isinstance(p, click.Argument) and isinstance(p.type, paths.Input):
+            args.append(job)
+        elif isinstance(p, click.Argument) and isinstance(p.type, paths.Output):
+            args.append(f"{out}/{p.name}/" if p.type.rank_dir else f"{out}/{p.name}.json")
+    return [*args, "--storage-option", f"endpoint_url={endpoint}"]
+
+
 # Modules taking over ~12 s of the suite (browsers, jobs and clusters, signals, the hostile corpus):
 # ``pytest -m "not slow and not perf"`` runs the rest, the quick subset for an inner loop.
 SLOW = frozenset({

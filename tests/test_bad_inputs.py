@@ -18,6 +18,8 @@ import os
 import re
 import shutil
 import stat
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -25,6 +27,7 @@ import bad_inputs
 import kineto_gen
 import pytest
 from click.testing import CliRunner
+from conftest import S3, url_job_args, url_job_commands
 
 from traceaug.cli import main
 
@@ -629,6 +632,50 @@ def test_hostile_rank_directories(tmp_path: Path, hostile: str) -> None:
                                                        f"traceaug: rank 0 failed: {shown}: "))]
             assert len(named) == 1, err
         assert sorted(os.listdir(tmp_path)) == ["good_job", "job"] and _listing(job) == before
+
+
+URL_HOSTILE = ("garbage", "truncated")  # refused as the job is listed; failing in the rank's task
+
+
+@pytest.fixture(scope="module")
+def url_hostile_jobs(s3: S3, tmp_path_factory) -> dict[str, str]:
+    """Each of ``URL_HOSTILE`` as a 2-rank job under s3://bucket/hostile-KIND/: kind -> the hostile URL."""
+    urls = {}
+    for kind in URL_HOSTILE:
+        job = tmp_path_factory.mktemp(kind)
+        entry = Path(_hostile_job(job, kind))
+        for f in job.iterdir():
+            s3.fs.put(str(f), f"bucket/hostile-{kind}/{f.name}")
+        urls[kind] = f"s3://bucket/hostile-{kind}/{entry.name}"
+    return urls
+
+
+@pytest.mark.parametrize("name", url_job_commands())
+def test_a_hostile_rank_in_a_url_job(s3: S3, url_hostile_jobs: dict[str, str], tmp_path: Path,
+                                     name: str) -> None:
+    """Issue 39's done-when: every command that reads jobs, as the CLI declares it, on an s3:// job with
+    one hostile rank (outputs s3:// too): exit 1, the rank's URL named once (never its fetched copy), a
+    closing line, nothing on stdout, no object written, the job's objects as they were."""
+    env = {**s3.env, "TMPDIR": str(tmp_path)}
+    runs = {}
+    for kind, url in url_hostile_jobs.items():  # at once: each waits on its own process
+        job, out = url.rsplit("/", 1)[0] + "/", f"s3://bucket/hostile-out/{name}-{kind}"
+        runs[kind] = subprocess.Popen([sys.executable, "-m", "traceaug",
+                                       *url_job_args(name, job, out, s3.endpoint)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    before = {k: s3.fs.cat(k) for k in s3.fs.find("bucket") if "/hostile-" in k}
+    for kind, proc in runs.items():
+        out_text, err = proc.communicate(timeout=300)
+        url = url_hostile_jobs[kind]
+        assert proc.returncode == 1 and out_text == "", (kind, err)
+        lines = err.strip().splitlines()
+        assert "Traceback" not in err and "traceaug-fetch" not in err, err
+        assert 1 <= len(lines) <= 2 and lines[-1].startswith("traceaug: error: "), err
+        assert len([x for x in lines if x.startswith((f"traceaug: error: {url}: ",
+                                                      f"traceaug: rank 0 failed: {url}: "))]) == 1, err
+    assert {k: s3.fs.cat(k) for k in s3.fs.find("bucket") if "/hostile-" in k} == before
+    assert s3.fs.find(f"bucket/hostile-out/{name}-") == []
+    assert os.listdir(tmp_path) == []
 
 
 def test_a_good_rank_under_a_non_utf8_name(tmp_path: Path) -> None:

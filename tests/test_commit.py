@@ -32,11 +32,11 @@ def fault_at_commit(monkeypatch, target: Path) -> None:
     another process could make it: renaming the output over it fails (a real fault)."""
     real = atomic._commit
 
-    def commit(pending):
+    def commit(pending, *said):
         if target.exists():
             target.unlink()
         target.mkdir()
-        return real(pending)
+        return real(pending, *said)
 
     monkeypatch.setattr(atomic, "_commit", commit)
 

@@ -225,6 +225,36 @@ def test_a_full_tmpdir_while_spooling_is_one_line(tmp_path: Path, small_disk: Pa
     assert os.listdir(small_disk) == []  # the partial copy removed
 
 
+def test_a_spool_stops_before_its_disk_is_full(tmp_path: Path) -> None:
+    """A stream that would fit in $TMPDIR but leave it (nearly) full is refused before the disk fills
+    (issue 39 item 13: free space is checked as the spool writes, 5 % kept for everything else)."""
+    big = kineto_gen.write_large(tmp_path / "big.json", 3000)
+    size_kb = big.stat().st_size // 1024 + 100  # room for the copy, not for 5 % more
+    with tmpfs(tmp_path / "small", f"{size_kb}k") as disk:
+        env = {**ENV, "TMPDIR": str(disk)}
+        with open(big, "rb") as stdin:
+            res = run(["info", "-"], tmp_path, env=env, stdin=stdin)
+        line = one_error_line(res)
+        assert line.startswith(f"traceaug: error: stdin: cannot spool it to {disk}"), line
+        assert line.endswith("(No space left on device); set TMPDIR to a larger disk"), line
+        assert os.listdir(disk) == []
+        with open(valid(tmp_path), "rb") as stdin:  # a small one still fits
+            res = run(["info", "-"], tmp_path, env=env, stdin=stdin)
+        assert res.returncode == 0, res.stderr
+
+
+def test_a_full_tmpdir_under_stdout_is_blamed_on_tmpdir(tmp_path: Path, small_disk: Path) -> None:
+    """``counters X -`` holds stdout's output in $TMPDIR until the run commits: a full $TMPDIR is named,
+    not stdout (issue 39 item 18: "stdout: No space left on device"); nothing printed, nothing left."""
+    big = kineto_gen.write_large(tmp_path / "big.json", 3000)  # its output: more than the disk
+    res = run(["counters", big, "-"], tmp_path, env={**ENV, "TMPDIR": str(small_disk)})
+    assert one_error_line(res) == (f"traceaug: error: {small_disk}: cannot hold stdout's output there "
+                                   "until the run ends (No space left on device); set TMPDIR to a "
+                                   "larger disk")
+    assert res.stdout == b""
+    assert os.listdir(small_disk) == []
+
+
 # ----- 24.14: option values -------------------------------------------------------------------
 
 HUGE = str(2**70)

@@ -123,6 +123,36 @@ def test_binary_bytes_after_a_brace_stop_the_spool(tmp_path: Path) -> None:
     one_line_error(res, "stdin", "binary data")
 
 
+@pytest.mark.parametrize("line, said", [("{", "'{' after its first {"), ("[", "'[' after its first ["),
+                                        ("[{", "'[' after its first {")])
+def test_a_stream_that_cannot_start_a_trace_stops_at_once(tmp_path: Path, line: str, said: str) -> None:
+    """``yes '{' | traceaug info -`` (issue 39 item 13): ``{`` then ``{`` starts no JSON trace (a key's
+    ``"`` or ``}`` must come), nor ``[`` then ``[`` (an event or ``]``); the spool stops there, not at
+    its 64 MB bound."""
+    yes = subprocess.Popen(["yes", line], stdout=subprocess.PIPE)
+    try:
+        tmp = tmp_path / "tmp"
+        tmp.mkdir()
+        res = subprocess.run([sys.executable, "-m", "traceaug", "info", "-"], stdin=yes.stdout,
+                             capture_output=True, timeout=GUARD_S, cwd=tmp_path,
+                             env={**os.environ, "TMPDIR": str(tmp), "TRACEAUG_SPOOL_MAX_MB": "64"})
+    finally:
+        yes.kill()
+        yes.wait()
+    one_line_error(res, "stdin", f"{said}, not a trace")
+    assert os.listdir(tmp) == []
+
+
+def test_what_may_follow_a_first_brace_is_still_read(tmp_path: Path) -> None:
+    """Whitespace between ``{`` / ``[`` and what follows, split across pipe reads, is no reason to stop."""
+    events = json.dumps(kineto_gen.trace()["traceEvents"]).encode()
+    res = run(["info", "--format", "json", "-"], tmp_path, stdin=b"[ \n\t" + events[1:])
+    assert res.returncode == 0 and json.loads(res.stdout)["kernels"] == STEPS, res.stderr
+    obj = json.dumps(kineto_gen.trace()).encode()
+    res = run(["info", "--format", "json", "-"], tmp_path, stdin=b"{" + b" " * (3 << 20) + obj[1:])
+    assert res.returncode == 0 and json.loads(res.stdout)["kernels"] == STEPS, res.stderr
+
+
 def test_spool_stops_at_its_bound(tmp_path: Path) -> None:
     """A stream that looks like a trace but goes on: ``$TRACEAUG_SPOOL_MAX_MB`` stops it."""
     events = b",".join([json.dumps(e).encode() for e in kineto_gen.events()] * 2000)

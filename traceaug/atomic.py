@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from . import interrupt
+from .errors import TraceaugError
 
 _lock = threading.Lock()
 _pending: list[tuple[str, Path]] | None = None  # (temporary, final) while a run is open
@@ -48,6 +49,9 @@ def atomic_output(path: Path, mode: str = "wb", hold: bool = True) -> Iterator[I
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(e, OSError) and e.filename in (None, tmp):  # a full disk: say which output
+            if path in _stdout_spools:  # not stdout's fault: $TMPDIR, where it waits for the commit
+                raise TraceaugError(f"{path.parent.parent}: cannot hold stdout's output there until the "
+                                    f"run ends ({e.strerror}); set TMPDIR to a larger disk") from None
             e.filename = str(path)
         raise
 
@@ -153,16 +157,17 @@ def _stdout(tmp: str) -> None:
         out.flush()
 
 
-def _commit(pending: list[tuple[str, Path]]) -> None:
+def _commit(pending: list[tuple[str, Path]], said: tuple[str, ...] = ()) -> None:
     """Every output uploaded (a URL's) first, then each moved in place, its old content kept aside; a
-    failure or a signal puts every old one back."""
+    failure or a signal puts every old one back. Once all are in place, ``said`` is said."""
     placed: list[tuple[Place, str, str | None, bool]] = []  # (where, target, old aside, new in)
     ready: list[list] = []  # [where, new (None once in place), target]
     try:
         for tmp, path in pending:
             interrupt.check()  # a signal during the commit undoes it, as a failure does
             target, where = _url_of(Path(path)) or (str(path), _LOCAL)
-            ready.append([where, where.stage(tmp, target), target])
+            with interrupt.deferred():  # stopped between its blocks, never before it is listed for removal
+                ready.append([where, where.stage(tmp, target), target])
         for entry in ready:
             where, new, target = entry
             interrupt.check()
@@ -186,10 +191,12 @@ def _commit(pending: list[tuple[str, Path]]) -> None:
             if new is not None and where is not _LOCAL:
                 with contextlib.suppress(Exception):
                     where.remove(new)
-    for where, _target, old, _ in placed:  # committed: the old files go
-        if old is not None:
-            with contextlib.suppress(Exception):
-                where.remove(old)
+    with interrupt.held():  # committed: a signal now neither leaves an old copy nor hides what was written
+        for where, _target, old, _ in placed:
+            if old is not None:
+                with contextlib.suppress(Exception):
+                    where.remove(old)
+        _say(list(said))
 
 
 @contextlib.contextmanager
@@ -244,11 +251,12 @@ def commit() -> None:
     global _pending
     with _lock:
         pending, _pending = _pending, ([] if _pending is not None else None)
-    if pending:
-        _commit(pending)
-    lines = _said[:]
+    lines = tuple(_said)
     _said.clear()
-    _say(lines)
+    if pending:
+        _commit(pending, lines)
+    else:
+        _say(list(lines))
 
 
 @contextlib.contextmanager

@@ -86,7 +86,8 @@ class _Group(click.Group):
         except KeyboardInterrupt as e:
             _interrupted(e)
         finally:
-            paths.cleanup()
+            with interrupt.held():  # the run is over (its outputs in place, or none): a signal stops nothing
+                paths.cleanup()
 
 
 def _interrupted(e: KeyboardInterrupt) -> NoReturn:

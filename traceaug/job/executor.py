@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .. import runtime
+from .. import interrupt, runtime
 from ..errors import TraceaugError
 
 # A rank's peak = ENGINE_BASE + PEAK_PER_BYTE[kind] x its raw bytes, measured by
@@ -26,6 +26,7 @@ RAM_SHARE = 0.8  # of the available RAM, as HTA sizes its pool
 CLUSTER_TIMEOUT_S = 60.0  # --cluster-timeout: a scheduler file, a scheduler, a worker awaited so long
 SAY_AFTER_S = 3.0  # a wait for the cluster is said on a terminal after this long
 LOOK_S = 1.0  # how often a Dask run looks at its cluster's workers while no rank finishes
+POLL_S = 0.1  # a local pool's wait looks for a signal this often
 KILL_SETTLE_S = 0.3  # a local cluster's processes starting when it is killed: awaited so long
 
 
@@ -129,10 +130,18 @@ class LocalPool(Executor):
         return self.local.submit(fn, *args)
 
     def wait(self, futures: list, timeout: float | None = None) -> list:
+        """A signal stops the wait between short waits, never inside one: raised there it could leave
+        a future's lock held (``cf.wait`` takes them all), and the pool's reader setting that future,
+        with the shutdown joining it, waited forever (a Ctrl-C hung 1 run in ~190)."""
         import concurrent.futures as cf
 
-        done = cf.wait(futures, timeout, return_when=cf.FIRST_COMPLETED).done
-        return [f for f in futures if f in done]
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = POLL_S if end is None else max(min(POLL_S, end - time.monotonic()), 0)
+            with interrupt.deferred():  # Ctrl-C kills the children: their futures end at once
+                done = cf.wait(futures, left, return_when=cf.FIRST_COMPLETED).done
+            if done or (end is not None and time.monotonic() >= end):
+                return [f for f in futures if f in done]
 
     def running(self, futures: list) -> list:
         return self.local.running(futures)

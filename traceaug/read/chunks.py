@@ -53,9 +53,7 @@ def not_json(head: bytes) -> str | None:
         return "a zip archive, not a trace (unzip it)"
     if not body.strip(b"\0"):
         return "NUL bytes only, not JSON"
-    c = body[0]
-    shown = repr(chr(c)) if 32 < c < 127 else f"byte 0x{c:02x}"
-    return f"starts with {shown}, not {{ or [: not JSON"
+    return f"starts with {source.shown_byte(body[0])}, not {{ or [: not JSON"
 
 
 class MalformedJson(ValueError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import os
 import stat
@@ -106,6 +107,7 @@ UTF8_BOM = b"\xef\xbb\xbf"
 SPACE_LIMIT = 64 << 20  # leading whitespace no trace has (chunks refuses it too)
 SPOOL_LIMIT_ENV = "TRACEAUG_SPOOL_MAX_MB"
 SPOOL_LIMIT_MB = 64 << 10  # 64 GB: a larger stdin / FIFO / device is refused, not spooled
+SPOOL_RESERVE_PCT = 5  # of the spool's file system left free (``_room``)
 SIDE_LIMIT = 256 << 20  # an SQL file, config, class map or CSV read from a FIFO or device
 
 
@@ -134,15 +136,25 @@ def _open_stream(name: str, path: str | None) -> BinaryIO:
     return os.fdopen(fd, "rb", buffering=0)
 
 
+_SECOND = {b"{": (b'"', b"}"), b"[": (b"{", b"]")}  # what a JSON trace has after its first { or [
+
+
+def shown_byte(c: int) -> str:
+    """A byte as a message shows it."""
+    return repr(chr(c)) if 32 < c < 127 else f"byte 0x{c:02x}"
+
+
 class _Sniff:
     """Stops a stream once its bytes cannot be what is read (``json``: a JSON document, else text, gzip,
-    SQLite): NUL in text, a first byte not ``{``/``[``, whitespace past ``SPACE_LIMIT``, over ``limit``."""
+    SQLite): NUL in text, a first byte not ``{``/``[`` (``trace``: or a second not what a trace has after
+    it, ``_SECOND``), whitespace past ``SPACE_LIMIT``, over ``limit``."""
 
-    def __init__(self, name: str, what: str, json: bool, limit: int) -> None:
-        self.name, self.what, self.json, self.limit = name, what, json, limit
+    def __init__(self, name: str, what: str, json: bool, limit: int, trace: bool = False) -> None:
+        self.name, self.what, self.json, self.limit, self.trace = name, what, json, limit, trace
         self.seen = 0
         self.head = b""  # the first bytes, until there are enough to tell a magic number
-        self.state = "start"  # -> "lead" (whitespace so far) -> "text" | "binary"
+        self.state = "start"  # -> "lead" (whitespace so far) -> "open" (after { or [) -> "text" | "binary"
+        self.opened = b""  # the { or [ a JSON trace starts with
 
     def feed(self, data: bytes, final: bool = False) -> None:
         """Check the next block (``final``: the stream ended; ``data`` is empty)."""
@@ -166,18 +178,29 @@ class _Sniff:
                 return
             data = data.removeprefix(UTF8_BOM)
             self.state = "lead"
-        if self.state == "lead":
+        while self.state in ("lead", "open"):
             body = data.lstrip(b" \t\n\r")
             if not body:
                 if self.seen > SPACE_LIMIT:
                     raise TraceaugError(f"{name}: more than {SPACE_LIMIT >> 20} MB of whitespace "
                                         f"and nothing else, not {self.what}")
                 return
-            if self.json and body[:1] not in (b"{", b"["):
-                c = body[0]
-                shown = repr(chr(c)) if 32 < c < 127 else f"byte 0x{c:02x}"
-                raise TraceaugError(f"{name}: starts with {shown}, not {{ or [: not {self.what}")
-            self.state = "text"
+            if not self.json:
+                self.state = "text"
+            elif self.state == "lead":
+                if body[:1] not in _SECOND:
+                    raise TraceaugError(f"{name}: starts with {shown_byte(body[0])}, not {{ or [: "
+                                        f"not {self.what}")
+                self.opened, data = body[:1], body[1:]
+                self.state = "open" if self.trace else "text"
+            else:
+                if body[:1] not in _SECOND[self.opened]:
+                    raise TraceaugError(f"{name}: {shown_byte(body[0])} after its first "
+                                        f"{self.opened.decode()}, not {self.what}")
+                if body[:1] == b"{":  # an array's first event: a key or } next
+                    self.opened, data = b"{", body[1:]
+                    continue
+                self.state = "text"
         if self.state == "text" and b"\0" in data:
             raise TraceaugError(f"{name}: holds NUL bytes (binary data), not {self.what}")
 
@@ -208,14 +231,24 @@ def _stream_blocks(name: str, path: str | None, sniff: _Sniff) -> Iterator[bytes
 def spool(name: str, path: str | None, dest: Path, what: str | None = "a trace") -> None:
     """Copy a non-seekable input (``-``: stdin, FIFO, device; ``name`` in errors) to ``dest`` for every pass;
     stops with one line once it cannot be ``what`` (None: trace, CSV or export) or pass ``spool_limit()``."""
-    sniff = _Sniff(name, what or "a trace or CSV", what is not None, spool_limit())
+    sniff = _Sniff(name, what or "a trace or CSV", what is not None, spool_limit(), what is not None)
     with open(dest, "wb") as out:
         for data in _stream_blocks(name, path, sniff):
             try:
+                _room(out.fileno(), len(data))
                 out.write(data)
             except OSError as e:  # $TMPDIR full
                 raise TraceaugError(f"{name}: cannot spool it to {dest.parent} ({e.strerror}); "
                                     "set TMPDIR to a larger disk") from None
+
+
+def _room(fd: int, size: int) -> None:
+    """ENOSPC before writing ``size`` bytes would leave less than ``SPOOL_RESERVE_PCT`` % (at most 1 GB)
+    of the file system free: a spool stops before the disk is full, for everything else on it."""
+    st = os.fstatvfs(fd)
+    reserve = min(st.f_blocks * st.f_frsize * SPOOL_RESERVE_PCT // 100, 1 << 30)
+    if st.f_bavail * st.f_frsize - size < reserve:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 def read_side(path: str | Path, what: str, json: bool = False) -> bytes:

@@ -17,6 +17,7 @@ from ..errors import TraceaugError
 from ..guard import is_url  # noqa: F401  (where the readers of URLs ask)
 
 BLOCK = 8 << 20
+_loop: list = []  # fsspec's event loop, once ``filesystem`` has made it
 
 
 def parse_options(pairs: tuple[str, ...] | list[str]) -> dict:
@@ -38,8 +39,13 @@ def filesystem(url: str, storage: dict | None = None):
     """(filesystem, path inside it) for ``url``."""
     try:
         import fsspec
+        import fsspec.asyn
     except ImportError:
         raise TraceaugError(f"{url}: reading URLs needs fsspec: pip install 'traceaug[s3]'") from None
+    if not _loop:  # its event loop made whole (one cut short printed a traceback when collected), once:
+        with interrupt.held():  # later a signal must not stop a commit's undo here
+            _loop.append(fsspec.asyn.get_loop())
+        interrupt.check()
     try:
         return fsspec.core.url_to_fs(url, **(storage or {}))
     except Exception as e:

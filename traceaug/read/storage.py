@@ -42,7 +42,8 @@ def filesystem(url: str, storage: dict | None = None):
         import fsspec.asyn
     except ImportError:
         raise TraceaugError(f"{url}: reading URLs needs fsspec: pip install 'traceaug[s3]'") from None
-    if not _loop:  # its event loop made whole (one cut short printed a traceback when collected), once:
+    if not _loop and _runs_on_a_loop(fsspec, url):  # the loop made whole (one cut short printed a
+        # traceback when collected), once; never for file:// or memory:// (its thread would stop forks)
         with interrupt.held():  # later a signal must not stop a commit's undo here
             _loop.append(fsspec.asyn.get_loop())
         interrupt.check()
@@ -50,6 +51,14 @@ def filesystem(url: str, storage: dict | None = None):
         return fsspec.core.url_to_fs(url, **(storage or {}))
     except Exception as e:
         raise _error(url, e) from None
+
+
+def _runs_on_a_loop(fsspec, url: str) -> bool:
+    """Whether ``url``'s filesystem runs on fsspec's event loop thread (s3, gcs, http; not file)."""
+    try:
+        return bool(fsspec.get_filesystem_class(fsspec.core.split_protocol(url)[0] or "file").async_impl)
+    except (ValueError, ImportError):  # unknown, or its package missing: url_to_fs says so
+        return False
 
 
 def _error(url: str, e: Exception) -> TraceaugError:

@@ -224,9 +224,9 @@ def url_job_commands() -> list[str]:
             if any(p.name == "storage_option" for p in commands.load(n).click_params())]
 
 
-def url_job_args(name: str, job: str, out: str, endpoint: str) -> list[str]:
-    """``traceaug NAME`` as declared: the job at URL ``job`` for each trace argument, each output under
-    the URL ``out`` (a prefix where the output is a rank directory), the bucket's ``endpoint``."""
+def url_job_args(name: str, job: str, out: str, endpoint: str | None = None) -> list[str]:
+    """``traceaug NAME`` as declared: the job ``job`` (a URL or a directory) for each trace argument, each
+    output under ``out`` (a prefix where the output is a rank directory), the bucket's ``endpoint``."""
     import click
 
     from traceaug import commands, paths
@@ -237,7 +237,7 @@ def url_job_args(name: str, job: str, out: str, endpoint: str) -> list[str]:
             args.append(job)
         elif isinstance(p, click.Argument) and isinstance(p.type, paths.Output):
             args.append(f"{out}/{p.name}/" if p.type.rank_dir else f"{out}/{p.name}.json")
-    return [*args, "--storage-option", f"endpoint_url={endpoint}"]
+    return [*args, "--storage-option", f"endpoint_url={endpoint}"] if endpoint else args
 
 
 # Modules taking over ~12 s of the suite (browsers, jobs and clusters, signals, the hostile corpus):

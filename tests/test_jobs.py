@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import other_threads, run_cli, shared_trace
+from conftest import other_threads, run_cli, shared_trace, url_job_args, url_job_commands
 
 from traceaug import processes
 from traceaug.cli import main
@@ -733,3 +733,52 @@ def test_no_thread_is_left_in_this_process(cluster: Cluster, tmp_path: Path) -> 
     assert r.exit_code == 0, r.output
     assert other_threads() == []
     assert processes.can_fork()
+
+
+@pytest.mark.parametrize("name", url_job_commands())
+def test_a_hostile_rank_on_a_cluster(cluster: Cluster, tmp_path: Path, name: str) -> None:
+    """Issue 39's done-when for clusters: every job command (the CLI's own list) on a job whose rank 0 is
+    cut half way, read by the cluster's workers: exit 1, that rank named once, a closing line, nothing on
+    stdout, nothing written, the job as it was."""
+    from test_bad_inputs import _hostile_job
+
+    job, out = tmp_path / "job", tmp_path / "out"
+    job.mkdir()
+    out.mkdir()
+    entry = _hostile_job(job, "truncated")
+    before = {f.name: f.read_bytes() for f in job.iterdir()}
+    done, ran = cluster.run(*url_job_args(name, f"{job}/", str(out)),
+                            "--scheduler-file", str(cluster.scheduler_file))
+    err = done.stderr.decode(errors="replace")
+    lines = err.strip().splitlines()
+    assert done.returncode == 1 and done.stdout == b"" and ran >= 1, (ran, err)
+    assert "Traceback" not in err and 1 <= len(lines) <= 2 and lines[-1].startswith("traceaug: error: "), err
+    assert len([x for x in lines if entry in x]) == 1, err
+    assert {f.name: f.read_bytes() for f in job.iterdir()} == before and os.listdir(out) == []
+
+
+@pytest.mark.parametrize("name", url_job_commands())
+def test_a_signal_in_every_job_command_on_a_cluster(cluster: Cluster, tmp_path: Path, name: str) -> None:
+    """Issue 39's done-when for clusters: every job command (the CLI's own list) on the cluster, stopped by
+    Ctrl-C / SIGTERM early and mid-run: exit 130 / 143 with one line, nothing written, nothing left in
+    $TMPDIR, no process; the cluster serves the next command."""
+    import jobgen
+    from test_signals import URL_JOB_STEPS, URL_SIGNALS, interrupt
+
+    job, temp = jobgen.write(tmp_path / "job", jobgen.job(2, 1, 50, steps=URL_JOB_STEPS)), tmp_path / "tmp"
+    temp.mkdir()
+    stopped = 0
+    for i, (at, sig) in enumerate(URL_SIGNALS):
+        out = tmp_path / f"out{i}"
+        out.mkdir()
+        code, err, took = interrupt([*url_job_args(name, f"{job}/", str(out)), "--scheduler-file",
+                                     str(cluster.scheduler_file)], tmp_path, at, sig,
+                                    {**os.environ, "TMPDIR": str(temp)})
+        if code == 0:  # ended before the signal (a fast machine)
+            continue
+        stopped += 1
+        said = err.splitlines()  # the cluster's tasks said cancelled (it serves others), then the exit
+        assert code == 128 + sig and said[-1] == "traceaug: interrupted" and len(said) <= 2, (at, err)
+        assert all(line.endswith("rank task(s) on the cluster cancelled") for line in said[:-1]), err
+        assert took < 5 and os.listdir(out) == [] and os.listdir(temp) == [], (at, took, os.listdir(temp))
+    assert stopped >= 1, name

@@ -407,9 +407,8 @@ def connect(scheduler: str | None = None, scheduler_file: str | None = None,
     if scheduler_file is not None:
         address = address_in(scheduler_file, timeout)
     if runtime.current().command_line:  # what goes wrong is said in one line, not Dask's logs
-
-        for name in ["distributed", "asyncio", *logging.root.manager.loggerDict]:  # Dask's
-            if name.split(".")[0] in ("distributed", "asyncio"):  # config sets some
+        for name in ["distributed", "asyncio", "tornado", *logging.root.manager.loggerDict]:  # Dask's
+            if name.split(".")[0] in ("distributed", "asyncio", "tornado"):  # config sets some
                 logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         if address is not None:

@@ -28,17 +28,17 @@ def json_text(data, indent: bool = True) -> str:
     try:
         return orjson.dumps(data, option=option).decode() + "\n"
     except TypeError:
-        return orjson.dumps(_utf8(data), option=option).decode() + "\n"
+        return orjson.dumps(valid_utf8(data), option=option).decode() + "\n"
 
 
-def _utf8(value):
+def valid_utf8(value):
     """``value`` with every str made valid UTF-8 (undecodable bytes as ``\\xNN``)."""
     if isinstance(value, str):
         return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     if isinstance(value, dict):
-        return {_utf8(k): _utf8(v) for k, v in value.items()}
+        return {valid_utf8(k): valid_utf8(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_utf8(v) for v in value]
+        return [valid_utf8(v) for v in value]
     return value
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from ..analysis.diff import DiffResult, clip
 from ..analysis.tables import Columns
 from ..atomic import atomic_output
-from ..output import _utf8 as valid_utf8
+from ..output import valid_utf8
 from .diff_text import explain_tables, headline_table, ops_ms, top_changes
 
 PAGE_ROWS = 50  # rows of the all-ops table per page

@@ -682,3 +682,41 @@ def test_handlers_are_in_place_before_traceaug_imports_its_modules() -> None:
     assert len(seen) > 20 and "traceaug.cli" in [n for n, _ in seen], seen
     assert all(name in ("traceaug", "traceaug.__main__", "traceaug.startup") for name in before), \
         before
+
+
+FINALIZER_WITH_A_SIGNAL = """
+import gc, os, sys, time
+import wasmtime
+from traceaug import interrupt
+interrupt.install(command_line=True)
+sig = int(sys.argv[1])
+
+def send_in_the_finalizer(frame, event, arg):  # the signal lands inside wasmtime's ctypes callback
+    if event == "call" and frame.f_code.co_name == "deallocate":
+        os.kill(os.getpid(), sig)
+    return None
+
+store = wasmtime.Store()
+func = wasmtime.Func(store, wasmtime.FuncType([], []), lambda: None)
+sys.settrace(send_in_the_finalizer)
+try:
+    del func, store
+    gc.collect()
+    sys.settrace(None)
+    time.sleep(5)
+    print("not interrupted")
+except interrupt.Interrupted as e:
+    print("interrupted", e.exit_code)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_in_an_engine_finalizer_is_no_ignored_exception(tmp_path: Path, sig: int) -> None:
+    """wasmtime frees a host function through a ctypes callback run by the garbage collector: a signal there
+    printed "Exception ignored on calling ctypes callback function" and a traceback (counters SIGINT at 0.95 s
+    in a CI run). It is raised once the callback has returned."""
+    proc = subprocess.run([sys.executable, "-c", FINALIZER_WITH_A_SIGNAL, str(int(sig))],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout.split() == ["interrupted", str(128 + sig)], (proc.stdout, proc.stderr)

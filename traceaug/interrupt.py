@@ -4,6 +4,7 @@ through ctypes and may crash): the engine traps on an epoch bump and the call ra
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import signal
 import threading
@@ -62,11 +63,22 @@ def _stop_work() -> None:
 REDELIVER_S = 0.02  # a signal that landed inside an import comes back this much later
 
 
-def _importing(frame) -> bool:
-    """Whether the main thread is inside the import machinery, where an exception can be swallowed ("Exception
-    ignored in ... _ModuleLock") or turned into another (``RuntimeError: Error calling __set_name__``)."""
+def _wasmtime_dir() -> str:
+    spec = importlib.util.find_spec("wasmtime")
+    return os.path.dirname(spec.origin) + os.sep if spec and spec.origin else "\0"
+
+
+_WASMTIME = _wasmtime_dir()
+
+
+def _cannot_raise(frame) -> bool:
+    """Whether the main thread is where an exception would be swallowed or changed: the import machinery
+    ("Exception ignored in ... _ModuleLock", ``RuntimeError: Error calling __set_name__``) or wasmtime's own
+    Python code, which the engine calls back through ctypes (a finalizer run by the garbage collector prints
+    "Exception ignored on calling ctypes callback function" and goes on)."""
     while frame is not None:
-        if frame.f_code.co_filename.startswith("<frozen importlib"):
+        name = frame.f_code.co_filename
+        if name.startswith("<frozen importlib") or name.startswith(_WASMTIME):
             return True
         frame = frame.f_back
     return False
@@ -85,7 +97,7 @@ def _handler(signum: int, frame) -> None:
     _stop_work()
     if _in_engine or _holding:
         return  # inside the engine (it traps at its next check) or held: raised after
-    if _importing(frame):  # let the import finish; the signal comes back to raise after it
+    if _cannot_raise(frame):  # let the import or callback finish; the signal comes back to raise after it
         _raised.clear()
         timer = threading.Timer(REDELIVER_S, _again, (signum,))
         timer.daemon = True

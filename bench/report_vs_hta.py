@@ -137,7 +137,7 @@ def started(start_children):
         mark("perfetto API imported")
         from traceaug.analysis import gpu_steps
         from traceaug.engine import loader
-        from traceaug.report import analyses_html
+        from traceaug.render import analyses_html
         mark("engine and analyses imported")
         timed(loader, "_early_engine", "engine start")
         timed(prefetch.Prefetched, "take", "wait for the child")

@@ -22,7 +22,7 @@ import traceaug
 from traceaug.analysis import collectives as co
 from traceaug.analysis.collective_rank import tables as rank_tables
 from traceaug.cli import main
-from traceaug.report.job_sections import job_sections
+from traceaug.render.job_sections import job_sections
 
 A100 = "kineto/a100_nccl_rank0_of2.json.gz"
 JOB = "kineto/jobs/dlrm_v100_8ranks"
@@ -360,7 +360,7 @@ def test_matching_by_sequence_number_and_a_missing_one() -> None:
 
 def test_clock_note_names_each_offset_beyond_its_own_residual() -> None:
     from traceaug.analysis import collectives as co
-    from traceaug.report.collectives_text import notes
+    from traceaug.render.collectives_text import notes
 
     # rank 1's clock is 300 µs ahead; rank 2's last collective ended 2 ms late (its residual)
     job = co.align(co.match([_tables(0, [(0, 10, None), (20, 30, None), (40, 50, None)]),

@@ -525,9 +525,9 @@ def test_longest_path_settles_ties_and_refuses_cycles() -> None:
 
     ts, order = np.array([0, 0, 5, 5]), np.array([1, 0, 2, 3])  # node 1 sorts before node 0
     src, dst, w = np.array([0, 1, 0]), np.array([1, 2, 3]), np.array([0, 5, 4])
-    assert dag.longest_path(ts, order, src, dst, w).tolist() == [0, 1]  # 0 -> 1 -> 2: 5
+    assert dag.longest_path(dag.Dag(ts, order, src, dst, w)).tolist() == [0, 1]  # 0 -> 1 -> 2: 5
     with pytest.raises(traceaug.TraceaugError, match="cycle"):
-        dag.longest_path(ts, order, np.array([0, 1]), np.array([1, 0]), np.array([0, 0]))
+        dag.longest_path(dag.Dag(ts, order, np.array([0, 1]), np.array([1, 0]), np.array([0, 0])))
 
 
 def _relaxed(ts, order, src, dst, w) -> list[int]:
@@ -568,7 +568,7 @@ def test_longest_path_in_runs_is_the_relaxed_one() -> None:
         w = rng.integers(0, 4, len(src))
         want = _relaxed(ts, order, src.tolist(), dst.tolist(), w.tolist())
         for hint in (None, lane):
-            assert dag.longest_path(ts, order, src, dst, w, hint).tolist() == want
+            assert dag.longest_path(dag.Dag(ts, order, src, dst, w, hint)).tolist() == want
         runs += int(dag.chains(dag.positions(ts, order, src, dst), src, dst, w, lane).link.sum())
     assert runs > 300  # chain edges were taken in runs, not only one by one
 

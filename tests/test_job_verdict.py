@@ -211,8 +211,8 @@ def test_no_late_rank_no_blame(tmp_path: Path) -> None:
 def test_every_job_function_takes_a_loaded_job(real_job) -> None:
     """Issue 34 item 6: each job-level function accepts a ``load_job`` Job, in any order: the analyses
     each get their own results (they used to share one cache entry: KeyError), and ``traceaug.report``
-    stays the function once the ``traceaug.report`` package is imported (TypeError: 'module')."""
-    import traceaug.report.findings  # noqa: F401  (as any output would have imported it)
+    is the function once the renderers are imported (a ``traceaug.report`` package used to replace it)."""
+    import traceaug.render.findings  # noqa: F401  (as any output would have imported it)
 
     d, _, job = real_job
     assert callable(traceaug.report)

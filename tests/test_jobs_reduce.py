@@ -18,7 +18,7 @@ from traceaug.analysis import kernels, report
 from traceaug.job import parts
 from traceaug.job.run import Item, Work, task
 from traceaug.read.ranks import TraceFile
-from traceaug.report.analyses_html import analyses as page
+from traceaug.render.analyses_html import analyses as page
 from traceaug.runtime import Runtime
 
 NAMES = ("gemm_kernel", "relu_kernel", "softmax_kernel", "layernorm_kernel")

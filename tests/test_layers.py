@@ -15,7 +15,7 @@ LAYERS = (
     {"traceaug.__main__", "traceaug.cli", "traceaug.startup"},
     {"traceaug", "traceaug.api", "traceaug.analyses"},
     {"traceaug.commands", "traceaug.paths"},
-    {"traceaug.rewrite", "traceaug.report", "traceaug.view"},
+    {"traceaug.rewrite", "traceaug.render", "traceaug.view"},
     {"traceaug.job"},
     {"traceaug.analysis"},
     {"traceaug.trace"},
@@ -39,8 +39,8 @@ def modules() -> dict[str, Path]:
 
 
 def imports(name: str, path: Path, known: dict) -> set[str]:
-    """The traceaug modules ``name`` imports (a package's name for ``from pkg import x`` when
-    x is not a module of it)."""
+    """The traceaug modules ``name`` imports (for ``from pkg import x`` the package, and x when it is a module
+    of it)."""
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -51,8 +51,8 @@ def imports(name: str, path: Path, known: dict) -> set[str]:
             if node.level:
                 up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 base = ".".join(up + ([node.module] if node.module else []))
-            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base
-                       for a in node.names]
+            # ``from pkg import mod`` runs pkg/__init__.py too: both count, as file-level graphs count them
+            targets = [base] + [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known]
         else:
             continue
         for t in targets:
@@ -139,3 +139,14 @@ def test_the_checks_see_an_upward_import(tmp_path: Path) -> None:
     assert found == {"traceaug.job.run"}
     assert layer("traceaug.job.run") < layer("traceaug.analysis.fake")
 
+
+
+def test_importing_a_module_through_its_package_counts_the_package(tmp_path: Path) -> None:
+    """``from .. import runtime`` in a subpackage runs ``traceaug/__init__.py``, which imports the commands:
+    a file-level circle through the package top (42 files once), so the checks count the package as well."""
+    known = modules()
+    fake = tmp_path / "fake.py"
+    fake.write_text("from .. import runtime\nimport traceaug.interrupt as interrupt\n")
+    assert imports("traceaug.analysis.fake", fake, known) == {"traceaug", "traceaug.runtime",
+                                                               "traceaug.interrupt"}
+    assert layer("traceaug") < layer("traceaug.analysis.fake")

@@ -15,7 +15,7 @@ from conftest import shared_trace
 import traceaug
 from traceaug.analysis import gpa_summary as gpa
 from traceaug.cli import main
-from traceaug.report.gpa_text import render_text
+from traceaug.render.gpa_text import render_text
 
 
 def _run(*args):

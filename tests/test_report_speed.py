@@ -18,7 +18,7 @@ import pytest
 
 from traceaug.analysis.intervals import exclusive, int_groups, sorted_groups
 from traceaug.analysis.tables import first_appearance
-from traceaug.report.plotly_inline import packed_plotly
+from traceaug.render.plotly_inline import packed_plotly
 
 STARTUP = """
 import json, sys

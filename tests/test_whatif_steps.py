@@ -16,7 +16,7 @@ import traceaug
 from traceaug.analysis import replay
 from traceaug.analysis.explain import explain
 from traceaug.cli import main
-from traceaug.report.whatif_text import render
+from traceaug.render.whatif_text import render
 
 STEPS = 100_000
 P_US, LAUNCH_US, START_US = 400, 5, 25  # step length; its launch's start; its kernel's start

@@ -25,7 +25,7 @@ def __getattr__(name: str):
     from .commands import NAMES
 
     if name == "__all__" or name.replace("_", "-") in NAMES:
-        from . import api
+        import traceaug.api as api
 
         if name == "__all__" or name in api.names():
             return [*OWN, *api.names()] if name == "__all__" else getattr(api, name)
@@ -34,7 +34,8 @@ def __getattr__(name: str):
 
         return Trace
     if name in ("TraceaugError", "__version__"):
-        from . import errors, version
+        import traceaug.errors as errors
+        import traceaug.version as version
 
         return getattr(errors if name == "TraceaugError" else version, name)
     if name == "load_job":
@@ -57,7 +58,8 @@ def load_ranks(path: str | Path, rank: int | None = None, then=None, **options) 
     (detached where a result holds it; ``then`` runs in a pool process if it pickles, else a thread)."""
     import pickle
 
-    from . import runtime
+    import traceaug.runtime as runtime
+
     from .job import parts
     from .job.executor import LocalPool, pool_size, rank_peak
     from .job.run import JobOptions, Work, items_of, run
@@ -86,21 +88,3 @@ def load_ranks(path: str | Path, rank: int | None = None, then=None, **options) 
         with runtime.using(progress=False, workers=1), LocalPool(size, processes=False) as pool:
             traces = list(pool.map(lambda f: Trace(f.path, kind, **options), files))
         return {f.rank: t for f, t in zip(files, traces)}
-
-
-def _keep_the_report_function() -> None:
-    """``traceaug.report`` is the command's function even once the ``traceaug.report`` package is
-    imported (which sets the attribute): the package stays in ``sys.modules``, where imports find it."""
-    import sys
-
-    module = type(sys)  # types.ModuleType, with nothing more imported
-
-    class Package(module):
-        def __setattr__(self, name: str, value) -> None:
-            if name != "report" or not isinstance(value, module):
-                super().__setattr__(name, value)
-
-    sys.modules[__name__].__class__ = Package
-
-
-_keep_the_report_function()

@@ -14,7 +14,7 @@ from .analysis import kernels as kn
 from .analysis import launches as ln
 from .analysis.gpu_steps import LOAD, GpuOps, gpu_ops
 from .analysis.tables import Columns, concat, frame, objects
-from .report.sections import public
+from .render.sections import public
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 
 def _ranks(source: Source, rank: int | None) -> list[GpuOps]:
-    from . import runtime
+    import traceaug.runtime as runtime
+
     from .job import parts
     from .job.loaded import Job
     from .job.run import JobOptions, Work, items_of, run

@@ -13,7 +13,9 @@ from typing import Any
 
 import click
 
-from . import paths, runtime
+import traceaug.paths as paths
+import traceaug.runtime as runtime
+
 from .commands import NAMES, load
 from .commands.declare import Call, Command
 from .job.loaded import Job

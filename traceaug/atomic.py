@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Protocol
 
-from . import interrupt
+import traceaug.interrupt as interrupt
+
 from .errors import TraceaugError
 
 _lock = threading.Lock()

@@ -12,7 +12,13 @@ from typing import NoReturn
 
 import click
 
-from . import atomic, commands, guard, interrupt, paths, runtime
+import traceaug.atomic as atomic
+import traceaug.commands as commands
+import traceaug.guard as guard
+import traceaug.interrupt as interrupt
+import traceaug.paths as paths
+import traceaug.runtime as runtime
+
 from .commands.declare import Call, Command, job_from
 from .errors import SumTooLarge, TraceaugError
 from .job.run import JobOptions

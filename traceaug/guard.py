@@ -13,7 +13,10 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from . import atomic, interrupt, runtime
+import traceaug.atomic as atomic
+import traceaug.interrupt as interrupt
+import traceaug.runtime as runtime
+
 from .errors import TraceaugError
 
 STDIO = "-"

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import orjson
 
-from . import runtime
+import traceaug.runtime as runtime
 
 FORMATS = ("table", "csv", "json")
 MISSING = "NULL"  # a missing value in a table

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import click
 
-from . import atomic, guard, runtime
+import traceaug.atomic as atomic
+import traceaug.guard as guard
+import traceaug.runtime as runtime
+
 from .errors import TraceaugError
 from .read import source, storage
 

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from . import interrupt, runtime
+import traceaug.interrupt as interrupt
+import traceaug.runtime as runtime
 
 # ----- the heap (glibc; elsewhere a no-op) ------------------------------------------------------
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (glibc malloc.h)

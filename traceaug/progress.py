@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
-from . import runtime
+import traceaug.runtime as runtime
 
 
 def shown() -> bool:

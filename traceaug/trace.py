@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from perfetto.trace_processor.api import TraceProcessorException
 
-from . import runtime
+import traceaug.runtime as runtime
+
 from .engine.loader import load
 from .engine.results import typed_columns
 from .errors import TraceaugError

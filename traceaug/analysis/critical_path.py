@@ -659,12 +659,6 @@ def _cpu_syncs(ev, sync, gpu, sc, pos, node_ts, is_cpu, dev_all, codes: dict, la
     return np.array(src, np.int64), np.array(dst, np.int64)
 
 
-def longest_path(graph: Graph) -> np.ndarray:
-    """Edge indices of the graph's longest path, in order (``dag.longest_path``)."""
-    return dag.longest_path(graph.node_ts, graph.node_order, graph.src, graph.dst, graph.weight,
-                            graph.node_lane)
-
-
 def category_of(graph: Graph, kind: np.ndarray, event: np.ndarray, name: np.ndarray
                 ) -> np.ndarray:
     """Each path edge's category (``CATEGORIES``); ``name``: its event's name. A call that waited for
@@ -810,7 +804,7 @@ def analyse(trace: Trace, step: int | None = None, annotation: str | None = None
     graph = build(ev, win, sync_wait, max_gap_ns, queued=sync_wait)
     if not sync_wait:  # HTA's path may run past the window's end, on ops launched in it
         win = Window(win.start, max(win.end, int(graph.node_ts.max(initial=win.end))), win.label)
-    longest = longest_path(graph)
+    longest = dag.longest_path(graph)
     path = _through_waits(graph, longest)
     g = graph.ev
     src, dst = graph.src[path], graph.dst[path]

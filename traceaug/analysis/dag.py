@@ -13,27 +13,38 @@ from ..errors import TraceaugError
 NEVER = np.iinfo(np.int64).min // 4  # a time before any (none: no op before, no way in yet)
 
 
-def longest_path(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray, dst: np.ndarray,
-                 w: np.ndarray, lane: np.ndarray | None = None) -> np.ndarray:
+@dataclass
+class Dag:
+    """A DAG as arrays: nodes by time (``node_order`` breaks ties; ``node_lane``, a hint: nodes following one
+    another, any grouping works) and weighted edges ``src`` -> ``dst``."""
+
+    node_ts: np.ndarray
+    node_order: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    weight: np.ndarray
+    node_lane: np.ndarray | None = None
+
+
+def longest_path(g: Dag) -> np.ndarray:
     """Edge indices of the longest path (from any node), in order; of equal ways in, the first edge by index
-    (networkx's ``dag_longest_path``). ``lane``: a hint, nodes following one another (any grouping works)."""
-    if not len(src):
+    (networkx's ``dag_longest_path``). ``g``: a ``Dag`` or anything with its fields."""
+    if not len(g.src):
         return np.empty(0, np.int64)
-    topo, runs, dist, best = _lengths(node_ts, node_order, src, dst, w, lane)
+    topo, runs, dist, best = _lengths(g)
     by_topo = np.empty(len(topo), np.int64)
     by_topo[topo] = np.arange(len(topo))
     at = int(by_topo[np.argmax(dist[by_topo])])  # the first node, topologically, of the greatest length
-    return _walk_back(at, best, src, runs)
+    return _walk_back(at, best, g.src, runs)
 
 
-def longest_paths(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray, dst: np.ndarray,
-                  w: np.ndarray, lane: np.ndarray | None, node_win: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def longest_paths(g: Dag, node_win: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``longest_path`` of each window of a graph no edge of which joins two windows (``node_win``: each
     node's): (the paths' edges, each path in order; each edge's window), every window walked at once."""
+    src, dst = g.src, g.dst
     if not len(src):
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    topo, _, dist, best = _lengths(node_ts, node_order, src, dst, w, lane)
+    topo, _, dist, best = _lengths(g)
     o = np.lexsort((topo, -dist, node_win))  # per window: the first node, by topo, of the greatest length
     at = o[np.r_[True, node_win[o][1:] != node_win[o][:-1]]]
     edges, step = [], 0
@@ -47,11 +58,12 @@ def longest_paths(node_ts: np.ndarray, node_order: np.ndarray, src: np.ndarray, 
     return e[o], node_win[dst[e[o]]]
 
 
-def _lengths(node_ts, node_order, src, dst, w, lane):
+def _lengths(g: Dag):
     """(topological positions, ``Runs``, each node's longest way in (ns), each node's best edge in, -1:
     none); of equal ways in, the first edge by index."""
-    topo = positions(node_ts, node_order, src, dst)
-    runs = chains(topo, src, dst, w, lane)
+    src, dst, w = g.src, g.dst, g.weight
+    topo = positions(g.node_ts, g.node_order, src, dst)
+    runs = chains(topo, src, dst, w, g.node_lane)
     rest = np.flatnonzero(~runs.link)  # every edge into a run's head
     rest = rest[np.lexsort((rest, topo[dst[rest]]))]  # by destination, ties by edge index
     length, way = [0] * len(runs.head), [-1] * len(runs.head)  # per run: its head's

@@ -25,8 +25,7 @@ def path_times(trace: Trace, step_numbers: list[int | None]) -> tuple[float, dic
     every = cp.step_windows(trace) if len(step_numbers) > 1 else {}
     wins = [every[n] if n in every else cp.window(trace, n) for n in step_numbers]
     graph, win = stacked.graph(cp.events(trace), wins)
-    path, on = dag.longest_paths(graph.node_ts, graph.node_order, graph.src, graph.dst, graph.weight,
-                                 graph.node_lane, np.repeat(win, 2))
+    path, on = dag.longest_paths(graph, np.repeat(win, 2))
     kind, event = graph.kind[path], graph.event[path]
     shown = np.where(event >= 0, event, graph.dst[path] // 2)
     name = graph.ev["name"][shown]

@@ -172,7 +172,7 @@ def join(parts: dict[int, RankPart], matched: co.Matched, step: int) -> JobPath 
     weight = np.r_[weight, j_w[cross]]
     kind_all = np.r_[np.concatenate([g.kind for g in gs]), np.full(int(cross.sum()), JOIN, np.int64)]
     event_all = np.r_[event, j_dst[cross] // 2]
-    path = dag.longest_path(ts, order, src_all, dst_all, weight, lane)
+    path = dag.longest_path(dag.Dag(ts, order, src_all, dst_all, weight, lane))
     s, d = src_all[path], dst_all[path]
     edges = path_edges(parts, ranks, gs, shift, s, d, ts[s], ts[d], weight[path],
                        kind_all[path], event_all[path])

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from .. import paths
+import traceaug.paths as paths
+
 from ..errors import TraceaugError
 from ..job import parts
 from ..job.run import Work
@@ -47,14 +48,14 @@ def tables(found: list[parts.RankPart]) -> list[dict]:
 def sections_api(sections: list[tuple[str, dict]], call: Call) -> dict:
     """Each titled table as a DataFrame, its columns named with their unit (``public``)."""
     from ..analysis.tables import frame
-    from ..report.sections import public
+    from ..render.sections import public
 
     return {title: frame(public(t)) for title, t in sections}
 
 
 def shown(sections: list, call: Call, full_names: bool = False) -> None:
     """The sections printed (``report.sections.render``)."""
-    from ..report.sections import render
+    from ..render.sections import render
 
     echo(render(sections, call["fmt"], full_names))
 

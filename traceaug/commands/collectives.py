@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .. import paths
+import traceaug.paths as paths
+
 from ..errors import TraceaugError
 from ..job import parts
 from ..job.run import Work
@@ -73,7 +74,7 @@ def out(text: str, lines: list[str]) -> None:
 
 
 def _collectives(m: co.Matched, call: Call) -> None:
-    from ..report.collectives_text import collectives_frame, notes, render_table
+    from ..render.collectives_text import collectives_frame, notes, render_table
 
     out(render_table(collectives_frame(m, call["by"], call["rank"]), call["fmt"]), notes(m))
 
@@ -91,7 +92,7 @@ def _api_collectives(m: co.Matched, call: Call) -> pd.DataFrame:
     ``cause_late_ns``, ``cause_ops``. ``by="rank"``: ``rank``, ``collectives``,
     ``total_wait_ns``, ``straggler_count``, ``caused_wait_ns``. ``attrs``: ``problems`` (what was
     not matched) and ``clock`` (per rank ``offset_ns``, ``residual_ns``)."""
-    from ..report.collectives_text import collectives_frame
+    from ..render.collectives_text import collectives_frame
 
     return with_attrs(collectives_frame(m, call["by"], call["rank"]), m)
 

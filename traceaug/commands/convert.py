@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .. import paths
+import traceaug.paths as paths
+
 from .declare import Call, Command, argument, open_checks, open_options, option, said, serve
 
 

@@ -43,7 +43,7 @@ def _api(results: list[dict], call: Call) -> Counters:
 
     from ..analysis.counters import QUEUE_COLUMNS
     from ..analysis.tables import frame
-    from ..report.counters_text import with_rank
+    from ..render.counters_text import with_rank
 
     results = with_rank(results)
     tables = []

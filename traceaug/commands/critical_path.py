@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from .. import paths
+import traceaug.paths as paths
+
 from ..errors import TraceaugError
 from . import rewriters
 from .declare import COUNT, US, Call, echo, fmt, option, rank, said, step
@@ -17,7 +18,8 @@ from .declare import COUNT, US, Call, echo, fmt, option, rank, said, step
 def job_paths(call: Call) -> tuple[list, int | None]:
     """The job's critical path per step (``--hta-weights``: the longest by weight), and the events
     it added to OUT (unless None: the merged job trace with the path as lanes and arrows)."""
-    from .. import guard
+    import traceaug.guard as guard
+
     from ..analysis import job_path as jp
     from ..job import parts
     from ..job.run import Work, items_of, local_files, run
@@ -94,7 +96,7 @@ _show = rewriters.show("critical-path")
 
 def show(result, call: Call) -> None:
     if call["whole_job"]:
-        from ..report.critical_path_text import job_text
+        from ..render.critical_path_text import job_text
 
         found, added = result
         if added is not None:

@@ -10,7 +10,9 @@ from typing import Any
 
 import click
 
-from .. import paths, runtime
+import traceaug.paths as paths
+import traceaug.runtime as runtime
+
 from ..job.loaded import Job
 from ..job.run import CLUSTER_TIMEOUT_S, JobOptions, Work, items_of, run
 from ..output import FORMATS, TABLE_WIDTH
@@ -251,7 +253,7 @@ def echo(text: str, err: bool = False) -> None:
 def said(text: str) -> None:
     """A message on stderr (``wrote ...``), spooled paths named as the user gave them, once the run's
     outputs are in place (``atomic.announce``)."""
-    from .. import atomic
+    import traceaug.atomic as atomic
 
     atomic.announce(paths.shown(text))
 
@@ -270,7 +272,8 @@ def open_checks(open_ui: bool, out: Any, port: int, needs: str) -> None:
 
 def serve(trace: Path, port: int = 0, browser: bool = True, name: str | None = None) -> None:
     """This run's outputs in place, then ``trace`` in the bundled Perfetto UI until Ctrl-C."""
-    from .. import atomic
+    import traceaug.atomic as atomic
+
     from ..view.server import serve as serve_ui
 
     atomic.commit()  # this run's outputs in place before the UI reads one

@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 
-from .. import atomic, paths
+import traceaug.atomic as atomic
+import traceaug.paths as paths
+
 from ..errors import TraceaugError
 from ..job import parts
 from ..job.run import Item, Work, run
@@ -134,7 +136,7 @@ def compute_all(call: Call) -> tuple[DiffResult | None, dict | None]:
 
 def show(found: tuple, call: Call) -> None:
     from ..analysis.diff import check, regressions
-    from ..report.diff_text import render, render_explain
+    from ..render.diff_text import render, render_explain
 
     result, split = found
     pct = call["fail_pct"]
@@ -152,7 +154,7 @@ def show(found: tuple, call: Call) -> None:
             echo(render_explain(split, call["fmt"], top), err=to_stderr)
     written = []  # said once every output is done: Ctrl-C before then removes them all
     if call["html_out"] is not None:
-        from ..report.diff_html import write_report
+        from ..render.diff_html import write_report
 
         write_report(result, call["html_out"], top, split)
         written.append(call["html_out"])
@@ -183,7 +185,7 @@ def _api(found: tuple, call: Call) -> Comparison:
     ``mean_a_ms``, ``mean_b_ms`` (NaN without calls), ``p_value`` (two-sided Mann–Whitney U over
     the per-step times): the rows ``--format csv`` prints. CPU ops: self time unless ``inclusive``."""
     from ..analysis.tables import frame
-    from ..report.diff_text import all_rows, summary_rows
+    from ..render.diff_text import all_rows, summary_rows
 
     result = found[0]
     return Comparison(frame(summary_rows(result)).infer_objects(),

@@ -3,7 +3,8 @@ per rank (``analysis.info``)."""
 
 from __future__ import annotations
 
-from .. import paths
+import traceaug.paths as paths
+
 from ..job import parts
 from .declare import JOB, Call, Command, argument, echo, fmt, rank
 
@@ -16,7 +17,7 @@ def compute(call: Call) -> list[dict]:
 
 
 def show(records: list[dict], call: Call) -> None:
-    from ..report.info_text import render
+    from ..render.info_text import render
 
     echo(paths.shown(render(records, call["fmt"])))  # stdin, not its spool
 

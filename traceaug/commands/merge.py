@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import guard, paths
+import traceaug.guard as guard
+import traceaug.paths as paths
+
 from ..errors import TraceaugError
 from .collectives import TABLES
 from .declare import JOB, Call, Command, argument, option, said

@@ -5,7 +5,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from .. import paths
+import traceaug.paths as paths
+
 from .declare import Call, Command, argument, open_options, serve
 from .merge import write
 

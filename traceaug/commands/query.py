@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import click
 
-from .. import paths
+import traceaug.paths as paths
+
 from ..errors import TraceaugError
 from ..job import parts
 from ..job.run import Work, items_of, run

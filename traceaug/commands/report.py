@@ -4,7 +4,8 @@ offline page of charts."""
 
 from __future__ import annotations
 
-from .. import paths
+import traceaug.paths as paths
+
 from ..analysis import report
 from .analysis import rank_parts, sections_api, shown, tables
 from .collectives import by_step
@@ -16,7 +17,7 @@ def _job(found: list | None, ranks: list, call: Call, top: int | None) -> list[t
     collectives)."""
     from ..analysis import collectives as co
     from ..analysis.job_path import keyed
-    from ..report.job_sections import job_sections
+    from ..render.job_sections import job_sections
     from .stragglers import verdicts
 
     if found is None or not any(len(t.colls) for t in found):
@@ -32,7 +33,7 @@ OVERVIEW = "verdict and findings"
 def text_part(g, in_job: bool, step: int | None, top: int) -> dict:
     """A rank's part of the terminal report: its tables (``analysis.report.part``) and what the
     verdict and findings need (``findings.overview_part``)."""
-    from ..report.findings import overview_part
+    from ..render.findings import overview_part
 
     return {"text": report.part(g, in_job, step, top), "overview": overview_part(g, step)}
 
@@ -42,7 +43,7 @@ def compute(call: Call) -> list | tuple:
     page written: (charts, ranks)."""
     out = call.get("html_out")
     if out is None:
-        from ..report.findings import overview, overview_table
+        from ..render.findings import overview, overview_table
 
         found, colls = rank_parts(call, text_part, {"step": call["step"], "top": call["top"]},
                                   collectives=True)
@@ -52,7 +53,7 @@ def compute(call: Call) -> list | tuple:
                         call["step"], job=job)
         return [(OVERVIEW, overview_table(seen)), *job,
                 *report.combine([p["text"] for p in parts], call["top"])]
-    from ..report.analyses_html import analyses, write_report
+    from ..render.analyses_html import analyses, write_report
 
     found, colls = rank_parts(call, analyses, {"step": call["step"]}, collectives=True)
     job = _job(colls, found, call, None)  # the page's heatmap: every collective in order
@@ -67,8 +68,8 @@ def show(result, call: Call) -> None:
         if call["fmt"] == "table":  # the verdict and findings first, whole (a table cuts its cells)
             from textwrap import fill
 
-            from ..report.collectives_text import verdict_text
-            from ..report.job_sections import JOB_VERDICT
+            from ..render.collectives_text import verdict_text
+            from ..render.job_sections import JOB_VERDICT
 
             texts = next(t["text"].tolist() for title, t in result if title == OVERVIEW)
             found = "".join(f"{fill(f'{i}. {t}', 100, subsequent_indent='   ')}\n"
@@ -82,7 +83,7 @@ def show(result, call: Call) -> None:
 
 def _check(call: Call) -> None:
     if call["html_out"] is not None:
-        from ..report.paths import check_output
+        from ..render.paths import check_output
 
         check_output(call["html_out"], call["trace"])
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import click
 
-from .. import paths
+import traceaug.paths as paths
+
 from ..errors import TraceaugError
 from .declare import JOB, Call, Command, argument, echo, open_checks, rewriter_options, said, serve
 
@@ -20,7 +21,7 @@ def _module(layer: str, name: str) -> object:
 
 def summary_text(name: str, done: list[dict], fmt: str) -> str:
     """The summary printed: every rank's data in ``--format``."""
-    return _module("report", f"{name}_text").summary_text(done, fmt)
+    return _module("render", f"{name}_text").summary_text(done, fmt)
 
 
 def arguments(**out: object) -> tuple[click.Argument, click.Argument]:
@@ -68,7 +69,7 @@ def show(name: str) -> Callable[[list[dict], Call], None]:
         if not call.get("open_ui"):
             echo(paths.shown(text), err=paths.is_stdout(call["dst"]))
             return
-        from .. import atomic
+        import traceaug.atomic as atomic
 
         atomic.commit()
         echo(text)

@@ -52,7 +52,7 @@ def _compute(call: Call) -> tuple[co.Matched, list[Verdict]]:
 
 
 def _show(found: tuple[co.Matched, list[Verdict]], call: Call) -> None:
-    from ..report.collectives_text import notes, render_table, stragglers_frame
+    from ..render.collectives_text import notes, render_table, stragglers_frame
 
     m, said = found
     table = stragglers_frame(m, call["rank"])
@@ -66,7 +66,7 @@ def _api(found: tuple[co.Matched, list[Verdict]], call: Call) -> pd.DataFrame:
     ``straggler_count``, ``caused_wait_ns`` (the others' mean wait for it, summed);
     ``attrs["verdict"]``: per step the verdict's figures and text (``job_verdict.Verdict``),
     ``attrs["findings"]``: the texts."""
-    from ..report.collectives_text import stragglers_frame
+    from ..render.collectives_text import stragglers_frame
 
     m, said = found
     table = stragglers_frame(m, call["rank"])

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import paths
+import traceaug.paths as paths
+
 from ..errors import TraceaugError
 from . import declare
 from .declare import POSITIVE, Call, Command, argument, echo, option
@@ -112,7 +113,7 @@ def compute(call: Call) -> list[dict]:
 
 
 def _text(results: list[dict], fmt: str) -> str:
-    from ..report.gpa_text import render_json, render_text
+    from ..render.gpa_text import render_json, render_text
 
     return (render_json if fmt == "json" else render_text)(results)
 

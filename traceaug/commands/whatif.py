@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .. import paths
+import traceaug.paths as paths
+
 from ..errors import TraceaugError
 from .declare import JOB, Call, Command, argument, echo, fmt, option, rank, step
 
@@ -76,7 +77,7 @@ def _check(call: Call) -> None:
 
 
 def _show(found: tuple[dict, dict, dict], call: Call) -> None:
-    from ..report.whatif_text import render
+    from ..render.whatif_text import render
 
     echo(render(*found, call["fmt"]))
 

@@ -9,7 +9,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import interrupt, runtime
+import traceaug.interrupt as interrupt
+import traceaug.runtime as runtime
+
 from ..errors import EngineError, EngineOutOfMemory, TraceaugError
 from ..processes import release_free_memory
 from ..progress import Progress

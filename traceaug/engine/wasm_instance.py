@@ -13,7 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import wasmtime
 
-from .. import interrupt, runtime
+import traceaug.interrupt as interrupt
+import traceaug.runtime as runtime
+
 from ..errors import EngineError, EngineOutOfMemory
 from .wasm_module import WasmBuild
 

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import wasmtime
 
-from .. import interrupt, runtime
+import traceaug.interrupt as interrupt
+import traceaug.runtime as runtime
+
 from ..atomic import atomic_output
 from ..errors import EngineError
 from ..progress import note

@@ -14,7 +14,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .. import interrupt, runtime
+import traceaug.interrupt as interrupt
+import traceaug.runtime as runtime
+
 from ..errors import TraceaugError
 
 # A rank's peak = ENGINE_BASE + PEAK_PER_BYTE[kind] x its raw bytes, measured by
@@ -109,7 +111,8 @@ def _preload() -> None:
     tables need it: 130 ms of each child's first task otherwise)."""
     import pandas
 
-    from .. import trace  # noqa: F401
+    import traceaug.trace as trace  # noqa: F401
+
     from ..read import inputs, storage  # noqa: F401
     from . import run  # noqa: F401
 

@@ -7,7 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .. import runtime
+import traceaug.runtime as runtime
+
 from ..errors import TraceaugError
 from ..read.storage import is_url
 from . import parts

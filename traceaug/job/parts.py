@@ -55,7 +55,8 @@ def open_ops_and_tables(item: Item, kind: str) -> Iterator[Ops]:
 
 def _both(item: Item, kind: str, make: Callable) -> Iterator[tuple]:
     """``make(trace)`` of a rank of A and the same rank of B: here both at once, in a worker in turn."""
-    from .. import runtime
+    import traceaug.runtime as runtime
+
     from ..trace import Trace
 
     worker = runtime.current().worker

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .. import runtime
+import traceaug.runtime as runtime
+
 from ..errors import TraceaugError
 from ..progress import line
 from ..read.ranks import TraceFile, select

@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from .. import interrupt
+import traceaug.interrupt as interrupt
+
 from ..atomic import atomic_output
 from ..errors import TraceaugError
 from ..sql_text import literal

@@ -7,7 +7,8 @@ import atexit
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import processes
+import traceaug.processes as processes
+
 from . import source
 from .kinds import kind_of
 from .nsys import is_sqlite

@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from .. import interrupt
+import traceaug.interrupt as interrupt
+
 from ..errors import TraceaugError
 
 BLOCK = 1 << 20

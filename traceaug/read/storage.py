@@ -12,7 +12,9 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from .. import interrupt, runtime
+import traceaug.interrupt as interrupt
+import traceaug.runtime as runtime
+
 from ..errors import TraceaugError
 from ..guard import is_url  # noqa: F401  (where the readers of URLs ask)
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import orjson
 
-from .. import guard
+import traceaug.guard as guard
+
 from ..analysis.diff import Side
 from ..errors import TraceaugError
 from ..read import chunks, pass1, source, ui_import

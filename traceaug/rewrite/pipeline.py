@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import atomic, runtime
+import traceaug.atomic as atomic
+import traceaug.runtime as runtime
+
 from ..errors import TraceaugError
 from ..job import parts
 from ..job.run import Item, JobOptions, Work

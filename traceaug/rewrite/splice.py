@@ -17,7 +17,8 @@ from pathlib import Path
 
 import orjson
 
-from .. import guard
+import traceaug.guard as guard
+
 from ..atomic import atomic_output
 from ..errors import TraceaugError
 from ..progress import Progress

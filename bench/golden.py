@@ -90,7 +90,7 @@ def cases() -> list[tuple[str, list[str]]]:
         out.append((f"report-{label}-html", ["report", t, "--html", "{O}/r.html"]))
     for label, t in (("s", S), ("a100", A100), ("job", JOB)):
         out.append((f"kernels-{label}-opts", ["kernels", t, "--top", "5", "--sort", "count",
-                                              "--type", "comp", "--full-names"]))
+                                              "--type", "comp", "--wide"]))
         out.append((f"kernels-{label}-step", ["kernels", t, "--step", "551" if t == A100 else
                                               "10" if t == JOB else "1"]))
         out.append((f"gaps-{label}-opts", ["gaps", t, "--hist-min", "1", "--hist-max", "1000",

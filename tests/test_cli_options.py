@@ -1,5 +1,5 @@
 """The CLI options README documents, each changing a real value (issue 23 item 14): kernels
-``--type`` / ``--full-names``, gaps ``--sort``, breakdown ``--kernel-wait-us``, launches
+``--type`` / ``--wide``, gaps ``--sort``, breakdown ``--kernel-wait-us``, launches
 ``--runtime-cutoff``, critical-path ``--max-gap-us`` / ``--top`` / ``--instance``. Each trace is
 built here; each expected value is computed from its raw JSON, never by traceaug."""
 
@@ -82,15 +82,17 @@ def test_kernels_type(trace: Path) -> None:
         assert sum(r["total_ns"] for r in rows) == sum(ns(e["dur"]) for e in gpu if e["name"] in names)
 
 
-def test_kernels_full_names(trace: Path) -> None:
-    """The terminal cuts a long name with "…" to fit the table in 160 columns; ``--full-names`` prints it
-    whole."""
+def test_kernels_wide(trace: Path) -> None:
+    """The terminal cuts a long name with "…" to fit the table in 160 columns; ``--wide`` prints it
+    whole, the one option for it (``--full-names`` did the same and is gone: refused, not ignored)."""
     assert len(LONG) > 80
     cut = cli("kernels", str(trace))
     assert LONG not in cut and max(map(len, cut.splitlines())) <= 160
     shown = cut[cut.index("void cutlass"):cut.index("…")]
     assert LONG.startswith(shown) and len(shown) >= 11
-    assert LONG in cli("kernels", str(trace), "--full-names")
+    assert LONG in cli("kernels", str(trace), "--wide")
+    res = CliRunner().invoke(main, ["kernels", str(trace), "--full-names"])
+    assert res.exit_code == 2 and "No such option '--full-names'" in res.output
 
 
 def test_gaps_sort(trace: Path) -> None:

@@ -296,5 +296,5 @@ def test_terminal_tables_cut_long_text_alike() -> None:
                  ["launches", str(src)], ["breakdown", str(src)]):
         for line in cli(*args).splitlines():
             assert all(len(c) <= CELL_WIDTH for c in _cells(line)), (args[0], line)
-    full = cli("kernels", str(src), "--full-names")
+    full = cli("kernels", str(src), "--wide")
     assert any(len(c) > CELL_WIDTH for line in full.splitlines() for c in _cells(line))

@@ -53,11 +53,11 @@ def sections_api(sections: list[tuple[str, dict]], call: Call) -> dict:
     return {title: frame(public(t)) for title, t in sections}
 
 
-def shown(sections: list, call: Call, full_names: bool = False) -> None:
+def shown(sections: list, call: Call) -> None:
     """The sections printed (``report.sections.render``)."""
     from ..render.sections import render
 
-    echo(render(sections, call["fmt"], full_names))
+    echo(render(sections, call["fmt"]))
 
 
 def command(name: str, help: str, module: ModuleType, options: tuple,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..analysis import kernels
-from .analysis import command, shown
+from .analysis import command
 from .declare import COUNT, option
 
 COMMAND = command(
@@ -15,8 +15,6 @@ COMMAND = command(
      option("--sort", type=click.Choice(list(kernels.SORTS)), default="total", show_default=True,
             help="Order of the kernels."),
      option("--type", "kind", type=click.Choice(["comp", "comm", "mem"]),
-            help="Only computation, communication or memory ops."),
-     option("--full-names", is_flag=True, help="Do not shorten long names in the terminal.")),
+            help="Only computation, communication or memory ops.")),
     part=("step", "kind", "sort"), combine=("top",),
-    show=lambda sections, call: shown(sections, call, call["full_names"]),
     kind=lambda p: kernels.load_kind(p.get("step")))

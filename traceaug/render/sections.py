@@ -67,9 +67,9 @@ def shown(table: Columns, fmt: str, full_names: bool = True) -> Columns:
     return out
 
 
-def render(sections: list[tuple[str, Columns]], fmt: str, full_names: bool = False) -> str:
+def render(sections: list[tuple[str, Columns]], fmt: str) -> str:
     """Titled tables: in the terminal one after another (histograms as bars), in csv a block per table after
-    a ``# title`` line, in json one object keyed by title; terminal names cut unless ``full_names``."""
+    a ``# title`` line, in json one object keyed by title; terminal names cut unless ``--wide``."""
     if fmt == "json":
         data = {title: orjson.loads(render_columns(public(t), "json")) for title, t in sections}
         return json_text(data)
@@ -78,7 +78,7 @@ def render(sections: list[tuple[str, Columns]], fmt: str, full_names: bool = Fal
         if fmt == "table" and "lo_us" in t:
             parts.append(f"{title}\n{bars(t)}")
             continue
-        body = render_columns(shown(t, fmt), fmt, full=full_names)
+        body = render_columns(shown(t, fmt), fmt)
         parts.append(f"# {title}\n{body}" if fmt == "csv" else f"{title}\n{body}")
     return "\n".join(parts)
 

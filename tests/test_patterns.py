@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import orjson
@@ -112,10 +113,43 @@ def test_planted_overlay(tmp_path: Path) -> None:
     for r in top:
         assert seqs[f"args.{r['pattern']}"] == r["kernel_ids"]
         names = [kernels[f"args.{k}"] for k in r["kernel_ids"].split()]
-        shown = " | ".join(names[:12]) + (f" | … (+{len(names) - 12})" if len(names) > 12 else "")
-        assert shown == r["kernels"]  # short names of these are the names; 12 shown at most
+        assert " | ".join(names) == r["kernels"]  # short names of these are the names; every one
     assert got["errors"] == before["errors"] == []
     assert got["slices"] == before["slices"]  # input events keep their names and times
+
+
+def _short(name: str) -> str:
+    """A kernel name without its template and argument lists, innermost first."""
+    name = name.replace("->", "")
+    while (less := re.sub(r"<[^<>()]*>|\([^<>()]*\)", "", name)) != name:
+        name = less
+    return " ".join(name.split())
+
+
+def test_kernels_text_never_cut(tmp_path: Path) -> None:
+    """A pattern of 13 kernels (the H100 BERT trace) named every one in CSV, JSON and the API: the
+    ``kernels`` text was cut to 12 names and "… (+1)"; only the terminal cuts (to 80 characters).
+    Expected: the 13 GPU ops on the stream from the raw trace's op at each occurrence's GPU start
+    (engine ns: the file's own less ``time_base_ns``, the digits every timestamp shares)."""
+    src = shared_trace("kineto/h100_bert_small_inference.json.gz")
+    out = tmp_path / "p.json"
+    (row,) = json.loads(cli("patterns", str(src), str(out), "--format", "json").stdout)["patterns"]
+    raw = orjson.loads(gzip.decompress(src.read_bytes()))["traceEvents"]
+    gpu = sorted((round(e["ts"] * 1000), e["args"]["stream"], e["name"]) for e in raw
+                 if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+    with traceaug.load(src, progress=False) as t:
+        base = int(t.query("SELECT time_base_ns FROM traceaug_meta")["time_base_ns"][0])
+    for start in row["occurrence_gpu_ts_ns"]:
+        (at,) = [i for i, g in enumerate(gpu) if g[0] == start + base]
+        run = [g[2] for g in gpu[at:] if g[1] == gpu[at][1]][:row["length"]]
+        assert row["length"] == 13 and row["kernels"] == " | ".join(map(_short, run))
+    csv_row = cli("patterns", str(src), str(out), "--format", "csv").stdout.splitlines()[1]
+    assert row["kernels"] in csv_row
+    assert traceaug.patterns(src, out, progress=False).patterns["kernels"].tolist() == [row["kernels"]]
+    table = cli("patterns", str(src), str(out)).stdout
+    cells = re.split(r"\s{2,}", table.splitlines()[-1].strip())
+    assert row["kernels"] not in table and max(map(len, table.splitlines())) <= 160
+    assert any(c.endswith("…") and row["kernels"].startswith(c[:-1]) for c in cells)
 
 
 def test_a100_conv2d_overlay(tmp_path: Path) -> None:

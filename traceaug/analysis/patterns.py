@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from ..trace import Trace
 
 SCOPES = ("whole", "operator", "stream")
-SHOWN_NAMES = 12  # short kernel names in a pattern's ``kernels`` text (kernel_ids has all)
 PATTERN_COLUMNS = ("pattern", "scope", "operators", "kernel_ids", "kernels", "length", "count",
                    "gpu_total_ns", "gpu_mean_ns", "cpu_total_ns", "gpu_pct")
 
@@ -243,8 +242,8 @@ def _number(tables: list, kernel_names: list[str], gpu_total: int) -> tuple[Colu
     """Pattern rows in reporting order (scope, then count, length, GPU time: most first),
     numbered 1..n, and their occurrences carrying that number."""
     rows, occ_parts, next_id = [], [], 1
-    short = {k: shorten(kernel_names[k]) for k in  # only the names a pattern shows
-             {k for _, found, _ in tables for symbols, _ in found for k in symbols[:SHOWN_NAMES]}}
+    short = {k: shorten(kernel_names[k]) for k in  # only the names a pattern holds
+             {k for _, found, _ in tables for symbols, _ in found for k in symbols}}
     kid = [f"K{i + 1}" for i in range(len(kernel_names))]
     for scope, found, occ in tables:
         g = occ["group"]
@@ -262,12 +261,10 @@ def _number(tables: list, kernel_names: list[str], gpu_total: int) -> tuple[Colu
                 ops_of.setdefault(grp, dict.fromkeys([]))[op] = None
         for i in order.tolist():
             symbols, name = found[i]
-            shown = " | ".join(map(short.__getitem__, symbols[:SHOWN_NAMES]))
             rows.append({"pattern": int(ident[i]), "scope": scope,
                          "operators": name if name is not None else ", ".join(ops_of.get(i, {})),
                          "kernel_ids": " ".join(map(kid.__getitem__, symbols)),
-                         "kernels": shown if len(symbols) <= SHOWN_NAMES
-                         else f"{shown} | … (+{len(symbols) - SHOWN_NAMES})",
+                         "kernels": " | ".join(map(short.__getitem__, symbols)),  # never cut
                          "length": len(symbols), "count": int(count[i]), "gpu_total_ns": int(gpu_ns[i]),
                          "gpu_mean_ns": gpu_ns[i] / count[i] if count[i] else float("nan"),
                          "cpu_total_ns": int(cpu_ns[i]),

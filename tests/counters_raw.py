@@ -93,7 +93,7 @@ def span(path: Path) -> tuple[int, int]:
 
 def queue_summary(path: Path) -> dict:
     """(device, stream) -> mean_queued (time-weighted over the span), max_queued, empty_pct
-    (percent of the span) and full_ms (at a full queue, >= FULL_QUEUE), walking each stream's
+    (percent of the span) and full_ns (at a full queue, >= FULL_QUEUE), walking each stream's
     change points in order."""
     start, end = span(path)
     out = {}
@@ -106,5 +106,5 @@ def queue_summary(path: Path) -> dict:
             full += held if value >= FULL_QUEUE else 0
         out[key] = {"mean_queued": weighted / (end - start),
                     "max_queued": max(v for _, v in points),
-                    "empty_pct": 100 * empty / (end - start), "full_ms": full / 1e6}
+                    "empty_pct": 100 * empty / (end - start), "full_ns": full}
     return out

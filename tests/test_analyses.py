@@ -128,7 +128,7 @@ def test_mtia_trace_has_the_same_kernels_and_busy_time(tmp_path: Path) -> None:
     info = traceaug.info(path)[0]  # the copies counted as copies, as kernels types them
     assert (info["kernels"], info["memcpys"], info["memsets"]) == (7, 1, 1)
     head = json.loads(_cli("diff", str(path), str(path), "--format", "json"))["ranks"][0]["summary"]["a"]
-    assert head["gpu_busy_ms"] == pytest.approx((68 + 40) / 2 / 1e3)  # diff reads MTIA too
+    assert head["gpu_busy_ns"] == pytest.approx((68 + 40) / 2 * 1e3)  # diff reads MTIA too
 
 
 def test_cli_formats(trace_path: Path) -> None:
@@ -162,14 +162,14 @@ def test_cli_unknown_step_is_one_line(trace_path: Path) -> None:
 def test_diff_headline_uses_the_gpu_windows(trace_path: Path) -> None:
     data = json.loads(_cli("diff", str(trace_path), str(trace_path), "--format", "json"))
     head = data["ranks"][0]["summary"]["a"]
-    assert head["step_ms"] == pytest.approx(0.1)  # the CPU steps
-    assert head["gpu_busy_ms"] == pytest.approx((68 + 40) / 2 / 1e3)  # inside windows, per step
-    assert head["gpu_idle_ms"] == pytest.approx((62 + 0) / 2 / 1e3)
-    assert head["computation_ms"] == pytest.approx((43 + 20) / 2 / 1e3)
-    assert head["communication_ms"] == pytest.approx((40 + 30) / 2 / 1e3)
+    assert head["step_ns"] == pytest.approx(100_000)  # the CPU steps
+    assert head["gpu_busy_ns"] == pytest.approx((68 + 40) / 2 * 1e3)  # inside windows, per step
+    assert head["gpu_idle_ns"] == pytest.approx((62 + 0) / 2 * 1e3)
+    assert head["computation_ns"] == pytest.approx((43 + 20) / 2 * 1e3)
+    assert head["communication_ns"] == pytest.approx((40 + 30) / 2 * 1e3)
     one = json.loads(_cli("diff", str(trace_path), str(trace_path), "--format", "json",
                           "--step", "1"))["ranks"][0]["summary"]["a"]
-    assert (one["gpu_busy_ms"], one["gpu_idle_ms"]) == (pytest.approx(0.068), pytest.approx(0.062))
+    assert (one["gpu_busy_ns"], one["gpu_idle_ns"]) == (68_000, 62_000)
 
 
 def test_python_api_returns_dataframes(trace_path: Path) -> None:

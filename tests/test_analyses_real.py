@@ -167,9 +167,9 @@ def test_diff_headline_gpu_idle_is_window_minus_busy(qwen) -> None:
     head = json.loads(result.output)["ranks"][0]["summary"]["a"]
     lo, hi = r["windows"][6]
     busy = rawa.busy(r["ops"], lo, hi)
-    assert head["step_ms"] == pytest.approx(47.151395)
-    assert head["gpu_busy_ms"] == pytest.approx(busy / 1e6)
-    assert head["gpu_idle_ms"] == pytest.approx((hi - lo - busy) / 1e6)  # not 47.15 ms − busy
+    assert head["step_ns"] == 47_151_395
+    assert head["gpu_busy_ns"] == busy
+    assert head["gpu_idle_ns"] == hi - lo - busy  # not 47.15 ms − busy
 
 
 def test_report_charts_hold_the_raw_figures(a100, tmp_path) -> None:

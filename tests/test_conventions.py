@@ -51,17 +51,19 @@ UNITLESS = {
     # a job's verdict (``job_verdict``): ranks, counts, its text
     "first_rank", "last_rank", "most_lost_rank", "arrived_last", "waiting_ranks", "verdict", "text",
     "p_value",  # a probability (diff: Mann–Whitney U over the per-step times)
+    # diff's gate (``--fail-on-regression``): its test, level, q-values, verdicts and step counts
+    "test", "level", "q_value", "gates", "step_regressed", "enough_steps", "steps_a", "steps_b",
 }
 # Times in ns that are a statistic of exact times (a mean, a median, a sum of means), so float64.
 FRACTIONAL_NS = {"mean_ns", "std_ns", "median_ns", "mean_total_ns", "mean_cpu_duration_ns",
                  "mean_launch_delay_ns", "mean_wait_ns", "mean_transfer_ns", "gpu_mean_ns",
                  "transfer_ns", "caused_wait_ns", "lost_per_rank_ns", "nccl_wait_ns",
                  "nccl_transfer_ns"}
-# Times not in ns, each for a reason: histogram bin edges in µs (log-spaced, as they print); a whole
-# trace's duration and counter times in ms; diff's per-step averages in ms.
-OTHER_UNITS = {"lo_us", "hi_us", "duration_ms", "full_ms", "busy_ms", "step_ms", "gpu_busy_ms",
-               "gpu_idle_ms", "computation_ms", "communication_ms", "memory_ms", "total_a_ms",
-               "total_b_ms", "delta_ms", "mean_a_ms", "mean_b_ms"}
+# Frames whose times are all means per step (``diff``: an op's time per step over the steps compared).
+PER_STEP_MEANS = {"diff.summary", "diff.ops"}
+# Times not in ns: histogram bin edges in µs (log-spaced, as they print). No other (issue 34: info's
+# duration, counters' full / busy time and diff's per-step times were in ms).
+OTHER_UNITS = {"lo_us", "hi_us"}
 # Texts a missing value must never print as in CSV or JSON.
 MISSING_TEXTS = {"nan", "NaN", "None", "NULL", "<NA>", "null"}
 
@@ -129,6 +131,7 @@ def commands(tmp: Path) -> dict[str, list[str]]:
         "patterns": ["patterns", src, str(tmp / "p.json")],
         "critical-path": ["critical-path", src, str(tmp / "cp.json")],
         "diff": ["diff", a, b],
+        "diff --fail-on-regression": ["diff", a, b, "--fail-on-regression", "1000"],
         "whatif": ["whatif", src, "--scale", "comp=0.5"],
         "collectives": ["collectives", str(shared_trace(JOB))],
         "collectives --by rank": ["collectives", str(shared_trace(JOB)), "--by", "rank"],
@@ -165,14 +168,28 @@ def test_every_csv_and_json_column_says_its_unit(outputs) -> None:
     assert not bad, "\n".join(f"{c} --format {f}: {n}: {w}" for (c, f, n), w in bad.items())
 
 
+def test_totals_are_exact_int_ns(outputs) -> None:
+    """``info``'s duration (was ``duration_ms``, rounded to the µs) is the raw trace's span in exact
+    ns, first start to last end; ``counters``' times at a full queue and busy copying are integers."""
+    raw = orjson.loads(gzip.decompress(shared_trace(TRACE).read_bytes()))["traceEvents"]
+    timed = [e for e in raw if "ts" in e]
+    start = min(round(e["ts"] * 1000) for e in timed)
+    end = max(round(e["ts"] * 1000) + round(e.get("dur", 0) * 1000) for e in timed)
+    info = orjson.loads(outputs[("info", "json")])
+    assert type(info["duration_ns"]) is int and info["duration_ns"] == end - start == 41_602_740_000
+    counters = orjson.loads(outputs[("counters", "json")])
+    assert counters["queue"] and all(type(r["full_ns"]) is int for r in counters["queue"])
+    assert all(type(r["busy_ns"]) is int for r in counters["bandwidth"])
+
+
 def test_summary_columns_say_their_unit() -> None:
-    """``summary`` (JSON only) on the GPU Performance Analyzer's example config."""
+    """``summary`` (JSON; its text keeps the Analyzer's ms) on the Analyzer's example config."""
     config = shared_trace("nsys/gpa/gpt5b_fp8_config.json")
     names, values = set(), []
     json_names(orjson.loads(cli("summary", "--config", str(config), "--format", "json")), names,
                values)
     assert "per_iter_pct" in names
-    assert not {n: bad_name(n) for n in names if bad_name(n)}
+    assert not {n: why for n in names if (why := bad_name(n) or not_ns(n))}  # ms before issue 34
 
 
 @pytest.fixture(scope="module")
@@ -216,16 +233,17 @@ def test_every_api_dataframe_column_says_its_unit(frames) -> None:
     assert not empty, empty
 
 
-def bad_dtype(name: str, dtype) -> str | None:
+def bad_dtype(name: str, dtype, means: bool = False) -> str | None:
     """Why column ``name`` of ``dtype`` breaks the API's convention (issue 34), or None: times in exact
-    int64 ns (float only for a mean, median or the like), percents float, ranks and steps int64
-    (nullable Int64 where one can be missing), no time in another unit."""
+    int64 ns (float only for a mean, median or the like; every time of a frame of ``means``),
+    percents float, ranks and steps int64 (nullable Int64 where one can be missing), no time in
+    another unit."""
     kind = dtype.name  # "int64", "Int64" (nullable), "float64", "str", "object"...
     unit = name.rsplit("_", 1)[-1] if "_" in name else ""
     if name in ("rank", "step") or name.endswith("_rank") or name == "straggler":
         return None if kind in ("int64", "Int64") else f"a rank or step as {kind}"
     if unit == "ns":
-        if kind in ("int64", "Int64") or (kind == "float64" and name in FRACTIONAL_NS):
+        if kind in ("int64", "Int64") or (kind == "float64" and (means or name in FRACTIONAL_NS)):
             return None
         return f"a time in ns as {kind}"
     if not_ns(name):
@@ -240,7 +258,7 @@ def test_every_api_frame_keeps_one_convention(frames) -> None:
     ``_us``, ``rank`` was object in the analyses' frames, and ``temporal_breakdown`` mixed the
     all-steps row (``step`` None) into the per-step rows."""
     bad = {(f, c): why for f, df in frames.items() for c, t in df.dtypes.items()
-           if (why := bad_dtype(c, t))}
+           if (why := bad_dtype(c, t, f in PER_STEP_MEANS))}
     assert not bad, "\n".join(f"{f}: {c}: {w}" for (f, c), w in bad.items())
     for f, df in frames.items():
         if "rank" in df.columns and not df["rank"].isna().any():

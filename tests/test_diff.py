@@ -148,8 +148,8 @@ def assert_rows_equal_raw(rows: dict, want_a: dict, want_b: dict, threshold: flo
         ca, ta = want_a.get(key, (0, 0))
         cb, tb = want_b.get(key, (0, 0))
         assert (row["count_a"], row["count_b"]) == (pytest.approx(ca), pytest.approx(cb)), key
-        assert row["total_a_ms"] == pytest.approx(ta / 1e6) and row["total_b_ms"] == pytest.approx(tb / 1e6)
-        assert row["delta_ms"] == pytest.approx((tb - ta) / 1e6), key
+        assert row["total_a_ns"] == pytest.approx(ta) and row["total_b_ns"] == pytest.approx(tb)
+        assert row["delta_ns"] == pytest.approx(tb - ta), key
         assert row["status"] == expected_status(want_a, want_b, key, threshold), key
 
 
@@ -158,7 +158,7 @@ def test_identical_inputs_are_unchanged() -> None:
     data = diff_json(a, a)
     (rank,) = data["ranks"]
     assert {r["status"] for r in rank["ops"]} == {"unchanged"}
-    assert all(r["delta_ms"] == 0 and r["delta_count"] == 0 for r in rank["ops"])
+    assert all(r["delta_ns"] == 0 and r["delta_count"] == 0 for r in rank["ops"])
     assert rank["summary"]["a"] == rank["summary"]["b"]
 
 
@@ -184,8 +184,8 @@ def test_real_pairs(pair: str) -> None:
     assert_rows_equal_raw(rows, raw_per_step(fa), raw_per_step(fb))
     steps_a, steps_b = (raw_steps(raw_events(f)) for f in (fa, fb))
     assert (summary["a"]["steps"], summary["b"]["steps"]) == (len(steps_a), len(steps_b))
-    mean_ms = sum(hi - lo for lo, hi in steps_a.values()) / len(steps_a) / 1e6
-    assert summary["a"]["step_ms"] == pytest.approx(mean_ms)
+    mean_ns = sum(hi - lo for lo, hi in steps_a.values()) / len(steps_a)
+    assert summary["a"]["step_ns"] == pytest.approx(mean_ns)
     if pair == "a100_vs_v100":
         return  # the largest pair: its rows are enough (HTA's test below covers it too)
     _, gpu_short = diff_rows(a, b, "--device", "gpu", "--by", "short-name")
@@ -197,9 +197,9 @@ def test_real_pairs(pair: str) -> None:
     assert "ProfilerStep#" not in table.stdout  # the windows, never rows (2021: an op's category)
     listed = top_rows(table.stdout)
     changed = sorted((r for r in rows.values() if r["status"] != "unchanged"),
-                     key=lambda r: -abs(r["delta_ms"]))
-    assert listed["Top regressions"] == [r["status"] for r in changed if r["delta_ms"] > 0][:3]
-    assert listed["Top improvements"] == [r["status"] for r in changed if r["delta_ms"] < 0][:3]
+                     key=lambda r: -abs(r["delta_ns"]))
+    assert listed["Top regressions"] == [r["status"] for r in changed if r["delta_ns"] > 0][:3]
+    assert listed["Top improvements"] == [r["status"] for r in changed if r["delta_ns"] < 0][:3]
 
 
 def top_rows(table: str) -> dict[str, list[str]]:
@@ -321,8 +321,8 @@ def test_html_page_headline_first_and_small(tmp_path: Path) -> None:
     order = [page.index(s) for s in ("class='verdict'", "<td>step time</td>", "Top regressions",
                                      "Top improvements", "<section class='ops'><details>")]
     assert order == sorted(order)
-    top = max((r for r in rows if float(r["delta_ms"]) > 0 and r["status"] != "unchanged"),
-              key=lambda r: float(r["delta_ms"]))
+    top = max((r for r in rows if float(r["delta_ns"]) > 0 and r["status"] != "unchanged"),
+              key=lambda r: float(r["delta_ns"]))
     assert f"largest regression: <span class='worse'>{top['device']} " in page
     assert f"title='{html.escape(top['key'])}'>{html.escape(top['key'])}</span>" in page
     all_ops = page[page.index("<section class='ops'>"):]
@@ -446,13 +446,13 @@ def test_steps_per_side_and_by_index(pair) -> None:
     a, b = pair
     summary, rows = diff_rows(a, b, "--step-a", "6", "--step-b", "18")
     assert_rows_equal_raw(rows, raw_per_step(a, step=6), raw_per_step(b, step=18))
-    assert rows[("cpu", "aten::mm")]["total_a_ms"] == pytest.approx(0.110)
-    assert rows[("cpu", "aten::mm")]["total_b_ms"] == pytest.approx(0.170)
+    assert (rows[("cpu", "aten::mm")]["total_a_ns"], rows[("cpu", "aten::mm")]["total_b_ns"]) == (
+        110_000, 170_000)  # one step each: exact ns
     assert (summary["a"]["step"], summary["b"]["step"]) == (6, 18)
-    assert (summary["a"]["step_ms"], summary["b"]["step_ms"]) == (0.9, 1.2)
+    assert (summary["a"]["step_ns"], summary["b"]["step_ns"]) == (900_000, 1_200_000)
     _, by_index = diff_rows(a, b, "--step-index", "-1")
     assert_rows_equal_raw(by_index, raw_per_step(a, index=-1), raw_per_step(b, index=-1))
-    assert by_index[("cpu", "aten::mm")]["total_b_ms"] == pytest.approx(0.170)
+    assert by_index[("cpu", "aten::mm")]["total_b_ns"] == 170_000
     _, same = diff_rows(a, a, "--step", "7")
     assert_rows_equal_raw(same, raw_per_step(a, step=7), raw_per_step(a, step=7))
     assert not any("ProfilerStep" in key for _, key in rows)
@@ -470,7 +470,7 @@ def test_device_cpu_on_cpu_only_traces(tmp_path: Path) -> None:
     b = synthetic(tmp_path / "b.json", "b", cpu_only=True)
     summary, rows = diff_rows(a, b, "--device", "cpu")
     assert_rows_equal_raw(rows, raw_per_step(a), raw_per_step(b))
-    assert len(rows) == 6 and summary["a"]["gpu_busy_ms"] == 0
+    assert len(rows) == 6 and summary["a"]["gpu_busy_ns"] == 0
     r = invoke("diff", str(a), str(b))
     assert r.exit_code == 1 and "no GPU kernels" in r.stderr and "--device cpu" in r.stderr
 
@@ -495,7 +495,7 @@ def test_fail_on_regression_exit_code(six) -> None:
             "gpu gemm<128>(a) (+30.0 us, +60.0%, p=0.0022)" in ops.stderr and "step time" not in ops.stderr)
     step = invoke("diff", str(a), str(b), "--fail-on-regression", "30", "--format", "json")
     assert step.exit_code == 3 and json.loads(step.stdout)["ranks"]
-    assert "step time 0.900 -> 1.200 ms (+33.3%)" in step.stderr
+    assert "step time 900.000 -> 1,200.000 us (+33.3%)" in step.stderr
     line = next(x for x in step.stderr.splitlines() if "op(s)" in x)
     assert "2 op(s)" in line and line.index("aten::mm (+50.0 us, +40.0%") < line.index("gemm<128>(a)")
 
@@ -528,7 +528,7 @@ def test_gate_floor_and_step_mode_on_a_built_regression(six) -> None:
     step_only = invoke("diff", str(a), str(b), "--fail-on-regression", "35", "--gate", "step")
     assert step_only.exit_code == 0 and step_only.stderr == ""  # ops grew 40-60%, the step 33%
     step = invoke("diff", str(a), str(b), "--fail-on-regression", "30", "--gate", "step")
-    assert step.exit_code == 3 and "step time 0.900 -> 1.200 ms (+33.3%)" in step.stderr
+    assert step.exit_code == 3 and "step time 900.000 -> 1,200.000 us (+33.3%)" in step.stderr
     assert "op(s)" not in step.stderr
     lone = invoke("diff", str(a), str(b), "--gate", "step")
     assert lone.exit_code == 2 and "need --fail-on-regression" in lone.stderr
@@ -569,15 +569,15 @@ def test_api_diff_returns_the_comparison_as_dataframes(pair) -> None:
     summary, ops = traceaug.diff(a, b, step_a=6, step_b=18, progress=False)
     want_a, want_b = raw_per_step(a, step=6), raw_per_step(b, step=18)
     assert list(ops.columns) == ["rank", "device", "key", "status", "count_a", "count_b",
-                                 "delta_count", "total_a_ms", "total_b_ms", "delta_ms", "delta_pct",
-                                 "mean_a_ms", "mean_b_ms", "p_value"]
+                                 "delta_count", "total_a_ns", "total_b_ns", "delta_ns", "delta_pct",
+                                 "mean_a_ns", "mean_b_ns", "p_value"]
     rows = {(r["device"], r["key"]): r for r in ops.to_dict("records")}
     assert_rows_equal_raw(rows, want_a, want_b)
-    assert ops["total_a_ms"].dtype == "float64" and ops["status"].tolist()[0] == "increased"
+    assert ops["total_a_ns"].dtype == "float64" and ops["status"].tolist()[0] == "increased"
     assert summary[["side", "step", "steps"]].to_dict("records") == [
         {"side": "a", "step": 6, "steps": 1}, {"side": "b", "step": 18, "steps": 1}]
-    assert summary["step_ms"].tolist() == [0.9, 1.2]
-    assert summary["gpu_busy_ms"].tolist() == [0.05, 0.08]  # gemm<64>(b) runs within gemm<128>(a)
+    assert summary["step_ns"].tolist() == [900_000, 1_200_000]
+    assert summary["gpu_busy_ns"].tolist() == [50_000, 80_000]  # gemm<64>(b) runs within gemm<128>(a)
     cli_rows = diff_rows(a, b, "--step-a", "6", "--step-b", "18")[1]
     def plain(v):  # NaN (the API) is null (JSON)
         return None if isinstance(v, float) and v != v else v
@@ -620,5 +620,5 @@ def test_inclusive_times_count_nested_ops(tmp_path: Path) -> None:
     _, rows = diff_rows(a, b, "--inclusive")
     assert_rows_equal_raw(rows, raw_per_step(a, inclusive=True), raw_per_step(b, inclusive=True))
     _, own = diff_rows(a, b)
-    nested = [k for k in rows if own[k]["total_a_ms"] < rows[k]["total_a_ms"]]
+    nested = [k for k in rows if own[k]["total_a_ns"] < rows[k]["total_a_ns"]]
     assert ("cpu", "aten::layer_norm") in nested and all(k[0] == "cpu" for k in nested)

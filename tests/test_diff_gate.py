@@ -195,7 +195,7 @@ def test_a_kernel_planted_10_pct_slower_gates_and_one_doubled_instance_does_not(
     code, rank, err = run(faster, a, *flags)
     (op,) = rank["gate"]["ops"]
     assert code == 3 and op["key"] == steady and op["gates"] and op["change"] == "regression"
-    assert op["delta_us"] == pytest.approx(grew_ns / 1e3, rel=1e-3)
+    assert op["delta_ns"] == pytest.approx(grew_ns, rel=1e-3)
     assert op["delta_pct"] == pytest.approx(10, abs=0.1)
     assert "1 op(s) grew by over 5% and 20.0 us per step, significant over 6 vs 6 steps" in err
     assert f"gpu {steady[:50]}" in err and op["p_value"] == pytest.approx(2 / 924)
@@ -216,7 +216,7 @@ def test_a_kernel_planted_10_pct_slower_gates_and_one_doubled_instance_does_not(
     code, rank, err = run(halved, a, *flags)
     (op,) = rank["gate"]["ops"]
     assert code == 0 and op["key"] == lone and not op["gates"] and op["p_value"] > 0.2
-    assert op["delta_us"] == pytest.approx(grew_ns / 1e3)
+    assert op["delta_ns"] == pytest.approx(grew_ns)
     assert "1 op(s) grew by over 5% and 20.0 us per step, reported, not gated: not significant" in err
 
 
@@ -231,7 +231,7 @@ def test_v100_pair_differs_for_real_and_gates_by_time() -> None:
     code, rank, err = run(folder / "b", folder / "a", "--fail-on-regression", "10", "--min-delta", "300")
     gate = rank["gate"]
     assert code == 3 and gate["step_regressed"] and gate["step_change_pct"] == pytest.approx(14.3, abs=0.05)
-    assert "step time 152.955 -> 174.829 ms (+14.3%)" in err
+    assert "step time 152,955.167 -> 174,829.333 us (+14.3%)" in err
     gated = [o for o in gate["ops"] if o["gates"]]
     loader = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
     assert gated[0]["key"] == loader and len(gated) >= 2

@@ -171,7 +171,7 @@ def assert_queue_summary(expected: dict, src: Path, *args: str) -> None:
     assert set(got) == set(expected)
     for key, want in expected.items():
         assert got[key]["max_queued"] == want["max_queued"]
-        for metric in ("mean_queued", "empty_pct", "full_ms"):
+        for metric in ("mean_queued", "empty_pct", "full_ns"):
             assert got[key][metric] == pytest.approx(want[metric], rel=1e-12, abs=1e-12), (key, metric)
 
 
@@ -358,6 +358,6 @@ def test_counters_queue_summary_full_queue(tmp_path: Path) -> None:
                 "dur": 20, "args": {"correlation": c, "device": 0, "stream": 8}}]
     src = write(tmp_path / "full.json", ev)
     expected = queue_summary(src)
-    assert expected[(0, 7)]["max_queued"] > FULL_QUEUE and expected[(0, 7)]["full_ms"] > 0
+    assert expected[(0, 7)]["max_queued"] > FULL_QUEUE and expected[(0, 7)]["full_ns"] > 0
     assert expected[(0, 8)]["max_queued"] == 1
     assert_queue_summary(expected, src, "--summary-only")

@@ -201,7 +201,7 @@ def test_info_directory_is_one_row_per_rank() -> None:
     r = _cli("info", str(d))
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
-    assert lines[0].split() == ["rank", "file", "size_mb", "devices", "steps", "span_ms",
+    assert lines[0].split() == ["rank", "file", "size_mb", "devices", "steps", "span_us",
                                 "kernels", "warnings"]
     rows = [line.split() for line in lines[1:9]]
     for rank, f in _files(d).items():

@@ -50,7 +50,7 @@ def test_diff_names_the_exports(tmp_path):
     assert r.exit_code == 0, r.output
     (rank,) = orjson.loads(r.output)["ranks"]
     assert (rank["a"], rank["b"]) == (str(src), str(other))
-    assert rank["summary"]["a"]["gpu_busy_ms"] == rank["summary"]["b"]["gpu_busy_ms"] > 0
+    assert rank["summary"]["a"]["gpu_busy_ns"] == rank["summary"]["b"]["gpu_busy_ns"] > 0
     r = _cli("diff", src, other)
     assert r.exit_code == 0, r.output
     assert f"A = {src}\n" in r.output and f"B = {other}  (" in r.output

@@ -30,7 +30,7 @@ def _json(*args) -> list[dict]:
 
 
 def _rows(table: dict) -> dict:
-    return {n: (round(t, 2), i) for n, t, i in zip(table["name"], table["per_iter_ms"],
+    return {n: (round(t / 1e6, 2), i) for n, t, i in zip(table["name"], table["per_iter_ns"],
                                                     table["per_iter_instances"])}
 
 
@@ -38,8 +38,8 @@ def test_llama2_70b_published_figures():
     cfg = shared_trace("nsys/gpa/llama2-70B_config.json")
     csv_run, rep = _json("--config", cfg)
     k = csv_run["kernel"]
-    assert (round(k["per_iter_ms"], 3), k["per_iter_instances"]) == (7947.172, 7877)
-    assert (round(k["total_ms"], 3), k["instances"]) == (39735.860, 39385)
+    assert (round(k["per_iter_ns"] / 1e6, 3), k["per_iter_instances"]) == (7947.172, 7877)
+    assert (round(k["total_ns"] / 1e6, 3), k["instances"]) == (39735.860, 39385)
     classes = _rows(csv_run["classes"])
     assert classes == {"others": (79.53, 1518), "gemm": (6830.11, 1363), "fmha": (555.79, 480),
                        "fusion": (481.73, 4516)}
@@ -61,19 +61,19 @@ def test_gpt5b_fp8_published_figures():
     cfg = shared_trace("nsys/gpa/gpt5b_fp8_config.json")
     (res,) = _json("--config", cfg)
     k = res["kernel"]
-    assert (round(k["per_iter_ms"], 3), k["per_iter_instances"]) == (307.620, 3355)
+    assert (round(k["per_iter_ns"] / 1e6, 3), k["per_iter_instances"]) == (307.620, 3355)
     classes = _rows(res["classes"])
     assert {c: classes[c] for c in ("fp8_gemm", "fusion", "other_gemm", "cast_transpose")} == {
         "fp8_gemm": (109.21, 360), "fusion": (125.56, 1899), "other_gemm": (27.49, 199),
         "cast_transpose": (24.26, 432)}
     n = res["nccl_total"]
-    assert (round(n["per_iter_ms"], 3), n["per_iter_instances"]) == (117.652, 533)
+    assert (round(n["per_iter_ns"] / 1e6, 3), n["per_iter_instances"]) == (117.652, 533)
     assert _rows(res["nccl"]) == {"AllGather": (63.38, 248), "ReduceScatter": (35.34, 172),
                                   "AllReduce": (18.40, 111), "SendRecv": (0.53, 2)}
     assert _rows(res["mem"])["[CUDA memcpy DtoD]"] == (42.11, 163)
     v = res["nvtx"]
-    assert (v["count"], round(v["mean_ms"], 3)) == (5, 404.640)
-    assert round(v["non_hidden_per_range_ms"], 3) == 97.020
+    assert (v["count"], round(v["mean_ns"] / 1e6, 3)) == (5, 404.640)
+    assert round(v["non_hidden_per_range_ns"] / 1e6, 3) == 97.020
     assert round(v["non_hidden_per_range_pct"], 2) == 23.98
     text = _run("--config", cfg).stdout
     assert "Estimated non-hidden NCCL, mem ops and bubble time per range: 97.020 (ms)" in text
@@ -89,14 +89,14 @@ def test_csvs_on_the_command_line_and_overrides(tmp_path):
     files = [ex / "demo_nvtx_gpu_proj_trace.csv", ex / "demo_cuda_gpu_mem_time_sum.csv",
              ex / "demo_cuda_gpu_kern_sum.csv"]
     (res,) = _json(*files, "--class-map", cmap, "--iters", 5, "--iter-tag", "Train_step")
-    assert round(res["kernel"]["per_iter_ms"], 3) == 307.620
-    assert round(res["nvtx"]["non_hidden_per_range_ms"], 3) == 97.020
+    assert round(res["kernel"]["per_iter_ns"] / 1e6, 3) == 307.620
+    assert round(res["nvtx"]["non_hidden_per_range_ns"] / 1e6, 3) == 97.020
     (half,) = _json(*files, "--class-map", cmap, "--iters", 5, "--gpus", 2, "--iter-tag", "Train_step")
-    assert half["kernel"]["per_iter_ms"] == pytest.approx(res["kernel"]["per_iter_ms"] / 2)
+    assert half["kernel"]["per_iter_ns"] == pytest.approx(res["kernel"]["per_iter_ns"] / 2)
     # without a class map: traceaug's default classes (tests/test_summary_inputs.py)
     (plain,) = _json(ex / "demo_cuda_gpu_kern_sum.csv", "--iters", 5)
     assert list(plain["classes"]["name"]) == ["others", *(c for c, _ in gpa.DEFAULT_CLASSES)]
-    assert plain["kernel"]["total_ms"] == pytest.approx(res["kernel"]["total_ms"])
+    assert plain["kernel"]["total_ns"] == res["kernel"]["total_ns"]
 
 
 def test_older_gpukernsum_layout(tmp_path):
@@ -107,7 +107,7 @@ def test_older_gpukernsum_layout(tmp_path):
                  "40.0,2000,4,500.0,400,600,ncclKernel_AllReduce_RING_LL_Sum_float\n")
     (res,) = _json(f, "--iters", 2, "--class-map", _map(tmp_path, {"gemm": "GEMM"}))
     assert _rows(res["classes"]) == {"others": (0.0, 0), "gemm": (0.0, 3)}
-    assert res["classes"]["total_ms"][1] == 0.003 and res["nccl"]["name"] == ["AllReduce"]
+    assert res["classes"]["total_ns"][1] == 3000 and res["nccl"]["name"] == ["AllReduce"]
 
 
 def _map(tmp_path, mapping):
@@ -137,12 +137,12 @@ def test_measured_non_hidden_known_answer(tmp_path):
     _known_trace(trace)
     (res,) = _json(trace, "--iter-tag", "step", "--class-map", _map(tmp_path, {"gemm": "gemm"}))
     assert res["iters"] == 1
-    assert res["nvtx"]["count"] == 1 and res["nvtx"]["mean_ms"] == 0.8
-    assert res["nvtx"]["non_hidden_per_range_ms"] == pytest.approx(0.4)
+    assert res["nvtx"]["count"] == 1 and res["nvtx"]["mean_ns"] == 800_000
+    assert res["nvtx"]["non_hidden_per_range_ns"] == pytest.approx(400_000)
     m = res["measured"]
     assert m["per_range"]["start"] == [100_000] and m["per_range"]["end"] == [900_000]
     assert m["per_range"]["compute_ns"] == [300_000] and m["per_range"]["non_hidden_ns"] == [500_000]
-    assert m["non_hidden_per_range_ms"] == 0.5 and m["non_hidden_pct"] == 62.5
+    assert m["non_hidden_per_range_ns"] == 500_000 and m["non_hidden_pct"] == 62.5
     assert _rows(res["nccl"]) == {"AllGather": (0.5, 1)}
     text = _run(trace, "--iter-tag", "step").stdout
     assert "Measured non-hidden NCCL, mem ops and bubble time per range: 0.500 (ms)" in text
@@ -162,9 +162,9 @@ def test_nsys_export_input():
     src = shared_trace("nsys/a100_saxpy_mpi_rank0.sqlite")
     (res,) = _json(src, "--iter-tag", "saxpy")
     assert res["iters"] == 5 and res["nvtx"]["count"] == 5
-    assert res["kernel"]["total_ms"] == 88.57348  # SUM(end - start) of the 5 kernels, in ms
+    assert res["kernel"]["total_ns"] == 88_573_480  # SUM(end - start) of the 5 kernels, exact ns
     assert res["kernel"]["per_iter_instances"] == 1
-    assert res["measured"]["non_hidden_total_ms"] == 0.0
+    assert res["measured"]["non_hidden_total_ns"] == 0
     assert _rows(res["mem"]) == {"[CUDA memcpy HtoD]": (37.2, 2), "[CUDA memcpy DtoH]": (19.74, 1)}
 
 
@@ -235,8 +235,8 @@ def test_kineto_trace_input_against_the_raw_json():
     (res,) = _json(path)
     assert res["iters"] == len(steps) == 3 and res["nvtx"]["count"] == 3
     assert res["kernel"]["instances"] == len(compute) and res["nccl_total"]["instances"] == len(nccl) > 0
-    assert round(res["kernel"]["total_ms"] * 1e6) == sum(compute)
-    assert round(res["nccl_total"]["total_ms"] * 1e6) == sum(nccl)
+    assert res["kernel"]["total_ns"] == sum(compute)
+    assert res["nccl_total"]["total_ns"] == sum(nccl)
     m = res["measured"]
     assert m["count"] == 3 and all(0 <= c <= w for c, w in zip(m["per_range"]["compute_ns"],
                                                                 m["per_range"]["window_ns"]))

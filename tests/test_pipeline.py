@@ -381,8 +381,8 @@ def test_public_counters_returns_dataframes_and_paths(tmp_path: Path) -> None:
     res = traceaug.counters(SMALL, tmp_path / "o.json", progress=False)
     assert isinstance(res.queue, pd.DataFrame) and isinstance(res.bandwidth, pd.DataFrame)
     assert list(res.queue.columns) == ["rank", "device", "stream", "mean_queued", "max_queued",
-                                       "empty_pct", "full_ms"]
-    assert list(res.bandwidth.columns) == ["rank", "device", "kind", "bytes", "busy_ms",
+                                       "empty_pct", "full_ns"]
+    assert list(res.bandwidth.columns) == ["rank", "device", "kind", "bytes", "busy_ns",
                                            "mean_gbps_busy", "peak_gbps"]
     assert res.queue["stream"].dtype == np.int64 and res.queue["rank"].tolist() == [0, 0]
     assert res.written == [tmp_path / "o.json"]

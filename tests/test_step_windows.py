@@ -73,11 +73,11 @@ def test_diff_headline_busy_is_the_steps_busy_per_step() -> None:
         whole = rawa.breakdown_row(r["ops"], lo, hi)
         n = len(windows)
         head = summary[side]
-        assert head["gpu_busy_ms"] == pytest.approx(whole["busy"] / n / 1e6)
-        assert head["gpu_idle_ms"] == pytest.approx(whole["idle"] / n / 1e6)
+        assert head["gpu_busy_ns"] == pytest.approx(whole["busy"] / n)
+        assert head["gpu_idle_ns"] == pytest.approx(whole["idle"] / n)
         for typ in ("computation", "communication", "memory"):
-            assert head[f"{typ}_ms"] == pytest.approx(whole[typ] / n / 1e6)
-    assert summary["b"]["gpu_busy_ms"] == pytest.approx(717.437 / 6)
+            assert head[f"{typ}_ns"] == pytest.approx(whole[typ] / n)
+    assert summary["b"]["gpu_busy_ns"] == pytest.approx(717_437_000 / 6)
 
 
 def test_partition_equals_the_plain_tiling_on_random_spans() -> None:

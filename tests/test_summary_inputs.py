@@ -54,7 +54,7 @@ def test_two_huge_rows_never_print_a_negative_time(tmp_path: Path) -> None:
     csv = tmp_path / "k.csv"
     csv.write_bytes(HEAD + b"50," + BIG + b",2,5,5,4,6,0,a\n50," + BIG + b",2,5,5,4,6,0,b\n")
     code, out = _summary(csv, "--format", "json")
-    assert code == 1 and '"per_iter_ms": -' not in out and "sums to" in out
+    assert code == 1 and '"per_iter_ns": -' not in out and "sums to" in out
 
 
 @pytest.mark.parametrize(("args", "needle"), [
@@ -120,8 +120,8 @@ def test_trace_with_a_string_correlation(tmp_path: Path) -> None:
         (got,) = json.loads(r.stdout)
         total_ms, non_hidden_ms = _projected_ms(events)
         assert (total_ms, non_hidden_ms) == (1.0, 0.6)  # step 0: its copy alone (100 µs)
-        assert got["nvtx"]["total_ms"] == pytest.approx(total_ms)
-        assert got["measured"]["non_hidden_total_ms"] == pytest.approx(non_hidden_ms)
+        assert got["nvtx"]["total_ns"] / 1e6 == pytest.approx(total_ms)
+        assert got["measured"]["non_hidden_total_ns"] / 1e6 == pytest.approx(non_hidden_ms)
         for command in ("kernels", "gaps", "breakdown", "launches", "counters"):  # one verdict
             out = [str(tmp_path / "o.json")] if command == "counters" else []
             r = CliRunner().invoke(main, [command, str(trace), *out])
@@ -136,7 +136,7 @@ def test_ranges_of_no_time(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["summary", "--format", "json", str(trace)])
     assert r.exit_code == 0, r.output
     nvtx = json.loads(r.stdout)[0]["nvtx"]
-    assert (nvtx["count"], nvtx["total_ms"]) == (3, 0.0)
+    assert (nvtx["count"], nvtx["total_ns"]) == (3, 0)
     assert nvtx["non_hidden_per_range_pct"] == nvtx["non_hidden_total_pct"] == 0.0
 
 

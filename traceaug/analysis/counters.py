@@ -172,12 +172,12 @@ def _integrals(series: Columns, end: int) -> tuple[Columns, np.ndarray]:
     return s, starts
 
 
-QUEUE_COLUMNS = ("device", "stream", "mean_queued", "max_queued", "empty_pct", "full_ms")
+QUEUE_COLUMNS = ("device", "stream", "mean_queued", "max_queued", "empty_pct", "full_ns")
 
 
 def queue_summary(series: Columns, start: int, end: int) -> Columns:
     """Per stream (``QUEUE_COLUMNS``): time-weighted mean and max of the ops queued, percent
-    of the time empty, ms at a full queue."""
+    of the time empty, ns at a full queue (exact, int64)."""
     span = max(end - start, 1)
     s, at = _integrals(series, end)
     if not len(at):
@@ -190,14 +190,14 @@ def queue_summary(series: Columns, start: int, end: int) -> Columns:
         "max_queued": np.maximum.reduceat(value, at),
         "empty_pct": 100 * (np.add.reduceat(np.where(value == 0, held, 0), at)
                             + np.clip(first - start, 0, None)) / span,
-        "full_ms": np.add.reduceat(np.where(value >= FULL_QUEUE, held, 0), at) / 1e6,
+        "full_ns": np.add.reduceat(np.where(value >= FULL_QUEUE, held, 0), at),
     }
 
 
 def bandwidth_summary(series: Columns, copies: Columns, end: int) -> Columns:
-    """Per copy kind: bytes, busy time, mean GB/s while busy, peak GB/s."""
+    """Per copy kind: bytes, busy time (exact ns), mean GB/s while busy, peak GB/s."""
     s, at = _integrals(series, end)
-    names = ("device", "kind", "bytes", "busy_ms", "mean_gbps_busy", "peak_gbps")
+    names = ("device", "kind", "bytes", "busy_ns", "mean_gbps_busy", "peak_gbps")
     if not len(at):
         return {c: np.empty(0) for c in names}
     value, held = s["value"], s["held"]
@@ -212,7 +212,7 @@ def bandwidth_summary(series: Columns, copies: Columns, end: int) -> Columns:
     return dict(zip(names, (
         device, kind,
         np.array([_fits(total.get(k, 0)) for k in zip(device.tolist(), kind.tolist())], np.int64),
-        busy / 1e6, mean, np.maximum.reduceat(value, at))))
+        busy, mean, np.maximum.reduceat(value, at))))
 
 
 def _fits(value: int) -> int:

@@ -25,8 +25,8 @@ BY = ("name", "short-name", "category")
 DEVICES = ("cpu", "gpu", "all")
 DEFAULT_THRESHOLD = 5.0  # percent
 Steps = tuple[int | None, int | None]  # the ProfilerStep number compared on each side (None: all)
-OP_COLUMNS = ("device", "key", "status", "count_a", "count_b", "delta_count", "total_a", "total_b",
-              "delta", "delta_pct", "mean_a", "mean_b", "p_value")
+OP_COLUMNS = ("device", "key", "status", "count_a", "count_b", "delta_count", "total_a_ns",
+              "total_b_ns", "delta_ns", "delta_pct", "mean_a_ns", "mean_b_ns", "p_value")
 
 
 @dataclass
@@ -121,9 +121,9 @@ def op_table(side: Side, by: str = "name", device: str = "all", step: int | None
 
 
 def compare(a: Columns, b: Columns, threshold: float = DEFAULT_THRESHOLD) -> Columns:
-    """Outer join of two op tables with deltas, a status per row and the ``p_value`` of the change
-    (``ranktest``: per-step times, an op's absent step counting 0), largest |delta| first (ties in
-    (device, key) order)."""
+    """Outer join of two op tables with deltas (ns per step, float64: means over the steps), a status
+    per row and the ``p_value`` of the change (``ranktest``: per-step times, an op's absent step
+    counting 0), largest |delta| first (ties in (device, key) order)."""
     at = {k: i for i, k in enumerate(zip(a["device"].tolist(), a["key"].tolist()))}
     bt = {k: i for i, k in enumerate(zip(b["device"].tolist(), b["key"].tolist()))}
     keys = sorted(at.keys() | bt.keys())
@@ -154,16 +154,17 @@ def compare(a: Columns, b: Columns, threshold: float = DEFAULT_THRESHOLD) -> Col
                        ["added", "removed", "increased", "decreased"], default="unchanged")
     out = {"device": objects([k[0] for k in keys]), "key": objects([k[1] for k in keys]),
            "status": status.astype(object), "count_a": count_a, "count_b": count_b,
-           "delta_count": count_b - count_a, "total_a": total_a, "total_b": total_b,
-           "delta": delta, "delta_pct": delta_pct, "mean_a": mean_a, "mean_b": mean_b,
+           "delta_count": count_b - count_a, "total_a_ns": total_a, "total_b_ns": total_b,
+           "delta_ns": delta, "delta_pct": delta_pct, "mean_a_ns": mean_a, "mean_b_ns": mean_b,
            "p_value": p_value}
     order = np.argsort(-np.abs(delta), kind="stable")
     return {c: out[c][order] for c in OP_COLUMNS}
 
 
 def headline(side: Side, step: int | None = None) -> dict:
-    """Per step (ms): step time (CPU), GPU busy / idle and compute / communication / memory time inside each
-    step's GPU window (``gpu_steps``: windows tile, so no op counts twice); ``step``: None for every step."""
+    """Per step (ns, float64: means over the steps): step time (CPU), GPU busy / idle and compute /
+    communication / memory time inside each step's GPU window (``gpu_steps``: windows tile, so no op
+    counts twice); ``step``: None for every step."""
     n = side.window(side.gpu["step"], step)[1]
     st_dur = side.steps["dur"]
     if step is not None:
@@ -186,10 +187,10 @@ def headline(side: Side, step: int | None = None) -> dict:
 
     busy = inside(np.ones(len(ts), bool))
     span = total(hi - lo, "step windows") / n
-    out = {"steps": len(st_dur), "step": step, "step_ms": step_ns / 1e6, "gpu_busy_ms": busy / 1e6,
-           "gpu_idle_ms": max(span - busy, 0) / 1e6}
+    out = {"steps": len(st_dur), "step": step, "step_ns": step_ns, "gpu_busy_ns": busy,
+           "gpu_idle_ns": max(span - busy, 0.0)}
     for c in ("computation", "communication", "memory"):
-        out[f"{c}_ms"] = inside(gpu["category"] == c) / 1e6
+        out[f"{c}_ns"] = inside(gpu["category"] == c)
     return out
 
 
@@ -242,7 +243,7 @@ def min_delta_ns(res: dict, min_delta_us: float | None) -> float:
     noise; the mean, so that A against B and B against A have one floor)."""
     if min_delta_us is not None:
         return min_delta_us * 1e3
-    return (res["a"]["step_ms"] + res["b"]["step_ms"]) / 2 * 1e6 * MIN_DELTA_SHARE_PCT / 100
+    return (res["a"]["step_ns"] + res["b"]["step_ns"]) / 2 * MIN_DELTA_SHARE_PCT / 100
 
 
 def gate(res: dict, pct: float, floor_ns: float) -> dict:
@@ -250,25 +251,25 @@ def gate(res: dict, pct: float, floor_ns: float) -> dict:
     the ops present on both sides whose per-step time changed by over ``pct`` % (of the smaller side:
     symmetric) and over ``floor_ns``, each with its p-value and Benjamini–Hochberg q-value among them;
     a regression gates when q <= ``LEVEL`` (never with too few steps to reach it)."""
-    va, vb = res["a"]["step_ms"], res["b"]["step_ms"]
+    va, vb = res["a"]["step_ns"], res["b"]["step_ns"]
     n, m = max(res["a"]["steps"], 1), max(res["b"]["steps"], 1)
     ops = res["ops"]
-    ta, tb = ops["total_a"], ops["total_b"]
-    big = ((ops["count_a"] > 0) & (ops["count_b"] > 0) & (np.abs(ops["delta"]) > floor_ns)
+    ta, tb, delta = ops["total_a_ns"], ops["total_b_ns"], ops["delta_ns"]
+    big = ((ops["count_a"] > 0) & (ops["count_b"] > 0) & (np.abs(delta) > floor_ns)
            & (np.maximum(ta, tb) > np.minimum(ta, tb) * (1 + pct / 100)))
     rows = np.flatnonzero(big)  # in the table's order: largest |delta| first
     q = bh_q(ops["p_value"][rows])
     listed = [{"device": ops["device"][i], "key": ops["key"][i],
-               "change": "regression" if ops["delta"][i] > 0 else "improvement",
-               "delta_us": float(ops["delta"][i] / 1e3), "delta_pct": float(ops["delta_pct"][i]),
+               "change": "regression" if delta[i] > 0 else "improvement",
+               "delta_ns": float(delta[i]), "delta_pct": float(ops["delta_pct"][i]),
                "p_value": float(ops["p_value"][i]), "q_value": float(qi),
-               "gates": bool(ops["delta"][i] > 0 and qi <= LEVEL)} for i, qi in zip(rows, q, strict=True)]
+               "gates": bool(delta[i] > 0 and qi <= LEVEL)} for i, qi in zip(rows, q, strict=True)]
     step_pct = 100 * (vb - va) / va if va > 0 else 0.0
-    return {"fail_on_regression_pct": pct, "min_delta_us": floor_ns / 1e3, "level": LEVEL,
+    return {"fail_on_regression_pct": pct, "min_delta_ns": floor_ns, "level": LEVEL,
             "test": "two-sided Mann-Whitney U over per-step times, Benjamini-Hochberg over the "
                     "ops past both thresholds",
             "steps_a": n, "steps_b": m, "enough_steps": min_p(n, m) <= LEVEL,
-            "step_a_ms": va, "step_b_ms": vb, "step_change_pct": step_pct,
+            "step_a_ns": va, "step_b_ns": vb, "step_change_pct": step_pct,
             "step_regressed": step_pct > pct, "ops": listed}
 
 
@@ -280,7 +281,7 @@ def check(result: DiffResult, pct: float, min_delta_us: float | None = None) -> 
 
 def _named(ops: list[dict], top: int = 3) -> str:
     """The first ``top`` of the gate's ops (largest per-step change first), with their figures."""
-    return ", ".join(f"{o['device']} {clip(o['key'])} ({o['delta_us']:+.1f} us, "
+    return ", ".join(f"{o['device']} {clip(o['key'])} ({o['delta_ns'] / 1e3:+.1f} us, "
                      f"{o['delta_pct']:+.1f}%, p={o['p_value']:.2g})" for o in ops[:top])
 
 
@@ -292,13 +293,13 @@ def regressions(result: DiffResult, mode: str = "all") -> tuple[list[str], list[
         g = r.gate
         where = f"rank {r.rank}: " if len(result.ranks) > 1 else ""
         if g["step_regressed"]:
-            fail.append(f"{where}step time {g['step_a_ms']:.3f} -> {g['step_b_ms']:.3f} ms "
-                        f"(+{g['step_change_pct']:.1f}%)")
+            fail.append(f"{where}step time {g['step_a_ns'] / 1e3:,.3f} -> {g['step_b_ns'] / 1e3:,.3f} "
+                        f"us (+{g['step_change_pct']:.1f}%)")
         if mode == "step":
             continue
         grew = [o for o in g["ops"] if o["change"] == "regression"]
         gates = [o for o in grew if o["gates"]]
-        past = f"by over {g['fail_on_regression_pct']:g}% and {g['min_delta_us']:,.1f} us per step"
+        past = f"by over {g['fail_on_regression_pct']:g}% and {g['min_delta_ns'] / 1e3:,.1f} us per step"
         if gates:
             fail.append(f"{where}{len(gates)} op(s) grew {past}, significant over {g['steps_a']} vs "
                         f"{g['steps_b']} steps (q <= {g['level']:g}): {_named(gates)}")

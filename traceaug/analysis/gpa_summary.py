@@ -19,7 +19,6 @@ MEM_DISPLAY = {
     "[CUDA memcpy Host-to-Device]": "[CUDA memcpy H2D]",
     "[CUDA memcpy Host-to-Host]": "[CUDA memcpy H2H]",
 }
-NS_PER_MS = 1_000_000
 MAX_PER = 2**62  # iterations × GPUs: a divisor that int64 holds
 
 
@@ -116,10 +115,6 @@ def _sum(pos: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def _ms(ns) -> np.ndarray:
-    return np.asarray(ns, dtype=np.float64) / NS_PER_MS
-
-
 def _share(part: np.ndarray, whole: float) -> np.ndarray:
     return np.asarray(part, dtype=np.float64) / whole * 100 if whole else np.zeros(len(part))
 
@@ -132,8 +127,9 @@ def collective(name: str) -> str:
 
 def summarize(data: SummaryInput, mapping: dict[str, str], iters: int, gpus: int,
               tag: str | None) -> dict:
-    """Every figure of the report; tables have columns name, per_iter_ms, per_iter_instances, per_iter_pct,
-    total_ms, instances, total_pct (the kernel classes; NCCL and memory ops have no shares)."""
+    """Every figure of the report, times in ns (totals exact int, per iteration / range means float);
+    tables have columns name, per_iter_ns, per_iter_instances, per_iter_pct, total_ns, instances,
+    total_pct (the kernel classes; NCCL and memory ops have no shares)."""
     if iters < 1 or gpus < 1:
         raise TraceaugError("--iters and --gpus must be at least 1")
     if iters * gpus > MAX_PER:
@@ -148,25 +144,25 @@ def summarize(data: SummaryInput, mapping: dict[str, str], iters: int, gpus: int
     total_ns = int(table["total_ns"].sum())
     out: dict = {"title": data.title, "iters": iters, "gpus": gpus, "notes": list(data.notes)}
     out["kernel"] = {
-        "per_iter_ms": per_iter_ns / NS_PER_MS,
+        "per_iter_ns": per_iter_ns,
         "per_iter_instances": int(table["per_iter_instances"].sum()),
-        "total_ms": total_ns / NS_PER_MS,
+        "total_ns": total_ns,
         "instances": int(table["instances"].sum()),
     }
     out["classes"] = {
-        "name": table["name"], "per_iter_ms": _ms(table["per_iter_ns"]),
+        "name": table["name"], "per_iter_ns": table["per_iter_ns"],
         "per_iter_instances": table["per_iter_instances"],
         "per_iter_pct": _share(table["per_iter_ns"], per_iter_ns),
-        "total_ms": _ms(table["total_ns"]), "instances": table["instances"],
+        "total_ns": table["total_ns"], "instances": table["instances"],
         "total_pct": _share(table["total_ns"], total_ns),
     }
     nccl_names = k["name"][~compute]
     colls = np.array([collective(n) for n in nccl_names], dtype=object)
     nccl = _table(colls, list(dict.fromkeys(colls)), k["total"][~compute], k["count"][~compute], per)
     out["nccl_total"] = {
-        "per_iter_ms": float(nccl["per_iter_ns"].sum()) / NS_PER_MS,
+        "per_iter_ns": float(nccl["per_iter_ns"].sum()),
         "per_iter_instances": int(nccl["per_iter_instances"].sum()),
-        "total_ms": int(nccl["total_ns"].sum()) / NS_PER_MS,
+        "total_ns": int(nccl["total_ns"].sum()),
         "instances": int(nccl["instances"].sum()),
     }
     out["nccl"] = _plain(nccl)
@@ -183,8 +179,8 @@ def summarize(data: SummaryInput, mapping: dict[str, str], iters: int, gpus: int
 
 
 def _plain(t: dict) -> dict:
-    return {"name": t["name"], "per_iter_ms": _ms(t["per_iter_ns"]),
-            "per_iter_instances": t["per_iter_instances"], "total_ms": _ms(t["total_ns"]),
+    return {"name": t["name"], "per_iter_ns": t["per_iter_ns"],
+            "per_iter_instances": t["per_iter_instances"], "total_ns": t["total_ns"],
             "instances": t["instances"]}
 
 
@@ -202,14 +198,14 @@ def _ranges(data: SummaryInput, tag: str | None, iters: int, kernel: dict) -> di
         return None
     if n != iters:
         data.notes.append(f"{n} NVTX ranges named {tag!r}, but {iters} iterations given")
-    total_ms = int(r["duration"][chosen].sum()) / NS_PER_MS
-    mean_ms = total_ms / n
-    est = mean_ms - kernel["per_iter_ms"]
-    est_total = total_ms - kernel["total_ms"]
-    return {"count": n, "mean_ms": mean_ms, "total_ms": total_ms,  # shares of no time: 0, as _share
-            "non_hidden_per_range_ms": est, "non_hidden_per_range_pct": _share([est], mean_ms)[0],
-            "non_hidden_total_ms": est_total,
-            "non_hidden_total_pct": _share([est_total], total_ms)[0]}
+    total_ns = int(r["duration"][chosen].sum())
+    mean_ns = total_ns / n
+    est = mean_ns - kernel["per_iter_ns"]
+    est_total = total_ns - kernel["total_ns"]
+    return {"count": n, "mean_ns": mean_ns, "total_ns": total_ns,  # shares of no time: 0, as _share
+            "non_hidden_per_range_ns": est, "non_hidden_per_range_pct": _share([est], mean_ns)[0],
+            "non_hidden_total_ns": est_total,
+            "non_hidden_total_pct": _share([est_total], total_ns)[0]}
 
 
 def union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -248,10 +244,10 @@ def measure_non_hidden(windows: dict[str, np.ndarray], compute: dict[str, np.nda
     hidden_not = length - busy
     total = int(length.sum())
     return {
-        "count": len(ws), "mean_ms": total / len(ws) / NS_PER_MS,
-        "non_hidden_per_range_ms": int(hidden_not.sum()) / len(ws) / NS_PER_MS,
+        "count": len(ws), "mean_ns": total / len(ws),
+        "non_hidden_per_range_ns": int(hidden_not.sum()) / len(ws),
         "non_hidden_pct": int(hidden_not.sum()) / total * 100 if total else 0.0,
-        "non_hidden_total_ms": int(hidden_not.sum()) / NS_PER_MS,
+        "non_hidden_total_ns": int(hidden_not.sum()),
         "per_range": {"start": ws, "end": we, "window_ns": length, "compute_ns": busy,
                       "non_hidden_ns": hidden_not},
     }

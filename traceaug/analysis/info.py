@@ -97,7 +97,7 @@ def info(trace: Trace) -> dict:
         "steps": ranges(numbers),
         "start_ns": start,
         "end_ns": end,
-        "duration_ms": None if start is None else round((end - start) / 1e6, 3),
+        "duration_ns": None if start is None else end - start,
         **{key: int(by_kind.get(kind, 0)) for key, kind in KIND_COUNTS.items()},
         "streams": [f"{int(d)}:{s}" for d, s in pairs],
         "warnings": warnings(trace) + step_warnings(trace),

@@ -37,7 +37,7 @@ class Counters(NamedTuple):
 def _api(results: list[dict], call: Call) -> Counters:
     """The summaries, one row per rank and stream / copy kind: ``queue`` (``rank, device,
     stream``, ``mean_queued`` time-weighted over the trace, ``max_queued``, ``empty_pct``,
-    ``full_ms``) and ``bandwidth`` (``rank, device, kind``, ``bytes``, ``busy_ms``,
+    ``full_ns``) and ``bandwidth`` (``rank, device, kind``, ``bytes``, ``busy_ns``,
     ``mean_gbps_busy``, ``peak_gbps``), and the paths written."""
     import pandas as pd
 
@@ -48,7 +48,7 @@ def _api(results: list[dict], call: Call) -> Counters:
     results = with_rank(results)
     tables = []
     for key, columns in (("queue_summary", ("rank", *QUEUE_COLUMNS)),
-                         ("bandwidth_summary", ("rank", "device", "kind", "bytes", "busy_ms",
+                         ("bandwidth_summary", ("rank", "device", "kind", "bytes", "busy_ns",
                                                 "mean_gbps_busy", "peak_gbps"))):
         found = [frame(r[key]).infer_objects() for r in results if key in r]
         tables.append(pd.concat(found, ignore_index=True) if found

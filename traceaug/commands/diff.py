@@ -177,13 +177,14 @@ def show(found: tuple, call: Call) -> None:
 def _api(found: tuple, call: Call) -> Comparison:
     """``summary``, one row per (rank, side): ``rank``, ``side`` ("a" / "b"), ``path``,
     ``steps`` (ProfilerSteps compared), ``step`` (the one compared, else None), and per step in
-    ms: ``step_ms``, ``gpu_busy_ms``, ``gpu_idle_ms``, ``computation_ms``, ``communication_ms``,
-    ``memory_ms``; ``ops``, one row per (rank, device, key), largest |delta| first: ``rank``,
-    ``device`` ("cpu" / "gpu"), ``key``, ``status`` (added, removed, increased, decreased,
-    unchanged: beyond ``threshold`` percent), ``count_a``, ``count_b``, ``delta_count`` (per
-    step), ``total_a_ms``, ``total_b_ms``, ``delta_ms``, ``delta_pct`` (NaN when A has none),
-    ``mean_a_ms``, ``mean_b_ms`` (NaN without calls), ``p_value`` (two-sided Mann–Whitney U over
-    the per-step times): the rows ``--format csv`` prints. CPU ops: self time unless ``inclusive``."""
+    ns (float64: means over the steps): ``step_ns``, ``gpu_busy_ns``, ``gpu_idle_ns``,
+    ``computation_ns``, ``communication_ns``, ``memory_ns``; ``ops``, one row per (rank, device,
+    key), largest |delta| first: ``rank``, ``device`` ("cpu" / "gpu"), ``key``, ``status`` (added,
+    removed, increased, decreased, unchanged: beyond ``threshold`` percent), ``count_a``,
+    ``count_b``, ``delta_count`` (per step), ``total_a_ns``, ``total_b_ns``, ``delta_ns`` (ns per
+    step), ``delta_pct`` (NaN when A has none), ``mean_a_ns``, ``mean_b_ns`` (ns per call; NaN
+    without calls), ``p_value`` (two-sided Mann–Whitney U over the per-step times): the rows
+    ``--format csv`` prints. CPU ops: self time unless ``inclusive``."""
     from ..analysis.tables import frame
     from ..render.diff_text import all_rows, summary_rows
 

@@ -7,6 +7,7 @@ import numpy as np
 import orjson
 
 from ..output import json_text, render_columns
+from .sections import shown
 
 
 def with_rank(results: list[dict]) -> list[dict]:
@@ -49,5 +50,5 @@ def summary_text(results: list[dict], fmt: str) -> str:
     titles = {"queue_summary": "Queue length per stream (time-weighted over the trace)",
               "bandwidth_summary": "Memory bandwidth per copy kind"}
     for key, table in tables.items():
-        parts.append(titles[key] + "\n" + render_columns(table, "table"))
+        parts.append(titles[key] + "\n" + render_columns(shown(table, "table"), "table"))
     return "\n".join(parts)

@@ -12,12 +12,12 @@ from ..analysis.diff import DiffResult, clip
 from ..analysis.tables import Columns
 from ..atomic import atomic_output
 from ..output import valid_utf8
-from .diff_text import explain_tables, headline_table, ops_ms, top_changes
+from .diff_text import explain_tables, headline_table, ops_us, top_changes
 
 PAGE_ROWS = 50  # rows of the all-ops table per page
 COLUMNS = (("device", "device"), ("key", "op"), ("status", "status"), ("count_a", "count A"),
-           ("count_b", "count B"), ("total_a_ms", "A (ms)"), ("total_b_ms", "B (ms)"),
-           ("delta_ms", "Δ (ms)"), ("delta_pct", "Δ %"), ("p_value", "p"))
+           ("count_b", "count B"), ("total_a_us", "A (µs)"), ("total_b_us", "B (µs)"),
+           ("delta_us", "Δ (µs)"), ("delta_pct", "Δ %"), ("p_value", "p"))
 
 STYLE = """
 body{font-family:sans-serif;margin:1.5em 2em;color:#222}
@@ -72,12 +72,12 @@ document.body.dataset.ready = '1';
 """
 
 
-DIGITS = {"delta_pct": 1, "p_value": 4}  # decimals shown per column (4 elsewhere: ms to 0.1 µs)
+DIGITS = {"delta_pct": 1, "p_value": 4}  # decimals shown per column (3 elsewhere: µs to the ns)
 LEGEND = ("<th class='name'>A<span class='key a'></span>B<span class='key b'></span>"
           "Δ<span class='key up'></span><span class='key down'></span></th>")
 
 
-def _number(v, digits: int = 4) -> str:
+def _number(v, digits: int = 3) -> str:
     if v is None or (isinstance(v, float) and not np.isfinite(v)):
         return ""
     return f"{v:.{digits}f}".rstrip("0").rstrip(".") if isinstance(v, float) else str(v)
@@ -85,10 +85,10 @@ def _number(v, digits: int = 4) -> str:
 
 def _verdict(res: dict, ops: Columns, worse: np.ndarray, better: np.ndarray) -> str:
     """One sentence: the step time A -> B, and the largest regression and improvement."""
-    a, b = res["a"]["step_ms"], res["b"]["step_ms"]
+    a, b = res["a"]["step_ns"] / 1e3, res["b"]["step_ns"] / 1e3
     change = f" ({100 * (b - a) / a:+.1f} %)" if a else ""
     cls = "worse" if b > a else "better"
-    parts = [f"Step time <b class='{cls}'>{a:.3f} → {b:.3f} ms{change}</b> per step"]
+    parts = [f"Step time <b class='{cls}'>{a:,.3f} → {b:,.3f} µs{change}</b> per step"]
     for rows, word, sign in ((worse, "largest regression", "worse"), (better, "largest improvement",
                                                                         "better")):
         if len(rows):
@@ -96,7 +96,7 @@ def _verdict(res: dict, ops: Columns, worse: np.ndarray, better: np.ndarray) -> 
             name = html.escape(clip(ops["key"][i], 60))
             parts.append(f"{word}: <span class='{sign}'>{ops['device'][i]} "
                          f"<span title='{html.escape(str(ops['key'][i]))}'>{name}</span> "
-                         f"{ops['delta_ms'][i]:+.3f} ms</span>")
+                         f"{ops['delta_us'][i]:+,.3f} µs</span>")
     return "<p class='verdict'>" + "; ".join(parts) + ".</p>"
 
 
@@ -123,9 +123,9 @@ def _top(ops: Columns, rows: np.ndarray, title: str, scale: float) -> str:
                 cells.append(f"<td class='name' title='{html.escape(str(v))}'>"
                              f"{html.escape(clip(v, 90))}</td>")
             else:
-                cells.append(f"<td>{html.escape(_number(v, DIGITS.get(c, 4)))}</td>")
-        d = ops["delta_ms"][i]
-        widths = [100 * ops["total_a_ms"][i] / scale, 100 * ops["total_b_ms"][i] / scale,
+                cells.append(f"<td>{html.escape(_number(v, DIGITS.get(c, 3)))}</td>")
+        d = ops["delta_us"][i]
+        widths = [100 * ops["total_a_us"][i] / scale, 100 * ops["total_b_us"][i] / scale,
                   100 * abs(d) / scale]
         bars = "".join(f"<div class='bar {k}' style='width:{w:.1f}%'></div>"
                        for k, w in zip(("a", "b", "up" if d > 0 else "down"), widths, strict=True))
@@ -149,7 +149,7 @@ def _all_ops(ops: Columns) -> str:
         cells = "".join(
             f"<td class='name' title='{html.escape(key)}' data-v='{html.escape(key)}'>"
             f"{html.escape(clip(key, 90))}</td>" if c == "key" else
-            f"<td>{html.escape(_number(ops[c][i], DIGITS.get(c, 4)))}</td>" for c, _l in COLUMNS)
+            f"<td>{html.escape(_number(ops[c][i], DIGITS.get(c, 3)))}</td>" for c, _l in COLUMNS)
         body.append(f"<tr data-text='{text}'>{cells}</tr>")
     return (f"<section class='ops'><details><summary><b>All {n} ops</b> (per step): filter, "
             f"sort by a column, pages of {PAGE_ROWS}</summary><p><input size='40' "
@@ -164,16 +164,17 @@ def _gate(g: dict) -> str:
     its p- and q-value and whether it gates."""
     step = "fails the gate" if g["step_regressed"] else "passes"
     out = [f"<h3>Gate: --fail-on-regression {g['fail_on_regression_pct']:g}</h3><p>Step time "
-           f"{g['step_a_ms']:.3f} → {g['step_b_ms']:.3f} ms ({g['step_change_pct']:+.1f} %): {step}. "
-           f"Ops present on both sides that changed by over {g['fail_on_regression_pct']:g} % and "
-           f"{g['min_delta_us']:,.1f} µs per step: {len(g['ops'])}; a regression among them gates "
+           f"{g['step_a_ns'] / 1e3:,.3f} → {g['step_b_ns'] / 1e3:,.3f} µs ({g['step_change_pct']:+.1f} %): "
+           f"{step}. Ops present on both sides that changed by over {g['fail_on_regression_pct']:g} % "
+           f"and {g['min_delta_ns'] / 1e3:,.1f} µs per step: {len(g['ops'])}; a regression among them gates "
            f"when significant ({html.escape(g['test'])}, q ≤ {g['level']:g}).</p>"]
     if not g["enough_steps"]:
         out.append(f"<p class='worse'>{g['steps_a']} vs {g['steps_b']} steps are too few to tell a "
                    "change from noise: op changes are reported, not gated.</p>")
     if g["ops"]:
         columns = {c: np.array([o[c] for o in g["ops"]], dtype=object) for c in
-                   ("device", "key", "change", "delta_us", "delta_pct", "p_value", "q_value", "gates")}
+                   ("device", "key", "change", "delta_ns", "delta_pct", "p_value", "q_value", "gates")}
+        columns = ops_us(columns)  # delta_us
         columns["key"] = np.array([clip(k, 90) for k in columns["key"]], dtype=object)
         out.append(_table(columns))
     return "".join(out)
@@ -195,10 +196,10 @@ def write_report(result: DiffResult, path: Path, top: int = 20, split: dict | No
         if ranks:
             parts.append(f"<p>only in {side.upper()}: rank(s) {', '.join(map(str, ranks))}</p>")
     for r in result.ranks:
-        ops = ops_ms(r.result["ops"])
-        worse, better = top_changes(ops, top)
+        ops = ops_us(r.result["ops"])
+        worse, better = top_changes(r.result["ops"], top)
         shown = np.concatenate([worse, better])
-        scale = max(float(np.max(np.maximum(ops["total_a_ms"][shown], ops["total_b_ms"][shown])))
+        scale = max(float(np.max(np.maximum(ops["total_a_us"][shown], ops["total_b_us"][shown])))
                     if len(shown) else 0.0, 1e-12)
         if r.rank is not None:
             parts.append(f"<h2>rank {r.rank}</h2>")

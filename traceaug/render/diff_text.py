@@ -11,50 +11,49 @@ import orjson
 from ..analysis.diff import DiffResult, clip
 from ..analysis.tables import Columns, objects
 from ..output import json_text, render_columns
+from .sections import shown
 
-HEADLINE = (("step_ms", "step time"), ("gpu_busy_ms", "GPU busy"), ("gpu_idle_ms", "GPU idle"),
-            ("computation_ms", "computation"), ("communication_ms", "communication"),
-            ("memory_ms", "memory"))
+HEADLINE = (("step_ns", "step time"), ("gpu_busy_ns", "GPU busy"), ("gpu_idle_ns", "GPU idle"),
+            ("computation_ns", "computation"), ("communication_ns", "communication"),
+            ("memory_ns", "memory"))
 
 
 def headline_table(res: dict) -> Columns:
-    """The headline of one rank: A, B and their difference per step."""
+    """The headline of one rank: A, B and their difference per step, in µs."""
     rows = []
     for key, label in HEADLINE:
-        va, vb = res["a"][key], res["b"][key]
+        va, vb = res["a"][key] / 1e3, res["b"][key] / 1e3
         rows.append((label, round(va, 3), round(vb, 3), round(vb - va, 3),
                      round(100 * (vb - va) / va, 1) if va else None))
-    names = ("per step (ms)", "A", "B", "Δ", "Δ %")
+    names = ("per step (us)", "A", "B", "Δ", "Δ %")
     return {n: objects([r[i] for r in rows]) for i, n in enumerate(names)}
 
 
-def ops_ms(ops: Columns) -> Columns:
-    """The op table with its times in ms."""
-    renamed = {"total_a": "total_a_ms", "total_b": "total_b_ms", "delta": "delta_ms",
-               "mean_a": "mean_a_ms", "mean_b": "mean_b_ms"}
-    return {renamed.get(c, c): v / 1e6 if c in renamed else v for c, v in ops.items()}
+def ops_us(ops: Columns) -> Columns:
+    """The op table as people read it (the terminal, the page): times in µs (``*_us``)."""
+    return shown(ops, "table")
 
 
 def all_rows(result: DiffResult) -> Columns:
-    """Every rank's op rows with times in ms, a ``rank`` column first (``--format csv``)."""
+    """Every rank's op rows (ns per step), a ``rank`` column first (``--format csv``)."""
     tables = [{"rank": np.full(len(r.result["ops"]["key"]), r.rank, dtype=object),
-               **ops_ms(r.result["ops"])} for r in result.ranks]
+               **r.result["ops"]} for r in result.ranks]
     return {c: np.concatenate([t[c] for t in tables]) for c in tables[0]}
 
 
 def summary_rows(result: DiffResult) -> Columns:
     """The headline of every rank, one row per (rank, side): ``rank``, ``side`` (a / b),
-    ``path``, ``steps``, ``step`` and the ``*_ms`` times per step."""
+    ``path``, ``steps``, ``step`` and the ``*_ns`` times per step."""
     rows = [{"rank": r.rank, "side": side, "path": str(getattr(r, side)), **r.result[side]}
             for r in result.ranks for side in ("a", "b")]
     return {c: objects([row[c] for row in rows]) for c in rows[0]}
 
 
 def top_changes(ops: Columns, top: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of the ``top`` largest regressions and improvements of an ``ops_ms`` table, largest
-    first (it is ordered by |delta|); rows whose status is ``unchanged`` are never among them."""
+    """Rows of the ``top`` largest regressions and improvements of an op table, largest first (it
+    is ordered by |delta|); rows whose status is ``unchanged`` are never among them."""
     changed = ops["status"] != "unchanged"
-    delta = ops["delta_ms"]
+    delta = ops["delta_ns"]
     return (np.flatnonzero(changed & (delta > 0))[:top], np.flatnonzero(changed & (delta < 0))[:top])
 
 
@@ -65,7 +64,7 @@ def render(result: DiffResult, fmt: str, top: int = 10) -> str:
     if fmt == "json":
         data = {"ranks": [{"rank": r.rank, "a": str(r.a), "b": str(r.b),
                            "summary": {"a": r.result["a"], "b": r.result["b"]},
-                           "ops": orjson.loads(render_columns(ops_ms(r.result["ops"]), "json")),
+                           "ops": orjson.loads(render_columns(r.result["ops"], "json")),
                            **({"gate": r.gate} if r.gate is not None else {})}
                           for r in result.ranks],
                 "unmatched_ranks": result.unmatched}
@@ -74,17 +73,17 @@ def render(result: DiffResult, fmt: str, top: int = 10) -> str:
     for side, ranks in result.unmatched.items():
         if ranks:
             parts.append(f"only in {side.upper()}: rank(s) {', '.join(map(str, ranks))}\n")
-    cols = ["device", "key", "status", "count_a", "count_b", "total_a_ms", "total_b_ms", "delta_ms",
+    cols = ["device", "key", "status", "count_a", "count_b", "total_a_us", "total_b_us", "delta_us",
             "delta_pct", "p_value"]
     for r in result.ranks:
-        ops = ops_ms(r.result["ops"])
+        ops = ops_us(r.result["ops"])
         ops["key"] = objects([clip(k) for k in ops["key"].tolist()])
         steps = " vs ".join(f"ProfilerStep#{h['step']}" if h["step"] is not None
                             else f"{h['steps']} ProfilerSteps" for h in (r.result["a"], r.result["b"]))
         label = f"rank {r.rank}: " if r.rank is not None else ""
         parts.append(f"{label}A = {r.a}\n{' ' * len(label)}B = {r.b}  ({steps})\n")
         parts.append(render_columns(headline_table(r.result), "table"))
-        worse, better = top_changes(ops, top)
+        worse, better = top_changes(r.result["ops"], top)
         counts = Counter(ops["status"].tolist())
         parts.append("status: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
                                    or "no ops in the compared steps") + "\n")

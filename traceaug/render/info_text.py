@@ -11,7 +11,7 @@ from ..output import render_columns, render_records
 
 def rank_rows(records: list[dict]) -> dict:
     """One row per rank: ``rank``, ``file`` (its name), ``size_mb`` (on disk), ``devices``,
-    ``steps`` (their numbers, ``analysis.info.ranges``), ``span_ms``, ``kernels``, ``warnings`` (how many)."""
+    ``steps`` (their numbers, ``analysis.info.ranges``), ``span_us``, ``kernels``, ``warnings`` (how many)."""
     def size(path: str):
         try:
             return round(os.path.getsize(path) / 1e6, 3)
@@ -23,7 +23,7 @@ def rank_rows(records: list[dict]) -> dict:
         "size_mb": [size(r["file"]) for r in records],
         "devices": [", ".join(d.split(":")[0] for d in r["devices"]) for r in records],
         "steps": [r["steps"] for r in records],
-        "span_ms": [r["duration_ms"] for r in records],
+        "span_us": [_us(r["duration_ns"]) for r in records],
         "kernels": [r["kernels"] for r in records],
         "warnings": [len(r["warnings"]) + len(r["perfetto_ui"]) for r in records],
     }
@@ -35,7 +35,7 @@ def job_line(records: list[dict]) -> str:
     warnings."""
     starts = [r["start_ns"] for r in records if r["start_ns"] is not None]
     ends = [r["end_ns"] for r in records if r["end_ns"] is not None]
-    span = f"{(max(ends) - min(starts)) / 1e6:.3f} ms" if starts and ends else "none"
+    span = f"{(max(ends) - min(starts)) / 1e3:,.3f} us" if starts and ends else "none"
     sizes = {r["world_size"] for r in records if r["world_size"] is not None}
     world = ", ".join(map(str, sorted(sizes))) or "unknown"
     devices = sum(len(r["devices"]) for r in records)
@@ -45,10 +45,17 @@ def job_line(records: list[dict]) -> str:
             f"(first start to last end over the ranks), {kernels} kernels, {warned} warnings\n")
 
 
+def _us(ns: int | None) -> float | None:
+    return None if ns is None else ns / 1e3
+
+
 def render(records: list[dict], fmt: str) -> str:
-    """``info``'s output for ``records`` (one per rank)."""
-    if len(records) == 1 or fmt != "table":
+    """``info``'s output for ``records`` (one per rank); the terminal shows the duration in µs."""
+    if fmt != "table":
         return render_records(records, fmt)
+    if len(records) == 1:
+        return render_records([{k.replace("duration_ns", "duration_us"): _us(v) if k == "duration_ns"
+                                else v for k, v in records[0].items()}], fmt)
     text = render_columns(rank_rows(records), "table") + job_line(records)
     warned = [r for r in records if r["warnings"] or r["perfetto_ui"]]
     for r in warned:  # what the counts stand for, rank by rank

@@ -28,9 +28,10 @@ JOB = "kineto/jobs/dlrm_v100_8ranks"  # every rank of a job: its collectives
 PAIR = ("kineto/diff/h100_runs/a/trace.json.gz", "kineto/diff/h100_runs/b/trace.json.gz")
 STEPS = "kineto/diff/tiny_base/base.json.gz"  # two ProfilerSteps: a per-step table
 MEMORY = "kineto/h100_bert_small_inference.json.gz"  # [memory] events: the memory tables have rows
+CUPTI = "kineto/a100_cupti_counters.json.gz"  # cuda_profiler_range events: ``cupti``'s tables
 # Frames that are empty on these traces (no bandwidth counter; no step limits the per-step view...).
 MAY_BE_EMPTY = {"counters.bandwidth", "whatif.errors"}
-UNITS = ("ns", "us", "ms", "s", "pct", "gbps", "bytes")
+UNITS = ("ns", "us", "ms", "s", "pct", "gbps", "bytes", "flops")
 # Names that hold no time and no share: identities, labels, counts, sizes.
 UNITLESS = {
     # identities and labels
@@ -40,7 +41,7 @@ UNITLESS = {
     "operators", "pattern", "kernel_ids", "kernels", "window", "title", "notes", "warnings",
     "perfetto_ui", "max_total_rank", "waited_for_rank", "path", "side", "a", "b",
     "group", "straggler", "cause", "cause_ops", "change", "speedup", "position", "findings",
-    "call", "waited_for", "replay", "annotation", "op",
+    "call", "waited_for", "replay", "annotation", "op", "kernel", "top_op", "bottom_op",
     # counts and sizes
     "count", "count_a", "count_b", "delta_count", "ops", "gaps", "cpu_ops", "runtime_calls",
     "memcpys", "memsets", "profiler_steps", "step", "steps", "launched_ops", "unlaunched_ops",
@@ -133,6 +134,7 @@ def commands(tmp: Path) -> dict[str, list[str]]:
         "report (memory)": ["report", str(shared_trace(MEMORY))],
         "counters (memory)": ["counters", str(shared_trace(MEMORY)), str(tmp / "m.json"),
                               "--series", "memory"],
+        "cupti": ["cupti", str(shared_trace(CUPTI))],
         "whatif": ["whatif", src, "--scale", "comp=0.5"],
         "collectives": ["collectives", str(shared_trace(JOB))],
         "collectives --by rank": ["collectives", str(shared_trace(JOB)), "--by", "rank"],
@@ -200,6 +202,8 @@ def frames(tmp_path_factory) -> dict[str, pd.DataFrame]:
                                                progress=False).memory
     out |= {f"report({title})": df for title, df in traceaug.report(memory, progress=False).items()
             if title.startswith("Memory")}
+    out |= {f"cupti[{title}]": df for title, df in traceaug.cupti(shared_trace(CUPTI),
+                                                                  progress=False).items()}
     found = traceaug.patterns(src, tmp / "p.json", progress=False)
     out |= {"patterns": found.patterns, "occurrences": found.occurrences}
     path, summary = traceaug.critical_path(src, progress=False)

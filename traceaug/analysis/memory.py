@@ -151,9 +151,9 @@ def _holders(ev: Columns, rows: np.ndarray, peak: int, annotation: list, op: lis
 
 def compute(trace: Trace, holders: bool = True, step: int | None = None, whole: bool = False) -> dict:
     """``steps``: per device and step, the peak allocated and reserved bytes, when allocated peaked (ns
-    after the step's start; step None, the whole trace: the first event's), the events in the step; ``holders``: what held
-    the memory at each peak; ``tracks``. Empty tables and a ``note`` for a trace without ``[memory]``
-    events. ``step``: that ProfilerStep alone; ``whole``: one window over each device's events."""
+    after the step's start; step None, the whole trace: after the first event), the events in the step;
+    ``holders``: what held the memory at each peak; ``tracks``. Empty tables and a ``note`` for a trace
+    without ``[memory]`` events. ``step``: that ProfilerStep alone; ``whole``: one window per device."""
     ev = events(trace)
     out: dict = {"tracks": tracks(ev), "note": "" if len(ev["ts"]) else NONE_TEXT}
     annotation, op = _owners(trace, ev["parent"]) if holders and len(ev["ts"]) else ([], [])

@@ -28,6 +28,7 @@ CPU_OP_CATEGORIES = frozenset({"cpu_op", "Operator"})
 ANNOTATION_CATEGORIES = frozenset({"user_annotation", "gpu_user_annotation"})
 SYNC_CATEGORIES = frozenset({"cuda_sync"})
 MEMORY_CATEGORIES = frozenset({"cpu_instant_event"})  # Kineto's [memory] events (profile_memory=True)
+CUPTI_CATEGORIES = frozenset({"cuda_profiler_range"})  # CUPTI range-profiler metrics, one event a kernel
 
 # Runtime calls "gpu" and "ops" leave out: they query, check or wait, never enqueue GPU work (no GPU op shares
 # their correlation id). The "sync" kind keeps them: the critical path follows the waits.
@@ -101,6 +102,9 @@ KINDS: dict[str, LoadKind] = {k.name: k for k in (
     LoadKind("gpu", GPU_ONLY_CATEGORIES | MEMORY_CATEGORIES, HOST_ONLY_CALLS),  # counters
     # memory (analysis.memory): the [memory] events and the CPU ops and annotations that made them
     LoadKind("memory", CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES | MEMORY_CATEGORIES, skim=True),
+    # cupti (analysis.cupti): the ranges with all their metrics, the launches and the ops around them
+    LoadKind("cupti", CUPTI_CATEGORIES | RUNTIME_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS,
+             whole_args=CUPTI_CATEGORIES, skim=True),
     # kernels, gaps, breakdown, launches, report (analysis.gpu_steps): "gpu", skimmed
     LoadKind("gpu_steps", GPU_ONLY_CATEGORIES, HOST_ONLY_CALLS, skim=True),
     # kernels without --step (analysis.kernels.load_kind): the GPU ops alone, no launches, skimmed

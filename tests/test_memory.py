@@ -37,7 +37,8 @@ def raw_memory(path: Path) -> tuple[list[dict], list[tuple[str, int, int]], list
                            "reserved": a["Total Reserved"], "addr": a["Addr"]})
         elif e.get("ph") == "X" and e.get("cat") in ("user_annotation", "cpu_op") \
                 and str(e.get("name", "")).startswith("ProfilerStep#"):  # the CPU's step, not the GPU's
-            steps.append((int(e["name"].removeprefix("ProfilerStep#")), ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])))
+            start = ns(e["ts"])
+            steps.append((int(e["name"].removeprefix("ProfilerStep#")), start, start + ns(e["dur"])))
         elif e.get("ph") == "X" and e.get("cat") == "cpu_op":
             ops.append({"thread": (e["pid"], e["tid"]), "start": ns(e["ts"]),
                         "end": ns(e["ts"]) + ns(e["dur"]), "name": e["name"]})

@@ -21,9 +21,7 @@ FLOPS = {f"smsp__sass_thread_inst_executed_op_{p}{op}_pred_on.sum": (name, 2 if 
          for name, p in PRECISIONS.items() for op in ("fma", "mul", "add")}
 DURATION = "gpu__time_duration.sum"  # ns, when recorded: gives the throughput
 DRAM_BYTES = ("dram__bytes_read.sum", "dram__bytes_write.sum")  # bytes, when recorded
-NONE_TEXT = ("no cuda_profiler_range events in the trace (record CUPTI metrics with "
-             "torch.profiler._ExperimentalConfig(profiler_metrics=[...], "
-             "profiler_measure_per_kernel=True))")
+NONE_TEXT = "no cuda_profiler_range events (CUPTI range-profiler metrics) in the trace"
 
 
 def _ranges(trace: Trace) -> tuple[Columns, dict[str, np.ndarray]]:

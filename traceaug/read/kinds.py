@@ -106,7 +106,7 @@ KINDS: dict[str, LoadKind] = {k.name: k for k in (
     LoadKind("cupti", CUPTI_CATEGORIES | RUNTIME_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS,
              whole_args=CUPTI_CATEGORIES, skim=True),
     # kernels, gaps, breakdown, launches, report (analysis.gpu_steps): "gpu", skimmed
-    LoadKind("gpu_steps", GPU_ONLY_CATEGORIES, HOST_ONLY_CALLS, skim=True),
+    LoadKind("gpu_steps", GPU_ONLY_CATEGORIES | MEMORY_CATEGORIES, HOST_ONLY_CALLS, skim=True),
     # kernels without --step (analysis.kernels.load_kind): the GPU ops alone, no launches, skimmed
     LoadKind("gpu_ops", GPU_OP_CATEGORIES, skim=True),
     LoadKind("ops", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS),  # diff

@@ -29,7 +29,8 @@ def report_sections(parts: dict) -> list[tuple[str, Columns]]:
     """``report``'s memory tables from each rank's ``memory.rank_part``, or a note when no rank has
     ``[memory]`` events."""
     if not parts or not any(len(p["steps"]["device"]) for p in parts.values()):
-        return _note(NONE_TEXT)
+        return _note(NONE_TEXT if all(p["note"] for p in parts.values()) else
+                     "no [memory] event in or before the step chosen")
     return [(PEAKS, _ranked(parts, "steps")), (HOLDERS, _ranked(parts, "holders"))]
 
 

@@ -163,3 +163,15 @@ def test_report_and_diff_memory_sections(tmp_path: Path) -> None:
          max(v[0] for k, v in raw_b.items() if k[0] == "cuda:0"))
     text = run_cli("counters", str(plain), str(tmp_path / "out.json"), "--series", "memory")
     assert memory.NONE_TEXT in text.stdout
+
+
+def test_the_report_page_has_the_memory_tables(tmp_path: Path) -> None:
+    """``report --html``: the peaks and holders among the page's tables."""
+    page = tmp_path / "report.html"
+    done = run_cli("report", str(shared_trace(TRACES[1])), "--html", str(page))
+    assert done.returncode == 0, done.stderr
+    text = page.read_text()
+    events, steps, _ = raw_memory(shared_trace(TRACES[1]))
+    peak = raw_peaks(events, steps)[("cuda:0", steps[0][0])][0]
+    assert "Memory: what holds it at the peak" in text and memory.BEFORE in text
+    assert f">{peak:,}<" in text

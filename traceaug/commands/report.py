@@ -72,7 +72,8 @@ def compute(call: Call) -> list | tuple:
     del colls
     ranks = tables(found)
     title = f"traceaug report: {paths.name_of(call['trace'])}"
-    return write_report(ranks, out, call["step"], call["top"], title=title, job=job), len(ranks)
+    return write_report(ranks, out, call["step"], call["top"], title=title, job=job,
+                        tables=memory_sections(call)), len(ranks)
 
 
 def show(result, call: Call) -> None:

@@ -163,6 +163,9 @@ def test_report_and_diff_memory_sections(tmp_path: Path) -> None:
          max(v[0] for k, v in raw_b.items() if k[0] == "cuda:0"))
     text = run_cli("counters", str(plain), str(tmp_path / "out.json"), "--series", "memory")
     assert memory.NONE_TEXT in text.stdout
+    page = tmp_path / "diff.html"
+    assert run_cli("diff", str(qwen), str(bert), "--html", str(page)).returncode == 0
+    assert "Memory: peak, A vs B" in page.read_text() and memory.BEFORE in page.read_text()
 
 
 def test_the_report_page_has_the_memory_tables(tmp_path: Path) -> None:

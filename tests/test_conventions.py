@@ -27,9 +27,11 @@ TRACE = "kineto/a100_simple_add_cuda_sync.json.gz"  # 3 streams, steps, syncs: e
 JOB = "kineto/jobs/dlrm_v100_8ranks"  # every rank of a job: its collectives
 PAIR = ("kineto/diff/h100_runs/a/trace.json.gz", "kineto/diff/h100_runs/b/trace.json.gz")
 STEPS = "kineto/diff/tiny_base/base.json.gz"  # two ProfilerSteps: a per-step table
+MEMORY = "kineto/h100_bert_small_inference.json.gz"  # [memory] events: the memory tables have rows
+CUPTI = "kineto/a100_cupti_counters.json.gz"  # cuda_profiler_range events: ``cupti``'s tables
 # Frames that are empty on these traces (no bandwidth counter; no step limits the per-step view...).
 MAY_BE_EMPTY = {"counters.bandwidth", "whatif.errors"}
-UNITS = ("ns", "us", "ms", "s", "pct", "gbps")
+UNITS = ("ns", "us", "ms", "s", "pct", "gbps", "bytes", "flops")
 # Names that hold no time and no share: identities, labels, counts, sizes.
 UNITLESS = {
     # identities and labels
@@ -39,7 +41,7 @@ UNITLESS = {
     "operators", "pattern", "kernel_ids", "kernels", "window", "title", "notes", "warnings",
     "perfetto_ui", "max_total_rank", "waited_for_rank", "path", "side", "a", "b",
     "group", "straggler", "cause", "cause_ops", "change", "speedup", "position", "findings",
-    "call", "waited_for", "replay",
+    "call", "waited_for", "replay", "annotation", "op", "kernel", "top_op", "bottom_op",
     # counts and sizes
     "count", "count_a", "count_b", "delta_count", "ops", "gaps", "cpu_ops", "runtime_calls",
     "memcpys", "memsets", "profiler_steps", "step", "steps", "launched_ops", "unlaunched_ops",
@@ -47,7 +49,7 @@ UNITLESS = {
     "bytes", "edges", "nodes", "skipped_backwards", "iters", "gpus",
     "per_iter_instances", "mean_queued", "max_queued", "seq", "start", "instance", "first_op",
     "gpu_pid", "cpu_pid", "cpu_tid", "pid", "tid", "value", "events", "collectives",
-    "straggler_count", "inferred",
+    "straggler_count", "inferred", "allocations",
     # a job's verdict (``job_verdict``): ranks, counts, its text
     "first_rank", "last_rank", "most_lost_rank", "arrived_last", "waiting_ranks", "verdict", "text",
     "p_value",  # a probability (diff: Mann–Whitney U over the per-step times)
@@ -132,6 +134,10 @@ def commands(tmp: Path) -> dict[str, list[str]]:
         "critical-path": ["critical-path", src, str(tmp / "cp.json")],
         "diff": ["diff", a, b],
         "diff --fail-on-regression": ["diff", a, b, "--fail-on-regression", "1000"],
+        "report (memory)": ["report", str(shared_trace(MEMORY))],
+        "counters (memory)": ["counters", str(shared_trace(MEMORY)), str(tmp / "m.json"),
+                              "--series", "memory"],
+        "cupti": ["cupti", str(shared_trace(CUPTI))],
         "whatif": ["whatif", src, "--scale", "comp=0.5"],
         "collectives": ["collectives", str(shared_trace(JOB))],
         "collectives --by rank": ["collectives", str(shared_trace(JOB)), "--by", "rank"],
@@ -151,7 +157,7 @@ def test_every_csv_and_json_column_says_its_unit(outputs) -> None:
     for (command, fmt), text in outputs.items():
         if fmt == "csv":
             names, cells = csv_names(text)
-            if command in ("counters", "critical-path"):  # long form: metric names are values too
+            if command.split()[0] in ("counters", "critical-path"):  # long form: metrics are values too
                 rows = list(csv.DictReader(io.StringIO(text)))
                 names |= {r["metric"] for r in rows if "metric" in r}
             found = MISSING_TEXTS & set(cells)
@@ -208,6 +214,13 @@ def frames(tmp_path_factory) -> dict[str, pd.DataFrame]:
                 getattr(traceaug, name)(steps, progress=False).items()}
     res = traceaug.counters(src, tmp / "c.json", progress=False)
     out |= {"counters.queue": res.queue, "counters.bandwidth": res.bandwidth}
+    memory = shared_trace(MEMORY)
+    out["counters.memory"] = traceaug.counters(memory, tmp / "m.json", series=("memory",),
+                                               progress=False).memory
+    out |= {f"report({title})": df for title, df in traceaug.report(memory, progress=False).items()
+            if title.startswith("Memory")}
+    out |= {f"cupti[{title}]": df for title, df in traceaug.cupti(shared_trace(CUPTI),
+                                                                  progress=False).items()}
     found = traceaug.patterns(src, tmp / "p.json", progress=False)
     out |= {"patterns": found.patterns, "occurrences": found.occurrences}
     path, summary = traceaug.critical_path(src, progress=False)

@@ -79,7 +79,7 @@ def test_readme_has_samples() -> None:
     commands = {shlex.split(command)[1] for command, _ in SAMPLES}
     assert commands >= {"counters", "critical-path", "whatif", "diff", "patterns", "kernels", "gaps",
                         "breakdown", "launches", "report", "open", "convert", "summary", "info",
-                        "query", "collectives", "stragglers"}
+                        "query", "collectives", "stragglers", "cupti"}
 
 
 @pytest.mark.parametrize(("command", "lines"), SAMPLES, ids=[c for c, _ in SAMPLES])

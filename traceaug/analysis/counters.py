@@ -19,7 +19,7 @@ HTA_LAUNCHES = (
     "cudaMemcpyAsync", "cudaMemsetAsync", "hipLaunchKernel", "hipExtModuleLaunchKernel",
     "hipMemcpyAsync", "hipMemsetAsync", "hipMemcpyWithStream",
 )
-SERIES = ("queue", "bandwidth")
+SERIES = ("queue", "bandwidth", "memory")
 
 
 def _empty_series() -> Columns:
@@ -263,6 +263,11 @@ def compute(trace: Trace, series: tuple[str, ...] = SERIES, style: str = "tracea
         copies["bytes"] = np.nan_to_num(_numeric(copies["bytes"])).astype(np.int64)
         base = memory_bandwidth(trace) if style == "hta" else b
         out["bandwidth_summary"] = bandwidth_summary(base, copies, end)
+    if "memory" in series and style != "hta":  # per device (no holders: the load has no CPU ops)
+        from .memory import compute as memory
+
+        found = memory(trace, holders=False)
+        out["memory"], out["memory_summary"] = found["tracks"], found["steps"]
     return out
 
 

@@ -110,7 +110,21 @@ def diff(call: Call) -> DiffResult:
         raise TraceaugError("--trace merges one pair of traces: choose a rank with --rank")
     work = Work("ops", diff_rank, {"compare": {k: call[k] for k in COMPARE}, "trace_out": out},
                 parts.open_pair)
-    return DiffResult(ranks=list(run(work, items, call.job).values()), unmatched=unmatched)
+    return DiffResult(ranks=list(run(work, items, call.job).values()), unmatched=unmatched,
+                      memory=memory_sections(call, items))
+
+
+def memory_sections(call: Call, items: list[Item]) -> list:
+    """Each pair's memory peak and holders in A and in B (``analysis.memory``: ``--step``, else the
+    whole trace), from a light read of each side of its own."""
+    from ..analysis.memory import rank_part
+    from ..render.memory_text import diff_sections
+
+    work = Work("memory", parts.apply, {"fn": rank_part, "step": call["step"], "whole": True,
+                                        "top": call["top"]})
+    a, b = (run(work, [Item(i.rank, f(i)) for i in items], call.job)
+            for f in (lambda i: i.file, lambda i: i.other))
+    return diff_sections(a, b)
 
 
 def prepare(call: Call) -> None:

@@ -30,6 +30,18 @@ def _job(found: list | None, ranks: list, call: Call, top: int | None) -> list[t
 OVERVIEW = "verdict and findings"
 
 
+def memory_sections(call: Call) -> list[tuple[str, dict]]:
+    """The memory sections (``analysis.memory``), from a light read of each rank of its own: the
+    ``[memory]`` events and the CPU ops and annotations around them."""
+    from ..analysis.memory import rank_part
+    from ..job import parts
+    from ..job.run import Work
+    from ..render.memory_text import report_sections
+
+    work = Work("memory", parts.apply, {"fn": rank_part, "step": call["step"], "top": call["top"]})
+    return report_sections(call.run(work, None))
+
+
 def text_part(g, in_job: bool, step: int | None, top: int) -> dict:
     """A rank's part of the terminal report: its tables (``analysis.report.part``) and what the
     verdict and findings need (``findings.overview_part``)."""
@@ -52,7 +64,7 @@ def compute(call: Call) -> list | tuple:
         seen = overview({k: [p["overview"][k] for p in parts] for k in parts[0]["overview"]},
                         call["step"], job=job)
         return [(OVERVIEW, overview_table(seen)), *job,
-                *report.combine([p["text"] for p in parts], call["top"])]
+                *report.combine([p["text"] for p in parts], call["top"]), *memory_sections(call)]
     from ..render.analyses_html import analyses, write_report
 
     found, colls = rank_parts(call, analyses, {"step": call["step"]}, collectives=True)
@@ -60,7 +72,8 @@ def compute(call: Call) -> list | tuple:
     del colls
     ranks = tables(found)
     title = f"traceaug report: {paths.name_of(call['trace'])}"
-    return write_report(ranks, out, call["step"], call["top"], title=title, job=job), len(ranks)
+    return write_report(ranks, out, call["step"], call["top"], title=title, job=job,
+                        tables=memory_sections(call)), len(ranks)
 
 
 def show(result, call: Call) -> None:

@@ -27,6 +27,8 @@ GPU_ONLY_CATEGORIES = GPU_OP_CATEGORIES | RUNTIME_CATEGORIES  # GPU ops and thei
 CPU_OP_CATEGORIES = frozenset({"cpu_op", "Operator"})
 ANNOTATION_CATEGORIES = frozenset({"user_annotation", "gpu_user_annotation"})
 SYNC_CATEGORIES = frozenset({"cuda_sync"})
+MEMORY_CATEGORIES = frozenset({"cpu_instant_event"})  # Kineto's [memory] events (profile_memory=True)
+CUPTI_CATEGORIES = frozenset({"cuda_profiler_range"})  # CUPTI range-profiler metrics, one event a kernel
 
 # Runtime calls "gpu" and "ops" leave out: they query, check or wait, never enqueue GPU work (no GPU op shares
 # their correlation id). The "sync" kind keeps them: the critical path follows the waits.
@@ -97,9 +99,14 @@ class LoadKind:
 KINDS: dict[str, LoadKind] = {k.name: k for k in (
     LoadKind("analysis"),  # every event, the args traceaug's SQL reads, no flows
     LoadKind("full", args=None, flows=True),  # everything, for your own SQL
-    LoadKind("gpu", GPU_ONLY_CATEGORIES, HOST_ONLY_CALLS),  # counters
+    LoadKind("gpu", GPU_ONLY_CATEGORIES | MEMORY_CATEGORIES, HOST_ONLY_CALLS),  # counters
+    # memory (analysis.memory): the [memory] events and the CPU ops and annotations that made them
+    LoadKind("memory", CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES | MEMORY_CATEGORIES, skim=True),
+    # cupti (analysis.cupti): the ranges with all their metrics, the launches and the ops around them
+    LoadKind("cupti", CUPTI_CATEGORIES | RUNTIME_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS,
+             whole_args=CUPTI_CATEGORIES, skim=True),
     # kernels, gaps, breakdown, launches, report (analysis.gpu_steps): "gpu", skimmed
-    LoadKind("gpu_steps", GPU_ONLY_CATEGORIES, HOST_ONLY_CALLS, skim=True),
+    LoadKind("gpu_steps", GPU_ONLY_CATEGORIES | MEMORY_CATEGORIES, HOST_ONLY_CALLS, skim=True),
     # kernels without --step (analysis.kernels.load_kind): the GPU ops alone, no launches, skimmed
     LoadKind("gpu_ops", GPU_OP_CATEGORIES, skim=True),
     LoadKind("ops", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS),  # diff

@@ -243,9 +243,11 @@ STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1400px}"
 
 
 def write_report(ranks: list[dict], path: Path, step: int | None = None, top: int = 10,
-                 title: str = "traceaug report", job: list[tuple[str, Columns]] | None = None) -> int:
+                 title: str = "traceaug report", job: list[tuple[str, Columns]] | None = None,
+                 tables: list[tuple[str, Columns]] = ()) -> int:
     """Write the page atomically from each rank's ``analyses``; returns the number of charts. ``job``: a job's
-    section (``job_sections.job_sections``), drawn first after the overview."""
+    section (``job_sections.job_sections``), drawn first after the overview; ``tables``: more titled
+    tables, after the page's own (the memory sections)."""
     a = by_name(ranks)
     figs = figures(a, top, dict(job or []).get(JOB_NCCL))
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
@@ -263,7 +265,7 @@ def write_report(ranks: list[dict], path: Path, step: int | None = None, top: in
                 ("Gaps per stream", concat(a["stream_gaps"])),
                 ("Launch summary", {k: np.array([r[k] for r in summary],
                                                 dtype=object if k == "rank" else None)
-                                    for k in summary[0]})]
+                                    for k in summary[0]}), *tables]
     parts.append("<h2>Tables</h2>")
     for name, t in sections:
         parts.append(f"<details><summary>{html.escape(name)} ({_rows(t):,} rows)</summary>"

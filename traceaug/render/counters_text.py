@@ -9,13 +9,16 @@ import orjson
 from ..output import json_text, render_columns
 from .sections import shown
 
+SUMMARIES = ("queue_summary", "bandwidth_summary", "memory_summary")
+IDENTITY = {"queue_summary": "stream", "bandwidth_summary": "kind", "memory_summary": "step"}
+
 
 def with_rank(results: list[dict]) -> list[dict]:
     """Each result's summary tables with a leading ``rank`` column."""
     out = []
     for r in results:
         r = dict(r)
-        for key in ("queue_summary", "bandwidth_summary"):
+        for key in SUMMARIES:
             if key in r:
                 table = r[key]
                 r[key] = {"rank": np.full(len(table["device"]), r["rank"], dtype=object), **table}
@@ -28,7 +31,7 @@ def summary_text(results: list[dict], fmt: str) -> str:
     results = with_rank(results)
     tables = {key: {c: np.concatenate([r[key][c] for r in results if key in r])
                     for c in next(r[key] for r in results if key in r)}
-              for key in ("queue_summary", "bandwidth_summary") if any(key in r for r in results)}
+              for key in SUMMARIES if any(key in r for r in results)}
     if fmt == "json":
         data = {k.removesuffix("_summary"): orjson.loads(render_columns(v, "json"))
                 for k, v in tables.items()}
@@ -37,7 +40,7 @@ def summary_text(results: list[dict], fmt: str) -> str:
     if fmt == "csv":  # long form: series, rank, device, key, metric, value
         long: dict[str, list] = {c: [] for c in ("series", "rank", "device", "key", "metric", "value")}
         for key, table in tables.items():
-            ident = "stream" if key == "queue_summary" else "kind"
+            ident = IDENTITY[key]
             for metric in [c for c in table if c not in ("rank", "device", ident)]:
                 n = len(table[metric])
                 long["series"] += [key.removesuffix("_summary")] * n
@@ -48,7 +51,13 @@ def summary_text(results: list[dict], fmt: str) -> str:
         return render_columns(long, "csv") if tables else ""
     parts = []
     titles = {"queue_summary": "Queue length per stream (time-weighted over the trace)",
-              "bandwidth_summary": "Memory bandwidth per copy kind"}
+              "bandwidth_summary": "Memory bandwidth per copy kind",
+              "memory_summary": "Memory per step and device: peak allocated and reserved"}
     for key, table in tables.items():
+        if key == "memory_summary" and not len(table["device"]):
+            from ..analysis.memory import NONE_TEXT
+
+            parts.append(f"Memory: {NONE_TEXT}\n")
+            continue
         parts.append(titles[key] + "\n" + render_columns(shown(table, "table"), "table"))
     return "\n".join(parts)

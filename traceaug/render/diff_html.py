@@ -213,6 +213,8 @@ def write_report(result: DiffResult, path: Path, top: int = 20, split: dict | No
         parts.append(_all_ops(ops))
     if split is not None:
         parts.append(_explain(split, top))
+    for title, table in result.memory:  # render.memory_text.diff_sections
+        parts.append(f"<h2>{html.escape(title)}</h2>{_table(table)}")
     parts.append(f"<script>const PAGE = {PAGE_ROWS};{SCRIPT}</script></body></html>")
     with atomic_output(path, "w") as f:
         f.write(valid_utf8("\n".join(parts)))  # a path not UTF-8 shows its bytes as \xff

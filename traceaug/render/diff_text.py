@@ -11,6 +11,7 @@ import orjson
 from ..analysis.diff import DiffResult, clip
 from ..analysis.tables import Columns, objects
 from ..output import json_text, render_columns
+from . import sections
 from .sections import shown
 
 HEADLINE = (("step_ns", "step time"), ("gpu_busy_ns", "GPU busy"), ("gpu_idle_ns", "GPU idle"),
@@ -68,6 +69,8 @@ def render(result: DiffResult, fmt: str, top: int = 10) -> str:
                            **({"gate": r.gate} if r.gate is not None else {})}
                           for r in result.ranks],
                 "unmatched_ranks": result.unmatched}
+        if result.memory:
+            data["memory"] = orjson.loads(sections.render(result.memory, "json"))
         return json_text(data)
     parts = []
     for side, ranks in result.unmatched.items():
@@ -90,6 +93,8 @@ def render(result: DiffResult, fmt: str, top: int = 10) -> str:
         for title, rows in (("Top regressions", worse), ("Top improvements", better)):
             table = render_columns({c: ops[c][rows] for c in cols}, "table")
             parts.append(f"\n{title} (per step)\n{table}")
+    if result.memory:
+        parts.append("\n" + sections.render(result.memory, "table"))
     return "\n".join(parts)
 
 

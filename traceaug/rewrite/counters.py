@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 QUEUE = "Queue length"  # + " stream <n>", padded to one width: the UI (v52) sorts tracks by lower(name)
 BANDWIDTH = "Bandwidth (GB/s)"  # + " <copy kind>"; short: the UI cuts titles past ~25 characters
+MEMORY = "Memory"  # + " allocated cuda:0" / " reserved cuda:0": bytes ([memory] events)
 
 
 def counter_track_events(result: dict, base_ns: int, style: str) -> list[bytes]:
@@ -34,6 +35,8 @@ def counter_track_events(result: dict, base_ns: int, style: str) -> list[bytes]:
             events += counter_events(result["bandwidth"], base_ns, lambda k: k, "Memcpy BW", True)
         else:
             events += counter_events(result["bandwidth"], base_ns, BANDWIDTH, lambda k: k, False)
+    if "memory" in result:
+        events += counter_events(result["memory"], base_ns, MEMORY, lambda k: k, False)
     return events
 
 

@@ -67,6 +67,8 @@ COLLECTIVE_ARGS = KINETO_ARGS | frozenset({
     "Process Group Ranks", "Seq", "seq",
 })
 COLLECTIVE_OPS = ("record_param_comms", "nccl:", "rccl:")
+# What analysis.efficiency reads of a CPU op: the shapes, types and scalars recorded with record_shapes=True.
+SHAPE_ARGS = KINETO_ARGS | frozenset({"Input Dims", "Input type", "Concrete Inputs"})
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,8 @@ KINDS: dict[str, LoadKind] = {k.name: k for k in (
     LoadKind("job_path", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES
              | SYNC_CATEGORIES, args=SYNC_ARGS | COLLECTIVE_ARGS, whole_args=SYNC_CATEGORIES,
              whole_args_names=COLLECTIVE_OPS, skim=True),
+    # efficiency: GPU ops, their launches and the CPU ops around them with their shapes
+    LoadKind("efficiency", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS, args=SHAPE_ARGS),
 )}
 
 

@@ -13,7 +13,8 @@ DTYPES = {
     "double": (8, "fp64"), "float": (4, "fp32"), "c10::Half": (2, "fp16"), "c10::BFloat16": (2, "bf16"),
     "c10::Float8_e4m3fn": (1, "fp8"), "c10::Float8_e5m2": (1, "fp8"), "c10::Float8_e4m3fnuz": (1, "fp8"),
     "c10::Float8_e5m2fnuz": (1, "fp8"), "signed char": (1, "int8"), "unsigned char": (1, "int8"),
-    "bool": (1, "int8"), "short int": (2, "int16"), "int": (4, "int32"), "long int": (8, "int64"),
+    "bool": (1, "int8"), "short int": (2, "int16"), "int": (4, "int32"), "unsigned int": (4, "int32"),
+    "long int": (8, "int64"), "long": (8, "int64"),
     "c10::complex<float>": (8, "fp32"), "c10::complex<double>": (16, "fp64"),
 }
 # torch ScalarType codes a Concrete Input may give (``_scaled_mm``'s out_dtype).
@@ -208,13 +209,15 @@ def _attention(name: str, inputs: Inputs) -> Model | None:
         q, k, v = ((s[0], s[2], s[1], s[3]) for s in (q, k, v))
     (b, h, sq, dqk), (hkv, skv, dv) = q, (k[1], k[2], v[3])
     text = inputs.scalar(abs(ci))
+    if not text.strip():
+        return None  # not recorded (no Concrete Inputs): causal or not is unknown
     causal = (text.strip() not in ("", "0")) if ci < 0 else _flag(text)
     if causal and sq != skv:
         return None  # a causal mask over unequal lengths: no model
     flops = 2 * b * h * sq * skv * (dqk + dv) * (2 if backward else 1) // (2 if causal else 1)
-    elems = b * (sq * h * dqk + skv * hkv * (dqk + dv) + sq * h * dv)
-    if backward:  # dO read, dQ dK dV written
-        elems += b * (sq * h * dv + sq * h * dqk + skv * hkv * (dqk + dv))
+    elems = b * (sq * h * dqk + skv * hkv * (dqk + dv) + sq * h * dv)  # Q, K, V read, O written
+    if backward:  # Q, K, V, dO read, dQ, dK, dV written
+        elems += b * (sq * h * dqk + skv * hkv * (dqk + dv))
     family = "attention_bwd" if backward else "attention"
     return Model(family, flops, elems * inputs.size(qi), _kind(inputs, qi, "matrix"))
 
@@ -254,6 +257,8 @@ def _reduction(base: str, inputs: Inputs) -> Model | None:
     if x is None:
         return None
     dims = _ints(inputs.scalar(1)) if len(inputs.types) > 1 and inputs.types[1] != "" else None
+    if dims is None and inputs.types[1:2] in (("Scalar",), ("ScalarList",)) and base != "cumsum":
+        return None  # a dim argument whose value was not recorded
     if base == "cumsum":
         out = x
     elif dims is None or not x:
@@ -303,7 +308,10 @@ def _embedding(name: str, inputs: Inputs) -> Model | None:
     w, idx = inputs.tensor(table), inputs.tensor(index)
     if not w or idx is None:
         return None
-    dim = 0 if name == "aten::embedding" else (_ints(inputs.scalar(1)) or [0])[0] % len(w)
+    picked = [0] if name == "aten::embedding" else _ints(inputs.scalar(1))
+    if not picked:
+        return None  # the dim was not recorded
+    dim = picked[0] % len(w)
     row = numel(w) // w[dim] if w[dim] else 0
     moved = numel(idx) * inputs.size(index) + 2 * numel(idx) * row * inputs.size(table)
     return Model("embedding", 0, moved, _kind(inputs, table, "vector"))

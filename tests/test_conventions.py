@@ -27,9 +27,10 @@ TRACE = "kineto/a100_simple_add_cuda_sync.json.gz"  # 3 streams, steps, syncs: e
 JOB = "kineto/jobs/dlrm_v100_8ranks"  # every rank of a job: its collectives
 PAIR = ("kineto/diff/h100_runs/a/trace.json.gz", "kineto/diff/h100_runs/b/trace.json.gz")
 STEPS = "kineto/diff/tiny_base/base.json.gz"  # two ProfilerSteps: a per-step table
+SHAPES = "kineto/h100_qwen05b_inference.json.gz"  # recorded shapes and a known GPU: efficiency's figures
 # Frames that are empty on these traces (no bandwidth counter; no step limits the per-step view...).
 MAY_BE_EMPTY = {"counters.bandwidth", "whatif.errors"}
-UNITS = ("ns", "us", "ms", "s", "pct", "gbps")
+UNITS = ("ns", "us", "ms", "s", "pct", "gbps", "tflops", "tbps")
 # Names that hold no time and no share: identities, labels, counts, sizes.
 UNITLESS = {
     # identities and labels
@@ -51,12 +52,14 @@ UNITLESS = {
     # a job's verdict (``job_verdict``): ranks, counts, its text
     "first_rank", "last_rank", "most_lost_rank", "arrived_last", "waiting_ranks", "verdict", "text",
     "p_value",  # a probability (diff: Mann–Whitney U over the per-step times)
+    # efficiency: an op's model (FLOPs and bytes are counts), its inputs, what bounds it, the peaks' row
+    "flops", "flops_per_byte", "shapes", "dtypes", "family", "families", "bound", "found_by",
 }
 # Times in ns that are a statistic of exact times (a mean, a median, a sum of means), so float64.
 FRACTIONAL_NS = {"mean_ns", "std_ns", "median_ns", "mean_total_ns", "mean_cpu_duration_ns",
                  "mean_launch_delay_ns", "mean_wait_ns", "mean_transfer_ns", "gpu_mean_ns",
                  "transfer_ns", "caused_wait_ns", "lost_per_rank_ns", "nccl_wait_ns",
-                 "nccl_transfer_ns"}
+                 "nccl_transfer_ns", "roofline_ns"}
 # Times not in ns, each for a reason: histogram bin edges in µs (log-spaced, as they print); a whole
 # trace's duration and counter times in ms; diff's per-step averages in ms.
 OTHER_UNITS = {"lo_us", "hi_us", "duration_ms", "full_ms", "busy_ms", "step_ms", "gpu_busy_ms",
@@ -133,6 +136,7 @@ def commands(tmp: Path) -> dict[str, list[str]]:
         "collectives": ["collectives", str(shared_trace(JOB))],
         "collectives --by rank": ["collectives", str(shared_trace(JOB)), "--by", "rank"],
         "stragglers": ["stragglers", str(shared_trace(JOB))],
+        "efficiency": ["efficiency", str(shared_trace(SHAPES))],
     }
 
 
@@ -205,6 +209,8 @@ def frames(tmp_path_factory) -> dict[str, pd.DataFrame]:
             "collectives(by=rank)": traceaug.collectives(job, by="rank", progress=False),
             "stragglers": traceaug.stragglers(job, progress=False)}
     out["stragglers.attrs[verdict]"] = pd.DataFrame(out["stragglers"].attrs["verdict"])
+    eff = traceaug.efficiency(shared_trace(SHAPES), progress=False)
+    out |= {f"efficiency.{k}": getattr(eff, k) for k in ("groups", "families", "steps")}
     return out
 
 

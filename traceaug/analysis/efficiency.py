@@ -29,11 +29,12 @@ WITH RECURSIVE up(correlation, at) AS (
 SELECT up.correlation, up.at AS op FROM up JOIN slice s ON s.id = up.at
 WHERE s.category IN ('cpu_op', 'Operator')
 """
+OPS_SQL = "SELECT id, name, COALESCE(arg_set_id, -1) AS arg_set_id FROM slice WHERE id IN ({ids})"
+# The shapes of those ops, once per arg set (ops of one name and shapes share their arg set).
 ARGS_SQL = """
-SELECT s.id, s.name, a.key, a.int_value, a.string_value FROM slice s
-LEFT JOIN args a ON a.arg_set_id = s.arg_set_id AND (a.key GLOB 'args.Input Dims*'
-  OR a.key GLOB 'args.Input type*' OR a.key GLOB 'args.Concrete Inputs*')
-WHERE s.id IN ({ids}) ORDER BY s.id
+SELECT arg_set_id, key, int_value, string_value FROM args
+WHERE arg_set_id IN (SELECT DISTINCT arg_set_id FROM slice WHERE id IN ({ids}))
+  AND (key GLOB 'args.Input Dims*' OR key GLOB 'args.Input type*' OR key GLOB 'args.Concrete Inputs*')
 """
 TF32 = re.compile(r"tf32|tensorop_s\d+gemm")  # kernels running FP32 GEMMs on TF32 tensor cores
 KEY = re.compile(r"args\.(Input Dims|Input type|Concrete Inputs)((?:\[\d+\])+)$")
@@ -58,28 +59,39 @@ def _listed(tree: object) -> object:
             for i in range(max(tree) + 1)] if tree else []
 
 
-def read_inputs(rows: Columns) -> dict[int, tuple[str, Inputs | None]]:
-    """Each op's name and recorded inputs (None: no ``Input Dims`` recorded) from its arg rows."""
-    out: dict[int, tuple[str, Inputs | None]] = {}
-    ops: dict[int, tuple[str, dict]] = {}
-    for op, name, key, iv, sv in zip(*(rows[c].tolist() for c in ("id", "name", "key", "int_value",
-                                                                   "string_value")), strict=True):
-        fields = ops.setdefault(op, (name, {}))[1]
-        m = KEY.match(key) if isinstance(key, str) else None
+def read_inputs(rows: Columns) -> dict[int, Inputs]:
+    """Each arg set's recorded inputs (only sets with ``Input Dims``) from its arg rows."""
+    out: dict[int, Inputs] = {}
+    sets: dict[int, dict] = {}
+    for arg_set, key, iv, sv in zip(*(rows[c].tolist() for c in ("arg_set_id", "key", "int_value",
+                                                                  "string_value")), strict=True):
+        m = KEY.match(key)
         if m:
             path = [int(x) for x in re.findall(r"\d+", m.group(2))]
-            _nest(fields.setdefault(m.group(1), {}), path, sv if isinstance(sv, str) else iv)
-    for op, (name, fields) in ops.items():
+            _nest(sets.setdefault(arg_set, {}).setdefault(m.group(1), {}), path,
+                  sv if isinstance(sv, str) else iv)
+    for arg_set, fields in sets.items():
         if "Input Dims" not in fields:
-            out[op] = (name, None)
             continue
         types = [t if isinstance(t, str) else "" for t in _listed(fields.get("Input type", {}))]
         scalars = [s if isinstance(s, str) else str(s) for s in _listed(fields.get("Concrete Inputs", {}))]
         dims_tree = fields["Input Dims"]
         dims = [_listed(dims_tree[i]) if isinstance(dims_tree.get(i), dict) else None
                 for i in range(max(len(types), max(dims_tree) + 1))]
-        out[op] = (name, Inputs(tuple(dims), tuple(types), tuple(scalars)))
+        out[arg_set] = Inputs(tuple(dims), tuple(types), tuple(scalars))
     return out
+
+
+def _modelled(name: str, inputs: Inputs | None, tf32: bool, launched: bool) -> tuple:
+    """An op's name, shapes, dtypes, family, FLOPs, bytes and peak kind (-1, "": no model); an FP32 GEMM
+    whose kernels are TF32 ones runs against TF32's peak."""
+    found: Model | None = model(name, inputs) if inputs is not None else None
+    if found is not None and found.kind == "fp32_matrix" and tf32:
+        found = Model(found.family, found.flops, found.bytes, "tf32_matrix")
+    shapes, dtypes = _shape_text(inputs)
+    family = found.family if found else (NO_SHAPES if inputs is None and launched else NO_MODEL)
+    return (name, shapes, dtypes, family, found.flops if found else -1, found.bytes if found else -1,
+            found.kind if found else "")
 
 
 def _shape_text(inputs: Inputs | None) -> tuple[str, str]:
@@ -118,7 +130,11 @@ def op_rows(trace: Trace) -> tuple[Columns, Columns]:
     launcher = np.array([by_corr.get(c, -1) if ops["launched"][i] else -1 for i, c in enumerate(corr)],
                         dtype=np.int64)
     ids = sorted(set(launcher.tolist()) - {-1})
-    named = read_inputs(trace.columns(ARGS_SQL.format(ids=", ".join(map(str, ids))))) if ids else {}
+    listed = ", ".join(map(str, ids))
+    named = trace.columns(OPS_SQL.format(ids=listed)) if ids else {"id": np.zeros(0)}
+    op_set = dict(zip(named["id"].tolist(), zip(*(named[c].tolist() for c in ("name", "arg_set_id"))),
+                      strict=True))
+    inputs_of = read_inputs(trace.columns(ARGS_SQL.format(ids=listed))) if ids else {}
     # A GPU op nothing launched is its own row (keyed by a negative number).
     key = np.where(launcher >= 0, launcher, -1 - np.arange(len(launcher)))
     order = np.lexsort((ops["ts"], key))
@@ -130,15 +146,13 @@ def op_rows(trace: Trace) -> tuple[Columns, Columns]:
     tf32 = np.array([seen.setdefault(n, bool(TF32.search(n))) for n in ops["name"].tolist()], dtype=bool)
     tf32_key = set(key[tf32].tolist())
     out: dict[str, list] = {c: [] for c in ("name", "shapes", "dtypes", "family", "flops", "bytes", "kind")}
+    made: dict[tuple, tuple] = {}  # (name, arg set, TF32 kernels) -> the row's values, made once
     for k in key[rows].tolist():
-        name, inputs = named.get(k, (NO_OP, None))
-        found: Model | None = model(name, inputs) if inputs is not None else None
-        if found is not None and found.kind == "fp32_matrix" and k in tf32_key:
-            found = Model(found.family, found.flops, found.bytes, "tf32_matrix")
-        shapes, dtypes = _shape_text(inputs)
-        family = found.family if found else (NO_SHAPES if inputs is None and k >= 0 else NO_MODEL)
-        for c, v in zip(out, (name, shapes, dtypes, family, found.flops if found else -1,
-                              found.bytes if found else -1, found.kind if found else ""), strict=True):
+        name, arg_set = op_set.get(k, (NO_OP, -1))
+        at = (name, arg_set, k in tf32_key, k >= 0)
+        if at not in made:
+            made[at] = _modelled(name, inputs_of.get(arg_set), *at[2:])
+        for c, v in zip(out, made[at], strict=True):
             out[c].append(v)
     columns = {"device": ops["device"][rows].astype(np.int64), "stream": ops["stream"][rows].astype(np.int64),
                "ts": ops["ts"][rows], "end": end, "gpu_ns": gpu_ns.astype(np.int64),

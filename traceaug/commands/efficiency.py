@@ -40,6 +40,23 @@ def _api(results: list[dict], call: Call) -> Efficiency:
     return Efficiency(*frames, notes, [Path(r["out"]) for r in results if r["out"]])
 
 
+def _options(call: Call) -> dict:
+    return {"peaks": call["peaks_file"], "top": call["top"]}
+
+
+_rewrite = rewriters.compute("efficiency", _options)
+
+
+def compute(call: Call) -> list[dict]:
+    """With OUT, the rewriter; without, the tables alone from a skimmed load (every rank's)."""
+    if call.get("dst") is not None:
+        return _rewrite(call)
+    from ..rewrite import efficiency, pipeline
+
+    return pipeline.results(efficiency.TABLES, pipeline.targets(call["src"], None, call.files("src")),
+                            _options(call), call.job)
+
+
 def prepare(call: Call) -> None:
     """OUT is optional (no OUT: the tables only)."""
     if call["dst"] is None:
@@ -61,5 +78,5 @@ COMMAND = rewriters.command(
      option("--keep-bytes", is_flag=True,
             help="Keep every original byte. By default events the Perfetto UI would drop "
                  "(partly overlapping, on negative thread ids) are moved so that it shows them.")),
-    lambda call: {"peaks": call["peaks_file"], "top": call["top"]}, api=_api,
-    load_kind="efficiency", prepare=prepare)
+    _options, api=_api, load_kind="efficiency", prepare=prepare, compute=compute,
+    kind=lambda p: "efficiency" if p.get("dst") is not None else "efficiency_tables")

@@ -119,8 +119,11 @@ KINDS: dict[str, LoadKind] = {k.name: k for k in (
     LoadKind("job_path", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES
              | SYNC_CATEGORIES, args=SYNC_ARGS | COLLECTIVE_ARGS, whole_args=SYNC_CATEGORIES,
              whole_args_names=COLLECTIVE_OPS, skim=True),
-    # efficiency: GPU ops, their launches and the CPU ops around them with their shapes
+    # efficiency: GPU ops, their launches and the CPU ops around them with their shapes; without OUT
+    # (the tables alone) the other events are cut unparsed
     LoadKind("efficiency", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS, args=SHAPE_ARGS),
+    LoadKind("efficiency_tables", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS,
+             args=SHAPE_ARGS, skim=True),
 )}
 
 

@@ -91,3 +91,4 @@ def rewrite(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
 
 
 REWRITER = Rewriter("efficiency", "efficiency", rewrite)
+TABLES = Rewriter("efficiency", "efficiency_tables", rewrite)  # no OUT: a skimmed load (read.kinds)

@@ -120,7 +120,8 @@ def device_peaks(trace: Trace, peaks_file: str | None) -> tuple[dict[int, Peak |
 
 def op_rows(trace: Trace) -> tuple[Columns, Columns]:
     """One row per launching CPU op (and one per GPU op nothing launched): device, stream, ts, end, gpu_ns,
-    step, name, shapes, dtypes, family, flops, bytes, kind; and the steps (``gpu_steps``)."""
+    step, name, shapes, dtypes, family, flops, bytes, kind, ``launcher`` (the CPU op's slice id; -1: none);
+    and the steps (``gpu_steps``)."""
     g = gpu_ops(trace, trace.rank)
     ops = g.ops
     trace.include("traceaug.gpu")
@@ -158,8 +159,25 @@ def op_rows(trace: Trace) -> tuple[Columns, Columns]:
                "ts": ops["ts"][rows], "end": end, "gpu_ns": gpu_ns.astype(np.int64),
                "step": ops["step"][rows], "name": np.array(out["name"], dtype=object),
                **{c: np.array(out[c], dtype=object) for c in ("shapes", "dtypes", "family", "kind")},
-               **{c: np.array(out[c], dtype=np.float64) for c in ("flops", "bytes")}}
+               **{c: np.array(out[c], dtype=np.float64) for c in ("flops", "bytes")},
+               "launcher": np.where(key[rows] >= 0, key[rows], -1)}
     return columns, g.steps
+
+
+def at_roofline(trace: Trace, pct: float, correlation: np.ndarray) -> np.ndarray:
+    """Per GPU op (by its ``correlation``): the factor on its time that brings the CPU op that launched it to
+    ``pct`` % of its roofline (every GPU op it launched scaled alike); 1 where that is no faster, where the
+    op has no model or its device no peaks (``whatif --roofline``)."""
+    rows, _ = op_rows(trace)
+    roof = roofline(rows, device_peaks(trace, None)[0])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        wanted = roof["roofline_ns"] / (pct / 100.0) / rows["gpu_ns"]
+    factor = np.where(np.isnan(wanted), 1.0, np.minimum(wanted, 1.0))
+    by_launcher = dict(zip(rows["launcher"].tolist(), factor.tolist(), strict=True))
+    link = trace.columns(LAUNCHER_SQL)
+    by_corr = {c: by_launcher.get(op, 1.0) for c, op in zip(link["correlation"].tolist(), link["op"].tolist(),
+                                                             strict=True)}
+    return np.array([by_corr.get(c, 1.0) for c in correlation.tolist()], dtype=np.float64)
 
 
 def roofline(rows: Columns, peaks: dict[int, Peak | None]) -> Columns:

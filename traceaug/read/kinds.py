@@ -107,6 +107,9 @@ KINDS: dict[str, LoadKind] = {k.name: k for k in (
     LoadKind("ops", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS),  # diff
     LoadKind("sync", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES
              | SYNC_CATEGORIES, args=SYNC_ARGS, whole_args=SYNC_CATEGORIES),  # critical path
+    # whatif --roofline: the critical path's events and the CPU ops' shapes (analysis.efficiency)
+    LoadKind("sync_shapes", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES
+             | SYNC_CATEGORIES, args=SYNC_ARGS | SHAPE_ARGS, whole_args=SYNC_CATEGORIES),
     # patterns: CPU-side annotations too (``--operator`` may name one, as HTA's does)
     LoadKind("patterns", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | {"user_annotation"},
              HOST_ONLY_CALLS | NO_LAUNCH_CALLS, args=PATTERNS_ARGS),

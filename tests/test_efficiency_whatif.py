@@ -55,3 +55,36 @@ def test_whatif_roofline_row() -> None:
     assert row["predicted_ns"] <= row["baseline_ns"] and row["step"] == 6
     bad = CliRunner().invoke(main, ["whatif", str(shared_trace(QWEN)), "--roofline", "0"])
     assert bad.exit_code == 2
+
+
+def test_critical_path_lane_marks_gemms_with_their_roofline(tmp_path) -> None:
+    """The "Critical path" lane's GPU segments carry the % of roofline of the op that launched them: each
+    GEMM kernel's is one of the aten::mm / addmm instances' max(2·M·N·K(+M·N) / 989.5 TFLOP/s, bytes / 3.35
+    TB/s) over that instance's GPU time (its kernels and memsets in the raw JSON), × 100."""
+    events = [e for e in orjson.loads(gzip.decompress(shared_trace(QWEN).read_bytes()))["traceEvents"]
+              if e.get("ph") == "X"]
+    gpu = defaultdict(int)
+    for e in events:
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            gpu[e["args"]["correlation"]] += round(e["dur"] * 1000)
+    calls = [e for e in events if e.get("cat") == "cuda_runtime" and e["args"].get("correlation") in gpu]
+    want = set()
+    for op in (e for e in events if e.get("name") in ("aten::mm", "aten::addmm")):
+        d = op["args"]["Input Dims"]
+        bias = op["name"] == "aten::addmm"
+        (m, k), (_, n) = (d[1], d[2]) if bias else (d[0], d[1])
+        flops = 2 * m * n * k + (m * n if bias else 0)
+        moved = (m * k + k * n + m * n + (n if bias else 0)) * 2
+        ns = sum(gpu[c["args"]["correlation"]] for c in calls
+                 if c["tid"] == op["tid"] and op["ts"] <= c["ts"] <= op["ts"] + op["dur"])
+        want.add(round(max(flops / 989.5e3, moved / 3350) / ns * 100, 2))
+    out = tmp_path / "cp.json.gz"
+    res = CliRunner().invoke(main, ["critical-path", str(shared_trace(QWEN)), str(out)])
+    assert res.exit_code == 0, res.output
+    lane = [e for e in orjson.loads(gzip.decompress(out.read_bytes()))["traceEvents"]
+            if e.get("cat") == "critical_path" and e.get("ph") == "b"]
+    gemms = [e["args"] for e in lane if "gemm" in e["name"] and e["args"]["category"] == "gpu_compute"]
+    marked = [a for a in gemms if "roofline_pct" in a]  # the rest: kernels whose launch the trace lacks
+    assert len(marked) > len(gemms) / 2
+    assert all(a["roofline_pct"] in want and a["bound"] == "compute" for a in marked)
+    assert not any("roofline_pct" in e["args"] for e in lane if e["args"]["category"] == "cpu")

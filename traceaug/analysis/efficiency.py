@@ -132,10 +132,12 @@ def op_rows(trace: Trace) -> tuple[Columns, Columns]:
                         dtype=np.int64)
     ids = sorted(set(launcher.tolist()) - {-1})
     listed = ", ".join(map(str, ids))
-    named = trace.columns(OPS_SQL.format(ids=listed)) if ids else {"id": np.zeros(0)}
-    op_set = dict(zip(named["id"].tolist(), zip(*(named[c].tolist() for c in ("name", "arg_set_id"))),
-                      strict=True))
-    inputs_of = read_inputs(trace.columns(ARGS_SQL.format(ids=listed))) if ids else {}
+    op_set, inputs_of = {}, {}
+    if ids:
+        named = trace.columns(OPS_SQL.format(ids=listed))
+        op_set = dict(zip(named["id"].tolist(), zip(named["name"].tolist(), named["arg_set_id"].tolist()),
+                          strict=True))
+        inputs_of = read_inputs(trace.columns(ARGS_SQL.format(ids=listed)))
     # A GPU op nothing launched is its own row (keyed by a negative number).
     key = np.where(launcher >= 0, launcher, -1 - np.arange(len(launcher)))
     order = np.lexsort((ops["ts"], key))
@@ -164,20 +166,31 @@ def op_rows(trace: Trace) -> tuple[Columns, Columns]:
     return columns, g.steps
 
 
+def of_launches(trace: Trace, correlation: np.ndarray) -> Columns:
+    """Per GPU op (by its ``correlation``): the ``roofline_pct`` and ``bound`` of the CPU op that launched it
+    (NaN / "": no model, or its device no peaks)."""
+    rows, _ = op_rows(trace)
+    roof = roofline(rows, device_peaks(trace, None)[0])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pct = roof["roofline_ns"] / rows["gpu_ns"] * 100.0
+    link = trace.columns(LAUNCHER_SQL)
+    row_of = {op: i for i, op in enumerate(rows["launcher"].tolist()) if op >= 0}
+    by_corr = {c: row_of[op] for c, op in zip(link["correlation"].tolist(), link["op"].tolist(), strict=True)
+               if op in row_of}
+    at = np.array([by_corr.get(c, -1) for c in correlation.tolist()], dtype=np.int64)
+    found = at >= 0
+    return {"roofline_pct": np.where(found, pct[np.maximum(at, 0)], np.nan) if len(pct) else
+            np.full(len(at), np.nan),
+            "bound": np.where(found, roof["bound"][np.maximum(at, 0)], "") if len(pct) else
+            np.full(len(at), "", dtype=object)}
+
+
 def at_roofline(trace: Trace, pct: float, correlation: np.ndarray) -> np.ndarray:
     """Per GPU op (by its ``correlation``): the factor on its time that brings the CPU op that launched it to
     ``pct`` % of its roofline (every GPU op it launched scaled alike); 1 where that is no faster, where the
     op has no model or its device no peaks (``whatif --roofline``)."""
-    rows, _ = op_rows(trace)
-    roof = roofline(rows, device_peaks(trace, None)[0])
-    with np.errstate(invalid="ignore", divide="ignore"):
-        wanted = roof["roofline_ns"] / (pct / 100.0) / rows["gpu_ns"]
-    factor = np.where(np.isnan(wanted), 1.0, np.minimum(wanted, 1.0))
-    by_launcher = dict(zip(rows["launcher"].tolist(), factor.tolist(), strict=True))
-    link = trace.columns(LAUNCHER_SQL)
-    by_corr = {c: by_launcher.get(op, 1.0) for c, op in zip(link["correlation"].tolist(), link["op"].tolist(),
-                                                             strict=True)}
-    return np.array([by_corr.get(c, 1.0) for c in correlation.tolist()], dtype=np.float64)
+    now = of_launches(trace, correlation)["roofline_pct"]
+    return np.where(np.isnan(now), 1.0, np.minimum(now / pct, 1.0))
 
 
 def roofline(rows: Columns, peaks: dict[int, Peak | None]) -> Columns:

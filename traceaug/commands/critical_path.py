@@ -152,6 +152,6 @@ COMMAND = rewriters.command(
                  "each collective; OUT the merged job trace with the path drawn."),
      fmt("Format of the summary printed on stdout.")),
     lambda call: {k: call[k] for k in OPTIONS}, out={"one_file": "whole_job"},
-    load_kind="sync",
+    load_kind="sync_shapes",
     compute=compute, show=show, api=_api, prepare=prepare,
-    kind=lambda p: None if p.get("whole_job") else "sync")
+    kind=lambda p: None if p.get("whole_job") else "sync_shapes")

@@ -1,5 +1,6 @@
 """``traceaug critical-path``: the path as flow arrows along its jumps (HTA's edges; ``--all-edges``: all,
-off-path ones in ``critical_path_graph``) and a "Critical path" lane with a slice per timed segment."""
+off-path ones in ``critical_path_graph``) and a "Critical path" lane with a slice per timed segment (a GPU
+op's with its % of roofline where ``efficiency`` models the op that launched it)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import orjson
 
 from ..analysis import critical_path as cp
+from ..analysis.efficiency import of_launches
 from ..analysis.steps import shorten
 from .events import async_slice_events, flow_events, flow_ids, process_name_events
 from .pipeline import Rewriter
@@ -51,7 +53,7 @@ def segments(result: cp.Result) -> dict[str, np.ndarray]:
     short = {n: shorten(n) if isinstance(n, str) else str(n) for n in set(names[first].tolist())}
     return {"pid": pid[first], "ts": start[first], "dur": end[last] - start[first],
             "name": np.array([short[n] for n in names[first].tolist()], dtype=object),
-            "category": cat[first]}
+            "category": cat[first], "event": ev[first]}
 
 
 def lane_events(trace: Trace, result: cp.Result) -> list[bytes]:
@@ -61,11 +63,26 @@ def lane_events(trace: Trace, result: cp.Result) -> list[bytes]:
     if not len(seg["ts"]):
         return []
     pid = lane_pid(trace)
-    args = {c: orjson.dumps({"category": c}) for c in set(seg["category"].tolist())}
     out = process_name_events([pid], LANE_NAME, sort_index=-1)
     return out + async_slice_events(pid, pid, seg["ts"], seg["dur"], seg["name"], CATEGORY,
-                                    LANE_ID, [args[c] for c in seg["category"].tolist()],
+                                    LANE_ID, lane_args(trace, result, seg),
                                     base_ns=trace.base_ns, track_name=LANE_NAME)
+
+
+def lane_args(trace: Trace, result: cp.Result, seg: dict) -> list[bytes]:
+    """Each segment's args: its category, and for a GPU op's own time the % of roofline and bound of the CPU
+    op that launched it where ``efficiency`` models it (the load holds the shapes: kind ``sync_shapes``)."""
+    ev = result.graph.ev
+    gpu = ev["gpu"][seg["event"]].astype(bool) & np.isin(seg["category"], cp.GPU_WORK)
+    found = of_launches(trace, ev["correlation"][seg["event"][gpu]]) if gpu.any() else {}
+    pct, bound = np.full(len(gpu), np.nan), np.full(len(gpu), "", dtype=object)
+    if found:
+        pct[gpu], bound[gpu] = found["roofline_pct"], found["bound"]
+    out = []
+    for c, p, b in zip(seg["category"].tolist(), pct.tolist(), bound.tolist(), strict=True):
+        extra = {} if p != p else {"roofline_pct": round(p, 2), "bound": b}
+        out.append(orjson.dumps({"category": c, **extra}))
+    return out
 
 
 def lane_pid(trace: Trace) -> int:
@@ -126,4 +143,4 @@ def _bindable(g: cp.Graph, edges: np.ndarray) -> np.ndarray:
     return (dur[g.src[edges] // 2] > 0) & (dur[g.dst[edges] // 2] > 0)
 
 
-REWRITER = Rewriter("critical-path", "sync", compute)
+REWRITER = Rewriter("critical-path", "sync_shapes", compute)

@@ -34,7 +34,8 @@ def test_factors_bring_an_mm_to_its_roofline() -> None:
     best = 2 * 8944 * 1024 * 2816 / 989.5e3  # ns at the bf16 peak (compute-bound)
     with traceaug.load(shared_trace(QWEN), kind="sync_shapes", progress=False) as trace:
         corr = np.array(sorted(gpu), dtype=np.int64)
-        factor = dict(zip(corr.tolist(), at_roofline(trace, PCT, corr).tolist(), strict=True))
+        factor = dict(zip(corr.tolist(), at_roofline(trace, PCT, corr, np.ones(len(corr), bool)).tolist(),
+                          strict=True))
     checked = 0
     for op in mms:
         inside = [c["args"]["correlation"] for c in calls if c["tid"] == op["tid"]
@@ -88,3 +89,19 @@ def test_critical_path_lane_marks_gemms_with_their_roofline(tmp_path) -> None:
     assert len(marked) > len(gemms) / 2
     assert all(a["roofline_pct"] in want and a["bound"] == "compute" for a in marked)
     assert not any("roofline_pct" in e["args"] for e in lane if e["args"]["category"] == "cpu")
+
+
+def test_opportunities_ranked_by_replayed_step_time() -> None:
+    """``efficiency --replay``: each op group's replayed saving is at least 0 and at most the GPU time its ops
+    would save (a longest path shrinks by no more than an edge does), and no single group saves more than
+    every modelled op at its roofline at once (``whatif --roofline 100``)."""
+    rel = "kineto/diff/h100_runs/a/trace.json.gz"
+    eff = traceaug.efficiency(shared_trace(rel), replay=True, top=10, progress=False)
+    opp = eff.opportunities
+    assert len(opp) == 10 and (opp["saved_ns"] >= 0).all()
+    assert (opp["saved_ns"] <= opp["gpu_saved_ns"] + 1).all() and opp["saved_ns"].max() > 0
+    assert list(opp["saved_ns"]) == sorted(opp["saved_ns"], reverse=True)
+    steps, changes, _ = traceaug.whatif(shared_trace(rel), roofline=100.0, progress=False)
+    saved_all = int(steps["baseline_ns"].sum() - changes.loc[changes["change"] == "roofline=100%",
+                                                              "predicted_ns"].sum())
+    assert saved_all >= opp["saved_ns"].max()

@@ -44,6 +44,7 @@ GROUP_COLUMNS = ("device", "name", "shapes", "dtypes", "family", "count", "total
 FAMILY_COLUMNS = ("device", "family", "count", "total_ns", "gpu_pct", "flops", "bytes", "tflops", "tbps",
                   "roofline_ns", "roofline_pct")
 STEP_COLUMNS = ("step", "step_ns", "flops", "mfu_pct", "families")
+OPPORTUNITY_COLUMNS = ("name", "shapes", "dtypes", "gpu_saved_ns", "saved_ns", "saved_pct")
 
 
 def _nest(into: dict, path: list[int], value: object) -> None:
@@ -166,31 +167,69 @@ def op_rows(trace: Trace) -> tuple[Columns, Columns]:
     return columns, g.steps
 
 
+def row_of(trace: Trace, rows: Columns, correlation: np.ndarray) -> np.ndarray:
+    """Per GPU op (by its ``correlation``): the row of ``rows`` (``op_rows``) of the CPU op that launched
+    it, -1 for none."""
+    link = trace.columns(LAUNCHER_SQL)
+    at = {op: i for i, op in enumerate(rows["launcher"].tolist()) if op >= 0}
+    by_corr = {c: at[op] for c, op in zip(link["correlation"].tolist(), link["op"].tolist(), strict=True)
+               if op in at}
+    return np.array([by_corr.get(c, -1) for c in correlation.tolist()], dtype=np.int64)
+
+
 def of_launches(trace: Trace, correlation: np.ndarray) -> Columns:
     """Per GPU op (by its ``correlation``): the ``roofline_pct`` and ``bound`` of the CPU op that launched it
     (NaN / "": no model, or its device no peaks)."""
     rows, _ = op_rows(trace)
     roof = roofline(rows, device_peaks(trace, None)[0])
     with np.errstate(invalid="ignore", divide="ignore"):
-        pct = roof["roofline_ns"] / rows["gpu_ns"] * 100.0
-    link = trace.columns(LAUNCHER_SQL)
-    row_of = {op: i for i, op in enumerate(rows["launcher"].tolist()) if op >= 0}
-    by_corr = {c: row_of[op] for c, op in zip(link["correlation"].tolist(), link["op"].tolist(), strict=True)
-               if op in row_of}
-    at = np.array([by_corr.get(c, -1) for c in correlation.tolist()], dtype=np.int64)
-    found = at >= 0
-    return {"roofline_pct": np.where(found, pct[np.maximum(at, 0)], np.nan) if len(pct) else
-            np.full(len(at), np.nan),
-            "bound": np.where(found, roof["bound"][np.maximum(at, 0)], "") if len(pct) else
-            np.full(len(at), "", dtype=object)}
+        pct = np.r_[roof["roofline_ns"] / rows["gpu_ns"] * 100.0, np.nan]  # [-1]: no launching op
+    at = row_of(trace, rows, correlation)
+    return {"roofline_pct": pct[at], "bound": np.r_[roof["bound"], [""]].astype(object)[at]}
 
 
-def at_roofline(trace: Trace, pct: float, correlation: np.ndarray) -> np.ndarray:
-    """Per GPU op (by its ``correlation``): the factor on its time that brings the CPU op that launched it to
-    ``pct`` % of its roofline (every GPU op it launched scaled alike); 1 where that is no faster, where the
-    op has no model or its device no peaks (``whatif --roofline``)."""
+def at_roofline(trace: Trace, pct: float, correlation: np.ndarray, gpu: np.ndarray) -> np.ndarray:
+    """Per event (by its ``correlation``; ``gpu``: which are GPU ops): the factor on a GPU op's time that
+    brings the CPU op that launched it to ``pct`` % of its roofline (every GPU op it launched scaled alike);
+    1 where that is no faster, where the op has no model or its device no peaks (``whatif --roofline``)."""
     now = of_launches(trace, correlation)["roofline_pct"]
-    return np.where(np.isnan(now), 1.0, np.minimum(now / pct, 1.0))
+    return np.where(gpu.astype(bool) & ~np.isnan(now), np.minimum(now / pct, 1.0), 1.0)
+
+
+def opportunities(trace: Trace, rows: Columns, roof: Columns, top: int) -> Columns:
+    """The ``top`` op groups by the time they would save at 100 % of their roofline, each replayed
+    (``replay.whatif``: its GPU ops scaled to their roofline, the rest unchanged): ``saved_ns`` is the
+    steps' replayed time saved, as the critical path carries it, ``gpu_saved_ns`` the ops' own."""
+    from .replay import whatif
+
+    keys = list(zip(*(rows[c].tolist() for c in ("name", "shapes", "dtypes")), strict=True))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        factor = np.minimum(roof["roofline_ns"] / rows["gpu_ns"], 1.0)
+    factor = np.where(np.isnan(factor), 1.0, factor)
+    own: dict[tuple, float] = {}
+    for k, f, ns in zip(keys, factor.tolist(), rows["gpu_ns"].tolist(), strict=True):
+        if f < 1.0:
+            own[k] = own.get(k, 0.0) + ns * (1.0 - f)
+    chosen = sorted(own, key=lambda k: -own[k])[:top]
+
+    def change(key: tuple):
+        mine = np.r_[np.array([k == key for k in keys], dtype=bool), False]
+        per_row = np.r_[factor, 1.0]
+
+        def fn(ev: dict) -> np.ndarray:
+            at = row_of(trace, rows, ev["correlation"])
+            return np.where(ev["gpu"].astype(bool) & mine[at], per_row[at], 1.0)
+        return fn
+    replays = whatif(trace, None, (), False, {str(i): change(k) for i, k in enumerate(chosen)})
+    base = sum(r.baseline_ns for r in replays)
+    out: dict[str, list] = {c: [] for c in OPPORTUNITY_COLUMNS}
+    for i, (name, shapes, dtypes) in enumerate(chosen):
+        saved = sum(r.baseline_ns - r.predicted_ns[str(i)] for r in replays)
+        for c, v in zip(OPPORTUNITY_COLUMNS, (name, shapes, dtypes, round(own[name, shapes, dtypes]), saved,
+                                               _ratio(saved, base, 100.0)), strict=True):
+            out[c].append(v)
+    order = np.argsort(-np.array(out["saved_ns"], dtype=np.int64), kind="stable")
+    return _columns(out, order)
 
 
 def roofline(rows: Columns, peaks: dict[int, Peak | None]) -> Columns:

@@ -49,8 +49,11 @@ def _with_errors(found: tuple[dict, dict]) -> tuple[dict, dict, dict]:
 def _replayed(trace, step: int | None, scales: list, no_launch_delay: bool,
               roofline: float | None = None) -> tuple[dict, dict]:
     from ..analysis import replay
+    from ..analysis.efficiency import at_roofline
 
-    return replay.tables(replay.whatif(trace, step, scales, no_launch_delay, roofline))
+    factors = None if roofline is None else {
+        f"roofline={roofline:g}%": lambda ev: at_roofline(trace, roofline, ev["correlation"], ev["gpu"])}
+    return replay.tables(replay.whatif(trace, step, scales, no_launch_delay, factors))
 
 
 class WhatIf(NamedTuple):

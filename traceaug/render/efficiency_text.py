@@ -7,14 +7,16 @@ import numpy as np
 
 from ..output import json_text, render_columns
 
-TITLES = {"steps": "MFU per step", "families": "Per op family", "groups": "Per op (name, shapes, dtypes)"}
+TITLES = {"steps": "MFU per step", "families": "Per op family", "groups": "Per op (name, shapes, dtypes)",
+          "opportunities": "Step time saved at 100 % of roofline (replayed), by op"}
 NEED_PEAKS = ("bound", "roofline_ns", "roofline_pct", "mfu_pct")
 # What the terminal shows of each table (all of them in CSV and JSON).
 SHOWN = {"steps": ("rank", "step", "step_ns", "flops", "mfu_pct", "families"),
          "families": ("rank", "device", "family", "count", "total_ns", "gpu_pct", "tflops", "tbps",
                       "roofline_pct"),
          "groups": ("rank", "device", "name", "shapes", "family", "count", "total_ns", "mean_ns", "tflops",
-                    "tbps", "bound", "roofline_pct")}
+                    "tbps", "bound", "roofline_pct"),
+         "opportunities": ("rank", "name", "shapes", "gpu_saved_ns", "saved_ns", "saved_pct")}
 
 
 def tables(results: list[dict]) -> dict[str, dict[str, np.ndarray]]:
@@ -22,7 +24,9 @@ def tables(results: list[dict]) -> dict[str, dict[str, np.ndarray]]:
     rank's devices have any."""
     known = any(r["peaks_known"] for r in results)
     out = {}
-    for key in ("groups", "families", "steps"):
+    for key in ("groups", "families", "steps", "opportunities"):
+        if key not in results[0]:
+            continue
         parts = [r[key] for r in results]
         names = [c for c in parts[0] if known or c not in NEED_PEAKS]
         ranks = np.concatenate([np.full(len(p[names[0]]), -1 if r["rank"] is None else r["rank"], np.int64)
@@ -62,7 +66,9 @@ def summary_text(results: list[dict], fmt: str) -> str:
         return "".join(f"# {k}\n" + render_columns(t, "csv") for k, t in found.items())
     top = results[0].get("top", 15)
     parts = [f"note: {n}" for n in notes]
-    for key in ("steps", "families", "groups"):
+    for key in ("steps", "families", "groups", "opportunities"):
+        if key not in found:
+            continue
         table = {c: v for c, v in found[key].items() if c in SHOWN[key]}
         if not len(table["rank"]):
             continue

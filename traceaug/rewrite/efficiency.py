@@ -82,6 +82,8 @@ def rewrite(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
     result = ef.compute(trace, options.get("peaks"))
     rows, roof = result.pop("rows"), result.pop("roof")
     result["top"] = options.get("top", 15)
+    if options.get("replay"):
+        result["opportunities"] = ef.opportunities(trace, rows, roof, min(result["top"], REPLAYED_GROUPS))
     link = trace.columns("SELECT DISTINCT device, pid FROM traceaug_gpu_op")
     pids = dict(zip(link["device"].tolist(), link["pid"].tolist(), strict=True))
     events = _lanes(rows, roof, pids, trace.base_ns)
@@ -92,3 +94,5 @@ def rewrite(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
 
 REWRITER = Rewriter("efficiency", "efficiency", rewrite)
 TABLES = Rewriter("efficiency", "efficiency_tables", rewrite)  # no OUT: a skimmed load (read.kinds)
+REPLAYED = Rewriter("efficiency", "sync_shapes", rewrite)  # --replay: the critical path's events too
+REPLAYED_GROUPS = 10  # op groups replayed at their roofline, at most

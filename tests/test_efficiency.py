@@ -291,3 +291,10 @@ def test_out_has_the_lane_and_counters(tmp_path) -> None:
     with traceaug.load(out, kind="full") as t:
         dropped = t.query("SELECT value FROM stats WHERE name = 'slice_drop_overlapping_complete_event'")
         assert dropped.empty or int(dropped["value"].sum()) == 0
+
+
+def test_a_trace_without_gpu_ops_says_so() -> None:
+    res = cli("efficiency", str(shared_trace("kineto/cpu_only_gloo.json.gz")))
+    assert res.exit_code == 0, res.output
+    assert [line for line in res.stdout.splitlines() if line.startswith("note:")] == [
+        "note: no GPU op in this trace: nothing ran on a GPU to measure"]

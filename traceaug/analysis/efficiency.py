@@ -334,10 +334,12 @@ def compute(trace: Trace, peaks_file: str | None = None) -> dict:
     ``roof`` (for the lane), the ``devices`` with the peaks used and the ``notes``."""
     peaks, notes = device_peaks(trace, peaks_file)
     rows, steps = op_rows(trace)
-    if not len(trace.device_properties):
+    if not len(rows["name"]):
+        notes = ["no GPU op in this trace: nothing ran on a GPU to measure"]
+    elif not len(trace.device_properties):
         notes.append(unknown_note({}))
     roof = roofline(rows, peaks)
-    if not (rows["flops"] >= 0).any():
+    if len(rows["name"]) and not (rows["flops"] >= 0).any():
         notes.append("no op has a model: record shapes (torch.profiler.profile(record_shapes=True))"
                      if (rows["family"] == NO_SHAPES).all() or not len(rows["family"]) else
                      "no op of this trace has a model")

@@ -151,6 +151,9 @@ def test_hand_shapes_for_the_families_the_traces_lack() -> None:
     assert (fill.family, fill.flops, fill.bytes) == ("copy", 0, 4000)
     lin = model("aten::linear", Inputs(((4, 7, 64), (32, 64), (32,)), ("float",) * 3, ("",) * 3))
     assert lin.flops == 2 * 28 * 32 * 64 + 28 * 32 and lin.kind == "fp32_matrix"
+    half = ("c10::Half", "c10::Half")
+    where = model("aten::where", Inputs(((8, 16), (8, 16), ()), ("bool", *half), ("",) * 3))
+    assert (where.flops, where.bytes, where.kind) == (128, 128 + 256 + 2 + 256, "fp16_vector")
     assert model("aten::cat", Inputs((((1, 2), (1, 2)), None), ("TensorList", "Scalar"), ("", "0"))) is None
 
 

@@ -242,9 +242,10 @@ def _elementwise(base: str, inputs: Inputs) -> Model | None:
     if base not in BINARY:
         tensors = tensors[:1]  # a unary op's other tensors (an out=) are not read
     out = _broadcast(*(inputs.tensor(i) for i in tensors))
-    out_size = 1 if base in COMPARISONS else inputs.size(tensors[0])
+    first = tensors[1] if base == "where" and len(tensors) > 1 else tensors[0]  # where(cond, x, y): x's
+    out_size = 1 if base in COMPARISONS else inputs.size(first)
     moved = sum(numel(inputs.tensor(i)) * inputs.size(i) for i in tensors) + numel(out) * out_size
-    return Model("elementwise", numel(out), moved, _kind(inputs, tensors[0], "vector"))
+    return Model("elementwise", numel(out), moved, _kind(inputs, first, "vector"))
 
 
 # Reductions: 1 FLOP per input element; bytes: the input read, the output written.

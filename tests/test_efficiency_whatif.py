@@ -59,9 +59,9 @@ def test_whatif_roofline_row() -> None:
 
 
 def test_critical_path_lane_marks_gemms_with_their_roofline(tmp_path) -> None:
-    """The "Critical path" lane's GPU segments carry the % of roofline of the op that launched them: each
-    GEMM kernel's is one of the aten::mm / addmm instances' max(2·M·N·K(+M·N) / 989.5 TFLOP/s, bytes / 3.35
-    TB/s) over that instance's GPU time (its kernels and memsets in the raw JSON), × 100."""
+    """``critical-path --roofline``: the lane's GPU segments carry the % of roofline of the op that launched
+    them: each GEMM kernel's is one of the aten::mm / addmm instances' max(2·M·N·K(+M·N) / 989.5 TFLOP/s,
+    bytes / 3.35 TB/s) over that instance's GPU time (its kernels and memsets in the raw JSON), × 100."""
     events = [e for e in orjson.loads(gzip.decompress(shared_trace(QWEN).read_bytes()))["traceEvents"]
               if e.get("ph") == "X"]
     gpu = defaultdict(int)
@@ -80,7 +80,7 @@ def test_critical_path_lane_marks_gemms_with_their_roofline(tmp_path) -> None:
                  if c["tid"] == op["tid"] and op["ts"] <= c["ts"] <= op["ts"] + op["dur"])
         want.add(round(max(flops / 989.5e3, moved / 3350) / ns * 100, 2))
     out = tmp_path / "cp.json.gz"
-    res = CliRunner().invoke(main, ["critical-path", str(shared_trace(QWEN)), str(out)])
+    res = CliRunner().invoke(main, ["critical-path", str(shared_trace(QWEN)), str(out), "--roofline"])
     assert res.exit_code == 0, res.output
     lane = [e for e in orjson.loads(gzip.decompress(out.read_bytes()))["traceEvents"]
             if e.get("cat") == "critical_path" and e.get("ph") == "b"]

@@ -47,7 +47,7 @@ def _lanes(rows: dict, roof: dict, pids: dict[int, int], base_ns: int) -> list[b
         if not np.isnan(pct[j]):
             a |= {"bound": roof["bound"][i], "roofline_pct": round(float(pct[j]), 2),
                   "roofline_ns": round(float(roof["roofline_ns"][i]), 1)}
-        args.append(orjson.dumps(a))
+        args.append(bytes(orjson.dumps(a)))  # a copy: each orjson result holds a ~4 KB buffer
         names.append(rows["name"][i] + bucket(pct[j]))
     pid = [pids.get(d, d) for d in rows["device"][at].tolist()]
     tid = [LANE.format(stream=s) for s in rows["stream"][at].tolist()]

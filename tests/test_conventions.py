@@ -31,7 +31,8 @@ MEMORY = "kineto/h100_bert_small_inference.json.gz"  # [memory] events: the memo
 CUPTI = "kineto/a100_cupti_counters.json.gz"  # cuda_profiler_range events: ``cupti``'s tables
 # Frames that are empty on these traces (no bandwidth counter; no step limits the per-step view...).
 MAY_BE_EMPTY = {"counters.bandwidth", "whatif.errors"}
-UNITS = ("ns", "us", "ms", "s", "pct", "gbps", "bytes", "flops")
+UNITS = ("ns", "us", "ms", "s", "pct", "gbps", "bytes", "flops", "tflops", "tbps")
+SHAPES = "kineto/h100_qwen05b_inference.json.gz"  # recorded shapes and a known GPU: efficiency's figures
 # Names that hold no time and no share: identities, labels, counts, sizes.
 UNITLESS = {
     # identities and labels
@@ -55,12 +56,14 @@ UNITLESS = {
     "p_value",  # a probability (diff: Mann–Whitney U over the per-step times)
     # diff's gate (``--fail-on-regression``): its test, level, q-values, verdicts and step counts
     "test", "level", "q_value", "gates", "step_regressed", "enough_steps", "steps_a", "steps_b",
+    # efficiency: an op's model (FLOPs and bytes are counts), its inputs, what bounds it, the peaks' row
+    "flops", "flops_per_byte", "shapes", "dtypes", "family", "families", "bound", "found_by",
 }
 # Times in ns that are a statistic of exact times (a mean, a median, a sum of means), so float64.
 FRACTIONAL_NS = {"mean_ns", "std_ns", "median_ns", "mean_total_ns", "mean_cpu_duration_ns",
                  "mean_launch_delay_ns", "mean_wait_ns", "mean_transfer_ns", "gpu_mean_ns",
                  "transfer_ns", "caused_wait_ns", "lost_per_rank_ns", "nccl_wait_ns",
-                 "nccl_transfer_ns"}
+                 "nccl_transfer_ns", "roofline_ns"}
 # Frames whose times are all means per step (``diff``: an op's time per step over the steps compared).
 PER_STEP_MEANS = {"diff.summary", "diff.ops"}
 # Times not in ns: histogram bin edges in µs (log-spaced, as they print). No other (issue 34: info's
@@ -142,6 +145,7 @@ def commands(tmp: Path) -> dict[str, list[str]]:
         "collectives": ["collectives", str(shared_trace(JOB))],
         "collectives --by rank": ["collectives", str(shared_trace(JOB)), "--by", "rank"],
         "stragglers": ["stragglers", str(shared_trace(JOB))],
+        "efficiency": ["efficiency", str(shared_trace(SHAPES))],
     }
 
 
@@ -235,6 +239,8 @@ def frames(tmp_path_factory) -> dict[str, pd.DataFrame]:
             "collectives(by=rank)": traceaug.collectives(job, by="rank", progress=False),
             "stragglers": traceaug.stragglers(job, progress=False)}
     out["stragglers.attrs[verdict]"] = pd.DataFrame(out["stragglers"].attrs["verdict"])
+    eff = traceaug.efficiency(shared_trace(SHAPES), progress=False)
+    out |= {f"efficiency.{k}": getattr(eff, k) for k in ("groups", "families", "steps")}
     return out
 
 

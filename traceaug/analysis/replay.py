@@ -373,9 +373,11 @@ def predict(changes: list[tuple[str, Model, np.ndarray | None, bool]], events: i
 
 
 def whatif(trace, step: int | None = None, scales: list[Scale] | tuple = (),
-           no_launch_delay: bool = False) -> list[StepReplay]:
+           no_launch_delay: bool = False, factors: dict | None = None) -> list[StepReplay]:
     """Replays of every ProfilerStep of ``trace`` (or ``step``; the whole trace without steps), all
-    windows in one graph and one schedule per change (``stacked``): linear in the steps."""
+    windows in one graph and one schedule per change (``stacked``): linear in the steps. ``factors``: more
+    changes, label -> a function of the graph's events giving each event's factor (``whatif --roofline``,
+    ``efficiency --replay``)."""
     windows = cp.step_windows(trace) if step is None else {}
     if not windows:  # the step asked for, or the whole trace
         windows = {step: cp.window(trace, step)}
@@ -389,6 +391,7 @@ def whatif(trace, step: int | None = None, scales: list[Scale] | tuple = (),
     picks = [selected(graph.ev, names, s.selector) for s in scales]
     glob_checked(scales, names, picks)
     changes = [(s.label, m, np.where(p, s.factor, 1.0), False) for s, p in zip(scales, picks)]
+    changes += [(label, m, fn(graph.ev), False) for label, fn in (factors or {}).items()]
     if no_launch_delay:
         changes.append((NO_LAUNCH_DELAY, m, None, True))
     predicted = {label: w.lengths(t, m.node_ts) for label, t in predict(changes, m.events, m, no_launch_delay,

@@ -44,14 +44,14 @@ def job_paths(call: Call) -> tuple[list, int | None]:
     return paths, len(added)
 
 
-OPTIONS = ("step", "annotation", "instance", "all_edges", "hta_weights", "max_gap_us", "top")
+OPTIONS = ("step", "annotation", "instance", "all_edges", "hta_weights", "max_gap_us", "top", "roofline")
 
 
 def prepare(call: Call) -> None:
     """``--job`` takes the job's options only; else a rewriter's IN and OUT, and one window."""
     if call["whole_job"]:
         if call["annotation"] is not None or call["rank"] is not None or call["all_edges"] \
-                or call["open_ui"]:
+                or call["roofline"] or call["open_ui"]:
             raise click.UsageError("--job takes --step, --top, --format, --summary-only, "
                                    "--hta-weights and the job options only")
         if call["dst"] is None and not call["summary_only"]:
@@ -70,7 +70,7 @@ def compute(call: Call):
     if call.api and call.get("step") is not None and call.get("annotation") is not None:
         raise TraceaugError("choose step or annotation, not both")
     if not call.api:
-        return _rewrite(call)
+        return (_marked if call.get("roofline") else _rewrite)(call)
     from ..analysis.critical_path import frames
     from ..job import parts
     from ..job.run import Work, items_of, run
@@ -86,11 +86,12 @@ def compute(call: Call):
                                       "top": call["top"]})
     out = next(iter(run(work, items_of(files), call.job).values()))
     if call.get("dst") is not None:
-        _rewrite(call)
+        (_marked if call.get("roofline") else _rewrite)(call)
     return out
 
 
 _rewrite = rewriters.compute("critical-path", lambda call: {k: call[k] for k in OPTIONS})
+_marked = rewriters.compute("critical-path", lambda call: {k: call[k] for k in OPTIONS}, "MARKED")
 _show = rewriters.show("critical-path")
 
 
@@ -146,6 +147,9 @@ COMMAND = rewriters.command(
             help="Longest kernel-to-kernel gap that is a dependency, as HTA (0: any)."),
      option("--top", type=COUNT, default=10, show_default=True,
             help="Top events (--job: segments) in the summary."),
+     option("--roofline", is_flag=True,
+            help="Mark each GPU op on the lane with the % of roofline and bound of the op that "
+                 "launched it (efficiency's models; loads the CPU ops' shapes)."),
      rank(),
      option("--job", "whole_job", is_flag=True,
             help="IN a directory of ranks: one path per step across every rank, joined at "
@@ -154,4 +158,4 @@ COMMAND = rewriters.command(
     lambda call: {k: call[k] for k in OPTIONS}, out={"one_file": "whole_job"},
     load_kind="sync",
     compute=compute, show=show, api=_api, prepare=prepare,
-    kind=lambda p: None if p.get("whole_job") else "sync")
+    kind=lambda p: None if p.get("whole_job") else "sync_shapes" if p.get("roofline") else "sync")

@@ -40,9 +40,10 @@ def prepare(call: Call) -> None:
     open_checks(call["open_ui"], one, call["port"], "one output file")
 
 
-def compute(name: str, options: Callable[[Call], dict]) -> Callable[[Call], list]:
-    """The command's work: every rank through ``pipeline.results`` with its rewriter and
-    ``options(call)`` (OUT unless ``--summary-only``)."""
+def compute(name: str, options: Callable[[Call], dict], rewriter: str = "REWRITER"
+            ) -> Callable[[Call], list]:
+    """The command's work: every rank through ``pipeline.results`` with its rewriter (``rewrite/NAME.py``'s
+    attribute ``rewriter``) and ``options(call)`` (OUT unless ``--summary-only``)."""
     def run(call: Call) -> list[dict]:
         from ..rewrite import pipeline
 
@@ -53,7 +54,7 @@ def compute(name: str, options: Callable[[Call], dict]) -> Callable[[Call], list
                 raise TraceaugError(f"{call['src']}: --open needs one output file")
         chosen = options(call)  # (a bad option is refused before the targets are made)
         targeted = pipeline.targets(call["src"], dst, call.files("src"))
-        return pipeline.results(_module("rewrite", name).REWRITER, targeted, chosen, call.job,
+        return pipeline.results(getattr(_module("rewrite", name), rewriter), targeted, chosen, call.job,
                                 call.get("keep_bytes", False))
     return run
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import click
+
 import traceaug.paths as paths
 
 from ..errors import TraceaugError
@@ -22,6 +24,8 @@ def compute(call: Call) -> tuple[dict, dict, dict]:
     scales = call["scale"]
     parsed = [replay.parse_scale(s) for s in ((scales,) if isinstance(scales, str) else scales)]
     files = call.files()
+    if len(files) > 1 and call.get("roofline") is not None:
+        raise TraceaugError(f"{call['trace']}: --roofline replays one rank: choose it with --rank")
     if len(files) > 1:
         done = run(Work("job_path", parts.job_path, {"scales": tuple(parsed)}), items_of(files),
                    call.job)
@@ -29,8 +33,10 @@ def compute(call: Call) -> tuple[dict, dict, dict]:
             jp.keyed(done), call["step"], parsed, call["no_launch_delay"], call["no_stragglers"])))
     if call["no_stragglers"]:
         raise TraceaugError(f"{call['trace']}: --no-stragglers needs a job (a directory of ranks)")
-    work = Work("sync", parts.apply, {"fn": _replayed, "step": call["step"], "scales": parsed,
-                                      "no_launch_delay": call["no_launch_delay"]})
+    roofline = call.get("roofline")
+    work = Work("sync" if roofline is None else "sync_shapes", parts.apply,
+                {"fn": _replayed, "step": call["step"], "scales": parsed,
+                 "no_launch_delay": call["no_launch_delay"], "roofline": roofline})
     return _with_errors(run(work, items_of(files), call.job)[files[0].rank])
 
 
@@ -40,10 +46,14 @@ def _with_errors(found: tuple[dict, dict]) -> tuple[dict, dict, dict]:
     return (*found, error_summary(found[0]))
 
 
-def _replayed(trace, step: int | None, scales: list, no_launch_delay: bool) -> tuple[dict, dict]:
+def _replayed(trace, step: int | None, scales: list, no_launch_delay: bool,
+              roofline: float | None = None) -> tuple[dict, dict]:
     from ..analysis import replay
+    from ..analysis.efficiency import at_roofline
 
-    return replay.tables(replay.whatif(trace, step, scales, no_launch_delay))
+    factors = None if roofline is None else {
+        f"roofline={roofline:g}%": lambda ev: at_roofline(trace, roofline, ev["correlation"], ev["gpu"])}
+    return replay.tables(replay.whatif(trace, step, scales, no_launch_delay, factors))
 
 
 class WhatIf(NamedTuple):
@@ -65,8 +75,6 @@ def _api(found: tuple[dict, dict, dict], call: Call) -> WhatIf:
 
 
 def _check(call: Call) -> None:
-    import click
-
     from ..analysis.replay import parse_scale
 
     for s in call["scale"]:  # refused before any load: a usage error
@@ -93,8 +101,12 @@ COMMAND = Command(
             help="Scale the time of the events SELECTOR picks: comp, comm, mem (kernel types), "
                  "cpu, or a kernel / CPU op name glob. Repeatable: each is one change."),
      option("--no-launch-delay", is_flag=True, help="Also replay with launch delays of 0."),
+     option("--roofline", type=click.FloatRange(0, 100, min_open=True), metavar="PCT",
+            help="Also replay with every op efficiency models at PCT % of its roofline (no op made "
+                 "slower; ops without a model or peaks unchanged)."),
      option("--no-stragglers", is_flag=True,
             help="A job: also replay with every rank at the median arrival of each collective."),
      rank("For a directory: the rank to replay (default: the job)."), fmt(), JOB),
     compute, _show, _api,
-    kind=lambda p: "sync", inputs=("trace",), prepare=_check)
+    kind=lambda p: "sync" if p.get("roofline") is None else "sync_shapes", inputs=("trace",),
+    prepare=_check)

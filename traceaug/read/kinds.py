@@ -69,6 +69,8 @@ COLLECTIVE_ARGS = KINETO_ARGS | frozenset({
     "Process Group Ranks", "Seq", "seq",
 })
 COLLECTIVE_OPS = ("record_param_comms", "nccl:", "rccl:")
+# What analysis.efficiency reads of a CPU op: the shapes, types and scalars recorded with record_shapes=True.
+SHAPE_ARGS = KINETO_ARGS | frozenset({"Input Dims", "Input type", "Concrete Inputs"})
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,9 @@ KINDS: dict[str, LoadKind] = {k.name: k for k in (
     LoadKind("ops", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS),  # diff
     LoadKind("sync", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES
              | SYNC_CATEGORIES, args=SYNC_ARGS, whole_args=SYNC_CATEGORIES),  # critical path
+    # whatif --roofline: the critical path's events and the CPU ops' shapes (analysis.efficiency)
+    LoadKind("sync_shapes", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES
+             | SYNC_CATEGORIES, args=SYNC_ARGS | SHAPE_ARGS, whole_args=SYNC_CATEGORIES),
     # patterns: CPU-side annotations too (``--operator`` may name one, as HTA's does)
     LoadKind("patterns", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | {"user_annotation"},
              HOST_ONLY_CALLS | NO_LAUNCH_CALLS, args=PATTERNS_ARGS),
@@ -124,6 +129,11 @@ KINDS: dict[str, LoadKind] = {k.name: k for k in (
     LoadKind("job_path", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES
              | SYNC_CATEGORIES, args=SYNC_ARGS | COLLECTIVE_ARGS, whole_args=SYNC_CATEGORIES,
              whole_args_names=COLLECTIVE_OPS, skim=True),
+    # efficiency: GPU ops, their launches and the CPU ops around them with their shapes; without OUT
+    # (the tables alone) the other events are cut unparsed
+    LoadKind("efficiency", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS, args=SHAPE_ARGS),
+    LoadKind("efficiency_tables", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS,
+             args=SHAPE_ARGS, skim=True),
 )}
 
 

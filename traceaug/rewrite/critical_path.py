@@ -1,5 +1,6 @@
 """``traceaug critical-path``: the path as flow arrows along its jumps (HTA's edges; ``--all-edges``: all,
-off-path ones in ``critical_path_graph``) and a "Critical path" lane with a slice per timed segment."""
+off-path ones in ``critical_path_graph``) and a "Critical path" lane with a slice per timed segment
+(``--roofline``: a GPU op's with its % of roofline where ``efficiency`` models the op that launched it)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import orjson
 
 from ..analysis import critical_path as cp
+from ..analysis.efficiency import of_launches
 from ..analysis.steps import shorten
 from .events import async_slice_events, flow_events, flow_ids, process_name_events
 from .pipeline import Rewriter
@@ -30,7 +32,8 @@ def compute(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
                         options.get("instance", 0), not options.get("hta_weights", False),
                         None if not gap_us else round(gap_us * 1000))
     summary = result.summary(options.get("top", 10))
-    events = lane_events(trace, result) + arrow_events(trace, result, options.get("all_edges", False))
+    events = lane_events(trace, result, bool(options.get("roofline"))) + \
+        arrow_events(trace, result, options.get("all_edges", False))
     summary["events"] = len(events)
     return summary, events
 
@@ -51,21 +54,40 @@ def segments(result: cp.Result) -> dict[str, np.ndarray]:
     short = {n: shorten(n) if isinstance(n, str) else str(n) for n in set(names[first].tolist())}
     return {"pid": pid[first], "ts": start[first], "dur": end[last] - start[first],
             "name": np.array([short[n] for n in names[first].tolist()], dtype=object),
-            "category": cat[first]}
+            "category": cat[first], "event": ev[first]}
 
 
-def lane_events(trace: Trace, result: cp.Result) -> list[bytes]:
+def lane_events(trace: Trace, result: cp.Result, roofline: bool = False) -> list[bytes]:
     """The "Critical path" lane: its own process, sorted first, one async track (one UI row for ``open`` to
     pin; a thread lane would be two nodes of one name, pinned twice) with a slice per segment."""
     seg = segments(result)
     if not len(seg["ts"]):
         return []
     pid = lane_pid(trace)
-    args = {c: orjson.dumps({"category": c}) for c in set(seg["category"].tolist())}
     out = process_name_events([pid], LANE_NAME, sort_index=-1)
     return out + async_slice_events(pid, pid, seg["ts"], seg["dur"], seg["name"], CATEGORY,
-                                    LANE_ID, [args[c] for c in seg["category"].tolist()],
+                                    LANE_ID, lane_args(trace, result, seg, roofline),
                                     base_ns=trace.base_ns, track_name=LANE_NAME)
+
+
+def lane_args(trace: Trace, result: cp.Result, seg: dict, roofline: bool) -> list[bytes]:
+    """Each segment's args: its category; with ``roofline``, for a GPU op's own time the % of roofline and
+    bound of the CPU op that launched it where ``efficiency`` models it (the load holds the shapes: kind
+    ``sync_shapes``)."""
+    ev = result.graph.ev
+    gpu = ev["gpu"][seg["event"]].astype(bool) & np.isin(seg["category"], cp.GPU_WORK) & roofline
+    found = of_launches(trace, ev["correlation"][seg["event"][gpu]]) if gpu.any() else {}
+    pct, bound = np.full(len(gpu), np.nan), np.full(len(gpu), "", dtype=object)
+    if found:
+        pct[gpu], bound[gpu] = found["roofline_pct"], found["bound"]
+    keys = list(zip(seg["category"].tolist(), [None if p != p else p for p in np.round(pct, 2).tolist()],
+                    bound.tolist(), strict=True))  # (None, not NaN: NaN keys never match)
+    made: dict[tuple, bytes] = {}  # one dump per distinct value: each orjson result holds a ~4 KB buffer
+    for key in set(keys):
+        c, p, b = key
+        made[key] = bytes(orjson.dumps({"category": c} if p is None else
+                                       {"category": c, "roofline_pct": p, "bound": b}))
+    return [made[key] for key in keys]
 
 
 def lane_pid(trace: Trace) -> int:
@@ -127,3 +149,4 @@ def _bindable(g: cp.Graph, edges: np.ndarray) -> np.ndarray:
 
 
 REWRITER = Rewriter("critical-path", "sync", compute)
+MARKED = Rewriter("critical-path", "sync_shapes", compute)  # --roofline: the CPU ops' shapes loaded too

@@ -1,0 +1,350 @@
+"""How well the GPU is used: each CPU op that launched GPU work (its nearest CPU op by correlation) gets the
+GPU time of what it launched and, from its recorded shapes, FLOPs and bytes (``flops``); against the
+device's peaks (``peaks``): achieved TFLOP/s and TB/s, bound, roofline time, % of roofline; MFU per step."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .flops import Inputs, Model, model
+from .gpu_steps import gpu_ops
+from .peaks import Peak, identify, table, unknown_note
+from .tables import Columns
+
+if TYPE_CHECKING:
+    from ..trace import Trace
+
+NO_MODEL, NO_SHAPES, NO_OP = "no model", "no shapes", "(no CPU op)"
+# Each launch (the first runtime call of a correlation id) with its nearest enclosing CPU op.
+LAUNCHER_SQL = """
+WITH RECURSIVE up(correlation, at) AS (
+  SELECT l.correlation, s.parent_id FROM _traceaug_first_launch l JOIN slice s ON s.id = l.id
+  WHERE s.parent_id IS NOT NULL
+  UNION ALL
+  SELECT up.correlation, s.parent_id FROM up JOIN slice s ON s.id = up.at
+  WHERE s.category NOT IN ('cpu_op', 'Operator') AND s.parent_id IS NOT NULL)
+SELECT up.correlation, up.at AS op FROM up JOIN slice s ON s.id = up.at
+WHERE s.category IN ('cpu_op', 'Operator')
+"""
+OPS_SQL = "SELECT id, name, COALESCE(arg_set_id, -1) AS arg_set_id FROM slice WHERE id IN ({ids})"
+# The shapes of those ops, once per arg set (ops of one name and shapes share their arg set).
+ARGS_SQL = """
+SELECT arg_set_id, key, int_value, string_value FROM args
+WHERE arg_set_id IN (SELECT DISTINCT arg_set_id FROM slice WHERE id IN ({ids}))
+  AND (key GLOB 'args.Input Dims*' OR key GLOB 'args.Input type*' OR key GLOB 'args.Concrete Inputs*')
+"""
+TF32 = re.compile(r"tf32|tensorop_s\d+gemm")  # kernels running FP32 GEMMs on TF32 tensor cores
+KEY = re.compile(r"args\.(Input Dims|Input type|Concrete Inputs)((?:\[\d+\])+)$")
+GROUP_COLUMNS = ("device", "name", "shapes", "dtypes", "family", "count", "total_ns", "mean_ns", "min_ns",
+                 "max_ns", "flops", "bytes", "tflops", "tbps", "flops_per_byte", "bound", "roofline_ns",
+                 "roofline_pct")
+FAMILY_COLUMNS = ("device", "family", "count", "total_ns", "gpu_pct", "flops", "bytes", "tflops", "tbps",
+                  "roofline_ns", "roofline_pct")
+STEP_COLUMNS = ("step", "step_ns", "flops", "mfu_pct", "families")
+OPPORTUNITY_COLUMNS = ("name", "shapes", "dtypes", "gpu_saved_ns", "saved_ns", "saved_pct")
+
+
+def _nest(into: dict, path: list[int], value: object) -> None:
+    for i in path[:-1]:
+        into = into.setdefault(i, {})
+    into[path[-1]] = value
+
+
+def _listed(tree: object) -> object:
+    if not isinstance(tree, dict):
+        return tree
+    return [_listed(tree.get(i, {})) if isinstance(tree.get(i, {}), dict) else tree[i]
+            for i in range(max(tree) + 1)] if tree else []
+
+
+def read_inputs(rows: Columns) -> dict[int, Inputs]:
+    """Each arg set's recorded inputs (only sets with ``Input Dims``) from its arg rows."""
+    out: dict[int, Inputs] = {}
+    sets: dict[int, dict] = {}
+    for arg_set, key, iv, sv in zip(*(rows[c].tolist() for c in ("arg_set_id", "key", "int_value",
+                                                                  "string_value")), strict=True):
+        m = KEY.match(key)
+        if m:
+            path = [int(x) for x in re.findall(r"\d+", m.group(2))]
+            _nest(sets.setdefault(arg_set, {}).setdefault(m.group(1), {}), path,
+                  sv if isinstance(sv, str) else iv)
+    for arg_set, fields in sets.items():
+        if "Input Dims" not in fields:
+            continue
+        types = [t if isinstance(t, str) else "" for t in _listed(fields.get("Input type", {}))]
+        scalars = [s if isinstance(s, str) else str(s) for s in _listed(fields.get("Concrete Inputs", {}))]
+        dims_tree = fields["Input Dims"]
+        dims = [_listed(dims_tree[i]) if isinstance(dims_tree.get(i), dict) else None
+                for i in range(max(len(types), max(dims_tree) + 1))]
+        out[arg_set] = Inputs(tuple(dims), tuple(types), tuple(scalars))
+    return out
+
+
+def _modelled(name: str, inputs: Inputs | None, tf32: bool, launched: bool) -> tuple:
+    """An op's name, shapes, dtypes, family, FLOPs, bytes and peak kind (-1, "": no model); an FP32 GEMM
+    whose kernels are TF32 ones runs against TF32's peak."""
+    found: Model | None = model(name, inputs) if inputs is not None else None
+    if found is not None and found.kind == "fp32_matrix" and tf32:
+        found = Model(found.family, found.flops, found.bytes, "tf32_matrix")
+    shapes, dtypes = _shape_text(inputs)
+    family = found.family if found else (NO_SHAPES if inputs is None and launched else NO_MODEL)
+    return (name, shapes, dtypes, family, found.flops if found else -1, found.bytes if found else -1,
+            found.kind if found else "")
+
+
+def _shape_text(inputs: Inputs | None) -> tuple[str, str]:
+    if inputs is None:
+        return "", ""
+    dims = ", ".join(str(list(d)) if d is not None else "[]" for d in inputs.dims[:len(inputs.types)])
+    return f"[{dims}]", ", ".join(t for t in inputs.types if t)
+
+
+def device_peaks(trace: Trace, peaks_file: str | None) -> tuple[dict[int, Peak | None], list[str]]:
+    """Each device's peaks (None: unknown) and the notes to say (how a device was found, or how to give
+    peaks for one that was not)."""
+    rows, said, out = table(peaks_file), {}, {}
+    for props in trace.device_properties:
+        peak = identify(props, rows)
+        device = int(props.get("id", 0))
+        out[device] = peak
+        if peak is None:
+            said.setdefault(unknown_note(props), []).append(device)
+        elif peak.found_by != "name":
+            said.setdefault(f"{peak.device} identified by {peak.found_by}", []).append(device)
+    notes = [f"device{'s' if len(d) > 1 else ''} {', '.join(map(str, d))}: {text}"
+             for text, d in said.items()]
+    return out, notes
+
+
+def op_rows(trace: Trace) -> tuple[Columns, Columns]:
+    """One row per launching CPU op (and one per GPU op nothing launched): device, stream, ts, end, gpu_ns,
+    step, name, shapes, dtypes, family, flops, bytes, kind, ``launcher`` (the CPU op's slice id; -1: none);
+    and the steps (``gpu_steps``)."""
+    g = gpu_ops(trace, trace.rank)
+    ops = g.ops
+    trace.include("traceaug.gpu")
+    link = trace.columns(LAUNCHER_SQL)
+    by_corr = dict(zip(link["correlation"].tolist(), link["op"].tolist(), strict=True))
+    corr = ops["correlation"].tolist()
+    launcher = np.array([by_corr.get(c, -1) if ops["launched"][i] else -1 for i, c in enumerate(corr)],
+                        dtype=np.int64)
+    ids = sorted(set(launcher.tolist()) - {-1})
+    listed = ", ".join(map(str, ids))
+    op_set, inputs_of = {}, {}
+    if ids:
+        named = trace.columns(OPS_SQL.format(ids=listed))
+        op_set = dict(zip(named["id"].tolist(), zip(named["name"].tolist(), named["arg_set_id"].tolist()),
+                          strict=True))
+        inputs_of = read_inputs(trace.columns(ARGS_SQL.format(ids=listed)))
+    # A GPU op nothing launched is its own row (keyed by a negative number).
+    key = np.where(launcher >= 0, launcher, -1 - np.arange(len(launcher)))
+    order = np.lexsort((ops["ts"], key))
+    starts = np.flatnonzero(np.r_[True, key[order][1:] != key[order][:-1]]) if len(order) else order
+    rows = order[starts]  # each key's first GPU op
+    gpu_ns = np.add.reduceat(ops["dur"][order], starts) if len(order) else np.zeros(0, np.int64)
+    end = np.maximum.reduceat(ops["end"][order], starts) if len(order) else np.zeros(0, np.int64)
+    seen: dict[str, bool] = {}
+    tf32 = np.array([seen.setdefault(n, bool(TF32.search(n))) for n in ops["name"].tolist()], dtype=bool)
+    tf32_key = set(key[tf32].tolist())
+    out: dict[str, list] = {c: [] for c in ("name", "shapes", "dtypes", "family", "flops", "bytes", "kind")}
+    made: dict[tuple, tuple] = {}  # (name, arg set, TF32 kernels) -> the row's values, made once
+    for k in key[rows].tolist():
+        name, arg_set = op_set.get(k, (NO_OP, -1))
+        at = (name, arg_set, k in tf32_key, k >= 0)
+        if at not in made:
+            made[at] = _modelled(name, inputs_of.get(arg_set), *at[2:])
+        for c, v in zip(out, made[at], strict=True):
+            out[c].append(v)
+    columns = {"device": ops["device"][rows].astype(np.int64), "stream": ops["stream"][rows].astype(np.int64),
+               "ts": ops["ts"][rows], "end": end, "gpu_ns": gpu_ns.astype(np.int64),
+               "step": ops["step"][rows], "name": np.array(out["name"], dtype=object),
+               **{c: np.array(out[c], dtype=object) for c in ("shapes", "dtypes", "family", "kind")},
+               **{c: np.array(out[c], dtype=np.float64) for c in ("flops", "bytes")},
+               "launcher": np.where(key[rows] >= 0, key[rows], -1)}
+    return columns, g.steps
+
+
+def row_of(trace: Trace, rows: Columns, correlation: np.ndarray) -> np.ndarray:
+    """Per GPU op (by its ``correlation``): the row of ``rows`` (``op_rows``) of the CPU op that launched
+    it, -1 for none."""
+    link = trace.columns(LAUNCHER_SQL)
+    at = {op: i for i, op in enumerate(rows["launcher"].tolist()) if op >= 0}
+    by_corr = {c: at[op] for c, op in zip(link["correlation"].tolist(), link["op"].tolist(), strict=True)
+               if op in at}
+    return np.array([by_corr.get(c, -1) for c in correlation.tolist()], dtype=np.int64)
+
+
+def of_launches(trace: Trace, correlation: np.ndarray) -> Columns:
+    """Per GPU op (by its ``correlation``): the ``roofline_pct`` and ``bound`` of the CPU op that launched it
+    (NaN / "": no model, or its device no peaks)."""
+    rows, _ = op_rows(trace)
+    roof = roofline(rows, device_peaks(trace, None)[0])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pct = np.r_[roof["roofline_ns"] / rows["gpu_ns"] * 100.0, np.nan]  # [-1]: no launching op
+    at = row_of(trace, rows, correlation)
+    return {"roofline_pct": pct[at], "bound": np.r_[roof["bound"], [""]].astype(object)[at]}
+
+
+def at_roofline(trace: Trace, pct: float, correlation: np.ndarray, gpu: np.ndarray) -> np.ndarray:
+    """Per event (by its ``correlation``; ``gpu``: which are GPU ops): the factor on a GPU op's time that
+    brings the CPU op that launched it to ``pct`` % of its roofline (every GPU op it launched scaled alike);
+    1 where that is no faster, where the op has no model or its device no peaks (``whatif --roofline``)."""
+    now = of_launches(trace, correlation)["roofline_pct"]
+    return np.where(gpu.astype(bool) & ~np.isnan(now), np.minimum(now / pct, 1.0), 1.0)
+
+
+def opportunities(trace: Trace, rows: Columns, roof: Columns, top: int) -> Columns:
+    """The ``top`` op groups by the time they would save at 100 % of their roofline, each replayed
+    (``replay.whatif``: its GPU ops scaled to their roofline, the rest unchanged): ``saved_ns`` is the
+    steps' replayed time saved, as the critical path carries it, ``gpu_saved_ns`` the ops' own."""
+    from .replay import whatif
+
+    keys = list(zip(*(rows[c].tolist() for c in ("name", "shapes", "dtypes")), strict=True))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        factor = np.minimum(roof["roofline_ns"] / rows["gpu_ns"], 1.0)
+    factor = np.where(np.isnan(factor), 1.0, factor)
+    own: dict[tuple, float] = {}
+    for k, f, ns in zip(keys, factor.tolist(), rows["gpu_ns"].tolist(), strict=True):
+        if f < 1.0:
+            own[k] = own.get(k, 0.0) + ns * (1.0 - f)
+    chosen = sorted(own, key=lambda k: -own[k])[:top]
+
+    def change(key: tuple):
+        mine = np.r_[np.array([k == key for k in keys], dtype=bool), False]
+        per_row = np.r_[factor, 1.0]
+
+        def fn(ev: dict) -> np.ndarray:
+            at = row_of(trace, rows, ev["correlation"])
+            return np.where(ev["gpu"].astype(bool) & mine[at], per_row[at], 1.0)
+        return fn
+    replays = whatif(trace, None, (), False, {str(i): change(k) for i, k in enumerate(chosen)})
+    base = sum(r.baseline_ns for r in replays)
+    out: dict[str, list] = {c: [] for c in OPPORTUNITY_COLUMNS}
+    for i, (name, shapes, dtypes) in enumerate(chosen):
+        saved = sum(r.baseline_ns - r.predicted_ns[str(i)] for r in replays)
+        for c, v in zip(OPPORTUNITY_COLUMNS, (name, shapes, dtypes, round(own[name, shapes, dtypes]), saved,
+                                               _ratio(saved, base, 100.0)), strict=True):
+            out[c].append(v)
+    order = np.argsort(-np.array(out["saved_ns"], dtype=np.int64), kind="stable")
+    return _columns(out, order)
+
+
+def roofline(rows: Columns, peaks: dict[int, Peak | None]) -> Columns:
+    """Per row: the peak TFLOP/s and GB/s it runs against (NaN: none) and its roofline time in ns."""
+    n = len(rows["name"])
+    compute, memory = np.full(n, np.nan), np.full(n, np.nan)
+    for i, (d, kind) in enumerate(zip(rows["device"].tolist(), rows["kind"].tolist(), strict=True)):
+        peak = peaks.get(d)
+        if peak is not None and kind:
+            compute[i] = peak.compute(kind) or np.nan
+            memory[i] = peak.memory_gbps
+    modelled = rows["flops"] >= 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t_compute = np.where(rows["flops"] > 0, rows["flops"] / compute / 1e3, 0.0)
+        t_memory = rows["bytes"] / memory
+        best = np.where(modelled, np.maximum(t_compute, t_memory), np.nan)
+        bound = np.where(np.isnan(best), "", np.where(t_compute >= t_memory, "compute", "memory"))
+    return {"peak_tflops": compute, "peak_gbps": memory, "roofline_ns": best, "bound": bound.astype(object),
+            "compute_ns": np.where(modelled, t_compute, np.nan)}
+
+
+def _ratio(a: float, b: float, scale: float = 1.0) -> float:
+    return a / b * scale if b and not np.isnan(a) and not np.isnan(b) else float("nan")
+
+
+def groups(rows: Columns, roof: Columns) -> Columns:
+    """Per (device, name, shapes, dtypes): count, time statistics and the model's figures, by total time."""
+    keys = list(zip(*(rows[c].tolist() for c in ("device", "name", "shapes", "dtypes")), strict=True))
+    index: dict[tuple, list[int]] = {}
+    for i, k in enumerate(keys):
+        index.setdefault(k, []).append(i)
+    out: dict[str, list] = {c: [] for c in GROUP_COLUMNS}
+    for (device, name, shapes, dtypes), at in index.items():
+        t = rows["gpu_ns"][at]
+        flops, moved = rows["flops"][at[0]], rows["bytes"][at[0]]
+        total, modelled = int(t.sum()), flops >= 0
+        best = float(roof["roofline_ns"][at].sum())
+        values = (device, name, shapes, dtypes, rows["family"][at[0]], len(at), total, float(t.mean()),
+                  int(t.min()), int(t.max()), flops if modelled else np.nan, moved if modelled else np.nan,
+                  _ratio(flops * len(at), total, 1e-3) if modelled else np.nan,
+                  _ratio(moved * len(at), total, 1e-3) if modelled else np.nan,
+                  _ratio(flops, moved) if modelled else np.nan, roof["bound"][at[0]],
+                  best if modelled else np.nan, _ratio(best, total, 100.0))
+        for c, v in zip(GROUP_COLUMNS, values, strict=True):
+            out[c].append(v)
+    order = np.argsort(-np.array(out["total_ns"], dtype=np.int64), kind="stable")
+    return _columns(out, order)
+
+
+def _columns(out: dict[str, list], order: np.ndarray) -> Columns:
+    cols = {}
+    for c, v in out.items():
+        a = np.array(v, dtype=object)[order] if v else np.array([], dtype=object)
+        if c.endswith("_ns") and c != "mean_ns" and c != "roofline_ns" or c in ("count", "device", "step"):
+            a = a.astype(np.int64)
+        elif c not in ("name", "shapes", "dtypes", "family", "bound", "families"):
+            a = a.astype(np.float64)
+        cols[c] = a
+    return cols
+
+
+def families(rows: Columns, roof: Columns) -> Columns:
+    """Per (device, op family): ops, time, share of the device's GPU time, FLOPs, bytes, achieved
+    TFLOP/s and TB/s, roofline time and % of roofline; then the ops with no model or no shapes."""
+    out: dict[str, list] = {c: [] for c in FAMILY_COLUMNS}
+    for device in sorted(set(rows["device"].tolist())):
+        on = rows["device"] == device
+        busy = int(rows["gpu_ns"][on].sum())
+        for fam in sorted(set(rows["family"][on].tolist()), key=lambda f: (f in (NO_MODEL, NO_SHAPES), f)):
+            at = on & (rows["family"] == fam)
+            total = int(rows["gpu_ns"][at].sum())
+            modelled = fam not in (NO_MODEL, NO_SHAPES)
+            flops = float(rows["flops"][at].sum()) if modelled else np.nan
+            moved = float(rows["bytes"][at].sum()) if modelled else np.nan
+            best = float(roof["roofline_ns"][at].sum()) if modelled else np.nan
+            values = (device, fam, int(at.sum()), total, _ratio(total, busy, 100.0), flops, moved,
+                      _ratio(flops, total, 1e-3), _ratio(moved, total, 1e-3), best,
+                      _ratio(best, total, 100.0))
+            for c, v in zip(FAMILY_COLUMNS, values, strict=True):
+                out[c].append(v)
+    return _columns(out, np.arange(len(out["family"])))
+
+
+def mfu(rows: Columns, roof: Columns, steps: Columns) -> Columns:
+    """Per step: its GPU window, the model FLOPs launched in it and MFU = (the time those FLOPs take at
+    the peak of their kind) / the step's time; the families counted."""
+    out: dict[str, list] = {c: [] for c in STEP_COLUMNS}
+    counted = (rows["flops"] > 0) & ~np.isnan(roof["peak_tflops"])
+    for step, ts, end in zip(*(steps[c].tolist() for c in ("step", "ts", "end")), strict=True):
+        at = counted & (rows["step"] == step)
+        window = int(end - ts)
+        ideal = float(roof["compute_ns"][at].sum())
+        values = (step, window, float(rows["flops"][at].sum()), _ratio(ideal, window, 100.0),
+                  ", ".join(sorted(set(rows["family"][at].tolist()))))
+        for c, v in zip(STEP_COLUMNS, values, strict=True):
+            out[c].append(v)
+    return _columns(out, np.arange(len(out["step"])))
+
+
+def compute(trace: Trace, peaks_file: str | None = None) -> dict:
+    """One rank's efficiency: ``groups``, ``families``, ``steps`` (MFU), the per-op ``rows`` with their
+    ``roof`` (for the lane), the ``devices`` with the peaks used and the ``notes``."""
+    peaks, notes = device_peaks(trace, peaks_file)
+    rows, steps = op_rows(trace)
+    if not len(rows["name"]):
+        notes = ["no GPU op in this trace: nothing ran on a GPU to measure"]
+    elif not len(trace.device_properties):
+        notes.append(unknown_note({}))
+    roof = roofline(rows, peaks)
+    if len(rows["name"]) and not (rows["flops"] >= 0).any():
+        notes.append("no op has a model: record shapes (torch.profiler.profile(record_shapes=True))"
+                     if (rows["family"] == NO_SHAPES).all() or not len(rows["family"]) else
+                     "no op of this trace has a model")
+    devices = {d: {"device": p.device, "source": p.source, "found_by": p.found_by} if p else None
+               for d, p in peaks.items()}
+    return {"groups": groups(rows, roof), "families": families(rows, roof), "steps": mfu(rows, roof, steps),
+            "rows": rows, "roof": roof, "devices": devices, "notes": notes,
+            "peaks_known": any(p is not None for p in peaks.values())}

@@ -93,9 +93,10 @@ def errors(trace) -> dict:
 def test_kinds_and_their_older_names() -> None:
     assert set(KINDS) == {"analysis", "full", "gpu", "gpu_steps", "gpu_ops", "ops", "sync",
                           "sync_shapes", "patterns", "collectives", "job_path", "efficiency",
-                          "efficiency_tables"}
-    assert [k.name for k in KINDS.values() if k.skim] == ["gpu_steps", "gpu_ops", "collectives",
-                                                          "job_path", "efficiency_tables"]  # writes no trace
+                          "efficiency_tables", "memory", "cupti"}
+    assert [k.name for k in KINDS.values() if k.skim] == ["memory", "cupti", "gpu_steps", "gpu_ops",
+                                                          "collectives", "job_path",
+                                                          "efficiency_tables"]  # writes no trace
     assert kind_of().name == "analysis" and kind_of(full=True).name == "full"
     assert kind_of(only="gpu").name == "gpu" and kind_of("sync").name == "sync"
     assert [k.name for k in KINDS.values() if k.full] == ["full"]
@@ -247,7 +248,7 @@ def test_counters_twice_adds_what_once_adds(tmp_path: Path) -> None:
     assert [e["name"] for e in entries] == ["ui-visible", "counters"]
     entry = entries[1]
     assert (entry["name"], entry["events"], entry["options"]) == (
-        "counters", 46, {"series": ["bandwidth", "queue"], "style": "traceaug"})
+        "counters", 46, {"series": ["bandwidth", "queue", "memory"], "style": "traceaug"})
 
 
 def test_counters_again_with_other_options_replaces_its_own_events(tmp_path: Path) -> None:

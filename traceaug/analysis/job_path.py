@@ -312,18 +312,6 @@ def step_keys(parts: dict[int, RankPart], step: int | None = None) -> list[int]:
     return [step]
 
 
-def paths(parts: dict[int, RankPart], step: int | None = None, hta_weights: bool = False
-          ) -> tuple[co.Matched, list[JobPath]]:
-    """The matched job and each step's (or ``step``'s) path: the timing path (``job_timing``; ``parts`` read
-    with models), or with ``hta_weights`` the longest path by weight (``join``)."""
-    from .job_timing import timing_path
-
-    job = match_parts(parts)
-    find = join if hta_weights else timing_path
-    out = [find(parts, job, k) for k in step_keys(parts, step)]
-    return job, [p for p in out if p is not None]
-
-
 # ----- tables -----------------------------------------------------------------------------------
 def segments(p: JobPath) -> pd.DataFrame:
     """The step cut along the path, consecutive pieces of one rank, event and category merged: ``step, rank,

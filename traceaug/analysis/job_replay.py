@@ -89,7 +89,9 @@ def without_stragglers(parts: dict[int, jp.RankPart], matched: co.Matched, step:
     """The job replay of ``step`` unchanged and without stragglers (ns; ``replay_step``'s baseline and its
     ``NO_STRAGGLERS`` prediction), all a job verdict asks of it (``parts``: ``job_path.replay_part``'s)."""
     j = joined_model(parts, matched, step)
-    return j.joined.replay(), _at_the_median(j).replay()
+    baseline, median = j.joined.replay(), _at_the_median(j)
+    del j  # (the joined model's edges: the median model has its own)
+    return baseline, median.replay()
 
 
 def _at_the_median(j: Joined) -> replay.Model:

@@ -62,12 +62,10 @@ class RankPart:
     names: np.ndarray | None = None  # the event names the graphs' ``ev["name"]`` codes number
 
 
-def rank_part(trace: Trace, rank: int | None = None, scales: tuple | None = None,
-              tables: RankTables | None = None) -> RankPart:
+def rank_part(trace: Trace, rank: int | None = None, scales: tuple | None = None) -> RankPart:
     """One rank's ``RankPart`` (one load of kind ``LOAD``), picklable: nothing of the engine. ``scales``: with
-    each step's replay model and, for each (``replay.Scale``), the events it picks (None: no models);
-    ``tables``: the rank's collective tables if read already."""
-    tables = tables or rank_tables(trace, causes=False)  # the path needs no cause windows
+    each step's replay model and, for each (``replay.Scale``), the events it picks (None: no models)."""
+    tables = rank_tables(trace, causes=False)  # the path needs no cause windows
     if tables.rank is None:
         tables.rank = rank
     return _part(trace, tables, cp.step_windows(trace) or {WHOLE: cp.window(trace)}, scales, True)

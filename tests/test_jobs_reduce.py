@@ -193,7 +193,7 @@ def test_a_ranks_verdict_part_is_its_replay_models_alone(job_ranks: dict) -> Non
     """``stragglers``' and ``report JOB``'s per-rank result for the job verdict: the collective tables once
     (the replay's part shares them; they were read twice) and, of the job path, only what the verdict's
     replay uses: under 60 % of the critical path's part of the same rank (which holds the path's arrays;
-    the verdict's part was that part), and with ``--step`` only that step's graph."""
+    the verdict's part was that part), and with ``--step`` only that step's graph (both commands)."""
     from traceaug.commands.stragglers import tables_and_path
 
     f = job_ranks[5000]
@@ -209,3 +209,6 @@ def test_a_ranks_verdict_part_is_its_replay_models_alone(job_ranks: dict) -> Non
     sent = pickle.loads(_sent(f, partial(report.part, step=None, top=10), collectives=True))
     assert sent.path.tables.colls is sent.collectives.colls
     assert len(pickle.dumps(sent.path)) < 0.6 * len(pickle.dumps(full))
+    work = Work("job_path", parts.part, {"fn": report.part, "in_job": True, "step": 1, "top": 10},
+                partial(parts.open_ops_and_tables, step=1))  # (as ``report JOB --step 1`` asks)
+    assert sorted(_task(f, work).path.graphs) == [1]

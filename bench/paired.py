@@ -3,7 +3,8 @@
 Why: a restructuring must show its figures are no worse and its outputs unchanged. Measured
 (the issue's wording): start-up on a ~1 MB trace (``info`` on DLRM rank 0, 0.9 MB raw),
 ``counters`` on the 25.8 MB A100 trace, ``report`` on a 64-rank job (``bench/job_scale.py``'s)
-and ``collectives`` on 64 DLRM ranks (``bench/collectives_vs_hta.py``'s job), the jobs cached
+and ``collectives`` on 64 DLRM ranks (``bench/collectives_vs_hta.py``'s job); also (the job verdict's
+cost) ``stragglers`` on those 64 DLRM ranks and ``report`` on 16 A100 ranks; the jobs cached
 in ``--out-dir``. Each side runs ``python -m traceaug`` in a fresh process with its checkout
 first on PYTHONPATH (a git revision is checked out with ``git worktree add --detach`` into a
 temporary directory; ``WORKTREE`` is /work/main as it is, uncommitted changes included). One
@@ -15,7 +16,7 @@ output, gunzipped) compared byte for byte. "WORSE": the new median > 5% slower o
 a side is a FAILED row); 1 only when there is no table (a bad revision, the import check).
 Run: ``python bench/paired.py --old REV --new REV [--repeat N] [--only KEY] [--json]``
 (REV: a commit, a branch, ``HEAD`` or ``WORKTREE``; KEY: startup, counters, report64,
-collectives64).
+collectives64, stragglers64, report16; by default the first four).
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ RANKS = 64
 WORSE_RATIO = 1.05
 SAMPLE_S = 0.005
 CHECK = "import traceaug; print(traceaug.__file__)"
-KEYS = ("startup", "counters", "report64", "collectives64")
+KEYS = ("startup", "counters", "report64", "collectives64", "stragglers64", "report16")
+DEFAULT_KEYS = KEYS[:4]
 
 
 @dataclass(frozen=True)
@@ -170,7 +172,7 @@ def plan(out_dir: Path, only: set[str] | None, repeat: int | None) -> list[Measu
     small = sorted(DLRM.glob("worker0_step_12.*.pt.trace.json.gz"))
     if not small or not A100_TRACE.is_file():
         sys.exit(f"error: the shared traces are missing ({DLRM}, {A100_TRACE})")
-    want = only or set(KEYS)
+    want = only or set(DEFAULT_KEYS)
     out: list[Measurement] = []
     if "startup" in want:
         with gzip.open(small[0]) as f:
@@ -180,16 +182,20 @@ def plan(out_dir: Path, only: set[str] | None, repeat: int | None) -> list[Measu
     if "counters" in want:
         out.append(Measurement("counters", "counters A100 25.8 MB",
                                ("counters", str(A100_TRACE), "{out}"), repeat or 5, "counters.json.gz"))
-    if "report64" in want or "collectives64" in want:
+    if want - {"startup", "counters"}:
         out_dir.mkdir(parents=True, exist_ok=True)
     if "report64" in want:
         job = generate_a100_job(RANKS, out_dir)
         out.append(Measurement("report64", f"report {RANKS} A100 ranks", ("report", str(job)),
                                repeat or 3))
-    if "collectives64" in want:
-        job = generate_dlrm_job(RANKS, out_dir, DLRM)
-        out.append(Measurement("collectives64", f"collectives {RANKS} DLRM ranks",
-                               ("collectives", str(job)), repeat or 3))
+    for command in ("collectives", "stragglers"):
+        if f"{command}64" in want:
+            job = generate_dlrm_job(RANKS, out_dir, DLRM)
+            out.append(Measurement(f"{command}64", f"{command} {RANKS} DLRM ranks",
+                                   (command, str(job)), repeat or 3))
+    if "report16" in want:
+        job = generate_a100_job(16, out_dir)
+        out.append(Measurement("report16", "report 16 A100 ranks", ("report", str(job)), repeat or 3))
     return out
 
 

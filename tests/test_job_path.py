@@ -24,6 +24,7 @@ from rawjson import load_raw, ns
 import traceaug
 from traceaug.analysis import critical_path as cp
 from traceaug.analysis import job_path as jp
+from traceaug.analysis import job_timing
 from traceaug.cli import main
 from traceaug.job import parts
 from traceaug.job.run import JobOptions, Work, items_of, run
@@ -55,7 +56,7 @@ def _sums_to_the_step(p: jp.JobPath) -> None:
 
 def test_real_job_hta_weights_path_is_the_longest_path_of_the_joined_graph() -> None:
     d = shared_trace(JOB)
-    _, paths = jp.paths(read(d, None), hta_weights=True)
+    _, paths = job_timing.paths(read(d, None), hta_weights=True)
     assert [p.step for p in paths] == [10]
     graphs = _rank_graphs(d, 10)
     want = longest(d, graphs)
@@ -72,7 +73,7 @@ def test_real_job_hta_weights_path_is_the_longest_path_of_the_joined_graph() -> 
 def test_hta_weights_path_runs_through_a_planted_straggler(tmp_path: Path, straggler: int,
                                                            delay_us: int) -> None:
     d = job_gen.write(tmp_path / "job", job_gen.job(8, straggler, delay_us, steps=2))
-    _, paths = jp.paths(read(d), hta_weights=True)
+    _, paths = job_timing.paths(read(d), hta_weights=True)
     assert [p.step for p in paths] == [0, 1]
     for p in paths:
         assert p.window.end - p.window.start == (job_gen.STEP_US + delay_us) * 1000
@@ -97,7 +98,7 @@ def _rows(p: jp.JobPath) -> list[tuple]:
 
 def test_real_job_timing_path_is_the_walk_back_along_the_joined_replay() -> None:
     d = shared_trace(JOB)
-    _, paths = jp.paths(read(d))
+    _, paths = job_timing.paths(read(d))
     assert [p.step for p in paths] == [10]
     for p in paths:
         want, facts = raw_timing(d, p.step)
@@ -120,7 +121,7 @@ def test_real_job_step_10_path_runs_through_rank_7s_late_arrival() -> None:
     """Rank 7 starts step 10 late and arrives last at the all_to_all the step waits for: the
     timing path runs from its late start through it (the path by weight stayed on rank 1)."""
     d = shared_trace(JOB)
-    _, paths = jp.paths(read(d), 10)
+    _, paths = job_timing.paths(read(d), 10)
     p = paths[0]
     rows = _rows(p)
     # from the raw JSON: each rank's step start and its NCCL kernels, in the aligned clock
@@ -190,7 +191,7 @@ def test_timing_path_runs_through_a_planted_straggler(tmp_path: Path, straggler:
                                                       delay_us: int, where: str) -> None:
     d = job_gen.write(tmp_path / "job", job_gen.job(8, straggler, delay_us, steps=2,
                                                      where=where))
-    _, paths = jp.paths(read(d))
+    _, paths = job_timing.paths(read(d))
     assert [p.step for p in paths] == [0, 1]
     for p in paths:
         assert p.window.end - p.window.start == (job_gen.STEP_US + delay_us) * 1000
@@ -277,7 +278,7 @@ def test_job_whatif_real_job_baseline_and_cli(tmp_path: Path) -> None:
     rows = json.loads(r.stdout)
     assert [x["step"] for x in rows] == [10]
     # the job's step: first rank's ProfilerStep start to last rank's end, in the job clock
-    _, paths = jp.paths(read(d))
+    _, paths = job_timing.paths(read(d))
     assert rows[0]["measured_ns"] == paths[0].window.end - paths[0].window.start
     assert abs(rows[0]["baseline_error_pct"]) <= 3.0
     # Rank 1's sync waits on its stream 7, which waited (no recorded event) for the all_to_all

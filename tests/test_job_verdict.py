@@ -201,6 +201,21 @@ def test_planted_late_rank(tmp_path: Path, where: str, source: str) -> None:
     assert "Rank 2 sets it" in v["text"]
 
 
+def test_the_verdict_replays_its_steps_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each step a verdict names is replayed twice, unchanged and without stragglers (the figures it
+    states, checked against ``whatif``'s above), nothing more: no dependency-only replays (4 schedules a
+    step before); the real schedule is run, only counted."""
+    from traceaug.analysis import replay
+
+    d = _planted(tmp_path, "cpu")
+    calls = []
+    schedule = replay.schedule
+    monkeypatch.setattr(replay, "schedule", lambda *a, **k: calls.append(1) or schedule(*a, **k))
+    found = traceaug.stragglers(d).attrs["verdict"]
+    assert [v["step"] for v in found] == [0, 1] and all(v["without_ns"] for v in found)
+    assert len(calls) == 2 * 2
+
+
 def test_no_late_rank_no_blame(tmp_path: Path) -> None:
     d = jobgen.write(tmp_path / "even", jobgen.job(4, 2, 0))
     v = traceaug.stragglers(d).attrs["verdict"][0]

@@ -187,3 +187,28 @@ def test_finding_the_ranks_holds_no_files_first_bytes(tmp_path: Path) -> None:
         tracemalloc.stop()
     assert [(f.path.name, f.rank) for f in files] == [(f"rank-{47 - r}.json", r) for r in range(48)]
     assert peak < 6 << 20, f"{peak / 2**20:.1f} MB held while finding 48 ranks"
+
+
+def test_a_ranks_verdict_part_is_its_replay_models_alone(job_ranks: dict) -> None:
+    """``stragglers``' and ``report JOB``'s per-rank result for the job verdict: the collective tables once
+    (the replay's part shares them; they were read twice) and, of the job path, only what the verdict's
+    replay uses: under 60 % of the critical path's part of the same rank (which holds the path's arrays;
+    the verdict's part was that part), and with ``--step`` only that step's graph (both commands)."""
+    from traceaug.commands.stragglers import tables_and_path
+
+    f = job_ranks[5000]
+    full = _task(f, Work("job_path", parts.job_path, {"scales": ()}))
+    tables, part = pickle.loads(pickle.dumps(_task(f, Work("job_path", parts.apply,
+                                                           {"fn": tables_and_path}))))
+    assert part.tables is tables
+    assert sorted(part.graphs) == sorted(full.graphs) == [0, 1]
+    assert len(pickle.dumps(part)) < 0.6 * len(pickle.dumps(full)), (len(pickle.dumps(part)),
+                                                                      len(pickle.dumps(full)))
+    one = _task(f, Work("job_path", parts.apply, {"fn": tables_and_path, "step": 1}))[1]
+    assert sorted(one.graphs) == [1]
+    sent = pickle.loads(_sent(f, partial(report.part, step=None, top=10), collectives=True))
+    assert sent.path.tables.colls is sent.collectives.colls
+    assert len(pickle.dumps(sent.path)) < 0.6 * len(pickle.dumps(full))
+    work = Work("job_path", parts.part, {"fn": report.part, "in_job": True, "step": 1, "top": 10},
+                partial(parts.open_ops_and_tables, step=1))  # (as ``report JOB --step 1`` asks)
+    assert sorted(_task(f, work).path.graphs) == [1]

@@ -29,26 +29,27 @@ WHOLE = -1  # the step key of a trace without ProfilerSteps (its whole span)
 
 @dataclass
 class RankGraph:
-    """One rank's graph of one step as plain arrays (absolute ns, the rank's clock): nodes, edges and events
-    as ``critical_path.Graph``, ``bind_ns`` (where a UI arrow binds), ``ev["name"]`` codes into
-    ``RankPart.names``, ``coll_event`` (per collectives row, its event; -1: none)."""
+    """One rank's graph of one step as plain arrays (absolute ns, the rank's clock): ``coll_event`` (per
+    collectives row, its event; -1: none), the replay model; then (None in a verdict's part, ``replay_part``)
+    nodes, edges and events as ``critical_path.Graph``, ``bind_ns`` (where a UI arrow binds), ``ev["name"]``
+    codes into ``RankPart.names``."""
 
     start: int
     end: int
-    node_ts: np.ndarray
-    node_order: np.ndarray
-    node_lane: np.ndarray
-    bind_ns: np.ndarray
-    src: np.ndarray
-    dst: np.ndarray
-    weight: np.ndarray
-    kind: np.ndarray
-    event: np.ndarray
-    ev: dict
     coll_event: np.ndarray
     model: replay.Model | None = None  # the step's replay model (absolute ns)
     picked: dict | None = None  # per ``--scale`` label: the events it picks (bool per event)
     inferred: dict | None = None  # the waits its graph inferred (``critical_path.Graph``)
+    node_ts: np.ndarray | None = None
+    node_order: np.ndarray | None = None
+    node_lane: np.ndarray | None = None
+    bind_ns: np.ndarray | None = None
+    src: np.ndarray | None = None
+    dst: np.ndarray | None = None
+    weight: np.ndarray | None = None
+    kind: np.ndarray | None = None
+    event: np.ndarray | None = None
+    ev: dict | None = None
 
 
 @dataclass
@@ -61,16 +62,28 @@ class RankPart:
     names: np.ndarray | None = None  # the event names the graphs' ``ev["name"]`` codes number
 
 
-def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
-              models: bool = False) -> RankPart:
-    """One rank's ``RankPart`` (one load of kind ``LOAD``), picklable: nothing of the engine. ``models``: with
-    each step's replay model and, for each of ``scales`` (``replay.Scale``), the events it picks."""
+def rank_part(trace: Trace, rank: int | None = None, scales: tuple | None = None) -> RankPart:
+    """One rank's ``RankPart`` (one load of kind ``LOAD``), picklable: nothing of the engine. ``scales``: with
+    each step's replay model and, for each (``replay.Scale``), the events it picks (None: no models)."""
     tables = rank_tables(trace, causes=False)  # the path needs no cause windows
     if tables.rank is None:
         tables.rank = rank
+    return _part(trace, tables, cp.step_windows(trace) or {WHOLE: cp.window(trace)}, scales, True)
+
+
+def replay_part(trace: Trace, tables: RankTables, step: int | None = None) -> RankPart:
+    """A job verdict's part of one rank (``job_replay.without_stragglers``): each step's (or ``step``'s)
+    replay model and where its collectives are in it, none of the path's arrays (half the size)."""
+    windows = cp.step_windows(trace) or {WHOLE: cp.window(trace)}
+    return _part(trace, tables, {k: w for k, w in windows.items() if step in (None, k)}, (), False)
+
+
+def _part(trace: Trace, tables: RankTables, windows: dict, scales: tuple | None, path: bool
+          ) -> RankPart:
+    """``tables`` and the graph of each of ``windows`` (with replay models unless ``scales`` is None; with
+    the path's arrays if ``path``)."""
     base = trace.base_ns
     ev = cp.events(trace)
-    windows = cp.step_windows(trace) or {WHOLE: cp.window(trace)}
     colls = tables.colls
     key_ts = colls["ts"].to_numpy(np.int64) - base if len(colls) else np.empty(0, np.int64)
     graphs = {}
@@ -84,24 +97,26 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple = (),
         coll_event = np.array([at.get((int(t), int(s) if s == s and s is not None else -1), -1)
                                for t, s in zip(key_ts.tolist(), colls["stream"].tolist())],
                               np.int64)
+        graphs[k] = rg = RankGraph(win.start + base, win.end + base, coll_event)
+        if scales is not None:
+            rg.model = replay.model(g, win).shifted(base)
+        if not path:
+            continue
         nodes = np.arange(len(g.node_ts))
-        bind = cp.bind_points(trace, g, nodes) + base if len(nodes) else nodes
         names = replay.event_names(trace, g)
-        m = picked = None
-        if models:
-            m = replay.model(g, win).shifted(base)
-            picked = {s.label: replay.selected(g.ev, names, s.selector) for s in scales}
-        graphs[k] = RankGraph(
-            win.start + base, win.end + base, g.node_ts + base, g.node_order, g.node_lane,
-            bind, g.src, g.dst, g.weight, g.kind, g.event,
-            {"gpu": e["gpu"].astype(bool), "memory": e["memory"], "waiting": e["waiting"], "pid": e["pid"],
-             "tid": e["tid"], "dur": e["dur"].astype(np.int64),
-             "name": np.fromiter((codes.setdefault(x, len(codes)) for x in names.tolist()),
-                                 np.int64, len(names))},
-            coll_event, m, picked, dict(g.inferred))
+        if scales is not None:
+            rg.picked = {s.label: replay.selected(g.ev, names, s.selector) for s in scales}
+        rg.inferred = dict(g.inferred)
+        rg.node_ts, rg.node_order, rg.node_lane = g.node_ts + base, g.node_order, g.node_lane
+        rg.bind_ns = cp.bind_points(trace, g, nodes) + base if len(nodes) else nodes
+        rg.src, rg.dst, rg.weight, rg.kind, rg.event = g.src, g.dst, g.weight, g.kind, g.event
+        rg.ev = {"gpu": e["gpu"].astype(bool), "memory": e["memory"], "waiting": e["waiting"],
+                 "pid": e["pid"], "tid": e["tid"], "dur": e["dur"].astype(np.int64),
+                 "name": np.fromiter((codes.setdefault(x, len(codes)) for x in names.tolist()),
+                                     np.int64, len(names))}
     table = np.empty(len(codes), object)
     table[:] = list(codes)
-    return RankPart(tables, graphs, table)
+    return RankPart(tables, graphs, table if path else None)
 
 
 def keyed(done: dict) -> dict[int, RankPart]:
@@ -293,18 +308,6 @@ def step_keys(parts: dict[int, RankPart], step: int | None = None) -> list[int]:
         where = Path(next(iter(parts.values())).tables.path).parent if parts else "job"
         raise TraceaugError(f"{where}: no rank has ProfilerStep#{step} (steps: {have})")
     return [step]
-
-
-def paths(parts: dict[int, RankPart], step: int | None = None, hta_weights: bool = False
-          ) -> tuple[co.Matched, list[JobPath]]:
-    """The matched job and each step's (or ``step``'s) path: the timing path (``job_timing``; ``parts`` read
-    with models), or with ``hta_weights`` the longest path by weight (``join``)."""
-    from .job_timing import timing_path
-
-    job = match_parts(parts)
-    find = join if hta_weights else timing_path
-    out = [find(parts, job, k) for k in step_keys(parts, step)]
-    return job, [p for p in out if p is not None]
 
 
 # ----- tables -----------------------------------------------------------------------------------

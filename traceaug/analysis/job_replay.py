@@ -75,8 +75,7 @@ def replay_step(parts: dict[int, jp.RankPart], matched: co.Matched, step: int,
     if no_launch_delay:
         changes.append((replay.NO_LAUNCH_DELAY, joined, None, True))
     if no_stragglers:
-        changes.append((NO_STRAGGLERS, _at_the_median(joined, int(j.edge_at[-1]), j.own_edges,
-                                                      *j.median), None, False))
+        changes.append((NO_STRAGGLERS, _at_the_median(j), None, False))
     predicted = replay.predict(changes, joined.events, changes[-1][1] if no_stragglers else joined,
                                no_launch_delay)
     cpu = np.repeat(~np.concatenate([np.empty(0, bool)] + [g.ev["gpu"] for g in gs]).astype(bool), 2)
@@ -86,13 +85,22 @@ def replay_step(parts: dict[int, jp.RankPart], matched: co.Matched, step: int,
                              joined.replay(), joined.unexplained(), predicted, *dep)
 
 
-def _at_the_median(joined: replay.Model, ranks_edges: int, own: list[int], src: np.ndarray,
-                   dst: np.ndarray, delay: np.ndarray) -> replay.Model:
-    """``joined`` with each collective's edges (the joins, each member's own kernel time)
+def without_stragglers(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) -> tuple[int, int]:
+    """The job replay of ``step`` unchanged and without stragglers (ns; ``replay_step``'s baseline and its
+    ``NO_STRAGGLERS`` prediction), all a job verdict asks of it (``parts``: ``job_path.replay_part``'s)."""
+    j = joined_model(parts, matched, step)
+    baseline, median = j.joined.replay(), _at_the_median(j)
+    del j  # (the joined model's edges: the median model has its own)
+    return baseline, median.replay()
+
+
+def _at_the_median(j: Joined) -> replay.Model:
+    """The joined model with each collective's edges (the joins, each member's own kernel time)
     replaced by the median arrival's: end after it plus the member's transfer, no slack."""
+    joined, (src, dst, delay) = j.joined, j.median
     keep = np.ones(len(joined.src), bool)
-    keep[ranks_edges:] = False  # the joins (``replay.join`` puts them last)
-    keep[np.array(own, np.int64)] = False
+    keep[int(j.edge_at[-1]):] = False  # the joins (``replay.join`` puts them last)
+    keep[np.array(j.own_edges, np.int64)] = False
     cap = np.minimum(delay, np.maximum(joined.node_ts[dst] - joined.node_ts[src], 0))
     k = np.flatnonzero(keep)
     return dataclasses.replace(

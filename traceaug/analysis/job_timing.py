@@ -1,5 +1,6 @@
-"""The timing path of a job step: from its end back along the joined replay's binding edges (what released
-each node last); the pieces sum to the step, and at a collective the path goes on from the last arrival."""
+"""The timing path of a job step, and each step's path of a job (``paths``): from its end back along the
+joined replay's binding edges (what released each node last); the pieces sum to the step, and at a collective
+the path goes on from the last arrival."""
 
 from __future__ import annotations
 
@@ -11,6 +12,16 @@ from . import job_path as jp
 from . import job_replay
 
 LATE_START = "late_start"
+
+
+def paths(parts: dict[int, jp.RankPart], step: int | None = None, hta_weights: bool = False
+          ) -> tuple[co.Matched, list[jp.JobPath]]:
+    """The matched job and each step's (or ``step``'s) path: the timing path (``parts`` read with models),
+    or with ``hta_weights`` the longest path by weight (``job_path.join``)."""
+    job = jp.match_parts(parts)
+    find = jp.join if hta_weights else timing_path
+    out = [find(parts, job, k) for k in jp.step_keys(parts, step)]
+    return job, [p for p in out if p is not None]
 
 
 def timing_path(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) -> jp.JobPath | None:

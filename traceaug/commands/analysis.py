@@ -21,14 +21,16 @@ def rank_parts(call: Call, fn: Callable, params: dict, kind: str = GPU_STEPS,
                collectives: bool = False) -> tuple[list[parts.RankPart], list | None]:
     """Each rank's ``RankPart`` of ``fn(ops, in_job, **params)`` in rank order; with
     ``collectives``, a job's collective tables from the same read (one rank: None), each part's
-    ``path`` its ``job_path.RankPart``."""
+    ``path`` its part of the verdict's replay (``params["step"]``'s alone, if given)."""
+    from functools import partial
+
     from ..analysis.collectives import ranked
 
     in_job = len(call.files()) > 1
     both = collectives and in_job
     work = Work("job_path" if both else kind, parts.part,
                 {"fn": fn, "in_job": in_job, **params},
-                parts.open_ops_and_tables if both else parts.open_ops)
+                partial(parts.open_ops_and_tables, step=params.get("step")) if both else parts.open_ops)
     done = call.run(work, None)
     if not any(p.ops for p in done.values()):
         raise TraceaugError(f"{call['trace']}: no GPU kernels, copies or sets to analyse")

@@ -21,6 +21,7 @@ def job_paths(call: Call) -> tuple[list, int | None]:
     import traceaug.guard as guard
 
     from ..analysis import job_path as jp
+    from ..analysis import job_timing
     from ..job import parts
     from ..job.run import Work, items_of, local_files, run
     from ..rewrite import job_path as drawn
@@ -34,7 +35,7 @@ def job_paths(call: Call) -> tuple[list, int | None]:
         guard.check([f.path for f in files], [Path(dst)])
     scales = None if call["hta_weights"] else ()
     done = run(Work("job_path", parts.job_path, {"scales": scales}), items_of(files), call.job)
-    found, paths = jp.paths(jp.keyed(done), call["step"], call["hta_weights"])
+    found, paths = job_timing.paths(jp.keyed(done), call["step"], call["hta_weights"])
     if dst is None:
         return paths, None
     window = (min(p.window.start for p in paths), max(p.window.end for p in paths)) if paths else None

@@ -86,6 +86,7 @@ def explain(call: Call) -> dict:
     directories), or of two jobs along the jobs' paths."""
     from ..analysis import explain as ex
     from ..analysis import job_path as jp
+    from ..analysis import job_timing
 
     step_a, step_b = (call["step"],) * 2 if call["step"] is not None else (call["step_a"],
                                                                            call["step_b"])
@@ -96,7 +97,7 @@ def explain(call: Call) -> dict:
     sides = []
     for name, chosen in (("a", step_a), ("b", step_b)):
         done = call.run(Work("job_path", parts.job_path, {"scales": ()}), "job_path:()", name)
-        sides.append(ex.job_path_times(jp.paths(jp.keyed(done), chosen)[1]))
+        sides.append(ex.job_path_times(job_timing.paths(jp.keyed(done), chosen)[1]))
     return ex.split(*sides)
 
 

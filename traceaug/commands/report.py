@@ -20,11 +20,13 @@ def _job(found: list | None, ranks: list, call: Call, top: int | None) -> list[t
     from ..render.job_sections import job_sections
     from .stragglers import verdicts
 
+    held = {p.rank: p.path for p in ranks}
+    for p in ranks:  # (their replay models: freed here, before the page is made)
+        p.path = None
     if found is None or not any(len(t.colls) for t in found):
         return []
     matched = by_step(co.match_job(found), call["step"], call["trace"])
-    paths = keyed({p.rank: p.path for p in ranks})
-    return job_sections(matched, top, verdicts(matched, paths))
+    return job_sections(matched, top, verdicts(matched, keyed(held)))
 
 
 OVERVIEW = "verdict and findings"

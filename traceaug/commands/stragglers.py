@@ -17,28 +17,28 @@ if TYPE_CHECKING:
 
 
 def verdicts(found: co.Matched, paths: dict) -> list[Verdict]:
-    """Every step's verdict of the job ``found`` (``--step``'s only, if given), with the job replay's step
-    time without stragglers (``job_replay.whatif`` of ``paths``, the ranks' ``job_path.RankPart``s)."""
+    """Every step's verdict of the job ``found`` (``--step``'s only, if given), with the job replay of that
+    step unchanged and without stragglers (``job_replay.without_stragglers`` of ``paths``, the ranks'
+    ``job_path.replay_part``s): only the steps a verdict names are replayed."""
+    from ..analysis import job_path as jp
     from ..analysis import job_replay
     from ..analysis.job_verdict import verdicts as made
 
-    steps = {int(s) for s in found.instances["step"].dropna()}
+    steps = {int(s) for s in found.instances["step"].dropna()} & set(jp.step_keys(paths))
     if len(found.tables) < 2 or not steps:
         return made(found)
-    # one replay call (it matches the job once): ``--step``'s, or every step
-    replays = job_replay.whatif(paths, steps.pop() if len(steps) == 1 else None, (),
-                                no_stragglers=True)
-    return made(found, {r.step: (r.baseline_ns, r.predicted_ns[job_replay.NO_STRAGGLERS])
-                        for r in replays})
+    job = jp.match_parts(paths)  # (the replay's own match: aligned, every step)
+    return made(found, {k: job_replay.without_stragglers(paths, job, k) for k in sorted(steps)})
 
 
-def tables_and_path(trace) -> tuple:
-    """A rank's collective tables (with the causes' windows) and its ``job_path.RankPart`` with replay
-    models, from one load of kind ``job_path``."""
+def tables_and_path(trace, step: int | None = None) -> tuple:
+    """A rank's collective tables (with the causes' windows) and its part of the verdict's replay (of
+    ``step``, None: every step; ``job_path.replay_part``), from one load of kind ``job_path``."""
     from ..analysis.collective_rank import tables
-    from ..analysis.job_path import rank_part
+    from ..analysis.job_path import replay_part
 
-    return tables(trace), rank_part(trace, None, (), True)
+    found = tables(trace)
+    return found, replay_part(trace, found, step)
 
 
 def _compute(call: Call) -> tuple[co.Matched, list[Verdict]]:
@@ -46,7 +46,8 @@ def _compute(call: Call) -> tuple[co.Matched, list[Verdict]]:
     from ..job import parts
     from ..job.run import Work
 
-    done = call.run(Work("job_path", parts.apply, {"fn": tables_and_path}), "stragglers")
+    done = call.run(Work("job_path", parts.apply, {"fn": tables_and_path, "step": call["step"]}),
+                    "stragglers")
     found = matched(call, call["align"], {r: t for r, (t, _) in done.items()})
     return found, verdicts(found, keyed({r: p for r, (_, p) in done.items()}))
 

@@ -109,13 +109,13 @@ class Inline(Executor):
 
 def _preload() -> None:
     """What a forked pool process starts with, pandas run (the CLI leaves it lazy; every rank's
-    tables need it: 130 ms of each child's first task otherwise)."""
+    tables need it: 130 ms of each child's first task otherwise). The job runner (``run``, whose tasks
+    the pool runs) is imported already: it imports this module and makes the pool."""
     import pandas
 
     import traceaug.trace as trace  # noqa: F401
 
     from ..read import inputs, storage  # noqa: F401
-    from . import run  # noqa: F401
 
     pandas.DataFrame  # noqa: B018  (runs a lazily imported pandas: engine.imports)
 

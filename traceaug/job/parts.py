@@ -23,7 +23,7 @@ def local_file(item: Item, kind: str) -> Iterator[Any]:
 @dataclass
 class Ops:
     """A rank's GPU ops (``GpuOps``, their trace detached) and, when asked, its collective tables and its
-    job path part with replay models (``job_path.RankPart``: a job's verdict replays the job)."""
+    part of a job verdict's replay (``job_path.replay_part``)."""
 
     ops: Any
     tables: Any = None
@@ -31,25 +31,29 @@ class Ops:
 
 
 @contextlib.contextmanager
-def open_ops(item: Item, kind: str, tables: bool = False) -> Iterator[Ops]:
-    """A rank's ``Ops``, its engine closed before the task computes on them."""
+def open_ops(item: Item, kind: str, tables: bool = False, step: int | None = None) -> Iterator[Ops]:
+    """A rank's ``Ops`` (with ``tables``: of ``step``'s replay, None: every step's), its engine closed
+    before the task computes on them."""
+    import dataclasses
+
     from ..analysis.collective_rank import tables as collective_tables
     from ..analysis.gpu_steps import rank_ops
-    from ..analysis.job_path import rank_part
+    from ..analysis.job_path import replay_part
 
     with open_trace(item, kind) as trace:
         ops = rank_ops(item.rank, trace)
         found = collective_tables(trace, ops=ops) if tables else None
-        path = rank_part(trace, item.rank, (), True) if tables else None
+        # (a copy of the tables, sharing their frames: the replay keys them by the ops' rank)
+        path = replay_part(trace, dataclasses.replace(found), step) if tables else None
         ops.trace = trace.detached(item.rank, item.named())
     yield Ops(ops, found, path)
 
 
 @contextlib.contextmanager
-def open_ops_and_tables(item: Item, kind: str) -> Iterator[Ops]:
-    """``open_ops`` with the rank's collective tables and job path part (``report JOB``: one read per
-    rank, of kind ``job_path``)."""
-    with open_ops(item, kind, tables=True) as opened:
+def open_ops_and_tables(item: Item, kind: str, step: int | None = None) -> Iterator[Ops]:
+    """``open_ops`` with the rank's collective tables and verdict replay part (``report JOB``: one read
+    per rank, of kind ``job_path``)."""
+    with open_ops(item, kind, True, step) as opened:
         yield opened
 
 
@@ -122,7 +126,7 @@ def job_path(trace: Any, item: Item, scales: tuple | None = None) -> Any:
     """A rank's part of the job's critical path, with the replay models for ``scales`` (None: none)."""
     from ..analysis.job_path import rank_part
 
-    return rank_part(trace, item.rank, tuple(scales or ()), scales is not None)
+    return rank_part(trace, item.rank, None if scales is None else tuple(scales))
 
 
 def then(trace: Any, item: Item, fn: Callable) -> Any:

@@ -12,7 +12,8 @@ from ..analysis.steps import shorten
 from ..read.rebase import unsigned_tid
 from .critical_path import ARROW_KINDS, CATEGORY, LANE_ID, LANE_NAME
 from .events import async_slice_events, flow_events, process_name_events
-from .merge_job import ARROWS, RANK_PIDS, sort_index
+from .merge_job import ARROWS
+from .relabel_text import RANK_PIDS, sort_index
 
 LANE_PID = RANK_PIDS - 1  # within each rank's pids: the lane's process
 PATH_FLOWS = ARROWS + (1 << 39)  # flow ids of the path's arrows, above the collectives' ones

@@ -1,10 +1,10 @@
 """``traceaug merge JOB OUT``: a job's ranks in one trace on one clock, pids at ``rank × RANK_PIDS + pid``,
-processes named by rank and role (``RankRelabel``), arrows from each collective's ranks to its straggler (who
-waited), each step's last rank to start marked; written rank by rank, so memory follows the largest rank."""
+processes named by rank and role (``relabel_text.RankRelabel``), arrows from each collective's ranks to its
+straggler (who waited), each step's last rank to start marked; written rank by rank, so memory follows the
+largest rank."""
 
 from __future__ import annotations
 
-import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,80 +17,13 @@ from ..read import chunks, normalize, source
 from ..read.inputs import trace_input
 from ..read.marker import UI_ORDER, UI_WINDOW
 from ..read.ranks import TraceFile
-from ..read.rebase import Rebase, us_to_ns
+from ..read.rebase import Rebase
 from . import splice, visible
 from .events import us
-from .merge import Relabel, _hashable
-from .relabel_text import spliced
+from .merge import Relabel
+from .relabel_text import RANK_PIDS, RankRelabel, pid_of, spliced
 
-RANK_PIDS = 1 << 22  # above Linux's largest pid: every rank's pids stay apart
-RANK_FLOWS = 1 << 40
 ARROWS = (1 << 62) - (1 << 40)  # flow ids of the cross-rank arrows, above every rank's
-
-
-def _pid_of(rank: int):
-    """Rank ``rank``'s pid for a pid of its file: moved into the rank's range, or (a pid that
-    is no number in 0 .. RANK_PIDS - 1: text, -5, 2^40) named by the rank, as the UI shows it."""
-    def pid(p):
-        if isinstance(p, int) and 0 <= p < RANK_PIDS:
-            return rank * RANK_PIDS + p
-        return f"rank {rank}: {p if isinstance(p, str) else orjson.dumps(p).decode()}"
-    return pid
-
-
-def _flow_of(rank: int):
-    """Rank ``rank``'s flow id for a flow id of its file."""
-    def flow(v):
-        if isinstance(v, int):
-            return rank * RANK_FLOWS + v
-        if isinstance(v, str):
-            try:  # Perfetto reads string flow ids as hex
-                return rank * RANK_FLOWS + int(v, 16)
-            except ValueError:
-                return f"rank {rank}:{v}"
-        return v
-    return flow
-
-
-class RankRelabel(Relabel):
-    """A rank's events on the job's clock and pids (``Relabel``), its processes named by rank and role
-    (``rank 3 CPU``, ``rank 3 GPU 0``: Kineto's ``process_labels``) and sorted by rank then role, its
-    global instants (a track of no process, "Unnamed SliceTrack" in the UI) put on their thread of its
-    CPU process (a process-scoped one would be a track named as its process)."""
-
-    def __init__(self, rank: int, rebase: Rebase, shift_ns: int) -> None:
-        super().__init__(rebase, shift_ns, _pid_of(rank), _flow_of(rank), f"rank {rank}")
-        self.rank = rank
-        self.labels: dict = {}  # pid (as in the file) -> its process_labels
-        self.steps: dict = {}  # ProfilerStep name -> (start ns on the job's clock, new pid, tid, end ns)
-
-    def learn(self, events: list) -> None:
-        """Note the ``process_labels`` of ``events`` (before their processes are named)."""
-        for ev in events:
-            if ev.get("ph") == "M" and ev.get("name") == "process_labels" and "pid" in ev:
-                args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
-                if isinstance(args.get("labels"), str):
-                    self.labels[_hashable(ev["pid"])] = args["labels"]
-
-    def name(self, name, pid) -> str:
-        role = self.labels.get(_hashable(pid))
-        return f"{self.label} {role}" if role else super().name(name, pid)
-
-    def event(self, ev: dict) -> bytes | None:
-        if ev.get("ph") in ("i", "I") and ev.get("s") == "g":  # on its thread of the rank's CPU process
-            ev["s"] = "t"
-            ev["pid"] = next((p for p, role in self.labels.items() if role == "CPU"), ev.get("pid"))
-        pid = ev.get("pid")
-        ts = ev.get("ts")
-        text = super().event(ev)
-        if text is not None and ev.get("ph") == "X" and str(ev.get("name")).startswith("ProfilerStep#"):
-            dur = ev.get("dur") if isinstance(ev.get("dur"), (int, float)) else 0
-            self.steps.setdefault(ev["name"], (self.ns(ts), ev.get("pid"), ev.get("tid"),
-                                               self.ns(ts) + us_to_ns(dur)))
-        if ev.get("ph") == "M" and ev.get("name") == "process_sort_index":
-            args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
-            ev["args"] = {**args, "sort_index": sort_index(self.rank, self.labels.get(_hashable(pid)))}
-        return text
 
 
 def late_starts(steps: dict[int, dict]) -> list[bytes]:
@@ -128,20 +61,6 @@ def ui_order(ranks: list[int]) -> list[str]:
                                                  rf"^rank {r} GPU \d+ \d+$", rf"^rank {r}: ")]
 
 
-def sort_index(rank: int, role: str | None) -> int:
-    """A process's ``process_sort_index``: ranks in order; in each, the critical path's lane (``role``
-    "path"), CPU, GPU 0, 1, ..., then the rest."""
-    if role == "path":
-        return rank * RANK_SORT
-    if role == "CPU":
-        return rank * RANK_SORT + 1
-    gpu = re.fullmatch(r"GPU (\d+)", role or "")
-    return rank * RANK_SORT + (2 + min(int(gpu[1]), RANK_SORT - 4) if gpu else RANK_SORT - 1)
-
-
-RANK_SORT = 1 << 16  # process_sort_index values per rank
-
-
 def arrows(matched: co.Matched) -> list[bytes]:
     """Flow events from each rank's kernel of a matched instance to its straggler's (forward
     in time: from where the rank started waiting to the arrival it waited for)."""
@@ -160,7 +79,7 @@ def arrows(matched: co.Matched) -> list[bytes]:
             for ph, r, row in (("s", int(w["rank"]), w), ("f", int(s), first)):
                 c = matched.tables[r].colls
                 ev = {"ph": ph, "id": fid, "cat": "collective", "name": name,
-                      "pid": _pid_of(r)(int(c["device"].iat[int(row["row"])])),
+                      "pid": pid_of(r)(int(c["device"].iat[int(row["row"])])),
                       "tid": int(c["stream"].iat[int(row["row"])]),
                       "ts": orjson.Fragment(us(int(row["arrival_ns"])))}
                 if ph == "f":

@@ -1,27 +1,107 @@
-"""A file's events relabelled (``merge.Relabel``) on their own text: the new ts, pids and flow ids put in
-place of the old, as the rewriters splice (never the events written again, but for process metadata and
-global instants), checked against the relabelled events; one chunk in memory at a time."""
+"""A rank's events relabelled onto its job (``RankRelabel``: the job's clock, the rank's pid and flow id
+ranges, processes named by rank and role) on their own text: the new ts, pids and flow ids put in place of
+the old, as the rewriters splice (never the events written again, but for process metadata and global
+instants), checked against the relabelled events; one chunk in memory at a time."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import orjson
 
 from ..read import chunks, pass1, source
-from ..read.rebase import Rebase, fix_negative_tids
+from ..read.rebase import Rebase, fix_negative_tids, us_to_ns
 from . import visible
+from .merge import Relabel, _hashable
 
-if TYPE_CHECKING:
-    from .merge_job import RankRelabel
+RANK_PIDS = 1 << 22  # above Linux's largest pid: every rank's pids stay apart
+RANK_FLOWS = 1 << 40
+
+
+def pid_of(rank: int):
+    """Rank ``rank``'s pid for a pid of its file: moved into the rank's range, or (a pid that
+    is no number in 0 .. RANK_PIDS - 1: text, -5, 2^40) named by the rank, as the UI shows it."""
+    def pid(p):
+        if isinstance(p, int) and 0 <= p < RANK_PIDS:
+            return rank * RANK_PIDS + p
+        return f"rank {rank}: {p if isinstance(p, str) else orjson.dumps(p).decode()}"
+    return pid
+
+
+def _flow_of(rank: int):
+    """Rank ``rank``'s flow id for a flow id of its file."""
+    def flow(v):
+        if isinstance(v, int):
+            return rank * RANK_FLOWS + v
+        if isinstance(v, str):
+            try:  # Perfetto reads string flow ids as hex
+                return rank * RANK_FLOWS + int(v, 16)
+            except ValueError:
+                return f"rank {rank}:{v}"
+        return v
+    return flow
+
+
+class RankRelabel(Relabel):
+    """A rank's events on the job's clock and pids (``Relabel``), its processes named by rank and role
+    (``rank 3 CPU``, ``rank 3 GPU 0``: Kineto's ``process_labels``) and sorted by rank then role, its
+    global instants (a track of no process, "Unnamed SliceTrack" in the UI) put on their thread of its
+    CPU process (a process-scoped one would be a track named as its process)."""
+
+    def __init__(self, rank: int, rebase: Rebase, shift_ns: int) -> None:
+        super().__init__(rebase, shift_ns, pid_of(rank), _flow_of(rank), f"rank {rank}")
+        self.rank = rank
+        self.labels: dict = {}  # pid (as in the file) -> its process_labels
+        self.steps: dict = {}  # ProfilerStep name -> (start ns on the job's clock, new pid, tid, end ns)
+
+    def learn(self, events: list) -> None:
+        """Note the ``process_labels`` of ``events`` (before their processes are named)."""
+        for ev in events:
+            if ev.get("ph") == "M" and ev.get("name") == "process_labels" and "pid" in ev:
+                args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+                if isinstance(args.get("labels"), str):
+                    self.labels[_hashable(ev["pid"])] = args["labels"]
+
+    def name(self, name, pid) -> str:
+        role = self.labels.get(_hashable(pid))
+        return f"{self.label} {role}" if role else super().name(name, pid)
+
+    def event(self, ev: dict) -> bytes | None:
+        if ev.get("ph") in ("i", "I") and ev.get("s") == "g":  # on its thread of the rank's CPU process
+            ev["s"] = "t"
+            ev["pid"] = next((p for p, role in self.labels.items() if role == "CPU"), ev.get("pid"))
+        pid = ev.get("pid")
+        ts = ev.get("ts")
+        text = super().event(ev)
+        if text is not None and ev.get("ph") == "X" and str(ev.get("name")).startswith("ProfilerStep#"):
+            dur = ev.get("dur") if isinstance(ev.get("dur"), (int, float)) else 0
+            self.steps.setdefault(ev["name"], (self.ns(ts), ev.get("pid"), ev.get("tid"),
+                                               self.ns(ts) + us_to_ns(dur)))
+        if ev.get("ph") == "M" and ev.get("name") == "process_sort_index":
+            args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+            ev["args"] = {**args, "sort_index": sort_index(self.rank, self.labels.get(_hashable(pid)))}
+        return text
+
+
+def sort_index(rank: int, role: str | None) -> int:
+    """A process's ``process_sort_index``: ranks in order; in each, the critical path's lane (``role``
+    "path"), CPU, GPU 0, 1, ..., then the rest."""
+    if role == "path":
+        return rank * RANK_SORT
+    if role == "CPU":
+        return rank * RANK_SORT + 1
+    gpu = re.fullmatch(r"GPU (\d+)", role or "")
+    return rank * RANK_SORT + (2 + min(int(gpu[1]), RANK_SORT - 4) if gpu else RANK_SORT - 1)
+
+
+RANK_SORT = 1 << 16  # process_sort_index values per rank
 
 
 def spliced(file: Path, chosen: Rebase, relabel: RankRelabel) -> Iterator[bytes]:
     """``file``'s events (read with the rebase ``chosen``) ``relabel``-ed, chunk by chunk: their own text
-    with the new values spliced in (``merge_job.RankRelabel``: it learns process labels first)."""
+    with the new values spliced in (``RankRelabel``: it learns process labels first)."""
     rebase = Rebase(chosen.prefix, chosen.sep, chosen.numeric, fixed=True)
     for item in pass1.rebased_chunks(source.iter_blocks(file), rebase):
         if isinstance(item, chunks.Layout):

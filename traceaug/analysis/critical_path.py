@@ -971,14 +971,20 @@ MARGIN_NS = 1000  # how far inside a free stretch an arrow end sits (at most hal
 
 
 def bind_points(trace: Trace, g: Graph, nodes: np.ndarray) -> np.ndarray:
-    """Per node, a time (engine ns) at which Perfetto's importer has its event on top of its thread's stack:
-    MARGIN_NS into the stretch before its first child (an ended child stays until the next slice begins)."""
+    """Per node, a time (engine ns) at which Perfetto's importer has its event on top of its thread's stack
+    (``slice_bind_points``)."""
     ev = g.ev
     events = nodes // 2
-    at_start = nodes % 2 == 0
     ts = ev["ts"][events].astype(np.int64)
-    end = ts + ev["dur"][events].astype(np.int64)
-    eid = ev["id"][events].astype(np.int64)
+    return slice_bind_points(trace, ev["id"][events].astype(np.int64), ts,
+                             ts + ev["dur"][events].astype(np.int64), nodes % 2 == 0)
+
+
+def slice_bind_points(trace: Trace, eid: np.ndarray, ts: np.ndarray, end: np.ndarray,
+                      at_start: np.ndarray) -> np.ndarray:
+    """Per slice (id ``eid``, ``ts`` to ``end``), a time (engine ns) at which Perfetto's importer has it on
+    top of its thread's stack: MARGIN_NS into the stretch before its first child (``at_start``) or before
+    its end (an ended child stays until the next slice begins)."""
     ids = sorted_unique(eid)
     kids = trace.columns("SELECT parent_id, MIN(ts) AS ts FROM slice WHERE dur >= 0 AND parent_id IN "
                          f"({', '.join(map(str, ids.tolist()))}) GROUP BY parent_id")

@@ -47,9 +47,10 @@ class Comparison(NamedTuple):
     ops: Any
 
 
-def diff_rank(sides: tuple, item: Item, compare: dict, trace_out: Path | None = None) -> RankDiff:
+def diff_rank(sides: tuple, item: Item, compare: dict, trace_out: Path | None = None,
+              top: int = 10) -> RankDiff:
     """One rank's comparison (``sides``: A's and B's, loaded); ``trace_out``: also both traces
-    in one Perfetto file (``rewrite.merge``)."""
+    in one Perfetto file, its ``top`` changes shown (``rewrite.diff_view``)."""
     from ..analysis.diff import RankDiff, compute, pick_steps
 
     sa, sb = sides
@@ -58,9 +59,9 @@ def diff_rank(sides: tuple, item: Item, compare: dict, trace_out: Path | None = 
     result = compute(sa, sb, compare["by"], compare["device"], steps, compare["threshold"],
                      compare["inclusive"])
     if trace_out is not None:
-        from ..rewrite.merge import write_merged
+        from ..rewrite import diff_view
 
-        write_merged(sa, sb, trace_out)
+        diff_view.write(sa, sb, result, steps, {"top": top, "by": compare["by"]}, trace_out)
     rank = sa.trace.rank if sa.trace.rank is not None else item.rank
     return RankDiff(rank, item.file.path, item.other.path, result)
 
@@ -108,7 +109,8 @@ def diff(call: Call) -> DiffResult:
     out = call.get("trace_out")
     if out is not None and len(items) != 1:
         raise TraceaugError("--trace merges one pair of traces: choose a rank with --rank")
-    work = Work("ops", diff_rank, {"compare": {k: call[k] for k in COMPARE}, "trace_out": out},
+    work = Work("ops", diff_rank, {"compare": {k: call[k] for k in COMPARE}, "trace_out": out,
+                                   "top": call["top"]},
                 parts.open_pair)
     return DiffResult(ranks=list(run(work, items, call.job).values()), unmatched=unmatched)
 

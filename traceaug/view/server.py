@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..engine.wasm_module import web_dist_dir
 from ..errors import TraceaugError
-from ..read.marker import UI_ORDER, UI_WINDOW
+from ..read.marker import UI_ORDER, UI_PINS, UI_WINDOW
 
 HOST = "127.0.0.1"
 TRACE_ROUTE = "/trace/"
@@ -40,14 +40,17 @@ WORKSPACES = {"diff": "traceaug diff: A above B", "merge": "traceaug job: ranks 
 
 def startup_commands(trace: Path) -> str:
     """``STARTUP_COMMANDS``, and for a ``diff --trace`` or ``merge`` output a workspace holding its process
-    groups in order (the regexes its marker carries: the UI orders processes by slice count)."""
-    commands = json.loads(STARTUP_COMMANDS)
+    groups in order (the regexes its marker carries: the UI orders processes by slice count), with the
+    tracks its marker names pinned."""
+    pins = [{"id": "dev.perfetto.PinTracksByRegex", "args": [rx]}
+            for rx in _marker_option(trace, UI_PINS)[1] or () if isinstance(rx, str)]
+    commands = json.loads(STARTUP_COMMANDS) + pins
     name, order = _marker_option(trace, UI_ORDER)
     if order and all(isinstance(rx, str) for rx in order):
         commands += [{"id": "dev.perfetto.CopyTracksToWorkspaceByRegex", "args": [rx, WORKSPACES[name]]}
                      for rx in order]
         commands.append({"id": "dev.perfetto.SwitchWorkspace", "args": [WORKSPACES[name]]})
-        commands += json.loads(STARTUP_COMMANDS)  # pins and expansions are the workspace's
+        commands += json.loads(STARTUP_COMMANDS) + pins  # pins and expansions are the workspace's
     return json.dumps(commands, separators=(",", ":"))
 
 

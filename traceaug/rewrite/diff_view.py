@@ -1,0 +1,129 @@
+"""``diff --trace`` / ``--open``: the merged A/B trace ready to read in the Perfetto UI: A's and B's processes
+labelled, the compared step of each at one origin and shown first, an arrow from each op of a top change in
+A to the same op in B, and a pinned Δ counter per top change (its per-step time B − A, ``--format csv``'s)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from ..analysis import critical_path as cp
+from ..analysis.diff import Side, Steps, clip
+from ..analysis.steps import category, shorten, step_of, step_table
+from ..analysis.tables import Columns, codes, objects
+from ..read.marker import UI_ORDER, UI_PINS, UI_WINDOW
+from ..render.diff_text import ops_ms, top_changes
+from . import merge
+from .events import counter_events, flow_events, flow_ids, process_name_events
+
+ARROW_CATEGORY = "traceaug_diff"
+ARROW_NAME = "A → B"
+BACK_NAME = "A ← B"  # an arrow from B's op, which starts first, to A's
+DELTA_PID = 2 * merge.PID_OFFSET  # the Δ counters' process: past A's pids and below B's moved ones
+DELTA_PROCESS = "Δ per step (B − A)"
+DELTA_COUNTER = "Δ ns/step"  # a counter's track is "Δ ns/step <n> <device> <key>" (Perfetto adds the arg)
+LANE = " [overlap lane "  # a lane thread's name holds this (``ui_import.moves``): its tid in the file
+
+
+def write(a: Side, b: Side, res: dict, steps: Steps, view: dict, out: Path) -> None:
+    """Write the merged trace of one rank's comparison ``res`` (``analysis.diff.compute`` of ``steps``):
+    B's step ``steps[1]`` (else its first) moved onto A's ``steps[0]``, shown first; ``view``: ``top``, the
+    largest regressions and improvements linked and counted, and ``by``, the diff's keys."""
+    (step_a, at_a, dur_a), (step_b, at_b, dur_b) = _shown(a, steps[0]), _shown(b, steps[1])
+    shift = at_b - at_a
+    rows = np.r_[top_changes(ops_ms(res["ops"]), view["top"])].astype(np.int64)
+    ops = {c: v[rows] for c, v in res["ops"].items()}
+    added = (process_name_events([DELTA_PID], DELTA_PROCESS, sort_index=-2)
+             + _deltas(ops, at_a, at_a + max(dur_a, dur_b))
+             + _arrows(a, b, ops, (step_a, step_b), view["by"], shift))
+    options = {UI_ORDER: merge.ui_order(f"^{re.escape(DELTA_PROCESS)}"), UI_PINS: [f"^{DELTA_COUNTER} "],
+               UI_WINDOW: [at_a, at_a + max(dur_a, dur_b, 1)]}
+    merge.write_merged(a, b, shift, added, options, out)
+
+
+def _shown(side: Side, step: int | None) -> tuple[int | None, int, int]:
+    """(step number, absolute start ns, dur ns) of the step shown: ``step``, else the first; with no
+    ProfilerStep, the trace's span."""
+    st = side.steps
+    base = side.trace.base_ns
+    if not len(st["step"]):
+        start, end = side.trace.span()
+        return None, start + base, end - start
+    i = int(np.argmax(st["step"] == step)) if step is not None else int(np.argmin(st["ts"]))
+    return int(st["step"][i]), int(st["ts"][i]) + base, int(st["dur"][i])
+
+
+def labels(ops: Columns) -> list[str]:
+    """The Δ counter's arg per top change: its rank among them, device and (short) key."""
+    return [f"{i:02d} {d} {clip(shorten(k) if isinstance(k, str) else str(k), 60)}"
+            for i, (d, k) in enumerate(zip(ops["device"].tolist(), ops["key"].tolist()), 1)]
+
+
+def _deltas(ops: Columns, start: int, end: int) -> list[bytes]:
+    """One counter track per top change in the Δ process, its per-step Δ (ns) over the step shown."""
+    n = len(ops["key"])
+    names = labels(ops)
+    series = {"pid": np.full(2 * n, DELTA_PID), "key": objects(names * 2),
+              "ts": np.repeat([start, end], n), "value": np.tile(ops["delta"].astype(np.float64), 2)}
+    return counter_events(series, 0, DELTA_COUNTER, lambda key: key, hta=False)
+
+
+def _arrows(a: Side, b: Side, ops: Columns, steps: Steps, by: str, shift: int) -> list[bytes]:
+    """An arrow from the i-th op of each top change (device and key) in A's step shown to the i-th in B's
+    (in start order), each end bound where Perfetto has that op on top of its thread's stack."""
+    found = [_instances(side, step, by) for side, step in ((a, steps[0]), (b, steps[1]))]
+    keep = (ops["count_a"] > 0) & (ops["count_b"] > 0)
+    pairs: list[tuple[int, int]] = []
+    for device, key in zip(ops["device"][keep].tolist(), ops["key"][keep].tolist()):
+        mine = [np.flatnonzero((f["device"] == device) & (f["key"] == key)) for f in found]
+        pairs += zip(mine[0].tolist(), mine[1].tolist())
+    if not pairs:
+        return []
+    ia, ib = (np.array(p, np.int64) for p in zip(*pairs))
+    (pa, ta, sa), (pb, tb, sb) = _ends(a, found[0], ia), _ends(b, found[1], ib)
+    pb, sb = objects([merge.b_pid(p) for p in pb]), sb - shift
+    back = sb < sa  # Perfetto binds an arrow's end only after its start: B's op first, B -> A
+    ids = flow_ids(a.trace, len(ia))
+    out = []
+    for name, m, src, dst in ((ARROW_NAME, ~back, (pa, ta, sa), (pb, tb, sb)),
+                              (BACK_NAME, back, (pb, tb, sb), (pa, ta, sa))):
+        if m.any():
+            out += flow_events(*(c[m] for c in (*src, *dst)), ids[m], ARROW_CATEGORY, name)
+    return out
+
+
+def _instances(side: Side, step: int | None, by: str) -> Columns:
+    """The CPU and GPU ops ``diff`` compares, one row each, of ProfilerStep ``step`` (None: every op), in
+    start order: ``id, ts, dur, pid, tid`` (a lane thread's name), ``device``, ``key`` (as ``diff --by``)."""
+    trace = side.trace
+    trace.include("traceaug.gpu")
+    table = step_table(trace, side.steps)
+    c = trace.columns(
+        f"WITH op AS (SELECT id, 'gpu' AS device, kind, {step_of('launch_ts', table)} AS step "
+        "FROM traceaug_gpu_op_launch UNION ALL "
+        f"SELECT s.id, 'cpu', 'cpu_op', {step_of('s.ts', table)} FROM slice s "
+        "JOIN _traceaug_kind k USING (category) "
+        "WHERE k.kind = 'cpu_op' AND s.name NOT GLOB 'ProfilerStep#*') "
+        "SELECT o.id, o.device, o.kind, s.ts, s.dur, s.name, p.pid, t.tid, t.name AS thread FROM op o "
+        "JOIN slice s USING (id) JOIN thread_track tt ON tt.id = s.track_id JOIN thread t USING (utid) "
+        f"LEFT JOIN process p USING (upid) WHERE s.dur > 0{'' if step is None else f' AND o.step = {step}'} "
+        "ORDER BY s.ts, s.id")
+    names = c["name"].tolist()
+    if by == "category":
+        code, distinct = codes(objects(names))
+        key = category(c["kind"].astype(object), code, distinct)
+    else:
+        key = objects([shorten(n) if by == "short-name" and isinstance(n, str) else n for n in names])
+    lane = [isinstance(t, str) and LANE in t for t in c["thread"].tolist()]
+    tid = objects([t if on else int(i) for t, i, on in zip(c["thread"].tolist(), c["tid"].tolist(), lane)])
+    return {**c, "device": c["device"].astype(object), "key": key, "tid": tid}
+
+
+def _ends(side: Side, ops: Columns, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(pids, tids, absolute ns) of arrow ends on ``ops``' ``rows``."""
+    ts = ops["ts"][rows].astype(np.int64)
+    at = cp.slice_bind_points(side.trace, ops["id"][rows].astype(np.int64), ts,
+                              ts + ops["dur"][rows].astype(np.int64), np.ones(len(rows), bool))
+    return ops["pid"][rows].astype(object), ops["tid"][rows], at + side.trace.base_ns

@@ -13,7 +13,9 @@ from ..analysis import critical_path as cp
 from ..analysis.diff import Side, Steps, clip
 from ..analysis.steps import category, shorten, step_of, step_table
 from ..analysis.tables import Columns, codes, objects
+from ..read import chunks, pass1, source
 from ..read.marker import UI_ORDER, UI_PINS, UI_WINDOW
+from ..read.rebase import Rebase, unsigned_tid, us_to_ns
 from ..render.diff_text import ops_ms, top_changes
 from . import merge
 from .events import counter_events, flow_events, flow_ids, process_name_events
@@ -86,12 +88,30 @@ def _arrows(a: Side, b: Side, ops: Columns, steps: Steps, by: str, shift: int) -
     pb, sb = objects([merge.b_pid(p) for p in pb]), sb - shift
     back = sb < sa  # Perfetto binds an arrow's end only after its start: B's op first, B -> A
     ids = flow_ids(a.trace, len(ia))
+    held = (sa >= 0) & (sb + shift >= 0)  # both ends bindable
     out = []
-    for name, m, src, dst in ((ARROW_NAME, ~back, (pa, ta, sa), (pb, tb, sb)),
-                              (BACK_NAME, back, (pb, tb, sb), (pa, ta, sa))):
+    for name, m, src, dst in ((ARROW_NAME, ~back & held, (pa, ta, sa), (pb, tb, sb)),
+                              (BACK_NAME, back & held, (pb, tb, sb), (pa, ta, sa))):
         if m.any():
             out += flow_events(*(c[m] for c in (*src, *dst)), ids[m], ARROW_CATEGORY, name)
     return out
+
+
+def _instants(side: Side) -> dict[tuple, np.ndarray]:
+    """Per (pid, tid), the sorted engine ns of the file's thread-scoped instant events."""
+    rebase = side.trace.plan.rebase
+    found: dict[tuple, list] = {}
+    fixed = Rebase(rebase.prefix, rebase.sep, rebase.numeric, fixed=True)
+    for item in pass1.rebased_chunks(source.iter_blocks(side.trace.file), fixed):
+        if isinstance(item, chunks.Layout):
+            break
+        for ev in item.events:
+            if ev.__class__ is dict and ev.get("ph") in ("i", "I") and ev.get("s", "t") == "t" and isinstance(
+                    ev.get("ts"), (int, float)):
+                tid = ev.get("tid")
+                found.setdefault((ev.get("pid"), unsigned_tid(tid) if tid.__class__ is int and tid < 0
+                                  else tid), []).append(us_to_ns(ev["ts"]))
+    return {k: np.sort(np.array(v, np.int64)) for k, v in found.items()}
 
 
 def _instances(side: Side, step: int | None, by: str) -> Columns:
@@ -122,8 +142,18 @@ def _instances(side: Side, step: int | None, by: str) -> Columns:
 
 
 def _ends(side: Side, ops: Columns, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(pids, tids, absolute ns) of arrow ends on ``ops``' ``rows``."""
+    """(pids, tids, absolute ns, -1 where none) of arrow ends on ``ops``' ``rows``, each before the first
+    child or instant event inside its op (the load has no instants; a zero-length slice stays on top of its
+    thread's stack until the next slice begins)."""
     ts = ops["ts"][rows].astype(np.int64)
-    at = cp.slice_bind_points(side.trace, ops["id"][rows].astype(np.int64), ts,
-                              ts + ops["dur"][rows].astype(np.int64), np.ones(len(rows), bool))
-    return ops["pid"][rows].astype(object), ops["tid"][rows], at + side.trace.base_ns
+    end = ts + ops["dur"][rows].astype(np.int64)
+    instants = _instants(side)
+    for i, key in enumerate(zip(ops["pid"][rows].tolist(), ops["tid"][rows].tolist())):
+        at = instants.get(key)
+        if at is not None:
+            after = at[np.searchsorted(at, ts[i]):]
+            end[i] = min(end[i], after[0]) if len(after) else end[i]
+    at = cp.slice_bind_points(side.trace, ops["id"][rows].astype(np.int64), ts, end,
+                              np.ones(len(rows), bool))
+    at[at <= ts] = -1  # a child or instant where the op starts: no time it is on top, no arrow
+    return ops["pid"][rows].astype(object), ops["tid"][rows], np.where(at < 0, -1, at + side.trace.base_ns)

@@ -1,5 +1,5 @@
 """``traceaug diff --trace``: A's and B's events relabelled (``A: <name>``, ``B: <name>``; B's pids and flow
-ids moved past A's, sorted after A, shifted by what ``diff_view`` aligns), as the Perfetto UI shows them whole."""
+ids moved past A's, sorted after A, shifted as ``diff_view`` aligns), as the Perfetto UI shows them whole."""
 
 from __future__ import annotations
 

@@ -1,0 +1,156 @@
+"""``traceaug diff A B --trace OUT`` (what ``--open`` shows) in the real Perfetto UI (v52, headless Chromium).
+
+The merged trace once had B's processes labelled and A's not, both sides aligned at their first step whatever
+step was compared, nothing linking an op of A to the same op of B and no figure of the change. Now every
+process is "A: ..." or "B: ...", the compared step of each starts at one time and is what the UI shows first,
+each matched pair of ops of the top changes (the i-th of a key in A's step and in B's) has an arrow, and a
+pinned Δ counter per top change holds ``--format csv``'s per-step delta. Checked on the raw JSON of the
+output (arrow ends bound by hand) and in the UI's own engine."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import perfetto_ui
+import pytest
+from click.testing import CliRunner
+from conftest import shared_trace
+
+from traceaug.cli import main
+
+perfetto_ui.require(__file__)
+
+DELTA = ("delta_ms", 1e6)  # diff --format csv's per-step delta column and its ns per unit
+TOP = 4
+PAIRS = {"h100_runs": ("a/trace.json.gz", "b/trace.json.gz"), "a100_vs_v100": ("control", "test")}
+LOSS_SQL = """
+SELECT name, SUM(value) AS value FROM stats
+WHERE value > 0 AND severity IN ('error', 'data_loss') GROUP BY name
+"""
+ARROWS_SQL = """
+SELECT pa.name AS out_process, a.name AS out_name, pb.name AS in_process, b.name AS in_name
+FROM flow f
+JOIN slice a ON a.id = f.slice_out JOIN thread_track ka ON a.track_id = ka.id
+JOIN thread ta ON ka.utid = ta.utid JOIN process pa ON ta.upid = pa.upid
+JOIN slice b ON b.id = f.slice_in JOIN thread_track kb ON b.track_id = kb.id
+JOIN thread tb ON kb.utid = tb.utid JOIN process pb ON tb.upid = pb.upid
+WHERE substr(pa.name, 1, 3) != substr(pb.name, 1, 3)
+"""
+DELTA_SQL = """
+SELECT t.name, MIN(c.value) AS lo, MAX(c.value) AS hi FROM counter c
+JOIN counter_track t ON c.track_id = t.id WHERE t.name GLOB 'Δ ns/step *' GROUP BY t.name
+"""
+STEPS_SQL = """
+SELECT substr(p.name, 1, 1) AS side, s.ts, s.dur FROM slice s JOIN thread_track k ON s.track_id = k.id
+JOIN thread t USING (utid) JOIN process p USING (upid) WHERE s.name GLOB 'ProfilerStep#*' AND s.depth = 0
+ORDER BY s.ts
+"""
+WINDOW_JS = """() => { const w = window.app.trace.timeline.visibleWindow.toTimeSpan();
+  return [Number(w.start), Number(w.end)]; }"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with perfetto_ui.chromium() as b:
+        yield b
+
+
+def top_changes(rows: list[dict]) -> list[dict]:
+    """The rows ``diff`` shows as top regressions then improvements (largest |delta| first, not unchanged)."""
+    changed = [r for r in rows if r["status"] != "unchanged"]
+    return ([r for r in changed if float(r[DELTA[0]]) > 0][:TOP]
+            + [r for r in changed if float(r[DELTA[0]]) < 0][:TOP])
+
+
+def bound(events: list[dict], end: dict) -> dict | None:
+    """The complete event Perfetto binds a flow end to: the innermost one of its thread holding its ts."""
+    t = end["ts"]
+    holding = [e for e in events if e.get("ph") == "X" and e.get("pid") == end["pid"]
+               and e.get("tid") == end["tid"] and e["ts"] <= t < e["ts"] + e.get("dur", 0)]
+    return max(holding, key=lambda e: (e["ts"], -e["dur"]), default=None)
+
+
+def step_ops(path: Path) -> list[dict]:
+    """The complete events starting in the second ProfilerStep of a raw trace (or the one trace of a
+    directory), and its instant events."""
+    with gzip.open(path if path.is_file() else next(path.iterdir())) as f:
+        events = json.load(f)["traceEvents"]
+    step = sorted((e for e in events if str(e.get("name")).startswith("ProfilerStep#")),
+                  key=lambda e: e["ts"])[1]
+    return [e for e in events if e.get("ph") in ("i", "I") or e.get("ph") == "X"
+            and step["ts"] <= e["ts"] < step["ts"] + step["dur"]]
+
+
+def instant_ops(path: Path) -> Counter:
+    """Per name, the complete events of no duration in the second ProfilerStep (``step_ops``)."""
+    return Counter(e["name"] for e in step_ops(path) if e["ph"] == "X" and e.get("dur") == 0)
+
+
+def held_ops(path: Path) -> Counter:
+    """Per name, the complete events of the second ProfilerStep (``step_ops``) at whose start another
+    event of their thread starts that is not longer: Perfetto never has them on top of the stack."""
+    events = step_ops(path)
+    at = Counter((e.get("pid"), e.get("tid"), e["ts"]) for e in events)
+    return Counter(e["name"] for e in events
+                   if e["ph"] == "X" and at[e.get("pid"), e.get("tid"), e["ts"]] > 1)
+
+
+@pytest.mark.parametrize("pair", sorted(PAIRS))
+def test_diff_view(browser, tmp_path: Path, pair: str) -> None:
+    folder = shared_trace(f"kineto/diff/{pair}")
+    a, b = (folder / p for p in PAIRS[pair])
+    merged = tmp_path / "merged.json.gz"
+    r = CliRunner().invoke(main, ["diff", str(a), str(b), "--trace", str(merged), "--step-index", "1",
+                                  "--top", str(TOP), "--format", "csv"])
+    assert r.exit_code == 0, r.output
+    top = top_changes(list(csv.DictReader(io.StringIO(r.stdout.split("\n\n")[-1].strip()))))
+    with gzip.open(merged) as f:
+        events = json.load(f)["traceEvents"]
+    # the raw JSON: each arrow joins one op of a top change in A to the same op in B, min(count_a, count_b)
+    # per change (the compared step's counts)
+    ends: dict = {}
+    for e in events:
+        if e.get("cat") == "traceaug_diff":
+            ends.setdefault(e["id"], {})[e["ph"]] = e
+    linked = Counter()
+    for pair_ends in ends.values():
+        ops = [bound(events, pair_ends[ph]) for ph in "sf"]
+        assert None not in ops and ops[0]["name"] == ops[1]["name"], pair_ends
+        assert sorted(isinstance(o["pid"], int) and o["pid"] >= 10**9 for o in ops) == [False, True]
+        linked[ops[0]["name"]] += 1
+    zero = [instant_ops(side) for side in (a, b)]  # no arrow can bind to an op of no duration
+    want = Counter({row["key"]: int(min(float(row["count_a"]) - zero[0][row["key"]],
+                                        float(row["count_b"]) - zero[1][row["key"]])) for row in top})
+    blocked = [held_ops(side) for side in (a, b)]  # an instant where an op starts: never on top, no arrow
+    assert sum(want.values()) > 0 and set(linked) <= set(want)
+    for key, n in want.items():
+        assert n - blocked[0][key] - blocked[1][key] <= linked[key] <= n, key
+    with perfetto_ui.TraceServer(merged) as server, perfetto_ui.PerfettoPage(browser, server.url) as ui:
+        state = ui.open()
+        assert state["ready"] and not ui.errors(), ui.errors()
+        ui.wait_idle()
+        assert ui.query(LOSS_SQL) == []
+        names = {p["name"] for p in ui.query("SELECT name FROM process WHERE name IS NOT NULL")}
+        assert {n[:3] for n in names} == {"A: ", "B: ", "Δ p"}  # every process labelled
+        arrows = ui.query(ARROWS_SQL)
+        assert len(arrows) == len(ends) and [x for x in arrows if x["out_name"] != x["in_name"]] == []
+        deltas = {row["name"]: (row["lo"], row["hi"]) for row in ui.query(DELTA_SQL)}
+        assert len(deltas) == len(top)
+        for name, (lo, hi) in deltas.items():
+            row = top[int(re.match(r"Δ ns/step (\d+) ", name)[1]) - 1]
+            assert name.split()[3] == row["device"]
+            assert lo == hi == pytest.approx(float(row[DELTA[0]]) * DELTA[1], rel=1e-9, abs=1e-3)
+        assert sorted(n for n in ui.pinned() if n.startswith("Δ")) == sorted(deltas)
+        steps = ui.query(STEPS_SQL)
+        step = {side: [s for s in steps if s["side"] == side][1] for side in "AB"}  # --step-index 1
+        assert step["A"]["ts"] == pytest.approx(step["B"]["ts"], abs=1000)  # one origin (the UI's doubles)
+        start, end = ui.page.evaluate(WINDOW_JS)
+        longest = max(s["dur"] for s in step.values())
+        assert start == pytest.approx(step["A"]["ts"], abs=longest / 50)
+        assert end == pytest.approx(step["A"]["ts"] + longest, abs=longest / 50)

@@ -3,8 +3,9 @@
 The merged trace once had B's processes labelled and A's not, both sides aligned at their first step whatever
 step was compared, nothing linking an op of A to the same op of B and no figure of the change. Now every
 process is "A: ..." or "B: ...", the compared step of each starts at one time and is what the UI shows first,
-each matched pair of ops of the top changes (the i-th of a key in A's step and in B's) has an arrow, and a
-pinned Δ counter per top change holds ``--format csv``'s per-step delta. Checked on the raw JSON of the
+each matched pair of ops of the top changes (the i-th of a key in A's step and in B's) has an arrow, a
+pinned Δ counter per top change holds ``--format csv``'s per-step delta, and both critical paths of the
+step are pinned lanes on screen. Checked on the raw JSON of the
 output (arrow ends bound by hand) and in the UI's own engine."""
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import gzip
 import io
 import json
 import re
+import subprocess
+import sys
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -50,6 +54,11 @@ STEPS_SQL = """
 SELECT substr(p.name, 1, 1) AS side, s.ts, s.dur FROM slice s JOIN thread_track k ON s.track_id = k.id
 JOIN thread t USING (utid) JOIN process p USING (upid) WHERE s.name GLOB 'ProfilerStep#*' AND s.depth = 0
 ORDER BY s.ts
+"""
+LANES_SQL = """
+SELECT p.name, COUNT(*) AS n FROM slice s
+JOIN process_track t ON t.id = s.track_id JOIN process p USING (upid)
+WHERE p.name GLOB '?: Critical path' GROUP BY p.name
 """
 WINDOW_JS = """() => { const w = window.app.trace.timeline.visibleWindow.toTimeSpan();
   return [Number(w.start), Number(w.end)]; }"""
@@ -147,6 +156,14 @@ def test_diff_view(browser, tmp_path: Path, pair: str) -> None:
             assert name.split()[3] == row["device"]
             assert lo == hi == pytest.approx(float(row[DELTA[0]]) * DELTA[1], rel=1e-9, abs=1e-3)
         assert sorted(n for n in ui.pinned() if n.startswith("Δ")) == sorted(deltas)
+        lanes = {row["name"]: row["n"] for row in ui.query(LANES_SQL)}  # both critical paths, whole
+        assert lanes == {f"{side}: Critical path": sum(
+            1 for e in events if e.get("ph") in ("b", "n") and e.get("cat") == "critical_path"
+            and e["pid"] == next(m["pid"] for m in events if m.get("ph") == "M"
+                                 and m.get("args", {}).get("name") == f"{side}: Critical path"))
+            for side in "AB"}
+        assert min(lanes.values()) > 0
+        assert set(lanes) <= set(ui.pinned_on_screen()), ui.pinned_on_screen()
         steps = ui.query(STEPS_SQL)
         step = {side: [s for s in steps if s["side"] == side][1] for side in "AB"}  # --step-index 1
         assert step["A"]["ts"] == pytest.approx(step["B"]["ts"], abs=1000)  # one origin (the UI's doubles)
@@ -154,3 +171,55 @@ def test_diff_view(browser, tmp_path: Path, pair: str) -> None:
         longest = max(s["dur"] for s in step.values())
         assert start == pytest.approx(step["A"]["ts"], abs=longest / 50)
         assert end == pytest.approx(step["A"]["ts"] + longest, abs=longest / 50)
+
+
+class PairServer(perfetto_ui.TraceServer):
+    """``traceaug diff A B --side-by-side --no-browser`` as a subprocess: the two URLs it prints."""
+
+    def __init__(self, a: Path, b: Path) -> None:
+        super().__init__(Path("A.json.gz"))
+        self.args = ["diff", str(a), str(b), "--side-by-side", "--no-browser", "--format", "csv"]
+        self.urls: list[str] = []
+
+    def __enter__(self) -> PairServer:
+        self.proc = subprocess.Popen([sys.executable, "-m", "traceaug", *self.args], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
+        try:
+            for name in ("A.json.gz", "B.json.gz"):
+                self.announced = name
+                self.urls.append(self._wait_for_url())
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+
+MOVE_JS = """([s, e]) => window.app.trace.timeline.setViewportTime(BigInt(s), BigInt(e))"""
+
+
+def test_side_by_side_syncs_the_viewport(browser) -> None:
+    """Two windows, one trace each (A, B), each on the compared step; moving one moves the other."""
+    folder = shared_trace("kineto/diff/h100_runs")
+    with PairServer(folder / "a" / "trace.json.gz", folder / "b" / "trace.json.gz") as server, \
+            perfetto_ui.PerfettoPage(browser, server.urls[0]) as ua, \
+            perfetto_ui.PerfettoPage(browser, server.urls[1], ua.context) as ub:
+        for ui in (ua, ub):
+            state = ui.open()
+            assert state["ready"] and not ui.errors(), ui.errors()
+            ui.wait_idle()
+            assert ui.query(LOSS_SQL) == []
+        names = [{p["name"][:3] for p in ui.query("SELECT name FROM process WHERE name IS NOT NULL")}
+                 for ui in (ua, ub)]
+        assert names == [{"A: "}, {"B: "}]
+        start, end = ua.page.evaluate(WINDOW_JS)
+        assert ub.page.evaluate(WINDOW_JS) == pytest.approx([start, end], abs=(end - start) / 100)
+        for mover, follower, shift in ((ua, ub, (end - start) // 3), (ub, ua, -(end - start) // 5)):
+            was = mover.page.evaluate(WINDOW_JS)
+            want = [int(was[0]) + shift, int(was[1]) + shift]
+            mover.page.evaluate(MOVE_JS, want)
+            follower.page.wait_for_function(
+                f"() => Math.abs(Number(window.app.trace.timeline.visibleWindow.toTimeSpan().start)"
+                f" - {want[0]}) < {(end - start) / 100}", timeout=20_000)
+            assert follower.page.evaluate(WINDOW_JS) == pytest.approx(want, abs=(end - start) / 100)

@@ -57,15 +57,18 @@ def segments(result: cp.Result) -> dict[str, np.ndarray]:
 def lane_events(trace: Trace, result: cp.Result) -> list[bytes]:
     """The "Critical path" lane: its own process, sorted first, one async track (one UI row for ``open`` to
     pin; a thread lane would be two nodes of one name, pinned twice) with a slice per segment."""
-    seg = segments(result)
+    return lane(segments(result), lane_pid(trace), LANE_NAME, trace.base_ns)
+
+
+def lane(seg: dict[str, np.ndarray], pid: int, name: str, base_ns: int) -> list[bytes]:
+    """``lane_events``' lane of ``segments`` in process ``pid`` named ``name`` (ts ``base_ns`` later)."""
     if not len(seg["ts"]):
         return []
-    pid = lane_pid(trace)
     args = {c: orjson.dumps({"category": c}) for c in set(seg["category"].tolist())}
-    out = process_name_events([pid], LANE_NAME, sort_index=-1)
+    out = process_name_events([pid], name, sort_index=-1)
     return out + async_slice_events(pid, pid, seg["ts"], seg["dur"], seg["name"], CATEGORY,
                                     LANE_ID, [args[c] for c in seg["category"].tolist()],
-                                    base_ns=trace.base_ns, track_name=LANE_NAME)
+                                    base_ns=base_ns, track_name=name)
 
 
 def lane_pid(trace: Trace) -> int:

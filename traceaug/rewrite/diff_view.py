@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,8 +18,12 @@ from ..read import chunks, pass1, source
 from ..read.marker import UI_ORDER, UI_PINS, UI_WINDOW
 from ..read.rebase import Rebase, unsigned_tid, us_to_ns
 from ..render.diff_text import ops_ms, top_changes
+from . import critical_path as cp_lane
 from . import merge
 from .events import counter_events, flow_events, flow_ids, process_name_events
+
+if TYPE_CHECKING:
+    from ..trace import Trace
 
 ARROW_CATEGORY = "traceaug_diff"
 ARROW_NAME = "A → B"
@@ -26,13 +31,16 @@ BACK_NAME = "A ← B"  # an arrow from B's op, which starts first, to A's
 DELTA_PID = 2 * merge.PID_OFFSET  # the Δ counters' process: past A's pids and below B's moved ones
 DELTA_PROCESS = "Δ per step (B − A)"
 DELTA_COUNTER = "Δ ns/step"  # a counter's track is "Δ ns/step <n> <device> <key>" (Perfetto adds the arg)
+PATH_LANES = f"^[AB]: {cp_lane.LANE_NAME}$"  # each side's critical path, pinned
 LANE = " [overlap lane "  # a lane thread's name holds this (``ui_import.moves``): its tid in the file
 
 
-def write(a: Side, b: Side, res: dict, steps: Steps, view: dict, out: Path) -> None:
+def write(a: Side, b: Side, res: dict, steps: Steps, view: dict, out: Path,
+          paths: tuple[Trace, Trace] | None = None) -> None:
     """Write the merged trace of one rank's comparison ``res`` (``analysis.diff.compute`` of ``steps``):
     B's step ``steps[1]`` (else its first) moved onto A's ``steps[0]``, shown first; ``view``: ``top``, the
-    largest regressions and improvements linked and counted, and ``by``, the diff's keys."""
+    largest regressions and improvements linked and counted, and ``by``, the diff's keys; ``paths``: A and B
+    loaded for their critical paths (``kind="sync"``), each step's path a pinned lane."""
     (step_a, at_a, dur_a), (step_b, at_b, dur_b) = _shown(a, steps[0]), _shown(b, steps[1])
     shift = at_b - at_a
     rows = np.r_[top_changes(ops_ms(res["ops"]), view["top"])].astype(np.int64)
@@ -40,9 +48,20 @@ def write(a: Side, b: Side, res: dict, steps: Steps, view: dict, out: Path) -> N
     added = (process_name_events([DELTA_PID], DELTA_PROCESS, sort_index=-2)
              + _deltas(ops, at_a, at_a + max(dur_a, dur_b))
              + _arrows(a, b, ops, (step_a, step_b), view["by"], shift))
-    options = {UI_ORDER: merge.ui_order(f"^{re.escape(DELTA_PROCESS)}"), UI_PINS: [f"^{DELTA_COUNTER} "],
-               UI_WINDOW: [at_a, at_a + max(dur_a, dur_b, 1)]}
-    merge.write_merged(a, b, shift, added, options, out)
+    if paths is not None:
+        added += _lanes(paths[0], step_a, "A", 0) + _lanes(paths[1], step_b, "B", shift)
+    options = {UI_ORDER: merge.ui_order(f"^{re.escape(DELTA_PROCESS)}"),
+               UI_PINS: [f"^{DELTA_COUNTER} ", PATH_LANES], UI_WINDOW: [at_a, at_a + max(dur_a, dur_b, 1)]}
+    merge.write_merged([(a, "A", 0), (b, "B", shift)], added, options, out)
+
+
+def write_pair(a: Side, b: Side, steps: Steps, outs: tuple[Path, Path]) -> None:
+    """``--side-by-side``: A and B each in a trace of its own (``outs``), labelled, B's step ``steps[1]``
+    moved onto A's ``steps[0]`` as in ``write``, each shown first on the same window."""
+    (_, at_a, dur_a), (_, at_b, dur_b) = _shown(a, steps[0]), _shown(b, steps[1])
+    options = {UI_WINDOW: [at_a, at_a + max(dur_a, dur_b, 1)]}
+    for side, label, shift, out in ((a, "A", 0, outs[0]), (b, "B", at_b - at_a, outs[1])):
+        merge.write_merged([(side, label, shift)], [], options, out)
 
 
 def _shown(side: Side, step: int | None) -> tuple[int | None, int, int]:
@@ -61,6 +80,14 @@ def labels(ops: Columns) -> list[str]:
     """The Δ counter's arg per top change: its rank among them, device and (short) key."""
     return [f"{i:02d} {d} {clip(shorten(k) if isinstance(k, str) else str(k), 60)}"
             for i, (d, k) in enumerate(zip(ops["device"].tolist(), ops["key"].tolist()), 1)]
+
+
+def _lanes(trace: Trace, step: int | None, label: str, shift: int) -> list[bytes]:
+    """``label``'s critical path of ``step`` as ``critical-path`` draws it, in a process of its own (past
+    the Δ process's pid), ``shift`` ns earlier."""
+    seg = cp_lane.segments(cp.analyse(trace, step))
+    return cp_lane.lane(seg, DELTA_PID + (label == "B") + 1, f"{label}: {cp_lane.LANE_NAME}",
+                        trace.base_ns - shift)
 
 
 def _deltas(ops: Columns, start: int, end: int) -> list[bytes]:

@@ -182,23 +182,23 @@ def _same(value):
     return value
 
 
-def ui_order(*more: str) -> list[str]:
-    """Regexes of the UI's top-level tracks: the global one, A's process groups, B's, then ``more``; the v52
+def ui_order(*first: str) -> list[str]:
+    """Regexes of the UI's top-level tracks: the global one, ``first``, A's process groups, then B's; the v52
     UI orders processes by slice count, not ``process_sort_index``, so ``open`` puts them in a workspace."""
-    return [GLOBAL_TRACK, "^A: ", "^B: ", *more]
+    return [GLOBAL_TRACK, *first, "^A: ", "^B: "]
 
 
-def write_merged(a: Side, b: Side, shift_ns: int, added: list[bytes], options: dict, out: Path) -> None:
-    """Write A's and B's events (``side_events``; B ``shift_ns`` earlier) into one trace, ``added`` after
+def write_merged(sides: list[tuple[Side, str, int]], added: list[bytes], options: dict, out: Path) -> None:
+    """Write each (side, label, shift ns) of ``sides`` (``side_events``) into one trace, ``added`` after
     the ``[``, the marker's ``diff`` entry carrying ``options`` (for ``traceaug open``)."""
-    if a.trace.plan is None or b.trace.plan is None:
+    if any(side.trace.plan is None for side, _, _ in sides):
         raise TraceaugError(f"{out}: --trace needs Chrome JSON traces on both sides")
-    guard.check([a.trace.path, b.trace.path], [out])
+    guard.check([side.trace.path for side, _, _ in sides], [out])
     with tempfile.TemporaryDirectory(prefix="traceaug-diff-") as tmp:
         body = Path(tmp) / "merged.json"
         with open(body, "wb") as w:
             w.write(b'{"traceEvents":[\n')
-            w.write(b",\n".join([*side_events(a, "A"), *side_events(b, "B", shift_ns)]))
+            w.write(b",\n".join([e for side, label, shift in sides for e in side_events(side, label, shift)]))
             w.write(b"\n]}\n")
         layout = chunks.split_header(source.iter_blocks(body))[0]
         layout.has_events = True

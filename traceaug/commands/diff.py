@@ -49,10 +49,9 @@ class Comparison(NamedTuple):
     ops: Any
 
 
-def diff_rank(sides: tuple, item: Item, compare: dict, trace_out: Path | None = None,
-              top: int = 10, pair_out: tuple[Path, Path] | None = None) -> RankDiff:
-    """One rank's comparison (``sides``: A's and B's, loaded); ``trace_out``: also both traces
-    in one Perfetto file, its ``top`` changes shown (``rewrite.diff_view``); ``pair_out``: each in one."""
+def diff_rank(sides: tuple, item: Item, compare: dict, views: dict | None = None) -> RankDiff:
+    """One rank's comparison (``sides``: A's and B's, loaded); ``views``: ``trace``, a file to write both
+    traces into, its ``top`` changes shown (``rewrite.diff_view``); ``pair``, two files, one each."""
     from ..analysis.diff import RankDiff, compute, pick_steps
 
     sa, sb = sides
@@ -60,15 +59,22 @@ def diff_rank(sides: tuple, item: Item, compare: dict, trace_out: Path | None = 
                        compare["step_index"])
     result = compute(sa, sb, compare["by"], compare["device"], steps, compare["threshold"],
                      compare["inclusive"])
-    from ..rewrite import diff_view
-
-    if pair_out is not None:
-        diff_view.write_pair(sa, sb, steps, pair_out)
-    if trace_out is not None:
-        with parts.open_both(item, "sync") as paths:  # the critical paths' load
-            diff_view.write(sa, sb, result, steps, {"top": top, "by": compare["by"]}, trace_out, paths)
+    views = views or {}
+    if views.get("trace") or views.get("pair"):
+        _views(sides, item, result, views | {"steps": steps, "by": compare["by"]})
     rank = sa.trace.rank if sa.trace.rank is not None else item.rank
     return RankDiff(rank, item.file.path, item.other.path, result)
+
+
+def _views(sides: tuple, item: Item, result: dict, views: dict) -> None:
+    """``diff_rank``'s ``views`` written."""
+    from ..rewrite import diff_view
+
+    if views.get("pair") is not None:
+        diff_view.write_pair(*sides, views["steps"], views["pair"])
+    if views.get("trace") is not None:
+        with parts.open_both(item, "sync") as paths:  # the critical paths' load
+            diff_view.write(sides, result, views, views["trace"], paths)
 
 
 def explain_pair(traces: tuple, item: Item, step_a: int | None, step_b: int | None) -> dict:
@@ -115,8 +121,8 @@ def diff(call: Call) -> DiffResult:
     if (out is not None or pair is not None) and len(items) != 1:
         raise TraceaugError(f"{'--trace' if pair is None else '--side-by-side'} shows one pair of traces: "
                             "choose a rank with --rank")
-    work = Work("ops", diff_rank, {"compare": {k: call[k] for k in COMPARE}, "trace_out": out,
-                                   "top": call["top"], "pair_out": pair},
+    work = Work("ops", diff_rank, {"compare": {k: call[k] for k in COMPARE},
+                                   "views": {"trace": out, "pair": pair, "top": call["top"]}},
                 parts.open_pair)
     return DiffResult(ranks=list(run(work, items, call.job).values()), unmatched=unmatched)
 

@@ -35,12 +35,14 @@ PATH_LANES = f"^[AB]: {cp_lane.LANE_NAME}$"  # each side's critical path, pinned
 LANE = " [overlap lane "  # a lane thread's name holds this (``ui_import.moves``): its tid in the file
 
 
-def write(a: Side, b: Side, res: dict, steps: Steps, view: dict, out: Path,
+def write(sides: tuple[Side, Side], res: dict, view: dict, out: Path,
           paths: tuple[Trace, Trace] | None = None) -> None:
-    """Write the merged trace of one rank's comparison ``res`` (``analysis.diff.compute`` of ``steps``):
-    B's step ``steps[1]`` (else its first) moved onto A's ``steps[0]``, shown first; ``view``: ``top``, the
+    """Write the merged trace of one rank's comparison ``res`` of A and B (``sides``): B's step
+    ``view["steps"][1]`` (else its first) moved onto A's ``[0]``, shown first; ``view``: also ``top``, the
     largest regressions and improvements linked and counted, and ``by``, the diff's keys; ``paths``: A and B
     loaded for their critical paths (``kind="sync"``), each step's path a pinned lane."""
+    a, b = sides
+    steps = view["steps"]
     (step_a, at_a, dur_a), (step_b, at_b, dur_b) = _shown(a, steps[0]), _shown(b, steps[1])
     shift = at_b - at_a
     rows = np.r_[top_changes(ops_ms(res["ops"]), view["top"])].astype(np.int64)

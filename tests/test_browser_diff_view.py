@@ -38,13 +38,11 @@ SELECT name, SUM(value) AS value FROM stats
 WHERE value > 0 AND severity IN ('error', 'data_loss') GROUP BY name
 """
 ARROWS_SQL = """
-SELECT pa.name AS out_process, a.name AS out_name, pb.name AS in_process, b.name AS in_name
-FROM flow f
-JOIN slice a ON a.id = f.slice_out JOIN thread_track ka ON a.track_id = ka.id
-JOIN thread ta ON ka.utid = ta.utid JOIN process pa ON ta.upid = pa.upid
-JOIN slice b ON b.id = f.slice_in JOIN thread_track kb ON b.track_id = kb.id
-JOIN thread tb ON kb.utid = tb.utid JOIN process pb ON tb.upid = pb.upid
-WHERE substr(pa.name, 1, 3) != substr(pb.name, 1, 3)
+WITH op AS (SELECT s.id, s.name, p.name AS process FROM slice s JOIN thread_track k ON s.track_id = k.id
+            JOIN thread t USING (utid) JOIN process p USING (upid))
+SELECT o.process AS out_process, o.name AS out_name, i.process AS in_process, i.name AS in_name
+FROM flow f JOIN op o ON o.id = f.slice_out JOIN op i ON i.id = f.slice_in
+WHERE substr(o.process, 1, 3) != substr(i.process, 1, 3)
 """
 DELTA_SQL = """
 SELECT t.name, MIN(c.value) AS lo, MAX(c.value) AS hi FROM counter c

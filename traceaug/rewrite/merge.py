@@ -183,9 +183,10 @@ def _same(value):
 
 
 def ui_order(*first: str) -> list[str]:
-    """Regexes of the UI's top-level tracks: the global one, ``first``, A's process groups, then B's; the v52
-    UI orders processes by slice count, not ``process_sort_index``, so ``open`` puts them in a workspace."""
-    return [GLOBAL_TRACK, *first, "^A: ", "^B: "]
+    """Regexes of the UI's top-level tracks: the global one, ``first``, A's process groups (``<name> <pid>``;
+    a track of a group may be named ``A: …`` too), then B's; the v52 UI orders processes by slice count,
+    not ``process_sort_index``, so ``open`` puts them in a workspace."""
+    return [GLOBAL_TRACK, *first, r"^A: .* \d+$", r"^B: .* \d+$"]
 
 
 def write_merged(sides: list[tuple[Side, str, int]], added: list[bytes], options: dict, out: Path) -> None:

@@ -62,12 +62,6 @@ WINDOW_JS = """() => { const w = window.app.trace.timeline.visibleWindow.toTimeS
   return [Number(w.start), Number(w.end)]; }"""
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with perfetto_ui.chromium() as b:
-        yield b
-
-
 def top_changes(rows: list[dict]) -> list[dict]:
     """The rows ``diff`` shows as top regressions then improvements (largest |delta| first, not unchanged)."""
     changed = [r for r in rows if r["status"] != "unchanged"]
@@ -75,11 +69,12 @@ def top_changes(rows: list[dict]) -> list[dict]:
             + [r for r in changed if float(r[DELTA[0]]) < 0][:TOP])
 
 
-def bound(events: list[dict], end: dict) -> dict | None:
-    """The complete event Perfetto binds a flow end to: the innermost one of its thread holding its ts."""
+def bound(threads: dict, end: dict) -> dict | None:
+    """The complete event Perfetto binds a flow end to: the innermost one of its thread (``threads``: the
+    complete events per (pid, tid)) holding its ts."""
     t = end["ts"]
-    holding = [e for e in events if e.get("ph") == "X" and e.get("pid") == end["pid"]
-               and e.get("tid") == end["tid"] and e["ts"] <= t < e["ts"] + e.get("dur", 0)]
+    holding = [e for e in threads.get((end["pid"], end["tid"]), ())
+               if e["ts"] <= t < e["ts"] + e.get("dur", 0)]
     return max(holding, key=lambda e: (e["ts"], -e["dur"]), default=None)
 
 
@@ -125,9 +120,13 @@ def test_diff_view(browser, tmp_path: Path, pair: str) -> None:
     for e in events:
         if e.get("cat") == "traceaug_diff":
             ends.setdefault(e["id"], {})[e["ph"]] = e
+    threads: dict = {}
+    for e in events:
+        if e.get("ph") == "X":
+            threads.setdefault((e.get("pid"), e.get("tid")), []).append(e)
     linked = Counter()
     for pair_ends in ends.values():
-        ops = [bound(events, pair_ends[ph]) for ph in "sf"]
+        ops = [bound(threads, pair_ends[ph]) for ph in "sf"]
         assert None not in ops and ops[0]["name"] == ops[1]["name"], pair_ends
         assert sorted(isinstance(o["pid"], int) and o["pid"] >= 10**9 for o in ops) == [False, True]
         linked[ops[0]["name"]] += 1

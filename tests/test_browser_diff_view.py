@@ -71,8 +71,11 @@ def top_changes(rows: list[dict]) -> list[dict]:
 
 def bound(threads: dict, end: dict) -> dict | None:
     """The complete event Perfetto binds a flow end to: the innermost one of its thread (``threads``: the
-    complete events per (pid, tid)) holding its ts."""
+    complete events per (pid, tid)) holding its ts; for an end without ``bp``, the next one to begin."""
     t = end["ts"]
+    if end["ph"] == "f" and end.get("bp") != "e":
+        later = [e for e in threads.get((end["pid"], end["tid"]), ()) if e["ts"] >= t]
+        return min(later, key=lambda e: (e["ts"], -e["dur"]), default=None)
     holding = [e for e in threads.get((end["pid"], end["tid"]), ())
                if e["ts"] <= t < e["ts"] + e.get("dur", 0)]
     return max(holding, key=lambda e: (e["ts"], -e["dur"]), default=None)

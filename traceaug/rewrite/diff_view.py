@@ -32,6 +32,7 @@ DELTA_PID = 2 * merge.PID_OFFSET  # the Δ counters' process: past A's pids and 
 DELTA_PROCESS = "Δ per step (B − A)"
 DELTA_COUNTER = "Δ ns/step"  # a counter's track is "Δ ns/step <n> <device> <key>" (Perfetto adds the arg)
 PATH_LANES = f"^[AB]: {cp_lane.LANE_NAME}$"  # each side's critical path, pinned
+NEXT_NS = 500  # an arrow's end this far before its op binds to it if no slice begins between (UI: doubles)
 LANE = " [overlap lane "  # a lane thread's name holds this (``ui_import.moves``): its tid in the file
 
 
@@ -113,16 +114,25 @@ def _arrows(a: Side, b: Side, ops: Columns, steps: Steps, by: str, shift: int) -
     if not pairs:
         return []
     ia, ib = (np.array(p, np.int64) for p in zip(*pairs))
-    (pa, ta, sa), (pb, tb, sb) = _ends(a, found[0], ia), _ends(b, found[1], ib)
-    pb, sb = objects([merge.b_pid(p) for p in pb]), sb - shift
-    back = sb < sa  # Perfetto binds an arrow's end only after its start: B's op first, B -> A
+    ea, eb = _ends(a, found[0], ia), _ends(b, found[1], ib)
+    eb["pid"] = objects([merge.b_pid(p) for p in eb["pid"]])
+    for col in ("at", "next"):
+        eb[col] = np.where(eb[col] < 0, -1, eb[col] - shift)
     ids = flow_ids(a.trace, len(ia))
-    held = (sa >= 0) & (sb + shift >= 0)  # both ends bindable
     out = []
-    for name, m, src, dst in ((ARROW_NAME, ~back & held, (pa, ta, sa), (pb, tb, sb)),
-                              (BACK_NAME, back & held, (pb, tb, sb), (pa, ta, sa))):
-        if m.any():
-            out += flow_events(*(c[m] for c in (*src, *dst)), ids[m], ARROW_CATEGORY, name)
+    for name, src, dst in ((ARROW_NAME, ea, eb), (BACK_NAME, eb, ea)):
+        # Perfetto binds an arrow's end only after its start: from the side whose op is on top first
+        starts = src["at"] >= 0
+        inside = starts & (dst["at"] >= src["at"])
+        before = starts & ~inside & (dst["next"] >= src["at"])
+        for m, end, enclosing in ((inside, dst["at"], True), (before, dst["next"], False)):
+            if m.any():
+                out += flow_events(src["pid"][m], src["tid"][m], src["at"][m], dst["pid"][m],
+                                   dst["tid"][m], end[m], ids[m], ARROW_CATEGORY, name,
+                                   enclosing=enclosing)
+        for c in (ea, eb):  # each pair once
+            c["at"] = np.where(inside | before, -1, c["at"])
+            c["next"] = np.where(inside | before, -1, c["next"])
     return out
 
 
@@ -170,19 +180,31 @@ def _instances(side: Side, step: int | None, by: str) -> Columns:
     return {**c, "device": c["device"].astype(object), "key": key, "tid": tid}
 
 
-def _ends(side: Side, ops: Columns, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(pids, tids, absolute ns, -1 where none) of arrow ends on ``ops``' ``rows``, each before the first
-    child or instant event inside its op (the load has no instants; a zero-length slice stays on top of its
-    thread's stack until the next slice begins)."""
+def _ends(side: Side, ops: Columns, rows: np.ndarray) -> Columns:
+    """Where arrows can end on ``ops``' ``rows``: ``pid``, ``tid``, ``at`` (absolute ns) before the first
+    child or instant event inside the op (the load has no instants; a zero-length slice stays on top of its
+    thread's stack until the next slice begins), and ``next``, NEXT_NS before the op where it is the next
+    slice to begin on its thread (an arrow's end without ``bp`` binds to it); -1 where there is none."""
     ts = ops["ts"][rows].astype(np.int64)
     end = ts + ops["dur"][rows].astype(np.int64)
+    ids = ops["id"][rows].astype(np.int64)
+    c = side.trace.columns(
+        "SELECT s.id, (SELECT MAX(x.ts) FROM slice x WHERE x.track_id = s.track_id AND x.ts < s.ts) AS prev, "
+        "(SELECT COUNT(*) FROM slice x WHERE x.track_id = s.track_id AND x.ts = s.ts AND x.dur > s.dur) "
+        f"AS outer FROM slice s WHERE s.id IN ({', '.join(map(str, sorted(set(ids.tolist()))))})")
+    found = dict(zip(c["id"].tolist(), zip(c["prev"].tolist(), c["outer"].tolist())))
+    prev = np.array([found[i][0] if found[i][0] is not None and found[i][0] == found[i][0] else -2**62
+                     for i in ids.tolist()], np.int64)
+    first = np.array([found[i][1] == 0 for i in ids.tolist()], bool) & (prev < ts - NEXT_NS)
     instants = _instants(side)
     for i, key in enumerate(zip(ops["pid"][rows].tolist(), ops["tid"][rows].tolist())):
         at = instants.get(key)
         if at is not None:
-            after = at[np.searchsorted(at, ts[i]):]
+            after = at[np.searchsorted(at, ts[i] - NEXT_NS):]
+            first[i] &= not (len(after) and after[0] < ts[i])
+            after = after[np.searchsorted(after, ts[i]):]
             end[i] = min(end[i], after[0]) if len(after) else end[i]
-    at = cp.slice_bind_points(side.trace, ops["id"][rows].astype(np.int64), ts, end,
-                              np.ones(len(rows), bool))
-    at[at <= ts] = -1  # a child or instant where the op starts: no time it is on top, no arrow
-    return ops["pid"][rows].astype(object), ops["tid"][rows], np.where(at < 0, -1, at + side.trace.base_ns)
+    at = cp.slice_bind_points(side.trace, ids, ts, end, np.ones(len(rows), bool))
+    base = side.trace.base_ns
+    return {"pid": ops["pid"][rows].astype(object), "tid": ops["tid"][rows],
+            "at": np.where(at <= ts, -1, at + base), "next": np.where(first, ts - NEXT_NS + base, -1)}

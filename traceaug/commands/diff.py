@@ -122,7 +122,7 @@ def diff(call: Call) -> DiffResult:
         raise TraceaugError(f"{'--trace' if pair is None else '--side-by-side'} shows one pair of traces: "
                             "choose a rank with --rank")
     work = Work("ops", diff_rank, {"compare": {k: call[k] for k in COMPARE},
-                                   "views": {"trace": out, "pair": pair, "top": call["top"]}},
+                                   "views": {"trace": out, "pair": pair, "top": call.get("top", 10)}},
                 parts.open_pair)
     return DiffResult(ranks=list(run(work, items, call.job).values()), unmatched=unmatched)
 

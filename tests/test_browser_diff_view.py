@@ -15,9 +15,13 @@ import gzip
 import io
 import json
 import re
+import signal
 import subprocess
 import sys
+import tempfile
 import threading
+import urllib.parse
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -174,12 +178,14 @@ def test_diff_view(browser, tmp_path: Path, pair: str) -> None:
 
 
 class PairServer(perfetto_ui.TraceServer):
-    """``traceaug diff A B --side-by-side --no-browser`` as a subprocess: the two URLs it prints."""
+    """``traceaug diff A B --side-by-side --no-browser`` (or ``args``) as a subprocess: the URLs it prints
+    for the traces ``names``."""
 
-    def __init__(self, a: Path, b: Path) -> None:
-        super().__init__(Path("A.json.gz"))
-        self.args = ["diff", str(a), str(b), "--side-by-side", "--no-browser", "--format", "csv"]
-        self.urls: list[str] = []
+    def __init__(self, a: Path, b: Path, args: tuple = ("diff", "--side-by-side"),
+                 names: tuple = ("A.json.gz", "B.json.gz")) -> None:
+        super().__init__(Path(names[0]))
+        self.args = [args[0], str(a), str(b), *args[1:], "--no-browser"]
+        self.names, self.urls = names, []
 
     def __enter__(self) -> PairServer:
         self.proc = subprocess.Popen([sys.executable, "-m", "traceaug", *self.args], stdin=subprocess.DEVNULL,
@@ -187,7 +193,7 @@ class PairServer(perfetto_ui.TraceServer):
         self._drainer = threading.Thread(target=self._drain, daemon=True)
         self._drainer.start()
         try:
-            for name in ("A.json.gz", "B.json.gz"):
+            for name in self.names:
                 self.announced = name
                 self.urls.append(self._wait_for_url())
         except BaseException:
@@ -223,3 +229,21 @@ def test_side_by_side_syncs_the_viewport(browser) -> None:
                 f"() => Math.abs(Number(window.app.trace.timeline.visibleWindow.toTimeSpan().start)"
                 f" - {want[0]}) < {(end - start) / 100}", timeout=20_000)
             assert follower.page.evaluate(WINDOW_JS) == pytest.approx(want, abs=(end - start) / 100)
+
+
+def test_open_pair_serves_a_temporary_merged_trace() -> None:
+    """``traceaug open A B`` (``diff A B --open``): the merged trace written to a temporary directory,
+    served, and removed on Ctrl-C."""
+    folder = shared_trace("kineto/diff/h100_runs")
+    before = set(Path(tempfile.gettempdir()).glob("traceaug-diff-*"))
+    with PairServer(folder / "a" / "trace.json.gz", folder / "b" / "trace.json.gz", ("open",),
+                    ("diff.json.gz",)) as server:
+        url = urllib.parse.unquote(re.search(r"url=([^&]+)", server.urls[0])[1])
+        with urllib.request.urlopen(url, timeout=30) as r:
+            events = json.loads(gzip.decompress(r.read()))["traceEvents"]
+        assert any(e.get("cat") == "traceaug_diff" for e in events)
+        made = set(Path(tempfile.gettempdir()).glob("traceaug-diff-*")) - before
+        assert any((p / "diff.json.gz").exists() for p in made)
+        server.proc.send_signal(signal.SIGINT)
+        assert server.proc.wait(timeout=30) == 130
+    assert not any(p.exists() for p in made)

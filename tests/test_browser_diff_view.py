@@ -52,6 +52,7 @@ DELTA_SQL = """
 SELECT t.name, MIN(c.value) AS lo, MAX(c.value) AS hi FROM counter c
 JOIN counter_track t ON c.track_id = t.id WHERE t.name GLOB 'Δ ns/step *' GROUP BY t.name
 """
+PATH_SQL = DELTA_SQL.replace("Δ ns/step", "Δ path ns/step")
 STEPS_SQL = """
 SELECT substr(p.name, 1, 1) AS side, s.ts, s.dur FROM slice s JOIN thread_track k ON s.track_id = k.id
 JOIN thread t USING (utid) JOIN process p USING (upid) WHERE s.name GLOB 'ProfilerStep#*' AND s.depth = 0
@@ -85,13 +86,18 @@ def bound(threads: dict, end: dict) -> dict | None:
     return max(holding, key=lambda e: (e["ts"], -e["dur"]), default=None)
 
 
+def second_step(path: Path) -> tuple[list[dict], dict]:
+    """A raw trace's events (or the one trace's of a directory) and its second ProfilerStep."""
+    with gzip.open(path if path.is_file() else next(path.iterdir())) as f:
+        events = json.load(f)["traceEvents"]
+    return events, sorted((e for e in events if str(e.get("name")).startswith("ProfilerStep#")),
+                          key=lambda e: e["ts"])[1]
+
+
 def step_ops(path: Path) -> list[dict]:
     """The complete events starting in the second ProfilerStep of a raw trace (or the one trace of a
     directory), and its instant events."""
-    with gzip.open(path if path.is_file() else next(path.iterdir())) as f:
-        events = json.load(f)["traceEvents"]
-    step = sorted((e for e in events if str(e.get("name")).startswith("ProfilerStep#")),
-                  key=lambda e: e["ts"])[1]
+    events, step = second_step(path)
     return [e for e in events if e.get("ph") in ("i", "I") or e.get("ph") == "X"
             and step["ts"] <= e["ts"] < step["ts"] + step["dur"]]
 
@@ -159,7 +165,16 @@ def test_diff_view(browser, tmp_path: Path, pair: str) -> None:
             row = top[int(re.match(r"Δ ns/step (\d+) ", name)[1]) - 1]
             assert name.split()[3] == row["device"]
             assert lo == hi == pytest.approx(float(row[DELTA[0]]) * DELTA[1], rel=1e-9, abs=1e-3)
-        assert sorted(n for n in ui.pinned() if n.startswith("Δ")) == sorted(deltas)
+        assert sorted(n for n in ui.pinned() if n.startswith("Δ ns/step ")) == sorted(deltas)
+        if pair == "h100_runs":  # the critical paths' split per category: diff --explain's of the step
+            numbers = [second_step(side)[1]["name"].removeprefix("ProfilerStep#") for side in (a, b)]
+            r = CliRunner().invoke(main, ["diff", str(a), str(b), "--explain", "--step-a", numbers[0],
+                                          "--step-b", numbers[1], "--format", "csv"])
+            split = {row["category"]: float(row["delta_ns"]) for row in csv.DictReader(io.StringIO(r.stdout))
+                     if row["section"] == "category" and (float(row["a_ns"]) or float(row["b_ns"]))}
+            shown = {row["name"].removeprefix("Δ path ns/step "): row["lo"] for row in ui.query(PATH_SQL)}
+            assert shown == pytest.approx(split) and split
+            assert {f"Δ path ns/step {c}" for c in split} <= set(ui.pinned())
         lanes = {row["name"]: row["n"] for row in ui.query(LANES_SQL)}  # both critical paths, whole
         assert lanes == {f"{side}: Critical path": sum(
             1 for e in events if e.get("ph") in ("b", "n") and e.get("cat") == "critical_path"

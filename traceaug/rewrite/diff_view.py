@@ -12,6 +12,7 @@ import numpy as np
 
 from ..analysis import critical_path as cp
 from ..analysis.diff import Side, Steps, clip
+from ..analysis.explain import explain
 from ..analysis.steps import category, shorten, step_of, step_table
 from ..analysis.tables import Columns, codes, objects
 from ..read import chunks, pass1, source
@@ -31,6 +32,7 @@ BACK_NAME = "A ← B"  # an arrow from B's op, which starts first, to A's
 DELTA_PID = 2 * merge.PID_OFFSET  # the Δ counters' process: past A's pids and below B's moved ones
 DELTA_PROCESS = "Δ per step (B − A)"
 DELTA_COUNTER = "Δ ns/step"  # a counter's track is "Δ ns/step <n> <device> <key>" (Perfetto adds the arg)
+PATH_COUNTER = "Δ path ns/step"  # per category of the critical paths (``diff --explain``), then the category
 PATH_LANES = f"^[AB]: {cp_lane.LANE_NAME}$"  # each side's critical path, pinned
 NEXT_NS = 500  # an arrow's end this far before its op binds to it if no slice begins between (UI: doubles)
 LANE = " [overlap lane "  # a lane thread's name holds this (``ui_import.moves``): its tid in the file
@@ -52,9 +54,12 @@ def write(sides: tuple[Side, Side], res: dict, view: dict, out: Path,
              + _deltas(ops, at_a, at_a + max(dur_a, dur_b))
              + _arrows(a, b, ops, (step_a, step_b), view["by"], shift))
     if paths is not None:
-        added += _lanes(paths[0], step_a, "A", 0) + _lanes(paths[1], step_b, "B", shift)
+        split = explain(*paths, step_a, step_b)["categories"]
+        added += (_lanes(paths[0], step_a, "A", 0) + _lanes(paths[1], step_b, "B", shift)
+                  + _explained(split, at_a, at_a + max(dur_a, dur_b)))
     options = {UI_ORDER: merge.ui_order(f"^{re.escape(DELTA_PROCESS)}"),
-               UI_PINS: [f"^{DELTA_COUNTER} ", PATH_LANES], UI_WINDOW: [at_a, at_a + max(dur_a, dur_b, 1)]}
+               UI_PINS: [f"^{DELTA_COUNTER} ", f"^{PATH_COUNTER} ", PATH_LANES],
+               UI_WINDOW: [at_a, at_a + max(dur_a, dur_b, 1)]}
     merge.write_merged([(a, "A", 0), (b, "B", shift)], added, options, out)
 
 
@@ -95,11 +100,23 @@ def _lanes(trace: Trace, step: int | None, label: str, shift: int) -> list[bytes
 
 def _deltas(ops: Columns, start: int, end: int) -> list[bytes]:
     """One counter track per top change in the Δ process, its per-step Δ (ns) over the step shown."""
-    n = len(ops["key"])
-    names = labels(ops)
-    series = {"pid": np.full(2 * n, DELTA_PID), "key": objects(names * 2),
-              "ts": np.repeat([start, end], n), "value": np.tile(ops["delta"].astype(np.float64), 2)}
-    return counter_events(series, 0, DELTA_COUNTER, lambda key: key, hta=False)
+    return _counters(labels(ops), ops["delta"], DELTA_COUNTER, (start, end))
+
+
+def _explained(categories: Columns, start: int, end: int) -> list[bytes]:
+    """One counter track per category of time on either critical path (``diff --explain``'s split of the
+    step shown), its Δ (ns) over the step."""
+    on = (categories["a_ns"] > 0) | (categories["b_ns"] > 0)
+    return _counters(categories["category"][on].tolist(), categories["delta_ns"][on], PATH_COUNTER,
+                     (start, end))
+
+
+def _counters(keys: list, values: np.ndarray, name: str, span: tuple[int, int]) -> list[bytes]:
+    """A counter track ``<name> <key>`` per key in the Δ process, its value over ``span`` (absolute ns)."""
+    n = len(keys)
+    series = {"pid": np.full(2 * n, DELTA_PID), "key": objects(keys * 2),
+              "ts": np.repeat(span, n), "value": np.tile(values.astype(np.float64), 2)}
+    return counter_events(series, 0, name, lambda key: key, hta=False)
 
 
 def _arrows(a: Side, b: Side, ops: Columns, steps: Steps, by: str, shift: int) -> list[bytes]:

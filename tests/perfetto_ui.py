@@ -265,9 +265,10 @@ class TraceServer:
 class PerfettoPage:
     """One browser context and page on the UI; a context manager that closes both."""
 
-    def __init__(self, browser, url: str) -> None:
+    def __init__(self, browser, url: str, context=None) -> None:
         self.url = url
-        self.context = browser.new_context(viewport=VIEWPORT)
+        self.own = context is None  # else a page of ``context`` (another page's: ``PerfettoPage.context``)
+        self.context = browser.new_context(viewport=VIEWPORT) if context is None else context
         self.page = self.context.new_page()
         self.page.set_default_timeout(LOAD_TIMEOUT_S * 1000)
         self.dialogs: list[str] = []
@@ -281,7 +282,10 @@ class PerfettoPage:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.context.close()
+        if self.own:
+            self.context.close()
+        else:
+            self.page.close()
 
     def _route(self, route) -> None:
         url = route.request.url

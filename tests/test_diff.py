@@ -284,11 +284,21 @@ def test_html_report_and_merged_trace(tmp_path: Path) -> None:
     with traceaug.load(a, progress=False, full=True) as ta, \
             traceaug.load(b, progress=False, full=True) as tb, \
             traceaug.load(merged, progress=False, full=True) as tm:
-        def counts(t):
-            return t.query("SELECT (SELECT COUNT(*) FROM slice) AS s, (SELECT COUNT(*) FROM flow) AS f")
+        def counts(t):  # but the view's critical-path lanes and arrows from A to B (diff_view)
+            return t.query(
+                "SELECT (SELECT COUNT(*) FROM slice s LEFT JOIN process_track k ON k.id = s.track_id "
+                "LEFT JOIN process p USING (upid) "
+                "WHERE p.name IS NULL OR p.name NOT GLOB '?: Critical path') "
+                "AS s, (SELECT COUNT(*) FROM flow) AS f, "
+                "(SELECT COUNT(*) FROM flow f JOIN slice o ON o.id = f.slice_out "
+                "JOIN slice i ON i.id = f.slice_in JOIN thread_track ko ON ko.id = o.track_id "
+                "JOIN thread_track ki ON ki.id = i.track_id JOIN thread a ON a.utid = ko.utid "
+                "JOIN thread b ON b.utid = ki.utid WHERE "
+                "((SELECT pid FROM process WHERE upid = a.upid) >= 1000000000) "
+                "!= ((SELECT pid FROM process WHERE upid = b.upid) >= 1000000000)) AS x")
         ca, cb, cm = counts(ta), counts(tb), counts(tm)
         assert cm["s"][0] == ca["s"][0] + cb["s"][0]
-        assert cm["f"][0] == ca["f"][0] + cb["f"][0]
+        assert cm["f"][0] - cm["x"][0] == ca["f"][0] + cb["f"][0] and cm["x"][0] > 0
         procs = tm.query("SELECT name FROM process WHERE name GLOB 'B: *'")["name"].tolist()
         assert "B: python" in procs
         first = tm.query("SELECT p.name, MIN(s.ts) AS t FROM slice s "
@@ -300,10 +310,11 @@ def test_html_report_and_merged_trace(tmp_path: Path) -> None:
     events = json.load(gzip.open(merged))["traceEvents"]
     sort = {e["pid"]: e["args"]["sort_index"] for e in events if e.get("name") == "process_sort_index"}
     pids = {e["pid"] for e in events if "pid" in e}
-    b_pids = {p for p in pids if isinstance(p, int) and p >= 10**9 or str(p).startswith("B: ")}
+    b_pids = {p for p in pids if isinstance(p, int) and 10**9 <= p < 2 * 10**9 or str(p).startswith("B: ")}
     assert b_pids and b_pids <= set(sort)  # every B process says where it sorts: after every A one
+    view = {p for p in pids if isinstance(p, int) and p >= 2 * 10**9}  # the Δ and path lanes: pinned
     assert min(sort[p] for p in b_pids) > max(sort.get(p, p if isinstance(p, int) else 0)
-                                              for p in pids - b_pids)
+                                              for p in pids - b_pids - view)
 
 
 def test_html_page_headline_first_and_small(tmp_path: Path) -> None:

@@ -971,14 +971,21 @@ MARGIN_NS = 1000  # how far inside a free stretch an arrow end sits (at most hal
 
 
 def bind_points(trace: Trace, g: Graph, nodes: np.ndarray) -> np.ndarray:
-    """Per node, a time (engine ns) at which Perfetto's importer has its event on top of its thread's stack:
-    MARGIN_NS into the stretch before its first child (an ended child stays until the next slice begins)."""
+    """Per node, a time (engine ns) at which Perfetto's importer has its event on top of its thread's stack
+    (``slice_bind_points``)."""
     ev = g.ev
     events = nodes // 2
-    at_start = nodes % 2 == 0
     ts = ev["ts"][events].astype(np.int64)
-    end = ts + ev["dur"][events].astype(np.int64)
-    eid = ev["id"][events].astype(np.int64)
+    return slice_bind_points(trace, ev["id"][events].astype(np.int64), ts,
+                             ts + ev["dur"][events].astype(np.int64), nodes % 2 == 0)
+
+
+def slice_bind_points(trace: Trace, eid: np.ndarray, ts: np.ndarray, end: np.ndarray,
+                      at_start: np.ndarray) -> np.ndarray:
+    """Per slice (id ``eid``, ``ts`` to ``end``: ``end`` may be cut at a child the trace did not load), a
+    time (engine ns) at which Perfetto's importer has it on top of its thread's stack: MARGIN_NS into the
+    stretch before its first child (``at_start``) or before its end (an ended child stays until the next
+    slice begins)."""
     ids = sorted_unique(eid)
     kids = trace.columns("SELECT parent_id, MIN(ts) AS ts FROM slice WHERE dur >= 0 AND parent_id IN "
                          f"({', '.join(map(str, ids.tolist()))}) GROUP BY parent_id")
@@ -987,6 +994,6 @@ def bind_points(trace: Trace, g: Graph, nodes: np.ndarray) -> np.ndarray:
     parent, first_child = parent[o], kids["ts"].astype(np.int64)[o]
     b = end.copy()
     at = position_in(parent, eid)
-    b[at >= 0] = first_child[at[at >= 0]]
+    b[at >= 0] = np.minimum(b[at >= 0], first_child[at[at >= 0]])
     step = np.minimum((b - ts) // 2, MARGIN_NS)
     return np.where(b <= ts, ts, np.where(at_start, ts + step, b - step))

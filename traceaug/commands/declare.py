@@ -270,12 +270,14 @@ def open_checks(open_ui: bool, out: Any, port: int, needs: str) -> None:
     check_port(port)
 
 
-def serve(trace: Path, port: int = 0, browser: bool = True, name: str | None = None) -> None:
-    """This run's outputs in place, then ``trace`` in the bundled Perfetto UI until Ctrl-C."""
+def serve(trace: Path, port: int = 0, browser: bool = True, name: str | None = None,
+          pair: Path | None = None) -> None:
+    """This run's outputs in place, then ``trace`` (and ``pair``, synced) in the bundled Perfetto UI until
+    Ctrl-C."""
     import traceaug.atomic as atomic
 
     from ..view.server import serve as serve_ui
 
     atomic.commit()  # this run's outputs in place before the UI reads one
     serve_ui(trace, port=port, browser=browser, announce=lambda m: click.echo(m, err=True),
-             name=name)
+             name=name, pair=pair)

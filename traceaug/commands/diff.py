@@ -3,7 +3,9 @@ CI gate, and (``--explain``) the step-time change along both critical paths."""
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -47,9 +49,9 @@ class Comparison(NamedTuple):
     ops: Any
 
 
-def diff_rank(sides: tuple, item: Item, compare: dict, trace_out: Path | None = None) -> RankDiff:
-    """One rank's comparison (``sides``: A's and B's, loaded); ``trace_out``: also both traces
-    in one Perfetto file (``rewrite.merge``)."""
+def diff_rank(sides: tuple, item: Item, compare: dict, views: dict | None = None) -> RankDiff:
+    """One rank's comparison (``sides``: A's and B's, loaded); ``views``: ``trace``, a file to write both
+    traces into, its ``top`` changes shown (``rewrite.diff_view``); ``pair``, two files, one each."""
     from ..analysis.diff import RankDiff, compute, pick_steps
 
     sa, sb = sides
@@ -57,12 +59,22 @@ def diff_rank(sides: tuple, item: Item, compare: dict, trace_out: Path | None = 
                        compare["step_index"])
     result = compute(sa, sb, compare["by"], compare["device"], steps, compare["threshold"],
                      compare["inclusive"])
-    if trace_out is not None:
-        from ..rewrite.merge import write_merged
-
-        write_merged(sa, sb, trace_out)
+    views = views or {}
+    if views.get("trace") or views.get("pair"):
+        _views(sides, item, result, views | {"steps": steps, "by": compare["by"]})
     rank = sa.trace.rank if sa.trace.rank is not None else item.rank
     return RankDiff(rank, item.file.path, item.other.path, result)
+
+
+def _views(sides: tuple, item: Item, result: dict, views: dict) -> None:
+    """``diff_rank``'s ``views`` written."""
+    from ..rewrite import diff_view
+
+    if views.get("pair") is not None:
+        diff_view.write_pair(*sides, views["steps"], views["pair"])
+    if views.get("trace") is not None:
+        with parts.open_both(item, "sync") as paths:  # the critical paths' load
+            diff_view.write(sides, result, views, views["trace"], paths)
 
 
 def explain_pair(traces: tuple, item: Item, step_a: int | None, step_b: int | None) -> dict:
@@ -106,10 +118,12 @@ def diff(call: Call) -> DiffResult:
     from ..analysis.diff import DiffResult
 
     items, unmatched = _items(call)
-    out = call.get("trace_out")
-    if out is not None and len(items) != 1:
-        raise TraceaugError("--trace merges one pair of traces: choose a rank with --rank")
-    work = Work("ops", diff_rank, {"compare": {k: call[k] for k in COMPARE}, "trace_out": out},
+    out, pair = call.get("trace_out"), call.get("pair_out")
+    if (out is not None or pair is not None) and len(items) != 1:
+        raise TraceaugError(f"{'--trace' if pair is None else '--side-by-side'} shows one pair of traces: "
+                            "choose a rank with --rank")
+    work = Work("ops", diff_rank, {"compare": {k: call[k] for k in COMPARE},
+                                   "views": {"trace": out, "pair": pair, "top": call.get("top", 10)}},
                 parts.open_pair)
     return DiffResult(ranks=list(run(work, items, call.job).values()), unmatched=unmatched,
                       memory=memory_sections(call, items))
@@ -129,7 +143,12 @@ def memory_sections(call: Call, items: list[Item]) -> list:
 
 
 def prepare(call: Call) -> None:
-    open_checks(call["open_ui"], call["trace_out"], call["port"], "--trace FILE")
+    if call["side_by_side"] or call["open_ui"] and call["trace_out"] is None:  # temporary (``compute_all``)
+        from ..view.server import check_port
+
+        check_port(call["port"])
+    else:
+        open_checks(call["open_ui"], call["trace_out"], call["port"], "--trace FILE")
     if call["fail_pct"] is None and (call["min_delta_us"] is not None or call["gate"] != "all"):
         raise click.UsageError("--min-delta and --gate need --fail-on-regression PCT")
 
@@ -137,19 +156,46 @@ def prepare(call: Call) -> None:
 def compute_all(call: Call) -> tuple[DiffResult | None, dict | None]:
     """The comparison and (``--explain``) the split along the critical paths; csv / json of
     ``--explain`` print the split alone, so the comparison is made only for another output
-    (``--html``, ``--trace``, the gate)."""
+    (``--html``, ``--trace``, the gate). ``--open`` without ``--trace``: the merged trace is written in a
+    temporary directory, removed once served (``show``) or on failure; so are ``--side-by-side``'s two."""
+    if call.get("side_by_side") or call.get("open_ui") and call["trace_out"] is None:
+        tmp = call.params["temporary"] = Path(tempfile.mkdtemp(prefix="traceaug-diff-"))
+        if call.get("side_by_side"):
+            call.params["pair_out"] = (tmp / "A.json.gz", tmp / "B.json.gz")
+        else:
+            call.params["trace_out"] = tmp / "diff.json.gz"
+    try:
+        return _compute(call)
+    except BaseException:
+        _drop_temporary(call)
+        raise
+
+
+def _drop_temporary(call: Call) -> None:
+    if call.get("temporary") is not None:
+        shutil.rmtree(call["temporary"], ignore_errors=True)
+
+
+def _compute(call: Call) -> tuple[DiffResult | None, dict | None]:
     split = None
     if call.get("explain"):
         if call["step_index"] is not None:
             raise click.UsageError("--explain takes --step or --step-a/--step-b")
         split = explain(call)
         if call["fmt"] != "table" and all(call.get(k) is None for k in
-                                          ("html_out", "trace_out", "fail_pct")):
+                                          ("html_out", "trace_out", "pair_out", "fail_pct")):
             return None, split
     return diff(call), split
 
 
 def show(found: tuple, call: Call) -> None:
+    try:
+        _show(found, call)
+    finally:
+        _drop_temporary(call)
+
+
+def _show(found: tuple, call: Call) -> None:
     from ..analysis.diff import check, regressions
     from ..render.diff_text import render, render_explain
 
@@ -173,7 +219,7 @@ def show(found: tuple, call: Call) -> None:
 
         write_report(result, call["html_out"], top, split)
         written.append(call["html_out"])
-    if call["trace_out"] is not None:
+    if call["trace_out"] is not None and (call.get("temporary") is None or call["side_by_side"]):
         written.append(call["trace_out"])
     atomic.commit()  # every output in place: the gate's exit below keeps them
     for path in written:
@@ -181,12 +227,26 @@ def show(found: tuple, call: Call) -> None:
     regressed, notes = regressions(result, call["gate"]) if pct is not None else ([], [])
     for line in notes:
         click.echo(f"traceaug: note: {line}", err=True)
-    if call["open_ui"]:
+    if call["side_by_side"]:
+        serve(*call["pair_out"][:1], port=call["port"], browser=not call["no_browser"],
+              pair=call["pair_out"][1])
+    elif call["open_ui"]:
         serve(call["trace_out"], port=call["port"], browser=not call["no_browser"])
     if regressed:
         for line in regressed:
             click.echo(f"traceaug: regression over {pct:g}%: {line}", err=True)
         sys.exit(3)
+
+
+def open_pair(call: Call) -> None:
+    """``traceaug open A B``: ``traceaug diff A B --open`` (every other option its default)."""
+    parsed = click.Command("diff", params=COMMAND.click_params()).make_context(
+        "diff", [str(call["trace"]), str(call["b"])])
+    parsed.params.update(a=call["trace"], b=call["b"], open_ui=True, port=call["port"],
+                         no_browser=call["no_browser"])
+    pair = Call(COMMAND, parsed.params, call.job)
+    prepare(pair)
+    show(compute_all(pair), pair)
 
 
 def _api(found: tuple, call: Call) -> Comparison:
@@ -247,11 +307,15 @@ COMMAND = Command(
      option("--trace", "trace_out", type=paths.Output(),
             help="Write both traces into one Perfetto file (B relabelled, aligned at the first "
                  "step)."),
-     option("--open", "open_ui", is_flag=True, help="Open the --trace file in the Perfetto UI."),
+     option("--open", "open_ui", is_flag=True,
+            help="Open the merged trace (--trace FILE, else a temporary one) in the Perfetto UI."),
+     option("--side-by-side", is_flag=True,
+            help="Open A and B in two Perfetto UI windows whose viewports move together "
+                 "(the UI's TimelineSync), each on the step compared."),
      option("--explain", is_flag=True,
             help="Also split the step-time change along both critical paths, per category and "
                  "event (csv / json: only that split)."),
      *open_options(), JOB),
     compute_all, show, _api, kind=lambda p: "ops", inputs=("a", "b"), prepare=prepare,
     cli_only=("fmt", "top", "fail_pct", "min_delta_us", "gate", "html_out", "trace_out",
-              "open_ui", "explain", "port", "no_browser"))
+              "open_ui", "side_by_side", "explain", "port", "no_browser"))

@@ -16,6 +16,11 @@ def open_trace(call: Call) -> None:
     name), a directory of ranks as their merged trace (``merge``'s)."""
     from ..read.inputs import trace_input
 
+    if call["b"] is not None:
+        from .diff import open_pair
+
+        open_pair(call)
+        return
     trace, browser = call["trace"], not call["no_browser"]
     if not trace.is_dir():
         serve(trace_input(trace), port=call["port"], browser=browser, name=Path(trace).name)
@@ -28,9 +33,11 @@ def open_trace(call: Call) -> None:
 
 COMMAND = Command(
     "open", "Open TRACE in the Perfetto UI bundled with traceaug (offline, 127.0.0.1 only); a "
-    "directory of ranks opens as one trace (what `traceaug merge` writes).",
-    (argument("trace", type=paths.Input()), *open_options()),
-    open_trace, lambda result, call: None, inputs=("trace",), rank_selects=False,
+    "directory of ranks opens as one trace (what `traceaug merge` writes); `open A B` opens what "
+    "`traceaug diff A B --open` does.",
+    (argument("trace", type=paths.Input()), argument("b", type=paths.Input(), required=False),
+     *open_options()),
+    open_trace, lambda result, call: None, inputs=("trace", "b"), rank_selects=False,
     prepare=lambda call: _port_free(call))
 
 

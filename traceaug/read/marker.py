@@ -15,6 +15,7 @@ from . import chunks, source
 
 UI_ORDER = "ui_order"  # the diff marker's option for ``view.server``: A's groups, then B's (merge: ranks)
 UI_WINDOW = "ui_window_ns"  # a merge marker's option for ``view.server``: [start, end] shown first
+UI_PINS = "ui_pins"  # a diff marker's option for ``view.server``: regexes of tracks to pin
 
 MARK_KEY = b'"traceaug"'
 

@@ -61,13 +61,22 @@ def lane_events(trace: Trace, result: cp.Result, roofline: bool = False) -> list
     """The "Critical path" lane: its own process, sorted first, one async track (one UI row for ``open`` to
     pin; a thread lane would be two nodes of one name, pinned twice) with a slice per segment."""
     seg = segments(result)
+    args = lane_args(trace, result, seg, roofline) if len(seg["ts"]) else []
+    return lane(seg, lane_pid(trace), LANE_NAME, trace.base_ns, args)
+
+
+def lane(seg: dict[str, np.ndarray], pid: int, name: str, base_ns: int,
+         args: list[bytes] | None = None) -> list[bytes]:
+    """``lane_events``' lane of ``segments`` in process ``pid`` named ``name`` (ts ``base_ns`` later); each
+    slice's args ``args`` (default: its category)."""
     if not len(seg["ts"]):
         return []
-    pid = lane_pid(trace)
-    out = process_name_events([pid], LANE_NAME, sort_index=-1)
+    if args is None:
+        made = {c: orjson.dumps({"category": c}) for c in set(seg["category"].tolist())}
+        args = [made[c] for c in seg["category"].tolist()]
+    out = process_name_events([pid], name, sort_index=-1)
     return out + async_slice_events(pid, pid, seg["ts"], seg["dur"], seg["name"], CATEGORY,
-                                    LANE_ID, lane_args(trace, result, seg, roofline),
-                                    base_ns=trace.base_ns, track_name=LANE_NAME)
+                                    LANE_ID, args, base_ns=base_ns, track_name=name)
 
 
 def lane_args(trace: Trace, result: cp.Result, seg: dict, roofline: bool) -> list[bytes]:

@@ -214,9 +214,10 @@ def async_slice_events(pid, tid, ts, dur, name, cat, ident: str, args=None, base
 
 
 def flow_events(src_pid, src_tid, src_ts, dst_pid, dst_tid, dst_ts, ids, cat, name, args=None,
-                base_ns: int = 0) -> list[bytes]:
+                base_ns: int = 0, enclosing: bool = True) -> list[bytes]:
     """An arrow per row: ``s`` bound to the slice open at (src thread, src_ts), ``f`` (``bp: e``) to the one
-    enclosing (dst thread, dst_ts); ``ids`` from ``flow_ids`` (Perfetto joins ends on (id, cat, name))."""
+    enclosing (dst thread, dst_ts), or (not ``enclosing``) to the next slice to begin there; ``ids`` from
+    ``flow_ids`` (Perfetto joins ends on (id, cat, name))."""
     n = len(ids)
     _categories(cat, n)
     cats, names, ident = _field(cat, n), _field(name, n), _field(ids, n)
@@ -224,7 +225,7 @@ def flow_events(src_pid, src_tid, src_ts, dst_pid, dst_tid, dst_ts, ids, cat, na
     start = _events(b"s", n, {"id": ident, "cat": cats, "name": names,
                               "pid": _field(src_pid, n), "tid": _field(src_tid, n),
                               "ts": _times(src_ts, n, base_ns)}, a)
-    end = _events(b"f", n, {"bp": b'"e"', "id": ident, "cat": cats, "name": names,
+    end = _events(b"f", n, {**({"bp": b'"e"'} if enclosing else {}), "id": ident, "cat": cats, "name": names,
                             "pid": _field(dst_pid, n), "tid": _field(dst_tid, n),
                             "ts": _times(dst_ts, n, base_ns)}, a)
     return [e for pair in zip(start, end) for e in pair]

@@ -1,9 +1,9 @@
-"""``traceaug diff --trace``: A's bytes (but for ``visible``'s moves) plus B's events relabelled
-(``B: <name>``, pids and flow ids moved past A's, sorted after A), shifted so B's first step starts at A's."""
+"""``traceaug diff --trace``: A's and B's events relabelled (``A: <name>``, ``B: <name>``; B's pids and flow
+ids moved past A's, sorted after A, shifted as ``diff_view`` aligns), as the Perfetto UI shows them whole."""
 
 from __future__ import annotations
 
-import re
+import tempfile
 from pathlib import Path
 
 import orjson
@@ -13,7 +13,6 @@ import traceaug.guard as guard
 from ..analysis.diff import Side
 from ..errors import TraceaugError
 from ..read import chunks, pass1, source, ui_import
-from ..read.marker import UI_ORDER
 from ..read.rebase import Rebase, unsigned_tid, us_to_ns
 from . import splice
 from .events import us
@@ -24,19 +23,18 @@ SORT_B = 1 << 30  # B's process_sort_index values start here
 GLOBAL_TRACK = "^Unnamed SliceTrack$"  # the UI's name for the track of global instant events
 
 
-def _anchor(side: Side) -> int:
-    """Absolute ns where a side is aligned: its first ProfilerStep, else its first event."""
-    if len(side.steps["ts"]):
-        return int(side.steps["ts"][0]) + side.trace.base_ns
-    return side.trace.span()[0] + side.trace.base_ns  # diff saw GPU ops: there is a span
-
-
-def _pid(pid) -> int | str:
+def b_pid(pid) -> int | str:
     """B's pid in the merged file: numbers moved past A's, anything else (a string, even a
-    list such as ``[0]``) a string, so that it can be a key."""
+    list such as ``[0]``) a string, so that it can be a key (``a_pid``)."""
+    return pid + PID_OFFSET if isinstance(pid, int) else a_pid(pid, "B")
+
+
+def a_pid(pid, label: str = "A") -> int | str:
+    """A's pid in the merged file: a number as it is, anything else a labelled string (the UI names a
+    process of a string pid by the string)."""
     if isinstance(pid, int):
-        return pid + PID_OFFSET
-    return f"B: {pid if isinstance(pid, str) else orjson.dumps(pid).decode()}"
+        return pid
+    return f"{label}: {pid if isinstance(pid, str) else orjson.dumps(pid).decode()}"
 
 
 def _flow_id(value):
@@ -50,12 +48,12 @@ def _flow_id(value):
     return value
 
 
-def _sort_index(side_index, pid, order: int) -> int:
-    """B's ``process_sort_index``: after every A process (Kineto's run below ``SORT_B``: pids,
-    GPUs at 2^24 + device), in B's own order."""
+def _sort_index(side_index, pid, order: int, base: int = SORT_B) -> int:
+    """A side's ``process_sort_index``: B's (``base`` ``SORT_B``) after every A process (Kineto's run
+    below ``SORT_B``: pids, GPUs at 2^24 + device), each in its own order."""
     own = side_index if isinstance(side_index, int) and 0 <= side_index < SORT_B else (
         pid if isinstance(pid, int) and 0 <= pid < SORT_B else order)
-    return SORT_B + min(own, SORT_B - 1)
+    return base + min(own, SORT_B - 1)
 
 
 def _move(ev: dict, move: tuple, is_slice: bool) -> None:
@@ -65,14 +63,6 @@ def _move(ev: dict, move: tuple, is_slice: bool) -> None:
     if is_slice:
         args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
         ev["args"] = {"traceaug_lane": lane, "traceaug_tid": tid, **args}
-
-
-def b_events(side: Side, shift_ns: int) -> list[bytes]:
-    """B's events, relabelled and shifted by ``shift_ns`` (exact), made visible in the Perfetto
-    UI as the rewriters make their outputs, every B process sorted after A's (``relabelled``)."""
-    # B's load chose its rebase (no base when a ts lies below one)
-    return relabelled(side.trace.file, side.trace.plan.rebase, shift_ns, _pid, _flow_id, "B",
-                      plan=side.trace.plan)
 
 
 class Relabel:
@@ -134,8 +124,8 @@ class Relabel:
 
 
 def relabelled(file: Path, chosen: Rebase, shift_ns: int, pid_of, flow_id_of, label: str,
-               plan=None) -> list[bytes]:
-    """``file``'s events ``Relabel``-ed; with ``plan``, UI-visible and sorted after the other side's."""
+               plan=None, sort_base: int = SORT_B) -> list[bytes]:
+    """``file``'s events ``Relabel``-ed; with ``plan``, UI-visible, processes sorted from ``sort_base``."""
     rebase = Rebase(chosen.prefix, chosen.sep, chosen.numeric, fixed=True)
     moves = (ui_import.moves(plan.ui, plan.base_ns - shift_ns, plan.thread_names)
              if plan is not None else None)
@@ -163,7 +153,7 @@ def relabelled(file: Path, chosen: Rebase, shift_ns: int, pid_of, flow_id_of, la
             relabel.event(ev)
             out.append(orjson.dumps(ev))
     out += relabel.metadata(None if plan is None else
-                            lambda key, pid, order: _sort_index(sort_index.get(key), pid, order))
+                            lambda key, pid, order: _sort_index(sort_index.get(key), pid, order, sort_base))
     for (pid, _tid, _lane), name in (moves.lane_threads.items() if moves is not None else ()):
         out.append(orjson.dumps({"ph": "M", "name": "thread_name", "pid": pid_of(pid), "tid": name,
                                  "args": {"name": name}}))
@@ -179,26 +169,38 @@ def _hashable(value):
         return orjson.dumps(value)
 
 
-def ui_order(a: Side) -> list[str]:
-    """Regexes of the UI's top-level tracks: the global one, A's process groups (``<name> <pid>``), then B's;
-    the v52 UI orders processes by slice count, not ``process_sort_index``, so ``open`` pins these."""
-    names = a.trace.columns("SELECT DISTINCT name FROM process")["name"].tolist()
-    labels = sorted({re.escape(n) for n in names if isinstance(n, str) and n and not n.startswith("B: ")})
-    alternatives = [*labels, "Process"] if labels else ["Process"]
-    return [GLOBAL_TRACK, rf"^(?:{'|'.join(alternatives)}) \d+$", "^B: "]
+def side_events(side: Side, label: str, shift_ns: int = 0) -> list[bytes]:
+    """A side's events as the Perfetto UI shows them whole, processes labelled ``<label>: <name>``: A's
+    (``label`` "A") as they are, B's ``shift_ns`` earlier, pids and flow ids moved past A's, sorted after."""
+    # each side's load chose its rebase (no base when a ts lies below one)
+    a = label == "A"
+    return relabelled(side.trace.file, side.trace.plan.rebase, shift_ns, a_pid if a else b_pid,
+                      _same if a else _flow_id, label, plan=side.trace.plan, sort_base=0 if a else SORT_B)
 
 
-def write_merged(a: Side, b: Side, out: Path) -> None:
-    """Write A with B's events added, B aligned to A; A's events the Perfetto UI would lose
-    are moved as every rewriter moves them (``splice.Copy`` with ``keep_bytes`` False)."""
-    if a.trace.plan is None or b.trace.plan is None:
+def _same(value):
+    return value
+
+
+def ui_order(*first: str) -> list[str]:
+    """Regexes of the UI's top-level tracks: the global one, ``first``, A's process groups (``<name> <pid>``;
+    a track of a group may be named ``A: …`` too), then B's; the v52 UI orders processes by slice count,
+    not ``process_sort_index``, so ``open`` puts them in a workspace."""
+    return [GLOBAL_TRACK, *first, r"^A: .* \d+$", r"^B: .* \d+$"]
+
+
+def write_merged(sides: list[tuple[Side, str, int]], added: list[bytes], options: dict, out: Path) -> None:
+    """Write each (side, label, shift ns) of ``sides`` (``side_events``) into one trace, ``added`` after
+    the ``[``, the marker's ``diff`` entry carrying ``options`` (for ``traceaug open``)."""
+    if any(side.trace.plan is None for side, _, _ in sides):
         raise TraceaugError(f"{out}: --trace needs Chrome JSON traces on both sides")
-    guard.check([a.trace.path, b.trace.path], [out])
-    shift = _anchor(b) - _anchor(a)
-    command = splice.entry("diff", {UI_ORDER: ui_order(a)})
-    copy = splice.Copy(a.trace.file, out, command, keep_bytes=False)
-    try:
-        copy.prepare(a.trace.plan)
-        copy.finish(a.trace.plan.layout, b_events(b, shift))
-    finally:
-        copy.cancel()
+    guard.check([side.trace.path for side, _, _ in sides], [out])
+    with tempfile.TemporaryDirectory(prefix="traceaug-diff-") as tmp:
+        body = Path(tmp) / "merged.json"
+        with open(body, "wb") as w:
+            w.write(b'{"traceEvents":[\n')
+            w.write(b",\n".join([e for side, label, shift in sides for e in side_events(side, label, shift)]))
+            w.write(b"\n]}\n")
+        layout = chunks.split_header(source.iter_blocks(body))[0]
+        layout.has_events = True
+        splice.Copy(body, out, splice.entry("diff", options)).finish(layout, added)

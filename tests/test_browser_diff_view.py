@@ -1,0 +1,264 @@
+"""``traceaug diff A B --trace OUT`` (what ``--open`` shows) in the real Perfetto UI (v52, headless Chromium).
+
+The merged trace once had B's processes labelled and A's not, both sides aligned at their first step whatever
+step was compared, nothing linking an op of A to the same op of B and no figure of the change. Now every
+process is "A: ..." or "B: ...", the compared step of each starts at one time and is what the UI shows first,
+each matched pair of ops of the top changes (the i-th of a key in A's step and in B's) has an arrow, a
+pinned Δ counter per top change holds ``--format csv``'s per-step delta, and both critical paths of the
+step are pinned lanes on screen. Checked on the raw JSON of the
+output (arrow ends bound by hand) and in the UI's own engine."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import urllib.parse
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import perfetto_ui
+import pytest
+from click.testing import CliRunner
+from conftest import shared_trace
+
+from traceaug.cli import main
+
+perfetto_ui.require(__file__)
+
+DELTA = ("delta_ns", 1)  # diff --format csv's per-step delta column and its ns per unit
+TOP = 4
+PAIRS = {"h100_runs": ("a/trace.json.gz", "b/trace.json.gz"), "a100_vs_v100": ("control", "test")}
+LOSS_SQL = """
+SELECT name, SUM(value) AS value FROM stats
+WHERE value > 0 AND severity IN ('error', 'data_loss') GROUP BY name
+"""
+ARROWS_SQL = """
+WITH op AS (SELECT s.id, s.name, p.name AS process FROM slice s JOIN thread_track k ON s.track_id = k.id
+            JOIN thread t USING (utid) JOIN process p USING (upid))
+SELECT o.process AS out_process, o.name AS out_name, i.process AS in_process, i.name AS in_name
+FROM flow f JOIN op o ON o.id = f.slice_out JOIN op i ON i.id = f.slice_in
+WHERE substr(o.process, 1, 3) != substr(i.process, 1, 3)
+"""
+DELTA_SQL = """
+SELECT t.name, MIN(c.value) AS lo, MAX(c.value) AS hi FROM counter c
+JOIN counter_track t ON c.track_id = t.id WHERE t.name GLOB 'Δ ns/step *' GROUP BY t.name
+"""
+PATH_SQL = DELTA_SQL.replace("Δ ns/step", "Δ path ns/step")
+STEPS_SQL = """
+SELECT substr(p.name, 1, 1) AS side, s.ts, s.dur FROM slice s JOIN thread_track k ON s.track_id = k.id
+JOIN thread t USING (utid) JOIN process p USING (upid) WHERE s.name GLOB 'ProfilerStep#*' AND s.depth = 0
+ORDER BY s.ts
+"""
+LANES_SQL = """
+SELECT p.name, COUNT(*) AS n FROM slice s
+JOIN process_track t ON t.id = s.track_id JOIN process p USING (upid)
+WHERE p.name GLOB '?: Critical path' GROUP BY p.name
+"""
+WINDOW_JS = """() => { const w = window.app.trace.timeline.visibleWindow.toTimeSpan();
+  return [Number(w.start), Number(w.end)]; }"""
+
+
+def top_changes(rows: list[dict]) -> list[dict]:
+    """The rows ``diff`` shows as top regressions then improvements (largest |delta| first, not unchanged)."""
+    changed = [r for r in rows if r["status"] != "unchanged"]
+    return ([r for r in changed if float(r[DELTA[0]]) > 0][:TOP]
+            + [r for r in changed if float(r[DELTA[0]]) < 0][:TOP])
+
+
+def bound(threads: dict, end: dict) -> dict | None:
+    """The complete event Perfetto binds a flow end to: the innermost one of its thread (``threads``: the
+    complete events per (pid, tid)) holding its ts; for an end without ``bp``, the next one to begin."""
+    t = end["ts"]
+    if end["ph"] == "f" and end.get("bp") != "e":
+        later = [e for e in threads.get((end["pid"], end["tid"]), ()) if e["ts"] >= t]
+        return min(later, key=lambda e: (e["ts"], -e["dur"]), default=None)
+    holding = [e for e in threads.get((end["pid"], end["tid"]), ())
+               if e["ts"] <= t < e["ts"] + e.get("dur", 0)]
+    return max(holding, key=lambda e: (e["ts"], -e["dur"]), default=None)
+
+
+def second_step(path: Path) -> tuple[list[dict], dict]:
+    """A raw trace's events (or the one trace's of a directory) and its second ProfilerStep."""
+    with gzip.open(path if path.is_file() else next(path.iterdir())) as f:
+        events = json.load(f)["traceEvents"]
+    return events, sorted((e for e in events if str(e.get("name")).startswith("ProfilerStep#")),
+                          key=lambda e: e["ts"])[1]
+
+
+def step_ops(path: Path) -> list[dict]:
+    """The complete events starting in the second ProfilerStep of a raw trace (or the one trace of a
+    directory), and its instant events."""
+    events, step = second_step(path)
+    return [e for e in events if e.get("ph") in ("i", "I") or e.get("ph") == "X"
+            and step["ts"] <= e["ts"] < step["ts"] + step["dur"]]
+
+
+def instant_ops(path: Path) -> Counter:
+    """Per name, the complete events of no duration in the second ProfilerStep (``step_ops``)."""
+    return Counter(e["name"] for e in step_ops(path) if e["ph"] == "X" and e.get("dur") == 0)
+
+
+def held_ops(path: Path) -> Counter:
+    """Per name, the complete events of the second ProfilerStep (``step_ops``) at whose start another
+    event of their thread starts that is not longer: Perfetto never has them on top of the stack."""
+    events = step_ops(path)
+    at = Counter((e.get("pid"), e.get("tid"), e["ts"]) for e in events)
+    return Counter(e["name"] for e in events
+                   if e["ph"] == "X" and at[e.get("pid"), e.get("tid"), e["ts"]] > 1)
+
+
+@pytest.mark.parametrize("pair", sorted(PAIRS))
+def test_diff_view(browser, tmp_path: Path, pair: str) -> None:
+    folder = shared_trace(f"kineto/diff/{pair}")
+    a, b = (folder / p for p in PAIRS[pair])
+    merged = tmp_path / "merged.json.gz"
+    r = CliRunner().invoke(main, ["diff", str(a), str(b), "--trace", str(merged), "--step-index", "1",
+                                  "--top", str(TOP), "--format", "csv"])
+    assert r.exit_code == 0, r.output
+    top = top_changes(list(csv.DictReader(io.StringIO(r.stdout.split("\n\n")[-1].strip()))))
+    with gzip.open(merged) as f:
+        events = json.load(f)["traceEvents"]
+    # the raw JSON: each arrow joins one op of a top change in A to the same op in B, min(count_a, count_b)
+    # per change (the compared step's counts)
+    ends: dict = {}
+    for e in events:
+        if e.get("cat") == "traceaug_diff":
+            ends.setdefault(e["id"], {})[e["ph"]] = e
+    threads: dict = {}
+    for e in events:
+        if e.get("ph") == "X":
+            threads.setdefault((e.get("pid"), e.get("tid")), []).append(e)
+    linked = Counter()
+    for pair_ends in ends.values():
+        ops = [bound(threads, pair_ends[ph]) for ph in "sf"]
+        assert None not in ops and ops[0]["name"] == ops[1]["name"], pair_ends
+        assert sorted(isinstance(o["pid"], int) and o["pid"] >= 10**9 for o in ops) == [False, True]
+        linked[ops[0]["name"]] += 1
+    zero = [instant_ops(side) for side in (a, b)]  # no arrow can bind to an op of no duration
+    want = Counter({row["key"]: int(min(float(row["count_a"]) - zero[0][row["key"]],
+                                        float(row["count_b"]) - zero[1][row["key"]])) for row in top})
+    blocked = [held_ops(side) for side in (a, b)]  # an instant where an op starts: never on top, no arrow
+    assert sum(want.values()) > 0 and set(linked) <= set(want)
+    for key, n in want.items():
+        assert n - blocked[0][key] - blocked[1][key] <= linked[key] <= n, key
+    with perfetto_ui.TraceServer(merged) as server, perfetto_ui.PerfettoPage(browser, server.url) as ui:
+        state = ui.open()
+        assert state["ready"] and not ui.errors(), ui.errors()
+        ui.wait_idle()
+        assert ui.query(LOSS_SQL) == []
+        names = {p["name"] for p in ui.query("SELECT name FROM process WHERE name IS NOT NULL")}
+        assert {n[:3] for n in names} == {"A: ", "B: ", "Δ p"}  # every process labelled
+        arrows = ui.query(ARROWS_SQL)
+        assert len(arrows) == len(ends) and [x for x in arrows if x["out_name"] != x["in_name"]] == []
+        deltas = {row["name"]: (row["lo"], row["hi"]) for row in ui.query(DELTA_SQL)}
+        assert len(deltas) == len(top)
+        for name, (lo, hi) in deltas.items():
+            row = top[int(re.match(r"Δ ns/step (\d+) ", name)[1]) - 1]
+            assert name.split()[3] == row["device"]
+            assert lo == hi == pytest.approx(float(row[DELTA[0]]) * DELTA[1], rel=1e-9, abs=1e-3)
+        assert sorted(n for n in ui.pinned() if n.startswith("Δ ns/step ")) == sorted(deltas)
+        if pair == "h100_runs":  # the critical paths' split per category: diff --explain's of the step
+            numbers = [second_step(side)[1]["name"].removeprefix("ProfilerStep#") for side in (a, b)]
+            r = CliRunner().invoke(main, ["diff", str(a), str(b), "--explain", "--step-a", numbers[0],
+                                          "--step-b", numbers[1], "--format", "csv"])
+            split = {row["category"]: float(row["delta_ns"]) for row in csv.DictReader(io.StringIO(r.stdout))
+                     if row["section"] == "category" and (float(row["a_ns"]) or float(row["b_ns"]))}
+            shown = {row["name"].removeprefix("Δ path ns/step "): row["lo"] for row in ui.query(PATH_SQL)}
+            assert shown == pytest.approx(split) and split
+            assert {f"Δ path ns/step {c}" for c in split} <= set(ui.pinned())
+        lanes = {row["name"]: row["n"] for row in ui.query(LANES_SQL)}  # both critical paths, whole
+        assert lanes == {f"{side}: Critical path": sum(
+            1 for e in events if e.get("ph") in ("b", "n") and e.get("cat") == "critical_path"
+            and e["pid"] == next(m["pid"] for m in events if m.get("ph") == "M"
+                                 and m.get("args", {}).get("name") == f"{side}: Critical path"))
+            for side in "AB"}
+        assert min(lanes.values()) > 0
+        assert set(lanes) <= set(ui.pinned_on_screen()), ui.pinned_on_screen()
+        steps = ui.query(STEPS_SQL)
+        step = {side: [s for s in steps if s["side"] == side][1] for side in "AB"}  # --step-index 1
+        assert step["A"]["ts"] == pytest.approx(step["B"]["ts"], abs=1000)  # one origin (the UI's doubles)
+        start, end = ui.page.evaluate(WINDOW_JS)
+        longest = max(s["dur"] for s in step.values())
+        assert start == pytest.approx(step["A"]["ts"], abs=longest / 50)
+        assert end == pytest.approx(step["A"]["ts"] + longest, abs=longest / 50)
+
+
+class PairServer(perfetto_ui.TraceServer):
+    """``traceaug diff A B --side-by-side --no-browser`` (or ``args``) as a subprocess: the URLs it prints
+    for the traces ``names``."""
+
+    def __init__(self, a: Path, b: Path, args: tuple = ("diff", "--side-by-side"),
+                 names: tuple = ("A.json.gz", "B.json.gz")) -> None:
+        super().__init__(Path(names[0]))
+        self.args = [args[0], str(a), str(b), *args[1:], "--no-browser"]
+        self.names, self.urls = names, []
+
+    def __enter__(self) -> PairServer:
+        self.proc = subprocess.Popen([sys.executable, "-m", "traceaug", *self.args], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
+        try:
+            for name in self.names:
+                self.announced = name
+                self.urls.append(self._wait_for_url())
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+
+MOVE_JS = """([s, e]) => window.app.trace.timeline.setViewportTime(BigInt(s), BigInt(e))"""
+
+
+def test_side_by_side_syncs_the_viewport(browser) -> None:
+    """Two windows, one trace each (A, B), each on the compared step; moving one moves the other."""
+    folder = shared_trace("kineto/diff/h100_runs")
+    with PairServer(folder / "a" / "trace.json.gz", folder / "b" / "trace.json.gz") as server, \
+            perfetto_ui.PerfettoPage(browser, server.urls[0]) as ua, \
+            perfetto_ui.PerfettoPage(browser, server.urls[1], ua.context) as ub:
+        for ui in (ua, ub):
+            state = ui.open()
+            assert state["ready"] and not ui.errors(), ui.errors()
+            ui.wait_idle()
+            assert ui.query(LOSS_SQL) == []
+        names = [{p["name"][:3] for p in ui.query("SELECT name FROM process WHERE name IS NOT NULL")}
+                 for ui in (ua, ub)]
+        assert names == [{"A: "}, {"B: "}]
+        start, end = ua.page.evaluate(WINDOW_JS)
+        assert ub.page.evaluate(WINDOW_JS) == pytest.approx([start, end], abs=(end - start) / 100)
+        for mover, follower, shift in ((ua, ub, (end - start) // 3), (ub, ua, -(end - start) // 5)):
+            was = mover.page.evaluate(WINDOW_JS)
+            want = [int(was[0]) + shift, int(was[1]) + shift]
+            mover.page.evaluate(MOVE_JS, want)
+            follower.page.wait_for_function(
+                f"() => Math.abs(Number(window.app.trace.timeline.visibleWindow.toTimeSpan().start)"
+                f" - {want[0]}) < {(end - start) / 100}", timeout=20_000)
+            assert follower.page.evaluate(WINDOW_JS) == pytest.approx(want, abs=(end - start) / 100)
+
+
+def test_open_pair_serves_a_temporary_merged_trace() -> None:
+    """``traceaug open A B`` (``diff A B --open``): the merged trace written to a temporary directory,
+    served, and removed on Ctrl-C."""
+    folder = shared_trace("kineto/diff/h100_runs")
+    before = set(Path(tempfile.gettempdir()).glob("traceaug-diff-*"))
+    with PairServer(folder / "a" / "trace.json.gz", folder / "b" / "trace.json.gz", ("open",),
+                    ("diff.json.gz",)) as server:
+        url = urllib.parse.unquote(re.search(r"url=([^&]+)", server.urls[0])[1])
+        with urllib.request.urlopen(url, timeout=30) as r:
+            events = json.loads(gzip.decompress(r.read()))["traceEvents"]
+        assert any(e.get("cat") == "traceaug_diff" for e in events)
+        made = set(Path(tempfile.gettempdir()).glob("traceaug-diff-*")) - before
+        assert any((p / "diff.json.gz").exists() for p in made)
+        server.proc.send_signal(signal.SIGINT)
+        assert server.proc.wait(timeout=30) == 130
+    assert not any(p.exists() for p in made)

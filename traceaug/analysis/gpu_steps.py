@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .serving import found as served
 from .steps import category, check_step, step_number, steps
 from .tables import Columns, codes, ints, position_in, take
 
@@ -31,6 +32,7 @@ class GpuOps:
     # step, cpu_ts, cpu_end, ts, end (the GPU window; the windows tile the steps' GPU time),
     # source ("gpu_annotation" / "launches"), implausible (a GPU-side annotation set aside)
     steps: Columns
+    serving: bool = False  # the steps are a serving trace's (``analysis.serving``)
     _reach: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _codes: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -66,7 +68,7 @@ class GpuOps:
 
     def check(self, step: int) -> None:
         """Raise the user's error when the trace has no ProfilerStep ``step``."""
-        check_step(self.trace.path, self.steps["step"], step)
+        check_step(self.trace.path, self.steps["step"], step, self.serving)
 
     def window(self, step: int | None = None) -> tuple[int, int, str]:
         """The GPU window of ``step``; for None, from the first step's window start to the
@@ -238,4 +240,4 @@ def gpu_ops(trace: Trace, rank: int | None = None) -> GpuOps:
                                       cpu["step"]), -1)
     st = gpu_windows(trace, cpu, ops["ts"], ops["end"], step)
     ops["step"] = np.where(launched, step, step_at(ops["ts"], st["ts"], st["end"], st["step"]))
-    return GpuOps(trace, rank if rank is not None else trace.rank, ops, st)
+    return GpuOps(trace, rank if rank is not None else trace.rank, ops, st, served(trace))

@@ -27,6 +27,7 @@ TRACE = "kineto/a100_simple_add_cuda_sync.json.gz"  # 3 streams, steps, syncs: e
 JOB = "kineto/jobs/dlrm_v100_8ranks"  # every rank of a job: its collectives
 PAIR = ("kineto/diff/h100_runs/a/trace.json.gz", "kineto/diff/h100_runs/b/trace.json.gz")
 STEPS = "kineto/diff/tiny_base/base.json.gz"  # two ProfilerSteps: a per-step table
+SERVING = "kineto/inference/vllm_decode_full/graph_execution.json.gz"  # a serving step, a graph replay
 # Frames that are empty on these traces (no bandwidth counter; no step limits the per-step view...).
 MAY_BE_EMPTY = {"counters.bandwidth", "whatif.errors"}
 UNITS = ("ns", "us", "ms", "s", "pct", "gbps")
@@ -51,12 +52,15 @@ UNITLESS = {
     # a job's verdict (``job_verdict``): ranks, counts, its text
     "first_rank", "last_rank", "most_lost_rank", "arrived_last", "waiting_ranks", "verdict", "text",
     "p_value",  # a probability (diff: Mann–Whitney U over the per-step times)
+    # a serving trace's steps (``analysis.serving``) and graph replays (``analysis.graph_replay``)
+    "phase", "mean_batch", "op", "serving_steps", "graph_replays",
 }
 # Times in ns that are a statistic of exact times (a mean, a median, a sum of means), so float64.
 FRACTIONAL_NS = {"mean_ns", "std_ns", "median_ns", "mean_total_ns", "mean_cpu_duration_ns",
                  "mean_launch_delay_ns", "mean_wait_ns", "mean_transfer_ns", "gpu_mean_ns",
                  "transfer_ns", "caused_wait_ns", "lost_per_rank_ns", "nccl_wait_ns",
-                 "nccl_transfer_ns"}
+                 "nccl_transfer_ns", "latency_mean_ns", "latency_p50_ns", "latency_p90_ns",
+                 "latency_p99_ns", "cpu_between_steps_mean_ns"}
 # Times not in ns, each for a reason: histogram bin edges in µs (log-spaced, as they print); a whole
 # trace's duration and counter times in ms; diff's per-step averages in ms.
 OTHER_UNITS = {"lo_us", "hi_us", "duration_ms", "full_ms", "busy_ms", "step_ms", "gpu_busy_ms",
@@ -125,6 +129,8 @@ def commands(tmp: Path) -> dict[str, list[str]]:
     return {
         "info": ["info", src], "kernels": ["kernels", src], "gaps": ["gaps", src],
         "breakdown": ["breakdown", src], "launches": ["launches", src], "report": ["report", src],
+        "report (serving)": ["report", str(shared_trace(SERVING))],
+        "info (serving)": ["info", str(shared_trace(SERVING))],
         "counters": ["counters", src, str(tmp / "c.json")],
         "patterns": ["patterns", src, str(tmp / "p.json")],
         "critical-path": ["critical-path", src, str(tmp / "cp.json")],
@@ -198,6 +204,8 @@ def frames(tmp_path_factory) -> dict[str, pd.DataFrame]:
     comparison = traceaug.diff(a, b, progress=False)
     out |= {"diff.summary": comparison.summary, "diff.ops": comparison.ops}
     out["info"] = pd.DataFrame(traceaug.info(src, progress=False))
+    out |= {f"report(serving)[{title}]": df for title, df in
+            traceaug.report(shared_trace(SERVING), progress=False).items() if title.startswith("serving")}
     out |= dict(zip(("whatif.steps", "whatif.changes", "whatif.errors"),
                     traceaug.whatif(steps, scale=["comp=0.5"], progress=False)))
     job = shared_trace(JOB)

@@ -76,7 +76,7 @@ def serving_fields(trace: Trace) -> dict:
     out: dict = {}
     if serving.found(trace):
         out["serving_steps"] = serving.lines(trace)
-    replays = graph_replay.attribute(trace, serving.batch_at(trace))
+    replays = graph_replay.attribute(trace, serving.batch_at(serving.steps(trace)))
     if replays.replayed:
         out["graph_replays"] = replays.line()
     return out

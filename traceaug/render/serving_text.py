@@ -1,0 +1,47 @@
+"""A serving trace's verdict, first in ``report``: each phase's step latency, how busy the GPU was and where
+its GPU time goes, and how far the per-op split can be trusted (graph replays without their capture)."""
+
+from __future__ import annotations
+
+from ..analysis.serving import PHASE_TABLE, WHERE_TABLE, combine
+from ..analysis.tables import Columns, objects
+
+SERVING_VERDICT = "serving verdict"
+TOP_OPS = 5  # ops named per phase
+
+
+def sections(parts: list[dict]) -> list[tuple[str, Columns]]:
+    """The serving verdict (one line per sentence) and the two serving tables (``analysis.serving``)."""
+    tables = combine(parts)
+    return [(SERVING_VERDICT, {"text": objects(verdict(dict(tables), parts))}), *tables]
+
+
+def _ms(ns) -> str:
+    return f"{ns / 1e6:,.3f}"
+
+
+def verdict(tables: dict, parts: list[dict]) -> list[str]:
+    """The verdict's sentences: per phase its steps and latency, GPU busy / idle, where its time goes; what
+    the trace cannot tell."""
+    ph, where = tables[PHASE_TABLE], tables[WHERE_TABLE]
+    said = ", ".join(f"{n} {p} step{'s' if n != 1 else ''}" for p, n in zip(ph["phase"], ph["steps"]))
+    out = [f"Serving trace: {said}."]
+    for i, phase in enumerate(ph["phase"].tolist()):
+        batch = ph["mean_batch"][i]
+        out.append(
+            f"{phase.capitalize()}: step latency mean {_ms(ph['latency_mean_ns'][i])} ms (p50 "
+            f"{_ms(ph['latency_p50_ns'][i])}, p90 {_ms(ph['latency_p90_ns'][i])}, p99 "
+            f"{_ms(ph['latency_p99_ns'][i])}, max {_ms(ph['latency_max_ns'][i])} ms)"
+            + (f" at mean batch {batch:g}" if batch is not None else "")
+            + f"; the GPU is busy {100 - ph['gpu_idle_pct'][i]:.1f} % of its GPU windows.")
+        m = where["phase"] == phase
+        rows = [(o, s) for o, s in zip(where["op"][m], where["share_pct"][m])][:TOP_OPS]
+        out.append(f"{phase.capitalize()} GPU time goes to " + ", ".join(f"{o} {s:.1f} %" for o, s in rows)
+                   + ".")
+    replayed = sum(p["replayed"] for p in parts)
+    if replayed:
+        out += [p["line"] + "." for p in parts if p["replayed"]]
+        if sum(p["attributed"] for p in parts) < replayed:
+            out.append("Reliability: the per-op split of graph-replayed kernels is unknown; their count "
+                       "and GPU time are exact, and the replay's GPU time is busy time, never idle.")
+    return out

@@ -73,12 +73,23 @@ def test_every_replayed_kernel_attributed_to_the_ns(rel, capture, count):
     assert "step 0: decode, batch 32" in out.output
 
 
+NO_CAPTURE = ("0 of 421 graph-replayed kernels attributed to their ops (no capture: profile the graph "
+              "capture too (vLLM / SGLang capture traces) and pass it with --capture; per-op time, launch "
+              "delay and the critical path through the graph are unreliable without it)")
+
+
 def test_without_or_with_the_wrong_capture_it_says_so():
     path = shared_trace(CASES[0][0])
     out = CliRunner().invoke(main, ["info", str(path)])
     assert out.exit_code == 0
     assert "0 of 421 graph-replayed kernels attributed to their ops (no capture: profile the graph " \
            "capture too" in out.output
+    for command in ("breakdown", "launches", "gaps"):  # what the per-op figures cannot tell, said in each
+        out = CliRunner().invoke(main, [command, str(path), "--format", "json"])
+        assert json.loads(out.output)["reliability"] == [{"rank": 0, "notes": NO_CAPTURE}], command
+    out = CliRunner().invoke(main, ["launches", str(path), "--format", "json", "--capture",
+                                    str(shared_trace(CASES[0][1]))])
+    assert "reliability" not in json.loads(out.output)
     wrong = shared_trace(CASES[1][1])
     out = CliRunner().invoke(main, ["info", str(path), "--capture", str(wrong)])
     assert out.exit_code == 0

@@ -63,6 +63,12 @@ class GpuOps:
         return self.ops["step"] == step
 
     @property
+    def notes(self) -> list[str]:
+        """What the figures cannot tell: graph-replayed kernels no capture attributed to their ops."""
+        r = self.replays
+        return [r.line()] if r is not None and r.attributed < r.replayed else []
+
+    @property
     def warnings(self) -> list[str]:
         """What a user must know of the windows (``window_warnings``)."""
         return window_warnings(self.steps)

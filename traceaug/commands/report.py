@@ -7,7 +7,7 @@ from __future__ import annotations
 import traceaug.paths as paths
 
 from ..analysis import report
-from .analysis import rank_parts, sections_api, shown, tables
+from .analysis import rank_parts, reliability, sections_api, shown, tables
 from .collectives import by_step
 from .declare import COUNT, JOB, Call, Command, argument, echo, fmt, option, rank, said, step
 
@@ -56,7 +56,7 @@ def compute(call: Call) -> list | tuple:
                         call["step"], job=job)
         served = [p["serving"] for p in parts if p["serving"]]
         return [*(serving_sections(served) if served else ()), (OVERVIEW, overview_table(seen)), *job,
-                *report.combine([p["text"] for p in parts], call["top"])]
+                *report.combine([p["text"] for p in parts], call["top"]), *reliability(found)]
     from ..render.analyses_html import analyses, write_report
 
     found, colls = rank_parts(call, analyses, {"step": call["step"]}, collectives=True)

@@ -108,3 +108,39 @@ def test_decode_time_goes_to_the_capturing_ops():
     assert f"Decode GPU time goes to {top} {100 * want[top] / all_gpu:.1f} %" in \
         got["serving verdict"][2]["text"]
     assert got["serving verdict"][3]["text"] == "421 of 421 graph-replayed kernels attributed to their ops."
+
+
+def test_warm_up_steps_before_the_steady_state(tmp_path):
+    """A graph captured under ``capture_4_FULL``, two eager decode steps, then three that replay it: the
+    steady state starts at the first replay, and the warm-up steps are a row of their own."""
+    main_thread = {"pid": 1000, "tid": 1000}
+    evs = [*METADATA,
+           {"ph": "X", "cat": "user_annotation", "name": "capture_4_FULL", **main_thread, "ts": BASE_US,
+            "dur": 400},
+           {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamBeginCapture", **main_thread,
+            "ts": BASE_US + 10, "dur": 5, "args": {"correlation": 1}},
+           {"ph": "X", "cat": "cpu_op", "name": "aten::mm", **main_thread, "ts": BASE_US + 20, "dur": 50},
+           {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", **main_thread, "ts": BASE_US + 30,
+            "dur": 10, "args": {"correlation": 2, "kernel": "gemm"}},
+           {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamEndCapture", **main_thread,
+            "ts": BASE_US + 300, "dur": 5, "args": {"correlation": 3}}]
+    for i in range(5):
+        t, c = BASE_US + 1000 * (i + 1), 10 + i
+        call = "cudaGraphLaunch" if i >= 2 else "cudaLaunchKernel"
+        evs += [{"ph": "X", "cat": "user_annotation", "name": DECODE, **main_thread, "ts": t, "dur": 300},
+                {"ph": "X", "cat": "cuda_runtime", "name": call, **main_thread, "ts": t + 20, "dur": 10,
+                 "args": {"correlation": c}},
+                {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": t + 50, "dur": 100,
+                 "args": {"correlation": c, "device": 0, "stream": 7}}]
+    path = write(tmp_path / "warm.json", trace(evs))
+    got = report_json(str(path))
+    texts = [r["text"] for r in got["serving verdict"]]
+    assert texts[:2] == ["Serving trace: 3 decode steps, 2 warm-up steps.",
+                         "Steady state: after 2 warm-up steps (before the graph capture ended or the first "
+                         "graph replay), which the phase figures leave out."]
+    assert [(r["phase"], r["steps"]) for r in got["serving: steps per phase"]] == [("decode", 3),
+                                                                                  ("warm-up", 2)]
+    where = got["serving: where each phase's GPU time goes (per op)"]
+    assert [(r["phase"], r["op"], r["count"]) for r in where] == [
+        ("decode", "aten::mm", 3), ("warm-up", "(launched directly, not by a graph)", 2)]
+    assert "3 of 3 graph-replayed kernels attributed to their ops." in texts

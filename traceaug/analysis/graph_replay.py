@@ -15,13 +15,13 @@ import numpy as np
 import traceaug.runtime as runtime
 
 from ..errors import TraceaugError
+from .serving import GRAPH_LAUNCHES
 from .tables import Columns
 
 if TYPE_CHECKING:
     from ..trace import Trace
 
-LAUNCHES = ("cudaGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch", "hipGraphLaunch")
-_IN = ", ".join(f"'{n}'" for n in LAUNCHES)
+_IN = ", ".join(f"'{n}'" for n in GRAPH_LAUNCHES)
 UNKNOWN = "(unattributed: graph replay)"  # the op of a replayed kernel no capture explains
 # What to record when the capture is missing (item 4 of the serving view: never a guess).
 RECORD = ("profile the graph capture too (vLLM / SGLang capture traces) and pass it with --capture; "

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from .gpu_steps import GpuOps
 
 PHASES = ("prefill", "decode", "mixed")
+WARM_UP = "warm-up"  # the steps before the steady state (``steady``)
+GRAPH_LAUNCHES = ("cudaGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch", "hipGraphLaunch")
 # vLLM: requests, prefill ("context") requests with their query / key token sums, decode ("generation") ones
 _SUMS = r"(?:\(sq(?P<{0}_sq>\d+)sk(?P<{0}_sk>\d+)[^)]*\))?"
 VLLM = re.compile(r"^execute_(?P<batch>\d+)_context_(?P<context>\d+)" + _SUMS.format("c")
@@ -72,9 +74,10 @@ def _int(v) -> int | None:
 
 
 def steps(trace: Trace) -> Columns:
-    """The serving steps, in start order: ``step`` (0, 1, …), ``ts``, ``dur`` (engine ns), ``name``,
-    ``phase``, ``batch``, ``tokens``, ``context`` (-1: not said). Annotations nested in a step (SGLang's
-    ``step[…]`` inside vLLM's ``execute_…``) are that step, their fields filling the ones it lacks."""
+    """The serving steps, in start order: ``step`` (0, 1, …), ``ts``, ``dur`` (engine ns), ``steady`` (in
+    the steady state), ``name``, ``phase``, ``batch``, ``tokens``, ``context`` (-1: not said). Annotations
+    nested in a step (SGLang's ``step[…]`` inside vLLM's ``execute_…``) are that step, their fields filling
+    the ones it lacks."""
     text = runtime.current().step_pattern
     cache = trace.__dict__.setdefault("_serving_steps", {})  # per pattern: several analyses ask
     if text not in cache:
@@ -112,13 +115,29 @@ def _steps(trace: Trace, user: re.Pattern | None) -> Columns:
         row = {"ts": ts, "dur": dur, "name": name, **fields}
         rows.append(row)
         open_end[track] = (ts + dur, row)
-    return {"step": np.arange(len(rows), dtype=np.int64),
-            "ts": np.array([r["ts"] for r in rows], np.int64),
+    ts = np.array([r["ts"] for r in rows], np.int64)
+    return {"step": np.arange(len(rows), dtype=np.int64), "ts": ts, "steady": steady(trace, ts),
             "dur": np.array([r["dur"] for r in rows], np.int64),
             "name": np.array([r["name"] for r in rows] + [None], object)[:-1],
             "phase": np.array([r["phase"] or "unknown" for r in rows] + [None], object)[:-1],
             **{k: np.array([-1 if r[k] is None else r[k] for r in rows], np.int64)
                for k in INT_FIELDS}}
+
+
+def steady(trace: Trace, ts: np.ndarray) -> np.ndarray:
+    """Which steps (by start ``ts``) are in the steady state: those after the graph capture (the last
+    ``capture_*`` annotation or ``*StreamEndCapture`` call) and, in a trace that replays graphs, from the
+    first step that launches one on (the eager steps before are warm-up)."""
+    c = trace.columns(
+        "SELECT (SELECT MAX(ts + dur) FROM slice WHERE (category = 'user_annotation' AND name GLOB "
+        "'capture_*') OR name GLOB '*StreamEndCapture*') AS captured, (SELECT GROUP_CONCAT(ts) FROM slice "
+        f"WHERE name IN ({', '.join(repr(n) for n in GRAPH_LAUNCHES)})) AS launches")
+    captured, launches = c["captured"][0], c["launches"][0]
+    out = ts > (captured if captured is not None and captured == captured else np.iinfo(np.int64).min)
+    if isinstance(launches, str) and out.any():
+        first = int(np.searchsorted(ts, min(int(x) for x in launches.split(",")), side="right")) - 1
+        out &= np.arange(len(ts)) >= first
+    return out
 
 
 def batch_at(st: Columns):
@@ -140,7 +159,8 @@ def lines(trace: Trace, most: int = 20) -> list[str]:
                 f"{st['tokens'][i]} tokens" if st["tokens"][i] >= 0 else "",
                 f"{st['context'][i]} context tokens" if st["context"][i] >= 0 else ""]
         out.append(f"step {i}: {st['phase'][i]}, {', '.join(x for x in said if x)}, "
-                   f"{st['dur'][i] / 1e6:.3f} ms (CPU side)".replace(", ,", ","))
+                   f"{st['dur'][i] / 1e6:.3f} ms (CPU side)".replace(", ,", ",")
+                   + ("" if st["steady"][i] else f", {WARM_UP}"))
     if len(st["step"]) > most:
         out.append(f"... and {len(st['step']) - most} more steps")
     return out
@@ -150,7 +170,8 @@ def part(g: GpuOps) -> dict:
     """A rank's serving figures (``report``): per step its ``phase``, ``batch``, ``latency`` (CPU start to
     the later of its CPU end and its GPU ops' end), GPU ``busy`` / ``idle`` in its GPU window, ``launch``
     (its launch calls' time), ``cpu_gap`` (CPU time since the step before ended: the scheduler's; -1 for
-    the first); the GPU time per attributed op of each phase (``graph_replay``) and the replay line."""
+    the first); the GPU time per attributed op of each phase (``graph_replay``) and the replay line. Steps
+    before the steady state (``steady``) are the phase ``warm-up``, not their own."""
     from .breakdown import window_rows
 
     st, w, ops, replays = g.serving, g.steps, g.ops, g.replays
@@ -165,22 +186,23 @@ def part(g: GpuOps) -> dict:
                            ops["launch_dur"][launched].tolist())))
     launch = np.bincount([s for s, _, _ in calls], [d for _, _, d in calls], n).astype(np.int64) \
         if calls else np.zeros(n, np.int64)
+    label = np.where(st["steady"], st["phase"], WARM_UP).astype(object)  # warm-up steps apart
     at = np.searchsorted(st["ts"], replays.ops["launch_ts"], side="right") - 1
-    phase = np.where(at >= 0, st["phase"][np.maximum(at, 0)] if n else "", "none").astype(object)
+    phase = np.where(at >= 0, label[np.maximum(at, 0)] if n else "", "none").astype(object)
     keys = sorted(set(zip(phase.tolist(), replays.ops["op"].tolist())))
     where = {k: i for i, k in enumerate(keys)}
     code = np.array([where[k] for k in zip(phase.tolist(), replays.ops["op"].tolist())], np.int64)
     total = np.zeros(len(keys), np.int64)
     np.add.at(total, code, replays.ops["dur"])
     direct = ops["launched"] & ~np.isin(ops["correlation"], replays.ops["correlation"]) & mine
-    return {"steps": {"step": st["step"], "phase": st["phase"], "batch": st["batch"],
+    return {"steps": {"step": st["step"], "phase": label, "batch": st["batch"],
                       "latency": np.maximum(cpu_end, end) - st["ts"], "busy": rows["busy"],
                       "idle": rows["idle"], "launch": launch,
                       "cpu_gap": np.r_[-1, st["ts"][1:] - cpu_end[:-1]].astype(np.int64)[:n]},
             "ops": {"phase": np.array([p for p, _ in keys] + [None], object)[:-1],
                     "op": np.array([o for _, o in keys] + [None], object)[:-1],
                     "count": np.bincount(code, minlength=len(keys)), "total": total},
-            "direct": {"phase": st["phase"][ops["step"][direct]], "dur": ops["dur"][direct]},
+            "direct": {"phase": label[ops["step"][direct]], "dur": ops["dur"][direct]},
             "replayed": replays.replayed, "attributed": replays.attributed, "line": replays.line()}
 
 

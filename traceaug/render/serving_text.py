@@ -3,7 +3,7 @@ its GPU time goes, and how far the per-op split can be trusted (graph replays wi
 
 from __future__ import annotations
 
-from ..analysis.serving import PHASE_TABLE, WHERE_TABLE, combine
+from ..analysis.serving import PHASE_TABLE, WARM_UP, WHERE_TABLE, combine
 from ..analysis.tables import Columns, objects
 
 SERVING_VERDICT = "serving verdict"
@@ -26,6 +26,10 @@ def verdict(tables: dict, parts: list[dict]) -> list[str]:
     ph, where = tables[PHASE_TABLE], tables[WHERE_TABLE]
     said = ", ".join(f"{n} {p} step{'s' if n != 1 else ''}" for p, n in zip(ph["phase"], ph["steps"]))
     out = [f"Serving trace: {said}."]
+    if WARM_UP in ph["phase"].tolist():
+        n = ph["steps"][ph["phase"].tolist().index(WARM_UP)]
+        out.append(f"Steady state: after {n} warm-up step{'s' if n != 1 else ''} (before the graph capture "
+                   "ended or the first graph replay), which the phase figures leave out.")
     for i, phase in enumerate(ph["phase"].tolist()):
         batch = ph["mean_batch"][i]
         out.append(

@@ -53,7 +53,7 @@ UNITLESS = {
     "first_rank", "last_rank", "most_lost_rank", "arrived_last", "waiting_ranks", "verdict", "text",
     "p_value",  # a probability (diff: Mann–Whitney U over the per-step times)
     # a serving trace's steps (``analysis.serving``) and graph replays (``analysis.graph_replay``)
-    "phase", "mean_batch", "op", "serving_steps", "graph_replays",
+    "phase", "mean_batch", "op", "serving_steps", "graph_replays", "phases", "graph_replayed", "attributed",
 }
 # Times in ns that are a statistic of exact times (a mean, a median, a sum of means), so float64.
 FRACTIONAL_NS = {"mean_ns", "std_ns", "median_ns", "mean_total_ns", "mean_cpu_duration_ns",
@@ -131,6 +131,7 @@ def commands(tmp: Path) -> dict[str, list[str]]:
         "breakdown": ["breakdown", src], "launches": ["launches", src], "report": ["report", src],
         "report (serving)": ["report", str(shared_trace(SERVING))],
         "info (serving)": ["info", str(shared_trace(SERVING))],
+        "serving": ["serving", str(shared_trace(SERVING)), str(tmp / "s.json")],
         "counters": ["counters", src, str(tmp / "c.json")],
         "patterns": ["patterns", src, str(tmp / "p.json")],
         "critical-path": ["critical-path", src, str(tmp / "cp.json")],

@@ -69,17 +69,18 @@ class Replays:
 
 def replayed(trace: Trace) -> Columns:
     """The GPU ops graph launches replayed, by launch then start: ``ts``, ``dur``, ``name``, ``kind``,
-    ``correlation``, ``node`` (graph node id, -1: none), ``launch_ts`` (engine ns)."""
+    ``correlation``, ``node`` (graph node id, -1: none), ``launch_ts`` (engine ns), ``pid``, ``stream``."""
     trace.include("traceaug.gpu")
     c = trace.columns(
-        "SELECT g.ts, g.dur, g.name, g.kind, g.correlation, r.ts AS launch_ts, "
+        "SELECT g.ts, g.dur, g.name, g.kind, g.correlation, r.ts AS launch_ts, g.pid, g.stream, "
         "COALESCE(CAST(extract_arg(g.arg_set_id, 'args.graph node id') AS INT), -1) AS node "
         "FROM traceaug_gpu_op g JOIN _traceaug_first_launch l USING (correlation) "
         f"JOIN slice r ON r.id = l.id WHERE r.name IN ({_IN}) ORDER BY r.ts, g.correlation, g.ts, g.id")
     return {"ts": c["ts"].astype(np.int64), "dur": c["dur"].astype(np.int64),
             "name": c["name"].astype(object), "kind": c["kind"].astype(object),
             "correlation": c["correlation"].astype(np.int64), "node": c["node"].astype(np.int64),
-            "launch_ts": c["launch_ts"].astype(np.int64)}
+            "launch_ts": c["launch_ts"].astype(np.int64), "pid": c["pid"].astype(np.int64),
+            "stream": c["stream"].astype(np.int64)}
 
 
 def captured(trace: Trace, source: str, batch: int | None = None) -> list[Graph]:

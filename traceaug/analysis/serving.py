@@ -75,9 +75,9 @@ def _int(v) -> int | None:
 
 def steps(trace: Trace) -> Columns:
     """The serving steps, in start order: ``step`` (0, 1, …), ``ts``, ``dur`` (engine ns), ``steady`` (in
-    the steady state), ``name``, ``phase``, ``batch``, ``tokens``, ``context`` (-1: not said). Annotations
-    nested in a step (SGLang's ``step[…]`` inside vLLM's ``execute_…``) are that step, their fields filling
-    the ones it lacks."""
+    the steady state), ``pid`` (of the annotation), ``name``, ``phase``, ``batch``, ``tokens``, ``context``
+    (-1: not said). Annotations nested in a step (SGLang's ``step[…]`` inside vLLM's ``execute_…``) are that
+    step, their fields filling the ones it lacks."""
     text = runtime.current().step_pattern
     cache = trace.__dict__.setdefault("_serving_steps", {})  # per pattern: several analyses ask
     if text not in cache:
@@ -93,14 +93,14 @@ def found(trace: Trace) -> bool:
 def _steps(trace: Trace, user: re.Pattern | None) -> Columns:
     trace.include("traceaug.base")
     where = "" if user else " AND (s.name GLOB 'execute_*_context_*' OR s.name GLOB 'step[[]*')"
-    c = trace.columns("SELECT s.ts, s.dur, s.name, t.pid || ':' || t.tid AS track FROM slice s "
+    c = trace.columns("SELECT s.ts, s.dur, s.name, t.pid, t.pid || ':' || t.tid AS track FROM slice s "
                       "JOIN _traceaug_track t USING (track_id) WHERE s.category = 'user_annotation'"
                       f"{where} ORDER BY s.ts, s.dur DESC")
     parsed: dict[str, dict | None] = {}
     rows: list[dict] = []
     open_end: dict[str, tuple[int, dict]] = {}  # per thread (lanes folded): the step open there, its end
-    for ts, dur, name, track in zip(c["ts"].tolist(), c["dur"].tolist(), c["name"].tolist(),
-                                    c["track"].tolist()):
+    for ts, dur, name, pid, track in zip(c["ts"].tolist(), c["dur"].tolist(), c["name"].tolist(),
+                                         c["pid"].tolist(), c["track"].tolist()):
         if name not in parsed:
             parsed[name] = parse(name, user)
         fields = parsed[name]
@@ -112,12 +112,13 @@ def _steps(trace: Trace, user: re.Pattern | None) -> Columns:
                 if outer[1][k] is None:
                     outer[1][k] = v
             continue
-        row = {"ts": ts, "dur": dur, "name": name, **fields}
+        row = {"ts": ts, "dur": dur, "name": name, "pid": pid, **fields}
         rows.append(row)
         open_end[track] = (ts + dur, row)
     ts = np.array([r["ts"] for r in rows], np.int64)
     return {"step": np.arange(len(rows), dtype=np.int64), "ts": ts, "steady": steady(trace, ts),
             "dur": np.array([r["dur"] for r in rows], np.int64),
+            "pid": np.array([r["pid"] for r in rows], np.int64),
             "name": np.array([r["name"] for r in rows] + [None], object)[:-1],
             "phase": np.array([r["phase"] or "unknown" for r in rows] + [None], object)[:-1],
             **{k: np.array([-1 if r[k] is None else r[k] for r in rows], np.int64)

@@ -3,8 +3,11 @@ its GPU time goes, and how far the per-op split can be trusted (graph replays wi
 
 from __future__ import annotations
 
+import orjson
+
 from ..analysis.serving import PHASE_TABLE, WARM_UP, WHERE_TABLE, combine
 from ..analysis.tables import Columns, objects
+from ..output import json_text, render_columns
 
 SERVING_VERDICT = "serving verdict"
 TOP_OPS = 5  # ops named per phase
@@ -49,3 +52,21 @@ def verdict(tables: dict, parts: list[dict]) -> list[str]:
             out.append("Reliability: the per-op split of graph-replayed kernels is unknown; their count "
                        "and GPU time are exact, and the replay's GPU time is busy time, never idle.")
     return out
+
+
+def summary_text(results: list[dict], fmt: str) -> str:
+    """``traceaug serving``'s summary, a row per rank: its steps per phase, graph-replayed kernels and how
+    many were attributed to their ops (the table adds the attribution line, or what to record)."""
+    rows = {"rank": objects([r["rank"] for r in results]), "file": objects([r["file"] for r in results]),
+            "steps": objects([r["steps"] for r in results]),
+            "phases": objects([", ".join(f"{n} {p}" for p, n in r["phases"].items()) or "none"
+                               for r in results]),
+            "graph_replayed": objects([r["graph_replayed"] for r in results]),
+            "attributed": objects([r["attributed"] for r in results])}
+    if fmt == "json":
+        return json_text(orjson.loads(render_columns(rows, "json")))
+    if fmt == "csv":
+        return render_columns(rows, fmt)
+    lines = [f"{'rank ' + str(r['rank']) + ': ' if len(results) > 1 else ''}{r['replays']}" for r in results
+             if r["replays"]]
+    return render_columns(rows, "table") + "".join(f"{line}\n" for line in lines)

@@ -87,9 +87,13 @@ def test_without_or_with_the_wrong_capture_it_says_so():
     for command in ("breakdown", "launches", "gaps"):  # what the per-op figures cannot tell, said in each
         out = CliRunner().invoke(main, [command, str(path), "--format", "json"])
         assert json.loads(out.output)["reliability"] == [{"rank": 0, "notes": NO_CAPTURE}], command
-    out = CliRunner().invoke(main, ["launches", str(path), "--format", "json", "--capture",
-                                    str(shared_trace(CASES[0][1]))])
-    assert "reliability" not in json.loads(out.output)
+    out = CliRunner().invoke(main, ["critical-path", str(path), "--summary-only", "--format", "json"])
+    assert json.loads(out.output)["reliability"] == NO_CAPTURE
+    for command in ("launches", "critical-path"):
+        out = CliRunner().invoke(main, [command, str(path), "--format", "json", "--capture",
+                                        str(shared_trace(CASES[0][1])), "--summary-only"][
+                                            :None if command == "critical-path" else -1])
+        assert "reliability" not in json.loads(out.output), command
     wrong = shared_trace(CASES[1][1])
     out = CliRunner().invoke(main, ["info", str(path), "--capture", str(wrong)])
     assert out.exit_code == 0

@@ -16,7 +16,7 @@ import traceaug.runtime as runtime
 
 from ..errors import TraceaugError
 from .serving import GRAPH_LAUNCHES
-from .tables import Columns
+from .tables import Columns, codes, objects
 
 if TYPE_CHECKING:
     from ..trace import Trace
@@ -199,12 +199,13 @@ def match(ops: Columns, at: slice, graphs: list[Graph], batch: int | None) -> tu
     return None, why
 
 
-def op_times(r: Replays) -> Columns:
-    """GPU time per attributed op (``op``, ``count`` of kernels, ``total`` ns, exact), largest first; the
-    unattributed kernels as one ``UNKNOWN`` row."""
-    names, code = np.unique(r.ops["op"].astype(str), return_inverse=True)
-    total = np.zeros(len(names), np.int64)
+def op_times(r: Replays, phase: np.ndarray | None = None) -> Columns:
+    """GPU time per attributed op (``op``, ``count`` of kernels, ``total`` ns, exact), largest first, the
+    unattributed kernels as one ``UNKNOWN`` row; with each replayed op's ``phase``, per (``phase``, op)."""
+    phase = np.full(r.replayed, "", object) if phase is None else phase
+    code, keys = codes(list(zip(phase.tolist(), r.ops["op"].tolist())))
+    total = np.zeros(len(keys), np.int64)
     np.add.at(total, code, r.ops["dur"])
     order = np.argsort(-total, kind="stable")
-    return {"op": names[order].astype(object), "count": np.bincount(code, minlength=len(names))[order],
-            "total": total[order]}
+    return {"phase": objects([keys[i][0] for i in order]), "op": objects([keys[i][1] for i in order]),
+            "count": np.bincount(code, minlength=len(keys))[order], "total": total[order]}

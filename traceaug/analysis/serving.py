@@ -174,6 +174,7 @@ def part(g: GpuOps) -> dict:
     the first); the GPU time per attributed op of each phase (``graph_replay``) and the replay line. Steps
     before the steady state (``steady``) are the phase ``warm-up``, not their own."""
     from .breakdown import window_rows
+    from .graph_replay import op_times
 
     st, w, ops, replays = g.serving, g.steps, g.ops, g.replays
     n = len(st["step"])
@@ -190,19 +191,12 @@ def part(g: GpuOps) -> dict:
     label = np.where(st["steady"], st["phase"], WARM_UP).astype(object)  # warm-up steps apart
     at = np.searchsorted(st["ts"], replays.ops["launch_ts"], side="right") - 1
     phase = np.where(at >= 0, label[np.maximum(at, 0)] if n else "", "none").astype(object)
-    keys = sorted(set(zip(phase.tolist(), replays.ops["op"].tolist())))
-    where = {k: i for i, k in enumerate(keys)}
-    code = np.array([where[k] for k in zip(phase.tolist(), replays.ops["op"].tolist())], np.int64)
-    total = np.zeros(len(keys), np.int64)
-    np.add.at(total, code, replays.ops["dur"])
     direct = ops["launched"] & ~np.isin(ops["correlation"], replays.ops["correlation"]) & mine
     return {"steps": {"step": st["step"], "phase": label, "batch": st["batch"],
                       "latency": np.maximum(cpu_end, end) - st["ts"], "busy": rows["busy"],
                       "idle": rows["idle"], "launch": launch,
                       "cpu_gap": np.r_[-1, st["ts"][1:] - cpu_end[:-1]].astype(np.int64)[:n]},
-            "ops": {"phase": np.array([p for p, _ in keys] + [None], object)[:-1],
-                    "op": np.array([o for _, o in keys] + [None], object)[:-1],
-                    "count": np.bincount(code, minlength=len(keys)), "total": total},
+            "ops": op_times(replays, phase),
             "direct": {"phase": label[ops["step"][direct]], "dur": ops["dur"][direct]},
             "replayed": replays.replayed, "attributed": replays.attributed, "line": replays.line()}
 

@@ -92,8 +92,8 @@ def errors(trace) -> dict:
 # ----- load kinds ------------------------------------------------------------------------
 def test_kinds_and_their_older_names() -> None:
     assert set(KINDS) == {"analysis", "full", "gpu", "gpu_steps", "gpu_ops", "ops", "sync",
-                          "patterns", "collectives", "job_path"}
-    assert [k.name for k in KINDS.values() if k.skim] == ["gpu_steps", "gpu_ops", "collectives",
+                          "patterns", "capture", "collectives", "job_path"}
+    assert [k.name for k in KINDS.values() if k.skim] == ["gpu_steps", "gpu_ops", "collectives", "capture",
                                                           "job_path"]  # writes no trace
     assert kind_of().name == "analysis" and kind_of(full=True).name == "full"
     assert kind_of(only="gpu").name == "gpu" and kind_of("sync").name == "sync"

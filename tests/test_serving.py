@@ -62,13 +62,25 @@ def test_vllm_counts_from_the_annotation():
     got = serving.parse("execute_3_context_1(sq500sk500sqsq250000sqsk250000)"
                         "_generation_2(sq2sk900sqsq2sqsk900)")
     assert got == {"phase": "mixed", "batch": 3, "tokens": 502, "context": 1400}
+    # the leading number is the step's tokens, not its requests (6144 prefill + 3 decode tokens, 5 requests)
+    got = serving.parse("execute_6147_context_2(sq6144sk7144sqsq20971520sqsk23019520)"
+                        "_generation_3(sq3sk6144sqsq3sqsk6144)")
+    assert got == {"phase": "mixed", "batch": 5, "tokens": 6147, "context": 13288}
+    assert serving.parse("execute_context_2(14721)_generation_0(0)") == \
+        {"phase": "prefill", "batch": 2, "tokens": 14721, "context": None}  # vLLM's native form
     assert serving.parse("step[EXTEND bs=4]")["phase"] == "prefill"
+    assert serving.parse("step[DECODE bs=64 g_sq=128 g_sqsq=256 g_sqsk=262144 g_sk=131072]") == \
+        {"phase": "decode", "batch": 64, "tokens": 128, "context": 131072}
+    assert serving.parse("step[EXTEND bs=2 toks=14721 c_sq=14721 c_sqsq=108745533 c_sqsk=108745533 "
+                         "c_sk=14721]") == {"phase": "prefill", "batch": 2, "tokens": 14721, "context": 14721}
+    assert serving.parse("decode[bs=117/128 tok=117 d=117]") == \
+        {"phase": "decode", "batch": 117, "tokens": 117, "context": None}  # ATOM, a graph padded to 128
     assert serving.parse("ProfilerStep#3") is None
 
 
-ANNOTATIONS = ["execute_4_context_4(sq800sk800sqsq160000sqsk160000)_generation_0(sq0sk0sqsq0sqsk0)",
-               "execute_4_context_0(sq0sk0sqsq0sqsk0)_generation_4(sq4sk804sqsq4sqsk804)",
-               "execute_5_context_1(sq100sk100sqsq10000sqsk10000)_generation_4(sq4sk808sqsq4sqsk808)",
+ANNOTATIONS = ["execute_800_context_4(sq800sk800sqsq160000sqsk160000)_generation_0(sq0sk0sqsq0sqsk0)",
+               "execute_context_0(0)_generation_4(4)",
+               "execute_104_context_1(sq100sk100sqsq10000sqsk10000)_generation_4(sq4sk808sqsq4sqsk808)",
                "step[DECODE bs=5]", "my step decode bs=7"]
 
 

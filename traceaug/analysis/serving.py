@@ -1,6 +1,7 @@
-"""Serving steps: the scheduler iterations vLLM (``execute_B_context_N(…)_generation_M(…)``), SGLang
-(``step[DECODE bs=32]``) or a user pattern (``--step-pattern``) name in user annotations, with their phase
-(prefill, decode, mixed), batch size and token / context counts; a serving trace has no ProfilerStep."""
+"""Serving steps: the scheduler iterations vLLM (``execute_T_context_N(…)_generation_M(…)``), SGLang
+(``step[DECODE bs=32]``), ATOM (``decode[bs=32 …]``) or a user pattern (``--step-pattern``) name in user
+annotations, with their phase (prefill, decode, mixed), batch size (requests) and token / context counts; a
+serving trace has no ProfilerStep."""
 
 from __future__ import annotations
 
@@ -21,11 +22,15 @@ if TYPE_CHECKING:
 PHASES = ("prefill", "decode", "mixed")
 WARM_UP = "warm-up"  # the steps before the steady state (``steady``)
 GRAPH_LAUNCHES = ("cudaGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch", "hipGraphLaunch")
-# vLLM: requests, prefill ("context") requests with their query / key token sums, decode ("generation") ones
-_SUMS = r"(?:\(sq(?P<{0}_sq>\d+)sk(?P<{0}_sk>\d+)[^)]*\))?"
-VLLM = re.compile(r"^execute_(?P<batch>\d+)_context_(?P<context>\d+)" + _SUMS.format("c")
-                  + r"_generation_(?P<generation>\d+)" + _SUMS.format("g"))
+# vLLM: its tokens (detailed form), then prefill ("context") and decode ("generation") requests, each with
+# its tokens: "(sq<query>sk<key>sqsq..sqsk..)" (detailed) or "(<tokens>)" (native)
+VLLM = re.compile(r"^execute_(?:\d+_)?context_(?P<context>\d+)\((?P<c>[^)]*)\)"
+                  r"_generation_(?P<generation>\d+)\((?P<g>[^)]*)\)")
+_SQ_SK = re.compile(r"^sq(\d+)sk(\d+)")
+# SGLang: step[EXTEND|DECODE|MIXED bs=N toks=.. c_sq=.. c_sk=.. g_sq=.. g_sk=..]; ATOM: prefill[bs=2 tok=..],
+# decode[bs=117/128 tok=.. sk=..] (a graph's padding after the slash)
 SGLANG = re.compile(r"^step\[(?P<phase>[A-Za-z]+)\s+bs=(?P<batch>\d+)(?P<rest>[^\]]*)\]")
+ATOM = re.compile(r"^(?P<phase>prefill|decode)\[bs=(?P<batch>\d+)(?P<rest>.*)\]$")
 _WORDS = {"prefill": "prefill", "extend": "prefill", "context": "prefill", "prompt": "prefill",
           "decode": "decode", "generation": "decode", "generate": "decode", "mixed": "mixed"}
 # what a user pattern's named groups may say (any other group is ignored)
@@ -53,20 +58,36 @@ def parse(name: str, user: re.Pattern | None = None) -> dict | None:
         return {"phase": _WORDS.get(got.get("phase", "").lower()), **out}
     m = VLLM.match(name)
     if m is not None:
-        g = m.groupdict()
-        prefill, decode = int(g["context"]), int(g["generation"])
-        phase = "mixed" if prefill and decode else "prefill" if prefill else "decode" if decode else None
-        tokens = [_int(g[k]) for k in ("c_sq", "g_sq")]
-        context = [_int(g[k]) for k in ("c_sk", "g_sk")]
-        return {"phase": phase, "batch": int(g["batch"]),
-                "tokens": None if None in tokens else sum(tokens),
-                "context": None if None in context else sum(context)}
-    m = SGLANG.match(name)
+        return _vllm(m)
+    m = SGLANG.match(name) or ATOM.match(name)
     if m is None:
         return None
-    rest = dict(re.findall(r"(\w+)=(\d+)", m.group("rest")))
+    f = dict(re.findall(r"(\w+)=(\d+)", m.group("rest")))
+    tokens = f.get("toks", f.get("tok"))
+    if tokens is None and ("c_sq" in f or "g_sq" in f):
+        tokens = int(f.get("c_sq", 0)) + int(f.get("g_sq", 0))
+    context = f.get("sk")
+    if context is None and ("c_sk" in f or "g_sk" in f):
+        context = int(f.get("c_sk", 0)) + int(f.get("g_sk", 0))
     return {"phase": _WORDS.get(m.group("phase").lower()), "batch": int(m.group("batch")),
-            "tokens": _int(rest.get("tokens", rest.get("tok"))), "context": _int(rest.get("context"))}
+            "tokens": _int(tokens), "context": _int(context)}
+
+
+def _vllm(m: re.Match) -> dict:
+    """A vLLM step's fields: its requests (prefill + decode), tokens (query) and context (key) tokens."""
+    prefill, decode = int(m.group("context")), int(m.group("generation"))
+    phase = "mixed" if prefill and decode else "prefill" if prefill else "decode" if decode else None
+    out = {"phase": phase, "batch": prefill + decode, "tokens": 0, "context": 0}
+    for inner in (m.group("c"), m.group("g")):
+        sums = _SQ_SK.match(inner)
+        if sums:
+            out["tokens"] += int(sums.group(1))
+            out["context"] += int(sums.group(2)) if out["context"] is not None else 0
+        elif inner.isdigit():  # the native form: tokens alone
+            out["tokens"], out["context"] = out["tokens"] + int(inner), None
+        else:
+            return {**out, "tokens": None, "context": None}
+    return out
 
 
 def _int(v) -> int | None:
@@ -92,7 +113,8 @@ def found(trace: Trace) -> bool:
 
 def _steps(trace: Trace, user: re.Pattern | None) -> Columns:
     trace.include("traceaug.base")
-    where = "" if user else " AND (s.name GLOB 'execute_*_context_*' OR s.name GLOB 'step[[]*')"
+    where = "" if user else (" AND (s.name GLOB 'execute_*context_*' OR s.name GLOB 'step[[]*' OR "
+                             "s.name GLOB 'prefill[[]*' OR s.name GLOB 'decode[[]*')")
     c = trace.columns("SELECT s.ts, s.dur, s.name, t.pid, t.pid || ':' || t.tid AS track FROM slice s "
                       "JOIN _traceaug_track t USING (track_id) WHERE s.category = 'user_annotation'"
                       f"{where} ORDER BY s.ts, s.dur DESC")

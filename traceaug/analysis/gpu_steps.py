@@ -248,5 +248,5 @@ def gpu_ops(trace: Trace, rank: int | None = None) -> GpuOps:
     st = gpu_windows(trace, cpu, ops["ts"], ops["end"], step)
     ops["step"] = np.where(launched, step, step_at(ops["ts"], st["ts"], st["end"], st["step"]))
     served = serving.steps(trace)
-    replays = graph_replay.attribute(trace, serving.batch_at(served))
+    replays = graph_replay.attribute(trace, serving.batch_at(served), ops["launch_name"])
     return GpuOps(trace, rank if rank is not None else trace.rank, ops, st, served, replays)

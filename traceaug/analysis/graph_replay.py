@@ -67,15 +67,18 @@ class Replays:
         return out
 
 
-def replayed(trace: Trace) -> Columns:
+def replayed(trace: Trace, launch_names: np.ndarray | None = None) -> Columns:
     """The GPU ops graph launches replayed, by launch then start: ``ts``, ``dur``, ``name``, ``kind``,
-    ``correlation``, ``node`` (graph node id, -1: none), ``launch_ts`` (engine ns), ``pid``, ``stream``."""
+    ``correlation``, ``node`` (graph node id, -1: none), ``launch_ts`` (engine ns), ``pid``, ``stream``;
+    ``launch_names`` (the GPU ops' launching calls, when known): none a graph launch, no query."""
     trace.include("traceaug.gpu")
+    none = launch_names is not None and not np.isin(launch_names, GRAPH_LAUNCHES).any()
     c = trace.columns(
         "SELECT g.ts, g.dur, g.name, g.kind, g.correlation, r.ts AS launch_ts, g.pid, g.stream, "
         "COALESCE(CAST(extract_arg(g.arg_set_id, 'args.graph node id') AS INT), -1) AS node "
         "FROM traceaug_gpu_op g JOIN _traceaug_first_launch l USING (correlation) "
-        f"JOIN slice r ON r.id = l.id WHERE r.name IN ({_IN}) ORDER BY r.ts, g.correlation, g.ts, g.id")
+        f"JOIN slice r ON r.id = l.id WHERE r.name IN ({_IN}) {'AND 0' if none else ''} "
+        "ORDER BY r.ts, g.correlation, g.ts, g.id")
     return {"ts": c["ts"].astype(np.int64), "dur": c["dur"].astype(np.int64),
             "name": c["name"].astype(object), "kind": c["kind"].astype(object),
             "correlation": c["correlation"].astype(np.int64), "node": c["node"].astype(np.int64),
@@ -146,11 +149,11 @@ def graphs_for(trace: Trace) -> list[Graph]:
         return captured(t, Path(trace.path).name)
 
 
-def attribute(trace: Trace, batch_of=None) -> Replays:
-    """The replayed GPU ops with the ops that captured them (``graphs_for``), each launch matched to a
-    captured graph by node id where both record it, else by order with names and count checked;
-    ``batch_of(launch_ts)``: the serving step's batch size there, to prefer a capture of that size."""
-    ops = replayed(trace)
+def attribute(trace: Trace, batch_of=None, launch_names: np.ndarray | None = None) -> Replays:
+    """The replayed GPU ops (``replayed``) with the ops that captured them (``graphs_for``), each launch
+    matched to a captured graph by node id where both record it, else by order with names and count
+    checked; ``batch_of(launch_ts)``: the serving step's batch size there, to prefer a capture of it."""
+    ops = replayed(trace, launch_names)
     n = len(ops["ts"])
     ops["op"] = np.full(n, UNKNOWN, dtype=object)
     out = Replays(ops)

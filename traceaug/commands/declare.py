@@ -104,7 +104,8 @@ def serving_options() -> list[click.Option]:
     runtime, which ``analysis.serving`` and ``analysis.graph_replay`` read in each rank's task."""
     return [option("--step-pattern", metavar="REGEX", expose_value=False, callback=_serving,
                    help="Steps are the user annotations this matches (named groups phase, batch, tokens, "
-                        "context), numbered 0, 1, ... (default: vLLM's, SGLang's and ATOM's step annotations)."),
+                        "context), numbered 0, 1, ... (default: vLLM's, SGLang's and ATOM's step "
+                        "annotations)."),
             option("--capture", metavar="PATH", expose_value=False, callback=_serving,
                    type=click.Path(exists=True, dir_okay=True),
                    help="The CUDA / HIP graph's capture trace (a file, or a directory with "

@@ -8,7 +8,10 @@ traces with their ``capture_traces/``, and the vLLM decode step concatenated ``-
 default: each copy shifted past the one before, correlation / external / flow ids offset), written to
 ``--out-dir`` once. Each tool runs alone in a fresh process, measured as ``bench/job_scale.py`` measures
 (wall time, peak RSS of the process tree sampled every 20 ms), one run each.
-Why: issue 36 asks ``report`` on these inputs to be >= 10x faster than TraceLens.
+Why: issue 36 asks ``report`` on these inputs to be >= 10x faster than TraceLens. Measured on the shared
+2-core machine under load (one run each; wall s / peak MB of the process tree): vLLM step 2.20 / 155 vs
+15.88 / 424 (7.2x), SGLang step 2.51 / 143 vs 11.29 / 266 (4.5x), vLLM x20 3.24 / 162 vs 117.66 / 2302
+(36.4x): on one step traceaug's start-up and the capture's load (17-34 MB of JSON) are most of its time.
 Run: ``python bench/serving_vs_tracelens.py --tracelens-python VENV/bin/python --tracelens-path DIR
 [--copies 20] [--out-dir DIR] [--json]``.
 """

@@ -9,9 +9,10 @@ default: each copy shifted past the one before, correlation / external / flow id
 ``--out-dir`` once. Each tool runs alone in a fresh process, measured as ``bench/job_scale.py`` measures
 (wall time, peak RSS of the process tree sampled every 20 ms), one run each.
 Why: issue 36 asks ``report`` on these inputs to be >= 10x faster than TraceLens. Measured on the shared
-2-core machine under load (one run each; wall s / peak MB of the process tree): vLLM step 2.20 / 155 vs
-15.88 / 424 (7.2x), SGLang step 2.51 / 143 vs 11.29 / 266 (4.5x), vLLM x20 3.24 / 162 vs 117.66 / 2302
-(36.4x): on one step traceaug's start-up and the capture's load (17-34 MB of JSON) are most of its time.
+2-core machine under load (load average 8-12; one run each, bytecode compiled; wall s / peak MB of the
+process tree, the capture's prefetch child included): vLLM step 2.04 / 156 vs 14.52 / 425 (7.1x), SGLang
+step 1.51 / 141 vs 7.57 / 266 (5.0x), vLLM x20 2.16 / 174 vs 97.17 / 2301 (44.9x); a run before gave 9.0x,
+3.0x, 128x: on one step, start-up and the capture's load (17-34 MB of JSON) are most of traceaug's time.
 Run: ``python bench/serving_vs_tracelens.py --tracelens-python VENV/bin/python --tracelens-path DIR
 [--copies 20] [--out-dir DIR] [--json]``.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -74,17 +76,28 @@ TRACELENS = ("import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); "
 
 
 def measure(cases: list[tuple[str, Path, Path]], tl_python: str, tl_path: str) -> list[dict]:
+    """Each case's run of both tools; both keep their compiled bytecode under a temporary prefix (a warm-up
+    run of each first), as an installed package has it, whatever PYTHONDONTWRITEBYTECODE says."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for label, trace, capture in cases:
-            ours = run_measured([sys.executable, "-m", "traceaug", "report", str(trace), "--capture",
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+        os.environ["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
+
+        def ours(trace: Path, capture: Path) -> dict:
+            return run_measured([sys.executable, "-m", "traceaug", "report", str(trace), "--capture",
                                  str(capture)])
-            theirs = run_measured([tl_python, "-c", TRACELENS, tl_path, "--profile_json_path", str(trace),
-                                   "--capture_folder", str(capture), "--output_xlsx_path",
-                                   str(Path(tmp) / "report.xlsx")])
-            rows.append({"input": label, "traceaug_s": ours["wall_s"], "tracelens_s": theirs["wall_s"],
-                         "speedup": theirs["wall_s"] / ours["wall_s"], "traceaug_mb": ours["tree_mb"],
-                         "tracelens_mb": theirs["tree_mb"]})
+
+        def theirs(trace: Path, capture: Path) -> dict:
+            return run_measured([tl_python, "-c", TRACELENS, tl_path, "--profile_json_path", str(trace),
+                                 "--capture_folder", str(capture), "--output_xlsx_path",
+                                 str(Path(tmp) / "report.xlsx")])
+
+        ours(*cases[0][1:]), theirs(*cases[0][1:])  # warm-up: bytecode compiled
+        for label, trace, capture in cases:
+            ours_r, theirs_r = ours(trace, capture), theirs(trace, capture)
+            rows.append({"input": label, "traceaug_s": ours_r["wall_s"], "tracelens_s": theirs_r["wall_s"],
+                         "speedup": theirs_r["wall_s"] / ours_r["wall_s"], "traceaug_mb": ours_r["tree_mb"],
+                         "tracelens_mb": theirs_r["tree_mb"]})
     return rows
 
 

@@ -29,6 +29,7 @@ PAIR = ("kineto/diff/h100_runs/a/trace.json.gz", "kineto/diff/h100_runs/b/trace.
 STEPS = "kineto/diff/tiny_base/base.json.gz"  # two ProfilerSteps: a per-step table
 MEMORY = "kineto/h100_bert_small_inference.json.gz"  # [memory] events: the memory tables have rows
 CUPTI = "kineto/a100_cupti_counters.json.gz"  # cuda_profiler_range events: ``cupti``'s tables
+SERVING = "kineto/inference/vllm_decode_full/graph_execution.json.gz"  # a serving step, a graph replay
 # Frames that are empty on these traces (no bandwidth counter; no step limits the per-step view...).
 MAY_BE_EMPTY = {"counters.bandwidth", "whatif.errors"}
 UNITS = ("ns", "us", "ms", "s", "pct", "gbps", "bytes", "flops", "tflops", "tbps")
@@ -58,12 +59,15 @@ UNITLESS = {
     "test", "level", "q_value", "gates", "step_regressed", "enough_steps", "steps_a", "steps_b",
     # efficiency: an op's model (FLOPs and bytes are counts), its inputs, what bounds it, the peaks' row
     "flops", "flops_per_byte", "shapes", "dtypes", "family", "families", "bound", "found_by",
+    # a serving trace's steps (``analysis.serving``) and graph replays (``analysis.graph_replay``)
+    "phase", "mean_batch", "serving_steps", "graph_replays", "phases", "graph_replayed", "attributed",
 }
 # Times in ns that are a statistic of exact times (a mean, a median, a sum of means), so float64.
 FRACTIONAL_NS = {"mean_ns", "std_ns", "median_ns", "mean_total_ns", "mean_cpu_duration_ns",
                  "mean_launch_delay_ns", "mean_wait_ns", "mean_transfer_ns", "gpu_mean_ns",
                  "transfer_ns", "caused_wait_ns", "lost_per_rank_ns", "nccl_wait_ns",
-                 "nccl_transfer_ns", "roofline_ns"}
+                 "nccl_transfer_ns", "roofline_ns", "latency_mean_ns", "latency_p50_ns", "latency_p90_ns",
+                 "latency_p99_ns", "cpu_between_steps_mean_ns"}
 # Frames whose times are all means per step (``diff``: an op's time per step over the steps compared).
 PER_STEP_MEANS = {"diff.summary", "diff.ops"}
 # Times not in ns: histogram bin edges in µs (log-spaced, as they print). No other (issue 34: info's
@@ -132,6 +136,9 @@ def commands(tmp: Path) -> dict[str, list[str]]:
     return {
         "info": ["info", src], "kernels": ["kernels", src], "gaps": ["gaps", src],
         "breakdown": ["breakdown", src], "launches": ["launches", src], "report": ["report", src],
+        "report (serving)": ["report", str(shared_trace(SERVING))],
+        "info (serving)": ["info", str(shared_trace(SERVING))],
+        "serving": ["serving", str(shared_trace(SERVING)), str(tmp / "s.json")],
         "counters": ["counters", src, str(tmp / "c.json")],
         "patterns": ["patterns", src, str(tmp / "p.json")],
         "critical-path": ["critical-path", src, str(tmp / "cp.json")],
@@ -232,6 +239,8 @@ def frames(tmp_path_factory) -> dict[str, pd.DataFrame]:
     comparison = traceaug.diff(a, b, progress=False)
     out |= {"diff.summary": comparison.summary, "diff.ops": comparison.ops}
     out["info"] = pd.DataFrame(traceaug.info(src, progress=False))
+    out |= {f"report(serving)[{title}]": df for title, df in
+            traceaug.report(shared_trace(SERVING), progress=False).items() if title.startswith("serving")}
     out |= dict(zip(("whatif.steps", "whatif.changes", "whatif.errors"),
                     traceaug.whatif(steps, scale=["comp=0.5"], progress=False)))
     job = shared_trace(JOB)

@@ -93,9 +93,9 @@ def errors(trace) -> dict:
 def test_kinds_and_their_older_names() -> None:
     assert set(KINDS) == {"analysis", "full", "gpu", "gpu_steps", "gpu_ops", "ops", "sync",
                           "sync_shapes", "patterns", "collectives", "job_path", "efficiency",
-                          "efficiency_tables", "memory", "cupti"}
+                          "efficiency_tables", "memory", "cupti", "capture"}
     assert [k.name for k in KINDS.values() if k.skim] == ["memory", "cupti", "gpu_steps", "gpu_ops",
-                                                          "collectives", "job_path",
+                                                          "collectives", "capture", "job_path",
                                                           "efficiency_tables"]  # writes no trace
     assert kind_of().name == "analysis" and kind_of(full=True).name == "full"
     assert kind_of(only="gpu").name == "gpu" and kind_of("sync").name == "sync"

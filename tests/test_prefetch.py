@@ -14,7 +14,7 @@ from conftest import TESTDATA, plan_fields, shared_trace, started_by
 
 from traceaug import processes
 from traceaug.read import normalize, prefetch
-from traceaug.read.pass1 import GPU_ONLY_CATEGORIES, HOST_ONLY_CALLS
+from traceaug.read.kinds import HOST_ONLY_CALLS, STEP_CATEGORIES
 from traceaug.trace import Trace
 
 
@@ -63,7 +63,7 @@ def test_trace_with_prefetched_plan_answers_the_same() -> None:
     assert got == want
     raw = orjson.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
     kept = [e for e in raw if e.get("ph") == "X" and (
-        (e.get("cat") in GPU_ONLY_CATEGORIES and e["name"] not in HOST_ONLY_CALLS)
+        (e.get("cat") in STEP_CATEGORIES and e["name"] not in HOST_ONLY_CALLS)
         or e["name"].startswith("ProfilerStep#"))]
     assert got[0][:2] == [len(kept), sum(e["dur"] for e in kept) * 1000]
 

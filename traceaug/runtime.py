@@ -24,6 +24,8 @@ class Runtime:
     storage: dict = field(default_factory=dict, hash=False)  # fsspec options for URLs
     scratch: str | None = None  # a directory the run removes when it ends, killed workers' files too
     wide: bool = False  # terminal tables as wide as their cells, nothing cut (``--wide``)
+    step_pattern: str | None = None  # a regex naming the serving steps' annotations (``--step-pattern``)
+    capture: str | None = None  # a graph capture's trace or directory (``--capture``)
 
     @property
     def interruptible(self) -> bool:

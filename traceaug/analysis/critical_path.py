@@ -13,6 +13,7 @@ from ..errors import TraceaugError
 from ..sorted_ints import among, sorted_unique
 from ..sql_text import literal, literal_list
 from . import blocking, dag, stream_wait
+from .serving import found as served
 from .steps import check_step, is_comm, steps
 from .tables import Columns, frame, objects, position_in, sorted_codes, take
 
@@ -63,7 +64,7 @@ def window(trace: Trace, step: int | None = None, annotation: str | None = None,
     ``annotation`` / ``instance_id``), or the whole trace."""
     if step is not None:
         windows = step_windows(trace)
-        check_step(trace.path, np.array(list(windows), np.int64), step)
+        check_step(trace.path, np.array(list(windows), np.int64), step, served(trace))
         return windows[step]
     if annotation is not None:
         c = trace.columns("SELECT ts, dur FROM slice WHERE dur >= 0 AND instr(name, "

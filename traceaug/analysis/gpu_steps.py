@@ -4,10 +4,11 @@ analyses. The windows tile the GPU timeline, so per-step times sum to the all-st
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import graph_replay, serving
 from .steps import category, check_step, step_number, steps
 from .tables import Columns, codes, ints, position_in, take
 
@@ -31,6 +32,8 @@ class GpuOps:
     # step, cpu_ts, cpu_end, ts, end (the GPU window; the windows tile the steps' GPU time),
     # source ("gpu_annotation" / "launches"), implausible (a GPU-side annotation set aside)
     steps: Columns
+    serving: Columns = field(default_factory=dict)  # a serving trace's steps (``analysis.serving``)
+    replays: Any = None  # the graph-replayed ops attributed (``analysis.graph_replay.Replays``)
     _reach: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _codes: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -60,13 +63,19 @@ class GpuOps:
         return self.ops["step"] == step
 
     @property
+    def notes(self) -> list[str]:
+        """What the figures cannot tell: graph-replayed kernels no capture attributed to their ops."""
+        r = self.replays
+        return [r.line()] if r is not None and r.attributed < r.replayed else []
+
+    @property
     def warnings(self) -> list[str]:
         """What a user must know of the windows (``window_warnings``)."""
         return window_warnings(self.steps)
 
     def check(self, step: int) -> None:
         """Raise the user's error when the trace has no ProfilerStep ``step``."""
-        check_step(self.trace.path, self.steps["step"], step)
+        check_step(self.trace.path, self.steps["step"], step, len(self.serving.get("step", ())) > 0)
 
     def window(self, step: int | None = None) -> tuple[int, int, str]:
         """The GPU window of ``step``; for None, from the first step's window start to the
@@ -238,4 +247,6 @@ def gpu_ops(trace: Trace, rank: int | None = None) -> GpuOps:
                                       cpu["step"]), -1)
     st = gpu_windows(trace, cpu, ops["ts"], ops["end"], step)
     ops["step"] = np.where(launched, step, step_at(ops["ts"], st["ts"], st["end"], st["step"]))
-    return GpuOps(trace, rank if rank is not None else trace.rank, ops, st)
+    served = serving.steps(trace)
+    replays = graph_replay.attribute(trace, serving.batch_at(served), ops["launch_name"])
+    return GpuOps(trace, rank if rank is not None else trace.rank, ops, st, served, replays)

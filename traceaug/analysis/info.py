@@ -68,6 +68,20 @@ def ranges(numbers: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs) or "none"
 
 
+def serving_fields(trace: Trace) -> dict:
+    """A serving trace's steps (phase, batch size) and how many graph-replayed kernels were attributed to
+    their ops (``analysis.serving``, ``analysis.graph_replay``); none of either: no fields."""
+    from . import graph_replay, serving
+
+    out: dict = {}
+    if serving.found(trace):
+        out["serving_steps"] = serving.lines(trace)
+    replays = graph_replay.attribute(trace, serving.batch_at(serving.steps(trace)))
+    if replays.replayed:
+        out["graph_replays"] = replays.line()
+    return out
+
+
 def info(trace: Trace) -> dict:
     """Devices, rank, steps, span, event counts, streams, engine warnings and what the
     Perfetto UI loses opening the file as it is."""
@@ -100,6 +114,7 @@ def info(trace: Trace) -> dict:
         "duration_ns": None if start is None else end - start,
         **{key: int(by_kind.get(kind, 0)) for key, kind in KIND_COUNTS.items()},
         "streams": [f"{int(d)}:{s}" for d, s in pairs],
+        **serving_fields(trace),
         "warnings": warnings(trace) + step_warnings(trace),
         "perfetto_ui": ui_warnings(trace),
     }

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import TraceaugError
+from .serving import steps as serving_steps
 from .tables import Columns, codes, matches, objects
 
 if TYPE_CHECKING:
@@ -27,8 +28,12 @@ def is_comm(names: np.ndarray | list) -> np.ndarray:
 
 
 def steps(trace: Trace) -> Columns:
-    """ProfilerStep annotations: ``step`` number, ``ts``, ``dur`` (engine ns), sorted by ts;
-    the first annotation of each number."""
+    """The steps: a serving trace's scheduler steps (``serving.steps``: numbered 0, 1, … in start order),
+    else the ProfilerStep annotations; ``step`` number, ``ts``, ``dur`` (engine ns), sorted by ts; the first
+    annotation of each number."""
+    served = serving_steps(trace)
+    if len(served["step"]):
+        return {k: served[k] for k in ("step", "ts", "dur")}
     trace.include("traceaug.base")  # not .kineto: its every-event view is no use here
     c = trace.columns("SELECT ts, dur, name FROM traceaug_step ORDER BY ts")
     first: dict[int, int] = {}  # step number -> its first row
@@ -54,14 +59,15 @@ def step_number(path, name) -> int | None:
     return int(digits)
 
 
-def check_step(path, numbers: np.ndarray, step: int) -> None:
-    """Raise the user's error when ``step`` is not among the trace's ProfilerStep ``numbers``
-    (listed when few, else their count and range: a line, not 20,000 numbers)."""
+def check_step(path, numbers: np.ndarray, step: int, serving: bool = False) -> None:
+    """Raise the user's error when ``step`` is not among the trace's step ``numbers`` (listed when few, else
+    their count and range: a line, not 20,000 numbers): ProfilerSteps, or ``serving`` steps."""
     if (numbers == step).any():
         return
     have = (", ".join(map(str, numbers.tolist())) if len(numbers) <= 12 else
             f"{len(numbers)} from {int(numbers.min())} to {int(numbers.max())}")
-    raise TraceaugError(f"{path}: no ProfilerStep#{step} (steps: {have or 'none'})")
+    what = "serving step " if serving else "ProfilerStep#"
+    raise TraceaugError(f"{path}: no {what}{step} (steps: {have or 'none'})")
 
 
 STEP_TABLE = "_traceaug_step_window"

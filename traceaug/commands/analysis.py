@@ -38,6 +38,19 @@ def rank_parts(call: Call, fn: Callable, params: dict, kind: str = GPU_STEPS,
     return list(done.values()), tables
 
 
+RELIABILITY = "reliability"
+
+
+def reliability(found: list[parts.RankPart]) -> list[tuple[str, dict]]:
+    """A section of what the ranks' figures cannot tell (``GpuOps.notes``), when any rank has a note."""
+    from ..analysis.tables import objects
+
+    rows = [(p.rank, n) for p in found for n in p.notes]
+    if not rows:
+        return []
+    return [(RELIABILITY, {"rank": objects([r for r, _ in rows]), "notes": objects([n for _, n in rows])})]
+
+
 def tables(found: list[parts.RankPart]) -> list[dict]:
     """Each rank's tables; the first rank's analysis error (in rank order) raised, as the
     analyses raised it when they ran in this process."""
@@ -71,7 +84,7 @@ def command(name: str, help: str, module: ModuleType, options: tuple,
     def compute(call: Call) -> list[tuple[str, dict]]:
         found, _ = rank_parts(call, module.part, {p: call[p] for p in part},
                               declared.get("kind", lambda p: GPU_STEPS)(call.params))
-        return module.combine(tables(found), **{p: call[p] for p in combine})
+        return module.combine(tables(found), **{p: call[p] for p in combine}) + reliability(found)
 
     return Command(name, help, (argument("trace", type=paths.Input()), JOB, rank(),
                                 step(), fmt(), *options), compute, declared.pop("show", shown),

@@ -73,8 +73,44 @@ def rank(help: str = "For a directory: only this rank.") -> click.Option:
     return option("--rank", type=int, help=help)
 
 
-def step(help: str = "Only ProfilerStep#N (its GPU window).") -> click.Option:
+def step(help: str = "Only step N (its GPU window): ProfilerStep#N, or a serving trace's step N "
+         "(its scheduler steps numbered from 0).") -> click.Option:
     return option("--step", type=int, help=help)
+
+
+def _serving(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    if value is not None:
+        if param.name == "step_pattern":
+            from ..analysis.serving import pattern
+
+            try:
+                pattern(value)
+            except Exception as e:  # noqa: BLE001  (the one line the user sees)
+                raise click.BadParameter(str(e)) from None
+        runtime.update(**{param.name: str(value)})
+        if param.name == "capture":  # its pass 1 in a child while the command starts (``read.prefetch``)
+            from ..analysis.graph_replay import capture_files
+            from ..read import prefetch
+
+            try:
+                prefetch.start([f for f, _ in capture_files(value)], "capture")
+            except Exception:  # noqa: BLE001  (only an optimization: the load reports what is wrong)
+                pass
+    return value
+
+
+def serving_options() -> list[click.Option]:
+    """``--step-pattern`` and ``--capture``, after every ``--step`` (``Command.click_params``): kept in the
+    runtime, which ``analysis.serving`` and ``analysis.graph_replay`` read in each rank's task."""
+    return [option("--step-pattern", metavar="REGEX", expose_value=False, callback=_serving,
+                   help="Steps are the user annotations this matches (named groups phase, batch, tokens, "
+                        "context), numbered 0, 1, ... (default: vLLM's, SGLang's and ATOM's step "
+                        "annotations)."),
+            option("--capture", metavar="PATH", expose_value=False, callback=_serving,
+                   type=click.Path(exists=True, dir_okay=True),
+                   help="The CUDA / HIP graph's capture trace (a file, or a directory with "
+                        "execution_details.json): replayed kernels attributed to the ops that "
+                        "captured them.")]
 
 
 def open_options() -> list[click.Option]:
@@ -152,6 +188,8 @@ class Command:
             out += job_options() if p == JOB else [p]
             if isinstance(p, click.Option) and p.name == "fmt" and "table" in p.type.choices:
                 out.append(wide())
+            if isinstance(p, click.Option) and p.name == "step":
+                out += serving_options()
         return out
 
     @property

@@ -6,7 +6,7 @@ from __future__ import annotations
 import traceaug.paths as paths
 
 from ..job import parts
-from .declare import JOB, Call, Command, argument, echo, fmt, rank
+from .declare import JOB, Call, Command, argument, echo, fmt, rank, serving_options
 
 
 def compute(call: Call) -> list[dict]:
@@ -25,6 +25,6 @@ def show(records: list[dict], call: Call) -> None:
 COMMAND = Command(
     "info", "Devices, ranks, steps, time span, event counts, streams and Perfetto's warnings (a "
     "directory: one row per rank and a job line).",
-    (argument("trace", type=paths.Input()), fmt(), rank(), JOB),
+    (argument("trace", type=paths.Input()), fmt(), rank(), *serving_options(), JOB),
     compute, show,
     api=lambda records, call: records, kind=lambda p: "analysis", inputs=("trace",))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import traceaug.paths as paths
 
 from ..analysis import report
-from .analysis import rank_parts, sections_api, shown, tables
+from .analysis import rank_parts, reliability, sections_api, shown, tables
 from .collectives import by_step
 from .declare import COUNT, JOB, Call, Command, argument, echo, fmt, option, rank, said, step
 
@@ -47,9 +47,11 @@ def memory_sections(call: Call) -> list[tuple[str, dict]]:
 def text_part(g, in_job: bool, step: int | None, top: int) -> dict:
     """A rank's part of the terminal report: its tables (``analysis.report.part``) and what the
     verdict and findings need (``findings.overview_part``)."""
+    from ..analysis import serving
     from ..render.findings import overview_part
 
-    return {"text": report.part(g, in_job, step, top), "overview": overview_part(g, step)}
+    return {"text": report.part(g, in_job, step, top), "overview": overview_part(g, step),
+            "serving": serving.part(g) if len(g.serving["step"]) else None}
 
 
 def compute(call: Call) -> list | tuple:
@@ -58,6 +60,7 @@ def compute(call: Call) -> list | tuple:
     out = call.get("html_out")
     if out is None:
         from ..render.findings import overview, overview_table
+        from ..render.serving_text import sections as serving_sections
 
         found, colls = rank_parts(call, text_part, {"step": call["step"], "top": call["top"]},
                                   collectives=True)
@@ -65,8 +68,10 @@ def compute(call: Call) -> list | tuple:
         parts = tables(found)
         seen = overview({k: [p["overview"][k] for p in parts] for k in parts[0]["overview"]},
                         call["step"], job=job)
-        return [(OVERVIEW, overview_table(seen)), *job,
-                *report.combine([p["text"] for p in parts], call["top"]), *memory_sections(call)]
+        served = [p["serving"] for p in parts if p["serving"]]
+        return [*(serving_sections(served) if served else ()), (OVERVIEW, overview_table(seen)), *job,
+                *report.combine([p["text"] for p in parts], call["top"]), *reliability(found),
+                *memory_sections(call)]
     from ..render.analyses_html import analyses, write_report
 
     found, colls = rank_parts(call, analyses, {"step": call["step"]}, collectives=True)
@@ -85,7 +90,14 @@ def show(result, call: Call) -> None:
 
             from ..render.collectives_text import verdict_text
             from ..render.job_sections import JOB_VERDICT
+            from ..render.serving_text import SERVING_VERDICT
 
+            first = [(title, t) for title, t in result[:3] if title.startswith("serving")]
+            if first:  # a serving trace: its verdict and tables first
+                echo(f"{SERVING_VERDICT}\n{fill(' '.join(first[0][1]['text'].tolist()), 100)}\n\n")
+                shown(first[1:], call)
+                echo("\n")
+                result = result[len(first):]
             texts = next(t["text"].tolist() for title, t in result if title == OVERVIEW)
             found = "".join(f"{fill(f'{i}. {t}', 100, subsequent_indent='   ')}\n"
                             for i, t in enumerate(texts[1:], 1))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import TraceaugError
@@ -150,6 +150,7 @@ class RankPart:
     collectives: Any = None  # report JOB: the rank's collective tables from the same read
     error: TraceaugError | None = None
     path: Any = None  # report JOB: the rank's ``job_path.RankPart`` (replay models) from the same read
+    notes: list = field(default_factory=list)  # what its figures cannot tell (``GpuOps.notes``)
 
 
 def part(opened: Ops, item: Item, fn: Callable, in_job: bool, **params: Any) -> RankPart:
@@ -157,6 +158,6 @@ def part(opened: Ops, item: Item, fn: Callable, in_job: bool, **params: Any) -> 
     g = opened.ops
     try:
         return RankPart(g.rank, len(g.ops["ts"]), fn(g, in_job, **params), opened.tables,
-                        path=opened.path)
+                        path=opened.path, notes=g.notes)
     except TraceaugError as e:
         return RankPart(g.rank, len(g.ops["ts"]), {}, opened.tables, e, opened.path)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 KINETO_ARGS = frozenset({
     "correlation", "correlation id", "device", "stream", "bytes", "memory bandwidth (GB/s)",
     "traceaug_tid", "traceaug_lane",  # on events a rewriter moved to overlap lanes (base.sql)
+    "graph node id",  # on kernels a CUDA graph replayed (analysis.graph_replay)
 })
 # What the critical path reads (analysis.critical_path.ARGS): correlation ids, GPU identity, what a sync
 # waited on; sync events keep all of theirs (``whole_args``). Copies are told by category, not "bytes".
@@ -29,6 +30,8 @@ ANNOTATION_CATEGORIES = frozenset({"user_annotation", "gpu_user_annotation"})
 SYNC_CATEGORIES = frozenset({"cuda_sync"})
 MEMORY_CATEGORIES = frozenset({"cpu_instant_event"})  # Kineto's [memory] events (profile_memory=True)
 CUPTI_CATEGORIES = frozenset({"cuda_profiler_range"})  # CUPTI range-profiler metrics, one event a kernel
+# GPU ops, their launches and user annotations: a serving trace's steps are annotations (analysis.serving)
+STEP_CATEGORIES = GPU_ONLY_CATEGORIES | {"user_annotation"}
 
 # Runtime calls "gpu" and "ops" leave out: they query, check or wait, never enqueue GPU work (no GPU op shares
 # their correlation id). The "sync" kind keeps them: the critical path follows the waits.
@@ -101,17 +104,17 @@ class LoadKind:
 KINDS: dict[str, LoadKind] = {k.name: k for k in (
     LoadKind("analysis"),  # every event, the args traceaug's SQL reads, no flows
     LoadKind("full", args=None, flows=True),  # everything, for your own SQL
-    LoadKind("gpu", GPU_ONLY_CATEGORIES | MEMORY_CATEGORIES, HOST_ONLY_CALLS),  # counters
+    LoadKind("gpu", STEP_CATEGORIES | MEMORY_CATEGORIES, HOST_ONLY_CALLS),  # counters
     # memory (analysis.memory): the [memory] events and the CPU ops and annotations that made them
     LoadKind("memory", CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES | MEMORY_CATEGORIES, skim=True),
     # cupti (analysis.cupti): the ranges with all their metrics, the launches and the ops around them
     LoadKind("cupti", CUPTI_CATEGORIES | RUNTIME_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS,
              whole_args=CUPTI_CATEGORIES, skim=True),
     # kernels, gaps, breakdown, launches, report (analysis.gpu_steps): "gpu", skimmed
-    LoadKind("gpu_steps", GPU_ONLY_CATEGORIES | MEMORY_CATEGORIES, HOST_ONLY_CALLS, skim=True),
+    LoadKind("gpu_steps", STEP_CATEGORIES | MEMORY_CATEGORIES, HOST_ONLY_CALLS, skim=True),
     # kernels without --step (analysis.kernels.load_kind): the GPU ops alone, no launches, skimmed
     LoadKind("gpu_ops", GPU_OP_CATEGORIES, skim=True),
-    LoadKind("ops", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS),  # diff
+    LoadKind("ops", STEP_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS),  # diff
     LoadKind("sync", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES
              | SYNC_CATEGORIES, args=SYNC_ARGS, whole_args=SYNC_CATEGORIES),  # critical path
     # whatif --roofline: the critical path's events and the CPU ops' shapes (analysis.efficiency)
@@ -124,6 +127,10 @@ KINDS: dict[str, LoadKind] = {k.name: k for k in (
     # arrival's cause), the collective args; flows and polling calls cut unparsed
     LoadKind("collectives", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES,
              HOST_ONLY_CALLS, args=COLLECTIVE_ARGS, whole_args_names=COLLECTIVE_OPS, skim=True),
+    # a CUDA / HIP graph's capture (analysis.graph_replay): the launch calls, the kernel each recorded and
+    # the CPU ops they ran in; python functions and flows cut unparsed
+    LoadKind("capture", RUNTIME_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES, HOST_ONLY_CALLS
+             | NO_LAUNCH_CALLS, args=KINETO_ARGS | {"kernel"}, skim=True),
     # the job's critical path (analysis.job_path): the critical path's events and the
     # collectives' args in one load per rank; it writes no rank's trace, so skimmed
     LoadKind("job_path", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES

@@ -30,7 +30,7 @@ def summary_text(results: list[dict], fmt: str) -> str:
         parts.append(f"{who}critical path of {r['window']}: {r['length_ns'] / 1e3:,.3f} us "
                      f"(window {(r['end_ns'] - r['start_ns']) / 1e3:,.3f} us)")
         cats = r["categories"]
-        parts += inferred_lines(r) + blocked_lines(r)
+        parts += inferred_lines(r) + blocked_lines(r) + ([r["reliability"]] if "reliability" in r else [])
         parts.append(render_columns({"category": cats["category"],
                                      "us": [v / 1e3 for v in cats["ns"]],
                                      "share_pct": cats["share_pct"]}, "table"))

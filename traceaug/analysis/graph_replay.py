@@ -1,0 +1,214 @@
+"""CUDA / HIP graph replays attributed to the ops that captured them: the kernels one graph launch replays
+share its correlation id, so no CPU op launched them; the capture (``--capture``, or a capture inside the
+trace) records each dispatch as a launch call inside its op. Kernels match captured dispatches by graph
+node id where the trace records it (CUDA), else by dispatch order within the launch (ROCm), checked."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+import traceaug.runtime as runtime
+
+from ..errors import TraceaugError
+from .serving import GRAPH_LAUNCHES
+from .tables import Columns, codes, objects
+
+if TYPE_CHECKING:
+    from ..trace import Trace
+
+_IN = ", ".join(f"'{n}'" for n in GRAPH_LAUNCHES)
+UNKNOWN = "(unattributed: graph replay)"  # the op of a replayed kernel no capture explains
+# What to record when the capture is missing (item 4 of the serving view: never a guess).
+RECORD = ("profile the graph capture too (vLLM / SGLang capture traces) and pass it with --capture; "
+          "per-op time, launch delay and the critical path through the graph are unreliable without it")
+
+
+@dataclass
+class Graph:
+    """One captured graph: where it came from, the batch size its capture says, and per dispatch (in
+    order) the kernel it recorded, its graph node id (-1: none) and the CPU op it ran in."""
+
+    source: str
+    batch: int | None
+    kernels: list[str]
+    nodes: list[int]
+    ops: list[str]
+
+
+@dataclass
+class Replays:
+    """The graph-replayed GPU ops (``ops``: ts, dur, name, correlation, node, ``op`` attributed or
+    ``UNKNOWN``), how many were attributed, and a line per launch that could not be."""
+
+    ops: Columns
+    attributed: int = 0
+    captures: int = 0  # captured graphs found
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def replayed(self) -> int:
+        return len(self.ops["ts"])
+
+    def line(self) -> str:
+        """``info``'s line: how many replayed kernels were attributed, and what to do if not all."""
+        if not self.replayed:
+            return "no graph-replayed kernels"
+        out = f"{self.attributed} of {self.replayed} graph-replayed kernels attributed to their ops"
+        if not self.captures:
+            out += f" (no capture: {RECORD})"
+        elif self.problems:
+            out += (f" ({'; '.join(self.problems)}; per-op time, launch delay and the critical path "
+                    "through those graphs are unreliable)")
+        return out
+
+
+def replayed(trace: Trace, launch_names: np.ndarray | None = None) -> Columns:
+    """The GPU ops graph launches replayed, by launch then start: ``ts``, ``dur``, ``name``, ``kind``,
+    ``correlation``, ``node`` (graph node id, -1: none), ``launch_ts`` (engine ns), ``pid``, ``stream``;
+    ``launch_names`` (the GPU ops' launching calls, when known): none a graph launch, no query."""
+    trace.include("traceaug.gpu")
+    none = launch_names is not None and not np.isin(launch_names, GRAPH_LAUNCHES).any()
+    c = trace.columns(
+        "SELECT g.ts, g.dur, g.name, g.kind, g.correlation, r.ts AS launch_ts, g.pid, g.stream, "
+        "COALESCE(CAST(extract_arg(g.arg_set_id, 'args.graph node id') AS INT), -1) AS node "
+        "FROM traceaug_gpu_op g JOIN _traceaug_first_launch l USING (correlation) "
+        f"JOIN slice r ON r.id = l.id WHERE r.name IN ({_IN}) {'AND 0' if none else ''} "
+        "ORDER BY r.ts, g.correlation, g.ts, g.id")
+    return {"ts": c["ts"].astype(np.int64), "dur": c["dur"].astype(np.int64),
+            "name": c["name"].astype(object), "kind": c["kind"].astype(object),
+            "correlation": c["correlation"].astype(np.int64), "node": c["node"].astype(np.int64),
+            "launch_ts": c["launch_ts"].astype(np.int64), "pid": c["pid"].astype(np.int64),
+            "stream": c["stream"].astype(np.int64)}
+
+
+def captured(trace: Trace, source: str, batch: int | None = None) -> list[Graph]:
+    """The graphs captured in ``trace``: per ``*StreamBeginCapture`` / ``*StreamEndCapture`` pair on a
+    thread, the launch calls between them in order, with the innermost CPU op holding each."""
+    c = trace.columns(
+        "WITH b AS (SELECT id, ts, track_id FROM slice WHERE name GLOB '*StreamBeginCapture*'), "
+        "w AS (SELECT b.id AS graph, b.ts AS lo, (SELECT MIN(e.ts) FROM slice e WHERE e.track_id = "
+        "b.track_id AND e.ts > b.ts AND e.name GLOB '*StreamEndCapture*') AS hi, b.track_id FROM b) "
+        "SELECT w.graph, r.name AS call, extract_arg(r.arg_set_id, 'args.kernel') AS kernel, "
+        "COALESCE(CAST(extract_arg(r.arg_set_id, 'args.graph node id') AS INT), -1) AS node, "
+        "(SELECT a.name FROM ancestor_slice(r.id) a WHERE a.category IN ('cpu_op', 'Operator') "
+        "ORDER BY a.depth DESC LIMIT 1) AS op "
+        "FROM slice r JOIN w ON r.track_id = w.track_id AND r.ts > w.lo AND r.ts < w.hi "
+        "WHERE r.category IN ('cuda_runtime', 'cuda_driver', 'Runtime') AND (r.name GLOB '*Launch*' "
+        "OR r.name GLOB '*Memcpy*' OR r.name GLOB '*Memset*') ORDER BY w.graph, r.ts, r.id")
+    graphs: dict[int, Graph] = {}
+    for g, call, kernel, node, op in zip(*(c[k].tolist() for k in ("graph", "call", "kernel", "node",
+                                                                   "op"))):
+        graph = graphs.setdefault(g, Graph(source, batch, [], [], []))
+        graph.kernels.append(kernel if isinstance(kernel, str) else _copy_kind(call))
+        graph.nodes.append(-1 if node is None or node != node else int(node))
+        graph.ops.append(op if isinstance(op, str) else call)
+    return list(graphs.values())
+
+
+def _copy_kind(call: str) -> str:
+    """What a captured copy / set call replays as: a ``memcpy`` or ``memset`` op (compared by kind)."""
+    return "memset" if "Memset" in call else "memcpy" if "Memcpy" in call else call
+
+
+def capture_files(path: str | Path) -> list[tuple[Path, int | None]]:
+    """The capture traces ``path`` names: itself, or the files a directory's ``execution_details.json``
+    lists (with their batch sizes); the user's error naming the file when that is unreadable."""
+    path = Path(path)
+    if not path.is_dir():
+        return [(path, None)]
+    details = path / "execution_details.json"
+    try:
+        entries = json.loads(details.read_text())
+        return [(path / e["file"], e.get("batch_size")) for e in entries]
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        raise TraceaugError(f"{details}: not a capture list (a JSON list of {{\"file\", \"batch_size\", "
+                            f"\"mode\"}}: {e})") from None
+
+
+def graphs_for(trace: Trace) -> list[Graph]:
+    """The captured graphs for ``trace``'s replays: the runtime's ``--capture``, else a capture inside
+    the trace itself (read again with the launch calls' kernel names)."""
+    from ..trace import Trace as Loaded
+
+    given = runtime.current().capture
+    if given:
+        out = []
+        for file, batch in capture_files(given):
+            with Loaded(file, "capture") as t:
+                out += captured(t, file.name, batch)
+        return out
+    begins = trace.columns("SELECT COUNT(*) AS n FROM slice WHERE name GLOB '*StreamBeginCapture*'")
+    if not begins["n"][0]:
+        return []
+    with Loaded(trace.path, "capture") as t:
+        return captured(t, Path(trace.path).name)
+
+
+def attribute(trace: Trace, batch_of=None, launch_names: np.ndarray | None = None) -> Replays:
+    """The replayed GPU ops (``replayed``) with the ops that captured them (``graphs_for``), each launch
+    matched to a captured graph by node id where both record it, else by order with names and count
+    checked; ``batch_of(launch_ts)``: the serving step's batch size there, to prefer a capture of it."""
+    ops = replayed(trace, launch_names)
+    n = len(ops["ts"])
+    ops["op"] = np.full(n, UNKNOWN, dtype=object)
+    out = Replays(ops)
+    if not n:
+        return out
+    graphs = graphs_for(trace)
+    out.captures = len(graphs)
+    if not graphs:
+        return out
+    starts = np.flatnonzero(np.r_[True, ops["correlation"][1:] != ops["correlation"][:-1]])
+    for lo, hi in zip(starts, np.r_[starts[1:], n]):
+        batch = batch_of(int(ops["launch_ts"][lo])) if batch_of else None
+        found, why = match(ops, slice(lo, hi), graphs, batch)
+        if found is None:
+            at = trace.absolute(int(ops["launch_ts"][lo])) / 1000
+            out.problems.append(f"the graph launch at {at:.3f} µs replaying {hi - lo} kernels matches no "
+                                f"captured graph ({'; '.join(why)})")
+            continue
+        ops["op"][lo:hi] = found
+        out.attributed += hi - lo
+    return out
+
+
+def match(ops: Columns, at: slice, graphs: list[Graph], batch: int | None) -> tuple[list | None, list]:
+    """The attributed ops of one launch's replayed ``ops[at]`` from the first graph that agrees (a graph of
+    the step's ``batch`` first), else None and why each graph does not."""
+    names, kinds, nodes = ops["name"][at].tolist(), ops["kind"][at].tolist(), ops["node"][at].tolist()
+    order = sorted(graphs, key=lambda g: g.batch != batch)
+    why = []
+    for g in order:
+        if min(nodes) >= 0 and min(g.nodes, default=-1) >= 0:  # CUDA: by graph node id
+            where = {node: i for i, node in enumerate(g.nodes)}
+            if all(x in where for x in nodes):
+                return [g.ops[where[x]] for x in nodes], []
+            why.append(f"{g.source}: node ids {sorted(set(nodes) - set(where))[:3]} not captured")
+            continue
+        if len(g.kernels) != len(names):
+            why.append(f"{g.source}: {len(g.kernels)} captured dispatches, {len(names)} replayed")
+            continue
+        bad = next((i for i, (k, nm, kd) in enumerate(zip(g.kernels, names, kinds))
+                    if k != (nm if kd == "kernel" else kd)), None)
+        if bad is None:
+            return list(g.ops), []
+        why.append(f"{g.source}: dispatch {bad} captured {g.kernels[bad][:60]!r}, replayed "
+                   f"{names[bad][:60]!r}")
+    return None, why
+
+
+def op_times(r: Replays, phase: np.ndarray | None = None) -> Columns:
+    """GPU time per attributed op (``op``, ``count`` of kernels, ``total`` ns, exact), largest first, the
+    unattributed kernels as one ``UNKNOWN`` row; with each replayed op's ``phase``, per (``phase``, op)."""
+    phase = np.full(r.replayed, "", object) if phase is None else phase
+    code, keys = codes(list(zip(phase.tolist(), r.ops["op"].tolist())))
+    total = np.zeros(len(keys), np.int64)
+    np.add.at(total, code, r.ops["dur"])
+    order = np.argsort(-total, kind="stable")
+    return {"phase": objects([keys[i][0] for i in order]), "op": objects([keys[i][1] for i in order]),
+            "count": np.bincount(code, minlength=len(keys))[order], "total": total[order]}

@@ -28,6 +28,7 @@ class Ops:
     ops: Any
     tables: Any = None
     path: Any = None
+    memory: bool = True  # the file has ``[memory]`` events (``memory.recorded``)
 
 
 @contextlib.contextmanager
@@ -36,13 +37,15 @@ def open_ops(item: Item, kind: str, tables: bool = False) -> Iterator[Ops]:
     from ..analysis.collective_rank import tables as collective_tables
     from ..analysis.gpu_steps import rank_ops
     from ..analysis.job_path import rank_part
+    from ..analysis.memory import recorded
 
     with open_trace(item, kind) as trace:
         ops = rank_ops(item.rank, trace)
         found = collective_tables(trace, ops=ops) if tables else None
         path = rank_part(trace, item.rank, (), True) if tables else None
         ops.trace = trace.detached(item.rank, item.named())
-    yield Ops(ops, found, path)
+        memory = recorded(trace)
+    yield Ops(ops, found, path, memory)
 
 
 @contextlib.contextmanager
@@ -146,6 +149,7 @@ class RankPart:
     collectives: Any = None  # report JOB: the rank's collective tables from the same read
     error: TraceaugError | None = None
     path: Any = None  # report JOB: the rank's ``job_path.RankPart`` (replay models) from the same read
+    memory: bool = True  # the rank's file has ``[memory]`` events (``memory.recorded``)
 
 
 def part(opened: Ops, item: Item, fn: Callable, in_job: bool, **params: Any) -> RankPart:
@@ -153,6 +157,6 @@ def part(opened: Ops, item: Item, fn: Callable, in_job: bool, **params: Any) -> 
     g = opened.ops
     try:
         return RankPart(g.rank, len(g.ops["ts"]), fn(g, in_job, **params), opened.tables,
-                        path=opened.path)
+                        path=opened.path, memory=opened.memory)
     except TraceaugError as e:
-        return RankPart(g.rank, len(g.ops["ts"]), {}, opened.tables, e, opened.path)
+        return RankPart(g.rank, len(g.ops["ts"]), {}, opened.tables, e, opened.path, opened.memory)

@@ -178,3 +178,58 @@ def test_the_report_page_has_the_memory_tables(tmp_path: Path) -> None:
     peak = raw_peaks(events, steps)[("cuda:0", steps[0][0])][0]
     assert "Memory: what holds it at the peak" in text and memory.BEFORE in text
     assert f">{peak:,}<" in text
+
+
+def test_pass_one_counts_the_memory_events_a_load_drops() -> None:
+    """Pass 1 counts the [memory] events of the file even for a load that keeps none of them (the
+    count ``report`` and ``diff`` decide their memory read by), as many as the raw JSON has."""
+    from traceaug.analysis.memory import recorded
+
+    for rel in (TRACES[1], "kineto/a100_simple_add_cuda_sync.json.gz"):
+        path = shared_trace(rel)
+        raw = sum(e.get("name") == "[memory]" for e in load_raw(path)["traceEvents"])
+        with Trace(path, "gpu_ops") as trace:
+            assert trace.plan.memory_events == raw
+            assert recorded(trace) is (raw > 0)
+
+
+@pytest.fixture
+def memory_reads(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The rank files each memory read (a ``Work`` of load kind "memory") opens, however the
+    command calls the job runner."""
+    import traceaug.commands.declare as declare
+    import traceaug.commands.diff as diff
+    import traceaug.job.run as job_run
+
+    opened: list = []
+    real = job_run.run
+
+    def counting(work, items, *a, **k):
+        if work.kind == "memory":
+            opened.extend(i.file.path for i in items)
+        return real(work, items, *a, **k)
+
+    for module in (job_run, declare, diff):
+        monkeypatch.setattr(module, "run", counting)
+    return opened
+
+
+def test_a_job_without_memory_events_is_read_once(memory_reads: list) -> None:
+    """``report`` and ``diff`` of the 8-rank DLRM job (no [memory] event in any raw file) read no
+    rank a second time for memory, and say there are none; a trace with them is read for them."""
+    from click.testing import CliRunner
+
+    from traceaug.cli import main
+
+    job = shared_trace("kineto/jobs/dlrm_v100_8ranks")
+    assert not any(e.get("name") == "[memory]" for f in job.glob("*.json.gz")
+                   for e in load_raw(f)["traceEvents"])
+    done = CliRunner().invoke(main, ["report", str(job), "--format", "csv"])
+    assert done.exit_code == 0, done.output
+    assert memory.NONE_TEXT in done.output and memory_reads == []
+    done = CliRunner().invoke(main, ["diff", str(job), str(job), "--format", "json"])
+    assert done.exit_code == 0, done.output
+    assert memory.NONE_TEXT in done.output and memory_reads == []
+    bert = shared_trace(TRACES[1])
+    sections = traceaug.report(bert, progress=False)
+    assert "Memory: peak per step and device" in sections and memory_reads == [bert]

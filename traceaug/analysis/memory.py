@@ -201,6 +201,17 @@ def top_holders(result: dict, top: int) -> Columns:
     return take(h, rank < top)
 
 
+def recorded(trace: Trace) -> bool:
+    """Whether the trace's file has ``[memory]`` events: pass 1 counts them whatever the load keeps, so a
+    command reads them again only where there are some (a trace pass 1 did not plan: assumed so)."""
+    plan = getattr(trace, "plan", None)
+    return plan is None or plan.memory_events > 0
+
+
+NO_EVENTS = {"steps": _columns({c: [] for c in STEP_COLUMNS}, STEP_COLUMNS),
+             "holders": _columns({c: [] for c in HOLDER_COLUMNS}, HOLDER_COLUMNS), "note": NONE_TEXT}
+
+
 def rank_part(trace: Trace, step: int | None = None, whole: bool = False, top: int = 10) -> dict:
     """A rank's memory tables for ``report`` and ``diff`` (no tracks): ``compute`` with the ``top``
     holders of each peak."""

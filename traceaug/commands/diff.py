@@ -49,10 +49,13 @@ class Comparison(NamedTuple):
     ops: Any
 
 
-def diff_rank(sides: tuple, item: Item, compare: dict, views: dict | None = None) -> RankDiff:
+def diff_rank(sides: tuple, item: Item, compare: dict, views: dict | None = None
+              ) -> tuple[RankDiff, tuple[bool, bool]]:
     """One rank's comparison (``sides``: A's and B's, loaded); ``views``: ``trace``, a file to write both
-    traces into, its ``top`` changes shown (``rewrite.diff_view``); ``pair``, two files, one each."""
+    traces into, its ``top`` changes shown (``rewrite.diff_view``); ``pair``, two files, one each;
+    with whether each side's file has ``[memory]`` events."""
     from ..analysis.diff import RankDiff, compute, pick_steps
+    from ..analysis.memory import recorded
 
     sa, sb = sides
     steps = pick_steps(sa, sb, compare["step"], compare["step_a"], compare["step_b"],
@@ -63,7 +66,8 @@ def diff_rank(sides: tuple, item: Item, compare: dict, views: dict | None = None
     if views.get("trace") or views.get("pair"):
         _views(sides, item, result, views | {"steps": steps, "by": compare["by"]})
     rank = sa.trace.rank if sa.trace.rank is not None else item.rank
-    return RankDiff(rank, item.file.path, item.other.path, result)
+    return (RankDiff(rank, item.file.path, item.other.path, result),
+            (recorded(sa.trace), recorded(sb.trace)))
 
 
 def _views(sides: tuple, item: Item, result: dict, views: dict) -> None:
@@ -125,21 +129,26 @@ def diff(call: Call) -> DiffResult:
     work = Work("ops", diff_rank, {"compare": {k: call[k] for k in COMPARE},
                                    "views": {"trace": out, "pair": pair, "top": call.get("top", 10)}},
                 parts.open_pair)
-    return DiffResult(ranks=list(run(work, items, call.job).values()), unmatched=unmatched,
-                      memory=memory_sections(call, items))
+    done = run(work, items, call.job)
+    return DiffResult(ranks=[d for d, _ in done.values()], unmatched=unmatched,
+                      memory=memory_sections(call, items, [m for _, m in done.values()]))
 
 
-def memory_sections(call: Call, items: list[Item]) -> list:
+def memory_sections(call: Call, items: list[Item], recorded: list[tuple[bool, bool]]) -> list:
     """Each pair's memory peak and holders in A and in B (``analysis.memory``: ``--step``, else the
-    whole trace), from a light read of each side of its own."""
-    from ..analysis.memory import rank_part
+    whole trace), from a light read of its own of each side whose file has ``[memory]`` events
+    (``recorded``: per pair, from the main read): none read again without."""
+    from ..analysis.memory import NO_EVENTS, rank_part
     from ..render.memory_text import diff_sections
 
     work = Work("memory", parts.apply, {"fn": rank_part, "step": call["step"], "whole": True,
                                         "top": call["top"]})
-    a, b = (run(work, [Item(i.rank, f(i)) for i in items], call.job)
-            for f in (lambda i: i.file, lambda i: i.other))
-    return diff_sections(a, b)
+    sides = []
+    for side, f in enumerate((lambda i: i.file, lambda i: i.other)):
+        chosen = [Item(i.rank, f(i)) for i, has in zip(items, recorded) if has[side]]
+        read = run(work, chosen, call.job) if chosen else {}
+        sides.append({i.rank: read.get(i.rank, NO_EVENTS) for i in items})
+    return diff_sections(*sides)
 
 
 def prepare(call: Call) -> None:

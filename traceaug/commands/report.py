@@ -32,16 +32,19 @@ def _job(found: list | None, ranks: list, call: Call, top: int | None) -> list[t
 OVERVIEW = "verdict and findings"
 
 
-def memory_sections(call: Call) -> list[tuple[str, dict]]:
-    """The memory sections (``analysis.memory``), from a light read of each rank of its own: the
-    ``[memory]`` events and the CPU ops and annotations around them."""
-    from ..analysis.memory import rank_part
+def memory_sections(call: Call, found: list) -> list[tuple[str, dict]]:
+    """The memory sections (``analysis.memory``), from a light read of its own of each rank whose
+    file has ``[memory]`` events (``RankPart.memory``, from the main read): none read again without."""
+    from ..analysis.memory import NO_EVENTS, rank_part
     from ..job import parts
-    from ..job.run import Work
+    from ..job.run import Item, Work, run
     from ..render.memory_text import report_sections
 
     work = Work("memory", parts.apply, {"fn": rank_part, "step": call["step"], "top": call["top"]})
-    return report_sections(call.run(work, None))
+    files = call.files()
+    items = [Item(f.rank, f) for f, p in zip(files, found) if p.memory]
+    read = run(work, items, call.job) if items else {}
+    return report_sections({f.rank: read.get(f.rank, NO_EVENTS) for f in files})
 
 
 def text_part(g, in_job: bool, step: int | None, top: int) -> dict:
@@ -71,7 +74,7 @@ def compute(call: Call) -> list | tuple:
         served = [p["serving"] for p in parts if p["serving"]]
         return [*(serving_sections(served) if served else ()), (OVERVIEW, overview_table(seen)), *job,
                 *report.combine([p["text"] for p in parts], call["top"]), *reliability(found),
-                *memory_sections(call)]
+                *memory_sections(call, found)]
     from ..render.analyses_html import analyses, write_report
 
     found, colls = rank_parts(call, analyses, {"step": call["step"]}, collectives=True)
@@ -80,7 +83,7 @@ def compute(call: Call) -> list | tuple:
     ranks = tables(found)
     title = f"traceaug report: {paths.name_of(call['trace'])}"
     return write_report(ranks, out, call["step"], call["top"], title=title, job=job,
-                        tables=memory_sections(call)), len(ranks)
+                        tables=memory_sections(call, found)), len(ranks)
 
 
 def show(result, call: Call) -> None:

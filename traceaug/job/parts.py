@@ -28,6 +28,7 @@ class Ops:
     ops: Any
     tables: Any = None
     path: Any = None
+    memory: bool = True  # the file has ``[memory]`` events (``memory.recorded``)
 
 
 @contextlib.contextmanager
@@ -39,6 +40,7 @@ def open_ops(item: Item, kind: str, tables: bool = False, step: int | None = Non
     from ..analysis.collective_rank import tables as collective_tables
     from ..analysis.gpu_steps import rank_ops
     from ..analysis.job_path import replay_part
+    from ..analysis.memory import recorded
 
     with open_trace(item, kind) as trace:
         ops = rank_ops(item.rank, trace)
@@ -46,7 +48,8 @@ def open_ops(item: Item, kind: str, tables: bool = False, step: int | None = Non
         # (a copy of the tables, sharing their frames: the replay keys them by the ops' rank)
         path = replay_part(trace, dataclasses.replace(found), step) if tables else None
         ops.trace = trace.detached(item.rank, item.named())
-    yield Ops(ops, found, path)
+        memory = recorded(trace)
+    yield Ops(ops, found, path, memory)
 
 
 @contextlib.contextmanager
@@ -151,6 +154,7 @@ class RankPart:
     error: TraceaugError | None = None
     path: Any = None  # report JOB: the rank's ``job_path.RankPart`` (replay models) from the same read
     notes: list = field(default_factory=list)  # what its figures cannot tell (``GpuOps.notes``)
+    memory: bool = True  # the rank's file has ``[memory]`` events (``memory.recorded``)
 
 
 def part(opened: Ops, item: Item, fn: Callable, in_job: bool, **params: Any) -> RankPart:
@@ -158,6 +162,7 @@ def part(opened: Ops, item: Item, fn: Callable, in_job: bool, **params: Any) -> 
     g = opened.ops
     try:
         return RankPart(g.rank, len(g.ops["ts"]), fn(g, in_job, **params), opened.tables,
-                        path=opened.path, notes=g.notes)
+                        path=opened.path, notes=g.notes, memory=opened.memory)
     except TraceaugError as e:
-        return RankPart(g.rank, len(g.ops["ts"]), {}, opened.tables, e, opened.path)
+        return RankPart(g.rank, len(g.ops["ts"]), {}, opened.tables, e, opened.path,
+                        notes=g.notes, memory=opened.memory)

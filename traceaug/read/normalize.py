@@ -32,6 +32,7 @@ class Plan:
     held: list[list[bytes] | None] | None = None  # an analysis load: each chunk's kept events
     exact_chunks: set[int] = field(default_factory=set)  # rebased one timestamp at a time
     events: int = 0
+    memory_events: int = 0  # Kineto's ``[memory]`` instants in the file, whatever the load kept
     moved: dict[int, int] = field(default_factory=dict)  # seq -> lane (slices and flows)
     chunk_first_seq: list[int] = field(default_factory=list)
     lane_threads: dict[tuple, str] = field(default_factory=dict)  # (pid, tid, lane) -> name
@@ -93,6 +94,7 @@ def _plan(path: Path, on_progress, kind: LoadKind, workers: int, rebase: Rebase)
     exact_chunks: set[int] = set()
     spans: list[tuple[int, int]] = []
     flow_ids: list[np.ndarray] = []
+    memory = 0
     layout = None
     ui = ui_import.Columns()
     for r in results:
@@ -102,6 +104,7 @@ def _plan(path: Path, on_progress, kind: LoadKind, workers: int, rebase: Rebase)
         if r.exact:
             exact_chunks.add(len(cols.first_index))
         cols.merge(r.keys, r.x, r.flows, r.events)
+        memory += r.memory
         ui.merge(r.ui_keys, r.ui_x, r.ui_flows, r.parsed)
         names.update(r.names)
         if held is not None:
@@ -114,6 +117,7 @@ def _plan(path: Path, on_progress, kind: LoadKind, workers: int, rebase: Rebase)
     layout.has_events = layout.has_events or cols.events > 0
     whole = not kind.skim  # pass 1 saw every event
     p = Plan(path=path, layout=layout, rebase=rebase, kind=kind.name, held=held, events=cols.events,
+             memory_events=memory,
              chunk_first_seq=cols.first_index, thread_names=names, exact_chunks=exact_chunks,
              ui=ui if whole else None,
              span_ns=(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None,

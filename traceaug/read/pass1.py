@@ -35,6 +35,8 @@ from .rebase import (
 )
 from .skim import Skim
 
+MEMORY_NAMES = frozenset({"[memory]"})  # Kineto's memory events (``analysis.memory``)
+
 FLOW_PHASES = ("s", "t", "f")
 SEGMENT = 512  # events per held piece: moving one event re-serializes only its piece
 
@@ -56,6 +58,7 @@ class ChunkResult:
     error: str | None = None  # the chunk did not parse
     below_base: bool = False  # a timestamp lies below the rebase's base (``BelowBase``)
     parsed: int = 0  # every event of the chunk parsed, kept or not (none ``read.skim`` cut)
+    memory: int = 0  # Kineto's ``[memory]`` instants, kept or not (``analysis.memory.recorded``)
     # What the Perfetto UI imports from the file as is (read.ui_import): raw (pid, tid) keys, int64 rows
     # (key, ts ns, dur ns, index in chunk) of every complete event, (key, ts ns, index) of every flow event.
     ui_keys: list = field(default_factory=list)
@@ -227,6 +230,14 @@ def nested_flow_ids(value) -> list[int]:
     return out
 
 
+def _memory_events(events: list, codes: np.ndarray) -> int:
+    """How many of the events are Kineto's ``[memory]`` instants (names read of instants alone: few)."""
+    instants = codes == columns.INSTANT
+    if not instants.any():
+        return 0
+    return int(columns.among(columns.select(events, instants), "name", MEMORY_NAMES).sum())
+
+
 def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None,
            write: bool = False) -> ChunkResult:
     """Columns of one chunk's events, keeping what load ``kind`` keeps (``ts``: ``top_level_ts`` if made;
@@ -283,7 +294,8 @@ def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None,
                        names=names, held=held, flow_ids=flow_ids.tobytes(),
                        span=_span(events, codes, ts, durs) if kind.subset and not kind.skim
                        else None,
-                       parsed=len(events), ui_keys=list(threads.keys), ui_x=ui_x.tobytes(),
+                       parsed=len(events), memory=_memory_events(events, codes),
+                       ui_keys=list(threads.keys), ui_x=ui_x.tobytes(),
                        ui_flows=ui_flows.tobytes())
 
 

@@ -127,9 +127,26 @@ def _run(command: Command, ctx: click.Context, params: dict) -> None:
 
     perfetto_light()
     try:
-        command.show(command.compute(call), call)
+        _show(command, command.compute(call), call)
     finally:
         prefetch.close()  # a plan no load took (the command failed first): its child stops
+
+
+def _show(command: Command, result: object, call: Call) -> None:
+    """``command.show``; its JSON on stdout versioned (``output.versioned``: ``schema_version`` first,
+    docs/schemas/NAME.json its schema)."""
+    if call.get("fmt") != "json":
+        return command.show(result, call)
+    import io
+
+    from .commands.declare import echo
+    from .output import versioned
+
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown):
+        command.show(result, call)
+    text = shown.getvalue()
+    echo(versioned(text, command.schema_version) if text.strip() else text)
 
 
 def run() -> None:

@@ -31,6 +31,13 @@ def json_text(data, indent: bool = True) -> str:
         return orjson.dumps(valid_utf8(data), option=option).decode() + "\n"
 
 
+def versioned(text: str, version: int) -> str:
+    """A command's JSON ``text`` with ``schema_version`` first (its schema: docs/schemas/NAME.json); a list
+    becomes ``{"schema_version": N, "rows": [...]}``, so every output is one object."""
+    data = orjson.loads(text)
+    return json_text({"schema_version": version, **(data if isinstance(data, dict) else {"rows": data})})
+
+
 def valid_utf8(value):
     """``value`` with every str made valid UTF-8 (undecodable bytes as ``\\xNN``)."""
     if isinstance(value, str):

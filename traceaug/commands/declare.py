@@ -145,6 +145,7 @@ class Command:
     rank_selects: bool = True  # --rank picks the file read (else every rank is read)
     api_params: dict = field(default_factory=dict)  # keywords only the API takes: defaults
     prepare: Callable[[Call], None] | None = None  # the CLI's checks, before any work
+    schema_version: int = 1  # of its --format json (docs/schemas/NAME.json); bumped when that changes
 
     def click_params(self) -> list[click.Parameter]:
         out: list[click.Parameter] = []

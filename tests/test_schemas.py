@@ -5,8 +5,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import shlex
 
 import click
 import pytest
@@ -49,14 +51,24 @@ def json_commands() -> list[str]:
 
 def output(name: str, args: list[str]) -> dict:
     """``traceaug NAME ARGS --format json``, each shared path made absolute."""
+    return json.loads(_output(name, tuple(args)))
+
+
+@functools.lru_cache
+def _output(name: str, args: tuple) -> str:
+    args = [str(SHARED / a) if a.startswith(("kineto/", "nsys/")) else a for a in args]
+    return run([name, *args, "--format", "json"])
+
+
+def run(argv: list[str]) -> str:
+    """``traceaug ARGV``'s stdout (in this process)."""
     from click.testing import CliRunner
 
     from traceaug.cli import main
 
-    args = [str(SHARED / a) if a.startswith(("kineto/", "nsys/")) else a for a in args]
-    done = CliRunner().invoke(main, [name, *args, "--format", "json"])
+    done = CliRunner().invoke(main, argv)
     assert done.exit_code == 0, done.output
-    return json.loads(done.stdout)
+    return done.stdout
 
 
 def test_every_json_command_has_a_case_and_a_schema():
@@ -97,3 +109,31 @@ def test_readme_lists_every_schema_version():
     section = (ROOT / "README.md").read_text().split("### JSON schemas\n")[1].split("\n#")[0]
     listed = dict(re.findall(r"^\| `(\S+)` \| (\d+) \|", section, re.M))
     assert listed == {n: str(commands.load(n).schema_version) for n in json_commands()}
+
+
+# The findings each command emits on the shared traces, with a ``verify`` query each.
+FINDINGS = {"report": "report.top_kernel", "diff": "diff.step_time", "stragglers": "straggler.late_start",
+            "critical-path": "critical_path.blocked_call"}
+
+
+@pytest.mark.parametrize("name", sorted(FINDINGS))
+def test_each_findings_verify_query_returns_the_claimed_figure(name):
+    shared_trace(JOB)
+    found = [f for args in CASES[name] for f in output(name, args)["findings"]]
+    assert FINDINGS[name] in {f["id"] for f in found}
+    for f in found:
+        assert f["confidence"] in ("high", "low") and isinstance(f["impact_ns"], (int, float))
+        assert f["evidence"]["open"].startswith("traceaug ")
+        check = f["verify"]
+        argv = shlex.split(check["command"])
+        assert argv[:2] == ["traceaug", "query"] and argv[-1] == check["sql"]
+        (row,) = json.loads(run(argv[1:]))["rows"]
+        assert abs(row[check["column"]] - check["expect"]) <= 0.5, (f["id"], row, check["expect"])
+
+
+def test_findings_state_the_known_figures():
+    late = next(f for f in output("stragglers", [JOB])["findings"] if f["id"] == "straggler.late_start")
+    figures = (late["evidence"]["rank"], late["evidence"]["step"], late["verify"]["expect"])
+    assert figures == (7, 10, 7_513_500)
+    top = output("report", [A100])["findings"][0]
+    assert (top["id"], top["impact_ns"]) == ("report.top_kernel", 190_345_000)  # the raw JSON's (test_mcp)

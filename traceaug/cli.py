@@ -134,7 +134,7 @@ def _run(command: Command, ctx: click.Context, params: dict) -> None:
 
 def _show(command: Command, result: object, call: Call) -> None:
     """``command.show``; its JSON on stdout versioned (``output.versioned``: ``schema_version`` first,
-    docs/schemas/NAME.json its schema)."""
+    docs/schemas/NAME.json its schema), with the command's ``findings`` (``Command.findings``) last."""
     if call.get("fmt") != "json":
         return command.show(result, call)
     import io
@@ -146,7 +146,10 @@ def _show(command: Command, result: object, call: Call) -> None:
     with contextlib.redirect_stdout(shown):
         command.show(result, call)
     text = shown.getvalue()
-    echo(versioned(text, command.schema_version) if text.strip() else text)
+    if not text.strip():  # the JSON went to stderr (OUT is stdout)
+        return echo(text)
+    extra = {} if command.findings is None else {"findings": command.findings(result, call)}
+    echo(versioned(text, command.schema_version, extra))
 
 
 def run() -> None:

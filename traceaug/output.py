@@ -31,11 +31,13 @@ def json_text(data, indent: bool = True) -> str:
         return orjson.dumps(valid_utf8(data), option=option).decode() + "\n"
 
 
-def versioned(text: str, version: int) -> str:
-    """A command's JSON ``text`` with ``schema_version`` first (its schema: docs/schemas/NAME.json); a list
-    becomes ``{"schema_version": N, "rows": [...]}``, so every output is one object."""
+def versioned(text: str, version: int, extra: dict | None = None) -> str:
+    """A command's JSON ``text`` with ``schema_version`` first (its schema: docs/schemas/NAME.json) and
+    ``extra``'s keys last; a list becomes ``{"schema_version": N, "rows": [...]}``: every output is one
+    object."""
     data = orjson.loads(text)
-    return json_text({"schema_version": version, **(data if isinstance(data, dict) else {"rows": data})})
+    return json_text({"schema_version": version, **(data if isinstance(data, dict) else {"rows": data}),
+                      **(extra or {})})
 
 
 def valid_utf8(value):

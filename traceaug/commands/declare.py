@@ -146,6 +146,7 @@ class Command:
     api_params: dict = field(default_factory=dict)  # keywords only the API takes: defaults
     prepare: Callable[[Call], None] | None = None  # the CLI's checks, before any work
     schema_version: int = 1  # of its --format json (docs/schemas/NAME.json); bumped when that changes
+    findings: Callable[[Any, Call], list] | None = None  # its JSON's ``findings`` (render/findings.py)
 
     def click_params(self) -> list[click.Parameter]:
         out: list[click.Parameter] = []

@@ -37,7 +37,7 @@ UNITLESS = {
     "name", "type", "key", "kind", "category", "source", "series", "metric", "section", "event",
     "transition", "from", "to", "launch_name", "correlation", "status", "scope", "operator",
     "operators", "pattern", "kernel_ids", "kernels", "window", "title", "notes", "warnings",
-    "perfetto_ui", "max_total_rank", "waited_for_rank", "path", "side", "a", "b",
+    "perfetto_ui", "max_total_rank", "waited_for_rank", "path", "side", "a", "b", "schema_version",
     "group", "straggler", "cause", "cause_ops", "change", "speedup", "position", "findings",
     "call", "waited_for", "replay",
     # counts and sizes
@@ -51,6 +51,8 @@ UNITLESS = {
     # a job's verdict (``job_verdict``): ranks, counts, its text
     "first_rank", "last_rank", "most_lost_rank", "arrived_last", "waiting_ranks", "verdict", "text",
     "p_value",  # a probability (diff: Mann–Whitney U over the per-step times)
+    # findings (``render.findings``): labels, and a verify query's ``expect``, in the unit its ``column`` says
+    "id", "confidence", "evidence", "open", "command", "trace", "sql", "column", "expect",
 }
 # Times in ns that are a statistic of exact times (a mean, a median, a sum of means), so float64.
 FRACTIONAL_NS = {"mean_ns", "std_ns", "median_ns", "mean_total_ns", "mean_cpu_duration_ns",

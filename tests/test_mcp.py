@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 from collections import defaultdict
 
@@ -73,7 +71,11 @@ def session(roots: list[str], calls: list[tuple[str, dict]], extra: tuple = ()) 
 
 
 def cli_json(name: str, arguments: dict) -> object:
-    """``traceaug NAME ... --format json`` on the command line, for the same arguments."""
+    """``traceaug NAME ... --format json`` on the command line (in this process), same arguments."""
+    from click.testing import CliRunner
+
+    from traceaug.cli import main
+
     args = [name.replace("_", "-")]
     for key, value in arguments.items():
         if key in ("trace", "src", "a", "b", "sql"):
@@ -84,9 +86,8 @@ def cli_json(name: str, arguments: dict) -> object:
                 args += [option, str(v)]
     if name in ("critical_path", "counters", "patterns"):
         args.append("--summary-only")
-    done = subprocess.run([sys.executable, "-m", "traceaug", *args, "--format", "json"], cwd=ROOT,
-                          capture_output=True, text=True, env={**os.environ, **ENV}, timeout=600)
-    assert done.returncode == 0, done.stderr
+    done = CliRunner().invoke(main, [*args, "--format", "json"])
+    assert done.exit_code == 0, done.output
     return json.loads(done.stdout)
 
 

@@ -137,3 +137,17 @@ def test_findings_state_the_known_figures():
     assert figures == (7, 10, 7_513_500)
     top = output("report", [A100])["findings"][0]
     assert (top["id"], top["impact_ns"]) == ("report.top_kernel", 190_345_000)  # the raw JSON's (test_mcp)
+
+
+def test_json_versioned_when_the_gate_exits_3():
+    """``diff --fail-on-regression`` exits 3 after printing: its JSON is still whole and versioned."""
+    from click.testing import CliRunner
+
+    from traceaug.cli import main
+
+    b = SHARED / "kineto/diff/tiny_test/test.json.gz"
+    done = CliRunner().invoke(main, ["diff", str(shared_trace(H100[0])), str(b), "--fail-on-regression", "1",
+                                     "--format", "json"])
+    assert done.exit_code == 3, done.output
+    data = json.loads(done.stdout)
+    assert list(data)[0] == "schema_version" and list(data)[-1] == "findings"

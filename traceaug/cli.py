@@ -19,7 +19,7 @@ import traceaug.interrupt as interrupt
 import traceaug.paths as paths
 import traceaug.runtime as runtime
 
-from .commands.declare import Call, Command, job_from
+from .commands.declare import Call, Command, job_from, versioned_json
 from .errors import SumTooLarge, TraceaugError
 from .job.run import JobOptions
 from .version import __version__
@@ -133,23 +133,13 @@ def _run(command: Command, ctx: click.Context, params: dict) -> None:
 
 
 def _show(command: Command, result: object, call: Call) -> None:
-    """``command.show``; its JSON on stdout versioned (``output.versioned``: ``schema_version`` first,
-    docs/schemas/NAME.json its schema), with the command's ``findings`` (``Command.findings``) last."""
+    """``command.show``; its JSON versioned as it is printed (``declare.versioned_json``: ``schema_version``
+    first, docs/schemas/NAME.json its schema), with the command's ``findings`` (``Command.findings``) last."""
     if call.get("fmt") != "json":
         return command.show(result, call)
-    import io
-
-    from .commands.declare import echo
-    from .output import versioned
-
-    shown = io.StringIO()
-    with contextlib.redirect_stdout(shown):
-        command.show(result, call)
-    text = shown.getvalue()
-    if not text.strip():  # the JSON went to stderr (OUT is stdout)
-        return echo(text)
     extra = {} if command.findings is None else {"findings": command.findings(result, call)}
-    echo(versioned(text, command.schema_version, extra))
+    with versioned_json(command.schema_version, extra):
+        command.show(result, call)
 
 
 def run() -> None:

@@ -99,7 +99,8 @@ def served():
         ("kernels", {"trace": "/etc/hostname"}),  # outside the root
         ("kernels", {"trace": "../traces/" + A100 + "/../../../../../etc/passwd"}),
         ("kernels", {"trace": A100, "no_such": 1}),
-        ("kernels", {"trace": "kineto/no_such_file.json"})])
+        ("kernels", {"trace": "kineto/no_such_file.json"}),
+        ("diff", {"a": H100_A, "b": "kineto/diff/tiny_test/test.json.gz", "fail_pct": 1.0})])  # exits 3
 
 
 def test_tools_listed_with_their_declared_parameters(served):
@@ -134,7 +135,7 @@ def test_huge_query_capped(served):
 
 
 def test_paths_outside_the_roots_refused(served):
-    out = served[1][len(CASES) + 1:]
+    out = served[1][len(CASES) + 1:-1]
     assert all(is_error for is_error, _, _ in out)
     assert out[0][1] == (f"traceaug: error: /etc/hostname: outside the roots this server reads ({SHARED})")
     assert "/etc/passwd: outside the roots" in out[1][1]
@@ -205,3 +206,11 @@ def test_question_set_scored_exactly(served):
              gate["step_regressed"] is (b_us > a_us * 1.01),
              round(gate["step_change_pct"], 9) == round(100 * (b_us - a_us) / a_us, 9)]
     assert score == [True] * len(score)
+
+
+def test_a_gate_that_fails_still_answers(served):
+    """``diff --fail-on-regression`` exits 3 on a regression: the tool returns its JSON (its gate says so)."""
+    is_error, text, _ = served[1][-1]
+    assert not is_error, text
+    gate = json.loads(text)["ranks"][0]["gate"]
+    assert gate["step_regressed"] or any(op["gates"] for op in gate["ops"])

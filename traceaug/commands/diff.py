@@ -193,10 +193,11 @@ def _api(found: tuple, call: Call) -> Comparison:
 
 
 def _findings(found: tuple, call: Call) -> list[dict]:
-    """``diff.step_time`` per compared rank (``render.findings``), verified on B."""
+    """``diff.step_time`` per compared rank (``render.findings``), verified on B; none where the
+    explain's split is printed alone (csv / json of ``--explain``)."""
     from ..render.findings import diff_findings
 
-    return [] if found[0] is None else diff_findings(found[0].ranks)
+    return [] if found[0] is None or found[1] is not None else diff_findings(found[0].ranks)
 
 
 COMMAND = Command(

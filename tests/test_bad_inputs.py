@@ -71,11 +71,11 @@ def kernels_of(kind: str, stdout: str) -> int | None:
     if kind == "info":
         return data["kernels"]
     if kind == "query":
-        return data[0]["kernels"]
+        return data["rows"][0]["kernels"]
     if kind == "kernels":
         return sum(r["count"] for r in data["kernels"] if r["type"] != "memory")
     if kind == "summary":
-        return data[0]["kernel"]["instances"]
+        return data["rows"][0]["kernel"]["instances"]
     return None
 
 
@@ -712,7 +712,7 @@ def test_bad_content_is_blamed_and_skipped(tmp_path: Path, hostile: str) -> None
     res = CliRunner().invoke(main, ["collectives", "--skip-bad-ranks", "--format", "json", str(job)])
     assert res.exit_code == 0, res.stderr
     assert f"traceaug: warning: {entry}: {WHY_UNRANKED[hostile]}" in res.stderr, res.stderr
-    rows = json.loads(res.stdout)
+    rows = json.loads(res.stdout)["rows"]
     assert len(rows) == 3 and all(r["ranks"] == 1 for r in rows), rows
 
 

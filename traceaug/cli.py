@@ -137,8 +137,8 @@ def _show(command: Command, result: object, call: Call) -> None:
     first, docs/schemas/NAME.json its schema), with the command's ``findings`` (``Command.findings``) last."""
     if call.get("fmt") != "json":
         return command.show(result, call)
-    extra = {} if command.findings is None else {"findings": command.findings(result, call)}
-    with versioned_json(command.schema_version, extra):
+    findings = None if command.findings is None else lambda: command.findings(result, call)
+    with versioned_json(command.schema_version, findings):
         command.show(result, call)
 
 

@@ -241,9 +241,10 @@ _VERSIONED: ContextVar[tuple | None] = ContextVar("traceaug_versioned_json", def
 
 
 @contextlib.contextmanager
-def versioned_json(version: int, extra: dict) -> Iterator[None]:
-    """The JSON the block prints on stdout (``echo``, once) versioned: ``output.versioned``."""
-    token = _VERSIONED.set((version, extra))
+def versioned_json(version: int, findings: Callable[[], list] | None = None) -> Iterator[None]:
+    """The JSON the block prints on stdout (``echo``, once) versioned (``output.versioned``), with
+    ``findings()`` last (made only if JSON is printed: ``report --html`` prints none)."""
+    token = _VERSIONED.set((version, findings))
     try:
         yield
     finally:
@@ -263,7 +264,8 @@ def echo(text: str, err: bool = False) -> None:
         from ..output import versioned
 
         _VERSIONED.set(None)
-        text = versioned(text, *tail)
+        version, findings = tail
+        text = versioned(text, version, None if findings is None else {"findings": findings()})
     if (sys.stderr if err else sys.stdout) is None:  # closed at the start (>&-)
         raise TraceaugError(f"{'stderr' if err else 'stdout'}: is closed; nothing printed")
     try:

@@ -83,12 +83,10 @@ def show(result, call: Call) -> None:
 
 def _findings(result: list, call: Call) -> list[dict]:
     """``report.top_kernel`` (``render.findings``), verified on its rank's file."""
-    from pathlib import Path
-
     from ..render.findings import top_kernel_finding
 
     kernels = dict(result).get("kernels", {})
-    return top_kernel_finding(kernels, {f.rank: Path(f.path) for f in call.files()}, call["step"])
+    return top_kernel_finding(kernels, {f.rank: f.path for f in call.files()}, call["step"])
 
 
 def _check(call: Call) -> None:

@@ -78,11 +78,9 @@ def _api(found: tuple[co.Matched, list[Verdict]], call: Call) -> pd.DataFrame:
 
 def _findings(found: tuple[co.Matched, list[Verdict]], call: Call) -> list[dict]:
     """``straggler.late_start`` per step (``render.findings``), verified on the straggler's own file."""
-    from pathlib import Path
-
     from ..render.findings import straggler_findings
 
-    return straggler_findings(*found, {f.rank: Path(f.path) for f in call.files()})
+    return straggler_findings(*found, {f.rank: f.path for f in call.files()})
 
 
 COMMAND = replace(declared(

@@ -278,6 +278,13 @@ def _verdict(f: dict) -> str:
 STEP_CATEGORY = "user_annotation"
 
 
+def _folder(path) -> str:
+    """The directory of a rank's file (or object URL): the job a ``--rank`` query reads."""
+    import posixpath
+
+    return posixpath.dirname(str(path))
+
+
 def _sql_text(text: str) -> str:
     return "'" + str(text).replace("'", "''") + "'"
 
@@ -325,7 +332,7 @@ def straggler_findings(matched, verdicts: list, files: dict) -> list[dict]:
              "events": [{"rank": r, "name": step_name, "ts_ns": own[r],
                          "clock_offset_ns": int(off.get(r, 0))} for r in (v.rank, v.first_rank)],
              "open": f"traceaug open {files[v.rank]}"},
-            verify(files[v.rank].parent, v.rank, sql, "late_start_ns", v.started_after_ns)))
+            verify(_folder(files[v.rank]), v.rank, sql, "late_start_ns", v.started_after_ns)))
     return out
 
 
@@ -345,7 +352,7 @@ def top_kernel_finding(kernels: dict, files: dict, step: int | None) -> list[dic
                              f"{int(kernels['count'][i]):,} runs{_rank(rank if many else None)}.",
         total, "high", {"rank": rank, "step": step, "open": f"traceaug open {path}",
                         "events": [{"name": name, "count": int(kernels["count"][i])}]},
-        verify(path.parent if many else path, rank if many else None, sql, "total_ns", total))]
+        verify(_folder(path) if many else path, rank if many else None, sql, "total_ns", total))]
 
 
 def diff_findings(ranks: list) -> list[dict]:

@@ -299,11 +299,10 @@ def verify(trace, rank: int | None, sql: str, column: str, expect: float) -> dic
             "expect": expect}
 
 
-def evidence_finding(id: str, text: str, impact_ns: float, confidence: str, evidence: dict,
-                     check: dict) -> dict:
-    """One finding as ``--format json`` gives it."""
-    return {"id": id, "text": text, "impact_ns": impact_ns, "confidence": confidence, "evidence": evidence,
-            "verify": check}
+def evidence_finding(id: str, text: str, impact_ns: float, confidence: str, **proof: dict) -> dict:
+    """One finding as ``--format json`` gives it; ``proof``: its ``evidence`` and ``verify``."""
+    return {"id": id, "text": text, "impact_ns": impact_ns, "confidence": confidence,
+            "evidence": proof["evidence"], "verify": proof["verify"]}
 
 
 def straggler_findings(matched, verdicts: list, files: dict) -> list[dict]:
@@ -328,11 +327,11 @@ def straggler_findings(matched, verdicts: list, files: dict) -> list[dict]:
             f"{v.first_rank} (job clock) and arrived last at {v.arrived_last} of {v.collectives} "
             f"collectives; the late start is {v.late_start_ns / 1e3:,.1f} µs of its lateness.",
             v.late_start_ns, "high",
-            {"rank": v.rank, "step": v.step, "first_rank": v.first_rank,
+            evidence={"rank": v.rank, "step": v.step, "first_rank": v.first_rank,
              "events": [{"rank": r, "name": step_name, "ts_ns": own[r],
                          "clock_offset_ns": int(off.get(r, 0))} for r in (v.rank, v.first_rank)],
              "open": f"traceaug open {files[v.rank]}"},
-            verify(_folder(files[v.rank]), v.rank, sql, "late_start_ns", v.started_after_ns)))
+            verify=verify(_folder(files[v.rank]), v.rank, sql, "late_start_ns", v.started_after_ns)))
     return out
 
 
@@ -350,9 +349,9 @@ def top_kernel_finding(kernels: dict, files: dict, step: int | None) -> list[dic
     return [evidence_finding(
         "report.top_kernel", f"{name} takes the most GPU time: {total / 1e3:,.1f} µs in "
                              f"{int(kernels['count'][i]):,} runs{_rank(rank if many else None)}.",
-        total, "high", {"rank": rank, "step": step, "open": f"traceaug open {path}",
+        total, "high", evidence={"rank": rank, "step": step, "open": f"traceaug open {path}",
                         "events": [{"name": name, "count": int(kernels["count"][i])}]},
-        verify(_folder(path) if many else path, rank if many else None, sql, "total_ns", total))]
+        verify=verify(_folder(path) if many else path, rank if many else None, sql, "total_ns", total))]
 
 
 def diff_findings(ranks: list) -> list[dict]:
@@ -374,10 +373,11 @@ def diff_findings(ranks: list) -> list[dict]:
                               f"{'longer' if delta > 0 else 'less'} in B ({b['steps']} steps) than in A "
                               f"({a['steps']} steps).",
             delta, "low" if few else "high",
-            {"rank": r.rank, "step": None, "events": [{"side": s, "name": "ProfilerStep#*", "mean_ns": m}
-                                                      for s, m in (("a", mean_a), ("b", mean_b))],
-             "open": f"traceaug diff {r.a} {r.b} --trace ab.json.gz --open"},
-            verify(r.b, None, sql, "delta_ns", delta)))
+            evidence={"rank": r.rank, "step": None,
+                      "open": f"traceaug diff {r.a} {r.b} --trace ab.json.gz --open",
+                      "events": [{"side": side, "name": "ProfilerStep#*", "mean_ns": m}
+                                 for side, m in (("a", mean_a), ("b", mean_b))]},
+            verify=verify(r.b, None, sql, "delta_ns", delta)))
     return out
 
 
@@ -398,10 +398,10 @@ def blocked_findings(summaries: list[dict]) -> list[dict]:
             f"{b['waited_for'][0]}; GPU work covers {b['gpu_ns'][0] / 1e3:,.1f} µs of it, "
             f"{b['blocked_ns'][0] / 1e3:,.1f} µs is blocked.",
             int(b["blocked_ns"][0]), "high",
-            {"rank": s.get("rank"), "step": None if step is None else int(step),
+            evidence={"rank": s.get("rank"), "step": None if step is None else int(step),
              "events": [{"name": call, "ts_ns": ts, "dur_ns": wait, "streams": b["streams"][0]},
                         {"name": b["waited_for"][0]}],
              "open": f"traceaug critical-path {s['file']} cp.json.gz "
                      + (f"--step {step} " if step else "") + "--open"},
-            verify(s["file"], None, sql, "wait_ns", wait)))
+            verify=verify(s["file"], None, sql, "wait_ns", wait)))
     return out

@@ -5,6 +5,7 @@ capped; and a question set whose answers come from the raw JSON, scored exactly.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import shutil
 import statistics
@@ -129,7 +130,7 @@ def test_huge_query_capped(served):
     data = json.loads(text)
     assert not is_error and len(text) <= 200_000 + 200
     (cut,) = data["truncated"]
-    raw_slices = len(load_raw(SHARED / A100)["traceEvents"])
+    raw_slices = len(_raw(A100)["traceEvents"])
     assert cut["at"] == "/rows" and cut["kept"] == len(data["rows"]) <= 1000
     assert 1000 < cut["of"] <= raw_slices
 
@@ -159,6 +160,11 @@ def test_symlink_out_of_a_root_refused_and_size_capped(tmp_path):
 
 # The question set: each answer derived from the raw JSON here, then asked through MCP.
 
+@functools.lru_cache
+def _raw(path: str) -> dict:
+    return load_raw(SHARED / path)
+
+
 def _dlrm_answer() -> tuple[int, float]:
     """The rank that arrived last at most of the DLRM job's collectives, and how late (µs) it started
     ProfilerStep#10 after the earliest rank, on clocks aligned by the median difference of the NCCL
@@ -178,7 +184,7 @@ def _dlrm_answer() -> tuple[int, float]:
 
 def _top_kernel() -> tuple[str, int]:
     total = defaultdict(int)
-    for e in load_raw(SHARED / A100)["traceEvents"]:
+    for e in _raw(A100)["traceEvents"]:
         if e.get("ph") == "X" and e.get("cat") == "kernel":
             total[e["name"]] += ns(e["dur"])
     name = max(total, key=total.get)

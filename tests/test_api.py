@@ -45,7 +45,7 @@ def test_api_query_includes_modules_like_the_cli() -> None:
     assert df.dtypes["n"] == np.int64
     out = cli("query", str(SMALL), sql, "--format", "json")
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == df.to_dict("records")
+    assert json.loads(out.stdout)["rows"] == df.to_dict("records")
     ev = traceaug.query(SMALL, "SELECT COUNT(*) AS n FROM traceaug_event WHERE kind = 'cpu_op'",
                         progress=False)
     assert ev["n"].tolist() == [counts["cpu_ops"]]

@@ -71,11 +71,11 @@ def kernels_of(kind: str, stdout: str) -> int | None:
     if kind == "info":
         return data["kernels"]
     if kind == "query":
-        return data[0]["kernels"]
+        return data["rows"][0]["kernels"]
     if kind == "kernels":
         return sum(r["count"] for r in data["kernels"] if r["type"] != "memory")
     if kind == "summary":
-        return data[0]["kernel"]["instances"]
+        return data["rows"][0]["kernel"]["instances"]
     return None
 
 
@@ -232,22 +232,22 @@ def check_job_run(kind: str, job: Path, want: int | None) -> None:
         return
     steps = raw_job_steps(*before.values())
     if kind == "critical-path --job":
-        rows = json.loads(res.stdout)
+        rows = json.loads(res.stdout)["rows"]
         assert {r["step"]: r["step_ns"] for r in rows} == steps, (rows, steps)
         assert all(sum(r["segments"]["weight_ns"]) == r["step_ns"] for r in rows), rows
     elif kind == "whatif JOB":
-        rows = json.loads(res.stdout)
+        rows = json.loads(res.stdout)["rows"]
         assert {r["step"]: r["measured_ns"] for r in rows} == steps, (rows, steps)
         assert all(r["change"] == "no-stragglers" for r in rows), rows
         return
     elif kind == "diff --explain":
-        rows = [r for r in json.loads(res.stdout) if r["section"] == "category"]
+        rows = [r for r in json.loads(res.stdout)["rows"] if r["section"] == "category"]
         good = raw_job_steps(*(p.read_bytes() for p in good_job(job.parent).iterdir()))
         for side, want in (("a_ns", steps), ("b_ns", good)):  # the mean step, idle included
             assert sum(r[side] for r in rows) == pytest.approx(sum(want.values()) / len(want))
         return
     if kind == "collectives":
-        rows = json.loads(res.stdout)
+        rows = json.loads(res.stdout)["rows"]
         assert len(rows) == 3 and all(r["ranks"] == 1 for r in rows), rows
     elif kind == "stragglers":
         got = json.loads(res.stdout)
@@ -691,7 +691,7 @@ def test_a_good_rank_under_a_non_utf8_name(tmp_path: Path) -> None:
     skews = [b - a for a, b in zip(starts[0], starts[1], strict=True)]
     res = CliRunner().invoke(main, ["collectives", "--format", "json", str(job)])
     assert res.exit_code == 0, res.stderr
-    rows = json.loads(res.stdout)
+    rows = json.loads(res.stdout)["rows"]
     assert [(r["ranks"], r["straggler"], r["skew_ns"]) for r in rows] == \
         [(2, 1, round(s * 1000)) for s in skews]
     res = CliRunner().invoke(main, ["merge", str(job), str(tmp_path / "m.json")])
@@ -712,7 +712,7 @@ def test_bad_content_is_blamed_and_skipped(tmp_path: Path, hostile: str) -> None
     res = CliRunner().invoke(main, ["collectives", "--skip-bad-ranks", "--format", "json", str(job)])
     assert res.exit_code == 0, res.stderr
     assert f"traceaug: warning: {entry}: {WHY_UNRANKED[hostile]}" in res.stderr, res.stderr
-    rows = json.loads(res.stdout)
+    rows = json.loads(res.stdout)["rows"]
     assert len(rows) == 3 and all(r["ranks"] == 1 for r in rows), rows
 
 
@@ -733,7 +733,7 @@ def test_ranks_of_another_job_are_named(tmp_path: Path, case: str) -> None:
     res = CliRunner().invoke(main, ["collectives", "--skip-bad-ranks", "--format", "json", str(job)])
     assert res.exit_code == 0, res.stderr
     assert f"traceaug: warning: {job / 'other.json'}: {OTHER_JOBS[case][1]}; skipped" in res.stderr
-    rows = json.loads(res.stdout)
+    rows = json.loads(res.stdout)["rows"]
     assert len(rows) == 3 and all(r["ranks"] == 2 for r in rows), rows
 
 
@@ -784,7 +784,7 @@ def test_real_job_mixed_with_another(tmp_path: Path, variant: str) -> None:
                                         str(job)])
         assert res.exit_code == 0, res.stderr
         assert f"traceaug: warning: {job / name}: {why}; skipped" in res.stderr
-        rows = json.loads(res.stdout)
+        rows = json.loads(res.stdout)["rows"]
         assert len(rows) == 8 and all(r["ranks"] == 8 for r in rows), rows
 
 
@@ -984,7 +984,7 @@ def test_skip_bad_ranks_skips_a_rank_cut_past_its_first_mb(tmp_path: Path, gz: b
     assert res.exit_code == 0, res.stderr
     assert res.stderr.startswith(f"traceaug: warning: {cut}: "), res.stderr
     assert "; skipped" in res.stderr and len(res.stderr.splitlines()) == 1, res.stderr
-    rows = json.loads(res.stdout)
+    rows = json.loads(res.stdout)["rows"]
     assert [(r["rank"], r["profiler_steps"]) for r in rows] == [(0, STEPS), (1, STEPS)], rows
     res = CliRunner().invoke(main, ["info", "--format", "json", str(job)])
     assert res.exit_code == 1 and cut.name in res.stderr, res.stderr
@@ -1001,5 +1001,5 @@ def test_clocks_since_boot_are_not_compared(tmp_path: Path) -> None:
         kineto_gen.write(job / f"rank-{rank}.json", raw)
     res = CliRunner().invoke(main, ["collectives", "--format", "json", str(job)])
     assert res.exit_code == 0, res.stderr
-    rows = json.loads(res.stdout)
+    rows = json.loads(res.stdout)["rows"]
     assert len(rows) == 3 and all(r["ranks"] == 2 for r in rows), rows

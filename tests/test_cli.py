@@ -19,12 +19,12 @@ def test_help_and_version() -> None:
 def test_query_formats(tmp_path) -> None:
     path = shared_trace("kineto/a100_triton.json.gz")
     sql = "SELECT name, dur FROM traceaug_gpu_op"
-    as_json = json.loads(cli("query", str(path), sql, "--format", "json").stdout)
+    as_json = json.loads(cli("query", str(path), sql, "--format", "json").stdout)["rows"]
     assert as_json == [{"name": "triton_poi_fused_add_cos_sin_0", "dur": 1760}]
     assert cli("query", str(path), sql, "--format", "csv").stdout.splitlines() == [
         "name,dur", "triton_poi_fused_add_cos_sin_0,1760"]
     mixed = "SELECT CAST('ab' AS BLOB) AS b, NULL AS n, 1.5 AS f, 7 AS i"
-    assert json.loads(cli("query", str(path), mixed, "--format", "json").stdout) == [
+    assert json.loads(cli("query", str(path), mixed, "--format", "json").stdout)["rows"] == [
         {"b": "0x6162", "n": None, "f": 1.5, "i": 7}]
     assert cli("query", str(path), mixed, "--format", "csv").stdout.splitlines() == [
         "b,n,f,i", "0x6162,,1.5,7"]
@@ -59,15 +59,17 @@ def test_query_loads_args_and_flows_when_the_sql_reads_them() -> None:
     path = shared_trace("kineto/a100_triton.json.gz")
     regs = ("SELECT extract_arg(arg_set_id, 'args.registers per thread') AS regs FROM slice "
             "WHERE category = 'kernel'")
-    assert json.loads(cli("query", str(path), regs, "--format", "json").stdout) == [{"regs": 16}]
-    lean = json.loads(cli("query", str(path), regs, "--lean", "--format", "json").stdout)
+    assert json.loads(cli("query", str(path), regs, "--format", "json").stdout)["rows"] == [{"regs": 16}]
+    lean = json.loads(cli("query", str(path), regs, "--lean", "--format", "json").stdout)["rows"]
     assert lean == [{"regs": None}]
     flows = "SELECT COUNT(*) AS n FROM flow"
-    assert json.loads(cli("query", str(path), flows, "--format", "json").stdout)[0]["n"] > 0
-    assert json.loads(cli("query", str(path), flows, "--lean", "--format", "json").stdout) == [{"n": 0}]
+    assert json.loads(cli("query", str(path), flows, "--format", "json").stdout)["rows"][0]["n"] > 0
+    assert json.loads(cli("query", str(path), flows, "--lean", "--format", "json").stdout)["rows"] == [
+        {"n": 0}]
     meta = "SELECT full_load FROM traceaug_meta"
-    assert json.loads(cli("query", str(path), meta, "--format", "json").stdout) == [{"full_load": 0}]
-    assert json.loads(cli("query", str(path), meta, "--full", "--format", "json").stdout) == [
+    assert json.loads(cli("query", str(path), meta, "--format", "json").stdout)["rows"] == [
+        {"full_load": 0}]
+    assert json.loads(cli("query", str(path), meta, "--full", "--format", "json").stdout)["rows"] == [
         {"full_load": 1}]
 
 

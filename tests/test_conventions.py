@@ -41,7 +41,7 @@ UNITLESS = {
     "name", "type", "key", "kind", "category", "source", "series", "metric", "section", "event",
     "transition", "from", "to", "launch_name", "correlation", "status", "scope", "operator",
     "operators", "pattern", "kernel_ids", "kernels", "window", "title", "notes", "warnings",
-    "perfetto_ui", "max_total_rank", "waited_for_rank", "path", "side", "a", "b",
+    "perfetto_ui", "max_total_rank", "waited_for_rank", "path", "side", "a", "b", "schema_version",
     "group", "straggler", "cause", "cause_ops", "change", "speedup", "position", "findings",
     "call", "waited_for", "replay", "annotation", "op", "kernel", "top_op", "bottom_op",
     # counts and sizes
@@ -61,6 +61,8 @@ UNITLESS = {
     "flops", "flops_per_byte", "shapes", "dtypes", "family", "families", "bound", "found_by",
     # a serving trace's steps (``analysis.serving``) and graph replays (``analysis.graph_replay``)
     "phase", "mean_batch", "serving_steps", "graph_replays", "phases", "graph_replayed", "attributed",
+    # findings (``render.findings``): labels, and a verify query's ``expect``, in the unit its ``column`` says
+    "id", "confidence", "evidence", "open", "command", "trace", "sql", "column", "expect",
 }
 # Times in ns that are a statistic of exact times (a mean, a median, a sum of means), so float64.
 FRACTIONAL_NS = {"mean_ns", "std_ns", "median_ns", "mean_total_ns", "mean_cpu_duration_ns",

@@ -226,7 +226,7 @@ def test_directory_in_directory_out(tmp_path: Path) -> None:
         assert gzip.open(out / name).read(1) == b"{"
     again = cli("info", str(out), "--format", "json")  # its outputs alone read back, by rank
     assert again.returncode == 0, again.stderr
-    assert [r["rank"] for r in json.loads(again.stdout)] == [0, 1]
+    assert [r["rank"] for r in json.loads(again.stdout)["rows"]] == [0, 1]
 
 
 def test_counter_timestamps_are_exact_microsecond_text() -> None:

@@ -609,10 +609,10 @@ def test_explain_is_on_the_page_and_single_files_have_no_rank(tmp_path: Path) ->
     assert invoke("diff", a, b, "--explain", "--html", str(explained)).exit_code == 0
     page = explained.read_text()
     assert page != plain.read_text() and "rank None" not in page + plain.read_text()
-    split = json.loads(invoke("diff", a, b, "--explain", "--format", "json").stdout)
+    split = json.loads(invoke("diff", a, b, "--explain", "--format", "json").stdout)["rows"]
     as_json = tmp_path / "json.html"  # csv / json print the split alone, but the page is written
     r = invoke("diff", a, b, "--explain", "--format", "json", "--html", str(as_json))
-    assert r.exit_code == 0 and json.loads(r.stdout) == split and as_json.read_text() == page
+    assert r.exit_code == 0 and json.loads(r.stdout)["rows"] == split and as_json.read_text() == page
 
     def shown(ns: float) -> str:
         return f"{ns / 1e3:.3f}".rstrip("0").rstrip(".")

@@ -287,7 +287,7 @@ def test_counters_output_directory_reads_back(tmp_path: Path) -> None:
     assert cli("counters", str(src), f"{out}/").exit_code == 0
     res = cli("info", str(out), "--format", "json")
     assert res.exit_code == 0, res.output
-    records = orjson.loads(res.stdout)
+    records = orjson.loads(res.stdout)["rows"]
     raw = {}
     for f in src.iterdir():
         data = load_raw(f)
@@ -296,7 +296,7 @@ def test_counters_output_directory_reads_back(tmp_path: Path) -> None:
                 e.get("cat") == "kernel" for e in data["traceEvents"])
     assert {r["rank"]: r["kernels"] for r in records} == raw
     assert all(Path(r["file"]).parent == out for r in records)
-    beside = orjson.loads(cli("info", str(src), "--format", "json").stdout)
+    beside = orjson.loads(cli("info", str(src), "--format", "json").stdout)["rows"]
     assert {Path(r["file"]).name for r in beside} == {
         f.name for f in src.iterdir() if "traceaug" not in load_raw(f)}
 

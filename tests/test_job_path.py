@@ -206,7 +206,7 @@ def test_cli_job_writes_the_merged_trace_with_the_path(tmp_path: Path) -> None:
     out = tmp_path / "path.json"
     r = CliRunner().invoke(main, ["critical-path", str(d), str(out), "--job", "--format", "json"])
     assert r.exit_code == 0, r.output
-    data = json.loads(r.stdout)
+    data = json.loads(r.stdout)["rows"]
     assert [s["step"] for s in data] == [0]
     assert sum(data[0]["segments"]["weight_ns"]) == (job_gen.STEP_US + 500) * 1000
     assert 3 in data[0]["ranks"]["rank"]
@@ -232,7 +232,7 @@ def test_cli_job_writes_the_merged_trace_with_the_path(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["critical-path", str(d), "--job", "--summary-only",
                                   "--hta-weights", "--format", "json"])
     assert r.exit_code == 0, r.output
-    assert 3 in json.loads(r.stdout)[0]["ranks"]["rank"]
+    assert 3 in json.loads(r.stdout)["rows"][0]["ranks"]["rank"]
     r = CliRunner().invoke(main, ["critical-path", str(d), "--job", "--summary-only",
                                   "--step", "7"])
     assert r.exit_code != 0 and "ProfilerStep#7" in r.output
@@ -275,7 +275,7 @@ def test_job_whatif_real_job_baseline_and_cli(tmp_path: Path) -> None:
     d = shared_trace(JOB)
     r = CliRunner().invoke(main, ["whatif", str(d), "--no-stragglers", "--format", "json"])
     assert r.exit_code == 0, r.output
-    rows = json.loads(r.stdout)
+    rows = json.loads(r.stdout)["rows"]
     assert [x["step"] for x in rows] == [10]
     # the job's step: first rank's ProfilerStep start to last rank's end, in the job clock
     _, paths = job_timing.paths(read(d))
@@ -303,7 +303,7 @@ def test_diff_explain_of_two_jobs_splits_the_change_along_the_job_paths(tmp_path
     b = job_gen.write(tmp_path / "b", job_gen.job(8, 2, 1000, steps=2, where="gpu"))
     r = CliRunner().invoke(main, ["diff", str(a), str(b), "--explain", "--format", "json"])
     assert r.exit_code == 0, r.output
-    rows = json.loads(r.stdout)
+    rows = json.loads(r.stdout)["rows"]
     cats = {x["category"]: x["delta_ns"] for x in rows if x["section"] == "category"}
     events = {(x["event"], x["category"]): x["delta_ns"] for x in rows if x["section"] == "event"}
     # each job step: STEP_US + the straggler's excess (its gemm, on the job's path)

@@ -136,7 +136,7 @@ def test_one_verdict_everywhere(real_job, tmp_path: Path) -> None:
     r = run(main, ["report", str(d), "--format", "json"])
     assert r.exit_code == 0, r.output
     sections = json.loads(r.stdout)
-    assert list(sections)[:2] == ["verdict and findings", "job: verdict"]
+    assert list(sections)[1:3] == ["verdict and findings", "job: verdict"]
     assert sections["verdict and findings"][0] == {"kind": "verdict", "text": text}
     assert [x["verdict"] for x in sections["job: verdict"]] == [text]
     nccl = sections["job: NCCL kernels, wait vs transfer (per rank, mean over ranks)"]

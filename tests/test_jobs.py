@@ -191,7 +191,7 @@ def test_local_pool_gives_each_rank_as_its_file_alone(used: list) -> None:
         alone = _cli("report", str(f), "--format", "json")
         assert alone.exit_code == 0, alone.output
         for title, rows in json.loads(alone.stdout).items():
-            if rows and "rank" in rows[0]:
+            if isinstance(rows, list) and rows and "rank" in rows[0]:
                 assert [x for x in whole[title] if x["rank"] == rank] == rows, (rank, title)
 
 

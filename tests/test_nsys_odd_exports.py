@@ -142,7 +142,7 @@ def test_every_odd_value_through_every_command(tmp_path: Path) -> None:
         if name == "info":
             assert json.loads(stdout)["kernels"] == want
         elif name == "query":
-            assert json.loads(stdout) == [{"n": want}]
+            assert json.loads(stdout)["rows"] == [{"n": want}]
         elif name == "kernels":
             rows = json.loads(stdout)["kernels"]
             assert sum(r["count"] for r in rows if r["type"] != "memory") == want

@@ -26,7 +26,7 @@ def _run(*args):
 def _json(*args) -> list[dict]:
     r = _run(*args, "--format", "json")
     assert r.exit_code == 0, r.output
-    return orjson.loads(r.stdout)
+    return orjson.loads(r.stdout)["rows"]
 
 
 def _rows(table: dict) -> dict:

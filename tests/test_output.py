@@ -30,7 +30,7 @@ def test_extreme_floats_in_every_format() -> None:
     assert csv_rows[1].split(",") == ["inf", "-inf", "1e-20", "-3.25e-09", "1e+300", "2.5", ""]
     parsed = [float(v) for v in csv_rows[1].split(",")[:6]]
     assert parsed == [math.inf, -math.inf, 1e-20, -3.25e-9, 1e300, 2.5]
-    assert json.loads(query(EXTREMES, "--format", "json")) == [
+    assert json.loads(query(EXTREMES, "--format", "json"))["rows"] == [
         {"pinf": "inf", "ninf": "-inf", "tiny": 1e-20, "neg": -3.25e-9, "huge": 1e300, "f": 2.5,
          "n": None}]
 

@@ -295,7 +295,7 @@ def test_rank_directory(tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = cli("patterns", str(src), str(out) + "/", "--format", "json", "--top-k", "1")
     assert result.exit_code == 0, result.output
-    data = json.loads(result.stdout)
+    data = json.loads(result.stdout)["rows"]
     assert sorted(d["rank"] for d in data) == [0, 1]
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in src.iterdir())
     for d in data:

@@ -131,7 +131,7 @@ def test_a_rank_file_name_that_is_not_utf8(tmp_path: Path) -> None:
     strict = {**ENV, "PYTHONIOENCODING": "utf-8"}  # stdout that refuses surrogates
     res = run(["info", "ranks", "--format", "json"], tmp_path, env=strict)
     assert res.returncode == 0, res.stderr
-    assert [r["file"] for r in json.loads(res.stdout)] == ["ranks/rank-0.json",
+    assert [r["file"] for r in json.loads(res.stdout)["rows"]] == ["ranks/rank-0.json",
                                                            "ranks/rank-\\xff.json"]
     res = run(["info", "ranks"], tmp_path, env=strict)
     assert res.returncode == 0, res.stderr
@@ -480,12 +480,12 @@ def test_an_integer_past_int64_is_one_value_in_query_too(tmp_path: Path) -> None
            "WHERE category = 'kernel' ORDER BY ts")
     res = run(["query", "--format", "json", path, sql], tmp_path)
     assert res.returncode == 0, res.stderr
-    rows = json.loads(res.stdout)
+    rows = json.loads(res.stdout)["rows"]
     assert [r["stream"] for r in rows] == want
     assert rows[0]["name"] == f"gemm {2**64 + 5}"
     sql = "SELECT real_value FROM args WHERE key = 'args.memory bandwidth (GB/s)' LIMIT 1"
     res = run(["query", "--format", "json", path, sql], tmp_path)
-    assert json.loads(res.stdout)[0]["real_value"] == 0.0011061946902654867
+    assert json.loads(res.stdout)["rows"][0]["real_value"] == 0.0011061946902654867
     res = run(["gaps", "--format", "json", path], tmp_path)
     assert res.returncode == 0, res.stderr
     per_stream = {(r["device"], r["stream"]): r["ops"] for r in json.loads(res.stdout)["gaps per stream"]}

@@ -69,7 +69,7 @@ def test_sql_file_fifo_with_writer_is_read(tmp_path: Path) -> None:
     res = run(["query", "--format", "json", str(src), "-f", str(fifo)], tmp_path)
     writer.join(5)
     assert res.returncode == 0, res.stderr
-    assert json.loads(res.stdout) == [{"steps": STEPS}]
+    assert json.loads(res.stdout)["rows"] == [{"steps": STEPS}]
 
 
 @pytest.mark.parametrize("device,reason", [("/dev/urandom", "binary data"),
@@ -83,7 +83,7 @@ def test_sql_from_stdin_still_works(tmp_path: Path) -> None:
     res = run(["query", "--format", "json", str(trace(tmp_path)), "-f", "-"], tmp_path,
               stdin=STEPS_SQL.encode())
     assert res.returncode == 0, res.stderr
-    assert json.loads(res.stdout) == [{"steps": STEPS}]
+    assert json.loads(res.stdout)["rows"] == [{"steps": STEPS}]
 
 
 @pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "/dev/urandom"])

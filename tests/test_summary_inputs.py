@@ -117,7 +117,7 @@ def test_trace_with_a_string_correlation(tmp_path: Path) -> None:
         trace = kineto_gen.write(tmp_path / "t.json", kineto_gen.trace(events))
         r = CliRunner().invoke(main, ["summary", "--format", "json", str(trace)])
         assert r.exit_code == 0, r.output
-        (got,) = json.loads(r.stdout)
+        (got,) = json.loads(r.stdout)["rows"]
         total_ms, non_hidden_ms = _projected_ms(events)
         assert (total_ms, non_hidden_ms) == (1.0, 0.6)  # step 0: its copy alone (100 µs)
         assert got["nvtx"]["total_ns"] / 1e6 == pytest.approx(total_ms)
@@ -135,7 +135,7 @@ def test_ranges_of_no_time(tmp_path: Path) -> None:
     trace = kineto_gen.write(tmp_path / "t.json", kineto_gen.trace(events))
     r = CliRunner().invoke(main, ["summary", "--format", "json", str(trace)])
     assert r.exit_code == 0, r.output
-    nvtx = json.loads(r.stdout)[0]["nvtx"]
+    nvtx = json.loads(r.stdout)["rows"][0]["nvtx"]
     assert (nvtx["count"], nvtx["total_ns"]) == (3, 0)
     assert nvtx["non_hidden_per_range_pct"] == nvtx["non_hidden_total_pct"] == 0.0
 
@@ -235,7 +235,7 @@ def test_summary_without_a_map_uses_default_classes(tmp_path: Path) -> None:
     csv.write_bytes(HEAD + rows.encode())
     r = CliRunner().invoke(main, ["summary", str(csv), "--format", "json"])
     assert r.exit_code == 0, r.output
-    (res,) = json.loads(r.stdout)
+    (res,) = json.loads(r.stdout)["rows"]
     got = dict(zip(res["classes"]["name"], res["classes"]["instances"]))
     want: dict[str, int] = {}
     for cls in KNOWN.values():
@@ -251,5 +251,5 @@ def test_summary_of_a_trace_without_a_map_says_so() -> None:
     trace = Path(__file__).resolve().parent.parent / "testdata" / "small_training.json.gz"
     r = CliRunner().invoke(main, ["summary", str(trace), "--format", "json"])
     assert r.exit_code == 0, r.output
-    (res,) = json.loads(r.stdout)
+    (res,) = json.loads(r.stdout)["rows"]
     assert any("default map" in n for n in res["notes"]), res["notes"]

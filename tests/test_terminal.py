@@ -33,7 +33,8 @@ def test_job_critical_path_prints_a_summary_and_says_what_it_wrote(tmp_path: Pat
     shows the ``--top`` longest, the same with ``--summary-only`` (which writes nothing), and
     says ``wrote OUT``; json holds every segment."""
     job, out = shared_trace(JOB), tmp_path / "path.json"
-    full = json.loads(_cli("critical-path", job, "--job", "--summary-only", "--format", "json").stdout)[0]
+    printed = _cli("critical-path", job, "--job", "--summary-only", "--format", "json").stdout
+    full = json.loads(printed)["rows"][0]
     seg = full["segments"]
     timed = sorted((w, ts) for w, ts, c in zip(seg["weight_ns"], seg["ts_ns"], seg["category"])
                    if c != "idle")

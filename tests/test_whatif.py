@@ -178,7 +178,7 @@ def test_command_formats_and_errors(tmp_path: Path) -> None:
     path = _write(tmp_path, pipeline())
     r = _run("whatif", str(path), "--scale", "comp=0.5", "--format", "json")
     assert r.exit_code == 0, r.output
-    rows = orjson.loads(r.output)
+    rows = orjson.loads(r.output)["rows"]
     assert [(x["change"], x["predicted_ns"], x["baseline_error_pct"]) for x in rows] == [
         ("comp=0.5", 1500 * US, 0.0)]
     table = _run("whatif", str(path), "--scale", "comp=0.5", "--no-launch-delay")
@@ -215,7 +215,7 @@ def test_explain_splits_the_change_along_both_paths(tmp_path: Path) -> None:
     b = _write(tmp_path, pipeline(gemm_us=600), "b.json")
     r = _run("diff", str(a), str(b), "--explain", "--format", "json")
     assert r.exit_code == 0, r.output
-    rows = orjson.loads(r.output)
+    rows = orjson.loads(r.output)["rows"]
     cats = {x["category"]: x["delta_ns"] for x in rows if x["section"] == "category"}
     events = {(x["event"], x["category"]): x["delta_ns"] for x in rows if x["section"] == "event"}
     assert cats == {c: (-400 * US if c == "gpu_compute" else 0) for c in cp.CATEGORIES}

@@ -19,7 +19,7 @@ import traceaug.interrupt as interrupt
 import traceaug.paths as paths
 import traceaug.runtime as runtime
 
-from .commands.declare import Call, Command, job_from
+from .commands.declare import Call, Command, job_from, versioned_json
 from .errors import SumTooLarge, TraceaugError
 from .job.run import JobOptions
 from .version import __version__
@@ -127,9 +127,19 @@ def _run(command: Command, ctx: click.Context, params: dict) -> None:
 
     perfetto_light()
     try:
-        command.show(command.compute(call), call)
+        _show(command, command.compute(call), call)
     finally:
         prefetch.close()  # a plan no load took (the command failed first): its child stops
+
+
+def _show(command: Command, result: object, call: Call) -> None:
+    """``command.show``; its JSON versioned as it is printed (``declare.versioned_json``: ``schema_version``
+    first, docs/schemas/NAME.json its schema), with the command's ``findings`` (``Command.findings``) last."""
+    if call.get("fmt") != "json":
+        return command.show(result, call)
+    findings = None if command.findings is None else lambda: command.findings(result, call)
+    with versioned_json(command.schema_version, findings):
+        command.show(result, call)
 
 
 def run() -> None:

@@ -31,6 +31,15 @@ def json_text(data, indent: bool = True) -> str:
         return orjson.dumps(valid_utf8(data), option=option).decode() + "\n"
 
 
+def versioned(text: str, version: int, extra: dict | None = None) -> str:
+    """A command's JSON ``text`` with ``schema_version`` first (its schema: docs/schemas/NAME.json) and
+    ``extra``'s keys last; a list becomes ``{"schema_version": N, "rows": [...]}``: every output is one
+    object."""
+    data = orjson.loads(text)
+    return json_text({"schema_version": version, **(data if isinstance(data, dict) else {"rows": data}),
+                      **(extra or {})})
+
+
 def valid_utf8(value):
     """``value`` with every str made valid UTF-8 (undecodable bytes as ``\\xNN``)."""
     if isinstance(value, str):

@@ -60,7 +60,7 @@ def verdicts(matched: co.Matched, replayed: dict | None = None) -> list[Verdict]
     return out
 
 
-def _windows(matched: co.Matched, step: int) -> dict[int, tuple[int, int]]:
+def windows(matched: co.Matched, step: int) -> dict[int, tuple[int, int]]:
     """Each rank's ProfilerStep#``step`` (start, end) in the job clock."""
     off = matched.offsets()
     out = {}
@@ -72,7 +72,7 @@ def _windows(matched: co.Matched, step: int) -> dict[int, tuple[int, int]]:
 
 
 def _verdict(matched: co.Matched, step: int, a: pd.DataFrame, replay: tuple | None) -> Verdict | None:
-    win = _windows(matched, step)
+    win = windows(matched, step)
     if not win:
         return None
     first = min(win, key=lambda r: (win[r][0], r))

@@ -132,6 +132,13 @@ def _api(result, call: Call):
     return segments, summary
 
 
+def _findings(done, call: Call) -> list[dict]:
+    """``critical_path.blocked_call`` per rank's path (``render.findings``); none yet for ``--job``."""
+    from ..render.findings import blocked_findings
+
+    return [] if call["whole_job"] else blocked_findings(done)
+
+
 COMMAND = rewriters.command(
     "critical-path", "Write OUT: IN with its critical path as flow arrows and a \"Critical "
     "path\" lane.\n\nIN and OUT may be directories of per-rank traces (one output per rank, "
@@ -159,4 +166,5 @@ COMMAND = rewriters.command(
     lambda call: {k: call[k] for k in OPTIONS}, out={"one_file": "whole_job"},
     load_kind="sync",
     compute=compute, show=show, api=_api, prepare=prepare,
-    kind=lambda p: None if p.get("whole_job") else "sync_shapes" if p.get("roofline") else "sync")
+    kind=lambda p: None if p.get("whole_job") else "sync_shapes" if p.get("roofline") else "sync",
+    findings=_findings)

@@ -3,7 +3,9 @@ command (``cli``), the Python API function (``api``) and the prefetch come from 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,6 +183,8 @@ class Command:
     rank_selects: bool = True  # --rank picks the file read (else every rank is read)
     api_params: dict = field(default_factory=dict)  # keywords only the API takes: defaults
     prepare: Callable[[Call], None] | None = None  # the CLI's checks, before any work
+    schema_version: int = 1  # of its --format json (docs/schemas/NAME.json); bumped when that changes
+    findings: Callable[[Any, Call], list] | None = None  # its JSON's ``findings`` (render/findings.py)
 
     def click_params(self) -> list[click.Parameter]:
         out: list[click.Parameter] = []
@@ -271,13 +275,35 @@ def job_from(given: dict) -> JobOptions:
     return JobOptions.of(given)
 
 
+_VERSIONED: ContextVar[tuple | None] = ContextVar("traceaug_versioned_json", default=None)
+
+
+@contextlib.contextmanager
+def versioned_json(version: int, findings: Callable[[], list] | None = None) -> Iterator[None]:
+    """The JSON the block prints on stdout (``echo``, once) versioned (``output.versioned``), with
+    ``findings()`` last (made only if JSON is printed: ``report --html`` prints none)."""
+    token = _VERSIONED.set((version, findings))
+    try:
+        yield
+    finally:
+        _VERSIONED.reset(token)
+
+
 def echo(text: str, err: bool = False) -> None:
-    """Print a command's text as it is; a stdout that cannot take it (a full disk, ``>
-    /dev/full``) is named in the one-line error, not blamed on an output file."""
+    """Print a command's text as it is (its JSON versioned inside ``versioned_json``); a stdout that
+    cannot take it (a full disk, ``> /dev/full``) is named in the one-line error, not blamed on an
+    output file."""
     import sys
 
     from ..errors import TraceaugError
 
+    tail = _VERSIONED.get()
+    if tail is not None and not err and text.strip():
+        from ..output import versioned
+
+        _VERSIONED.set(None)
+        version, findings = tail
+        text = versioned(text, version, None if findings is None else {"findings": findings()})
     if (sys.stderr if err else sys.stdout) is None:  # closed at the start (>&-)
         raise TraceaugError(f"{'stderr' if err else 'stdout'}: is closed; nothing printed")
     try:

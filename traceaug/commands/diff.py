@@ -277,6 +277,14 @@ def _api(found: tuple, call: Call) -> Comparison:
                       frame(all_rows(result)).infer_objects())
 
 
+def _findings(found: tuple, call: Call) -> list[dict]:
+    """``diff.step_time`` per compared rank (``render.findings``), verified on B; none where the
+    explain's split is printed alone (csv / json of ``--explain``)."""
+    from ..render.findings import diff_findings
+
+    return [] if found[0] is None or found[1] is not None else diff_findings(found[0].ranks)
+
+
 COMMAND = Command(
     "diff", "Compare two traces (or two directories of per-rank traces): what changed from A to B.",
     (argument("a", type=paths.Input()), argument("b", type=paths.Input()),
@@ -327,4 +335,5 @@ COMMAND = Command(
      *open_options(), JOB),
     compute_all, show, _api, kind=lambda p: "ops", inputs=("a", "b"), prepare=prepare,
     cli_only=("fmt", "top", "fail_pct", "min_delta_us", "gate", "html_out", "trace_out",
-              "open_ui", "side_by_side", "explain", "port", "no_browser"))
+              "open_ui", "side_by_side", "explain", "port", "no_browser"),
+    findings=_findings)

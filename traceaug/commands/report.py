@@ -111,6 +111,14 @@ def show(result, call: Call) -> None:
         said(f"wrote {call['html_out']} ({result[0]} charts, {result[1]} rank(s))")
 
 
+def _findings(result: list, call: Call) -> list[dict]:
+    """``report.top_kernel`` (``render.findings``), verified on its rank's file."""
+    from ..render.findings import top_kernel_finding
+
+    kernels = dict(result).get("kernels", {})
+    return top_kernel_finding(kernels, {f.rank: f.path for f in call.files()}, call["step"])
+
+
 def _check(call: Call) -> None:
     if call["html_out"] is not None:
         from ..render.paths import check_output
@@ -126,4 +134,4 @@ COMMAND = Command(
             help="Write a self-contained page with every chart (works offline)."),
      option("--top", type=COUNT, default=10, show_default=True, help="Kernels per chart / table.")),
     compute, show, sections_api, kind=lambda p: "gpu_steps", inputs=("trace",), prepare=_check,
-    cli_only=("fmt", "html_out"))
+    cli_only=("fmt", "html_out"), findings=_findings)

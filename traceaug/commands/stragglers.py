@@ -4,6 +4,7 @@ rank's step time and wait in collectives."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .collectives import declared, matched, out, with_attrs
@@ -76,8 +77,15 @@ def _api(found: tuple[co.Matched, list[Verdict]], call: Call) -> pd.DataFrame:
     return with_attrs(table, m)
 
 
-COMMAND = declared(
+def _findings(found: tuple[co.Matched, list[Verdict]], call: Call) -> list[dict]:
+    """``straggler.late_start`` per step (``render.findings``), verified on the straggler's own file."""
+    from ..render.findings import straggler_findings
+
+    return straggler_findings(*found, {f.rank: f.path for f in call.files()})
+
+
+COMMAND = replace(declared(
     "stragglers", "Who the ranks of a job waited for: per step the verdict in plain words (the step "
     "time, the rank whose lateness sets it and why, what the others lost, what the step would take "
     "without stragglers), then per step each rank's step time and time waiting in collectives.",
-    _show, _api, compute=_compute)
+    _show, _api, compute=_compute), findings=_findings)

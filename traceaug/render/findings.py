@@ -267,3 +267,141 @@ def _verdict(f: dict) -> str:
                 "of the window.")
     return (f"Mixed: the GPU is busy {f['busy_pct']:.0f} % and idle {f['idle_pct']:.0f} % of "
             "the window; the findings below say where the time goes.")
+
+
+# Findings with evidence (``--format json``'s ``findings``): a stable ``id``, ``impact_ns``, ``confidence``,
+# ``evidence`` (rank, step, events with their timestamps, a ``traceaug open`` command that shows it) and a
+# ``verify``: a ``traceaug query`` whose ``column`` returns ``expect``, the claimed figure.
+
+# Kineto's CPU-side ProfilerStep. Not ``category <> 'gpu_user_annotation'``: the v52 engine answers
+# ``name = 'ProfilerStep#10' AND depth = 0 AND category <> '...'`` with a row of another name.
+STEP_CATEGORY = "user_annotation"
+
+
+def _folder(path) -> str:
+    """The directory of a rank's file (or object URL): the job a ``--rank`` query reads."""
+    import posixpath
+
+    return posixpath.dirname(str(path))
+
+
+def _sql_text(text: str) -> str:
+    return "'" + str(text).replace("'", "''") + "'"
+
+
+def verify(trace, rank: int | None, sql: str, column: str, expect: float) -> dict:
+    """A ``traceaug query`` on ``trace`` (``--rank`` of a directory) whose ``column`` returns ``expect``."""
+    import shlex
+
+    argv = ["traceaug", "query", str(trace), *(["--rank", str(rank)] if rank is not None else []),
+            "--format", "json", sql]
+    return {"command": shlex.join(argv), "trace": str(trace), "rank": rank, "sql": sql, "column": column,
+            "expect": expect}
+
+
+def evidence_finding(id: str, text: str, impact_ns: float, confidence: str, **proof: dict) -> dict:
+    """One finding as ``--format json`` gives it; ``proof``: its ``evidence`` and ``verify``."""
+    return {"id": id, "text": text, "impact_ns": impact_ns, "confidence": confidence,
+            "evidence": proof["evidence"], "verify": proof["verify"]}
+
+
+def straggler_findings(matched, verdicts: list, files: dict) -> list[dict]:
+    """``straggler.late_start`` of each step whose straggler started it late: its ProfilerStep start in its
+    own file, less the first rank's start in the job clock and its clock offset (``files``: rank -> path)."""
+    from ..analysis.job_verdict import windows
+
+    out = []
+    off = matched.offsets()
+    for v in verdicts:
+        if v.rank is None or v.started_after_ns <= 0 or v.rank not in files:
+            continue
+        win = windows(matched, v.step)
+        own = {r: win[r][0] + int(off.get(r, 0)) for r in (v.rank, v.first_rank)}  # each file's clock
+        base = own[v.rank] - v.started_after_ns  # the first rank's start, in this rank's clock
+        sql = (f"SELECT ts + (SELECT time_base_ns FROM traceaug_meta) - {base} AS late_start_ns FROM slice "
+               f"WHERE name = 'ProfilerStep#{v.step}' AND category = '{STEP_CATEGORY}' ORDER BY ts LIMIT 1")
+        step_name = f"ProfilerStep#{v.step}"
+        out.append(evidence_finding(
+            "straggler.late_start",
+            f"Rank {v.rank} started step {v.step} {v.started_after_ns / 1e3:,.1f} µs after rank "
+            f"{v.first_rank} (job clock) and arrived last at {v.arrived_last} of {v.collectives} "
+            f"collectives; the late start is {v.late_start_ns / 1e3:,.1f} µs of its lateness.",
+            v.late_start_ns, "high",
+            evidence={"rank": v.rank, "step": v.step, "first_rank": v.first_rank,
+             "events": [{"rank": r, "name": step_name, "ts_ns": own[r],
+                         "clock_offset_ns": int(off.get(r, 0))} for r in (v.rank, v.first_rank)],
+             "open": f"traceaug open {files[v.rank]}"},
+            verify=verify(_folder(files[v.rank]), v.rank, sql, "late_start_ns", v.started_after_ns)))
+    return out
+
+
+def top_kernel_finding(kernels: dict, files: dict, step: int | None) -> list[dict]:
+    """``report.top_kernel``: the kernel with the most GPU time on one rank (the ``kernels`` table, ns), and
+    its total, which the rank's ``traceaug_gpu_op`` adds up alike (the whole trace; none for ``--step``)."""
+    if step is not None or not len(kernels.get("name", ())):
+        return []
+    i = max(range(len(kernels["name"])), key=lambda k: int(kernels["total"][k]))
+    rank, name, total = kernels["rank"][i], str(kernels["name"][i]), int(kernels["total"][i])
+    rank = None if rank is None else int(rank)
+    path = files.get(rank, next(iter(files.values())))
+    sql = f"SELECT SUM(dur) AS total_ns FROM traceaug_gpu_op WHERE name = {_sql_text(name)}"
+    many = len(files) > 1
+    return [evidence_finding(
+        "report.top_kernel", f"{name} takes the most GPU time: {total / 1e3:,.1f} µs in "
+                             f"{int(kernels['count'][i]):,} runs{_rank(rank if many else None)}.",
+        total, "high", evidence={"rank": rank, "step": step, "open": f"traceaug open {path}",
+                        "events": [{"name": name, "count": int(kernels["count"][i])}]},
+        verify=verify(_folder(path) if many else path, rank if many else None, sql, "total_ns", total))]
+
+
+def diff_findings(ranks: list) -> list[dict]:
+    """``diff.step_time``: per compared rank the change of the mean step time (B - A, ns), which the mean
+    ProfilerStep of B less A's returns (only when every step is compared)."""
+    out = []
+    for r in ranks:
+        a, b = r.result["a"], r.result["b"]
+        if a.get("step") is not None or not a["steps"] or not b["steps"]:
+            continue
+        mean_a, mean_b = (s.get("step_ns", s["step_ms"] * 1e6) for s in (a, b))
+        delta = mean_b - mean_a
+        sql = (f"SELECT AVG(dur) - {mean_a!r} AS delta_ns FROM slice WHERE name GLOB 'ProfilerStep#*' "
+               f"AND category = '{STEP_CATEGORY}'")
+        few = min(a["steps"], b["steps"]) < 4  # 3 vs 3 steps cannot reach p < 0.1
+        out.append(evidence_finding(
+            "diff.step_time", f"The step takes {abs(delta) / 1e3:,.1f} µs ("
+                              f"{100 * delta / mean_a if mean_a else 0:+.1f} %) "
+                              f"{'longer' if delta > 0 else 'less'} in B ({b['steps']} steps) than in A "
+                              f"({a['steps']} steps).",
+            delta, "low" if few else "high",
+            evidence={"rank": r.rank, "step": None,
+                      "open": f"traceaug diff {r.a} {r.b} --trace ab.json.gz --open",
+                      "events": [{"side": side, "name": "ProfilerStep#*", "mean_ns": m}
+                                 for side, m in (("a", mean_a), ("b", mean_b))]},
+            verify=verify(r.b, None, sql, "delta_ns", delta)))
+    return out
+
+
+def blocked_findings(summaries: list[dict]) -> list[dict]:
+    """``critical_path.blocked_call``: per path the call that held the CPU longest waiting for the GPU, its
+    time on the path (the call's own duration, which the trace's slice gives) and how much was blocked."""
+    out = []
+    for s in summaries:
+        b = s.get("blocked") or {}
+        if not b.get("call") or s.get("file") is None:
+            continue
+        call, ts, wait = b["call"][0], int(b["start_ns"][0]), int(b["wait_ns"][0])
+        sql = f"SELECT dur AS wait_ns FROM slice WHERE name = {_sql_text(call)} AND ts = {ts}"
+        step = s["window"].removeprefix("ProfilerStep#") if s["window"].startswith("ProfilerStep#") else None
+        out.append(evidence_finding(
+            "critical_path.blocked_call",
+            f"{call} on the critical path of {s['window']} waited {wait / 1e3:,.1f} µs for "
+            f"{b['waited_for'][0]}; GPU work covers {b['gpu_ns'][0] / 1e3:,.1f} µs of it, "
+            f"{b['blocked_ns'][0] / 1e3:,.1f} µs is blocked.",
+            int(b["blocked_ns"][0]), "high",
+            evidence={"rank": s.get("rank"), "step": None if step is None else int(step),
+             "events": [{"name": call, "ts_ns": ts, "dur_ns": wait, "streams": b["streams"][0]},
+                        {"name": b["waited_for"][0]}],
+             "open": f"traceaug critical-path {s['file']} cp.json.gz "
+                     + (f"--step {step} " if step else "") + "--open"},
+            verify=verify(s["file"], None, sql, "wait_ns", wait)))
+    return out

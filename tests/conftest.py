@@ -11,6 +11,7 @@ import pickle
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+# The job table cache is off in the suite (a test turns it on with --cache / cache=): one cache shared by
+# the tests would make a rank an earlier test read answer a later one's (a killed worker, a counted
+# task, an interrupted rank would never run). TRACEAUG_CACHE names a place outside the user's cache
+# and the source tree all the same.
+os.environ["TRACEAUG_NO_CACHE"] = "1"
+os.environ["TRACEAUG_CACHE"] = os.path.join(tempfile.gettempdir(), f"traceaug-test-cache-{os.getpid()}")
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "traces"

@@ -32,13 +32,10 @@ def verdicts(found: co.Matched, paths: dict) -> list[Verdict]:
                         for r in replays})
 
 
-def tables_and_path(trace) -> tuple:
+def tables_and_path(opened) -> tuple:
     """A rank's collective tables (with the causes' windows) and its ``job_path.RankPart`` with replay
-    models, from one load of kind ``job_path``."""
-    from ..analysis.collective_rank import tables
-    from ..analysis.job_path import rank_part
-
-    return tables(trace), rank_part(trace, None, (), True)
+    models, from the one load of kind ``job_path`` the analysis commands share on a job."""
+    return opened.tables, opened.path
 
 
 def _compute(call: Call) -> tuple[co.Matched, list[Verdict]]:
@@ -46,7 +43,8 @@ def _compute(call: Call) -> tuple[co.Matched, list[Verdict]]:
     from ..job import parts
     from ..job.run import Work
 
-    done = call.run(Work("job_path", parts.apply, {"fn": tables_and_path}), "stragglers")
+    done = call.run(Work("job_path", parts.apply, {"fn": tables_and_path},
+                         parts.open_ops_and_tables), "stragglers")
     found = matched(call, call["align"], {r: t for r, (t, _) in done.items()})
     return found, verdicts(found, keyed({r: p for r, (_, p) in done.items()}))
 

@@ -251,7 +251,7 @@ def url_job_args(name: str, job: str, out: str, endpoint: str | None = None) -> 
 # Modules taking over ~12 s of the suite (browsers, jobs and clusters, signals, the hostile corpus):
 # ``pytest -m "not slow and not perf"`` runs the rest, the quick subset for an inner loop.
 SLOW = frozenset({
-    "test_bad_inputs", "test_cluster_reliability", "test_collectives", "test_counters",
+    "test_bad_inputs", "test_cache", "test_cluster_reliability", "test_collectives", "test_counters",
     "test_critical_path", "test_critical_path_hta", "test_diff", "test_diff_gate", "test_discovery",
     "test_engine", "test_fidelity", "test_job_path", "test_job_verdict", "test_jobs",
     "test_jobs_storage", "test_load_modes", "test_merge_stream", "test_pass1_columns",

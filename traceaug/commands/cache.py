@@ -15,7 +15,7 @@ def compute(call: Call) -> dict:
     from ..job.cache import place
     from ..read.storage import parse_options
 
-    with runtime.using(storage=parse_options(call["storage_option"]) or None):
+    with runtime.using(storage=parse_options(call["storage"]) or None):
         store = place(call["cache"])
         found = store.clear() if call["action"] == "clear" else store.listing()
     kinds: dict[str, list[int]] = {}
@@ -48,7 +48,7 @@ COMMAND = Command(
     (argument("action", type=click.Choice(["info", "clear"])),
      option("--cache", metavar="DIR", help="The cache (default: TRACEAUG_CACHE, else "
             "$XDG_CACHE_HOME/traceaug/tables)."),
-     option("--storage-option", multiple=True, metavar="KEY=VALUE",
+     option("--storage-option", "storage", multiple=True, metavar="KEY=VALUE",
             help="An fsspec storage option for a URL cache; repeatable."),
      fmt(choices=("table", "json", "csv"))),
     compute, show, api=lambda found, call: found)

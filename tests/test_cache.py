@@ -41,10 +41,9 @@ def outputs(out: Path) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory) -> tuple[Path, Path]:
-    """Two generated 16-rank jobs of two steps: rank 3's loader late in A, rank 9's kernel in B."""
+    """Two generated 16-rank jobs: rank 3's loader late in A, rank 9's kernel in B."""
     base = tmp_path_factory.mktemp("jobs")
-    return (write(base / "a", job(16, 3, 400, steps=2)),
-            write(base / "b", job(16, 9, 300, steps=2, where="gpu")))
+    return write(base / "a", job(16, 3, 400)), write(base / "b", job(16, 9, 300, where="gpu"))
 
 
 def test_every_job_command_prints_the_same_cold_and_warm(jobs, tmp_path: Path) -> None:

@@ -65,16 +65,15 @@ _code: list[str] = []
 
 
 def code_digest() -> str:
-    """traceaug's version and a digest of its source (the pinned engine build's sha256 is in it), so
-    an upgrade or an edited install never reads an older answer; once per process."""
+    """traceaug's version and its source files' names, sizes and mtimes (the pinned engine build's
+    sha256 is in one), so an upgrade or an edited install never reads an older answer; once per process."""
     if not _code:
         from ..version import __version__
 
-        h = hashlib.blake2b(__version__.encode(), digest_size=16)
         root = Path(__file__).resolve().parent.parent
-        for path in sorted(root.rglob("*.py")) + sorted(root.rglob("*.sql")):
-            h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
-        _code.append(h.hexdigest())
+        files = sorted([*root.rglob("*.py"), *root.rglob("*.sql")])
+        stats = [(str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns) for p in files]
+        _code.append(hashlib.blake2b(repr((__version__, stats)).encode(), digest_size=16).hexdigest())
     return _code[0]
 
 
@@ -133,10 +132,6 @@ class Entry:
     root: str
     name: str
     opened: bool
-
-    @property
-    def kind(self) -> str:
-        return self.name.rsplit("/", 1)[-1].split(".", 1)[0]
 
     def exists(self) -> bool:
         return _store(self.root).exists(self.name)

@@ -89,6 +89,7 @@ def test_the_dlrm_job_cold_and_warm(tmp_path: Path) -> None:
     assert kinds == {"job_path", "analysis"}
     table = cli("info", src, "--cache", store).decode().splitlines()
     assert table[0].split()[-1] == "cache" and all(r.endswith("analysis, job_path") for r in table[1:9])
+    assert "cache" not in cli("info", src, "--no-cache").decode().splitlines()[0]
 
 
 def test_an_edit_keeping_size_and_mtime_rereads_exactly_that_rank(tmp_path: Path) -> None:

@@ -22,12 +22,12 @@ def show(records: list[dict], call: Call) -> None:
     echo(paths.shown(render(records, call["fmt"], cache_states(call) if len(records) > 1 else None)))
 
 
-def cache_states(call: Call) -> list[str]:
-    """Each rank's state in the table cache after this run: the load kinds it holds, or off."""
+def cache_states(call: Call) -> list[str] | None:
+    """Each rank's state in the table cache after this run (the load kinds it holds); None with no cache."""
     from ..job.cache import where
 
     store = where(call.job.cache, call.job.no_cache)
-    return [store.state(f.path) if store else "off" for f in call.files()]
+    return [store.state(f.path) for f in call.files()] if store else None
 
 
 COMMAND = Command(

@@ -55,7 +55,7 @@ if command == "report":
 
 
 def generate(ranks: int, out_dir: Path) -> Path:
-    """``ranks`` copies of the A100 trace as rank-K.json, each with its rank and shifted ts."""
+    """``ranks`` copies of the A100 trace as rank-K.json, each with its rank (of ``ranks``) and shifted ts."""
     job = out_dir / f"job_{ranks}"
     if job.is_dir() and len(list(job.glob("rank-*.json"))) == ranks:
         return job
@@ -65,6 +65,7 @@ def generate(ranks: int, out_dir: Path) -> Path:
     ts = re.compile(rb'("ts"\s*:\s*)(\d+)')
     for r in range(ranks):
         info = re.sub(rb'("rank"\s*:\s*)\d+', rb"\g<1>%d" % r, dist.group(0))
+        info = re.sub(rb'("world_size"\s*:\s*)\d+', rb"\g<1>%d" % ranks, info)
         body = text[:dist.start()] + info + text[dist.end():]
         body = ts.sub(lambda m, r=r: m.group(1) + str(int(m.group(2)) + 1000 * r).encode(), body)
         (job / f"rank-{r}.json").write_bytes(body)

@@ -78,7 +78,7 @@ def load_ranks(path: str | Path, rank: int | None = None, then=None, **options) 
                 job.executor = LocalPool(pool_size(len(files), rank_peak(0, kind)),
                                          processes=False)
             try:
-                return run(Work(kind, parts.then, {"fn": then}), items_of(files), job)
+                return run(Work(kind, parts.then, {"fn": then}, cache=False), items_of(files), job)
             finally:
                 if job.executor is not None:
                     job.executor.close()

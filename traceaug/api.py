@@ -24,7 +24,8 @@ from .read.storage import is_url
 
 RUNTIME = {"tp_bin": None, "progress": None}
 JOB = {"scheduler": None, "scheduler_file": None, "workers": None, "cluster_timeout": None, "retries": 1,
-       "fail_fast": False, "skip_bad_ranks": False, "storage_options": None}
+       "fail_fast": False, "skip_bad_ranks": False, "storage_options": None, "cache": None,
+       "no_cache": False}
 
 
 def _default(p: click.Parameter) -> Any:

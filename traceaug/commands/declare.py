@@ -161,6 +161,11 @@ def job_options() -> list[click.Option]:
         ("--skip-bad-ranks", {"is_flag": True, "help": "Go on without rank files that cannot "
                               "be read (dangling symlinks, FIFOs, empty files, not traces) or are "
                               "of another job, named on stderr."}),
+        ("--cache", {"metavar": "DIR", "help": "Keep each rank's tables here (a directory or an "
+                     "fsspec URL prefix), reused by the next command on the same rank (default: "
+                     "TRACEAUG_CACHE, else $XDG_CACHE_HOME/traceaug/tables)."}),
+        ("--no-cache", {"is_flag": True, "help": "Read every rank, using and keeping nothing in "
+                        "the table cache."}),
         ("--storage-option", {"multiple": True, "metavar": "KEY=VALUE",
                               "help": "An fsspec storage option for URL inputs and outputs "
                               "(s3://...: e.g. endpoint_url=..., anon=true); repeatable."}))]

@@ -19,7 +19,15 @@ def compute(call: Call) -> list[dict]:
 def show(records: list[dict], call: Call) -> None:
     from ..render.info_text import render
 
-    echo(paths.shown(render(records, call["fmt"])))  # stdin, not its spool
+    echo(paths.shown(render(records, call["fmt"], cache_states(call) if len(records) > 1 else None)))
+
+
+def cache_states(call: Call) -> list[str] | None:
+    """Each rank's state in the table cache after this run (the load kinds it holds); None with no cache."""
+    from ..job.cache import where
+
+    store = where(call.job.cache, call.job.no_cache)
+    return [store.state(f.path) for f in call.files()] if store else None
 
 
 COMMAND = Command(

@@ -5,6 +5,7 @@ rank's step time and wait in collectives."""
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from .collectives import declared, matched, out, with_attrs
@@ -32,14 +33,10 @@ def verdicts(found: co.Matched, paths: dict) -> list[Verdict]:
     return made(found, {k: job_replay.without_stragglers(paths, job, k) for k in sorted(steps)})
 
 
-def tables_and_path(trace, step: int | None = None) -> tuple:
-    """A rank's collective tables (with the causes' windows) and its part of the verdict's replay (of
-    ``step``, None: every step; ``job_path.replay_part``), from one load of kind ``job_path``."""
-    from ..analysis.collective_rank import tables
-    from ..analysis.job_path import replay_part
-
-    found = tables(trace)
-    return found, replay_part(trace, found, step)
+def tables_and_path(opened) -> tuple:
+    """A rank's collective tables (with the causes' windows) and its ``job_path.RankPart`` with replay
+    models, from the one load of kind ``job_path`` the analysis commands share on a job."""
+    return opened.tables, opened.path
 
 
 def _compute(call: Call) -> tuple[co.Matched, list[Verdict]]:
@@ -47,8 +44,8 @@ def _compute(call: Call) -> tuple[co.Matched, list[Verdict]]:
     from ..job import parts
     from ..job.run import Work
 
-    done = call.run(Work("job_path", parts.apply, {"fn": tables_and_path, "step": call["step"]}),
-                    "stragglers")
+    done = call.run(Work("job_path", parts.apply, {"fn": tables_and_path},
+                         partial(parts.open_ops_and_tables, step=call["step"])), "stragglers")
     found = matched(call, call["align"], {r: t for r, (t, _) in done.items()})
     return found, verdicts(found, keyed({r: p for r, (_, p) in done.items()}))
 

@@ -60,6 +60,10 @@ def open_ops_and_tables(item: Item, kind: str, step: int | None = None) -> Itera
         yield opened
 
 
+# what these open is plain data (no engine): the table cache keeps it, whatever work runs on it
+open_ops.plain = open_ops_and_tables.plain = True
+
+
 def _both(item: Item, kind: str, make: Callable) -> Iterator[tuple]:
     """``make(trace)`` of a rank of A and the same rank of B: here both at once, in a worker in turn."""
     import traceaug.runtime as runtime

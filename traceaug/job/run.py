@@ -36,6 +36,8 @@ class JobOptions:
     progress: bool | None = None
     executor: Executor | None = field(default=None, repr=False)
     cluster_timeout: float = CLUSTER_TIMEOUT_S
+    cache: str | None = None  # the table cache's place (``job.cache.where``)
+    no_cache: bool = False
 
     @classmethod
     def of(cls, given: dict, progress: bool | None = None) -> JobOptions:
@@ -43,7 +45,8 @@ class JobOptions:
         return cls(given.get("scheduler"), given.get("scheduler_file"), given.get("workers"),
                    given.get("retries", 1), bool(given.get("fail_fast")),
                    bool(given.get("skip_bad_ranks")), progress,
-                   cluster_timeout=given.get("cluster_timeout") or CLUSTER_TIMEOUT_S)
+                   cluster_timeout=given.get("cluster_timeout") or CLUSTER_TIMEOUT_S,
+                   cache=given.get("cache"), no_cache=bool(given.get("no_cache")))
 
     def connect(self, fit: dict | None = None) -> Executor | None:
         """The Dask cluster these options name (``executor.connect``), else None."""
@@ -72,12 +75,14 @@ class Item:
 @dataclass(frozen=True)
 class Work:
     """Each rank's task opens ``opens(item, kind)`` (default: its trace) and returns
-    ``per_rank(opened, item, **params)``, plain data; both module-level functions (picklable)."""
+    ``per_rank(opened, item, **params)``, plain data; both module-level functions (picklable).
+    ``cache``: False for a caller's own function (its code is not in the cache's key)."""
 
     kind: str
     per_rank: Callable[..., Any]
     params: dict = field(default_factory=dict)
     opens: Callable[[Item, str], contextlib.AbstractContextManager] | None = None
+    cache: bool = True
 
 
 @contextlib.contextmanager
@@ -109,10 +114,41 @@ def open_trace(item: Item, kind: str) -> Iterator[Any]:
         yield trace
 
 
-def task(work: Work, item: Item, rt: runtime.Runtime) -> Any:
-    """One rank's task, wherever it runs: ``work`` on ``item`` with the runtime ``rt``."""
-    with runtime.using(rt), (work.opens or open_trace)(item, work.kind) as opened:
-        return work.per_rank(opened, item, **work.params)
+def task(work: Work, item: Item, rt: runtime.Runtime, entries: tuple = (None, None)) -> Any:
+    """One rank's task, wherever it runs: ``work`` on ``item`` with the runtime ``rt``; ``entries``:
+    the table cache's for what it opens (read if there, else filled) and for its result (filled)."""
+    opened_entry, result_entry = entries
+    with runtime.using(rt):
+        found, value = opened_entry.get() if opened_entry is not None else (False, None)
+        if found:
+            result = work.per_rank(value, item, **work.params)
+        else:
+            with (work.opens or open_trace)(item, work.kind) as opened:
+                if opened_entry is not None:
+                    opened_entry.put(opened)  # before the work, which may add to it
+                result = work.per_rank(opened, item, **work.params)
+    if result_entry is not None:
+        result_entry.put(result)
+    return result
+
+
+def cached(work: Work, items: list[Item], options: JobOptions) -> tuple[dict, dict, int]:
+    """The table cache's part in ``run``: the results it holds ({rank: result}), each other rank's
+    entries for its task (``task``), and how many of those will read their opened tables from it."""
+    from .cache import where
+
+    store = where(options.cache, options.no_cache)
+    if store is None:
+        return {}, {i.rank: (None, None) for i in items}, 0
+    hits, entries = {}, {}
+    for i in items:
+        entries[i.rank] = store.entries(work, i)
+        found, value = entries[i.rank][1].get() if entries[i.rank][1] else (False, None)
+        if found:
+            hits[i.rank] = value
+            del entries[i.rank]
+    opened = sum(1 for e, _ in entries.values() if e is not None and e.exists())
+    return hits, entries, opened
 
 
 def items_of(files: list[TraceFile]) -> list[Item]:
@@ -169,8 +205,29 @@ def absolute(item: Item) -> Item:
 def run(work: Work, items: list[Item], options: JobOptions | None = None,
         on_result: Callable[[Any, Any], None] | None = None) -> dict:
     """``work`` on each of ``items``: {rank: result} in their order, ``on_result(rank, result)`` as
-    each arrives. One rank here raises its own error; several fail naming every failed rank."""
+    each arrives; ranks the table cache holds are answered from it, the others fill it. One rank
+    here raises its own error; several fail naming every failed rank."""
     options = options or JobOptions()
+    hits, entries, opened = cached(work, items, options)
+    shown = runtime.current().shows_progress() if options.progress is None else options.progress
+    if shown and (hits or opened or len(items) > 1 and any(any(e) for e in entries.values())):
+        line(f"ranks from the cache: {len(hits) + opened} of {len(items)}\n")
+    for rank, result in hits.items():
+        if on_result is not None:
+            on_result(rank, result)
+    rest = [i for i in items if i.rank not in hits]
+    if rest:
+        hits.update(_compute(work, rest, options, on_result, entries))
+        if any(any(e) for e in entries.values()):
+            from .cache import where
+
+            where(options.cache, options.no_cache).trim()
+    return {i.rank: hits[i.rank] for i in items}
+
+
+def _compute(work: Work, items: list[Item], options: JobOptions, on_result: Callable | None,
+             entries: dict) -> dict:
+    """``run``'s ranks the cache did not answer, each task filling its ``entries[rank]``."""
     executor = options.executor or choose(items, work.kind, options)
     if not isinstance(executor, Inline):
         from ..read import prefetch
@@ -185,12 +242,12 @@ def run(work: Work, items: list[Item], options: JobOptions | None = None,
         rt = rt.for_worker()
     try:
         if isinstance(executor, Inline) and len(items) == 1:
-            done = {items[0].rank: task(work, items[0], rt)}
+            done = {items[0].rank: task(work, items[0], rt, entries[items[0].rank])}
             if on_result is not None:
                 on_result(items[0].rank, done[items[0].rank])
         else:
-            done = _run_ranks(lambda item: (task, work, item, rt), items, executor, options,
-                              on_result)
+            done = _run_ranks(lambda item: (task, work, item, rt, entries[item.rank]), items,
+                              executor, options, on_result)
     except BaseException:  # a failure, Ctrl-C: running ranks stopped, pending ones cancelled
         if executor is not options.executor:
             executor.close(cancel=True)

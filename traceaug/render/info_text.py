@@ -9,9 +9,10 @@ from ..analysis.tables import objects
 from ..output import render_columns, render_records
 
 
-def rank_rows(records: list[dict]) -> dict:
+def rank_rows(records: list[dict], cache: list[str] | None = None) -> dict:
     """One row per rank: ``rank``, ``file`` (its name), ``size_mb`` (on disk), ``devices``,
-    ``steps`` (their numbers, ``analysis.info.ranges``), ``span_us``, ``kernels``, ``warnings`` (how many)."""
+    ``steps`` (their numbers, ``analysis.info.ranges``), ``span_us``, ``kernels``, ``warnings`` (how many),
+    ``cache`` (the load kinds the table cache holds for it), when given."""
     def size(path: str):
         try:
             return round(os.path.getsize(path) / 1e6, 3)
@@ -26,6 +27,7 @@ def rank_rows(records: list[dict]) -> dict:
         "span_us": [_us(r["duration_ns"]) for r in records],
         "kernels": [r["kernels"] for r in records],
         "warnings": [len(r["warnings"]) + len(r["perfetto_ui"]) for r in records],
+        **({"cache": cache} if cache is not None else {}),
     }
     return {k: objects(v) for k, v in rows.items()}
 
@@ -49,14 +51,15 @@ def _us(ns: int | None) -> float | None:
     return None if ns is None else ns / 1e3
 
 
-def render(records: list[dict], fmt: str) -> str:
-    """``info``'s output for ``records`` (one per rank); the terminal shows the duration in µs."""
+def render(records: list[dict], fmt: str, cache: list[str] | None = None) -> str:
+    """``info``'s output for ``records`` (one per rank), the terminal showing the duration in µs; ``cache``:
+    each rank's table cache state."""
     if fmt != "table":
         return render_records(records, fmt)
     if len(records) == 1:
         return render_records([{k.replace("duration_ns", "duration_us"): _us(v) if k == "duration_ns"
                                 else v for k, v in records[0].items()}], fmt)
-    text = render_columns(rank_rows(records), "table") + job_line(records)
+    text = render_columns(rank_rows(records, cache), "table") + job_line(records)
     warned = [r for r in records if r["warnings"] or r["perfetto_ui"]]
     for r in warned:  # what the counts stand for, rank by rank
         for w in r["warnings"] + r["perfetto_ui"]:

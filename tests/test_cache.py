@@ -1,0 +1,259 @@
+"""The job table cache (issue 38): every command on a job prints the same bytes cold and warm (a
+generated 16-rank job, the DLRM job, a diff of two jobs, a job in moto's S3, a cache in S3); an edit
+keeping size and mtime re-reads exactly that rank; a corrupted, a truncated entry, a writer killed by
+SIGKILL and two writers at once each end in the right answer; the bound evicts the least recently
+used first. Each run's truth is the same command with ``--no-cache``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import ROOT, S3, run_cli, shared_trace, url_job_args, url_job_commands
+from jobgen import job, write
+
+from traceaug.cli import main
+from traceaug.job import cache
+
+DLRM = "kineto/jobs/dlrm_v100_8ranks"
+
+
+def cli(*args: str) -> bytes:
+    found = CliRunner().invoke(main, list(args))
+    assert found.exit_code == 0, (args, found.output, found.exception)
+    return found.stdout_bytes
+
+
+def entries(root: Path) -> dict[str, int]:
+    """Every entry under ``root``: {name: mtime_ns}."""
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*.entry")}
+
+
+def outputs(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory) -> tuple[Path, Path]:
+    """Two generated 16-rank jobs: rank 3's loader late in A, rank 9's kernel in B."""
+    base = tmp_path_factory.mktemp("jobs")
+    return write(base / "a", job(16, 3, 400)), write(base / "b", job(16, 9, 300, where="gpu"))
+
+
+def test_every_job_command_prints_the_same_cold_and_warm(jobs, tmp_path: Path) -> None:
+    a, b = jobs
+    store = tmp_path / "cache"
+    for name in url_job_commands():
+        (tmp_path / name).mkdir()
+        args = url_job_args(name, str(a), str(tmp_path / name))
+        if name == "diff":
+            args[2] = str(b)
+        got = []
+        for run in ("cold", "warm"):
+            before = entries(store)
+            printed = cli(*args, "--cache", str(store), "--format", "csv") if name not in (
+                "merge", "counters", "patterns", "critical-path") else cli(*args, "--cache", str(store))
+            got.append((printed, outputs(tmp_path / name)))
+            if run == "warm":  # nothing recomputed: no new entry
+                assert set(entries(store)) == set(before), name
+        assert got[0] == got[1], name
+    # the job's critical path and diff --explain, from the ranks' tables of kind job_path
+    for args in (("critical-path", str(a), str(tmp_path / "cp.json"), "--job"),
+                 ("diff", str(a), str(b), "--explain", "--format", "csv")):
+        cold = (cli(*args, "--cache", str(store)), outputs(tmp_path))
+        before = entries(store)
+        assert (cli(*args, "--cache", str(store)), outputs(tmp_path)) == cold, args
+        assert set(entries(store)) == set(before)
+
+
+def test_the_dlrm_job_cold_and_warm(tmp_path: Path) -> None:
+    """``report`` fills the entries ``stragglers`` reads (one load per rank of kind ``job_path``)."""
+    src = str(shared_trace(DLRM))
+    store = str(tmp_path / "cache")
+    truth = cli("stragglers", src, "--format", "csv", "--no-cache")
+    assert not (tmp_path / "cache").exists()  # --no-cache keeps nothing
+    for c in ("report", "stragglers", "info"):
+        cold = cli(c, src, "--format", "csv", "--cache", store)
+        made = entries(tmp_path / "cache")
+        assert cli(c, src, "--format", "csv", "--cache", store) == cold
+        assert set(entries(tmp_path / "cache")) == set(made)
+        if c == "stragglers":  # from the tables report's run kept
+            assert cold == truth
+    kinds = {n.rsplit("/", 1)[-1].split(".")[0] for n in entries(tmp_path / "cache")}
+    assert kinds == {"job_path", "analysis"}
+    table = cli("info", src, "--cache", store).decode().splitlines()
+    assert table[0].split()[-1] == "cache" and all(r.endswith("analysis, job_path") for r in table[1:9])
+    assert "cache" not in cli("info", src, "--no-cache").decode().splitlines()[0]
+
+
+def test_an_edit_keeping_size_and_mtime_rereads_exactly_that_rank(tmp_path: Path) -> None:
+    d = write(tmp_path / "job", job(4, 1, 200))
+    store = tmp_path / "cache"
+    cli("kernels", str(d), "--cache", str(store))
+    first = entries(store)
+    rank2 = d / "rank-2.json"
+    st = rank2.stat()
+    text = rank2.read_bytes()
+    assert text.count(b"gemm_kernel") >= 1
+    rank2.write_bytes(text.replace(b"gemm_kernel", b"gemm_kernex"))  # same size
+    os.utime(rank2, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert rank2.stat().st_size == st.st_size and rank2.stat().st_mtime_ns == st.st_mtime_ns
+    warm = cli("kernels", str(d), "--cache", str(store), "--format", "csv")
+    assert warm == cli("kernels", str(d), "--no-cache", "--format", "csv")
+    assert b"gemm_kernex" in warm
+    new = set(entries(store)) - set(first)
+    assert len({n.split("/")[0] for n in new}) == 1  # one rank's: the others' were read
+    assert len(new) == len(first) // 4  # its entries made again, all of them
+    assert set(first) <= set(entries(store))
+
+
+def _one_entry(tmp_path: Path) -> tuple[Path, Path, bytes]:
+    """A 2-rank job, its cache filled by ``info``, one of its entries, and the right answer."""
+    d = write(tmp_path / "job", job(2, 1, 200))
+    store = tmp_path / "cache"
+    truth = cli("info", str(d), "--format", "csv", "--no-cache")
+    assert cli("info", str(d), "--format", "csv", "--cache", str(store)) == truth
+    return d, sorted(store.rglob("*.entry"))[0], truth
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "empty"])
+def test_a_damaged_entry_is_recomputed(tmp_path: Path, damage: str) -> None:
+    d, entry, truth = _one_entry(tmp_path)
+    data = bytearray(entry.read_bytes())
+    if damage == "flip":
+        data[len(data) // 2] ^= 0x40
+    entry.write_bytes(bytes(data[:len(data) // 2] if damage == "truncate" else
+                            b"" if damage == "empty" else data))
+    assert cache.decode(entry.read_bytes()) is cache._BAD
+    assert cli("info", str(d), "--format", "csv", "--cache", str(tmp_path / "cache")) == truth
+    assert cache.decode(entry.read_bytes()) is not cache._BAD  # written again, whole
+
+
+KILLED_WRITER = """
+import os, sys, time
+import traceaug.atomic as atomic
+from traceaug.job import cache
+
+real = atomic.atomic_output
+
+def slow(path, mode="wb", hold=True):  # the write stops half way, so the kill lands inside it
+    class Half:
+        def __init__(self, f):
+            self.f = f
+        def write(self, data):
+            self.f.write(data[: len(data) // 2])
+            self.f.flush()
+            print("writing", flush=True)
+            time.sleep(60)
+    import contextlib
+    @contextlib.contextmanager
+    def opened():
+        with real(path, mode, hold) as f:
+            yield Half(f)
+    return opened()
+
+atomic.atomic_output = slow
+cache.Entry(sys.argv[1], sys.argv[2], False).put(list(range(200000)))
+"""
+
+
+def test_a_writer_killed_mid_entry_leaves_nothing_to_read(tmp_path: Path) -> None:
+    d, entry, truth = _one_entry(tmp_path)
+    root = tmp_path / "cache"
+    name = str(entry.relative_to(root))
+    entry.unlink()
+    writer = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(root), name],
+                              stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert writer.stdout.readline() == b"writing\n"
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    assert not entry.exists()
+    left = [p for p in entry.parent.iterdir() if p.name.startswith(".")]
+    assert left and all(p.name.endswith(".tmp") for p in left)  # the writer's half, hidden
+    assert cli("info", str(d), "--format", "csv", "--cache", str(root)) == truth
+    assert cache.decode(entry.read_bytes()) is not cache._BAD
+    cache.Cache(str(root)).trim()  # a killed writer's file goes once it is old
+    assert left[0].exists()
+    os.utime(left[0], (time.time() - 2 * cache.STALE_TMP_S,) * 2)
+    cache.Cache(str(root)).trim()
+    assert not left[0].exists()
+
+
+def test_two_commands_filling_the_cache_at_once(tmp_path: Path) -> None:
+    d = write(tmp_path / "job", job(6, 2, 300))
+    truth = cli("stragglers", str(d), "--format", "csv", "--no-cache")
+    store = str(tmp_path / "cache")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    both = [subprocess.Popen([sys.executable, "-m", "traceaug", "stragglers", str(d), "--format", "csv",
+                              "--cache", store], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            for _ in range(2)]
+    for p in both:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        assert out == truth
+    found = sorted((tmp_path / "cache").rglob("*.entry"))
+    assert len(found) == 12  # per rank: its opened tables and its result
+    assert all(cache.decode(p.read_bytes()) is not cache._BAD for p in found)
+    assert cli("stragglers", str(d), "--format", "csv", "--cache", store) == truth
+
+
+def test_the_bound_evicts_the_least_recently_used_first(tmp_path: Path) -> None:
+    root = str(tmp_path / "cache")
+    made = [cache.Entry(root, f"f{i}/analysis.{i}.entry", False) for i in range(5)]
+    for i, e in enumerate(made):
+        e.put(bytes(1000 + i))
+        os.utime(Path(root) / e.name, (1_000_000 + i,) * 2)  # written in this order
+    size = (Path(root) / made[0].name).stat().st_size
+    assert made[0].get() == (True, bytes(1000))  # used now: the most recent
+    assert cache.Cache(root, bound=3 * size + 10).trim() > 0
+    kept = [e.get()[0] for e in made]
+    assert kept == [True, False, False, True, True]
+
+
+def test_where_the_cache_is(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("TRACEAUG_NO_CACHE")
+    monkeypatch.delenv("TRACEAUG_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache.where().root == str(tmp_path / "xdg" / "traceaug" / "tables")
+    monkeypatch.setenv("TRACEAUG_CACHE", str(tmp_path / "there"))
+    assert cache.where().root == str(tmp_path / "there")
+    assert cache.where(str(tmp_path / "given")).root == str(tmp_path / "given")
+    assert cache.where(str(tmp_path / "given"), off=True) is None
+    monkeypatch.setenv("TRACEAUG_NO_CACHE", "1")
+    assert cache.where() is None
+    assert cache.max_bytes("2G") == 2_000_000_000 and cache.max_bytes("") == cache.DEFAULT_MAX
+
+
+def test_cache_info_and_clear(tmp_path: Path) -> None:
+    d = write(tmp_path / "job", job(2, 1, 200))
+    store = str(tmp_path / "cache")
+    cli("info", str(d), "--cache", store)
+    import orjson
+
+    found = orjson.loads(cli("cache", "info", "--cache", store, "--format", "json"))
+    on_disk = sorted((tmp_path / "cache").rglob("*.entry"))
+    assert found["entries"] == len(on_disk) == 2 and found["kinds"]["analysis"]["entries"] == 2
+    assert found["bytes"] == sum(p.stat().st_size for p in on_disk)
+    assert "2 entries" in cli("cache", "clear", "--cache", store).decode()
+    assert not list((tmp_path / "cache").rglob("*.entry"))
+
+
+def test_a_job_in_s3_and_a_cache_in_s3(s3: S3, tmp_path: Path) -> None:
+    """``report`` of the job in the bucket, its cache here, and ``info``, its cache in the bucket."""
+    opt = ("--storage-option", f"endpoint_url={s3.endpoint}")
+    for command, store in (("report", str(tmp_path / "cache")), ("info", "s3://bucket/cache")):
+        runs = [run_cli(command, "s3://bucket/job/", "--format", "csv", "--cache", store, *opt,
+                        text=False, env=s3.env) for _ in range(2)]
+        assert all(r.returncode == 0 for r in runs), runs[0].stderr.decode()
+        assert runs[0].stdout == runs[1].stdout
+    # report's 8 ranks' opened tables and results
+    assert len(list((tmp_path / "cache").rglob("*.entry"))) == 16
+    listed = run_cli("cache", "info", "--cache", "s3://bucket/cache", *opt, "--format", "json",
+                     env=s3.env)
+    assert '"entries": 8' in listed.stdout, listed.stderr

@@ -257,3 +257,18 @@ def test_a_job_in_s3_and_a_cache_in_s3(s3: S3, tmp_path: Path) -> None:
     listed = run_cli("cache", "info", "--cache", "s3://bucket/cache", *opt, "--format", "json",
                      env=s3.env)
     assert '"entries": 8' in listed.stdout, listed.stderr
+
+
+def test_a_capture_is_never_answered_from_an_entry_made_without_it(tmp_path: Path) -> None:
+    """``--capture`` (the runtime's, no parameter of the work) changes what a rank's task returns: a run
+    without it filled the cache, and the run with it read that entry back ("0 attributed"). The vLLM
+    step replays 421 kernels from its graph (the issue's count); with the capture all 421 are attributed."""
+    import json
+
+    vllm = shared_trace("kineto/inference/vllm_decode_full/graph_execution.json.gz")
+    store = str(tmp_path / "cache")
+    plain = json.loads(cli("serving", str(vllm), "--summary-only", "--cache", store, "--format", "json"))
+    captured = json.loads(cli("serving", str(vllm), "--summary-only", "--cache", store, "--format", "json",
+                              "--capture", str(vllm.parent / "capture_traces")))
+    assert [(r["graph_replayed"], r["attributed"]) for r in (plain["rows"][0], captured["rows"][0])] == [
+        (421, 0), (421, 421)]

@@ -37,6 +37,9 @@ CASES = {
     "query": {"trace": A100, "sql": "select count(*) as n from slice"},
     "counters": {"src": SMALL},
     "patterns": {"src": SMALL},
+    "cupti": {"trace": "kineto/a100_cupti_counters.json.gz"},
+    "efficiency": {"src": "kineto/h100_qwen05b_inference.json.gz"},
+    "serving": {"src": "kineto/inference/vllm_decode_full/graph_execution.json.gz"},
 }
 ENV = {"PYTHONPATH": str(ROOT), "TRACEAUG_NO_PROGRESS": "1"}
 

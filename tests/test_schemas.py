@@ -39,6 +39,12 @@ CASES = {
     "stragglers": [[JOB]],
     "summary": [["--config", GPA]],
     "whatif": [[SMALL, "--scale", "comp=0.5"], [JOB, "--no-stragglers"]],
+    "cache": [["info"]],
+    "cupti": [["kineto/a100_cupti_counters.json.gz"]],
+    "efficiency": [["kineto/h100_qwen05b_inference.json.gz", "--summary-only"], [JOB, "--summary-only"]],
+    "serving": [["kineto/inference/vllm_decode_full/graph_execution.json.gz", "--summary-only"],
+                ["kineto/inference/vllm_decode_full/graph_execution.json.gz", "--summary-only", "--capture",
+                 "kineto/inference/vllm_decode_full/capture_traces"]],
 }
 
 

@@ -22,9 +22,11 @@ from .declare import POSITIVE, Command, option
 
 # Parameters no tool takes: outputs and the UI (a tool only reads), the format (always json), reading
 # SQL from a file (a path the roots would not check). ``--summary-only`` is always given.
-NOT_TAKEN = frozenset({"fmt", "open_ui", "port", "no_browser", "summary_only", "keep_bytes", "sql_file"})
-# Commands not served: ``summary``'s --config names further files, which the roots cannot check.
-NOT_SERVED = frozenset({"mcp", "summary"})
+NOT_TAKEN = frozenset({"fmt", "open_ui", "port", "no_browser", "summary_only", "keep_bytes", "sql_file",
+                       "cache", "no_cache"})
+# Commands not served: ``summary``'s --config names further files, which the roots cannot check; ``cache``
+# is no question about a trace (and ``cache clear`` removes files).
+NOT_SERVED = frozenset({"mcp", "summary", "cache"})
 GATE_EXIT = 3  # diff --fail-on-regression found one: its JSON is the answer (its gate says so)
 PROGRESS_S = 1.0  # a progress notification this often while a tool runs
 MAX_CHARS, MAX_ROWS, TIMEOUT_S = 200_000, 1_000, 600.0

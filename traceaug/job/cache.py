@@ -197,9 +197,10 @@ class Cache:
     def entries(self, work: Any, item: Any) -> tuple[Entry | None, Entry | None]:
         """``item``'s entries for ``work`` (``job.run``'s): what its task opens when that is plain
         data (shared by every work opening it so), and its result; None where nothing is kept: a task
-        writing an output, a caller's own function (``cache=False``), a parameter naming a file (its
-        content is not in the key)."""
-        if item.out is not None or not work.cache or any(
+        writing an output, a caller's own function (``cache=False``), a parameter or ``--capture`` naming a
+        file (its content is not in the key); ``--step-pattern`` is in the key."""
+        rt = runtime.current()
+        if item.out is not None or not work.cache or rt.capture or any(
                 isinstance(v, os.PathLike) for v in work.params.values()):
             return None, None
         try:
@@ -208,7 +209,8 @@ class Cache:
             return None, None
 
         def entry(what: tuple, opened: bool) -> Entry:
-            key = hashlib.blake2b(repr((what, item.rank, files, code_digest(), engine_id())).encode(),
+            key = hashlib.blake2b(repr((what, item.rank, files, rt.step_pattern, code_digest(),
+                                        engine_id())).encode(),
                                   digest_size=16).hexdigest()
             return Entry(self.root, f"{folder(files[0])}/{work.kind}.{key}{SUFFIX}", opened)
 

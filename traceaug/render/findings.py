@@ -362,7 +362,7 @@ def diff_findings(ranks: list) -> list[dict]:
         a, b = r.result["a"], r.result["b"]
         if a.get("step") is not None or not a["steps"] or not b["steps"]:
             continue
-        mean_a, mean_b = (s.get("step_ns", s["step_ms"] * 1e6) for s in (a, b))
+        mean_a, mean_b = (s["step_ns"] for s in (a, b))
         delta = mean_b - mean_a
         sql = (f"SELECT AVG(dur) - {mean_a!r} AS delta_ns FROM slice WHERE name GLOB 'ProfilerStep#*' "
                f"AND category = '{STEP_CATEGORY}'")

@@ -44,8 +44,8 @@ def rewrite(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
         events += slice_events(o["pid"], [OPS_LANE.format(s) for s in o["stream"].tolist()], o["ts"],
                                o["dur"], o["op"], CATEGORY, args, base_ns=trace.base_ns)
     return {"steps": len(st["step"]), "phases": dict(Counter(st["phase"].tolist())),
-            "graph_replayed": 0 if r is None else r.replayed,
-            "attributed": 0 if r is None else r.attributed,
+            "graph_replayed": 0 if r is None else int(r.replayed),
+            "attributed": 0 if r is None else int(r.attributed),
             "replays": "" if r is None else r.line()}, events
 
 

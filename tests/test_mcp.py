@@ -88,7 +88,7 @@ def cli_json(name: str, arguments: dict) -> object:
             option = {"fail_pct": "--fail-on-regression"}.get(key, "--" + key.replace("_", "-"))
             for v in value if isinstance(value, list) else [value]:
                 args += [option, str(v)]
-    if name in ("critical_path", "counters", "patterns"):
+    if name in ("critical_path", "counters", "patterns", "serving", "efficiency"):
         args.append("--summary-only")
     done = CliRunner().invoke(main, [*args, "--format", "json"])
     assert done.exit_code == 0, done.output

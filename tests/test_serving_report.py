@@ -41,7 +41,7 @@ def test_phase_figures_on_a_built_trace(tmp_path):
                  "dur": kernel, "args": {"correlation": i + 1, "device": 0, "stream": 7}}]
     path = write(tmp_path / "steps.json", trace(evs))
     got = report_json(str(path))
-    assert list(got)[0] == "serving verdict"
+    assert list(got)[:2] == ["schema_version", "serving verdict"]
     assert got["serving verdict"][0]["text"] == "Serving trace: 2 prefill steps, 5 decode steps."
     rows = {r["phase"]: r for r in got["serving: steps per phase"]}
     for phase, steps in (("prefill", STEPS[:2]), ("decode", STEPS[2:])):

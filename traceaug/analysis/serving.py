@@ -13,11 +13,10 @@ import numpy as np
 import traceaug.runtime as runtime
 
 from ..errors import TraceaugError
-from .tables import Columns, objects
+from .tables import Columns
 
 if TYPE_CHECKING:
     from ..trace import Trace
-    from .gpu_steps import GpuOps
 
 PHASES = ("prefill", "decode", "mixed")
 WARM_UP = "warm-up"  # the steps before the steady state (``steady``)
@@ -187,83 +186,3 @@ def lines(trace: Trace, most: int = 20) -> list[str]:
     if len(st["step"]) > most:
         out.append(f"... and {len(st['step']) - most} more steps")
     return out
-
-
-def part(g: GpuOps) -> dict:
-    """A rank's serving figures (``report``): per step its ``phase``, ``batch``, ``latency`` (CPU start to
-    the later of its CPU end and its GPU ops' end), GPU ``busy`` / ``idle`` in its GPU window, ``launch``
-    (its launch calls' time), ``cpu_gap`` (CPU time since the step before ended: the scheduler's; -1 for
-    the first); the GPU time per attributed op of each phase (``graph_replay``) and the replay line. Steps
-    before the steady state (``steady``) are the phase ``warm-up``, not their own."""
-    from .breakdown import window_rows
-    from .graph_replay import op_times
-
-    st, w, ops, replays = g.serving, g.steps, g.ops, g.replays
-    n = len(st["step"])
-    end = np.full(n, np.iinfo(np.int64).min)
-    mine = (ops["step"] >= 0) & (ops["step"] < n)
-    np.maximum.at(end, ops["step"][mine], ops["end"][mine])
-    cpu_end = st["ts"] + st["dur"]
-    rows = window_rows(g, w["ts"], w["end"])
-    launched = mine & ops["launched"]
-    calls = sorted(set(zip(ops["step"][launched].tolist(), ops["correlation"][launched].tolist(),
-                           ops["launch_dur"][launched].tolist())))
-    launch = np.bincount([s for s, _, _ in calls], [d for _, _, d in calls], n).astype(np.int64) \
-        if calls else np.zeros(n, np.int64)
-    label = np.where(st["steady"], st["phase"], WARM_UP).astype(object)  # warm-up steps apart
-    at = np.searchsorted(st["ts"], replays.ops["launch_ts"], side="right") - 1
-    phase = np.where(at >= 0, label[np.maximum(at, 0)] if n else "", "none").astype(object)
-    direct = ops["launched"] & ~np.isin(ops["correlation"], replays.ops["correlation"]) & mine
-    return {"steps": {"step": st["step"], "phase": label, "batch": st["batch"],
-                      "latency": np.maximum(cpu_end, end) - st["ts"], "busy": rows["busy"],
-                      "idle": rows["idle"], "launch": launch,
-                      "cpu_gap": np.r_[-1, st["ts"][1:] - cpu_end[:-1]].astype(np.int64)[:n]},
-            "ops": op_times(replays, phase),
-            "direct": {"phase": label[ops["step"][direct]], "dur": ops["dur"][direct]},
-            "replayed": replays.replayed, "attributed": replays.attributed, "line": replays.line()}
-
-
-def combine(parts: list[dict]) -> list[tuple[str, Columns]]:
-    """The ranks' serving figures as two tables: per phase the step latency distribution (count, mean,
-    p50, p90, p99, max; numpy's linear percentiles), GPU busy / idle, launch time and the CPU time between
-    steps; and per phase where its GPU time goes (GPU time per op, graph replays attributed)."""
-    st = {k: np.concatenate([p["steps"][k] for p in parts]) for k in parts[0]["steps"]}
-    rows: dict[str, list] = {k: [] for k in (
-        "phase", "steps", "mean_batch", "latency_mean_ns", "latency_p50_ns", "latency_p90_ns",
-        "latency_p99_ns", "latency_max_ns", "gpu_busy_ns", "gpu_idle_ns", "gpu_idle_pct", "launch_ns",
-        "cpu_between_steps_mean_ns")}
-    for phase in sorted(set(st["phase"].tolist()), key=lambda p: (p not in PHASES, PHASES.index(p)
-                                                                 if p in PHASES else 0, p)):
-        m = st["phase"] == phase
-        lat, busy, idle = st["latency"][m], int(st["busy"][m].sum()), int(st["idle"][m].sum())
-        gaps, batch = st["cpu_gap"][m & (st["cpu_gap"] >= 0)], st["batch"][m & (st["batch"] >= 0)]
-        p50, p90, p99 = np.percentile(lat, [50, 90, 99]).tolist()
-        for k, v in zip(rows, (phase, int(m.sum()), float(batch.mean()) if len(batch) else np.nan,
-                               float(lat.mean()), p50, p90, p99, int(lat.max()), busy, idle,
-                               100.0 * idle / max(busy + idle, 1), int(st["launch"][m].sum()),
-                               float(gaps.mean()) if len(gaps) else np.nan)):
-            rows[k].append(v)
-    ops = {k: np.concatenate([p["ops"][k] for p in parts]) for k in parts[0]["ops"]}
-    direct = {k: np.concatenate([p["direct"][k] for p in parts]) for k in ("phase", "dur")}
-    by: dict[tuple, list] = {}
-    for phase, op, count, total in zip(*(ops[k].tolist() for k in ("phase", "op", "count", "total"))):
-        got = by.setdefault((phase, op), [0, 0])
-        got[0], got[1] = got[0] + count, got[1] + total
-    for phase in set(direct["phase"].tolist()):
-        m = direct["phase"] == phase
-        by[(phase, "(launched directly, not by a graph)")] = [int(m.sum()), int(direct["dur"][m].sum())]
-    phase_total: dict[str, int] = {}
-    for (phase, _), (_, total) in by.items():
-        phase_total[phase] = phase_total.get(phase, 0) + total
-    order = sorted(by, key=lambda k: (k[0], -by[k][1]))
-    where = {"phase": objects([k[0] for k in order]), "op": objects([k[1] for k in order]),
-             "count": np.array([by[k][0] for k in order], np.int64),
-             "gpu_time_ns": np.array([by[k][1] for k in order], np.int64),
-             "share_pct": np.array([100.0 * by[k][1] / max(phase_total[k[0]], 1) for k in order])}
-    typed = {k: objects(v) if k == "phase" else np.array(v, np.float64 if isinstance(v[0], float)
-                                                         else np.int64) for k, v in rows.items()}
-    return [(PHASE_TABLE, typed), (WHERE_TABLE, where)]
-
-
-PHASE_TABLE = "serving: steps per phase"
-WHERE_TABLE = "serving: where each phase's GPU time goes (per op)"

@@ -50,11 +50,11 @@ def memory_sections(call: Call, found: list) -> list[tuple[str, dict]]:
 def text_part(g, in_job: bool, step: int | None, top: int) -> dict:
     """A rank's part of the terminal report: its tables (``analysis.report.part``) and what the
     verdict and findings need (``findings.overview_part``)."""
-    from ..analysis import serving
+    from ..analysis import serving_figures
     from ..render.findings import overview_part
 
     return {"text": report.part(g, in_job, step, top), "overview": overview_part(g, step),
-            "serving": serving.part(g) if len(g.serving["step"]) else None}
+            "serving": serving_figures.part(g) if len(g.serving["step"]) else None}
 
 
 def compute(call: Call) -> list | tuple:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import orjson
 
-from ..analysis.serving import PHASE_TABLE, WARM_UP, WHERE_TABLE, combine
+from ..analysis.serving import WARM_UP
+from ..analysis.serving_figures import PHASE_TABLE, WHERE_TABLE, combine
 from ..analysis.tables import Columns, objects
 from ..output import json_text, render_columns
 

@@ -52,7 +52,7 @@ def test_whatif_roofline_row() -> None:
     res = CliRunner().invoke(main, ["whatif", str(shared_trace(QWEN)), "--roofline", "100",
                                     "--format", "json"])
     assert res.exit_code == 0, res.output
-    (row,) = [r for r in orjson.loads(res.stdout) if r["change"] == "roofline=100%"]
+    (row,) = [r for r in orjson.loads(res.stdout)["rows"] if r["change"] == "roofline=100%"]
     assert row["predicted_ns"] <= row["baseline_ns"] and row["step"] == 6
     bad = CliRunner().invoke(main, ["whatif", str(shared_trace(QWEN)), "--roofline", "0"])
     assert bad.exit_code == 2

@@ -198,13 +198,14 @@ def test_a_ranks_verdict_part_is_its_replay_models_alone(job_ranks: dict) -> Non
 
     f = job_ranks[5000]
     full = _task(f, Work("job_path", parts.job_path, {"scales": ()}))
-    tables, part = pickle.loads(pickle.dumps(_task(f, Work("job_path", parts.apply,
-                                                           {"fn": tables_and_path}))))
-    assert part.tables is tables
+    tables, part = pickle.loads(pickle.dumps(_task(f, Work("job_path", parts.apply, {"fn": tables_and_path},
+                                                           parts.open_ops_and_tables))))
+    assert part.tables.colls is tables.colls  # (a shallow copy: the replay keys it by the ops' rank)
     assert sorted(part.graphs) == sorted(full.graphs) == [0, 1]
     assert len(pickle.dumps(part)) < 0.6 * len(pickle.dumps(full)), (len(pickle.dumps(part)),
                                                                       len(pickle.dumps(full)))
-    one = _task(f, Work("job_path", parts.apply, {"fn": tables_and_path, "step": 1}))[1]
+    one = _task(f, Work("job_path", parts.apply, {"fn": tables_and_path},
+                        partial(parts.open_ops_and_tables, step=1)))[1]  # (as ``stragglers --step 1`` asks)
     assert sorted(one.graphs) == [1]
     sent = pickle.loads(_sent(f, partial(report.part, step=None, top=10), collectives=True))
     assert sent.path.tables.colls is sent.collectives.colls

@@ -94,7 +94,10 @@ def test_small_timestamps_are_exact_in_every_load_kind(tmp_path: Path, monkeypat
     monkeypatch.setattr(chunks, "CHUNK", 64 << 10)
     monkeypatch.setattr(source, "BLOCK", 64 << 10)
     want = {n: ns(ts) for n, ts in names.items()}
-    for kind in KINDS if not workers else ("analysis", "full", "gpu"):  # one of each path
+    # every kind keeping kernels (``memory`` and ``cupti`` keep CPU-side events only); workers: one of each path
+    kernels = [k for k, v in KINDS.items() if v.categories is None or "kernel" in v.categories]
+    assert {"analysis", "full", "gpu", "gpu_steps", "sync", "efficiency"} <= set(kernels)
+    for kind in kernels if not workers else ("analysis", "full", "gpu"):
         plan = normalize.plan(path, kind=kind, workers=workers)
         assert len(plan.chunk_first_seq) > 3 and plan.base_ns == 0
         if workers:  # the loads are the same (the load through workers: the test below)

@@ -94,7 +94,7 @@ def test_small_timestamps_are_exact_in_every_load_kind(tmp_path: Path, monkeypat
     monkeypatch.setattr(chunks, "CHUNK", 64 << 10)
     monkeypatch.setattr(source, "BLOCK", 64 << 10)
     want = {n: ns(ts) for n, ts in names.items()}
-    # every kind keeping kernels (``memory`` and ``cupti`` keep CPU-side events only); workers: one of each path
+    # every kind keeping kernels (``memory``, ``cupti`` keep CPU-side events); workers: one of each path
     kernels = [k for k, v in KINDS.items() if v.categories is None or "kernel" in v.categories]
     assert {"analysis", "full", "gpu", "gpu_steps", "sync", "efficiency"} <= set(kernels)
     for kind in kernels if not workers else ("analysis", "full", "gpu"):

@@ -223,3 +223,18 @@ def test_a_gate_that_fails_still_answers(served):
     assert not is_error, text
     gate = json.loads(text)["ranks"][0]["gate"]
     assert gate["step_regressed"] or any(op["gates"] for op in gate["ops"])
+
+
+def test_a_root_named_through_a_symlink_keeps_its_name(tmp_path):
+    """A root reached through a symlink (``../shared`` is one on some machines): a tool's output names the
+    file as the user named it, as the CLI does (it named the resolved path: every "file" differed), and a
+    symlink out of the roots is still refused."""
+    from traceaug.commands.mcp import Server
+    from traceaug.errors import TraceaugError
+
+    (tmp_path / "link").symlink_to(SHARED)
+    (tmp_path / "out").symlink_to("/etc")
+    server = Server([tmp_path / "link"])
+    assert server.path(SMALL) == str(tmp_path / "link" / SMALL)
+    with pytest.raises(TraceaugError, match=f"outside the roots this server reads \\({tmp_path / 'link'}\\)"):
+        server.path(str(tmp_path / "out" / "hostname"))

@@ -89,22 +89,25 @@ def input_schema(command: Command) -> dict:
 
 
 class Server:
-    """The tools over ``roots`` (resolved): paths checked, the command line run, its output capped."""
+    """The tools over ``roots``: paths checked (symlinks resolved), the command run, its output capped."""
 
     def __init__(self, roots: list[Path], max_chars: int = MAX_CHARS, max_rows: int = MAX_ROWS,
                  timeout_s: float = TIMEOUT_S) -> None:
+        self.given = [Path(os.path.abspath(r)) for r in roots]  # as the user named them (shown, passed on)
         self.roots = [Path(os.path.realpath(r)) for r in roots]
         self.max_chars, self.max_rows, self.timeout_s = max_chars, max_rows, timeout_s
 
     def path(self, value: str) -> str:
-        """``value`` (relative: to the first root) if it resolves under a root, else the one-line error."""
+        """``value`` (relative: to the first root) as named, if it resolves under a root (a root reached
+        through a symlink named the same in the output as in the CLI's), else the one-line error."""
         if not isinstance(value, str) or "://" in value:
             raise TraceaugError(f"{value}: not a path under the server's roots")
-        real = os.path.realpath(self.roots[0] / value)
+        named = os.path.abspath(self.given[0] / value)
+        real = os.path.realpath(named)
         if not any(os.path.commonpath([real, str(r)]) == str(r) for r in self.roots):
             raise TraceaugError(f"{value}: outside the roots this server reads "
-                                f"({', '.join(map(str, self.roots))})")
-        return real
+                                f"({', '.join(map(str, self.given))})")
+        return named
 
     def argv(self, name: str, arguments: dict) -> list[str]:
         """``traceaug NAME ...`` for a tool call's arguments (``--format json``; ``--summary-only``)."""

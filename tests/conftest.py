@@ -253,8 +253,9 @@ def url_job_args(name: str, job: str, out: str, endpoint: str | None = None) -> 
 SLOW = frozenset({
     "test_bad_inputs", "test_cache", "test_cluster_reliability", "test_collectives", "test_counters",
     "test_critical_path", "test_critical_path_hta", "test_diff", "test_diff_gate", "test_discovery",
-    "test_engine", "test_fidelity", "test_job_path", "test_job_verdict", "test_jobs",
-    "test_jobs_storage", "test_load_modes", "test_merge_stream", "test_pass1_columns",
+    "test_efficiency", "test_engine", "test_fidelity", "test_job_path", "test_job_verdict", "test_jobs",
+    "test_jobs_storage", "test_load_modes", "test_mcp", "test_memory", "test_merge_stream",
+    "test_pass1_columns", "test_schemas",
     "test_patterns_mining", "test_rebase_below_base", "test_reliability", "test_s3_safety",
     "test_signals"})
 

@@ -222,12 +222,32 @@ def test_every_shared_trace_with_shapes_runs(rel: str) -> None:
         assert "roofline_pct" in res.families.columns
 
 
+# Tensor figures as the datasheets print them, with 2:4 sparsity (TFLOP/s, TOP/s; read 2026-11-29 on the
+# pages each row's "checked" names): the table's dense figure is half of each.
+SPARSE = {"H100 SXM5 80GB": {"tf32_matrix": 989, "bf16_matrix": 1979, "fp16_matrix": 1979, "fp8_matrix": 3958,
+                             "int8_matrix": 3958},
+          "H100 PCIe 80GB": {"tf32_matrix": 756, "bf16_matrix": 1513, "fp16_matrix": 1513, "fp8_matrix": 3026,
+                             "int8_matrix": 3026},
+          "B200 (HGX B200, per GPU)": {"tf32_matrix": 2200, "bf16_matrix": 4500, "fp16_matrix": 4500,
+                                       "fp8_matrix": 9000, "int8_matrix": 9000}}
+
+
 def test_peak_table_rows_cite_a_datasheet() -> None:
+    """Every row cites its datasheet and says where its figures were checked; the keys it could not confirm
+    are its own; dense tensor figures are the sheet's sparse ones halved."""
     from importlib import resources
 
     rows = json.loads(resources.files("traceaug").joinpath("data/peaks.json").read_text())["devices"]
     for r in rows:
         assert r["source"].startswith("https://") and r["names"] and r["memory_gbps"] > 0, r["device"]
+        figures = {k for k, v in r.items() if isinstance(v, (int, float)) and k != "per_device"}
+        unconfirmed = set(r.get("unconfirmed", ()))
+        assert isinstance(r["checked"], str) and unconfirmed <= figures, r["device"]
+        assert "https://" in r["checked"] or unconfirmed == figures, r["device"]  # no page: none confirmed
+    by_device = {r["device"]: r for r in rows}
+    for device, sparse in SPARSE.items():
+        assert "sparse/2" in by_device[device]["checked"]
+        assert {k: by_device[device][k] for k in sparse} == {k: v / 2 for k, v in sparse.items()}, device
     named = {n for r in rows for n in r["names"]}
     for needed in ("NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB",
                    "NVIDIA A100 80GB PCIe", "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H200",

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..analysis import critical_path as cp
+from ..analysis import serving
 from ..analysis.diff import Side, Steps, clip
 from ..analysis.explain import explain
 from ..analysis.steps import category, shorten, step_of, step_table
@@ -41,7 +42,7 @@ def write(sides: tuple[Side, Side], res: dict, view: dict, out: Path,
     loaded for their critical paths (``kind="sync"``), each step's path a pinned lane."""
     a, b = sides
     steps = view["steps"]
-    (step_a, at_a, dur_a), (step_b, at_b, dur_b) = _shown(a, steps[0]), _shown(b, steps[1])
+    (step_a, at_a, dur_a), (step_b, at_b, dur_b) = _pair_shown(a, b, steps)
     shift = at_b - at_a
     rows = np.r_[top_changes(res["ops"], view["top"])].astype(np.int64)
     ops = {c: v[rows] for c, v in res["ops"].items()}
@@ -61,10 +62,24 @@ def write(sides: tuple[Side, Side], res: dict, view: dict, out: Path,
 def write_pair(a: Side, b: Side, steps: Steps, outs: tuple[Path, Path]) -> None:
     """``--side-by-side``: A and B each in a trace of its own (``outs``), labelled, B's step ``steps[1]``
     moved onto A's ``steps[0]`` as in ``write``, each shown first on the same window."""
-    (_, at_a, dur_a), (_, at_b, dur_b) = _shown(a, steps[0]), _shown(b, steps[1])
+    (_, at_a, dur_a), (_, at_b, dur_b) = _pair_shown(a, b, steps)
     options = {UI_WINDOW: [at_a, at_a + max(dur_a, dur_b, 1)]}
     for side, label, shift, out in ((a, "A", 0, outs[0]), (b, "B", at_b - at_a, outs[1])):
         merge.write_merged([(side, label, shift)], [], options, out)
+
+
+def _pair_shown(a: Side, b: Side, steps: Steps) -> list[tuple[int | None, int, int]]:
+    """``_shown`` of each side's step of ``steps``; of two serving traces (``analysis.serving``: their steps
+    are numbered 0, 1, … in start order) phase-aware, so decode meets decode: A's (else its first steady
+    one), and B's if of the same phase, else B's k-th step of that phase where A's is A's k-th (else B's last
+    of it)."""
+    sa, sb = serving.steps(a.trace), serving.steps(b.trace)
+    if len(sa["step"]) and len(sb["step"]):
+        i = steps[0] if steps[0] is not None else int(np.argmax(sa["steady"]))
+        same = np.flatnonzero(sb["phase"] == sa["phase"][i])
+        if len(same) and (steps[1] is None or sb["phase"][steps[1]] != sa["phase"][i]):
+            steps = (i, int(same[min(int((sa["phase"][:i] == sa["phase"][i]).sum()), len(same) - 1)]))
+    return [_shown(a, steps[0]), _shown(b, steps[1])]
 
 
 def _shown(side: Side, step: int | None) -> tuple[int | None, int, int]:

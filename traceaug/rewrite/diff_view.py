@@ -144,9 +144,10 @@ def _arrows(a: Side, b: Side, ops: Columns, steps: Steps, by: str, shift: int) -
     if not pairs:
         return binds
     rows = [np.array(p, np.int64) for p in zip(*pairs)]
-    # the UI reads events in ts order (its doubles), A's first on a tie: the first one read starts the flow
-    a_first = ui_ns(found[0]["ts"][rows[0]] + a.trace.base_ns) <= ui_ns(
-        found[1]["ts"][rows[1]] + b.trace.base_ns - shift)
+    # the first one the UI reads starts the flow: in ts order (its doubles), at one ts the longest first
+    ts_a, ts_b = (ui_ns(f["ts"][r] + base) for f, r, base in zip(found, rows, (a.trace.base_ns,
+                                                                         b.trace.base_ns - shift)))
+    a_first = (ts_a < ts_b) | (ts_a == ts_b) & (found[0]["dur"][rows[0]] >= found[1]["dur"][rows[1]])
     ids = flow_ids(a.trace, len(pairs), BIND_ID_START, b.trace).tolist()
     for f, r, out, bound in zip(found, rows, (a_first, ~a_first), binds):
         for i, row, first in zip(ids, r.tolist(), out.tolist()):

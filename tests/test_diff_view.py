@@ -1,22 +1,27 @@
-"""Which pair of steps ``diff --trace`` / ``--open`` shows, for two jobs and for two serving traces.
+"""``diff --trace`` / ``--open`` (``rewrite.diff_view``) without a browser: which pair of steps it shows, for
+two jobs and for two serving traces, and the arrows of ops that start at one time on both sides.
 
 Two jobs once needed ``--rank`` ("--trace shows one pair of traces: choose a rank with --rank"). Now the view
 shows the rank that made the other ranks wait longer at collectives in B than in A, and says so in one
 line; ``--rank N`` shows another. Two serving traces (no ProfilerStep) once were aligned at their first
 step whatever its phase, so a prefill step of B sat on a decode step of A; now A's first steady step meets
 B's step of the same phase. Checked on jobs and a serving trace built from the shared ones, where the
-answer is planted."""
+answer is planted. An arrow is a flow id on the two ops' events, started by the one Perfetto reads first;
+where both start at one time it reads the longer first (tests/test_browser_diff_view.py has the rest)."""
 
 from __future__ import annotations
 
 import gzip
 import json
+from collections import Counter
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from conftest import shared_trace
 from jobgen import copy_job, plant_gpu, write
 
+import traceaug
 from traceaug.cli import main
 
 JOB = "kineto/jobs/dlrm_v100_8ranks"
@@ -76,6 +81,41 @@ def test_two_jobs_without_collectives_show_the_rank_whose_step_changed_most(tmp_
     assert r.exit_code == 0, r.output
     assert (f"traceaug: showing rank 1 of 2: its step time changed most ({steps['b'] - steps['a']:+,.1f} "
             "µs per step); no rank made the others wait more at collectives") in r.stderr
+
+
+def cross_flows(path: Path) -> int:
+    """Arrows between A and B in a merged trace, as Perfetto's v52 trace_processor (the UI's) reads it."""
+    with traceaug.load(path, full=True, progress=False) as t:
+        return int(t.query(
+            "SELECT COUNT(*) AS n FROM flow f JOIN slice o ON o.id = f.slice_out "
+            "JOIN slice i ON i.id = f.slice_in "
+            "JOIN thread_track ko ON ko.id = o.track_id JOIN thread_track ki ON ki.id = i.track_id "
+            "JOIN thread a ON a.utid = ko.utid JOIN thread b ON b.utid = ki.utid "
+            "JOIN process pa ON pa.upid = a.upid JOIN process pb ON pb.upid = b.upid "
+            f"WHERE (pa.pid >= {B_PID}) != (pb.pid >= {B_PID})")["n"][0])
+
+
+@pytest.mark.parametrize("factor", [2, 0.5, "every other"])
+def test_arrows_of_ops_starting_together(tmp_path: Path, factor) -> None:
+    """B: A with its most frequent kernel longer, shorter, or every other one longer: each pair of the
+    changed kernel starts at one time on both sides (longer in B, shorter, or as long), each has its arrow."""
+    a = shared_trace("kineto/diff/h100_runs") / "a" / "trace.json.gz"
+    with gzip.open(a) as f:
+        data = json.load(f)
+    kernels = [e for e in data["traceEvents"] if e.get("cat") == "kernel"]
+    name = Counter(e["name"] for e in kernels).most_common(1)[0][0]
+    mine = sorted((e for e in kernels if e["name"] == name), key=lambda e: e["ts"])
+    for e in mine[1::2] if factor == "every other" else mine:
+        e["dur"] = round(e["dur"] * (2 if factor == "every other" else factor), 3)
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps(data))
+    step = sorted((e for e in data["traceEvents"] if str(e.get("name")).startswith("ProfilerStep#")),
+                  key=lambda e: e["ts"])[1]
+    want = sum(1 for e in mine if step["ts"] <= e["ts"] < step["ts"] + step["dur"])  # launched in it, here
+    out = tmp_path / "merged.json.gz"
+    r = CliRunner().invoke(main, ["diff", str(a), str(b), "--trace", str(out), "--step-index", "1"])
+    assert r.exit_code == 0, r.output
+    assert want > 0 and cross_flows(out) == want
 
 
 def test_serving_traces_align_decode_with_decode(tmp_path: Path) -> None:

@@ -164,20 +164,20 @@ def relabelled(file: Path, chosen: Rebase, shift_ns: int, pid_of, flow_id_of, la
 
 
 def bind(ev: dict, binds: dict) -> None:
-    """Add to complete event ``ev`` (as read, rebased) the fields the first entry of ``binds`` for it holds:
-    ``binds[(ts ns, dur ns, name)]``, a list of (pid, tid, fields), pid and tid (unsigned) checked where the
-    file has numbers (the engine numbers a string's own way); the entry used is removed."""
+    """Add to complete event ``ev`` (as read, rebased) the fields an entry of ``binds`` for it holds:
+    ``binds[(ts ns, dur ns, name)]``, a list of (pid, tid, fields), the pid checked where the file has a
+    number (the engine numbers a string its own way), the first of the same tid (unsigned) taken, else the
+    first (the engine reads tid 0 as the pid); the entry used is removed."""
     ts, dur = ev.get("ts"), ev.get("dur", 0)
     if ts.__class__ not in (int, float) or dur.__class__ not in (int, float):
         return
     found = binds.get((us_to_ns(ts), us_to_ns(dur), ev.get("name")))
     pid, tid = ev.get("pid"), ev.get("tid")
     tid = unsigned_tid(tid) if tid.__class__ is int and tid < 0 else tid
-    for i, (want_pid, want_tid, fields) in enumerate(found or ()):
-        if (pid.__class__ is not int or pid == want_pid) and (tid.__class__ is not int or tid == want_tid):
-            ev.update(fields)
-            del found[i]
-            return
+    fits = [i for i, (want, _, _) in enumerate(found or ()) if pid.__class__ is not int or pid == want]
+    if fits:
+        i = next((i for i in fits if found[i][1] == tid), fits[0])
+        ev.update(found.pop(i)[2])
 
 
 def _hashable(value):

@@ -44,9 +44,10 @@ SELECT name, SUM(value) AS value FROM stats
 WHERE value > 0 AND severity IN ('error', 'data_loss') GROUP BY name
 """
 ARROWS_SQL = """
-WITH op AS (SELECT s.id, s.name, p.name AS process FROM slice s JOIN thread_track k ON s.track_id = k.id
+WITH op AS (SELECT s.id, s.ts, s.name, p.name AS process FROM slice s JOIN thread_track k ON s.track_id = k.id
             JOIN thread t USING (utid) JOIN process p USING (upid))
-SELECT o.process AS out_process, o.name AS out_name, i.process AS in_process, i.name AS in_name
+SELECT o.process AS out_process, o.name AS out_name, o.ts AS out_ts, i.process AS in_process,
+       i.name AS in_name, i.ts AS in_ts
 FROM flow f JOIN op o ON o.id = f.slice_out JOIN op i ON i.id = f.slice_in
 WHERE substr(o.process, 1, 3) != substr(i.process, 1, 3)
 """
@@ -103,12 +104,14 @@ def test_diff_view(browser, tmp_path: Path, pair: str) -> None:
         if "bind_id" in e:
             ends.setdefault(e["bind_id"], []).append(e)
     linked = Counter()
+    pairs = []  # (name, ts of the op the arrow leaves, of the one it enters) in µs
     for ops in ends.values():
         assert len(ops) == 2 and ops[0]["name"] == ops[1]["name"] and ops[0]["ph"] == ops[1]["ph"] == "X"
         assert sorted(o["pid"] >= 10**9 for o in ops) == [False, True]  # one in A, one in B
         assert sorted(o.get("flow_out", False) for o in ops) == [False, True]
         assert sorted(o.get("flow_in", False) for o in ops) == [False, True]
         linked[ops[0]["name"]] += 1
+        pairs.append((ops[0]["name"], *(o["ts"] for o in sorted(ops, key=lambda o: not o.get("flow_out")))))
     want = Counter({row["key"]: int(min(float(row["count_a"]), float(row["count_b"]))) for row in top})
     assert sum(want.values()) > 0 and linked == +want
     with perfetto_ui.TraceServer(merged) as server, perfetto_ui.PerfettoPage(browser, server.url) as ui:
@@ -121,6 +124,9 @@ def test_diff_view(browser, tmp_path: Path, pair: str) -> None:
         arrows = ui.query(ARROWS_SQL)  # every matched pair has its arrow, between the matched ops
         assert [x for x in arrows if x["out_name"] != x["in_name"]] == []
         assert Counter(x["out_name"] for x in arrows) == +want
+        for x in arrows:  # each between the two ops of one pair (the UI's ns: doubles of the µs text)
+            pairs.remove(next(p for p in pairs if p[0] == x["out_name"] and abs(p[1] * 1000 - x["out_ts"])
+                              < 1000 and abs(p[2] * 1000 - x["in_ts"]) < 1000))
         deltas = {row["name"]: (row["lo"], row["hi"]) for row in ui.query(DELTA_SQL)}
         assert len(deltas) == len(top)
         for name, (lo, hi) in deltas.items():

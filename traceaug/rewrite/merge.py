@@ -169,8 +169,8 @@ def bind(ev: dict, binds: dict) -> None:
     number (the engine numbers a string its own way), the first of the same tid (unsigned) taken, else the
     first (the engine reads tid 0 as the pid); the entry used is removed."""
     ts, dur = ev.get("ts"), ev.get("dur", 0)
-    if ts.__class__ not in (int, float) or dur.__class__ not in (int, float):
-        return
+    if ts.__class__ not in (int, float) or dur.__class__ not in (int, float) or "bind_id" in ev:
+        return  # (an event's own v2 flow is kept: it has no arrow then)
     found = binds.get((us_to_ns(ts), us_to_ns(dur), ev.get("name")))
     pid, tid = ev.get("pid"), ev.get("tid")
     tid = unsigned_tid(tid) if tid.__class__ is int and tid < 0 else tid

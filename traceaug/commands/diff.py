@@ -14,7 +14,6 @@ import click
 import traceaug.atomic as atomic
 import traceaug.paths as paths
 
-from ..errors import TraceaugError
 from ..job import parts
 from ..job.run import Item, Work, run
 from .declare import (
@@ -123,15 +122,42 @@ def diff(call: Call) -> DiffResult:
 
     items, unmatched = _items(call)
     out, pair = call.get("trace_out"), call.get("pair_out")
-    if (out is not None or pair is not None) and len(items) != 1:
-        raise TraceaugError(f"{'--trace' if pair is None else '--side-by-side'} shows one pair of traces: "
-                            "choose a rank with --rank")
-    work = Work("ops", diff_rank, {"compare": {k: call[k] for k in COMPARE},
-                                   "views": {"trace": out, "pair": pair, "top": call.get("top", 10)}},
-                parts.open_pair)
-    done = run(work, items, call.job)
+    views = {"trace": out, "pair": pair, "top": call.get("top", 10)}
+    compare = {k: call[k] for k in COMPARE}
+    shown = items if len(items) == 1 or out is None and pair is None else []
+    done = run(Work("ops", diff_rank, {"compare": compare, "views": views if shown else None},
+                    parts.open_pair), items, call.job)
+    if not shown:  # two jobs: the view shows the rank pair that matters most, compared again with it
+        chosen = _rank_shown(call, items, {r: d for r, (d, _) in done.items()})
+        done |= run(Work("ops", diff_rank, {"compare": compare, "views": views}, parts.open_pair),
+                    [i for i in items if i.rank == chosen], call.job)
     return DiffResult(ranks=[d for d, _ in done.values()], unmatched=unmatched,
                       memory=memory_sections(call, items, [m for _, m in done.values()]))
+
+
+def _rank_shown(call: Call, items: list[Item], done: dict) -> int:
+    """The rank pair of two jobs a view shows without ``--rank``, said in one line on stderr: the rank that
+    made the others wait longest more per step at collectives in B than in A (``stragglers``' caused wait,
+    a mean over the steps), else the one whose step time changed most (``done``: each rank's ``RankDiff``)."""
+    from ..analysis import collectives as co
+    from .collectives import TABLES
+
+    ranks = [i.rank for i in items]
+    caused = [co.step_table(co.match_job(co.ranked(call.run(TABLES, "collectives", name))))
+              .groupby("rank")["caused_wait_ns"].mean().reindex(ranks).fillna(0.0) for name in ("a", "b")]
+    more = (caused[1] - caused[0]).to_numpy()
+    if more.max() > 0:
+        rank = ranks[int(more.argmax())]
+        why = (f"it made the other ranks wait {more.max() / 1e3:,.1f} µs more per step at collectives in B "
+               "than in A, the most of any rank")
+    else:
+        grew = [done[r].result["b"]["step_ns"] - done[r].result["a"]["step_ns"] for r in ranks]
+        i = max(range(len(ranks)), key=lambda i: abs(grew[i]))
+        rank = ranks[i]
+        why = (f"its step time changed most ({grew[i] / 1e3:+,.1f} µs per step); no rank made the others "
+               "wait more at collectives")
+    click.echo(f"traceaug: showing rank {rank} of {len(ranks)}: {why} (--rank N shows another)", err=True)
+    return rank
 
 
 def memory_sections(call: Call, items: list[Item], recorded: list[tuple[bool, bool]]) -> list:
@@ -322,8 +348,8 @@ COMMAND = Command(
      option("--html", "html_out", type=paths.Output(),
             help="Write a self-contained report."),
      option("--trace", "trace_out", type=paths.Output(),
-            help="Write both traces into one Perfetto file (B relabelled, aligned at the first "
-                 "step)."),
+            help="Write both traces into one Perfetto file (B relabelled, aligned on the step "
+                 "compared; of two jobs, one rank pair: --rank N, else the one that matters most)."),
      option("--open", "open_ui", is_flag=True,
             help="Open the merged trace (--trace FILE, else a temporary one) in the Perfetto UI."),
      option("--side-by-side", is_flag=True,

@@ -214,10 +214,9 @@ def async_slice_events(pid, tid, ts, dur, name, cat, ident: str, args=None, base
 
 
 def flow_events(src_pid, src_tid, src_ts, dst_pid, dst_tid, dst_ts, ids, cat, name, args=None,
-                base_ns: int = 0, enclosing: bool = True) -> list[bytes]:
+                base_ns: int = 0) -> list[bytes]:
     """An arrow per row: ``s`` bound to the slice open at (src thread, src_ts), ``f`` (``bp: e``) to the one
-    enclosing (dst thread, dst_ts), or (not ``enclosing``) to the next slice to begin there; ``ids`` from
-    ``flow_ids`` (Perfetto joins ends on (id, cat, name))."""
+    enclosing (dst thread, dst_ts); ``ids`` from ``flow_ids`` (Perfetto joins ends on (id, cat, name))."""
     n = len(ids)
     _categories(cat, n)
     cats, names, ident = _field(cat, n), _field(name, n), _field(ids, n)
@@ -225,7 +224,7 @@ def flow_events(src_pid, src_tid, src_ts, dst_pid, dst_tid, dst_ts, ids, cat, na
     start = _events(b"s", n, {"id": ident, "cat": cats, "name": names,
                               "pid": _field(src_pid, n), "tid": _field(src_tid, n),
                               "ts": _times(src_ts, n, base_ns)}, a)
-    end = _events(b"f", n, {**({"bp": b'"e"'} if enclosing else {}), "id": ident, "cat": cats, "name": names,
+    end = _events(b"f", n, {"bp": b'"e"', "id": ident, "cat": cats, "name": names,
                             "pid": _field(dst_pid, n), "tid": _field(dst_tid, n),
                             "ts": _times(dst_ts, n, base_ns)}, a)
     return [e for pair in zip(start, end) for e in pair]
@@ -246,14 +245,18 @@ def used_flow_ids(path) -> np.ndarray:
     return np.unique(np.array([i for i in ids if 0 <= i < 1 << 63], dtype=np.int64))
 
 
-def flow_ids(trace, n: int) -> np.ndarray:
-    """``n`` flow ids (int64, from 1 up) no flow of the trace's file uses, counting every event of the file,
-    not only the loaded ones (pass 1's set, else the file is scanned here)."""
-    plan = getattr(trace, "plan", None)
-    used = plan.flow_ids if plan is not None and plan.flow_ids is not None else used_flow_ids(trace.file)
-    candidates = np.arange(1, n + len(used) + 1, dtype=np.int64)
+def flow_ids(trace, n: int, start: int = 1, other=None) -> np.ndarray:
+    """``n`` flow ids (int64, from ``start`` up) no flow of the trace's file (nor ``other``'s) uses, counting
+    every event of the file, not only the loaded ones (pass 1's set, else the file is scanned here)."""
+    used = np.union1d(*(_used(t) for t in (trace, other if other is not None else trace)))
+    candidates = np.arange(start, start + n + len(used), dtype=np.int64)
     free = candidates[~among(candidates, used)]
     return free[:n]
+
+
+def _used(trace) -> np.ndarray:
+    plan = getattr(trace, "plan", None)
+    return plan.flow_ids if plan is not None and plan.flow_ids is not None else used_flow_ids(trace.file)
 
 
 def _metadata(what: bytes, pid, tid, name, sort_index) -> list[bytes]:

@@ -124,8 +124,9 @@ class Relabel:
 
 
 def relabelled(file: Path, chosen: Rebase, shift_ns: int, pid_of, flow_id_of, label: str,
-               plan=None, sort_base: int = SORT_B) -> list[bytes]:
-    """``file``'s events ``Relabel``-ed; with ``plan``, UI-visible, processes sorted from ``sort_base``."""
+               plan=None, sort_base: int = SORT_B, binds: dict | None = None) -> list[bytes]:
+    """``file``'s events ``Relabel``-ed; with ``plan``, UI-visible, processes sorted from ``sort_base``;
+    ``binds``: fields to add to complete events (``bind``)."""
     rebase = Rebase(chosen.prefix, chosen.sep, chosen.numeric, fixed=True)
     moves = (ui_import.moves(plan.ui, plan.base_ns - shift_ns, plan.thread_names)
              if plan is not None else None)
@@ -140,6 +141,8 @@ def relabelled(file: Path, chosen: Rebase, shift_ns: int, pid_of, flow_id_of, la
             index += 1
             if not isinstance(ev, dict):
                 continue
+            if binds and ev.get("ph") == "X":
+                bind(ev, binds)
             if moves is not None and index in moves.slices:
                 _move(ev, moves.slices[index], True)
             elif moves is not None and index in moves.flows:
@@ -160,6 +163,23 @@ def relabelled(file: Path, chosen: Rebase, shift_ns: int, pid_of, flow_id_of, la
     return out
 
 
+def bind(ev: dict, binds: dict) -> None:
+    """Add to complete event ``ev`` (as read, rebased) the fields an entry of ``binds`` for it holds:
+    ``binds[(ts ns, dur ns, name)]``, a list of (pid, tid, fields), the pid checked where the file has a
+    number (the engine numbers a string its own way), the first of the same tid (unsigned) taken, else the
+    first (the engine reads tid 0 as the pid); the entry used is removed."""
+    ts, dur = ev.get("ts"), ev.get("dur", 0)
+    if ts.__class__ not in (int, float) or dur.__class__ not in (int, float) or "bind_id" in ev:
+        return  # (an event's own v2 flow is kept: it has no arrow then)
+    found = binds.get((us_to_ns(ts), us_to_ns(dur), ev.get("name")))
+    pid, tid = ev.get("pid"), ev.get("tid")
+    tid = unsigned_tid(tid) if tid.__class__ is int and tid < 0 else tid
+    fits = [i for i, (want, _, _) in enumerate(found or ()) if pid.__class__ is not int or pid == want]
+    if fits:
+        i = next((i for i in fits if found[i][1] == tid), fits[0])
+        ev.update(found.pop(i)[2])
+
+
 def _hashable(value):
     """A pid as a dict key (a pid written as a list or object is its JSON text)."""
     try:
@@ -169,13 +189,15 @@ def _hashable(value):
         return orjson.dumps(value)
 
 
-def side_events(side: Side, label: str, shift_ns: int = 0) -> list[bytes]:
+def side_events(side: Side, label: str, shift_ns: int = 0, binds: dict | None = None) -> list[bytes]:
     """A side's events as the Perfetto UI shows them whole, processes labelled ``<label>: <name>``: A's
-    (``label`` "A") as they are, B's ``shift_ns`` earlier, pids and flow ids moved past A's, sorted after."""
+    (``label`` "A") as they are, B's ``shift_ns`` earlier, pids and flow ids moved past A's, sorted after;
+    ``binds`` as ``relabelled``'s."""
     # each side's load chose its rebase (no base when a ts lies below one)
     a = label == "A"
     return relabelled(side.trace.file, side.trace.plan.rebase, shift_ns, a_pid if a else b_pid,
-                      _same if a else _flow_id, label, plan=side.trace.plan, sort_base=0 if a else SORT_B)
+                      _same if a else _flow_id, label, plan=side.trace.plan, sort_base=0 if a else SORT_B,
+                      binds=binds)
 
 
 def _same(value):
@@ -189,9 +211,11 @@ def ui_order(*first: str) -> list[str]:
     return [GLOBAL_TRACK, *first, r"^A: .* \d+$", r"^B: .* \d+$"]
 
 
-def write_merged(sides: list[tuple[Side, str, int]], added: list[bytes], options: dict, out: Path) -> None:
-    """Write each (side, label, shift ns) of ``sides`` (``side_events``) into one trace, ``added`` after
-    the ``[``, the marker's ``diff`` entry carrying ``options`` (for ``traceaug open``)."""
+def write_merged(sides: list[tuple[Side, str, int]], added: list[bytes], options: dict, out: Path,
+                 binds: tuple[dict, ...] = ()) -> None:
+    """Write each (side, label, shift ns) of ``sides`` (``side_events``, with the ``binds`` of the same
+    index) into one trace, ``added`` after the ``[``, the marker's ``diff`` entry carrying ``options``
+    (for ``traceaug open``)."""
     if any(side.trace.plan is None for side, _, _ in sides):
         raise TraceaugError(f"{out}: --trace needs Chrome JSON traces on both sides")
     guard.check([side.trace.path for side, _, _ in sides], [out])
@@ -199,7 +223,8 @@ def write_merged(sides: list[tuple[Side, str, int]], added: list[bytes], options
         body = Path(tmp) / "merged.json"
         with open(body, "wb") as w:
             w.write(b'{"traceEvents":[\n')
-            w.write(b",\n".join([e for side, label, shift in sides for e in side_events(side, label, shift)]))
+            w.write(b",\n".join([e for i, (side, label, shift) in enumerate(sides)
+                                  for e in side_events(side, label, shift, binds[i] if binds else None)]))
             w.write(b"\n]}\n")
         layout = chunks.split_header(source.iter_blocks(body))[0]
         layout.has_events = True

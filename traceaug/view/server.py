@@ -41,7 +41,10 @@ STARTUP_COMMANDS = json.dumps([
 # once the trace is loaded, when the UI has replaced the address; and it maps a sibling's viewport from the
 # first one each window hears. So the session is read at page start and joined through the plugin once the
 # window shows the step the address names (``visStart``), and a window that hears a new sibling tells it its
-# viewport: both map from their first views. Served in the UI's index.html for a pair (``urls``).
+# viewport: both map from their first views. Served in the UI's index.html for a pair (``urls``). The
+# route argument ``enablePlugins=`` (v52 parses it) cannot replace it: the plugin is on by default
+# (``defaultPlugins``), its session is the missing part; with ``enablePlugins=dev.perfetto.TimelineSync``
+# and no script the two windows do not sync (tests/test_browser_diff_view.py's side-by-side test times out).
 SYNC_SCRIPT = b"""<script>(() => {
   const m = /dev[.]perfetto[.]TimelineSync:enable=([0-9]+)/.exec(location.hash);
   if (!m) return;

@@ -68,13 +68,13 @@ class Replays:
 
 
 def replayed(trace: Trace, launch_names: np.ndarray | None = None) -> Columns:
-    """The GPU ops graph launches replayed, by launch then start: ``ts``, ``dur``, ``name``, ``kind``,
+    """The GPU ops graph launches replayed, by launch then start: ``id``, ``ts``, ``dur``, ``name``, ``kind``,
     ``correlation``, ``node`` (graph node id, -1: none), ``launch_ts`` (engine ns), ``pid``, ``stream``;
     ``launch_names`` (the GPU ops' launching calls, when known): none a graph launch, no query."""
     trace.include("traceaug.gpu")
     none = launch_names is not None and not np.isin(launch_names, GRAPH_LAUNCHES).any()
     c = trace.columns(
-        "SELECT g.ts, g.dur, g.name, g.kind, g.correlation, r.ts AS launch_ts, g.pid, g.stream, "
+        "SELECT g.id, g.ts, g.dur, g.name, g.kind, g.correlation, r.ts AS launch_ts, g.pid, g.stream, "
         "COALESCE(CAST(extract_arg(g.arg_set_id, 'args.graph node id') AS INT), -1) AS node "
         "FROM traceaug_gpu_op g JOIN _traceaug_first_launch l USING (correlation) "
         f"JOIN slice r ON r.id = l.id WHERE r.name IN ({_IN}) {'AND 0' if none else ''} "
@@ -83,7 +83,7 @@ def replayed(trace: Trace, launch_names: np.ndarray | None = None) -> Columns:
             "name": c["name"].astype(object), "kind": c["kind"].astype(object),
             "correlation": c["correlation"].astype(np.int64), "node": c["node"].astype(np.int64),
             "launch_ts": c["launch_ts"].astype(np.int64), "pid": c["pid"].astype(np.int64),
-            "stream": c["stream"].astype(np.int64)}
+            "stream": c["stream"].astype(np.int64), "id": c["id"].astype(np.int64)}
 
 
 def captured(trace: Trace, source: str, batch: int | None = None) -> list[Graph]:
@@ -133,9 +133,16 @@ def capture_files(path: str | Path) -> list[tuple[Path, int | None]]:
 def graphs_for(trace: Trace) -> list[Graph]:
     """The captured graphs for ``trace``'s replays: the runtime's ``--capture``, else a capture inside
     the trace itself (read again with the launch calls' kernel names)."""
+    given = runtime.current().capture
+    cache = trace.__dict__.setdefault("_capture_graphs", {})  # per --capture: several analyses ask
+    if given not in cache:
+        cache[given] = _graphs(trace, given)
+    return cache[given]
+
+
+def _graphs(trace: Trace, given: str | None) -> list[Graph]:
     from ..trace import Trace as Loaded
 
-    given = runtime.current().capture
     if given:
         out = []
         for file, batch in capture_files(given):
@@ -205,10 +212,29 @@ def match(ops: Columns, at: slice, graphs: list[Graph], batch: int | None) -> tu
 def op_times(r: Replays, phase: np.ndarray | None = None) -> Columns:
     """GPU time per attributed op (``op``, ``count`` of kernels, ``total`` ns, exact), largest first, the
     unattributed kernels as one ``UNKNOWN`` row; with each replayed op's ``phase``, per (``phase``, op)."""
-    phase = np.full(r.replayed, "", object) if phase is None else phase
-    code, keys = codes(list(zip(phase.tolist(), r.ops["op"].tolist())))
+    return times(r.ops["op"], r.ops["dur"], phase)
+
+
+def op_of(r: Replays | None, ids: np.ndarray) -> np.ndarray:
+    """Per GPU op (by engine ``ids``): the op that captured it where a graph replayed it and a capture
+    attributed it, else None (launched directly, or not attributed)."""
+    out = np.full(len(ids), None, object)
+    if r is None or not r.attributed:
+        return out
+    known = r.ops["op"] != UNKNOWN
+    order = np.argsort(ids, kind="stable")
+    at = order[np.searchsorted(ids, r.ops["id"][known], sorter=order)]
+    out[at] = r.ops["op"][known]
+    return out
+
+
+def times(op: np.ndarray, dur: np.ndarray, phase: np.ndarray | None = None) -> Columns:
+    """``op_times`` of any GPU ops: per (``phase``, ``op``) the ``count`` and exact ``total`` ns of ``dur``,
+    largest first."""
+    phase = np.full(len(op), "", object) if phase is None else phase
+    code, keys = codes(list(zip(phase.tolist(), op.tolist())))
     total = np.zeros(len(keys), np.int64)
-    np.add.at(total, code, r.ops["dur"])
+    np.add.at(total, code, dur)
     order = np.argsort(-total, kind="stable")
     return {"phase": objects([keys[i][0] for i in order]), "op": objects([keys[i][1] for i in order]),
             "count": np.bincount(code, minlength=len(keys))[order], "total": total[order]}

@@ -1,0 +1,54 @@
+"""Graph-replayed kernels attributed to their captured ops feed every per-op figure (issue 36 item 3):
+``kernels`` and ``breakdown`` give each captured op its replayed kernels' GPU time, to the ns of the raw
+JSON (the capture's dispatch order mapped onto the replay's kernels, ``test_serving_replay``'s raw
+readers); the built CUDA trace's node ids decide the same way."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import pytest
+from click.testing import CliRunner
+from conftest import shared_trace
+from test_serving_replay import CASES, cuda_trace, raw_capture, raw_replay
+
+from traceaug.cli import main
+
+PER_OP = "graph-replayed kernels per op"
+
+
+def run(*args: str) -> dict:
+    out = CliRunner().invoke(main, [*args, "--format", "json"])
+    assert out.exit_code == 0, out.output
+    return json.loads(out.output)
+
+
+def per_op(section: list[dict]) -> dict[str, int]:
+    return {r["op"]: r["total_ns"] for r in section}
+
+
+@pytest.mark.parametrize("rel, capture, count", CASES)
+def test_per_op_gpu_time_in_kernels_and_breakdown(rel, capture, count):
+    path, directory = shared_trace(rel), shared_trace(capture)
+    replay, captured = raw_replay(path), raw_capture(directory)
+    assert [n for n, _ in replay] == [k for k, _ in captured]  # order decides on ROCm
+    want: dict[str, int] = defaultdict(int)
+    for (_, dur), (_, op) in zip(replay, captured):
+        want[op] += dur
+    for command in ("kernels", "breakdown"):
+        got = run(command, str(path), "--capture", str(directory))
+        assert per_op(got[PER_OP]) == want, command
+        assert sum(r["total_ns"] for r in got[PER_OP]) == sum(d for _, d in replay)  # to the ns
+        assert sum(r["count"] for r in got[PER_OP]) == count
+        assert "reliability" not in got, command
+    assert per_op(run("breakdown", str(path), "--capture", str(directory), "--step", "0")[PER_OP]) == want
+    bare = run("breakdown", str(path))  # without the capture: no per-op figure, the mark instead
+    assert PER_OP not in bare and "reliability" in bare
+
+
+def test_cuda_node_ids_through_kernels_and_breakdown(tmp_path):
+    path = cuda_trace(tmp_path)  # its capture inside: breakdown reads it; kernels when pointed at it
+    want = {"aten::mm": 200_000, "aten::relu": 30_000}
+    assert per_op(run("breakdown", str(path))[PER_OP]) == want
+    assert per_op(run("kernels", str(path), "--capture", str(path))[PER_OP]) == want

@@ -52,3 +52,19 @@ def test_cuda_node_ids_through_kernels_and_breakdown(tmp_path):
     want = {"aten::mm": 200_000, "aten::relu": 30_000}
     assert per_op(run("breakdown", str(path))[PER_OP]) == want
     assert per_op(run("kernels", str(path), "--capture", str(path))[PER_OP]) == want
+
+
+def test_critical_path_names_the_captured_op():
+    rel, capture, _ = CASES[0]
+    path, directory = shared_trace(rel), shared_trace(capture)
+    ops_of: dict[str, set] = defaultdict(set)  # each replayed kernel name: the ops that captured it
+    for (name, _), (_, op) in zip(raw_replay(path), raw_capture(directory)):
+        ops_of[name].add(op)
+    top = run("critical-path", str(path), "--summary-only", "--capture", str(directory))["top"]
+    named = [(e, o) for e, o in zip(top["event"], top["op"]) if e in ops_of]
+    assert len(named) >= 5  # the path runs through the replay
+    for event, op in named:
+        assert op in ops_of[event] and "GraphLaunch" not in op, event
+    assert top["op"][0] == "vllm::moe_forward"  # the longest: the MoE GEMM, captured in vllm::moe_forward
+    bare = run("critical-path", str(path), "--summary-only")  # no capture: no op, the mark instead
+    assert set(bare["top"]["op"]) == {None} and "reliability" in bare

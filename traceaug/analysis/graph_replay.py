@@ -222,9 +222,11 @@ def op_of(r: Replays | None, ids: np.ndarray) -> np.ndarray:
     if r is None or not r.attributed:
         return out
     known = r.ops["op"] != UNKNOWN
-    order = np.argsort(ids, kind="stable")
-    at = order[np.searchsorted(ids, r.ops["id"][known], sorter=order)]
-    out[at] = r.ops["op"][known]
+    order = np.argsort(r.ops["id"][known], kind="stable")
+    rid, op = r.ops["id"][known][order], r.ops["op"][known][order]
+    at = np.minimum(np.searchsorted(rid, ids), len(rid) - 1)
+    hit = rid[at] == ids
+    out[hit] = op[at[hit]]
     return out
 
 

@@ -11,7 +11,6 @@ import orjson
 
 from ..analysis import critical_path as cp
 from ..analysis.efficiency import of_launches
-from ..analysis.graph_replay import attribute
 from ..analysis.steps import shorten
 from .events import async_slice_events, flow_events, flow_ids, process_name_events
 from .pipeline import Rewriter
@@ -33,7 +32,7 @@ def compute(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
                         options.get("instance", 0), not options.get("hta_weights", False),
                         None if not gap_us else round(gap_us * 1000))
     summary = result.summary(options.get("top", 10))
-    replays = attribute(trace)  # a path through graph replays no capture explains: said so
+    replays = result.replays  # a path through graph replays no capture explains: said so
     if replays.attributed < replays.replayed:
         summary["reliability"] = replays.line()
     events = lane_events(trace, result, bool(options.get("roofline"))) + \

@@ -1,7 +1,8 @@
 """Graph-replayed kernels attributed to their captured ops feed every per-op figure (issue 36 item 3):
 ``kernels`` and ``breakdown`` give each captured op its replayed kernels' GPU time, to the ns of the raw
 JSON (the capture's dispatch order mapped onto the replay's kernels, ``test_serving_replay``'s raw
-readers); the built CUDA trace's node ids decide the same way."""
+readers); the built CUDA trace's node ids decide the same way; ``critical-path`` names the captured op of
+a replayed kernel on the path, and ``efficiency`` models a replayed GEMM from its captured call's shapes."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections import defaultdict
 import pytest
 from click.testing import CliRunner
 from conftest import shared_trace
-from test_serving_replay import CASES, cuda_trace, raw_capture, raw_replay
+from test_serving_replay import CASES, cuda_trace, raw_capture, raw_capture_ops, raw_replay
 
 from traceaug.cli import main
 
@@ -68,3 +69,26 @@ def test_critical_path_names_the_captured_op():
     assert top["op"][0] == "vllm::moe_forward"  # the longest: the MoE GEMM, captured in vllm::moe_forward
     bare = run("critical-path", str(path), "--summary-only")  # no capture: no op, the mark instead
     assert set(bare["top"]["op"]) == {None} and "reliability" in bare
+
+
+def test_efficiency_models_replayed_gemms_from_their_captured_shapes():
+    rel, capture, _ = CASES[0]
+    path, directory = shared_trace(rel), shared_trace(capture)
+    want: dict[str, list] = {}  # per aten::addmm input shapes: [FLOPs of a call, calls, GPU ns]
+    calls = set()
+    for (_, dur), (_, op) in zip(raw_replay(path), raw_capture_ops(directory)):
+        if op["name"] != "aten::addmm":
+            continue
+        bias, (m, k), (_, n) = op["args"]["Input Dims"][:3]
+        row = want.setdefault(str(op["args"]["Input Dims"][:3]), [2 * m * k * n + m * n, 0, 0])
+        row[1] += (op["ts"], op["tid"]) not in calls  # each captured call once (it holds several kernels)
+        row[2] += dur
+        calls.add((op["ts"], op["tid"]))
+    assert len(want) == 3
+    groups = run("efficiency", str(path), "--capture", str(directory))["groups"]
+    got = {r["shapes"][:r["shapes"].index("], [],")] + "]]": [r["flops"], r["count"], r["total_ns"]]
+           for r in groups if r["name"] == "aten::addmm"}
+    assert {k.replace(" ", ""): v for k, v in got.items()} == {k.replace(" ", ""): v for k, v in want.items()}
+    bare = run("efficiency", str(path))["groups"]  # no capture: the replay is one row with no op, no model
+    assert [r["family"] for r in bare if r["name"] == "(no CPU op)"] == ["no model"]
+    assert not [r for r in bare if r["name"] == "aten::addmm"]

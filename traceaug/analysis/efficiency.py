@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import graph_replay
 from .flops import Inputs, Model, model
 from .gpu_steps import gpu_ops
 from .peaks import Peak, identify, table, unknown_note
+from .shapes import recorded
 from .tables import Columns
 
 if TYPE_CHECKING:
@@ -29,15 +31,7 @@ WITH RECURSIVE up(correlation, at) AS (
 SELECT up.correlation, up.at AS op FROM up JOIN slice s ON s.id = up.at
 WHERE s.category IN ('cpu_op', 'Operator')
 """
-OPS_SQL = "SELECT id, name, COALESCE(arg_set_id, -1) AS arg_set_id FROM slice WHERE id IN ({ids})"
-# The shapes of those ops, once per arg set (ops of one name and shapes share their arg set).
-ARGS_SQL = """
-SELECT arg_set_id, key, int_value, string_value FROM args
-WHERE arg_set_id IN (SELECT DISTINCT arg_set_id FROM slice WHERE id IN ({ids}))
-  AND (key GLOB 'args.Input Dims*' OR key GLOB 'args.Input type*' OR key GLOB 'args.Concrete Inputs*')
-"""
 TF32 = re.compile(r"tf32|tensorop_s\d+gemm")  # kernels running FP32 GEMMs on TF32 tensor cores
-KEY = re.compile(r"args\.(Input Dims|Input type|Concrete Inputs)((?:\[\d+\])+)$")
 GROUP_COLUMNS = ("device", "name", "shapes", "dtypes", "family", "count", "total_ns", "mean_ns", "min_ns",
                  "max_ns", "flops", "bytes", "tflops", "tbps", "flops_per_byte", "bound", "roofline_ns",
                  "roofline_pct")
@@ -45,42 +39,6 @@ FAMILY_COLUMNS = ("device", "family", "count", "total_ns", "gpu_pct", "flops", "
                   "roofline_ns", "roofline_pct")
 STEP_COLUMNS = ("step", "step_ns", "flops", "mfu_pct", "families")
 OPPORTUNITY_COLUMNS = ("name", "shapes", "dtypes", "gpu_saved_ns", "saved_ns", "saved_pct")
-
-
-def _nest(into: dict, path: list[int], value: object) -> None:
-    for i in path[:-1]:
-        into = into.setdefault(i, {})
-    into[path[-1]] = value
-
-
-def _listed(tree: object) -> object:
-    if not isinstance(tree, dict):
-        return tree
-    return [_listed(tree.get(i, {})) if isinstance(tree.get(i, {}), dict) else tree[i]
-            for i in range(max(tree) + 1)] if tree else []
-
-
-def read_inputs(rows: Columns) -> dict[int, Inputs]:
-    """Each arg set's recorded inputs (only sets with ``Input Dims``) from its arg rows."""
-    out: dict[int, Inputs] = {}
-    sets: dict[int, dict] = {}
-    for arg_set, key, iv, sv in zip(*(rows[c].tolist() for c in ("arg_set_id", "key", "int_value",
-                                                                  "string_value")), strict=True):
-        m = KEY.match(key)
-        if m:
-            path = [int(x) for x in re.findall(r"\d+", m.group(2))]
-            _nest(sets.setdefault(arg_set, {}).setdefault(m.group(1), {}), path,
-                  sv if isinstance(sv, str) else iv)
-    for arg_set, fields in sets.items():
-        if "Input Dims" not in fields:
-            continue
-        types = [t if isinstance(t, str) else "" for t in _listed(fields.get("Input type", {}))]
-        scalars = [s if isinstance(s, str) else str(s) for s in _listed(fields.get("Concrete Inputs", {}))]
-        dims_tree = fields["Input Dims"]
-        dims = [_listed(dims_tree[i]) if isinstance(dims_tree.get(i), dict) else None
-                for i in range(max(len(types), max(dims_tree) + 1))]
-        out[arg_set] = Inputs(tuple(dims), tuple(types), tuple(scalars))
-    return out
 
 
 def _modelled(name: str, inputs: Inputs | None, tf32: bool, launched: bool) -> tuple:
@@ -120,7 +78,8 @@ def device_peaks(trace: Trace, peaks_file: str | None) -> tuple[dict[int, Peak |
 
 
 def op_rows(trace: Trace) -> tuple[Columns, Columns]:
-    """One row per launching CPU op (and one per GPU op nothing launched): device, stream, ts, end, gpu_ns,
+    """One row per launching CPU op (a graph-replayed kernel's: the op call that captured it, with its shapes;
+    and one per GPU op nothing launched): device, stream, ts, end, gpu_ns,
     step, name, shapes, dtypes, family, flops, bytes, kind, ``launcher`` (the CPU op's slice id; -1: none);
     and the steps (``gpu_steps``)."""
     g = gpu_ops(trace, trace.rank)
@@ -131,16 +90,17 @@ def op_rows(trace: Trace) -> tuple[Columns, Columns]:
     corr = ops["correlation"].tolist()
     launcher = np.array([by_corr.get(c, -1) if ops["launched"][i] else -1 for i, c in enumerate(corr)],
                         dtype=np.int64)
-    ids = sorted(set(launcher.tolist()) - {-1})
-    listed = ", ".join(map(str, ids))
-    op_set, inputs_of = {}, {}
-    if ids:
-        named = trace.columns(OPS_SQL.format(ids=listed))
-        op_set = dict(zip(named["id"].tolist(), zip(named["name"].tolist(), named["arg_set_id"].tolist()),
-                          strict=True))
-        inputs_of = read_inputs(trace.columns(ARGS_SQL.format(ids=listed)))
-    # A GPU op nothing launched is its own row (keyed by a negative number).
-    key = np.where(launcher >= 0, launcher, -1 - np.arange(len(launcher)))
+    op_set, inputs_of = recorded(trace, sorted(set(launcher.tolist()) - {-1}))
+    # A GPU op nothing launched is its own row (keyed by a negative number), and a graph-replayed one's
+    # launcher is the op call that captured it, with that call's shapes (keyed below -n).
+    n = len(launcher)
+    key = np.where(launcher >= 0, launcher, -1 - np.arange(n))
+    call = graph_replay.op_of(g.replays, ops["id"], "call")
+    captured = np.flatnonzero((call != None) & (call != -1))  # noqa: E711  (an object column)
+    key[captured] = -1 - n - call[captured].astype(np.int64)
+    inputs = graph_replay.op_of(g.replays, ops["id"][captured], "inputs")
+    for i, k, shapes in zip(captured.tolist(), key[captured].tolist(), inputs.tolist()):
+        op_set[k], inputs_of[("capture", k)] = (ops["op"][i], ("capture", k)), shapes
     order = np.lexsort((ops["ts"], key))
     starts = np.flatnonzero(np.r_[True, key[order][1:] != key[order][:-1]]) if len(order) else order
     rows = order[starts]  # each key's first GPU op
@@ -153,7 +113,7 @@ def op_rows(trace: Trace) -> tuple[Columns, Columns]:
     made: dict[tuple, tuple] = {}  # (name, arg set, TF32 kernels) -> the row's values, made once
     for k in key[rows].tolist():
         name, arg_set = op_set.get(k, (NO_OP, -1))
-        at = (name, arg_set, k in tf32_key, k >= 0)
+        at = (name, arg_set, k in tf32_key, k in op_set)
         if at not in made:
             made[at] = _modelled(name, inputs_of.get(arg_set), *at[2:])
         for c, v in zip(out, made[at], strict=True):

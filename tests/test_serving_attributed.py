@@ -12,6 +12,7 @@ from collections import defaultdict
 import pytest
 from click.testing import CliRunner
 from conftest import shared_trace
+from rawjson import load_raw, ns
 from test_serving_replay import CASES, cuda_trace, raw_capture, raw_capture_ops, raw_replay
 
 from traceaug.cli import main
@@ -92,3 +93,44 @@ def test_efficiency_models_replayed_gemms_from_their_captured_shapes():
     bare = run("efficiency", str(path))["groups"]  # no capture: the replay is one row with no op, no model
     assert [r["family"] for r in bare if r["name"] == "(no CPU op)"] == ["no model"]
     assert not [r for r in bare if r["name"] == "aten::addmm"]
+
+
+def raw_direct(path) -> dict[str, int]:
+    """GPU time per innermost CPU op holding the launch of each GPU op no graph launch replayed, from the raw
+    JSON."""
+    evs = load_raw(path)["traceEvents"]
+    graph = {e["args"]["correlation"] for e in evs if e.get("name", "").endswith("GraphLaunch")}
+    calls = {e["args"]["correlation"]: e for e in evs if e.get("cat") == "cuda_runtime"
+             and "correlation" in e.get("args", {})}
+    ops = [e for e in evs if e.get("cat") == "cpu_op"]
+    out: dict[str, int] = defaultdict(int)
+    for k in evs:
+        if k.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset") or k["args"]["correlation"] in graph:
+            continue
+        c = calls[k["args"]["correlation"]]
+        holding = [o for o in ops if (o["pid"], o["tid"]) == (c["pid"], c["tid"]) and o["ts"] <= c["ts"]
+                   and c["ts"] + c["dur"] <= o["ts"] + o["dur"]]
+        out[max(holding, key=lambda o: (o["ts"], -o["dur"]))["name"]] += ns(k["dur"])
+    return out
+
+
+def test_diff_by_op_counts_a_replayed_kernel_for_its_captured_op(tmp_path):
+    rel, capture, _ = CASES[0]
+    path, directory = shared_trace(rel), shared_trace(capture)
+    want = raw_direct(path)
+    for (_, dur), (_, op) in zip(raw_replay(path), raw_capture(directory)):
+        want[op] += dur
+    rows = run("diff", str(path), str(path), "--by", "op", "--device", "gpu", "--capture",
+               str(directory))["ranks"][0]["ops"]
+    assert {r["key"]: r["total_a_ns"] for r in rows} == want
+    # both sides attributed from their own capture: B's replayed GEMM 100 µs longer shows on aten::mm
+    a = cuda_trace(tmp_path)
+    raw = json.loads(a.read_text())
+    for e in raw["traceEvents"]:
+        if e.get("cat") == "kernel" and e["name"] == "gemm":
+            e["dur"] = 300
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps(raw))
+    rows = run("diff", str(a), str(b), "--by", "op", "--device", "gpu")["ranks"][0]["ops"]
+    assert {r["key"]: (r["total_a_ns"], r["total_b_ns"]) for r in rows} == {
+        "aten::mm": (200_000, 300_000), "aten::relu": (30_000, 30_000)}

@@ -13,24 +13,13 @@ from . import graph_replay
 from .flops import Inputs, Model, model
 from .gpu_steps import gpu_ops
 from .peaks import Peak, identify, table, unknown_note
-from .shapes import recorded
+from .shapes import LAUNCHER_SQL, NO_OP, recorded
 from .tables import Columns
 
 if TYPE_CHECKING:
     from ..trace import Trace
 
-NO_MODEL, NO_SHAPES, NO_OP = "no model", "no shapes", "(no CPU op)"
-# Each launch (the first runtime call of a correlation id) with its nearest enclosing CPU op.
-LAUNCHER_SQL = """
-WITH RECURSIVE up(correlation, at) AS (
-  SELECT l.correlation, s.parent_id FROM _traceaug_first_launch l JOIN slice s ON s.id = l.id
-  WHERE s.parent_id IS NOT NULL
-  UNION ALL
-  SELECT up.correlation, s.parent_id FROM up JOIN slice s ON s.id = up.at
-  WHERE s.category NOT IN ('cpu_op', 'Operator') AND s.parent_id IS NOT NULL)
-SELECT up.correlation, up.at AS op FROM up JOIN slice s ON s.id = up.at
-WHERE s.category IN ('cpu_op', 'Operator')
-"""
+NO_MODEL, NO_SHAPES = "no model", "no shapes"
 TF32 = re.compile(r"tf32|tensorop_s\d+gemm")  # kernels running FP32 GEMMs on TF32 tensor cores
 GROUP_COLUMNS = ("device", "name", "shapes", "dtypes", "family", "count", "total_ns", "mean_ns", "min_ns",
                  "max_ns", "flops", "bytes", "tflops", "tbps", "flops_per_byte", "bound", "roofline_ns",

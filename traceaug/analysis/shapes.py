@@ -1,5 +1,6 @@
-"""The recorded shapes of CPU ops (Kineto's ``Input Dims``, ``Input type``, ``Concrete Inputs`` args), read
-once per arg set: what ``efficiency`` models an op from, for the ops of a trace or of a graph's capture."""
+"""The CPU ops that launched GPU work and their recorded shapes (Kineto's ``Input Dims``, ``Input type``,
+``Concrete Inputs`` args, read once per arg set): what ``efficiency`` models an op from (the ops of a trace
+or of a graph's capture) and ``diff --by op`` groups GPU time by."""
 
 from __future__ import annotations
 
@@ -12,6 +13,18 @@ from .tables import Columns
 if TYPE_CHECKING:
     from ..trace import Trace
 
+NO_OP = "(no CPU op)"  # a GPU op no CPU op launched
+# Each launch (the first runtime call of a correlation id) with its nearest enclosing CPU op.
+LAUNCHER_SQL = """
+WITH RECURSIVE up(correlation, at) AS (
+  SELECT l.correlation, s.parent_id FROM _traceaug_first_launch l JOIN slice s ON s.id = l.id
+  WHERE s.parent_id IS NOT NULL
+  UNION ALL
+  SELECT up.correlation, s.parent_id FROM up JOIN slice s ON s.id = up.at
+  WHERE s.category NOT IN ('cpu_op', 'Operator') AND s.parent_id IS NOT NULL)
+SELECT up.correlation, up.at AS op FROM up JOIN slice s ON s.id = up.at
+WHERE s.category IN ('cpu_op', 'Operator')
+"""
 OPS_SQL = "SELECT id, name, COALESCE(arg_set_id, -1) AS arg_set_id FROM slice WHERE id IN ({ids})"
 # The shapes of those ops, once per arg set (ops of one name and shapes share their arg set).
 ARGS_SQL = """

@@ -134,3 +134,17 @@ def test_diff_by_op_counts_a_replayed_kernel_for_its_captured_op(tmp_path):
     rows = run("diff", str(a), str(b), "--by", "op", "--device", "gpu")["ranks"][0]["ops"]
     assert {r["key"]: (r["total_a_ns"], r["total_b_ns"]) for r in rows} == {
         "aten::mm": (200_000, 300_000), "aten::relu": (30_000, 30_000)}
+
+
+def test_the_cache_never_answers_a_capture_run_from_a_run_without_it(tmp_path):
+    rel, capture, count = CASES[0]
+    path, store = str(shared_trace(rel)), str(tmp_path / "cache")
+    for command in ("kernels", "breakdown"):
+        plain = run(command, path, "--cache", store)  # fills the cache
+        assert PER_OP not in plain
+        made = sorted(p.name for p in (tmp_path / "cache").rglob("*.entry"))
+        assert made
+        captured = run(command, path, "--cache", store, "--capture", str(shared_trace(capture)))
+        assert sum(r["count"] for r in captured[PER_OP]) == count
+        assert sorted(p.name for p in (tmp_path / "cache").rglob("*.entry")) == made  # it left none
+        assert run(command, path, "--cache", store) == plain

@@ -70,7 +70,10 @@ class GpuOps:
         return [r.line()] if r is not None and r.attributed < r.replayed else []
 
     def op_times(self, step: int | None = None) -> Columns:
-        """GPU time per op of the graph-replayed kernels a capture attributed (``graph_replay.times``)."""
+        """GPU time per op of the graph-replayed kernels a capture attributed (``graph_replay.times``; {}:
+        none was)."""
+        if self.replays is None or not self.replays.attributed:
+            return {}
         rows = self.rows(step) & (self.ops["op"] != None)  # noqa: E711  (an object column)
         t = graph_replay.times(self.ops["op"][rows], self.ops["dur"][rows])
         return {"rank": np.full(len(t["op"]), self.rank, object), "op": t["op"], "count": t["count"],

@@ -6,6 +6,7 @@ a replayed kernel on the path, and ``efficiency`` models a replayed GEMM from it
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections import defaultdict
 
@@ -148,3 +149,18 @@ def test_the_cache_never_answers_a_capture_run_from_a_run_without_it(tmp_path):
         assert sum(r["count"] for r in captured[PER_OP]) == count
         assert sorted(p.name for p in (tmp_path / "cache").rglob("*.entry")) == made  # it left none
         assert run(command, path, "--cache", store) == plain
+
+
+def test_critical_path_roofline_reaches_the_replayed_gemms(tmp_path):
+    rel, capture, _ = CASES[0]
+    path, directory = shared_trace(rel), shared_trace(capture)
+    gemms = {name for (name, _), (_, op) in zip(raw_replay(path), raw_capture(directory))
+             if op == "aten::addmm"}  # the kernels the captured addmm calls replay
+    out = tmp_path / "cp.json.gz"
+    CliRunner().invoke(main, ["critical-path", str(path), str(out), "--roofline", "--capture",
+                              str(directory)], catch_exceptions=False)
+    lane = [e for e in json.loads(gzip.decompress(out.read_bytes()))["traceEvents"]
+            if e.get("cat") == "critical_path" and e.get("ph") == "b" and e["name"] in gemms
+            and e["args"]["category"] == "gpu_compute"]  # the kernel's own time (not the gap before it)
+    assert len(lane) == 72  # 3 addmm per layer, 24 layers: every replayed GEMM on the path
+    assert all(e["args"].get("bound") == "memory" and e["args"]["roofline_pct"] > 0 for e in lane)

@@ -69,8 +69,8 @@ def device_peaks(trace: Trace, peaks_file: str | None) -> tuple[dict[int, Peak |
 def op_rows(trace: Trace) -> tuple[Columns, Columns]:
     """One row per launching CPU op (a graph-replayed kernel's: the op call that captured it, with its shapes;
     and one per GPU op nothing launched): device, stream, ts, end, gpu_ns,
-    step, name, shapes, dtypes, family, flops, bytes, kind, ``launcher`` (the CPU op's slice id; -1: none);
-    and the steps (``gpu_steps``)."""
+    step, name, shapes, dtypes, family, flops, bytes, kind, ``launcher`` (the CPU op's slice id; -1: none),
+    ``call`` (the captured op call's number, ``graph_replay``; -1: none); and the steps (``gpu_steps``)."""
     g = gpu_ops(trace, trace.rank)
     ops = g.ops
     trace.include("traceaug.gpu")
@@ -112,36 +112,48 @@ def op_rows(trace: Trace) -> tuple[Columns, Columns]:
                "step": ops["step"][rows], "name": np.array(out["name"], dtype=object),
                **{c: np.array(out[c], dtype=object) for c in ("shapes", "dtypes", "family", "kind")},
                **{c: np.array(out[c], dtype=np.float64) for c in ("flops", "bytes")},
-               "launcher": np.where(key[rows] >= 0, key[rows], -1)}
+               "launcher": np.where(key[rows] >= 0, key[rows], -1),
+               "call": np.where(key[rows] < -n, -1 - n - key[rows], -1)}
     return columns, g.steps
 
 
-def row_of(trace: Trace, rows: Columns, correlation: np.ndarray) -> np.ndarray:
-    """Per GPU op (by its ``correlation``): the row of ``rows`` (``op_rows``) of the CPU op that launched
-    it, -1 for none."""
+def row_of(trace: Trace, rows: Columns, correlation: np.ndarray, ids: np.ndarray | None = None
+           ) -> np.ndarray:
+    """Per GPU op (by its ``correlation`` and engine ``ids``): the row of ``rows`` (``op_rows``) of the CPU op
+    that launched it (with ``ids``, a graph-replayed kernel's: the op call that captured it), -1 for none."""
     link = trace.columns(LAUNCHER_SQL)
     at = {op: i for i, op in enumerate(rows["launcher"].tolist()) if op >= 0}
     by_corr = {c: at[op] for c, op in zip(link["correlation"].tolist(), link["op"].tolist(), strict=True)
                if op in at}
-    return np.array([by_corr.get(c, -1) for c in correlation.tolist()], dtype=np.int64)
+    out = np.array([by_corr.get(c, -1) for c in correlation.tolist()], dtype=np.int64)
+    if ids is None:
+        return out
+    call = graph_replay.op_of(graph_replay.attribute(trace), ids.astype(np.int64), "call")
+    mine = np.flatnonzero((call != None) & (call != -1))  # noqa: E711  (an object column)
+    if len(mine):
+        of_call = {c: i for i, c in enumerate(rows["call"].tolist()) if c >= 0}
+        out[mine] = [of_call.get(c, -1) for c in call[mine].tolist()]
+    return out
 
 
-def of_launches(trace: Trace, correlation: np.ndarray) -> Columns:
-    """Per GPU op (by its ``correlation``): the ``roofline_pct`` and ``bound`` of the CPU op that launched it
-    (NaN / "": no model, or its device no peaks)."""
+def of_launches(trace: Trace, correlation: np.ndarray, ids: np.ndarray | None = None) -> Columns:
+    """Per GPU op (by its ``correlation`` and engine ``ids``): the ``roofline_pct`` and ``bound`` of the CPU
+    op that launched it (``row_of``; NaN / "": no model, or its device no peaks)."""
     rows, _ = op_rows(trace)
     roof = roofline(rows, device_peaks(trace, None)[0])
     with np.errstate(invalid="ignore", divide="ignore"):
         pct = np.r_[roof["roofline_ns"] / rows["gpu_ns"] * 100.0, np.nan]  # [-1]: no launching op
-    at = row_of(trace, rows, correlation)
+    at = row_of(trace, rows, correlation, ids)
     return {"roofline_pct": pct[at], "bound": np.r_[roof["bound"], [""]].astype(object)[at]}
 
 
-def at_roofline(trace: Trace, pct: float, correlation: np.ndarray, gpu: np.ndarray) -> np.ndarray:
-    """Per event (by its ``correlation``; ``gpu``: which are GPU ops): the factor on a GPU op's time that
-    brings the CPU op that launched it to ``pct`` % of its roofline (every GPU op it launched scaled alike);
-    1 where that is no faster, where the op has no model or its device no peaks (``whatif --roofline``)."""
-    now = of_launches(trace, correlation)["roofline_pct"]
+def at_roofline(trace: Trace, pct: float, correlation: np.ndarray, gpu: np.ndarray,
+                ids: np.ndarray | None = None) -> np.ndarray:
+    """Per event (by its ``correlation`` and ``ids``; ``gpu``: which are GPU ops): the factor on a GPU op's
+    time that brings the CPU op that launched it to ``pct`` % of its roofline (every GPU op it launched scaled
+    alike); 1 where that is no faster, where the op has no model or its device no peaks (``whatif
+    --roofline``)."""
+    now = of_launches(trace, correlation, ids)["roofline_pct"]
     return np.where(gpu.astype(bool) & ~np.isnan(now), np.minimum(now / pct, 1.0), 1.0)
 
 
@@ -166,7 +178,7 @@ def opportunities(trace: Trace, rows: Columns, roof: Columns, top: int) -> Colum
         per_row = np.r_[factor, 1.0]
 
         def fn(ev: dict) -> np.ndarray:
-            at = row_of(trace, rows, ev["correlation"])
+            at = row_of(trace, rows, ev["correlation"], ev["id"])
             return np.where(ev["gpu"].astype(bool) & mine[at], per_row[at], 1.0)
         return fn
     replays = whatif(trace, None, (), False, {str(i): change(k) for i, k in enumerate(chosen)})

@@ -88,7 +88,8 @@ def lane_args(trace: Trace, result: cp.Result, seg: dict, roofline: bool) -> lis
     ``sync_shapes``)."""
     ev = result.graph.ev
     gpu = ev["gpu"][seg["event"]].astype(bool) & np.isin(seg["category"], cp.GPU_WORK) & roofline
-    found = of_launches(trace, ev["correlation"][seg["event"][gpu]]) if gpu.any() else {}
+    at = seg["event"][gpu]
+    found = of_launches(trace, ev["correlation"][at], ev["id"][at]) if gpu.any() else {}
     pct, bound = np.full(len(gpu), np.nan), np.full(len(gpu), "", dtype=object)
     if found:
         pct[gpu], bound[gpu] = found["roofline_pct"], found["bound"]

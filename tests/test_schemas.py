@@ -22,16 +22,19 @@ SMALL = "kineto/a100_simple_add_cuda_sync.json.gz"
 JOB = "kineto/jobs/dlrm_v100_8ranks"
 H100 = ("kineto/diff/h100_runs/a/trace.json.gz", "kineto/diff/h100_runs/b/trace.json.gz")
 GPA = "nsys/gpa/gpt5b_fp8_config.json"
+VLLM = "kineto/inference/vllm_decode_full/graph_execution.json.gz"  # a graph replay and its capture
+VLLM_CAPTURE = "kineto/inference/vllm_decode_full/capture_traces"
 # Per command the runs its schema covers (a shared path is relative to ../shared/traces).
 CASES = {
-    "breakdown": [[A100], [JOB]],
+    "breakdown": [[A100], [JOB], [VLLM, "--capture", VLLM_CAPTURE]],
     "collectives": [[JOB]],
     "counters": [[SMALL, "--summary-only"], [JOB, "--summary-only"]],
-    "critical-path": [[SMALL, "--summary-only"], [JOB, "--job", "--summary-only"]],
+    "critical-path": [[SMALL, "--summary-only"], [JOB, "--job", "--summary-only"],
+                      [VLLM, "--summary-only", "--capture", VLLM_CAPTURE]],
     "diff": [[*H100], [*H100, "--fail-on-regression", "1", "--explain"]],
     "gaps": [[A100], [JOB]],
     "info": [[A100], [JOB]],
-    "kernels": [[A100], [JOB]],
+    "kernels": [[A100], [JOB], [VLLM, "--capture", VLLM_CAPTURE]],
     "launches": [[SMALL], [JOB]],
     "patterns": [[SMALL, "--summary-only"], [JOB, "--summary-only"]],
     "query": [[SMALL, "select name, dur from slice limit 3"]],
@@ -42,9 +45,7 @@ CASES = {
     "cache": [["info"]],
     "cupti": [["kineto/a100_cupti_counters.json.gz"]],
     "efficiency": [["kineto/h100_qwen05b_inference.json.gz", "--summary-only"], [JOB, "--summary-only"]],
-    "serving": [["kineto/inference/vllm_decode_full/graph_execution.json.gz", "--summary-only"],
-                ["kineto/inference/vllm_decode_full/graph_execution.json.gz", "--summary-only", "--capture",
-                 "kineto/inference/vllm_decode_full/capture_traces"]],
+    "serving": [[VLLM, "--summary-only"], [VLLM, "--summary-only", "--capture", VLLM_CAPTURE]],
 }
 
 

@@ -34,8 +34,13 @@ def raw_replay(path) -> list[tuple[str, int]]:
 
 
 def raw_capture(directory) -> list[tuple[str, str]]:
-    """(kernel, innermost CPU op) of each launch call between BeginCapture and EndCapture, from the raw
-    JSON of the file execution_details.json names."""
+    """(kernel, innermost CPU op's name) of each launch call between BeginCapture and EndCapture, from the
+    raw JSON of the file execution_details.json names."""
+    return [(k, op["name"]) for k, op in raw_capture_ops(directory)]
+
+
+def raw_capture_ops(directory) -> list[tuple[str, dict]]:
+    """``raw_capture`` with the innermost CPU op's whole event (its args: the recorded shapes)."""
     name = json.loads((directory / "execution_details.json").read_text())[0]["file"]
     evs = load_raw(directory / name)["traceEvents"]
     begin = next(e for e in evs if e.get("name", "").endswith("StreamBeginCapture"))
@@ -49,7 +54,7 @@ def raw_capture(directory) -> list[tuple[str, str]]:
     for c in calls:
         holding = [o for o in ops if o["ts"] <= c["ts"] and c["ts"] + c["dur"] <= o["ts"] + o["dur"]]
         inner = max(holding, key=lambda o: (o["ts"], -o["dur"]))
-        out.append((c["args"]["kernel"], inner["name"]))
+        out.append((c["args"]["kernel"], inner))
     return out
 
 

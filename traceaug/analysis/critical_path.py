@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import TraceaugError
 from ..sorted_ints import among, sorted_unique
 from ..sql_text import literal, literal_list
-from . import blocking, dag, stream_wait
+from . import blocking, dag, graph_replay, stream_wait
 from .serving import found as served
 from .steps import check_step, is_comm, steps
 from .tables import Columns, frame, objects, position_in, sorted_codes, take
@@ -721,6 +721,7 @@ class Result:
     edges: Columns
     length: int
     path: np.ndarray  # the path's edges: indices into the graph's edge arrays
+    replays: Any = None  # the graph-replayed kernels attributed (``graph_replay.Replays``)
 
     def pieces(self) -> Columns:
         """The window cut along the path into abutting pieces: ``ts, end`` (engine ns), ``edge`` (into
@@ -748,8 +749,10 @@ class Result:
         per_cat = {c: int(dur[p["category"] == c].sum()) for c in CATEGORIES}
         total = max(self.window.end - self.window.start, 1)
         on = p["category"] != IDLE
-        names: dict = {}
-        for n, w in zip(self.edges["event_name"][p["edge"][on]].tolist(), dur[on].tolist()):
+        names: dict = {}  # per (event, op: a graph-replayed kernel's captured op, else None)
+        at = p["edge"][on]
+        ops = self.edges["op"][at] if "op" in self.edges else np.full(len(at), None, object)
+        for n, w in zip(zip(self.edges["event_name"][at].tolist(), ops.tolist()), dur[on].tolist()):
             names[n] = names.get(n, 0) + w
         tops = sorted(names.items(), key=lambda kv: -kv[1])[:top]
         return {
@@ -758,7 +761,8 @@ class Result:
             "categories": {"category": list(per_cat),
                            "ns": list(per_cat.values()),
                            "share_pct": [100 * v / total for v in per_cat.values()]},
-            "top": {"event": [k for k, _ in tops], "ns": [v for _, v in tops],
+            "top": {"event": [k for (k, _), _ in tops], "op": [o for (_, o), _ in tops],
+                    "ns": [v for _, v in tops],
                     "share_pct": [100 * v / total for _, v in tops]},
             "edges": len(self.graph.src), "nodes": len(self.graph.node_ts),
             "skipped_backwards": self.graph.skipped,
@@ -832,7 +836,9 @@ def analyse(trace: Trace, step: int | None = None, annotation: str | None = None
         "wait_start": np.where((dst % 2 == 1) & g["waiting"][dst // 2], graph.node_ts[dst - 1], NO_WAIT),
     }
     edges["waited_for"] = _waited_for(trace, graph, dst, edges["wait_start"] != NO_WAIT)
-    r = Result(win, graph, edges, 0, path)
+    replays = graph_replay.attribute(trace)  # a graph-replayed kernel's op: the one that captured it
+    edges["op"] = graph_replay.op_of(replays, edges["event_id"])
+    r = Result(win, graph, edges, 0, path, replays)
     p = r.pieces()
     r.length = int((p["end"] - p["ts"])[p["category"] != IDLE].sum())  # blocked waits included
     return r

@@ -11,9 +11,11 @@ import numpy as np
 
 from ..errors import TraceaugError
 from ..output import cut
+from . import graph_replay
 from .gpu_steps import gpu_windows
 from .intervals import covered_in
 from .ranktest import bh_q, mann_whitney_p, min_p
+from .shapes import LAUNCHER_SQL, NO_OP
 from .steps import check_step, op_groups, shorten
 from .sums import total
 from .tables import Columns, codes, first_appearance, objects
@@ -21,7 +23,7 @@ from .tables import Columns, codes, first_appearance, objects
 if TYPE_CHECKING:
     from ..trace import Trace
 
-BY = ("name", "short-name", "category")
+BY = ("name", "short-name", "category", "op")
 DEVICES = ("cpu", "gpu", "all")
 DEFAULT_THRESHOLD = 5.0  # percent
 Steps = tuple[int | None, int | None]  # the ProfilerStep number compared on each side (None: all)
@@ -38,10 +40,27 @@ class Side:
     gpu: Columns  # GPU ops: ts, dur, step, category (the headline's busy times)
     names: list  # the distinct op names; ops["name_code"] indexes them
     steps: Columns
+    _launchers: np.ndarray | None = field(default=None, repr=False)
 
     @classmethod
     def of(cls, trace: Trace) -> Side:
         return cls(trace, *op_groups(trace))
+
+    def launchers(self) -> np.ndarray:
+        """Per row of ``ops``, its op for ``--by op``: a CPU op's name; a GPU op's launching CPU op (a
+        graph-replayed kernel's, the op that captured it, as if that op launched it), ``NO_OP`` for none."""
+        if self._launchers is None:
+            link = self.trace.columns(f"SELECT x.correlation, s.name FROM ({LAUNCHER_SQL}) x "
+                                      "JOIN slice s ON s.id = x.op")
+            by_corr = dict(zip(link["correlation"].tolist(), link["name"].tolist(), strict=True))
+            gpu = self.gpu
+            own = [by_corr.get(c, NO_OP) for c in gpu["correlation"].tolist()]
+            captured = graph_replay.op_of(graph_replay.attribute(self.trace), gpu["id"].astype(np.int64))
+            replayed = captured != None  # noqa: E711  (an object column)
+            gpu_op = np.where(replayed, captured, objects(own))
+            cpu = objects(self.names)[self.ops["name_code"][~self.ops["gpu"]]]
+            self._launchers = np.r_[cpu, gpu_op].astype(object)
+        return self._launchers
 
     def window(self, at: np.ndarray, step: int | None) -> tuple[np.ndarray, int]:
         """Which rows (by their step numbers ``at``) are in the compared steps (a mask), and
@@ -89,6 +108,8 @@ def _keys(side: Side, by: str, rows: np.ndarray) -> tuple[np.ndarray, list]:
     ops = side.ops
     if by == "category":
         return codes(ops["category"][rows])
+    if by == "op":
+        return codes(side.launchers()[rows])
     code = ops["name_code"][rows]
     if by == "name":
         return code, side.names

@@ -9,35 +9,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import graph_replay
 from .flops import Inputs, Model, model
 from .gpu_steps import gpu_ops
 from .peaks import Peak, identify, table, unknown_note
+from .shapes import LAUNCHER_SQL, NO_OP, recorded
 from .tables import Columns
 
 if TYPE_CHECKING:
     from ..trace import Trace
 
-NO_MODEL, NO_SHAPES, NO_OP = "no model", "no shapes", "(no CPU op)"
-# Each launch (the first runtime call of a correlation id) with its nearest enclosing CPU op.
-LAUNCHER_SQL = """
-WITH RECURSIVE up(correlation, at) AS (
-  SELECT l.correlation, s.parent_id FROM _traceaug_first_launch l JOIN slice s ON s.id = l.id
-  WHERE s.parent_id IS NOT NULL
-  UNION ALL
-  SELECT up.correlation, s.parent_id FROM up JOIN slice s ON s.id = up.at
-  WHERE s.category NOT IN ('cpu_op', 'Operator') AND s.parent_id IS NOT NULL)
-SELECT up.correlation, up.at AS op FROM up JOIN slice s ON s.id = up.at
-WHERE s.category IN ('cpu_op', 'Operator')
-"""
-OPS_SQL = "SELECT id, name, COALESCE(arg_set_id, -1) AS arg_set_id FROM slice WHERE id IN ({ids})"
-# The shapes of those ops, once per arg set (ops of one name and shapes share their arg set).
-ARGS_SQL = """
-SELECT arg_set_id, key, int_value, string_value FROM args
-WHERE arg_set_id IN (SELECT DISTINCT arg_set_id FROM slice WHERE id IN ({ids}))
-  AND (key GLOB 'args.Input Dims*' OR key GLOB 'args.Input type*' OR key GLOB 'args.Concrete Inputs*')
-"""
+NO_MODEL, NO_SHAPES = "no model", "no shapes"
 TF32 = re.compile(r"tf32|tensorop_s\d+gemm")  # kernels running FP32 GEMMs on TF32 tensor cores
-KEY = re.compile(r"args\.(Input Dims|Input type|Concrete Inputs)((?:\[\d+\])+)$")
 GROUP_COLUMNS = ("device", "name", "shapes", "dtypes", "family", "count", "total_ns", "mean_ns", "min_ns",
                  "max_ns", "flops", "bytes", "tflops", "tbps", "flops_per_byte", "bound", "roofline_ns",
                  "roofline_pct")
@@ -45,42 +28,6 @@ FAMILY_COLUMNS = ("device", "family", "count", "total_ns", "gpu_pct", "flops", "
                   "roofline_ns", "roofline_pct")
 STEP_COLUMNS = ("step", "step_ns", "flops", "mfu_pct", "families")
 OPPORTUNITY_COLUMNS = ("name", "shapes", "dtypes", "gpu_saved_ns", "saved_ns", "saved_pct")
-
-
-def _nest(into: dict, path: list[int], value: object) -> None:
-    for i in path[:-1]:
-        into = into.setdefault(i, {})
-    into[path[-1]] = value
-
-
-def _listed(tree: object) -> object:
-    if not isinstance(tree, dict):
-        return tree
-    return [_listed(tree.get(i, {})) if isinstance(tree.get(i, {}), dict) else tree[i]
-            for i in range(max(tree) + 1)] if tree else []
-
-
-def read_inputs(rows: Columns) -> dict[int, Inputs]:
-    """Each arg set's recorded inputs (only sets with ``Input Dims``) from its arg rows."""
-    out: dict[int, Inputs] = {}
-    sets: dict[int, dict] = {}
-    for arg_set, key, iv, sv in zip(*(rows[c].tolist() for c in ("arg_set_id", "key", "int_value",
-                                                                  "string_value")), strict=True):
-        m = KEY.match(key)
-        if m:
-            path = [int(x) for x in re.findall(r"\d+", m.group(2))]
-            _nest(sets.setdefault(arg_set, {}).setdefault(m.group(1), {}), path,
-                  sv if isinstance(sv, str) else iv)
-    for arg_set, fields in sets.items():
-        if "Input Dims" not in fields:
-            continue
-        types = [t if isinstance(t, str) else "" for t in _listed(fields.get("Input type", {}))]
-        scalars = [s if isinstance(s, str) else str(s) for s in _listed(fields.get("Concrete Inputs", {}))]
-        dims_tree = fields["Input Dims"]
-        dims = [_listed(dims_tree[i]) if isinstance(dims_tree.get(i), dict) else None
-                for i in range(max(len(types), max(dims_tree) + 1))]
-        out[arg_set] = Inputs(tuple(dims), tuple(types), tuple(scalars))
-    return out
 
 
 def _modelled(name: str, inputs: Inputs | None, tf32: bool, launched: bool) -> tuple:
@@ -120,9 +67,10 @@ def device_peaks(trace: Trace, peaks_file: str | None) -> tuple[dict[int, Peak |
 
 
 def op_rows(trace: Trace) -> tuple[Columns, Columns]:
-    """One row per launching CPU op (and one per GPU op nothing launched): device, stream, ts, end, gpu_ns,
-    step, name, shapes, dtypes, family, flops, bytes, kind, ``launcher`` (the CPU op's slice id; -1: none);
-    and the steps (``gpu_steps``)."""
+    """One row per launching CPU op (a graph-replayed kernel's: the op call that captured it, with its shapes;
+    and one per GPU op nothing launched): device, stream, ts, end, gpu_ns,
+    step, name, shapes, dtypes, family, flops, bytes, kind, ``launcher`` (the CPU op's slice id; -1: none),
+    ``call`` (the captured op call's number, ``graph_replay``; -1: none); and the steps (``gpu_steps``)."""
     g = gpu_ops(trace, trace.rank)
     ops = g.ops
     trace.include("traceaug.gpu")
@@ -131,16 +79,17 @@ def op_rows(trace: Trace) -> tuple[Columns, Columns]:
     corr = ops["correlation"].tolist()
     launcher = np.array([by_corr.get(c, -1) if ops["launched"][i] else -1 for i, c in enumerate(corr)],
                         dtype=np.int64)
-    ids = sorted(set(launcher.tolist()) - {-1})
-    listed = ", ".join(map(str, ids))
-    op_set, inputs_of = {}, {}
-    if ids:
-        named = trace.columns(OPS_SQL.format(ids=listed))
-        op_set = dict(zip(named["id"].tolist(), zip(named["name"].tolist(), named["arg_set_id"].tolist()),
-                          strict=True))
-        inputs_of = read_inputs(trace.columns(ARGS_SQL.format(ids=listed)))
-    # A GPU op nothing launched is its own row (keyed by a negative number).
-    key = np.where(launcher >= 0, launcher, -1 - np.arange(len(launcher)))
+    op_set, inputs_of = recorded(trace, sorted(set(launcher.tolist()) - {-1}))
+    # A GPU op nothing launched is its own row (keyed by a negative number), and a graph-replayed one's
+    # launcher is the op call that captured it, with that call's shapes (keyed below -n).
+    n = len(launcher)
+    key = np.where(launcher >= 0, launcher, -1 - np.arange(n))
+    call = graph_replay.op_of(g.replays, ops["id"], "call")
+    captured = np.flatnonzero((call != None) & (call != -1))  # noqa: E711  (an object column)
+    key[captured] = -1 - n - call[captured].astype(np.int64)
+    inputs = graph_replay.op_of(g.replays, ops["id"][captured], "inputs")
+    for i, k, shapes in zip(captured.tolist(), key[captured].tolist(), inputs.tolist()):
+        op_set[k], inputs_of[("capture", k)] = (ops["op"][i], ("capture", k)), shapes
     order = np.lexsort((ops["ts"], key))
     starts = np.flatnonzero(np.r_[True, key[order][1:] != key[order][:-1]]) if len(order) else order
     rows = order[starts]  # each key's first GPU op
@@ -153,7 +102,7 @@ def op_rows(trace: Trace) -> tuple[Columns, Columns]:
     made: dict[tuple, tuple] = {}  # (name, arg set, TF32 kernels) -> the row's values, made once
     for k in key[rows].tolist():
         name, arg_set = op_set.get(k, (NO_OP, -1))
-        at = (name, arg_set, k in tf32_key, k >= 0)
+        at = (name, arg_set, k in tf32_key, k in op_set)
         if at not in made:
             made[at] = _modelled(name, inputs_of.get(arg_set), *at[2:])
         for c, v in zip(out, made[at], strict=True):
@@ -163,36 +112,48 @@ def op_rows(trace: Trace) -> tuple[Columns, Columns]:
                "step": ops["step"][rows], "name": np.array(out["name"], dtype=object),
                **{c: np.array(out[c], dtype=object) for c in ("shapes", "dtypes", "family", "kind")},
                **{c: np.array(out[c], dtype=np.float64) for c in ("flops", "bytes")},
-               "launcher": np.where(key[rows] >= 0, key[rows], -1)}
+               "launcher": np.where(key[rows] >= 0, key[rows], -1),
+               "call": np.where(key[rows] < -n, -1 - n - key[rows], -1)}
     return columns, g.steps
 
 
-def row_of(trace: Trace, rows: Columns, correlation: np.ndarray) -> np.ndarray:
-    """Per GPU op (by its ``correlation``): the row of ``rows`` (``op_rows``) of the CPU op that launched
-    it, -1 for none."""
+def row_of(trace: Trace, rows: Columns, correlation: np.ndarray, ids: np.ndarray | None = None
+           ) -> np.ndarray:
+    """Per GPU op (by its ``correlation`` and engine ``ids``): the row of ``rows`` (``op_rows``) of the CPU op
+    that launched it (with ``ids``, a graph-replayed kernel's: the op call that captured it), -1 for none."""
     link = trace.columns(LAUNCHER_SQL)
     at = {op: i for i, op in enumerate(rows["launcher"].tolist()) if op >= 0}
     by_corr = {c: at[op] for c, op in zip(link["correlation"].tolist(), link["op"].tolist(), strict=True)
                if op in at}
-    return np.array([by_corr.get(c, -1) for c in correlation.tolist()], dtype=np.int64)
+    out = np.array([by_corr.get(c, -1) for c in correlation.tolist()], dtype=np.int64)
+    if ids is None:
+        return out
+    call = graph_replay.op_of(graph_replay.attribute(trace), ids.astype(np.int64), "call")
+    mine = np.flatnonzero((call != None) & (call != -1))  # noqa: E711  (an object column)
+    if len(mine):
+        of_call = {c: i for i, c in enumerate(rows["call"].tolist()) if c >= 0}
+        out[mine] = [of_call.get(c, -1) for c in call[mine].tolist()]
+    return out
 
 
-def of_launches(trace: Trace, correlation: np.ndarray) -> Columns:
-    """Per GPU op (by its ``correlation``): the ``roofline_pct`` and ``bound`` of the CPU op that launched it
-    (NaN / "": no model, or its device no peaks)."""
+def of_launches(trace: Trace, correlation: np.ndarray, ids: np.ndarray | None = None) -> Columns:
+    """Per GPU op (by its ``correlation`` and engine ``ids``): the ``roofline_pct`` and ``bound`` of the CPU
+    op that launched it (``row_of``; NaN / "": no model, or its device no peaks)."""
     rows, _ = op_rows(trace)
     roof = roofline(rows, device_peaks(trace, None)[0])
     with np.errstate(invalid="ignore", divide="ignore"):
         pct = np.r_[roof["roofline_ns"] / rows["gpu_ns"] * 100.0, np.nan]  # [-1]: no launching op
-    at = row_of(trace, rows, correlation)
+    at = row_of(trace, rows, correlation, ids)
     return {"roofline_pct": pct[at], "bound": np.r_[roof["bound"], [""]].astype(object)[at]}
 
 
-def at_roofline(trace: Trace, pct: float, correlation: np.ndarray, gpu: np.ndarray) -> np.ndarray:
-    """Per event (by its ``correlation``; ``gpu``: which are GPU ops): the factor on a GPU op's time that
-    brings the CPU op that launched it to ``pct`` % of its roofline (every GPU op it launched scaled alike);
-    1 where that is no faster, where the op has no model or its device no peaks (``whatif --roofline``)."""
-    now = of_launches(trace, correlation)["roofline_pct"]
+def at_roofline(trace: Trace, pct: float, correlation: np.ndarray, gpu: np.ndarray,
+                ids: np.ndarray | None = None) -> np.ndarray:
+    """Per event (by its ``correlation`` and ``ids``; ``gpu``: which are GPU ops): the factor on a GPU op's
+    time that brings the CPU op that launched it to ``pct`` % of its roofline (every GPU op it launched scaled
+    alike); 1 where that is no faster, where the op has no model or its device no peaks (``whatif
+    --roofline``)."""
+    now = of_launches(trace, correlation, ids)["roofline_pct"]
     return np.where(gpu.astype(bool) & ~np.isnan(now), np.minimum(now / pct, 1.0), 1.0)
 
 
@@ -217,7 +178,7 @@ def opportunities(trace: Trace, rows: Columns, roof: Columns, top: int) -> Colum
         per_row = np.r_[factor, 1.0]
 
         def fn(ev: dict) -> np.ndarray:
-            at = row_of(trace, rows, ev["correlation"])
+            at = row_of(trace, rows, ev["correlation"], ev["id"])
             return np.where(ev["gpu"].astype(bool) & mine[at], per_row[at], 1.0)
         return fn
     replays = whatif(trace, None, (), False, {str(i): change(k) for i, k in enumerate(chosen)})

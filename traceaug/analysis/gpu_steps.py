@@ -27,7 +27,8 @@ class GpuOps:
     trace: Trace
     rank: int | None
     # ts, dur, end, name, name_id, kind, category, device, stream, correlation, launched, launch_ts,
-    # launch_dur, launch_end, launch_name, step; sorted by (ts, end)
+    # launch_dur, launch_end, launch_name, step, id (the engine's), op (a graph-replayed kernel's
+    # attributed op, else None); sorted by (ts, end)
     ops: Columns
     # step, cpu_ts, cpu_end, ts, end (the GPU window; the windows tile the steps' GPU time),
     # source ("gpu_annotation" / "launches"), implausible (a GPU-side annotation set aside)
@@ -67,6 +68,16 @@ class GpuOps:
         """What the figures cannot tell: graph-replayed kernels no capture attributed to their ops."""
         r = self.replays
         return [r.line()] if r is not None and r.attributed < r.replayed else []
+
+    def op_times(self, step: int | None = None) -> Columns:
+        """GPU time per op of the graph-replayed kernels a capture attributed (``graph_replay.times``; {}:
+        none was)."""
+        if self.replays is None or not self.replays.attributed:
+            return {}
+        rows = self.rows(step) & (self.ops["op"] != None)  # noqa: E711  (an object column)
+        t = graph_replay.times(self.ops["op"][rows], self.ops["dur"][rows])
+        return {"rank": np.full(len(t["op"]), self.rank, object), "op": t["op"], "count": t["count"],
+                "total": t["total"]}
 
     @property
     def warnings(self) -> list[str]:
@@ -137,9 +148,10 @@ def last_reaching(end: np.ndarray, i: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 
 def _ops(trace: Trace) -> Columns:
-    c = trace.columns("SELECT ts, dur, name, kind, device, stream, correlation, launch_ts, "
+    c = trace.columns("SELECT id, ts, dur, name, kind, device, stream, correlation, launch_ts, "
                       "launch_dur, launch_name FROM traceaug_gpu_op_launch")
-    ops: Columns = {"ts": c["ts"].astype(np.int64), "dur": c["dur"].astype(np.int64)}
+    ops: Columns = {"ts": c["ts"].astype(np.int64), "dur": c["dur"].astype(np.int64),
+                    "id": c["id"].astype(np.int64)}
     ops["end"] = ops["ts"] + np.maximum(ops["dur"], 0)
     ops["name"] = c["name"].astype(object)
     ops["kind"] = c["kind"].astype(object)
@@ -249,4 +261,5 @@ def gpu_ops(trace: Trace, rank: int | None = None) -> GpuOps:
     ops["step"] = np.where(launched, step, step_at(ops["ts"], st["ts"], st["end"], st["step"]))
     served = serving.steps(trace)
     replays = graph_replay.attribute(trace, serving.batch_at(served), ops["launch_name"])
+    ops["op"] = graph_replay.op_of(replays, ops["id"])  # a replayed kernel's op, as if it launched it
     return GpuOps(trace, rank if rank is not None else trace.rank, ops, st, served, replays)

@@ -16,6 +16,7 @@ import traceaug.runtime as runtime
 
 from ..errors import TraceaugError
 from .serving import GRAPH_LAUNCHES
+from .shapes import recorded
 from .tables import Columns, codes, objects
 
 if TYPE_CHECKING:
@@ -31,19 +32,23 @@ RECORD = ("profile the graph capture too (vLLM / SGLang capture traces) and pass
 @dataclass
 class Graph:
     """One captured graph: where it came from, the batch size its capture says, and per dispatch (in
-    order) the kernel it recorded, its graph node id (-1: none) and the CPU op it ran in."""
+    order) the kernel it recorded, its graph node id (-1: none), the CPU op it ran in, that op's call (a
+    number, one per op call in the capture) and its recorded shapes (``flops.Inputs``, None: none)."""
 
     source: str
     batch: int | None
     kernels: list[str]
     nodes: list[int]
     ops: list[str]
+    calls: list[int] = field(default_factory=list)
+    inputs: list = field(default_factory=list)
 
 
 @dataclass
 class Replays:
     """The graph-replayed GPU ops (``ops``: ts, dur, name, correlation, node, ``op`` attributed or
-    ``UNKNOWN``), how many were attributed, and a line per launch that could not be."""
+    ``UNKNOWN``, ``call``: that op's call, one number per launch and captured call, -1: none, ``inputs``: its
+    shapes), how many were attributed, and a line per launch that could not be."""
 
     ops: Columns
     attributed: int = 0
@@ -68,13 +73,13 @@ class Replays:
 
 
 def replayed(trace: Trace, launch_names: np.ndarray | None = None) -> Columns:
-    """The GPU ops graph launches replayed, by launch then start: ``ts``, ``dur``, ``name``, ``kind``,
+    """The GPU ops graph launches replayed, by launch then start: ``id``, ``ts``, ``dur``, ``name``, ``kind``,
     ``correlation``, ``node`` (graph node id, -1: none), ``launch_ts`` (engine ns), ``pid``, ``stream``;
     ``launch_names`` (the GPU ops' launching calls, when known): none a graph launch, no query."""
     trace.include("traceaug.gpu")
     none = launch_names is not None and not np.isin(launch_names, GRAPH_LAUNCHES).any()
     c = trace.columns(
-        "SELECT g.ts, g.dur, g.name, g.kind, g.correlation, r.ts AS launch_ts, g.pid, g.stream, "
+        "SELECT g.id, g.ts, g.dur, g.name, g.kind, g.correlation, r.ts AS launch_ts, g.pid, g.stream, "
         "COALESCE(CAST(extract_arg(g.arg_set_id, 'args.graph node id') AS INT), -1) AS node "
         "FROM traceaug_gpu_op g JOIN _traceaug_first_launch l USING (correlation) "
         f"JOIN slice r ON r.id = l.id WHERE r.name IN ({_IN}) {'AND 0' if none else ''} "
@@ -83,7 +88,7 @@ def replayed(trace: Trace, launch_names: np.ndarray | None = None) -> Columns:
             "name": c["name"].astype(object), "kind": c["kind"].astype(object),
             "correlation": c["correlation"].astype(np.int64), "node": c["node"].astype(np.int64),
             "launch_ts": c["launch_ts"].astype(np.int64), "pid": c["pid"].astype(np.int64),
-            "stream": c["stream"].astype(np.int64)}
+            "stream": c["stream"].astype(np.int64), "id": c["id"].astype(np.int64)}
 
 
 def captured(trace: Trace, source: str, batch: int | None = None) -> list[Graph]:
@@ -95,18 +100,23 @@ def captured(trace: Trace, source: str, batch: int | None = None) -> list[Graph]
         "b.track_id AND e.ts > b.ts AND e.name GLOB '*StreamEndCapture*') AS hi, b.track_id FROM b) "
         "SELECT w.graph, r.name AS call, extract_arg(r.arg_set_id, 'args.kernel') AS kernel, "
         "COALESCE(CAST(extract_arg(r.arg_set_id, 'args.graph node id') AS INT), -1) AS node, "
-        "(SELECT a.name FROM ancestor_slice(r.id) a WHERE a.category IN ('cpu_op', 'Operator') "
-        "ORDER BY a.depth DESC LIMIT 1) AS op "
+        "(SELECT a.id FROM ancestor_slice(r.id) a WHERE a.category IN ('cpu_op', 'Operator') "
+        "ORDER BY a.depth DESC LIMIT 1) AS op_id "
         "FROM slice r JOIN w ON r.track_id = w.track_id AND r.ts > w.lo AND r.ts < w.hi "
         "WHERE r.category IN ('cuda_runtime', 'cuda_driver', 'Runtime') AND (r.name GLOB '*Launch*' "
         "OR r.name GLOB '*Memcpy*' OR r.name GLOB '*Memset*') ORDER BY w.graph, r.ts, r.id")
+    op_of, inputs_of = recorded(trace, sorted({int(i) for i in c["op_id"].tolist() if i is not None
+                                               and i == i}))
     graphs: dict[int, Graph] = {}
     for g, call, kernel, node, op in zip(*(c[k].tolist() for k in ("graph", "call", "kernel", "node",
-                                                                   "op"))):
+                                                                   "op_id"))):
         graph = graphs.setdefault(g, Graph(source, batch, [], [], []))
         graph.kernels.append(kernel if isinstance(kernel, str) else _copy_kind(call))
         graph.nodes.append(-1 if node is None or node != node else int(node))
-        graph.ops.append(op if isinstance(op, str) else call)
+        name, arg_set = op_of.get(op if op is not None and op == op else -1, (call, -1))
+        graph.ops.append(name)
+        graph.calls.append(int(op) if op is not None and op == op else -1)
+        graph.inputs.append(inputs_of.get(arg_set))
     return list(graphs.values())
 
 
@@ -133,9 +143,16 @@ def capture_files(path: str | Path) -> list[tuple[Path, int | None]]:
 def graphs_for(trace: Trace) -> list[Graph]:
     """The captured graphs for ``trace``'s replays: the runtime's ``--capture``, else a capture inside
     the trace itself (read again with the launch calls' kernel names)."""
+    given = runtime.current().capture
+    cache = trace.__dict__.setdefault("_capture_graphs", {})  # per --capture: several analyses ask
+    if given not in cache:
+        cache[given] = _graphs(trace, given)
+    return cache[given]
+
+
+def _graphs(trace: Trace, given: str | None) -> list[Graph]:
     from ..trace import Trace as Loaded
 
-    given = runtime.current().capture
     if given:
         out = []
         for file, batch in capture_files(given):
@@ -156,6 +173,7 @@ def attribute(trace: Trace, batch_of=None, launch_names: np.ndarray | None = Non
     ops = replayed(trace, launch_names)
     n = len(ops["ts"])
     ops["op"] = np.full(n, UNKNOWN, dtype=object)
+    ops["call"], ops["inputs"] = np.full(n, -1, np.int64), np.full(n, None, object)
     out = Replays(ops)
     if not n:
         return out
@@ -166,20 +184,24 @@ def attribute(trace: Trace, batch_of=None, launch_names: np.ndarray | None = Non
     starts = np.flatnonzero(np.r_[True, ops["correlation"][1:] != ops["correlation"][:-1]])
     for lo, hi in zip(starts, np.r_[starts[1:], n]):
         batch = batch_of(int(ops["launch_ts"][lo])) if batch_of else None
-        found, why = match(ops, slice(lo, hi), graphs, batch)
-        if found is None:
+        g, found, why = match(ops, slice(lo, hi), graphs, batch)
+        if g is None:
             at = trace.absolute(int(ops["launch_ts"][lo])) / 1000
             out.problems.append(f"the graph launch at {at:.3f} µs replaying {hi - lo} kernels matches no "
                                 f"captured graph ({'; '.join(why)})")
             continue
-        ops["op"][lo:hi] = found
+        ops["op"][lo:hi] = [g.ops[i] for i in found]
+        ops["inputs"][lo:hi] = [g.inputs[i] for i in found]
+        calls = np.array([g.calls[i] for i in found], np.int64)  # a number per launch and call: lo + k
+        ops["call"][lo:hi] = np.where(calls >= 0, codes(calls.tolist())[0] + lo, -1)
         out.attributed += hi - lo
     return out
 
 
-def match(ops: Columns, at: slice, graphs: list[Graph], batch: int | None) -> tuple[list | None, list]:
-    """The attributed ops of one launch's replayed ``ops[at]`` from the first graph that agrees (a graph of
-    the step's ``batch`` first), else None and why each graph does not."""
+def match(ops: Columns, at: slice, graphs: list[Graph], batch: int | None
+          ) -> tuple[Graph | None, list[int], list[str]]:
+    """The first graph that agrees with one launch's replayed ``ops[at]`` (a graph of the step's ``batch``
+    first) and each replayed op's dispatch in it, else None and why each graph does not."""
     names, kinds, nodes = ops["name"][at].tolist(), ops["kind"][at].tolist(), ops["node"][at].tolist()
     order = sorted(graphs, key=lambda g: g.batch != batch)
     why = []
@@ -187,7 +209,7 @@ def match(ops: Columns, at: slice, graphs: list[Graph], batch: int | None) -> tu
         if min(nodes) >= 0 and min(g.nodes, default=-1) >= 0:  # CUDA: by graph node id
             where = {node: i for i, node in enumerate(g.nodes)}
             if all(x in where for x in nodes):
-                return [g.ops[where[x]] for x in nodes], []
+                return g, [where[x] for x in nodes], []
             why.append(f"{g.source}: node ids {sorted(set(nodes) - set(where))[:3]} not captured")
             continue
         if len(g.kernels) != len(names):
@@ -196,19 +218,40 @@ def match(ops: Columns, at: slice, graphs: list[Graph], batch: int | None) -> tu
         bad = next((i for i, (k, nm, kd) in enumerate(zip(g.kernels, names, kinds))
                     if k != (nm if kd == "kernel" else kd)), None)
         if bad is None:
-            return list(g.ops), []
+            return g, list(range(len(names))), []
         why.append(f"{g.source}: dispatch {bad} captured {g.kernels[bad][:60]!r}, replayed "
                    f"{names[bad][:60]!r}")
-    return None, why
+    return None, [], why
 
 
 def op_times(r: Replays, phase: np.ndarray | None = None) -> Columns:
     """GPU time per attributed op (``op``, ``count`` of kernels, ``total`` ns, exact), largest first, the
     unattributed kernels as one ``UNKNOWN`` row; with each replayed op's ``phase``, per (``phase``, op)."""
-    phase = np.full(r.replayed, "", object) if phase is None else phase
-    code, keys = codes(list(zip(phase.tolist(), r.ops["op"].tolist())))
+    return times(r.ops["op"], r.ops["dur"], phase)
+
+
+def op_of(r: Replays | None, ids: np.ndarray, column: str = "op") -> np.ndarray:
+    """Per GPU op (by engine ``ids``): the op that captured it (or that op's ``column``: ``call``,
+    ``inputs``) where a graph replayed it and a capture attributed it, else None."""
+    out = np.full(len(ids), None, object)
+    if r is None or not r.attributed:
+        return out
+    known = r.ops["op"] != UNKNOWN
+    order = np.argsort(r.ops["id"][known], kind="stable")
+    rid, op = r.ops["id"][known][order], r.ops[column][known][order]
+    at = np.minimum(np.searchsorted(rid, ids), len(rid) - 1)
+    hit = rid[at] == ids
+    out[hit] = op[at[hit]]
+    return out
+
+
+def times(op: np.ndarray, dur: np.ndarray, phase: np.ndarray | None = None) -> Columns:
+    """``op_times`` of any GPU ops: per (``phase``, ``op``) the ``count`` and exact ``total`` ns of ``dur``,
+    largest first."""
+    phase = np.full(len(op), "", object) if phase is None else phase
+    code, keys = codes(list(zip(phase.tolist(), op.tolist())))
     total = np.zeros(len(keys), np.int64)
-    np.add.at(total, code, r.ops["dur"])
+    np.add.at(total, code, dur)
     order = np.argsort(-total, kind="stable")
     return {"phase": objects([keys[i][0] for i in order]), "op": objects([keys[i][1] for i in order]),
             "count": np.bincount(code, minlength=len(keys))[order], "total": total[order]}

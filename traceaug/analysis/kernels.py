@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+import traceaug.runtime as runtime
+
 from ..errors import TraceaugError
 from .sums import group_sums, total
 from .tables import Columns, codes, concat, first_appearance, objects
@@ -47,9 +49,9 @@ def grouped(key: np.ndarray, values: np.ndarray, code: np.ndarray | None = None
 
 
 def load_kind(step: int | None) -> str:
-    """What ``kernel_table`` needs loaded: a step's ops are told by their launches
-    (``gpu_steps``); every op needs only the GPU ops ("gpu_ops": no launch is read)."""
-    return "gpu_steps" if step is not None else "gpu_ops"
+    """What ``kernel_table`` needs loaded: a step's ops are told by their launches, and graph replays
+    by theirs, attributed with ``--capture`` (``gpu_steps``); else only the GPU ops ("gpu_ops")."""
+    return "gpu_steps" if step is not None or runtime.current().capture else "gpu_ops"
 
 
 def kernel_table(g: GpuOps, step: int | None = None, kind: str | None = None) -> Columns:

@@ -116,10 +116,10 @@ def category(kind: np.ndarray, name_code: np.ndarray, names: list) -> np.ndarray
 
 
 def gpu_ops(trace: Trace, table: str) -> Columns:
-    """GPU ops in id order: ``ts``, ``dur``, ``name``, ``kind`` and the ``step`` (in ``table``) of the runtime
-    call that launched them (the first with their correlation id), else -1."""
+    """GPU ops in id order: ``id``, ``ts``, ``dur``, ``name``, ``kind``, ``correlation`` and the ``step`` (in
+    ``table``) of the runtime call that launched them (the first with their correlation id), else -1."""
     trace.include("traceaug.gpu")
-    c = trace.columns(f"SELECT ts, dur, name, kind, {step_of('launch_ts', table)} AS step "
+    c = trace.columns(f"SELECT id, ts, dur, name, kind, correlation, {step_of('launch_ts', table)} AS step "
                       "FROM traceaug_gpu_op_launch ORDER BY id")
     return {**c, "kind": c["kind"].astype(object)}
 

@@ -39,6 +39,16 @@ def rank_parts(call: Call, fn: Callable, params: dict, kind: str = GPU_STEPS,
 
 
 RELIABILITY = "reliability"
+PER_OP = "graph-replayed kernels per op"  # their GPU time per op that captured them (``--capture``)
+
+
+def per_op(found: list[parts.RankPart]) -> list[tuple[str, dict]]:
+    """A section of the GPU time of each op whose captured kernels graph launches replayed, when any rank
+    has one (``GpuOps.op_times``): the per-op figures a replay without its capture cannot give."""
+    from ..analysis.tables import concat
+
+    have = [p.op_times for p in found if len(p.op_times.get("op", ()))]
+    return [(PER_OP, concat(have))] if have else []
 
 
 def reliability(found: list[parts.RankPart]) -> list[tuple[str, dict]]:
@@ -78,13 +88,16 @@ def shown(sections: list, call: Call) -> None:
 def command(name: str, help: str, module: ModuleType, options: tuple,
              **declared: Any) -> Command:
     """TRACE, job options, ``--rank``, ``--step``, ``--format``, ``options``: ``module.part(ops,
-    in_job, **declared["part"])`` per rank, ``module.combine(tables, **declared["combine"])``."""
+    in_job, **declared["part"])`` per rank, ``module.combine(tables, **declared["combine"])`` (and with
+    ``per_op``, the ``PER_OP`` section)."""
     part, combine = declared.pop("part"), declared.pop("combine", ())
+    ops = per_op if declared.pop("per_op", False) else lambda found: []
 
     def compute(call: Call) -> list[tuple[str, dict]]:
         found, _ = rank_parts(call, module.part, {p: call[p] for p in part},
                               declared.get("kind", lambda p: GPU_STEPS)(call.params))
-        return module.combine(tables(found), **{p: call[p] for p in combine}) + reliability(found)
+        return module.combine(tables(found), **{p: call[p] for p in combine}) + ops(found) + \
+            reliability(found)
 
     return Command(name, help, (argument("trace", type=paths.Input()), JOB, rank(),
                                 step(), fmt(), *options), compute, declared.pop("show", shown),

@@ -11,4 +11,4 @@ COMMAND = command(
     "overlaps, idle per stream, communication-computation overlap.", breakdown,
     (option("--kernel-wait-us", type=US, default=30.0, show_default=True,
             help="Gaps shorter than this (and not host waits) are kernel waits (HTA's rule)."),),
-    part=("step", "kernel_wait_us"))
+    part=("step", "kernel_wait_us"), per_op=True, schema_version=2)

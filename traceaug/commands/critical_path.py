@@ -167,4 +167,4 @@ COMMAND = rewriters.command(
     load_kind="sync",
     compute=compute, show=show, api=_api, prepare=prepare,
     kind=lambda p: None if p.get("whole_job") else "sync_shapes" if p.get("roofline") else "sync",
-    findings=_findings)
+    findings=_findings, schema_version=2)

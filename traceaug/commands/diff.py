@@ -314,9 +314,10 @@ def _findings(found: tuple, call: Call) -> list[dict]:
 COMMAND = Command(
     "diff", "Compare two traces (or two directories of per-rank traces): what changed from A to B.",
     (argument("a", type=paths.Input()), argument("b", type=paths.Input()),
-     option("--by", type=click.Choice(["name", "short-name", "category"]), default="name",
+     option("--by", type=click.Choice(["name", "short-name", "category", "op"]), default="name",
             show_default=True,
-            help="Group ops by full name, name without template/arguments, or type."),
+            help="Group ops by full name, name without template/arguments, or type; op: GPU ops by the "
+                 "CPU op that launched them (a graph-replayed kernel's: the op that captured it)."),
      option("--device", type=click.Choice(["cpu", "gpu", "all"]), default="all",
             show_default=True, help="Compare CPU ops, GPU kernels / copies / sets, or both."),
      step("Compare only ProfilerStep#N of both (default: all steps, per step)."),

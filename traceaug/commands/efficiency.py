@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import click
 
 from . import rewriters
-from .declare import COUNT, Call, fmt, option, rank
+from .declare import COUNT, Call, fmt, option, rank, serving_options
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -82,7 +82,7 @@ COMMAND = rewriters.command(
      option("--replay", is_flag=True,
             help="Also rank the op groups by the step time they would save at their roofline, "
                  "replayed along the critical path (whatif's replay; the top 10 at most)."),
-     rank(), fmt("Format of the tables printed on stdout."),
+     rank(), fmt("Format of the tables printed on stdout."), *serving_options(),
      option("--keep-bytes", is_flag=True,
             help="Keep every original byte. By default events the Perfetto UI would drop "
                  "(partly overlapping, on negative thread ids) are moved so that it shows them.")),

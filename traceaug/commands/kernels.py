@@ -16,5 +16,5 @@ COMMAND = command(
             help="Order of the kernels."),
      option("--type", "kind", type=click.Choice(["comp", "comm", "mem"]),
             help="Only computation, communication or memory ops.")),
-    part=("step", "kind", "sort"), combine=("top",),
+    part=("step", "kind", "sort"), combine=("top",), per_op=True, schema_version=2,
     kind=lambda p: kernels.load_kind(p.get("step")))

@@ -52,7 +52,8 @@ def _replayed(trace, step: int | None, scales: list, no_launch_delay: bool,
     from ..analysis.efficiency import at_roofline
 
     factors = None if roofline is None else {
-        f"roofline={roofline:g}%": lambda ev: at_roofline(trace, roofline, ev["correlation"], ev["gpu"])}
+        f"roofline={roofline:g}%": lambda ev: at_roofline(trace, roofline, ev["correlation"], ev["gpu"],
+                                                          ev["id"])}
     return replay.tables(replay.whatif(trace, step, scales, no_launch_delay, factors))
 
 

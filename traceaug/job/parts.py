@@ -159,6 +159,7 @@ class RankPart:
     path: Any = None  # report JOB: the rank's ``job_path.RankPart`` (replay models) from the same read
     notes: list = field(default_factory=list)  # what its figures cannot tell (``GpuOps.notes``)
     memory: bool = True  # the rank's file has ``[memory]`` events (``memory.recorded``)
+    op_times: dict = field(default_factory=dict)  # GPU time per attributed op (``GpuOps.op_times``)
 
 
 def part(opened: Ops, item: Item, fn: Callable, in_job: bool, **params: Any) -> RankPart:
@@ -166,7 +167,8 @@ def part(opened: Ops, item: Item, fn: Callable, in_job: bool, **params: Any) -> 
     g = opened.ops
     try:
         return RankPart(g.rank, len(g.ops["ts"]), fn(g, in_job, **params), opened.tables,
-                        path=opened.path, notes=g.notes, memory=opened.memory)
+                        path=opened.path, notes=g.notes, memory=opened.memory,
+                        op_times=g.op_times(params.get("step")))
     except TraceaugError as e:
         return RankPart(g.rank, len(g.ops["ts"]), {}, opened.tables, e, opened.path,
                         notes=g.notes, memory=opened.memory)

@@ -128,9 +128,9 @@ KINDS: dict[str, LoadKind] = {k.name: k for k in (
     LoadKind("collectives", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES,
              HOST_ONLY_CALLS, args=COLLECTIVE_ARGS, whole_args_names=COLLECTIVE_OPS, skim=True),
     # a CUDA / HIP graph's capture (analysis.graph_replay): the launch calls, the kernel each recorded and
-    # the CPU ops they ran in; python functions and flows cut unparsed
+    # the CPU ops they ran in with their shapes (efficiency); python functions and flows cut unparsed
     LoadKind("capture", RUNTIME_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES, HOST_ONLY_CALLS
-             | NO_LAUNCH_CALLS, args=KINETO_ARGS | {"kernel"}, skim=True),
+             | NO_LAUNCH_CALLS, args=SHAPE_ARGS | {"kernel"}, skim=True),
     # the job's critical path (analysis.job_path): the critical path's events and the
     # collectives' args in one load per rank; it writes no rank's trace, so skimmed
     LoadKind("job_path", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES

@@ -35,8 +35,9 @@ def summary_text(results: list[dict], fmt: str) -> str:
                                      "us": [v / 1e3 for v in cats["ns"]],
                                      "share_pct": cats["share_pct"]}, "table"))
         top = r["top"]
+        ops = {"op": [o or "" for o in top["op"]]} if any(top.get("op", ())) else {}  # graph replays'
         parts.append("top events on the path\n" + render_columns(
-            {"event": [str(e) for e in top["event"]], "us": [v / 1e3 for v in top["ns"]],
+            {"event": [str(e) for e in top["event"]], **ops, "us": [v / 1e3 for v in top["ns"]],
              "share_pct": top["share_pct"]}, "table"))
     return "\n".join(parts)
 

@@ -11,7 +11,6 @@ import orjson
 
 from ..analysis import critical_path as cp
 from ..analysis.efficiency import of_launches
-from ..analysis.graph_replay import attribute
 from ..analysis.steps import shorten
 from .events import async_slice_events, flow_events, flow_ids, process_name_events
 from .pipeline import Rewriter
@@ -33,7 +32,7 @@ def compute(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
                         options.get("instance", 0), not options.get("hta_weights", False),
                         None if not gap_us else round(gap_us * 1000))
     summary = result.summary(options.get("top", 10))
-    replays = attribute(trace)  # a path through graph replays no capture explains: said so
+    replays = result.replays  # a path through graph replays no capture explains: said so
     if replays.attributed < replays.replayed:
         summary["reliability"] = replays.line()
     events = lane_events(trace, result, bool(options.get("roofline"))) + \
@@ -89,7 +88,8 @@ def lane_args(trace: Trace, result: cp.Result, seg: dict, roofline: bool) -> lis
     ``sync_shapes``)."""
     ev = result.graph.ev
     gpu = ev["gpu"][seg["event"]].astype(bool) & np.isin(seg["category"], cp.GPU_WORK) & roofline
-    found = of_launches(trace, ev["correlation"][seg["event"][gpu]]) if gpu.any() else {}
+    at = seg["event"][gpu]
+    found = of_launches(trace, ev["correlation"][at], ev["id"][at]) if gpu.any() else {}
     pct, bound = np.full(len(gpu), np.nan), np.full(len(gpu), "", dtype=object)
     if found:
         pct[gpu], bound[gpu] = found["roofline_pct"], found["bound"]

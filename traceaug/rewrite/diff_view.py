@@ -179,4 +179,9 @@ def _instances(side: Side, step: int | None, by: str) -> Columns:
         key = category(c["kind"].astype(object), code, distinct)
     else:
         key = objects([shorten(n) if by == "short-name" and isinstance(n, str) else n for n in names])
+    if by == "op":  # a GPU op's key: its launching op (``Side.launchers``; GPU rows last, in id order)
+        gpu = c["device"] == "gpu"
+        launcher = side.launchers()[-len(side.gpu["id"]):] if len(side.gpu["id"]) else objects([])
+        at = np.searchsorted(side.gpu["id"].astype(np.int64), c["id"][gpu].astype(np.int64))
+        key[gpu] = launcher[at]
     return {**c, "device": c["device"].astype(object), "key": key}

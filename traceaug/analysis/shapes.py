@@ -1,0 +1,83 @@
+"""The CPU ops that launched GPU work and their recorded shapes (Kineto's ``Input Dims``, ``Input type``,
+``Concrete Inputs`` args, read once per arg set): what ``efficiency`` models an op from (the ops of a trace
+or of a graph's capture) and ``diff --by op`` groups GPU time by."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from .flops import Inputs
+from .tables import Columns
+
+if TYPE_CHECKING:
+    from ..trace import Trace
+
+NO_OP = "(no CPU op)"  # a GPU op no CPU op launched
+# Each launch (the first runtime call of a correlation id) with its nearest enclosing CPU op.
+LAUNCHER_SQL = """
+WITH RECURSIVE up(correlation, at) AS (
+  SELECT l.correlation, s.parent_id FROM _traceaug_first_launch l JOIN slice s ON s.id = l.id
+  WHERE s.parent_id IS NOT NULL
+  UNION ALL
+  SELECT up.correlation, s.parent_id FROM up JOIN slice s ON s.id = up.at
+  WHERE s.category NOT IN ('cpu_op', 'Operator') AND s.parent_id IS NOT NULL)
+SELECT up.correlation, up.at AS op FROM up JOIN slice s ON s.id = up.at
+WHERE s.category IN ('cpu_op', 'Operator')
+"""
+OPS_SQL = "SELECT id, name, COALESCE(arg_set_id, -1) AS arg_set_id FROM slice WHERE id IN ({ids})"
+# The shapes of those ops, once per arg set (ops of one name and shapes share their arg set).
+ARGS_SQL = """
+SELECT arg_set_id, key, int_value, string_value FROM args
+WHERE arg_set_id IN (SELECT DISTINCT arg_set_id FROM slice WHERE id IN ({ids}))
+  AND (key GLOB 'args.Input Dims*' OR key GLOB 'args.Input type*' OR key GLOB 'args.Concrete Inputs*')
+"""
+KEY = re.compile(r"args\.(Input Dims|Input type|Concrete Inputs)((?:\[\d+\])+)$")
+
+
+def _nest(into: dict, path: list[int], value: object) -> None:
+    for i in path[:-1]:
+        into = into.setdefault(i, {})
+    into[path[-1]] = value
+
+
+def _listed(tree: object) -> object:
+    if not isinstance(tree, dict):
+        return tree
+    return [_listed(tree.get(i, {})) if isinstance(tree.get(i, {}), dict) else tree[i]
+            for i in range(max(tree) + 1)] if tree else []
+
+
+def read_inputs(rows: Columns) -> dict[int, Inputs]:
+    """Each arg set's recorded inputs (only sets with ``Input Dims``) from its arg rows."""
+    out: dict[int, Inputs] = {}
+    sets: dict[int, dict] = {}
+    for arg_set, key, iv, sv in zip(*(rows[c].tolist() for c in ("arg_set_id", "key", "int_value",
+                                                                  "string_value")), strict=True):
+        m = KEY.match(key)
+        if m:
+            path = [int(x) for x in re.findall(r"\d+", m.group(2))]
+            _nest(sets.setdefault(arg_set, {}).setdefault(m.group(1), {}), path,
+                  sv if isinstance(sv, str) else iv)
+    for arg_set, fields in sets.items():
+        if "Input Dims" not in fields:
+            continue
+        types = [t if isinstance(t, str) else "" for t in _listed(fields.get("Input type", {}))]
+        scalars = [s if isinstance(s, str) else str(s) for s in _listed(fields.get("Concrete Inputs", {}))]
+        dims_tree = fields["Input Dims"]
+        dims = [_listed(dims_tree[i]) if isinstance(dims_tree.get(i), dict) else None
+                for i in range(max(len(types), max(dims_tree) + 1))]
+        out[arg_set] = Inputs(tuple(dims), tuple(types), tuple(scalars))
+    return out
+
+
+def recorded(trace: Trace, ids: list[int]) -> tuple[dict, dict[int, Inputs]]:
+    """For the CPU ops of slice ``ids``: each one's (name, arg set id; -1: none), and each arg set's
+    recorded inputs (``read_inputs``)."""
+    if not ids:
+        return {}, {}
+    listed = ", ".join(map(str, ids))
+    named = trace.columns(OPS_SQL.format(ids=listed))
+    op_set = dict(zip(named["id"].tolist(), zip(named["name"].tolist(), named["arg_set_id"].tolist()),
+                      strict=True))
+    return op_set, read_inputs(trace.columns(ARGS_SQL.format(ids=listed)))

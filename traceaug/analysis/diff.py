@@ -296,7 +296,8 @@ def regressions(result: DiffResult, mode: str = "all") -> tuple[list[str], list[
     return fail, notes
 
 
-def gate_lines(g: dict, where: str, mode: str = "all", what: str = "step time") -> tuple[list[str], list[str]]:
+def gate_lines(g: dict, where: str, mode: str = "all", what: str = "step time"
+               ) -> tuple[list[str], list[str]]:
     """One ``gate``'s lines (``regressions``), each starting with ``where``; ``what``: the step figure."""
     fail, notes = [], []
     if g["step_regressed"]:

@@ -14,6 +14,7 @@ from .diff import DEFAULT_THRESHOLD, gate, gate_lines, min_delta_ns, op_table
 from .diff import compare as compare_ops
 from .gpa_summary import DEFAULT_MAP, classify
 from .serving import steps as serving_steps
+from .sums import group_sums
 from .tables import Columns, codes, objects
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ def part(g: GpuOps, step: int | None = None) -> dict | None:
     pair, keys = codes([(p, f) for p, f in zip(steps["phase"][ops["step"][mine]].tolist(), family.tolist())])
     return {"steps": {k: v[keep] for k, v in steps.items()}, "families": {
         "key": keys, "count": np.bincount(pair, minlength=len(keys)).astype(np.int64),
-        "total": np.bincount(pair, ops["dur"][mine].astype(np.float64), len(keys)).astype(np.int64)}}
+        "total": group_sums(pair, ops["dur"][mine], len(keys), "GPU op durations")}}
 
 
 def sections(parts: list[dict | None]) -> list[tuple[str, Columns]]:
@@ -132,7 +133,8 @@ def latency_table(phases: list[dict]) -> Columns:
 
 def op_rows(phases: list[dict]) -> Columns | None:
     """Every phase's op rows (``diff``'s, per step of that phase), a ``phase`` column first; None: none."""
-    tables = [{"phase": objects([r["phase"]] * len(r["ops"]["key"])), **r["ops"]} for r in phases if "ops" in r]
+    tables = [{"phase": objects([r["phase"]] * len(r["ops"]["key"])), **r["ops"]}
+              for r in phases if "ops" in r]
     if not tables:
         return None
     return {c: np.concatenate([t[c] for t in tables]) for c in tables[0]}

@@ -14,7 +14,8 @@ from ..analysis.tables import Columns, objects
 from ..output import render_columns
 from .sections import shown
 
-TOP_COLUMNS = ("device", "key", "status", "count_a", "count_b", "total_a_us", "total_b_us", "delta_us", "delta_pct")
+TOP_COLUMNS = ("device", "key", "status", "count_a", "count_b", "total_a_us", "total_b_us", "delta_us",
+               "delta_pct")
 
 
 def csv_rows(rows: Columns, result: DiffResult) -> Columns:
@@ -50,7 +51,8 @@ def text(phases: list[dict], top_changes: Callable[[Columns], tuple]) -> str:
     for p in phases:
         if "ops" not in p:
             side = "A" if p["present"].endswith("A") else "B"
-            out.append(f"{p['phase']}: only in {side} ({p[side.lower()]['steps']} steps), nothing to "
+            n = p[side.lower()]["steps"]
+            out.append(f"{p['phase']}: only in {side} ({n} step{'s' if n != 1 else ''}), nothing to "
                        "compare it with\n")
             continue
         ops = shown(p["ops"], "table")

@@ -22,13 +22,17 @@ SMALL = "kineto/a100_simple_add_cuda_sync.json.gz"
 JOB = "kineto/jobs/dlrm_v100_8ranks"
 H100 = ("kineto/diff/h100_runs/a/trace.json.gz", "kineto/diff/h100_runs/b/trace.json.gz")
 GPA = "nsys/gpa/gpt5b_fp8_config.json"
+VLLM = "kineto/inference/vllm_decode_full/graph_execution.json.gz"
+SGLANG = "kineto/inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz"
+SGLANG_CAPTURE = "kineto/inference/sglang_decode/capture_traces/bs_32_rank0.json.gz"  # no serving step
 # Per command the runs its schema covers (a shared path is relative to ../shared/traces).
 CASES = {
-    "breakdown": [[A100], [JOB]],
+    "breakdown": [[A100], [JOB], [VLLM]],
     "collectives": [[JOB]],
     "counters": [[SMALL, "--summary-only"], [JOB, "--summary-only"]],
     "critical-path": [[SMALL, "--summary-only"], [JOB, "--job", "--summary-only"]],
-    "diff": [[*H100], [*H100, "--fail-on-regression", "1", "--explain"]],
+    "diff": [[*H100], [*H100, "--fail-on-regression", "1", "--explain"],
+             [VLLM, SGLANG, "--fail-on-regression", "50000"], [VLLM, SGLANG_CAPTURE]],  # serving phases
     "gaps": [[A100], [JOB]],
     "info": [[A100], [JOB]],
     "kernels": [[A100], [JOB]],

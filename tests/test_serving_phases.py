@@ -219,6 +219,7 @@ def test_a_phase_only_one_side_has(built):
     assert phases["prefill"]["status"] == phases["mixed"]["status"] == "only in B"
     assert "ops" not in phases["prefill"] and phases["prefill"]["latency_mean_a_ns"] is None
     assert phases["decode"]["steps_a"] == 1 and phases["decode"]["steps_b"] == 3
+    assert out["findings"] == []  # no "mean ProfilerStep" claim: serving steps are other annotations
     text = cli("diff", str(one), str(built["a"])).stdout
     assert "prefill: only in B (2 steps)" in text and "mixed: only in B (1 step)," in text
     text = cli("diff", str(built["a"]), str(built["b"])).stdout

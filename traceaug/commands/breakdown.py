@@ -29,4 +29,4 @@ COMMAND = command(
     sys.modules[__name__],
     (option("--kernel-wait-us", type=US, default=30.0, show_default=True,
             help="Gaps shorter than this (and not host waits) are kernel waits (HTA's rule)."),),
-    part=("step", "kernel_wait_us"))
+    part=("step", "kernel_wait_us"), schema_version=2)

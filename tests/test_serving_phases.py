@@ -221,6 +221,7 @@ def test_a_phase_only_one_side_has(built):
     assert phases["decode"]["steps_a"] == 1 and phases["decode"]["steps_b"] == 3
     assert out["findings"] == []  # no "mean ProfilerStep" claim: serving steps are other annotations
     text = cli("diff", str(one), str(built["a"])).stdout
+    assert "(1 serving step vs 6 serving steps)" in text
     assert "prefill: only in B (2 steps)" in text and "mixed: only in B (1 step)," in text
     text = cli("diff", str(built["a"]), str(built["b"])).stdout
     assert "Top regressions in decode steps (per decode step)" in text and "in prefill steps" not in text

@@ -84,7 +84,8 @@ def render(result: DiffResult, fmt: str, top: int = 10) -> str:
         ops = ops_us(r.result["ops"])
         ops["key"] = objects([clip(k) for k in ops["key"].tolist()])
         steps = " vs ".join(f"ProfilerStep#{h['step']}" if h["step"] is not None
-                            else f"{h['steps']} ProfilerSteps" for h in (r.result["a"], r.result["b"]))
+                            else phases_text.steps_said(r.result, s)
+                            for s, h in (("a", r.result["a"]), ("b", r.result["b"])))
         label = f"rank {r.rank}: " if r.rank is not None else ""
         parts.append(f"{label}A = {r.a}\n{' ' * len(label)}B = {r.b}  ({steps})\n")
         parts.append(render_columns(headline_table(r.result), "table"))

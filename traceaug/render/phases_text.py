@@ -18,6 +18,15 @@ TOP_COLUMNS = ("device", "key", "status", "count_a", "count_b", "total_a_us", "t
                "delta_pct")
 
 
+def steps_said(result: dict, side: str) -> str:
+    """A side's steps in ``diff``'s heading: "N serving steps" of a serving trace (its ``phases`` have steps
+    there), else "N ProfilerSteps"."""
+    n = result[side]["steps"]
+    if any(p[side]["steps"] for p in result.get("phases") or ()):
+        return f"{n} serving step{'s' if n != 1 else ''}"
+    return f"{n} ProfilerSteps"
+
+
 def csv_rows(rows: Columns, result: DiffResult) -> Columns:
     """``diff``'s csv rows (``all_rows``) with, when a rank has serving phases, a ``phase`` column (``all``:
     every step) and each phase's op rows after them; without phases, as they are."""

@@ -15,15 +15,30 @@ if TYPE_CHECKING:
 
 
 def part(g: GpuOps) -> dict:
-    """A rank's serving figures (``report``): per step its ``phase``, ``batch``, ``latency`` (CPU start to
-    the later of its CPU end and its GPU ops' end), GPU ``busy`` / ``idle`` in its GPU window, ``launch``
-    (its launch calls' time), ``cpu_gap`` (CPU time since the step before ended: the scheduler's; -1 for
-    the first); the GPU time per attributed op of each phase (``graph_replay``) and the replay line. Steps
-    before the steady state (``steady``) are the phase ``warm-up``, not their own."""
-    from .breakdown import window_rows
+    """A rank's serving figures (``report``): its steps (``step_rows``), the GPU time per attributed op of
+    each phase (``graph_replay``) and the replay line."""
     from .graph_replay import op_times
 
-    st, w, ops, replays = g.serving, g.steps, g.ops, g.replays
+    st, ops, replays = g.serving, g.ops, g.replays
+    n = len(st["step"])
+    mine = (ops["step"] >= 0) & (ops["step"] < n)
+    label = labels(st)
+    at = np.searchsorted(st["ts"], replays.ops["launch_ts"], side="right") - 1
+    phase = np.where(at >= 0, label[np.maximum(at, 0)] if n else "", "none").astype(object)
+    direct = ops["launched"] & ~np.isin(ops["correlation"], replays.ops["correlation"]) & mine
+    return {"steps": step_rows(g), "ops": op_times(replays, phase),
+            "direct": {"phase": label[ops["step"][direct]], "dur": ops["dur"][direct]},
+            "replayed": replays.replayed, "attributed": replays.attributed, "line": replays.line()}
+
+
+def step_rows(g: GpuOps) -> Columns:
+    """Per serving step its ``phase``, ``batch``, ``latency`` (CPU start to the later of its CPU end and its
+    GPU ops' end), GPU ``busy`` / ``idle`` in its GPU window, ``launch`` (its launch calls' time),
+    ``cpu_gap`` (CPU time since the step before ended: the scheduler's; -1 for the first). Steps before the
+    steady state (``steady``) are the phase ``warm-up``, not their own."""
+    from .breakdown import window_rows
+
+    st, w, ops = g.serving, g.steps, g.ops
     n = len(st["step"])
     mine = (ops["step"] >= 0) & (ops["step"] < n)
     cpu_end = st["ts"] + st["dur"]
@@ -33,17 +48,9 @@ def part(g: GpuOps) -> dict:
                            ops["launch_dur"][launched].tolist())))
     launch = np.bincount([s for s, _, _ in calls], [d for _, _, d in calls], n).astype(np.int64) \
         if calls else np.zeros(n, np.int64)
-    label = labels(st)
-    at = np.searchsorted(st["ts"], replays.ops["launch_ts"], side="right") - 1
-    phase = np.where(at >= 0, label[np.maximum(at, 0)] if n else "", "none").astype(object)
-    direct = ops["launched"] & ~np.isin(ops["correlation"], replays.ops["correlation"]) & mine
-    return {"steps": {"step": st["step"], "phase": label, "batch": st["batch"],
-                      "latency": latency(st, ops["step"], ops["end"]), "busy": rows["busy"],
-                      "idle": rows["idle"], "launch": launch,
-                      "cpu_gap": np.r_[-1, st["ts"][1:] - cpu_end[:-1]].astype(np.int64)[:n]},
-            "ops": op_times(replays, phase),
-            "direct": {"phase": label[ops["step"][direct]], "dur": ops["dur"][direct]},
-            "replayed": replays.replayed, "attributed": replays.attributed, "line": replays.line()}
+    return {"step": st["step"], "phase": labels(st), "batch": st["batch"],
+            "latency": latency(st, ops["step"], ops["end"]), "busy": rows["busy"], "idle": rows["idle"],
+            "launch": launch, "cpu_gap": np.r_[-1, st["ts"][1:] - cpu_end[:-1]].astype(np.int64)[:n]}
 
 
 def labels(st: Columns) -> np.ndarray:

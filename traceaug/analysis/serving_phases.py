@@ -33,16 +33,20 @@ def part(g: GpuOps, step: int | None = None) -> dict | None:
     n = len(g.serving.get("step", ()))
     if not n:
         return None
-    steps = figures.part(g)["steps"]
+    steps = figures.step_rows(g)
     keep = np.ones(n, bool) if step is None else steps["step"] == step
     ops = g.ops
     mine = np.flatnonzero((ops["step"] >= 0) & (ops["step"] < n))
     mine = mine[keep[ops["step"][mine]]]
-    family = classify(ops["name"][mine], DEFAULT_MAP)
-    pair, keys = codes([(p, f) for p, f in zip(steps["phase"][ops["step"][mine]].tolist(), family.tolist())])
+    first = np.unique(ops["name_id"], return_index=True)[1]  # each distinct name's first op: named once
+    family, families = codes(classify(ops["name"][first], DEFAULT_MAP))
+    phase, phases = codes(steps["phase"])
+    pair, at = np.unique(phase[ops["step"][mine]] * len(families) + family[ops["name_id"][mine]],
+                         return_inverse=True)
     return {"steps": {k: v[keep] for k, v in steps.items()}, "families": {
-        "key": keys, "count": np.bincount(pair, minlength=len(keys)).astype(np.int64),
-        "total": group_sums(pair, ops["dur"][mine], len(keys), "GPU op durations")}}
+        "key": [(phases[k // len(families)], families[k % len(families)]) for k in pair.tolist()],
+        "count": np.bincount(at, minlength=len(pair)).astype(np.int64),
+        "total": group_sums(at, ops["dur"][mine], len(pair), "GPU op durations")}}
 
 
 def sections(parts: list[dict | None]) -> list[tuple[str, Columns]]:

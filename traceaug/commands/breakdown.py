@@ -4,13 +4,17 @@ figures per phase first (``analysis.serving_phases``)."""
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from ..analysis import breakdown, serving_phases
 from .analysis import command
 from .declare import US, option
 
+if TYPE_CHECKING:
+    from ..analysis.gpu_steps import GpuOps
 
-def part(g, in_job: bool, step: int | None, kernel_wait_us: float) -> dict:
+
+def part(g: GpuOps, in_job: bool, step: int | None, kernel_wait_us: float) -> dict:
     """A rank's breakdown (``analysis.breakdown.part``) and, of a serving trace, its phases."""
     out = breakdown.part(g, in_job, step, kernel_wait_us)
     phases = serving_phases.part(g, step)

@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from .diff import DiffResult, Side
     from .gpu_steps import GpuOps
 
-STEPS_TABLE = "serving phases: steps, latency (CPU start to the later of CPU and GPU end), GPU busy / idle"
-FAMILY_TABLE = "serving phases: GPU time per kernel family (share of the phase's)"
+STEPS_TABLE = ("serving phases: latency over each phase's steps (CPU start to the later of CPU and GPU end), "
+               "GPU busy / idle in their GPU windows")
+FAMILY_TABLE = "serving phases: GPU time per kernel family (share_pct: of the phase's GPU time)"
 LATENCY = ("mean", "p50", "p90")  # the step latency figures ``diff`` compares per phase
 ONLY = {"a": "only in A", "b": "only in B"}
 

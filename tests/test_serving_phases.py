@@ -163,7 +163,7 @@ def test_breakdown_on_the_sglang_step_and_one_step():
     path = shared_trace(SGLANG)
     want = scan(path)
     data = json.loads(cli("breakdown", str(path), "--step", "0", "--format", "json").stdout)
-    (row,) = data[next(k for k in data if k.startswith("serving phases: steps"))]
+    (row,) = data[next(k for k in data if k.startswith("serving phases: latency"))]
     assert (row["phase"], row["steps"], row["latency_max_ns"]) == ("decode", 1, want[0]["latency"])
 
 

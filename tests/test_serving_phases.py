@@ -200,13 +200,18 @@ def test_diff_shows_a_decode_regression_as_decode(built):
     assert whole[name]["delta_ns"] == pytest.approx(per_name[name] * stretch_ns * 3 / 6, abs=1e-3)
 
 
-def test_the_gate_fails_on_decode_alone(built):
+def test_the_gate_fails_on_decode_alone(built, tmp_path):
     """``--gate step``: the CPU step time did not change (the GPU ran longer), so the whole trace's gate
     passes; decode's step latency grew, and fails it, naming decode."""
     done = cli("diff", str(built["a"]), str(built["b"]), "--fail-on-regression", "1", "--gate", "step",
                code=3)
     lines = [x for x in done.stderr.splitlines() if "regression over" in x]
     assert len(lines) == 1 and "decode steps: step latency" in lines[0], done.stderr
+    page = tmp_path / "diff.html"
+    cli("diff", str(built["a"]), str(built["b"]), "--fail-on-regression", "1", "--html", str(page), code=3)
+    text = page.read_text()
+    assert "Serving phases: step latency" in text and "Top regressions in decode steps" in text
+    assert "Step latency 19,114.059 → 20,814.059 µs (+8.9 %): fails the gate" in text
     same = cli("diff", str(built["a"]), str(built["a"]), "--fail-on-regression", "1", "--format", "json")
     assert all(p["gate"]["step_regressed"] is False for p in json.loads(same.stdout)["ranks"][0]["phases"])
 

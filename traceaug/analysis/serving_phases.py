@@ -84,15 +84,17 @@ def _of_phase(side: Side, phases: np.ndarray, phase: str) -> Side:
     return replace(side, ops=ops, steps={k: v[mask] for k, v in side.steps.items()})
 
 
-def compare(a: Side, b: Side, by: str = "name", device: str = "all", threshold: float = DEFAULT_THRESHOLD,
-            inclusive: bool = False) -> list[dict] | None:
-    """Per phase of either side (``phase_order``), a ``diff`` result of its own: ``a`` / ``b`` its steps
+def compare(a: Side, b: Side, how: dict | None = None) -> list[dict] | None:
+    """Per phase of either side (``phase_order``), a ``diff`` result of its own (``how``: ``diff``'s ``by``,
+    ``device``, ``threshold``, ``inclusive``; their defaults where missing): ``a`` / ``b`` its steps
     there and their latency (``step_ns`` the mean; ``latency_mean_ns``, ``_p50_ns``, ``_p90_ns``; None
     without steps), ``present`` (``both`` or the side it is only in) and, on both sides, ``ops``: the ops
     compared per step of that phase (``diff.compare``). None: neither side is a serving trace."""
     found = {"a": _phases(a), "b": _phases(b)}
     if not any(found.values()):
         return None
+    how = {"by": "name", "device": "all", "threshold": DEFAULT_THRESHOLD, "inclusive": False, **(how or {})}
+    threshold = how["threshold"]
     out = []
     for phase in figures.phase_order(np.concatenate([f[0] for f in found.values() if f]).tolist()):
         row: dict = {"phase": phase}
@@ -106,8 +108,8 @@ def compare(a: Side, b: Side, by: str = "name", device: str = "all", threshold: 
         row["status"] = row["present"] if missing else _status(row["a"]["step_ns"], row["b"]["step_ns"],
                                                                threshold)
         if not missing:
-            tables = [op_table(_of_phase(side, found[s][0], phase), by, device, None, inclusive)
-                      for s, side in (("a", a), ("b", b))]
+            tables = [op_table(_of_phase(side, found[s][0], phase), how["by"], how["device"], None,
+                               how["inclusive"]) for s, side in (("a", a), ("b", b))]
             row["ops"] = compare_ops(*tables, threshold)
         out.append(row)
     return out

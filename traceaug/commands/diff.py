@@ -65,8 +65,7 @@ def diff_rank(sides: tuple, item: Item, compare: dict, views: dict | None = None
     if steps == (None, None):  # every step: serving traces' phases too (``analysis.serving_phases``)
         from ..analysis import serving_phases
 
-        phases = serving_phases.compare(sa, sb, *(compare[k] for k in ("by", "device", "threshold",
-                                                                          "inclusive")))
+        phases = serving_phases.compare(sa, sb, compare)
         if phases is not None:
             result["phases"] = phases
     views = views or {}

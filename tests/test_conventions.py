@@ -30,6 +30,7 @@ STEPS = "kineto/diff/tiny_base/base.json.gz"  # two ProfilerSteps: a per-step ta
 MEMORY = "kineto/h100_bert_small_inference.json.gz"  # [memory] events: the memory tables have rows
 CUPTI = "kineto/a100_cupti_counters.json.gz"  # cuda_profiler_range events: ``cupti``'s tables
 SERVING = "kineto/inference/vllm_decode_full/graph_execution.json.gz"  # a serving step, a graph replay
+SGLANG = "kineto/inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz"  # another: diff's serving phases
 # Frames that are empty on these traces (no bandwidth counter; no step limits the per-step view...).
 MAY_BE_EMPTY = {"counters.bandwidth", "whatif.errors"}
 UNITS = ("ns", "us", "ms", "s", "pct", "gbps", "bytes", "flops", "tflops", "tbps")
@@ -146,6 +147,9 @@ def commands(tmp: Path) -> dict[str, list[str]]:
         "critical-path": ["critical-path", src, str(tmp / "cp.json")],
         "diff": ["diff", a, b],
         "diff --fail-on-regression": ["diff", a, b, "--fail-on-regression", "1000"],
+        "breakdown (serving)": ["breakdown", str(shared_trace(SERVING))],
+        "diff (serving)": ["diff", str(shared_trace(SERVING)), str(shared_trace(SGLANG)),
+                           "--fail-on-regression", "50000"],
         "report (memory)": ["report", str(shared_trace(MEMORY))],
         "counters (memory)": ["counters", str(shared_trace(MEMORY)), str(tmp / "m.json"),
                               "--series", "memory"],

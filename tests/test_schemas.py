@@ -24,6 +24,8 @@ H100 = ("kineto/diff/h100_runs/a/trace.json.gz", "kineto/diff/h100_runs/b/trace.
 GPA = "nsys/gpa/gpt5b_fp8_config.json"
 VLLM = "kineto/inference/vllm_decode_full/graph_execution.json.gz"  # a graph replay and its capture
 VLLM_CAPTURE = "kineto/inference/vllm_decode_full/capture_traces"
+SGLANG = "kineto/inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz"
+SGLANG_CAPTURE = "kineto/inference/sglang_decode/capture_traces/bs_32_rank0.json.gz"  # no serving step
 # Per command the runs its schema covers (a shared path is relative to ../shared/traces).
 CASES = {
     "breakdown": [[A100], [JOB], [VLLM, "--capture", VLLM_CAPTURE]],
@@ -31,7 +33,8 @@ CASES = {
     "counters": [[SMALL, "--summary-only"], [JOB, "--summary-only"]],
     "critical-path": [[SMALL, "--summary-only"], [JOB, "--job", "--summary-only"],
                       [VLLM, "--summary-only", "--capture", VLLM_CAPTURE]],
-    "diff": [[*H100], [*H100, "--fail-on-regression", "1", "--explain"]],
+    "diff": [[*H100], [*H100, "--fail-on-regression", "1", "--explain"],
+             [VLLM, SGLANG, "--fail-on-regression", "50000"], [VLLM, SGLANG_CAPTURE]],  # serving phases
     "gaps": [[A100], [JOB]],
     "info": [[A100], [JOB]],
     "kernels": [[A100], [JOB], [VLLM, "--capture", VLLM_CAPTURE]],

@@ -312,25 +312,32 @@ def regressions(result: DiffResult, mode: str = "all") -> tuple[list[str], list[
     steps to tell them from noise, or not significant; ``mode`` "step": the step time alone."""
     fail, notes = [], []
     for r in result.ranks:
-        g = r.gate
-        where = f"rank {r.rank}: " if len(result.ranks) > 1 else ""
-        if g["step_regressed"]:
-            fail.append(f"{where}step time {g['step_a_ns'] / 1e3:,.3f} -> {g['step_b_ns'] / 1e3:,.3f} "
-                        f"us (+{g['step_change_pct']:.1f}%)")
-        if mode == "step":
-            continue
-        grew = [o for o in g["ops"] if o["change"] == "regression"]
-        gates = [o for o in grew if o["gates"]]
-        past = f"by over {g['fail_on_regression_pct']:g}% and {g['min_delta_ns'] / 1e3:,.1f} us per step"
-        if gates:
-            fail.append(f"{where}{len(gates)} op(s) grew {past}, significant over {g['steps_a']} vs "
-                        f"{g['steps_b']} steps (q <= {g['level']:g}): {_named(gates)}")
-        if len(gates) < len(grew):
-            why = (f"not significant (q > {g['level']:g})" if g["enough_steps"] else
-                   f"{g['steps_a']} vs {g['steps_b']} steps are too few to tell a change from "
-                   f"noise (p >= {min_p(g['steps_a'], g['steps_b']):.2g} > {g['level']:g})")
-            notes.append(f"{where}{len(grew) - len(gates)} op(s) grew {past}, reported, not gated: "
-                         f"{why}: {_named([o for o in grew if not o['gates']])}")
+        f, n = gate_lines(r.gate, f"rank {r.rank}: " if len(result.ranks) > 1 else "", mode)
+        fail, notes = fail + f, notes + n
+    return fail, notes
+
+
+def gate_lines(g: dict, where: str, mode: str = "all", what: str = "step time"
+               ) -> tuple[list[str], list[str]]:
+    """One ``gate``'s lines (``regressions``), each starting with ``where``; ``what``: the step figure."""
+    fail, notes = [], []
+    if g["step_regressed"]:
+        fail.append(f"{where}{what} {g['step_a_ns'] / 1e3:,.3f} -> {g['step_b_ns'] / 1e3:,.3f} "
+                    f"us (+{g['step_change_pct']:.1f}%)")
+    if mode == "step":
+        return fail, notes
+    grew = [o for o in g["ops"] if o["change"] == "regression"]
+    gates = [o for o in grew if o["gates"]]
+    past = f"by over {g['fail_on_regression_pct']:g}% and {g['min_delta_ns'] / 1e3:,.1f} us per step"
+    if gates:
+        fail.append(f"{where}{len(gates)} op(s) grew {past}, significant over {g['steps_a']} vs "
+                    f"{g['steps_b']} steps (q <= {g['level']:g}): {_named(gates)}")
+    if len(gates) < len(grew):
+        why = (f"not significant (q > {g['level']:g})" if g["enough_steps"] else
+               f"{g['steps_a']} vs {g['steps_b']} steps are too few to tell a change from "
+               f"noise (p >= {min_p(g['steps_a'], g['steps_b']):.2g} > {g['level']:g})")
+        notes.append(f"{where}{len(grew) - len(gates)} op(s) grew {past}, reported, not gated: "
+                     f"{why}: {_named([o for o in grew if not o['gates']])}")
     return fail, notes
 
 

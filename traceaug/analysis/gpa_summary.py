@@ -39,7 +39,7 @@ class SummaryInput:
 # substrings, the first match in this order wins (``fmha_..._gemm`` is attention, ``splitKreduce`` gemm).
 DEFAULT_CLASSES = (
     ("attention", ("fmha", "flash", "attention", "attn", "sdpa")),
-    ("gemm", ("gemm", "matmul", "cublas", "cutlass", "xmma", "conv", "wgrad", "dgrad", "triton_mm",
+    ("gemm", ("gemm", "matmul", "cublas", "cutlass", "xmma", "cijk_", "conv", "wgrad", "dgrad", "triton_mm",
               "triton_tem", "splitkreduce")),
     ("norm", ("norm", "softmax", "ln_fwd", "ln_bwd", "bn_fw", "bn_bw", "welford")),
     ("communication", ("allreduce", "all_reduce", "allgather", "all_gather", "reducescatter",

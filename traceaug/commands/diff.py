@@ -61,6 +61,12 @@ def diff_rank(sides: tuple, item: Item, compare: dict, views: dict | None = None
                        compare["step_index"])
     result = compute(sa, sb, compare["by"], compare["device"], steps, compare["threshold"],
                      compare["inclusive"])
+    if steps == (None, None):  # every step: serving traces' phases too (``analysis.serving_phases``)
+        from ..analysis import serving_phases
+
+        phases = serving_phases.compare(sa, sb, compare)
+        if phases is not None:
+            result["phases"] = phases
     views = views or {}
     if views.get("trace") or views.get("pair"):
         _views(sides, item, result, views | {"steps": steps, "by": compare["by"]})
@@ -231,6 +237,7 @@ def show(found: tuple, call: Call) -> None:
 
 
 def _show(found: tuple, call: Call) -> None:
+    from ..analysis import serving_phases
     from ..analysis.diff import check, regressions
     from ..render.diff_text import render, render_explain
 
@@ -238,6 +245,7 @@ def _show(found: tuple, call: Call) -> None:
     pct = call["fail_pct"]
     if pct is not None and result is not None:
         check(result, pct, call["min_delta_us"])
+        serving_phases.check(result, pct, call["min_delta_us"])
     to_stderr = paths.is_stdout(call["html_out"]) or paths.is_stdout(call["trace_out"])
     top = call["top"]
     if split is not None and call["fmt"] != "table":
@@ -260,6 +268,9 @@ def _show(found: tuple, call: Call) -> None:
     for path in written:
         said(f"wrote {path}")
     regressed, notes = regressions(result, call["gate"]) if pct is not None else ([], [])
+    if pct is not None:
+        phased = serving_phases.regressions(result, call["gate"])
+        regressed, notes = regressed + phased[0], notes + phased[1]
     for line in notes:
         click.echo(f"traceaug: note: {line}", err=True)
     if call["side_by_side"]:
@@ -336,13 +347,14 @@ COMMAND = Command(
                  "grew by more than PCT percent, or an op present in both grew by more than PCT "
                  "percent and by more than --min-delta per step, significantly across the steps "
                  "(Mann-Whitney U, Benjamini-Hochberg q <= 0.05; with too few steps to tell, "
-                 "reported, not gated)."),
+                 "reported, not gated); serving traces: also per phase (prefill, decode, mixed) on "
+                 "both sides, its mean step latency and its ops per step of that phase."),
      option("--min-delta", "min_delta_us", type=US, metavar="US",
             help="The per-step growth (µs) an op must also pass to fail the gate "
                  "[default: 1% of the mean step time of A and B]."),
      option("--gate", type=click.Choice(["all", "step"]), default="all", show_default=True,
             help="What --fail-on-regression checks: the step time and every op, or the step "
-                 "time alone."),
+                 "time alone (and each serving phase's step latency)."),
      option("--inclusive", is_flag=True,
             help="Time CPU ops inclusively (with the CPU ops nested in them); default: self time."),
      fmt("table: headline and top rows; csv / json: every row."),
@@ -363,4 +375,4 @@ COMMAND = Command(
     compute_all, show, _api, kind=lambda p: "ops", inputs=("a", "b"), prepare=prepare,
     cli_only=("fmt", "top", "fail_pct", "min_delta_us", "gate", "html_out", "trace_out",
               "open_ui", "side_by_side", "explain", "port", "no_browser"),
-    findings=_findings)
+    findings=_findings, schema_version=2)

@@ -9,10 +9,12 @@ from pathlib import Path
 import numpy as np
 
 from ..analysis.diff import DiffResult, clip
+from ..analysis.serving_phases import latency_table
 from ..analysis.tables import Columns
 from ..atomic import atomic_output
 from ..output import valid_utf8
 from .diff_text import explain_tables, headline_table, ops_us, top_changes
+from .sections import shown
 
 PAGE_ROWS = 50  # rows of the all-ops table per page
 COLUMNS = (("device", "device"), ("key", "op"), ("status", "status"), ("count_a", "count A"),
@@ -159,11 +161,11 @@ def _all_ops(ops: Columns) -> str:
             "</table></details></section>")
 
 
-def _gate(g: dict) -> str:
-    """What ``--fail-on-regression`` decided: the step time, then every op past both thresholds with
-    its p- and q-value and whether it gates."""
+def _gate(g: dict, what: str = "Step time") -> str:
+    """What ``--fail-on-regression`` decided: the step time (``what``), then every op past both thresholds
+    with its p- and q-value and whether it gates."""
     step = "fails the gate" if g["step_regressed"] else "passes"
-    out = [f"<h3>Gate: --fail-on-regression {g['fail_on_regression_pct']:g}</h3><p>Step time "
+    out = [f"<h3>Gate: --fail-on-regression {g['fail_on_regression_pct']:g}</h3><p>{what} "
            f"{g['step_a_ns'] / 1e3:,.3f} → {g['step_b_ns'] / 1e3:,.3f} µs ({g['step_change_pct']:+.1f} %): "
            f"{step}. Ops present on both sides that changed by over {g['fail_on_regression_pct']:g} % "
            f"and {g['min_delta_ns'] / 1e3:,.1f} µs per step: {len(g['ops'])}; a regression among them gates "
@@ -177,6 +179,31 @@ def _gate(g: dict) -> str:
         columns = ops_us(columns)  # delta_us
         columns["key"] = np.array([clip(k, 90) for k in columns["key"]], dtype=object)
         out.append(_table(columns))
+    return "".join(out)
+
+
+def _scale(ops: Columns, worse: np.ndarray, better: np.ndarray) -> float:
+    """The bars' scale (µs) of one table of top changes: the largest A or B time shown."""
+    rows = np.concatenate([worse, better])
+    return max(float(np.max(np.maximum(ops["total_a_us"][rows], ops["total_b_us"][rows])))
+               if len(rows) else 0.0, 1e-12)
+
+
+def _phases(phases: list[dict], top: int) -> str:
+    """A serving trace's phases (``analysis.serving_phases``): their step latencies, then per phase on both
+    sides its gate and its top regressions and improvements (per step of that phase)."""
+    out = ["<h2>Serving phases: step latency (µs)</h2>", _table(shown(latency_table(phases), "table"))]
+    for p in phases:
+        if "ops" not in p:
+            out.append(f"<p>{html.escape(p['phase'])}: {p['present']}, nothing to compare it with.</p>")
+            continue
+        ops = ops_us(p["ops"])
+        worse, better = top_changes(p["ops"], top)
+        scale, name = _scale(ops, worse, better), html.escape(p["phase"])
+        out.append(f"<h3>{name} steps: latency {p['status']}</h3>"
+                   + (_gate(p["gate"], "Step latency") if "gate" in p else "")
+                   + _top(ops, worse, f"Top regressions in {name} steps", scale)
+                   + _top(ops, better, f"Top improvements in {name} steps", scale))
     return "".join(out)
 
 
@@ -198,9 +225,7 @@ def write_report(result: DiffResult, path: Path, top: int = 20, split: dict | No
     for r in result.ranks:
         ops = ops_us(r.result["ops"])
         worse, better = top_changes(r.result["ops"], top)
-        shown = np.concatenate([worse, better])
-        scale = max(float(np.max(np.maximum(ops["total_a_us"][shown], ops["total_b_us"][shown])))
-                    if len(shown) else 0.0, 1e-12)
+        scale = _scale(ops, worse, better)
         if r.rank is not None:
             parts.append(f"<h2>rank {r.rank}</h2>")
         parts.append(_verdict(r.result, ops, worse, better))
@@ -211,6 +236,8 @@ def write_report(result: DiffResult, path: Path, top: int = 20, split: dict | No
         parts.append(_top(ops, worse, "Top regressions", scale))
         parts.append(_top(ops, better, "Top improvements", scale))
         parts.append(_all_ops(ops))
+        if r.result.get("phases"):
+            parts.append(_phases(r.result["phases"], top))
     if split is not None:
         parts.append(_explain(split, top))
     for title, table in result.memory:  # render.memory_text.diff_sections

@@ -11,7 +11,7 @@ import orjson
 from ..analysis.diff import DiffResult, clip
 from ..analysis.tables import Columns, objects
 from ..output import json_text, render_columns
-from . import sections
+from . import phases_text, sections
 from .sections import shown
 
 HEADLINE = (("step_ns", "step time"), ("gpu_busy_ns", "GPU busy"), ("gpu_idle_ns", "GPU idle"),
@@ -61,11 +61,13 @@ def top_changes(ops: Columns, top: int) -> tuple[np.ndarray, np.ndarray]:
 def render(result: DiffResult, fmt: str, top: int = 10) -> str:
     """Headline first, then the top regressions and improvements (table); everything (csv/json)."""
     if fmt == "csv":
-        return render_columns(all_rows(result), "csv")
+        return render_columns(phases_text.csv_rows(all_rows(result), result), "csv")
     if fmt == "json":
         data = {"ranks": [{"rank": r.rank, "a": str(r.a), "b": str(r.b),
                            "summary": {"a": r.result["a"], "b": r.result["b"]},
                            "ops": orjson.loads(render_columns(r.result["ops"], "json")),
+                           **({"phases": phases_text.json_rows(r.result["phases"])}
+                              if r.result.get("phases") else {}),
                            **({"gate": r.gate} if r.gate is not None else {})}
                           for r in result.ranks],
                 "unmatched_ranks": result.unmatched}
@@ -82,7 +84,8 @@ def render(result: DiffResult, fmt: str, top: int = 10) -> str:
         ops = ops_us(r.result["ops"])
         ops["key"] = objects([clip(k) for k in ops["key"].tolist()])
         steps = " vs ".join(f"ProfilerStep#{h['step']}" if h["step"] is not None
-                            else f"{h['steps']} ProfilerSteps" for h in (r.result["a"], r.result["b"]))
+                            else phases_text.steps_said(r.result, s)
+                            for s, h in (("a", r.result["a"]), ("b", r.result["b"])))
         label = f"rank {r.rank}: " if r.rank is not None else ""
         parts.append(f"{label}A = {r.a}\n{' ' * len(label)}B = {r.b}  ({steps})\n")
         parts.append(render_columns(headline_table(r.result), "table"))
@@ -93,6 +96,8 @@ def render(result: DiffResult, fmt: str, top: int = 10) -> str:
         for title, rows in (("Top regressions", worse), ("Top improvements", better)):
             table = render_columns({c: ops[c][rows] for c in cols}, "table")
             parts.append(f"\n{title} (per step)\n{table}")
+        if r.result.get("phases"):
+            parts.append(phases_text.text(r.result["phases"], lambda ops: top_changes(ops, top)))
     if result.memory:
         parts.append("\n" + sections.render(result.memory, "table"))
     return "\n".join(parts)

@@ -356,11 +356,12 @@ def top_kernel_finding(kernels: dict, files: dict, step: int | None) -> list[dic
 
 def diff_findings(ranks: list) -> list[dict]:
     """``diff.step_time``: per compared rank the change of the mean step time (B - A, ns), which the mean
-    ProfilerStep of B less A's returns (only when every step is compared)."""
+    ProfilerStep of B less A's returns (only when every step is compared; not of serving traces, whose steps
+    are other annotations: their ``phases`` say it per phase)."""
     out = []
     for r in ranks:
         a, b = r.result["a"], r.result["b"]
-        if a.get("step") is not None or not a["steps"] or not b["steps"]:
+        if a.get("step") is not None or not a["steps"] or not b["steps"] or r.result.get("phases"):
             continue
         mean_a, mean_b = (s["step_ns"] for s in (a, b))
         delta = mean_b - mean_a

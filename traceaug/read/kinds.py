@@ -141,6 +141,16 @@ KINDS: dict[str, LoadKind] = {k.name: k for k in (
     LoadKind("efficiency", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS, args=SHAPE_ARGS),
     LoadKind("efficiency_tables", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS,
              args=SHAPE_ARGS, skim=True),
+    # report: "gpu_steps" with the CPU ops and their shapes, so that one read gives the efficiency and
+    # memory sections too (``job.parts.sections``); report JOB: "job_path" with the same
+    LoadKind("report", STEP_CATEGORIES | MEMORY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS,
+             args=SHAPE_ARGS, skim=True),
+    LoadKind("report_job", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES
+             | SYNC_CATEGORIES | MEMORY_CATEGORIES, args=SYNC_ARGS | COLLECTIVE_ARGS | SHAPE_ARGS,
+             whole_args=SYNC_CATEGORIES, whole_args_names=COLLECTIVE_OPS, skim=True),
+    # diff: "ops" with the CPU ops' shapes and the [memory] events (its efficiency and memory sections)
+    LoadKind("diff", STEP_CATEGORIES | CPU_OP_CATEGORIES | MEMORY_CATEGORIES, HOST_ONLY_CALLS,
+             args=SHAPE_ARGS),
 )}
 
 

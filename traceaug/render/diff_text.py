@@ -69,8 +69,9 @@ def render(result: DiffResult, fmt: str, top: int = 10) -> str:
                            **({"gate": r.gate} if r.gate is not None else {})}
                           for r in result.ranks],
                 "unmatched_ranks": result.unmatched}
-        if result.memory:
-            data["memory"] = orjson.loads(sections.render(result.memory, "json"))
+        for key in ("efficiency", "memory"):
+            if getattr(result, key):
+                data[key] = orjson.loads(sections.render(getattr(result, key), "json"))
         return json_text(data)
     parts = []
     for side, ranks in result.unmatched.items():
@@ -93,8 +94,9 @@ def render(result: DiffResult, fmt: str, top: int = 10) -> str:
         for title, rows in (("Top regressions", worse), ("Top improvements", better)):
             table = render_columns({c: ops[c][rows] for c in cols}, "table")
             parts.append(f"\n{title} (per step)\n{table}")
-    if result.memory:
-        parts.append("\n" + sections.render(result.memory, "table"))
+    for found in (result.efficiency, result.memory):
+        if found:
+            parts.append("\n" + sections.render(found, "table"))
     return "\n".join(parts)
 
 

@@ -42,7 +42,7 @@ def more_sections(call: Call, found: list) -> list[tuple[str, dict]]:
     from ..render.efficiency_text import report_sections
     from ..render.memory_text import report_sections as memory_sections
 
-    held = {p.rank: p.sections for p in found}
+    held = {f.rank: p.sections for f, p in zip(call.files(), found, strict=True)}
     return [*report_sections({r: s["efficiency"] for r, s in held.items()}, call["top"]),
             *memory_sections({r: pick(s["memory"], call["step"], call["top"]) for r, s in held.items()})]
 

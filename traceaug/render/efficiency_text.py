@@ -99,7 +99,7 @@ NOTES = "Efficiency"
 # What report shows of each table (the rank's own columns: every rank's figures in a job)
 REPORT_SHOWN = {"steps": ("rank", "step", "step_ns", "flops", "mfu_pct", "families"),
                 "groups": ("rank", "device", "name", "shapes", "dtypes", "family", "count", "total_ns",
-                           "tflops", "tbps", "roofline_pct", "bound")}
+                           "flops", "tflops", "tbps", "roofline_pct", "bound")}
 EMPTY = (NO_GPU_NOTE, NO_SHAPES_NOTE, NO_MODEL_NOTE)
 
 

@@ -344,4 +344,4 @@ COMMAND = Command(
     compute_all, show, _api, kind=lambda p: KIND, inputs=("a", "b"), prepare=prepare,
     cli_only=("fmt", "top", "fail_pct", "min_delta_us", "gate", "html_out", "trace_out",
               "open_ui", "side_by_side", "explain", "port", "no_browser"),
-    findings=_findings)
+    findings=_findings, schema_version=2)

@@ -135,4 +135,4 @@ COMMAND = Command(
             help="Write a self-contained page with every chart (works offline)."),
      option("--top", type=COUNT, default=10, show_default=True, help="Kernels per chart / table.")),
     compute, show, sections_api, kind=lambda p: KIND, inputs=("trace",), prepare=_check,
-    cli_only=("fmt", "html_out"), findings=_findings)
+    cli_only=("fmt", "html_out"), findings=_findings, schema_version=2)

@@ -12,6 +12,7 @@ from ..analysis.diff import DiffResult, clip
 from ..analysis.tables import Columns, objects
 from ..output import json_text, render_columns
 from . import sections
+from .efficiency_text import DIFF_OPS
 from .sections import shown
 
 HEADLINE = (("step_ns", "step time"), ("gpu_busy_ns", "GPU busy"), ("gpu_idle_ns", "GPU idle"),
@@ -94,7 +95,9 @@ def render(result: DiffResult, fmt: str, top: int = 10) -> str:
         for title, rows in (("Top regressions", worse), ("Top improvements", better)):
             table = render_columns({c: ops[c][rows] for c in cols}, "table")
             parts.append(f"\n{title} (per step)\n{table}")
-    for found in (result.efficiency, result.memory):
+    cut = [(t, {c: v[:top] for c, v in table.items()} if t == DIFF_OPS else table)
+           for t, table in result.efficiency]
+    for found in (cut, result.memory):  # (the changed ops' efficiency: the ``top`` that changed most)
         if found:
             parts.append("\n" + sections.render(found, "table"))
     return "\n".join(parts)

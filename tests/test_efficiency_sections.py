@@ -82,10 +82,17 @@ def test_report_without_shapes_or_peaks(tmp_path) -> None:
     assert "mfu_pct" not in report[STEPS][0] and report[OPS][0]["tflops"] > 0
 
 
-def test_diff_shows_each_side_s_efficiency() -> None:
+def test_diff_shows_each_side_s_efficiency(tmp_path) -> None:
     """``diff`` of the h100_runs pair: each changed op's figures in A and in B are ``efficiency``'s on A and
-    on B, and MFU per step of each side is ``efficiency``'s."""
+    on B, and MFU per step of each side is ``efficiency``'s; the terminal and the pages show the sections."""
     a, b = (shared_trace(p) for p in PAIR)
+    for command, args in (("diff", [str(a), str(b)]), ("report", [str(a)])):
+        page = tmp_path / f"{command}.html"
+        done = CliRunner().invoke(main, [command, *args, "--html", str(page)])
+        assert done.exit_code == 0, done.output
+        assert (CHANGED if command == "diff" else OPS) in page.read_text()
+        if command == "diff":
+            assert CHANGED in done.output and DIFF_STEPS in done.output
     data = cli("diff", str(a), str(b))
     changed = {r["key"] for r in data["ranks"][0]["ops"]
                if r["status"] != "unchanged" and r["device"] == "cpu"}

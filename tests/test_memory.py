@@ -98,7 +98,7 @@ def test_step_peak_is_the_raw_maximum_and_holders_add_up(rel: str) -> None:
     src = shared_trace(rel)
     events, steps, ops = raw_memory(src)
     peaks = raw_peaks(events, steps)
-    with Trace(src, "memory") as trace:
+    with Trace(src, "report") as trace:  # (report's load: the memory section comes from it)
         found = memory.compute(trace)
     s = found["steps"]
     got = {(d, st): (a, r, at) for d, st, a, r, at in zip(

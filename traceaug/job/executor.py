@@ -24,7 +24,7 @@ from ..errors import TraceaugError
 ENGINE_BASE = 140 << 20
 PEAK_PER_BYTE = {"full": 4.2, "analysis": 2.2, "sync": 5.2, "ops": 5.0, "patterns": 2.8,
                  "gpu": 2.2, "gpu_steps": 1.3, "gpu_ops": 1.3, "collectives": 2.3, "job_path": 3.5,
-                 "memory": 2.2, "cupti": 2.2, "capture": 1.7,
+                 "cupti": 2.2, "capture": 1.7,
                  # CPU ops' shapes added to sync / collectives-sized loads: they peak above those kinds'
                  # (147 / 137 / 134 MB vs collectives' 130 MB on the A100 rank), so above their factors
                  "sync_shapes": 5.5, "efficiency": 2.6, "efficiency_tables": 2.6,

@@ -28,7 +28,6 @@ class Ops:
     ops: Any
     tables: Any = None
     path: Any = None
-    memory: bool = True  # the file has ``[memory]`` events (``memory.recorded``)
     sections: dict | None = None  # report's efficiency and memory from the same read (``sections``)
 
 
@@ -54,7 +53,6 @@ def open_ops(item: Item, kind: str, tables: bool = False, step: int | None = Non
     from ..analysis.collective_rank import tables as collective_tables
     from ..analysis.gpu_steps import rank_ops
     from ..analysis.job_path import replay_part
-    from ..analysis.memory import recorded
 
     with open_trace(item, kind) as trace:
         ops = rank_ops(item.rank, trace)
@@ -63,8 +61,7 @@ def open_ops(item: Item, kind: str, tables: bool = False, step: int | None = Non
         path = replay_part(trace, dataclasses.replace(found), step) if tables else None
         more = sections(trace, ops) if kind in SECTION_KINDS else None
         ops.trace = trace.detached(item.rank, item.named())
-        memory = recorded(trace)
-    yield Ops(ops, found, path, memory, more)
+    yield Ops(ops, found, path, more)
 
 
 @contextlib.contextmanager
@@ -173,7 +170,6 @@ class RankPart:
     error: TraceaugError | None = None
     path: Any = None  # report JOB: the rank's ``job_path.RankPart`` (replay models) from the same read
     notes: list = field(default_factory=list)  # what its figures cannot tell (``GpuOps.notes``)
-    memory: bool = True  # the rank's file has ``[memory]`` events (``memory.recorded``)
     sections: dict | None = None  # report: its efficiency and memory from the same read (``Ops.sections``)
 
 
@@ -182,7 +178,7 @@ def part(opened: Ops, item: Item, fn: Callable, in_job: bool, **params: Any) -> 
     g = opened.ops
     try:
         return RankPart(g.rank, len(g.ops["ts"]), fn(g, in_job, **params), opened.tables,
-                        path=opened.path, notes=g.notes, memory=opened.memory, sections=opened.sections)
+                        path=opened.path, notes=g.notes, sections=opened.sections)
     except TraceaugError as e:
         return RankPart(g.rank, len(g.ops["ts"]), {}, opened.tables, e, opened.path,
-                        notes=g.notes, memory=opened.memory, sections=opened.sections)
+                        notes=g.notes, sections=opened.sections)

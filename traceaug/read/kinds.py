@@ -105,8 +105,6 @@ KINDS: dict[str, LoadKind] = {k.name: k for k in (
     LoadKind("analysis"),  # every event, the args traceaug's SQL reads, no flows
     LoadKind("full", args=None, flows=True),  # everything, for your own SQL
     LoadKind("gpu", STEP_CATEGORIES | MEMORY_CATEGORIES, HOST_ONLY_CALLS),  # counters
-    # memory (analysis.memory): the [memory] events and the CPU ops and annotations that made them
-    LoadKind("memory", CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES | MEMORY_CATEGORIES, skim=True),
     # cupti (analysis.cupti): the ranges with all their metrics, the launches and the ops around them
     LoadKind("cupti", CUPTI_CATEGORIES | RUNTIME_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS,
              whole_args=CUPTI_CATEGORIES, skim=True),

@@ -213,7 +213,11 @@ def write_report(result: DiffResult, path: Path, top: int = 20, split: dict | No
         parts.append(_all_ops(ops))
     if split is not None:
         parts.append(_explain(split, top))
-    for title, table in [*result.efficiency, *result.memory]:  # render.efficiency_text / memory_text
+    for title, table in result.efficiency:  # render.efficiency_text: folded, as long as the steps
+        rows = len(next(iter(table.values())))
+        parts.append(f"<details><summary>{html.escape(title)} ({rows:,} rows)</summary>{_table(table)}"
+                     "</details>")
+    for title, table in result.memory:  # render.memory_text.diff_sections
         parts.append(f"<h2>{html.escape(title)}</h2>{_table(table)}")
     parts.append(f"<script>const PAGE = {PAGE_ROWS};{SCRIPT}</script></body></html>")
     with atomic_output(path, "w") as f:

@@ -18,18 +18,17 @@ GPU_STEPS = "gpu_steps"  # the load kind the analyses need (``analysis.gpu_steps
 
 
 def rank_parts(call: Call, fn: Callable, params: dict, kind: str = GPU_STEPS,
-               collectives: bool = False, job_kind: str = "job_path"
-               ) -> tuple[list[parts.RankPart], list | None]:
+               collectives: bool = False) -> tuple[list[parts.RankPart], list | None]:
     """Each rank's ``RankPart`` of ``fn(ops, in_job, **params)`` in rank order; with
-    ``collectives``, a job's collective tables from the same read (one rank: None; a load of ``job_kind``),
-    each part's ``path`` its part of the verdict's replay (``params["step"]``'s alone, if given)."""
+    ``collectives``, a job's collective tables from the same read (one rank: None), each part's
+    ``path`` its part of the verdict's replay (``params["step"]``'s alone, if given)."""
     from functools import partial
 
     from ..analysis.collectives import ranked
 
     in_job = len(call.files()) > 1
     both = collectives and in_job
-    work = Work(job_kind if both else kind, parts.part,
+    work = Work("job_path" if both else kind, parts.part,
                 {"fn": fn, "in_job": in_job, **params},
                 partial(parts.open_ops_and_tables, step=params.get("step")) if both else parts.open_ops)
     done = call.run(work, None)

@@ -30,9 +30,9 @@ def _job(found: list | None, ranks: list, call: Call, top: int | None) -> list[t
 
 
 OVERVIEW = "verdict and findings"
-# one read per rank gives every section: gpu_steps' (job_path's for a job) with the CPU ops' shapes and the
-# [memory] events (``read.kinds``)
-KIND, JOB_KIND = "report", "report_job"
+# one read per rank gives every section: gpu_steps' events with the CPU ops' shapes and the [memory] events
+# (``read.kinds``; a job's "job_path" keeps them too)
+KIND = "report"
 
 
 def more_sections(call: Call, found: list) -> list[tuple[str, dict]]:
@@ -66,7 +66,7 @@ def compute(call: Call) -> list | tuple:
         from ..render.serving_text import sections as serving_sections
 
         found, colls = rank_parts(call, text_part, {"step": call["step"], "top": call["top"]}, KIND,
-                                  collectives=True, job_kind=JOB_KIND)
+                                  collectives=True)
         job = _job(colls, found, call, call["top"])  # the terminal's heatmap: the ``top`` worst
         parts = tables(found)
         seen = overview({k: [p["overview"][k] for p in parts] for k in parts[0]["overview"]},
@@ -77,8 +77,7 @@ def compute(call: Call) -> list | tuple:
                 *more_sections(call, found)]
     from ..render.analyses_html import analyses, write_report
 
-    found, colls = rank_parts(call, analyses, {"step": call["step"]}, KIND, collectives=True,
-                              job_kind=JOB_KIND)
+    found, colls = rank_parts(call, analyses, {"step": call["step"]}, KIND, collectives=True)
     job = _job(colls, found, call, None)  # the page's heatmap: every collective in order
     del colls
     ranks = tables(found)

@@ -28,10 +28,10 @@ PEAK_PER_BYTE = {"full": 4.2, "analysis": 2.2, "sync": 5.2, "ops": 5.0, "pattern
                  # CPU ops' shapes added to sync / collectives-sized loads: they peak above those kinds'
                  # (147 / 137 / 134 MB vs collectives' 130 MB on the A100 rank), so above their factors
                  "sync_shapes": 5.5, "efficiency": 2.6, "efficiency_tables": 2.6,
-                 # report / report JOB / diff: efficiency_tables / job_path / ops with the [memory] events
-                 # (and shapes): a load with its sections peaked 1.84 / 1.71 / 1.79 x raw bytes over base on
-                 # 3 shared traces, vs 1.75 / 1.89 / 2.04 for those kinds, so those kinds' factors (raised)
-                 "report": 2.6, "report_job": 3.8, "diff": 5.3}
+                 # report / diff: efficiency_tables / ops with the [memory] events (and shapes): a load with
+                 # its sections peaked 1.84 / 1.79 x raw bytes over base on 3 shared traces, vs 1.75 / 2.04
+                 # for those kinds (job_path with them: 1.71, vs 1.89 without), so those kinds' factors
+                 "report": 2.6, "diff": 5.3}
 RAM_SHARE = 0.8  # of the available RAM, as HTA sizes its pool
 CLUSTER_TIMEOUT_S = 60.0  # --cluster-timeout: a scheduler file, a scheduler, a worker awaited so long
 SAY_AFTER_S = 3.0  # a wait for the cluster is said on a terminal after this long

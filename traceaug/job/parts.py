@@ -31,8 +31,9 @@ class Ops:
     sections: dict | None = None  # report's efficiency and memory from the same read (``sections``)
 
 
-# the load kinds that keep what ``sections`` reads (``read.kinds``: report's, with the CPU ops' shapes)
-SECTION_KINDS = frozenset({"report", "report_job"})
+# the load kinds that keep what ``sections`` reads (``read.kinds``: report's and report JOB's, the CPU ops'
+# shapes and the [memory] events)
+SECTION_KINDS = frozenset({"report", "job_path"})
 
 
 def sections(trace: Any, g: Any) -> dict:

@@ -130,22 +130,21 @@ KINDS: dict[str, LoadKind] = {k.name: k for k in (
     LoadKind("capture", RUNTIME_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES, HOST_ONLY_CALLS
              | NO_LAUNCH_CALLS, args=KINETO_ARGS | {"kernel"}, skim=True),
     # the job's critical path (analysis.job_path): the critical path's events and the
-    # collectives' args in one load per rank; it writes no rank's trace, so skimmed
+    # collectives' args in one load per rank; it writes no rank's trace, so skimmed. report JOB's load
+    # too (shared with stragglers'), so with the CPU ops' shapes and the [memory] events: its efficiency
+    # and memory sections come from it (``job.parts.sections``; they cost the load no measurable time)
     LoadKind("job_path", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES
-             | SYNC_CATEGORIES, args=SYNC_ARGS | COLLECTIVE_ARGS, whole_args=SYNC_CATEGORIES,
-             whole_args_names=COLLECTIVE_OPS, skim=True),
+             | SYNC_CATEGORIES | MEMORY_CATEGORIES, args=SYNC_ARGS | COLLECTIVE_ARGS | SHAPE_ARGS,
+             whole_args=SYNC_CATEGORIES, whole_args_names=COLLECTIVE_OPS, skim=True),
     # efficiency: GPU ops, their launches and the CPU ops around them with their shapes; without OUT
     # (the tables alone) the other events are cut unparsed
     LoadKind("efficiency", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS, args=SHAPE_ARGS),
     LoadKind("efficiency_tables", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS,
              args=SHAPE_ARGS, skim=True),
     # report: "gpu_steps" with the CPU ops and their shapes, so that one read gives the efficiency and
-    # memory sections too (``job.parts.sections``); report JOB: "job_path" with the same
+    # memory sections too (``job.parts.sections``; report JOB: "job_path")
     LoadKind("report", STEP_CATEGORIES | MEMORY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS,
              args=SHAPE_ARGS, skim=True),
-    LoadKind("report_job", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES
-             | SYNC_CATEGORIES | MEMORY_CATEGORIES, args=SYNC_ARGS | COLLECTIVE_ARGS | SHAPE_ARGS,
-             whole_args=SYNC_CATEGORIES, whole_args_names=COLLECTIVE_OPS, skim=True),
     # diff: "ops" with the CPU ops' shapes and the [memory] events (its efficiency and memory sections)
     LoadKind("diff", STEP_CATEGORIES | CPU_OP_CATEGORIES | MEMORY_CATEGORIES, HOST_ONLY_CALLS,
              args=SHAPE_ARGS),

@@ -60,6 +60,7 @@ UNITLESS = {
     "test", "level", "q_value", "gates", "step_regressed", "enough_steps", "steps_a", "steps_b",
     # efficiency: an op's model (FLOPs and bytes are counts), its inputs, what bounds it, the peaks' row
     "flops", "flops_per_byte", "shapes", "dtypes", "family", "families", "bound", "found_by",
+    "bound_a", "bound_b",  # (diff: a changed op's bound in A and in B)
     # a serving trace's steps (``analysis.serving``) and graph replays (``analysis.graph_replay``)
     "phase", "mean_batch", "serving_steps", "graph_replays", "phases", "graph_replayed", "attributed",
     # findings (``render.findings``): labels, and a verify query's ``expect``, in the unit its ``column`` says

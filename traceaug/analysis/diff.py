@@ -253,6 +253,7 @@ class DiffResult:
     unmatched: dict[str, list] = field(default_factory=dict)
     sides: list[tuple[Side, Side]] = field(default_factory=list)
     memory: list = field(default_factory=list)  # titled tables (render.memory_text.diff_sections)
+    efficiency: list = field(default_factory=list)  # titled tables (render.efficiency_text.diff_sections)
 
 
 MIN_DELTA_SHARE_PCT = 1.0  # default --min-delta: this share of the mean step time of A and B

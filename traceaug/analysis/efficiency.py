@@ -11,7 +11,7 @@ import numpy as np
 
 from . import graph_replay
 from .flops import Inputs, Model, model
-from .gpu_steps import gpu_ops
+from .gpu_steps import GpuOps, gpu_ops
 from .peaks import Peak, identify, table, unknown_note
 from .shapes import LAUNCHER_SQL, NO_OP, recorded
 from .tables import Columns
@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from ..trace import Trace
 
 NO_MODEL, NO_SHAPES = "no model", "no shapes"
+# What a trace with no figure to give says instead (one line)
+NO_SHAPES_NOTE = "no op has a model: record shapes (torch.profiler.profile(record_shapes=True))"
+NO_MODEL_NOTE = "no op of this trace has a model"
+NO_GPU_NOTE = "no GPU op in this trace: nothing ran on a GPU to measure"
 TF32 = re.compile(r"tf32|tensorop_s\d+gemm")  # kernels running FP32 GEMMs on TF32 tensor cores
 GROUP_COLUMNS = ("device", "name", "shapes", "dtypes", "family", "count", "total_ns", "mean_ns", "min_ns",
                  "max_ns", "flops", "bytes", "tflops", "tbps", "flops_per_byte", "bound", "roofline_ns",
@@ -66,12 +70,13 @@ def device_peaks(trace: Trace, peaks_file: str | None) -> tuple[dict[int, Peak |
     return out, notes
 
 
-def op_rows(trace: Trace) -> tuple[Columns, Columns]:
+def op_rows(trace: Trace, g: GpuOps | None = None) -> tuple[Columns, Columns]:
     """One row per launching CPU op (a graph-replayed kernel's: the op call that captured it, with its shapes;
     and one per GPU op nothing launched): device, stream, ts, end, gpu_ns,
     step, name, shapes, dtypes, family, flops, bytes, kind, ``launcher`` (the CPU op's slice id; -1: none),
-    ``call`` (the captured op call's number, ``graph_replay``; -1: none); and the steps (``gpu_steps``)."""
-    g = gpu_ops(trace, trace.rank)
+    ``call`` (the captured op call's number, ``graph_replay``; -1: none); and the steps (``gpu_steps``;
+    ``g``: the trace's GPU ops, when the caller has them)."""
+    g = g if g is not None else gpu_ops(trace, trace.rank)
     ops = g.ops
     trace.include("traceaug.gpu")
     link = trace.columns(LAUNCHER_SQL)
@@ -290,22 +295,65 @@ def mfu(rows: Columns, roof: Columns, steps: Columns) -> Columns:
     return _columns(out, np.arange(len(out["step"])))
 
 
-def compute(trace: Trace, peaks_file: str | None = None) -> dict:
+def compute(trace: Trace, peaks_file: str | None = None, g: GpuOps | None = None) -> dict:
     """One rank's efficiency: ``groups``, ``families``, ``steps`` (MFU), the per-op ``rows`` with their
     ``roof`` (for the lane), the ``devices`` with the peaks used and the ``notes``."""
     peaks, notes = device_peaks(trace, peaks_file)
-    rows, steps = op_rows(trace)
+    rows, steps = op_rows(trace, g)
     if not len(rows["name"]):
-        notes = ["no GPU op in this trace: nothing ran on a GPU to measure"]
+        notes = [NO_GPU_NOTE]
     elif not len(trace.device_properties):
         notes.append(unknown_note({}))
     roof = roofline(rows, peaks)
     if len(rows["name"]) and not (rows["flops"] >= 0).any():
-        notes.append("no op has a model: record shapes (torch.profiler.profile(record_shapes=True))"
-                     if (rows["family"] == NO_SHAPES).all() or not len(rows["family"]) else
-                     "no op of this trace has a model")
+        notes.append(NO_SHAPES_NOTE if (rows["family"] == NO_SHAPES).all() or not len(rows["family"]) else
+                     NO_MODEL_NOTE)
     devices = {d: {"device": p.device, "source": p.source, "found_by": p.found_by} if p else None
                for d, p in peaks.items()}
     return {"groups": groups(rows, roof), "families": families(rows, roof), "steps": mfu(rows, roof, steps),
             "rows": rows, "roof": roof, "devices": devices, "notes": notes,
             "peaks_known": any(p is not None for p in peaks.values())}
+
+
+SECTION_KEYS = ("groups", "steps", "notes", "peaks_known", "devices")
+CHANGED_COLUMNS = ("device", "name", "shapes", "dtypes", "count_a", "count_b", "total_a_ns", "total_b_ns",
+                   "tflops_a", "tflops_b", "tbps_a", "tbps_b", "roofline_a_pct", "roofline_b_pct", "bound_a",
+                   "bound_b")
+
+
+def part(trace: Trace, g: GpuOps | None = None) -> dict:
+    """A rank's efficiency for ``report``'s and ``diff``'s sections: ``compute``'s tables (shipped peaks)
+    without the per-op rows."""
+    found = compute(trace, None, g)
+    return {k: found[k] for k in SECTION_KEYS}
+
+
+def modelled(found: dict) -> bool:
+    """Whether any op of a ``part`` has a model (else its figures are only the notes')."""
+    return bool((~np.isnan(found["groups"]["flops"])).any())
+
+
+def changed(a: dict, b: dict, keys: set[str], by: str) -> Columns:
+    """The op groups (device, name, shapes, dtypes) of A's and B's ``part`` whose CPU op's key (``by``:
+    "name" or "short-name", as ``diff`` groups) is in ``keys`` (the ops ``diff`` found changed), with their
+    count, GPU time, achieved TFLOP/s and TB/s, % of roofline and bound in A and in B (0 / NaN / "":
+    absent), largest change in GPU time first."""
+    from .steps import shorten
+
+    key = shorten if by == "short-name" else str
+    figures = ("count", "total_ns", "tflops", "tbps", "roofline_pct", "bound")
+    sides = []
+    for found in (a, b):
+        t = found["groups"]
+        rows = zip(*(t[c].tolist() for c in ("device", "name", "shapes", "dtypes", *figures)), strict=True)
+        sides.append({r[:4]: r[4:] for r in rows if r[1] != NO_OP and key(r[1]) in keys and r[6] == r[6]})
+    out: dict[str, list] = {c: [] for c in CHANGED_COLUMNS}
+    for k in dict.fromkeys([*sides[0], *sides[1]]):
+        va, vb = (s.get(k, (0, 0, np.nan, np.nan, np.nan, "")) for s in sides)
+        for c, v in zip(CHANGED_COLUMNS, (*k, *(x for pair in zip(va, vb) for x in pair)), strict=True):
+            out[c].append(v)
+    delta = np.abs(np.array(out["total_b_ns"], np.float64) - np.array(out["total_a_ns"], np.float64))
+    order = np.argsort(-delta, kind="stable")
+    return {c: np.array(v, dtype=object if c in ("name", "shapes", "dtypes", "bound_a", "bound_b") else
+                        np.float64 if c.startswith(("tflops", "tbps", "roofline")) else np.int64)[order]
+            for c, v in out.items()}

@@ -219,6 +219,23 @@ def rank_part(trace: Trace, step: int | None = None, whole: bool = False, top: i
     return {"steps": found["steps"], "holders": top_holders(found, top), "note": found["note"]}
 
 
+def every_step(trace: Trace) -> dict:
+    """``compute``'s steps and holders of every step (no tracks), for ``pick`` to choose from."""
+    found = compute(trace, True)
+    return {"steps": found["steps"], "holders": found["holders"], "note": found["note"]}
+
+
+def pick(found: dict, step: int | None = None, top: int = 10) -> dict:
+    """``rank_part`` (``whole`` False) from ``every_step``'s tables: ``step``'s rows alone (None: all) and
+    the ``top`` holders of each peak; a step's window is computed alone, so this is ``rank_part``'s."""
+    if step is None:
+        chosen = found
+    else:
+        chosen = {k: take(found[k], np.array([s == step for s in found[k]["step"].tolist()], dtype=bool))
+                  for k in ("steps", "holders")}
+    return {"steps": chosen["steps"], "holders": top_holders(chosen, top), "note": found["note"]}
+
+
 def compare(a: dict, b: dict) -> tuple[Columns, Columns]:
     """Two sides' ``rank_part`` (one window each): per device the peaks of A and B, and per holder its
     bytes at A's peak and at B's, largest change first."""

@@ -38,6 +38,7 @@ from .declare import (
 if TYPE_CHECKING:
     from ..analysis.diff import DiffResult, RankDiff
 
+KIND = "diff"  # "ops" with the shapes and [memory] events: one read per side gives every section
 COMPARE = ("by", "device", "step", "step_a", "step_b", "step_index", "threshold", "inclusive")
 
 
@@ -49,12 +50,11 @@ class Comparison(NamedTuple):
 
 
 def diff_rank(sides: tuple, item: Item, compare: dict, views: dict | None = None
-              ) -> tuple[RankDiff, tuple[bool, bool]]:
+              ) -> tuple[RankDiff, dict]:
     """One rank's comparison (``sides``: A's and B's, loaded); ``views``: ``trace``, a file to write both
     traces into, its ``top`` changes shown (``rewrite.diff_view``); ``pair``, two files, one each;
-    with whether each side's file has ``[memory]`` events."""
+    with each side's memory and efficiency (``sides``), from the same read."""
     from ..analysis.diff import RankDiff, compute, pick_steps
-    from ..analysis.memory import recorded
 
     sa, sb = sides
     steps = pick_steps(sa, sb, compare["step"], compare["step_a"], compare["step_b"],
@@ -72,7 +72,17 @@ def diff_rank(sides: tuple, item: Item, compare: dict, views: dict | None = None
         _views(sides, item, result, views | {"steps": steps, "by": compare["by"]})
     rank = sa.trace.rank if sa.trace.rank is not None else item.rank
     return (RankDiff(rank, item.file.path, item.other.path, result),
-            (recorded(sa.trace), recorded(sb.trace)))
+            _sides((sa.trace, sb.trace), compare["step"], compare.get("top", 10)))
+
+
+def _sides(traces: tuple, step: int | None, top: int) -> dict:
+    """A's and B's memory (``--step``, else the whole trace) and efficiency (``efficiency.part``), from the
+    traces ``diff`` loaded (its load kind keeps the [memory] events and the CPU ops' shapes)."""
+    from ..analysis import efficiency
+    from ..analysis.memory import NO_EVENTS, rank_part, recorded
+
+    return {"memory": tuple(rank_part(t, step, True, top) if recorded(t) else NO_EVENTS for t in traces),
+            "efficiency": tuple(efficiency.part(t) for t in traces)}
 
 
 def _views(sides: tuple, item: Item, result: dict, views: dict) -> None:
@@ -129,16 +139,17 @@ def diff(call: Call) -> DiffResult:
     items, unmatched = _items(call)
     out, pair = call.get("trace_out"), call.get("pair_out")
     views = {"trace": out, "pair": pair, "top": call.get("top", 10)}
-    compare = {k: call[k] for k in COMPARE}
+    compare = {k: call[k] for k in COMPARE} | {"top": call.get("top", 10)}
     shown = items if len(items) == 1 or out is None and pair is None else []
-    done = run(Work("ops", diff_rank, {"compare": compare, "views": views if shown else None},
+    done = run(Work(KIND, diff_rank, {"compare": compare, "views": views if shown else None},
                     parts.open_pair), items, call.job)
     if not shown:  # two jobs: the view shows the rank pair that matters most, compared again with it
         chosen = _rank_shown(call, items, {r: d for r, (d, _) in done.items()})
-        done |= run(Work("ops", diff_rank, {"compare": compare, "views": views}, parts.open_pair),
+        done |= run(Work(KIND, diff_rank, {"compare": compare, "views": views}, parts.open_pair),
                     [i for i in items if i.rank == chosen], call.job)
     return DiffResult(ranks=[d for d, _ in done.values()], unmatched=unmatched,
-                      memory=memory_sections(call, items, [m for _, m in done.values()]))
+                      memory=_memory(done),
+                      efficiency=efficiency_sections(done.values(), call["by"], call.get("top", 10)))
 
 
 def _rank_shown(call: Call, items: list[Item], done: dict) -> int:
@@ -166,21 +177,18 @@ def _rank_shown(call: Call, items: list[Item], done: dict) -> int:
     return rank
 
 
-def memory_sections(call: Call, items: list[Item], recorded: list[tuple[bool, bool]]) -> list:
-    """Each pair's memory peak and holders in A and in B (``analysis.memory``: ``--step``, else the
-    whole trace), from a light read of its own of each side whose file has ``[memory]`` events
-    (``recorded``: per pair, from the main read): none read again without."""
-    from ..analysis.memory import NO_EVENTS, rank_part
+def _memory(done: dict) -> list:
+    """Each pair's memory peak and holders in A and in B (``render.memory_text.diff_sections``)."""
     from ..render.memory_text import diff_sections
 
-    work = Work("memory", parts.apply, {"fn": rank_part, "step": call["step"], "whole": True,
-                                        "top": call["top"]})
-    sides = []
-    for side, f in enumerate((lambda i: i.file, lambda i: i.other)):
-        chosen = [Item(i.rank, f(i)) for i, has in zip(items, recorded) if has[side]]
-        read = run(work, chosen, call.job) if chosen else {}
-        sides.append({i.rank: read.get(i.rank, NO_EVENTS) for i in items})
-    return diff_sections(*sides)
+    return diff_sections(*({r: m["memory"][side] for r, (_, m) in done.items()} for side in (0, 1)))
+
+
+def efficiency_sections(done, by: str, top: int) -> list:
+    """The changed ops' efficiency in A and in B and MFU per step (``render.efficiency_text``)."""
+    from ..render.efficiency_text import diff_sections
+
+    return diff_sections({d.rank: (d.result["ops"], m["efficiency"]) for d, m in done}, by, top)
 
 
 def prepare(call: Call) -> None:
@@ -372,7 +380,7 @@ COMMAND = Command(
             help="Also split the step-time change along both critical paths, per category and "
                  "event (csv / json: only that split)."),
      *open_options(), JOB),
-    compute_all, show, _api, kind=lambda p: "ops", inputs=("a", "b"), prepare=prepare,
+    compute_all, show, _api, kind=lambda p: KIND, inputs=("a", "b"), prepare=prepare,
     cli_only=("fmt", "top", "fail_pct", "min_delta_us", "gate", "html_out", "trace_out",
               "open_ui", "side_by_side", "explain", "port", "no_browser"),
     findings=_findings, schema_version=2)

@@ -30,21 +30,21 @@ def _job(found: list | None, ranks: list, call: Call, top: int | None) -> list[t
 
 
 OVERVIEW = "verdict and findings"
+# one read per rank gives every section: gpu_steps' events with the CPU ops' shapes and the [memory] events
+# (``read.kinds``; a job's "job_path" keeps them too)
+KIND = "report"
 
 
-def memory_sections(call: Call, found: list) -> list[tuple[str, dict]]:
-    """The memory sections (``analysis.memory``), from a light read of its own of each rank whose
-    file has ``[memory]`` events (``RankPart.memory``, from the main read): none read again without."""
-    from ..analysis.memory import NO_EVENTS, rank_part
-    from ..job import parts
-    from ..job.run import Item, Work, run
-    from ..render.memory_text import report_sections
+def more_sections(call: Call, found: list) -> list[tuple[str, dict]]:
+    """The efficiency and memory sections (``render.efficiency_text``, ``render.memory_text``) from what
+    each rank's one read gave (``RankPart.sections``)."""
+    from ..analysis.memory import pick
+    from ..render.efficiency_text import report_sections
+    from ..render.memory_text import report_sections as memory_sections
 
-    work = Work("memory", parts.apply, {"fn": rank_part, "step": call["step"], "top": call["top"]})
-    files = call.files()
-    items = [Item(f.rank, f) for f, p in zip(files, found) if p.memory]
-    read = run(work, items, call.job) if items else {}
-    return report_sections({f.rank: read.get(f.rank, NO_EVENTS) for f in files})
+    held = {f.rank: p.sections for f, p in zip(call.files(), found, strict=True)}
+    return [*report_sections({r: s["efficiency"] for r, s in held.items()}, call["top"]),
+            *memory_sections({r: pick(s["memory"], call["step"], call["top"]) for r, s in held.items()})]
 
 
 def text_part(g, in_job: bool, step: int | None, top: int) -> dict:
@@ -65,7 +65,7 @@ def compute(call: Call) -> list | tuple:
         from ..render.findings import overview, overview_table
         from ..render.serving_text import sections as serving_sections
 
-        found, colls = rank_parts(call, text_part, {"step": call["step"], "top": call["top"]},
+        found, colls = rank_parts(call, text_part, {"step": call["step"], "top": call["top"]}, KIND,
                                   collectives=True)
         job = _job(colls, found, call, call["top"])  # the terminal's heatmap: the ``top`` worst
         parts = tables(found)
@@ -74,16 +74,16 @@ def compute(call: Call) -> list | tuple:
         served = [p["serving"] for p in parts if p["serving"]]
         return [*(serving_sections(served) if served else ()), (OVERVIEW, overview_table(seen)), *job,
                 *report.combine([p["text"] for p in parts], call["top"]), *reliability(found),
-                *memory_sections(call, found)]
+                *more_sections(call, found)]
     from ..render.analyses_html import analyses, write_report
 
-    found, colls = rank_parts(call, analyses, {"step": call["step"]}, collectives=True)
+    found, colls = rank_parts(call, analyses, {"step": call["step"]}, KIND, collectives=True)
     job = _job(colls, found, call, None)  # the page's heatmap: every collective in order
     del colls
     ranks = tables(found)
     title = f"traceaug report: {paths.name_of(call['trace'])}"
     return write_report(ranks, out, call["step"], call["top"], title=title, job=job,
-                        tables=memory_sections(call, found)), len(ranks)
+                        tables=more_sections(call, found)), len(ranks)
 
 
 def show(result, call: Call) -> None:
@@ -133,5 +133,5 @@ COMMAND = Command(
      option("--html", "html_out", type=paths.Output(),
             help="Write a self-contained page with every chart (works offline)."),
      option("--top", type=COUNT, default=10, show_default=True, help="Kernels per chart / table.")),
-    compute, show, sections_api, kind=lambda p: "gpu_steps", inputs=("trace",), prepare=_check,
-    cli_only=("fmt", "html_out"), findings=_findings)
+    compute, show, sections_api, kind=lambda p: KIND, inputs=("trace",), prepare=_check,
+    cli_only=("fmt", "html_out"), findings=_findings, schema_version=2)

@@ -24,10 +24,14 @@ from ..errors import TraceaugError
 ENGINE_BASE = 140 << 20
 PEAK_PER_BYTE = {"full": 4.2, "analysis": 2.2, "sync": 5.2, "ops": 5.0, "patterns": 2.8,
                  "gpu": 2.2, "gpu_steps": 1.3, "gpu_ops": 1.3, "collectives": 2.3, "job_path": 3.5,
-                 "memory": 2.2, "cupti": 2.2, "capture": 1.7,
+                 "cupti": 2.2, "capture": 1.7,
                  # CPU ops' shapes added to sync / collectives-sized loads: they peak above those kinds'
                  # (147 / 137 / 134 MB vs collectives' 130 MB on the A100 rank), so above their factors
-                 "sync_shapes": 5.5, "efficiency": 2.6, "efficiency_tables": 2.6}
+                 "sync_shapes": 5.5, "efficiency": 2.6, "efficiency_tables": 2.6,
+                 # report / diff: efficiency_tables / ops with the [memory] events (and shapes): a load with
+                 # its sections peaked 1.84 / 1.79 x raw bytes over base on 3 shared traces, vs 1.75 / 2.04
+                 # for those kinds (job_path with them: 1.71, vs 1.89 without), so those kinds' factors
+                 "report": 2.6, "diff": 5.3}
 RAM_SHARE = 0.8  # of the available RAM, as HTA sizes its pool
 CLUSTER_TIMEOUT_S = 60.0  # --cluster-timeout: a scheduler file, a scheduler, a worker awaited so long
 SAY_AFTER_S = 3.0  # a wait for the cluster is said on a terminal after this long

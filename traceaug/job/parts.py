@@ -28,7 +28,21 @@ class Ops:
     ops: Any
     tables: Any = None
     path: Any = None
-    memory: bool = True  # the file has ``[memory]`` events (``memory.recorded``)
+    sections: dict | None = None  # report's efficiency and memory from the same read (``sections``)
+
+
+# the load kinds that keep what ``sections`` reads (``read.kinds``: report's and report JOB's, the CPU ops'
+# shapes and the [memory] events)
+SECTION_KINDS = frozenset({"report", "job_path"})
+
+
+def sections(trace: Any, g: Any) -> dict:
+    """A rank's efficiency (``efficiency.part``) and memory of every step (``memory.compute``), from the
+    read its report makes of it: none is read again for them."""
+    from ..analysis import efficiency, memory
+
+    return {"efficiency": efficiency.part(trace, g),
+            "memory": memory.every_step(trace) if memory.recorded(trace) else memory.NO_EVENTS}
 
 
 @contextlib.contextmanager
@@ -40,16 +54,15 @@ def open_ops(item: Item, kind: str, tables: bool = False, step: int | None = Non
     from ..analysis.collective_rank import tables as collective_tables
     from ..analysis.gpu_steps import rank_ops
     from ..analysis.job_path import replay_part
-    from ..analysis.memory import recorded
 
     with open_trace(item, kind) as trace:
         ops = rank_ops(item.rank, trace)
         found = collective_tables(trace, ops=ops) if tables else None
         # (a copy of the tables, sharing their frames: the replay keys them by the ops' rank)
         path = replay_part(trace, dataclasses.replace(found), step) if tables else None
+        more = sections(trace, ops) if kind in SECTION_KINDS else None
         ops.trace = trace.detached(item.rank, item.named())
-        memory = recorded(trace)
-    yield Ops(ops, found, path, memory)
+    yield Ops(ops, found, path, more)
 
 
 @contextlib.contextmanager
@@ -158,8 +171,8 @@ class RankPart:
     error: TraceaugError | None = None
     path: Any = None  # report JOB: the rank's ``job_path.RankPart`` (replay models) from the same read
     notes: list = field(default_factory=list)  # what its figures cannot tell (``GpuOps.notes``)
-    memory: bool = True  # the rank's file has ``[memory]`` events (``memory.recorded``)
     op_times: dict = field(default_factory=dict)  # GPU time per attributed op (``GpuOps.op_times``)
+    sections: dict | None = None  # report: its efficiency and memory from the same read (``Ops.sections``)
 
 
 def part(opened: Ops, item: Item, fn: Callable, in_job: bool, **params: Any) -> RankPart:
@@ -167,8 +180,8 @@ def part(opened: Ops, item: Item, fn: Callable, in_job: bool, **params: Any) -> 
     g = opened.ops
     try:
         return RankPart(g.rank, len(g.ops["ts"]), fn(g, in_job, **params), opened.tables,
-                        path=opened.path, notes=g.notes, memory=opened.memory,
+                        path=opened.path, notes=g.notes, sections=opened.sections,
                         op_times=g.op_times(params.get("step")))
     except TraceaugError as e:
         return RankPart(g.rank, len(g.ops["ts"]), {}, opened.tables, e, opened.path,
-                        notes=g.notes, memory=opened.memory)
+                        notes=g.notes, sections=opened.sections)

@@ -105,8 +105,6 @@ KINDS: dict[str, LoadKind] = {k.name: k for k in (
     LoadKind("analysis"),  # every event, the args traceaug's SQL reads, no flows
     LoadKind("full", args=None, flows=True),  # everything, for your own SQL
     LoadKind("gpu", STEP_CATEGORIES | MEMORY_CATEGORIES, HOST_ONLY_CALLS),  # counters
-    # memory (analysis.memory): the [memory] events and the CPU ops and annotations that made them
-    LoadKind("memory", CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES | MEMORY_CATEGORIES, skim=True),
     # cupti (analysis.cupti): the ranges with all their metrics, the launches and the ops around them
     LoadKind("cupti", CUPTI_CATEGORIES | RUNTIME_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS,
              whole_args=CUPTI_CATEGORIES, skim=True),
@@ -132,15 +130,24 @@ KINDS: dict[str, LoadKind] = {k.name: k for k in (
     LoadKind("capture", RUNTIME_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES, HOST_ONLY_CALLS
              | NO_LAUNCH_CALLS, args=SHAPE_ARGS | {"kernel"}, skim=True),
     # the job's critical path (analysis.job_path): the critical path's events and the
-    # collectives' args in one load per rank; it writes no rank's trace, so skimmed
+    # collectives' args in one load per rank; it writes no rank's trace, so skimmed. report JOB's load
+    # too (shared with stragglers'), so with the CPU ops' shapes and the [memory] events: its efficiency
+    # and memory sections come from it (``job.parts.sections``; they cost the load no measurable time)
     LoadKind("job_path", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES
-             | SYNC_CATEGORIES, args=SYNC_ARGS | COLLECTIVE_ARGS, whole_args=SYNC_CATEGORIES,
-             whole_args_names=COLLECTIVE_OPS, skim=True),
+             | SYNC_CATEGORIES | MEMORY_CATEGORIES, args=SYNC_ARGS | COLLECTIVE_ARGS | SHAPE_ARGS,
+             whole_args=SYNC_CATEGORIES, whole_args_names=COLLECTIVE_OPS, skim=True),
     # efficiency: GPU ops, their launches and the CPU ops around them with their shapes; without OUT
     # (the tables alone) the other events are cut unparsed
     LoadKind("efficiency", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS, args=SHAPE_ARGS),
     LoadKind("efficiency_tables", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS,
              args=SHAPE_ARGS, skim=True),
+    # report: "gpu_steps" with the CPU ops and their shapes, so that one read gives the efficiency and
+    # memory sections too (``job.parts.sections``; report JOB: "job_path")
+    LoadKind("report", STEP_CATEGORIES | MEMORY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS,
+             args=SHAPE_ARGS, skim=True),
+    # diff: "ops" with the CPU ops' shapes and the [memory] events (its efficiency and memory sections)
+    LoadKind("diff", STEP_CATEGORIES | CPU_OP_CATEGORIES | MEMORY_CATEGORIES, HOST_ONLY_CALLS,
+             args=SHAPE_ARGS),
 )}
 
 

@@ -240,6 +240,10 @@ def write_report(result: DiffResult, path: Path, top: int = 20, split: dict | No
             parts.append(_phases(r.result["phases"], top))
     if split is not None:
         parts.append(_explain(split, top))
+    for title, table in result.efficiency:  # render.efficiency_text: folded, as long as the steps
+        rows = len(next(iter(table.values())))
+        parts.append(f"<details><summary>{html.escape(title)} ({rows:,} rows)</summary>{_table(table)}"
+                     "</details>")
     for title, table in result.memory:  # render.memory_text.diff_sections
         parts.append(f"<h2>{html.escape(title)}</h2>{_table(table)}")
     parts.append(f"<script>const PAGE = {PAGE_ROWS};{SCRIPT}</script></body></html>")

@@ -12,6 +12,7 @@ from ..analysis.diff import DiffResult, clip
 from ..analysis.tables import Columns, objects
 from ..output import json_text, render_columns
 from . import phases_text, sections
+from .efficiency_text import DIFF_OPS
 from .sections import shown
 
 HEADLINE = (("step_ns", "step time"), ("gpu_busy_ns", "GPU busy"), ("gpu_idle_ns", "GPU idle"),
@@ -71,8 +72,9 @@ def render(result: DiffResult, fmt: str, top: int = 10) -> str:
                            **({"gate": r.gate} if r.gate is not None else {})}
                           for r in result.ranks],
                 "unmatched_ranks": result.unmatched}
-        if result.memory:
-            data["memory"] = orjson.loads(sections.render(result.memory, "json"))
+        for key in ("efficiency", "memory"):
+            if getattr(result, key):
+                data[key] = orjson.loads(sections.render(getattr(result, key), "json"))
         return json_text(data)
     parts = []
     for side, ranks in result.unmatched.items():
@@ -98,8 +100,11 @@ def render(result: DiffResult, fmt: str, top: int = 10) -> str:
             parts.append(f"\n{title} (per step)\n{table}")
         if r.result.get("phases"):
             parts.append(phases_text.text(r.result["phases"], lambda ops: top_changes(ops, top)))
-    if result.memory:
-        parts.append("\n" + sections.render(result.memory, "table"))
+    cut = [(t, {c: v[:top] for c, v in table.items()} if t == DIFF_OPS else table)
+           for t, table in result.efficiency]
+    for found in (cut, result.memory):  # (the changed ops' efficiency: the ``top`` that changed most)
+        if found:
+            parts.append("\n" + sections.render(found, "table"))
     return "\n".join(parts)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..analysis.efficiency import NO_GPU_NOTE, NO_MODEL_NOTE, NO_SHAPES_NOTE, changed, modelled
+from ..analysis.tables import Columns, objects, take
 from ..output import json_text, render_columns
 
 TITLES = {"steps": "MFU per step", "families": "Per op family", "groups": "Per op (name, shapes, dtypes)",
@@ -89,3 +91,77 @@ def _no_nan(data):
     if isinstance(data, list):
         return [_no_nan(v) for v in data]
     return None if isinstance(data, float) and np.isnan(data) else data
+
+
+REPORT_STEPS = "Efficiency: MFU per step"
+REPORT_OPS = "Efficiency: top ops by GPU time (% of roofline, bound)"
+NOTES = "Efficiency"
+# What report shows of each table (the rank's own columns: every rank's figures in a job)
+REPORT_SHOWN = {"steps": ("rank", "step", "step_ns", "flops", "mfu_pct", "families"),
+                "groups": ("rank", "device", "name", "shapes", "dtypes", "family", "count", "total_ns",
+                           "flops", "tflops", "tbps", "roofline_pct", "bound")}
+EMPTY = (NO_GPU_NOTE, NO_SHAPES_NOTE, NO_MODEL_NOTE)
+
+
+def _notes(text: list[str]) -> list[tuple[str, Columns]]:
+    return [(NOTES, {"notes": objects(text)})] if text else []
+
+
+def _top(table: Columns, top: int) -> Columns:
+    """The first ``top`` rows of each rank (a rank's rows come by GPU time)."""
+    ranks = table["rank"].tolist()
+    seen: dict = {}
+    keep = np.array([seen.setdefault(r, []).append(i) or len(seen[r]) <= top for i, r in enumerate(ranks)],
+                    dtype=bool)
+    return take(table, keep)
+
+
+def report_sections(parts: dict, top: int) -> list[tuple[str, Columns]]:
+    """``report``'s efficiency sections from each rank's ``efficiency.part``: the notes (devices found by
+    their properties, devices without peaks: no % columns then), MFU per step and the ``top`` op groups of
+    each rank by GPU time; a trace where no op has a model gets its one-line note alone."""
+    ranked = {r: p for r, p in parts.items() if modelled(p)}
+    notes = list(dict.fromkeys(n for p in parts.values() for n in p["notes"]))
+    if not ranked:
+        return _notes([next((n for n in EMPTY if n in notes), NO_MODEL_NOTE)])
+    found = tables([{"rank": r, **p} for r, p in ranked.items()])
+    out = {k: {c: v for c, v in found[k].items() if c in REPORT_SHOWN[k]} for k in REPORT_SHOWN}
+    out["groups"] = _top(out["groups"], top)
+    if len(parts) == 1:
+        for t in out.values():
+            t.pop("rank")
+    return [*_notes(notes), (REPORT_STEPS, out["steps"]), (REPORT_OPS, out["groups"])]
+
+
+DIFF_OPS = "Efficiency of the changed ops, A vs B (achieved TFLOP/s and TB/s, % of roofline, bound)"
+DIFF_STEPS = "Efficiency: MFU per step, A vs B"
+NEED_PEAKS_DIFF = ("roofline_a_pct", "roofline_b_pct", "bound_a", "bound_b", "mfu_pct")
+
+
+def diff_sections(parts: dict, by: str, top: int) -> list[tuple[str, Columns]]:
+    """``diff``'s efficiency sections from each rank's op rows and A's and B's ``efficiency.part``: the
+    changed CPU ops' groups (``efficiency.changed``: ``--by`` name or short-name) in A and in B, and MFU
+    per step of each side; the notes of each side first; neither side with a model: its one-line note."""
+    notes = list(dict.fromkeys(f"{side}: {n}" for _, both in parts.values()
+                               for side, p in zip("AB", both, strict=True) for n in p["notes"]))
+    if not any(modelled(p) for _, both in parts.values() for p in both):
+        found = [n for _, both in parts.values() for p in both for n in p["notes"] if n in EMPTY]
+        return _notes([f"neither side: {found[0] if found else NO_MODEL_NOTE}"])
+    known = any(p["peaks_known"] for _, both in parts.values() for p in both)
+    ops, steps = [], []
+    for rank, (rows, (a, b)) in parts.items():
+        keys = set(rows["key"][(rows["status"] != "unchanged") & (rows["device"] == "cpu")].tolist())
+        found = changed(a, b, keys if by != "category" else set(), by)
+        ops.append({"rank": objects([rank] * len(found["name"])), **found})
+        for side, p in zip("AB", (a, b), strict=True):
+            if modelled(p):
+                n = len(p["steps"]["step"])
+                steps.append({"rank": objects([rank] * n), "side": objects([side.lower()] * n), **p["steps"]})
+    out = []
+    for title, tables_ in ((DIFF_STEPS, steps), (DIFF_OPS, ops)):
+        joined = {c: np.concatenate([t[c] for t in tables_]) for c in tables_[0]
+                  if known or c not in NEED_PEAKS_DIFF}
+        if len(parts) == 1:
+            joined.pop("rank")
+        out.append((title, joined))
+    return [*_notes(notes), *out]

@@ -753,8 +753,7 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                          "clientInfo": {"name": "t", "version": "0"}}}
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-@pytest.mark.parametrize("when", ["starting", "serving"])
+@pytest.mark.parametrize("when, sig", [("starting", signal.SIGINT), ("serving", signal.SIGTERM)])
 def test_a_signal_stops_the_mcp_server(tmp_path: Path, when: str, sig: int) -> None:
     """mcp, a server on stdin / stdout (not among the commands above: it reads no trace), stopped by
     Ctrl-C / SIGTERM as its server starts or once it has answered the client's initialize: exit 130 / 143

@@ -286,7 +286,7 @@ COMMAND = Command(
     "mcp", "Serve traceaug's read-only analyses to agents: a Model Context Protocol server on stdin / "
     "stdout (needs `pip install 'traceaug[mcp]'`), one tool per command with a --format json, reading "
     "only paths under the --root directories.",
-    (option("--root", "roots", multiple=True, required=True, callback=_roots,
+    (option("--root", "roots", multiple=True, required=True, callback=_roots, metavar="DIRECTORY",
             help="A directory whose files the tools may read (repeatable); any other path is refused."),
      option("--max-chars", type=POSITIVE, default=MAX_CHARS, show_default=True,
             help="A tool's JSON at most this long: its longest lists cut, said under \"truncated\"."),

@@ -13,10 +13,11 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -232,9 +233,10 @@ def url_job_commands() -> list[str]:
             if any(p.name == "storage_option" for p in commands.load(n).click_params())]
 
 
-def url_job_args(name: str, job: str, out: str, endpoint: str | None = None) -> list[str]:
-    """``traceaug NAME`` as declared: the job ``job`` (a URL or a directory) for each trace argument, each
-    output under ``out`` (a prefix where the output is a rank directory), the bucket's ``endpoint``."""
+def declared_args(name: str, trace: str, out: Callable[[Any], str], as_json: bool = True) -> list[str]:
+    """``traceaug NAME`` as declared: ``trace`` for each trace argument (a variadic one too; not an
+    optional second, as ``open A B``'s), ``out(param)`` for each output argument; ``--format json``
+    where the command has it (``as_json``)."""
     import click
 
     from traceaug import commands, paths
@@ -242,9 +244,41 @@ def url_job_args(name: str, job: str, out: str, endpoint: str | None = None) -> 
     args = [name]
     for p in commands.load(name).click_params():
         if isinstance(p, click.Argument) and isinstance(p.type, paths.Input):
-            args.append(job)
+            if p.required or p.nargs == -1:
+                args.append(trace)
         elif isinstance(p, click.Argument) and isinstance(p.type, paths.Output):
-            args.append(f"{out}/{p.name}/" if p.type.rank_dir else f"{out}/{p.name}.json")
+            args.append(out(p))
+        elif as_json and isinstance(p, click.Option) and p.name == "fmt" and "json" in p.type.choices:
+            args += ["--format", "json"]
+    return args
+
+
+def trace_commands() -> list[str]:
+    """The commands that read a trace (a trace argument), from the CLI's own list."""
+    import click
+
+    from traceaug import commands, paths
+
+    return [n for n in commands.NAMES if any(isinstance(p, click.Argument) and isinstance(p.type, paths.Input)
+                                             for p in commands.load(n).click_params())]
+
+
+def writes_a_copy(name: str) -> bool:
+    """Whether command ``name`` is a rewriter: its OUT a copy of IN (a rank directory for a directory IN)."""
+    import click
+
+    from traceaug import commands, paths
+
+    return any(isinstance(p, click.Argument) and isinstance(p.type, paths.Output) and p.type.rank_dir
+               for p in commands.load(name).click_params())
+
+
+def url_job_args(name: str, job: str, out: str, endpoint: str | None = None) -> list[str]:
+    """``traceaug NAME`` as declared (``declared_args``): the job ``job`` (a URL or a directory) for each
+    trace argument, each output under ``out`` (a prefix where the output is a rank directory), the
+    bucket's ``endpoint``."""
+    args = declared_args(name, job, lambda p: f"{out}/{p.name}/" if p.type.rank_dir
+                         else f"{out}/{p.name}.json", as_json=False)
     return [*args, "--storage-option", f"endpoint_url={endpoint}"] if endpoint else args
 
 

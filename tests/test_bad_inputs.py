@@ -27,7 +27,7 @@ import bad_inputs
 import kineto_gen
 import pytest
 from click.testing import CliRunner
-from conftest import S3, url_job_args, url_job_commands
+from conftest import S3, declared_args, trace_commands, url_job_args, url_job_commands, writes_a_copy
 
 from traceaug.cli import main
 
@@ -45,38 +45,36 @@ def file_for(tmp_path: Path, name: str) -> Path:
 
 
 KERNEL_SQL = "SELECT COUNT(*) AS kernels FROM slice WHERE category = 'kernel'"
-WRITERS = ("counters", "critical-path", "patterns")  # rewriters: OUT keeps every input byte
 NEGATIVE_TID = re.compile(rb'("tid"\s*:\s*)-(\d+)')
+JOB_KINDS = ("collectives", "stragglers", "merge", "critical-path --job", "whatif JOB",
+             "diff --explain")  # the case as rank 0 of a job (job_of)
+# Every command that reads a trace, from the CLI's declarations (a new one is here without an edit),
+# the job commands as rank 0 of a job, less what cannot take a case:
+NOT_A_CASE = {"open": "serves TRACE's bytes unread to the UI until Ctrl-C (the UI judges them); "
+                      "a directory is merged first: merge's cases"}
+KINDS = (*(n for n in trace_commands() if n not in NOT_A_CASE and n not in JOB_KINDS), *JOB_KINDS)
+# The rewriters: OUT keeps every input byte
+WRITERS = tuple(k for k in KINDS if k not in JOB_KINDS and writes_a_copy(k))
+# What a command line needs beyond its declaration: query an SQL text, report a page to write.
+EXTRA = {"query": lambda out: [KERNEL_SQL], "report": lambda out: ["--html", str(out)]}
 
 
 def command(kind: str, path: Path, out: Path) -> list[str]:
     """The command line that runs ``kind`` on ``path`` (``out``: the file it may write)."""
-    if kind in WRITERS:
-        return [kind, "--format", "json", str(path), str(out)]
     if kind in JOB_KINDS:
         return job_command(kind, path, out)
-    return {"info": ["info", "--format", "json", str(path)],
-            "query": ["query", "--format", "json", str(path), KERNEL_SQL],
-            "report": ["report", "--format", "json", str(path), "--html", str(out)],
-            "diff": ["diff", "--format", "json", str(path), str(path)],
-            "merge": ["merge", str(path), str(out)],
-            }.get(kind, [kind, "--format", "json", str(path)])
+    return [*declared_args(kind, str(path), lambda p: str(out)), *EXTRA.get(kind, lambda out: [])(out)]
+
+
+# The kernel count each command's JSON reports (the others report none).
+KERNELS = {"info": lambda data: data["kernels"], "query": lambda data: data["rows"][0]["kernels"],
+           "kernels": lambda data: sum(r["count"] for r in data["kernels"] if r["type"] != "memory"),
+           "summary": lambda data: data["rows"][0]["kernel"]["instances"]}
 
 
 def kernels_of(kind: str, stdout: str) -> int | None:
     """The kernel count a command's JSON reports (None: it reports none)."""
-    if kind in ("report", *WRITERS, "gaps", "breakdown", "launches", "diff", "whatif"):
-        return None  # report --html writes a page; the rest report no kernel count
-    data = json.loads(stdout)
-    if kind == "info":
-        return data["kernels"]
-    if kind == "query":
-        return data["rows"][0]["kernels"]
-    if kind == "kernels":
-        return sum(r["count"] for r in data["kernels"] if r["type"] != "memory")
-    if kind == "summary":
-        return data["rows"][0]["kernel"]["instances"]
-    return None
+    return KERNELS[kind](json.loads(stdout)) if kind in KERNELS else None
 
 
 def check_run(kind: str, path: Path, before: bytes) -> tuple[int, str]:
@@ -97,7 +95,7 @@ def check_run(kind: str, path: Path, before: bytes) -> tuple[int, str]:
         assert set(os.listdir(path.parent)) == listing  # no output, no temporary file
     else:
         made = set(os.listdir(path.parent)) - listing
-        assert made == ({out.name} if kind in (*WRITERS, "report") else set()), made
+        assert made == ({out.name} if str(out) in command(kind, path, out) else set()), made
         if kind in WRITERS:  # every original byte kept (a negative tid as its unsigned
             written = out.read_bytes()  # 32-bit value: the UI folds negative ones), still JSON
             raw = gzip.decompress(before) if before[:2] == b"\x1f\x8b" else before
@@ -111,21 +109,17 @@ def check_run(kind: str, path: Path, before: bytes) -> tuple[int, str]:
     return res.exit_code, res.stdout
 
 
-JOB_KINDS = ("collectives", "stragglers", "merge", "critical-path --job", "whatif JOB",
-             "diff --explain")  # the case as rank 0 of a job (job_of)
-KINDS = ("info", "query", "kernels", "gaps", "breakdown", "launches", "report", "counters",
-         "critical-path", "patterns", "diff", "summary", "whatif",
-         *JOB_KINDS)  # every command that reads a trace
 # Where a command's verdict differs from the rest, by design: counters and critical-path place
 # their events by durations and refuse a trace with none; counters sums copies' bytes and
 # refuses a size that is text (test_true_messages has the lines).
 NEEDS_DURATIONS = {"every_dur_negative": ("counters", "critical-path"),
                    "memcpy.args.bytes=lots": ("counters",)}
+REFUSES_JSON = ("convert",)  # reads nsys exports (SQLite) only: every case is refused, in one line
 
 
 def declared(name: str, kind: str) -> int | None:
     """The case's verdict for ``kind``: its kernel count, or None for refused."""
-    if kind in NEEDS_DURATIONS.get(name, ()):
+    if kind in NEEDS_DURATIONS.get(name, ()) or kind in REFUSES_JSON:
         return None
     if kind in JOB_KINDS and not 0 <= _recorded_rank(CASES[name]) < 2:
         return None  # rank 0 of a 2-rank job (job_of) recording a rank outside that world
@@ -340,7 +334,7 @@ def test_nan_costs_no_more_than_a_good_value(tmp_path: Path) -> None:
 
 def test_special_inputs(tmp_path: Path) -> None:
     """A directory, devices, a FIFO with no writer and a missing file, through every command
-    (summary reads no rank directories: it says what the directory is instead)."""
+    (summary and convert read no rank directories: they say what the directory is instead)."""
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)
     cases = {str(tmp_path): ("cannot read 1 rank file(s), named above",  # the FIFO named (24.22)
@@ -353,7 +347,7 @@ def test_special_inputs(tmp_path: Path) -> None:
             res = CliRunner().invoke(main, command(kind, Path(arg), tmp_path / "out.json"))
             assert res.exit_code == 1, (arg, res.stderr)
             *named, line = res.stderr.strip().splitlines()
-            if arg == str(tmp_path) and kind != "summary":  # each bad rank file named once
+            if arg == str(tmp_path) and kind not in ("summary", "convert"):  # each bad rank file named once
                 assert named == [f"traceaug: error: {fifo}: a FIFO, not a trace file"], named
             else:
                 assert named == [], named
@@ -361,6 +355,28 @@ def test_special_inputs(tmp_path: Path) -> None:
             assert line.startswith(f"traceaug: error: {arg}"), line
             assert any(r in line for r in reasons) and "\n" not in line, line
     assert sorted(os.listdir(tmp_path)) == ["fifo.json"]
+
+
+def test_every_command_is_covered_or_exempt() -> None:
+    """The commands that take no case say why, each tested on its own: a server's bad root, the cache's
+    place; every other command reads a trace and goes through the corpus (``KINDS``)."""
+    from traceaug import commands
+
+    takes_no_trace = {"mcp": "a server on stdin / stdout: its bad --root (test_mcp_refuses_a_bad_root)",
+                      "cache": "no trace: the table cache's place (tests/test_cache.py)"}
+    assert set(commands.NAMES) == {*takes_no_trace, *NOT_A_CASE, *(k for k in KINDS if k in commands.NAMES)}
+
+
+@pytest.mark.parametrize("bad", ["missing", "a_file"])
+def test_mcp_refuses_a_bad_root(tmp_path: Path, bad: str) -> None:
+    """``mcp --root`` naming no directory: one line naming it, exit 1, before any serving (click's usage
+    error took three lines, exit 2)."""
+    root = tmp_path / bad
+    if bad == "a_file":
+        root.write_bytes(b"{}")
+    res = CliRunner().invoke(main, ["mcp", "--root", str(tmp_path), "--root", str(root)])
+    why = "no such directory" if bad == "missing" else "not a directory"
+    assert (res.exit_code, res.stderr) == (1, f"traceaug: error: {root}: --root: {why}\n")
 
 
 def test_stdin_in_and_stdout_out(tmp_path: Path) -> None:

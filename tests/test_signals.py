@@ -16,7 +16,7 @@ from pathlib import Path
 import jobgen
 import kineto_gen
 import pytest
-from conftest import S3, shared_trace, url_job_args, url_job_commands
+from conftest import S3, declared_args, shared_trace, trace_commands, url_job_args, url_job_commands
 
 STEPS = 50_000  # ~48 MB of JSON (counters, info): a few seconds of engine. Below
 # normalize.PARALLEL_ABOVE (48 MiB), so their pass 1 runs in-process; diff's runs in a worker
@@ -129,50 +129,56 @@ def no_process_left(sid: int, args: list[str]) -> None:
     assert live_in_session(sid) == [], f"{args}: processes left after the exit"
 
 
-# Every command that writes a file, with its outputs (a trailing "/": a rank directory).
-COMMANDS = {"counters": ["counters", "big.json", "out.json.gz"],
-            "diff": ["diff", "mid.json", "mid_b.json", "--html", "r.html", "--trace", "m.json"],
-            "info": ["info", "big.json"],
-            "critical-path": ["critical-path", "mid.json", "cp.json"],
-            "patterns": ["patterns", "mid.json", "pat.json"],
-            "report": ["report", "mid.json", "--html", "rep.html"],
-            "convert": ["convert", "export.sqlite", "conv.json.gz"],
-            "counters DIR": ["counters", "ranks", "c_out/"],
-            "critical-path DIR": ["critical-path", "ranks", "cp_out/"],
-            "patterns DIR": ["patterns", "ranks", "pat_out/"],
-            "whatif": ["whatif", "short.json"],
-            "collectives": ["collectives", "job"],
-            "stragglers": ["stragglers", "job"],
-            "merge": ["merge", "job", "merged.json"],
-            "critical-path --job": ["critical-path", "--job", "job", "cpj.json"],
-            "whatif JOB": ["whatif", "--no-stragglers", "job"],
-            "diff --explain": ["diff", "--explain", "job", "job_b", "--html", "x.html"]}
-OUTPUTS = {"counters": ["out.json.gz"], "diff": ["r.html", "m.json"], "info": [],
-           "critical-path": ["cp.json"], "patterns": ["pat.json"], "report": ["rep.html"],
-           "convert": ["conv.json.gz"], "counters DIR": ["c_out/"],
-           "critical-path DIR": ["cp_out/"], "patterns DIR": ["pat_out/"], "whatif": [],
-           "collectives": [], "stragglers": [], "merge": ["merged.json"],
-           "critical-path --job": ["cpj.json"], "whatif JOB": [], "diff --explain": ["x.html"]}
+# Every command that reads a trace, from the CLI's declarations (a new one is signalled without an
+# edit): its declared line on INPUT's file (else mid.json), each output argument a file named after it,
+# or its LINES where it needs more (diff's and report's pages, query's SQL); with its outputs. Then
+# the other FORMS: a rank directory, a job. Not alone: open of a file (it serves the bytes unread until
+# Ctrl-C: test_open.py), the job commands (collectives, stragglers, merge: their job forms).
+INPUT = {"counters": "big.json", "info": "big.json", "whatif": "short.json", "convert": "export.sqlite"}
+LINES = {"diff": (["diff", "mid.json", "mid_b.json", "--html", "r.html", "--trace", "m.json"],
+                  ["r.html", "m.json"]),
+         "report": (["report", "mid.json", "--html", "rep.html"], ["rep.html"]),
+         "query": (["query", "mid.json", "SELECT COUNT(*) FROM slice"], [])}
+NOT_ALONE = ("open", "collectives", "stragglers", "merge")
+
+
+def _declared(name: str) -> tuple[list[str], list[str]]:
+    """``name``'s line and outputs (NAME.DST.json; .json.gz for counters, which deflates)."""
+    if name in LINES:
+        return LINES[name]
+    outs: list[str] = []
+    args = declared_args(name, INPUT.get(name, "mid.json"), lambda p: outs.append(
+        f"{name}.{p.name}.json{'.gz' * (name == 'counters')}") or outs[-1], as_json=False)
+    return args, outs
+
+
+FORMS = {"counters DIR": (["counters", "ranks", "c_out/"], ["c_out/"]),
+         "critical-path DIR": (["critical-path", "ranks", "cp_out/"], ["cp_out/"]),
+         "patterns DIR": (["patterns", "ranks", "pat_out/"], ["pat_out/"]),
+         "collectives": (["collectives", "job"], []),
+         "stragglers": (["stragglers", "job"], []),
+         "merge": (["merge", "job", "merged.json"], ["merged.json"]),
+         "critical-path --job": (["critical-path", "--job", "job", "cpj.json"], ["cpj.json"]),
+         "whatif JOB": (["whatif", "--no-stragglers", "job"], []),
+         "diff --explain": (["diff", "--explain", "job", "job_b", "--html", "x.html"], ["x.html"]),
+         "open JOB": (["open", "job", "--no-browser"], [])}
+RUNS = {**{n: _declared(n) for n in trace_commands() if n not in NOT_ALONE}, **FORMS}
+COMMANDS = {cmd: args for cmd, (args, _) in RUNS.items()}
+OUTPUTS = {cmd: outs for cmd, (_, outs) in RUNS.items()}
+# A server's whole run is its work before serving: the time of the command that does that work (its
+# signals land in the work, and while it serves).
+SERVES_AFTER = {"open JOB": "merge"}
+SERVING = ("Perfetto UI with ", "Press Ctrl-C to stop.")
 # Where in each command's run the signals land, as fractions of its uninterrupted run on this
-# machine (measured first), from the moment its handlers are in place. SIGINT and SIGTERM take turns; from
-# the middle on, the outputs already exist (an old version) and must come out unchanged.
-FRACTIONS = {"counters": (0.05, 0.18, 0.33, 0.5, 0.95),
-             "diff": (0.08, 0.25, 0.55, 0.9),
-             "info": (0.3, 0.7),
-             "critical-path": (0.3, 0.8),
-             "patterns": (0.3, 0.8),
-             "report": (0.3, 0.8),
-             "convert": (0.3, 0.8),
-             "counters DIR": (0.3, 0.8),
-             "critical-path DIR": (0.55,),
-             "patterns DIR": (0.55,),
-             "whatif": (0.3, 0.8),
-             "collectives": (0.3, 0.7),
-             "stragglers": (0.5,),
-             "merge": (0.1, 0.55, 0.8),
-             "critical-path --job": (0.3, 0.8),
-             "whatif JOB": (0.5,),
-             "diff --explain": (0.55,)}
+# machine (measured first), from the moment its handlers are in place (one point past the middle
+# unless given). SIGINT and SIGTERM take turns; from the middle on, the outputs already exist (an old
+# version) and must come out unchanged.
+GIVEN = {"counters": (0.05, 0.18, 0.33, 0.5, 0.95), "diff": (0.08, 0.25, 0.55, 0.9), "info": (0.3, 0.7),
+         "critical-path": (0.3, 0.8), "patterns": (0.3, 0.8), "report": (0.3, 0.8), "convert": (0.3, 0.8),
+         "counters DIR": (0.3, 0.8), "whatif": (0.3, 0.8), "collectives": (0.3, 0.7), "stragglers": (0.5,),
+         "merge": (0.1, 0.55, 0.8), "critical-path --job": (0.3, 0.8), "whatif JOB": (0.5,),
+         "open JOB": (0.4, 2.0)}
+FRACTIONS = {cmd: GIVEN.get(cmd, (0.55,)) for cmd in COMMANDS}
 RANK_NAMES = ("rank-0.json", "rank-1.json")  # what a rank-directory output holds
 
 
@@ -183,6 +189,8 @@ def whole_run(big: Path, tmpdir_env: dict[str, str]) -> dict[str, float]:
     d, before = big.parent, set(os.listdir(big.parent))
     took = {}
     for cmd, args in COMMANDS.items():
+        if cmd in SERVES_AFTER:
+            continue
         proc = subprocess.Popen([sys.executable, "-m", "traceaug", *args], cwd=d, env=tmpdir_env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True)
@@ -200,7 +208,7 @@ def whole_run(big: Path, tmpdir_env: dict[str, str]) -> dict[str, float]:
         took[cmd] = min(time.perf_counter() - start, WHOLE_RUN_CAP)
         _remove_new(d, before)
         _clear(Path(tmpdir_env["TMPDIR"]))
-    return took
+    return {**took, **{cmd: took[work] for cmd, work in SERVES_AFTER.items()}}
 
 
 def _remove_new(d: Path, before: set[str]) -> None:
@@ -241,7 +249,7 @@ def _state(d: Path) -> dict[str, object]:
     return state
 
 
-def test_signals_at_many_points_of_every_writing_command(
+def test_signals_at_many_points_of_every_command(
         big: Path, whole_run: dict[str, float], tmpdir_env: dict[str, str]) -> None:
     d, temp = big.parent, Path(tmpdir_env["TMPDIR"])
     baseline = set(os.listdir(d))
@@ -264,6 +272,8 @@ def test_signals_at_many_points_of_every_writing_command(
         else:
             return
         where = (cmd, fraction, round(at, 2), signal.Signals(sig).name)
+        if cmd in SERVES_AFTER:  # what it said once it serves, before the signal
+            err = "".join(line for line in err.splitlines(True) if not line.startswith(SERVING))
         if (code, err) != (128 + sig, "traceaug: interrupted\n"):
             crashed.append((*where, code, err[-300:]))
         else:
@@ -277,12 +287,11 @@ def test_signals_at_many_points_of_every_writing_command(
         assert took < 5, (where, took)  # typically 0.1 s; slack for a loaded machine
         _remove_new(d, baseline)
 
-    for cmd, fractions in FRACTIONS.items():
-        for i, fraction in enumerate(fractions):
-            once(cmd, fraction, signal.SIGTERM if i % 2 else signal.SIGINT)
+    points = [(cmd, fraction) for cmd, fractions in FRACTIONS.items() for fraction in fractions]
+    for i, (cmd, fraction) in enumerate(points):  # (in turns over every point: one-point commands too)
+        once(cmd, fraction, signal.SIGTERM if i % 2 else signal.SIGINT)
     assert crashed == []
-    points = sum(map(len, FRACTIONS.values()))
-    assert sum(interrupted.values()) >= 0.8 * points, str(interrupted)  # they landed mid-run
+    assert sum(interrupted.values()) >= 0.8 * len(points), str(interrupted)  # they landed mid-run
     assert all(interrupted[cmd] >= 1 for cmd in COMMANDS), str(interrupted)
     assert terminated["counters"] >= 1, str(terminated)  # SIGTERM: 143, no output, as Ctrl-C
     print(f"exit after the signal: median {sorted(took_s)[len(took_s) // 2]:.2f} s, "
@@ -720,3 +729,54 @@ def test_a_signal_in_an_engine_finalizer_is_no_ignored_exception(tmp_path: Path,
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
     assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stdout.split() == ["interrupted", str(128 + sig)], (proc.stdout, proc.stderr)
+
+
+# ``traceaug ARGV[2:]`` (mcp) with signal ARGV[1] sent from inside once its stdio server has opened its
+# streams, its event loop running: a moment a signal from outside cannot pick.
+AT_SERVER_START = """
+import contextlib, os, sys
+import mcp.server.stdio as stdio
+sig, sys.argv, real = int(sys.argv[1]), ["traceaug", *sys.argv[2:]], stdio.stdio_server
+
+@contextlib.asynccontextmanager
+async def signalled(*args, **kwargs):
+    async with real(*args, **kwargs) as streams:
+        os.kill(os.getpid(), sig)
+        yield streams
+
+stdio.stdio_server = signalled
+from traceaug.cli import run
+run()
+"""
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                         "clientInfo": {"name": "t", "version": "0"}}}
+
+
+@pytest.mark.parametrize("when, sig", [("starting", signal.SIGINT), ("serving", signal.SIGTERM)])
+def test_a_signal_stops_the_mcp_server(tmp_path: Path, when: str, sig: int) -> None:
+    """mcp, a server on stdin / stdout (not among the commands above: it reads no trace), stopped by
+    Ctrl-C / SIGTERM as its server starts or once it has answered the client's initialize: exit 130 / 143
+    in one line, no process left. As it started it exited 0 saying nothing, or printed anyio's exception
+    group of the signal."""
+    import json
+
+    pytest.importorskip("mcp")
+    argv = ["mcp", "--root", str(tmp_path)]
+    command = [sys.executable, "-c", AT_SERVER_START, str(int(sig)), *argv] if when == "starting" else \
+        [sys.executable, "-m", "traceaug", *argv]
+    proc = subprocess.Popen(command, cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        if when == "serving":
+            proc.stdin.write(json.dumps(INITIALIZE) + "\n")
+            proc.stdin.flush()
+            assert json.loads(proc.stdout.readline())["id"] == 1
+            proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    no_process_left(proc.pid, argv)
+    assert (proc.returncode, err) == (128 + sig, "traceaug: interrupted\n")

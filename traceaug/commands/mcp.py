@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+import traceaug.interrupt as interrupt
 import traceaug.paths as paths
 
 from ..errors import TraceaugError
@@ -30,6 +31,7 @@ NOT_SERVED = frozenset({"mcp", "summary", "cache"})
 GATE_EXIT = 3  # diff --fail-on-regression found one: its JSON is the answer (its gate says so)
 PROGRESS_S = 1.0  # a progress notification this often while a tool runs
 MAX_CHARS, MAX_ROWS, TIMEOUT_S = 200_000, 1_000, 600.0
+SIGNAL_POLL_S = 0.05  # the server looks for Ctrl-C / SIGTERM this often
 
 
 def tool_names() -> list[str]:
@@ -215,6 +217,7 @@ def cap(text: str, max_chars: int, max_rows: int | None = None) -> str:
 def serve(server: Server) -> None:
     """Serve the tools on stdin / stdout until the client closes them."""
     try:
+        import anyio
         import mcp.server.stdio
         import mcp_types as types
         from mcp.server.lowlevel import Server as Lowlevel
@@ -251,17 +254,39 @@ def serve(server: Server) -> None:
     app = Lowlevel("traceaug", version=__version__, on_list_tools=list_tools, on_call_tool=call_tool)
 
     async def main() -> None:
-        async with mcp.server.stdio.stdio_server() as (read, write):
+        async with mcp.server.stdio.stdio_server() as (read, write), anyio.create_task_group() as group:
+            group.start_soon(_stop_on_signal, group.cancel_scope)
             await app.run(read, write, app.create_initialization_options())
+            group.cancel_scope.cancel()  # the client closed stdin: the watch ends too
 
-    asyncio.run(main())
+    with interrupt.held():  # Ctrl-C / SIGTERM raised inside the loop came out of anyio's task groups as
+        asyncio.run(main())  # a printed exception group, or not at all (exit 0): the loop stops instead
+    interrupt.check()  # exit 130 / 143
+
+
+async def _stop_on_signal(scope: Any) -> None:
+    """Cancel ``scope`` (the server's) once a signal asked this process to stop."""
+    import anyio
+
+    while not interrupt.requested():
+        await anyio.sleep(SIGNAL_POLL_S)
+    scope.cancel()
+
+
+def _roots(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    """Each ``--root`` a directory, else the one line naming it (click's usage error took three)."""
+    for root in value:
+        if not os.path.isdir(root):
+            why = "not a directory" if os.path.exists(root) else "no such directory"
+            raise TraceaugError(f"{root}: --root: {why}")
+    return value
 
 
 COMMAND = Command(
     "mcp", "Serve traceaug's read-only analyses to agents: a Model Context Protocol server on stdin / "
     "stdout (needs `pip install 'traceaug[mcp]'`), one tool per command with a --format json, reading "
     "only paths under the --root directories.",
-    (option("--root", "roots", multiple=True, required=True, type=click.Path(exists=True, file_okay=False),
+    (option("--root", "roots", multiple=True, required=True, callback=_roots, metavar="DIRECTORY",
             help="A directory whose files the tools may read (repeatable); any other path is refused."),
      option("--max-chars", type=POSITIVE, default=MAX_CHARS, show_default=True,
             help="A tool's JSON at most this long: its longest lists cut, said under \"truncated\"."),

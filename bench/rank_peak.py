@@ -64,11 +64,11 @@ def works(path: Path) -> dict:
     from traceaug.job.run import Work
 
     given = main.get_command(None, "diff").make_context("diff", [str(path), str(path)]).params
-    compare = {k: given[k] for k in COMPARE}
+    compare = {k: given[k] for k in COMPARE} | {"top": 10}
     views = {"trace": None, "pair": None, "top": 10}
     return {"job_path": Work("job_path", parts.job_path, {"scales": ()}),
-            "ops": Work("ops", diff_rank, {"compare": compare | {"top": 10}, "views": views}, parts.open_pair),
-            "diff": Work("diff", diff_rank, {"compare": compare | {"top": 10}, "views": views}, parts.open_pair)}
+            "ops": Work("ops", diff_rank, {"compare": compare, "views": views}, parts.open_pair),
+            "diff": Work("diff", diff_rank, {"compare": compare, "views": views}, parts.open_pair)}
 
 
 KINDS = ("full", *TASKS)

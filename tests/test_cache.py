@@ -72,6 +72,38 @@ def test_every_job_command_prints_the_same_cold_and_warm(jobs, tmp_path: Path) -
         assert set(entries(store)) == set(before)
 
 
+def read_from_cache(monkeypatch, *args: str) -> tuple[bytes, str]:
+    """``traceaug ARGS``'s output and the ranks its progress says came from the cache ("3 of 16")."""
+    import traceaug.runtime as runtime
+
+    monkeypatch.setattr(runtime.Runtime, "shows_progress", lambda self: not self.worker)
+    found = CliRunner().invoke(main, list(args))
+    assert found.exit_code == 0, (args, found.output, found.exception)
+    said = [x.split(": ")[1] for x in found.stderr.split("\r") if "ranks from the cache" in x]
+    return found.stdout_bytes, said[-1].strip() if said else "none"
+
+
+TRUTH: dict[str, bytes] = {}  # each command's output with --no-cache on the job A
+
+
+@pytest.mark.parametrize("order", [("kernels", "report", "stragglers", "gaps"),
+                                   ("report", "kernels", "critical-path", "launches"),
+                                   ("critical-path", "stragglers", "breakdown")])
+def test_a_second_command_reads_no_rank(jobs, tmp_path: Path, monkeypatch, order) -> None:
+    """Any command first reads each rank once, as the load every job command is answered from; each later
+    command reads none ("16 of 16" from the cache) and prints what it prints with ``--no-cache``."""
+    a, _ = jobs
+    store = str(tmp_path / "cache")
+    for i, name in enumerate(order):
+        args = [name, str(a), *(["--job", "--summary-only"] if name == "critical-path" else []),
+                "--format", "csv"]
+        got, said = read_from_cache(monkeypatch, *args, "--cache", store)
+        assert said == ("0 of 16" if i == 0 else "16 of 16"), (order, name)
+        if name not in TRUTH:
+            TRUTH[name] = cli(*args, "--no-cache")
+        assert got == TRUTH[name], (order, name)
+
+
 def test_the_dlrm_job_cold_and_warm(tmp_path: Path) -> None:
     """``report`` fills the entries ``stragglers`` reads (one load per rank of kind ``job_path``)."""
     src = str(shared_trace(DLRM))

@@ -78,6 +78,31 @@ def replay_part(trace: Trace, tables: RankTables, step: int | None = None) -> Ra
     return _part(trace, tables, {k: w for k, w in windows.items() if step in (None, k)}, (), False)
 
 
+def whole_part(trace: Trace, tables: RankTables) -> RankPart:
+    """Every step's graph with its replay model and the path's arrays, on ``tables`` (with cause
+    windows): ``replay_part`` and ``rank_part`` without scales are views of it (``as_replay_part``,
+    ``as_rank_part``)."""
+    return _part(trace, tables, cp.step_windows(trace) or {WHOLE: cp.window(trace)}, (), True)
+
+
+def as_replay_part(whole: RankPart, step: int | None = None) -> RankPart:
+    """``replay_part`` (of ``step``, None: every step's) from the ``whole_part`` of the same trace."""
+    keep = ("start", "end", "coll_event", "model")
+    return RankPart(whole.tables, {k: RankGraph(**{f: getattr(g, f) for f in keep})
+                                   for k, g in whole.graphs.items() if step in (None, k)})
+
+
+def as_rank_part(whole: RankPart, rank: int | None, models: bool) -> RankPart:
+    """``rank_part`` with no scales (``models``: ``scales=()``, else None) from the ``whole_part`` of the same
+    trace: its tables without the cause windows, which the path does not read."""
+    tables = dataclasses.replace(whole.tables, windows=None)
+    if tables.rank is None:
+        tables.rank = rank
+    graphs = whole.graphs if models else {k: dataclasses.replace(g, model=None, picked=None)
+                                          for k, g in whole.graphs.items()}
+    return RankPart(tables, graphs, whole.names)
+
+
 def _part(trace: Trace, tables: RankTables, windows: dict, scales: tuple | None, path: bool
           ) -> RankPart:
     """``tables`` and the graph of each of ``windows`` (with replay models unless ``scales`` is None; with

@@ -238,6 +238,9 @@ def test_an_unchanged_replay_is_the_measured_one(tmp_path: Path) -> None:
         m = job_replay.joined_model(parts, found, step).joined
         scheduled = replay.schedule(m.node_ts, m.node_order, m.src, m.dst, m.delay + m.slack, m.node_lane)
         assert np.array_equal(scheduled, m.node_ts) and m.measured()
+        # (its binding, found from the ranks' own, is that of every edge sorted)
+        assert all(np.array_equal(x, y) for x, y in zip(replay.binding(m.node_ts, m.src, m.dst, m.delay),
+                                                          (m.bind, m.slack)))
         assert np.array_equal(m.times(), scheduled)
         longer = dataclasses.replace(m, delay=m.delay + (np.arange(len(m.delay)) == 0) * 10**9)
         assert not longer.measured()
@@ -283,3 +286,25 @@ def test_terminal_report_of_one_trace_has_the_page_verdict(tmp_path: Path) -> No
     assert [x["kind"] for x in rows] == ["verdict", "finding", "finding", "finding"]
     assert rows[0]["text"] == _page_verdict(page)
     assert html.escape(rows[1]["text"]) in page.read_text()
+
+
+def test_rebinding_only_where_a_binding_no_longer_holds() -> None:
+    """``replay.rebound`` from a binding that held before some edges were added and some delays changed
+    gives ``replay.binding`` of every edge sorted, ties to the first edge included (random DAGs)."""
+    import numpy as np
+
+    from traceaug.analysis import replay
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n, e = int(rng.integers(1, 30)), int(rng.integers(0, 60))
+        ts = np.sort(rng.integers(0, 20, n)).astype(np.int64)
+        a, b = rng.integers(0, n, (2, e))
+        src, dst = np.minimum(a, b), np.maximum(a, b)
+        delay = rng.integers(0, 6, e).astype(np.int64)
+        old = int(rng.integers(0, e + 1))  # the first ``old`` edges were bound before
+        bind, slack = replay.binding(ts, src[:old], dst[:old], delay[:old])
+        delay[:old] = np.where(rng.random(old) < 0.2, rng.integers(0, 6, old), delay[:old])
+        got = replay.rebound(ts, src, dst, delay, bind, np.r_[slack, np.zeros(e - old, np.int64)])
+        want = replay.binding(ts, src, dst, delay)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])

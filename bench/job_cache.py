@@ -81,6 +81,14 @@ def report(found: dict[str, Any], ranks: int) -> str:
             line += (f", {hta['wall_s'] / runs[warm]['wall_s']:.1f}x faster than HTA "
                      f"(target >= {TARGET_HTA:g}x)")
         lines.append(line)
+    fill, plain = runs["kernels cold (fills the cache)"], runs["kernels cold"]
+    lines.append(f"kernels cold filling the cache (one read of each rank answering every command): "
+                 f"{fill['wall_s'] / plain['wall_s']:.1f}x the time of kernels --no-cache")
+    small = next((label for label in runs if label.startswith("report warm (again), ")), None)
+    if small:
+        lines.append(f"report warm peak (largest process): {runs[small]['largest_mb']:.0f} MB at "
+                     f"{small.rsplit(', ', 1)[1]}, {runs['report warm (again)']['largest_mb']:.0f} MB at "
+                     f"{ranks} ranks")
     lines.append(f"cache per rank: {found['cache_bytes_per_rank'] / 1e6:.2f} MB; the rank's JSON "
                  f"{found['json_bytes_per_rank'] / 1e6:.1f} MB ({found['gz_bytes'] / 1e6:.2f} MB gzipped)")
     return "\n".join(lines) + "\n"

@@ -4,6 +4,7 @@ whose end on each member depends on every member's arrival plus its transfer: th
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -52,6 +53,32 @@ class RankGraph:
     ev: dict | None = None
 
 
+class Packed(Mapping):
+    """A rank's graphs by step, each kept pickled and zstd-compressed until asked for: a job verdict holds
+    every rank's steps but replays one step at a time, so its memory holds one step's graphs unpacked."""
+
+    def __init__(self, graphs: dict) -> None:
+        import pickle
+
+        import zstandard
+
+        pack = zstandard.ZstdCompressor().compress
+        self.packed = {k: pack(pickle.dumps(g, protocol=5)) for k, g in graphs.items()}
+
+    def __getitem__(self, step: int) -> RankGraph:
+        import pickle
+
+        import zstandard
+
+        return pickle.loads(zstandard.ZstdDecompressor().decompress(self.packed[step]))
+
+    def __iter__(self):
+        return iter(self.packed)
+
+    def __len__(self) -> int:
+        return len(self.packed)
+
+
 @dataclass
 class RankPart:
     """What one rank's task returns: its collectives (``colls`` and ``steps`` only) and its
@@ -75,7 +102,8 @@ def replay_part(trace: Trace, tables: RankTables, step: int | None = None) -> Ra
     """A job verdict's part of one rank (``job_replay.without_stragglers``): each step's (or ``step``'s)
     replay model and where its collectives are in it, none of the path's arrays (half the size)."""
     windows = cp.step_windows(trace) or {WHOLE: cp.window(trace)}
-    return _part(trace, tables, {k: w for k, w in windows.items() if step in (None, k)}, (), False)
+    part = _part(trace, tables, {k: w for k, w in windows.items() if step in (None, k)}, (), False)
+    return dataclasses.replace(part, graphs=Packed(part.graphs))
 
 
 def whole_part(trace: Trace, tables: RankTables) -> RankPart:
@@ -88,8 +116,8 @@ def whole_part(trace: Trace, tables: RankTables) -> RankPart:
 def as_replay_part(whole: RankPart, step: int | None = None) -> RankPart:
     """``replay_part`` (of ``step``, None: every step's) from the ``whole_part`` of the same trace."""
     keep = ("start", "end", "coll_event", "model")
-    return RankPart(whole.tables, {k: RankGraph(**{f: getattr(g, f) for f in keep})
-                                   for k, g in whole.graphs.items() if step in (None, k)})
+    return RankPart(whole.tables, Packed({k: RankGraph(**{f: getattr(g, f) for f in keep})
+                                          for k, g in whole.graphs.items() if step in (None, k)}))
 
 
 def as_rank_part(whole: RankPart, rank: int | None, models: bool) -> RankPart:

@@ -72,8 +72,17 @@ class Packed(Mapping):
 
         return pickle.loads(zstandard.ZstdDecompressor().decompress(self.packed[step]))
 
+    def __contains__(self, step: object) -> bool:  # (Mapping's would unpack the graph)
+        return step in self.packed
+
     def __iter__(self):
         return iter(self.packed)
+
+    def only(self, step: int | None) -> Packed:
+        """The graph of ``step`` alone (None: every one), still packed."""
+        out = Packed({})
+        out.packed = {k: g for k, g in self.packed.items() if step in (None, k)}
+        return out
 
     def __len__(self) -> int:
         return len(self.packed)
@@ -106,29 +115,33 @@ def replay_part(trace: Trace, tables: RankTables, step: int | None = None) -> Ra
     return dataclasses.replace(part, graphs=Packed(part.graphs))
 
 
-def whole_part(trace: Trace, tables: RankTables) -> RankPart:
+def whole_part(trace: Trace, tables: RankTables) -> tuple[RankPart, RankPart]:
     """Every step's graph with its replay model and the path's arrays, on ``tables`` (with cause
-    windows): ``replay_part`` and ``rank_part`` without scales are views of it (``as_replay_part``,
-    ``as_rank_part``)."""
-    return _part(trace, tables, cp.step_windows(trace) or {WHOLE: cp.window(trace)}, (), True)
-
-
-def as_replay_part(whole: RankPart, step: int | None = None) -> RankPart:
-    """``replay_part`` (of ``step``, None: every step's) from the ``whole_part`` of the same trace."""
+    windows), and its ``replay_part``, both packed: ``rank_part`` without scales and ``replay_part`` of
+    any step are views of them (``as_rank_part``, ``as_replay_part``), made without unpacking a graph."""
+    whole = _part(trace, tables, cp.step_windows(trace) or {WHOLE: cp.window(trace)}, (), True)
     keep = ("start", "end", "coll_event", "model")
-    return RankPart(whole.tables, Packed({k: RankGraph(**{f: getattr(g, f) for f in keep})
-                                          for k, g in whole.graphs.items() if step in (None, k)}))
+    replay = RankPart(tables, Packed({k: RankGraph(**{f: getattr(g, f) for f in keep})
+                                      for k, g in whole.graphs.items()}))
+    return dataclasses.replace(whole, graphs=Packed(whole.graphs)), replay
 
 
-def as_rank_part(whole: RankPart, rank: int | None, models: bool) -> RankPart:
+def as_replay_part(whole: tuple[RankPart, RankPart], step: int | None = None) -> RankPart:
+    """``replay_part`` (of ``step``, None: every step's) from the ``whole_part`` of the same trace."""
+    replay = whole[1]
+    return dataclasses.replace(replay, graphs=replay.graphs.only(step))
+
+
+def as_rank_part(whole: tuple[RankPart, RankPart], rank: int | None, models: bool) -> RankPart:
     """``rank_part`` with no scales (``models``: ``scales=()``, else None) from the ``whole_part`` of the same
     trace: its tables without the cause windows, which the path does not read."""
-    tables = dataclasses.replace(whole.tables, windows=None)
+    part = whole[0]
+    tables = dataclasses.replace(part.tables, windows=None)
     if tables.rank is None:
         tables.rank = rank
-    graphs = whole.graphs if models else {k: dataclasses.replace(g, model=None, picked=None)
-                                          for k, g in whole.graphs.items()}
-    return RankPart(tables, graphs, whole.names)
+    graphs = {k: g if models else dataclasses.replace(g, model=None, picked=None)
+              for k, g in part.graphs.items()}
+    return RankPart(tables, graphs, part.names)
 
 
 def _part(trace: Trace, tables: RankTables, windows: dict, scales: tuple | None, path: bool

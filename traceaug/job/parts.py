@@ -25,7 +25,7 @@ def local_file(item: Item, kind: str) -> Iterator[Any]:
 @dataclass
 class Ops:
     """A rank's GPU ops (``GpuOps``, their trace detached) and, when asked, its collective tables and its
-    part of a job verdict's replay (``job_path.replay_part``)."""
+    part of a job verdict's replay (``job_path.replay_part``; of a whole read, ``job_path.whole_part``)."""
 
     ops: Any
     tables: Any = None

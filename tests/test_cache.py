@@ -72,6 +72,41 @@ def test_every_job_command_prints_the_same_cold_and_warm(jobs, tmp_path: Path) -
         assert set(entries(store)) == set(before)
 
 
+def read_from_cache(monkeypatch, *args: str) -> tuple[bytes, str]:
+    """``traceaug ARGS``'s output and the ranks its progress says came from the cache ("3 of 16")."""
+    import traceaug.runtime as runtime
+
+    monkeypatch.setattr(runtime.Runtime, "shows_progress", lambda self: not self.worker)
+    found = CliRunner().invoke(main, list(args))
+    assert found.exit_code == 0, (args, found.output, found.exception)
+    said = [x.split(": ")[1] for x in found.stderr.split("\r") if "ranks from the cache" in x]
+    return found.stdout_bytes, said[-1].strip() if said else "none"
+
+
+TRUTH: dict[str, bytes] = {}  # each command's output with --no-cache on the job A
+
+
+@pytest.mark.parametrize("order", [(("report", 0), ("kernels", 16), ("stragglers", 16), ("gaps", 16)),
+                                   (("stragglers", 0), ("kernels", 16), ("critical-path", 16),
+                                    ("launches", 16)),
+                                   (("critical-path", 0), ("stragglers", 16), ("breakdown", 16)),
+                                   (("kernels", 0), ("report", 0), ("kernels", 16), ("breakdown", 16))])
+def test_a_second_command_reads_no_rank(jobs, tmp_path: Path, monkeypatch, order) -> None:
+    """report / stragglers / critical-path --job read each rank once, as the load every job command is
+    answered from; each later command reads none ("16 of 16" from the cache) and prints what it prints with
+    ``--no-cache``. kernels reads its own lighter load, which does not answer report."""
+    a, _ = jobs
+    store = str(tmp_path / "cache")
+    for name, held in order:
+        args = [name, str(a), *(["--job", "--summary-only"] if name == "critical-path" else []),
+                "--format", "csv"]
+        got, said = read_from_cache(monkeypatch, *args, "--cache", store)
+        assert said == f"{held} of 16", (order, name)
+        if name not in TRUTH:
+            TRUTH[name] = cli(*args, "--no-cache")
+        assert got == TRUTH[name], (order, name)
+
+
 def test_the_dlrm_job_cold_and_warm(tmp_path: Path) -> None:
     """``report`` fills the entries ``stragglers`` reads (one load per rank of kind ``job_path``)."""
     src = str(shared_trace(DLRM))

@@ -204,7 +204,8 @@ def test_planted_late_rank(tmp_path: Path, where: str, source: str) -> None:
 def test_the_verdict_replays_its_steps_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each step a verdict names is replayed twice, unchanged and without stragglers (the figures it
     states, checked against ``whatif``'s above), nothing more: no dependency-only replays (4 schedules a
-    step before); the real schedule is run, only counted."""
+    step before), and the unchanged replay, the measured times, is known without a schedule
+    (``test_an_unchanged_replay_is_the_measured_one``); the real schedule is run, only counted."""
     from traceaug.analysis import replay
 
     d = _planted(tmp_path, "cpu")
@@ -213,7 +214,38 @@ def test_the_verdict_replays_its_steps_alone(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setattr(replay, "schedule", lambda *a, **k: calls.append(1) or schedule(*a, **k))
     found = traceaug.stragglers(d).attrs["verdict"]
     assert [v["step"] for v in found] == [0, 1] and all(v["without_ns"] for v in found)
-    assert len(calls) == 2 * 2
+    assert len(calls) == 2
+
+
+def test_an_unchanged_replay_is_the_measured_one(tmp_path: Path) -> None:
+    """A job step's joined model replayed unchanged gives each node its measured time: the schedule
+    says so, and ``Model.measured`` knows it without one; a model with one delay longer (a change) is
+    not known so, and its times are the schedule's."""
+    import dataclasses
+
+    import numpy as np
+
+    from traceaug.analysis import job_path as jp
+    from traceaug.analysis import job_replay, replay
+    from traceaug.job import parts as job_parts
+    from traceaug.job.run import Work
+
+    d = _planted(tmp_path, "cpu")
+    with traceaug.load_job(d) as job:
+        parts = jp.keyed(job.results("path", Work("job_path", job_parts.job_path, {"scales": ()})))
+    found = jp.match_parts(parts)
+    for step in (0, 1):
+        m = job_replay.joined_model(parts, found, step).joined
+        scheduled = replay.schedule(m.node_ts, m.node_order, m.src, m.dst, m.delay + m.slack, m.node_lane)
+        assert np.array_equal(scheduled, m.node_ts) and m.measured()
+        # (its binding, found from the ranks' own, is that of every edge sorted)
+        assert all(np.array_equal(x, y) for x, y in zip(replay.binding(m.node_ts, m.src, m.dst, m.delay),
+                                                          (m.bind, m.slack)))
+        assert np.array_equal(m.times(), scheduled)
+        longer = dataclasses.replace(m, delay=m.delay + (np.arange(len(m.delay)) == 0) * 10**9)
+        assert not longer.measured()
+        assert np.array_equal(longer.times(), replay.schedule(
+            m.node_ts, m.node_order, m.src, m.dst, longer.delay + m.slack, m.node_lane))
 
 
 def test_no_late_rank_no_blame(tmp_path: Path) -> None:
@@ -254,3 +286,25 @@ def test_terminal_report_of_one_trace_has_the_page_verdict(tmp_path: Path) -> No
     assert [x["kind"] for x in rows] == ["verdict", "finding", "finding", "finding"]
     assert rows[0]["text"] == _page_verdict(page)
     assert html.escape(rows[1]["text"]) in page.read_text()
+
+
+def test_rebinding_only_where_a_binding_no_longer_holds() -> None:
+    """``replay.rebound`` from a binding that held before some edges were added and some delays changed
+    gives ``replay.binding`` of every edge sorted, ties to the first edge included (random DAGs)."""
+    import numpy as np
+
+    from traceaug.analysis import replay
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n, e = int(rng.integers(1, 30)), int(rng.integers(0, 60))
+        ts = np.sort(rng.integers(0, 20, n)).astype(np.int64)
+        a, b = rng.integers(0, n, (2, e))
+        src, dst = np.minimum(a, b), np.maximum(a, b)
+        delay = rng.integers(0, 6, e).astype(np.int64)
+        old = int(rng.integers(0, e + 1))  # the first ``old`` edges were bound before
+        bind, slack = replay.binding(ts, src[:old], dst[:old], delay[:old])
+        delay[:old] = np.where(rng.random(old) < 0.2, rng.integers(0, 6, old), delay[:old])
+        got = replay.rebound(ts, src, dst, delay, bind, np.r_[slack, np.zeros(e - old, np.int64)])
+        want = replay.binding(ts, src, dst, delay)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])

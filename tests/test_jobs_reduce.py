@@ -213,3 +213,23 @@ def test_a_ranks_verdict_part_is_its_replay_models_alone(job_ranks: dict) -> Non
     work = Work("job_path", parts.part, {"fn": report.part, "in_job": True, "step": 1, "top": 10},
                 partial(parts.open_ops_and_tables, step=1))  # (as ``report JOB --step 1`` asks)
     assert sorted(_task(f, work).path.graphs) == [1]
+
+
+def test_a_ranks_verdict_part_holds_its_steps_packed(job_ranks: dict) -> None:
+    """The verdict's part keeps each step's graph compressed until the verdict replays that step (it
+    replays one step at a time: the main process holds every rank's steps packed, one step unpacked):
+    under a fifth of the unpacked graphs' bytes, and unpacked each step's replay model is the one the
+    critical path's part of the same rank computed."""
+    import numpy as np
+
+    from traceaug.commands.stragglers import tables_and_path
+
+    f = job_ranks[5000]
+    full = _task(f, Work("job_path", parts.job_path, {"scales": ()}))
+    _, part = _task(f, Work("job_path", parts.apply, {"fn": tables_and_path}, parts.open_ops_and_tables))
+    unpacked = {k: part.graphs[k] for k in part.graphs}
+    assert sorted(unpacked) == [0, 1]
+    for k, g in unpacked.items():
+        for name in ("node_ts", "node_order", "src", "dst", "delay", "slack", "bind", "event", "what"):
+            assert np.array_equal(getattr(g.model, name), getattr(full.graphs[k].model, name)), (k, name)
+    assert len(pickle.dumps(part.graphs)) < 0.2 * len(pickle.dumps(unpacked))

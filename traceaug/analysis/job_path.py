@@ -4,6 +4,7 @@ whose end on each member depends on every member's arrival plus its transfer: th
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -52,6 +53,41 @@ class RankGraph:
     ev: dict | None = None
 
 
+class Packed(Mapping):
+    """A rank's graphs by step, each kept pickled and zstd-compressed until asked for: a job verdict holds
+    every rank's steps but replays one step at a time, so its memory holds one step's graphs unpacked."""
+
+    def __init__(self, graphs: dict) -> None:
+        import pickle
+
+        import zstandard
+
+        pack = zstandard.ZstdCompressor().compress
+        self.packed = {k: pack(pickle.dumps(g, protocol=5)) for k, g in graphs.items()}
+
+    def __getitem__(self, step: int) -> RankGraph:
+        import pickle
+
+        import zstandard
+
+        return pickle.loads(zstandard.ZstdDecompressor().decompress(self.packed[step]))
+
+    def __contains__(self, step: object) -> bool:  # (Mapping's would unpack the graph)
+        return step in self.packed
+
+    def __iter__(self):
+        return iter(self.packed)
+
+    def only(self, step: int | None) -> Packed:
+        """The graph of ``step`` alone (None: every one), still packed."""
+        out = Packed({})
+        out.packed = {k: g for k, g in self.packed.items() if step in (None, k)}
+        return out
+
+    def __len__(self) -> int:
+        return len(self.packed)
+
+
 @dataclass
 class RankPart:
     """What one rank's task returns: its collectives (``colls`` and ``steps`` only) and its
@@ -75,7 +111,37 @@ def replay_part(trace: Trace, tables: RankTables, step: int | None = None) -> Ra
     """A job verdict's part of one rank (``job_replay.without_stragglers``): each step's (or ``step``'s)
     replay model and where its collectives are in it, none of the path's arrays (half the size)."""
     windows = cp.step_windows(trace) or {WHOLE: cp.window(trace)}
-    return _part(trace, tables, {k: w for k, w in windows.items() if step in (None, k)}, (), False)
+    part = _part(trace, tables, {k: w for k, w in windows.items() if step in (None, k)}, (), False)
+    return dataclasses.replace(part, graphs=Packed(part.graphs))
+
+
+def whole_part(trace: Trace, tables: RankTables) -> tuple[RankPart, RankPart]:
+    """Every step's graph with its replay model and the path's arrays, on ``tables`` (with cause
+    windows), and its ``replay_part``, both packed: ``rank_part`` without scales and ``replay_part`` of
+    any step are views of them (``as_rank_part``, ``as_replay_part``), made without unpacking a graph."""
+    whole = _part(trace, tables, cp.step_windows(trace) or {WHOLE: cp.window(trace)}, (), True)
+    keep = ("start", "end", "coll_event", "model")
+    replay = RankPart(tables, Packed({k: RankGraph(**{f: getattr(g, f) for f in keep})
+                                      for k, g in whole.graphs.items()}))
+    return dataclasses.replace(whole, graphs=Packed(whole.graphs)), replay
+
+
+def as_replay_part(whole: tuple[RankPart, RankPart], step: int | None = None) -> RankPart:
+    """``replay_part`` (of ``step``, None: every step's) from the ``whole_part`` of the same trace."""
+    replay = whole[1]
+    return dataclasses.replace(replay, graphs=replay.graphs.only(step))
+
+
+def as_rank_part(whole: tuple[RankPart, RankPart], rank: int | None, models: bool) -> RankPart:
+    """``rank_part`` with no scales (``models``: ``scales=()``, else None) from the ``whole_part`` of the same
+    trace: its tables without the cause windows, which the path does not read."""
+    part = whole[0]
+    tables = dataclasses.replace(part.tables, windows=None)
+    if tables.rank is None:
+        tables.rank = rank
+    graphs = {k: g if models else dataclasses.replace(g, model=None, picked=None)
+              for k, g in part.graphs.items()}
+    return RankPart(tables, graphs, part.names)
 
 
 def _part(trace: Trace, tables: RankTables, windows: dict, scales: tuple | None, path: bool

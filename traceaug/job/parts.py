@@ -4,13 +4,15 @@ module-level (picklable), each turning a rank's trace into plain data, never an 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ..errors import TraceaugError
 from ..processes import Threads
-from .run import Item, local, open_trace
+from .run import Item, Work, local, open_trace
 
 
 @contextlib.contextmanager
@@ -23,7 +25,7 @@ def local_file(item: Item, kind: str) -> Iterator[Any]:
 @dataclass
 class Ops:
     """A rank's GPU ops (``GpuOps``, their trace detached) and, when asked, its collective tables and its
-    part of a job verdict's replay (``job_path.replay_part``)."""
+    part of a job verdict's replay (``job_path.replay_part``; of a whole read, ``job_path.whole_part``)."""
 
     ops: Any
     tables: Any = None
@@ -46,20 +48,20 @@ def sections(trace: Any, g: Any) -> dict:
 
 
 @contextlib.contextmanager
-def open_ops(item: Item, kind: str, tables: bool = False, step: int | None = None) -> Iterator[Ops]:
-    """A rank's ``Ops`` (with ``tables``: of ``step``'s replay, None: every step's), its engine closed
-    before the task computes on them."""
-    import dataclasses
-
+def open_ops(item: Item, kind: str, tables: bool = False, step: int | None = None,
+             whole: bool = False) -> Iterator[Ops]:
+    """A rank's ``Ops`` (with ``tables``: of ``step``'s replay, None: every step's; ``whole``: with every
+    step's ``job_path.whole_part``), its engine closed before the task computes on them."""
     from ..analysis.collective_rank import tables as collective_tables
     from ..analysis.gpu_steps import rank_ops
-    from ..analysis.job_path import replay_part
+    from ..analysis.job_path import replay_part, whole_part
 
     with open_trace(item, kind) as trace:
         ops = rank_ops(item.rank, trace)
-        found = collective_tables(trace, ops=ops) if tables else None
+        found = collective_tables(trace, ops=ops) if tables or whole else None
         # (a copy of the tables, sharing their frames: the replay keys them by the ops' rank)
-        path = replay_part(trace, dataclasses.replace(found), step) if tables else None
+        path = whole_part(trace, dataclasses.replace(found)) if whole else \
+            replay_part(trace, dataclasses.replace(found), step) if tables else None
         more = sections(trace, ops) if kind in SECTION_KINDS else None
         ops.trace = trace.detached(item.rank, item.named())
     yield Ops(ops, found, path, more)
@@ -73,8 +75,68 @@ def open_ops_and_tables(item: Item, kind: str, step: int | None = None) -> Itera
         yield opened
 
 
+@contextlib.contextmanager
+def open_whole(item: Item, kind: str) -> Iterator[Ops]:
+    """``open_ops`` with the tables and every step's whole part: the one read of a rank that answers
+    each command of a job with the table cache on (``widened``)."""
+    with open_ops(item, kind, whole=True) as opened:
+        yield opened
+
+
 # what these open is plain data (no engine): the table cache keeps it, whatever work runs on it
-open_ops.plain = open_ops_and_tables.plain = True
+open_ops.plain = open_ops_and_tables.plain = open_whole.plain = True
+
+
+def widened(work: Work) -> Work:
+    """``work`` on the one read of a rank (``open_whole``, of kind ``kinds.ONE_READ``) narrowed to what
+    ``work`` reads: its ``Ops`` (``narrowed``), its critical path part without scales (``job_path_of``);
+    ``work`` itself when it reads anything else (a trace, a pair, scaled events)."""
+    from ..read.kinds import ANSWERED_BY_ONE, ONE_READ
+
+    if work.kind not in ANSWERED_BY_ONE:
+        return work
+    if work.per_rank is job_path and work.opens is None and work.params.get("scales") in ((), None):
+        return Work(ONE_READ, job_path_of, work.params, open_whole)
+    opens = getattr(work.opens, "func", work.opens)
+    if opens not in (open_ops, open_ops_and_tables):
+        return work
+    step = work.opens.keywords.get("step") if isinstance(work.opens, partial) else None
+    return Work(ONE_READ, narrowed, {"of": (work.per_rank, work.kind, opens is open_ops_and_tables, step),
+                                     **work.params}, open_whole)
+
+
+def narrowed(opened: Ops, item: Item, of: tuple, **params: Any) -> Any:
+    """``per_rank(view, item, **params)`` for ``of`` = (per_rank, kind, tables, step): ``view`` what its
+    own read would have opened, from the rank's whole one: the tables and replay part (of ``step``) only
+    with ``tables``, for kind ``gpu_ops`` the GPU ops without their launches."""
+    from ..analysis.job_path import as_replay_part
+
+    per_rank, kind, tables, step = of
+    ops = without_launches(opened.ops) if kind == "gpu_ops" else opened.ops
+    view = Ops(ops, opened.tables, as_replay_part(opened.path, step), opened.sections) if tables else \
+        Ops(ops, sections=opened.sections)
+    return per_rank(view, item, **params)
+
+
+def without_launches(g: Any) -> Any:
+    """``g`` (``GpuOps``) as a load of kind ``gpu_ops`` gives what ``kernels`` reads of it: no op
+    launched, no graph replay known (no launch call read)."""
+    import numpy as np
+
+    ops = dict(g.ops)
+    n = len(ops["ts"])
+    ops["launched"] = np.zeros(n, bool)
+    for k in ("launch_ts", "launch_dur", "launch_end"):
+        ops[k] = np.zeros(n, np.int64)
+    ops["launch_name"] = np.full(n, None, object)
+    return dataclasses.replace(g, ops=ops, replays=None)
+
+
+def job_path_of(opened: Ops, item: Item, scales: tuple | None = None) -> Any:
+    """``job_path`` (with no scales) from the rank's whole read (``widened``)."""
+    from ..analysis.job_path import as_rank_part
+
+    return as_rank_part(opened.path, item.rank, scales is not None)
 
 
 def _both(item: Item, kind: str, make: Callable) -> Iterator[tuple]:
@@ -149,10 +211,12 @@ def job_path(trace: Any, item: Item, scales: tuple | None = None) -> Any:
     return rank_part(trace, item.rank, None if scales is None else tuple(scales))
 
 
+# a job's work opening or computing these is answered from the one whole read with the table cache on
+open_ops.widened = open_ops_and_tables.widened = job_path.widened = widened
+
+
 def then(trace: Any, item: Item, fn: Callable) -> Any:
     """``fn(rank, trace)`` (``load_ranks``); a result holding the trace gets it detached."""
-    import dataclasses
-
     out = fn(item.rank, trace)
     if dataclasses.is_dataclass(out) and getattr(out, "trace", None) is trace:
         out.trace = trace.detached(item.rank, item.named())

@@ -151,6 +151,13 @@ KINDS: dict[str, LoadKind] = {k.name: k for k in (
 )}
 
 
+# With the table cache on, a job's rank is read once as ``ONE_READ`` (its GPU ops, collective tables and
+# every step's replay part: ``job.parts.widened``), which answers a command asking any kind of
+# ``ANSWERED_BY_ONE``: its GPU ops are those kinds' (equal on every shared trace; ``gpu_ops``: no launches).
+ONE_READ = "job_path"
+ANSWERED_BY_ONE = frozenset({"gpu_ops", "gpu_steps", ONE_READ})
+
+
 def kind_of(kind: str | LoadKind | None = None, full: bool = False, only: str | None = None
             ) -> LoadKind:
     """The load kind a caller asked for: ``kind`` (a name of ``KINDS``), or the older

@@ -302,10 +302,12 @@ def test_a_cluster_lost_mid_run_is_one_line(scheduler: str, slow_job: Path, tmp_
 
 
 def _spawned(proc: subprocess.Popen) -> list:
+    """The cluster's worker processes: ``proc``'s own children (a worker's task may fork a child of its own,
+    which carries the worker's command line)."""
     import psutil
 
     try:
-        return [p for p in psutil.Process(proc.pid).children(recursive=True) if _is_worker(p)]
+        return [p for p in psutil.Process(proc.pid).children() if _is_worker(p)]
     except psutil.NoSuchProcess:
         return []
 

@@ -286,7 +286,8 @@ def url_job_args(name: str, job: str, out: str, endpoint: str | None = None) -> 
 # ``pytest -m "not slow and not perf"`` runs the rest, the quick subset for an inner loop.
 SLOW = frozenset({
     "test_bad_inputs", "test_cache", "test_cluster_reliability", "test_collectives", "test_counters",
-    "test_critical_path", "test_critical_path_hta", "test_diff", "test_diff_gate", "test_discovery",
+    "test_critical_path", "test_critical_path_hta", "test_diff", "test_diff_gate", "test_diff_view",
+    "test_discovery", "test_serving_attributed",
     "test_efficiency", "test_engine", "test_fidelity", "test_job_path", "test_job_verdict", "test_jobs",
     "test_jobs_storage", "test_load_modes", "test_mcp", "test_memory", "test_merge_stream",
     "test_pass1_columns", "test_schemas",

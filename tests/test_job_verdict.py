@@ -305,6 +305,6 @@ def test_rebinding_only_where_a_binding_no_longer_holds() -> None:
         old = int(rng.integers(0, e + 1))  # the first ``old`` edges were bound before
         bind, slack = replay.binding(ts, src[:old], dst[:old], delay[:old])
         delay[:old] = np.where(rng.random(old) < 0.2, rng.integers(0, 6, old), delay[:old])
-        got = replay.rebound(ts, src, dst, delay, bind, np.r_[slack, np.zeros(e - old, np.int64)])
+        got = replay.rebound(ts, src, dst, delay, (bind, np.r_[slack, np.zeros(e - old, np.int64)]))
         want = replay.binding(ts, src, dst, delay)
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])

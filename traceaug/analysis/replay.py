@@ -64,11 +64,13 @@ def binding(node_ts: np.ndarray, src: np.ndarray, dst: np.ndarray, delay: np.nda
     return bind, slack
 
 
-def rebound(node_ts: np.ndarray, src: np.ndarray, dst: np.ndarray, delay: np.ndarray, bind: np.ndarray,
-            slack: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``binding`` of these edges from one (``bind``, ``slack``: -1 and 0 where unknown) that held for most of
-    them: only the nodes where it no longer holds (its edge's time changed, an in-edge now later, or as late
-    and before it) are bound again, the others keep theirs: the same answer, without sorting every edge."""
+def rebound(node_ts: np.ndarray, src: np.ndarray, dst: np.ndarray, delay: np.ndarray,
+            held: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``binding`` of these edges from one that held for most of them (``held``: bind and slack, -1 and 0
+    where unknown): only the nodes where it no longer holds (its edge's time changed, an in-edge now later,
+    or as late and before it) are bound again, the others keep theirs: the same answer, without sorting
+    every edge."""
+    bind, slack = held
     if not len(src):
         return binding(node_ts, src, dst, delay)
     at = node_ts[src] + delay
@@ -262,7 +264,7 @@ def join(models: list[Model], src: np.ndarray, dst: np.ndarray, delay: np.ndarra
     known_bind = np.concatenate([np.where(m.bind >= 0, m.bind + edge_at[i], -1) for i, m in enumerate(models)]
                                 + [np.empty(0, np.int64)])
     known_slack = np.concatenate([m.slack for m in models] + [np.zeros(len(src), np.int64)])
-    bind, slack = rebound(ts, all_src, all_dst, all_delay, known_bind, known_slack)
+    bind, slack = rebound(ts, all_src, all_dst, all_delay, (known_bind, known_slack))
     tails = [(m.tails()[0] + node_at[i], m.tails()[1]) for i, m in enumerate(models)
              if len(m.node_ts)]
     none = np.empty(0, np.int64)  # (a step no rank has an event in: no last node)

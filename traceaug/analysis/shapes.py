@@ -14,14 +14,18 @@ if TYPE_CHECKING:
     from ..trace import Trace
 
 NO_OP = "(no CPU op)"  # a GPU op no CPU op launched
-# Each launch (the first runtime call of a correlation id) with its nearest enclosing CPU op.
+# Each launch (the first runtime call of a correlation id) with its nearest enclosing CPU op: its parent
+# where that is one (most launches: a join), else the walk up from it (a recursion over the few others).
 LAUNCHER_SQL = """
 WITH RECURSIVE up(correlation, at) AS (
   SELECT l.correlation, s.parent_id FROM _traceaug_first_launch l JOIN slice s ON s.id = l.id
-  WHERE s.parent_id IS NOT NULL
+  JOIN slice p ON p.id = s.parent_id WHERE p.category NOT IN ('cpu_op', 'Operator')
   UNION ALL
-  SELECT up.correlation, s.parent_id FROM up JOIN slice s ON s.id = up.at
-  WHERE s.category NOT IN ('cpu_op', 'Operator') AND s.parent_id IS NOT NULL)
+  SELECT up.correlation, p.parent_id FROM up JOIN slice p ON p.id = up.at
+  WHERE p.category NOT IN ('cpu_op', 'Operator') AND p.parent_id IS NOT NULL)
+SELECT l.correlation, s.parent_id AS op FROM _traceaug_first_launch l JOIN slice s ON s.id = l.id
+JOIN slice p ON p.id = s.parent_id WHERE p.category IN ('cpu_op', 'Operator')
+UNION ALL
 SELECT up.correlation, up.at AS op FROM up JOIN slice s ON s.id = up.at
 WHERE s.category IN ('cpu_op', 'Operator')
 """

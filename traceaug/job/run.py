@@ -142,18 +142,24 @@ def cached(work: Work, items: list[Item], options: JobOptions) -> tuple[Work, di
     store = where(options.cache, options.no_cache)
     if store is None:
         return work, {}, {i.rank: (None, None) for i in items}, 0
+    held: dict = {}
     if len(items) > 1:  # (what the task opens or computes says how: ``parts.widened``)
         widen = next((w for w in (getattr(getattr(f, "func", f), "widened", None)
                                   for f in (work.opens, work.per_rank)) if w), None)
         wide = widen(work) if widen else work
         # A command reading less than the whole (kernels) reads it only where it is kept already: read
         # whole, its first run would cost as much as report's (25.7 s vs 5.5 s for kernels on 64 ranks)
-        if wide.kind == work.kind or all(any(e is not None and e.exists() for e in store.entries(wide, i))
-                                         for i in items):
+        if wide.kind == work.kind:
             work = wide
+        elif wide is not work:
+            held = {i.rank: store.entries(wide, i) for i in items}
+            if all(any(e is not None and e.exists() for e in held[i.rank]) for i in items):
+                work = wide
+            else:
+                held = {}
     hits, entries = {}, {}
     for i in items:
-        entries[i.rank] = store.entries(work, i)
+        entries[i.rank] = held.get(i.rank) or store.entries(work, i)
         found, value = entries[i.rank][1].get() if entries[i.rank][1] else (False, None)
         if found:
             hits[i.rank] = value

@@ -363,3 +363,17 @@ def test_a_signal_to_a_local_cluster_run_exits_at_once_leaving_nothing(
     _, alive = psutil.wait_procs(started, timeout=10)
     assert alive == []
     assert list(tmp.iterdir()) == []
+
+
+@pytest.mark.parametrize("where, name", [("distributed.deploy.spec.SpecCluster", "_instances"),
+                                         ("distributed.nanny.Nanny", "_instances")])
+def test_the_dask_private_names_a_local_cluster_is_stopped_by_are_there(where: str, name: str) -> None:
+    """``executor._Local`` finds the clusters and nannies a run started (one cut short as it started
+    included) in these class-level sets: a Dask upgrade that drops one fails here, naming it, rather
+    than leaving a Ctrl-C'd run restarting its workers (it took 14 s to exit)."""
+    from importlib import import_module
+
+    module, cls = where.rsplit(".", 1)
+    found = getattr(getattr(import_module(module), cls), name, None)
+    assert callable(getattr(found, "add", None)) and callable(getattr(found, "discard", None)), \
+        f"Dask upgrade: {where}.{name} is gone or no longer a set"

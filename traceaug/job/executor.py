@@ -310,12 +310,13 @@ class _Local:
         import multiprocessing
 
         import dask.config
-        from distributed import Client, LocalCluster
+        from distributed import Client, LocalCluster, Nanny
         from distributed.deploy.spec import SpecCluster
 
         self.scratch = tempfile.mkdtemp(prefix="traceaug-dask-")
         self.before = set(multiprocessing.active_children())  # the caller's own processes
         self.others = set(SpecCluster._instances)  # the caller's own clusters
+        self.nannies = set(Nanny._instances)  # and their nannies
         self.cluster = None
         try:  # workers' logs stay off stderr: failures are said by rank (job.run)
             with dask.config.set({"temporary-directory": self.scratch}):  # the scheduler's too
@@ -333,7 +334,9 @@ class _Local:
         those it was starting once started (a spawn cut short prints a traceback)."""
         import multiprocessing
 
-        for nanny in list(self.cluster.workers.values()) if self.cluster is not None else ():
+        from distributed import Nanny
+
+        for nanny in set(Nanny._instances) - self.nannies:  # a cluster cut short as it started too
             with contextlib.suppress(Exception):
                 nanny.close_gracefully()  # its worker's end is no cue to start another
         killed: set = set()

@@ -141,6 +141,11 @@ def op_table(side: Side, by: str = "name", device: str = "all", step: int | None
             "total": per_step.sum(axis=1) / n, "per_step": per_step}
 
 
+def change_status(pct: np.ndarray, threshold: float) -> np.ndarray:
+    """A change of ``pct`` % called "increased" / "decreased" beyond ``threshold`` %, else "unchanged"."""
+    return np.select([pct > threshold, pct < -threshold], ["increased", "decreased"], default="unchanged")
+
+
 def compare(a: Columns, b: Columns, threshold: float = DEFAULT_THRESHOLD) -> Columns:
     """Outer join of two op tables with deltas (ns per step, float64: means over the steps), a status
     per row and the ``p_value`` of the change (``ranktest``: per-step times, an op's absent step
@@ -171,8 +176,7 @@ def compare(a: Columns, b: Columns, threshold: float = DEFAULT_THRESHOLD) -> Col
     in_a = np.array([k in at for k in keys], bool)
     in_b = np.array([k in bt for k in keys], bool)
     pct = np.nan_to_num(delta_pct, nan=0.0)
-    status = np.select([~in_a, ~in_b, pct > threshold, pct < -threshold],
-                       ["added", "removed", "increased", "decreased"], default="unchanged")
+    status = np.where(~in_a, "added", np.where(~in_b, "removed", change_status(pct, threshold)))
     out = {"device": objects([k[0] for k in keys]), "key": objects([k[1] for k in keys]),
            "status": status.astype(object), "count_a": count_a, "count_b": count_b,
            "delta_count": count_b - count_a, "total_a_ns": total_a, "total_b_ns": total_b,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import serving_figures as figures
-from .diff import DEFAULT_THRESHOLD, gate, gate_lines, min_delta_ns, op_table
+from .diff import DEFAULT_THRESHOLD, change_status, gate, gate_lines, min_delta_ns, op_table
 from .diff import compare as compare_ops
 from .gpa_summary import DEFAULT_MAP, classify
 from .serving import steps as serving_steps
@@ -116,9 +116,8 @@ def compare(a: Side, b: Side, how: dict | None = None) -> list[dict] | None:
 
 
 def _status(a: float, b: float, threshold: float) -> str:
-    """A phase's mean latency change called as an op's is (``diff.compare``): beyond ``threshold`` %."""
-    pct = 100 * (b - a) / a if a else 0.0
-    return "increased" if pct > threshold else "decreased" if pct < -threshold else "unchanged"
+    """A phase's mean latency change called as an op's is (``diff.change_status``)."""
+    return str(change_status(np.array([100 * (b - a) / a if a else 0.0]), threshold)[0])
 
 
 def latency_table(phases: list[dict]) -> Columns:

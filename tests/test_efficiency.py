@@ -229,7 +229,12 @@ SPARSE = {"H100 SXM5 80GB": {"tf32_matrix": 989, "bf16_matrix": 1979, "fp16_matr
           "H100 PCIe 80GB": {"tf32_matrix": 756, "bf16_matrix": 1513, "fp16_matrix": 1513, "fp8_matrix": 3026,
                              "int8_matrix": 3026},
           "B200 (HGX B200, per GPU)": {"tf32_matrix": 2200, "bf16_matrix": 4500, "fp16_matrix": 4500,
-                                       "fp8_matrix": 9000, "int8_matrix": 9000}}
+                                       "fp8_matrix": 9000, "int8_matrix": 9000},
+          "L4": {"tf32_matrix": 120, "bf16_matrix": 242, "fp16_matrix": 242, "fp8_matrix": 485,
+                 "int8_matrix": 485},
+          **dict.fromkeys(("H200 SXM 141GB", "GH200 96GB HBM3", "GH200 144GB HBM3e"),
+                          {"tf32_matrix": 989, "bf16_matrix": 1979, "fp16_matrix": 1979, "fp8_matrix": 3958,
+                           "int8_matrix": 3958})}
 
 
 def test_peak_table_rows_cite_a_datasheet() -> None:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import shared_trace
+from conftest import TESTDATA, shared_trace
 
 # The console entry (``traceaug.cli.run``, which ends in ``os._exit`` after the exit functions), the
 # modules it left loaded written to a file by an exit function.
@@ -61,3 +61,12 @@ def test_efficiency_without_out_imports_no_copy_writer(tmp_path: Path) -> None:
     assert "traceaug.analysis.efficiency" in modules
     assert not modules & {"traceaug.rewrite.splice", "traceaug.rewrite.visible", "traceaug.rewrite.events",
                           "traceaug.rewrite.pgzip"}
+
+
+def test_kernels_reads_its_sql_without_zipfile(tmp_path: Path) -> None:
+    """``kernels`` reads traceaug's SQL modules from its own directory: importlib.resources' readers (and the
+    zipfile module they import) stay unloaded, as the job path's modules do on one trace."""
+    done, modules = _loaded(tmp_path, "kernels", str(TESTDATA / "small_training.json"), "--format", "json")
+    assert json.loads(done.stdout)["schema_version"] >= 1
+    assert "traceaug.sql_modules" in modules
+    assert not modules & {"zipfile", "importlib.readers", "traceaug.analysis.job_path"}

@@ -70,3 +70,18 @@ def test_kernels_reads_its_sql_without_zipfile(tmp_path: Path) -> None:
     assert json.loads(done.stdout)["schema_version"] >= 1
     assert "traceaug.sql_modules" in modules
     assert not modules & {"zipfile", "importlib.readers", "traceaug.analysis.job_path"}
+
+
+def test_no_pass_1_child_for_a_small_trace() -> None:
+    """Pass 1 runs in a child only for a trace of 1 MB or more (raw): the SGLang decode step (0.6 MB raw, pass
+    1 in ~5 ms) is planned in the command's own process, the Qwen trace (8.6 MB raw) in a child."""
+    from traceaug.read import prefetch, source
+
+    small = shared_trace("kineto/inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz")
+    large = shared_trace("kineto/h100_qwen05b_inference.json.gz")
+    assert source.raw_size_estimate(small) < 1 << 20 <= source.raw_size_estimate(large)
+    try:
+        prefetch.start([small, large], "report")
+        assert not prefetch.pending(small, "report") and prefetch.pending(large, "report")
+    finally:
+        prefetch.close()

@@ -1,6 +1,6 @@
 """The ``traceaug`` command line: one click group, a click command made from each command's
-declaration (``commands``). Only click and the command run are imported: ``--version`` and ``--help``
-import nothing else, a command its own modules when it runs (``tests/test_startup.py``)."""
+declaration (``commands``). Only click is imported up front: ``--version`` needs nothing else, and a
+command imports its own modules when it runs (``tests/test_startup.py``)."""
 
 from __future__ import annotations
 

@@ -231,6 +231,43 @@ def test_an_engine_started_from_the_image_is_a_fresh_engine() -> None:
         i.close()
 
 
+def test_a_process_starts_from_the_heap_an_earlier_one_kept(tmp_path: Path) -> None:
+    """A process with no image of its own starts from the one the cache keeps beside the module (written by
+    the first full start there): its heap is byte for byte the heap the image was taken from (a restored
+    engine answers as a fresh one: the tests below); a damaged file is never used (a full start writes it
+    again)."""
+    import dataclasses
+
+    from traceaug.engine import wasm_instance
+    from traceaug.engine.wasm_module import load_build
+
+    build = dataclasses.replace(load_build(False), heap=tmp_path / "trace_processor.heap")
+
+    def start() -> tuple[wasm_instance.WasmInstance, int]:
+        """An engine started as a new process's first (no image of its own, its file not yet read)."""
+        wasm_instance._IMAGES.pop(build.name, None)
+        wasm_instance._READ.discard(build.heap)
+        before = sum(wasm_instance._FULL_STARTS.values())
+        return wasm_instance.WasmInstance(build), sum(wasm_instance._FULL_STARTS.values()) - before
+
+    try:
+        kept, full = start()  # none kept: a full start, whose heap is kept
+        assert full == 1 and build.heap.stat().st_size > 1 << 20
+        restored, full = start()
+        assert full == 0  # from the file
+        assert np.array_equal(_heap(restored), _heap(kept))
+        data = bytearray(build.heap.read_bytes())
+        data[-1] ^= 0xFF  # one bit of the heap's last page flipped on disk
+        build.heap.write_bytes(bytes(data))
+        again, full = start()
+        assert full == 1 and build.heap.read_bytes() != bytes(data)  # not used; written again
+        assert (_heap(again) != _heap(kept)).sum() <= 8  # a full start: as far from the first as two are
+        for i in (kept, restored, again):
+            i.close()
+    finally:
+        wasm_instance._IMAGES.pop(build.name, None)  # the process's engines start as before
+
+
 def test_engines_of_one_process_never_see_an_earlier_trace() -> None:
     """Two ranks in sequence through one process's engines (the second started from the
     image the first ranks' starts left): the second rank's collective tables are exactly its

@@ -19,8 +19,10 @@ from traceaug.trace import Trace
 
 
 @pytest.fixture(autouse=True)
-def _nothing_pending():
-    """Every test starts and ends with no child planning (``prefetch`` is process-wide)."""
+def _nothing_pending(monkeypatch: pytest.MonkeyPatch):
+    """Every test starts and ends with no child planning (``prefetch`` is process-wide); the small test traces
+    are planned in children as larger ones are (``prefetch.FROM``: ``test_startup.py``)."""
+    monkeypatch.setattr(prefetch, "FROM", 0)
     prefetch.close()
     yield
     prefetch.close()

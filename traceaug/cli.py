@@ -1,5 +1,6 @@
 """The ``traceaug`` command line: one click group, a click command made from each command's
-declaration (``commands``)."""
+declaration (``commands``). Only click is imported up front: ``--version`` needs nothing else, and a
+command imports its own modules when it runs (``tests/test_startup.py``)."""
 
 from __future__ import annotations
 
@@ -8,21 +9,17 @@ import contextlib
 import os
 import signal
 import sys
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-import traceaug.atomic as atomic
 import traceaug.commands as commands
-import traceaug.guard as guard
 import traceaug.interrupt as interrupt
-import traceaug.paths as paths
-import traceaug.runtime as runtime
 
-from .commands.declare import Call, Command, job_from, versioned_json
-from .errors import SumTooLarge, TraceaugError
-from .job.run import JobOptions
 from .version import __version__
+
+if TYPE_CHECKING:
+    from .commands.declare import Call, Command
 
 TP_BIN_HELP = "Use this native trace_processor_shell instead of the embedded wasm engine."
 MESSAGE_LIMIT = 299  # characters of an error line
@@ -30,6 +27,8 @@ MESSAGE_LIMIT = 299  # characters of an error line
 
 def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
     """An error message as one line of at most ``limit`` characters."""
+    import traceaug.paths as paths
+
     text = " ".join(paths.shown(str(text)).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -39,6 +38,13 @@ class TraceaugCommand(click.Command):
     OS errors one line naming the file. Trace arguments: ``paths.Input()`` / ``paths.Output()``."""
 
     def invoke(self, ctx: click.Context):
+        import traceaug.atomic as atomic
+        import traceaug.guard as guard
+        import traceaug.paths as paths
+
+        from .commands.declare import job_from
+        from .errors import SumTooLarge, TraceaugError
+
         job_from(ctx.meta.get("job", {}))  # the storage options (an endpoint) before URLs are checked
         inputs, outputs, rank_dirs = paths.arguments(self, ctx.params)
         paths.check_stdout(outputs, rank_dirs)
@@ -83,6 +89,11 @@ class _Group(click.Group):
             _interrupted(e)
 
     def invoke(self, ctx: click.Context):
+        import traceaug.paths as paths
+        import traceaug.runtime as runtime
+
+        from .errors import TraceaugError
+
         try:
             with runtime.using(runtime.Runtime(command_line=True)):
                 return super().invoke(ctx)
@@ -108,6 +119,8 @@ def _interrupted(e: KeyboardInterrupt) -> NoReturn:
               help=TP_BIN_HELP + " [env: TRACEAUG_TP_BIN]")
 def main(tp_bin: str | None) -> None:
     """Read GPU profiler traces through Perfetto's trace_processor, offline."""
+    import traceaug.runtime as runtime
+
     from .processes import return_freed_promptly
 
     return_freed_promptly()
@@ -117,6 +130,9 @@ def main(tp_bin: str | None) -> None:
 def _run(command: Command, ctx: click.Context, params: dict) -> None:
     """A declared command on the command line: its checks, the prefetch of its traces, its
     work, its output."""
+    from .commands.declare import Call, job_from
+    from .job.run import JobOptions
+
     job = job_from(ctx.meta.get("job", {})) if command.takes_job else JobOptions()
     call = Call(command, params, job)
     if command.prepare is not None:
@@ -135,6 +151,8 @@ def _run(command: Command, ctx: click.Context, params: dict) -> None:
 def _show(command: Command, result: object, call: Call) -> None:
     """``command.show``; its JSON versioned as it is printed (``declare.versioned_json``: ``schema_version``
     first, docs/schemas/NAME.json its schema), with the command's ``findings`` (``Command.findings``) last."""
+    from .commands.declare import versioned_json
+
     if call.get("fmt") != "json":
         return command.show(result, call)
     findings = None if command.findings is None else lambda: command.findings(result, call)

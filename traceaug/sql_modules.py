@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from importlib import resources
+from pathlib import Path
 
 PACKAGE = "traceaug"
 
@@ -17,7 +17,7 @@ _DEFINES = re.compile(r"CREATE\s+PERFETTO\s+(?:TABLE|VIEW|FUNCTION|MACRO)\s+(\w+
 @lru_cache(maxsize=1)
 def sql_modules() -> dict[str, str]:
     """Module name (``traceaug.base``) -> its PerfettoSQL text, from ``traceaug/sql/``."""
-    files = resources.files("traceaug") / "sql"
+    files = Path(__file__).parent / "sql"  # (importlib.resources would import zipfile on every start)
     return {f"{PACKAGE}.{f.name[:-4]}": f.read_text() for f in sorted(files.iterdir(), key=str)
             if f.name.endswith(".sql")}
 

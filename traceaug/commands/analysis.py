@@ -24,8 +24,6 @@ def rank_parts(call: Call, fn: Callable, params: dict, kind: str = GPU_STEPS,
     ``path`` its part of the verdict's replay (``params["step"]``'s alone, if given)."""
     from functools import partial
 
-    from ..analysis.collectives import ranked
-
     in_job = len(call.files()) > 1
     both = collectives and in_job
     work = Work("job_path" if both else kind, parts.part,
@@ -34,8 +32,11 @@ def rank_parts(call: Call, fn: Callable, params: dict, kind: str = GPU_STEPS,
     done = call.run(work, None)
     if not any(p.ops for p in done.values()):
         raise TraceaugError(f"{call['trace']}: no GPU kernels, copies or sets to analyse")
-    tables = ranked({r: p.collectives for r, p in done.items()}) if both else None
-    return list(done.values()), tables
+    if not both:
+        return list(done.values()), None
+    from ..analysis.collectives import ranked
+
+    return list(done.values()), ranked({r: p.collectives for r, p in done.items()})
 
 
 RELIABILITY = "reliability"

@@ -8,23 +8,23 @@ import traceaug.paths as paths
 
 from ..analysis import report
 from .analysis import rank_parts, reliability, sections_api, shown, tables
-from .collectives import by_step
 from .declare import COUNT, JOB, Call, Command, argument, echo, fmt, option, rank, said, step
 
 
 def _job(found: list | None, ranks: list, call: Call, top: int | None) -> list[tuple[str, dict]]:
     """A job's section from its ranks' collective tables and ``RankPart``s (none without
     collectives)."""
-    from ..analysis import collectives as co
-    from ..analysis.job_path import keyed
-    from ..render.job_sections import job_sections
-    from .stragglers import verdicts
-
     held = {p.rank: p.path for p in ranks}
     for p in ranks:  # (their replay models: freed here, before the page is made)
         p.path = None
     if found is None or not any(len(t.colls) for t in found):
-        return []
+        return []  # (one trace: none of the job's modules imported)
+    from ..analysis import collectives as co
+    from ..analysis.job_path import keyed
+    from ..render.job_sections import job_sections
+    from .collectives import by_step
+    from .stragglers import verdicts
+
     matched = by_step(co.match_job(found), call["step"], call["trace"])
     return job_sections(matched, top, verdicts(matched, keyed(held)))
 

@@ -1,14 +1,18 @@
 """One running trace_processor wasm instance and its byte-level RPC pipe (``send`` / ``read``); any trap
-kills it. From a process's second start, a started heap (``_Image``) is copied in instead of a slow init."""
+kills it. A started heap (``_Image``, kept beside the cached module) is copied in instead of a slow init."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import json
 import os
 import struct
 import threading
 import time
+import zlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import wasmtime
@@ -16,6 +20,7 @@ import wasmtime
 import traceaug.interrupt as interrupt
 import traceaug.runtime as runtime
 
+from ..atomic import atomic_output
 from ..errors import EngineError, EngineOutOfMemory
 from .wasm_module import WasmBuild
 
@@ -34,7 +39,7 @@ class _Image:
     segments, zeros above), and the reply function's table index and request buffer it started with."""
 
     size: int
-    runs: tuple[tuple[int, bytes], ...]
+    runs: tuple[tuple[int, bytes | memoryview], ...]
     reply_index: int
     buf: int
     request: int
@@ -49,6 +54,54 @@ class _Image:
 _IMAGES: dict[str, _Image] = {}  # by build name (trace_processor.wasm / ..._memory64.wasm)
 _FULL_STARTS: dict[str, int] = {}  # starts without an image, by build name: the second keeps one
 _IMAGE_LOCK = threading.Lock()
+_READ: set[Path] = set()  # the image files this process has looked for
+_MAGIC = b"traceaug-heap-1 "  # starts an image file's header line
+
+
+def _image_of(build: WasmBuild) -> _Image | None:
+    """The image to start ``build`` from: this process's, else the one an earlier process kept (read once)."""
+    with _IMAGE_LOCK:
+        if build.name not in _IMAGES and build.heap is not None and build.heap not in _READ:
+            _READ.add(build.heap)
+            found = _read_image(build.heap)
+            if found is not None:
+                _IMAGES[build.name] = found
+        return _IMAGES.get(build.name)
+
+
+def _read_image(path: Path) -> _Image | None:
+    """The image ``_write_image`` kept at ``path`` (its runs views of one read, no copy); None if there is
+    none or it is not whole (its crc32)."""
+    try:
+        with open(path, "rb") as f:
+            data = bytearray(os.fstat(f.fileno()).st_size)
+            if f.readinto(data) != len(data):
+                return None
+        end = data.index(b"\n")
+        if not data.startswith(_MAGIC):
+            return None
+        fields = json.loads(data[len(_MAGIC):end])
+        body = memoryview(data)[end + 1:]
+        if zlib.crc32(body) != fields.pop("crc32"):
+            return None
+        runs, at = [], 0
+        for offset, n in fields.pop("runs"):
+            runs.append((offset, body[at:at + n]))
+            at += n
+        return _Image(runs=tuple(runs), **fields) if at == len(body) else None
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def _write_image(path: Path, image: _Image) -> None:
+    """Keep ``image`` at ``path`` for later processes (replaced by rename, as the cached module is)."""
+    body = b"".join(data for _, data in image.runs)
+    fields = {"size": image.size, "reply_index": image.reply_index, "buf": image.buf,
+              "request": image.request, "runs": [(offset, len(data)) for offset, data in image.runs],
+              "crc32": zlib.crc32(body)}
+    with contextlib.suppress(OSError):  # an unwritable cache: every process starts in full
+        with atomic_output(path, hold=False) as f:
+            f.write(_MAGIC + json.dumps(fields).encode() + b"\n" + body)
 
 
 def _second_start(name: str) -> bool:
@@ -258,15 +311,18 @@ class WasmInstance:
         table: wasmtime.Table = exports["__indirect_function_table"]
         reply = wasmtime.Func(self.store, wasmtime.FuncType([self._ptr, _I32], []), self._on_reply)
         index = table.grow(self.store, 1, reply)
-        image = _IMAGES.get(self.build.name)
+        image = _image_of(self.build)
         if image is not None and image.fits(index, self._max_bytes):
             self._restore(image)
             return
-        fresh = self._data_pages() if _second_start(self.build.name) else None
+        keep = image is None and self.build.heap is not None  # none kept: this start's, for later processes
+        fresh = self._data_pages() if _second_start(self.build.name) or keep else None
         exports["__wasm_call_ctors"](self.store)
         self._buf = exports["trace_processor_rpc_init"](self.store, index, REQUEST_BUFFER) & self._ptr_mask
         if fresh is not None:
-            _IMAGES[self.build.name] = self._image(fresh, index)  # any fresh start's is as good
+            _IMAGES[self.build.name] = made = self._image(fresh, index)  # any fresh start's is as good
+            if keep:
+                _write_image(self.build.heap, made)
 
     def _data_pages(self) -> tuple[np.ndarray, np.ndarray]:
         """The numbers of the pages not zero in this fresh memory (its data segments), and a
@@ -298,9 +354,9 @@ class WasmInstance:
         have = mem.data_len(self.store)
         if image.size > have:
             mem.grow(self.store, (image.size - have) // 65536)
-        base = self._base()
-        for offset, data in image.runs:
-            ctypes.memmove(base + offset, data, len(data))
+        with memoryview(self._view(0, image.size)).cast("B") as heap:
+            for offset, data in image.runs:
+                heap[offset:offset + len(data)] = data
         self._buf = image.buf
 
     def _on_reply(self, ptr: int, length: int) -> None:

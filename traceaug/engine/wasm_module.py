@@ -53,6 +53,7 @@ class WasmBuild:
     module: wasmtime.Module
     from_cache: bool
     interruptible: bool = True  # compiled with epoch checks (traceaug.interrupt can stop it)
+    heap: Path | None = None  # a started engine's heap kept beside the cached module (``wasm_instance``)
 
 
 def web_dist_dir() -> Path:
@@ -217,7 +218,7 @@ def _load_build(memory64: bool, interruptible: bool = True) -> WasmBuild:
             if module is None:
                 module, from_cache = _compile(name, memory64, engine, cached), False
     return WasmBuild(name=name, memory64=memory64, engine=engine, module=module,
-                     from_cache=from_cache, interruptible=interruptible)
+                     from_cache=from_cache, interruptible=interruptible, heap=cached.with_suffix(".heap"))
 
 
 @contextlib.contextmanager

@@ -52,16 +52,19 @@ def open_ops(item: Item, kind: str, tables: bool = False, step: int | None = Non
              whole: bool = False) -> Iterator[Ops]:
     """A rank's ``Ops`` (with ``tables``: of ``step``'s replay, None: every step's; ``whole``: with every
     step's ``job_path.whole_part``), its engine closed before the task computes on them."""
-    from ..analysis.collective_rank import tables as collective_tables
     from ..analysis.gpu_steps import rank_ops
-    from ..analysis.job_path import replay_part, whole_part
 
     with open_trace(item, kind) as trace:
         ops = rank_ops(item.rank, trace)
-        found = collective_tables(trace, ops=ops) if tables or whole else None
-        # (a copy of the tables, sharing their frames: the replay keys them by the ops' rank)
-        path = whole_part(trace, dataclasses.replace(found)) if whole else \
-            replay_part(trace, dataclasses.replace(found), step) if tables else None
+        found = path = None
+        if tables or whole:  # (a job's: one trace imports none of their modules)
+            from ..analysis.collective_rank import tables as collective_tables
+            from ..analysis.job_path import replay_part, whole_part
+
+            found = collective_tables(trace, ops=ops)
+            # (a copy of the tables, sharing their frames: the replay keys them by the ops' rank)
+            path = whole_part(trace, dataclasses.replace(found)) if whole else \
+                replay_part(trace, dataclasses.replace(found), step)
         more = sections(trace, ops) if kind in SECTION_KINDS else None
         ops.trace = trace.detached(item.rank, item.named())
     yield Ops(ops, found, path, more)

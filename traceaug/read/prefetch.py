@@ -1,5 +1,5 @@
-"""Pass 1 of small traces (under ``UP_TO`` raw bytes) in child processes, overlapping the engine's start; a
-load takes the plan (``take``). Only an optimization: on failure the load plans again in-process."""
+"""Pass 1 of small traces (``FROM`` to ``UP_TO`` raw bytes) in child processes, overlapping the engine's
+start; a load takes the plan (``take``). Only an optimization: on failure the load plans again in-process."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .normalize import Plan
 
 UP_TO = 48 << 20  # raw bytes: larger traces run pass 1 in worker processes anyway
+FROM = 1 << 20  # raw bytes: a smaller trace's pass 1 (~8 ms a MB) costs less than a child's start
 _pending: dict[tuple[Path, str], tuple[processes.Pool, object]] = {}  # its child, its plan
 
 
@@ -34,7 +35,7 @@ def start(files: list[Path], kind: str) -> None:
     for path in files:
         key = _key(path, kind)
         try:
-            if key in _pending or is_sqlite(path) or source.raw_size_estimate(path) > UP_TO:
+            if key in _pending or is_sqlite(path) or not FROM <= source.raw_size_estimate(path) <= UP_TO:
                 continue
             child = processes.Pool(1, _preload, spawn=True, reuse_heap=True)
             _pending[key] = child, child.submit(_plan, path, key[1])

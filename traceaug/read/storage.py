@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -164,7 +163,7 @@ def upload(local: str | Path, url: str, storage: dict | None = None) -> None:
         raise
 
 
-_TAG = f"traceaug-{os.getpid()}-{secrets.token_hex(4)}"  # this run's hidden names beside its outputs
+_TAG = f"traceaug-{os.getpid()}-{os.urandom(4).hex()}"  # this run's hidden names beside its outputs
 
 
 def _beside(url: str, what: str) -> str:

@@ -10,7 +10,6 @@ import numpy as np
 import orjson
 
 from ..analysis import efficiency as ef
-from .events import counter_events, slice_events
 from .pipeline import Rewriter
 
 if TYPE_CHECKING:
@@ -30,6 +29,8 @@ def bucket(pct: float) -> str:
 
 
 def _lanes(rows: dict, roof: dict, pids: dict[int, int], base_ns: int) -> list[bytes]:
+    from .events import slice_events
+
     on = rows["flops"] >= 0
     at = np.flatnonzero(on)
     at = at[np.lexsort((rows["ts"][at], rows["stream"][at], rows["device"][at]))]
@@ -77,13 +78,26 @@ def rates(rows: dict, pids: dict[int, int], what: str) -> dict[str, np.ndarray]:
             "value": np.concatenate(out["value"]) if out["value"] else np.zeros(0)}
 
 
-def rewrite(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
-    """The summary (``analysis.efficiency.compute``) and the lane and counter events."""
+def _summary(trace: Trace, options: dict) -> tuple[dict, dict, dict]:
+    """The summary (``analysis.efficiency.compute``), with its op rows and their roofline."""
     result = ef.compute(trace, options.get("peaks"))
     rows, roof = result.pop("rows"), result.pop("roof")
     result["top"] = options.get("top", 15)
     if options.get("replay"):
         result["opportunities"] = ef.opportunities(trace, rows, roof, min(result["top"], REPLAYED_GROUPS))
+    return result, rows, roof
+
+
+def tables(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
+    """The summary alone: without OUT, no events are made only to be dropped."""
+    return _summary(trace, options)[0], []
+
+
+def rewrite(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
+    """The summary (``_summary``) and the lane and counter events."""
+    from .events import counter_events
+
+    result, rows, roof = _summary(trace, options)
     link = trace.columns("SELECT DISTINCT device, pid FROM traceaug_gpu_op")
     pids = dict(zip(link["device"].tolist(), link["pid"].tolist(), strict=True))
     events = _lanes(rows, roof, pids, trace.base_ns)
@@ -93,6 +107,6 @@ def rewrite(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
 
 
 REWRITER = Rewriter("efficiency", "efficiency", rewrite)
-TABLES = Rewriter("efficiency", "efficiency_tables", rewrite)  # no OUT: a skimmed load (read.kinds)
+TABLES = Rewriter("efficiency", "efficiency_tables", tables)  # no OUT: a skimmed load (read.kinds)
 REPLAYED = Rewriter("efficiency", "sync_shapes", rewrite)  # --replay: the critical path's events too
 REPLAYED_GROUPS = 10  # op groups replayed at their roofline, at most

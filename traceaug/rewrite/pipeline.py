@@ -22,7 +22,6 @@ from ..read.inputs import output_name, trace_input
 from ..read.kinds import KINDS
 from ..read.ranks import TRACE_SUFFIXES, TraceFile
 from ..read.storage import is_url
-from . import splice
 
 if TYPE_CHECKING:
     from ..trace import Trace
@@ -91,6 +90,8 @@ def _check(found: list[Item], made: Path | None) -> None:
             raise TraceaugError(f"{made}: cannot make the output directory ({e.strerror})") from None
     for t in found:
         if t.out is not None:
+            from . import splice  # here: a command without OUT writes no copy
+
             splice.check_output(Path(os.devnull) if is_url(t.file.path) else t.file.path, t.out)
 
 
@@ -112,6 +113,8 @@ def _rewrite(path: Path, item: Item, rewriter: Rewriter, options: dict,
     tf, out = item.file, item.out
     copy = None
     if out is not None:  # started first: gzip output deflates the original text meanwhile
+        from . import splice
+
         copy = splice.Copy(trace_input(path), out, splice.entry(rewriter.name, options),
                            keep_bytes=keep_bytes)
     try:

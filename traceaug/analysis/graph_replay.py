@@ -96,8 +96,10 @@ def captured(trace: Trace, source: str, batch: int | None = None) -> list[Graph]
     thread, the launch calls between them in order, with the innermost CPU op holding each."""
     c = trace.columns(
         "WITH b AS (SELECT id, ts, track_id FROM slice WHERE name GLOB '*StreamBeginCapture*'), "
-        "w AS (SELECT b.id AS graph, b.ts AS lo, (SELECT MIN(e.ts) FROM slice e WHERE e.track_id = "
-        "b.track_id AND e.ts > b.ts AND e.name GLOB '*StreamEndCapture*') AS hi, b.track_id FROM b) "
+        # materialized: inlined, each window's end was searched again for every slice joined to it
+        "w AS MATERIALIZED (SELECT b.id AS graph, b.ts AS lo, (SELECT MIN(e.ts) FROM slice e WHERE "
+        "e.track_id = b.track_id AND e.ts > b.ts AND e.name GLOB '*StreamEndCapture*') AS hi, b.track_id "
+        "FROM b) "
         "SELECT w.graph, r.name AS call, extract_arg(r.arg_set_id, 'args.kernel') AS kernel, "
         "COALESCE(CAST(extract_arg(r.arg_set_id, 'args.graph node id') AS INT), -1) AS node, "
         "(SELECT a.id FROM ancestor_slice(r.id) a WHERE a.category IN ('cpu_op', 'Operator') "

@@ -10,7 +10,7 @@ default: each copy shifted past the one before, correlation / external / flow id
 (wall time, peak RSS of the process tree sampled every 20 ms), one run each.
 Why: issue 36 asks ``report`` on these inputs to be >= 10x faster than TraceLens. Measured on the shared
 2-core machine under load (load average 8-12; one run each, bytecode compiled; wall s / peak MB of the
-process tree, the capture's prefetch child included): vLLM step 2.04 / 156 vs 14.52 / 425 (7.1x), SGLang
+process tree, its prefetch children included): vLLM step 2.04 / 156 vs 14.52 / 425 (7.1x), SGLang
 step 1.51 / 141 vs 7.57 / 266 (5.0x), vLLM x20 2.16 / 174 vs 97.17 / 2301 (44.9x); a run before gave 9.0x,
 3.0x, 128x: on one step, start-up and the capture's load (17-34 MB of JSON) are most of traceaug's time.
 Run: ``python bench/serving_vs_tracelens.py --tracelens-python VENV/bin/python --tracelens-path DIR

@@ -107,6 +107,26 @@ def test_a_second_command_reads_no_rank(jobs, tmp_path: Path, monkeypatch, order
         assert got == TRUTH[name], (order, name)
 
 
+def test_stragglers_with_no_cache_reads_only_what_it_needs(jobs, tmp_path: Path, monkeypatch) -> None:
+    """With no cache to fill, ``stragglers`` reads its own kind, without the CPU ops' shapes and the
+    [memory] events only report's sections read (computing them cost 0.16 CPU s a DLRM rank); with the
+    cache on, the whole read every job command is answered from; both print the same."""
+    import traceaug.job.run as job_run
+    from traceaug.read.kinds import KINDS, MEMORY_CATEGORIES
+
+    a, _ = jobs
+    read: list[str] = []
+    compute = job_run._compute
+    monkeypatch.setattr(job_run, "_compute",
+                        lambda work, *rest: read.append(work.kind) or compute(work, *rest))
+    lean = cli("stragglers", str(a), "--format", "csv", "--no-cache")
+    whole = cli("stragglers", str(a), "--format", "csv", "--cache", str(tmp_path / "cache"))
+    assert read == ["stragglers", "job_path"]
+    assert "Input Dims" not in KINDS["stragglers"].args and "Input Dims" in KINDS["job_path"].args
+    assert not MEMORY_CATEGORIES & KINDS["stragglers"].categories
+    assert lean == whole
+
+
 def test_the_dlrm_job_cold_and_warm(tmp_path: Path) -> None:
     """``report`` fills the entries ``stragglers`` reads (one load per rank of kind ``job_path``)."""
     src = str(shared_trace(DLRM))

@@ -36,7 +36,8 @@ def verdicts(found: co.Matched, paths: dict, job: co.Matched | None = None) -> l
 
 def tables_and_path(opened) -> tuple:
     """A rank's collective tables (with the causes' windows) and its ``job_path.RankPart`` with replay
-    models, from the one load of kind ``job_path`` the analysis commands share on a job."""
+    models: from the one load of kind ``job_path`` the analysis commands share on a job with the table
+    cache on, else from a load of kind ``stragglers`` (no report's sections computed)."""
     return opened.tables, opened.path
 
 
@@ -46,7 +47,7 @@ def _compute(call: Call) -> tuple[co.Matched, list[Verdict]]:
     from ..job import parts
     from ..job.run import Work
 
-    done = call.run(Work("job_path", parts.apply, {"fn": tables_and_path},
+    done = call.run(Work("stragglers", parts.apply, {"fn": tables_and_path},
                          partial(parts.open_ops_and_tables, step=call["step"])), "stragglers")
     tables = {r: t for r, (t, _) in done.items()}
     # the replay's match (aligned, every step) is the one shown before --step: the job matched once

@@ -241,7 +241,8 @@ def model(graph: cp.Graph, window: cp.Window) -> Model:
 def join(models: list[Model], src: np.ndarray, dst: np.ndarray, delay: np.ndarray,
          event: np.ndarray | None = None) -> Model:
     """One model of several in one clock joined by edges ``src -> dst`` (joined node ids, model after model)
-    of ``delay``; delays capped at measured time and slack found anew: the unchanged replay stays measured."""
+    of ``delay``; delays capped at measured time and slack found anew: the unchanged replay stays measured.
+    ``models`` is emptied once joined: a job step's arrays are held once while its slack is found."""
     node_at = np.cumsum([0] + [len(m.node_ts) for m in models])
     event_at = np.cumsum([0] + [m.events for m in models])
     ts = np.concatenate([m.node_ts for m in models])
@@ -264,13 +265,15 @@ def join(models: list[Model], src: np.ndarray, dst: np.ndarray, delay: np.ndarra
     known_bind = np.concatenate([np.where(m.bind >= 0, m.bind + edge_at[i], -1) for i, m in enumerate(models)]
                                 + [np.empty(0, np.int64)])
     known_slack = np.concatenate([m.slack for m in models] + [np.zeros(len(src), np.int64)])
-    bind, slack = rebound(ts, all_src, all_dst, all_delay, (known_bind, known_slack))
     tails = [(m.tails()[0] + node_at[i], m.tails()[1]) for i, m in enumerate(models)
              if len(m.node_ts)]
+    start, end = min(m.start for m in models), max(m.end for m in models)
+    models.clear()
+    bind, slack = rebound(ts, all_src, all_dst, all_delay, (known_bind, known_slack))
+    del known_bind, known_slack
     none = np.empty(0, np.int64)  # (a step no rank has an event in: no last node)
     return Model(ts, order, lanes, all_src, all_dst, all_delay, slack, bind, event, launch, what,
-                 min(m.start for m in models), max(m.end for m in models), int(event_at[-1]),
-                 np.concatenate([none] + [t[0] for t in tails]),
+                 start, end, int(event_at[-1]), np.concatenate([none] + [t[0] for t in tails]),
                  np.concatenate([none] + [t[1] for t in tails]))
 
 

@@ -183,6 +183,13 @@ class Model:
         return dataclasses.replace(self, node_ts=self.node_ts + ns, start=self.start + ns,
                                    end=self.end + ns, delay=self.delay.copy())
 
+    def compact(self) -> Model:
+        """The model with its node, edge and event numbers as int32 and ``what`` as int8 (times stay int64):
+        a job keeps every rank's step models until a step of every rank is joined (``join``: int64 again)."""
+        small = {f: getattr(self, f).astype(np.int32) for f in ("node_order", "src", "dst", "bind", "event")}
+        lane = None if self.node_lane is None else self.node_lane.astype(np.int32)
+        return dataclasses.replace(self, node_lane=lane, what=self.what.astype(np.int8), **small)
+
     def tails(self) -> tuple[np.ndarray, np.ndarray]:
         """(the last nodes: of the window, or of each model ``join`` joined; the measured time
         from each to its window's end)."""

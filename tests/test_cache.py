@@ -314,6 +314,20 @@ def test_a_job_in_s3_and_a_cache_in_s3(s3: S3, tmp_path: Path) -> None:
     assert '"entries": 8' in listed.stdout, listed.stderr
 
 
+def test_a_local_job_and_a_cache_in_s3(s3: S3, jobs) -> None:
+    """A local job's ranks kept in a bucket (no digest memo there: each file hashed, never skipped) and
+    answered from it the second time."""
+    opt = ("--storage-option", f"endpoint_url={s3.endpoint}")
+    a, _ = jobs
+    runs = [run_cli("info", str(a), "--format", "csv", "--cache", "s3://bucket/local", *opt,
+                    text=False, env=s3.env) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr.decode()
+    assert runs[0].stdout == runs[1].stdout
+    listed = run_cli("cache", "info", "--cache", "s3://bucket/local", *opt, "--format", "json",
+                     env=s3.env)
+    assert '"entries": 16' in listed.stdout, listed.stderr
+
+
 def test_a_capture_is_never_answered_from_an_entry_made_without_it(tmp_path: Path) -> None:
     """``--capture`` (the runtime's, no parameter of the work) changes what a rank's task returns: a run
     without it filled the cache, and the run with it read that entry back ("0 attributed"). The vLLM

@@ -107,6 +107,26 @@ def test_a_second_command_reads_no_rank(jobs, tmp_path: Path, monkeypatch, order
         assert got == TRUTH[name], (order, name)
 
 
+def test_stragglers_with_no_cache_reads_only_what_it_needs(jobs, tmp_path: Path, monkeypatch) -> None:
+    """With no cache to fill, ``stragglers`` reads its own kind, without the CPU ops' shapes and the
+    [memory] events only report's sections read (computing them cost 0.16 CPU s a DLRM rank); with the
+    cache on, the whole read every job command is answered from; both print the same."""
+    import traceaug.job.run as job_run
+    from traceaug.read.kinds import KINDS, MEMORY_CATEGORIES
+
+    a, _ = jobs
+    read: list[str] = []
+    compute = job_run._compute
+    monkeypatch.setattr(job_run, "_compute",
+                        lambda work, *rest: read.append(work.kind) or compute(work, *rest))
+    lean = cli("stragglers", str(a), "--format", "csv", "--no-cache")
+    whole = cli("stragglers", str(a), "--format", "csv", "--cache", str(tmp_path / "cache"))
+    assert read == ["stragglers", "job_path"]
+    assert "Input Dims" not in KINDS["stragglers"].args and "Input Dims" in KINDS["job_path"].args
+    assert not MEMORY_CATEGORIES & KINDS["stragglers"].categories
+    assert lean == whole
+
+
 def test_the_dlrm_job_cold_and_warm(tmp_path: Path) -> None:
     """``report`` fills the entries ``stragglers`` reads (one load per rank of kind ``job_path``)."""
     src = str(shared_trace(DLRM))
@@ -292,6 +312,20 @@ def test_a_job_in_s3_and_a_cache_in_s3(s3: S3, tmp_path: Path) -> None:
     listed = run_cli("cache", "info", "--cache", "s3://bucket/cache", *opt, "--format", "json",
                      env=s3.env)
     assert '"entries": 8' in listed.stdout, listed.stderr
+
+
+def test_a_local_job_and_a_cache_in_s3(s3: S3, jobs) -> None:
+    """A local job's ranks kept in a bucket (no digest memo there: each file hashed, never skipped) and
+    answered from it the second time."""
+    opt = ("--storage-option", f"endpoint_url={s3.endpoint}")
+    a, _ = jobs
+    runs = [run_cli("info", str(a), "--format", "csv", "--cache", "s3://bucket/local", *opt,
+                    text=False, env=s3.env) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr.decode()
+    assert runs[0].stdout == runs[1].stdout
+    listed = run_cli("cache", "info", "--cache", "s3://bucket/local", *opt, "--format", "json",
+                     env=s3.env)
+    assert '"entries": 16' in listed.stdout, listed.stderr
 
 
 def test_a_capture_is_never_answered_from_an_entry_made_without_it(tmp_path: Path) -> None:

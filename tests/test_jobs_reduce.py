@@ -218,8 +218,8 @@ def test_a_ranks_verdict_part_is_its_replay_models_alone(job_ranks: dict) -> Non
 def test_a_ranks_verdict_part_holds_its_steps_packed(job_ranks: dict) -> None:
     """The verdict's part keeps each step's graph compressed until the verdict replays that step (it
     replays one step at a time: the main process holds every rank's steps packed, one step unpacked):
-    under a fifth of the unpacked graphs' bytes, and unpacked each step's replay model is the one the
-    critical path's part of the same rank computed."""
+    under a quarter of the unpacked graphs' bytes (unpacked, their models' numbers are int32 already),
+    and unpacked each step's replay model is the one the critical path's part of the same rank computed."""
     import numpy as np
 
     from traceaug.commands.stragglers import tables_and_path
@@ -232,4 +232,4 @@ def test_a_ranks_verdict_part_holds_its_steps_packed(job_ranks: dict) -> None:
     for k, g in unpacked.items():
         for name in ("node_ts", "node_order", "src", "dst", "delay", "slack", "bind", "event", "what"):
             assert np.array_equal(getattr(g.model, name), getattr(full.graphs[k].model, name)), (k, name)
-    assert len(pickle.dumps(part.graphs)) < 0.2 * len(pickle.dumps(unpacked))
+    assert len(pickle.dumps(part.graphs)) < 0.25 * len(pickle.dumps(unpacked))

@@ -93,10 +93,10 @@ def errors(trace) -> dict:
 def test_kinds_and_their_older_names() -> None:
     assert set(KINDS) == {"analysis", "full", "gpu", "gpu_steps", "gpu_ops", "ops", "sync",
                           "sync_shapes", "patterns", "collectives", "job_path", "efficiency",
-                          "efficiency_tables", "cupti", "capture", "report", "diff"}
+                          "efficiency_tables", "cupti", "capture", "report", "diff", "stragglers"}
     assert [k.name for k in KINDS.values() if k.skim] == ["cupti", "gpu_steps", "gpu_ops",
                                                           "collectives", "capture", "job_path",
-                                                          "efficiency_tables",
+                                                          "stragglers", "efficiency_tables",
                                                           "report"]  # writes no trace
     assert kind_of().name == "analysis" and kind_of(full=True).name == "full"
     assert kind_of(only="gpu").name == "gpu" and kind_of("sync").name == "sync"

@@ -165,7 +165,7 @@ def _part(trace: Trace, tables: RankTables, windows: dict, scales: tuple | None,
                               np.int64)
         graphs[k] = rg = RankGraph(win.start + base, win.end + base, coll_event)
         if scales is not None:
-            rg.model = replay.model(g, win).shifted(base)
+            rg.model = replay.model(g, win).shifted(base).compact()
         if not path:
             continue
         nodes = np.arange(len(g.node_ts))

@@ -38,6 +38,7 @@ def joined_model(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) 
     end after every other's arrival plus its transfer, its own kernel's time capped at that transfer."""
     ranks, gs, shift = jp.step_graphs(parts, matched, step)
     models = [g.model.shifted(-s) for g, s in zip(gs, shift)]
+    gs = [dataclasses.replace(g, model=None) for g in gs]  # (the models' arrays: ``join`` lets them go)
     node_at = np.cumsum([0] + [len(m.node_ts) for m in models])
     edge_at = np.cumsum([0] + [len(m.src) for m in models])
     ts = np.concatenate([m.node_ts for m in models])

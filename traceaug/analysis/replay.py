@@ -183,6 +183,13 @@ class Model:
         return dataclasses.replace(self, node_ts=self.node_ts + ns, start=self.start + ns,
                                    end=self.end + ns, delay=self.delay.copy())
 
+    def compact(self) -> Model:
+        """The model with its node, edge and event numbers as int32 and ``what`` as int8 (times stay int64):
+        a job keeps every rank's step models until a step of every rank is joined (``join``: int64 again)."""
+        small = {f: getattr(self, f).astype(np.int32) for f in ("node_order", "src", "dst", "bind", "event")}
+        lane = None if self.node_lane is None else self.node_lane.astype(np.int32)
+        return dataclasses.replace(self, node_lane=lane, what=self.what.astype(np.int8), **small)
+
     def tails(self) -> tuple[np.ndarray, np.ndarray]:
         """(the last nodes: of the window, or of each model ``join`` joined; the measured time
         from each to its window's end)."""
@@ -241,7 +248,8 @@ def model(graph: cp.Graph, window: cp.Window) -> Model:
 def join(models: list[Model], src: np.ndarray, dst: np.ndarray, delay: np.ndarray,
          event: np.ndarray | None = None) -> Model:
     """One model of several in one clock joined by edges ``src -> dst`` (joined node ids, model after model)
-    of ``delay``; delays capped at measured time and slack found anew: the unchanged replay stays measured."""
+    of ``delay``; delays capped at measured time and slack found anew: the unchanged replay stays measured.
+    ``models`` is emptied once joined: a job step's arrays are held once while its slack is found."""
     node_at = np.cumsum([0] + [len(m.node_ts) for m in models])
     event_at = np.cumsum([0] + [m.events for m in models])
     ts = np.concatenate([m.node_ts for m in models])
@@ -264,13 +272,15 @@ def join(models: list[Model], src: np.ndarray, dst: np.ndarray, delay: np.ndarra
     known_bind = np.concatenate([np.where(m.bind >= 0, m.bind + edge_at[i], -1) for i, m in enumerate(models)]
                                 + [np.empty(0, np.int64)])
     known_slack = np.concatenate([m.slack for m in models] + [np.zeros(len(src), np.int64)])
-    bind, slack = rebound(ts, all_src, all_dst, all_delay, (known_bind, known_slack))
     tails = [(m.tails()[0] + node_at[i], m.tails()[1]) for i, m in enumerate(models)
              if len(m.node_ts)]
+    start, end = min(m.start for m in models), max(m.end for m in models)
+    models.clear()
+    bind, slack = rebound(ts, all_src, all_dst, all_delay, (known_bind, known_slack))
+    del known_bind, known_slack
     none = np.empty(0, np.int64)  # (a step no rank has an event in: no last node)
     return Model(ts, order, lanes, all_src, all_dst, all_delay, slack, bind, event, launch, what,
-                 min(m.start for m in models), max(m.end for m in models), int(event_at[-1]),
-                 np.concatenate([none] + [t[0] for t in tails]),
+                 start, end, int(event_at[-1]), np.concatenate([none] + [t[0] for t in tails]),
                  np.concatenate([none] + [t[1] for t in tails]))
 
 

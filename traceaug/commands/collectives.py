@@ -30,15 +30,16 @@ def rank_tables(trace):
 TABLES = Work("collectives", parts.apply, {"fn": rank_tables})
 
 
-def matched(call: Call, align: bool = True, done: dict | None = None) -> co.Matched:
+def matched(call: Call, align: bool = True, done: dict | None = None,
+            whole: co.Matched | None = None) -> co.Matched:
     """The matched collectives of the job (every rank read: matching needs them all; ``done``: their
-    tables by rank, if read already), only ``--step``'s instances when given; ``--rank`` must be one
-    of its ranks."""
+    tables by rank, if read already; ``whole``: them matched, if done already), only ``--step``'s
+    instances when given; ``--rank`` must be one of its ranks."""
     from ..analysis import collectives as co
 
     where = call["trace"]
-    found = co.match_job(co.ranked(call.run(TABLES, "collectives") if done is None else done),
-                         align)
+    found = whole or co.match_job(co.ranked(call.run(TABLES, "collectives") if done is None else done),
+                                  align)
     rank = call.get("rank")
     if rank is not None and rank not in found.tables:
         raise TraceaugError(f"{where}: no trace for rank {rank} "

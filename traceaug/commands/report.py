@@ -25,8 +25,9 @@ def _job(found: list | None, ranks: list, call: Call, top: int | None) -> list[t
     from .collectives import by_step
     from .stragglers import verdicts
 
-    matched = by_step(co.match_job(found), call["step"], call["trace"])
-    return job_sections(matched, top, verdicts(matched, keyed(held)))
+    job = co.match_job(found)  # (the verdict's replay matches the same: aligned, every step)
+    matched = by_step(job, call["step"], call["trace"])
+    return job_sections(matched, top, verdicts(matched, keyed(held), job))
 
 
 OVERVIEW = "verdict and findings"

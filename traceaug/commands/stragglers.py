@@ -18,10 +18,11 @@ if TYPE_CHECKING:
     from ..analysis.job_verdict import Verdict
 
 
-def verdicts(found: co.Matched, paths: dict) -> list[Verdict]:
+def verdicts(found: co.Matched, paths: dict, job: co.Matched | None = None) -> list[Verdict]:
     """Every step's verdict of the job ``found`` (``--step``'s only, if given), with the job replay of that
     step unchanged and without stragglers (``job_replay.without_stragglers`` of ``paths``, the ranks'
-    ``job_path.replay_part``s): only the steps a verdict names are replayed."""
+    ``job_path.replay_part``s): only the steps a verdict names are replayed. ``job``: the ranks' collectives
+    matched and aligned, every step (``jp.match_parts(paths)``), when the caller has it."""
     from ..analysis import job_path as jp
     from ..analysis import job_replay
     from ..analysis.job_verdict import verdicts as made
@@ -29,25 +30,30 @@ def verdicts(found: co.Matched, paths: dict) -> list[Verdict]:
     steps = {int(s) for s in found.instances["step"].dropna()} & set(jp.step_keys(paths))
     if len(found.tables) < 2 or not steps:
         return made(found)
-    job = jp.match_parts(paths)  # (the replay's own match: aligned, every step)
+    job = job or jp.match_parts(paths)  # (the replay's own match: aligned, every step)
     return made(found, {k: job_replay.without_stragglers(paths, job, k) for k in sorted(steps)})
 
 
 def tables_and_path(opened) -> tuple:
     """A rank's collective tables (with the causes' windows) and its ``job_path.RankPart`` with replay
-    models, from the one load of kind ``job_path`` the analysis commands share on a job."""
+    models: from the one load of kind ``job_path`` the analysis commands share on a job with the table
+    cache on, else from a load of kind ``stragglers`` (no report's sections computed)."""
     return opened.tables, opened.path
 
 
 def _compute(call: Call) -> tuple[co.Matched, list[Verdict]]:
+    from ..analysis import collectives as co
     from ..analysis.job_path import keyed
     from ..job import parts
     from ..job.run import Work
 
-    done = call.run(Work("job_path", parts.apply, {"fn": tables_and_path},
+    done = call.run(Work("stragglers", parts.apply, {"fn": tables_and_path},
                          partial(parts.open_ops_and_tables, step=call["step"])), "stragglers")
-    found = matched(call, call["align"], {r: t for r, (t, _) in done.items()})
-    return found, verdicts(found, keyed({r: p for r, (_, p) in done.items()}))
+    tables = {r: t for r, (t, _) in done.items()}
+    # the replay's match (aligned, every step) is the one shown before --step: the job matched once
+    job = co.match_job(co.ranked(tables)) if call["align"] else None
+    found = matched(call, call["align"], tables, job)
+    return found, verdicts(found, keyed({r: p for r, (_, p) in done.items()}), job)
 
 
 def _show(found: tuple[co.Matched, list[Verdict]], call: Call) -> None:

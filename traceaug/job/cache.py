@@ -112,7 +112,7 @@ def digest(path: str | Path, st: os.stat_result, memo: Path | None) -> str:
     kept = memo / hashlib.blake2b(os.path.abspath(path).encode(), digest_size=16).hexdigest() \
         if memo is not None else None
     with contextlib.suppress(OSError, ValueError):
-        was, found = kept.read_text().split()
+        was, found = kept.read_text().split() if kept is not None else ("", "")
         if was == stamp:
             return found
     h = hashlib.blake2b(digest_size=16)

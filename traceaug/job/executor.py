@@ -27,7 +27,7 @@ from ..errors import TraceaugError
 ENGINE_BASE = 140 << 20
 PEAK_PER_BYTE = {"full": 4.2, "analysis": 2.2, "sync": 5.2, "ops": 6.5, "patterns": 2.8,
                  "gpu": 2.2, "gpu_steps": 1.3, "gpu_ops": 1.0, "collectives": 2.5, "job_path": 3.5,
-                 "cupti": 2.2, "capture": 1.3,
+                 "stragglers": 3.5, "cupti": 2.2, "capture": 1.3,
                  "sync_shapes": 5.5, "efficiency": 2.6, "efficiency_tables": 2.2,
                  # report / diff: efficiency_tables / ops with the [memory] events and shapes (a load with
                  # its sections peaked 1.84 / 1.79 x raw bytes over base on 3 shared traces, vs 1.75 / 2.04

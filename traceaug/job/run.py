@@ -137,6 +137,7 @@ def cached(work: Work, items: list[Item], options: JobOptions) -> tuple[Work, di
     rank, made by report / stragglers / critical-path --job, answers every command), the results it holds
     ({rank: result}), each other rank's entries for its task (``task``), and how many of those will read
     their opened tables from it."""
+    from ..read.kinds import READ_AS_ONE
     from .cache import where
 
     store = where(options.cache, options.no_cache)
@@ -149,7 +150,7 @@ def cached(work: Work, items: list[Item], options: JobOptions) -> tuple[Work, di
         wide = widen(work) if widen else work
         # A command reading less than the whole (kernels) reads it only where it is kept already: read
         # whole, its first run would cost as much as report's (25.7 s vs 5.5 s for kernels on 64 ranks)
-        if wide.kind == work.kind:
+        if wide.kind == work.kind or work.kind in READ_AS_ONE:
             work = wide
         elif wide is not work:
             held = {i.rank: store.entries(wide, i) for i in items}

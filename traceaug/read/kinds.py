@@ -136,6 +136,11 @@ KINDS: dict[str, LoadKind] = {k.name: k for k in (
     LoadKind("job_path", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES
              | SYNC_CATEGORIES | MEMORY_CATEGORIES, args=SYNC_ARGS | COLLECTIVE_ARGS | SHAPE_ARGS,
              whole_args=SYNC_CATEGORIES, whole_args_names=COLLECTIVE_OPS, skim=True),
+    # stragglers: "job_path" without what only report's sections read (the CPU ops' shapes, the [memory]
+    # events), read as "job_path" itself when the table cache is on (``READ_AS_ONE``)
+    LoadKind("stragglers", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES
+             | SYNC_CATEGORIES, args=SYNC_ARGS | COLLECTIVE_ARGS, whole_args=SYNC_CATEGORIES,
+             whole_args_names=COLLECTIVE_OPS, skim=True),
     # efficiency: GPU ops, their launches and the CPU ops around them with their shapes; without OUT
     # (the tables alone) the other events are cut unparsed
     LoadKind("efficiency", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS, args=SHAPE_ARGS),
@@ -154,8 +159,11 @@ KINDS: dict[str, LoadKind] = {k.name: k for k in (
 # With the table cache on, a job's rank is read once as ``ONE_READ`` (its GPU ops, collective tables and
 # every step's replay part: ``job.parts.widened``), which answers a command asking any kind of
 # ``ANSWERED_BY_ONE``: its GPU ops are those kinds' (equal on every shared trace; ``gpu_ops``: no launches).
+# A command asking a kind of ``READ_AS_ONE`` reads ``ONE_READ`` whenever the cache is on (it costs as much,
+# and fills the cache for the next command); the others only where the cache holds it already.
 ONE_READ = "job_path"
-ANSWERED_BY_ONE = frozenset({"gpu_ops", "gpu_steps", ONE_READ})
+READ_AS_ONE = frozenset({ONE_READ, "stragglers"})
+ANSWERED_BY_ONE = frozenset({"gpu_ops", "gpu_steps"}) | READ_AS_ONE
 
 
 def kind_of(kind: str | LoadKind | None = None, full: bool = False, only: str | None = None

@@ -77,13 +77,24 @@ def rates(rows: dict, pids: dict[int, int], what: str) -> dict[str, np.ndarray]:
             "value": np.concatenate(out["value"]) if out["value"] else np.zeros(0)}
 
 
-def rewrite(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
-    """The summary (``analysis.efficiency.compute``) and the lane and counter events."""
+def _summary(trace: Trace, options: dict) -> tuple[dict, dict, dict]:
+    """The summary (``analysis.efficiency.compute``), the per-op rows and their roofline (the lane's)."""
     result = ef.compute(trace, options.get("peaks"))
     rows, roof = result.pop("rows"), result.pop("roof")
     result["top"] = options.get("top", 15)
     if options.get("replay"):
         result["opportunities"] = ef.opportunities(trace, rows, roof, min(result["top"], REPLAYED_GROUPS))
+    return result, rows, roof
+
+
+def tables(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
+    """The summary alone (no OUT: no events made to be thrown away)."""
+    return _summary(trace, options)[0], []
+
+
+def rewrite(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
+    """The summary and the lane and counter events."""
+    result, rows, roof = _summary(trace, options)
     link = trace.columns("SELECT DISTINCT device, pid FROM traceaug_gpu_op")
     pids = dict(zip(link["device"].tolist(), link["pid"].tolist(), strict=True))
     events = _lanes(rows, roof, pids, trace.base_ns)
@@ -93,6 +104,6 @@ def rewrite(trace: Trace, options: dict) -> tuple[dict, list[bytes]]:
 
 
 REWRITER = Rewriter("efficiency", "efficiency", rewrite)
-TABLES = Rewriter("efficiency", "efficiency_tables", rewrite)  # no OUT: a skimmed load (read.kinds)
+TABLES = Rewriter("efficiency", "efficiency_tables", tables)  # no OUT: a skimmed load (read.kinds)
 REPLAYED = Rewriter("efficiency", "sync_shapes", rewrite)  # --replay: the critical path's events too
 REPLAYED_GROUPS = 10  # op groups replayed at their roofline, at most

@@ -72,3 +72,21 @@ def test_report_load_keeps_only_the_ops_holding_a_launch_or_allocation() -> None
     with traceaug.load(path, kind="diff") as every, traceaug.load(path, kind="efficiency_tables") as tables:
         assert tables.columns(count)["n"][0] == _holding_ops(path, False)
         _same(efficiency.part(tables), efficiency.part(every))
+
+
+def test_a_rank_section_asks_the_engine_twice(monkeypatch) -> None:
+    """``report``'s efficiency section of a rank whose GPU ops are read: two queries (each launch's op with
+    its name and arg set; the shapes of those arg sets by id), not one per step of the way (launches, ops, and
+    their args found by scanning the slices again)."""
+    from traceaug.analysis import efficiency
+    from traceaug.analysis.gpu_steps import gpu_ops
+    from traceaug.trace import Trace
+
+    with traceaug.load(shared_trace(QWEN), kind="report") as trace:
+        g = gpu_ops(trace, trace.rank)
+        sent: list[str] = []
+        ask = Trace._result
+        monkeypatch.setattr(Trace, "_result", lambda self, sql: sent.append(sql) or ask(self, sql))
+        found = efficiency.part(trace, g)
+    assert len(sent) == 2, sent
+    assert efficiency.modelled(found) and len(found["groups"]["name"]) == 35

@@ -107,20 +107,19 @@ def op_rows(trace: Trace, g: GpuOps | None = None) -> tuple[Columns, Columns]:
     tf32_name = np.zeros(int(names.max(initial=-1)) + 1, dtype=bool)
     tf32_name[names] = [bool(TF32.search(n)) for n in ops["name"][first].tolist()]
     tf32_key = set(key[tf32_name[ops["name_id"]]].tolist())
-    out: dict[str, list] = {c: [] for c in ("name", "shapes", "dtypes", "family", "flops", "bytes", "kind")}
-    made: dict[tuple, tuple] = {}  # (name, arg set, TF32 kernels) -> the row's values, made once
-    for k in key[rows].tolist():
-        name, arg_set = op_set.get(k, (NO_OP, -1))
-        at = (name, arg_set, k in tf32_key, k in op_set)
-        if at not in made:
-            made[at] = _modelled(name, inputs_of.get(arg_set), *at[2:])
-        for c, v in zip(out, made[at], strict=True):
-            out[c].append(v)
+    made: dict[tuple, int] = {}  # (name, arg set, TF32 kernels, launched) -> its number: each modelled once
+    which = np.array([made.setdefault((*op_set.get(k, (NO_OP, -1)), k in tf32_key, k in op_set), len(made))
+                      for k in key[rows].tolist()], dtype=np.int64)
+    values = [_modelled(name, inputs_of.get(arg_set), tf32, launched)
+              for name, arg_set, tf32, launched in made]
+    modelled = dict(zip(("name", "shapes", "dtypes", "family", "flops", "bytes", "kind"),
+                        zip(*values) if values else [()] * 7, strict=True))
     columns = {"device": ops["device"][rows].astype(np.int64), "stream": ops["stream"][rows].astype(np.int64),
                "ts": ops["ts"][rows], "end": end, "gpu_ns": gpu_ns.astype(np.int64),
-               "step": ops["step"][rows], "name": np.array(out["name"], dtype=object),
-               **{c: np.array(out[c], dtype=object) for c in ("shapes", "dtypes", "family", "kind")},
-               **{c: np.array(out[c], dtype=np.float64) for c in ("flops", "bytes")},
+               "step": ops["step"][rows],
+               **{c: np.array(modelled[c], dtype=object)[which]
+                  for c in ("name", "shapes", "dtypes", "family", "kind")},
+               **{c: np.array(modelled[c], dtype=np.float64)[which] for c in ("flops", "bytes")},
                "launcher": np.where(key[rows] >= 0, key[rows], -1),
                "call": np.where(key[rows] < -n, -1 - n - key[rows], -1)}
     return columns, g.steps

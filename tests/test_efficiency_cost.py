@@ -90,3 +90,30 @@ def test_a_rank_section_asks_the_engine_twice(monkeypatch) -> None:
         found = efficiency.part(trace, g)
     assert len(sent) == 2, sent
     assert efficiency.modelled(found) and len(found["groups"]["name"]) == 35
+
+
+def test_launch_lookup_skips_calls_that_never_launch_in_a_critical_path_load() -> None:
+    """``report JOB``'s load (``job_path``) keeps every runtime call for the critical path; the launch
+    lookup leaves out those that never launch (724 of Qwen's 1,922: ``cudaFuncSetAttribute``, ...), which the
+    ``report`` load never fed the engine, so both find the same launches and the same section."""
+    import gzip
+
+    import orjson
+
+    from traceaug.analysis import efficiency
+    from traceaug.analysis.shapes import launch_ops
+    from traceaug.read.kinds import HOST_ONLY_CALLS
+
+    path = shared_trace(QWEN)
+    calls = [e for e in orjson.loads(gzip.open(path).read())["traceEvents"]
+             if e.get("cat") in ("cuda_runtime", "cuda_driver")]
+    never = {e["args"]["correlation"] for e in calls if e["name"] in HOST_ONLY_CALLS}
+    assert len(never) == 724
+    with traceaug.load(path, kind="job_path") as job, traceaug.load(path, kind="report") as one:
+        job.include("traceaug.gpu")
+        one.include("traceaug.gpu")
+        found, other = launch_ops(job), launch_ops(one)
+        assert not never & set(found["correlation"].tolist())
+        assert sorted(zip(found["correlation"].tolist(), found["name"].tolist())) == \
+            sorted(zip(other["correlation"].tolist(), other["name"].tolist()))
+        _same(efficiency.part(job), efficiency.part(one))

@@ -13,7 +13,7 @@ from . import graph_replay
 from .flops import Inputs, Model, model
 from .gpu_steps import GpuOps, gpu_ops
 from .peaks import Peak, identify, table, unknown_note
-from .shapes import LAUNCH_OPS_SQL, LAUNCHER_SQL, NO_OP, inputs
+from .shapes import LAUNCHER_SQL, NO_OP, inputs, launch_ops
 from .tables import Columns
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def op_rows(trace: Trace, g: GpuOps | None = None) -> tuple[Columns, Columns]:
     g = g if g is not None else gpu_ops(trace, trace.rank)
     ops = g.ops
     trace.include("traceaug.gpu")
-    link = trace.columns(LAUNCH_OPS_SQL)
+    link = launch_ops(trace)
     by_corr = dict(zip(link["correlation"].tolist(), link["op"].tolist(), strict=True))
     launcher = np.array([by_corr.get(c, -1) if on else -1 for c, on in
                          zip(ops["correlation"].tolist(), ops["launched"].tolist(), strict=True)],

@@ -31,9 +31,10 @@ WHERE s.category IN ('cpu_op', 'Operator')
 """
 OPS_SQL = "SELECT id, name, COALESCE(arg_set_id, -1) AS arg_set_id FROM slice WHERE id IN ({ids})"
 # Each launch's op (``LAUNCHER_SQL``) with its name and arg set, in one query
-LAUNCH_OPS_SQL = f"""
-WITH l AS ({LAUNCHER_SQL}) SELECT l.correlation, l.op, s.name, COALESCE(s.arg_set_id, -1) AS arg_set_id
+LAUNCH_OPS_SQL = """
+WITH l AS ({launcher}) SELECT l.correlation, l.op, s.name, COALESCE(s.arg_set_id, -1) AS arg_set_id
 FROM l JOIN slice s ON s.id = l.op"""
+_FIRST_CALL = "FROM _traceaug_first_launch l JOIN slice s ON s.id = l.id"
 # The shapes of arg sets (ops of one name and shapes share their arg set), named by id: no scan of the slices.
 ARGS_SQL = """
 SELECT arg_set_id, key, int_value, string_value FROM args WHERE arg_set_id IN ({sets})
@@ -87,6 +88,19 @@ def recorded(trace: Trace, ids: list[int]) -> tuple[dict, dict[int, Inputs]]:
     op_set = dict(zip(named["id"].tolist(), zip(named["name"].tolist(), named["arg_set_id"].tolist()),
                       strict=True))
     return op_set, inputs(trace, [a for _, a in op_set.values()])
+
+
+def launch_ops(trace: Trace) -> Columns:
+    """``LAUNCH_OPS_SQL``'s rows (correlation, op, name, arg_set_id); the calls that never launch
+    (``kinds.HOST_ONLY_CALLS``: no GPU op shares their id) left out where the load kept them (the critical
+    path's kinds: on the A100 6-stream trace 33,494 first calls of an id, of which 6,585 may launch)."""
+    from ..read.kinds import HOST_ONLY_CALLS, kind_of
+
+    launcher = LAUNCHER_SQL
+    if not kind_of(trace.kind).skip_calls >= HOST_ONLY_CALLS:
+        names = ", ".join(f"'{n}'" for n in sorted(HOST_ONLY_CALLS))
+        launcher = launcher.replace(_FIRST_CALL, f"{_FIRST_CALL} AND s.name NOT IN ({names})")
+    return trace.columns(LAUNCH_OPS_SQL.format(launcher=launcher))
 
 
 def inputs(trace: Trace, sets: list[int]) -> dict[int, Inputs]:

@@ -60,7 +60,10 @@ def test_report_load_keeps_only_the_ops_holding_a_launch_or_allocation() -> None
     """``report`` and ``efficiency`` feed the engine only the CPU ops around a launch or a [memory] event (on
     Qwen 2,228 of 4,186: the engine's work on the others was for nothing); their efficiency and memory
     tables equal those of a load with every CPU op (``diff``'s)."""
+    import orjson
+
     from traceaug.analysis import efficiency, memory
+    from traceaug.read import normalize
 
     path = shared_trace(QWEN)
     with traceaug.load(path, kind="diff") as every, traceaug.load(path, kind="report") as held:
@@ -69,6 +72,8 @@ def test_report_load_keeps_only_the_ops_holding_a_launch_or_allocation() -> None
         assert held.columns(count)["n"][0] == _holding_ops(path, True) == 2228
         _same(efficiency.part(held), efficiency.part(every))
         _same(memory.every_step(held), memory.every_step(every))
+    fed = orjson.loads(b"".join(normalize.engine_stream(normalize.plan(path, kind="report", workers=0))))
+    assert sum(e.get("cat") == "cpu_op" for e in fed["traceEvents"]) == 2228  # valid JSON, the ops held
     with traceaug.load(path, kind="diff") as every, traceaug.load(path, kind="efficiency_tables") as tables:
         assert tables.columns(count)["n"][0] == _holding_ops(path, False)
         _same(efficiency.part(tables), efficiency.part(every))

@@ -278,14 +278,14 @@ def _held_stream(p: Plan, on_progress: Callable[[int], None] | None) -> Iterator
     for i, pieces in enumerate(p.held):
         p.held[i] = None
         for j, text in enumerate(pieces):
-            first = p.chunk_first_seq[i] + j * pass1.SEGMENT
+            seq = p.chunk_first_seq[i] + j * pass1.SEGMENT  # the piece's first event's
             gone = ends = None
             if p.left_out is not None:
                 ends = p.ends[i][j * pass1.SEGMENT: (j + 1) * pass1.SEGMENT]
-                lo, hi = np.searchsorted(p.left_out, [first, first + len(ends)])
-                gone = p.left_out[lo:hi] - first
+                lo, hi = np.searchsorted(p.left_out, [seq, seq + len(ends)])
+                gone = p.left_out[lo:hi] - seq
             if (i, j) in moved:
-                text = _move(text, first, p, gone)
+                text = _move(text, seq, p, gone)
             elif gone is not None and len(gone):
                 text = _without(text, ends, gone)
             if text:

@@ -224,6 +224,11 @@ def _ratio(a: float, b: float, scale: float = 1.0) -> float:
     return a / b * scale if b and not np.isnan(a) and not np.isnan(b) else float("nan")
 
 
+def _ratios(a: np.ndarray, b: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    """``_ratio`` of arrays, element by element."""
+    return np.where((b != 0) & ~np.isnan(a) & ~np.isnan(b), a / b * scale, np.nan)
+
+
 def groups(rows: Columns, roof: Columns) -> Columns:
     """Per (device, name, shapes, dtypes): count, time statistics and the model's figures, by total time."""
     index: dict[tuple, int] = {}  # each key's group, numbered in order of first appearance
@@ -241,20 +246,17 @@ def groups(rows: Columns, roof: Columns) -> Columns:
     modelled = flops >= 0
     nan = np.full(len(first), np.nan)
     with np.errstate(invalid="ignore", divide="ignore"):
-        def ratio(a: np.ndarray, b: np.ndarray, scale: float = 1.0) -> np.ndarray:
-            return np.where((b != 0) & ~np.isnan(a) & ~np.isnan(b), a / b * scale, np.nan)
-
         out = {"device": rows["device"][first], "name": rows["name"][first], "shapes": rows["shapes"][first],
                "dtypes": rows["dtypes"][first], "family": rows["family"][first], "count": count,
                "total_ns": total, "mean_ns": total / count if len(first) else nan,
                "min_ns": np.minimum.reduceat(t, starts) if len(order) else t,
                "max_ns": np.maximum.reduceat(t, starts) if len(order) else t,
                "flops": np.where(modelled, flops, nan), "bytes": np.where(modelled, moved, nan),
-               "tflops": np.where(modelled, ratio(flops * count, total, 1e-3), nan),
-               "tbps": np.where(modelled, ratio(moved * count, total, 1e-3), nan),
-               "flops_per_byte": np.where(modelled, ratio(flops, moved), nan),
+               "tflops": np.where(modelled, _ratios(flops * count, total, 1e-3), nan),
+               "tbps": np.where(modelled, _ratios(moved * count, total, 1e-3), nan),
+               "flops_per_byte": np.where(modelled, _ratios(flops, moved), nan),
                "bound": roof["bound"][first], "roofline_ns": np.where(modelled, best, nan),
-               "roofline_pct": ratio(best, total, 100.0)}
+               "roofline_pct": _ratios(best, total, 100.0)}
     return _columns({c: out[c].tolist() for c in GROUP_COLUMNS}, np.argsort(-total, kind="stable"))
 
 

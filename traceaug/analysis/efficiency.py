@@ -13,7 +13,7 @@ from . import graph_replay
 from .flops import Inputs, Model, model
 from .gpu_steps import GpuOps, gpu_ops
 from .peaks import Peak, identify, table, unknown_note
-from .shapes import LAUNCHER_SQL, NO_OP, recorded
+from .shapes import LAUNCHER_SQL, NO_OP, inputs, launch_ops
 from .tables import Columns
 
 if TYPE_CHECKING:
@@ -79,12 +79,15 @@ def op_rows(trace: Trace, g: GpuOps | None = None) -> tuple[Columns, Columns]:
     g = g if g is not None else gpu_ops(trace, trace.rank)
     ops = g.ops
     trace.include("traceaug.gpu")
-    link = trace.columns(LAUNCHER_SQL)
+    link = launch_ops(trace)
     by_corr = dict(zip(link["correlation"].tolist(), link["op"].tolist(), strict=True))
-    corr = ops["correlation"].tolist()
-    launcher = np.array([by_corr.get(c, -1) if ops["launched"][i] else -1 for i, c in enumerate(corr)],
+    launcher = np.array([by_corr.get(c, -1) if on else -1 for c, on in
+                         zip(ops["correlation"].tolist(), ops["launched"].tolist(), strict=True)],
                         dtype=np.int64)
-    op_set, inputs_of = recorded(trace, sorted(set(launcher.tolist()) - {-1}))
+    named = dict(zip(link["op"].tolist(), zip(link["name"].tolist(), link["arg_set_id"].tolist()),
+                     strict=True))
+    op_set = {op: named[op] for op in set(launcher.tolist()) - {-1}}
+    inputs_of = inputs(trace, [a for _, a in op_set.values()])
     # A GPU op nothing launched is its own row (keyed by a negative number), and a graph-replayed one's
     # launcher is the op call that captured it, with that call's shapes (keyed below -n).
     n = len(launcher)
@@ -92,31 +95,31 @@ def op_rows(trace: Trace, g: GpuOps | None = None) -> tuple[Columns, Columns]:
     call = graph_replay.op_of(g.replays, ops["id"], "call")
     captured = np.flatnonzero((call != None) & (call != -1))  # noqa: E711  (an object column)
     key[captured] = -1 - n - call[captured].astype(np.int64)
-    inputs = graph_replay.op_of(g.replays, ops["id"][captured], "inputs")
-    for i, k, shapes in zip(captured.tolist(), key[captured].tolist(), inputs.tolist()):
+    shapes_of = graph_replay.op_of(g.replays, ops["id"][captured], "inputs")
+    for i, k, shapes in zip(captured.tolist(), key[captured].tolist(), shapes_of.tolist()):
         op_set[k], inputs_of[("capture", k)] = (ops["op"][i], ("capture", k)), shapes
     order = np.lexsort((ops["ts"], key))
     starts = np.flatnonzero(np.r_[True, key[order][1:] != key[order][:-1]]) if len(order) else order
     rows = order[starts]  # each key's first GPU op
     gpu_ns = np.add.reduceat(ops["dur"][order], starts) if len(order) else np.zeros(0, np.int64)
     end = np.maximum.reduceat(ops["end"][order], starts) if len(order) else np.zeros(0, np.int64)
-    seen: dict[str, bool] = {}
-    tf32 = np.array([seen.setdefault(n, bool(TF32.search(n))) for n in ops["name"].tolist()], dtype=bool)
-    tf32_key = set(key[tf32].tolist())
-    out: dict[str, list] = {c: [] for c in ("name", "shapes", "dtypes", "family", "flops", "bytes", "kind")}
-    made: dict[tuple, tuple] = {}  # (name, arg set, TF32 kernels) -> the row's values, made once
-    for k in key[rows].tolist():
-        name, arg_set = op_set.get(k, (NO_OP, -1))
-        at = (name, arg_set, k in tf32_key, k in op_set)
-        if at not in made:
-            made[at] = _modelled(name, inputs_of.get(arg_set), *at[2:])
-        for c, v in zip(out, made[at], strict=True):
-            out[c].append(v)
+    names, first = np.unique(ops["name_id"], return_index=True)
+    tf32_name = np.zeros(int(names.max(initial=-1)) + 1, dtype=bool)
+    tf32_name[names] = [bool(TF32.search(n)) for n in ops["name"][first].tolist()]
+    tf32_key = set(key[tf32_name[ops["name_id"]]].tolist())
+    made: dict[tuple, int] = {}  # (name, arg set, TF32 kernels, launched) -> its number: each modelled once
+    which = np.array([made.setdefault((*op_set.get(k, (NO_OP, -1)), k in tf32_key, k in op_set), len(made))
+                      for k in key[rows].tolist()], dtype=np.int64)
+    values = [_modelled(name, inputs_of.get(arg_set), tf32, launched)
+              for name, arg_set, tf32, launched in made]
+    modelled = dict(zip(("name", "shapes", "dtypes", "family", "flops", "bytes", "kind"),
+                        zip(*values) if values else [()] * 7, strict=True))
     columns = {"device": ops["device"][rows].astype(np.int64), "stream": ops["stream"][rows].astype(np.int64),
                "ts": ops["ts"][rows], "end": end, "gpu_ns": gpu_ns.astype(np.int64),
-               "step": ops["step"][rows], "name": np.array(out["name"], dtype=object),
-               **{c: np.array(out[c], dtype=object) for c in ("shapes", "dtypes", "family", "kind")},
-               **{c: np.array(out[c], dtype=np.float64) for c in ("flops", "bytes")},
+               "step": ops["step"][rows],
+               **{c: np.array(modelled[c], dtype=object)[which]
+                  for c in ("name", "shapes", "dtypes", "family", "kind")},
+               **{c: np.array(modelled[c], dtype=np.float64)[which] for c in ("flops", "bytes")},
                "launcher": np.where(key[rows] >= 0, key[rows], -1),
                "call": np.where(key[rows] < -n, -1 - n - key[rows], -1)}
     return columns, g.steps
@@ -200,13 +203,13 @@ def opportunities(trace: Trace, rows: Columns, roof: Columns, top: int) -> Colum
 
 def roofline(rows: Columns, peaks: dict[int, Peak | None]) -> Columns:
     """Per row: the peak TFLOP/s and GB/s it runs against (NaN: none) and its roofline time in ns."""
-    n = len(rows["name"])
-    compute, memory = np.full(n, np.nan), np.full(n, np.nan)
-    for i, (d, kind) in enumerate(zip(rows["device"].tolist(), rows["kind"].tolist(), strict=True)):
-        peak = peaks.get(d)
-        if peak is not None and kind:
-            compute[i] = peak.compute(kind) or np.nan
-            memory[i] = peak.memory_gbps
+    pairs: dict[tuple, int] = {}  # (device, kind) -> its number: each pair's peaks looked up once
+    at = np.array([pairs.setdefault(p, len(pairs))
+                   for p in zip(rows["device"].tolist(), rows["kind"].tolist(), strict=True)], dtype=np.int64)
+    found = [(peaks[d].compute(kind) or np.nan, peaks[d].memory_gbps) if peaks.get(d) is not None and kind
+             else (np.nan, np.nan) for d, kind in pairs]
+    table = np.array(found, dtype=np.float64).reshape(-1, 2)
+    compute, memory = table[at, 0], table[at, 1]
     modelled = rows["flops"] >= 0
     with np.errstate(invalid="ignore", divide="ignore"):
         t_compute = np.where(rows["flops"] > 0, rows["flops"] / compute / 1e3, 0.0)
@@ -221,28 +224,40 @@ def _ratio(a: float, b: float, scale: float = 1.0) -> float:
     return a / b * scale if b and not np.isnan(a) and not np.isnan(b) else float("nan")
 
 
+def _ratios(a: np.ndarray, b: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    """``_ratio`` of arrays, element by element."""
+    return np.where((b != 0) & ~np.isnan(a) & ~np.isnan(b), a / b * scale, np.nan)
+
+
 def groups(rows: Columns, roof: Columns) -> Columns:
     """Per (device, name, shapes, dtypes): count, time statistics and the model's figures, by total time."""
-    keys = list(zip(*(rows[c].tolist() for c in ("device", "name", "shapes", "dtypes")), strict=True))
-    index: dict[tuple, list[int]] = {}
-    for i, k in enumerate(keys):
-        index.setdefault(k, []).append(i)
-    out: dict[str, list] = {c: [] for c in GROUP_COLUMNS}
-    for (device, name, shapes, dtypes), at in index.items():
-        t = rows["gpu_ns"][at]
-        flops, moved = rows["flops"][at[0]], rows["bytes"][at[0]]
-        total, modelled = int(t.sum()), flops >= 0
-        best = float(roof["roofline_ns"][at].sum())
-        values = (device, name, shapes, dtypes, rows["family"][at[0]], len(at), total, float(t.mean()),
-                  int(t.min()), int(t.max()), flops if modelled else np.nan, moved if modelled else np.nan,
-                  _ratio(flops * len(at), total, 1e-3) if modelled else np.nan,
-                  _ratio(moved * len(at), total, 1e-3) if modelled else np.nan,
-                  _ratio(flops, moved) if modelled else np.nan, roof["bound"][at[0]],
-                  best if modelled else np.nan, _ratio(best, total, 100.0))
-        for c, v in zip(GROUP_COLUMNS, values, strict=True):
-            out[c].append(v)
-    order = np.argsort(-np.array(out["total_ns"], dtype=np.int64), kind="stable")
-    return _columns(out, order)
+    index: dict[tuple, int] = {}  # each key's group, numbered in order of first appearance
+    gid = np.array([index.setdefault(k, len(index)) for k in
+                    zip(*(rows[c].tolist() for c in ("device", "name", "shapes", "dtypes")), strict=True)],
+                   dtype=np.int64)
+    order = np.argsort(gid, kind="stable")  # the rows group by group, each group's in their order
+    starts = np.flatnonzero(np.r_[True, gid[order][1:] != gid[order][:-1]]) if len(order) else order
+    first, count = order[starts], np.diff(np.r_[starts, len(order)])
+    t = rows["gpu_ns"][order]
+    total = np.add.reduceat(t, starts) if len(order) else t
+    roof_ns = roof["roofline_ns"][order]  # float sums as ``sum`` makes them (pairwise), group by group
+    best = np.array([roof_ns[a:b].sum() for a, b in zip(starts.tolist(), [*starts[1:].tolist(), len(order)])])
+    flops, moved = rows["flops"][first], rows["bytes"][first]
+    modelled = flops >= 0
+    nan = np.full(len(first), np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = {"device": rows["device"][first], "name": rows["name"][first], "shapes": rows["shapes"][first],
+               "dtypes": rows["dtypes"][first], "family": rows["family"][first], "count": count,
+               "total_ns": total, "mean_ns": total / count if len(first) else nan,
+               "min_ns": np.minimum.reduceat(t, starts) if len(order) else t,
+               "max_ns": np.maximum.reduceat(t, starts) if len(order) else t,
+               "flops": np.where(modelled, flops, nan), "bytes": np.where(modelled, moved, nan),
+               "tflops": np.where(modelled, _ratios(flops * count, total, 1e-3), nan),
+               "tbps": np.where(modelled, _ratios(moved * count, total, 1e-3), nan),
+               "flops_per_byte": np.where(modelled, _ratios(flops, moved), nan),
+               "bound": roof["bound"][first], "roofline_ns": np.where(modelled, best, nan),
+               "roofline_pct": _ratios(best, total, 100.0)}
+    return _columns({c: out[c].tolist() for c in GROUP_COLUMNS}, np.argsort(-total, kind="stable"))
 
 
 def _columns(out: dict[str, list], order: np.ndarray) -> Columns:

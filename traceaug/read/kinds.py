@@ -89,6 +89,9 @@ class LoadKind:
     whole_args_names: tuple[str, ...] = ()  # name prefixes of events that keep all their args too
     flows: bool = False  # flow events kept
     skim: bool = False
+    # CPU ops kept only where one holds a kept runtime call or [memory] event on its thread: all
+    # efficiency and memory read of them (a launch's op and the ops around it; ``normalize.holding``)
+    holding_ops: bool = False
 
     @property
     def full(self) -> bool:
@@ -143,13 +146,14 @@ KINDS: dict[str, LoadKind] = {k.name: k for k in (
              whole_args_names=COLLECTIVE_OPS, skim=True),
     # efficiency: GPU ops, their launches and the CPU ops around them with their shapes; without OUT
     # (the tables alone) the other events are cut unparsed
-    LoadKind("efficiency", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS, args=SHAPE_ARGS),
+    LoadKind("efficiency", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS, args=SHAPE_ARGS,
+             holding_ops=True),
     LoadKind("efficiency_tables", GPU_ONLY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS,
-             args=SHAPE_ARGS, skim=True),
+             args=SHAPE_ARGS, skim=True, holding_ops=True),
     # report: "gpu_steps" with the CPU ops and their shapes, so that one read gives the efficiency and
     # memory sections too (``job.parts.sections``; report JOB: "job_path")
     LoadKind("report", STEP_CATEGORIES | MEMORY_CATEGORIES | CPU_OP_CATEGORIES, HOST_ONLY_CALLS,
-             args=SHAPE_ARGS, skim=True),
+             args=SHAPE_ARGS, skim=True, holding_ops=True),
     # diff: "ops" with the CPU ops' shapes and the [memory] events (its efficiency and memory sections)
     LoadKind("diff", STEP_CATEGORIES | CPU_OP_CATEGORIES | MEMORY_CATEGORIES, HOST_ONLY_CALLS,
              args=SHAPE_ARGS),

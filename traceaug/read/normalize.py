@@ -44,6 +44,10 @@ class Plan:
 
     moved_slices: int = 0
     moved_flows: int = 0
+    # A ``holding_ops`` load: the sorted seqs of the held CPU ops not fed to the engine (``holding``), and
+    # per chunk each held event's end in its piece (``pass1.ChunkResult.ends``)
+    left_out: np.ndarray | None = None
+    ends: list[np.ndarray] = field(default_factory=list)
 
     @property
     def base_ns(self) -> int:
@@ -97,6 +101,9 @@ def _plan(path: Path, on_progress, kind: LoadKind, workers: int, rebase: Rebase)
     memory = 0
     layout = None
     ui = ui_import.Columns()
+    ops: list[np.ndarray] | None = [] if kind.holding_ops and held is not None else None
+    anchors: list[np.ndarray] = []
+    ends: list[np.ndarray] = []
     for r in results:
         if isinstance(r, chunks.Layout):
             layout = r
@@ -104,6 +111,8 @@ def _plan(path: Path, on_progress, kind: LoadKind, workers: int, rebase: Rebase)
         if r.exact:
             exact_chunks.add(len(cols.first_index))
         cols.merge(r.keys, r.x, r.flows, r.events)
+        if ops is not None:
+            ops = _global_rows(cols, r, ops, anchors, ends)
         memory += r.memory
         ui.merge(r.ui_keys, r.ui_x, r.ui_flows, r.parsed)
         names.update(r.names)
@@ -123,7 +132,42 @@ def _plan(path: Path, on_progress, kind: LoadKind, workers: int, rebase: Rebase)
              span_ns=(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None,
              flow_ids=sorted_unique(np.concatenate(flow_ids)) if whole else None)
     _place(p, cols)
+    if ops:
+        p.left_out, p.ends = holding(np.concatenate(ops), np.concatenate(anchors)), ends
+        p.events -= len(p.left_out)
     return p
+
+
+def _global_rows(cols: ui_import.Columns, r: pass1.ChunkResult, ops: list[np.ndarray],
+                 anchors: list[np.ndarray], ends: list[np.ndarray]) -> list[np.ndarray] | None:
+    """Add a chunk's ``holding_ops`` rows (just merged into ``cols``) with the trace's keys and seqs; None
+    (every op kept) once a chunk cannot tell."""
+    if r.anchors is None:
+        return None
+    to_global = np.array([cols.keys[k] for k in r.keys] + [-1], dtype=np.int64)
+    rows = np.frombuffer(r.ops, dtype=np.int64).reshape(-1, 4).copy()
+    rows[:, 0] = to_global[rows[:, 0]]
+    rows[:, -1] += cols.first_index[-1]
+    at = np.frombuffer(r.anchors, dtype=np.int64).reshape(-1, 2).copy()
+    at[:, 0] = to_global[at[:, 0]]
+    ops.append(rows)
+    anchors.append(at)
+    ends.append(np.frombuffer(r.ends, dtype=np.int64))
+    return ops
+
+
+def holding(ops: np.ndarray, anchors: np.ndarray) -> np.ndarray:
+    """The sorted seqs of the CPU ops (rows key, ts, dur, seq) whose span holds no anchor (rows key, ts) of
+    their thread: no launch's op nor any op around one or around a [memory] event, so none that efficiency
+    or memory reads (each op of a launch's or an allocation's ancestry holds it)."""
+    out = []
+    anchors = anchors[np.lexsort((anchors[:, 1], anchors[:, 0]))]
+    for key in np.unique(ops[:, 0]).tolist():
+        mine = ops[ops[:, 0] == key]
+        ts = anchors[anchors[:, 0] == key, 1]
+        held = np.searchsorted(ts, mine[:, 1] + mine[:, 2], "right") > np.searchsorted(ts, mine[:, 1], "left")
+        out.append(mine[~held & (mine[:, 2] >= 0), 3])
+    return np.sort(np.concatenate(out)) if out else np.empty(0, np.int64)
 
 
 def _place(p: Plan, cols: ui_import.Columns) -> None:
@@ -164,8 +208,8 @@ def _lane_metadata(p: Plan) -> bytes:
     return orjson.dumps(events)[1:-1]
 
 
-def _move(text: bytes, first_seq: int, p: Plan) -> bytes:
-    """Re-serialize a piece of events with its moved ones on their lanes."""
+def _move(text: bytes, first_seq: int, p: Plan, gone: np.ndarray | None = None) -> bytes:
+    """Re-serialize a piece of events with its moved ones on their lanes (and without those at ``gone``)."""
     with pass1.no_gc():
         events = orjson.loads(b"[" + text + b"]")
         for seq, lane in p.moved.items():
@@ -180,7 +224,18 @@ def _move(text: bytes, first_seq: int, p: Plan) -> bytes:
                     args = ev["args"] = {}
                 args["traceaug_lane"] = lane
                 args.setdefault("traceaug_tid", tid)  # a lane's event moved again keeps its thread
+        if gone is not None and len(gone):
+            events = [e for e, g in zip(events, np.isin(np.arange(len(events)), gone).tolist()) if not g]
         return orjson.dumps(events)[1:-1]
+
+
+def _without(text: bytes, ends: np.ndarray, gone: np.ndarray) -> bytes:
+    """A held piece (its events ending at ``ends``) less the events at ``gone``: the runs between sliced."""
+    keep = np.ones(len(ends), dtype=np.int8)
+    keep[gone] = 0
+    edges = np.flatnonzero(np.diff(np.r_[0, keep, 0]))  # each run of kept events: its first, its end
+    starts = np.r_[0, ends[:-1] + 1]
+    return b",".join(text[a:b] for a, b in zip(starts[edges[0::2]].tolist(), ends[edges[1::2] - 1].tolist()))
 
 
 def engine_stream(p: Plan, on_progress: Callable[[int], None] | None = None) -> Iterator[bytes]:
@@ -223,8 +278,16 @@ def _held_stream(p: Plan, on_progress: Callable[[int], None] | None) -> Iterator
     for i, pieces in enumerate(p.held):
         p.held[i] = None
         for j, text in enumerate(pieces):
+            seq = p.chunk_first_seq[i] + j * pass1.SEGMENT  # the piece's first event's
+            gone = ends = None
+            if p.left_out is not None:
+                ends = p.ends[i][j * pass1.SEGMENT: (j + 1) * pass1.SEGMENT]
+                lo, hi = np.searchsorted(p.left_out, [seq, seq + len(ends)])
+                gone = p.left_out[lo:hi] - seq
             if (i, j) in moved:
-                text = _move(text, p.chunk_first_seq[i] + j * pass1.SEGMENT, p)
+                text = _move(text, seq, p, gone)
+            elif gone is not None and len(gone):
+                text = _without(text, ends, gone)
             if text:
                 if not first:
                     yield b","

@@ -16,6 +16,7 @@ import orjson
 from ..sorted_ints import sorted_unique
 from . import chunks, columns
 from .kinds import (  # the kinds' constants stay importable from here too
+    CPU_OP_CATEGORIES,
     GPU_ONLY_CATEGORIES,  # noqa: F401
     HOST_ONLY_CALLS,  # noqa: F401
     KINETO_ARGS,  # noqa: F401
@@ -64,6 +65,11 @@ class ChunkResult:
     ui_keys: list = field(default_factory=list)
     ui_x: bytes = b""
     ui_flows: bytes = b""
+    # A ``holding_ops`` load: int64 rows (key, ts ns, dur ns, seq) of the CPU ops it may leave out, (key, ts
+    # ns) of the calls and [memory] events that keep the ops around them, each held event's end in its piece
+    ops: bytes = b""
+    anchors: bytes | None = b""  # None: the chunk cannot tell (every op kept)
+    ends: bytes = b""
 
 
 class Unconfirmed(Exception):
@@ -238,6 +244,41 @@ def _memory_events(events: list, codes: np.ndarray) -> int:
     return int(columns.among(columns.select(events, instants), "name", MEMORY_NAMES).sum())
 
 
+ROLES = {**{c: 1 for c in CPU_OP_CATEGORIES}, **{c: 2 for c in RUNTIME_CATEGORIES}}
+
+
+def _holding(events: list, codes: np.ndarray, ts: np.ndarray, ui_x: np.ndarray, x: np.ndarray,
+             drop: np.ndarray, keys: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Rows (key, ts, dur, seq) of the kept CPU ops a ``holding_ops`` load may leave out (not ProfilerSteps)
+    and rows (key, ts) of what keeps the ops around it: its kept runtime calls and [memory] events (whose
+    threads join ``keys``). ``TypeError`` for a [memory] event's unhashable pid or tid."""
+    at = ui_x[:, -1][~drop[ui_x[:, -1]]]  # each row of ``x``'s event
+    role = columns.codes(events, "cat", ROLES)[at]
+    ops = np.flatnonzero(role == 1)
+    ops = ops[~columns.starts_with([events[i] for i in at[ops].tolist()], "name", columns.PROFILER_STEP)]
+    instants = (codes == columns.INSTANT) & ~drop
+    memory = np.flatnonzero(instants)[columns.among(columns.select(events, instants), "name", MEMORY_NAMES)]
+    memory = memory[np.isfinite(ts[memory])]
+    pairs = [(events[i].get("pid"), unsigned_tid(t) if (t := events[i].get("tid")).__class__ is int else t)
+             for i in memory.tolist()]
+    placed = np.column_stack([np.array([keys.setdefault(k, len(keys)) for k in pairs], dtype=np.int64),
+                              us_to_ns_array(ts[memory]).astype(np.int64)]) if pairs else x[:0, :2]
+    return x[ops], np.concatenate([x[role == 2, :2], placed])
+
+
+def _pieces(kept: list, ends: bool) -> tuple[list[bytes], bytes]:
+    """The kept events serialized by ``SEGMENT``; with ``ends``, each event's end in its piece too (one dump
+    per event: the same text, so events can be left out of a piece by slicing it)."""
+    if not ends:
+        return [orjson.dumps(kept[i : i + SEGMENT])[1:-1] for i in range(0, len(kept), SEGMENT)], b""
+    held, at = [], []
+    for i in range(0, len(kept), SEGMENT):
+        parts = list(map(orjson.dumps, kept[i : i + SEGMENT]))
+        held.append(b",".join(parts))
+        at.append(np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)) + 1) - 1)
+    return held, np.concatenate(at).tobytes() if at else b""
+
+
 def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None,
            write: bool = False) -> ChunkResult:
     """Columns of one chunk's events, keeping what load ``kind`` keeps (``ts``: ``top_level_ts`` if made;
@@ -288,15 +329,21 @@ def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None,
         if ev.get("name") == "thread_name" and isinstance(args, dict) and isinstance(args.get("name"), str):
             with suppress(TypeError):  # an unhashable pid or tid
                 names[(ev.get("pid"), ev.get("tid"))] = args["name"]
-    held = None if full else [orjson.dumps(kept[i : i + SEGMENT])[1:-1]
-                              for i in range(0, len(kept), SEGMENT)]
+    ops = anchors = x[:0]
+    if kind.holding_ops:
+        try:
+            ops, anchors = _holding(events, codes, ts, ui_x, x, drop, keys)
+        except TypeError:  # an unhashable pid or tid: every op kept
+            ops, anchors = x[:0], None
+    held, ends = (None, b"") if full else _pieces(kept, kind.holding_ops)
     return ChunkResult(events=len(kept), keys=list(keys), x=x.tobytes(), flows=flows.tobytes(),
                        names=names, held=held, flow_ids=flow_ids.tobytes(),
                        span=_span(events, codes, ts, durs) if kind.subset and not kind.skim
                        else None,
                        parsed=len(events), memory=_memory_events(events, codes),
                        ui_keys=list(threads.keys), ui_x=ui_x.tobytes(),
-                       ui_flows=ui_flows.tobytes())
+                       ui_flows=ui_flows.tobytes(), ops=ops.tobytes(), ends=ends,
+                       anchors=None if anchors is None else anchors.tobytes())
 
 
 def _preparer(rebase: Rebase, kind: LoadKind):

@@ -31,21 +31,23 @@ def test_tables_without_out_make_no_lane_events() -> None:
     _same(summary, full)
 
 
-def _holding_ops(path, memory: bool) -> int:
+def _holding_ops(path, memory: bool, capture: bool = False) -> int:
     """From the raw JSON: the CPU ops (not ProfilerSteps) whose span holds, on their thread, a runtime call
-    the load keeps (one that may launch) or (``memory``) a [memory] event, bounds included."""
+    the load keeps (one that may launch; ``capture``: nor one that never launches) or (``memory``) a
+    [memory] event, bounds included."""
     import gzip
     from collections import defaultdict
 
     import orjson
 
-    from traceaug.read.kinds import HOST_ONLY_CALLS
+    from traceaug.read.kinds import HOST_ONLY_CALLS, NO_LAUNCH_CALLS
 
+    dropped = HOST_ONLY_CALLS | NO_LAUNCH_CALLS if capture else HOST_ONLY_CALLS
     events = orjson.loads(gzip.open(path).read())["traceEvents"]
     marks = defaultdict(list)
     for e in events:
         call = e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver")
-        if call and e.get("name") not in HOST_ONLY_CALLS or memory and e.get("name") == "[memory]":
+        if call and e.get("name") not in dropped or memory and e.get("name") == "[memory]":
             marks[e["pid"], e["tid"]].append(float(e["ts"]))
     sorted_marks = {k: np.sort(v) for k, v in marks.items()}
     n = 0
@@ -122,3 +124,27 @@ def test_launch_lookup_skips_calls_that_never_launch_in_a_critical_path_load() -
         assert sorted(zip(found["correlation"].tolist(), found["name"].tolist())) == \
             sorted(zip(other["correlation"].tolist(), other["name"].tolist()))
         _same(efficiency.part(job), efficiency.part(one))
+
+
+def test_a_capture_load_keeps_only_the_ops_holding_a_launch(monkeypatch) -> None:
+    """A graph capture's load (``--capture``) feeds the engine only the CPU ops around a launch call, the
+    ones a captured kernel is attributed to; the graphs equal those read with every CPU op."""
+    from dataclasses import replace
+
+    from traceaug.analysis.graph_replay import captured
+    from traceaug.read.kinds import KINDS
+
+    count = "SELECT COUNT(*) AS n FROM slice WHERE category = 'cpu_op'"
+    for name in ("sglang_decode/capture_traces/bs_32_rank0.json.gz",
+                 "vllm_decode_full/capture_traces/graph_capture_rank_0.1773709742341309550.pt.trace.json.gz"):
+        path = shared_trace(f"kineto/inference/{name}")
+        with traceaug.load(path, kind="capture") as held:
+            n, graphs = held.columns(count)["n"][0], captured(held, "c")
+        with monkeypatch.context() as m:
+            m.setitem(KINDS, "capture", replace(KINDS["capture"], holding_ops=False))
+            with traceaug.load(path, kind="capture") as every:
+                n_every, graphs_every = every.columns(count)["n"][0], captured(every, "c")
+        assert n == _holding_ops(path, False, True) < n_every
+        same = [(g.kernels, g.nodes, g.ops, g.inputs) for g in graphs]  # (``calls``: the engine's slice ids)
+        assert same == [(g.kernels, g.nodes, g.ops, g.inputs) for g in graphs_every]
+        assert sum(len(g.ops) for g in graphs) > 400

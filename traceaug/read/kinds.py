@@ -131,7 +131,7 @@ KINDS: dict[str, LoadKind] = {k.name: k for k in (
     # a CUDA / HIP graph's capture (analysis.graph_replay): the launch calls, the kernel each recorded and
     # the CPU ops they ran in with their shapes (efficiency); python functions and flows cut unparsed
     LoadKind("capture", RUNTIME_CATEGORIES | CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES, HOST_ONLY_CALLS
-             | NO_LAUNCH_CALLS, args=SHAPE_ARGS | {"kernel"}, skim=True),
+             | NO_LAUNCH_CALLS, args=SHAPE_ARGS | {"kernel"}, skim=True, holding_ops=True),
     # the job's critical path (analysis.job_path): the critical path's events and the
     # collectives' args in one load per rank; it writes no rank's trace, so skimmed. report JOB's load
     # too (shared with stragglers'), so with the CPU ops' shapes and the [memory] events: its efficiency

@@ -127,6 +127,22 @@ def test_stragglers_with_no_cache_reads_only_what_it_needs(jobs, tmp_path: Path,
     assert lean == whole
 
 
+def test_a_cold_jobs_files_are_hashed_off_the_main_thread_once_each(jobs, tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    """Filling the cache, each rank's file is digested (hashed, or its memo read) once, on a pool's threads:
+    hashing lets go of the GIL, so a cold job's files hash on every core."""
+    import threading
+
+    a, _ = jobs
+    hashed: list[tuple[str, bool]] = []
+    digest = cache.digest
+    monkeypatch.setattr(cache, "digest", lambda path, *rest: hashed.append(
+        (Path(path).name, threading.current_thread() is threading.main_thread())) or digest(path, *rest))
+    cli("kernels", str(a), "--format", "csv", "--cache", str(tmp_path / "cache"))
+    assert sorted(n for n, _ in hashed) == sorted(p.name for p in a.iterdir())
+    assert not any(main for _, main in hashed)
+
+
 def test_the_dlrm_job_cold_and_warm(tmp_path: Path) -> None:
     """``report`` fills the entries ``stragglers`` reads (one load per rank of kind ``job_path``)."""
     src = str(shared_trace(DLRM))

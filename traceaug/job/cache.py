@@ -194,17 +194,19 @@ class Cache:
     root: str
     bound: int = DEFAULT_MAX
 
-    def entries(self, work: Any, item: Any) -> tuple[Entry | None, Entry | None]:
+    def entries(self, work: Any, item: Any, ids: dict | None = None) -> tuple[Entry | None, Entry | None]:
         """``item``'s entries for ``work`` (``job.run``'s): what its task opens when that is plain
         data (shared by every work opening it so), and its result; None where nothing is kept: a task
         writing an output, a caller's own function (``cache=False``), a parameter or ``--capture`` naming a
-        file (its content is not in the key); ``--step-pattern`` is in the key."""
+        file (its content is not in the key); ``--step-pattern`` is in the key. ``ids``: ``file_ids``'."""
         rt = runtime.current()
         if item.out is not None or not work.cache or rt.capture or any(
                 isinstance(v, os.PathLike) for v in work.params.values()):
             return None, None
+        ids = ids or {}
         try:
-            files = [self.file_id(f.path) for f in (item.file, item.other) if f is not None]
+            files = [ids.get(f.path) or self.file_id(f.path) for f in (item.file, item.other)
+                     if f is not None]
         except Exception:  # noqa: BLE001  (unreadable: the rank's task says why)
             return None, None
 
@@ -222,6 +224,22 @@ class Cache:
     def file_id(self, path: str | Path) -> str:
         """``file_id`` with its digests remembered in the cache (a local one)."""
         return file_id(path, None if is_url(self.root) else Path(self.root) / "digests")
+
+    def file_ids(self, paths: list) -> dict:
+        """``file_id`` of each of ``paths`` that can be read, found on threads (each in the caller's
+        context: its runtime): a cold job's files hash on every core, an object store's info calls overlap."""
+        import contextvars
+        from concurrent.futures import ThreadPoolExecutor
+
+        def known(path: str | Path) -> str | None:
+            try:
+                return self.file_id(path)
+            except Exception:  # noqa: BLE001  (unreadable: the rank's task says why)
+                return None
+
+        with ThreadPoolExecutor(max(1, min(len(paths), os.cpu_count() or 1, 8))) as pool:
+            found = [pool.submit(contextvars.copy_context().run, known, p) for p in paths]
+            return {p: f.result() for p, f in zip(paths, found, strict=True)}
 
     def state(self, path: str | Path) -> str:
         """The load kinds whose tables the cache holds for ``path`` (``info``'s cache column), or none."""

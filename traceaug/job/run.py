@@ -144,6 +144,8 @@ def cached(work: Work, items: list[Item], options: JobOptions) -> tuple[Work, di
     if store is None:
         return work, {}, {i.rank: (None, None) for i in items}, 0
     held: dict = {}
+    ids = store.file_ids([f.path for i in items for f in (i.file, i.other) if f is not None]) \
+        if len(items) > 1 else None
     if len(items) > 1:  # (what the task opens or computes says how: ``parts.widened``)
         widen = next((w for w in (getattr(getattr(f, "func", f), "widened", None)
                                   for f in (work.opens, work.per_rank)) if w), None)
@@ -153,14 +155,14 @@ def cached(work: Work, items: list[Item], options: JobOptions) -> tuple[Work, di
         if wide.kind == work.kind or work.kind in READ_AS_ONE:
             work = wide
         elif wide is not work:
-            held = {i.rank: store.entries(wide, i) for i in items}
+            held = {i.rank: store.entries(wide, i, ids) for i in items}
             if all(any(e is not None and e.exists() for e in held[i.rank]) for i in items):
                 work = wide
             else:
                 held = {}
     hits, entries = {}, {}
     for i in items:
-        entries[i.rank] = held.get(i.rank) or store.entries(work, i)
+        entries[i.rank] = held.get(i.rank) or store.entries(work, i, ids)
         found, value = entries[i.rank][1].get() if entries[i.rank][1] else (False, None)
         if found:
             hits[i.rank] = value

@@ -175,17 +175,3 @@ def test_a_long_capture_is_read_in_linear_time(tmp_path):
     assert graphs[0].kernels == [f"k{i % 5}" for i in range(n)]
     assert graphs[0].ops == [f"op{i % 7}" for i in range(n)]
     assert took < 1.5, f"{took:.2f} s"
-
-
-def test_the_capture_is_planned_where_it_is_read(monkeypatch):
-    """``--capture`` starts no prefetch child (one beside the input's cost ~0.06 s CPU and no wall time
-    gained): the capture is planned when the replays need it, and every replayed kernel is attributed."""
-    from traceaug.read import prefetch
-
-    started, start = [], prefetch.start
-    monkeypatch.setattr(prefetch, "start", lambda files, kind: (started.append(kind), start(files, kind)))
-    rel, capture, count = CASES[1]
-    out = CliRunner().invoke(main, ["info", str(shared_trace(rel)), "--capture", str(shared_trace(capture))])
-    assert out.exit_code == 0, out.output
-    assert "capture" not in started
-    assert f"{count} of {count} graph-replayed kernels attributed to their ops" in out.output

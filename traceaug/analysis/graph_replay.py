@@ -144,8 +144,7 @@ def capture_files(path: str | Path) -> list[tuple[Path, int | None]]:
 
 def graphs_for(trace: Trace) -> list[Graph]:
     """The captured graphs for ``trace``'s replays: the runtime's ``--capture``, else a capture inside
-    the trace itself (read again with the launch calls' kernel names). Read only when replays need them,
-    planned here: a prefetch child beside the input's cost 0.06 s CPU and gained no wall time."""
+    the trace itself (read again with the launch calls' kernel names)."""
     given = runtime.current().capture
     cache = trace.__dict__.setdefault("_capture_graphs", {})  # per --capture: several analyses ask
     if given not in cache:

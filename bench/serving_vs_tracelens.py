@@ -8,11 +8,11 @@ traces with their ``capture_traces/``, and the vLLM decode step concatenated ``-
 default: each copy shifted past the one before, correlation / external / flow ids offset), written to
 ``--out-dir`` once. Each tool runs alone in a fresh process, measured as ``bench/job_scale.py`` measures
 (wall time, peak RSS of the process tree sampled every 20 ms), one run each.
-Why: issue 36 asks ``report`` on these inputs to be >= 10x faster than TraceLens. Measured on the shared
-2-core machine under load (load average 8-12; one run each, bytecode compiled; wall s / peak MB of the
-process tree, its prefetch children included): vLLM step 2.04 / 156 vs 14.52 / 425 (7.1x), SGLang
-step 1.51 / 141 vs 7.57 / 266 (5.0x), vLLM x20 2.16 / 174 vs 97.17 / 2301 (44.9x); a run before gave 9.0x,
-3.0x, 128x: on one step, start-up and the capture's load (17-34 MB of JSON) are most of traceaug's time.
+Why: issue 36 asks ``report`` on these inputs to be >= 10x faster than TraceLens. Measured on 2 idle cores
+(2026-11-29, one run each, bytecode compiled; wall s / peak MB of the process tree, its prefetch children
+included): vLLM step 0.27 / 136 vs 4.01 / 424 (15.0x), SGLang step 0.27 / 112 vs 2.39 / 265 (8.9x), vLLM x20
+0.53 / 158 vs 35.48 / 2301 (67.0x): on one step, start-up (interpreter, numpy, engine) is most of traceaug's
+time. On a machine loaded by other work the ratios fall (the prefetch children get no core of their own).
 Run: ``python bench/serving_vs_tracelens.py --tracelens-python VENV/bin/python --tracelens-path DIR
 [--copies 20] [--out-dir DIR] [--json]``.
 """

@@ -247,23 +247,29 @@ def _memory_events(events: list, codes: np.ndarray) -> int:
 ROLES = {**{c: 1 for c in CPU_OP_CATEGORIES}, **{c: 2 for c in RUNTIME_CATEGORIES}}
 
 
-def _holding(events: list, codes: np.ndarray, ts: np.ndarray, ui_x: np.ndarray, x: np.ndarray,
-             drop: np.ndarray, keys: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Rows (key, ts, dur, seq) of the kept CPU ops a ``holding_ops`` load may leave out (not ProfilerSteps)
-    and rows (key, ts) of what keeps the ops around it: its kept runtime calls and [memory] events (whose
-    threads join ``keys``). ``TypeError`` for a [memory] event's unhashable pid or tid."""
+def _holding(events: list, ui_x: np.ndarray, x: np.ndarray, drop: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Rows (key, ts, dur, seq) of the kept CPU ops a ``holding_ops`` load may leave out (not ProfilerSteps),
+    and rows (key, ts) of its kept runtime calls, which keep the ops around them."""
     at = ui_x[:, -1][~drop[ui_x[:, -1]]]  # each row of ``x``'s event
     role = columns.codes(events, "cat", ROLES)[at]
     ops = np.flatnonzero(role == 1)
     ops = ops[~columns.starts_with([events[i] for i in at[ops].tolist()], "name", columns.PROFILER_STEP)]
+    return x[ops], x[role == 2, :2]
+
+
+def _memory_at(events: list, codes: np.ndarray, ts: np.ndarray, drop: np.ndarray, keys: dict) -> np.ndarray:
+    """Rows (key, ts) of the kept [memory] events, which keep the ops around them too (their threads join
+    ``keys``). ``TypeError`` for an unhashable pid or tid."""
     instants = (codes == columns.INSTANT) & ~drop
     memory = np.flatnonzero(instants)[columns.among(columns.select(events, instants), "name", MEMORY_NAMES)]
     memory = memory[np.isfinite(ts[memory])]
     pairs = [(events[i].get("pid"), unsigned_tid(t) if (t := events[i].get("tid")).__class__ is int else t)
              for i in memory.tolist()]
-    placed = np.column_stack([np.array([keys.setdefault(k, len(keys)) for k in pairs], dtype=np.int64),
-                              us_to_ns_array(ts[memory]).astype(np.int64)]) if pairs else x[:0, :2]
-    return x[ops], np.concatenate([x[role == 2, :2], placed])
+    if not pairs:
+        return np.empty((0, 2), np.int64)
+    return np.column_stack([np.array([keys.setdefault(k, len(keys)) for k in pairs], dtype=np.int64),
+                            us_to_ns_array(ts[memory]).astype(np.int64)])
 
 
 def _pieces(kept: list, ends: bool) -> tuple[list[bytes], bytes]:
@@ -332,7 +338,8 @@ def gather(events: list, kind: LoadKind | str, ts: np.ndarray | None = None,
     ops = anchors = x[:0]
     if kind.holding_ops:
         try:
-            ops, anchors = _holding(events, codes, ts, ui_x, x, drop, keys)
+            ops, calls = _holding(events, ui_x, x, drop)
+            anchors = np.concatenate([calls, _memory_at(events, codes, ts, drop, keys)])
         except TypeError:  # an unhashable pid or tid: every op kept
             ops, anchors = x[:0], None
     held, ends = (None, b"") if full else _pieces(kept, kind.holding_ops)

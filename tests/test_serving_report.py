@@ -144,28 +144,3 @@ def test_warm_up_steps_before_the_steady_state(tmp_path):
     assert [(r["phase"], r["op"], r["count"]) for r in where] == [
         ("decode", "aten::mm", 3), ("warm-up", "(launched directly, not by a graph)", 2)]
     assert "3 of 3 graph-replayed kernels attributed to their ops." in texts
-
-
-def test_step_percentiles_are_numpys_without_numpy_ma():
-    """The phase table's percentiles equal ``np.percentile``'s bit for bit (random latencies, ints and
-    floats), and computing them imports no ``numpy.ma`` (numpy's own call does: 10-13 ms a report)."""
-    import struct
-    import subprocess
-    import sys
-
-    from traceaug.analysis.serving_figures import percentiles
-
-    rng = np.random.default_rng(7)
-    for trial in range(3000):
-        n = int(rng.integers(1, 60))
-        values = rng.integers(0, 10**12, n) if trial % 2 else rng.random(n) * 10.0 ** int(rng.integers(-3, 9))
-        for qs in ([50, 90, 99], [50, 90], [0, 25, 33, 75, 100]):
-            want, got = np.percentile(values, qs).tolist(), percentiles(values, qs)
-            assert [struct.pack("<d", x) for x in got] == [struct.pack("<d", x) for x in want], (values, qs)
-    code = ("import sys, numpy as np; from traceaug.analysis import serving_figures as f; "
-            "cols = {k: np.array(v) for k, v in dict(phase=np.array(['decode'], object), latency=[5, 7], "
-            "busy=[1, 1], idle=[1, 1], cpu_gap=[-1, 3], batch=[32, 32], launch=[1, 1]).items()}; "
-            "cols['phase'] = np.array(['decode', 'decode'], object); f.phase_table([cols]); "
-            "print('numpy.ma' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.stdout.strip() == "False", out.stderr

@@ -101,7 +101,7 @@ def phase_table(parts: list[Columns]) -> Columns:
         m = st["phase"] == phase
         lat, busy, idle = st["latency"][m], int(st["busy"][m].sum()), int(st["idle"][m].sum())
         gaps, batch = st["cpu_gap"][m & (st["cpu_gap"] >= 0)], st["batch"][m & (st["batch"] >= 0)]
-        p50, p90, p99 = percentiles(lat, [50, 90, 99])
+        p50, p90, p99 = np.percentile(lat, [50, 90, 99]).tolist()
         for k, v in zip(rows, (phase, int(m.sum()), float(batch.mean()) if len(batch) else np.nan,
                                float(lat.mean()), p50, p90, p99, int(lat.max()), busy, idle,
                                100.0 * idle / max(busy + idle, 1), int(st["launch"][m].sum()),
@@ -109,18 +109,6 @@ def phase_table(parts: list[Columns]) -> Columns:
             rows[k].append(v)
     return {k: objects(v) if k == "phase" else np.array(v, np.float64 if isinstance(v[0], float)
                                                         else np.int64) for k, v in rows.items()}
-
-
-def percentiles(values: np.ndarray, qs: list[int]) -> list[float]:
-    """``np.percentile(values, qs).tolist()`` (linear, bit for bit) of 1-D ``values``, without numpy's
-    ``np.unique`` call: its first imports ``numpy.ma`` (10-13 ms of every serving report)."""
-    a = np.sort(values)
-    at = (len(a) - 1) * (np.asarray(qs) / 100)  # numpy's virtual index and its neighbours (-1: the last)
-    lo = np.where(at >= len(a) - 1, -1, np.floor(at)).astype(np.intp)
-    hi = np.where(lo < 0, -1, lo + 1)
-    below, above, t = a[lo], a[hi], at - lo
-    step = above - below
-    return np.where(t >= 0.5, above - step * (1 - t), below + step * t).tolist()
 
 
 def shares(by: dict[tuple, list], key: str) -> Columns:

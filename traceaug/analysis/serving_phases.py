@@ -100,7 +100,7 @@ def compare(a: Side, b: Side, how: dict | None = None) -> list[dict] | None:
         row: dict = {"phase": phase}
         for s, f in found.items():
             lat = f[1][f[0] == phase] if f else np.zeros(0, np.int64)
-            stats = [float(lat.mean()), *figures.percentiles(lat, [50, 90])] if len(lat) else [None] * 3
+            stats = [float(lat.mean()), *np.percentile(lat, [50, 90]).tolist()] if len(lat) else [None] * 3
             row[s] = {"steps": len(lat), "step": None, "step_ns": stats[0],
                       **{f"latency_{k}_ns": v for k, v in zip(LATENCY, stats)}}
         missing = [s for s in "ab" if not row[s]["steps"]]

@@ -15,7 +15,7 @@ from . import graph_replay
 from .gpu_steps import gpu_windows
 from .intervals import covered_in
 from .ranktest import bh_q, mann_whitney_p, min_p
-from .shapes import LAUNCHER_SQL, NO_OP
+from .shapes import NO_OP, launch_ops
 from .steps import check_step, op_groups, shorten
 from .sums import total
 from .tables import Columns, codes, first_appearance, objects
@@ -50,8 +50,7 @@ class Side:
         """Per row of ``ops``, its op for ``--by op``: a CPU op's name; a GPU op's launching CPU op (a
         graph-replayed kernel's, the op that captured it, as if that op launched it), ``NO_OP`` for none."""
         if self._launchers is None:
-            link = self.trace.columns(f"SELECT x.correlation, s.name FROM ({LAUNCHER_SQL}) x "
-                                      "JOIN slice s ON s.id = x.op")
+            link = launch_ops(self.trace)
             by_corr = dict(zip(link["correlation"].tolist(), link["name"].tolist(), strict=True))
             gpu = self.gpu
             own = [by_corr.get(c, NO_OP) for c in gpu["correlation"].tolist()]

@@ -13,7 +13,7 @@ from . import graph_replay
 from .flops import Inputs, Model, model
 from .gpu_steps import GpuOps, gpu_ops
 from .peaks import Peak, identify, table, unknown_note
-from .shapes import LAUNCHER_SQL, NO_OP, inputs, launch_ops
+from .shapes import NO_OP, inputs, launch_ops
 from .tables import Columns
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ def row_of(trace: Trace, rows: Columns, correlation: np.ndarray, ids: np.ndarray
            ) -> np.ndarray:
     """Per GPU op (by its ``correlation`` and engine ``ids``): the row of ``rows`` (``op_rows``) of the CPU op
     that launched it (with ``ids``, a graph-replayed kernel's: the op call that captured it), -1 for none."""
-    link = trace.columns(LAUNCHER_SQL)
+    link = launch_ops(trace)
     at = {op: i for i, op in enumerate(rows["launcher"].tolist()) if op >= 0}
     by_corr = {c: at[op] for c, op in zip(link["correlation"].tolist(), link["op"].tolist(), strict=True)
                if op in at}
@@ -181,13 +181,16 @@ def opportunities(trace: Trace, rows: Columns, roof: Columns, top: int) -> Colum
             own[k] = own.get(k, 0.0) + ns * (1.0 - f)
     chosen = sorted(own, key=lambda k: -own[k])[:top]
 
+    found: list[np.ndarray] = []  # each event's row (``row_of``), found once: each replay has the same events
+    per_row = np.r_[factor, 1.0]
+
     def change(key: tuple):
         mine = np.r_[np.array([k == key for k in keys], dtype=bool), False]
-        per_row = np.r_[factor, 1.0]
 
         def fn(ev: dict) -> np.ndarray:
-            at = row_of(trace, rows, ev["correlation"], ev["id"])
-            return np.where(ev["gpu"].astype(bool) & mine[at], per_row[at], 1.0)
+            if not found:
+                found.append(row_of(trace, rows, ev["correlation"], ev["id"]))
+            return np.where(ev["gpu"].astype(bool) & mine[found[0]], per_row[found[0]], 1.0)
         return fn
     replays = whatif(trace, None, (), False, {str(i): change(k) for i, k in enumerate(chosen)})
     base = sum(r.baseline_ns for r in replays)

@@ -144,9 +144,9 @@ def cached(work: Work, items: list[Item], options: JobOptions) -> tuple[Work, di
     if store is None:
         return work, {}, {i.rank: (None, None) for i in items}, 0
     held: dict = {}
-    ids = store.file_ids([f.path for i in items for f in (i.file, i.other) if f is not None]) \
-        if len(items) > 1 else None
+    ids = None
     if len(items) > 1:  # (what the task opens or computes says how: ``parts.widened``)
+        ids = store.file_ids([f.path for i in items for f in (i.file, i.other) if f is not None])
         widen = next((w for w in (getattr(getattr(f, "func", f), "widened", None)
                                   for f in (work.opens, work.per_rank)) if w), None)
         wide = widen(work) if widen else work

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_throughput import REPO_ROOT, tree_rss  # noqa: E402
+from load_throughput import REPO_ROOT, first_run, tree_rss  # noqa: E402
 
 TRACE = REPO_ROOT.parent / "shared" / "traces" / "kineto" / "a100_rank0_of16_6streams.json.gz"
 COMMANDS = ("kernels", "breakdown", "report")
@@ -73,10 +73,10 @@ def generate(ranks: int, out_dir: Path) -> Path:
 
 
 def run_measured(cmd: list[str]) -> dict[str, Any]:
-    """Wall time, the largest process's and the tree's peak RSS (MB) of ``cmd``."""
-    with tempfile.TemporaryFile("w+") as err:
+    """Wall time, the largest process's and the tree's peak RSS (MB) of ``cmd``, run first (``first_run``)."""
+    with tempfile.TemporaryFile("w+") as err, first_run() as env:
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO_ROOT)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO_ROOT, env=env)
         largest = total = 0
         while proc.poll() is None:
             if time.perf_counter() - start > TIMEOUT_S:

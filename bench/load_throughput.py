@@ -24,15 +24,18 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import math
+import os
 import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -363,12 +366,21 @@ def tree_rss_kb(pid: int) -> int:
     return sum(tree_rss(pid))
 
 
+@contextlib.contextmanager
+def first_run(env: dict[str, str] | None = None) -> Iterator[dict[str, str]]:
+    """``env`` (default: this process's) with an empty table cache of its own (``TRACEAUG_CACHE``), removed
+    after: a measured run is a user's first, never answered from an earlier run's cache entries (a
+    command's own ``--cache DIR`` / ``--no-cache`` still wins: job_cache.py measures the cache so)."""
+    with tempfile.TemporaryDirectory(prefix="traceaug-bench-cache-") as cache:
+        yield {**(os.environ if env is None else env), "TRACEAUG_CACHE": cache}
+
+
 def run_tree(cmd: list[str], timeout: float | None, what: str) -> tuple[float, str, int]:
-    """Run ``cmd`` from the repo root; its wall time, stdout and the peak RSS of its whole
-    process tree in kB (sampled every 20 ms: worker processes count); exits on failure."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+    """Run ``cmd`` from the repo root, as a first run (``first_run``); its wall time, stdout and the peak
+    RSS of its whole process tree in kB (sampled every 20 ms: worker processes count); exits on failure."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, first_run() as env:
         start = time.perf_counter()  # output goes to files: a full pipe would block the child
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=REPO_ROOT)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=REPO_ROOT, env=env)
         tree_peak = 0
         while proc.poll() is None:
             if timeout is not None and time.perf_counter() - start > timeout:

@@ -32,7 +32,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from collectives_vs_hta import generate  # noqa: E402
-from load_throughput import REPO_ROOT, SHARED  # noqa: E402
+from load_throughput import REPO_ROOT, SHARED, first_run  # noqa: E402
 from paired import Side, _sample, check_import, side_env  # noqa: E402
 
 DLRM = SHARED / "traces" / "kineto" / "jobs" / "dlrm_v100_8ranks"
@@ -48,16 +48,17 @@ def run(side: Side, command: str, job: Path, out: Path) -> tuple[float, float]:
     name, *flags = COMMANDS[command]
     cmd = [sys.executable, "-m", "traceaug", name, str(job), str(out), *flags]
     peak, late, stop = [0], [False], threading.Event()
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=job.parent,
-                            env=side_env(side), start_new_session=True)
-    sampler = threading.Thread(target=_sample, args=(proc.pid, stop, peak, start + TIMEOUT_S, late),
-                               daemon=True)
-    sampler.start()
-    err = proc.communicate()[1]
-    wall = time.perf_counter() - start
-    stop.set()
-    sampler.join()
+    with first_run(side_env(side)) as env:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=job.parent,
+                                env=env, start_new_session=True)
+        sampler = threading.Thread(target=_sample, args=(proc.pid, stop, peak, start + TIMEOUT_S, late),
+                                   daemon=True)
+        sampler.start()
+        err = proc.communicate()[1]
+        wall = time.perf_counter() - start
+        stop.set()
+        sampler.join()
     if proc.returncode != 0 or late[0]:
         sys.exit(f"error: {side.name}: {command} {job.name} failed: {err.decode(errors='replace')[-2000:]}")
     return wall, peak[0] / 1024

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from collectives_vs_hta import generate as generate_dlrm_job  # noqa: E402
 from job_scale import TRACE as A100_TRACE  # noqa: E402
 from job_scale import generate as generate_a100_job  # noqa: E402
-from load_throughput import REPO_ROOT, SHARED, tree_rss  # noqa: E402
+from load_throughput import REPO_ROOT, SHARED, first_run, tree_rss  # noqa: E402
 
 WORKTREE = "WORKTREE"
 DLRM = SHARED / "traces" / "kineto" / "jobs" / "dlrm_v100_8ranks"
@@ -219,9 +219,9 @@ def run_once(m: Measurement, side: Side, cwd: Path, timeout: float) -> Run:
         target.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "traceaug", *(a.replace("{out}", str(target)) for a in m.args)]
     peak, late, stop = [0], [False], threading.Event()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, first_run(side_env(side)) as env:
         start = time.perf_counter()  # output goes to files: a full pipe would block the child
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=cwd, env=side_env(side),
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=cwd, env=env,
                                 start_new_session=True)
         sampler = threading.Thread(target=_sample, daemon=True,
                                    args=(proc.pid, stop, peak, start + timeout, late))

@@ -56,7 +56,7 @@ from counters_vs_hta import (  # noqa: E402
     tool_line,
     warm_up,
 )
-from load_throughput import DEFAULT_OUT, build_scaled, build_scaled_text  # noqa: E402
+from load_throughput import DEFAULT_OUT, build_scaled, build_scaled_text, first_run  # noqa: E402
 
 TRACE = REPO_ROOT.parent / "shared" / "traces" / "kineto" / "a100_rank0_of16_6streams.json.gz"
 TARGET_SPEED_RATIO = 10.0
@@ -165,13 +165,15 @@ def children_cpu_s() -> float:
 def timed(cmd: list[str], what: str) -> float:
     """Wall seconds of ``cmd`` run to its end (no sampling loop beside it, so that the 20 ms
     polling of ``run_tree`` neither rounds a sub-second run nor takes a core from it)."""
-    start = time.perf_counter()
-    done = subprocess.run(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          timeout=TIMEOUT_S)
+    with first_run() as env:
+        start = time.perf_counter()
+        done = subprocess.run(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              timeout=TIMEOUT_S, env=env)
+        wall = time.perf_counter() - start
     if done.returncode != 0:
         sys.stderr.write(done.stderr.decode(errors="replace")[-4000:])
         sys.exit(f"error: {what} failed (exit {done.returncode})")
-    return time.perf_counter() - start
+    return wall
 
 
 def raw_mb(trace: Path) -> float:

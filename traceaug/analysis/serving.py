@@ -150,6 +150,8 @@ def steady(trace: Trace, ts: np.ndarray) -> np.ndarray:
     """Which steps (by start ``ts``) are in the steady state: those after the graph capture (the last
     ``capture_*`` annotation or ``*StreamEndCapture`` call) and, in a trace that replays graphs, from the
     first step that launches one on (the eager steps before are warm-up)."""
+    if not len(ts):  # no step: nothing to ask (the query scans every slice: 12 ms on an A100 rank)
+        return np.zeros(0, bool)
     c = trace.columns(
         "SELECT (SELECT MAX(ts + dur) FROM slice WHERE (category = 'user_annotation' AND name GLOB "
         "'capture_*') OR name GLOB '*StreamEndCapture*') AS captured, (SELECT GROUP_CONCAT(ts) FROM slice "

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from .flops import Inputs
 from .tables import Columns
 
@@ -14,27 +16,23 @@ if TYPE_CHECKING:
     from ..trace import Trace
 
 NO_OP = "(no CPU op)"  # a GPU op no CPU op launched
-# Each launch (the first runtime call of a correlation id) with its nearest enclosing CPU op: its parent
-# where that is one (most launches: a join), else the walk up from it (a recursion over the few others).
-LAUNCHER_SQL = """
-WITH RECURSIVE up(correlation, at) AS (
-  SELECT l.correlation, s.parent_id FROM _traceaug_first_launch l JOIN slice s ON s.id = l.id
-  JOIN slice p ON p.id = s.parent_id WHERE p.category NOT IN ('cpu_op', 'Operator')
+_OP = "('cpu_op', 'Operator')"
+# Each launch (the first runtime call of a correlation id) with its parent, in one join: most launches' parent
+# is their CPU op (``is_op``); {calls}: a filter on the calls
+LAUNCH_PARENT_SQL = f"""
+SELECT l.correlation, s.parent_id AS op, p.name, COALESCE(p.arg_set_id, -1) AS arg_set_id,
+       p.category IN {_OP} AS is_op
+FROM _traceaug_first_launch l JOIN slice s ON s.id = l.id{{calls}} JOIN slice p ON p.id = s.parent_id"""
+# The nearest CPU op above each of slices {ids} (the parents of the few other launches): a walk up
+OP_ABOVE_SQL = f"""
+WITH RECURSIVE up(start, at) AS (
+  SELECT id, parent_id FROM slice WHERE id IN ({{ids}})
   UNION ALL
-  SELECT up.correlation, p.parent_id FROM up JOIN slice p ON p.id = up.at
-  WHERE p.category NOT IN ('cpu_op', 'Operator') AND p.parent_id IS NOT NULL)
-SELECT l.correlation, s.parent_id AS op FROM _traceaug_first_launch l JOIN slice s ON s.id = l.id
-JOIN slice p ON p.id = s.parent_id WHERE p.category IN ('cpu_op', 'Operator')
-UNION ALL
-SELECT up.correlation, up.at AS op FROM up JOIN slice s ON s.id = up.at
-WHERE s.category IN ('cpu_op', 'Operator')
-"""
+  SELECT up.start, p.parent_id FROM up JOIN slice p ON p.id = up.at
+  WHERE p.category NOT IN {_OP} AND p.parent_id IS NOT NULL)
+SELECT up.start, up.at AS op, s.name, COALESCE(s.arg_set_id, -1) AS arg_set_id
+FROM up JOIN slice s ON s.id = up.at WHERE s.category IN {_OP}"""
 OPS_SQL = "SELECT id, name, COALESCE(arg_set_id, -1) AS arg_set_id FROM slice WHERE id IN ({ids})"
-# Each launch's op (``LAUNCHER_SQL``) with its name and arg set, in one query
-LAUNCH_OPS_SQL = """
-WITH l AS ({launcher}) SELECT l.correlation, l.op, s.name, COALESCE(s.arg_set_id, -1) AS arg_set_id
-FROM l JOIN slice s ON s.id = l.op"""
-_FIRST_CALL = "FROM _traceaug_first_launch l JOIN slice s ON s.id = l.id"
 # The shapes of arg sets (ops of one name and shapes share their arg set), named by id: no scan of the slices.
 ARGS_SQL = """
 SELECT arg_set_id, key, int_value, string_value FROM args WHERE arg_set_id IN ({sets})
@@ -91,16 +89,27 @@ def recorded(trace: Trace, ids: list[int]) -> tuple[dict, dict[int, Inputs]]:
 
 
 def launch_ops(trace: Trace) -> Columns:
-    """``LAUNCH_OPS_SQL``'s rows (correlation, op, name, arg_set_id); the calls that never launch
-    (``kinds.HOST_ONLY_CALLS``: no GPU op shares their id) left out where the load kept them (the critical
-    path's kinds: on the A100 6-stream trace 33,494 first calls of an id, of which 6,585 may launch)."""
+    """Each launch's nearest enclosing CPU op: ``correlation``, ``op`` (its slice id), ``name``,
+    ``arg_set_id`` (-1: none); launches under no CPU op left out, and the calls that never launch
+    (``kinds.HOST_ONLY_CALLS``: no GPU op shares their id) where the load kept them (the critical path's
+    kinds: on the A100 6-stream trace 33,924 first calls of an id, of which 6,675 may launch)."""
     from ..read.kinds import HOST_ONLY_CALLS, kind_of
 
-    launcher = LAUNCHER_SQL
-    if not kind_of(trace.kind).skip_calls >= HOST_ONLY_CALLS:
-        names = ", ".join(f"'{n}'" for n in sorted(HOST_ONLY_CALLS))
-        launcher = launcher.replace(_FIRST_CALL, f"{_FIRST_CALL} AND s.name NOT IN ({names})")
-    return trace.columns(LAUNCH_OPS_SQL.format(launcher=launcher))
+    calls = "" if kind_of(trace.kind).skip_calls >= HOST_ONLY_CALLS else \
+        " AND s.name NOT IN ({})".format(", ".join(f"'{n}'" for n in sorted(HOST_ONLY_CALLS)))
+    link = trace.columns(LAUNCH_PARENT_SQL.format(calls=calls))
+    is_op = link.pop("is_op").astype(bool)
+    out = {k: v[is_op] for k, v in link.items()}
+    parent = link["op"][~is_op]
+    if not len(parent):
+        return out
+    above = trace.columns(OP_ABOVE_SQL.format(ids=", ".join(map(str, sorted(set(parent.tolist()))))))
+    op_of = {p: i for i, p in enumerate(above["start"].tolist())}  # one row a parent: the walk stops there
+    found = np.array([op_of.get(p, -1) for p in parent.tolist()], np.int64)
+    has = found >= 0
+    walked = {"correlation": link["correlation"][~is_op][has], "op": above["op"][found[has]],
+              "name": above["name"][found[has]], "arg_set_id": above["arg_set_id"][found[has]]}
+    return {k: np.concatenate([out[k], walked[k].astype(out[k].dtype)]) for k in out}
 
 
 def inputs(trace: Trace, sets: list[int]) -> dict[int, Inputs]:

@@ -150,6 +150,9 @@ def _part(trace: Trace, tables: RankTables, windows: dict, scales: tuple | None,
     the path's arrays if ``path``)."""
     base = trace.base_ns
     ev = cp.events(trace)
+    if path:  # the GPU ops' names read once, not again for each window's graph (replay.event_names)
+        unread = np.flatnonzero(ev["name"] == None)  # noqa: E711  (an object column)
+        ev["name"][unread] = cp.names(trace, ev["id"][unread])
     colls = tables.colls
     key_ts = colls["ts"].to_numpy(np.int64) - base if len(colls) else np.empty(0, np.int64)
     graphs = {}

@@ -43,13 +43,14 @@ def test_version_imports_no_command(tmp_path: Path) -> None:
 
 def test_report_on_one_trace_imports_no_job_module(tmp_path: Path) -> None:
     """``report`` on one trace (the SGLang decode step: one step) reads no job: the job path, critical path,
-    replay and stragglers' modules stay unloaded."""
+    replay, stragglers' and collective matching's modules stay unloaded."""
     trace = shared_trace("kineto/inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz")
     done, modules = _loaded(tmp_path, "report", str(trace), "--format", "json")
     out = json.loads(done.stdout)
     assert "traceaug.analysis.gpu_steps" in modules and out["schema_version"] == 2  # it did its work
     assert not modules & {"traceaug.analysis.job_path", "traceaug.analysis.critical_path",
-                          "traceaug.analysis.replay", "traceaug.commands.stragglers"}
+                          "traceaug.analysis.replay", "traceaug.commands.stragglers",
+                          "traceaug.analysis.collectives", "traceaug.render.job_sections"}
 
 
 def test_efficiency_without_out_imports_no_copy_writer(tmp_path: Path) -> None:

@@ -93,7 +93,7 @@ def show(result, call: Call) -> None:
             from textwrap import fill
 
             from ..render.collectives_text import verdict_text
-            from ..render.job_sections import JOB_VERDICT
+            from ..render.findings import JOB_VERDICT
             from ..render.serving_text import SERVING_VERDICT
 
             first = [(title, t) for title, t in result[:3] if title.startswith("serving")]

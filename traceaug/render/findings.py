@@ -11,7 +11,11 @@ import numpy as np
 from ..analysis.gpu_steps import GpuOps
 from ..analysis.intervals import int_groups
 from ..analysis.tables import Columns
-from .job_sections import JOB_NCCL, JOB_VERDICT
+
+# The titles of two of report JOB's job sections (``job_sections``) that the verdict reads: here, so that one
+# trace's report imports no collective analysis
+JOB_VERDICT = "job: verdict"
+JOB_NCCL = "job: NCCL kernels, wait vs transfer (per rank, mean over ranks)"
 
 MIN_IMPACT_PCT = 1  # a finding about less of the window than this is left out
 FULL_QUEUE_OPS = 4  # a stream holding this many launched ops on average: the CPU runs ahead

@@ -10,9 +10,8 @@ import pandas as pd
 from ..analysis import collectives as co
 from ..analysis.job_verdict import Verdict
 from ..analysis.tables import columns_of
+from .findings import JOB_NCCL, JOB_VERDICT
 
-JOB_VERDICT = "job: verdict"
-JOB_NCCL = "job: NCCL kernels, wait vs transfer (per rank, mean over ranks)"
 JOB_STEPS = "job: step time and wait in collectives per rank"
 JOB_WAITS = "job: wait per rank at "  # then which collectives, and the unit
 

@@ -43,7 +43,9 @@ def sync_waits(g: dict, node_ts: np.ndarray, covered: np.ndarray
     """(GPU op end nodes, call end nodes, calls): each stream or event sync of ``g`` no ``cuda_sync`` event
     covers (``covered``, per event) waits for the GPU op launched before it that ended last while it ran."""
     cpu = np.flatnonzero(~g["gpu"] & ~covered)
-    calls = cpu[np.array([kind(n) == SYNC for n in g["name"][cpu].tolist()], bool)]
+    names = g["name"][cpu].tolist()
+    sync = {n: kind(n) == SYNC for n in set(names)}  # each name judged once (a step repeats a few hundred)
+    calls = cpu[np.fromiter((sync[n] for n in names), bool, len(names))]
     gpu = np.flatnonzero(g["gpu"])
     if not len(calls) or not len(gpu):
         return np.empty(0, np.int64), np.empty(0, np.int64), 0

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -51,6 +51,7 @@ class RankGraph:
     kind: np.ndarray | None = None
     event: np.ndarray | None = None
     ev: dict | None = None
+    ports: Any = None  # a verdict's part: the model reduced to its collectives (``job_ports.Ports``)
 
 
 class Packed(Mapping):
@@ -110,18 +111,23 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple | None = None
 def replay_part(trace: Trace, tables: RankTables, step: int | None = None) -> RankPart:
     """A job verdict's part of one rank (``job_replay.without_stragglers``): each step's (or ``step``'s)
     replay model and where its collectives are in it, none of the path's arrays (half the size)."""
+    from .job_ports import ports
+
     windows = cp.step_windows(trace) or {WHOLE: cp.window(trace)}
     part = _part(trace, tables, {k: w for k, w in windows.items() if step in (None, k)}, (), False)
-    return dataclasses.replace(part, graphs=Packed(part.graphs))
+    return dataclasses.replace(part, graphs=Packed({k: dataclasses.replace(g, ports=ports(g))
+                                                    for k, g in part.graphs.items()}))
 
 
 def whole_part(trace: Trace, tables: RankTables) -> tuple[RankPart, RankPart]:
     """Every step's graph with its replay model and the path's arrays, on ``tables`` (with cause
     windows), and its ``replay_part``, both packed: ``rank_part`` without scales and ``replay_part`` of
     any step are views of them (``as_rank_part``, ``as_replay_part``), made without unpacking a graph."""
+    from .job_ports import ports
+
     whole = _part(trace, tables, cp.step_windows(trace) or {WHOLE: cp.window(trace)}, (), True)
     keep = ("start", "end", "coll_event", "model")
-    replay = RankPart(tables, Packed({k: RankGraph(**{f: getattr(g, f) for f in keep})
+    replay = RankPart(tables, Packed({k: RankGraph(**{f: getattr(g, f) for f in keep}, ports=ports(g))
                                       for k, g in whole.graphs.items()}))
     return dataclasses.replace(whole, graphs=Packed(whole.graphs)), replay
 

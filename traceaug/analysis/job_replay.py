@@ -88,7 +88,13 @@ def replay_step(parts: dict[int, jp.RankPart], matched: co.Matched, step: int,
 
 def without_stragglers(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) -> tuple[int, int]:
     """The job replay of ``step`` unchanged and without stragglers (ns; ``replay_step``'s baseline and its
-    ``NO_STRAGGLERS`` prediction), all a job verdict asks of it (``parts``: ``job_path.replay_part``'s)."""
+    ``NO_STRAGGLERS`` prediction), all a job verdict asks of it (``parts``: ``job_path.replay_part``'s): from
+    the ranks' ports (``job_ports``), every rank's graph joined only where they cannot tell."""
+    from .job_ports import replayed
+
+    found = replayed(parts, matched, step)
+    if found is not None:
+        return found
     j = joined_model(parts, matched, step)
     baseline, median = j.joined.replay(), _at_the_median(j)
     del j  # (the joined model's edges: the median model has its own)

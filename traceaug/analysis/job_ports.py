@@ -128,53 +128,59 @@ def replayed(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) -> t
 
 
 def _edges(groups: list, into: tuple, out_ts: np.ndarray, end_ts: np.ndarray) -> tuple | None:
-    """The edges into the kernel ends (end, source out, delay plus slack) of the joined model
-    (``job_replay.joined_model``) and of its median one (``job_replay._at_the_median``); None: an edge of
-    the median one runs back in time."""
+    """The ways into the kernel ends of the joined model (``job_replay.joined_model``) and of its median one
+    (``job_replay._at_the_median``): each as (edges: end, source out, delay plus slack; per instance its
+    ends, their starts' outs and the join from each start to each end, ``NEVER``: none). None: a kernel in
+    two instances, or an edge of the median model running back in time."""
     into_end, into_out, delay, slack, own = into
-    cap: dict = {}  # member end: its transfer (the least, if in several instances)
-    joins: dict = {}  # member end: the join edges into it (source out, delay), in the joined model's order
-    medians = []
+    ends = np.concatenate([np.empty(0, np.int64)] + [e for e, _ in groups])
+    if len(np.unique(ends)) < len(ends):
+        return None
+    by_end: dict = {}
+    for x, e in enumerate(into_end.tolist()):
+        by_end.setdefault(e, []).append(x)
+    member = np.isin(into_end, ends)
+    d, s = delay.copy(), slack.copy()
+    pairs, medians = [], []
     for ends, outs in groups:
-        ts = out_ts[outs]
-        transfer = np.maximum(end_ts[ends] - ts.max(), 0)
+        ts, te = out_ts[outs], end_ts[ends]
+        transfer = np.maximum(te - ts.max(), 0)
         mid = int(np.argsort(ts, kind="stable")[(len(ts) - 1) // 2])
-        for q, (e, w) in enumerate(zip(ends.tolist(), transfer.tolist())):
-            if end_ts[e] < ts[mid]:
-                return None
-            cap[e] = min(cap.get(e, w), w)
-            joins.setdefault(e, []).extend([int(o), min(w, int(end_ts[e] - ts[m]))] for m, o in
-                                           enumerate(outs.tolist()) if m != q and end_ts[e] >= ts[m])
-            medians.append((e, int(outs[mid]), min(w, int(end_ts[e] - ts[mid]))))
-    member = np.isin(into_end, list(cap))
-    d = delay.copy()  # a member's own kernel time capped at its transfer
-    for x in np.flatnonzero(member & own).tolist():
-        d[x] = min(int(d[x]), cap[int(into_end[x])])
-    s = slack.copy()  # a member end's slack found anew (``replay.rebound``): on its first latest way in
-    for e, extra in joins.items():
-        mine = np.flatnonzero(into_end == e)
-        at = [int(out_ts[into_out[x]] + d[x]) for x in mine.tolist()] + [int(out_ts[o]) + w for o, w in extra]
-        best = int(np.argmax(at))
-        s[mine] = 0
-        if best < len(mine):
-            s[mine[best]] = int(end_ts[e]) - at[best]
-        else:
-            extra[best - len(mine)][1] += int(end_ts[e]) - at[best]
+        if (te < ts[mid]).any():
+            return None
+        medians.append((ends, np.full(len(ends), outs[mid]), np.minimum(transfer, te - ts[mid])))
+        ok = (te[:, None] >= ts) & ~np.eye(len(ts), dtype=bool)  # [end, start]: forward, not its own
+        w = np.where(ok, np.minimum(transfer[:, None], te[:, None] - ts), NEVER)
+        for q, e in enumerate(ends.tolist()):  # its own time capped, its slack found anew (``rebound``)
+            mine = by_end.get(e, [])
+            for x in mine:
+                if own[x]:
+                    d[x] = min(int(d[x]), int(transfer[q]))
+            at = [int(out_ts[into_out[x]] + d[x]) for x in mine]
+            m = int(np.argmax(np.where(ok[q], ts + w[q], NEVER)))
+            s[mine] = 0
+            if at and (not ok[q, m] or max(at) >= ts[m] + w[q, m]):  # (ties: the rank's own edge, first)
+                x = mine[int(np.argmax(at))]
+                s[x] = int(te[q]) - max(at)
+            elif ok[q, m]:
+                w[q, m] = te[q] - ts[m]
+        pairs.append((ends, outs, w))
     keep = ~(member & own)  # (the median model: each member's own time is the median's edge)
-    joined = [(into_end, into_out, d + s), *((e, o, w) for e, x in joins.items() for o, w in x)]
-    median = [(into_end[keep], into_out[keep], (d + s)[keep]), *medians]
-    return tuple([np.concatenate([np.atleast_1d(np.asarray(c, np.int64)) for c in column])
-                  for column in zip(*edges)] for edges in (joined, median))
+    median = [np.concatenate([c[keep], *(x[i] for x in medians)]) for i, c in enumerate((into_end, into_out,
+                                                                                         d + s))]
+    return ((into_end, into_out, d + s), pairs), (tuple(median), [])
 
 
-def _times(ps: list[Ports], shift: list[int], end_at: np.ndarray, end_ts: np.ndarray, edges: list
+def _times(ps: list[Ports], shift: list[int], end_at: np.ndarray, end_ts: np.ndarray, ways: tuple
            ) -> list | None:
     """Each rank's outs' replayed times (job clock; last: its latest node's) with the kernel ends joined by
-    ``edges`` (end, source out, weight); a kernel end with no way in keeps its measured time. Relaxed until
-    nothing moves: a DAG settles within its ends' count (None: it did not)."""
-    to, frm, w = edges
+    ``ways`` (``_edges``); a kernel end with no way in keeps its measured time. Relaxed until nothing
+    moves: a DAG settles within its ends' count (None: it did not)."""
+    (to, frm, w), pairs = ways
     has = np.zeros(len(end_ts), bool)
     has[to] = True
+    for ends, _, pw in pairs:
+        has[ends[(pw > LOW).any(axis=1)]] = True
     x = np.where(has, NEVER, end_ts)
     alone = [np.where(p.root > LOW, p.root - s, NEVER) for p, s in zip(ps, shift)]
     for _ in range(len(end_ts) + 2):
@@ -183,6 +189,8 @@ def _times(ps: list[Ports], shift: list[int], end_at: np.ndarray, end_ts: np.nda
         outs = np.concatenate([np.empty(0, np.int64)] + [v[:-1] for v in vals])
         new = np.where(has, NEVER, end_ts)
         np.maximum.at(new, to, outs[frm] + w)
+        for ends, starts, pw in pairs:
+            new[ends] = np.maximum(new[ends], (outs[starts] + pw).max(axis=1))
         if np.array_equal(new, x):
             return vals
         x = new

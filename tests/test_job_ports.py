@@ -23,19 +23,21 @@ from traceaug.job.run import Work
 DLRM = "kineto/jobs/dlrm_v100_8ranks"
 
 
-def _verdict_parts(d: Path) -> tuple[dict, object]:
-    """Each rank's part of a verdict's replay (``job_path.replay_part``, as ``stragglers`` reads it), and
-    the ranks' collectives matched as the replay matches them."""
+def _verdict_parts(d: Path) -> tuple[dict, object, dict]:
+    """Each rank's part of a verdict's replay (``job_path.replay_part``, as ``stragglers`` reads it), the
+    ranks' collectives matched as the replay matches them, and each rank's whole graphs with their models
+    (``job_path.rank_part``, as ``whatif`` reads them)."""
     with traceaug.load_job(d) as job:
         done = job.results("verdict", Work("stragglers", parts.apply, {"fn": tables_and_path},
                                            partial(parts.open_ops_and_tables, step=None)))
+        whole = jp.keyed(job.results("path", Work("job_path", parts.job_path, {"scales": ()})))
     paths = jp.keyed({r: p for r, (_, p) in done.items()})
-    return paths, jp.match_parts(paths)
+    return paths, jp.match_parts(paths), whole
 
 
-def _joined(paths: dict, found, step: int) -> tuple[int, int]:
+def _joined(whole: dict, found, step: int) -> tuple[int, int]:
     """The step replayed on every rank's graph joined: unchanged, then at each collective's median arrival."""
-    j = job_replay.joined_model(paths, found, step)
+    j = job_replay.joined_model(whole, found, step)
     return j.joined.replay(), job_replay._at_the_median(j).replay()
 
 
@@ -70,10 +72,10 @@ JOBS = {
 def test_ports_replay_is_the_joined_graphs(tmp_path: Path, name: str) -> None:
     """Every step's baseline and no-stragglers replay from the ports equals the joined graph's, and the
     late ranks' steps gain from the median arrival (the comparison is not of two unchanged replays)."""
-    paths, found = _verdict_parts(JOBS[name](tmp_path / name))
+    paths, found, whole = _verdict_parts(JOBS[name](tmp_path / name))
     steps = jp.step_keys(paths)
     got = {k: job_ports.replayed(paths, found, k) for k in steps}
-    want = {k: _joined(paths, found, k) for k in steps}
+    want = {k: _joined(whole, found, k) for k in steps}
     assert got == want
     assert any(b > w for b, w in want.values())
 
@@ -81,11 +83,11 @@ def test_ports_replay_is_the_joined_graphs(tmp_path: Path, name: str) -> None:
 def test_a_verdict_joins_no_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``stragglers``' replay of a step never joins the ranks' graphs: its peak memory is a fraction of the
     joined graph's (16 ranks: one rank's graph unpacked at a time, a few numbers per rank kept)."""
-    paths, found = _verdict_parts(_planted_dlrm(tmp_path / "planted"))
+    paths, found, whole = _verdict_parts(_planted_dlrm(tmp_path / "planted"))
     (step,) = jp.step_keys(paths)
     tracemalloc.start()
     try:
-        want = _joined(paths, found, step)
+        want = _joined(whole, found, step)
         joined_peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.reset_peak()
         monkeypatch.setattr(job_replay, "joined_model", lambda *a: pytest.fail("a graph was joined"))
@@ -96,3 +98,15 @@ def test_a_verdict_joins_no_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         tracemalloc.stop()
     assert got == want
     assert peak < joined_peak / 4, (peak, joined_peak)
+
+
+def test_where_the_ports_cannot_tell_the_graphs_are_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """A step the ports cannot replay (an edge of the median replay back in time: told so here) is replayed
+    on every rank's graph, read then: ``stragglers`` and ``report`` give the same verdicts."""
+    d = shared_trace(DLRM)
+    want = traceaug.stragglers(d).attrs["verdict"]
+    shown = traceaug.report(d)["job: verdict"]
+    monkeypatch.setattr(job_ports, "replayed", lambda *a: None)
+    assert traceaug.stragglers(d).attrs["verdict"] == want
+    assert traceaug.report(d)["job: verdict"].equals(shown)

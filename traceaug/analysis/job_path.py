@@ -31,9 +31,9 @@ WHOLE = -1  # the step key of a trace without ProfilerSteps (its whole span)
 @dataclass
 class RankGraph:
     """One rank's graph of one step as plain arrays (absolute ns, the rank's clock): ``coll_event`` (per
-    collectives row, its event; -1: none), the replay model; then (None in a verdict's part, ``replay_part``)
-    nodes, edges and events as ``critical_path.Graph``, ``bind_ns`` (where a UI arrow binds), ``ev["name"]``
-    codes into ``RankPart.names``."""
+    collectives row, its event; -1: none), the replay model (a verdict's part, ``replay_part``: its ports
+    instead); then (None in a verdict's part) nodes, edges and events as ``critical_path.Graph``, ``bind_ns``
+    (where a UI arrow binds), ``ev["name"]`` codes into ``RankPart.names``."""
 
     start: int
     end: int
@@ -110,25 +110,25 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple | None = None
 
 def replay_part(trace: Trace, tables: RankTables, step: int | None = None) -> RankPart:
     """A job verdict's part of one rank (``job_replay.without_stragglers``): each step's (or ``step``'s)
-    replay model and where its collectives are in it, none of the path's arrays (half the size)."""
-    from .job_ports import ports
-
+    collectives in its graph and its replay model reduced to them (``job_ports``), no model: a few numbers."""
     windows = cp.step_windows(trace) or {WHOLE: cp.window(trace)}
     part = _part(trace, tables, {k: w for k, w in windows.items() if step in (None, k)}, (), False)
-    return dataclasses.replace(part, graphs=Packed({k: dataclasses.replace(g, ports=ports(g))
-                                                    for k, g in part.graphs.items()}))
+    return dataclasses.replace(part, graphs=Packed({k: _ported(g) for k, g in part.graphs.items()}))
+
+
+def _ported(g: RankGraph) -> RankGraph:
+    """A verdict's graph of a step: ``g``'s window, where its collectives are, its model's ports."""
+    from .job_ports import ports
+
+    return RankGraph(g.start, g.end, g.coll_event, ports=ports(g))
 
 
 def whole_part(trace: Trace, tables: RankTables) -> tuple[RankPart, RankPart]:
     """Every step's graph with its replay model and the path's arrays, on ``tables`` (with cause
     windows), and its ``replay_part``, both packed: ``rank_part`` without scales and ``replay_part`` of
     any step are views of them (``as_rank_part``, ``as_replay_part``), made without unpacking a graph."""
-    from .job_ports import ports
-
     whole = _part(trace, tables, cp.step_windows(trace) or {WHOLE: cp.window(trace)}, (), True)
-    keep = ("start", "end", "coll_event", "model")
-    replay = RankPart(tables, Packed({k: RankGraph(**{f: getattr(g, f) for f in keep}, ports=ports(g))
-                                      for k, g in whole.graphs.items()}))
+    replay = RankPart(tables, Packed({k: _ported(g) for k, g in whole.graphs.items()}))
     return dataclasses.replace(whole, graphs=Packed(whole.graphs)), replay
 
 

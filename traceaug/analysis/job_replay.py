@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,16 +87,18 @@ def replay_step(parts: dict[int, jp.RankPart], matched: co.Matched, step: int,
                              joined.replay(), joined.unexplained(), predicted, *dep)
 
 
-def without_stragglers(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) -> tuple[int, int]:
+def without_stragglers(parts: dict[int, jp.RankPart], matched: co.Matched, step: int,
+                       graphs: Callable[[], dict] | None = None) -> tuple[int, int]:
     """The job replay of ``step`` unchanged and without stragglers (ns; ``replay_step``'s baseline and its
     ``NO_STRAGGLERS`` prediction), all a job verdict asks of it (``parts``: ``job_path.replay_part``'s): from
-    the ranks' ports (``job_ports``), every rank's graph joined only where they cannot tell."""
+    the ranks' ports (``job_ports``); where they cannot tell, on every rank's graph joined (``graphs()``:
+    ``job_path.rank_part``'s with models, keyed; default ``parts``)."""
     from .job_ports import replayed
 
     found = replayed(parts, matched, step)
     if found is not None:
         return found
-    j = joined_model(parts, matched, step)
+    j = joined_model(graphs() if graphs is not None else parts, matched, step)
     baseline, median = j.joined.replay(), _at_the_median(j)
     del j  # (the joined model's edges: the median model has its own)
     return baseline, median.replay()

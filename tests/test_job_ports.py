@@ -15,7 +15,7 @@ from conftest import shared_trace
 
 import traceaug
 from traceaug.analysis import job_path as jp
-from traceaug.analysis import job_ports, job_replay
+from traceaug.analysis import job_replay
 from traceaug.commands.stragglers import tables_and_path
 from traceaug.job import parts
 from traceaug.job.run import Work
@@ -74,7 +74,7 @@ def test_ports_replay_is_the_joined_graphs(tmp_path: Path, name: str) -> None:
     late ranks' steps gain from the median arrival (the comparison is not of two unchanged replays)."""
     paths, found, whole = _verdict_parts(JOBS[name](tmp_path / name))
     steps = jp.step_keys(paths)
-    got = {k: job_ports.replayed(paths, found, k) for k in steps}
+    got = {k: job_replay.replayed(paths, found, k) for k in steps}
     want = {k: _joined(whole, found, k) for k in steps}
     assert got == want
     assert any(b > w for b, w in want.values())
@@ -107,6 +107,6 @@ def test_where_the_ports_cannot_tell_the_graphs_are_read(tmp_path: Path, monkeyp
     d = shared_trace(DLRM)
     want = traceaug.stragglers(d).attrs["verdict"]
     shown = traceaug.report(d)["job: verdict"]
-    monkeypatch.setattr(job_ports, "replayed", lambda *a: None)
+    monkeypatch.setattr(job_replay, "replayed", lambda *a: None)
     assert traceaug.stragglers(d).attrs["verdict"] == want
     assert traceaug.report(d)["job: verdict"].equals(shown)

@@ -233,7 +233,7 @@ def test_a_ranks_verdict_part_holds_its_steps_ports(job_ranks: dict) -> None:
     assert sorted(unpacked) == [0, 1]
     for k, g in unpacked.items():
         assert g.model is None
-        want = ports(full.graphs[k])
+        want = ports(full.graphs[k].model, full.graphs[k].coll_event)
         for name in (x.name for x in dataclasses.fields(want)):
             assert np.array_equal(getattr(g.ports, name), getattr(want, name)), (k, name)
     models = sum(len(pickle.dumps(g.model)) for g in full.graphs.values())

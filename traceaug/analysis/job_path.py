@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -18,6 +18,7 @@ from . import critical_path as cp
 from . import dag, replay
 from .collective_rank import RankTables
 from .collective_rank import tables as rank_tables
+from .job_ports import Ports, ports, span_into_nodes
 
 if TYPE_CHECKING:
     from ..trace import Trace
@@ -51,7 +52,7 @@ class RankGraph:
     kind: np.ndarray | None = None
     event: np.ndarray | None = None
     ev: dict | None = None
-    ports: Any = None  # a verdict's part: the model reduced to its collectives (``job_ports.Ports``)
+    ports: Ports | None = None  # a verdict's part: the model reduced to its collectives
 
 
 class Packed(Mapping):
@@ -118,9 +119,7 @@ def replay_part(trace: Trace, tables: RankTables, step: int | None = None) -> Ra
 
 def _ported(g: RankGraph) -> RankGraph:
     """A verdict's graph of a step: ``g``'s window, where its collectives are, its model's ports."""
-    from .job_ports import ports
-
-    return RankGraph(g.start, g.end, g.coll_event, ports=ports(g))
+    return RankGraph(g.start, g.end, g.coll_event, ports=ports(g.model, g.coll_event))
 
 
 def whole_part(trace: Trace, tables: RankTables) -> tuple[RankPart, RankPart]:
@@ -303,15 +302,6 @@ def step_inferred(gs: list[RankGraph]) -> dict:
     for g in gs:
         for what, n in (g.inferred or {}).items():
             out[what] = out.get(what, 0) + n
-    return out
-
-
-def span_into_nodes(n: int, src: np.ndarray, dst: np.ndarray, event: np.ndarray) -> np.ndarray:
-    """Per node (of ``n``): the edge of its event's own time into it (an event's start ->
-    end edge, attributed to that event), else -1."""
-    out = np.full(n, -1, np.int64)
-    own = np.flatnonzero((src % 2 == 0) & (dst == src + 1) & (event == src // 2))
-    out[dst[own]] = own
     return out
 
 

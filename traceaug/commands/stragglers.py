@@ -40,7 +40,7 @@ def verdicts(found: co.Matched, paths: dict, job: co.Matched | None = None,
 
 def graphs(call: Call) -> Callable[[], dict]:
     """Every rank's graphs with their replay models (``job_path.rank_part``, keyed), read once when first
-    asked: a verdict's replay asks only where the ranks' ports cannot tell (``job_ports.replayed``)."""
+    asked: a verdict's replay asks only where the ranks' ports cannot tell (``job_replay.replayed``)."""
     from ..analysis.job_path import keyed
     from ..job import parts
     from ..job.run import Work

@@ -215,13 +215,15 @@ def test_a_ranks_verdict_part_is_its_replay_models_alone(job_ranks: dict) -> Non
     assert sorted(_task(f, work).path.graphs) == [1]
 
 
-def test_a_ranks_verdict_part_holds_its_steps_packed(job_ranks: dict) -> None:
-    """The verdict's part keeps each step's graph compressed until the verdict replays that step (it
-    replays one step at a time: the main process holds every rank's steps packed, one step unpacked):
-    under a quarter of the unpacked graphs' bytes (unpacked, their models' numbers are int32 already),
-    and unpacked each step's replay model is the one the critical path's part of the same rank computed."""
+def test_a_ranks_verdict_part_holds_its_steps_ports(job_ranks: dict) -> None:
+    """The verdict's part keeps each step's replay model reduced to its collectives' kernels (``job_ports``:
+    the main process relaxes a few numbers per rank, never every rank's graph joined), no model: the ports of
+    the model the critical path's part of the same rank computed, a fraction of that model's bytes."""
+    import dataclasses
+
     import numpy as np
 
+    from traceaug.analysis.job_ports import ports
     from traceaug.commands.stragglers import tables_and_path
 
     f = job_ranks[5000]
@@ -230,6 +232,9 @@ def test_a_ranks_verdict_part_holds_its_steps_packed(job_ranks: dict) -> None:
     unpacked = {k: part.graphs[k] for k in part.graphs}
     assert sorted(unpacked) == [0, 1]
     for k, g in unpacked.items():
-        for name in ("node_ts", "node_order", "src", "dst", "delay", "slack", "bind", "event", "what"):
-            assert np.array_equal(getattr(g.model, name), getattr(full.graphs[k].model, name)), (k, name)
-    assert len(pickle.dumps(part.graphs)) < 0.25 * len(pickle.dumps(unpacked))
+        assert g.model is None
+        want = ports(full.graphs[k].model, full.graphs[k].coll_event)
+        for name in (x.name for x in dataclasses.fields(want)):
+            assert np.array_equal(getattr(g.ports, name), getattr(want, name)), (k, name)
+    models = sum(len(pickle.dumps(g.model)) for g in full.graphs.values())
+    assert len(pickle.dumps(part.graphs)) < 0.25 * models, (len(pickle.dumps(part.graphs)), models)

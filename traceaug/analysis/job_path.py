@@ -18,6 +18,7 @@ from . import critical_path as cp
 from . import dag, replay
 from .collective_rank import RankTables
 from .collective_rank import tables as rank_tables
+from .job_ports import Ports, ports, span_into_nodes
 
 if TYPE_CHECKING:
     from ..trace import Trace
@@ -31,9 +32,9 @@ WHOLE = -1  # the step key of a trace without ProfilerSteps (its whole span)
 @dataclass
 class RankGraph:
     """One rank's graph of one step as plain arrays (absolute ns, the rank's clock): ``coll_event`` (per
-    collectives row, its event; -1: none), the replay model; then (None in a verdict's part, ``replay_part``)
-    nodes, edges and events as ``critical_path.Graph``, ``bind_ns`` (where a UI arrow binds), ``ev["name"]``
-    codes into ``RankPart.names``."""
+    collectives row, its event; -1: none), the replay model (a verdict's part, ``replay_part``: its ports
+    instead); then (None in a verdict's part) nodes, edges and events as ``critical_path.Graph``, ``bind_ns``
+    (where a UI arrow binds), ``ev["name"]`` codes into ``RankPart.names``."""
 
     start: int
     end: int
@@ -51,6 +52,7 @@ class RankGraph:
     kind: np.ndarray | None = None
     event: np.ndarray | None = None
     ev: dict | None = None
+    ports: Ports | None = None  # a verdict's part: the model reduced to its collectives
 
 
 class Packed(Mapping):
@@ -109,10 +111,15 @@ def rank_part(trace: Trace, rank: int | None = None, scales: tuple | None = None
 
 def replay_part(trace: Trace, tables: RankTables, step: int | None = None) -> RankPart:
     """A job verdict's part of one rank (``job_replay.without_stragglers``): each step's (or ``step``'s)
-    replay model and where its collectives are in it, none of the path's arrays (half the size)."""
+    collectives in its graph and its replay model reduced to them (``job_ports``), no model: a few numbers."""
     windows = cp.step_windows(trace) or {WHOLE: cp.window(trace)}
     part = _part(trace, tables, {k: w for k, w in windows.items() if step in (None, k)}, (), False)
-    return dataclasses.replace(part, graphs=Packed(part.graphs))
+    return dataclasses.replace(part, graphs=Packed({k: _ported(g) for k, g in part.graphs.items()}))
+
+
+def _ported(g: RankGraph) -> RankGraph:
+    """A verdict's graph of a step: ``g``'s window, where its collectives are, its model's ports."""
+    return RankGraph(g.start, g.end, g.coll_event, ports=ports(g.model, g.coll_event))
 
 
 def whole_part(trace: Trace, tables: RankTables) -> tuple[RankPart, RankPart]:
@@ -120,9 +127,7 @@ def whole_part(trace: Trace, tables: RankTables) -> tuple[RankPart, RankPart]:
     windows), and its ``replay_part``, both packed: ``rank_part`` without scales and ``replay_part`` of
     any step are views of them (``as_rank_part``, ``as_replay_part``), made without unpacking a graph."""
     whole = _part(trace, tables, cp.step_windows(trace) or {WHOLE: cp.window(trace)}, (), True)
-    keep = ("start", "end", "coll_event", "model")
-    replay = RankPart(tables, Packed({k: RankGraph(**{f: getattr(g, f) for f in keep})
-                                      for k, g in whole.graphs.items()}))
+    replay = RankPart(tables, Packed({k: _ported(g) for k, g in whole.graphs.items()}))
     return dataclasses.replace(whole, graphs=Packed(whole.graphs)), replay
 
 
@@ -300,15 +305,6 @@ def step_inferred(gs: list[RankGraph]) -> dict:
     for g in gs:
         for what, n in (g.inferred or {}).items():
             out[what] = out.get(what, 0) + n
-    return out
-
-
-def span_into_nodes(n: int, src: np.ndarray, dst: np.ndarray, event: np.ndarray) -> np.ndarray:
-    """Per node (of ``n``): the edge of its event's own time into it (an event's start ->
-    end edge, attributed to that event), else -1."""
-    out = np.full(n, -1, np.int64)
-    own = np.flatnonzero((src % 2 == 0) & (dst == src + 1) & (event == src // 2))
-    out[dst[own]] = own
     return out
 
 

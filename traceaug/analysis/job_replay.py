@@ -4,15 +4,17 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import collectives as co
 from . import job_path as jp
-from . import replay
+from . import job_ports, replay
 
 NO_STRAGGLERS = "no-stragglers"
+NEVER, LOW = job_ports.NEVER, job_ports.LOW
 
 
 def _cat(parts: list[np.ndarray]) -> np.ndarray:
@@ -86,10 +88,16 @@ def replay_step(parts: dict[int, jp.RankPart], matched: co.Matched, step: int,
                              joined.replay(), joined.unexplained(), predicted, *dep)
 
 
-def without_stragglers(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) -> tuple[int, int]:
+def without_stragglers(parts: dict[int, jp.RankPart], matched: co.Matched, step: int,
+                       graphs: Callable[[], dict] | None = None) -> tuple[int, int]:
     """The job replay of ``step`` unchanged and without stragglers (ns; ``replay_step``'s baseline and its
-    ``NO_STRAGGLERS`` prediction), all a job verdict asks of it (``parts``: ``job_path.replay_part``'s)."""
-    j = joined_model(parts, matched, step)
+    ``NO_STRAGGLERS`` prediction), all a job verdict asks of it (``parts``: ``job_path.replay_part``'s): from
+    the ranks' ports (``job_ports``); where they cannot tell, on every rank's graph joined (``graphs()``:
+    ``job_path.rank_part``'s with models, keyed; default ``parts``)."""
+    found = replayed(parts, matched, step)
+    if found is not None:
+        return found
+    j = joined_model(graphs() if graphs is not None else parts, matched, step)
     baseline, median = j.joined.replay(), _at_the_median(j)
     del j  # (the joined model's edges: the median model has its own)
     return baseline, median.replay()
@@ -124,3 +132,122 @@ def whatif(parts: dict[int, jp.RankPart], step: int | None = None,
         p.names for p in parts.values() if p.names is not None]), picks)
     return [replay_step(parts, found, k, list(scales), no_launch_delay, no_stragglers)
             for k in jp.step_keys(parts, step)]
+
+
+def replayed(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) -> tuple[int, int] | None:
+    """``without_stragglers`` from the ranks' ports (``job_ports``; None: a rank without them, or an edge of
+    the median replay running back in time, whose schedule only the joined graph gives): the joined models'
+    longest paths, each rank's cut at its kernels' ends, relaxed across ranks at those ends."""
+    ranks = [r for r in sorted(parts) if step in parts[r].graphs]
+    gs = [dataclasses.replace(parts[r].graphs[step], model=None) for r in ranks]  # (one model at a time)
+    if any(g.ports is None for g in gs):
+        return None
+    off = matched.offsets()
+    shift = [int(off.get(r, 0)) for r in ranks]
+    ps = [g.ports for g in gs]
+    node_at, out_at, end_at = (np.cumsum([0] + [n(p) for p in ps]) for n in (
+        lambda p: p.n, lambda p: len(p.out_ts), lambda p: len(p.ev)))
+
+    def cat(field: str, at: np.ndarray | None = None, clock: bool = False) -> np.ndarray:
+        """A field of every rank's ports in one array: numbered as one (``at``), in the job clock."""
+        each = [getattr(p, field) for p in ps]
+        if at is not None:
+            each = [x + at[i] for i, x in enumerate(each)]
+        if clock:
+            each = [x - shift[i] for i, x in enumerate(each)]
+        return np.concatenate(each) if each else np.empty(0, np.int64)
+
+    out_ts, end_ts = cat("out_ts", clock=True), cat("end_ts", clock=True)
+    groups = []  # per matched instance (``job_path.members``): its members' kernel ends, their starts' outs
+    for mem in jp.members(matched, ranks, gs, node_at):
+        i = (np.searchsorted(node_at, mem, "right") - 1).tolist()
+        p = [int(np.searchsorted(ps[a].ev, (x - node_at[a]) // 2)) for a, x in zip(i, mem.tolist())]
+        groups.append((end_at[i] + p, out_at[i] + [ps[a].start_out[b] for a, b in zip(i, p)]))
+    into = (cat("into_end", end_at), cat("into_out", out_at), cat("into_delay"), cat("into_slack"),
+            cat("into_own"))
+    both = _edges(groups, into, out_ts, end_ts)
+    if both is None:
+        return None
+    start = min(p.start - s for p, s in zip(ps, shift))
+    found = []
+    for edges, every_node in zip(both, (True, False)):
+        times = _times(ps, shift, end_at, end_ts, edges)
+        if times is None:
+            return None
+        tails = [int((times[i][p.tail_out] + p.after).max()) for i, p in enumerate(ps) if p.n]
+        if not tails:  # (no node: the window's end, as ``replay.Model.finish``)
+            found.append(max(p.end - s for p, s in zip(ps, shift)) - start)
+            continue
+        last = max(int(times[i][-1]) for i, p in enumerate(ps) if p.n) if every_node else 0
+        found.append(max(max(tails), last) - start)
+    return found[0], found[1]
+
+
+def _edges(groups: list, into: tuple, out_ts: np.ndarray, end_ts: np.ndarray) -> tuple | None:
+    """The ways into the kernel ends of the joined model (``joined_model``) and of its median one
+    (``_at_the_median``): each as (edges: end, source out, delay plus slack; per instance its
+    ends, their starts' outs and the join from each start to each end, ``NEVER``: none). None: a kernel in
+    two instances, or an edge of the median model running back in time."""
+    into_end, into_out, delay, slack, own = into
+    ends = np.concatenate([np.empty(0, np.int64)] + [e for e, _ in groups])
+    if len(np.unique(ends)) < len(ends):
+        return None
+    by_end: dict = {}
+    for x, e in enumerate(into_end.tolist()):
+        by_end.setdefault(e, []).append(x)
+    member = np.isin(into_end, ends)
+    d, s = delay.copy(), slack.copy()
+    pairs, medians = [], []
+    for ends, outs in groups:
+        ts, te = out_ts[outs], end_ts[ends]
+        transfer = np.maximum(te - ts.max(), 0)
+        mid = int(np.argsort(ts, kind="stable")[(len(ts) - 1) // 2])
+        if (te < ts[mid]).any():
+            return None
+        medians.append((ends, np.full(len(ends), outs[mid]), np.minimum(transfer, te - ts[mid])))
+        ok = (te[:, None] >= ts) & ~np.eye(len(ts), dtype=bool)  # [end, start]: forward, not its own
+        w = np.where(ok, np.minimum(transfer[:, None], te[:, None] - ts), NEVER)
+        for q, e in enumerate(ends.tolist()):  # its own time capped, its slack found anew (``rebound``)
+            mine = by_end.get(e, [])
+            for x in mine:
+                if own[x]:
+                    d[x] = min(int(d[x]), int(transfer[q]))
+            at = [int(out_ts[into_out[x]] + d[x]) for x in mine]
+            m = int(np.argmax(np.where(ok[q], ts + w[q], NEVER)))
+            s[mine] = 0
+            if at and (not ok[q, m] or max(at) >= ts[m] + w[q, m]):  # (ties: the rank's own edge, first)
+                x = mine[int(np.argmax(at))]
+                s[x] = int(te[q]) - max(at)
+            elif ok[q, m]:
+                w[q, m] = te[q] - ts[m]
+        pairs.append((ends, outs, w))
+    keep = ~(member & own)  # (the median model: each member's own time is the median's edge)
+    median = [np.concatenate([c[keep], *(x[i] for x in medians)]) for i, c in enumerate((into_end, into_out,
+                                                                                         d + s))]
+    return ((into_end, into_out, d + s), pairs), (tuple(median), [])
+
+
+def _times(ps: list[job_ports.Ports], shift: list[int], end_at: np.ndarray, end_ts: np.ndarray, ways: tuple
+           ) -> list | None:
+    """Each rank's outs' replayed times (job clock; last: its latest node's) with the kernel ends joined by
+    ``ways`` (``_edges``); a kernel end with no way in keeps its measured time. Relaxed until nothing
+    moves: a DAG settles within its ends' count (None: it did not)."""
+    (to, frm, w), pairs = ways
+    has = np.zeros(len(end_ts), bool)
+    has[to] = True
+    for ends, _, pw in pairs:
+        has[ends[(pw > LOW).any(axis=1)]] = True
+    x = np.where(has, NEVER, end_ts)
+    alone = [np.where(p.root > LOW, p.root - s, NEVER) for p, s in zip(ps, shift)]
+    for _ in range(len(end_ts) + 2):
+        vals = [np.maximum(a, (x[end_at[i]:end_at[i + 1], None] + p.dist).max(axis=0)) if len(p.ev) else a
+                for i, (p, a) in enumerate(zip(ps, alone))]
+        outs = np.concatenate([np.empty(0, np.int64)] + [v[:-1] for v in vals])
+        new = np.where(has, NEVER, end_ts)
+        np.maximum.at(new, to, outs[frm] + w)
+        for ends, starts, pw in pairs:
+            new[ends] = np.maximum(new[ends], (outs[starts] + pw).max(axis=1))
+        if np.array_equal(new, x):
+            return vals
+        x = new
+    return None

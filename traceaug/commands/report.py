@@ -27,7 +27,7 @@ def _job(found: list | None, ranks: list, call: Call, top: int | None) -> list[t
 
     job = co.match_job(found)  # (the verdict's replay matches the same: aligned, every step)
     matched = by_step(job, call["step"], call["trace"])
-    return job_sections(matched, top, verdicts(matched, keyed(held), job))
+    return job_sections(matched, top, verdicts(matched, keyed(held), job, call))
 
 
 OVERVIEW = "verdict and findings"

@@ -4,8 +4,9 @@ rank's step time and wait in collectives."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
+from functools import cache, partial
 from typing import TYPE_CHECKING
 
 from .collectives import declared, matched, out, with_attrs
@@ -18,11 +19,13 @@ if TYPE_CHECKING:
     from ..analysis.job_verdict import Verdict
 
 
-def verdicts(found: co.Matched, paths: dict, job: co.Matched | None = None) -> list[Verdict]:
+def verdicts(found: co.Matched, paths: dict, job: co.Matched | None = None,
+             call: Call | None = None) -> list[Verdict]:
     """Every step's verdict of the job ``found`` (``--step``'s only, if given), with the job replay of that
     step unchanged and without stragglers (``job_replay.without_stragglers`` of ``paths``, the ranks'
     ``job_path.replay_part``s): only the steps a verdict names are replayed. ``job``: the ranks' collectives
-    matched and aligned, every step (``jp.match_parts(paths)``), when the caller has it."""
+    matched and aligned, every step (``jp.match_parts(paths)``), when the caller has it; ``call``: the
+    command, whose ranks' whole graphs a replay reads where their ports cannot tell (``graphs``)."""
     from ..analysis import job_path as jp
     from ..analysis import job_replay
     from ..analysis.job_verdict import verdicts as made
@@ -31,7 +34,18 @@ def verdicts(found: co.Matched, paths: dict, job: co.Matched | None = None) -> l
     if len(found.tables) < 2 or not steps:
         return made(found)
     job = job or jp.match_parts(paths)  # (the replay's own match: aligned, every step)
-    return made(found, {k: job_replay.without_stragglers(paths, job, k) for k in sorted(steps)})
+    whole = graphs(call) if call is not None else None
+    return made(found, {k: job_replay.without_stragglers(paths, job, k, whole) for k in sorted(steps)})
+
+
+def graphs(call: Call) -> Callable[[], dict]:
+    """Every rank's graphs with their replay models (``job_path.rank_part``, keyed), read once when first
+    asked: a verdict's replay asks only where the ranks' ports cannot tell (``job_replay.replayed``)."""
+    from ..analysis.job_path import keyed
+    from ..job import parts
+    from ..job.run import Work
+
+    return cache(lambda: keyed(call.run(Work("job_path", parts.job_path, {"scales": ()}), "job_path:()")))
 
 
 def tables_and_path(opened) -> tuple:
@@ -53,7 +67,7 @@ def _compute(call: Call) -> tuple[co.Matched, list[Verdict]]:
     # the replay's match (aligned, every step) is the one shown before --step: the job matched once
     job = co.match_job(co.ranked(tables)) if call["align"] else None
     found = matched(call, call["align"], tables, job)
-    return found, verdicts(found, keyed({r: p for r, (_, p) in done.items()}), job)
+    return found, verdicts(found, keyed({r: p for r, (_, p) in done.items()}), job, call)
 
 
 def _show(found: tuple[co.Matched, list[Verdict]], call: Call) -> None:

@@ -60,7 +60,7 @@ def measure(job: Path, small: Path | None, skip_hta: bool) -> dict[str, Any]:
         rows["HTA TraceAnalysis + report's analyses"] = run_measured(
             [sys.executable, "-c", HTA_CHILD, str(job), "report"])
     json_bytes = [p.stat().st_size for p in job.glob("rank-*.json")]
-    return {"runs": rows, "cache_bytes_per_rank": sum(entries) / max(1, len(entries)),
+    return {"runs": rows, "cache_bytes_per_rank": sum(entries) / len(json_bytes),  # every entry of a rank
             "json_bytes_per_rank": sum(json_bytes) / len(json_bytes),
             "gz_bytes": TRACE.stat().st_size}
 

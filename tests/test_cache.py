@@ -357,3 +357,24 @@ def test_a_capture_is_never_answered_from_an_entry_made_without_it(tmp_path: Pat
                               "--capture", str(vllm.parent / "capture_traces")))
     assert [(r["graph_replayed"], r["attributed"]) for r in (plain["rows"][0], captured["rows"][0])] == [
         (421, 0), (421, 421)]
+
+
+def test_a_warm_job_hands_on_each_rank_before_reading_the_next(jobs, tmp_path: Path, monkeypatch) -> None:
+    """Warm, a rank's result is read from the cache only once the one before went to ``on_result``, whose
+    answer the run holds in its place: a job's command holds what it reads of each rank, never every
+    rank's whole result at once (issue 38: the warm run's peak memory independent of the ranks)."""
+    from traceaug.job import parts
+    from traceaug.job import run as job_run
+
+    a, _ = jobs
+    options = job_run.JobOptions(progress=False, cache=str(tmp_path / "cache"))
+    items = job_run.items_of(options.select(a))
+    work = job_run.Work("gpu_steps", parts.ops, opens=parts.open_ops)
+    cold = job_run.run(work, items, options)  # (fills the cache)
+    events: list = []
+    get = cache.Entry.get
+    monkeypatch.setattr(cache.Entry, "get", lambda self: events.append("read") or get(self))
+    held = job_run.run(work, items, options,
+                       on_result=lambda rank, ops: events.append(rank) or len(ops.ops["ts"]))
+    assert held == {r: len(g.ops["ts"]) for r, g in cold.items()}
+    assert len(cold) == 16 and events == [e for r in cold for e in ("read", r)]

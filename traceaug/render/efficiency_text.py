@@ -109,11 +109,11 @@ def _notes(text: list[str]) -> list[tuple[str, Columns]]:
 
 def report_part(found: dict, top: int) -> dict:
     """What ``report_sections`` reads of a rank's ``efficiency.part``: its notes, MFU per step and its
-    first ``top`` op groups (a rank's rows come by GPU time), the columns report shows; a job's report
-    holds this of each rank, not the whole part."""
+    first ``top`` op groups (a rank's rows come by GPU time; copies, not views holding every row), the
+    columns report shows; a job's report holds this of each rank, not the whole part."""
     return {"notes": found["notes"], "peaks_known": found["peaks_known"], "modelled": modelled(found),
             "steps": {c: v for c, v in found["steps"].items() if c in REPORT_SHOWN["steps"]},
-            "groups": {c: v[:top] for c, v in found["groups"].items() if c in REPORT_SHOWN["groups"]}}
+            "groups": {c: v[:top].copy() for c, v in found["groups"].items() if c in REPORT_SHOWN["groups"]}}
 
 
 def report_sections(parts: dict) -> list[tuple[str, Columns]]:

@@ -70,7 +70,8 @@ def text_part(g, in_job: bool, step: int | None, top: int) -> dict:
     from ..analysis import serving_figures
     from ..render.findings import overview_part
 
-    return {"text": report.part(g, in_job, step, top), "overview": overview_part(g, step),
+    text = report.part(g, in_job, step, top)
+    return {"text": text, "overview": overview_part(g, step, text),
             "serving": serving_figures.part(g) if len(g.serving["step"]) else None}
 
 

@@ -19,8 +19,8 @@ def _job(found: list | None, ranks: list, call: Call, top: int | None) -> list[t
     """A job's section from its ranks' collective tables and ``RankPart``s (none without
     collectives)."""
     held = {p.rank: p.path for p in ranks}
-    for p in ranks:  # (their replay models: freed here, before the page is made)
-        p.path = None
+    for p in ranks:  # (their replay models and collective tables: freed here, before the page is made)
+        p.path = p.collectives = None
     if found is None or not any(len(t.colls) for t in found):
         return []  # (one trace: none of the job's modules imported)
     from ..analysis import collectives as co
@@ -86,6 +86,7 @@ def compute(call: Call) -> list | tuple:
         found, colls = rank_parts(call, text_part, {"step": call["step"], "top": call["top"]}, True,
                                   held(call))
         job = _job(colls, found, call, call["top"])  # the terminal's heatmap: the ``top`` worst
+        del colls
         parts = tables(found)
         seen = overview({k: [p["overview"][k] for p in parts] for k in parts[0]["overview"]},
                         call["step"], job=job)

@@ -378,3 +378,17 @@ def test_a_warm_job_hands_on_each_rank_before_reading_the_next(jobs, tmp_path: P
                        on_result=lambda rank, ops: events.append(rank) or len(ops.ops["ts"]))
     assert held == {r: len(g.ops["ts"]) for r, g in cold.items()}
     assert len(cold) == 16 and events == [e for r in cold for e in ("read", r)]
+
+
+def test_report_on_a_loaded_job_keeps_the_jobs_results_whole(tmp_path: Path) -> None:
+    """report holds copies of a loaded ``Job``'s rank parts, cut to what it shows, never the Job's own: a
+    second report of the same Job (another ``top`` between) answers as the job's directory does."""
+    import traceaug
+
+    d = write(tmp_path / "job", job(4, 1, 400, steps=2))
+    loaded = traceaug.load_job(d)
+    asked = [traceaug.report(loaded, top=top) for top in (3, 1, 3)]
+    fresh = [traceaug.report(d, top=top, no_cache=True) for top in (3, 1)]
+    for got, want in zip(asked, [*fresh, fresh[0]], strict=True):
+        assert list(got) == list(want) and all(got[k].equals(want[k]) for k in want)
+    assert "job: verdict" in asked[0]  # (the job's section: its replay models read from the parts)

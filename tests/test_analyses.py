@@ -95,6 +95,14 @@ def test_gaps_and_transitions(g) -> None:
     assert got == {k: (len(v), sum(v) * US) for k, v in gen.ANSWERS["transitions"].items()}
     h = gaps.histogram(gaps.stream_pairs(g)["gap"], 0, 100, 10, log=False)
     assert h["count"].tolist() == [1, 4, 0, 0, 1, 0, 0, 0, 1, 0]  # 5 | 10 10 10 13 | 47 | 80
+    # a job's histogram holds each rank's distinct gaps and their counts: the same counts, every rank's
+    counted = gaps.counted(gaps.stream_pairs(g)["gap"])
+    assert gaps.histogram(counted, 0, 100, 10, log=False)["count"].tolist() == h["count"].tolist()
+    rank = gaps.part(g, True, None, None, "count")
+    job = dict(gaps.combine([rank, rank, rank], 0, 100, 10))
+    one = gaps.histogram(gaps.stream_pairs(g)["gap"], 0, 100, 10)["count"]
+    assert job["gap histogram (µs, log-spaced bins, gaps > 0 on every stream)"]["count"].tolist() == \
+        (3 * one).tolist() and one.sum() == 7
 
 
 def test_idle_breakdown_hta_rules(g) -> None:

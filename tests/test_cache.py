@@ -357,3 +357,38 @@ def test_a_capture_is_never_answered_from_an_entry_made_without_it(tmp_path: Pat
                               "--capture", str(vllm.parent / "capture_traces")))
     assert [(r["graph_replayed"], r["attributed"]) for r in (plain["rows"][0], captured["rows"][0])] == [
         (421, 0), (421, 421)]
+
+
+def test_a_warm_job_hands_on_each_rank_before_reading_the_next(jobs, tmp_path: Path, monkeypatch) -> None:
+    """Warm, a rank's result is read from the cache only once the one before went to ``on_result``, whose
+    answer the run holds in its place: a job's command holds what it reads of each rank, never every
+    rank's whole result at once (issue 38: the warm run's peak memory independent of the ranks)."""
+    from traceaug.job import parts
+    from traceaug.job import run as job_run
+
+    a, _ = jobs
+    options = job_run.JobOptions(progress=False, cache=str(tmp_path / "cache"))
+    items = job_run.items_of(options.select(a))
+    work = job_run.Work("gpu_steps", parts.ops, opens=parts.open_ops)
+    cold = job_run.run(work, items, options)  # (fills the cache)
+    events: list = []
+    get = cache.Entry.get
+    monkeypatch.setattr(cache.Entry, "get", lambda self: events.append("read") or get(self))
+    held = job_run.run(work, items, options,
+                       on_result=lambda rank, ops: events.append(rank) or len(ops.ops["ts"]))
+    assert held == {r: len(g.ops["ts"]) for r, g in cold.items()}
+    assert len(cold) == 16 and events == [e for r in cold for e in ("read", r)]
+
+
+def test_report_on_a_loaded_job_keeps_the_jobs_results_whole(tmp_path: Path) -> None:
+    """report holds copies of a loaded ``Job``'s rank parts, cut to what it shows, never the Job's own: a
+    second report of the same Job (another ``top`` between) answers as the job's directory does."""
+    import traceaug
+
+    d = write(tmp_path / "job", job(4, 1, 400, steps=2))
+    loaded = traceaug.load_job(d)
+    asked = [traceaug.report(loaded, top=top) for top in (3, 1, 3)]
+    fresh = [traceaug.report(d, top=top, no_cache=True) for top in (3, 1)]
+    for got, want in zip(asked, [*fresh, fresh[0]], strict=True):
+        assert list(got) == list(want) and all(got[k].equals(want[k]) for k in want)
+    assert "job: verdict" in asked[0]  # (the job's section: its replay models read from the parts)

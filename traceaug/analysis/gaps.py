@@ -122,22 +122,25 @@ def device_gaps(g: GpuOps, step: int | None = None) -> Columns:
             **_stats_of([(d,) for d in devices.tolist()], [of], length)}
 
 
-def histogram(gap_ns: np.ndarray, lo_us: float | None = None, hi_us: float | None = None,
+def histogram(gap_ns: np.ndarray | tuple, lo_us: float | None = None, hi_us: float | None = None,
               bins: int = 20, log: bool = True) -> Columns:
     """Positive gaps per bin of [``lo_us``, ``hi_us``] µs (default: their range): ``lo_us``, ``hi_us``,
-    ``count``. Log bins (gaps span decades) from the least gap if ``lo_us`` <= 0; ``log=False``: linear."""
+    ``count``. Log bins (gaps span decades) from the least gap if ``lo_us`` <= 0; ``log=False``: linear.
+    ``gap_ns``: the gaps, or (distinct gaps, how many of each) as ``counted`` gives them."""
+    gap_ns, times = gap_ns if isinstance(gap_ns, tuple) else (gap_ns, None)
+    weights = None if times is None else times[gap_ns > 0]
     us = gap_ns[gap_ns > 0] / 1e3
     lo = float(us.min()) if lo_us is None and len(us) else (lo_us or 0.0)
     hi = float(us.max()) if hi_us is None and len(us) else (hi_us if hi_us is not None else 1.0)
     hi = max(hi, lo + 1e-3, lo + abs(lo) * 1e-9 * bins)  # bins of a width a float can tell
     if not log:
-        counts, edges = np.histogram(us, bins=bins, range=(lo, hi))
+        counts, edges = np.histogram(us, bins=bins, range=(lo, hi), weights=weights)
         return {"lo_us": edges[:-1], "hi_us": edges[1:], "count": counts.astype(np.int64)}
     inside = us[(us >= lo) & (us <= hi)]
     start = lo if lo > 0 else min(float(inside.min()) if len(inside) else 1e-3, hi / 2)
     edges = np.geomspace(start, hi, bins + 1)
     edges[0], edges[-1] = lo, hi  # exactly the range asked for
-    counts = np.histogram(us, bins=edges)[0]
+    counts = np.histogram(us, bins=edges, weights=weights)[0]
     return {"lo_us": edges[:-1], "hi_us": edges[1:], "count": counts.astype(np.int64)}
 
 
@@ -154,19 +157,26 @@ def transitions(g: GpuOps, step: int | None = None, sort: str = "count") -> Colu
     return {k: v[order] for k, v in out.items()}
 
 
+def counted(gap_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct gaps and how many of each (a few hundred for thousands of gaps on an A100 rank): what
+    a job's histogram holds of each rank."""
+    return np.unique(gap_ns, return_counts=True)
+
+
 def part(g: GpuOps, in_job: bool, step: int | None, top: int | None, sort: str) -> dict:
     """A rank's part of the ``gaps`` command: its gap tables, its ``top`` transitions, and its
-    positive gaps (what the job's histogram counts)."""
+    positive gaps, ``counted`` (what the job's histogram counts)."""
     gap = stream_pairs(g, step)["gap"]
     t = {k: v[:top] for k, v in transitions(g, step, sort).items()}
-    return {"gap": gap[gap > 0], "transitions": {"rank": objects([g.rank] * len(t["count"])), **t},
+    return {"gap": counted(gap[gap > 0]), "transitions": {"rank": objects([g.rank] * len(t["count"])), **t},
             "stream": stream_gaps(g, step), "device": device_gaps(g, step)}
 
 
 def combine(parts: list[dict], hist_min: float | None, hist_max: float | None,
          bins: int) -> list[tuple[str, Columns]]:
     """The ``gaps`` command's sections from each rank's ``part``."""
-    hist = histogram(np.concatenate([p["gap"] for p in parts]), hist_min, hist_max, bins)
+    gap = tuple(np.concatenate([p["gap"][i] for p in parts]) for i in (0, 1))
+    hist = histogram(gap, hist_min, hist_max, bins)
     return [("gaps per stream", concat([p["stream"] for p in parts])),
             ("gaps per device (union of its streams)", concat([p["device"] for p in parts])),
             ("gap histogram (µs, log-spaced bins, gaps > 0 on every stream)", hist),

@@ -17,19 +17,21 @@ from .declare import JOB, Call, Command, argument, echo, fmt, rank, step
 GPU_STEPS = "gpu_steps"  # the load kind the analyses need (``analysis.gpu_steps``)
 
 
-def rank_parts(call: Call, fn: Callable, params: dict, kind: str = GPU_STEPS,
-               collectives: bool = False) -> tuple[list[parts.RankPart], list | None]:
-    """Each rank's ``RankPart`` of ``fn(ops, in_job, **params)`` in rank order; with
-    ``collectives``, a job's collective tables from the same read (one rank: None), each part's
-    ``path`` its part of the verdict's replay (``params["step"]``'s alone, if given)."""
+def rank_parts(call: Call, fn: Callable, params: dict, collectives: bool = False,
+               on_result: Callable | None = None) -> tuple[list[parts.RankPart], list | None]:
+    """Each rank's ``RankPart`` of ``fn(ops, in_job, **params)``, read as the command's kind, in rank
+    order (``on_result``'s answer in its place, as ``job.run.run``'s); with ``collectives``, a job's
+    collective tables from the same read (one rank: None), each part's ``path`` its part of the
+    verdict's replay (``params["step"]``'s alone, if given)."""
     from functools import partial
 
     in_job = len(call.files()) > 1
+    kind = call.command.kind(call.params)
     both = collectives and in_job
     work = Work("job_path" if both else kind, parts.part,
                 {"fn": fn, "in_job": in_job, **params},
                 partial(parts.open_ops_and_tables, step=params.get("step")) if both else parts.open_ops)
-    done = call.run(work, None)
+    done = call.run(work, None, on_result=on_result)
     if not any(p.ops for p in done.values()):
         raise TraceaugError(f"{call['trace']}: no GPU kernels, copies or sets to analyse")
     if not both:
@@ -95,8 +97,7 @@ def command(name: str, help: str, module: ModuleType, options: tuple,
     ops = per_op if declared.pop("per_op", False) else lambda found: []
 
     def compute(call: Call) -> list[tuple[str, dict]]:
-        found, _ = rank_parts(call, module.part, {p: call[p] for p in part},
-                              declared.get("kind", lambda p: GPU_STEPS)(call.params))
+        found, _ = rank_parts(call, module.part, {p: call[p] for p in part})
         return module.combine(tables(found), **{p: call[p] for p in combine}) + ops(found) + \
             reliability(found)
 

@@ -16,7 +16,7 @@ import traceaug.paths as paths
 import traceaug.runtime as runtime
 
 from ..job.loaded import Job
-from ..job.run import CLUSTER_TIMEOUT_S, JobOptions, Work, items_of, run
+from ..job.run import CLUSTER_TIMEOUT_S, JobOptions, Work, arrived, items_of, run
 from ..output import FORMATS, TABLE_WIDTH
 from ..read.ranks import TraceFile
 
@@ -240,14 +240,16 @@ class Call:
             raise found
         return found
 
-    def run(self, work: Work, key: str, name: str | None = None) -> dict:
+    def run(self, work: Work, key: str, name: str | None = None, on_result: Callable | None = None) -> dict:
         """``work`` on every rank of trace input ``name`` (default: the first): a loaded
-        ``Job``'s results, read once per ``key``, else through the job runner."""
+        ``Job``'s results, read once per ``key``, else through the job runner; ``on_result`` as ``run``'s
+        (a loaded job's results kept whole, its answers held in their place here)."""
         source = self.params[name or self.command.inputs[0]]
         if isinstance(source, Job):  # kept per work when no key names it (analyses share none)
-            return source.results(key or repr((work.kind, work.per_rank, work.opens,
+            done = source.results(key or repr((work.kind, work.per_rank, work.opens,
                                                sorted(work.params.items()))), work)
-        return run(work, items_of(self.files(name)), self.job)
+            return {r: arrived(on_result, r, v) for r, v in done.items()}
+        return run(work, items_of(self.files(name)), self.job, on_result)
 
     def prefetch(self) -> None:
         """Pass 1 of each input that is one local file, in a child, before the engine's

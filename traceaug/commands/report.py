@@ -4,9 +4,13 @@ offline page of charts."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+
 import traceaug.paths as paths
 
 from ..analysis import report
+from ..job.parts import RankPart
 from .analysis import rank_parts, reliability, sections_api, shown, tables
 from .declare import COUNT, JOB, Call, Command, argument, echo, fmt, option, rank, said, step
 
@@ -15,8 +19,8 @@ def _job(found: list | None, ranks: list, call: Call, top: int | None) -> list[t
     """A job's section from its ranks' collective tables and ``RankPart``s (none without
     collectives)."""
     held = {p.rank: p.path for p in ranks}
-    for p in ranks:  # (their replay models: freed here, before the page is made)
-        p.path = None
+    for p in ranks:  # (their replay models and collective tables: freed here, before the page is made)
+        p.path = p.collectives = None
     if found is None or not any(len(t.colls) for t in found):
         return []  # (one trace: none of the job's modules imported)
     from ..analysis import collectives as co
@@ -36,16 +40,28 @@ OVERVIEW = "verdict and findings"
 KIND = "report"
 
 
+def held(call: Call) -> Callable:
+    """``on_result`` of a report's ranks: each rank's ``RankPart`` with its efficiency and memory cut to
+    what ``more_sections`` reads, as it arrives (a job's report holds that of each rank, not the whole)."""
+    from ..analysis.memory import pick
+    from ..render.efficiency_text import report_part
+
+    def cut(rank, p: RankPart) -> RankPart:
+        return replace(p, sections={"efficiency": report_part(p.sections["efficiency"], call["top"]),
+                                    "memory": pick(p.sections["memory"], call["step"], call["top"])})
+
+    return cut
+
+
 def more_sections(call: Call, found: list) -> list[tuple[str, dict]]:
     """The efficiency and memory sections (``render.efficiency_text``, ``render.memory_text``) from what
-    each rank's one read gave (``RankPart.sections``)."""
-    from ..analysis.memory import pick
+    each rank's one read gave (``RankPart.sections``, cut by ``held``)."""
     from ..render.efficiency_text import report_sections
     from ..render.memory_text import report_sections as memory_sections
 
     held = {f.rank: p.sections for f, p in zip(call.files(), found, strict=True)}
-    return [*report_sections({r: s["efficiency"] for r, s in held.items()}, call["top"]),
-            *memory_sections({r: pick(s["memory"], call["step"], call["top"]) for r, s in held.items()})]
+    return [*report_sections({r: s["efficiency"] for r, s in held.items()}),
+            *memory_sections({r: s["memory"] for r, s in held.items()})]
 
 
 def text_part(g, in_job: bool, step: int | None, top: int) -> dict:
@@ -54,7 +70,8 @@ def text_part(g, in_job: bool, step: int | None, top: int) -> dict:
     from ..analysis import serving_figures
     from ..render.findings import overview_part
 
-    return {"text": report.part(g, in_job, step, top), "overview": overview_part(g, step),
+    text = report.part(g, in_job, step, top)
+    return {"text": text, "overview": overview_part(g, step, text),
             "serving": serving_figures.part(g) if len(g.serving["step"]) else None}
 
 
@@ -66,9 +83,10 @@ def compute(call: Call) -> list | tuple:
         from ..render.findings import overview, overview_table
         from ..render.serving_text import sections as serving_sections
 
-        found, colls = rank_parts(call, text_part, {"step": call["step"], "top": call["top"]}, KIND,
-                                  collectives=True)
+        found, colls = rank_parts(call, text_part, {"step": call["step"], "top": call["top"]}, True,
+                                  held(call))
         job = _job(colls, found, call, call["top"])  # the terminal's heatmap: the ``top`` worst
+        del colls
         parts = tables(found)
         seen = overview({k: [p["overview"][k] for p in parts] for k in parts[0]["overview"]},
                         call["step"], job=job)
@@ -78,7 +96,7 @@ def compute(call: Call) -> list | tuple:
                 *more_sections(call, found)]
     from ..render.analyses_html import analyses, write_report
 
-    found, colls = rank_parts(call, analyses, {"step": call["step"]}, KIND, collectives=True)
+    found, colls = rank_parts(call, analyses, {"step": call["step"]}, True, held(call))
     job = _job(colls, found, call, None)  # the page's heatmap: every collective in order
     del colls
     ranks = tables(found)

@@ -132,17 +132,16 @@ def task(work: Work, item: Item, rt: runtime.Runtime, entries: tuple = (None, No
     return result
 
 
-def cached(work: Work, items: list[Item], options: JobOptions) -> tuple[Work, dict, dict, int]:
+def cached(work: Work, items: list[Item], options: JobOptions) -> tuple[Work, dict]:
     """The table cache's part in ``run``: the work to run (on a job, ``parts.widened``: one read of each
-    rank, made by report / stragglers / critical-path --job, answers every command), the results it holds
-    ({rank: result}), each other rank's entries for its task (``task``), and how many of those will read
-    their opened tables from it."""
+    rank, made by report / stragglers / critical-path --job, answers every command) and each rank's entries
+    (``task``; ``run`` reads the results they hold)."""
     from ..read.kinds import READ_AS_ONE
     from .cache import where
 
     store = where(options.cache, options.no_cache)
     if store is None:
-        return work, {}, {i.rank: (None, None) for i in items}, 0
+        return work, {i.rank: (None, None) for i in items}
     held: dict = {}
     ids = None
     if len(items) > 1:  # (what the task opens or computes says how: ``parts.widened``)
@@ -160,15 +159,7 @@ def cached(work: Work, items: list[Item], options: JobOptions) -> tuple[Work, di
                 work = wide
             else:
                 held = {}
-    hits, entries = {}, {}
-    for i in items:
-        entries[i.rank] = held.get(i.rank) or store.entries(work, i, ids)
-        found, value = entries[i.rank][1].get() if entries[i.rank][1] else (False, None)
-        if found:
-            hits[i.rank] = value
-            del entries[i.rank]
-    opened = sum(1 for e, _ in entries.values() if e is not None and e.exists())
-    return work, hits, entries, opened
+    return work, {i.rank: held.get(i.rank) or store.entries(work, i, ids) for i in items}
 
 
 def items_of(files: list[TraceFile]) -> list[Item]:
@@ -225,16 +216,21 @@ def absolute(item: Item) -> Item:
 def run(work: Work, items: list[Item], options: JobOptions | None = None,
         on_result: Callable[[Any, Any], None] | None = None) -> dict:
     """``work`` on each of ``items``: {rank: result} in their order, ``on_result(rank, result)`` as
-    each arrives; ranks the table cache holds are answered from it, the others fill it. One rank
-    here raises its own error; several fail naming every failed rank."""
+    each arrives, what it returns (if not None: the part of the result its caller reads) held in its
+    place; ranks the table cache holds are answered from it, one read at a time, the others fill it.
+    One rank here raises its own error; several fail naming every failed rank."""
     options = options or JobOptions()
-    work, hits, entries, opened = cached(work, items, options)
+    work, entries = cached(work, items, options)
+    hits: dict = {}
+    for i in items:
+        found, value = entries[i.rank][1].get() if entries[i.rank][1] else (False, None)
+        if found:
+            hits[i.rank] = arrived(on_result, i.rank, value)
+            del entries[i.rank]
+    opened = sum(1 for e, _ in entries.values() if e is not None and e.exists())
     shown = runtime.current().shows_progress() if options.progress is None else options.progress
     if shown and (hits or opened or len(items) > 1 and any(any(e) for e in entries.values())):
         line(f"ranks from the cache: {len(hits) + opened} of {len(items)}\n")
-    for rank, result in hits.items():
-        if on_result is not None:
-            on_result(rank, result)
     rest = [i for i in items if i.rank not in hits]
     if rest:
         hits.update(_compute(work, rest, options, on_result, entries))
@@ -262,9 +258,8 @@ def _compute(work: Work, items: list[Item], options: JobOptions, on_result: Call
         rt = rt.for_worker()
     try:
         if isinstance(executor, Inline) and len(items) == 1:
-            done = {items[0].rank: task(work, items[0], rt, entries[items[0].rank])}
-            if on_result is not None:
-                on_result(items[0].rank, done[items[0].rank])
+            rank = items[0].rank
+            done = {rank: arrived(on_result, rank, task(work, items[0], rt, entries[rank]))}
         else:
             done = _run_ranks(lambda item: (task, work, item, rt, entries[item.rank]), items,
                               executor, options, on_result)
@@ -275,6 +270,12 @@ def _compute(work: Work, items: list[Item], options: JobOptions, on_result: Call
     if executor is not options.executor:
         executor.close()
     return done
+
+
+def arrived(on_result: Callable | None, rank: Any, result: Any) -> Any:
+    """What ``run`` holds of a rank's ``result``: ``on_result``'s answer if it gives one, else the result."""
+    kept = on_result(rank, result) if on_result is not None else None
+    return result if kept is None else kept
 
 
 def message(error: BaseException) -> str:
@@ -354,9 +355,7 @@ def _run_ranks(task_of: Callable[[Item], tuple], items: list[Item], executor: Ex
                 rank = owner.pop(id(f))
                 error, result = executor.outcome(f)
                 if error is None:
-                    results[rank] = result
-                    if on_result is not None:
-                        on_result(rank, results[rank])
+                    results[rank] = arrived(on_result, rank, result)
                 elif isinstance(error, KeyboardInterrupt):
                     raise error
                 elif tries[rank] < options.retries and not options.fail_fast:

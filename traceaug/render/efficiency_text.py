@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..analysis.efficiency import NO_GPU_NOTE, NO_MODEL_NOTE, NO_SHAPES_NOTE, changed, modelled
-from ..analysis.tables import Columns, objects, take
+from ..analysis.tables import Columns, objects
 from ..output import json_text, render_columns
 
 TITLES = {"steps": "MFU per step", "families": "Per op family", "groups": "Per op (name, shapes, dtypes)",
@@ -107,26 +107,24 @@ def _notes(text: list[str]) -> list[tuple[str, Columns]]:
     return [(NOTES, {"notes": objects(text)})] if text else []
 
 
-def _top(table: Columns, top: int) -> Columns:
-    """The first ``top`` rows of each rank (a rank's rows come by GPU time)."""
-    ranks = table["rank"].tolist()
-    seen: dict = {}
-    keep = np.array([seen.setdefault(r, []).append(i) or len(seen[r]) <= top for i, r in enumerate(ranks)],
-                    dtype=bool)
-    return take(table, keep)
+def report_part(found: dict, top: int) -> dict:
+    """What ``report_sections`` reads of a rank's ``efficiency.part``: its notes, MFU per step and its
+    first ``top`` op groups (a rank's rows come by GPU time; copies, not views holding every row), the
+    columns report shows; a job's report holds this of each rank, not the whole part."""
+    return {"notes": found["notes"], "peaks_known": found["peaks_known"], "modelled": modelled(found),
+            "steps": {c: v for c, v in found["steps"].items() if c in REPORT_SHOWN["steps"]},
+            "groups": {c: v[:top].copy() for c, v in found["groups"].items() if c in REPORT_SHOWN["groups"]}}
 
 
-def report_sections(parts: dict, top: int) -> list[tuple[str, Columns]]:
-    """``report``'s efficiency sections from each rank's ``efficiency.part``: the notes (devices found by
-    their properties, devices without peaks: no % columns then), MFU per step and the ``top`` op groups of
+def report_sections(parts: dict) -> list[tuple[str, Columns]]:
+    """``report``'s efficiency sections from each rank's ``report_part``: the notes (devices found by
+    their properties, devices without peaks: no % columns then), MFU per step and the top op groups of
     each rank by GPU time; a trace where no op has a model gets its one-line note alone."""
-    ranked = {r: p for r, p in parts.items() if modelled(p)}
+    ranked = {r: p for r, p in parts.items() if p["modelled"]}
     notes = list(dict.fromkeys(n for p in parts.values() for n in p["notes"]))
     if not ranked:
         return _notes([next((n for n in EMPTY if n in notes), NO_MODEL_NOTE)])
-    found = tables([{"rank": r, **p} for r, p in ranked.items()])
-    out = {k: {c: v for c, v in found[k].items() if c in REPORT_SHOWN[k]} for k in REPORT_SHOWN}
-    out["groups"] = _top(out["groups"], top)
+    out = tables([{"rank": r, **p} for r, p in ranked.items()])
     if len(parts) == 1:
         for t in out.values():
             t.pop("rank")

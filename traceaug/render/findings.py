@@ -84,12 +84,16 @@ def rank_figures(g: GpuOps, step: int | None) -> dict:
     return {"main": main_stream(g, step), "queue": queue_means(g, step)}
 
 
-def overview_part(g: GpuOps, step: int | None) -> dict:
+def overview_part(g: GpuOps, step: int | None, made: dict | None = None) -> dict:
     """What ``overview`` needs of one rank (its kernel, temporal and idle tables and
-    ``rank_figures``), computed where the rank is read."""
+    ``rank_figures``), computed where the rank is read; ``made``: the rank's ``analysis.report.part``,
+    whose tables are these (held once)."""
     from ..analysis import breakdown as bd
     from ..analysis import kernels as kn
 
+    if made is not None:
+        return {"rank": g.rank, "kernels": made["kernels"]["kernels"], **made["breakdown"],
+                **rank_figures(g, step)}
     return {"rank": g.rank, "kernels": kn.kernel_table(g, step), "temporal": bd.temporal(g, step),
             "idle": bd.idle_by_stream(g, step), **rank_figures(g, step)}
 

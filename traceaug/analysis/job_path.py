@@ -155,7 +155,7 @@ def _part(trace: Trace, tables: RankTables, windows: dict, scales: tuple | None,
     the path's arrays if ``path``)."""
     base = trace.base_ns
     ev = cp.events(trace)
-    if path:  # the GPU ops' names read once, not again for each window's graph (replay.event_names)
+    if path:  # the GPU ops' names read once, not again for each window's graph
         unread = np.flatnonzero(ev["name"] == None)  # noqa: E711  (an object column)
         ev["name"][unread] = cp.names(trace, ev["id"][unread])
     colls = tables.colls
@@ -177,7 +177,7 @@ def _part(trace: Trace, tables: RankTables, windows: dict, scales: tuple | None,
         if not path:
             continue
         nodes = np.arange(len(g.node_ts))
-        names = replay.event_names(trace, g)
+        names = e["name"]  # (every GPU op's read above)
         if scales is not None:
             rg.picked = {s.label: replay.selected(g.ev, names, s.selector) for s in scales}
         rg.inferred = dict(g.inferred)

@@ -59,9 +59,9 @@ def more_sections(call: Call, found: list) -> list[tuple[str, dict]]:
     from ..render.efficiency_text import report_sections
     from ..render.memory_text import report_sections as memory_sections
 
-    held = {f.rank: p.sections for f, p in zip(call.files(), found, strict=True)}
-    return [*report_sections({r: s["efficiency"] for r, s in held.items()}),
-            *memory_sections({r: s["memory"] for r, s in held.items()})]
+    cut = {f.rank: p.sections for f, p in zip(call.files(), found, strict=True)}
+    return [*report_sections({r: s["efficiency"] for r, s in cut.items()}),
+            *memory_sections({r: s["memory"] for r, s in cut.items()})]
 
 
 def text_part(g, in_job: bool, step: int | None, top: int) -> dict:

@@ -227,9 +227,9 @@ class Cache:
 
     def file_ids(self, paths: list) -> dict:
         """``file_id`` of each of ``paths`` that can be read, found on threads (each in the caller's
-        context: its runtime): a cold job's files hash on every core, an object store's info calls overlap."""
-        import contextvars
-        from concurrent.futures import ThreadPoolExecutor
+        context: its runtime, ``processes.Threads``): a cold job's files hash on every core, an object store's
+        info calls overlap."""
+        from ..processes import Threads
 
         def known(path: str | Path) -> str | None:
             try:
@@ -237,8 +237,8 @@ class Cache:
             except Exception:  # noqa: BLE001  (unreadable: the rank's task says why)
                 return None
 
-        with ThreadPoolExecutor(max(1, min(len(paths), os.cpu_count() or 1, 8))) as pool:
-            found = [pool.submit(contextvars.copy_context().run, known, p) for p in paths]
+        with Threads(max(1, min(len(paths), os.cpu_count() or 1, 8))) as pool:
+            found = [pool.submit(known, p) for p in paths]
             return {p: f.result() for p, f in zip(paths, found, strict=True)}
 
     def state(self, path: str | Path) -> str:

@@ -3,10 +3,12 @@ through ctypes and may crash): the engine traps on an epoch bump and the call ra
 
 from __future__ import annotations
 
+import _weakrefset
 import contextlib
 import importlib.util
 import os
 import signal
+import sys
 import threading
 import weakref
 from collections.abc import Iterator
@@ -69,16 +71,18 @@ def _wasmtime_dir() -> str:
 
 
 _WASMTIME = _wasmtime_dir()
+_WEAKREF = (weakref.__file__, _weakrefset.__file__)  # the containers' callbacks drop dead entries
 
 
 def _cannot_raise(frame) -> bool:
     """Whether the main thread is where an exception would be swallowed or changed: the import machinery
-    ("Exception ignored in ... _ModuleLock", ``RuntimeError: Error calling __set_name__``) or wasmtime's own
+    ("Exception ignored in ... _ModuleLock", ``RuntimeError: Error calling __set_name__``), wasmtime's own
     Python code, which the engine calls back through ctypes (a finalizer run by the garbage collector prints
-    "Exception ignored on calling ctypes callback function" and goes on)."""
+    "Exception ignored on calling ctypes callback function" and goes on), or a weak container's callback
+    (its entry would stay)."""
     while frame is not None:
         name = frame.f_code.co_filename
-        if name.startswith("<frozen importlib") or name.startswith(_WASMTIME):
+        if name.startswith("<frozen importlib") or name.startswith(_WASMTIME) or name in _WEAKREF:
             return True
         frame = frame.f_back
     return False
@@ -91,6 +95,14 @@ def _again(signum: int) -> None:
         os.kill(os.getpid(), signum)
 
 
+def _redeliver(signum: int) -> None:
+    """The signal again shortly, once the code it could not stop has finished."""
+    _raised.clear()
+    timer = threading.Timer(REDELIVER_S, _again, (signum,))
+    timer.daemon = True
+    timer.start()
+
+
 def _handler(signum: int, frame) -> None:
     if not _requested:
         _requested.append(signum)
@@ -98,12 +110,21 @@ def _handler(signum: int, frame) -> None:
     if _in_engine or _holding:
         return  # inside the engine (it traps at its next check) or held: raised after
     if _cannot_raise(frame):  # let the import or callback finish; the signal comes back to raise after it
-        _raised.clear()
-        timer = threading.Timer(REDELIVER_S, _again, (signum,))
-        timer.daemon = True
-        timer.start()
+        _redeliver(signum)
         return
     raise Interrupted(_requested[0])
+
+
+_previous_unraisable: list = []
+
+
+def _unraisable(unraisable) -> None:
+    """An ``Interrupted`` raised where Python cannot pass it on (a weakref callback, a ``__del__``, a
+    finalizer) is not printed as "Exception ignored": the signal comes back to raise after it."""
+    if isinstance(unraisable.exc_value, Interrupted):
+        _redeliver(unraisable.exc_value.signum)
+        return
+    _previous_unraisable[0](unraisable)
 
 
 @contextlib.contextmanager
@@ -133,6 +154,9 @@ def install(command_line: bool = False) -> None:
     if command_line or signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _handler)
         _watch_wakeups()
+        if not _previous_unraisable:
+            _previous_unraisable.append(sys.unraisablehook)
+            sys.unraisablehook = _unraisable
     if command_line:
         signal.signal(signal.SIGTERM, _handler)
 

@@ -22,12 +22,11 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_throughput import REPO_ROOT, first_run, tree_rss  # noqa: E402
+from load_throughput import REPO_ROOT, first_run, run_sampled  # noqa: E402
 
 TRACE = REPO_ROOT.parent / "shared" / "traces" / "kineto" / "a100_rank0_of16_6streams.json.gz"
 COMMANDS = ("kernels", "breakdown", "report")
@@ -75,21 +74,13 @@ def generate(ranks: int, out_dir: Path) -> Path:
 def run_measured(cmd: list[str]) -> dict[str, Any]:
     """Wall time, the largest process's and the tree's peak RSS (MB) of ``cmd``, run first (``first_run``)."""
     with tempfile.TemporaryFile("w+") as err, first_run() as env:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO_ROOT, env=env)
-        largest = total = 0
-        while proc.poll() is None:
-            if time.perf_counter() - start > TIMEOUT_S:
-                proc.kill()
-                sys.exit(f"error: {cmd[:4]} took more than {TIMEOUT_S} s")
-            each = tree_rss(proc.pid)
-            largest, total = max(largest, max(each, default=0)), max(total, sum(each))
-            time.sleep(0.02)
-        wall = time.perf_counter() - start
-        if proc.returncode != 0:
+        run = run_sampled(cmd, env, stdout=subprocess.DEVNULL, stderr=err, timeout=TIMEOUT_S)
+        if run.late:
+            sys.exit(f"error: {cmd[:4]} took more than {TIMEOUT_S} s")
+        if run.code != 0:
             err.seek(0)
             sys.exit(f"error: {cmd[:4]} failed: {err.read()[-2000:]}")
-    return {"wall_s": wall, "largest_mb": largest / 1024, "tree_mb": total / 1024}
+    return {"wall_s": run.wall_s, "largest_mb": run.largest_kb / 1024, "tree_mb": run.tree_kb / 1024}
 
 
 def measure(job: Path, ranks: int, skip_hta: bool) -> list[dict[str, Any]]:

@@ -30,12 +30,15 @@ import json
 import math
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -375,27 +378,67 @@ def first_run(env: dict[str, str] | None = None) -> Iterator[dict[str, str]]:
         yield {**(os.environ if env is None else env), "TRACEAUG_CACHE": cache}
 
 
+@dataclass(frozen=True)
+class Sampled:
+    """A command run to its end: exit code, wall seconds, peak RSS in kB of its largest process and of its
+    whole process tree, and whether it ran past its timeout (then killed)."""
+
+    code: int
+    wall_s: float
+    largest_kb: int
+    tree_kb: int
+    late: bool
+
+
+def run_sampled(cmd: list[str], env: dict[str, str], cwd: Path = REPO_ROOT, stdout: Any = None,
+                stderr: Any = None, timeout: float | None = None, every_s: float = 0.02) -> Sampled:
+    """Run ``cmd`` in a session of its own; the parent waits for its exit (the wall time is not rounded up to
+    a polling step) while a thread samples its process tree's RSS every ``every_s``; past ``timeout`` the
+    session is killed. Output goes to files (a full pipe would block the child)."""
+    largest, tree, late, stop = [0], [0], [False], threading.Event()
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, cwd=cwd, env=env, start_new_session=True)
+
+    def sample() -> None:
+        deadline = math.inf if timeout is None else start + timeout
+        while not stop.is_set():
+            each = tree_rss(proc.pid)
+            largest[0], tree[0] = max(largest[0], max(each, default=0)), max(tree[0], sum(each))
+            if time.perf_counter() > deadline and not late[0]:
+                late[0] = True
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+            stop.wait(every_s)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:  # no timeout here: Popen.wait(timeout) polls, in sleeps of up to 50 ms
+        code = proc.wait()
+    finally:
+        wall = time.perf_counter() - start
+        stop.set()
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        sampler.join()
+    return Sampled(code, wall, largest[0], tree[0], late[0])
+
+
 def run_tree(cmd: list[str], timeout: float | None, what: str) -> tuple[float, str, int]:
     """Run ``cmd`` from the repo root, as a first run (``first_run``); its wall time, stdout and the peak
-    RSS of its whole process tree in kB (sampled every 20 ms: worker processes count); exits on failure."""
+    RSS of its whole process tree in kB (``run_sampled``: worker processes count); exits on failure."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, first_run() as env:
-        start = time.perf_counter()  # output goes to files: a full pipe would block the child
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=REPO_ROOT, env=env)
-        tree_peak = 0
-        while proc.poll() is None:
-            if timeout is not None and time.perf_counter() - start > timeout:
-                proc.kill()
-                sys.exit(f"error: {what} took more than {timeout:g} s")
-            tree_peak = max(tree_peak, tree_rss_kb(proc.pid))
-            time.sleep(0.02)
-        wall = time.perf_counter() - start
+        run = run_sampled(cmd, env, stdout=out, stderr=err, timeout=timeout)
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read()
-    if proc.returncode != 0:
+    if run.late:
+        sys.exit(f"error: {what} took more than {timeout:g} s")
+    if run.code != 0:
         sys.stderr.write(stderr[-4000:])
-        sys.exit(f"error: {what} failed (exit {proc.returncode})")
-    return wall, stdout, tree_peak
+        sys.exit(f"error: {what} failed (exit {run.code})")
+    return run.wall_s, stdout, run.tree_kb
 
 
 def run_child(path: Path, mode: str = "analysis") -> dict[str, Any]:

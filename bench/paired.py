@@ -22,7 +22,6 @@ collectives64, stragglers64, report16; by default the first four).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gzip
 import hashlib
 import json
@@ -33,7 +32,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from collectives_vs_hta import generate as generate_dlrm_job  # noqa: E402
 from job_scale import TRACE as A100_TRACE  # noqa: E402
 from job_scale import generate as generate_a100_job  # noqa: E402
-from load_throughput import REPO_ROOT, SHARED, first_run, tree_rss  # noqa: E402
+from load_throughput import REPO_ROOT, SHARED, first_run, run_sampled  # noqa: E402
 
 WORKTREE = "WORKTREE"
 DLRM = SHARED / "traces" / "kineto" / "jobs" / "dlrm_v100_8ranks"
@@ -199,18 +197,6 @@ def plan(out_dir: Path, only: set[str] | None, repeat: int | None) -> list[Measu
     return out
 
 
-def _sample(pid: int, stop: threading.Event, peak: list[int], deadline: float,
-            late: list[bool]) -> None:
-    """The tree's RSS into ``peak`` until ``stop``; past ``deadline`` the process group killed."""
-    while not stop.is_set():
-        peak[0] = max(peak[0], sum(tree_rss(pid)))
-        if time.perf_counter() > deadline and not late[0]:
-            late[0] = True
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-        stop.wait(SAMPLE_S)
-
-
 def run_once(m: Measurement, side: Side, cwd: Path, timeout: float) -> Run:
     """One fresh ``python -m traceaug`` of ``m`` on ``side``: wall time (the parent waits, a
     thread samples the process tree's RSS), a digest of stdout and of the file written."""
@@ -218,33 +204,17 @@ def run_once(m: Measurement, side: Side, cwd: Path, timeout: float) -> Run:
     if target:
         target.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "traceaug", *(a.replace("{out}", str(target)) for a in m.args)]
-    peak, late, stop = [0], [False], threading.Event()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, first_run(side_env(side)) as env:
-        start = time.perf_counter()  # output goes to files: a full pipe would block the child
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=cwd, env=env,
-                                start_new_session=True)
-        sampler = threading.Thread(target=_sample, daemon=True,
-                                   args=(proc.pid, stop, peak, start + timeout, late))
-        sampler.start()
-        try:  # no timeout here: Popen.wait(timeout) polls, in sleeps of up to 50 ms
-            code = proc.wait()
-        finally:
-            wall = time.perf_counter() - start
-            stop.set()
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            sampler.join()
+        run = run_sampled(cmd, env, cwd, out, err, timeout, SAMPLE_S)
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read()
-    if late[0]:
+    if run.late:
         raise RunFailed(f"took more than {timeout:g} s")
-    if code != 0:
+    if run.code != 0:
         text = stderr.decode(errors="replace").strip()
         last = text.splitlines()[-1] if text else "(no stderr)"
-        raise RunFailed(f"exit {code}: {last}\n{text[-2000:]}")
+        raise RunFailed(f"exit {run.code}: {last}\n{text[-2000:]}")
     digest = hashlib.sha256(stdout)
     if target:
         if not target.is_file():
@@ -252,7 +222,7 @@ def run_once(m: Measurement, side: Side, cwd: Path, timeout: float) -> Run:
         with gzip.open(target) as f:
             digest.update(b"\0" + hashlib.sha256(f.read()).digest())
         target.unlink()
-    return Run(wall, peak[0], digest.hexdigest(), stdout)
+    return Run(run.wall_s, run.tree_kb, digest.hexdigest(), stdout)
 
 
 def summary(runs: list[Run]) -> dict[str, Any]:

@@ -93,7 +93,7 @@ def gap_histogram(source: Source, step: int | None = None, rank: int | None = No
     """Positive gaps between ops on a stream, every rank together: ``lo_us``, ``hi_us``,
     ``count``."""
     pairs = concat([gp.stream_pairs(g, step) for g in _ranks(source, rank)])
-    return frame(gp.histogram(pairs.get("gap", np.empty(0, np.int64)), lo_us, hi_us, bins))
+    return frame(gp.histogram(gp.counted(pairs.get("gap", np.empty(0, np.int64))), lo_us, hi_us, bins))
 
 
 def temporal_breakdown(source: Source, step: int | None = None, rank: int | None = None,

@@ -122,13 +122,13 @@ def device_gaps(g: GpuOps, step: int | None = None) -> Columns:
             **_stats_of([(d,) for d in devices.tolist()], [of], length)}
 
 
-def histogram(gap_ns: np.ndarray | tuple, lo_us: float | None = None, hi_us: float | None = None,
+def histogram(gaps: tuple[np.ndarray, np.ndarray], lo_us: float | None = None, hi_us: float | None = None,
               bins: int = 20, log: bool = True) -> Columns:
     """Positive gaps per bin of [``lo_us``, ``hi_us``] µs (default: their range): ``lo_us``, ``hi_us``,
     ``count``. Log bins (gaps span decades) from the least gap if ``lo_us`` <= 0; ``log=False``: linear.
-    ``gap_ns``: the gaps, or (distinct gaps, how many of each) as ``counted`` gives them."""
-    gap_ns, times = gap_ns if isinstance(gap_ns, tuple) else (gap_ns, None)
-    weights = None if times is None else times[gap_ns > 0]
+    ``gaps``: (distinct gaps in ns, how many of each), as ``counted`` gives them."""
+    gap_ns, times = gaps
+    weights = times[gap_ns > 0]
     us = gap_ns[gap_ns > 0] / 1e3
     lo = float(us.min()) if lo_us is None and len(us) else (lo_us or 0.0)
     hi = float(us.max()) if hi_us is None and len(us) else (hi_us if hi_us is not None else 1.0)

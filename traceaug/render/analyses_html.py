@@ -130,7 +130,7 @@ def figures(a: dict[str, list], top: int, nccl: Columns | None = None) -> list[t
             data, f"Top {typ} kernels: {what}", barmode="stack",
             yaxis={"autorange": "reversed"}, xaxis=US_AXIS, margin={"l": 420},
             height=max(300, 26 * len(rows) + 120))))
-    hist = gp.histogram(np.concatenate(a["gap"]), bins=30)
+    hist = gp.histogram(gp.counted(np.concatenate(a["gap"])), bins=30)
     out.append(("gap histogram", _fig(
         [{"type": "bar", "x": [f"{a:.3g}–{b:.3g}" for a, b in zip(hist["lo_us"], hist["hi_us"])],
           "y": _list(hist["count"])}],

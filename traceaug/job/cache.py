@@ -89,7 +89,7 @@ def engine_id() -> str:
 
 def file_id(path: str | Path, memo: Path | None = None) -> str:
     """What a rank's answer depends on in its file: the name as given (results carry it), the size,
-    the modification time and a blake2b of every byte; an object's ETag and version id (rewritten, it
+    the modification time and a sha256 of every byte; an object's ETag and version id (rewritten, it
     gets new ones). ``memo``: a directory remembering each local file's digest with its stat."""
     if is_url(path):
         from ..read.storage import filesystem
@@ -104,10 +104,10 @@ def file_id(path: str | Path, memo: Path | None = None) -> str:
 
 
 def digest(path: str | Path, st: os.stat_result, memo: Path | None) -> str:
-    """blake2b of every byte of ``path``, hashed again unless ``memo`` holds it for this very stat:
-    device, inode, size, mtime and ctime. The kernel sets ctime on every write and every change of
-    mtime, and no call sets it back, so an edit that keeps the size and puts the mtime back still
-    misses the memo and is hashed."""
+    """sha256 of every byte of ``path`` (hashlib's fastest where the CPU has SHA instructions), hashed again
+    unless ``memo`` holds it for this very stat: device, inode, size, mtime and ctime. The kernel sets ctime
+    on every write and every change of mtime, and no call sets it back, so an edit that keeps the size and
+    puts the mtime back still misses the memo and is hashed."""
     stamp = f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
     kept = memo / hashlib.blake2b(os.path.abspath(path).encode(), digest_size=16).hexdigest() \
         if memo is not None else None
@@ -115,7 +115,7 @@ def digest(path: str | Path, st: os.stat_result, memo: Path | None) -> str:
         was, found = kept.read_text().split() if kept is not None else ("", "")
         if was == stamp:
             return found
-    h = hashlib.blake2b(digest_size=16)
+    h = hashlib.sha256()
     with open(path, "rb") as f:
         while data := f.read(BLOCK):
             h.update(data)

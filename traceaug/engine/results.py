@@ -3,6 +3,8 @@ int64 / float64 in bulk; only columns with text, blobs or NULL among integers be
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 # QueryResult.CellsBatch.CellType (protos/perfetto/trace_processor/trace_processor.proto)
@@ -10,10 +12,11 @@ NULL, VARINT, FLOAT64, STRING, BLOB = 1, 2, 3, 4, 5
 
 
 def _strings(batch) -> list[str]:
+    """A batch's text cells, interned: a name on thousands of rows is one string (held and pickled once)."""
     text = batch.string_cells
     if isinstance(text, bytes):  # not UTF-8 throughout: protobuf left it as bytes
         text = text.decode("utf-8", "replace")
-    return text.split("\0")[:-1] if text else []
+    return list(map(sys.intern, text.split("\0")[:-1])) if text else []
 
 
 class _Cells:

@@ -17,10 +17,6 @@ NO_STRAGGLERS = "no-stragglers"
 NEVER, LOW = job_ports.NEVER, job_ports.LOW
 
 
-def _cat(parts: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.empty(0, np.int64)
-
-
 @dataclass
 class Joined:
     """One job step's replay model (``joined``: ranks' models, then joins) and what built it: ranks, graphs,
@@ -48,23 +44,19 @@ def joined_model(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) 
     rank_of = np.repeat(np.arange(len(models)), np.diff(node_at))
     own_edges, joins, medians = [], [], []  # joins and medians: (src, dst, delay) per instance
     for mem in jp.members(matched, ranks, gs, node_at):
-        transfer = jp.transfers(ts, mem)
-        for end, w in zip((mem + 1).tolist(), transfer.tolist()):
+        transfer, mid, w, (p, q) = jp.instance(ts[mem], ts[mem + 1])
+        for end, t in zip((mem + 1).tolist(), transfer.tolist()):
             i = int(rank_of[end])
             e = int(spans[i][end - node_at[i]])
             if e >= 0:
-                models[i].delay[e] = min(int(models[i].delay[e]), w)
+                models[i].delay[e] = min(int(models[i].delay[e]), t)
                 own_edges.append(int(edge_at[i]) + e)
-        s, d, w = jp.all_pairs(mem, transfer)
-        cross = d != s + 1  # (a member's own kernel: its delay, capped above)
-        joins.append((s[cross], d[cross], w[cross]))
-        median = mem[np.argsort(ts[mem], kind="stable")[(len(mem) - 1) // 2]]
-        medians.append((np.full(len(mem), median), mem + 1, transfer))
-    j_src, j_dst, j_w = (_cat([x[i] for x in joins]) for i in range(3))
+        joins.append((mem[p], mem[q] + 1, w[p, q]))
+        medians.append((np.full(len(mem), mem[mid]), mem + 1, w[mid]))
+    j_src, j_dst, j_w = jp.columns(joins)
     # a join's time is the destination kernel's (a --scale of it scales the transfer)
     joined = replay.join(models, j_src, j_dst, j_w, j_dst // 2)
-    return Joined(ranks, gs, joined, edge_at, own_edges, shift,
-                  tuple(_cat([x[i] for x in medians]) for i in range(3)))
+    return Joined(ranks, gs, joined, edge_at, own_edges, shift, jp.columns(medians))
 
 
 def replay_step(parts: dict[int, jp.RankPart], matched: co.Matched, step: int,
@@ -105,16 +97,15 @@ def without_stragglers(parts: dict[int, jp.RankPart], matched: co.Matched, step:
 
 def _at_the_median(j: Joined) -> replay.Model:
     """The joined model with each collective's edges (the joins, each member's own kernel time)
-    replaced by the median arrival's: end after it plus the member's transfer, no slack."""
+    replaced by the median arrival's (``job_path.instance``'s weight from it), no slack."""
     joined, (src, dst, delay) = j.joined, j.median
     keep = np.ones(len(joined.src), bool)
     keep[int(j.edge_at[-1]):] = False  # the joins (``replay.join`` puts them last)
     keep[np.array(j.own_edges, np.int64)] = False
-    cap = np.minimum(delay, np.maximum(joined.node_ts[dst] - joined.node_ts[src], 0))
     k = np.flatnonzero(keep)
     return dataclasses.replace(
         joined, src=np.r_[joined.src[k], src], dst=np.r_[joined.dst[k], dst],
-        delay=np.r_[joined.delay[k], cap], slack=np.r_[joined.slack[k], np.zeros(len(src), np.int64)],
+        delay=np.r_[joined.delay[k], delay], slack=np.r_[joined.slack[k], np.zeros(len(src), np.int64)],
         event=np.r_[joined.event[k], dst // 2],
         launch=np.r_[joined.launch[k], np.zeros(len(src), bool)],
         what=np.r_[joined.what[k], np.full(len(src), replay.OWN)], every_node=False)

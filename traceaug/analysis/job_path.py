@@ -336,14 +336,12 @@ def members(matched: co.Matched, ranks: list[int], gs: list[RankGraph], node_at:
     return [m for m in groups if len(m) >= 2]
 
 
-def instance(ts: np.ndarray, te: np.ndarray, own: bool = False) -> tuple[np.ndarray, int, np.ndarray, tuple]:
-    """A matched instance's joins from its members' kernel starts ``ts`` and ends ``te``: each one's transfer
-    (end minus last arrival, at least 0), the median arrival's member, per [start, end] a join's weight (the
-    end's transfer, at most the time between, at least 0), forward joins' (start, end) (own: if ``own``)."""
-    transfer, gap = np.maximum(te - ts.max(), 0), te - ts[:, None]
-    pairs = np.nonzero((gap >= 0) & (own | ~np.eye(len(ts), dtype=bool)))
-    return transfer, int(np.argsort(ts, kind="stable")[(len(ts) - 1) // 2]), np.minimum(transfer, np.maximum(
-        gap, 0)), pairs
+def instance(ts: np.ndarray, te: np.ndarray, own: bool = False) -> tuple[np.ndarray, int, tuple]:
+    """A matched instance's joins from its members' kernel starts ``ts`` and ends ``te``: each end's transfer
+    (end minus last arrival, at least 0: a join's weight, never above the time since any start), the median
+    arrival's member, and the forward joins' (start, end) members (a member's own kernel: if ``own``)."""
+    pairs = np.nonzero((te >= ts[:, None]) & (own | ~np.eye(len(ts), dtype=bool)))
+    return np.maximum(te - ts.max(), 0), int(np.argsort(ts, kind="stable")[(len(ts) - 1) // 2]), pairs
 
 
 def _joins(matched, ranks, gs, node_at, ts):
@@ -351,8 +349,8 @@ def _joins(matched, ranks, gs, node_at, ts):
     member's own kernel too."""
     found = []
     for m in members(matched, ranks, gs, node_at):
-        _, _, w, (p, q) = instance(ts[m], ts[m + 1], own=True)
-        found.append((m[p], m[q] + 1, w[p, q]))
+        transfer, _, (p, q) = instance(ts[m], ts[m + 1], own=True)
+        found.append((m[p], m[q] + 1, transfer[q]))
     return columns(found)
 
 

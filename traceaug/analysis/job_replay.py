@@ -44,15 +44,15 @@ def joined_model(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) 
     rank_of = np.repeat(np.arange(len(models)), np.diff(node_at))
     own_edges, joins, medians = [], [], []  # joins and medians: (src, dst, delay) per instance
     for mem in jp.members(matched, ranks, gs, node_at):
-        transfer, mid, w, (p, q) = jp.instance(ts[mem], ts[mem + 1])
+        transfer, mid, (p, q) = jp.instance(ts[mem], ts[mem + 1])
         for end, t in zip((mem + 1).tolist(), transfer.tolist()):
             i = int(rank_of[end])
             e = int(spans[i][end - node_at[i]])
             if e >= 0:
                 models[i].delay[e] = min(int(models[i].delay[e]), t)
                 own_edges.append(int(edge_at[i]) + e)
-        joins.append((mem[p], mem[q] + 1, w[p, q]))
-        medians.append((np.full(len(mem), mem[mid]), mem + 1, w[mid]))
+        joins.append((mem[p], mem[q] + 1, transfer[q]))
+        medians.append((np.full(len(mem), mem[mid]), mem + 1, transfer))
     j_src, j_dst, j_w = jp.columns(joins)
     # a join's time is the destination kernel's (a --scale of it scales the transfer)
     joined = replay.join(models, j_src, j_dst, j_w, j_dst // 2)
@@ -97,7 +97,7 @@ def without_stragglers(parts: dict[int, jp.RankPart], matched: co.Matched, step:
 
 def _at_the_median(j: Joined) -> replay.Model:
     """The joined model with each collective's edges (the joins, each member's own kernel time)
-    replaced by the median arrival's (``job_path.instance``'s weight from it), no slack."""
+    replaced by the median arrival's: end after it plus the member's transfer, no slack."""
     joined, (src, dst, delay) = j.joined, j.median
     keep = np.ones(len(joined.src), bool)
     keep[int(j.edge_at[-1]):] = False  # the joins (``replay.join`` puts them last)
@@ -186,12 +186,12 @@ def _edges(groups: list, into: tuple, out_ts: np.ndarray, end_ts: np.ndarray) ->
     member, cap = np.isin(into_end, ends), np.zeros(len(end_ts), np.int64)
     joins, medians = [], []
     for ends, outs in groups:
-        transfer, mid, w, (p, q) = jp.instance(out_ts[outs], end_ts[ends])
+        transfer, mid, (p, q) = jp.instance(out_ts[outs], end_ts[ends])
         if (end_ts[ends] < out_ts[outs[mid]]).any():
             return None
         cap[ends] = transfer
-        joins.append((ends[q], outs[p], w[p, q]))
-        medians.append((ends, np.full(len(ends), outs[mid]), w[mid]))
+        joins.append((ends[q], outs[p], transfer[q]))
+        medians.append((ends, np.full(len(ends), outs[mid]), transfer))
     d = np.where(member & own, np.minimum(delay, cap[into_end]), delay)  # (its own time capped)
     (j_end, j_out, j_w), at = jp.columns(joins), np.flatnonzero(member)
     _, s = replay.binding(np.r_[end_ts, out_ts], len(end_ts) + np.r_[into_out[at], j_out],

@@ -345,3 +345,16 @@ def test_real_rank_path_follows_the_unrecorded_stream_wait_to_the_all_to_all() -
         assert str(e["event_name"][before]).startswith("ncclKernel_SendRecv")
         assert e["weight"][before] == 7_635_000
         assert int(t.base_ns + e["end"][before]) == 1694128201431941 * 1000  # its end (raw JSON)
+
+
+def test_an_instances_joins_by_hand() -> None:
+    """``job_path.instance`` on five members laid out by hand: transfers from the last arrival (50 ns; an end
+    before it: 0), the median arrival the first of two tied starts, the joins that run forward."""
+    ts, te = np.array([30, 10, 30, 20, 50]), np.array([60, 35, 55, 45, 70])
+    transfer, mid, (p, q) = jp.instance(ts, te)
+    assert transfer.tolist() == [10, 0, 5, 0, 20] and mid == 0
+    want = [(0, 1), (0, 2), (0, 3), (0, 4), (1, 0), (1, 2), (1, 3), (1, 4), (2, 0), (2, 1), (2, 3), (2, 4),
+            (3, 0), (3, 1), (3, 2), (3, 4), (4, 0), (4, 2)]
+    assert list(zip(p.tolist(), q.tolist())) == want
+    _, _, own = jp.instance(ts, te, own=True)
+    assert sorted(zip(*(x.tolist() for x in own))) == sorted(want + [(i, i) for i in range(5)])

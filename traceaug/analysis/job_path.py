@@ -317,12 +317,6 @@ def step_graphs(parts: dict[int, RankPart], matched: co.Matched, step: int
     return ranks, [parts[r].graphs[step] for r in ranks], [int(off.get(r, 0)) for r in ranks]
 
 
-def transfers(ts: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Each member's transfer at one instance (``starts``: its members' kernel start nodes,
-    each kernel's end the next node): its end minus the last arrival, at least 0."""
-    return np.maximum(ts[starts + 1] - ts[starts].max(), 0)
-
-
 def members(matched: co.Matched, ranks: list[int], gs: list[RankGraph], node_at: np.ndarray
             ) -> list[np.ndarray]:
     """Per matched instance of this step with two members or more: the start nodes of its
@@ -342,23 +336,27 @@ def members(matched: co.Matched, ranks: list[int], gs: list[RankGraph], node_at:
     return [m for m in groups if len(m) >= 2]
 
 
-def all_pairs(starts: np.ndarray, transfer: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(src, dst, weight) edges of one instance (``starts``: its members' kernel start nodes): each member's
-    kernel start to each member's kernel end (its own too), weighing the end's ``transfer``."""
-    n = len(starts)
-    return np.repeat(starts, n), np.tile(starts + 1, n), np.tile(transfer, n)
+def instance(ts: np.ndarray, te: np.ndarray, own: bool = False) -> tuple[np.ndarray, int, tuple]:
+    """A matched instance's joins from its members' kernel starts ``ts`` and ends ``te``: each end's transfer
+    (end minus last arrival, at least 0: a join's weight, never above the time since any start), the median
+    arrival's member, and the forward joins' (start, end) members (a member's own kernel: if ``own``)."""
+    pairs = np.nonzero((te >= ts[:, None]) & (own | ~np.eye(len(ts), dtype=bool)))
+    return np.maximum(te - ts.max(), 0), int(np.argsort(ts, kind="stable")[(len(ts) - 1) // 2]), pairs
 
 
 def _joins(matched, ranks, gs, node_at, ts):
-    """``all_pairs`` of every matched instance in this step, weighing each end's transfer (end minus the
-    last arrival)."""
-    found = [all_pairs(m, transfers(ts, m)) for m in members(matched, ranks, gs, node_at)]
-    if not found:
-        z = np.empty(0, np.int64)
-        return z, z, z
-    s, d, w = (np.concatenate(c) for c in zip(*found))
-    fwd = ts[d] >= ts[s]  # (clocks aligned within their residual: a few may run backwards)
-    return s[fwd], d[fwd], np.minimum(w[fwd], ts[d[fwd]] - ts[s[fwd]])
+    """(src, dst, weight) of every matched instance's forward joins in this step (``instance``), each
+    member's own kernel too."""
+    found = []
+    for m in members(matched, ranks, gs, node_at):
+        transfer, _, (p, q) = instance(ts[m], ts[m + 1], own=True)
+        found.append((m[p], m[q] + 1, transfer[q]))
+    return columns(found)
+
+
+def columns(rows: list[tuple]) -> tuple:
+    """Rows of arrays (e.g. each instance's src, dst, weight) joined column by column (none: three empty)."""
+    return tuple(np.concatenate(c) for c in zip(*rows)) if rows else (np.empty(0, np.int64),) * 3
 
 
 def step_keys(parts: dict[int, RankPart], step: int | None = None) -> list[int]:

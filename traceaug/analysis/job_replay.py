@@ -17,10 +17,6 @@ NO_STRAGGLERS = "no-stragglers"
 NEVER, LOW = job_ports.NEVER, job_ports.LOW
 
 
-def _cat(parts: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.empty(0, np.int64)
-
-
 @dataclass
 class Joined:
     """One job step's replay model (``joined``: ranks' models, then joins) and what built it: ranks, graphs,
@@ -48,23 +44,19 @@ def joined_model(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) 
     rank_of = np.repeat(np.arange(len(models)), np.diff(node_at))
     own_edges, joins, medians = [], [], []  # joins and medians: (src, dst, delay) per instance
     for mem in jp.members(matched, ranks, gs, node_at):
-        transfer = jp.transfers(ts, mem)
-        for end, w in zip((mem + 1).tolist(), transfer.tolist()):
+        transfer, mid, (p, q) = jp.instance(ts[mem], ts[mem + 1])
+        for end, t in zip((mem + 1).tolist(), transfer.tolist()):
             i = int(rank_of[end])
             e = int(spans[i][end - node_at[i]])
             if e >= 0:
-                models[i].delay[e] = min(int(models[i].delay[e]), w)
+                models[i].delay[e] = min(int(models[i].delay[e]), t)
                 own_edges.append(int(edge_at[i]) + e)
-        s, d, w = jp.all_pairs(mem, transfer)
-        cross = d != s + 1  # (a member's own kernel: its delay, capped above)
-        joins.append((s[cross], d[cross], w[cross]))
-        median = mem[np.argsort(ts[mem], kind="stable")[(len(mem) - 1) // 2]]
-        medians.append((np.full(len(mem), median), mem + 1, transfer))
-    j_src, j_dst, j_w = (_cat([x[i] for x in joins]) for i in range(3))
+        joins.append((mem[p], mem[q] + 1, transfer[q]))
+        medians.append((np.full(len(mem), mem[mid]), mem + 1, transfer))
+    j_src, j_dst, j_w = jp.columns(joins)
     # a join's time is the destination kernel's (a --scale of it scales the transfer)
     joined = replay.join(models, j_src, j_dst, j_w, j_dst // 2)
-    return Joined(ranks, gs, joined, edge_at, own_edges, shift,
-                  tuple(_cat([x[i] for x in medians]) for i in range(3)))
+    return Joined(ranks, gs, joined, edge_at, own_edges, shift, jp.columns(medians))
 
 
 def replay_step(parts: dict[int, jp.RankPart], matched: co.Matched, step: int,
@@ -110,11 +102,10 @@ def _at_the_median(j: Joined) -> replay.Model:
     keep = np.ones(len(joined.src), bool)
     keep[int(j.edge_at[-1]):] = False  # the joins (``replay.join`` puts them last)
     keep[np.array(j.own_edges, np.int64)] = False
-    cap = np.minimum(delay, np.maximum(joined.node_ts[dst] - joined.node_ts[src], 0))
     k = np.flatnonzero(keep)
     return dataclasses.replace(
         joined, src=np.r_[joined.src[k], src], dst=np.r_[joined.dst[k], dst],
-        delay=np.r_[joined.delay[k], cap], slack=np.r_[joined.slack[k], np.zeros(len(src), np.int64)],
+        delay=np.r_[joined.delay[k], delay], slack=np.r_[joined.slack[k], np.zeros(len(src), np.int64)],
         event=np.r_[joined.event[k], dst // 2],
         launch=np.r_[joined.launch[k], np.zeros(len(src), bool)],
         what=np.r_[joined.what[k], np.full(len(src), replay.OWN)], every_node=False)
@@ -185,46 +176,32 @@ def replayed(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) -> t
 
 def _edges(groups: list, into: tuple, out_ts: np.ndarray, end_ts: np.ndarray) -> tuple | None:
     """The ways into the kernel ends of the joined model (``joined_model``) and of its median one
-    (``_at_the_median``): each as (edges: end, source out, delay plus slack; per instance its
-    ends, their starts' outs and the join from each start to each end, ``NEVER``: none). None: a kernel in
-    two instances, or an edge of the median model running back in time."""
+    (``_at_the_median``): each (end, source out, delay plus slack), the joins (``job_path.instance``) last,
+    slack at their ends found anew (``replay.binding``). None: a kernel in two instances, or an edge of the
+    median model running back in time."""
     into_end, into_out, delay, slack, own = into
     ends = np.concatenate([np.empty(0, np.int64)] + [e for e, _ in groups])
     if len(np.unique(ends)) < len(ends):
         return None
-    by_end: dict = {}
-    for x, e in enumerate(into_end.tolist()):
-        by_end.setdefault(e, []).append(x)
-    member = np.isin(into_end, ends)
-    d, s = delay.copy(), slack.copy()
-    pairs, medians = [], []
+    member, cap = np.isin(into_end, ends), np.zeros(len(end_ts), np.int64)
+    joins, medians = [], []
     for ends, outs in groups:
-        ts, te = out_ts[outs], end_ts[ends]
-        transfer = np.maximum(te - ts.max(), 0)
-        mid = int(np.argsort(ts, kind="stable")[(len(ts) - 1) // 2])
-        if (te < ts[mid]).any():
+        transfer, mid, (p, q) = jp.instance(out_ts[outs], end_ts[ends])
+        if (end_ts[ends] < out_ts[outs[mid]]).any():
             return None
-        medians.append((ends, np.full(len(ends), outs[mid]), np.minimum(transfer, te - ts[mid])))
-        ok = (te[:, None] >= ts) & ~np.eye(len(ts), dtype=bool)  # [end, start]: forward, not its own
-        w = np.where(ok, np.minimum(transfer[:, None], te[:, None] - ts), NEVER)
-        for q, e in enumerate(ends.tolist()):  # its own time capped, its slack found anew (``rebound``)
-            mine = by_end.get(e, [])
-            for x in mine:
-                if own[x]:
-                    d[x] = min(int(d[x]), int(transfer[q]))
-            at = [int(out_ts[into_out[x]] + d[x]) for x in mine]
-            m = int(np.argmax(np.where(ok[q], ts + w[q], NEVER)))
-            s[mine] = 0
-            if at and (not ok[q, m] or max(at) >= ts[m] + w[q, m]):  # (ties: the rank's own edge, first)
-                x = mine[int(np.argmax(at))]
-                s[x] = int(te[q]) - max(at)
-            elif ok[q, m]:
-                w[q, m] = te[q] - ts[m]
-        pairs.append((ends, outs, w))
+        cap[ends] = transfer
+        joins.append((ends[q], outs[p], transfer[q]))
+        medians.append((ends, np.full(len(ends), outs[mid]), transfer))
+    d = np.where(member & own, np.minimum(delay, cap[into_end]), delay)  # (its own time capped)
+    (j_end, j_out, j_w), at = jp.columns(joins), np.flatnonzero(member)
+    _, s = replay.binding(np.r_[end_ts, out_ts], len(end_ts) + np.r_[into_out[at], j_out],
+                          np.r_[into_end[at], j_end], np.r_[d[at], j_w])  # (ties: the rank's own edge)
+    slack = slack.copy()
+    slack[at] = s[:len(at)]
     keep = ~(member & own)  # (the median model: each member's own time is the median's edge)
-    median = [np.concatenate([c[keep], *(x[i] for x in medians)]) for i, c in enumerate((into_end, into_out,
-                                                                                         d + s))]
-    return ((into_end, into_out, d + s), pairs), (tuple(median), [])
+    m_end, m_out, m_w = jp.columns(medians)
+    return ((np.r_[into_end, j_end], np.r_[into_out, j_out], np.r_[d + slack, j_w + s[len(at):]]),
+            (np.r_[into_end[keep], m_end], np.r_[into_out[keep], m_out], np.r_[(d + slack)[keep], m_w]))
 
 
 def _times(ps: list[job_ports.Ports], shift: list[int], end_at: np.ndarray, end_ts: np.ndarray, ways: tuple
@@ -232,11 +209,9 @@ def _times(ps: list[job_ports.Ports], shift: list[int], end_at: np.ndarray, end_
     """Each rank's outs' replayed times (job clock; last: its latest node's) with the kernel ends joined by
     ``ways`` (``_edges``); a kernel end with no way in keeps its measured time. Relaxed until nothing
     moves: a DAG settles within its ends' count (None: it did not)."""
-    (to, frm, w), pairs = ways
+    to, frm, w = ways
     has = np.zeros(len(end_ts), bool)
     has[to] = True
-    for ends, _, pw in pairs:
-        has[ends[(pw > LOW).any(axis=1)]] = True
     x = np.where(has, NEVER, end_ts)
     alone = [np.where(p.root > LOW, p.root - s, NEVER) for p, s in zip(ps, shift)]
     for _ in range(len(end_ts) + 2):
@@ -245,8 +220,6 @@ def _times(ps: list[job_ports.Ports], shift: list[int], end_at: np.ndarray, end_
         outs = np.concatenate([np.empty(0, np.int64)] + [v[:-1] for v in vals])
         new = np.where(has, NEVER, end_ts)
         np.maximum.at(new, to, outs[frm] + w)
-        for ends, starts, pw in pairs:
-            new[ends] = np.maximum(new[ends], (outs[starts] + pw).max(axis=1))
         if np.array_equal(new, x):
             return vals
         x = new

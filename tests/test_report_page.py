@@ -8,9 +8,11 @@ import gzip
 import hashlib
 import html
 import json
+import os
 import re
 from importlib.util import find_spec
 from pathlib import Path
+from types import SimpleNamespace
 
 import analyses_raw as rawa
 import pytest
@@ -49,8 +51,7 @@ def test_a_truncated_plotly_cache_is_packed_again(tmp_path: Path, monkeypatch: p
     whole plotly.js, and the cache is repaired. Cut from a cache as earlier versions wrote it
     (the packed bytes alone), or as now (after a line with their sha256)."""
     cache = _private_cache(tmp_path, monkeypatch)
-    st = PLOTLY_JS.stat()
-    cached = cache / f"plotly-{st.st_size}-{st.st_mtime_ns}.min.js.gz.b64"
+    cached = cache / f"plotly-{hashlib.sha256(PLOTLY_JS.read_bytes()).hexdigest()[:32]}.min.js.gz.b64"
     whole = base64.b64encode(gzip.compress(PLOTLY_JS.read_bytes()))
     if headed:
         whole = b"traceaug-plotly-1 " + hashlib.sha256(whole).hexdigest().encode() + b"\n" + whole
@@ -63,6 +64,28 @@ def test_a_truncated_plotly_cache_is_packed_again(tmp_path: Path, monkeypatch: p
         assert _inlined_plotly(page) == PLOTLY_JS.read_bytes()
         assert page.stat().st_size > 1_000_000
     assert len(cached.read_bytes()) > 1_000_000
+
+
+def test_installs_of_one_plotly_share_one_cached_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """plotly.min.js reinstalled (a new venv, a CI run: the same bytes, a new mtime) packs into the cache
+    once: its copy was named by size and mtime, one 2 MB file more per install."""
+    cache = _private_cache(tmp_path, monkeypatch)
+    installs = []
+    for i in range(2):
+        data = tmp_path / f"venv{i}" / "plotly" / "package_data"
+        data.mkdir(parents=True)
+        (data / "plotly.min.js").write_bytes(PLOTLY_JS.read_bytes())
+        os.utime(data / "plotly.min.js", ns=(10**18 + i, 10**18 + i))
+        installs.append(data.parent)
+    trace = shared_trace("kineto/a100_simple_add_cuda_sync.json.gz")
+    for i, package in enumerate(installs):
+        spec = SimpleNamespace(submodule_search_locations=[str(package)])
+        monkeypatch.setattr("traceaug.render.plotly_inline.util.find_spec", lambda name, s=spec: s)
+        page = tmp_path / f"r{i}.html"
+        result = CliRunner().invoke(main, ["report", str(trace), "--html", str(page)])
+        assert result.exit_code == 0, result.output
+        assert _inlined_plotly(page) == PLOTLY_JS.read_bytes()
+    assert len(list(cache.glob("plotly-*"))) == 1
 
 
 def _figures(page: Path) -> list[dict]:

@@ -39,18 +39,18 @@ def _checked(cached: bytes) -> bytes | None:
 
 
 def packed_plotly() -> bytes:
-    """plotly.min.js, gzip-compressed and base64-encoded (ASCII bytes, written as they are)."""
+    """plotly.min.js, gzip-compressed and base64-encoded (ASCII bytes, written as they are); cached under its
+    content's digest, so every install of one plotly shares one copy (not one per install's mtime)."""
     package = Path(util.find_spec("plotly").submodule_search_locations[0])  # never imported
-    js_path = package / "package_data" / "plotly.min.js"
-    stat = js_path.stat()
-    cached = cache_dir() / f"plotly-{stat.st_size}-{stat.st_mtime_ns}.min.js.gz.b64"
+    js = (package / "package_data" / "plotly.min.js").read_bytes()
+    cached = cache_dir() / f"plotly-{hashlib.sha256(js).hexdigest()[:32]}.min.js.gz.b64"
     try:
         packed = _checked(cached.read_bytes())
     except OSError:
         packed = None
     if packed is not None:
         return packed
-    packed = base64.b64encode(gzip.compress(js_path.read_bytes(), 6, mtime=0))
+    packed = base64.b64encode(gzip.compress(js, 6, mtime=0))
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
         with atomic_output(cached, "wb", hold=False) as f:

@@ -217,6 +217,14 @@ def held() -> Iterator[None]:
         _holding -= 1
 
 
+def started(thread: threading.Thread) -> None:
+    """Start ``thread`` whole: a signal while ``start`` waits for it to run raises only after, so the caller
+    holds a running thread it can join (one stopped half-started cannot be joined)."""
+    with held():
+        thread.start()
+    check()
+
+
 def forget() -> None:
     """A new process (a forked child): no stop request inherited."""
     _requested.clear()

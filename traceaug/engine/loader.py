@@ -68,15 +68,16 @@ def _feed(tp: TraceProcessor, pieces: Iterator[bytes], path: Path) -> None:
                 failure.append(e)
 
     worker = threading.Thread(target=work, daemon=True)
-    worker.start()
     try:
+        interrupt.started(worker)
         for piece in _coalesce(pieces):
             if failure:
                 break
             q.put(piece)
     finally:
         q.put(None)
-        worker.join()
+        if worker.is_alive():  # (not started: nothing to wait for)
+            worker.join()
     if failure:
         raise failure[0]
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import orjson
 
 import traceaug.guard as guard
+import traceaug.interrupt as interrupt
 
 from ..atomic import atomic_output
 from ..errors import TraceaugError
@@ -109,7 +110,7 @@ class _Body:
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        interrupt.started(self._thread)
 
     def _run(self) -> None:
         _yield_to_others()  # the caller's pass 1 and engine come first: this one can wait
@@ -247,7 +248,7 @@ class Copy:
         if self._prepared is not None:
             return
         self._prepared = threading.Thread(target=self._prepare, args=(plan, self.body), daemon=True)
-        self._prepared.start()
+        interrupt.started(self._prepared)
 
     def _prepare(self, plan, body: _Body | None) -> None:
         try:

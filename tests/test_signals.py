@@ -376,6 +376,41 @@ def test_signal_in_the_commit(small: Path, tmpdir_env: dict[str, str], args: lis
         _clear(Path(tmpdir_env["TMPDIR"]))
 
 
+BEFORE_A_THREAD = """
+import os, sys
+sig, sys.argv = int(sys.argv[1]), ["traceaug", *sys.argv[2:]]
+
+def send(frame, event, arg):  # the signal lands as ``started`` is called: its thread made, never started
+    if event == "call" and frame.f_code.co_name == "started" and frame.f_back.f_code.co_name == OWNER:
+        sys.settrace(None)
+        os.kill(os.getpid(), sig)
+    return None
+
+sys.settrace(send)
+from traceaug.__main__ import main
+main()
+"""
+
+
+@pytest.mark.parametrize("owner, sig", [("prepare", signal.SIGINT), ("__init__", signal.SIGTERM)])
+def test_a_signal_before_a_rewriters_thread_starts(small: Path, tmpdir_env: dict[str, str], owner: str,
+                                                   sig: int) -> None:
+    """A signal after a rewriter made its thread but before it started it (the UI edits' thread, the
+    gzip body's): the run says it was interrupted in one line and writes nothing; cleanup joined the
+    thread that never ran ("cannot join thread before it is started" and a traceback)."""
+    d = small
+    before = _state(d)
+    script = BEFORE_A_THREAD.replace("OWNER", repr(owner))
+    proc = subprocess.run([sys.executable, "-c", script, str(int(sig)), "counters", "a.json", "out.json.gz"],
+                          cwd=d, env=tmpdir_env, capture_output=True, text=True, timeout=120)
+    try:
+        assert (proc.returncode, proc.stderr) == (128 + sig, "traceaug: interrupted\n")
+        assert _state(d) == before and os.listdir(tmpdir_env["TMPDIR"]) == []
+    finally:
+        _remove_new(d, {"a.json", "b.json", "ranks"})
+        _clear(Path(tmpdir_env["TMPDIR"]))
+
+
 URL_JOB_STEPS = 600  # each rank's steps: every job command runs over 1.5 s on the 2-rank job
 URL_SIGNALS = ((0.2, signal.SIGINT), (0.7, signal.SIGTERM))  # s after the handlers: listing, loading
 

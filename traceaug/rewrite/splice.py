@@ -361,8 +361,8 @@ class Copy:
         """Stop the background work and drop its temporary file."""
         if self.body is not None:
             self.body.stop()
-        if self._prepared is not None:  # never reading the body file as it closes
-            self._prepared.join()
+        if self._prepared is not None and self._prepared.is_alive():  # never reading the body file as it
+            self._prepared.join()  # closes (a signal before its start: it never ran)
         if self.body is not None:
             self.body.close()
             self.body = None

@@ -755,7 +755,7 @@ except interrupt.Interrupted as e:
 
 
 WEAKREF_CALLBACK_WITH_A_SIGNAL = """
-import os, sys, time, weakref
+import os, sys, weakref
 from traceaug import interrupt
 interrupt.install(command_line=True)
 sig = int(sys.argv[1])
@@ -774,15 +774,15 @@ sys.settrace(send_in_the_callback)
 try:
     del value
     sys.settrace(None)
-    time.sleep(5)
+    interrupt.check()  # (a loop's, or an engine call's after it traps)
     print("not interrupted")
 except interrupt.Interrupted as e:
-    print("interrupted", e.exit_code, len(values))
+    print("interrupted", e.exit_code)
 """
 
 
 DEL_WITH_A_SIGNAL = """
-import os, sys, time
+import os, sys
 from traceaug import interrupt
 interrupt.install(command_line=True)
 sig = int(sys.argv[1])
@@ -795,48 +795,11 @@ class Closer:  # any object's finalizer, where Python cannot pass an exception o
 closer = Closer()
 try:
     del closer
-    time.sleep(5)
+    interrupt.check()  # (a loop's, or an engine call's after it traps)
     print("not interrupted")
 except interrupt.Interrupted as e:
     print("interrupted", e.exit_code)
 """
-
-
-STARTING_WITH_A_SIGNAL = """
-import os, sys, threading, traceback
-from traceaug import interrupt
-interrupt.install(command_line=True)
-sig = int(sys.argv[1])
-
-def send_in_start(frame, event, arg):  # the signal lands while start() waits for the new thread to run
-    if event == "call" and frame.f_code.co_name == "wait" and frame.f_back.f_code.co_name == "start":
-        os.kill(os.getpid(), sig)
-    return None
-
-go = threading.Event()
-thread = threading.Thread(target=go.wait)
-sys.settrace(send_in_start)
-try:
-    interrupt.started(thread)
-    print("not interrupted")
-except interrupt.Interrupted as e:
-    sys.settrace(None)
-    go.set()
-    thread.join()
-    print("interrupted", e.exit_code, traceback.extract_tb(e.__traceback__)[-1].name)
-"""
-
-
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_while_a_thread_starts_leaves_a_thread_to_join(tmp_path: Path, sig: int) -> None:
-    """A signal while ``Thread.start`` waits for the new thread raised inside it, and the caller's cleanup
-    joining that thread failed: "RuntimeError: cannot join thread before it is started" and a traceback
-    (SIGINT 0.24 s into `serving`, the rewriter's gzip thread). ``interrupt.started`` raises after start."""
-    proc = subprocess.run([sys.executable, "-c", STARTING_WITH_A_SIGNAL, str(int(sig))],
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
-    assert proc.stderr == ""
-    assert proc.stdout.split() == ["interrupted", str(128 + sig), "check"], (proc.stdout, proc.stderr)
 
 
 # Where Python cannot pass an exception on, a script sending a signal there and what it prints after.
@@ -845,9 +808,9 @@ CANNOT_RAISE = {
     # ignored on calling ctypes callback function" and a traceback (counters SIGINT at 0.95 s in a CI run)
     "engine finalizer": (FINALIZER_WITH_A_SIGNAL, []),
     # a WeakValueDictionary drops an entry: "Exception ignored in" (SIGTERM 0.7 s into `efficiency` on an
-    # s3:// job, a CI run); the callback must also finish (no entry left)
-    "weakref callback": (WEAKREF_CALLBACK_WITH_A_SIGNAL, ["0"]),
-    # any object's ``__del__``, which no frame check can know of
+    # s3:// job, a CI run); the stop stays requested: the next check raises it
+    "weakref callback": (WEAKREF_CALLBACK_WITH_A_SIGNAL, []),
+    # any object's ``__del__``
     "finalizer": (DEL_WITH_A_SIGNAL, []),
 }
 
@@ -857,7 +820,8 @@ CANNOT_RAISE = {
 def test_a_signal_where_python_cannot_raise_is_no_ignored_exception(tmp_path: Path, where: str,
                                                                      sig: int) -> None:
     """A signal in a callback Python runs without passing its exception on is no "Exception ignored" and
-    no traceback: the command stops once the callback has returned."""
+    no traceback: the command stops once the callback has returned (wasmtime's: the signal comes again;
+    any other: the next check raises it)."""
     script, after = CANNOT_RAISE[where]
     proc = subprocess.run([sys.executable, "-c", script, str(int(sig))],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path,

@@ -3,7 +3,6 @@ through ctypes and may crash): the engine traps on an epoch bump and the call ra
 
 from __future__ import annotations
 
-import _weakrefset
 import contextlib
 import importlib.util
 import os
@@ -71,18 +70,16 @@ def _wasmtime_dir() -> str:
 
 
 _WASMTIME = _wasmtime_dir()
-_WEAKREF = (weakref.__file__, _weakrefset.__file__)  # the containers' callbacks drop dead entries
 
 
 def _cannot_raise(frame) -> bool:
     """Whether the main thread is where an exception would be swallowed or changed: the import machinery
-    ("Exception ignored in ... _ModuleLock", ``RuntimeError: Error calling __set_name__``), wasmtime's own
+    ("Exception ignored in ... _ModuleLock", ``RuntimeError: Error calling __set_name__``) or wasmtime's own
     Python code, which the engine calls back through ctypes (a finalizer run by the garbage collector prints
-    "Exception ignored on calling ctypes callback function" and goes on), or a weak container's callback
-    (its entry would stay)."""
+    "Exception ignored on calling ctypes callback function" and goes on)."""
     while frame is not None:
         name = frame.f_code.co_filename
-        if name.startswith("<frozen importlib") or name.startswith(_WASMTIME) or name in _WEAKREF:
+        if name.startswith("<frozen importlib") or name.startswith(_WASMTIME):
             return True
         frame = frame.f_back
     return False
@@ -95,14 +92,6 @@ def _again(signum: int) -> None:
         os.kill(os.getpid(), signum)
 
 
-def _redeliver(signum: int) -> None:
-    """The signal again shortly, once the code it could not stop has finished."""
-    _raised.clear()
-    timer = threading.Timer(REDELIVER_S, _again, (signum,))
-    timer.daemon = True
-    timer.start()
-
-
 def _handler(signum: int, frame) -> None:
     if not _requested:
         _requested.append(signum)
@@ -110,7 +99,10 @@ def _handler(signum: int, frame) -> None:
     if _in_engine or _holding:
         return  # inside the engine (it traps at its next check) or held: raised after
     if _cannot_raise(frame):  # let the import or callback finish; the signal comes back to raise after it
-        _redeliver(signum)
+        _raised.clear()
+        timer = threading.Timer(REDELIVER_S, _again, (signum,))
+        timer.daemon = True
+        timer.start()
         return
     raise Interrupted(_requested[0])
 
@@ -119,10 +111,11 @@ _previous_unraisable: list = []
 
 
 def _unraisable(unraisable) -> None:
-    """An ``Interrupted`` raised where Python cannot pass it on (a weakref callback, a ``__del__``, a
-    finalizer) is not printed as "Exception ignored": the signal comes back to raise after it."""
+    """An ``Interrupted`` raised where Python cannot pass it on (a weakref callback, a ``__del__``) is not
+    printed as "Exception ignored": the stop stays requested, and the next ``check`` or engine call (which
+    traps: its epoch was bumped) raises it."""
     if isinstance(unraisable.exc_value, Interrupted):
-        _redeliver(unraisable.exc_value.signum)
+        _raised.clear()
         return
     _previous_unraisable[0](unraisable)
 

@@ -802,6 +802,43 @@ except interrupt.Interrupted as e:
 """
 
 
+STARTING_WITH_A_SIGNAL = """
+import os, sys, threading, traceback
+from traceaug import interrupt
+interrupt.install(command_line=True)
+sig = int(sys.argv[1])
+
+def send_in_start(frame, event, arg):  # the signal lands while start() waits for the new thread to run
+    if event == "call" and frame.f_code.co_name == "wait" and frame.f_back.f_code.co_name == "start":
+        os.kill(os.getpid(), sig)
+    return None
+
+go = threading.Event()
+thread = threading.Thread(target=go.wait)
+sys.settrace(send_in_start)
+try:
+    interrupt.started(thread)
+    print("not interrupted")
+except interrupt.Interrupted as e:
+    sys.settrace(None)
+    go.set()
+    thread.join()
+    print("interrupted", e.exit_code, traceback.extract_tb(e.__traceback__)[-1].name)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_a_thread_starts_leaves_a_thread_to_join(tmp_path: Path, sig: int) -> None:
+    """A signal while ``Thread.start`` waits for the new thread raised inside it, and the caller's cleanup
+    joining that thread failed: "RuntimeError: cannot join thread before it is started" and a traceback
+    (SIGINT 0.24 s into `serving`, the rewriter's gzip thread). ``interrupt.started`` raises after start."""
+    proc = subprocess.run([sys.executable, "-c", STARTING_WITH_A_SIGNAL, str(int(sig))],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert proc.stderr == ""
+    assert proc.stdout.split() == ["interrupted", str(128 + sig), "check"], (proc.stdout, proc.stderr)
+
+
 # Where Python cannot pass an exception on, a script sending a signal there and what it prints after.
 CANNOT_RAISE = {
     # wasmtime frees a host function through a ctypes callback run by the garbage collector: "Exception

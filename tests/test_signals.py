@@ -106,6 +106,14 @@ def interrupt(args: list[str], cwd: Path, after: float, sig: int = signal.SIGINT
     return proc.returncode, err, took
 
 
+def _script(script: str, sig: int, cwd: Path, *on_path: Path,
+            timeout: float = 60) -> subprocess.CompletedProcess:
+    """``python -c script SIG`` in ``cwd``, traceaug (and ``on_path``) importable: exit, stdout, stderr."""
+    path = ":".join(str(p) for p in (*on_path, Path(__file__).parents[1]))
+    return subprocess.run([sys.executable, "-c", script, str(int(sig))], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, env={**os.environ, "PYTHONPATH": path})
+
+
 def handling(pid: int) -> None:
     """Wait until process ``pid`` catches SIGTERM: traceaug's handlers are in place. Before,
     Python itself is starting (some tens of ms, longer on a loaded machine), where no Python
@@ -532,9 +540,7 @@ except interrupt.Interrupted as e:
 def test_a_signal_while_workers_fork_is_no_ignored_exception(tmp_path: Path, sig: int) -> None:
     """A signal during a fork's at-fork callbacks is held until the fork is done, then stops
     the command as anywhere else: no "Exception ignored in: <function _releaseLock>"."""
-    proc = subprocess.run([sys.executable, "-c", FORK_WITH_A_SIGNAL, str(int(sig))],
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    proc = _script(FORK_WITH_A_SIGNAL, sig, tmp_path)
     assert "Exception ignored" not in proc.stderr, proc.stderr
     assert proc.stdout.split() == ["interrupted", str(128 + sig)], (proc.stdout, proc.stderr)
 
@@ -564,9 +570,7 @@ def test_a_signal_while_the_job_pool_forks_is_no_ignored_exception(tmp_path: Pat
     """The job's local pool forks its workers: a signal in the at-fork callbacks was
     "Exception ignored in: <function _releaseLock>" and a traceback (`patterns DIR` in a CI run
     of the many-points test). Held until the fork is done, then raised."""
-    proc = subprocess.run([sys.executable, "-c", POOL_FORK_WITH_A_SIGNAL, str(int(sig))],
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    proc = _script(POOL_FORK_WITH_A_SIGNAL, sig, tmp_path)
     assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stdout.split() == ["interrupted", str(128 + sig)], (proc.stdout, proc.stderr)
 
@@ -605,9 +609,7 @@ def test_a_signal_while_a_job_waits_for_its_ranks_never_hangs(tmp_path: Path, si
     pool's reader thread setting that future waited on it, the shutdown joining the reader waited
     forever (parent in a futex wait, its children zombies). The signal is sent from inside the wait:
     the moment lasts microseconds (1 run in ~190 hit it)."""
-    proc = subprocess.run([sys.executable, "-c", WAIT_WITH_A_SIGNAL, str(int(sig))],
-                          capture_output=True, text=True, timeout=30, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    proc = _script(WAIT_WITH_A_SIGNAL, sig, tmp_path, timeout=30)
     assert proc.stdout.split() == ["interrupted", str(128 + sig)], (proc.stdout, proc.stderr)
     assert proc.stderr == ""
 
@@ -653,9 +655,7 @@ def test_a_signal_while_a_dropped_reader_closes_its_pool_is_no_ignored_exception
     runs the close): raised inside the close it was "Exception ignored in <generator>" and a
     traceback (1 of 2 signal-test runs with pass-1 workers). The children are killed, the pool
     closes, and the command stops at its next check."""
-    proc = subprocess.run([sys.executable, "-c", CLOSE_WITH_A_SIGNAL, str(int(sig))],
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    proc = _script(CLOSE_WITH_A_SIGNAL, sig, tmp_path)
     assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stdout.split() == ["closed", "True", "interrupted", str(128 + sig)], \
         (proc.stdout, proc.stderr)
@@ -694,9 +694,7 @@ def test_a_signal_inside_an_import_stops_the_command_after_it(tmp_path: Path, si
     traceback (2 of 200 Ctrl-C's into `counters`). It now stops the command once the import
     is done."""
     (tmp_path / "made_with_a_signal.py").write_text(DESCRIPTOR_MODULE)
-    proc = subprocess.run([sys.executable, "-c", IMPORT_WITH_A_SIGNAL, str(int(sig))],
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": f"{tmp_path}:{Path(__file__).parents[1]}"})
+    proc = _script(IMPORT_WITH_A_SIGNAL, sig, tmp_path, tmp_path)
     assert proc.stdout.split() == ["interrupted", str(128 + sig), "field"], (proc.stdout, proc.stderr)
     assert proc.stderr == ""
 
@@ -832,9 +830,7 @@ def test_a_signal_while_a_thread_starts_leaves_a_thread_to_join(tmp_path: Path, 
     """A signal while ``Thread.start`` waits for the new thread raised inside it, and the caller's cleanup
     joining that thread failed: "RuntimeError: cannot join thread before it is started" and a traceback
     (SIGINT 0.24 s into `serving`, the rewriter's gzip thread). ``interrupt.started`` raises after start."""
-    proc = subprocess.run([sys.executable, "-c", STARTING_WITH_A_SIGNAL, str(int(sig))],
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    proc = _script(STARTING_WITH_A_SIGNAL, sig, tmp_path)
     assert proc.stderr == ""
     assert proc.stdout.split() == ["interrupted", str(128 + sig), "check"], (proc.stdout, proc.stderr)
 
@@ -860,9 +856,7 @@ def test_a_signal_where_python_cannot_raise_is_no_ignored_exception(tmp_path: Pa
     no traceback: the command stops once the callback has returned (wasmtime's: the signal comes again;
     any other: the next check raises it)."""
     script, after = CANNOT_RAISE[where]
-    proc = subprocess.run([sys.executable, "-c", script, str(int(sig))],
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    proc = _script(script, sig, tmp_path)
     assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stdout.split() == ["interrupted", str(128 + sig), *after], (proc.stdout, proc.stderr)
 

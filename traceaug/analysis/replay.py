@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import SumTooLarge, TraceaugError
+from ..sorted_ints import percentiles
 from . import critical_path as cp
 from . import dag, stacked
 from .steps import is_comm
@@ -493,7 +494,7 @@ def error_summary(steps: dict) -> dict:
     for col in REPLAYS.values():
         e = np.abs(np.asarray(steps[col], np.float64))
         rows["steps"].append(len(e))
-        for key, f in (("mean", np.mean), ("p90", lambda x: np.percentile(x, 90)), ("max", np.max)):
+        for key, f in (("mean", np.mean), ("p90", lambda x: percentiles(x, [90])[0]), ("max", np.max)):
             rows[f"{key}_abs_error_pct"].append(float(f(e)) if len(e) else 0.0)
     return {k: np.array(v, dtype=object if k == "replay" else None) for k, v in rows.items()}
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..sorted_ints import percentiles
 from .serving import PHASES, WARM_UP
 from .tables import Columns, objects
 
@@ -101,7 +102,7 @@ def phase_table(parts: list[Columns]) -> Columns:
         m = st["phase"] == phase
         lat, busy, idle = st["latency"][m], int(st["busy"][m].sum()), int(st["idle"][m].sum())
         gaps, batch = st["cpu_gap"][m & (st["cpu_gap"] >= 0)], st["batch"][m & (st["batch"] >= 0)]
-        p50, p90, p99 = np.percentile(lat, [50, 90, 99]).tolist()
+        p50, p90, p99 = percentiles(lat, [50, 90, 99])
         for k, v in zip(rows, (phase, int(m.sum()), float(batch.mean()) if len(batch) else np.nan,
                                float(lat.mean()), p50, p90, p99, int(lat.max()), busy, idle,
                                100.0 * idle / max(busy + idle, 1), int(st["launch"][m].sum()),

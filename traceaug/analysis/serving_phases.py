@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..sorted_ints import percentiles
 from . import serving_figures as figures
 from .diff import DEFAULT_THRESHOLD, change_status, gate, gate_lines, min_delta_ns, op_table
 from .diff import compare as compare_ops
@@ -100,7 +101,7 @@ def compare(a: Side, b: Side, how: dict | None = None) -> list[dict] | None:
         row: dict = {"phase": phase}
         for s, f in found.items():
             lat = f[1][f[0] == phase] if f else np.zeros(0, np.int64)
-            stats = [float(lat.mean()), *np.percentile(lat, [50, 90]).tolist()] if len(lat) else [None] * 3
+            stats = [float(lat.mean()), *percentiles(lat, [50, 90])] if len(lat) else [None] * 3
             row[s] = {"steps": len(lat), "step": None, "step_ns": stats[0],
                       **{f"latency_{k}_ns": v for k, v in zip(LATENCY, stats)}}
         missing = [s for s in "ab" if not row[s]["steps"]]

@@ -162,7 +162,7 @@ def holding(ops: np.ndarray, anchors: np.ndarray) -> np.ndarray:
     or memory reads (each op of a launch's or an allocation's ancestry holds it)."""
     out = []
     anchors = anchors[np.lexsort((anchors[:, 1], anchors[:, 0]))]
-    for key in np.unique(ops[:, 0]).tolist():
+    for key in sorted_unique(ops[:, 0]).tolist():
         mine = ops[ops[:, 0] == key]
         ts = anchors[anchors[:, 0] == key, 1]
         held = np.searchsorted(ts, mine[:, 1] + mine[:, 2], "right") > np.searchsorted(ts, mine[:, 1], "left")

@@ -175,3 +175,31 @@ def test_a_long_capture_is_read_in_linear_time(tmp_path):
     assert graphs[0].kernels == [f"k{i % 5}" for i in range(n)]
     assert graphs[0].ops == [f"op{i % 7}" for i in range(n)]
     assert took < 1.5, f"{took:.2f} s"
+
+
+def test_a_captured_call_is_attributed_to_its_innermost_cpu_op(tmp_path):
+    """Each captured launch's op is the innermost CPU op holding it: its parent when that is one, the op above
+    an annotation between them, the inner of two nested ops; a launch in no op is named by its call."""
+    th = {"pid": 1000, "tid": 1000}
+    t = BASE_US
+
+    def launch(at, kernel):
+        return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", **th, "ts": at, "dur": 5,
+                "args": {"correlation": at, "kernel": kernel}}
+
+    evs = [*METADATA, {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamBeginCapture", **th, "ts": t,
+                       "dur": 5},
+           {"ph": "X", "cat": "cpu_op", "name": "aten::mm", **th, "ts": t + 10, "dur": 20},
+           launch(t + 12, "k1"),
+           {"ph": "X", "cat": "cpu_op", "name": "aten::linear", **th, "ts": t + 40, "dur": 40},
+           {"ph": "X", "cat": "user_annotation", "name": "## region ##", **th, "ts": t + 42, "dur": 30},
+           launch(t + 45, "k2"),
+           {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", **th, "ts": t + 50, "dur": 20},
+           launch(t + 52, "k3"),
+           launch(t + 100, "k4"),
+           {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamEndCapture", **th, "ts": t + 200, "dur": 5}]
+    path = write(tmp_path / "capture.json", trace(evs))
+    with traceaug.load(path, kind="capture") as t:
+        graphs = graph_replay.captured(t, path.name)
+    assert graphs[0].kernels == ["k1", "k2", "k3", "k4"]
+    assert graphs[0].ops == ["aten::mm", "aten::linear", "aten::addmm", "cudaLaunchKernel"]

@@ -102,9 +102,12 @@ def captured(trace: Trace, source: str, batch: int | None = None) -> list[Graph]
         "FROM b) "
         "SELECT w.graph, r.name AS call, extract_arg(r.arg_set_id, 'args.kernel') AS kernel, "
         "COALESCE(CAST(extract_arg(r.arg_set_id, 'args.graph node id') AS INT), -1) AS node, "
-        "(SELECT a.id FROM ancestor_slice(r.id) a WHERE a.category IN ('cpu_op', 'Operator') "
-        "ORDER BY a.depth DESC LIMIT 1) AS op_id "
-        "FROM slice r JOIN w ON r.track_id = w.track_id AND r.ts > w.lo AND r.ts < w.hi "
+        # the innermost CPU op holding the call: its parent when that is one (the deepest), else searched
+        "CASE WHEN p.category IN ('cpu_op', 'Operator') THEN p.id ELSE (SELECT a.id FROM "
+        "ancestor_slice(r.id) a WHERE a.category IN ('cpu_op', 'Operator') ORDER BY a.depth DESC LIMIT 1) "
+        "END AS op_id "
+        "FROM slice r LEFT JOIN slice p ON p.id = r.parent_id "
+        "JOIN w ON r.track_id = w.track_id AND r.ts > w.lo AND r.ts < w.hi "
         "WHERE r.category IN ('cuda_runtime', 'cuda_driver', 'Runtime') AND (r.name GLOB '*Launch*' "
         "OR r.name GLOB '*Memcpy*' OR r.name GLOB '*Memset*') ORDER BY w.graph, r.ts, r.id")
     op_of, inputs_of = recorded(trace, sorted({int(i) for i in c["op_id"].tolist() if i is not None

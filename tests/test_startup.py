@@ -88,11 +88,13 @@ def test_no_pass_1_child_for_a_small_trace() -> None:
         prefetch.close()
 
 
-def test_serving_report_imports_no_numpy_ma(tmp_path: Path) -> None:
+def test_serving_report_imports_no_numpy_ma_nor_zipfile(tmp_path: Path) -> None:
     """``report --capture`` on the SGLang decode step never imports numpy.ma (6 ms of a start): numpy 2's
-    ``np.unique`` and ``np.percentile`` import it, so pass 1 and the serving figures use neither."""
+    ``np.unique`` and ``np.percentile`` import it, so pass 1 and the serving figures use neither; nor
+    importlib.resources' readers and zipfile (3 ms): the device peaks are read from traceaug's directory."""
     root = "kineto/inference/sglang_decode"
     done, modules = _loaded(tmp_path, "report", str(shared_trace(f"{root}/sglang_Qwen3-8B_decode.json.gz")),
                             "--capture", str(shared_trace(f"{root}/capture_traces")), "--format", "json")
     assert json.loads(done.stdout)["serving: steps per phase"]  # it did the serving work
-    assert "numpy" in modules and "numpy.ma" not in modules
+    assert "numpy" in modules and "traceaug.analysis.peaks" in modules
+    assert not modules & {"numpy.ma", "zipfile", "importlib.readers"}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from ..errors import TraceaugError
@@ -39,7 +38,8 @@ class Peak:
 
 def table(extra: str | Path | None = None) -> list[dict]:
     """The shipped rows, with ``extra`` (``--peaks FILE``) first: its rows win."""
-    rows = json.loads(resources.files("traceaug").joinpath("data/peaks.json").read_text())["devices"]
+    shipped = Path(__file__).parent.parent / "data" / "peaks.json"  # (importlib.resources imports zipfile)
+    rows = json.loads(shipped.read_text())["devices"]
     if extra is None:
         return rows
     try:

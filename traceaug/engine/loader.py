@@ -67,7 +67,7 @@ def _feed(tp: TraceProcessor, pieces: Iterator[bytes], path: Path) -> None:
             except BaseException as e:  # handed to the caller's thread
                 failure.append(e)
 
-    worker = threading.Thread(target=work, daemon=True)
+    worker = threading.Thread(target=work, name="traceaug-feed", daemon=True)
     try:
         interrupt.started(worker)
         for piece in _coalesce(pieces):
@@ -75,9 +75,13 @@ def _feed(tp: TraceProcessor, pieces: Iterator[bytes], path: Path) -> None:
                 break
             q.put(piece)
     finally:
-        q.put(None)
-        if worker.is_alive():  # (not started: nothing to wait for)
-            worker.join()
+        # No signal may cut this wait short: the engine is closed after it, and closed under a parse still
+        # running, the worker writes into freed memory (SIGSEGV). Its parse traps on the signal's epoch bump.
+        with interrupt.held():
+            q.put(None)
+            if worker.is_alive():  # (not started: nothing to wait for)
+                worker.join()
+    interrupt.check()  # a signal held above
     if failure:
         raise failure[0]
 

@@ -203,3 +203,21 @@ def test_a_captured_call_is_attributed_to_its_innermost_cpu_op(tmp_path):
         graphs = graph_replay.captured(t, path.name)
     assert graphs[0].kernels == ["k1", "k2", "k3", "k4"]
     assert graphs[0].ops == ["aten::mm", "aten::linear", "aten::addmm", "cudaLaunchKernel"]
+
+
+def test_a_capture_read_ahead_is_its_commands_alone(tmp_path):
+    """The command line reads ``--capture`` ahead in a thread; graphs no analysis took (a trace without graph
+    replays) are dropped with the command, so a later read of that capture, edited since, sees the edit."""
+    replay = cuda_trace(tmp_path)
+    capture = tmp_path / "capture.json"
+    capture.write_bytes(replay.read_bytes())
+    plain = write(tmp_path / "plain.json", trace([*METADATA, {
+        "ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": BASE_US, "dur": 5,
+        "args": {"correlation": 1, "device": 0, "stream": 7}}]))
+    out = CliRunner().invoke(main, ["kernels", str(plain), "--capture", str(capture), "--format", "json"])
+    assert out.exit_code == 0, out.output
+    swapped = capture.read_text().replace("aten::mm", "OLD").replace("aten::relu", "aten::mm")
+    capture.write_text(swapped.replace("OLD", "aten::relu"))  # each node's op is now the other one
+    with runtime.using(capture=str(capture)), traceaug.load(replay, kind="gpu_steps") as t:
+        r = graph_replay.attribute(t)
+    assert r.ops["op"].tolist() == ["aten::mm", "aten::relu"]  # (relu's node ran first: now aten::mm's)

@@ -139,13 +139,12 @@ def _run(command: Command, ctx: click.Context, params: dict) -> None:
         command.prepare(call)
     call.prefetch()
     from .engine.imports import perfetto_light  # after the prefetch: its children start first
-    from .read import prefetch
 
     perfetto_light()
     try:
         _show(command, command.compute(call), call)
     finally:
-        prefetch.close()  # a plan no load took (the command failed first): its child stops
+        call.close()  # a plan no load took (the command failed first): its child stops
 
 
 def _show(command: Command, result: object, call: Call) -> None:

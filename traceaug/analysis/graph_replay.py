@@ -6,6 +6,7 @@ node id where the trace records it (CUDA), else by dispatch order within the lau
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -146,16 +147,37 @@ def capture_files(path: str | Path) -> list[tuple[Path, int | None]]:
 
 
 def graphs_for(trace: Trace) -> list[Graph]:
-    """The captured graphs for ``trace``'s replays: the runtime's ``--capture``, else a capture inside
-    the trace itself (read again with the launch calls' kernel names)."""
+    """The captured graphs for ``trace``'s replays: the runtime's ``--capture`` (``read_ahead``'s, if it
+    was), else a capture inside the trace itself (read again with the launch calls' kernel names)."""
     given = runtime.current().capture
     cache = trace.__dict__.setdefault("_capture_graphs", {})  # per --capture: several analyses ask
     if given not in cache:
-        cache[given] = _graphs(trace, given)
+        ahead = _AHEAD.pop(given, None)
+        cache[given] = ahead.result() if ahead is not None else _graphs(trace, given)
     return cache[given]
 
 
-def _graphs(trace: Trace, given: str | None) -> list[Graph]:
+_AHEAD: dict[str, Future] = {}  # --capture: its graphs, being read in a thread
+
+
+def read_ahead(given: str) -> None:
+    """Read the captures ``given`` names in a thread while the command reads its trace (their engine parses
+    and answers outside the GIL); its graphs (or its error) go to the first ``graphs_for`` of ``given``."""
+    from ..processes import Threads
+    from ..trace import Trace  # noqa: F401  (imported here: the thread imports nothing first)
+
+    with runtime.using(progress=False, workers=1):  # (no progress line and no pass-1 child from it)
+        threads = Threads(1, thread_name_prefix="traceaug-capture")
+        _AHEAD[given] = threads.submit(_graphs, None, given)
+    threads.shutdown(wait=False)
+
+
+def forget_ahead(given: str) -> None:
+    """Drop ``read_ahead``'s graphs of ``given`` if no ``graphs_for`` took them (its thread ends alone)."""
+    _AHEAD.pop(given, None)
+
+
+def _graphs(trace: Trace | None, given: str | None) -> list[Graph]:
     from ..trace import Trace as Loaded
 
     if given:

@@ -216,6 +216,7 @@ class Call:
     job: JobOptions = field(default_factory=JobOptions)
     api: bool = False  # called from the Python API (no printing)
     _files: dict = field(default_factory=dict)
+    _ahead: str | None = None  # the --capture ``prefetch`` reads ahead
 
     def __getitem__(self, name: str) -> Any:
         return self.params[name]
@@ -253,7 +254,8 @@ class Call:
 
     def prefetch(self) -> None:
         """Pass 1 of each input that is one local file, in a child, before the engine's
-        modules load (``read.prefetch``)."""
+        modules load (``read.prefetch``); with ``--capture``, its graphs read in a thread meanwhile
+        (``graph_replay.read_ahead``). ``close`` drops what the command did not take."""
         kind = self.command.kind(self.params) if self.command.kind else None
         if kind is None:
             return
@@ -269,6 +271,24 @@ class Call:
             return
         if all(len(f) == 1 and not is_url(f[0].path) for f in chosen):
             prefetch.start([f[0].path for f in chosen], kind)
+            capture = runtime.current().capture
+            if capture:
+                from ..analysis.graph_replay import read_ahead
+                from ..engine.imports import perfetto_light
+
+                perfetto_light()
+                read_ahead(capture)
+                self._ahead = capture
+
+    def close(self) -> None:
+        """Stop what ``prefetch`` started that no load took: pass-1 children, a capture's graphs."""
+        from ..read import prefetch
+
+        prefetch.close()
+        if self._ahead is not None:
+            from ..analysis.graph_replay import forget_ahead
+
+            forget_ahead(self._ahead)
 
 
 def job_from(given: dict) -> JobOptions:

@@ -883,6 +883,36 @@ def test_a_signal_while_a_load_waits_for_its_feed_worker(tmp_path: Path, sig: in
         (proc.stdout, proc.stderr)
 
 
+THREADS_LEFT_WITH_A_SIGNAL = """
+import os, sys, threading, time
+from traceaug import interrupt
+from traceaug.processes import Threads
+interrupt.install(command_line=True)
+sig, done = int(sys.argv[1]), []
+join = threading.Thread.join
+def join_with_a_signal(self, *args, **kwargs):  # a second signal as the pool waits for its task
+    os.kill(os.getpid(), sig)
+    return join(self, *args, **kwargs)
+try:
+    with Threads(1) as pool:
+        pool.submit(lambda: time.sleep(0.3) or done.append(1))
+        threading.Thread.join = join_with_a_signal
+        os.kill(os.getpid(), sig)  # the first: raised in the block
+except interrupt.Interrupted as e:
+    print("task done when the block was left:", bool(done), e.exit_code)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_thread_pool_block_is_left_after_its_tasks_whatever_signals_come(tmp_path: Path, sig: int) -> None:
+    """A second signal as a ``Threads`` block waits for its tasks cut the wait short: the caller went on
+    (``diff`` closing both traces) while a task still used one (``Side.of``'s queries): SIGSEGV. The wait
+    ends first."""
+    proc = _script(THREADS_LEFT_WITH_A_SIGNAL, sig, tmp_path)
+    assert proc.stdout.split() == ["task", "done", "when", "the", "block", "was", "left:", "True",
+                                   str(128 + sig)], (proc.stdout, proc.stderr)
+
+
 # Where Python cannot pass an exception on, a script sending a signal there and what it prints after.
 CANNOT_RAISE = {
     # wasmtime frees a host function through a ctypes callback run by the garbage collector: "Exception

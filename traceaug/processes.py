@@ -207,6 +207,12 @@ class Threads(cf.ThreadPoolExecutor):
     def submit(self, fn: Callable, /, *args: Any, **kwargs: Any) -> cf.Future:
         return super().submit(contextvars.copy_context().run, fn, *args, **kwargs)
 
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """The pool's, its wait never cut short by a signal: its tasks may use engines the caller closes
+        next (they trap on the signal's epoch bump: the wait stays short); the next ``check`` raises it."""
+        with interrupt.held():
+            super().shutdown(wait, cancel_futures=cancel_futures)
+
 
 def _run_tasks_reusing(requests, results) -> None:
     """``_run_tasks``, freed heap kept for the next task (pass 1's chunks)."""

@@ -98,3 +98,31 @@ def test_serving_report_imports_no_numpy_ma_nor_zipfile(tmp_path: Path) -> None:
     assert json.loads(done.stdout)["serving: steps per phase"]  # it did the serving work
     assert "numpy" in modules and "traceaug.analysis.peaks" in modules
     assert not modules & {"numpy.ma", "zipfile", "importlib.readers"}
+
+
+_PREFETCHES = """
+import atexit, json, sys
+import traceaug.read.prefetch as prefetch
+seen, start, out = [], prefetch.start, sys.argv[1]
+def noted(files, kind):
+    seen.append([kind, "traceaug.commands.report" in sys.modules])
+    return start(files, kind)
+prefetch.start = noted
+atexit.register(lambda: open(out, "w").write(json.dumps(seen)))
+sys.argv = ["traceaug", *sys.argv[2:]]
+from traceaug.cli import run
+run()
+"""
+
+
+def test_a_captures_pass_1_starts_before_the_command_loads(tmp_path: Path) -> None:
+    """``--capture``'s pass 1 starts in a child before the command's modules load (``cli._capture_early``), so
+    its plan is ready by the time the command's graph read wants it; the trace's after them."""
+    root = "kineto/inference/sglang_decode"
+    found = tmp_path / "prefetches.json"
+    done = subprocess.run([sys.executable, "-c", _PREFETCHES, str(found), "report",
+                           str(shared_trace(f"{root}/sglang_Qwen3-8B_decode.json.gz")),
+                           f"--capture={shared_trace(f'{root}/capture_traces')}", "--format", "json"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(found.read_text()) == [["capture", False], ["report", True]]

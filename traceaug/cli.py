@@ -82,6 +82,10 @@ class _Group(click.Group):
         return TraceaugCommand(c.name, params=c.click_params(), help=c.help,
                                callback=click.pass_context(lambda ctx, **p: _run(c, ctx, p)))
 
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        _capture_early(args[1:])  # before the command's modules load
+        return super().resolve_command(ctx, args)
+
     def make_context(self, *args, **kwargs) -> click.Context:
         try:
             return super().make_context(*args, **kwargs)
@@ -105,6 +109,23 @@ class _Group(click.Group):
         finally:
             with interrupt.held():  # the run is over (its outputs in place, or none): a signal stops nothing
                 paths.cleanup()
+
+
+def _capture_early(args: list[str]) -> None:
+    """Pass 1 of the capture a command line names (``--capture DIR``) in a child, started before the command's
+    modules load (its option's callback would start it after them: ``read.prefetch``)."""
+    given = None
+    for i, a in enumerate(args):
+        if a == "--capture" and i + 1 < len(args):
+            given = args[i + 1]
+        elif a.startswith("--capture="):
+            given = a.split("=", 1)[1]
+    if given:
+        with contextlib.suppress(Exception):  # (only an optimization: the command reports what is wrong)
+            from .read import prefetch
+            from .read.inputs import capture_files
+
+            prefetch.start([f for f, _ in capture_files(given)], "capture")
 
 
 def _interrupted(e: KeyboardInterrupt) -> NoReturn:

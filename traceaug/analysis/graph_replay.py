@@ -5,7 +5,6 @@ node id where the trace records it (CUDA), else by dispatch order within the lau
 
 from __future__ import annotations
 
-import json
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +14,7 @@ import numpy as np
 
 import traceaug.runtime as runtime
 
-from ..errors import TraceaugError
+from ..read.inputs import capture_files
 from .serving import GRAPH_LAUNCHES
 from .shapes import recorded
 from .tables import Columns, codes, objects
@@ -129,21 +128,6 @@ def captured(trace: Trace, source: str, batch: int | None = None) -> list[Graph]
 def _copy_kind(call: str) -> str:
     """What a captured copy / set call replays as: a ``memcpy`` or ``memset`` op (compared by kind)."""
     return "memset" if "Memset" in call else "memcpy" if "Memcpy" in call else call
-
-
-def capture_files(path: str | Path) -> list[tuple[Path, int | None]]:
-    """The capture traces ``path`` names: itself, or the files a directory's ``execution_details.json``
-    lists (with their batch sizes); the user's error naming the file when that is unreadable."""
-    path = Path(path)
-    if not path.is_dir():
-        return [(path, None)]
-    details = path / "execution_details.json"
-    try:
-        entries = json.loads(details.read_text())
-        return [(path / e["file"], e.get("batch_size")) for e in entries]
-    except (OSError, ValueError, TypeError, KeyError) as e:
-        raise TraceaugError(f"{details}: not a capture list (a JSON list of {{\"file\", \"batch_size\", "
-                            f"\"mode\"}}: {e})") from None
 
 
 def graphs_for(trace: Trace) -> list[Graph]:

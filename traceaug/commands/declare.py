@@ -89,15 +89,7 @@ def _serving(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
                 pattern(value)
             except Exception as e:  # noqa: BLE001  (the one line the user sees)
                 raise click.BadParameter(str(e)) from None
-        runtime.update(**{param.name: str(value)})
-        if param.name == "capture":  # its pass 1 in a child while the command starts (``read.prefetch``)
-            from ..analysis.graph_replay import capture_files
-            from ..read import prefetch
-
-            try:
-                prefetch.start([f for f, _ in capture_files(value)], "capture")
-            except Exception:  # noqa: BLE001  (only an optimization: the load reports what is wrong)
-                pass
+        runtime.update(**{param.name: str(value)})  # (--capture: its pass 1 started by ``cli``)
     return value
 
 

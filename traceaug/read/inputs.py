@@ -1,8 +1,12 @@
-"""Resolve a trace argument to the file to read (``trace_input``) and name outputs (ranks: ``read.ranks``)."""
+"""Resolve a trace argument to the file to read (``trace_input``), a capture argument to its traces
+(``capture_files``), and name outputs (ranks: ``read.ranks``)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+from ..errors import TraceaugError
 
 
 def trace_input(path: str | Path) -> Path:
@@ -24,3 +28,18 @@ def output_name(path: Path) -> str:
     from . import nsys
 
     return path.stem + ".json" if nsys.is_sqlite(path) else path.name
+
+
+def capture_files(path: str | Path) -> list[tuple[Path, int | None]]:
+    """The capture traces ``path`` names: itself, or the files a directory's ``execution_details.json``
+    lists (with their batch sizes); the user's error naming the file when that is unreadable."""
+    path = Path(path)
+    if not path.is_dir():
+        return [(path, None)]
+    details = path / "execution_details.json"
+    try:
+        entries = json.loads(details.read_text())
+        return [(path / e["file"], e.get("batch_size")) for e in entries]
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        raise TraceaugError(f"{details}: not a capture list (a JSON list of {{\"file\", \"batch_size\", "
+                            f"\"mode\"}}: {e})") from None

@@ -221,3 +221,20 @@ def test_a_capture_read_ahead_is_its_commands_alone(tmp_path):
     with runtime.using(capture=str(capture)), traceaug.load(replay, kind="gpu_steps") as t:
         r = graph_replay.attribute(t)
     assert r.ops["op"].tolist() == ["aten::mm", "aten::relu"]  # (relu's node ran first: now aten::mm's)
+
+
+@pytest.mark.parametrize("slow", [False, True])
+def test_a_long_wait_for_a_capture_read_ahead_is_said(tmp_path, capsys, monkeypatch, slow):
+    """The capture read ahead shows no progress line of its own (it would garble the trace's): a wait for it
+    of over half a second is said on a terminal, a short one is not."""
+    import time
+
+    replay = cuda_trace(tmp_path)
+    read = graph_replay.captured
+    monkeypatch.setattr(graph_replay, "captured", lambda *a: time.sleep(0.8 * slow) or read(*a))
+    with runtime.using(progress=True, capture=str(replay)):
+        graph_replay.read_ahead(str(replay))
+        with traceaug.load(replay, kind="gpu_steps") as t:
+            r = graph_replay.attribute(t)
+    assert (r.replayed, r.attributed) == (2, 2)
+    assert (f"reading the capture {replay}\n" in capsys.readouterr().err) == slow

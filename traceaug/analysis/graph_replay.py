@@ -14,6 +14,7 @@ import numpy as np
 
 import traceaug.runtime as runtime
 
+from ..progress import note
 from ..read.inputs import capture_files
 from .serving import GRAPH_LAUNCHES
 from .shapes import recorded
@@ -137,8 +138,17 @@ def graphs_for(trace: Trace) -> list[Graph]:
     cache = trace.__dict__.setdefault("_capture_graphs", {})  # per --capture: several analyses ask
     if given not in cache:
         ahead = _AHEAD.pop(given, None)
-        cache[given] = ahead.result() if ahead is not None else _graphs(trace, given)
+        cache[given] = _taken(ahead, given) if ahead is not None else _graphs(trace, given)
     return cache[given]
+
+
+def _taken(ahead: Future, given: str) -> list[Graph]:
+    """``read_ahead``'s graphs (its thread shows no progress line): a wait of over half a second is said."""
+    try:
+        return ahead.result(timeout=0.5)
+    except TimeoutError:
+        note(f"reading the capture {given}")
+        return ahead.result()
 
 
 _AHEAD: dict[str, Future] = {}  # --capture: its graphs, being read in a thread

@@ -157,7 +157,10 @@ _AHEAD: dict[str, Future] = {}  # --capture: its graphs, being read in a thread
 def read_ahead(given: str) -> None:
     """Read the captures ``given`` names in a thread while the command reads its trace (their engine parses
     and answers outside the GIL); its graphs (or its error) go to the first ``graphs_for`` of ``given``."""
+    from ..engine.imports import perfetto_light
     from ..processes import Threads
+
+    perfetto_light()  # (before the perfetto API's first import, as the command line's own)
     from ..trace import Trace  # noqa: F401  (imported here: the thread imports nothing first)
 
     with runtime.using(progress=False, workers=1):  # (no progress line and no pass-1 child from it)

@@ -266,9 +266,7 @@ class Call:
             capture = runtime.current().capture
             if capture:
                 from ..analysis.graph_replay import read_ahead
-                from ..engine.imports import perfetto_light
 
-                perfetto_light()
                 read_ahead(capture)
                 self._ahead = capture
 

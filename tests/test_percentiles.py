@@ -1,11 +1,11 @@
-"""``sorted_ints.percentiles`` equals numpy's default (linear) ``np.percentile`` to the bit."""
+"""``analysis.percentiles`` equals numpy's default (linear) ``np.percentile`` to the bit."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from traceaug.sorted_ints import percentiles
+from traceaug.analysis.percentiles import percentiles
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -12,21 +12,6 @@ def sorted_unique(values) -> np.ndarray:
     return a[np.r_[True, a[1:] != a[:-1]]] if len(a) else a
 
 
-def percentiles(values: np.ndarray, qs: list[float]) -> list[float]:
-    """``np.percentile(values, qs)`` (its default, linear method) to the bit, without the ``np.unique``
-    numpy 2 calls in it, which imports numpy.ma (6 ms of a command's start)."""
-    a = np.sort(values)
-    virtual = (len(a) - 1) * np.true_divide(qs, 100)
-    below = np.floor(virtual)
-    above = below + 1
-    below[virtual >= len(a) - 1] = above[virtual >= len(a) - 1] = -1
-    lo, hi = a[below.astype(np.intp)], a[above.astype(np.intp)]
-    gamma, diff = virtual - below.astype(np.intp), hi - lo
-    out = np.add(lo, diff * gamma)
-    np.subtract(hi, diff * (1 - gamma), out=out, where=gamma >= 0.5, casting="unsafe")
-    return out.tolist()
-
-
 def among(values: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
     """Which of ``values`` are in ``sorted_keys`` (sorted integers), by one binary search."""
     if not len(sorted_keys):

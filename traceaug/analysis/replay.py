@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import SumTooLarge, TraceaugError
-from ..sorted_ints import percentiles
 from . import critical_path as cp
 from . import dag, stacked
+from .percentiles import percentiles
 from .steps import is_comm
 from .tables import matches
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..sorted_ints import percentiles
+from .percentiles import percentiles
 from .serving import PHASES, WARM_UP
 from .tables import Columns, objects
 

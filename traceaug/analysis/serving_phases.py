@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..sorted_ints import percentiles
 from . import serving_figures as figures
 from .diff import DEFAULT_THRESHOLD, change_status, gate, gate_lines, min_delta_ns, op_table
 from .diff import compare as compare_ops
 from .gpa_summary import DEFAULT_MAP, classify
+from .percentiles import percentiles
 from .serving import steps as serving_steps
 from .sums import group_sums
 from .tables import Columns, codes, objects

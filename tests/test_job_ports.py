@@ -59,12 +59,21 @@ def _groups(d: Path) -> Path:
     return jobgen.write(d, job)
 
 
+def _early_end(d: Path) -> Path:
+    """4 ranks, rank 2's loader late at every step; rank 0's all-reduce of step 1 ends before rank 2's starts
+    (a record or a clock off): its instance's joins are only the pairs in time order, not every pair."""
+    job = jobgen.job(4, 2, 500, steps=3)
+    jobgen.kernels(job[0])[1]["dur"] = 5
+    return jobgen.write(d, job)
+
+
 JOBS = {
     "real": lambda d: shared_trace(DLRM),
     "planted": _planted_dlrm,
     "groups": _groups,
     "cpu": lambda d: jobgen.write(d, jobgen.job(4, 2, 500, steps=2)),
     "gpu": lambda d: jobgen.write(d, jobgen.job(6, 1, 300, steps=2, where="gpu")),
+    "early end": _early_end,
 }
 
 
@@ -110,3 +119,40 @@ def test_where_the_ports_cannot_tell_the_graphs_are_read(tmp_path: Path, monkeyp
     monkeypatch.setattr(job_replay, "replayed", lambda *a: None)
     assert traceaug.stragglers(d).attrs["verdict"] == want
     assert traceaug.report(d)["job: verdict"].equals(shown)
+
+
+def test_each_end_after_the_latest_of_the_other_arrivals() -> None:
+    """``_latest_of_others`` (per member, the latest of its instance's other arrivals) and
+    ``_first_latest_other`` (the first other member arriving that late) against every pair, with ties."""
+    import numpy as np
+
+    rng = np.random.default_rng(38)
+    for _ in range(300):
+        sizes = rng.integers(2, 7, rng.integers(1, 5))
+        v = rng.integers(0, 4, int(sizes.sum())).astype(np.int64)  # (few values: many ties)
+        at = np.cumsum(sizes) - sizes
+        want = [max(int(v[a + j]) for j in range(s) if j != i) for a, s in zip(at, sizes) for i in range(s)]
+        assert job_replay._latest_of_others(v, at).tolist() == want
+        for a, s in zip(at.tolist(), sizes.tolist()):
+            ts = v[a:a + s]
+            first = [next(j for j in range(s) if j != i and ts[j] == max(ts[k] for k in range(s) if k != i))
+                     for i in range(s)]
+            assert job_replay._first_latest_other(ts).tolist() == first
+
+
+def test_a_collectives_joins_grow_with_its_members_not_their_square(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A verdict's replay joins each member's end to its instance's other arrivals in one edge per end, not
+    one per pair: the edges it binds per rank do not grow with the job (8 and 32 ranks, one all-reduce per
+    step: 7 and 31 pair edges per rank before)."""
+    from traceaug.analysis import replay
+
+    bound = replay.binding
+    per_rank = {}
+    for n in (8, 32):
+        paths, found, _ = _verdict_parts(jobgen.write(tmp_path / f"j{n}", jobgen.job(n, 1, 500)))
+        edges: list[int] = []
+        monkeypatch.setattr(replay, "binding", lambda *a, e=edges: (e.append(len(a[1])), bound(*a))[1])
+        assert job_replay.replayed(paths, found, 0) is not None
+        per_rank[n] = sum(edges) / n
+    assert per_rank[32] <= per_rank[8], per_rank

@@ -341,7 +341,12 @@ def instance(ts: np.ndarray, te: np.ndarray, own: bool = False) -> tuple[np.ndar
     (end minus last arrival, at least 0: a join's weight, never above the time since any start), the median
     arrival's member, and the forward joins' (start, end) members (a member's own kernel: if ``own``)."""
     pairs = np.nonzero((te >= ts[:, None]) & (own | ~np.eye(len(ts), dtype=bool)))
-    return np.maximum(te - ts.max(), 0), int(np.argsort(ts, kind="stable")[(len(ts) - 1) // 2]), pairs
+    return (*arrival(ts, te), pairs)
+
+
+def arrival(ts: np.ndarray, te: np.ndarray) -> tuple[np.ndarray, int]:
+    """``instance``'s transfers and median arrival's member, without its joins."""
+    return np.maximum(te - ts.max(), 0), int(np.argsort(ts, kind="stable")[(len(ts) - 1) // 2])
 
 
 def _joins(matched, ranks, gs, node_at, ts):

@@ -162,7 +162,7 @@ def replayed(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) -> t
     start = min(p.start - s for p, s in zip(ps, shift))
     found = []
     for edges, every_node in zip(both, (True, False)):
-        times = _times(ps, shift, end_at, end_ts, edges)
+        times = _times(ps, shift, end_at, end_ts, edges[:3], edges[3])
         if times is None:
             return None
         tails = [int((times[i][p.tail_out] + p.after).max()) for i, p in enumerate(ps) if p.n]
@@ -177,20 +177,28 @@ def replayed(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) -> t
 def _edges(groups: list, into: tuple, out_ts: np.ndarray, end_ts: np.ndarray) -> tuple | None:
     """The ways into the kernel ends of the joined model (``joined_model``) and of its median one
     (``_at_the_median``): each (end, source out, delay plus slack), the joins (``job_path.instance``) last,
-    slack at their ends found anew (``replay.binding``). None: a kernel in two instances, or an edge of the
-    median model running back in time."""
+    slack at their ends found anew (``replay.binding``), then the joined model's instances whose every end
+    follows every arrival: their joins, all pairs, are one way per end (from the first of the other members'
+    latest arrivals: the one a slack can be on) plus (end, members' outs, transfer) for ``_times``, ranks not
+    squared. None: a kernel in two instances, or an edge of the median model running back in time."""
     into_end, into_out, delay, slack, own = into
     ends = np.concatenate([np.empty(0, np.int64)] + [e for e, _ in groups])
     if len(np.unique(ends)) < len(ends):
         return None
     member, cap = np.isin(into_end, ends), np.zeros(len(end_ts), np.int64)
-    joins, medians = [], []
+    joins, medians, every = [], [], []
     for ends, outs in groups:
-        transfer, mid, (p, q) = jp.instance(out_ts[outs], end_ts[ends])
-        if (end_ts[ends] < out_ts[outs[mid]]).any():
+        ts, te = out_ts[outs], end_ts[ends]
+        transfer, mid = jp.arrival(ts, te)
+        if (te < ts[mid]).any():
             return None
         cap[ends] = transfer
-        joins.append((ends[q], outs[p], transfer[q]))
+        if te.min() >= ts.max():
+            joins.append((ends, outs[_first_latest_other(ts)], transfer))
+            every.append((ends, outs, transfer))
+        else:
+            _, _, (p, q) = jp.instance(ts, te)
+            joins.append((ends[q], outs[p], transfer[q]))
         medians.append((ends, np.full(len(ends), outs[mid]), transfer))
     d = np.where(member & own, np.minimum(delay, cap[into_end]), delay)  # (its own time capped)
     (j_end, j_out, j_w), at = jp.columns(joins), np.flatnonzero(member)
@@ -200,15 +208,39 @@ def _edges(groups: list, into: tuple, out_ts: np.ndarray, end_ts: np.ndarray) ->
     slack[at] = s[:len(at)]
     keep = ~(member & own)  # (the median model: each member's own time is the median's edge)
     m_end, m_out, m_w = jp.columns(medians)
-    return ((np.r_[into_end, j_end], np.r_[into_out, j_out], np.r_[d + slack, j_w + s[len(at):]]),
-            (np.r_[into_end[keep], m_end], np.r_[into_out[keep], m_out], np.r_[(d + slack)[keep], m_w]))
+    sizes = np.array([len(e) for e, _, _ in every], np.int64)
+    return ((np.r_[into_end, j_end], np.r_[into_out, j_out], np.r_[d + slack, j_w + s[len(at):]],
+             (*jp.columns(every), np.cumsum(sizes) - sizes)),
+            (np.r_[into_end[keep], m_end], np.r_[into_out[keep], m_out], np.r_[(d + slack)[keep], m_w], None))
 
 
-def _times(ps: list[job_ports.Ports], shift: list[int], end_at: np.ndarray, end_ts: np.ndarray, ways: tuple
-           ) -> list | None:
+def _first_latest_other(ts: np.ndarray) -> np.ndarray:
+    """Per member, the first other member with the latest arrival of the others (``ts``: two or more)."""
+    first = int(np.argmax(ts))
+    rest = ts.copy()
+    rest[first] = np.iinfo(np.int64).min
+    found = np.full(len(ts), first, np.int64)
+    found[first] = int(np.argmax(rest))
+    return found
+
+
+def _latest_of_others(v: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Per member of each group of ``v`` (``at``: where each starts; two members or more), the latest ``v``
+    of the group's other members."""
+    size = np.diff(np.r_[at, len(v)])
+    top = np.repeat(np.maximum.reduceat(v, at), size)
+    is_top = v == top
+    alone = is_top & (np.repeat(np.add.reduceat(is_top.astype(np.int64), at), size) == 1)
+    second = np.repeat(np.maximum.reduceat(np.where(is_top, np.iinfo(np.int64).min, v), at), size)
+    return np.where(alone, second, top)
+
+
+def _times(ps: list[job_ports.Ports], shift: list[int], end_at: np.ndarray, end_ts: np.ndarray, ways: tuple,
+           every: tuple | None = None) -> list | None:
     """Each rank's outs' replayed times (job clock; last: its latest node's) with the kernel ends joined by
-    ``ways`` (``_edges``); a kernel end with no way in keeps its measured time. Relaxed until nothing
-    moves: a DAG settles within its ends' count (None: it did not)."""
+    ``ways`` and ``every`` (``_edges``: each end after the latest of its instance's other arrivals plus its
+    transfer); a kernel end with no way in keeps its measured time. Relaxed until nothing moves: a DAG
+    settles within its ends' count (None: it did not)."""
     to, frm, w = ways
     has = np.zeros(len(end_ts), bool)
     has[to] = True
@@ -220,6 +252,9 @@ def _times(ps: list[job_ports.Ports], shift: list[int], end_at: np.ndarray, end_
         outs = np.concatenate([np.empty(0, np.int64)] + [v[:-1] for v in vals])
         new = np.where(has, NEVER, end_ts)
         np.maximum.at(new, to, outs[frm] + w)
+        if every is not None and len(every[0]):
+            e_end, e_out, e_w, e_at = every
+            new[e_end] = np.maximum(new[e_end], _latest_of_others(outs[e_out], e_at) + e_w)
         if np.array_equal(new, x):
             return vals
         x = new

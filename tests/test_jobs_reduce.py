@@ -238,3 +238,25 @@ def test_a_ranks_verdict_part_holds_its_steps_ports(job_ranks: dict) -> None:
             assert np.array_equal(getattr(g.ports, name), getattr(want, name)), (k, name)
     models = sum(len(pickle.dumps(g.model)) for g in full.graphs.values())
     assert len(pickle.dumps(part.graphs)) < 0.25 * models, (len(pickle.dumps(part.graphs)), models)
+
+
+def test_a_ranks_critical_path_part_holds_its_steps_packed(job_ranks: dict) -> None:
+    """``whatif`` / ``critical-path --job``'s part of a rank, from its own read and from the one whole read
+    the cache keeps, holds each step's graph and replay model packed: a job holds every rank's part and
+    replays one step at a time (64 ranks of the A100 trace: 1.0 GB held unpacked); a step unpacks with its
+    model, or without it where the part asked for none."""
+    from traceaug.read.kinds import ONE_READ
+
+    f = job_ranks[5000]
+    own = _task(f, Work("job_path", parts.job_path, {"scales": ()}))
+    whole = _task(f, Work(ONE_READ, parts.job_path_of, {"scales": ()}, parts.open_whole))
+    bare = _task(f, Work(ONE_READ, parts.job_path_of, {"scales": None}, parts.open_whole))
+    for part in (own, whole):
+        assert sorted(part.graphs) == [0, 1]
+        unpacked = sum(len(pickle.dumps(part.graphs[k])) for k in part.graphs)
+        assert len(pickle.dumps(part)) < 0.5 * unpacked, (len(pickle.dumps(part)), unpacked)
+        assert all(part.graphs[k].model is not None for k in part.graphs)
+    edges = [len(whole.graphs[k].model.src) for k in whole.graphs]
+    assert [len(own.graphs[k].model.src) for k in own.graphs] == edges
+    assert all(bare.graphs[k].model is None and bare.graphs[k].picked is None for k in bare.graphs)
+    assert [len(bare.graphs[k].src) for k in bare.graphs] == [len(whole.graphs[k].src) for k in whole.graphs]

@@ -59,6 +59,8 @@ class Packed(Mapping):
     """A rank's graphs by step, each kept pickled and zstd-compressed until asked for: a job verdict holds
     every rank's steps but replays one step at a time, so its memory holds one step's graphs unpacked."""
 
+    bare = False  # (``without_models``)
+
     def __init__(self, graphs: dict) -> None:
         import pickle
 
@@ -72,7 +74,8 @@ class Packed(Mapping):
 
         import zstandard
 
-        return pickle.loads(zstandard.ZstdDecompressor().decompress(self.packed[step]))
+        g = pickle.loads(zstandard.ZstdDecompressor().decompress(self.packed[step]))
+        return dataclasses.replace(g, model=None, picked=None) if self.bare else g
 
     def __contains__(self, step: object) -> bool:  # (Mapping's would unpack the graph)
         return step in self.packed
@@ -83,7 +86,13 @@ class Packed(Mapping):
     def only(self, step: int | None) -> Packed:
         """The graph of ``step`` alone (None: every one), still packed."""
         out = Packed({})
-        out.packed = {k: g for k, g in self.packed.items() if step in (None, k)}
+        out.packed, out.bare = {k: g for k, g in self.packed.items() if step in (None, k)}, self.bare
+        return out
+
+    def without_models(self) -> Packed:
+        """The same graphs, each unpacked without its replay model and picks."""
+        out = self.only(None)
+        out.bare = True
         return out
 
     def __len__(self) -> int:
@@ -96,17 +105,19 @@ class RankPart:
     graph per step."""
 
     tables: RankTables
-    graphs: dict[int, RankGraph]
+    graphs: Mapping[int, RankGraph]  # (``Packed``)
     names: np.ndarray | None = None  # the event names the graphs' ``ev["name"]`` codes number
 
 
 def rank_part(trace: Trace, rank: int | None = None, scales: tuple | None = None) -> RankPart:
-    """One rank's ``RankPart`` (one load of kind ``LOAD``), picklable: nothing of the engine. ``scales``: with
-    each step's replay model and, for each (``replay.Scale``), the events it picks (None: no models)."""
+    """One rank's ``RankPart`` (one load of kind ``LOAD``), picklable: nothing of the engine; its graphs
+    packed (a job holds every rank's, its replay unpacks one step's at a time). ``scales``: with each step's
+    replay model and, for each (``replay.Scale``), the events it picks (None: no models)."""
     tables = rank_tables(trace, causes=False)  # the path needs no cause windows
     if tables.rank is None:
         tables.rank = rank
-    return _part(trace, tables, cp.step_windows(trace) or {WHOLE: cp.window(trace)}, scales, True)
+    part = _part(trace, tables, cp.step_windows(trace) or {WHOLE: cp.window(trace)}, scales, True)
+    return dataclasses.replace(part, graphs=Packed(part.graphs))
 
 
 def replay_part(trace: Trace, tables: RankTables, step: int | None = None) -> RankPart:
@@ -144,9 +155,7 @@ def as_rank_part(whole: tuple[RankPart, RankPart], rank: int | None, models: boo
     tables = dataclasses.replace(part.tables, windows=None)
     if tables.rank is None:
         tables.rank = rank
-    graphs = {k: g if models else dataclasses.replace(g, model=None, picked=None)
-              for k, g in part.graphs.items()}
-    return RankPart(tables, graphs, part.names)
+    return RankPart(tables, part.graphs if models else part.graphs.without_models(), part.names)
 
 
 def _part(trace: Trace, tables: RankTables, windows: dict, scales: tuple | None, path: bool

@@ -41,9 +41,12 @@ def test_a_package_run_with_dash_m_keeps_its_ctrl_c(tmp_path: Path, load: bool) 
                                      "import traceaug  # noqa: F401\n")
     (pkg / "__main__.py").write_text(MAIN.format(trace=str(TESTDATA / "small_training.json")))
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    # started with Ctrl-C at its default, as from a terminal (a suite run in the background, ``cmd &``,
+    # inherits SIGINT ignored, and Python then installs no KeyboardInterrupt)
     proc = subprocess.Popen([sys.executable, "-m", "mypkg", *(["load"] if load else [])],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         lines = [proc.stdout.readline().strip() for _ in range(2)]
         assert lines == ["handler kept True", "ready"], (lines, proc.stderr.read())

@@ -349,13 +349,17 @@ def instance(ts: np.ndarray, te: np.ndarray, own: bool = False) -> tuple[np.ndar
     """A matched instance's joins from its members' kernel starts ``ts`` and ends ``te``: each end's transfer
     (end minus last arrival, at least 0: a join's weight, never above the time since any start), the median
     arrival's member, and the forward joins' (start, end) members (a member's own kernel: if ``own``)."""
-    pairs = np.nonzero((te >= ts[:, None]) & (own | ~np.eye(len(ts), dtype=bool)))
-    return (*arrival(ts, te), pairs)
+    return (*arrival(ts, te), pairs(ts, te, own))
 
 
 def arrival(ts: np.ndarray, te: np.ndarray) -> tuple[np.ndarray, int]:
-    """``instance``'s transfers and median arrival's member, without its joins."""
+    """``instance``'s transfers and median arrival's member."""
     return np.maximum(te - ts.max(), 0), int(np.argsort(ts, kind="stable")[(len(ts) - 1) // 2])
+
+
+def pairs(ts: np.ndarray, te: np.ndarray, own: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """``instance``'s forward joins: (start, end) members, an end at or after the start."""
+    return np.nonzero((te >= ts[:, None]) & (own | ~np.eye(len(ts), dtype=bool)))
 
 
 def _joins(matched, ranks, gs, node_at, ts):

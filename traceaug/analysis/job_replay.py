@@ -162,7 +162,7 @@ def replayed(parts: dict[int, jp.RankPart], matched: co.Matched, step: int) -> t
     start = min(p.start - s for p, s in zip(ps, shift))
     found = []
     for edges, every_node in zip(both, (True, False)):
-        times = _times(ps, shift, end_at, end_ts, edges[:3], edges[3])
+        times = _times(ps, shift, end_at, end_ts, edges)
         if times is None:
             return None
         tails = [int((times[i][p.tail_out] + p.after).max()) for i, p in enumerate(ps) if p.n]
@@ -197,7 +197,7 @@ def _edges(groups: list, into: tuple, out_ts: np.ndarray, end_ts: np.ndarray) ->
             joins.append((ends, outs[_first_latest_other(ts)], transfer))
             every.append((ends, outs, transfer))
         else:
-            _, _, (p, q) = jp.instance(ts, te)
+            p, q = jp.pairs(ts, te)
             joins.append((ends[q], outs[p], transfer[q]))
         medians.append((ends, np.full(len(ends), outs[mid]), transfer))
     d = np.where(member & own, np.minimum(delay, cap[into_end]), delay)  # (its own time capped)
@@ -209,9 +209,10 @@ def _edges(groups: list, into: tuple, out_ts: np.ndarray, end_ts: np.ndarray) ->
     keep = ~(member & own)  # (the median model: each member's own time is the median's edge)
     m_end, m_out, m_w = jp.columns(medians)
     sizes = np.array([len(e) for e, _, _ in every], np.int64)
+    none = (*jp.columns([]), sizes[:0])  # (the median model has no joins)
     return ((np.r_[into_end, j_end], np.r_[into_out, j_out], np.r_[d + slack, j_w + s[len(at):]],
              (*jp.columns(every), np.cumsum(sizes) - sizes)),
-            (np.r_[into_end[keep], m_end], np.r_[into_out[keep], m_out], np.r_[(d + slack)[keep], m_w], None))
+            (np.r_[into_end[keep], m_end], np.r_[into_out[keep], m_out], np.r_[(d + slack)[keep], m_w], none))
 
 
 def _first_latest_other(ts: np.ndarray) -> np.ndarray:
@@ -235,13 +236,13 @@ def _latest_of_others(v: np.ndarray, at: np.ndarray) -> np.ndarray:
     return np.where(alone, second, top)
 
 
-def _times(ps: list[job_ports.Ports], shift: list[int], end_at: np.ndarray, end_ts: np.ndarray, ways: tuple,
-           every: tuple | None = None) -> list | None:
+def _times(ps: list[job_ports.Ports], shift: list[int], end_at: np.ndarray, end_ts: np.ndarray, ways: tuple
+           ) -> list | None:
     """Each rank's outs' replayed times (job clock; last: its latest node's) with the kernel ends joined by
-    ``ways`` and ``every`` (``_edges``: each end after the latest of its instance's other arrivals plus its
+    ``ways`` (``_edges``: edges, then each end after the latest of its instance's other arrivals plus its
     transfer); a kernel end with no way in keeps its measured time. Relaxed until nothing moves: a DAG
     settles within its ends' count (None: it did not)."""
-    to, frm, w = ways
+    to, frm, w, (e_end, e_out, e_w, e_at) = ways
     has = np.zeros(len(end_ts), bool)
     has[to] = True
     x = np.where(has, NEVER, end_ts)
@@ -252,8 +253,7 @@ def _times(ps: list[job_ports.Ports], shift: list[int], end_at: np.ndarray, end_
         outs = np.concatenate([np.empty(0, np.int64)] + [v[:-1] for v in vals])
         new = np.where(has, NEVER, end_ts)
         np.maximum.at(new, to, outs[frm] + w)
-        if every is not None and len(every[0]):
-            e_end, e_out, e_w, e_at = every
+        if len(e_end):
             new[e_end] = np.maximum(new[e_end], _latest_of_others(outs[e_out], e_at) + e_w)
         if np.array_equal(new, x):
             return vals

@@ -988,3 +988,33 @@ def test_a_signal_stops_the_mcp_server(tmp_path: Path, when: str, sig: int) -> N
             proc.wait()
     no_process_left(proc.pid, argv)
     assert (proc.returncode, err) == (128 + sig, "traceaug: interrupted\n")
+
+
+SCRATCH_WITH_A_SIGNAL = """
+import os, sys, tempfile
+from traceaug import atomic, interrupt
+interrupt.install(command_line=True)
+sig, rmdir, tempfile.tempdir = int(sys.argv[1]), os.rmdir, os.getcwd()  # (the test's own directory)
+
+def signalled(path, *args, **kwargs):  # the signal lands as the directory is removed, its file gone
+    os.kill(os.getpid(), sig)
+    rmdir(path, *args, **kwargs)
+
+os.rmdir = signalled
+try:
+    with atomic.scratch("traceaug-test-") as d:
+        (d / "merged.json").write_text("{}")
+    print("not interrupted")
+except interrupt.Interrupted as e:
+    print("interrupted", e.exit_code)
+print("left", os.path.exists(d))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_as_a_scratch_directory_is_removed_leaves_none(tmp_path: Path, sig: int) -> None:
+    """A run's intermediate directory (``atomic.scratch``: diff's and merge's merged trace, open's) is
+    removed whole when a signal lands inside its removal (a Ctrl-C there left ``traceaug-diff-…`` in
+    $TMPDIR, 1 of the signal tests' runs), and the run stops after."""
+    proc = _script(SCRATCH_WITH_A_SIGNAL, sig, tmp_path)
+    assert proc.stdout.split() == ["interrupted", str(128 + sig), "left", "False"], (proc.stdout, proc.stderr)

@@ -57,6 +57,21 @@ def atomic_output(path: Path, mode: str = "wb", hold: bool = True) -> Iterator[I
         raise
 
 
+@contextlib.contextmanager
+def scratch(prefix: str) -> Iterator[Path]:
+    """A directory for a run's intermediate files, removed after the block however it ends: made and removed
+    with signals held (a Ctrl-C inside the removal left it behind), a signal raised after."""
+    with interrupt.held():
+        d = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        interrupt.check()
+        yield d
+    finally:
+        with interrupt.held():
+            shutil.rmtree(d, ignore_errors=True)
+        interrupt.check()
+
+
 def stdout_spool(directory: Path) -> Path:
     """A path to write in place of stdout (``-``): copied to stdout when the run commits."""
     path = Path(directory) / "stdout.json"

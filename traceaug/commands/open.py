@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import traceaug.paths as paths
 
+from ..atomic import scratch
 from .declare import Call, Command, argument, open_options, serve
 from .merge import write
 
@@ -25,8 +25,8 @@ def open_trace(call: Call) -> None:
     if not trace.is_dir():
         serve(trace_input(trace), port=call["port"], browser=browser, name=Path(trace).name)
         return
-    with tempfile.TemporaryDirectory(prefix="traceaug-open-") as tmp:
-        merged = Path(tmp) / f"{trace.name}.merged.json.gz"
+    with scratch("traceaug-open-") as tmp:
+        merged = tmp / f"{trace.name}.merged.json.gz"
         write(call, merged)
         serve(merged, port=call["port"], browser=browser, name=merged.name)
 

@@ -3,7 +3,6 @@ ids moved past A's, sorted after A, shifted as ``diff_view`` aligns), as the Per
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import orjson
@@ -11,6 +10,7 @@ import orjson
 import traceaug.guard as guard
 
 from ..analysis.diff import Side
+from ..atomic import scratch
 from ..errors import TraceaugError
 from ..read import chunks, pass1, source, ui_import
 from ..read.rebase import Rebase, unsigned_tid, us_to_ns
@@ -219,8 +219,8 @@ def write_merged(sides: list[tuple[Side, str, int]], added: list[bytes], options
     if any(side.trace.plan is None for side, _, _ in sides):
         raise TraceaugError(f"{out}: --trace needs Chrome JSON traces on both sides")
     guard.check([side.trace.path for side, _, _ in sides], [out])
-    with tempfile.TemporaryDirectory(prefix="traceaug-diff-") as tmp:
-        body = Path(tmp) / "merged.json"
+    with scratch("traceaug-diff-") as tmp:
+        body = tmp / "merged.json"
         with open(body, "wb") as w:
             w.write(b'{"traceEvents":[\n')
             w.write(b",\n".join([e for i, (side, label, shift) in enumerate(sides)

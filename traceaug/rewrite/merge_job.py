@@ -5,7 +5,6 @@ largest rank."""
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import orjson
 import pandas as pd
 
 from ..analysis import collectives as co
+from ..atomic import scratch
 from ..read import chunks, normalize, source
 from ..read.inputs import trace_input
 from ..read.marker import UI_ORDER, UI_WINDOW
@@ -108,11 +108,11 @@ def write_job(files: list[TraceFile], out: Path, matched: co.Matched,
     moves = visible.Edits()  # every part's, indexes in the whole event array
     done = 0  # events written
     steps: dict[int, dict] = {}  # per rank: its ProfilerSteps' starts
-    with tempfile.TemporaryDirectory(prefix="traceaug-merge-") as tmp:
+    with scratch("traceaug-merge-") as tmp:
         # Rank by rank (one rank's text and plan in memory at a time): its events spliced, with the
         # added events on its pids, planned on their own (no thread spans two ranks) for what the UI
         # would drop (ns rounding of moved clocks nests slices differently), moved as rewriters move them.
-        whole, part = Path(tmp) / "job.json", Path(tmp) / "part.json"
+        whole, part = tmp / "job.json", tmp / "part.json"
         with open(whole, "wb") as w:
             w.write(_HEAD)
             for f in files:

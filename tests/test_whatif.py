@@ -8,6 +8,7 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
+from unittest.mock import patch
 
 import kineto_gen
 import numpy as np
@@ -164,6 +165,8 @@ def test_schedule_is_the_plain_relaxation(data) -> None:
     lane = np.array(data.draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)), np.int64)
     got = replay.schedule(ts, np.arange(n), src, dst, d, lane)
     assert got.tolist() == _relaxed(ts, src, dst, d)
+    with patch.object(replay, "RELAXED_AT_ONCE", 2):  # the edges relaxed a few at a time, as a job's are
+        assert replay.schedule(ts, np.arange(n), src, dst, d, lane).tolist() == _relaxed(ts, src, dst, d)
     # with its slack, the unchanged replay is the measured time wherever delays fit
     fit = np.minimum(d, ts[dst] - ts[src]) if len(src) else d
     _, s = replay.binding(ts, src, dst, fit)

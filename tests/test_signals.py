@@ -1002,8 +1002,15 @@ def signalled(path, *args, **kwargs):  # the signal lands as the directory is re
 
 os.rmdir = signalled
 try:
-    with atomic.scratch("traceaug-test-") as d:
-        (d / "merged.json").write_text("{}")
+    if HOW == "scratch":
+        with atomic.scratch("traceaug-test-") as d:
+            (d / "merged.json").write_text("{}")
+    else:  # diff's --open / --side-by-side temporary: made in compute_all, dropped after show
+        from traceaug.commands import diff
+        call = {"temporary": atomic.scratch_dir("traceaug-diff-")}
+        d = call["temporary"]
+        (d / "diff.json.gz").write_text("{}")
+        diff._drop_temporary(call)
     print("not interrupted")
 except interrupt.Interrupted as e:
     print("interrupted", e.exit_code)
@@ -1011,10 +1018,12 @@ print("left", os.path.exists(d))
 """
 
 
+@pytest.mark.parametrize("how", ["scratch", "diff temporary"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_as_a_scratch_directory_is_removed_leaves_none(tmp_path: Path, sig: int) -> None:
-    """A run's intermediate directory (``atomic.scratch``: diff's and merge's merged trace, open's) is
-    removed whole when a signal lands inside its removal (a Ctrl-C there left ``traceaug-diff-…`` in
-    $TMPDIR, 1 of the signal tests' runs), and the run stops after."""
-    proc = _script(SCRATCH_WITH_A_SIGNAL, sig, tmp_path)
+def test_a_signal_as_a_scratch_directory_is_removed_leaves_none(tmp_path: Path, sig: int, how: str) -> None:
+    """A run's intermediate directory (``atomic.scratch``: diff's and merge's merged trace, open's; diff
+    ``--open``'s temporary, kept until served) is removed whole when a signal lands inside its removal (a
+    Ctrl-C there left ``traceaug-diff-…`` in $TMPDIR, 1 of the signal tests' runs), and the run
+    stops after."""
+    proc = _script(f"HOW = {how!r}\n{SCRATCH_WITH_A_SIGNAL}", sig, tmp_path)
     assert proc.stdout.split() == ["interrupted", str(128 + sig), "left", "False"], (proc.stdout, proc.stderr)

@@ -61,15 +61,31 @@ def atomic_output(path: Path, mode: str = "wb", hold: bool = True) -> Iterator[I
 def scratch(prefix: str) -> Iterator[Path]:
     """A directory for a run's intermediate files, removed after the block however it ends: made and removed
     with signals held (a Ctrl-C inside the removal left it behind), a signal raised after."""
+    d = scratch_dir(prefix)
+    try:
+        yield d
+    finally:
+        drop_scratch(d)
+
+
+def scratch_dir(prefix: str) -> Path:
+    """``scratch``'s directory for a run whose files outlive one block (diff's, until served): made with
+    signals held, a signal raised after (then none is left)."""
     with interrupt.held():
         d = Path(tempfile.mkdtemp(prefix=prefix))
     try:
         interrupt.check()
-        yield d
-    finally:
-        with interrupt.held():
-            shutil.rmtree(d, ignore_errors=True)
-        interrupt.check()
+    except BaseException:
+        drop_scratch(d)
+        raise
+    return d
+
+
+def drop_scratch(d: Path) -> None:
+    """Remove ``scratch_dir``'s directory with signals held, a signal raised after."""
+    with interrupt.held():
+        shutil.rmtree(d, ignore_errors=True)
+    interrupt.check()
 
 
 def stdout_spool(directory: Path) -> Path:

@@ -3,10 +3,7 @@ CI gate, and (``--explain``) the step-time change along both critical paths."""
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
@@ -208,7 +205,7 @@ def compute_all(call: Call) -> tuple[DiffResult | None, dict | None]:
     (``--html``, ``--trace``, the gate). ``--open`` without ``--trace``: the merged trace is written in a
     temporary directory, removed once served (``show``) or on failure; so are ``--side-by-side``'s two."""
     if call.get("side_by_side") or call.get("open_ui") and call["trace_out"] is None:
-        tmp = call.params["temporary"] = Path(tempfile.mkdtemp(prefix="traceaug-diff-"))
+        tmp = call.params["temporary"] = atomic.scratch_dir("traceaug-diff-")
         if call.get("side_by_side"):
             call.params["pair_out"] = (tmp / "A.json.gz", tmp / "B.json.gz")
         else:
@@ -222,7 +219,7 @@ def compute_all(call: Call) -> tuple[DiffResult | None, dict | None]:
 
 def _drop_temporary(call: Call) -> None:
     if call.get("temporary") is not None:
-        shutil.rmtree(call["temporary"], ignore_errors=True)
+        atomic.drop_scratch(call["temporary"])
 
 
 def _compute(call: Call) -> tuple[DiffResult | None, dict | None]:

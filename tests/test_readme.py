@@ -102,7 +102,7 @@ def test_readme_sample_output(command: str, lines: list[str], tmp_path: Path) ->
 def test_ci_runs_the_readme_test_command() -> None:
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
-    command = "pip install -q -e '.[test]' && python -m pytest -q"
+    command = "pip install -q -e '.[test]' && python -m pytest -q -n 2"
     assert command in readme.split("```bash\n")[2]
     assert ci[-1] == command
 

@@ -1005,12 +1005,29 @@ try:
     if HOW == "scratch":
         with atomic.scratch("traceaug-test-") as d:
             (d / "merged.json").write_text("{}")
-    else:  # diff's --open / --side-by-side temporary: made in compute_all, dropped after show
+    elif HOW == "diff temporary":  # diff --open / --side-by-side's: made in compute_all, dropped after show
         from traceaug.commands import diff
         call = {"temporary": atomic.scratch_dir("traceaug-diff-")}
         d = call["temporary"]
         (d / "diff.json.gz").write_text("{}")
         diff._drop_temporary(call)
+    elif HOW == "fetch":  # an object's local copy (a rank on object storage), removed after its read
+        import fsspec
+        from traceaug.read import storage
+        with fsspec.open("memory://bucket/rank0.json", "wb") as f:
+            f.write(b"{}")
+        with storage.local_copy("memory://bucket/rank0.json") as local:
+            d = local.parent
+    else:  # an export left with a hot journal: read in a private copy, removed as the export closes
+        from pathlib import Path
+        from traceaug.read import nsys
+        Path("x.sqlite").write_bytes(b"SQLite format 3")
+        Path("x.sqlite-journal").write_bytes(nsys.UNFINISHED[0][1])
+        export = nsys.Export.__new__(nsys.Export)  # (its SQLite connection is not what is tested)
+        export.path, export.copy_dir = Path("x.sqlite"), None
+        export._uri()
+        d = export.copy_dir
+        export.close()
     print("not interrupted")
 except interrupt.Interrupted as e:
     print("interrupted", e.exit_code)
@@ -1018,12 +1035,12 @@ print("left", os.path.exists(d))
 """
 
 
-@pytest.mark.parametrize("how", ["scratch", "diff temporary"])
+@pytest.mark.parametrize("how", ["scratch", "diff temporary", "fetch", "export copy"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_as_a_scratch_directory_is_removed_leaves_none(tmp_path: Path, sig: int, how: str) -> None:
-    """A run's intermediate directory (``atomic.scratch``: diff's and merge's merged trace, open's; diff
-    ``--open``'s temporary, kept until served) is removed whole when a signal lands inside its removal (a
-    Ctrl-C there left ``traceaug-diff-…`` in $TMPDIR, 1 of the signal tests' runs), and the run
-    stops after."""
+    """A run's intermediate directory (``atomic.scratch``: diff's and merge's merged trace, open's, an
+    object's local copy; diff ``--open``'s temporary, kept until served; an unfinished export's copy) is
+    removed whole when a signal lands inside its removal (a Ctrl-C there left ``traceaug-diff-…`` in
+    $TMPDIR, 1 of the signal tests' runs), and the run stops after."""
     proc = _script(f"HOW = {how!r}\n{SCRATCH_WITH_A_SIGNAL}", sig, tmp_path)
     assert proc.stdout.split() == ["interrupted", str(128 + sig), "left", "False"], (proc.stdout, proc.stderr)

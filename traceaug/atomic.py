@@ -58,21 +58,22 @@ def atomic_output(path: Path, mode: str = "wb", hold: bool = True) -> Iterator[I
 
 
 @contextlib.contextmanager
-def scratch(prefix: str) -> Iterator[Path]:
-    """A directory for a run's intermediate files, removed after the block however it ends: made and removed
-    with signals held (a Ctrl-C inside the removal left it behind), a signal raised after."""
-    d = scratch_dir(prefix)
+def scratch(prefix: str, dir: str | None = None) -> Iterator[Path]:
+    """A directory (in ``dir``, else $TMPDIR) for a run's intermediate files, removed after the block however
+    it ends: made and removed with signals held (a Ctrl-C inside the removal left it behind), a signal raised
+    after."""
+    d = scratch_dir(prefix, dir)
     try:
         yield d
     finally:
         drop_scratch(d)
 
 
-def scratch_dir(prefix: str) -> Path:
-    """``scratch``'s directory for a run whose files outlive one block (diff's, until served): made with
-    signals held, a signal raised after (then none is left)."""
+def scratch_dir(prefix: str, dir: str | None = None) -> Path:
+    """``scratch``'s directory for a run whose files outlive one block (diff's, until served; an export's
+    copy, until closed): made with signals held, a signal raised after (then none is left)."""
     with interrupt.held():
-        d = Path(tempfile.mkdtemp(prefix=prefix))
+        d = Path(tempfile.mkdtemp(prefix=prefix, dir=dir))
     try:
         interrupt.check()
     except BaseException:

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+import traceaug.atomic as atomic
 import traceaug.interrupt as interrupt
 
-from ..atomic import atomic_output
 from ..errors import TraceaugError
 from ..sql_text import literal
 from . import source
@@ -130,7 +130,7 @@ class Export:
             raise TraceaugError(f"{self.path}: no such file")
         if not is_sqlite(self.path):
             raise TraceaugError(f"{self.path}: not an SQLite file (expected `nsys export --type sqlite`)")
-        self.copy_dir: str | None = None
+        self.copy_dir: Path | None = None
         self.steps_limit = STEPS_FLOOR + STEPS_PER_BYTE * self.path.stat().st_size
         self.steps = 0
         try:
@@ -158,10 +158,10 @@ class Export:
                 if _starts_with(Path(str(self.path) + suffix), magic)]
         if not left:
             return "file:" + urllib.parse.quote(str(self.path.resolve())) + "?mode=ro&immutable=1"
-        self.copy_dir = tempfile.mkdtemp(prefix="traceaug-export-")
-        copy = Path(self.copy_dir) / self.path.name
+        self.copy_dir = atomic.scratch_dir("traceaug-export-")
+        copy = self.copy_dir / self.path.name
         for f in (self.path, *left):
-            shutil.copyfile(f, Path(self.copy_dir) / f.name)
+            shutil.copyfile(f, self.copy_dir / f.name)
         return "file:" + urllib.parse.quote(str(copy)) + "?mode=rw"
 
     def _progress(self) -> int:
@@ -183,8 +183,8 @@ class Export:
         if hasattr(self, "con"):
             self.con.close()
         if self.copy_dir is not None:
-            shutil.rmtree(self.copy_dir, ignore_errors=True)
-            self.copy_dir = None
+            copy, self.copy_dir = self.copy_dir, None
+            atomic.drop_scratch(copy)
 
     def __enter__(self) -> Export:
         return self
@@ -609,7 +609,7 @@ def convert(src: str | Path, dst: str | Path, hold: bool = True) -> int:
         raise TraceaugError(f"{dst}: is a directory; give an output file")
     if not dst.parent.is_dir():
         raise TraceaugError(f"{dst}: no such directory {dst.parent}")
-    with Export(src) as ex, atomic_output(dst, hold=hold) as f:
+    with Export(src) as ex, atomic.atomic_output(dst, hold=hold) as f:
         if dst.name.endswith(".gz"):
             with gzip.GzipFile(fileobj=f, mode="wb", compresslevel=3, mtime=0) as gz:
                 return write(ex, gz)

@@ -7,10 +7,10 @@ import contextlib
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import traceaug.atomic as atomic
 import traceaug.interrupt as interrupt
 import traceaug.runtime as runtime
 
@@ -120,10 +120,8 @@ def local_copy(url: str, storage: dict | None = None) -> Iterator[Path]:
     errors raised inside name the URL, not the copy."""
     fs, path = filesystem(url, storage)
     scratch = runtime.current().scratch  # the run's (absent where a remote worker runs)
-    tmp = Path(tempfile.mkdtemp(prefix="traceaug-fetch-",
-                                dir=scratch if scratch and os.path.isdir(scratch) else None))
-    local = tmp / url.rstrip("/").rsplit("/", 1)[-1]
-    try:
+    with atomic.scratch("traceaug-fetch-", scratch if scratch and os.path.isdir(scratch) else None) as tmp:
+        local = tmp / url.rstrip("/").rsplit("/", 1)[-1]
         try:
             with fs.open(path, "rb") as src, open(local, "wb") as dst:
                 shutil.copyfileobj(src, dst, BLOCK)
@@ -133,8 +131,6 @@ def local_copy(url: str, storage: dict | None = None) -> Iterator[Path]:
             yield local
         except TraceaugError as e:
             raise TraceaugError(str(e).replace(str(local), url)) from None
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def upload(local: str | Path, url: str, storage: dict | None = None) -> None:

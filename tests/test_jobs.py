@@ -782,3 +782,49 @@ def test_a_signal_in_every_job_command_on_a_cluster(cluster: Cluster, tmp_path: 
         assert all(line.endswith("rank task(s) on the cluster cancelled") for line in said[:-1]), err
         assert took < 5 and os.listdir(out) == [] and os.listdir(temp) == [], (at, took, os.listdir(temp))
     assert stopped >= 1, name
+
+
+# A signal landing as the Dask client connects: sent from inside its start (run on Dask's event loop
+# thread), so it reaches traceaug's handler while the main thread waits for that start. An exit hook
+# (run before Dask's: registered later) writes down whether a global client is left for Dask's own hook
+# to close, and makes a coroutine that is never awaited, as a call a signal cut short leaves.
+SIGNAL_AS_THE_CLIENT_STARTS = """
+import atexit, os, signal, sys
+import distributed
+from distributed.client import _get_global_client
+start, sig = distributed.Client._start, int(sys.argv[1])
+
+async def signalled(self, *args, **kwargs):
+    os.kill(os.getpid(), sig)
+    return await start(self, *args, **kwargs)
+
+async def cut_short():
+    pass
+
+def left():
+    with open("left", "w") as f:
+        f.write(repr(_get_global_client()))
+    cut_short()
+
+distributed.Client._start = signalled
+atexit.register(left)
+from traceaug.__main__ import main
+sys.argv = ["traceaug", *sys.argv[2:]]
+main()
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_as_the_dask_client_connects_says_one_line(cluster: Cluster, tmp_path: Path,
+                                                            sig: int) -> None:
+    """Ctrl-C / SIGTERM while the client is still connecting to the cluster: exit 130 / 143 and the one
+    line. No global Dask client is left for Dask's exit hook (a half-started one, closed there, failed
+    with an "Exception ignored in atexit" traceback: 1 run of the cluster signal tests), nor a warning of
+    a call never run ("coroutine ... was never awaited", another run)."""
+    done = subprocess.run([sys.executable, "-c", SIGNAL_AS_THE_CLIENT_STARTS, str(int(sig)), "kernels",
+                           str(shared_trace(JOB)), "--format", "csv", "--scheduler-file",
+                           str(cluster.scheduler_file)], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert (done.returncode, done.stderr, done.stdout) == (128 + sig, "traceaug: interrupted\n", ""), \
+        done.stderr[-2000:]
+    assert (tmp_path / "left").read_text() == "None"

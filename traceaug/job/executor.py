@@ -11,6 +11,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -240,7 +241,8 @@ class DaskExecutor(Executor):
         while True:
             step = LOOK_S if end is None else max(0.0, min(LOOK_S, end - time.monotonic()))
             try:
-                wait(futures, step, return_when="FIRST_COMPLETED")
+                with self.client.as_current():  # (Dask's wait asks for the default client: ours is not)
+                    wait(futures, step, return_when="FIRST_COMPLETED")
             except (TimeoutError, FuturesCancelledError):  # cancelled: not by this run (it
                 pass  # raises when it cancels), so by a lost scheduler
             done = [f for f in futures if f.done()]
@@ -323,7 +325,7 @@ class _Local:
                 self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1,
                                             processes=True, dashboard_address=":0",
                                             silence_logs=logging.CRITICAL)
-            self.client = Client(self.cluster)
+            self.client = Client(self.cluster, set_as_default=False)
         except BaseException:  # Ctrl-C while it starts: its processes killed, no traceback
             self.kill()
             self.close()
@@ -425,6 +427,8 @@ def connect(scheduler: str | None = None, scheduler_file: str | None = None,
         for name in ["distributed", "asyncio", "tornado", *logging.root.manager.loggerDict]:  # Dask's
             if name.split(".")[0] in ("distributed", "asyncio", "tornado"):  # config sets some
                 logging.getLogger(name).setLevel(logging.CRITICAL)
+        # nor the warning of a call to the cluster a Ctrl-C cut short (its coroutine never ran)
+        warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
     try:
         if address is not None:
             return _announced(DaskExecutor(_reach(address, timeout), timeout=timeout))
@@ -437,7 +441,8 @@ def connect(scheduler: str | None = None, scheduler_file: str | None = None,
 
 def _reach(address: str, timeout: float):
     """A Dask client of the scheduler at ``address``, tried ``timeout`` s; the wait said on a
-    terminal after ``SAY_AFTER_S``."""
+    terminal after ``SAY_AFTER_S``. Never Dask's global client (nor ``_Local``'s): one a signal cut short
+    as it connected was left to Dask's exit hook, whose close of it failed with a traceback."""
 
     from distributed import Client
 
@@ -450,7 +455,7 @@ def _reach(address: str, timeout: float):
     if shown():
         said.start()
     try:
-        return Client(address, timeout=timeout)
+        return Client(address, timeout=timeout, set_as_default=False)
     finally:
         said.cancel()
 

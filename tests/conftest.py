@@ -283,16 +283,15 @@ def url_job_args(name: str, job: str, out: str, endpoint: str | None = None) -> 
 
 
 # Modules taking over ~12 s of the suite (browsers, jobs and clusters, signals, the hostile corpus):
-# ``pytest -m "not slow and not perf"`` runs the rest, the quick subset for an inner loop.
+# ``pytest -n 2 -m "not slow and not perf"`` runs the rest, the quick subset for an inner loop.
 SLOW = frozenset({
-    "test_bad_inputs", "test_cache", "test_cluster_reliability", "test_collectives", "test_counters",
-    "test_critical_path", "test_critical_path_hta", "test_diff", "test_diff_gate", "test_diff_view",
-    "test_discovery", "test_serving_attributed",
-    "test_efficiency", "test_engine", "test_fidelity", "test_job_path", "test_job_verdict", "test_jobs",
-    "test_jobs_storage", "test_load_modes", "test_mcp", "test_memory", "test_merge_stream",
-    "test_pass1_columns", "test_schemas",
-    "test_patterns_mining", "test_rebase_below_base", "test_reliability", "test_s3_safety",
-    "test_signals"})
+    "test_bad_inputs", "test_cache", "test_cluster_reliability", "test_collectives", "test_conventions",
+    "test_counters", "test_critical_path", "test_critical_path_hta", "test_diff", "test_diff_gate",
+    "test_diff_view", "test_discovery", "test_efficiency", "test_engine", "test_fidelity", "test_job_path",
+    "test_job_ports", "test_job_verdict", "test_jobs", "test_jobs_storage", "test_load_modes", "test_mcp",
+    "test_memory", "test_merge_stream", "test_pass1_columns", "test_patterns_mining",
+    "test_rebase_below_base", "test_reliability", "test_s3_safety", "test_schemas",
+    "test_serving_attributed", "test_signals", "test_whatif_steps"})
 
 
 def pytest_collection_modifyitems(items: list) -> None:

@@ -996,8 +996,9 @@ from traceaug import atomic, interrupt
 interrupt.install(command_line=True)
 sig, rmdir, tempfile.tempdir = int(sys.argv[1]), os.rmdir, os.getcwd()  # (the test's own directory)
 
-def signalled(path, *args, **kwargs):  # the signal lands as the directory is removed, its file gone
-    os.kill(os.getpid(), sig)
+def signalled(path, *args, **kwargs):  # the signal lands as the directory is removed, its files gone
+    if os.path.basename(path).startswith("traceaug-"):  # (not a directory inside it: Dask's own)
+        os.kill(os.getpid(), sig)
     rmdir(path, *args, **kwargs)
 
 os.rmdir = signalled
@@ -1018,6 +1019,11 @@ try:
             f.write(b"{}")
         with storage.local_copy("memory://bucket/rank0.json") as local:
             d = local.parent
+    elif HOW == "dask scratch":  # the LocalCluster --workers starts: its scratch removed as it closes
+        from traceaug.job import executor
+        local = executor._Local(1)
+        d = local.scratch
+        local.close()
     else:  # an export left with a hot journal: read in a private copy, removed as the export closes
         from pathlib import Path
         from traceaug.read import nsys
@@ -1035,12 +1041,12 @@ print("left", os.path.exists(d))
 """
 
 
-@pytest.mark.parametrize("how", ["scratch", "diff temporary", "fetch", "export copy"])
+@pytest.mark.parametrize("how", ["scratch", "diff temporary", "fetch", "export copy", "dask scratch"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_as_a_scratch_directory_is_removed_leaves_none(tmp_path: Path, sig: int, how: str) -> None:
     """A run's intermediate directory (``atomic.scratch``: diff's and merge's merged trace, open's, an
-    object's local copy; diff ``--open``'s temporary, kept until served; an unfinished export's copy) is
-    removed whole when a signal lands inside its removal (a Ctrl-C there left ``traceaug-diff-…`` in
-    $TMPDIR, 1 of the signal tests' runs), and the run stops after."""
+    object's local copy; diff ``--open``'s temporary, kept until served; an unfinished export's copy; the
+    scratch space of a LocalCluster) is removed whole when a signal lands inside its removal (a Ctrl-C
+    there left ``traceaug-diff-…`` in $TMPDIR, 1 of the signal tests' runs), and the run stops after."""
     proc = _script(f"HOW = {how!r}\n{SCRATCH_WITH_A_SIGNAL}", sig, tmp_path)
     assert proc.stdout.split() == ["interrupted", str(128 + sig), "left", "False"], (proc.stdout, proc.stderr)

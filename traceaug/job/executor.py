@@ -6,15 +6,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import sys
-import tempfile
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import traceaug.atomic as atomic
 import traceaug.interrupt as interrupt
 import traceaug.runtime as runtime
 
@@ -315,13 +314,13 @@ class _Local:
         from distributed import Client, LocalCluster, Nanny
         from distributed.deploy.spec import SpecCluster
 
-        self.scratch = tempfile.mkdtemp(prefix="traceaug-dask-")
+        self.scratch = atomic.scratch_dir("traceaug-dask-")
         self.before = set(multiprocessing.active_children())  # the caller's own processes
         self.others = set(SpecCluster._instances)  # the caller's own clusters
         self.nannies = set(Nanny._instances)  # and their nannies
         self.cluster = None
         try:  # workers' logs stay off stderr: failures are said by rank (job.run)
-            with dask.config.set({"temporary-directory": self.scratch}):  # the scheduler's too
+            with dask.config.set({"temporary-directory": str(self.scratch)}):  # the scheduler's too
                 self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1,
                                             processes=True, dashboard_address=":0",
                                             silence_logs=logging.CRITICAL)
@@ -364,7 +363,7 @@ class _Local:
                 self.cluster.close(timeout=2)
         for ours in set(SpecCluster._instances) - self.others:  # closed, or its processes
             SpecCluster._instances.discard(ours)  # killed: not for Dask's atexit (tracebacks)
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        atomic.drop_scratch(self.scratch)
 
 
 def dask_address(scheduler: str | None) -> str | None:

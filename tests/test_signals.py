@@ -1050,3 +1050,33 @@ def test_a_signal_as_a_scratch_directory_is_removed_leaves_none(tmp_path: Path, 
     there left ``traceaug-diff-…`` in $TMPDIR, 1 of the signal tests' runs), and the run stops after."""
     proc = _script(f"HOW = {how!r}\n{SCRATCH_WITH_A_SIGNAL}", sig, tmp_path)
     assert proc.stdout.split() == ["interrupted", str(128 + sig), "left", "False"], (proc.stdout, proc.stderr)
+
+
+# A signal landing after the command's work, as the run's exit starts ignoring signals: sent from inside
+# the first of those ``signal.signal(..., SIG_IGN)`` calls, before it takes effect.
+SIGNAL_AS_THE_EXIT_IGNORES_SIGNALS = """
+import os, signal, sys
+sig, original, sent = int(sys.argv[1]), signal.signal, []
+
+def ignoring(signum, handler):
+    if handler is signal.SIG_IGN and not sent:
+        sent.append(os.kill(os.getpid(), sig))
+    return original(signum, handler)
+
+signal.signal = ignoring
+sys.argv = ["traceaug", "info", sys.argv[2]]
+from traceaug.__main__ import main
+main()
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_as_the_finished_run_exits_is_no_traceback(tmp_path: Path, sig: int) -> None:
+    """A signal after the command's work is done, just before the exit ignores signals (1 run of
+    ``test_signals_at_many_points_of_every_command``: whatif, SIGTERM at 0.8 of its run, exit 1 and a
+    traceback): the run is over, so it stops nothing: the command's own exit and output, nothing on
+    stderr."""
+    trace = shared_trace("kineto/a100_rank0_of16_6streams.json.gz")
+    proc = _script(SIGNAL_AS_THE_EXIT_IGNORES_SIGNALS.replace("sys.argv[2]", repr(str(trace))), sig, tmp_path)
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr[-2000:]
+    assert trace.name in proc.stdout

@@ -198,8 +198,9 @@ def run() -> None:
         code = getattr(e, "exit_code", 130)
         with contextlib.suppress(Exception):
             sys.stderr.write("traceaug: interrupted\n")
-    for sig in (signal.SIGINT, signal.SIGTERM):  # cleanup below is short: let it finish
-        signal.signal(sig, signal.SIG_IGN)
+    with interrupt.held():  # the run is over: a signal landing here (before it is ignored) stops nothing
+        for sig in (signal.SIGINT, signal.SIGTERM):  # cleanup below is short: let it finish
+            signal.signal(sig, signal.SIG_IGN)
     if isinstance(code, str):
         click.echo(code, err=True)
         code = 1

@@ -174,7 +174,8 @@ def job(n: int, straggler: int, delay_us: int, steps: int = 1, where: str = "cpu
         ) -> dict[int, dict]:
     """{rank: trace} of an ``n``-rank job where ``straggler``'s loader takes ``delay_us``
     more at every step (``where="gpu"``: its gemm instead, the all_reduce queued right behind
-    it on its stream, its CPU on time and waiting in the sync)."""
+    it on its stream, its CPU on time and waiting in the sync). Each step's delays move every
+    later step whole on every rank, so step k starts ``k * delay_us`` later than on time."""
     out = {}
     for r in range(n):
         # the gpu straggler's gemm (from 150 µs into the step) runs up to the all_reduce, so
@@ -185,20 +186,21 @@ def job(n: int, straggler: int, delay_us: int, steps: int = 1, where: str = "cpu
                {"ph": "M", "name": "thread_name", "pid": 1000, "tid": 1000,
                 "args": {"name": "main"}}]
         for k in range(steps):
-            evs += _step(BASE_US + k * (STEP_US + GAP_US), 1 + 4 * k, k, gemm_us)
+            step = {"traceEvents": _step(BASE_US + k * (STEP_US + GAP_US + delay_us), 1 + 4 * k, k, gemm_us)}
+            if r != straggler:  # waits for the straggler in the step's all_reduce
+                ar = kernels(step)[0]
+                _delay(step, ar["ts"] + ar["dur"], delay_us)
+            elif where == "cpu":
+                loader = next(e for e in step["traceEvents"] if e["name"] == LOADER)
+                _delay(step, loader["ts"] + loader["dur"], delay_us)
+            else:
+                ar, gemm = (next(e for e in step["traceEvents"] if e["name"] == x)
+                            for x in (NCCL, "gemm_kernel"))
+                ar_end = ar["ts"] + ar["dur"]
+                _delay(step, gemm["ts"] + gemm["dur"], delay_us, gpu=True)
+                _delay(step, ar_end, delay_us, gpu=False)  # its sync waits for the all_reduce
+            evs += step["traceEvents"]
         out[r] = {"schemaVersion": 1, "distributedInfo": {"rank": r, "world_size": n},
                   "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}],
                   "traceEvents": evs}
-    for k in range(steps):  # step k's events have moved by k * delay_us by now
-        raw = out[straggler]
-        if where == "cpu":
-            loader = [e for e in raw["traceEvents"] if e.get("name") == LOADER][k]
-            _delay(raw, loader["ts"] + loader["dur"], delay_us)
-        else:
-            ar = kernels(raw)[k]
-            ar_end = ar["ts"] + ar["dur"]
-            gemm = [e for e in raw["traceEvents"] if e.get("name") == "gemm_kernel"][k]
-            _delay(raw, gemm["ts"] + gemm["dur"], delay_us, gpu=True)
-            _delay(raw, ar_end, delay_us, gpu=False)  # its sync waits for the all_reduce
-        _others_wait(out, straggler, k, delay_us)
     return out

@@ -18,13 +18,13 @@ import kineto_gen
 import pytest
 from conftest import S3, declared_args, shared_trace, trace_commands, url_job_args, url_job_commands
 
-STEPS = 50_000  # ~48 MB of JSON (counters, info): a few seconds of engine. Below
+STEPS = 25_000  # ~24 MB of JSON (counters, info): seconds of engine. Below
 # normalize.PARALLEL_ABOVE (48 MiB), so their pass 1 runs in-process; diff's runs in a worker
 MID_STEPS = 6_000  # critical-path, patterns, report, diff: a few seconds each
 WHATIF_STEPS = 500  # whatif replays each step (~4 ms a step): a few seconds in all
 RANK_STEPS = 2_500  # each of the two ranks of the rank-directory forms
-JOB_STEPS = 250  # each rank of the job commands' job: seconds each (critical-path --job and
-# diff --explain cost ~20 ms a step, stragglers ~5 ms)
+JOB_STEPS = 100  # each rank of the job commands' job: seconds each (critical-path --job, stragglers
+# and diff --explain cost ~20-30 ms a step)
 NSYS_COPIES = 2_000  # the saxpy export's GPU work 2,001 times: ~300k events, seconds to convert
 WHOLE_RUN_CAP = 12.0  # s: a run longer than this (a slow or loaded machine) is stopped there,
 # its signals land in its first 12 s; every command's input is sized to end well before

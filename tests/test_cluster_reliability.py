@@ -365,6 +365,49 @@ def test_a_signal_to_a_local_cluster_run_exits_at_once_leaving_nothing(
     assert list(tmp.iterdir()) == []
 
 
+# A signal as a finished run closes its own cluster: sent from inside the close (Dask's event loop thread runs
+# it), so it reaches traceaug's handler while the main thread waits for that close.
+SIGNAL_AS_IT_CLOSES = """
+import os, sys
+import distributed
+from distributed.deploy.spec import SpecCluster
+owner, sig = {"client": distributed.Client, "cluster": SpecCluster}[sys.argv[1]], int(sys.argv[2])
+close = owner._close
+
+async def signalled(self, *args, **kwargs):
+    if not getattr(owner, "signalled", False):
+        owner.signalled = True
+        os.kill(os.getpid(), sig)
+    return await close(self, *args, **kwargs)
+
+owner._close = signalled
+from traceaug.__main__ import main
+sys.argv = ["traceaug", *sys.argv[3:]]
+main()
+"""
+
+
+@pytest.mark.parametrize("where, sig", [("client", signal.SIGINT), ("client", signal.SIGTERM),
+                                        ("cluster", signal.SIGINT), ("cluster", signal.SIGTERM)])
+def test_a_signal_as_a_local_cluster_closes_leaves_nothing(tmp_path: Path, where: str, sig: int) -> None:
+    """Ctrl-C / SIGTERM as ``--workers``' run closes its client or its cluster, its ranks done: exit 130 /
+    143 with one line, no process left, nothing in $TMPDIR (the cluster's scratch space was left when the
+    signal cut its close short)."""
+    from test_signals import no_process_left
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    args = ["kernels", str(_small_job(tmp_path)), "--workers", "2", "--format", "csv"]
+    proc = subprocess.Popen([sys.executable, "-c", SIGNAL_AS_IT_CLOSES, where, str(int(sig)), *args],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**os.environ, "TMPDIR": str(tmp),
+                                                         "PYTHONPATH": str(Path(__file__).parents[1])})
+    _, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (128 + sig, "traceaug: interrupted\n"), err[-2000:]
+    no_process_left(proc.pid, args)
+    assert list(tmp.iterdir()) == []
+
+
 @pytest.mark.parametrize("where, name", [("distributed.deploy.spec.SpecCluster", "_instances"),
                                          ("distributed.nanny.Nanny", "_instances")])
 def test_the_dask_private_names_a_local_cluster_is_stopped_by_are_there(where: str, name: str) -> None:

@@ -288,18 +288,24 @@ class DaskExecutor(Executor):
     def close(self, cancel: bool = False) -> None:
 
         running = [f for f in self.futures if not f.done()]
-        if cancel and self.local is not None:  # our own workers: killed, not asked
-            self.local.kill()
-        elif cancel and running:
-            with contextlib.suppress(Exception):
-                self.client.cancel(running, force=True)
-            if not self.failed:
-                print(f"traceaug: {len(running)} rank task(s) on the cluster cancelled",
-                      file=sys.stderr)
-        with contextlib.suppress(Exception):  # a remote cluster stays up: only this run's
-            self.client.close(timeout=1 if cancel else None)  # connection ends
-        if self.local is not None:
-            self.local.close()
+        try:
+            if cancel and self.local is not None:  # our own workers: killed, not asked
+                self.local.kill()
+            elif cancel and running:
+                with contextlib.suppress(Exception):
+                    self.client.cancel(running, force=True)
+                if not self.failed:
+                    print(f"traceaug: {len(running)} rank task(s) on the cluster cancelled",
+                          file=sys.stderr)
+            with contextlib.suppress(Exception):  # a remote cluster stays up: only this run's
+                self.client.close(timeout=1 if cancel else None)  # connection ends
+        except BaseException:  # a signal as it closes: our own workers killed, as a cancelled run's
+            if self.local is not None:
+                self.local.kill()
+            raise
+        finally:
+            if self.local is not None:
+                self.local.close()
 
 
 class _Local:
@@ -358,12 +364,17 @@ class _Local:
 
         from distributed.deploy.spec import SpecCluster
 
-        if self.cluster is not None:
-            with contextlib.suppress(Exception):
-                self.cluster.close(timeout=2)
-        for ours in set(SpecCluster._instances) - self.others:  # closed, or its processes
-            SpecCluster._instances.discard(ours)  # killed: not for Dask's atexit (tracebacks)
-        atomic.drop_scratch(self.scratch)
+        try:
+            if self.cluster is not None:
+                with contextlib.suppress(Exception):
+                    self.cluster.close(timeout=2)
+        except BaseException:  # a signal as it closes: its processes killed, not waited for
+            self.kill()
+            raise
+        finally:
+            for ours in set(SpecCluster._instances) - self.others:  # closed, or its processes
+                SpecCluster._instances.discard(ours)  # killed: not for Dask's atexit (tracebacks)
+            atomic.drop_scratch(self.scratch)
 
 
 def dask_address(scheduler: str | None) -> str | None:

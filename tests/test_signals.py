@@ -4,6 +4,7 @@ output or temporary file, no process left running."""
 
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 import signal
@@ -1080,3 +1081,38 @@ def test_a_signal_as_the_finished_run_exits_is_no_traceback(tmp_path: Path, sig:
     proc = _script(SIGNAL_AS_THE_EXIT_IGNORES_SIGNALS.replace("sys.argv[2]", repr(str(trace))), sig, tmp_path)
     assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr[-2000:]
     assert trace.name in proc.stdout
+
+
+# A signal as a run spools an input read once (stdin): sent right after the spool directory is made, before
+# mkdtemp returns it.
+SIGNAL_AS_A_SPOOL_IS_MADE = """
+import os, sys, tempfile
+sig, mkdtemp = int(sys.argv[1]), tempfile.mkdtemp
+
+def signalled(*args, prefix=None, **kwargs):
+    made = mkdtemp(*args, prefix=prefix, **kwargs)
+    if prefix == "traceaug-spool-":
+        os.kill(os.getpid(), sig)
+    return made
+
+tempfile.mkdtemp = signalled
+sys.argv = ["traceaug", "info", "-"]
+from traceaug.__main__ import main
+main()
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_as_stdin_is_spooled_leaves_no_spool(tmp_path: Path, sig: int) -> None:
+    """A signal landing as the directory for stdin's copy is made, before the run lists it for removal:
+    exit 130 / 143 with one line, nothing left in $TMPDIR (the directory was left)."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    with gzip.open(shared_trace("kineto/a100_rank0_of16_6streams.json.gz")) as f:
+        trace = f.read()
+    env = {**os.environ, "TMPDIR": str(temp), "PYTHONPATH": str(Path(__file__).parents[1])}
+    proc = subprocess.run([sys.executable, "-c", SIGNAL_AS_A_SPOOL_IS_MADE, str(int(sig))], input=trace,
+                          capture_output=True, timeout=60, cwd=tmp_path, env=env)
+    assert (proc.returncode, proc.stderr) == (128 + sig, b"traceaug: interrupted\n"), proc.stderr[-2000:]
+    assert os.listdir(temp) == []
+

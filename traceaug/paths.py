@@ -14,6 +14,7 @@ import click
 
 import traceaug.atomic as atomic
 import traceaug.guard as guard
+import traceaug.interrupt as interrupt
 import traceaug.runtime as runtime
 
 from .errors import TraceaugError
@@ -24,12 +25,16 @@ _shown: dict[str, str] = {}  # spooled path -> the name the user gave
 
 
 def _spool_dir(name: str = "-") -> Path:
+    """A directory for the run's spooled copies, made and listed for ``cleanup`` with signals held (a
+    signal between the two would leave it), the signal raised after."""
     try:
-        d = tempfile.mkdtemp(prefix="traceaug-spool-")
+        with interrupt.held():
+            d = tempfile.mkdtemp(prefix="traceaug-spool-")
+            _spool_dirs.append(d)
     except OSError as e:
         raise TraceaugError(f"{name}: cannot make a temporary copy in {tempfile.gettempdir()} "
                             f"({e.strerror}); set TMPDIR to a writable directory") from None
-    _spool_dirs.append(d)
+    interrupt.check()
     return Path(d)
 
 

@@ -194,9 +194,9 @@ def job(n: int, straggler: int, delay_us: int, steps: int = 1, where: str = "cpu
                 loader = next(e for e in step["traceEvents"] if e["name"] == LOADER)
                 _delay(step, loader["ts"] + loader["dur"], delay_us)
             else:
-                ar, gemm = (next(e for e in step["traceEvents"] if e["name"] == x)
-                            for x in (NCCL, "gemm_kernel"))
+                ar = kernels(step)[0]
                 ar_end = ar["ts"] + ar["dur"]
+                gemm = next(e for e in step["traceEvents"] if e["name"] == "gemm_kernel")
                 _delay(step, gemm["ts"] + gemm["dur"], delay_us, gpu=True)
                 _delay(step, ar_end, delay_us, gpu=False)  # its sync waits for the all_reduce
             evs += step["traceEvents"]

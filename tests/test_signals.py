@@ -107,12 +107,14 @@ def interrupt(args: list[str], cwd: Path, after: float, sig: int = signal.SIGINT
     return proc.returncode, err, took
 
 
-def _script(script: str, sig: int, cwd: Path, *on_path: Path,
-            timeout: float = 60) -> subprocess.CompletedProcess:
-    """``python -c script SIG`` in ``cwd``, traceaug (and ``on_path``) importable: exit, stdout, stderr."""
+def _script(script: str, sig: int, cwd: Path, *on_path: Path, timeout: float = 60, stdin: str | None = None,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python -c script SIG`` in ``cwd``, traceaug (and ``on_path``) importable, ``stdin`` its input,
+    ``env`` added to this process's environment: exit, stdout, stderr."""
     path = ":".join(str(p) for p in (*on_path, Path(__file__).parents[1]))
     return subprocess.run([sys.executable, "-c", script, str(int(sig))], capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd, env={**os.environ, "PYTHONPATH": path})
+                          input=stdin, timeout=timeout, cwd=cwd,
+                          env={**os.environ, **(env or {}), "PYTHONPATH": path})
 
 
 def handling(pid: int) -> None:
@@ -1108,11 +1110,9 @@ def test_a_signal_as_stdin_is_spooled_leaves_no_spool(tmp_path: Path, sig: int) 
     exit 130 / 143 with one line, nothing left in $TMPDIR (the directory was left)."""
     temp = tmp_path / "tmp"
     temp.mkdir()
-    with gzip.open(shared_trace("kineto/a100_rank0_of16_6streams.json.gz")) as f:
+    with gzip.open(shared_trace("kineto/a100_rank0_of16_6streams.json.gz"), "rt") as f:
         trace = f.read()
-    env = {**os.environ, "TMPDIR": str(temp), "PYTHONPATH": str(Path(__file__).parents[1])}
-    proc = subprocess.run([sys.executable, "-c", SIGNAL_AS_A_SPOOL_IS_MADE, str(int(sig))], input=trace,
-                          capture_output=True, timeout=60, cwd=tmp_path, env=env)
-    assert (proc.returncode, proc.stderr) == (128 + sig, b"traceaug: interrupted\n"), proc.stderr[-2000:]
+    proc = _script(SIGNAL_AS_A_SPOOL_IS_MADE, sig, tmp_path, stdin=trace, env={"TMPDIR": str(temp)})
+    assert (proc.returncode, proc.stderr) == (128 + sig, "traceaug: interrupted\n"), proc.stderr[-2000:]
     assert os.listdir(temp) == []
 

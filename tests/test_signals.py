@@ -4,7 +4,6 @@ output or temporary file, no process left running."""
 
 from __future__ import annotations
 
-import gzip
 import os
 import shutil
 import signal
@@ -107,14 +106,12 @@ def interrupt(args: list[str], cwd: Path, after: float, sig: int = signal.SIGINT
     return proc.returncode, err, took
 
 
-def _script(script: str, sig: int, cwd: Path, *on_path: Path, timeout: float = 60, stdin: str | None = None,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """``python -c script SIG`` in ``cwd``, traceaug (and ``on_path``) importable, ``stdin`` its input,
-    ``env`` added to this process's environment: exit, stdout, stderr."""
+def _script(script: str, sig: int, cwd: Path, *on_path: Path,
+            timeout: float = 60) -> subprocess.CompletedProcess:
+    """``python -c script SIG`` in ``cwd``, traceaug (and ``on_path``) importable: exit, stdout, stderr."""
     path = ":".join(str(p) for p in (*on_path, Path(__file__).parents[1]))
     return subprocess.run([sys.executable, "-c", script, str(int(sig))], capture_output=True, text=True,
-                          input=stdin, timeout=timeout, cwd=cwd,
-                          env={**os.environ, **(env or {}), "PYTHONPATH": path})
+                          timeout=timeout, cwd=cwd, env={**os.environ, "PYTHONPATH": path})
 
 
 def handling(pid: int) -> None:
@@ -1089,7 +1086,8 @@ def test_a_signal_as_the_finished_run_exits_is_no_traceback(tmp_path: Path, sig:
 # mkdtemp returns it.
 SIGNAL_AS_A_SPOOL_IS_MADE = """
 import os, sys, tempfile
-sig, mkdtemp = int(sys.argv[1]), tempfile.mkdtemp
+sig, mkdtemp, tempfile.tempdir = int(sys.argv[1]), tempfile.mkdtemp, os.getcwd()  # (the test's own directory)
+os.dup2(os.open(TRACE, os.O_RDONLY), 0)  # stdin: the trace
 
 def signalled(*args, prefix=None, **kwargs):
     made = mkdtemp(*args, prefix=prefix, **kwargs)
@@ -1108,11 +1106,8 @@ main()
 def test_a_signal_as_stdin_is_spooled_leaves_no_spool(tmp_path: Path, sig: int) -> None:
     """A signal landing as the directory for stdin's copy is made, before the run lists it for removal:
     exit 130 / 143 with one line, nothing left in $TMPDIR (the directory was left)."""
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    with gzip.open(shared_trace("kineto/a100_rank0_of16_6streams.json.gz"), "rt") as f:
-        trace = f.read()
-    proc = _script(SIGNAL_AS_A_SPOOL_IS_MADE, sig, tmp_path, stdin=trace, env={"TMPDIR": str(temp)})
+    trace = shared_trace("kineto/a100_rank0_of16_6streams.json.gz")
+    proc = _script(f"TRACE = {str(trace)!r}\n{SIGNAL_AS_A_SPOOL_IS_MADE}", sig, tmp_path)
     assert (proc.returncode, proc.stderr) == (128 + sig, "traceaug: interrupted\n"), proc.stderr[-2000:]
-    assert os.listdir(temp) == []
+    assert os.listdir(tmp_path) == []
 
